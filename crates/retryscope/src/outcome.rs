@@ -1,0 +1,136 @@
+//! What one attempt's result means to the engine.
+//!
+//! A classifier turns each attempt's result into a [`Verdict`]: success, a
+//! retryable failure (optionally carrying a server [`Hint`]) or a permanent
+//! failure. Failures carry an [`ErrorType`], a low-cardinality label that the
+//! instrumentation reports as `error.type`.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A bounded, low-cardinality name for a failure, reported as `error.type`.
+///
+/// HTTP statuses are reported as their code (`"503"`); other failures as a short
+/// static name such as `"timeout"` or `"connect"`. Unknown kinds should use
+/// [`ErrorType::OTHER`] so that metric cardinality stays bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorType {
+    /// An HTTP response status (e.g. 503).
+    Status(u16),
+    /// A named failure kind, e.g. `"timeout"`.
+    Kind(&'static str),
+}
+
+impl ErrorType {
+    /// The catch-all kind for failures without a better name.
+    pub const OTHER: ErrorType = ErrorType::Kind("_OTHER");
+    /// The engine's own per-attempt timeout fired.
+    pub const TIMEOUT: ErrorType = ErrorType::Kind("timeout");
+}
+
+impl fmt::Display for ErrorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorType::Status(code) => write!(f, "{code}"),
+            ErrorType::Kind(kind) => f.write_str(kind),
+        }
+    }
+}
+
+/// Where a wait's length came from (`retryscope.delay.source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DelaySource {
+    /// The policy's backoff and jitter.
+    Policy,
+    /// A `Retry-After` header: replaces the computed delay.
+    RetryAfter,
+    /// `RateLimit` headers: may only lengthen the computed delay.
+    RateLimit,
+}
+
+impl DelaySource {
+    /// The attribute value used in telemetry: `policy`, `retry_after` or `rate_limit`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DelaySource::Policy => "policy",
+            DelaySource::RetryAfter => "retry_after",
+            DelaySource::RateLimit => "rate_limit",
+        }
+    }
+}
+
+impl fmt::Display for DelaySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A server's instruction on when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hint {
+    /// How long the server asks the client to wait.
+    pub delay: Duration,
+    /// Which header it came from; decides whether it replaces or only lengthens the
+    /// computed delay.
+    pub source: DelaySource,
+}
+
+impl Hint {
+    /// A `Retry-After` hint: the next attempt waits exactly `delay`.
+    pub const fn retry_after(delay: Duration) -> Self {
+        Self { delay, source: DelaySource::RetryAfter }
+    }
+
+    /// A `RateLimit` hint: the next attempt waits at least `delay`.
+    pub const fn rate_limit(delay: Duration) -> Self {
+        Self { delay, source: DelaySource::RateLimit }
+    }
+
+    /// The wait this hint implies when the policy alone would wait `computed`.
+    pub fn apply(self, computed: Duration) -> Duration {
+        match self.source {
+            DelaySource::Policy => computed,
+            DelaySource::RetryAfter => self.delay,
+            DelaySource::RateLimit => self.delay.max(computed),
+        }
+    }
+}
+
+/// How the engine should treat the result of one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Done: hand the result to the caller.
+    Success,
+    /// A transient failure: try again if the policy allows.
+    Retryable {
+        /// The failure's `error.type`.
+        error: ErrorType,
+        /// A server's instruction on when to try again, if it sent one.
+        hint: Option<Hint>,
+    },
+    /// A failure that retrying cannot fix: stop now.
+    Permanent {
+        /// The failure's `error.type`.
+        error: ErrorType,
+    },
+}
+
+impl Verdict {
+    /// A retryable failure without a server hint.
+    pub const fn retryable(error: ErrorType) -> Self {
+        Verdict::Retryable { error, hint: None }
+    }
+
+    /// A permanent failure.
+    pub const fn permanent(error: ErrorType) -> Self {
+        Verdict::Permanent { error }
+    }
+
+    /// The failure's `error.type`, or `None` on success.
+    pub const fn error_type(&self) -> Option<ErrorType> {
+        match self {
+            Verdict::Success => None,
+            Verdict::Retryable { error, .. } | Verdict::Permanent { error } => Some(*error),
+        }
+    }
+}

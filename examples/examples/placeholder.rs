@@ -1,0 +1,2 @@
+//! Placeholder until the engine example lands.
+fn main() {}
