@@ -51,10 +51,7 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock standing at an arbitrary fixed origin.
     pub fn new() -> Self {
-        Self {
-            origin: Instant::now(),
-            offset_nanos: Arc::new(AtomicU64::new(0)),
-        }
+        Self { origin: Instant::now(), offset_nanos: Arc::new(AtomicU64::new(0)) }
     }
 
     /// Moves time forward by `by`.
@@ -84,5 +81,16 @@ impl Clock for ManualClock {
 impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now(&self) -> Instant {
         (**self).now()
+    }
+}
+
+/// The operating system's monotonic clock, ignoring tokio's paused time: for
+/// blocking code.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
     }
 }

@@ -1,0 +1,95 @@
+//! The sequence of delays a policy produces.
+
+use crate::jitter::Step;
+use crate::policy::Policy;
+use rand::Rng;
+use std::time::Duration;
+
+impl Policy {
+    /// The delay before retry number `retry` (0 = the first retry), given the
+    /// delay used before the previous one (`previous`; the base delay before the
+    /// first retry). Stateless, so job queues can call it with what they stored.
+    ///
+    /// ```
+    /// use retryscope::{Jitter, Policy};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder().jitter(Jitter::None).build()?;
+    /// let mut rng = retryscope::seeded_rng(7);
+    /// let second = policy.delay(1, policy.base_delay(), &mut rng);
+    /// assert_eq!(second, Duration::from_millis(400));
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
+    pub fn delay<R: Rng + ?Sized>(&self, retry: u32, previous: Duration, rng: &mut R) -> Duration {
+        let step = Step {
+            exponential: self.exponential_delay(retry),
+            previous,
+            base: self.base_delay(),
+            cap: self.max_delay(),
+        };
+        self.jitter().apply(step, rng)
+    }
+
+    /// An iterator-like source of this policy's successive delays.
+    pub fn backoff(&self) -> Backoff {
+        Backoff::new(*self)
+    }
+}
+
+/// Successive delays of one policy, remembering the previous delay for
+/// [`Jitter::Decorrelated`](crate::Jitter::Decorrelated).
+///
+/// ```
+/// use retryscope::{Jitter, Policy};
+/// use std::time::Duration;
+///
+/// let policy = Policy::builder().jitter(Jitter::None).build()?;
+/// let mut backoff = policy.backoff();
+/// let mut rng = retryscope::seeded_rng(1);
+/// let delays: Vec<_> = (0..3).map(|_| backoff.next_delay(&mut rng)).collect();
+/// assert_eq!(delays, [200, 400, 800].map(Duration::from_millis));
+/// # Ok::<(), retryscope::PolicyError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    policy: Policy,
+    retries: u32,
+    previous: Duration,
+}
+
+impl Backoff {
+    /// Starts before the first retry.
+    pub fn new(policy: Policy) -> Self {
+        Self { policy, retries: 0, previous: policy.base_delay() }
+    }
+
+    /// Resumes a sequence after `retries` retries, the last of which waited
+    /// `previous`: for job queues that store only those two numbers.
+    pub fn resume(policy: Policy, retries: u32, previous: Duration) -> Self {
+        Self { policy, retries, previous }
+    }
+
+    /// The delay before the next retry; advances the sequence.
+    pub fn next_delay<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Duration {
+        let delay = self.policy.delay(self.retries, self.previous, rng);
+        self.record(delay);
+        delay
+    }
+
+    /// Records that `delay` was actually waited (e.g. a server hint replaced the
+    /// computed delay), so decorrelated jitter continues from it.
+    pub fn record(&mut self, delay: Duration) {
+        self.retries = self.retries.saturating_add(1);
+        self.previous = delay;
+    }
+
+    /// Retries delayed so far.
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// The delay used before the previous retry (the base delay before the first).
+    pub fn previous(&self) -> Duration {
+        self.previous
+    }
+}

@@ -1,0 +1,58 @@
+//! Retrying blocking operations: [`Retry::call`].
+
+use crate::classify::Classify;
+use crate::clock::{Clock, SystemClock};
+use crate::error::RetryError;
+use crate::observe::Observer;
+use crate::retry::{Notify, Retry, Step, settle};
+use std::time::Duration;
+
+impl<Op, T, E, C, O, N> Retry<'_, Op, C, O, N>
+where
+    Op: FnMut() -> Result<T, E>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+{
+    /// Runs a blocking operation until it succeeds or the policy gives up,
+    /// sleeping the thread between attempts.
+    ///
+    /// A blocking call cannot be interrupted, so the per-attempt timeout is not
+    /// enforced; the deadline is checked before each attempt and no wait crosses it.
+    ///
+    /// ```
+    /// use retryscope::{Policy, Retryable};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder().base_delay(Duration::from_millis(1)).build()?;
+    /// let mut tries = 0;
+    /// let value = (|| {
+    ///     tries += 1;
+    ///     if tries < 2 { Err("flaky") } else { Ok(tries) }
+    /// })
+    /// .retry(policy)
+    /// .call();
+    /// assert_eq!(value.unwrap(), 2);
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
+    pub fn call(self) -> Result<T, RetryError<E>> {
+        self.call_with(&SystemClock, std::thread::sleep)
+    }
+
+    /// Like [`call`](Self::call), reading time from `clock` and waiting with
+    /// `sleep`: tests pass a [`ManualClock`](crate::clock::ManualClock) and a sleep
+    /// that advances it.
+    pub fn call_with(self, clock: &impl Clock, mut sleep: impl FnMut(Duration)) -> Result<T, RetryError<E>> {
+        let (mut op, mut classifier, mut notify, mut driver) = self.into_parts();
+        loop {
+            if let Err(reason) = driver.begin_attempt(clock.now()) {
+                return Err(RetryError::new(reason, driver.attempts(), None));
+            }
+            let result = driver.in_scope(&mut op);
+            match settle(&mut driver, &mut classifier, &mut notify, clock.now(), result) {
+                Step::Finished(output) => return output,
+                Step::Wait(delay) => sleep(delay),
+            }
+        }
+    }
+}

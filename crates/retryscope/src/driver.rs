@@ -1,0 +1,278 @@
+//! The engine's decisions, shared by the async and the blocking front ends.
+//!
+//! The driver owns no future and never sleeps: it is told the time, starts and
+//! ends attempts, and answers what to do next. That keeps every rule (deadline,
+//! hints, budget, breaker, attempt limit) in one place and testable without a
+//! runtime.
+
+use crate::backoff::Backoff;
+use crate::breaker::{BreakerPermit, CircuitBreaker};
+use crate::error::{Outcome, StopReason};
+use crate::observe::{
+    AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+};
+use crate::outcome::{DelaySource, ErrorType, Hint, Verdict};
+use crate::policy::Policy;
+use crate::throttle::Throttle;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::time::{Duration, Instant};
+
+/// What the front end must do after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The attempt succeeded: hand its result back.
+    Done,
+    /// Stop and hand back the last result wrapped with this reason.
+    Stop(StopReason),
+    /// Wait this long, then start another attempt.
+    Wait(Duration),
+}
+
+/// Settings that do not depend on the operation's types.
+#[derive(Clone, Copy)]
+pub(crate) struct Setup<'a> {
+    pub(crate) policy: Policy,
+    pub(crate) dependency: &'a str,
+    pub(crate) operation: Option<&'a str>,
+    pub(crate) throttle: Option<&'a dyn Throttle>,
+    pub(crate) breaker: Option<&'a CircuitBreaker>,
+    pub(crate) seed: Option<u64>,
+}
+
+impl<'a> Setup<'a> {
+    pub(crate) fn new(policy: Policy) -> Self {
+        Self { policy, dependency: "unknown", operation: None, throttle: None, breaker: None, seed: None }
+    }
+}
+
+struct Running<S> {
+    scope: S,
+    permit: Option<BreakerPermit>,
+    started: Instant,
+}
+
+pub(crate) struct Driver<'a, O: Observer> {
+    setup: Setup<'a>,
+    observer: O,
+    operation: Option<O::Operation>,
+    current: Option<Running<<O::Operation as OperationObserver>::Attempt>>,
+    started: Option<Instant>,
+    attempts: u32,
+    last_error: Option<ErrorType>,
+    backoff: Backoff,
+    rng: Option<SmallRng>,
+}
+
+impl<'a, O: Observer> Driver<'a, O> {
+    pub(crate) fn new(setup: Setup<'a>, observer: O) -> Self {
+        Self {
+            backoff: setup.policy.backoff(),
+            setup,
+            observer,
+            operation: None,
+            current: None,
+            started: None,
+            attempts: 0,
+            last_error: None,
+            rng: None,
+        }
+    }
+
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Starts the next attempt, or says why none may start. On success returns
+    /// the attempt's time limit, if any.
+    pub(crate) fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        let started = *self.started.get_or_insert_with(|| {
+            self.operation = Some(self.observer.start(&OperationInfo {
+                dependency: self.setup.dependency,
+                operation: self.setup.operation,
+                max_attempts: self.setup.policy.max_attempts(),
+            }));
+            if let Some(throttle) = self.setup.throttle {
+                throttle.request_started();
+            }
+            now
+        });
+        let remaining = self.setup.policy.deadline().map(|d| d.saturating_sub(now - started));
+        if remaining == Some(Duration::ZERO) {
+            return Err(self.stop(now, StopReason::DeadlineExceeded));
+        }
+        let permit = match self.setup.breaker.map(CircuitBreaker::try_acquire).transpose() {
+            Ok(permit) => permit,
+            Err(_) => return Err(self.stop(now, StopReason::CircuitOpen)),
+        };
+        self.attempts += 1;
+        let start = AttemptStart { number: self.attempts, retry_of: self.last_error };
+        let scope = match self.operation.as_mut() {
+            Some(op) => op.attempt_started(&start),
+            None => unreachable_operation(),
+        };
+        self.current = Some(Running { scope, permit, started: now });
+        // The attempt may not outlive the deadline: that is what makes the
+        // deadline a promise even when the operation itself hangs.
+        Ok(match (self.setup.policy.attempt_timeout(), remaining) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
+        })
+    }
+
+    /// Runs `f` inside the current attempt's scope.
+    pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.current {
+            Some(running) => running.scope.in_scope(f),
+            None => f(),
+        }
+    }
+
+    /// Ends the current attempt with `verdict` and decides what comes next.
+    pub(crate) fn end_attempt(&mut self, now: Instant, verdict: Verdict) -> Next {
+        self.record_attempt(now, verdict.error_type(), matches!(verdict, Verdict::Retryable { .. }));
+        match verdict {
+            Verdict::Success => {
+                self.finish(now, Outcome::Success, None);
+                Next::Done
+            }
+            Verdict::Permanent { .. } => Next::Stop(self.stop(now, StopReason::Permanent)),
+            Verdict::Retryable { error, hint } => {
+                self.last_error = Some(error);
+                match self.plan_retry(now, hint) {
+                    Ok((delay, source)) => {
+                        let wait = Wait { next_attempt: self.attempts + 1, delay, source, error };
+                        if let Some(op) = self.operation.as_mut() {
+                            op.waiting(&wait);
+                        }
+                        Next::Wait(delay)
+                    }
+                    Err(reason) => Next::Stop(self.stop(now, reason)),
+                }
+            }
+        }
+    }
+
+    /// The caller dropped the operation: report it, releasing any probe slot.
+    pub(crate) fn cancel(&mut self, now: Instant) {
+        if self.operation.is_none() {
+            return;
+        }
+        if self.current.is_some() {
+            self.record_attempt(now, Some(ErrorType::Kind("cancelled")), false);
+        }
+        self.finish(now, Outcome::Cancelled, None);
+    }
+
+    fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, transient: bool) {
+        let Some(running) = self.current.take() else { return };
+        if let Some(permit) = running.permit {
+            // Only transient failures say anything about the dependency's health;
+            // a 404 is a healthy server answering.
+            if transient { permit.failure() } else { permit.success() }
+        }
+        if let Some(throttle) = self.setup.throttle {
+            if error.is_none() {
+                throttle.attempt_finished(true);
+            } else if transient {
+                throttle.attempt_finished(false);
+            }
+        }
+        let end = AttemptEnd { number: self.attempts, duration: now - running.started, error };
+        if let Some(op) = self.operation.as_mut() {
+            op.attempt_finished(running.scope, &end);
+        }
+    }
+
+    fn plan_retry(
+        &mut self,
+        now: Instant,
+        hint: Option<Hint>,
+    ) -> Result<(Duration, DelaySource), StopReason> {
+        let elapsed = self.started.map_or(Duration::ZERO, |s| now - s);
+        let seed = self.setup.seed;
+        let rng = self.rng.get_or_insert_with(|| new_rng(seed));
+        let (delay, source) =
+            next_wait(&self.setup.policy, self.attempts, &self.backoff, elapsed, hint, rng)?;
+        if let Some(throttle) = self.setup.throttle
+            && !throttle.try_acquire_retry()
+        {
+            return Err(StopReason::BudgetExhausted);
+        }
+        self.backoff.record(delay);
+        Ok((delay, source))
+    }
+
+    fn stop(&mut self, now: Instant, reason: StopReason) -> StopReason {
+        self.finish(now, reason.outcome(), Some(reason));
+        reason
+    }
+
+    fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
+        if let Some(op) = self.operation.take() {
+            let duration = self.started.map_or(Duration::ZERO, |s| now - s);
+            op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
+        }
+    }
+}
+
+/// The wait before the attempt after `failed_attempt`, or why there is none.
+/// Shared by the engine and the stateless job-queue API.
+pub(crate) fn next_wait<R: rand::Rng + ?Sized>(
+    policy: &Policy,
+    failed_attempt: u32,
+    backoff: &Backoff,
+    elapsed: Duration,
+    hint: Option<Hint>,
+    rng: &mut R,
+) -> Result<(Duration, DelaySource), StopReason> {
+    if failed_attempt >= policy.max_attempts() {
+        return Err(StopReason::AttemptsExhausted);
+    }
+    let computed = policy.delay(backoff.retries(), backoff.previous(), rng);
+    let remaining = policy.deadline().map(|d| d.saturating_sub(elapsed));
+    let (delay, source) = match hint {
+        None => (computed, DelaySource::Policy),
+        Some(hint) => {
+            // An absurd hint means "not any time soon": sleeping on it would only
+            // hide the failure from the caller, so give up and say why.
+            let limit = remaining.map_or(policy.max_server_delay(), |r| r.min(policy.max_server_delay()));
+            if hint.delay > limit {
+                return Err(StopReason::HintTooLong { hint, limit });
+            }
+            let delay = hint.apply(computed);
+            (
+                delay,
+                if delay == computed && hint.source == DelaySource::RateLimit {
+                    DelaySource::Policy
+                } else {
+                    hint.source
+                },
+            )
+        }
+    };
+    if remaining.is_some_and(|r| delay >= r) {
+        return Err(StopReason::DeadlineExceeded);
+    }
+    Ok((delay, source))
+}
+
+fn new_rng(seed: Option<u64>) -> SmallRng {
+    match seed {
+        Some(seed) => SmallRng::seed_from_u64(seed),
+        None => rand::make_rng(),
+    }
+}
+
+/// A deterministic random-number generator for tests, simulations and
+/// [`Policy::delay`].
+pub fn seeded_rng(seed: u64) -> SmallRng {
+    SmallRng::seed_from_u64(seed)
+}
+
+#[cold]
+fn unreachable_operation() -> ! {
+    // begin_attempt sets the operation before the first attempt; reaching this is
+    // a bug in the driver, not something a caller can provoke.
+    unreachable!("attempt started before its operation")
+}

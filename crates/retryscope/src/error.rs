@@ -1,0 +1,149 @@
+//! Why the engine stopped, and the error a caller gets back.
+
+use crate::outcome::Hint;
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+/// Why the engine stopped retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The last failure was classified as permanent.
+    Permanent,
+    /// Every attempt the policy allows has run.
+    AttemptsExhausted,
+    /// The policy's deadline has passed, or the next wait would cross it.
+    DeadlineExceeded,
+    /// The server asked for a wait longer than the engine may wait.
+    HintTooLong {
+        /// The server's hint.
+        hint: Hint,
+        /// The longest wait allowed at that point: the policy's
+        /// `max_server_delay` or what was left of the deadline.
+        limit: Duration,
+    },
+    /// The retry budget or token bucket refused the retry.
+    BudgetExhausted,
+    /// The circuit breaker is open.
+    CircuitOpen,
+}
+
+impl StopReason {
+    /// The `retryscope.outcome` this stop reports.
+    pub const fn outcome(self) -> Outcome {
+        match self {
+            StopReason::Permanent => Outcome::Failure,
+            StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {
+                Outcome::Exhausted
+            }
+            StopReason::BudgetExhausted | StopReason::CircuitOpen => Outcome::Throttled,
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Permanent => f.write_str("the failure is not retryable"),
+            StopReason::AttemptsExhausted => f.write_str("all attempts failed"),
+            StopReason::DeadlineExceeded => f.write_str("the deadline was reached"),
+            StopReason::HintTooLong { hint, limit } => write!(
+                f,
+                "the server asked to wait {:?} ({}), longer than the {limit:?} allowed",
+                hint.delay, hint.source
+            ),
+            StopReason::BudgetExhausted => f.write_str("the retry budget is exhausted"),
+            StopReason::CircuitOpen => f.write_str("the circuit breaker is open"),
+        }
+    }
+}
+
+/// How a logical operation ended (`retryscope.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// An attempt succeeded.
+    Success,
+    /// A permanent error ended it.
+    Failure,
+    /// Attempts, deadline or an over-long server hint ended it.
+    Exhausted,
+    /// The budget or the circuit breaker refused a retry.
+    Throttled,
+    /// The caller dropped the operation before it ended.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The attribute value used in telemetry.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+            Outcome::Exhausted => "exhausted",
+            Outcome::Throttled => "throttled",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error returned when the engine gives up.
+///
+/// It says why ([`reason`](Self::reason)), how many attempts ran
+/// ([`attempts`](Self::attempts)) and carries the last attempt's error, if the
+/// last attempt produced one (a timed-out attempt or a refusal before the first
+/// attempt has none).
+#[derive(Debug)]
+pub struct RetryError<E> {
+    reason: StopReason,
+    attempts: u32,
+    last: Option<E>,
+}
+
+impl<E> RetryError<E> {
+    pub(crate) fn new(reason: StopReason, attempts: u32, last: Option<E>) -> Self {
+        Self { reason, attempts, last }
+    }
+
+    /// Why the engine stopped.
+    pub fn reason(&self) -> StopReason {
+        self.reason
+    }
+
+    /// How many attempts ran.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The last attempt's error, if it produced one.
+    pub fn last_error(&self) -> Option<&E> {
+        self.last.as_ref()
+    }
+
+    /// Takes the last attempt's error.
+    pub fn into_last_error(self) -> Option<E> {
+        self.last
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "gave up after {} attempt(s): {}", self.attempts, self.reason)?;
+        if let Some(last) = &self.last {
+            write!(f, "; last error: {last}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<E: Error + 'static> Error for RetryError<E> {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.last.as_ref().map(|e| e as &(dyn Error + 'static))
+    }
+}

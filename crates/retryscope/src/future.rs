@@ -1,0 +1,119 @@
+//! Awaiting a [`Retry`]: the async state machine.
+//!
+//! Hand-written rather than an `async fn` so that the future has a nameable type
+//! (for `IntoFuture`) and no heap allocation: an operation that succeeds at once
+//! costs one poll of the operation plus a few branches.
+
+use crate::classify::Classify;
+use crate::clock::{Clock, TokioClock};
+use crate::driver::Driver;
+use crate::error::RetryError;
+use crate::observe::Observer;
+use crate::retry::{Notify, Retry, Step, settle, settle_timeout};
+use pin_project_lite::pin_project;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::time::Sleep;
+
+pin_project! {
+    #[project = StateProj]
+    enum State<Fut> {
+        // Ready to start the next attempt.
+        Idle,
+        // An attempt is running, with its time limit if it has one.
+        Attempt { #[pin] fut: Fut, #[pin] limit: Option<Sleep> },
+        // Backing off before the next attempt.
+        Waiting { #[pin] sleep: Sleep },
+        // Finished; polling again is a caller bug.
+        Done,
+    }
+}
+
+pin_project! {
+    /// The future of an awaited [`Retry`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct RetryFuture<'a, Op, Fut, C, O: Observer, N> {
+        op: Op,
+        classifier: C,
+        notify: N,
+        driver: Driver<'a, O>,
+        #[pin]
+        state: State<Fut>,
+    }
+
+    impl<'a, Op, Fut, C, O: Observer, N> PinnedDrop for RetryFuture<'a, Op, Fut, C, O, N> {
+        fn drop(this: Pin<&mut Self>) {
+            // Dropped mid-flight (a timeout around us, a cancelled task): the
+            // observer still learns how the operation ended.
+            this.project().driver.cancel(TokioClock.now());
+        }
+    }
+}
+
+impl<'a, Op, Fut, T, E, C, O, N> IntoFuture for Retry<'a, Op, C, O, N>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+{
+    type Output = Result<T, RetryError<E>>;
+    type IntoFuture = RetryFuture<'a, Op, Fut, C, O, N>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let (op, classifier, notify, driver) = self.into_parts();
+        RetryFuture { op, classifier, notify, driver, state: State::Idle }
+    }
+}
+
+impl<Op, Fut, T, E, C, O, N> Future for RetryFuture<'_, Op, Fut, C, O, N>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+{
+    type Output = Result<T, RetryError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            let step = match this.state.as_mut().project() {
+                StateProj::Idle => match this.driver.begin_attempt(TokioClock.now()) {
+                    Ok(limit) => {
+                        let fut = this.driver.in_scope(&mut *this.op);
+                        let limit = limit.map(tokio::time::sleep);
+                        this.state.set(State::Attempt { fut, limit });
+                        continue;
+                    }
+                    Err(reason) => Step::Finished(Err(RetryError::new(reason, this.driver.attempts(), None))),
+                },
+                StateProj::Attempt { fut, limit } => {
+                    if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
+                        settle(this.driver, this.classifier, this.notify, TokioClock.now(), result)
+                    } else if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                        settle_timeout(this.driver, this.classifier, TokioClock.now())
+                    } else {
+                        return Poll::Pending;
+                    }
+                }
+                StateProj::Waiting { sleep } => {
+                    ready!(sleep.poll(cx));
+                    this.state.set(State::Idle);
+                    continue;
+                }
+                StateProj::Done => panic!("RetryFuture polled after completion"),
+            };
+            match step {
+                Step::Finished(output) => {
+                    this.state.set(State::Done);
+                    return Poll::Ready(output);
+                }
+                Step::Wait(delay) => this.state.set(State::Waiting { sleep: tokio::time::sleep(delay) }),
+            }
+        }
+    }
+}

@@ -1,0 +1,510 @@
+//! Server hints: when a server says to try again.
+//!
+//! Two kinds of response header can tell a client how long to wait before it
+//! retries:
+//!
+//! - [`Retry-After`](https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3)
+//!   (RFC 9110 §10.2.3): either a number of seconds or an HTTP-date. The engine
+//!   waits exactly that long ([`Hint::retry_after`]).
+//! - [`RateLimit` / `RateLimit-Policy`](https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/)
+//!   (draft-ietf-httpapi-ratelimit-headers-10, Structured Fields): the engine waits
+//!   *at least* until an exhausted quota resets ([`Hint::rate_limit`]); these
+//!   headers can only ever slow a client down.
+//!
+//! Every parser here is total: a malformed header is ignored (`None`), never an
+//! error and never a panic.
+//!
+//! | Header | Accepted | Result |
+//! |---|---|---|
+//! | `Retry-After: 120` | `1*DIGIT`, surrounding spaces/tabs trimmed | 120 s |
+//! | `Retry-After: 99999999999999999999999` | too large for `u64` seconds | saturates to `u64::MAX` s |
+//! | `Retry-After: <HTTP-date>` | IMF-fixdate, RFC 850, asctime | time until the date; `ZERO` if past |
+//! | `Retry-After: -5` / `1.5` / `1 2` / empty / opaque bytes | — | `None` |
+//! | `RateLimit: "default";r=0;t=30` | quota exhausted | 30 s |
+//! | `RateLimit: "default";r=5;t=30` | quota left | `None` |
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+
+use crate::outcome::Hint;
+
+/// The `RateLimit` field name (lowercase, as stored by [`HeaderMap`]).
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The `RateLimit-Policy` field name (lowercase, as stored by [`HeaderMap`]).
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+
+/// Parses one `Retry-After` field value (RFC 9110 §10.2.3).
+///
+/// Accepts either form the RFC defines:
+///
+/// - **delay-seconds** (`1*DIGIT`): a non-negative decimal integer. Signs,
+///   fractions, inner whitespace and the empty string are rejected. Surrounding
+///   optional whitespace (spaces and tabs) is trimmed. A digit string too large
+///   for `u64` seconds **saturates** to `Duration::from_secs(u64::MAX)`: the
+///   server clearly asked for a very long wait, and the engine turns a hint
+///   longer than its deadline or cap into an explicit "hint too long" error
+///   rather than ignoring it and retrying early.
+/// - **HTTP-date**, parsed with [`httpdate`] (IMF-fixdate and the obsolete RFC 850
+///   and asctime formats). The result is the exact time from `now` until that
+///   date; a date at or before `now` gives [`Duration::ZERO`].
+///
+/// Anything else — including values that are not visible ASCII — returns `None`
+/// and should be ignored.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::HeaderValue;
+/// use retryscope::hints::retry_after;
+///
+/// let now = SystemTime::now();
+/// assert_eq!(
+///     retry_after(&HeaderValue::from_static("120"), now),
+///     Some(Duration::from_secs(120))
+/// );
+///
+/// let in_30s = httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_030));
+/// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+/// assert_eq!(
+///     retry_after(&HeaderValue::try_from(in_30s)?, now),
+///     Some(Duration::from_secs(30))
+/// );
+///
+/// assert_eq!(retry_after(&HeaderValue::from_static("-5"), now), None);
+/// # Ok::<(), http::header::InvalidHeaderValue>(())
+/// ```
+pub fn retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim_matches([' ', '\t']);
+    if text.is_empty() {
+        return None;
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(delay_seconds(text));
+    }
+    let date = httpdate::parse_http_date(text).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Parses a non-empty all-digit string as seconds, saturating at `u64::MAX`.
+fn delay_seconds(digits: &str) -> Duration {
+    let secs =
+        digits.bytes().fold(0_u64, |acc, b| acc.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+    Duration::from_secs(secs)
+}
+
+/// The first valid `Retry-After` value in `headers`, parsed with [`retry_after`].
+///
+/// A response should carry at most one `Retry-After`; if it carries several, the
+/// invalid ones are skipped and the first that parses wins.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
+/// use retryscope::hints::retry_after_from;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.append(RETRY_AFTER, HeaderValue::from_static("soon"));
+/// headers.append(RETRY_AFTER, HeaderValue::from_static("7"));
+/// assert_eq!(retry_after_from(&headers, SystemTime::now()), Some(Duration::from_secs(7)));
+/// ```
+pub fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    headers.get_all(RETRY_AFTER).iter().find_map(|value| retry_after(value, now))
+}
+
+/// How long `RateLimit` / `RateLimit-Policy` headers ask the client to wait
+/// (draft-ietf-httpapi-ratelimit-headers-10).
+///
+/// `RateLimit` is a Structured Field List of Items. Each item's value is a policy
+/// name (a String or a Token) with the parameters `r` (remaining quota units) and
+/// `t` (seconds until the quota resets). The result is the largest `t` among the
+/// items whose quota is exhausted (`r=0`). An exhausted item without `t` falls back
+/// to the `w` (window, seconds) of the same-named policy in `RateLimit-Policy`
+/// (the largest, if the name appears more than once); if there is none, that item
+/// contributes nothing.
+///
+/// Returns `None` when:
+///
+/// - no item is exhausted — the header never asks for a wait while quota remains;
+/// - no exhausted item carries a usable reset time;
+/// - the `RateLimit` field is malformed: not valid ASCII or not a valid SF List,
+///   or any member is not an Item named by a String or Token, lacks `r`, or has an
+///   `r` or `t` that is not a non-negative Integer. The whole field is then ignored.
+///
+/// Multiple field lines are combined into one list (joined with `", "`, RFC 9110
+/// §5.3); empty lines are skipped. Unknown parameters (`pk`, extensions) are
+/// ignored. A malformed `RateLimit-Policy` only disables the `w` fallback. An
+/// exhausted quota with `t=0` yields `Some(Duration::ZERO)`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use http::{HeaderMap, HeaderValue};
+/// use retryscope::hints::{rate_limit, RATELIMIT, RATELIMIT_POLICY};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=0;t=30"#));
+/// assert_eq!(rate_limit(&headers), Some(Duration::from_secs(30)));
+///
+/// // Quota left: no wait requested.
+/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=5;t=30"#));
+/// assert_eq!(rate_limit(&headers), None);
+///
+/// // Exhausted without `t`: fall back to the policy's window.
+/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=0"#));
+/// headers.insert(RATELIMIT_POLICY, HeaderValue::from_static(r#""default";q=100;w=60"#));
+/// assert_eq!(rate_limit(&headers), Some(Duration::from_secs(60)));
+/// ```
+pub fn rate_limit(headers: &HeaderMap) -> Option<Duration> {
+    let limits = parse_list(headers, &RATELIMIT)?;
+    let mut wait: Option<u64> = None;
+    // Parsed lazily: only needed when an exhausted item has no `t`.
+    let mut policies: Option<Option<sfv::List>> = None;
+    for entry in &limits {
+        let sfv::ListEntry::Item(item) = entry else {
+            return None;
+        };
+        let name = policy_name(item)?;
+        let remaining = non_negative(item.params.get("r")?)?;
+        let reset = match item.params.get("t") {
+            Some(t) => Some(non_negative(t)?),
+            None => None,
+        };
+        if remaining != 0 {
+            continue;
+        }
+        let reset = match reset {
+            Some(t) => Some(t),
+            None => policies
+                .get_or_insert_with(|| parse_list(headers, &RATELIMIT_POLICY))
+                .as_ref()
+                .and_then(|list| policy_window(list, name)),
+        };
+        if let Some(t) = reset {
+            wait = Some(wait.map_or(t, |w| w.max(t)));
+        }
+    }
+    wait.map(Duration::from_secs)
+}
+
+/// Combines every line of the field `name` into one SF List; `None` if the field
+/// is absent, not visible ASCII or not a valid List.
+fn parse_list(headers: &HeaderMap, name: &HeaderName) -> Option<sfv::List> {
+    let mut combined = String::new();
+    let mut any = false;
+    for value in headers.get_all(name) {
+        any = true;
+        let line = value.to_str().ok()?.trim_matches([' ', '\t']);
+        if line.is_empty() {
+            continue;
+        }
+        if !combined.is_empty() {
+            combined.push_str(", ");
+        }
+        combined.push_str(line);
+    }
+    if !any {
+        return None;
+    }
+    sfv::Parser::new(&combined).parse::<sfv::List>().ok()
+}
+
+/// The policy name of a `RateLimit` / `RateLimit-Policy` item: a String or Token.
+fn policy_name(item: &sfv::Item) -> Option<&str> {
+    match &item.bare_item {
+        sfv::BareItem::String(s) => Some(s.as_str()),
+        sfv::BareItem::Token(t) => Some(t.as_str()),
+        _ => None,
+    }
+}
+
+/// A parameter that must be a non-negative Integer.
+fn non_negative(value: &sfv::BareItem) -> Option<u64> {
+    value.as_integer().and_then(|i| u64::try_from(i64::from(i)).ok())
+}
+
+/// The largest valid `w` among the policies named `name`.
+fn policy_window(policies: &sfv::List, name: &str) -> Option<u64> {
+    policies
+        .iter()
+        .filter_map(|entry| match entry {
+            sfv::ListEntry::Item(item) if policy_name(item) == Some(name) => {
+                item.params.get("w").and_then(non_negative)
+            }
+            _ => None,
+        })
+        .max()
+}
+
+/// The server hint carried by a response's headers, if any.
+///
+/// `Retry-After` wins ([`Hint::retry_after`]: the next attempt waits exactly that
+/// long); otherwise an exhausted `RateLimit` quota gives [`Hint::rate_limit`] (the
+/// next attempt waits at least that long); otherwise `None`. Malformed headers
+/// are ignored.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
+/// use retryscope::hints::{from_headers, RATELIMIT};
+/// use retryscope::outcome::Hint;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=0;t=30"#));
+/// let now = SystemTime::now();
+/// assert_eq!(from_headers(&headers, now), Some(Hint::rate_limit(Duration::from_secs(30))));
+///
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+/// assert_eq!(from_headers(&headers, now), Some(Hint::retry_after(Duration::from_secs(5))));
+/// ```
+pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Hint> {
+    if let Some(delay) = retry_after_from(headers, now) {
+        return Some(Hint::retry_after(delay));
+    }
+    rate_limit(headers).map(Hint::rate_limit)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::outcome::DelaySource;
+    use proptest::prelude::*;
+    use std::time::UNIX_EPOCH;
+
+    /// A fixed, whole-second "now" (2023-11-14T22:13:20Z).
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    fn ra(s: &str) -> Option<Duration> {
+        retry_after(&HeaderValue::from_str(s).unwrap(), now())
+    }
+
+    fn secs(n: u64) -> Option<Duration> {
+        Some(Duration::from_secs(n))
+    }
+
+    fn with(lines: &[(HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in lines {
+            h.append(name.clone(), HeaderValue::from_str(value).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_seconds() {
+        assert_eq!(ra("120"), secs(120));
+        assert_eq!(ra("0"), Some(Duration::ZERO));
+        assert_eq!(ra("007"), secs(7));
+        assert_eq!(ra(" 15\t"), secs(15));
+        assert_eq!(ra("18446744073709551615"), secs(u64::MAX));
+    }
+
+    #[test]
+    fn retry_after_huge_saturates() {
+        assert_eq!(ra("99999999999999999999999999"), secs(u64::MAX));
+        assert_eq!(ra("18446744073709551616"), secs(u64::MAX));
+    }
+
+    #[test]
+    fn retry_after_rejects_garbage() {
+        for bad in ["-5", "+5", "1.5", "1e3", " ", "", "\t", "abc", "1 2", "5s", "0x10", "١٢"] {
+            let Ok(value) = HeaderValue::from_str(bad) else {
+                continue;
+            };
+            assert_eq!(retry_after(&value, now()), None, "{bad:?}");
+        }
+        let opaque = HeaderValue::from_bytes(b"12\xFF").unwrap();
+        assert_eq!(retry_after(&opaque, now()), None);
+        let opaque = HeaderValue::from_bytes(&[0xFF]).unwrap();
+        assert_eq!(retry_after(&opaque, now()), None);
+    }
+
+    #[test]
+    fn retry_after_future_date_is_exact() {
+        let date = httpdate::fmt_http_date(now() + Duration::from_secs(30));
+        assert_eq!(ra(&date), secs(30));
+    }
+
+    #[test]
+    fn retry_after_date_with_subsecond_now() {
+        // HTTP-dates have one-second resolution; the wait is exact, not rounded.
+        let now = now() + Duration::from_millis(250);
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        let value = HeaderValue::from_str(&date).unwrap();
+        assert_eq!(retry_after(&value, now), Some(Duration::from_millis(29_750)));
+    }
+
+    #[test]
+    fn retry_after_past_date_is_zero() {
+        let date = httpdate::fmt_http_date(now() - Duration::from_secs(3600));
+        assert_eq!(ra(&date), Some(Duration::ZERO));
+        assert_eq!(ra(&httpdate::fmt_http_date(now())), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn retry_after_obsolete_date_forms() {
+        // 1994-11-06T08:49:37Z, the RFC 9110 example, seen from 60 s earlier.
+        let at = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        let before = at - Duration::from_secs(60);
+        for form in
+            ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"]
+        {
+            let value = HeaderValue::from_static(form);
+            assert_eq!(retry_after(&value, before), secs(60), "{form}");
+            assert_eq!(retry_after(&value, now()), Some(Duration::ZERO), "{form}");
+        }
+    }
+
+    #[test]
+    fn retry_after_from_takes_first_valid() {
+        let h = with(&[(RETRY_AFTER, "nope"), (RETRY_AFTER, "3"), (RETRY_AFTER, "9")]);
+        assert_eq!(retry_after_from(&h, now()), secs(3));
+        assert_eq!(retry_after_from(&HeaderMap::new(), now()), None);
+        let h = with(&[(RETRY_AFTER, "-1")]);
+        assert_eq!(retry_after_from(&h, now()), None);
+    }
+
+    fn rl(lines: &[&str]) -> Option<Duration> {
+        let pairs: Vec<_> = lines.iter().map(|l| (RATELIMIT, *l)).collect();
+        rate_limit(&with(&pairs))
+    }
+
+    #[test]
+    fn rate_limit_exhausted() {
+        assert_eq!(rl(&[r#""default";r=0;t=30"#]), secs(30));
+        assert_eq!(rl(&["default;r=0;t=30"]), secs(30), "token name");
+        assert_eq!(rl(&[r#""default";r=0;t=0"#]), Some(Duration::ZERO));
+        assert_eq!(rl(&[r#""default";t=30;r=0;pk=:AQID:;ext=?1"#]), secs(30));
+    }
+
+    #[test]
+    fn rate_limit_quota_left() {
+        assert_eq!(rl(&[r#""default";r=5;t=30"#]), None);
+        assert_eq!(rl(&[r#""a";r=1;t=30, "b";r=2;t=90"#]), None);
+        assert_eq!(rl(&[""]), None);
+        assert_eq!(rate_limit(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn rate_limit_largest_exhausted_wins() {
+        assert_eq!(rl(&[r#""a";r=0;t=10, "b";r=3;t=90"#]), secs(10));
+        assert_eq!(rl(&[r#""a";r=0;t=10, "b";r=0;t=40, "c";r=0;t=20"#]), secs(40));
+    }
+
+    #[test]
+    fn rate_limit_policy_window_fallback() {
+        let h = with(&[(RATELIMIT, r#""default";r=0"#), (RATELIMIT_POLICY, r#""default";q=100;w=60"#)]);
+        assert_eq!(rate_limit(&h), secs(60));
+
+        // Only the same-named policy counts.
+        let h = with(&[(RATELIMIT, r#""default";r=0"#), (RATELIMIT_POLICY, r#""other";q=100;w=60"#)]);
+        assert_eq!(rate_limit(&h), None);
+
+        // No policy header at all.
+        assert_eq!(rl(&[r#""default";r=0"#]), None);
+
+        // An explicit `t` beats the window; a window-derived wait still competes.
+        let h = with(&[
+            (RATELIMIT, r#""a";r=0;t=5, "b";r=0"#),
+            (RATELIMIT_POLICY, r#""a";q=1;w=1000, "b";q=10;w=20"#),
+        ]);
+        assert_eq!(rate_limit(&h), secs(20));
+
+        // A malformed policy header only disables the fallback.
+        let h = with(&[(RATELIMIT, r#""a";r=0;t=5, "b";r=0"#), (RATELIMIT_POLICY, r#""b";q=10;w=-20"#)]);
+        assert_eq!(rate_limit(&h), secs(5));
+        let h = with(&[(RATELIMIT, r#""b";r=0"#), (RATELIMIT_POLICY, ";;;")]);
+        assert_eq!(rate_limit(&h), None);
+    }
+
+    #[test]
+    fn rate_limit_malformed_is_ignored() {
+        for bad in [
+            r#""default";r=-1;t=30"#,
+            r#""default";r=0;t=abc"#,
+            r#""default";r=0;t=-30"#,
+            r#""default";r=0;t=1.5"#,
+            r#""default";r=0.0;t=30"#,
+            r#""default";r="0";t=30"#,
+            r#""default";t=30"#,
+            r#"("a" "b");r=0;t=30"#,
+            r#"5;r=0;t=30"#,
+            r#""default";r=0;t=30,"#,
+            ";;;",
+            "r=0;t=30",
+        ] {
+            assert_eq!(rl(&[bad]), None, "{bad}");
+        }
+        // One bad member poisons the whole field.
+        assert_eq!(rl(&[r#""a";r=0;t=30, "b";r=-1;t=5"#]), None);
+        // Opaque bytes.
+        let mut h = HeaderMap::new();
+        h.insert(RATELIMIT, HeaderValue::from_bytes(b"\"a\";r=0;t=3\xFF").unwrap());
+        assert_eq!(rate_limit(&h), None);
+    }
+
+    #[test]
+    fn rate_limit_field_lines_are_combined() {
+        assert_eq!(rl(&[r#""a";r=4;t=10"#, r#""b";r=0;t=25"#]), secs(25));
+        assert_eq!(rl(&[r#""a";r=0;t=10"#, "", r#""b";r=0;t=5"#]), secs(10));
+        // A malformed line poisons the combined field.
+        assert_eq!(rl(&[r#""a";r=0;t=10"#, "???"]), None);
+    }
+
+    #[test]
+    fn from_headers_precedence() {
+        let limit = r#""default";r=0;t=30"#;
+        let h = with(&[(RATELIMIT, limit), (RETRY_AFTER, "5")]);
+        let hint = from_headers(&h, now()).unwrap();
+        assert_eq!(hint, Hint::retry_after(Duration::from_secs(5)));
+        assert_eq!(hint.source, DelaySource::RetryAfter);
+
+        // A malformed Retry-After falls through to RateLimit.
+        let h = with(&[(RATELIMIT, limit), (RETRY_AFTER, "later")]);
+        assert_eq!(from_headers(&h, now()), Some(Hint::rate_limit(Duration::from_secs(30))));
+
+        let h = with(&[(RATELIMIT, r#""default";r=1;t=30"#)]);
+        assert_eq!(from_headers(&h, now()), None);
+        assert_eq!(from_headers(&HeaderMap::new(), now()), None);
+    }
+
+    proptest! {
+        #[test]
+        fn retry_after_seconds_roundtrip(n in any::<u64>()) {
+            prop_assert_eq!(ra(&n.to_string()), secs(n));
+        }
+
+        #[test]
+        fn retry_after_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(value) = HeaderValue::from_bytes(&bytes) {
+                let _ = retry_after(&value, now());
+            }
+        }
+
+        #[test]
+        fn rate_limit_never_panics(s in "[ -~]{0,64}", p in "[ -~]{0,64}") {
+            if let (Ok(a), Ok(b)) = (HeaderValue::from_str(&s), HeaderValue::from_str(&p)) {
+                let mut h = HeaderMap::new();
+                h.insert(RATELIMIT, a);
+                h.insert(RATELIMIT_POLICY, b);
+                let _ = rate_limit(&h);
+            }
+        }
+
+        #[test]
+        fn rate_limit_never_asks_to_wait_with_quota_left(r in 1_i64..1_000_000, t in 0_i64..1_000_000) {
+            let line = format!("\"p\";r={r};t={t}");
+            prop_assert_eq!(rl(&[&line]), None);
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! The hook through which the engine reports what it does.
+//!
+//! The engine knows nothing of OpenTelemetry. It reports each logical operation
+//! to an [`Observer`], which starts a per-operation [`OperationObserver`]; that
+//! one hears about every attempt, every wait and the final outcome. The
+//! `retryscope-otel` crate implements these traits to emit spans and metrics;
+//! tests implement them to record events.
+//!
+//! Every attempt's future is polled inside its [`AttemptScope`], so an
+//! implementation can make a tracing span current for exactly the attempt's
+//! duration (and code inside the attempt, such as an HTTP client injecting
+//! `traceparent`, sees it).
+
+use crate::error::{Outcome, StopReason};
+use crate::outcome::{DelaySource, ErrorType};
+use std::time::Duration;
+
+/// Starts observing logical operations. Implemented by instrumentation.
+pub trait Observer {
+    /// Per-operation state.
+    type Operation: OperationObserver;
+
+    /// A logical operation starts (before its first attempt).
+    fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation;
+}
+
+/// Observes one logical operation: its attempts, its waits and how it ended.
+pub trait OperationObserver {
+    /// Per-attempt state, within which the attempt runs.
+    type Attempt: AttemptScope;
+
+    /// An attempt starts. Attempts are numbered from 1.
+    fn attempt_started(&mut self, attempt: &AttemptStart) -> Self::Attempt;
+
+    /// The attempt ended; `scope` is the value `attempt_started` returned.
+    fn attempt_finished(&mut self, scope: Self::Attempt, attempt: &AttemptEnd);
+
+    /// The engine is about to wait before the next attempt.
+    fn waiting(&mut self, wait: &Wait);
+
+    /// The operation ended. Called exactly once, also when the caller drops the
+    /// operation (with [`Outcome::Cancelled`]).
+    fn finished(self, finish: &Finish);
+}
+
+/// Runs the code of one attempt (each poll of its future) in a context.
+pub trait AttemptScope {
+    /// Runs `f` in this attempt's context. The default runs it as is.
+    fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
+impl AttemptScope for () {}
+
+/// What is being called: low-cardinality labels for telemetry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OperationInfo<'a> {
+    /// The dependency called (`retryscope.dependency`), e.g. a host name.
+    pub dependency: &'a str,
+    /// An optional logical operation name (`retryscope.operation`).
+    pub operation: Option<&'a str>,
+    /// The policy's attempt limit: attempt numbers never exceed it.
+    pub max_attempts: u32,
+}
+
+/// An attempt is starting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptStart {
+    /// The attempt number, from 1.
+    pub number: u32,
+    /// For a retry, the `error.type` of the failure that caused it.
+    pub retry_of: Option<ErrorType>,
+}
+
+/// An attempt has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptEnd {
+    /// The attempt number, from 1.
+    pub number: u32,
+    /// How long the attempt ran.
+    pub duration: Duration,
+    /// The failure's `error.type`, or `None` on success.
+    pub error: Option<ErrorType>,
+}
+
+/// The engine will wait before the next attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    /// The attempt that will run after the wait.
+    pub next_attempt: u32,
+    /// How long the engine waits.
+    pub delay: Duration,
+    /// Where the delay came from.
+    pub source: DelaySource,
+    /// The failure that caused the retry.
+    pub error: ErrorType,
+}
+
+/// A logical operation has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finish {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Why the engine stopped, unless it succeeded or was cancelled.
+    pub reason: Option<StopReason>,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Time from the start to the end, waits included.
+    pub duration: Duration,
+}
+
+/// Observes nothing, at no cost. The default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoObserver;
+
+impl Observer for NoObserver {
+    type Operation = NoObserver;
+
+    fn start(&self, _: &OperationInfo<'_>) -> NoObserver {
+        NoObserver
+    }
+}
+
+impl OperationObserver for NoObserver {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+
+    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
+
+    fn waiting(&mut self, _: &Wait) {}
+
+    fn finished(self, _: &Finish) {}
+}
+
+impl<O: Observer + ?Sized> Observer for &O {
+    type Operation = O::Operation;
+
+    fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
+        (**self).start(operation)
+    }
+}
+
+impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
+    type Operation = O::Operation;
+
+    fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
+        (**self).start(operation)
+    }
+}

@@ -1,0 +1,286 @@
+//! The retry policy: how many attempts, how long to wait, when to give up.
+//!
+//! A [`Policy`] is a small, validated, `Copy` value. Build one with
+//! [`Policy::builder`], or start from a preset: [`Policy::interactive`] for calls a
+//! person is waiting on, [`Policy::background`] for work nobody watches.
+
+use crate::jitter::Jitter;
+use std::fmt;
+use std::time::Duration;
+
+/// The longest delay, deadline or timeout a policy accepts (one day). Anything
+/// longer is almost certainly a unit mistake (milliseconds given as seconds).
+pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A validated retry policy.
+///
+/// ```
+/// use retryscope::{Jitter, Policy};
+/// use std::time::Duration;
+///
+/// let policy = Policy::builder()
+///     .max_attempts(5)
+///     .base_delay(Duration::from_millis(100))
+///     .max_delay(Duration::from_secs(2))
+///     .jitter(Jitter::Full)
+///     .deadline(Duration::from_secs(10))
+///     .build()?;
+/// assert_eq!(policy.max_attempts(), 5);
+/// # Ok::<(), retryscope::PolicyError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    max_attempts: u32,
+    base_delay: Duration,
+    multiplier: f64,
+    max_delay: Duration,
+    jitter: Jitter,
+    deadline: Option<Duration>,
+    attempt_timeout: Option<Duration>,
+    max_server_delay: Duration,
+}
+
+impl Policy {
+    /// For calls somebody is waiting on: 4 attempts, 200 ms base delay doubling up
+    /// to 5 s, full jitter, a 15 s deadline over attempts and waits.
+    pub const fn interactive() -> Self {
+        Self {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(200),
+            multiplier: 2.0,
+            max_delay: Duration::from_secs(5),
+            jitter: Jitter::Full,
+            deadline: Some(Duration::from_secs(15)),
+            attempt_timeout: None,
+            max_server_delay: Duration::from_secs(60),
+        }
+    }
+
+    /// For background work: 8 attempts, 1 s base delay doubling up to 60 s, full
+    /// jitter, no deadline.
+    pub const fn background() -> Self {
+        Self {
+            max_attempts: 8,
+            base_delay: Duration::from_secs(1),
+            multiplier: 2.0,
+            max_delay: Duration::from_secs(60),
+            jitter: Jitter::Full,
+            deadline: None,
+            attempt_timeout: None,
+            max_server_delay: Duration::from_secs(300),
+        }
+    }
+
+    /// A builder starting from the [`interactive`](Self::interactive) settings.
+    pub const fn builder() -> PolicyBuilder {
+        PolicyBuilder { policy: Self::interactive() }
+    }
+
+    /// A builder starting from this policy's settings.
+    pub const fn to_builder(self) -> PolicyBuilder {
+        PolicyBuilder { policy: self }
+    }
+
+    /// Attempts allowed, counting the first (≥ 1).
+    pub const fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The delay before the first retry, before jitter.
+    pub const fn base_delay(&self) -> Duration {
+        self.base_delay
+    }
+
+    /// The factor by which the delay grows with each retry (> 1).
+    pub const fn multiplier(&self) -> f64 {
+        self.multiplier
+    }
+
+    /// The cap: no computed delay is longer.
+    pub const fn max_delay(&self) -> Duration {
+        self.max_delay
+    }
+
+    /// How delays are randomised.
+    pub const fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
+    /// The total time allowed for all attempts and waits, if bounded.
+    pub const fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// The time allowed for one attempt, if bounded (clipped to what is left of
+    /// the deadline).
+    pub const fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+
+    /// The longest server-requested wait (`Retry-After`, `RateLimit`) the engine
+    /// honours; a longer one stops retrying at once.
+    pub const fn max_server_delay(&self) -> Duration {
+        self.max_server_delay
+    }
+
+    /// `min(cap, base · multiplier^retry)`, where `retry` counts from 0 for the
+    /// first retry. Never overflows: anything beyond the cap is the cap.
+    pub fn exponential_delay(&self, retry: u32) -> Duration {
+        let exponent = i32::try_from(retry).unwrap_or(i32::MAX);
+        let secs = self.base_delay.as_secs_f64() * self.multiplier.powi(exponent);
+        Duration::try_from_secs_f64(secs).unwrap_or(self.max_delay).min(self.max_delay)
+    }
+}
+
+impl Default for Policy {
+    /// The [`interactive`](Policy::interactive) preset.
+    fn default() -> Self {
+        Self::interactive()
+    }
+}
+
+/// Builds a [`Policy`]; [`build`](Self::build) rejects unusable settings.
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct PolicyBuilder {
+    policy: Policy,
+}
+
+impl PolicyBuilder {
+    /// Attempts allowed, counting the first. Must be at least 1 (1 = no retries).
+    pub const fn max_attempts(mut self, attempts: u32) -> Self {
+        self.policy.max_attempts = attempts;
+        self
+    }
+
+    /// The delay before the first retry, before jitter. Must be > 0.
+    pub const fn base_delay(mut self, delay: Duration) -> Self {
+        self.policy.base_delay = delay;
+        self
+    }
+
+    /// The growth factor per retry. Must be finite and > 1.
+    pub const fn multiplier(mut self, multiplier: f64) -> Self {
+        self.policy.multiplier = multiplier;
+        self
+    }
+
+    /// The cap on computed delays. Must be ≥ the base delay.
+    pub const fn max_delay(mut self, delay: Duration) -> Self {
+        self.policy.max_delay = delay;
+        self
+    }
+
+    /// How delays are randomised.
+    pub const fn jitter(mut self, jitter: Jitter) -> Self {
+        self.policy.jitter = jitter;
+        self
+    }
+
+    /// Bounds attempts and waits together. Must be > 0.
+    pub const fn deadline(mut self, deadline: Duration) -> Self {
+        self.policy.deadline = Some(deadline);
+        self
+    }
+
+    /// Removes the deadline: attempts and delays bound the total time.
+    pub const fn no_deadline(mut self) -> Self {
+        self.policy.deadline = None;
+        self
+    }
+
+    /// Bounds each attempt. Must be > 0.
+    pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.policy.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// The longest server-requested wait that is honoured; longer hints stop
+    /// retrying at once.
+    pub const fn max_server_delay(mut self, delay: Duration) -> Self {
+        self.policy.max_server_delay = delay;
+        self
+    }
+
+    /// Checks the settings and returns the policy.
+    pub fn build(self) -> Result<Policy, PolicyError> {
+        let p = self.policy;
+        let positive = |setting, value: Duration| {
+            if value.is_zero() || value > MAX_DURATION {
+                Err(PolicyError::OutOfRange { setting, value })
+            } else {
+                Ok(())
+            }
+        };
+        if p.max_attempts == 0 {
+            return Err(PolicyError::ZeroAttempts);
+        }
+        positive("base_delay", p.base_delay)?;
+        positive("max_delay", p.max_delay)?;
+        if let Some(deadline) = p.deadline {
+            positive("deadline", deadline)?;
+        }
+        if let Some(timeout) = p.attempt_timeout {
+            positive("attempt_timeout", timeout)?;
+        }
+        if p.max_server_delay > MAX_DURATION {
+            return Err(PolicyError::OutOfRange { setting: "max_server_delay", value: p.max_server_delay });
+        }
+        if !(p.multiplier.is_finite() && p.multiplier > 1.0) {
+            return Err(PolicyError::Multiplier(p.multiplier));
+        }
+        if p.base_delay > p.max_delay {
+            return Err(PolicyError::BaseAboveCap { base: p.base_delay, cap: p.max_delay });
+        }
+        if !p.jitter.is_valid() {
+            return Err(PolicyError::Jitter(p.jitter));
+        }
+        Ok(p)
+    }
+}
+
+/// Why a [`PolicyBuilder`] refused its settings.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// `max_attempts` was 0: not even the first attempt could run.
+    ZeroAttempts,
+    /// A duration was zero or longer than [`MAX_DURATION`].
+    OutOfRange {
+        /// The setting's name.
+        setting: &'static str,
+        /// The value given.
+        value: Duration,
+    },
+    /// The multiplier was not a finite number above 1.
+    Multiplier(f64),
+    /// The base delay was longer than the cap.
+    BaseAboveCap {
+        /// The base delay given.
+        base: Duration,
+        /// The cap given.
+        cap: Duration,
+    },
+    /// A jitter parameter was negative, infinite or NaN.
+    Jitter(Jitter),
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::ZeroAttempts => f.write_str("max_attempts must be at least 1"),
+            PolicyError::OutOfRange { setting, value } => {
+                write!(f, "{setting} must be above zero and at most {MAX_DURATION:?}, got {value:?}")
+            }
+            PolicyError::Multiplier(m) => write!(f, "multiplier must be a finite number above 1, got {m}"),
+            PolicyError::BaseAboveCap { base, cap } => {
+                write!(f, "base_delay ({base:?}) must not exceed max_delay ({cap:?})")
+            }
+            PolicyError::Jitter(j) => {
+                write!(f, "jitter parameter must be finite and non-negative, got {j:?}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}

@@ -1,0 +1,85 @@
+//! A recording observer: tests assert on the exact sequence of engine events.
+#![allow(dead_code, unreachable_pub)]
+
+use retryscope::observe::{
+    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+};
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Start { dependency: String, operation: Option<String>, max_attempts: u32 },
+    AttemptStarted(AttemptStart),
+    AttemptFinished(AttemptEnd),
+    Waiting(Wait),
+    Finished(Finish),
+}
+
+#[derive(Clone, Default)]
+pub struct Recorder {
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Recorder {
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().expect("recorder lock").clone()
+    }
+
+    pub fn finish(&self) -> Finish {
+        self.events()
+            .into_iter()
+            .find_map(|e| if let Event::Finished(f) = e { Some(f) } else { None })
+            .expect("operation finished")
+    }
+
+    pub fn waits(&self) -> Vec<Wait> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| if let Event::Waiting(w) = e { Some(w) } else { None })
+            .collect()
+    }
+
+    pub fn attempts(&self) -> Vec<AttemptEnd> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| if let Event::AttemptFinished(a) = e { Some(a) } else { None })
+            .collect()
+    }
+
+    fn push(&self, event: Event) {
+        self.events.lock().expect("recorder lock").push(event);
+    }
+}
+
+impl Observer for Recorder {
+    type Operation = Recorder;
+
+    fn start(&self, op: &OperationInfo<'_>) -> Recorder {
+        self.push(Event::Start {
+            dependency: op.dependency.to_owned(),
+            operation: op.operation.map(str::to_owned),
+            max_attempts: op.max_attempts,
+        });
+        self.clone()
+    }
+}
+
+impl OperationObserver for Recorder {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, attempt: &AttemptStart) {
+        self.push(Event::AttemptStarted(*attempt));
+    }
+
+    fn attempt_finished(&mut self, _: (), attempt: &AttemptEnd) {
+        self.push(Event::AttemptFinished(*attempt));
+    }
+
+    fn waiting(&mut self, wait: &Wait) {
+        self.push(Event::Waiting(*wait));
+    }
+
+    fn finished(self, finish: &Finish) {
+        self.push(Event::Finished(*finish));
+    }
+}

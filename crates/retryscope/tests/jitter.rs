@@ -1,0 +1,154 @@
+//! Delay formulas: each jitter's range and mean, the cap, decorrelation.
+
+use proptest::prelude::*;
+use retryscope::{Jitter, Policy, seeded_rng};
+use std::time::Duration;
+
+const SAMPLES: u32 = 20_000;
+
+fn policy(jitter: Jitter) -> Policy {
+    Policy::builder()
+        .base_delay(Duration::from_millis(100))
+        .max_delay(Duration::from_secs(10))
+        .max_attempts(20)
+        .jitter(jitter)
+        .build()
+        .expect("valid policy")
+}
+
+/// Samples the delay of retry `retry` many times; returns (min, max, mean) in ms.
+fn sample(jitter: Jitter, retry: u32) -> (f64, f64, f64) {
+    let policy = policy(jitter);
+    let mut rng = seeded_rng(42);
+    let ms: Vec<f64> = (0..SAMPLES)
+        .map(|_| policy.delay(retry, policy.base_delay(), &mut rng).as_secs_f64() * 1e3)
+        .collect();
+    let min = ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ms.iter().copied().fold(0.0, f64::max);
+    (min, max, ms.iter().sum::<f64>() / f64::from(SAMPLES))
+}
+
+#[test]
+fn no_jitter_is_the_capped_exponential() {
+    let policy = policy(Jitter::None);
+    let mut rng = seeded_rng(1);
+    let delays: Vec<u128> = (0..10).map(|n| policy.delay(n, Duration::ZERO, &mut rng).as_millis()).collect();
+    assert_eq!(delays, [100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000]);
+}
+
+#[test]
+fn full_jitter_is_uniform_between_zero_and_the_exponential() {
+    // retry 3: d = 800 ms → U(0, 800), mean 400.
+    let (min, max, mean) = sample(Jitter::Full, 3);
+    assert!(min >= 0.0 && min < 5.0, "min {min}");
+    assert!(max <= 800.0 && max > 795.0, "max {max}");
+    assert!((mean - 400.0).abs() < 8.0, "mean {mean}");
+}
+
+#[test]
+fn equal_jitter_keeps_half_the_exponential() {
+    // d = 800 ms → 400 + U(0, 400), mean 600.
+    let (min, max, mean) = sample(Jitter::Equal, 3);
+    assert!((400.0..405.0).contains(&min), "min {min}");
+    assert!(max <= 800.0 && max > 795.0, "max {max}");
+    assert!((mean - 600.0).abs() < 5.0, "mean {mean}");
+}
+
+#[test]
+fn proportional_jitter_adds_up_to_a_fraction() {
+    // d = 800 ms, f = 0.5 → 800 + U(0, 400), mean 1000.
+    let (min, max, mean) = sample(Jitter::Proportional(0.5), 3);
+    assert!((800.0..805.0).contains(&min), "min {min}");
+    assert!(max <= 1200.0 && max > 1195.0, "max {max}");
+    assert!((mean - 1000.0).abs() < 5.0, "mean {mean}");
+}
+
+#[test]
+fn proportional_jitter_never_exceeds_the_cap() {
+    // retry 7: d = 10 s (capped) → 10 s + U(0, 5 s) capped back to 10 s.
+    let (min, max, _) = sample(Jitter::Proportional(0.5), 7);
+    assert_eq!((min, max), (10_000.0, 10_000.0));
+}
+
+#[test]
+fn decorrelated_jitter_depends_on_the_previous_delay() {
+    let policy = policy(Jitter::Decorrelated);
+    let mut rng = seeded_rng(7);
+    let mut mean_after = |previous: Duration| {
+        let total: Duration = (0..SAMPLES).map(|_| policy.delay(0, previous, &mut rng)).sum();
+        (total / SAMPLES).as_secs_f64() * 1e3
+    };
+    // U(base, 3·prev): prev = 100 ms → mean 200; prev = 1 s → mean 1550.
+    let short = mean_after(Duration::from_millis(100));
+    let long = mean_after(Duration::from_secs(1));
+    assert!((short - 200.0).abs() < 3.0, "mean after 100 ms: {short}");
+    assert!((long - 1550.0).abs() < 20.0, "mean after 1 s: {long}");
+}
+
+#[test]
+fn decorrelated_jitter_stays_between_base_and_cap() {
+    let policy = policy(Jitter::Decorrelated);
+    let mut backoff = policy.backoff();
+    let mut rng = seeded_rng(3);
+    for _ in 0..1_000 {
+        let d = backoff.next_delay(&mut rng);
+        assert!(d >= policy.base_delay() && d <= policy.max_delay(), "{d:?}");
+    }
+}
+
+#[test]
+fn same_seed_same_delays() {
+    let policy = policy(Jitter::Full);
+    let run = |seed| {
+        let mut rng = seeded_rng(seed);
+        let mut backoff = policy.backoff();
+        (0..10).map(|_| backoff.next_delay(&mut rng)).collect::<Vec<_>>()
+    };
+    assert_eq!(run(9), run(9));
+    assert_ne!(run(9), run(10));
+}
+
+fn any_jitter() -> impl Strategy<Value = Jitter> {
+    prop_oneof![
+        Just(Jitter::None),
+        Just(Jitter::Full),
+        Just(Jitter::Equal),
+        Just(Jitter::Decorrelated),
+        (0.0f64..100.0).prop_map(Jitter::Proportional),
+    ]
+}
+
+proptest! {
+    /// Whatever valid settings, no delay exceeds the cap, and only decorrelated
+    /// jitter (whose floor is the base) or none/equal/proportional ever return
+    /// more than zero at minimum.
+    #[test]
+    fn delays_never_exceed_the_cap(
+        base_ms in 1u64..10_000,
+        cap_factor in 1u64..1_000,
+        multiplier in 1.01f64..10.0,
+        jitter in any_jitter(),
+        seed in any::<u64>(),
+        retries in 1usize..64,
+    ) {
+        let base = Duration::from_millis(base_ms);
+        let cap = (base * u32::try_from(cap_factor).unwrap_or(1)).min(retryscope::MAX_DURATION);
+        let policy = Policy::builder()
+            .base_delay(base).max_delay(cap).multiplier(multiplier).jitter(jitter)
+            .build().expect("valid settings");
+        let mut backoff = policy.backoff();
+        let mut rng = seeded_rng(seed);
+        for n in 0..retries {
+            let d = backoff.next_delay(&mut rng);
+            prop_assert!(d <= cap, "retry {n}: {d:?} > cap {cap:?}");
+            let exp = policy.exponential_delay(u32::try_from(n).unwrap_or(u32::MAX));
+            match jitter {
+                Jitter::None => prop_assert_eq!(d, exp),
+                Jitter::Full => prop_assert!(d <= exp),
+                Jitter::Equal => prop_assert!(d >= exp / 2 && d <= exp),
+                Jitter::Decorrelated => prop_assert!(d >= base),
+                Jitter::Proportional(_) => prop_assert!(d >= exp),
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Policy construction: presets and rejected settings.
+
+use retryscope::{Jitter, Policy, PolicyError};
+use std::time::Duration;
+
+#[test]
+fn presets_carry_the_field_defaults() {
+    let i = Policy::interactive();
+    assert_eq!(
+        (i.max_attempts(), i.base_delay(), i.max_delay(), i.deadline()),
+        (4, Duration::from_millis(200), Duration::from_secs(5), Some(Duration::from_secs(15)))
+    );
+    let b = Policy::background();
+    assert_eq!(
+        (b.max_attempts(), b.base_delay(), b.max_delay(), b.deadline()),
+        (8, Duration::from_secs(1), Duration::from_secs(60), None)
+    );
+    assert_eq!(i.multiplier(), 2.0);
+    // The presets are valid policies.
+    assert_eq!(i.to_builder().build(), Ok(i));
+    assert_eq!(b.to_builder().build(), Ok(b));
+}
+
+#[test]
+fn bad_settings_are_rejected_with_a_clear_error() {
+    let b = Policy::builder;
+    let cases: Vec<(PolicyError, &str)> = vec![
+        (b().max_attempts(0).build().unwrap_err(), "max_attempts must be at least 1"),
+        (b().base_delay(Duration::ZERO).build().unwrap_err(), "base_delay must be above zero"),
+        (b().max_delay(Duration::ZERO).build().unwrap_err(), "max_delay must be above zero"),
+        (b().deadline(Duration::ZERO).build().unwrap_err(), "deadline must be above zero"),
+        (b().attempt_timeout(Duration::ZERO).build().unwrap_err(), "attempt_timeout must be above zero"),
+        (
+            b().max_delay(Duration::from_secs(90_000)).build().unwrap_err(),
+            "max_delay must be above zero and at most",
+        ),
+        (b().multiplier(1.0).build().unwrap_err(), "multiplier must be a finite number above 1, got 1"),
+        (b().multiplier(0.5).build().unwrap_err(), "got 0.5"),
+        (b().multiplier(-2.0).build().unwrap_err(), "got -2"),
+        (b().multiplier(f64::NAN).build().unwrap_err(), "got NaN"),
+        (b().multiplier(f64::INFINITY).build().unwrap_err(), "got inf"),
+        (
+            b().base_delay(Duration::from_secs(10)).max_delay(Duration::from_secs(1)).build().unwrap_err(),
+            "base_delay (10s) must not exceed max_delay (1s)",
+        ),
+        (b().jitter(Jitter::Proportional(-0.1)).build().unwrap_err(), "jitter parameter must be finite"),
+        (b().jitter(Jitter::Proportional(f64::NAN)).build().unwrap_err(), "jitter parameter must be finite"),
+    ];
+    for (error, expected) in cases {
+        let message = error.to_string();
+        assert!(message.contains(expected), "{message:?} should contain {expected:?}");
+    }
+}
+
+#[test]
+fn one_attempt_means_no_retries() {
+    assert!(Policy::builder().max_attempts(1).build().is_ok());
+}
+
+#[test]
+fn exponential_delay_saturates_at_the_cap_for_huge_retry_numbers() {
+    let p = Policy::interactive();
+    assert_eq!(p.exponential_delay(u32::MAX), p.max_delay());
+    assert_eq!(p.exponential_delay(2_000), p.max_delay());
+}

@@ -1,0 +1,369 @@
+//! The async engine, specified with tokio's paused clock: no test sleeps for real.
+
+mod common;
+
+use common::{Event, Recorder};
+use retryscope::observe::{AttemptEnd, AttemptStart, Wait};
+use retryscope::{DelaySource, ErrorType, Hint, Jitter, Outcome, Policy, Retryable, StopReason, Verdict};
+use std::cell::Cell;
+use std::time::Duration;
+use tokio::time::Instant;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 100 ms doubling to 1 s, no jitter, 5 attempts, no deadline: delays are exact.
+fn plain() -> Policy {
+    Policy::builder()
+        .max_attempts(5)
+        .base_delay(ms(100))
+        .max_delay(ms(1_000))
+        .jitter(Jitter::None)
+        .no_deadline()
+        .build()
+        .expect("valid policy")
+}
+
+/// An operation that fails `failures` times with `"busy"`, then returns its call count.
+fn flaky(
+    failures: u32,
+    calls: &Cell<u32>,
+) -> impl FnMut() -> std::future::Ready<Result<u32, &'static str>> + '_ {
+    move || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() <= failures { Err("busy") } else { Ok(calls.get()) })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_at_once_runs_one_attempt_and_never_waits() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let result = flaky(0, &calls).retry(plain()).observe(rec.clone()).dependency("db").await;
+    assert_eq!(result.unwrap(), 1);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    let events = rec.events();
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events[0], Event::Start { dependency: "db".into(), operation: None, max_attempts: 5 });
+    assert_eq!(events[1], Event::AttemptStarted(AttemptStart { number: 1, retry_of: None }));
+    assert_eq!(
+        events[2],
+        Event::AttemptFinished(AttemptEnd { number: 1, duration: Duration::ZERO, error: None })
+    );
+    let finish = rec.finish();
+    assert_eq!((finish.outcome, finish.reason, finish.attempts), (Outcome::Success, None, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_on_the_third_attempt_waits_the_exponential_delays() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let result = flaky(2, &calls).retry(plain()).observe(rec.clone()).await;
+    assert_eq!(result.unwrap(), 3);
+    // 100 ms + 200 ms of backoff, attempts take no time.
+    assert_eq!(started.elapsed(), ms(300));
+    let waits = rec.waits();
+    let expected = |next, delay| Wait {
+        next_attempt: next,
+        delay,
+        source: DelaySource::Policy,
+        error: ErrorType::OTHER,
+    };
+    assert_eq!(waits, [expected(2, ms(100)), expected(3, ms(200))]);
+    let finish = rec.finish();
+    assert_eq!((finish.outcome, finish.attempts, finish.duration), (Outcome::Success, 3, ms(300)));
+    // Retries carry the failure that caused them.
+    assert!(
+        rec.events()
+            .contains(&Event::AttemptStarted(AttemptStart { number: 3, retry_of: Some(ErrorType::OTHER) }))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_are_exact_when_every_attempt_fails() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let err = flaky(u32::MAX, &calls).retry(plain()).observe(rec.clone()).await.unwrap_err();
+    assert_eq!(calls.get(), 5);
+    assert_eq!(err.attempts(), 5);
+    assert_eq!(err.reason(), StopReason::AttemptsExhausted);
+    assert_eq!(err.last_error(), Some(&"busy"));
+    assert_eq!(err.to_string(), "gave up after 5 attempt(s): all attempts failed; last error: busy");
+    assert_eq!(rec.finish().outcome, Outcome::Exhausted);
+    assert_eq!(rec.waits().len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_returns_after_exactly_one_attempt() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let err = flaky(u32::MAX, &calls)
+        .retry(plain())
+        .when(|e: &&str| *e != "busy")
+        .observe(rec.clone())
+        .await
+        .unwrap_err();
+    assert_eq!((calls.get(), err.attempts(), err.reason()), (1, 1, StopReason::Permanent));
+    assert_eq!(rec.finish().outcome, Outcome::Failure);
+}
+
+#[tokio::test(start_paused = true)]
+async fn notify_hears_each_error_and_delay() {
+    let calls = Cell::new(0);
+    let mut heard: Vec<(&str, Duration)> = Vec::new();
+    let result = flaky(2, &calls).retry(plain()).notify(|e: &&'static str, d| heard.push((*e, d))).await;
+    assert!(result.is_ok());
+    assert_eq!(heard, [("busy", ms(100)), ("busy", ms(200))]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_is_never_crossed_even_by_a_slow_attempt() {
+    let policy = plain().to_builder().deadline(ms(1_000)).build().unwrap();
+    let rec = Recorder::default();
+    let started = Instant::now();
+    // Every attempt hangs for 10 s; the deadline cuts the first one at 1 s.
+    let err = (|| async {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        Ok::<(), &str>(())
+    })
+    .retry(policy)
+    .observe(rec.clone())
+    .await
+    .unwrap_err();
+    assert_eq!(started.elapsed(), ms(1_000));
+    assert_eq!(err.reason(), StopReason::DeadlineExceeded);
+    assert_eq!(err.attempts(), 1);
+    assert!(err.last_error().is_none());
+    assert_eq!(rec.attempts()[0].error, Some(ErrorType::TIMEOUT));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_engine_gives_up_early_when_the_next_wait_cannot_fit() {
+    // Attempts take 300 ms; after the second (t = 700 ms) the 200 ms wait would
+    // end at the 900 ms deadline, leaving no time for an attempt.
+    let policy = plain().to_builder().deadline(ms(900)).build().unwrap();
+    let calls = Cell::new(0);
+    let started = Instant::now();
+    let err = (|| {
+        calls.set(calls.get() + 1);
+        async {
+            tokio::time::sleep(ms(300)).await;
+            Err::<(), _>("busy")
+        }
+    })
+    .retry(policy)
+    .await
+    .unwrap_err();
+    assert_eq!(err.reason(), StopReason::DeadlineExceeded);
+    assert_eq!(calls.get(), 2);
+    assert_eq!(started.elapsed(), ms(700));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_per_attempt_timeout_fires_then_the_engine_retries() {
+    let policy = plain().to_builder().attempt_timeout(ms(50)).build().unwrap();
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let result = (|| {
+        calls.set(calls.get() + 1);
+        let stall = calls.get() == 1;
+        async move {
+            if stall {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            Ok::<_, &str>("done")
+        }
+    })
+    .retry(policy)
+    .observe(rec.clone())
+    .await;
+    assert_eq!(result.unwrap(), "done");
+    assert_eq!(calls.get(), 2);
+    assert_eq!(started.elapsed(), ms(150)); // 50 ms timeout + 100 ms backoff
+    assert_eq!(
+        rec.attempts()[0],
+        AttemptEnd { number: 1, duration: ms(50), error: Some(ErrorType::TIMEOUT) }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attempt_timeout_is_clipped_to_the_deadline() {
+    let policy = plain().to_builder().attempt_timeout(ms(800)).deadline(ms(1_000)).build().unwrap();
+    let started = Instant::now();
+    let err = (|| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<(), &str>(())
+    })
+    .retry(policy)
+    .await
+    .unwrap_err();
+    // 800 ms timeout, 100 ms wait, then only 100 ms remain for attempt 2.
+    assert_eq!(started.elapsed(), ms(1_000));
+    assert_eq!((err.attempts(), err.reason()), (2, StopReason::DeadlineExceeded));
+}
+
+fn hinted(hint: Hint) -> impl FnMut(&Result<(), &str>) -> Verdict {
+    move |r| match r {
+        Ok(()) => Verdict::Success,
+        Err(_) => Verdict::Retryable { error: ErrorType::Status(429), hint: Some(hint) },
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_replaces_the_computed_delay() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let op = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() == 1 { Err("slow down") } else { Ok(()) })
+    };
+    let result = op.retry(plain()).classify(hinted(Hint::retry_after(ms(1_500)))).observe(rec.clone()).await;
+    assert!(result.is_ok());
+    // Above the 1 s cap: a server's Retry-After is honoured as given.
+    assert_eq!(started.elapsed(), ms(1_500));
+    assert_eq!(rec.waits()[0].source, DelaySource::RetryAfter);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_hint_only_ever_slows_the_client() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let op = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() <= 2 { Err("limited") } else { Ok(()) })
+    };
+    // 150 ms: longer than the first computed delay (100), shorter than the second (200).
+    let result = op.retry(plain()).classify(hinted(Hint::rate_limit(ms(150)))).observe(rec.clone()).await;
+    assert!(result.is_ok());
+    let waits: Vec<_> = rec.waits().iter().map(|w| (w.delay, w.source)).collect();
+    assert_eq!(waits, [(ms(150), DelaySource::RateLimit), (ms(200), DelaySource::Policy)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_longer_than_the_maximum_stops_at_once() {
+    let calls = Cell::new(0);
+    let started = Instant::now();
+    let op = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(Err::<(), _>("go away"))
+    };
+    let err = op
+        .retry(plain())
+        .classify(hinted(Hint::retry_after(Duration::from_secs(100_000))))
+        .await
+        .unwrap_err();
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(calls.get(), 1);
+    let StopReason::HintTooLong { hint, limit } = err.reason() else { panic!("{:?}", err.reason()) };
+    assert_eq!((hint.delay, limit), (Duration::from_secs(100_000), Duration::from_secs(60)));
+    assert!(err.to_string().contains("the server asked to wait 100000s (retry_after)"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_longer_than_the_remaining_deadline_stops_at_once() {
+    let policy = plain().to_builder().deadline(Duration::from_secs(10)).build().unwrap();
+    let err = (|| std::future::ready(Err::<(), _>("later")))
+        .retry(policy)
+        .classify(hinted(Hint::retry_after(Duration::from_secs(30))))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.reason(), StopReason::HintTooLong { limit, .. } if limit == Duration::from_secs(10))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retryable_ok_value_is_handed_back_when_attempts_run_out() {
+    // HTTP clients return a 503 as Ok(response): when retries are exhausted the
+    // caller gets the last response, as it would without retries.
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let result = (|| {
+        calls.set(calls.get() + 1);
+        std::future::ready(Ok::<u16, ()>(503))
+    })
+    .retry(plain())
+    .classify(|r: &Result<u16, ()>| match r {
+        Ok(503) => Verdict::retryable(ErrorType::Status(503)),
+        _ => Verdict::Success,
+    })
+    .observe(rec.clone())
+    .await;
+    assert_eq!(result.unwrap(), 503);
+    assert_eq!(calls.get(), 5);
+    assert_eq!(rec.finish().outcome, Outcome::Exhausted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_future_while_it_waits_cancels_cleanly() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let retry = flaky(u32::MAX, &calls).retry(plain()).observe(rec.clone());
+    // Attempt 1 fails at t = 0, the engine waits 100 ms; time out at 50 ms.
+    let outcome = tokio::time::timeout(ms(50), retry).await;
+    assert!(outcome.is_err());
+    assert_eq!(calls.get(), 1);
+    let finish = rec.finish();
+    assert_eq!((finish.outcome, finish.attempts, finish.duration), (Outcome::Cancelled, 1, ms(50)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_future_mid_attempt_reports_the_attempt() {
+    let rec = Recorder::default();
+    let retry = (|| async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok::<(), ()>(())
+    })
+    .retry(plain())
+    .observe(rec.clone());
+    assert!(tokio::time::timeout(ms(20), retry).await.is_err());
+    assert_eq!(
+        rec.attempts(),
+        [AttemptEnd { number: 1, duration: ms(20), error: Some(ErrorType::Kind("cancelled")) }]
+    );
+    assert_eq!(rec.finish().outcome, Outcome::Cancelled);
+}
+
+#[tokio::test(start_paused = true)]
+async fn labels_reach_the_observer() {
+    let rec = Recorder::default();
+    let _ = (|| std::future::ready(Ok::<(), ()>(())))
+        .retry(Policy::interactive())
+        .dependency("payments")
+        .operation("create_invoice")
+        .observe(rec.clone())
+        .await;
+    assert_eq!(
+        rec.events()[0],
+        Event::Start {
+            dependency: "payments".into(),
+            operation: Some("create_invoice".into()),
+            max_attempts: 4
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_seed_gives_the_same_waits() {
+    let run = |seed| async move {
+        let rec = Recorder::default();
+        let calls = Cell::new(0);
+        let policy = plain().to_builder().jitter(Jitter::Full).build().unwrap();
+        let _ = flaky(u32::MAX, &calls).retry(policy).seed(seed).observe(rec.clone()).await;
+        rec.waits().into_iter().map(|w| w.delay).collect::<Vec<_>>()
+    };
+    assert_eq!(run(5).await, run(5).await);
+    assert_ne!(run(5).await, run(6).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_future_is_send_and_runs_on_a_multi_thread_runtime() {
+    let handle =
+        tokio::spawn(async { (|| async { Ok::<_, std::io::Error>(7) }).retry(Policy::interactive()).await });
+    assert_eq!(handle.await.unwrap().unwrap(), 7);
+}
