@@ -1,2 +1,0 @@
-//! Placeholder until the engine example lands.
-fn main() {}
