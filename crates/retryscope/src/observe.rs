@@ -149,3 +149,52 @@ impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
         (**self).start(operation)
     }
 }
+
+/// Two observers side by side: both hear every event, `A` first.
+///
+/// ```
+/// use retryscope::observe::NoObserver;
+/// use retryscope::{Policy, Retryable};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let r = (|| async { Ok::<_, ()>(1) }).retry(Policy::interactive()).observe((NoObserver, NoObserver)).await;
+/// assert_eq!(r.unwrap(), 1);
+/// # }
+/// ```
+impl<A: Observer, B: Observer> Observer for (A, B) {
+    type Operation = (A::Operation, B::Operation);
+
+    fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
+        (self.0.start(operation), self.1.start(operation))
+    }
+}
+
+impl<A: OperationObserver, B: OperationObserver> OperationObserver for (A, B) {
+    type Attempt = (A::Attempt, B::Attempt);
+
+    fn attempt_started(&mut self, attempt: &AttemptStart) -> Self::Attempt {
+        (self.0.attempt_started(attempt), self.1.attempt_started(attempt))
+    }
+
+    fn attempt_finished(&mut self, scope: Self::Attempt, attempt: &AttemptEnd) {
+        self.0.attempt_finished(scope.0, attempt);
+        self.1.attempt_finished(scope.1, attempt);
+    }
+
+    fn waiting(&mut self, wait: &Wait) {
+        self.0.waiting(wait);
+        self.1.waiting(wait);
+    }
+
+    fn finished(self, finish: &Finish) {
+        self.0.finished(finish);
+        self.1.finished(finish);
+    }
+}
+
+impl<A: AttemptScope, B: AttemptScope> AttemptScope for (A, B) {
+    fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.0.in_scope(|| self.1.in_scope(f))
+    }
+}
