@@ -3,23 +3,22 @@
 //! Without jitter, clients that failed together retry together, and a recovering
 //! service sees the same spike again at every backoff step. Jitter spreads the
 //! retries out. The formulas follow the AWS Architecture Blog post "Exponential
-//! Backoff And Jitter" (2015); `d` is the capped exponential delay
-//! `min(cap, base · multiplier^n)`:
-//!
-//! | variant | delay |
-//! |---|---|
-//! | [`Jitter::None`] | `d` |
-//! | [`Jitter::Full`] | `U(0, d)` |
-//! | [`Jitter::Equal`] | `d/2 + U(0, d/2)` |
-//! | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
-//! | [`Jitter::Proportional`]`(f)` | `min(cap, d + U(0, f · d))` |
-//!
-//! No variant ever returns more than the cap.
+//! Backoff And Jitter" (2015). No variant ever returns more than the cap.
 
 use rand::{Rng, RngExt};
 use std::time::Duration;
 
-/// How a backoff delay is randomised. See the [module docs](self) for the formulas.
+/// How a backoff delay is randomised.
+///
+/// `d` is the capped exponential delay `min(cap, base · multiplier^n)`:
+///
+/// | variant | delay |
+/// |---|---|
+/// | [`Jitter::None`] | `d` |
+/// | [`Jitter::Full`] | `U(0, d)` |
+/// | [`Jitter::Equal`] | `d/2 + U(0, d/2)` |
+/// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
+/// | [`Jitter::Proportional`]`(f)` | `min(cap, d + U(0, f · d))` |
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Jitter {
     /// The plain exponential delay. Clients that failed together retry together:

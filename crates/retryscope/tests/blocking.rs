@@ -12,7 +12,7 @@ fn policy() -> Policy {
         .jitter(Jitter::None)
         .no_deadline()
         .build()
-        .unwrap()
+        .expect("valid settings")
 }
 
 #[test]

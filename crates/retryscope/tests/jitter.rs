@@ -40,7 +40,7 @@ fn no_jitter_is_the_capped_exponential() {
 fn full_jitter_is_uniform_between_zero_and_the_exponential() {
     // retry 3: d = 800 ms → U(0, 800), mean 400.
     let (min, max, mean) = sample(Jitter::Full, 3);
-    assert!(min >= 0.0 && min < 5.0, "min {min}");
+    assert!((0.0..5.0).contains(&min), "min {min}");
     assert!(max <= 800.0 && max > 795.0, "max {max}");
     assert!((mean - 400.0).abs() < 8.0, "mean {mean}");
 }

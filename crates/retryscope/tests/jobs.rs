@@ -12,7 +12,7 @@ fn policy() -> Policy {
         .jitter(Jitter::None)
         .deadline(Duration::from_secs(600))
         .build()
-        .unwrap()
+        .expect("valid settings")
 }
 
 fn failure(attempt: u32, previous: Option<u64>, age_secs: u64, now: SystemTime) -> JobFailure {
@@ -57,7 +57,8 @@ fn an_old_job_past_its_deadline_is_dead() {
 #[test]
 fn a_server_hint_sets_the_run_at_time() {
     let now = SystemTime::now();
-    let job = JobFailure { hint: Some(Hint::retry_after(Duration::from_secs(30))), ..failure(1, None, 0, now) };
+    let job =
+        JobFailure { hint: Some(Hint::retry_after(Duration::from_secs(30))), ..failure(1, None, 0, now) };
     let s = policy().schedule(&job, now, &mut seeded_rng(0));
     let thirty = Duration::from_secs(30);
     assert_eq!(s, Schedule::RetryAt { at: now + thirty, delay: thirty, source: DelaySource::RetryAfter });

@@ -1,0 +1,118 @@
+//! Budget and breaker wired into the engine: retries refused, calls short-circuited.
+
+mod common;
+
+use common::Recorder;
+use retryscope::breaker::BreakerState;
+use retryscope::clock::ManualClock;
+use retryscope::{CircuitBreaker, Jitter, Outcome, Policy, RetryBudget, Retryable, StopReason, TokenBucket};
+use std::time::Duration;
+
+fn policy() -> Policy {
+    Policy::builder()
+        .max_attempts(4)
+        .base_delay(Duration::from_millis(10))
+        .jitter(Jitter::None)
+        .no_deadline()
+        .build()
+        .expect("valid settings")
+}
+
+fn always_failing() -> impl FnMut() -> std::future::Ready<Result<(), &'static str>> {
+    || std::future::ready(Err("unavailable"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_budget_refuses_retries_and_says_so() {
+    // Frozen clock, ratio 0 and no floor: the budget has no retry to give.
+    let budget = RetryBudget::builder()
+        .ratio(0.0)
+        .min_per_second(0)
+        .clock(ManualClock::new())
+        .build()
+        .expect("valid settings");
+    let rec = Recorder::default();
+    let err = always_failing().retry(policy()).budget(&budget).observe(rec.clone()).await.unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::BudgetExhausted, 1));
+    assert_eq!(err.last_error(), Some(&"unavailable"));
+    assert_eq!(rec.finish().outcome, Outcome::Throttled);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_caps_retries_across_a_failure_storm() {
+    // 10 % of 1,000 requests plus a floor of 1/s over a 10 s window, clock frozen:
+    // at most 100 + 10 retries, whatever the policy would allow.
+    let budget = RetryBudget::builder()
+        .ratio(0.1)
+        .min_per_second(1)
+        .window(Duration::from_secs(10))
+        .clock(ManualClock::new())
+        .build()
+        .expect("valid settings");
+    let mut attempts = 0;
+    for _ in 0..1_000 {
+        let err = always_failing().retry(policy()).budget(&budget).await.unwrap_err();
+        attempts += err.attempts();
+    }
+    assert_eq!(attempts - 1_000, 110);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_bucket_stops_retries_once_half_empty() {
+    // 10 tokens; each failed attempt costs one; retries need more than 5.
+    let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.1).build().unwrap();
+    let first = always_failing().retry(policy()).budget(&bucket).await.unwrap_err();
+    // Attempts 1..=4 fail: 10 → 6 tokens, all retries allowed (6 > 5).
+    assert_eq!((first.attempts(), first.reason()), (4, StopReason::AttemptsExhausted));
+    let second = always_failing().retry(policy()).budget(&bucket).await.unwrap_err();
+    // One more failure leaves 5: no retry.
+    assert_eq!((second.attempts(), second.reason()), (1, StopReason::BudgetExhausted));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_short_circuits_before_the_first_attempt() {
+    let clock = ManualClock::new();
+    let breaker = CircuitBreaker::builder()
+        .min_calls(4)
+        .failure_ratio(0.5)
+        .cool_down(Duration::from_secs(5))
+        .half_open_probes(1)
+        .clock(clock.clone())
+        .build()
+        .expect("valid settings");
+    // Four failing attempts open it.
+    let err = always_failing().retry(policy()).breaker(&breaker).await.unwrap_err();
+    assert_eq!(err.attempts(), 4);
+    assert_eq!(breaker.state(), BreakerState::Open);
+
+    let mut calls = 0;
+    let rec = Recorder::default();
+    let err = (|| {
+        calls += 1;
+        std::future::ready(Ok::<(), &str>(()))
+    })
+    .retry(policy())
+    .breaker(&breaker)
+    .observe(rec.clone())
+    .await
+    .unwrap_err();
+    assert_eq!((calls, err.attempts(), err.reason()), (0, 0, StopReason::CircuitOpen));
+    assert!(err.last_error().is_none());
+    assert_eq!(rec.finish().outcome, Outcome::Throttled);
+
+    // After the cool-down one probe goes through; its success closes the breaker.
+    clock.advance(Duration::from_secs(5));
+    let ok = (|| std::future::ready(Ok::<_, &str>("probe"))).retry(policy()).breaker(&breaker).await;
+    assert_eq!(ok.unwrap(), "probe");
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_errors_do_not_trip_the_breaker() {
+    let breaker = CircuitBreaker::builder().min_calls(2).clock(ManualClock::new()).build().unwrap();
+    for _ in 0..10 {
+        let err = always_failing().retry(policy()).when(|_: &&str| false).breaker(&breaker).await.unwrap_err();
+        assert_eq!(err.reason(), StopReason::Permanent);
+    }
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
