@@ -99,7 +99,7 @@ impl fmt::Display for Outcome {
 /// ([`attempts`](Self::attempts)) and carries the last attempt's error, if the
 /// last attempt produced one (a timed-out attempt or a refusal before the first
 /// attempt has none).
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryError<E> {
     reason: StopReason,
     attempts: u32,

@@ -111,7 +111,8 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
 async fn permanent_errors_do_not_trip_the_breaker() {
     let breaker = CircuitBreaker::builder().min_calls(2).clock(ManualClock::new()).build().unwrap();
     for _ in 0..10 {
-        let err = always_failing().retry(policy()).when(|_: &&str| false).breaker(&breaker).await.unwrap_err();
+        let err =
+            always_failing().retry(policy()).when(|_: &&str| false).breaker(&breaker).await.unwrap_err();
         assert_eq!(err.reason(), StopReason::Permanent);
     }
     assert_eq!(breaker.state(), BreakerState::Closed);

@@ -1,0 +1,67 @@
+//! The uninstrumented happy path allocates nothing. Allocation counts are
+//! deterministic, so this is a test rather than a benchmark.
+
+// A global allocator can only be written with `unsafe`; this one only counts and
+// delegates to the system allocator.
+#![allow(unsafe_code)]
+
+use retryscope::{Policy, RetryBudget, Retryable};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`, which upholds the
+// `GlobalAlloc` contract.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Polls a future that must be ready at once, counting allocations meanwhile.
+fn allocations_of<F: Future>(future: F) -> (usize, F::Output) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let mut future = pin!(future);
+    let Poll::Ready(output) = future.as_mut().poll(&mut cx) else { panic!("the operation succeeds at once") };
+    (ALLOCATIONS.load(Ordering::Relaxed) - before, output)
+}
+
+#[test]
+fn a_first_try_success_allocates_nothing() {
+    let policy = Policy::interactive().to_builder().no_deadline().build().expect("valid");
+    let (allocations, output) = allocations_of((|| async { Ok::<_, ()>(1) }).retry(policy).into_future());
+    assert_eq!(output, Ok(1));
+    assert_eq!(allocations, 0);
+}
+
+#[test]
+fn a_deadline_and_a_budget_allocate_nothing_either() {
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
+    let _context = runtime.enter();
+    let budget = RetryBudget::new();
+    let (allocations, output) = allocations_of(
+        (|| async { Ok::<_, ()>(2) })
+            .retry(Policy::interactive())
+            .budget(&budget)
+            .dependency("db")
+            .into_future(),
+    );
+    assert_eq!(output, Ok(2));
+    assert_eq!(allocations, 0);
+}
