@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Generates dashboards/retry-overview.json and dashboards/retry-storm.json.
+
+The JSON files are committed (Grafana provisions them as they are); this script
+is their source. Edit it, run `python3 scripts/ops-tests/gen_dashboards.py`, and
+commit both. `scripts/check-ops.sh` fails when the JSON and this script drift
+(`--check`). Python 3 standard library only.
+
+Conventions (checked by check_dashboards.py):
+* queries only use the DESIGN.md §3 series and the recording rules of
+  dashboards/retryscope.rules.yml;
+* the only template variables in queries are $job, $dependency,
+  $__rate_interval and $__interval;
+* the Prometheus datasource is the ${datasource} variable (default: the
+  provisioned uid "prometheus"); traces live in the provisioned uid "jaeger".
+"""
+import json
+import sys
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "dashboards"
+
+PROM = {"type": "prometheus", "uid": "${datasource}"}
+TRACE_DS = {"type": "jaeger", "uid": "jaeger"}
+SEL = 'job=~"$job", retryscope_dependency=~"$dependency"'
+BY = "job, retryscope_dependency"
+RI = "$__rate_interval"
+
+
+def target(expr, legend, ref, **extra):
+    t = {"datasource": PROM, "editorMode": "code", "expr": expr,
+         "legendFormat": legend, "range": True, "refId": ref}
+    t.update(extra)
+    return t
+
+
+def thresholds(*steps):
+    return {"mode": "absolute",
+            "steps": [{"color": "green", "value": None}] +
+                     [{"color": c, "value": v} for v, c in steps]}
+
+
+def trace_link():
+    """Data link: from a (job, dependency) series to its traces in Jaeger Explore."""
+    pane = {"traces": {
+        "datasource": TRACE_DS["uid"],
+        "queries": [{
+            "refId": "A",
+            "datasource": TRACE_DS,
+            "queryType": "search",
+            "service": "@SERVICE@",
+            "tags": "retryscope.dependency=@DEPENDENCY@",
+            "limit": 20,
+        }],
+        "range": {"from": "@FROM@", "to": "@TO@"},
+    }}
+    enc = urllib.parse.quote(json.dumps(pane, separators=(",", ":")), safe="")
+    enc = (enc.replace("%40SERVICE%40", "${__field.labels.job:percentencode}")
+              .replace("%40DEPENDENCY%40", "${__field.labels.retryscope_dependency:percentencode}")
+              .replace("%40FROM%40", "${__from}")
+              .replace("%40TO%40", "${__to}"))
+    return {
+        "title": "Traces of ${__field.labels.job} calling ${__field.labels.retryscope_dependency}",
+        "url": "/explore?schemaVersion=1&orgId=1&panes=" + enc,
+        "targetBlank": True,
+    }
+
+
+def timeseries(pid, title, desc, targets, pos, unit="short", stack=False, th=None,
+               th_style="off", links=None, overrides=None, min_=0, max_=None, legend_calcs=None):
+    custom = {
+        "drawStyle": "line", "lineWidth": 1, "fillOpacity": 10 if not stack else 60,
+        "gradientMode": "none", "showPoints": "never", "spanNulls": False,
+        "axisPlacement": "auto", "axisLabel": "", "axisSoftMin": 0,
+        "stacking": {"mode": "normal" if stack else "none", "group": "A"},
+        "thresholdsStyle": {"mode": th_style},
+        "lineInterpolation": "linear", "pointSize": 4,
+        "scaleDistribution": {"type": "linear"},
+        "hideFrom": {"legend": False, "tooltip": False, "viz": False},
+    }
+    defaults = {"unit": unit, "custom": custom,
+                "color": {"mode": "palette-classic"},
+                "thresholds": th or thresholds(),
+                "links": links or [], "mappings": []}
+    if min_ is not None:
+        defaults["min"] = min_
+    if max_ is not None:
+        defaults["max"] = max_
+    return {
+        "id": pid, "type": "timeseries", "title": title, "description": desc,
+        "datasource": PROM, "gridPos": pos,
+        "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
+        "options": {
+            "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
+                       "calcs": legend_calcs if legend_calcs is not None else ["mean", "max", "lastNotNull"]},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        },
+        "targets": targets,
+    }
+
+
+def row(pid, title, y):
+    return {"id": pid, "type": "row", "title": title, "collapsed": False,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []}
+
+
+def color_override(name, color):
+    return {"matcher": {"id": "byName", "options": name},
+            "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": color}}]}
+
+
+def variables(dependency_label="Dependency"):
+    def query_var(name, label, query):
+        return {
+            "name": name, "label": label, "type": "query", "datasource": PROM,
+            "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery", "qryType": 1},
+            "refresh": 2, "sort": 1, "multi": True, "includeAll": True, "allValue": ".*",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+            "options": [], "regex": "", "hide": 0, "skipUrlSync": False,
+        }
+    return {"list": [
+        {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+         "current": {"selected": False, "text": "Prometheus", "value": "prometheus"},
+         "options": [], "regex": "", "hide": 0, "refresh": 1, "includeAll": False, "multi": False,
+         "skipUrlSync": False},
+        query_var("job", "Service (job)", "label_values(retryscope_requests_total, job)"),
+        query_var("dependency", dependency_label,
+                  'label_values(retryscope_requests_total{job=~"$job"}, retryscope_dependency)'),
+    ]}
+
+
+def dashboard(uid, title, desc, panels, other_uid_tag="retryscope"):
+    return {
+        "uid": uid, "title": title, "description": desc,
+        "tags": ["retryscope", "retries", "opentelemetry"],
+        "schemaVersion": 39, "version": 1, "editable": False,
+        "graphTooltip": 1, "liveNow": False, "refresh": "30s",
+        "time": {"from": "now-1h", "to": "now"},
+        "timepicker": {}, "timezone": "browser", "fiscalYearStartMonth": 0,
+        "annotations": {"list": [{
+            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+            "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+            "name": "Annotations & Alerts", "type": "dashboard"}]},
+        "links": [{"title": "retryscope dashboards", "type": "dashboards", "tags": [other_uid_tag],
+                   "asDropdown": True, "includeVars": True, "keepTime": True,
+                   "icon": "external link", "targetBlank": False, "tooltip": "", "url": ""}],
+        "templating": variables(),
+        "panels": panels,
+    }
+
+
+def rate(metric, extra="", by=BY):
+    sel = SEL + (", " + extra if extra else "")
+    return f"sum by ({by}) (rate({metric}{{{sel}}}[{RI}]))"
+
+
+def quantile(q, metric, by):
+    return (f"histogram_quantile({q}, sum by (le, {by}) "
+            f"(rate({metric}_bucket{{{SEL}}}[{RI}])))")
+
+
+OUTCOME_COLORS = [("success", "green"), ("failure", "orange"), ("exhausted", "red"),
+                  ("throttled", "purple"), ("cancelled", "text")]
+BREAKER_MAPPINGS = [{"type": "value", "options": {
+    "0": {"text": "closed", "color": "green", "index": 0},
+    "1": {"text": "half-open", "color": "yellow", "index": 1},
+    "2": {"text": "open", "color": "red", "index": 2}}}]
+
+
+def overview():
+    W = 12
+    p = []
+    p.append(row(100, "Traffic and retries", 0))
+    p.append(timeseries(
+        1, "Request rate",
+        "Logical operations started per second (retryscope_requests_total), per service and dependency. "
+        "Click a series for its traces.",
+        [target(rate("retryscope_requests_total"), "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 0, "y": 1}, unit="reqps", links=[trace_link()]))
+    p.append(timeseries(
+        2, "Retry-to-request ratio",
+        "Retries per logical request (recording rules retryscope:retry_ratio:rate1m / rate5m). "
+        "Lines: 10 % (RetryRatioHigh, warning) and 50 % (RetryStorm, critical). Click a series for its traces.",
+        [target(f"retryscope:retry_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}} (5m)", "A"),
+         target(f"retryscope:retry_ratio:rate1m{{{SEL}}}", "{{job}} → {{retryscope_dependency}} (1m)", "B")],
+        {"h": 8, "w": W, "x": 12, "y": 1}, unit="percentunit",
+        th=thresholds((0.1, "orange"), (0.5, "red")), th_style="line", links=[trace_link()],
+        overrides=[{"matcher": {"id": "byFrameRefID", "options": "B"},
+                    "properties": [{"id": "custom.lineStyle",
+                                    "value": {"fill": "dash", "dash": [10, 10]}}]}]))
+    p.append(timeseries(
+        3, "Attempts per request",
+        "Average attempts per logical request = (requests + retries) / requests = 1 + retry ratio "
+        "(5m). 1 means no retries.",
+        [target(f"1 + retryscope:retry_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 0, "y": 9}, unit="none", min_=1))
+    p.append(timeseries(
+        4, "Outcomes",
+        "Finished operations per second by retryscope_outcome (success, failure = permanent error, "
+        "exhausted = attempts or deadline used up, throttled = budget or breaker, cancelled).",
+        [target(rate("retryscope_request_duration_seconds_count", by="retryscope_outcome"),
+                "{{retryscope_outcome}}", "A")],
+        {"h": 8, "w": W, "x": 12, "y": 9}, unit="reqps", stack=True,
+        overrides=[color_override(n, c) for n, c in OUTCOME_COLORS]))
+    p.append(timeseries(
+        5, "Retries by reason",
+        "Retries started per second by retryscope_retry_reason (error.type of the failure that caused them).",
+        [target(rate("retryscope_retries_total", by="retryscope_dependency, retryscope_retry_reason"),
+                "{{retryscope_dependency}}: {{retryscope_retry_reason}}", "A")],
+        {"h": 8, "w": 24, "x": 0, "y": 17}, unit="short", stack=True))
+
+    p.append(row(101, "Latency", 25))
+    p.append(timeseries(
+        6, "Attempt latency by attempt number",
+        "p50 / p95 / p99 of retryscope_attempt_duration_seconds per attempt number (1 = first try). "
+        "Later attempts that are slower than the first point at an overloaded dependency.",
+        [target(quantile(q, "retryscope_attempt_duration_seconds", "retryscope_attempt"),
+                f"p{int(q * 100)} attempt {{{{retryscope_attempt}}}}", ref)
+         for q, ref in ((0.5, "A"), (0.95, "B"), (0.99, "C"))],
+        {"h": 9, "w": W, "x": 0, "y": 26}, unit="s"))
+    p.append(timeseries(
+        7, "Operation latency by attempts used",
+        "p50 / p95 of retryscope_request_duration_seconds (waits included) by the number of attempts "
+        "the operation used: what each retry costs the caller.",
+        [target(quantile(q, "retryscope_request_duration_seconds", "retryscope_attempts"),
+                f"p{int(q * 100)} {{{{retryscope_attempts}}}} attempt(s)", ref)
+         for q, ref in ((0.5, "A"), (0.95, "B"))],
+        {"h": 9, "w": W, "x": 12, "y": 26}, unit="s"))
+    p.append(timeseries(
+        8, "Backoff delay by source",
+        "p95 and mean wait before a retry, by retryscope_delay_source: policy (computed backoff), "
+        "retry_after (server Retry-After), rate_limit (RateLimit headers).",
+        [target(quantile(0.95, "retryscope_backoff_delay_seconds", "retryscope_delay_source"),
+                "p95 {{retryscope_delay_source}}", "A"),
+         target(f"{rate('retryscope_backoff_delay_seconds_sum', by='retryscope_delay_source')}\n/\n"
+                f"({rate('retryscope_backoff_delay_seconds_count', by='retryscope_delay_source')} > 0)",
+                "mean {{retryscope_delay_source}}", "B")],
+        {"h": 9, "w": 24, "x": 0, "y": 35}, unit="s"))
+
+    p.append(row(102, "Protection: budget and circuit breaker", 44))
+    p.append(timeseries(
+        9, "Throttled retries by reason",
+        "Retries refused per second (retryscope_throttled_total) by retryscope_throttle_reason: "
+        "budget (retry budget spent) or circuit_open.",
+        [target(rate("retryscope_throttled_total", by=f"{BY}, retryscope_throttle_reason"),
+                "{{job}} → {{retryscope_dependency}}: {{retryscope_throttle_reason}}", "A")],
+        {"h": 8, "w": W, "x": 0, "y": 45}, unit="short"))
+    p.append(timeseries(
+        10, "Retry budget available",
+        "Retries the budget would still allow (retryscope_budget_available), lowest instance per "
+        "service and dependency. At 0, further retries are throttled (reason budget).",
+        [target(f"min by ({BY}) (retryscope_budget_available{{{SEL}}})",
+                "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 12, "y": 45}, unit="short"))
+    p.append({
+        "id": 11, "type": "state-timeline", "title": "Circuit breaker state",
+        "description": "retryscope_breaker_state, worst instance per service and dependency: "
+                       "0 closed, 1 half-open, 2 open.",
+        "datasource": PROM, "gridPos": {"h": 8, "w": 24, "x": 0, "y": 53},
+        "fieldConfig": {"defaults": {
+            "custom": {"fillOpacity": 80, "lineWidth": 0, "spanNulls": False,
+                       "hideFrom": {"legend": False, "tooltip": False, "viz": False}},
+            "color": {"mode": "thresholds"},
+            "thresholds": thresholds((1, "yellow"), (2, "red")),
+            "mappings": BREAKER_MAPPINGS, "min": 0, "max": 2, "unit": "none", "links": [trace_link()]},
+            "overrides": []},
+        "options": {"showValue": "auto", "rowHeight": 0.9, "mergeValues": True, "alignValue": "left",
+                    "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                    "tooltip": {"mode": "single", "sort": "none"}},
+        "targets": [target(f"max by ({BY}) (retryscope_breaker_state{{{SEL}}})",
+                           "{{job}} → {{retryscope_dependency}}", "A")],
+    })
+    return dashboard(
+        "retryscope-overview", "Retry overview",
+        "How much retrying the services instrumented with retryscope do, why, what it costs, and "
+        "what the retry budget and circuit breakers refuse. Metrics: DESIGN.md §3; alerts: docs/runbook.md.",
+        p)
+
+
+def storm():
+    p = []
+    p.append(timeseries(
+        1, "Retry-to-request ratio (1m), all selected dependencies",
+        "retryscope:retry_ratio:rate1m. Above 50 % for 2 minutes is a retry storm (alert RetryStorm).",
+        [target(f"retryscope:retry_ratio:rate1m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": 16, "x": 0, "y": 0}, unit="percentunit",
+        th=thresholds((0.1, "orange"), (0.5, "red")), th_style="line+area", links=[trace_link()],
+        legend_calcs=["max", "lastNotNull"]))
+    p.append({
+        "id": 2, "type": "state-timeline", "title": "Circuit breakers",
+        "description": "retryscope_breaker_state (worst instance): closed, half-open, open.",
+        "datasource": PROM, "gridPos": {"h": 8, "w": 8, "x": 16, "y": 0},
+        "fieldConfig": {"defaults": {
+            "custom": {"fillOpacity": 80, "lineWidth": 0, "spanNulls": False,
+                       "hideFrom": {"legend": False, "tooltip": False, "viz": False}},
+            "color": {"mode": "thresholds"},
+            "thresholds": thresholds((1, "yellow"), (2, "red")),
+            "mappings": BREAKER_MAPPINGS, "min": 0, "max": 2, "unit": "none"},
+            "overrides": []},
+        "options": {"showValue": "never", "rowHeight": 0.9, "mergeValues": True, "alignValue": "left",
+                    "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                    "tooltip": {"mode": "single", "sort": "none"}},
+        "targets": [target(f"max by ({BY}) (retryscope_breaker_state{{{SEL}}})",
+                           "{{job}} → {{retryscope_dependency}}", "A")],
+    })
+    per = "sum by (job) (rate({m}{{{sel}}}[{ri}]))"
+    sel_err = SEL + ', retryscope_outcome!="success"'
+    p.append(timeseries(
+        3, "$dependency: requests, retries, errors, throttling",
+        "One panel per selected dependency, on one time axis: logical requests/s, retries/s, "
+        "non-success outcomes/s (failure, exhausted, throttled, cancelled) and refused retries/s. "
+        "In a storm, retries climb towards or past requests while errors do not fall.",
+        [target(per.format(m="retryscope_requests_total", sel=SEL, ri=RI), "{{job}} requests/s", "A"),
+         target(per.format(m="retryscope_retries_total", sel=SEL, ri=RI), "{{job}} retries/s", "B"),
+         target(per.format(m="retryscope_request_duration_seconds_count", sel=sel_err, ri=RI),
+                "{{job}} errors/s (non-success)", "C"),
+         target(per.format(m="retryscope_throttled_total", sel=SEL, ri=RI), "{{job}} throttled/s", "D")],
+        {"h": 9, "w": 12, "x": 0, "y": 8}, unit="short", legend_calcs=["max", "lastNotNull"],
+        overrides=[
+            {"matcher": {"id": "byFrameRefID", "options": "A"},
+             "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "blue"}}]},
+            {"matcher": {"id": "byFrameRefID", "options": "B"},
+             "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "orange"}}]},
+            {"matcher": {"id": "byFrameRefID", "options": "C"},
+             "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}}]},
+            {"matcher": {"id": "byFrameRefID", "options": "D"},
+             "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "purple"}},
+                            {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]},
+        ]))
+    p[-1]["repeat"] = "dependency"
+    p[-1]["repeatDirection"] = "h"
+    p[-1]["maxPerRow"] = 2
+    return dashboard(
+        "retryscope-storm", "Retry storm",
+        "Per dependency: requests, retries, errors and throttling on one time axis, to see a retry "
+        "storm build up and the budget/breaker cut it. Select dependencies with the variable; one "
+        "panel is repeated per dependency.",
+        p)
+
+
+def render():
+    return {
+        "retry-overview.json": json.dumps(overview(), indent=2, ensure_ascii=False) + "\n",
+        "retry-storm.json": json.dumps(storm(), indent=2, ensure_ascii=False) + "\n",
+    }
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    stale = []
+    for name, text in render().items():
+        path = OUT / name
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        print("out of date with scripts/ops-tests/gen_dashboards.py: " + ", ".join(stale)
+              + " (run python3 scripts/ops-tests/gen_dashboards.py)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
