@@ -46,7 +46,7 @@ where
         let (mut op, mut classifier, mut notify, mut driver) = self.into_parts();
         loop {
             if let Err(reason) = driver.begin_attempt(clock.now()) {
-                return Err(RetryError::new(reason, driver.attempts(), None));
+                return Err(RetryError::new(reason, driver.attempts(), driver.last_error(), None));
             }
             let result = driver.in_scope(&mut op);
             match settle(&mut driver, &mut classifier, &mut notify, clock.now(), result) {

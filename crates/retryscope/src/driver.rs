@@ -83,6 +83,11 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.attempts
     }
 
+    /// The `error.type` of the last failed attempt, if any failed.
+    pub(crate) fn last_error(&self) -> Option<ErrorType> {
+        self.last_error
+    }
+
     /// Starts the next attempt, or says why none may start. On success returns
     /// the attempt's time limit, if any.
     pub(crate) fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
@@ -131,25 +136,25 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// Ends the current attempt with `verdict` and decides what comes next.
     pub(crate) fn end_attempt(&mut self, now: Instant, verdict: Verdict) -> Next {
         self.record_attempt(now, verdict.error_type(), matches!(verdict, Verdict::Retryable { .. }));
+        if let Some(error) = verdict.error_type() {
+            self.last_error = Some(error);
+        }
         match verdict {
             Verdict::Success => {
                 self.finish(now, Outcome::Success, None);
                 Next::Done
             }
             Verdict::Permanent { .. } => Next::Stop(self.stop(now, StopReason::Permanent)),
-            Verdict::Retryable { error, hint } => {
-                self.last_error = Some(error);
-                match self.plan_retry(now, hint) {
-                    Ok((delay, source)) => {
-                        let wait = Wait { next_attempt: self.attempts + 1, delay, source, error };
-                        if let Some(op) = self.operation.as_mut() {
-                            op.waiting(&wait);
-                        }
-                        Next::Wait(delay)
+            Verdict::Retryable { error, hint } => match self.plan_retry(now, hint) {
+                Ok((delay, source)) => {
+                    let wait = Wait { next_attempt: self.attempts + 1, delay, source, error };
+                    if let Some(op) = self.operation.as_mut() {
+                        op.waiting(&wait);
                     }
-                    Err(reason) => Next::Stop(self.stop(now, reason)),
+                    Next::Wait(delay)
                 }
-            }
+                Err(reason) => Next::Stop(self.stop(now, reason)),
+            },
         }
     }
 

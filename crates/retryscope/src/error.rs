@@ -1,6 +1,6 @@
 //! Why the engine stopped, and the error a caller gets back.
 
-use crate::outcome::Hint;
+use crate::outcome::{ErrorType, Hint};
 use std::error::Error;
 use std::fmt;
 use std::time::Duration;
@@ -96,19 +96,28 @@ impl fmt::Display for Outcome {
 /// The error returned when the engine gives up.
 ///
 /// It says why ([`reason`](Self::reason)), how many attempts ran
-/// ([`attempts`](Self::attempts)) and carries the last attempt's error, if the
-/// last attempt produced one (a timed-out attempt or a refusal before the first
-/// attempt has none).
+/// ([`attempts`](Self::attempts)), what kind of failure the last attempt had
+/// ([`error_type`](Self::error_type)) and carries the last attempt's error, if it
+/// produced one (a timed-out attempt, a retryable response, or a refusal before the
+/// first attempt has none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryError<E> {
     reason: StopReason,
     attempts: u32,
+    error_type: Option<ErrorType>,
     last: Option<E>,
 }
 
 impl<E> RetryError<E> {
-    pub(crate) fn new(reason: StopReason, attempts: u32, last: Option<E>) -> Self {
-        Self { reason, attempts, last }
+    /// An error for a stop after `attempts` attempts, the last of which failed
+    /// with `error_type` and, if it produced one, the error `last`.
+    pub fn new(reason: StopReason, attempts: u32, error_type: Option<ErrorType>, last: Option<E>) -> Self {
+        Self { reason, attempts, error_type, last }
+    }
+
+    /// The last failure's `error.type` (e.g. `timeout`, `503`), if an attempt ran.
+    pub fn error_type(&self) -> Option<ErrorType> {
+        self.error_type
     }
 
     /// Why the engine stopped.
@@ -135,10 +144,11 @@ impl<E> RetryError<E> {
 impl<E: fmt::Display> fmt::Display for RetryError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "gave up after {} attempt(s): {}", self.attempts, self.reason)?;
-        if let Some(last) = &self.last {
-            write!(f, "; last error: {last}")?;
+        match (&self.last, self.error_type) {
+            (Some(last), _) => write!(f, "; last error: {last}"),
+            (None, Some(error_type)) => write!(f, "; last failure: {error_type}"),
+            (None, None) => Ok(()),
         }
-        Ok(())
     }
 }
 

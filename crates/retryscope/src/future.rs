@@ -89,7 +89,12 @@ where
                         this.state.set(State::Attempt { fut, limit });
                         continue;
                     }
-                    Err(reason) => Step::Finished(Err(RetryError::new(reason, this.driver.attempts(), None))),
+                    Err(reason) => Step::Finished(Err(RetryError::new(
+                        reason,
+                        this.driver.attempts(),
+                        this.driver.last_error(),
+                        None,
+                    ))),
                 },
                 StateProj::Attempt { fut, limit } => {
                     if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {

@@ -198,3 +198,47 @@ impl<A: AttemptScope, B: AttemptScope> AttemptScope for (A, B) {
         self.0.in_scope(|| self.1.in_scope(f))
     }
 }
+
+/// An optional observer: `None` observes nothing.
+impl<O: Observer> Observer for Option<O> {
+    type Operation = Option<O::Operation>;
+
+    fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
+        self.as_ref().map(|o| o.start(operation))
+    }
+}
+
+impl<O: OperationObserver> OperationObserver for Option<O> {
+    type Attempt = Option<O::Attempt>;
+
+    fn attempt_started(&mut self, attempt: &AttemptStart) -> Self::Attempt {
+        self.as_mut().map(|o| o.attempt_started(attempt))
+    }
+
+    fn attempt_finished(&mut self, scope: Self::Attempt, attempt: &AttemptEnd) {
+        if let (Some(o), Some(scope)) = (self.as_mut(), scope) {
+            o.attempt_finished(scope, attempt);
+        }
+    }
+
+    fn waiting(&mut self, wait: &Wait) {
+        if let Some(o) = self.as_mut() {
+            o.waiting(wait);
+        }
+    }
+
+    fn finished(self, finish: &Finish) {
+        if let Some(o) = self {
+            o.finished(finish);
+        }
+    }
+}
+
+impl<A: AttemptScope> AttemptScope for Option<A> {
+    fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self {
+            Some(scope) => scope.in_scope(f),
+            None => f(),
+        }
+    }
+}

@@ -161,12 +161,15 @@ pub(crate) fn settle<T, E, O: Observer>(
 ) -> Step<T, E> {
     let verdict = classifier.classify(&result);
     let attempts = driver.attempts();
-    match driver.end_attempt(now, verdict) {
+    let next = driver.end_attempt(now, verdict);
+    let error_type = driver.last_error();
+    let give_up = |reason, result: Result<T, E>| {
+        Step::Finished(result.map_err(|e| RetryError::new(reason, attempts, error_type, Some(e))))
+    };
+    match next {
         // An `Err` the classifier called a success is still an error to the caller.
-        Next::Done => {
-            Step::Finished(result.map_err(|e| RetryError::new(StopReason::Permanent, attempts, Some(e))))
-        }
-        Next::Stop(reason) => Step::Finished(result.map_err(|e| RetryError::new(reason, attempts, Some(e)))),
+        Next::Done => give_up(StopReason::Permanent, result),
+        Next::Stop(reason) => give_up(reason, result),
         Next::Wait(delay) => {
             if let Err(e) = &result {
                 notify.notify(e, delay);
@@ -184,9 +187,11 @@ pub(crate) fn settle_timeout<T, E, O: Observer>(
 ) -> Step<T, E> {
     let verdict = classifier.timeout();
     let attempts = driver.attempts();
-    match driver.end_attempt(now, verdict) {
+    let next = driver.end_attempt(now, verdict);
+    let error_type = driver.last_error();
+    match next {
         Next::Wait(delay) => Step::Wait(delay),
-        Next::Done => Step::Finished(Err(RetryError::new(StopReason::Permanent, attempts, None))),
-        Next::Stop(reason) => Step::Finished(Err(RetryError::new(reason, attempts, None))),
+        Next::Done => Step::Finished(Err(RetryError::new(StopReason::Permanent, attempts, error_type, None))),
+        Next::Stop(reason) => Step::Finished(Err(RetryError::new(reason, attempts, error_type, None))),
     }
 }

@@ -7,20 +7,24 @@
 
 use retryscope::{Policy, RetryBudget, Retryable};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // Per thread, so tests running in parallel do not count each other's
+    // allocations. A const-initialised thread-local never allocates itself.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
 
 // SAFETY: every call is forwarded unchanged to `System`, which upholds the
 // `GlobalAlloc` contract.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
         unsafe { System.alloc(layout) }
     }
 
@@ -35,10 +39,10 @@ static GLOBAL: Counting = Counting;
 /// Polls a future that must be ready at once, counting allocations meanwhile.
 fn allocations_of<F: Future>(future: F) -> (usize, F::Output) {
     let mut cx = Context::from_waker(Waker::noop());
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = ALLOCATIONS.with(Cell::get);
     let mut future = pin!(future);
     let Poll::Ready(output) = future.as_mut().poll(&mut cx) else { panic!("the operation succeeds at once") };
-    (ALLOCATIONS.load(Ordering::Relaxed) - before, output)
+    (ALLOCATIONS.with(Cell::get) - before, output)
 }
 
 #[test]

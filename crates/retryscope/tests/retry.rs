@@ -137,6 +137,11 @@ async fn the_deadline_is_never_crossed_even_by_a_slow_attempt() {
     assert_eq!(err.reason(), StopReason::DeadlineExceeded);
     assert_eq!(err.attempts(), 1);
     assert!(err.last_error().is_none());
+    assert_eq!(err.error_type(), Some(ErrorType::TIMEOUT));
+    assert_eq!(
+        err.to_string(),
+        "gave up after 1 attempt(s): the deadline was reached; last failure: timeout"
+    );
     assert_eq!(rec.attempts()[0].error, Some(ErrorType::TIMEOUT));
 }
 

@@ -1,0 +1,413 @@
+//! The middleware: retries, classification, guards and telemetry per request.
+
+use crate::dependencies::{Dependencies, Factory, Guards};
+use crate::options::RetryOptions;
+use crate::propagate::inject_current_context;
+use crate::spans::{HttpAttemptSpan, Target};
+use crate::transport;
+use http::Extensions;
+use opentelemetry::metrics::Meter;
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+use retryscope::classify::{Classify, HttpClassifier, Stage, has_idempotency_key, is_idempotent_method};
+use retryscope::observe::{Finish, Observer, OperationInfo, OperationObserver};
+use retryscope::outcome::Verdict;
+use retryscope::{CircuitBreaker, ErrorType, Policy, RetryBudget, RetryError, Retryable, StopReason};
+use retryscope_otel::OtelObserver;
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+/// Retries requests of an existing reqwest client, correctly and visibly.
+///
+/// Added with `reqwest_middleware::ClientBuilder::new(client).with(..)`; every
+/// clone of the resulting client shares the middleware, and so its per-host
+/// budgets and breakers.
+///
+/// - **What is retried**: statuses 408, 429, 500, 502, 503, 504 (configurable
+///   through [`HttpClassifier`]) and transport failures (connect, reset,
+///   timeout, incomplete response).
+/// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
+///   requests marked [`safe_to_retry`](RetryOptions::safe_to_retry), and — for any
+///   method — failures to connect, where nothing reached the server. A request
+///   whose body is a stream is sent once.
+/// - **Server hints**: `Retry-After` and `RateLimit` from the response.
+/// - **Guards**: a [`RetryBudget`] per host by default; a [`CircuitBreaker`] per
+///   host when configured.
+/// - **Telemetry**: per DESIGN.md §3, with HTTP client attempt spans and the W3C
+///   `traceparent` of each attempt on the wire.
+///
+/// When retries run out on a retryable *response* (a 503, say), the last response
+/// is returned, as it would be without the middleware. Errors are returned as
+/// they came when the engine judged them permanent; when it stopped for another
+/// reason (attempts, deadline, budget, breaker, an over-long server hint) the
+/// error is a `reqwest_middleware::Error::Middleware` holding a
+/// [`RetryError`] that says why and keeps the last error as its source.
+pub struct RetryMiddleware {
+    policy: Policy,
+    classifier: HttpClassifier,
+    telemetry: Option<OtelObserver>,
+    dependencies: Dependencies,
+}
+
+impl RetryMiddleware {
+    /// Retries with `policy`, instrumented through the global meter provider (set it
+    /// up first), with a default [`RetryBudget`] per host and no breaker.
+    pub fn new(policy: Policy) -> Self {
+        Self::builder(policy).build()
+    }
+
+    /// Configures a middleware.
+    pub fn builder(policy: Policy) -> RetryMiddlewareBuilder {
+        RetryMiddlewareBuilder {
+            policy,
+            classifier: HttpClassifier::new(),
+            telemetry: Telemetry::Global,
+            meter: None,
+            budget: Some(Arc::new(RetryBudget::new)),
+            breaker: None,
+        }
+    }
+}
+
+/// Builds a [`RetryMiddleware`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RetryMiddlewareBuilder {
+    policy: Policy,
+    classifier: HttpClassifier,
+    telemetry: Telemetry,
+    meter: Option<Meter>,
+    budget: Option<Factory<RetryBudget>>,
+    breaker: Option<Factory<CircuitBreaker>>,
+}
+
+impl RetryMiddlewareBuilder {
+    /// Which statuses are retried.
+    pub fn classifier(mut self, classifier: HttpClassifier) -> Self {
+        self.classifier = classifier;
+        self
+    }
+
+    /// Records metrics with `meter` (instead of the global meter provider's) and
+    /// reports each host's budget and breaker as gauges.
+    pub fn meter(mut self, meter: &Meter) -> Self {
+        self.telemetry = Telemetry::Meter(meter.clone());
+        self.meter = Some(meter.clone());
+        self
+    }
+
+    /// Gives each host a budget made by `make` (default: [`RetryBudget::new`]).
+    pub fn budget_per_host(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
+        self.budget = Some(Arc::new(make));
+        self
+    }
+
+    /// Retries without a budget: only the policy bounds them.
+    pub fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// Gives each host a circuit breaker made by `make`.
+    pub fn breaker_per_host(mut self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
+        self.breaker = Some(Arc::new(make));
+        self
+    }
+
+    /// Records no telemetry at all.
+    pub fn without_telemetry(mut self) -> Self {
+        self.telemetry = Telemetry::Off;
+        self.meter = None;
+        self
+    }
+
+    /// The middleware.
+    pub fn build(self) -> RetryMiddleware {
+        let telemetry = match self.telemetry {
+            Telemetry::Global => Some(OtelObserver::global()),
+            Telemetry::Meter(meter) => Some(OtelObserver::from_meter(&meter)),
+            Telemetry::Off => None,
+        };
+        RetryMiddleware {
+            policy: self.policy,
+            classifier: self.classifier,
+            telemetry,
+            dependencies: Dependencies::new(self.budget, self.breaker, self.meter),
+        }
+    }
+}
+
+/// Where the middleware's metrics go.
+enum Telemetry {
+    Global,
+    Meter(Meter),
+    Off,
+}
+
+impl fmt::Debug for RetryMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryMiddleware")
+            .field("policy", &self.policy)
+            .field("classifier", &self.classifier)
+            .field("dependencies", &self.dependencies)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for RetryMiddleware {
+    async fn handle(
+        &self,
+        request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+        let target = Target::of(&request);
+        let guards = self.dependencies.get(target.address());
+        let mut classifier = RequestClassifier::for_request(self.classifier, &request, &options);
+        let replayable = classifier.replayable;
+        let mut source = RequestSource::new(request);
+        let stop = StopCapture::default();
+        let snapshot = extensions.clone();
+        let telemetry =
+            self.telemetry.clone().map(|o| o.with_attempt_spans(HttpAttemptSpan { target: &target }));
+
+        let attempt = || {
+            let request = source.next();
+            let (next, mut extensions) = (next.clone(), snapshot.clone());
+            async move {
+                let span = tracing::Span::current();
+                let mut request =
+                    request.ok_or_else(|| reqwest_middleware::Error::middleware(NotReplayable))?;
+                if !replayable {
+                    tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
+                }
+                inject_current_context(request.headers_mut());
+                let result = next.run(request, &mut extensions).await;
+                if let Ok(response) = &result {
+                    span.record("http.response.status_code", i64::from(response.status().as_u16()));
+                }
+                result
+            }
+        };
+        let outcome = guarded(
+            attempt
+                .retry(options.policy.unwrap_or(self.policy))
+                .with_classifier(&mut classifier)
+                .observe((telemetry, stop.clone()))
+                .dependency(target.address()),
+            &guards,
+            options.operation.as_deref(),
+        )
+        .await;
+        finish(outcome, stop.reason(), replayable)
+    }
+}
+
+/// Attaches the host's guards and the operation name.
+fn guarded<'a, Op, C, O, N>(
+    retry: retryscope::Retry<'a, Op, C, O, N>,
+    guards: &'a Guards,
+    operation: Option<&'a str>,
+) -> retryscope::Retry<'a, Op, C, O, N> {
+    let retry = match &guards.budget {
+        Some(budget) => retry.budget(budget),
+        None => retry,
+    };
+    let retry = match &guards.breaker {
+        Some(breaker) => retry.breaker(breaker),
+        None => retry,
+    };
+    match operation {
+        Some(operation) => retry.operation(operation),
+        None => retry,
+    }
+}
+
+/// Turns the engine's result into what reqwest-middleware callers expect.
+fn finish(
+    outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
+    stop: Option<(StopReason, u32)>,
+    replayable: bool,
+) -> reqwest_middleware::Result<Response> {
+    let error = match outcome {
+        // The server asked for a wait we will not make: say so rather than hand
+        // back a 429 as if nothing had been decided.
+        Ok(response) => {
+            return match stop {
+                Some((reason @ StopReason::HintTooLong { .. }, attempts)) => {
+                    let status = ErrorType::Status(response.status().as_u16());
+                    Err(gave_up(RetryError::new(reason, attempts, Some(status), None)))
+                }
+                _ => Ok(response),
+            };
+        }
+        Err(error) => error,
+    };
+    if error.reason() != StopReason::Permanent {
+        return Err(gave_up(error));
+    }
+    // A permanent error passes through as it came: the engine added nothing but
+    // the decision not to retry, which the telemetry records.
+    let (attempts, error_type) = (error.attempts(), error.error_type());
+    match error.into_last_error() {
+        Some(last)
+            if !replayable && matches!(transport::classify(&last).verdict, Verdict::Retryable { .. }) =>
+        {
+            Err(reqwest_middleware::Error::middleware(NotRetried { source: last }))
+        }
+        Some(last) => Err(last),
+        // A timeout judged permanent: the request may have reached the server.
+        None => Err(gave_up(RetryError::new(StopReason::Permanent, attempts, error_type, None))),
+    }
+}
+
+fn gave_up(error: RetryError<reqwest_middleware::Error>) -> reqwest_middleware::Error {
+    reqwest_middleware::Error::middleware(error)
+}
+
+/// Classifies each attempt of one request: statuses, transport failures, and
+/// whether running the request again is safe.
+struct RequestClassifier {
+    http: HttpClassifier,
+    /// Whether the request may run again after it reached the server.
+    safe_after_sent: bool,
+    /// Whether the body can be sent again at all.
+    replayable: bool,
+}
+
+impl RequestClassifier {
+    fn for_request(http: HttpClassifier, request: &Request, options: &RetryOptions) -> Self {
+        let safe_after_sent = is_idempotent_method(request.method())
+            || has_idempotency_key(request.headers())
+            || options.safe_to_retry;
+        let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
+        Self { http, safe_after_sent, replayable }
+    }
+
+    /// Demotes a retryable verdict to permanent when retrying could run the
+    /// request twice, or could not resend it.
+    fn guard(&self, verdict: Verdict, stage: Stage) -> Verdict {
+        match verdict {
+            Verdict::Retryable { error, .. }
+                if !self.replayable || (stage == Stage::Sent && !self.safe_after_sent) =>
+            {
+                Verdict::permanent(error)
+            }
+            verdict => verdict,
+        }
+    }
+}
+
+impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
+    fn classify(&mut self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
+        let (verdict, stage) = match result {
+            Ok(response) => (
+                self.http.classify_response(response.status(), response.headers(), SystemTime::now()),
+                Stage::Sent,
+            ),
+            Err(error) => {
+                let failure = transport::classify(error);
+                (failure.verdict, failure.stage)
+            }
+        };
+        self.guard(verdict, stage)
+    }
+
+    fn timeout(&mut self) -> Verdict {
+        // The request was on the wire when the engine gave up on it.
+        self.guard(Verdict::retryable(ErrorType::TIMEOUT), Stage::Sent)
+    }
+}
+
+/// Hands out the request for each attempt: clones of a replayable request, or a
+/// streaming request exactly once.
+enum RequestSource {
+    Replayable(Request),
+    Once(Option<Request>),
+}
+
+impl RequestSource {
+    fn new(request: Request) -> Self {
+        if request.body().is_none_or(|body| body.as_bytes().is_some()) {
+            Self::Replayable(request)
+        } else {
+            Self::Once(Some(request))
+        }
+    }
+
+    fn next(&mut self) -> Option<Request> {
+        match self {
+            Self::Replayable(request) => request.try_clone(),
+            Self::Once(request) => request.take(),
+        }
+    }
+}
+
+/// Remembers why the engine stopped, for results that carry no error.
+#[derive(Clone, Default)]
+struct StopCapture(Arc<Mutex<Option<(StopReason, u32)>>>);
+
+impl StopCapture {
+    fn reason(&self) -> Option<(StopReason, u32)> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Observer for StopCapture {
+    type Operation = StopCapture;
+
+    fn start(&self, _: &OperationInfo<'_>) -> StopCapture {
+        self.clone()
+    }
+}
+
+impl OperationObserver for StopCapture {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &retryscope::observe::AttemptStart) {}
+
+    fn attempt_finished(&mut self, _: (), _: &retryscope::observe::AttemptEnd) {}
+
+    fn waiting(&mut self, _: &retryscope::observe::Wait) {}
+
+    fn finished(self, finish: &Finish) {
+        let captured = finish.reason.map(|reason| (reason, finish.attempts));
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = captured;
+    }
+}
+
+/// A request failed in a way that would have been retried, but its body is a
+/// stream that cannot be sent again.
+#[derive(Debug)]
+pub struct NotRetried {
+    source: reqwest_middleware::Error,
+}
+
+impl fmt::Display for NotRetried {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not retried: the request body is a stream and cannot be sent again")
+    }
+}
+
+impl StdError for NotRetried {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// The engine asked for a second attempt of a request that can only be sent once.
+/// The classifier prevents this; the error exists so that a bug cannot turn into
+/// a panic or a silently duplicated request.
+#[derive(Debug)]
+struct NotReplayable;
+
+impl fmt::Display for NotReplayable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the request body cannot be sent again")
+    }
+}
+
+impl StdError for NotReplayable {}

@@ -1,0 +1,109 @@
+//! `url.full` without secrets.
+//!
+//! Span attributes are exported to collectors, trace backends and whoever reads
+//! them: userinfo and signed-URL parameters must never get there. The
+//! OpenTelemetry HTTP conventions ask for exactly this redaction.
+
+use reqwest::Url;
+
+/// Query parameters whose values are credentials (compared case-insensitively).
+const SENSITIVE_PARAMS: &[&str] = &[
+    "sig",
+    "signature",
+    "token",
+    "access_token",
+    "key",
+    "api_key",
+    "apikey",
+    "password",
+    "secret",
+    "x-amz-signature",
+    "x-amz-credential",
+    "x-amz-security-token",
+    "awsaccesskeyid",
+    "x-goog-signature",
+    "x-goog-credential",
+];
+
+/// The value that replaces a secret.
+pub const REDACTED: &str = "REDACTED";
+
+/// `url` as it may appear in telemetry: no userinfo, sensitive query values
+/// replaced by `REDACTED`, no fragment.
+///
+/// ```
+/// use reqwest::Url;
+/// let url = Url::parse("https://user:pw@example.com/file?sig=abc&page=2#top").unwrap();
+/// assert_eq!(
+///     retryscope_reqwest::redact_url(&url),
+///     "https://REDACTED:REDACTED@example.com/file?sig=REDACTED&page=2"
+/// );
+/// ```
+pub fn redact_url(url: &Url) -> String {
+    let mut clean = url.clone();
+    clean.set_fragment(None);
+    // Setting credentials only fails for URLs that cannot have them (no host),
+    // and those have none to hide.
+    if !clean.username().is_empty() {
+        let _ = clean.set_username(REDACTED);
+    }
+    if clean.password().is_some() {
+        let _ = clean.set_password(Some(REDACTED));
+    }
+    if clean.query().is_some_and(has_sensitive_param) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let value = if is_sensitive(&k) { REDACTED.to_owned() } else { v.into_owned() };
+                (k.into_owned(), value)
+            })
+            .collect();
+        clean.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    clean.into()
+}
+
+fn has_sensitive_param(query: &str) -> bool {
+    query.split('&').any(|pair| is_sensitive(pair.split('=').next().unwrap_or_default()))
+}
+
+fn is_sensitive(name: &str) -> bool {
+    SENSITIVE_PARAMS.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redact(s: &str) -> String {
+        redact_url(&Url::parse(s).unwrap())
+    }
+
+    #[test]
+    fn plain_urls_are_unchanged() {
+        assert_eq!(redact("http://127.0.0.1:8080/a/b?page=2&q=x"), "http://127.0.0.1:8080/a/b?page=2&q=x");
+    }
+
+    #[test]
+    fn userinfo_is_redacted() {
+        assert_eq!(redact("https://alice:hunter2@h.example/p"), "https://REDACTED:REDACTED@h.example/p");
+        assert_eq!(redact("https://alice@h.example/p"), "https://REDACTED@h.example/p");
+    }
+
+    #[test]
+    fn signed_url_parameters_are_redacted_case_insensitively() {
+        assert_eq!(
+            redact("https://b.example/o?X-Amz-Signature=deadbeef&X-Amz-Date=20260101&AWSAccessKeyId=AKIA"),
+            "https://b.example/o?X-Amz-Signature=REDACTED&X-Amz-Date=20260101&AWSAccessKeyId=REDACTED"
+        );
+        assert_eq!(
+            redact("https://h.example/?token=t&key=k&sig=s"),
+            "https://h.example/?token=REDACTED&key=REDACTED&sig=REDACTED"
+        );
+    }
+
+    #[test]
+    fn fragments_are_dropped() {
+        assert_eq!(redact("https://h.example/p#access_token=abc"), "https://h.example/p");
+    }
+}

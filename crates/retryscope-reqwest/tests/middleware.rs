@@ -1,0 +1,347 @@
+//! The middleware against a real HTTP server on 127.0.0.1, with tokio's paused
+//! clock: backoff waits and Retry-After take no real time.
+
+mod support;
+
+use opentelemetry::trace::{SpanKind, Status};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use retryscope::{Jitter, Policy, RetryError, StopReason};
+use retryscope_reqwest::{NotRetried, RetryMiddleware, RetryOptions};
+use std::time::Duration;
+use support::telemetry::{Telemetry, attr};
+use support::{Reply, Server};
+use tokio::time::Instant;
+
+fn policy() -> Policy {
+    Policy::builder()
+        .max_attempts(3)
+        .base_delay(Duration::from_millis(100))
+        .jitter(Jitter::None)
+        .no_deadline()
+        .build()
+        .expect("valid policy")
+}
+
+fn client(telemetry: &Telemetry, policy: Policy) -> ClientWithMiddleware {
+    let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+    ClientBuilder::new(inner).with(RetryMiddleware::builder(policy).meter(&telemetry.meter).build()).build()
+}
+
+/// The `RetryError` inside a middleware error, if that is what it is.
+fn retry_error(error: &reqwest_middleware::Error) -> Option<&RetryError<reqwest_middleware::Error>> {
+    match error {
+        reqwest_middleware::Error::Middleware(e) => e.downcast_ref(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_503s_then_200_take_three_attempts_with_spans_and_metrics() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/flaky", [Reply::status(503), Reply::status(503), Reply::ok("fine")]);
+
+    let started = Instant::now();
+    let response = client(&t, policy()).get(server.url("/flaky?page=2")).send().await.expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.expect("body"), "fine");
+    assert_eq!(server.seen().len(), 3);
+    assert_eq!(started.elapsed(), Duration::from_millis(300), "100 ms + 200 ms of backoff");
+
+    let spans = t.spans();
+    let operation = spans.iter().find(|s| s.span_kind == SpanKind::Internal).expect("operation span");
+    assert_eq!(attr(operation, "retryscope.attempts").as_deref(), Some("3"));
+    assert_eq!(attr(operation, "retryscope.outcome").as_deref(), Some("success"));
+    assert_eq!(attr(operation, "retryscope.dependency").as_deref(), Some("127.0.0.1"));
+    let backoffs: Vec<_> = operation.events.iter().filter(|e| e.name == "retryscope.backoff").collect();
+    assert_eq!(backoffs.len(), 2);
+
+    let mut attempts: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Client).collect();
+    attempts.sort_by_key(|s| attr(s, "retryscope.attempt"));
+    assert_eq!(attempts.len(), 3);
+    let port = server.addr.port().to_string();
+    for (i, span) in attempts.iter().enumerate() {
+        assert_eq!(span.name, "GET");
+        assert_eq!(span.parent_span_id, operation.span_context.span_id());
+        assert_eq!(span.span_context.trace_id(), operation.span_context.trace_id());
+        assert_eq!(attr(span, "retryscope.attempt"), Some((i + 1).to_string()));
+        assert_eq!(attr(span, "http.request.method").as_deref(), Some("GET"));
+        assert_eq!(attr(span, "server.address").as_deref(), Some("127.0.0.1"));
+        assert_eq!(attr(span, "server.port"), Some(port.clone()));
+        assert_eq!(attr(span, "url.full"), Some(server.url("/flaky?page=2")));
+        let resend = (i > 0).then(|| i.to_string());
+        assert_eq!(attr(span, "http.request.resend_count"), resend);
+    }
+    for failed in &attempts[..2] {
+        assert_eq!(attr(failed, "http.response.status_code").as_deref(), Some("503"));
+        assert_eq!(attr(failed, "error.type").as_deref(), Some("503"));
+        assert!(matches!(failed.status, Status::Error { .. }), "{:?}", failed.status);
+    }
+    assert_eq!(attr(attempts[2], "http.response.status_code").as_deref(), Some("200"));
+    assert_eq!(attr(attempts[2], "error.type"), None);
+
+    // Each attempt carried its own span's context on the wire.
+    for (seen, span) in server.seen().iter().zip(&attempts) {
+        let expected = format!("00-{}-{}-01", span.span_context.trace_id(), span.span_context.span_id());
+        assert_eq!(seen.headers.get("traceparent"), Some(&expected));
+    }
+
+    assert_eq!(t.counter("retryscope.requests", &[("retryscope.dependency", "127.0.0.1")]), 1);
+    assert_eq!(t.counter("retryscope.retries", &[("retryscope.retry.reason", "503")]), 2);
+    assert_eq!(t.histogram_count("retryscope.attempt.duration", &[("error.type", "503")]), 2);
+    assert_eq!(t.histogram_count("retryscope.request.duration", &[("retryscope.outcome", "success")]), 1);
+    server.assert_no_unsafe_request_ran_twice();
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_honoured() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/limited", [Reply::with_header(429, "retry-after", "1"), Reply::ok("now")]);
+    let started = Instant::now();
+    let response = client(&t, policy()).get(server.url("/limited")).send().await.expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    assert_eq!(
+        t.histogram_count("retryscope.backoff.delay", &[("retryscope.delay.source", "retry_after")]),
+        1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_absurd_retry_after_gives_up_at_once_naming_the_hint() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/away", [Reply::with_header(429, "retry-after", "100000")]);
+    let started = Instant::now();
+    let error = client(&t, policy()).get(server.url("/away")).send().await.expect_err("gives up");
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert_eq!(server.seen().len(), 1);
+    let retry = retry_error(&error).expect("a RetryError");
+    assert!(
+        matches!(retry.reason(), StopReason::HintTooLong { hint, .. } if hint.delay == Duration::from_secs(100_000))
+    );
+    let message = error.to_string();
+    assert!(message.contains("asked to wait 100000s (retry_after)"), "{message}");
+    assert!(message.contains("429"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn client_errors_are_never_retried() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    let client = client(&t, policy());
+    for code in [400, 401, 403, 404, 422] {
+        let path = format!("/client-error-{code}");
+        server.script(&path, [Reply::status(code), Reply::ok("must not be reached")]);
+        let response = client.get(server.url(&path)).send().await.expect("response");
+        assert_eq!(response.status(), code);
+    }
+    assert_eq!(server.seen().len(), 5, "one attempt each");
+    assert_eq!(t.counter("retryscope.retries", &[]), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_without_idempotency_key_runs_exactly_once() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/orders", [Reply::status(503), Reply::ok("created")]);
+    let response = client(&t, policy())
+        .post(server.url("/orders"))
+        .header("x-request-id", "order-1")
+        .body("{}")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 503, "the caller sees the server's answer");
+    assert_eq!(server.executions("order-1"), 1);
+    server.assert_no_unsafe_request_ran_twice();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_with_an_idempotency_key_is_retried() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/payments", [Reply::status(503), Reply::ok("paid")]);
+    let response = client(&t, policy())
+        .post(server.url("/payments"))
+        .header("x-request-id", "pay-1")
+        .header("idempotency-key", "7f9c")
+        .body("{}")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(server.executions("pay-1"), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_marked_safe_is_retried() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/search", [Reply::status(502), Reply::ok("results")]);
+    let response = client(&t, policy())
+        .post(server.url("/search"))
+        .header("x-request-id", "search-1")
+        .header("x-marked-safe", "1")
+        .with_extension(RetryOptions::new().safe_to_retry().operation("search"))
+        .body("{}")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(server.executions("search-1"), 2);
+    assert_eq!(t.counter("retryscope.requests", &[("retryscope.operation", "search")]), 1);
+}
+
+/// A port on which nothing listens: bound, read, then closed again.
+async fn closed_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_connection_is_retried_even_for_a_post() {
+    let t = Telemetry::install();
+    let port = closed_port().await;
+    let error = client(&t, policy())
+        .post(format!("http://127.0.0.1:{port}/orders"))
+        .body("{}")
+        .send()
+        .await
+        .expect_err("nothing listens");
+    let retry = retry_error(&error).expect("a RetryError");
+    assert_eq!((retry.reason(), retry.attempts()), (StopReason::AttemptsExhausted, 3));
+    let last = retry.last_error().expect("the last error");
+    assert!(last.is_connect(), "{last:?}");
+    assert_eq!(t.counter("retryscope.retries", &[("retryscope.retry.reason", "connect")]), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_dropped_mid_response_is_retried_for_a_get() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/report", [Reply::DropMidResponse, Reply::ok("complete")]);
+    let response = client(&t, policy()).get(server.url("/report")).send().await.expect("response");
+    assert_eq!(response.text().await.expect("body"), "complete");
+    assert_eq!(server.seen().len(), 2);
+    assert_eq!(t.counter("retryscope.retries", &[("retryscope.retry.reason", "incomplete")]), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_server_hits_the_attempt_timeout_then_the_retry_succeeds() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/slow", [Reply::Stall, Reply::ok("eventually")]);
+    let policy = policy().to_builder().attempt_timeout(Duration::from_secs(2)).build().expect("valid");
+    let started = Instant::now();
+    let response = client(&t, policy).get(server.url("/slow")).send().await.expect("response");
+    assert_eq!(response.text().await.expect("body"), "eventually");
+    assert_eq!(started.elapsed(), Duration::from_millis(2_100), "2 s timeout + 100 ms backoff");
+    assert_eq!(t.counter("retryscope.retries", &[("retryscope.retry.reason", "timeout")]), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_post_is_not_retried_after_its_timeout() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/transfer", [Reply::Stall, Reply::ok("must not be reached")]);
+    let policy = policy().to_builder().attempt_timeout(Duration::from_secs(2)).build().expect("valid");
+    let error = client(&t, policy)
+        .post(server.url("/transfer"))
+        .header("x-request-id", "transfer-1")
+        .body("{}")
+        .send()
+        .await
+        .expect_err("times out");
+    let retry = retry_error(&error).expect("a RetryError");
+    assert_eq!((retry.attempts(), retry.reason()), (1, StopReason::Permanent));
+    assert!(retry.last_error().is_none(), "a timeout has no underlying error");
+    assert_eq!(server.executions("transfer-1"), 1);
+    server.assert_no_unsafe_request_ran_twice();
+}
+
+#[tokio::test(start_paused = true)]
+async fn credentials_and_signatures_never_reach_a_span() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/signed", [Reply::status(503), Reply::ok("ok")]);
+    let url =
+        format!("http://alice:hunter2@{}/signed?sig=s3cr3t&X-Amz-Signature=deadbeef&page=1", server.addr);
+    let response = client(&t, policy()).get(&url).send().await.expect("response");
+    assert_eq!(response.status(), 200);
+    let spans = t.spans();
+    assert!(!spans.is_empty());
+    let exported = format!("{spans:?}");
+    for secret in ["alice", "hunter2", "s3cr3t", "deadbeef"] {
+        assert!(!exported.contains(secret), "{secret} leaked into {exported}");
+    }
+    let attempt = spans.iter().find(|s| s.span_kind == SpanKind::Client).expect("attempt span");
+    assert_eq!(
+        attr(attempt, "url.full"),
+        // reqwest moves userinfo into an Authorization header before middleware
+        // runs; the redaction of userinfo itself is unit-tested in redact.rs.
+        Some(format!("http://{}/signed?sig=REDACTED&X-Amz-Signature=REDACTED&page=1", server.addr))
+    );
+}
+
+fn streaming_body() -> reqwest::Body {
+    let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok("{\"a\":"), Ok("1}")];
+    reqwest::Body::wrap_stream(futures_stream(chunks))
+}
+
+/// A stream over `items`, without pulling in a stream crate.
+fn futures_stream<T: Send + 'static>(items: Vec<T>) -> impl futures_core::Stream<Item = T> + Send + 'static {
+    struct Iter<T>(std::vec::IntoIter<T>);
+    impl<T> futures_core::Stream for Iter<T> {
+        type Item = T;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<T>> {
+            std::task::Poll::Ready(self.0.next())
+        }
+    }
+    impl<T> Unpin for Iter<T> {}
+    Iter(items.into_iter())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_is_sent_once_and_the_reason_is_visible() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/upload", [Reply::status(503), Reply::ok("must not be reached")]);
+    let response = client(&t, policy())
+        .put(server.url("/upload"))
+        .header("x-request-id", "upload-1")
+        .body(streaming_body())
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 503);
+    assert_eq!(server.executions("upload-1"), 1);
+    let spans = t.spans();
+    let attempt = spans.iter().find(|s| s.span_kind == SpanKind::Client).expect("attempt span");
+    assert!(
+        attempt.events.iter().any(|e| e.name.contains("sent once and never retried")),
+        "{:?}",
+        attempt.events
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_that_cannot_connect_fails_with_a_reason() {
+    let t = Telemetry::install();
+    let port = closed_port().await;
+    let error = client(&t, policy())
+        .put(format!("http://127.0.0.1:{port}/upload"))
+        .body(streaming_body())
+        .send()
+        .await
+        .expect_err("nothing listens");
+    let reqwest_middleware::Error::Middleware(inner) = &error else { panic!("{error:?}") };
+    let not_retried = inner.downcast_ref::<NotRetried>().expect("NotRetried");
+    assert!(error.to_string().contains("not retried: the request body is a stream"), "{error}");
+    let source = std::error::Error::source(not_retried).expect("the transport error");
+    assert!(source.to_string().contains("error sending request"), "{source}");
+}

@@ -1,0 +1,177 @@
+//! A real HTTP/1.1 server on 127.0.0.1 that plays a script.
+//!
+//! Hand-rolled on tokio's TCP types rather than a framework because the tests
+//! need what frameworks make hard on purpose: closing a connection halfway
+//! through a response, or never answering at all. Every request is recorded,
+//! and executions are counted per `x-request-id`, so tests can prove that no
+//! unsafe request ran twice.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod telemetry;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A complete response with a status, extra headers and a body.
+    Status(u16, Vec<(&'static str, String)>, &'static str),
+    /// Half a status line and header block, then the connection closes.
+    DropMidResponse,
+    /// Read the request and never answer.
+    Stall,
+}
+
+impl Reply {
+    pub fn status(code: u16) -> Self {
+        Reply::Status(code, Vec::new(), "")
+    }
+
+    pub fn ok(body: &'static str) -> Self {
+        Reply::Status(200, Vec::new(), body)
+    }
+
+    pub fn with_header(code: u16, name: &'static str, value: impl Into<String>) -> Self {
+        Reply::Status(code, vec![(name, value.into())], "")
+    }
+}
+
+/// A request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub headers: HashMap<String, String>,
+}
+
+#[derive(Default)]
+struct State {
+    script: Mutex<HashMap<String, VecDeque<Reply>>>,
+    seen: Mutex<Vec<Seen>>,
+}
+
+/// The running server; it stops when the test's runtime does.
+#[derive(Clone)]
+pub struct Server {
+    pub addr: std::net::SocketAddr,
+    state: Arc<State>,
+}
+
+impl Server {
+    pub async fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let state = Arc::new(State::default());
+        let server = Server { addr, state: Arc::clone(&state) };
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream, Arc::clone(&state)));
+            }
+        });
+        server
+    }
+
+    /// Answers the next requests to `path` with `replies`, in order; afterwards 200.
+    pub fn script(&self, path: &str, replies: impl IntoIterator<Item = Reply>) {
+        self.state.script.lock().unwrap().insert(path.to_owned(), replies.into_iter().collect());
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().unwrap().clone()
+    }
+
+    /// How many times the server received requests carrying `x-request-id: id`.
+    pub fn executions(&self, id: &str) -> usize {
+        self.seen().iter().filter(|s| s.headers.get("x-request-id").map(String::as_str) == Some(id)).count()
+    }
+
+    /// The spec every test ends with: a non-idempotent request without an
+    /// idempotency key, not explicitly marked safe, ran at most once.
+    pub fn assert_no_unsafe_request_ran_twice(&self) {
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for s in self.seen() {
+            let unsafe_method = matches!(s.method.as_str(), "POST" | "PATCH" | "CONNECT");
+            let has_key = s.headers.contains_key("idempotency-key");
+            let marked = s.headers.contains_key("x-marked-safe");
+            if unsafe_method && !has_key && !marked {
+                let id = s.headers.get("x-request-id").cloned().unwrap_or_default();
+                *counts.entry(id).or_default() += 1;
+            }
+        }
+        for (id, n) in counts {
+            assert!(n <= 1, "unsafe request {id:?} was executed {n} times");
+        }
+    }
+}
+
+async fn serve(mut stream: TcpStream, state: Arc<State>) {
+    let Some(seen) = read_request(&mut stream).await else { return };
+    let reply = state
+        .script
+        .lock()
+        .unwrap()
+        .get_mut(&seen.path)
+        .and_then(VecDeque::pop_front)
+        .unwrap_or(Reply::ok("ok"));
+    state.seen.lock().unwrap().push(seen);
+    match reply {
+        Reply::Status(code, headers, body) => {
+            let mut head =
+                format!("HTTP/1.1 {code} X\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+        }
+        Reply::DropMidResponse => {
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-le").await;
+            // Dropping the stream closes the connection in the middle of the headers.
+        }
+        Reply::Stall => std::future::pending::<()>().await,
+    }
+}
+
+async fn read_request(stream: &mut TcpStream) -> Option<Seen> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let header_end = loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let (method, path) = (request_line.next()?.to_owned(), request_line.next()?.to_owned());
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let chunked = headers.get("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    let length: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    // Read the whole body before answering: closing a socket with unread data
+    // makes the kernel reset the connection, which the client would see as an error.
+    while if chunked { !buf.ends_with(b"0\r\n\r\n") } else { buf.len() < header_end + length } {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let path = path.split('?').next().unwrap_or_default().to_owned();
+    Some(Seen { method, path, headers })
+}
