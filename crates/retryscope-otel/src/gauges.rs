@@ -1,0 +1,80 @@
+//! Observable gauges for state that lives outside any one call: the circuit
+//! breaker's state and the retry budget's headroom.
+//!
+//! The SDK calls the callbacks at each collection, so reading the state costs
+//! nothing on the request path.
+
+use crate::names;
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Meter, ObservableGauge};
+use retryscope::throttle::Throttle;
+use std::sync::Arc;
+
+/// Registers `retryscope.breaker.state` (`{state}`: 0 closed, 1 half-open, 2 open)
+/// for `dependency`, read from `state` at each collection.
+///
+/// Keep the returned handle alive as long as the gauge should report. Register
+/// once per breaker; several dependencies share the instrument and differ by their
+/// `retryscope.dependency` attribute.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicI64, Ordering};
+///
+/// let meter = opentelemetry::global::meter("my-service");
+/// let state = Arc::new(AtomicI64::new(0));
+/// let shared = state.clone();
+/// let _gauge = retryscope_otel::register_breaker_gauge(&meter, "payments", move || {
+///     shared.load(Ordering::Relaxed)
+/// });
+/// ```
+pub fn register_breaker_gauge(
+    meter: &Meter,
+    dependency: impl Into<String>,
+    state: impl Fn() -> i64 + Send + Sync + 'static,
+) -> ObservableGauge<i64> {
+    let attrs = dependency_attrs(dependency);
+    meter
+        .i64_observable_gauge(names::BREAKER_STATE)
+        .with_unit(names::UNIT_STATE)
+        .with_description("Circuit breaker state: 0 closed, 1 half-open, 2 open.")
+        .with_callback(move |gauge| gauge.observe(state(), &attrs))
+        .build()
+}
+
+/// Registers `retryscope.budget.available` (`{retry}`) for `dependency`, read
+/// from `available` at each collection.
+///
+/// Keep the returned handle alive as long as the gauge should report.
+pub fn register_budget_gauge(
+    meter: &Meter,
+    dependency: impl Into<String>,
+    available: impl Fn() -> f64 + Send + Sync + 'static,
+) -> ObservableGauge<f64> {
+    let attrs = dependency_attrs(dependency);
+    meter
+        .f64_observable_gauge(names::BUDGET_AVAILABLE)
+        .with_unit(names::UNIT_RETRY)
+        .with_description("Retries the retry budget would allow right now.")
+        .with_callback(move |gauge| gauge.observe(available(), &attrs))
+        .build()
+}
+
+/// Registers `retryscope.budget.available` for a shared [`Throttle`] (a
+/// [`RetryBudget`](retryscope::RetryBudget) or a
+/// [`TokenBucket`](retryscope::TokenBucket)), reading
+/// [`Throttle::available`] at each collection.
+pub fn register_throttle_gauge<T>(
+    meter: &Meter,
+    dependency: impl Into<String>,
+    throttle: Arc<T>,
+) -> ObservableGauge<f64>
+where
+    T: Throttle + ?Sized + 'static,
+{
+    register_budget_gauge(meter, dependency, move || throttle.available())
+}
+
+fn dependency_attrs(dependency: impl Into<String>) -> [KeyValue; 1] {
+    [KeyValue::new(names::DEPENDENCY, dependency.into())]
+}

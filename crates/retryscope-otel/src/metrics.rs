@@ -1,0 +1,123 @@
+//! The metric instruments of DESIGN.md §3, created once per meter.
+
+use crate::labels::Common;
+use crate::names;
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram, Meter};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The retry instruments: counters for requests, retries and refusals, and
+/// histograms for attempt durations, operation durations and waits.
+///
+/// Create it once per [`Meter`] and share it: it is an [`Arc`] inside, so
+/// cloning is cheap, and creating instruments per call would cost a lookup in the
+/// SDK every time.
+///
+/// ```
+/// use opentelemetry::metrics::MeterProvider;
+/// use retryscope_otel::{OtelObserver, RetryMetrics};
+///
+/// # let provider = opentelemetry::global::meter_provider();
+/// let metrics = RetryMetrics::new(&provider.meter("my-service"));
+/// let observer = OtelObserver::new(metrics);
+/// # drop(observer);
+/// ```
+#[derive(Clone)]
+pub struct RetryMetrics {
+    inner: Arc<Instruments>,
+}
+
+struct Instruments {
+    requests: Counter<u64>,
+    retries: Counter<u64>,
+    throttled: Counter<u64>,
+    attempt_duration: Histogram<f64>,
+    request_duration: Histogram<f64>,
+    backoff_delay: Histogram<f64>,
+}
+
+impl RetryMetrics {
+    /// Creates the instruments on `meter`, with the units and bucket boundaries of
+    /// the telemetry contract.
+    pub fn new(meter: &Meter) -> Self {
+        let counter = |name: &'static str, unit: &'static str, description: &'static str| {
+            meter.u64_counter(name).with_unit(unit).with_description(description).build()
+        };
+        let histogram = |name: &'static str, description: &'static str| {
+            meter
+                .f64_histogram(name)
+                .with_unit(names::UNIT_SECONDS)
+                .with_description(description)
+                .with_boundaries(names::DURATION_BUCKETS.to_vec())
+                .build()
+        };
+        let inner = Instruments {
+            requests: counter(names::REQUESTS, names::UNIT_REQUEST, "Logical operations started."),
+            retries: counter(names::RETRIES, names::UNIT_RETRY, "Retries started."),
+            throttled: counter(
+                names::THROTTLED,
+                names::UNIT_RETRY,
+                "Retries refused by the retry budget or the circuit breaker.",
+            ),
+            attempt_duration: histogram(names::ATTEMPT_DURATION, "Duration of each attempt."),
+            request_duration: histogram(
+                names::REQUEST_DURATION,
+                "Duration of each logical operation, waits included.",
+            ),
+            backoff_delay: histogram(names::BACKOFF_DELAY, "Waits between attempts."),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    pub(crate) fn request_started(&self, common: &Common) {
+        self.inner.requests.add(1, common.attrs::<2>().as_slice());
+    }
+
+    pub(crate) fn retry_started(&self, common: &Common, reason: &'static str) {
+        let mut attrs = common.attrs::<3>();
+        attrs.push(KeyValue::new(names::RETRY_REASON, reason));
+        self.inner.retries.add(1, attrs.as_slice());
+    }
+
+    pub(crate) fn attempt_finished(
+        &self,
+        common: &Common,
+        attempt: i64,
+        error: Option<&'static str>,
+        duration: Duration,
+    ) {
+        let mut attrs = common.attrs::<4>();
+        attrs.push(KeyValue::new(names::ATTEMPT, attempt));
+        if let Some(error) = error {
+            attrs.push(KeyValue::new(names::ERROR_TYPE, error));
+        }
+        self.inner.attempt_duration.record(duration.as_secs_f64(), attrs.as_slice());
+    }
+
+    pub(crate) fn waited(&self, common: &Common, source: &'static str, delay: Duration) {
+        let mut attrs = common.attrs::<3>();
+        attrs.push(KeyValue::new(names::DELAY_SOURCE, source));
+        self.inner.backoff_delay.record(delay.as_secs_f64(), attrs.as_slice());
+    }
+
+    pub(crate) fn finished(&self, common: &Common, outcome: &'static str, attempts: i64, duration: Duration) {
+        let mut attrs = common.attrs::<4>();
+        attrs.push(KeyValue::new(names::OUTCOME, outcome));
+        attrs.push(KeyValue::new(names::ATTEMPTS, attempts));
+        self.inner.request_duration.record(duration.as_secs_f64(), attrs.as_slice());
+    }
+
+    pub(crate) fn throttled(&self, common: &Common, reason: &'static str) {
+        let mut attrs = common.attrs::<3>();
+        attrs.push(KeyValue::new(names::THROTTLE_REASON, reason));
+        self.inner.throttled.add(1, attrs.as_slice());
+    }
+}
+
+impl fmt::Debug for RetryMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryMetrics").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,60 @@
+//! The telemetry contract: instrument names, units and attribute keys.
+//!
+//! These names are what dashboards, alert rules and users' queries depend on
+//! (DESIGN.md §3). They are public so that integrations and tests use the same
+//! constants instead of repeating string literals.
+
+/// Counter `{request}`: one per logical operation, at its start.
+pub const REQUESTS: &str = "retryscope.requests";
+/// Counter `{retry}`: one per retry, when it starts.
+pub const RETRIES: &str = "retryscope.retries";
+/// Counter `{retry}`: retries (or calls) refused by the budget or the breaker.
+pub const THROTTLED: &str = "retryscope.throttled";
+/// Histogram `s`: the duration of every attempt.
+pub const ATTEMPT_DURATION: &str = "retryscope.attempt.duration";
+/// Histogram `s`: the duration of every logical operation, waits included.
+pub const REQUEST_DURATION: &str = "retryscope.request.duration";
+/// Histogram `s`: every wait between attempts.
+pub const BACKOFF_DELAY: &str = "retryscope.backoff.delay";
+/// Observable gauge `{state}`: 0 closed, 1 half-open, 2 open.
+pub const BREAKER_STATE: &str = "retryscope.breaker.state";
+/// Observable gauge `{retry}`: how many retries the budget would allow now.
+pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
+
+/// Unit of [`REQUESTS`].
+pub const UNIT_REQUEST: &str = "{request}";
+/// Unit of [`RETRIES`], [`THROTTLED`] and [`BUDGET_AVAILABLE`].
+pub const UNIT_RETRY: &str = "{retry}";
+/// Unit of [`BREAKER_STATE`].
+pub const UNIT_STATE: &str = "{state}";
+/// Unit of the duration histograms.
+pub const UNIT_SECONDS: &str = "s";
+
+/// The dependency called (common attribute).
+pub const DEPENDENCY: &str = "retryscope.dependency";
+/// The logical operation's name (common attribute, only when set).
+pub const OPERATION: &str = "retryscope.operation";
+/// The attempt number, from 1, clamped to the policy's attempt limit.
+pub const ATTEMPT: &str = "retryscope.attempt";
+/// How many attempts an operation started.
+pub const ATTEMPTS: &str = "retryscope.attempts";
+/// How an operation ended: `success`, `failure`, `exhausted`, `throttled`, `cancelled`.
+pub const OUTCOME: &str = "retryscope.outcome";
+/// The `error.type` of the failure that caused a retry.
+pub const RETRY_REASON: &str = "retryscope.retry.reason";
+/// Where a wait came from: `policy`, `retry_after` or `rate_limit`.
+pub const DELAY_SOURCE: &str = "retryscope.delay.source";
+/// Why a retry was refused: `budget` or `circuit_open`.
+pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
+/// The OpenTelemetry semantic-convention attribute for a failure's type.
+pub const ERROR_TYPE: &str = "error.type";
+
+/// The name of the per-operation span's event for each wait (also the message of
+/// the per-retry log event).
+pub const BACKOFF_EVENT: &str = "retryscope.backoff";
+/// The `tracing` target of every span and event this crate emits.
+pub const TARGET: &str = "retryscope";
+
+/// Histogram bucket boundaries in seconds, shared by all duration histograms.
+pub const DURATION_BUCKETS: [f64; 17] =
+    [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0];

@@ -1,0 +1,223 @@
+//! The engine's observer: turns attempts, waits and outcomes into spans,
+//! metrics and one log event per retry.
+
+use crate::labels::{Common, attempt_value, error_type_str};
+use crate::metrics::RetryMetrics;
+use crate::names;
+use crate::spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, operation_span};
+use opentelemetry::InstrumentationScope;
+use opentelemetry::metrics::Meter;
+use retryscope::observe::{
+    AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+};
+use retryscope::{ErrorType, Outcome, StopReason};
+use std::time::Duration;
+use tracing::Span;
+
+/// Instruments retries with OpenTelemetry: pass it to the engine's
+/// `.observe(..)`.
+///
+/// It holds the [`RetryMetrics`] (an [`Arc`](std::sync::Arc) inside) and the
+/// attempt-span factory, so one instance, cloned freely, serves every call.
+///
+/// ```
+/// use retryscope::{Policy, Retryable};
+/// use retryscope_otel::OtelObserver;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let observer = OtelObserver::global();
+/// let answer = (|| async { Ok::<_, std::io::Error>(42) })
+///     .retry(Policy::interactive())
+///     .observe(observer.clone())
+///     .dependency("inventory")
+///     .operation("reserve")
+///     .await;
+/// assert_eq!(answer.unwrap(), 42);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct OtelObserver<S = DefaultAttemptSpan> {
+    metrics: RetryMetrics,
+    spans: S,
+}
+
+impl OtelObserver {
+    /// An observer recording into `metrics`, with the default attempt spans.
+    pub fn new(metrics: RetryMetrics) -> Self {
+        Self { metrics, spans: DefaultAttemptSpan }
+    }
+
+    /// An observer whose instruments are created on `meter`.
+    pub fn from_meter(meter: &Meter) -> Self {
+        Self::new(RetryMetrics::new(meter))
+    }
+
+    /// An observer on the global meter provider, with the instrumentation scope
+    /// `retryscope` and this crate's version.
+    ///
+    /// Instruments are bound to the provider that is global *when this is
+    /// called*: install the provider first (e.g. with `init_otlp`), then create
+    /// the observer once and clone it.
+    pub fn global() -> Self {
+        Self::from_meter(&opentelemetry::global::meter_with_scope(scope()))
+    }
+}
+
+impl<S> OtelObserver<S> {
+    /// Replaces the attempt-span factory, keeping the metrics. See
+    /// [`MakeAttemptSpan`] for what a span must declare.
+    pub fn with_attempt_spans<S2: MakeAttemptSpan + Clone>(self, spans: S2) -> OtelObserver<S2> {
+        OtelObserver { metrics: self.metrics, spans }
+    }
+
+    /// The instruments this observer records into.
+    pub fn metrics(&self) -> &RetryMetrics {
+        &self.metrics
+    }
+}
+
+/// The instrumentation scope of this crate's meter: `retryscope` and the
+/// crate's version.
+pub fn scope() -> InstrumentationScope {
+    InstrumentationScope::builder(names::TARGET).with_version(env!("CARGO_PKG_VERSION")).build()
+}
+
+impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
+    type Operation = OtelOperation<S>;
+
+    fn start(&self, info: &OperationInfo<'_>) -> OtelOperation<S> {
+        let common = Common::new(info.dependency, info.operation);
+        self.metrics.request_started(&common);
+        OtelOperation {
+            metrics: self.metrics.clone(),
+            spans: self.spans.clone(),
+            span: operation_span(info),
+            common,
+            max_attempts: info.max_attempts,
+        }
+    }
+}
+
+/// One logical operation being observed: its span and labels.
+#[derive(Debug)]
+pub struct OtelOperation<S = DefaultAttemptSpan> {
+    metrics: RetryMetrics,
+    spans: S,
+    span: Span,
+    common: Common,
+    max_attempts: u32,
+}
+
+impl<S> OtelOperation<S> {
+    /// The operation's span.
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+}
+
+/// One attempt being observed: the attempt's span, entered for every poll of
+/// the attempt's future and ended when the attempt ends.
+#[derive(Debug)]
+pub struct OtelAttempt {
+    span: Span,
+}
+
+impl OtelAttempt {
+    /// The attempt's span.
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+}
+
+impl AttemptScope for OtelAttempt {
+    fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.span.in_scope(f)
+    }
+}
+
+impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
+    type Attempt = OtelAttempt;
+
+    fn attempt_started(&mut self, attempt: &AttemptStart) -> OtelAttempt {
+        if attempt.number > 1 {
+            let reason = error_type_str(attempt.retry_of.unwrap_or(ErrorType::OTHER));
+            self.metrics.retry_started(&self.common, reason);
+        }
+        let info = AttemptInfo {
+            parent: &self.span,
+            dependency: self.common.dependency(),
+            operation: self.common.operation(),
+            attempt: attempt.number,
+            max_attempts: self.max_attempts,
+        };
+        OtelAttempt { span: self.spans.make_span(&info) }
+    }
+
+    fn attempt_finished(&mut self, scope: OtelAttempt, attempt: &AttemptEnd) {
+        let error = attempt.error.map(error_type_str);
+        let number = attempt_value(attempt.number, self.max_attempts);
+        self.metrics.attempt_finished(&self.common, number, error, attempt.duration);
+        if let Some(error) = error {
+            scope.span.record(names::ERROR_TYPE, error);
+            scope.span.record("otel.status_code", "ERROR");
+        }
+        // Dropping the last handle closes the span: its end time is now.
+        drop(scope);
+    }
+
+    fn waiting(&mut self, wait: &Wait) {
+        let source = wait.source.as_str();
+        self.metrics.waited(&self.common, source, wait.delay);
+        // One event serves as the span event on the operation span and as the
+        // structured log line of the retry.
+        tracing::event!(
+            target: names::TARGET,
+            parent: &self.span,
+            tracing::Level::INFO,
+            retryscope.dependency = self.common.dependency(),
+            retryscope.operation = self.common.operation(),
+            retryscope.attempt = attempt_value(wait.next_attempt, self.max_attempts),
+            retryscope.max_attempts = i64::from(self.max_attempts),
+            retryscope.retry.reason = error_type_str(wait.error),
+            delay_ms = millis(wait.delay),
+            retryscope.delay.source = source,
+            message = names::BACKOFF_EVENT,
+        );
+    }
+
+    fn finished(self, finish: &Finish) {
+        let outcome = finish.outcome.as_str();
+        let attempts = i64::from(finish.attempts.min(self.max_attempts));
+        self.metrics.finished(&self.common, outcome, attempts, finish.duration);
+        if let Some(reason) = throttle_reason(finish.reason) {
+            self.metrics.throttled(&self.common, reason);
+        }
+        self.span.record(names::ATTEMPTS, attempts);
+        self.span.record(names::OUTCOME, outcome);
+        if is_error(finish.outcome) {
+            self.span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
+/// `retryscope.throttle.reason` for a refused retry, if the stop was one.
+fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
+    match reason? {
+        StopReason::BudgetExhausted => Some("budget"),
+        StopReason::CircuitOpen => Some("circuit_open"),
+        _ => None,
+    }
+}
+
+/// Whether the operation span gets status Error. A cancelled operation did not
+/// fail: the caller lost interest.
+fn is_error(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::Failure | Outcome::Exhausted | Outcome::Throttled)
+}
+
+/// Signed, because OpenTelemetry attributes are `i64` and tracing-opentelemetry
+/// turns event fields recorded as `u64` into strings.
+fn millis(delay: Duration) -> i64 {
+    i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)
+}

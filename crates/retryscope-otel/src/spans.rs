@@ -1,0 +1,121 @@
+//! The `tracing` spans: one per logical operation, one per attempt under it.
+//!
+//! The crate only uses `tracing`; tracing-opentelemetry turns the spans into
+//! OpenTelemetry spans and reads the special fields `otel.name`, `otel.kind` and
+//! `otel.status_code`. Without such a layer the spans cost what any `tracing`
+//! span costs, and nothing at all when no subscriber is interested.
+
+use crate::names;
+use retryscope::observe::OperationInfo;
+use std::fmt;
+use tracing::Span;
+use tracing::field::Empty;
+
+/// What an attempt-span factory is told about the attempt it makes a span for.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AttemptInfo<'a> {
+    /// The operation's span: the attempt span must be created with
+    /// `parent: info.parent`, because the span current when an attempt starts is
+    /// the caller's, not the operation's.
+    pub parent: &'a Span,
+    /// The dependency called (`retryscope.dependency`).
+    pub dependency: &'a str,
+    /// The logical operation's name (`retryscope.operation`), if set.
+    pub operation: Option<&'a str>,
+    /// The attempt number, from 1.
+    pub attempt: u32,
+    /// The policy's attempt limit.
+    pub max_attempts: u32,
+}
+
+impl AttemptInfo<'_> {
+    /// The attempt number as the `retryscope.attempt` attribute value: clamped to
+    /// `1..=max_attempts` so the attribute stays bounded.
+    pub fn attempt_value(&self) -> i64 {
+        crate::labels::attempt_value(self.attempt, self.max_attempts)
+    }
+}
+
+/// Makes the span of each attempt. Integrations replace the default to follow
+/// their own conventions (the HTTP integration names attempt spans `{method}` and
+/// adds the HTTP client attributes).
+///
+/// A span made here must:
+/// - be created with `parent: info.parent`;
+/// - declare the fields `error.type` and `otel.status_code` (as
+///   [`tracing::field::Empty`]), which the observer records when the attempt
+///   fails: `tracing` ignores a field that was not declared;
+/// - set `otel.kind = "client"` for a call to another service.
+///
+/// Fields the integration learns later (a response status, say) should also be
+/// declared `Empty`; during the attempt the span is [`Span::current()`], so code
+/// inside the attempt can `record` them.
+///
+/// Any `Fn(&AttemptInfo<'_>) -> Span + Clone` closure is an implementation.
+pub trait MakeAttemptSpan {
+    /// Makes the span of the attempt `info` describes.
+    fn make_span(&self, info: &AttemptInfo<'_>) -> Span;
+}
+
+impl<F: Fn(&AttemptInfo<'_>) -> Span> MakeAttemptSpan for F {
+    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+        self(info)
+    }
+}
+
+/// The default attempt span: see [`default_attempt_span`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultAttemptSpan;
+
+impl MakeAttemptSpan for DefaultAttemptSpan {
+    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+        default_attempt_span(info)
+    }
+}
+
+/// A CLIENT span named `retryscope.attempt` with `retryscope.attempt`, and
+/// `error.type` plus status Error when the attempt fails.
+pub fn default_attempt_span(info: &AttemptInfo<'_>) -> Span {
+    tracing::info_span!(
+        target: names::TARGET,
+        parent: info.parent,
+        "retryscope.attempt",
+        otel.kind = "client",
+        retryscope.attempt = info.attempt_value(),
+        "error.type" = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// The INTERNAL span of one logical operation, a child of the span current when
+/// the operation starts.
+///
+/// Its OpenTelemetry name is the operation's name when one is given (it is
+/// low-cardinality by contract), else `retry {dependency}`. Attempts and outcome
+/// are recorded when the operation finishes.
+pub(crate) fn operation_span(info: &OperationInfo<'_>) -> Span {
+    tracing::info_span!(
+        target: names::TARGET,
+        "retryscope.operation",
+        otel.name = %SpanName(info),
+        otel.kind = "internal",
+        retryscope.dependency = info.dependency,
+        retryscope.operation = info.operation,
+        retryscope.attempts = Empty,
+        retryscope.outcome = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// Formats the operation span's name without allocating it on our side.
+struct SpanName<'a, 'b>(&'a OperationInfo<'b>);
+
+impl fmt::Display for SpanName<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.operation {
+            Some(operation) => f.write_str(operation),
+            None => write!(f, "retry {}", self.0.dependency),
+        }
+    }
+}

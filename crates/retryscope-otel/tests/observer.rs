@@ -1,0 +1,536 @@
+//! The observer against an in-memory SDK: exact metric names, units, buckets and
+//! attribute sets; span names, kinds, parents, attributes, statuses and events.
+//! tokio's clock is paused, so durations are exact and nothing sleeps for real.
+
+mod common;
+
+use common::{Telemetry, attrs, span_attr, to_attrs};
+use opentelemetry::trace::{SpanKind, Status};
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use retryscope::observe::{AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver};
+use retryscope::throttle::Throttle;
+use retryscope::{CircuitBreaker, ErrorType, Hint, Jitter, Outcome, Policy, Retryable, StopReason, Verdict};
+use retryscope_otel::names;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::future::IntoFuture;
+use std::time::Duration;
+use tracing::Instrument;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 100 ms doubling, no jitter, no deadline: delays are exact.
+fn policy(max_attempts: u32) -> Policy {
+    Policy::builder()
+        .max_attempts(max_attempts)
+        .base_delay(ms(100))
+        .max_delay(ms(1_000))
+        .jitter(Jitter::None)
+        .no_deadline()
+        .build()
+        .expect("valid policy")
+}
+
+/// Each call takes 20 ms (virtual) and fails with `error` until call `succeed_on`.
+fn op(
+    calls: &Cell<u32>,
+    succeed_on: u32,
+) -> impl FnMut() -> std::pin::Pin<Box<dyn Future<Output = Result<u32, u16>>>> + '_ {
+    move || {
+        calls.set(calls.get() + 1);
+        let n = calls.get();
+        Box::pin(async move {
+            tokio::time::sleep(ms(20)).await;
+            if n >= succeed_on { Ok(n) } else { Err(503) }
+        })
+    }
+}
+
+fn by_status(result: &Result<u32, u16>) -> Verdict {
+    match result {
+        Ok(_) => Verdict::Success,
+        Err(code) if *code >= 500 => Verdict::retryable(ErrorType::Status(*code)),
+        Err(code) => Verdict::permanent(ErrorType::Status(*code)),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_at_once() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let caller = tracing::info_span!("caller");
+    let result = op(&calls, 1)
+        .retry(policy(3))
+        .classify(by_status)
+        .observe(t.observer.clone())
+        .dependency("db")
+        .operation("load_user")
+        .into_future()
+        .instrument(caller)
+        .await;
+    assert_eq!(result.unwrap(), 1);
+
+    let caller = t.span("caller");
+    let operation = t.span("load_user");
+    assert_eq!(operation.span_kind, SpanKind::Internal);
+    assert_eq!(operation.parent_span_id, caller.span_context.span_id(), "child of the caller's span");
+    assert_eq!(span_attr(&operation, names::DEPENDENCY).as_deref(), Some("db"));
+    assert_eq!(span_attr(&operation, names::OPERATION).as_deref(), Some("load_user"));
+    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("1"));
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("success"));
+    assert_eq!(operation.status, Status::Unset);
+    assert!(operation.events.is_empty(), "no waits");
+
+    let attempts = t.children(operation.span_context.span_id());
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].name, "retryscope.attempt");
+    assert_eq!(attempts[0].span_kind, SpanKind::Client);
+    assert_eq!(span_attr(&attempts[0], names::ATTEMPT).as_deref(), Some("1"));
+    assert_eq!(span_attr(&attempts[0], names::ERROR_TYPE), None);
+    assert_eq!(attempts[0].status, Status::Unset);
+
+    let common = [(names::DEPENDENCY, "db"), (names::OPERATION, "load_user")];
+    assert_eq!(t.counter(names::REQUESTS), [(attrs(&common), 1)].into());
+    assert!(t.counter(names::RETRIES).is_empty());
+    assert!(t.counter(names::THROTTLED).is_empty());
+    assert!(t.histogram(names::BACKOFF_DELAY).is_empty());
+    let attempt1 = attrs(&[common[0], common[1], (names::ATTEMPT, "1")]);
+    assert_eq!(t.histogram(names::ATTEMPT_DURATION), [(attempt1, (1, 0.02))].into());
+    let request = attrs(&[common[0], common[1], (names::OUTCOME, "success"), (names::ATTEMPTS, "1")]);
+    assert_eq!(t.histogram(names::REQUEST_DURATION), [(request, (1, 0.02))].into());
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_on_the_third_attempt() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let result =
+        op(&calls, 3).retry(policy(5)).classify(by_status).observe(t.observer.clone()).dependency("db").await;
+    assert_eq!(result.unwrap(), 3);
+
+    // Without an operation name the span is named after the dependency.
+    let operation = t.span("retry db");
+    assert_eq!(span_attr(&operation, names::OPERATION), None);
+    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("3"));
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("success"));
+
+    let attempts = t.children(operation.span_context.span_id());
+    let summary: Vec<_> = attempts
+        .iter()
+        .map(|s| {
+            (
+                s.span_kind.clone(),
+                span_attr(s, names::ATTEMPT),
+                span_attr(s, names::ERROR_TYPE),
+                s.status.clone(),
+            )
+        })
+        .collect();
+    let failed = |n: &str| (SpanKind::Client, Some(n.to_owned()), Some("503".to_owned()), Status::error(""));
+    assert_eq!(
+        summary,
+        [failed("1"), failed("2"), (SpanKind::Client, Some("3".to_owned()), None, Status::Unset)]
+    );
+    assert!(attempts.iter().all(|s| s.span_context.trace_id() == operation.span_context.trace_id()));
+
+    // One backoff event per wait, on the operation span.
+    let events: Vec<_> =
+        operation.events.iter().map(|e| (e.name.to_string(), to_attrs(&e.attributes))).collect();
+    let event = |attempt: &str, delay: &str| {
+        (
+            names::BACKOFF_EVENT.to_owned(),
+            attrs(&[
+                (names::DEPENDENCY, "db"),
+                (names::ATTEMPT, attempt),
+                ("retryscope.max_attempts", "5"),
+                (names::RETRY_REASON, "503"),
+                ("delay_ms", delay),
+                (names::DELAY_SOURCE, "policy"),
+            ]),
+        )
+    };
+    let events: Vec<_> = events
+        .into_iter()
+        .map(|(name, mut a)| {
+            // The bridge adds the event's source location and level; they are not ours.
+            a.retain(|k, _| !k.starts_with("code.") && k != "level" && k != "target");
+            (name, a)
+        })
+        .collect();
+    assert_eq!(events, [event("2", "100"), event("3", "200")]);
+
+    let db = (names::DEPENDENCY, "db");
+    assert_eq!(t.counter(names::REQUESTS), [(attrs(&[db]), 1)].into());
+    assert_eq!(t.counter(names::RETRIES), [(attrs(&[db, (names::RETRY_REASON, "503")]), 2)].into());
+    assert_eq!(
+        t.histogram(names::ATTEMPT_DURATION),
+        [
+            (attrs(&[db, (names::ATTEMPT, "1"), (names::ERROR_TYPE, "503")]), (1, 0.02)),
+            (attrs(&[db, (names::ATTEMPT, "2"), (names::ERROR_TYPE, "503")]), (1, 0.02)),
+            (attrs(&[db, (names::ATTEMPT, "3")]), (1, 0.02)),
+        ]
+        .into()
+    );
+    let (count, sum) = t.histogram(names::BACKOFF_DELAY)[&attrs(&[db, (names::DELAY_SOURCE, "policy")])];
+    assert_eq!(count, 2);
+    assert!((sum - 0.3).abs() < 1e-9, "{sum}");
+    let request = t.histogram(names::REQUEST_DURATION);
+    let (count, sum) = request[&attrs(&[db, (names::OUTCOME, "success"), (names::ATTEMPTS, "3")])];
+    assert_eq!(count, 1);
+    assert!((sum - 0.36).abs() < 1e-9, "3 × 20 ms attempts + 300 ms of waits: {sum}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn exhausted() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let err = op(&calls, u32::MAX)
+        .retry(policy(3))
+        .classify(by_status)
+        .observe(t.observer.clone())
+        .dependency("db")
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), StopReason::AttemptsExhausted);
+
+    let operation = t.span("retry db");
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("exhausted"));
+    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("3"));
+    assert_eq!(operation.status, Status::error(""));
+    let attempts = t.children(operation.span_context.span_id());
+    assert_eq!(attempts.len(), 3);
+    assert!(attempts.iter().all(|s| s.status == Status::error("")));
+
+    let db = (names::DEPENDENCY, "db");
+    assert_eq!(t.counter(names::RETRIES), [(attrs(&[db, (names::RETRY_REASON, "503")]), 2)].into());
+    assert!(t.counter(names::THROTTLED).is_empty(), "exhaustion is not throttling");
+    let request = attrs(&[db, (names::OUTCOME, "exhausted"), (names::ATTEMPTS, "3")]);
+    assert_eq!(t.histogram(names::REQUEST_DURATION)[&request].0, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_error() {
+    let t = Telemetry::new();
+    let err = (|| async { Err::<(), u16>(404) })
+        .retry(policy(3))
+        .classify(by_status_unit)
+        .observe(t.observer.clone())
+        .dependency("api")
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), StopReason::Permanent);
+
+    let operation = t.span("retry api");
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("failure"));
+    assert_eq!(operation.status, Status::error(""));
+    let attempt = &t.children(operation.span_context.span_id())[0];
+    assert_eq!(span_attr(attempt, names::ERROR_TYPE).as_deref(), Some("404"));
+    assert_eq!(attempt.status, Status::error(""));
+
+    let api = (names::DEPENDENCY, "api");
+    assert!(t.counter(names::RETRIES).is_empty());
+    assert_eq!(
+        t.histogram(names::ATTEMPT_DURATION).into_keys().collect::<Vec<_>>(),
+        [attrs(&[api, (names::ATTEMPT, "1"), (names::ERROR_TYPE, "404")])]
+    );
+    let request = attrs(&[api, (names::OUTCOME, "failure"), (names::ATTEMPTS, "1")]);
+    assert_eq!(t.histogram(names::REQUEST_DURATION)[&request].0, 1);
+}
+
+fn by_status_unit(result: &Result<(), u16>) -> Verdict {
+    match result {
+        Ok(()) => Verdict::Success,
+        Err(code) if *code >= 500 => Verdict::retryable(ErrorType::Status(*code)),
+        Err(code) => Verdict::permanent(ErrorType::Status(*code)),
+    }
+}
+
+/// A budget that never allows a retry.
+struct Refuse;
+
+impl Throttle for Refuse {
+    fn request_started(&self) {}
+    fn attempt_finished(&self, _: bool) {}
+    fn try_acquire_retry(&self) -> bool {
+        false
+    }
+    fn available(&self) -> f64 {
+        0.0
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttled_by_the_budget() {
+    let t = Telemetry::new();
+    let err = (|| async { Err::<(), u16>(503) })
+        .retry(policy(3))
+        .classify(by_status_unit)
+        .budget(&Refuse)
+        .observe(t.observer.clone())
+        .dependency("db")
+        .await
+        .unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::BudgetExhausted, 1));
+
+    let operation = t.span("retry db");
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("throttled"));
+    let db = (names::DEPENDENCY, "db");
+    assert_eq!(t.counter(names::THROTTLED), [(attrs(&[db, (names::THROTTLE_REASON, "budget")]), 1)].into());
+    assert!(t.counter(names::RETRIES).is_empty(), "the refused retry never started");
+    let request = attrs(&[db, (names::OUTCOME, "throttled"), (names::ATTEMPTS, "1")]);
+    assert_eq!(t.histogram(names::REQUEST_DURATION)[&request].0, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_by_an_open_breaker() {
+    let t = Telemetry::new();
+    let breaker = CircuitBreaker::builder()
+        .min_calls(1)
+        .failure_ratio(0.5)
+        .cool_down(Duration::from_secs(60))
+        .build()
+        .expect("valid breaker");
+    // One transient failure opens it.
+    let _ = (|| async { Err::<(), u16>(503) })
+        .retry(policy(1))
+        .classify(by_status_unit)
+        .breaker(&breaker)
+        .dependency("db")
+        .await;
+    let err = (|| async { Ok::<(), u16>(()) })
+        .retry(policy(3))
+        .classify(by_status_unit)
+        .breaker(&breaker)
+        .observe(t.observer.clone())
+        .dependency("db")
+        .await
+        .unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 0));
+
+    let operation = t.span("retry db");
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("throttled"));
+    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("0"));
+    assert!(t.children(operation.span_context.span_id()).is_empty(), "no attempt ran");
+    let db = (names::DEPENDENCY, "db");
+    assert_eq!(t.counter(names::REQUESTS), [(attrs(&[db]), 1)].into());
+    assert_eq!(
+        t.counter(names::THROTTLED),
+        [(attrs(&[db, (names::THROTTLE_REASON, "circuit_open")]), 1)].into()
+    );
+    let request = attrs(&[db, (names::OUTCOME, "throttled"), (names::ATTEMPTS, "0")]);
+    assert_eq!(t.histogram(names::REQUEST_DURATION)[&request].0, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_wait_reports_its_source() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let result = op(&calls, 2)
+        .retry(policy(3))
+        .classify(|r: &Result<u32, u16>| match r {
+            Ok(_) => Verdict::Success,
+            Err(code) => Verdict::Retryable {
+                error: ErrorType::Status(*code),
+                hint: Some(Hint::retry_after(ms(1_500))),
+            },
+        })
+        .observe(t.observer.clone())
+        .dependency("db")
+        .await;
+    assert_eq!(result.unwrap(), 2);
+
+    let db = (names::DEPENDENCY, "db");
+    let delays = t.histogram(names::BACKOFF_DELAY);
+    assert_eq!(delays, [(attrs(&[db, (names::DELAY_SOURCE, "retry_after")]), (1, 1.5))].into());
+    let operation = t.span("retry db");
+    let event = to_attrs(&operation.events[0].attributes);
+    assert_eq!(event[names::DELAY_SOURCE], "retry_after");
+    assert_eq!(event["delay_ms"], "1500");
+}
+
+#[tokio::test(start_paused = true)]
+async fn instruments_have_the_contract_names_units_and_buckets() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let _ =
+        op(&calls, 2).retry(policy(3)).classify(by_status).budget(&Refuse).observe(t.observer.clone()).await;
+    let _ = op(&calls, 0).retry(policy(3)).classify(by_status).observe(t.observer.clone()).await;
+    let units = t.units();
+    let expected = [
+        (names::REQUESTS, "{request}"),
+        (names::THROTTLED, "{retry}"),
+        (names::ATTEMPT_DURATION, "s"),
+        (names::REQUEST_DURATION, "s"),
+    ];
+    for (name, unit) in expected {
+        assert_eq!(units.get(name).map(String::as_str), Some(unit), "{name}");
+    }
+    let calls = Cell::new(0);
+    let _ = op(&calls, 2).retry(policy(3)).classify(by_status).observe(t.observer.clone()).await;
+    let units = t.units();
+    assert_eq!(units.get(names::RETRIES).map(String::as_str), Some("{retry}"));
+    assert_eq!(units.get(names::BACKOFF_DELAY).map(String::as_str), Some("s"));
+    assert_eq!(units.len(), 6, "{units:?}");
+    for histogram in [names::ATTEMPT_DURATION, names::REQUEST_DURATION, names::BACKOFF_DELAY] {
+        let bounds = t.bounds(histogram);
+        assert!(!bounds.is_empty());
+        for b in bounds {
+            assert_eq!(
+                b,
+                [
+                    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 15.0,
+                    30.0, 60.0
+                ]
+            );
+        }
+    }
+}
+
+#[test]
+fn attribute_values_stay_bounded() {
+    let t = Telemetry::new();
+    let info = OperationInfo { dependency: "db", operation: None, max_attempts: 2 };
+    let mut operation = t.observer.start(&info);
+    // An engine never exceeds the limit, but the attribute must not grow if one did.
+    let scope =
+        operation.attempt_started(&AttemptStart { number: 7, retry_of: Some(ErrorType::Status(999)) });
+    operation.attempt_finished(
+        scope,
+        &AttemptEnd { number: 7, duration: ms(5), error: Some(ErrorType::Status(42)) },
+    );
+    operation.finished(&Finish { outcome: Outcome::Exhausted, reason: None, attempts: 7, duration: ms(5) });
+
+    let db = (names::DEPENDENCY, "db");
+    assert_eq!(t.counter(names::RETRIES), [(attrs(&[db, (names::RETRY_REASON, "_OTHER")]), 1)].into());
+    let attempt = attrs(&[db, (names::ATTEMPT, "2"), (names::ERROR_TYPE, "_OTHER")]);
+    assert_eq!(t.histogram(names::ATTEMPT_DURATION)[&attempt].0, 1);
+    let request = attrs(&[db, (names::OUTCOME, "exhausted"), (names::ATTEMPTS, "2")]);
+    assert_eq!(t.histogram(names::REQUEST_DURATION)[&request].0, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_operation_is_cancelled() {
+    let t = Telemetry::new();
+    let slow = (|| async {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        Ok::<(), u16>(())
+    })
+    .retry(policy(3))
+    .observe(t.observer.clone())
+    .dependency("db");
+    assert!(tokio::time::timeout(ms(50), slow).await.is_err());
+
+    let operation = t.span("retry db");
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("cancelled"));
+    assert_eq!(operation.status, Status::Unset, "the caller gave up; the operation did not fail");
+    let attempt = &t.children(operation.span_context.span_id())[0];
+    assert_eq!(span_attr(attempt, names::ERROR_TYPE).as_deref(), Some("cancelled"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn code_inside_an_attempt_runs_in_the_attempt_span() {
+    let t = Telemetry::new();
+    let seen = Cell::new(None);
+    let _ = (|| {
+        seen.set(tracing::Span::current().metadata().map(|m| m.name()));
+        async { Ok::<(), u16>(()) }
+    })
+    .retry(policy(1))
+    .observe(t.observer.clone())
+    .await;
+    let operation = t.span("retry unknown");
+    let attempt = &t.children(operation.span_context.span_id())[0];
+    assert_eq!(seen.get(), Some("retryscope.attempt"), "the attempt span is current inside the attempt");
+    assert_eq!(attempt.name, "retryscope.attempt");
+}
+
+#[tokio::test(start_paused = true)]
+async fn integrations_can_shape_attempt_spans() {
+    let t = Telemetry::new();
+    let observer = t.observer.clone().with_attempt_spans(|info: &retryscope_otel::AttemptInfo<'_>| {
+        tracing::info_span!(
+            target: "retryscope",
+            parent: info.parent,
+            "http.attempt",
+            otel.name = "GET",
+            otel.kind = "client",
+            retryscope.attempt = info.attempt_value(),
+            http.response.status_code = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
+    });
+    let calls = Cell::new(0);
+    let _ = (|| {
+        calls.set(calls.get() + 1);
+        let code: u16 = if calls.get() == 1 { 503 } else { 200 };
+        tracing::Span::current().record("http.response.status_code", code);
+        async move { if code == 200 { Ok(()) } else { Err(code) } }
+    })
+    .retry(policy(2))
+    .classify(by_status_unit)
+    .observe(observer)
+    .dependency("api.example.com")
+    .await;
+
+    let operation = t.span("retry api.example.com");
+    let attempts = t.children(operation.span_context.span_id());
+    let summary: Vec<_> = attempts
+        .iter()
+        .map(|s| {
+            (
+                s.name.to_string(),
+                s.span_kind.clone(),
+                span_attr(s, "http.response.status_code"),
+                span_attr(s, names::ERROR_TYPE),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("GET".into(), SpanKind::Client, Some("503".into()), Some("503".into())),
+            ("GET".into(), SpanKind::Client, Some("200".into()), None),
+        ]
+    );
+}
+
+#[test]
+fn gauges_report_breaker_state_and_budget() {
+    let t = Telemetry::new();
+    let meter = opentelemetry::metrics::MeterProvider::meter(&t.meter_provider, "gauges");
+    let breaker = CircuitBreaker::new();
+    let state = breaker.clone();
+    let _breaker_gauge =
+        retryscope_otel::register_breaker_gauge(&meter, "db", move || state.state().as_gauge());
+    let _open = retryscope_otel::register_breaker_gauge(&meter, "cache", || 2);
+    let _budget = retryscope_otel::register_throttle_gauge(&meter, "db", std::sync::Arc::new(Refuse));
+
+    let (unit, points) = t
+        .with_metric(names::BREAKER_STATE, |m| match m.data() {
+            AggregatedMetrics::I64(MetricData::Gauge(g)) => (
+                m.unit().to_owned(),
+                g.data_points().map(|p| (to_attrs(p.attributes()), p.value())).collect::<BTreeMap<_, _>>(),
+            ),
+            other => panic!("not an i64 gauge: {other:?}"),
+        })
+        .expect("breaker gauge");
+    assert_eq!(unit, "{state}");
+    assert_eq!(
+        points,
+        [(attrs(&[(names::DEPENDENCY, "cache")]), 2), (attrs(&[(names::DEPENDENCY, "db")]), 0)].into()
+    );
+    let (unit, points) = t
+        .with_metric(names::BUDGET_AVAILABLE, |m| match m.data() {
+            AggregatedMetrics::F64(MetricData::Gauge(g)) => (
+                m.unit().to_owned(),
+                g.data_points().map(|p| (to_attrs(p.attributes()), p.value())).collect::<Vec<_>>(),
+            ),
+            other => panic!("not an f64 gauge: {other:?}"),
+        })
+        .expect("budget gauge");
+    assert_eq!(unit, "{retry}");
+    assert_eq!(points, [(attrs(&[(names::DEPENDENCY, "db")]), 0.0)]);
+}
