@@ -11,7 +11,7 @@
 use crate::observer::{OtelObserver, scope};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::metrics::{MeterProviderBuilder, SdkMeterProvider};
 use prometheus::{Registry, TextEncoder};
 use std::error::Error;
 use std::fmt;
@@ -53,15 +53,23 @@ impl PrometheusMetrics {
     /// from `OTEL_SERVICE_NAME` / `OTEL_RESOURCE_ATTRIBUTES` (exposed as
     /// `target_info`).
     pub fn new() -> Result<Self, PrometheusSetupError> {
+        Self::with_readers(|meters| meters)
+    }
+
+    /// Like [`new`](Self::new), letting `meters` add to the meter provider before
+    /// it is built — e.g. a second reader that feeds an in-process report.
+    pub fn with_readers(
+        meters: impl FnOnce(MeterProviderBuilder) -> MeterProviderBuilder,
+    ) -> Result<Self, PrometheusSetupError> {
         let registry = Registry::new();
         let exporter = opentelemetry_prometheus::exporter()
             .with_registry(registry.clone())
             .build()
             .map_err(|e| PrometheusSetupError(e.to_string()))?;
-        let provider = SdkMeterProvider::builder()
-            .with_reader(exporter)
-            .with_resource(Resource::builder().build())
-            .build();
+        let provider = meters(
+            SdkMeterProvider::builder().with_reader(exporter).with_resource(Resource::builder().build()),
+        )
+        .build();
         Ok(Self { registry, provider })
     }
 

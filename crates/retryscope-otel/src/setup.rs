@@ -13,7 +13,7 @@ use crate::observer::scope;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::metrics::{MeterProviderBuilder, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::error::Error;
 use std::fmt;
@@ -104,6 +104,7 @@ pub struct OtlpConfig {
     endpoint: Option<String>,
     service_name: Option<String>,
     metric_interval: Option<Duration>,
+    default_log_filter: Option<String>,
 }
 
 impl OtlpConfig {
@@ -127,6 +128,13 @@ impl OtlpConfig {
         self
     }
 
+    /// The log filter used when `RUST_LOG` is unset (default `info`, which prints
+    /// one line per retry). Programs that retry a lot may prefer `warn`.
+    pub fn default_log_filter(mut self, directives: impl Into<String>) -> Self {
+        self.default_log_filter = Some(directives.into());
+        self
+    }
+
     /// How often metrics are exported, instead of `OTEL_METRIC_EXPORT_INTERVAL`.
     pub fn metric_interval(mut self, interval: Duration) -> Self {
         self.metric_interval = Some(interval);
@@ -137,6 +145,15 @@ impl OtlpConfig {
     /// applications that assemble their own subscriber. Use
     /// [`TelemetryGuard::tracer_provider`] and [`TelemetryGuard::meter_provider`].
     pub fn build(self) -> Result<TelemetryGuard, SetupError> {
+        self.build_with(|meters| meters)
+    }
+
+    /// Like [`build`](Self::build), letting `meters` add to the meter provider
+    /// before it is built — e.g. a second reader that feeds an in-process report.
+    pub fn build_with(
+        self,
+        meters: impl FnOnce(MeterProviderBuilder) -> MeterProviderBuilder,
+    ) -> Result<TelemetryGuard, SetupError> {
         let protocol = match self.protocol {
             Some(protocol) => protocol,
             None => Protocol::from_env()?,
@@ -154,7 +171,7 @@ impl OtlpConfig {
             reader = reader.with_interval(interval);
         }
         let meter_provider =
-            SdkMeterProvider::builder().with_reader(reader.build()).with_resource(resource).build();
+            meters(SdkMeterProvider::builder().with_reader(reader.build()).with_resource(resource)).build();
         Ok(TelemetryGuard { tracer_provider, meter_provider, shut_down: false })
     }
 
@@ -162,8 +179,18 @@ impl OtlpConfig {
     /// layer plus a stderr log layer filtered by `RUST_LOG`), then sets the
     /// providers as the OpenTelemetry globals.
     pub fn init(self) -> Result<TelemetryGuard, SetupError> {
-        let guard = self.build()?;
-        guard.install_subscriber()?;
+        self.init_with(|meters| meters)
+    }
+
+    /// Like [`init`](Self::init), letting `meters` add to the meter provider
+    /// before it is built.
+    pub fn init_with(
+        self,
+        meters: impl FnOnce(MeterProviderBuilder) -> MeterProviderBuilder,
+    ) -> Result<TelemetryGuard, SetupError> {
+        let default_log = self.default_log_filter.clone().unwrap_or_else(|| "info".to_owned());
+        let guard = self.build_with(meters)?;
+        guard.install_subscriber(&default_log)?;
         opentelemetry::global::set_tracer_provider(guard.tracer_provider.clone());
         opentelemetry::global::set_meter_provider(guard.meter_provider.clone());
         Ok(guard)
@@ -261,11 +288,11 @@ impl TelemetryGuard {
         if errors.is_empty() { Ok(()) } else { Err(SetupError::Shutdown(errors.join("; "))) }
     }
 
-    fn install_subscriber(&self) -> Result<(), SetupError> {
+    fn install_subscriber(&self, default_log: &str) -> Result<(), SetupError> {
         let tracer = self.tracer_provider.tracer_with_scope(scope());
         let otel_filter = EnvFilter::try_new(format!("info,{EXPORTER_CRATES}"))
             .map_err(|e| SetupError::Subscriber(e.to_string()))?;
-        let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+        let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_log));
         tracing_subscriber::registry()
             .with(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(otel_filter))
             .with(log_fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))

@@ -1,0 +1,35 @@
+//! `retryscope`: the storm lab's command line.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Show, with numbers and pictures, what a retry policy does to a struggling service.
+#[derive(Debug, Parser)]
+#[command(name = "retryscope", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// A live retry storm on loopback: every policy against the same struggling server.
+    Storm(retryscope_lab::storm::StormArgs),
+    /// Deterministic simulations in virtual time that reproduce published experiments.
+    Simulate(retryscope_lab::sim::SimulateArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| e.to_string()),
+        Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| e.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("retryscope: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

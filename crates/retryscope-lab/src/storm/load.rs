@@ -1,0 +1,90 @@
+//! The clients: open-loop load through a real reqwest client with the middleware.
+//!
+//! Open loop on purpose: real clients keep sending whatever the server's state,
+//! so every retry is load *added* to the offered load. Each client fires at a
+//! fixed rate from a seeded phase, so the clients do not start in lock-step.
+
+use rand::RngExt;
+use reqwest_middleware::ClientWithMiddleware;
+use retryscope_reqwest::RetryOptions;
+use std::time::Duration;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::{Instant, MissedTickBehavior};
+
+/// What the clients do.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Load {
+    /// Concurrent clients.
+    pub(crate) clients: u32,
+    /// Logical requests per second per client.
+    pub(crate) rate: f64,
+    /// How long the clients send.
+    pub(crate) duration: Duration,
+    /// Seeds the clients' phases.
+    pub(crate) seed: u64,
+}
+
+/// Sends the load to `url` until `load.duration` has passed, then gives the
+/// requests in flight `drain` to finish and cancels the rest.
+pub(crate) async fn run(
+    load: Load,
+    client: ClientWithMiddleware,
+    url: String,
+    operation: &'static str,
+    drain: Duration,
+) {
+    let mut rng = retryscope::seeded_rng(load.seed);
+    let period = Duration::from_secs_f64(1.0 / load.rate);
+    let deadline = Instant::now() + load.duration;
+    let mut clients = JoinSet::new();
+    for _ in 0..load.clients {
+        let phase = period.mul_f64(rng.random_range(0.0..1.0));
+        clients.spawn(client_loop(client.clone(), url.clone(), operation, period, phase, deadline));
+    }
+    let mut in_flight = Vec::new();
+    while let Some(joined) = clients.join_next().await {
+        // A client loop hands back the requests it left in flight.
+        in_flight.extend(joined.unwrap_or_default());
+    }
+    let finish_all = async {
+        for request in &mut in_flight {
+            let _ = request.await;
+        }
+    };
+    let _ = tokio::time::timeout(drain, finish_all).await;
+    // Cancelled requests are reported as `cancelled` by the instrumentation.
+    for request in &in_flight {
+        request.abort();
+    }
+}
+
+/// One client: a request every `period` until `deadline`. Returns the requests
+/// still in flight.
+async fn client_loop(
+    client: ClientWithMiddleware,
+    url: String,
+    operation: &'static str,
+    period: Duration,
+    phase: Duration,
+    deadline: Instant,
+) -> Vec<JoinHandle<()>> {
+    let mut ticks = tokio::time::interval_at(Instant::now() + phase, period);
+    // Open loop: a late tick is sent late, not skipped and not bunched.
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut in_flight = Vec::new();
+    loop {
+        let tick = ticks.tick().await;
+        if tick >= deadline {
+            return in_flight;
+        }
+        in_flight.retain(|h: &JoinHandle<()>| !h.is_finished());
+        let request = client.get(&url).with_extension(RetryOptions::new().operation(operation));
+        in_flight.push(tokio::spawn(async move {
+            // The outcome is in the telemetry; the body is read so the
+            // connection goes back to the pool.
+            if let Ok(response) = request.send().await {
+                let _ = response.bytes().await;
+            }
+        }));
+    }
+}

@@ -1,0 +1,221 @@
+//! `retryscope storm`: a live retry storm on loopback, one policy after another.
+//!
+//! A server with a fixed capacity goes through healthy → outage → recovery while
+//! open-loop clients call it through a real reqwest client carrying
+//! [`RetryMiddleware`](retryscope_reqwest::RetryMiddleware). The report shows
+//! what each policy did to the server: how much load it added, how long the
+//! server took to recover, and what the callers saw.
+
+mod chart;
+mod load;
+pub mod metrics;
+mod policies;
+pub mod report;
+pub mod server;
+mod telemetry;
+
+pub use policies::StormPolicy;
+
+use clap::Args;
+use metrics::{InProcessReader, Totals};
+use report::{PolicyRun, Summary, Timeline};
+use server::{Behaviour, SLICE, Server};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Flags of `retryscope storm`.
+#[derive(Debug, Clone, Args)]
+pub struct StormArgs {
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 50)]
+    pub clients: u32,
+    /// Logical requests per second per client.
+    #[arg(long, default_value_t = 10.0)]
+    pub rate: f64,
+    /// Seconds of load per policy.
+    #[arg(long, default_value_t = 8.0)]
+    pub duration: f64,
+    /// The outage as START:LENGTH in seconds from the start of each policy's run.
+    #[arg(long, default_value = "2.5:2", value_parser = parse_outage)]
+    pub outage: (f64, f64),
+    /// Requests per second the server serves before shedding load with 503.
+    #[arg(long, default_value_t = 750)]
+    pub capacity: u32,
+    /// Policies to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "naive,backoff,full-jitter,budget,breaker")]
+    pub policies: Vec<StormPolicy>,
+    /// Seeds the clients' start phases.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Where the chart (storm.svg) and the summary (storm.json) go.
+    #[arg(long, default_value = "out/storm")]
+    pub out: PathBuf,
+    /// Serve the metrics for Prometheus on this address, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    pub prometheus: Option<String>,
+    /// Keep serving metrics this many seconds after the run (for a last scrape).
+    #[arg(long, default_value_t = 0.0)]
+    pub linger: f64,
+}
+
+fn parse_outage(s: &str) -> Result<(f64, f64), String> {
+    let (start, len) = s.split_once(':').ok_or("expected START:LENGTH in seconds, e.g. 3:2")?;
+    let number = |v: &str| v.trim().parse::<f64>().map_err(|e| format!("{v:?}: {e}"));
+    Ok((number(start)?, number(len)?))
+}
+
+/// Why a storm could not run.
+#[derive(Debug)]
+pub struct StormError(String);
+
+impl fmt::Display for StormError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StormError {}
+
+pub(crate) fn error(context: &str, e: impl fmt::Display) -> StormError {
+    StormError(format!("{context}: {e}"))
+}
+
+impl StormArgs {
+    fn validate(&self) -> Result<Timeline, StormError> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(StormError(format!("--{name} must be above zero")))
+            }
+        };
+        positive("duration", self.duration)?;
+        positive("rate", self.rate)?;
+        positive("clients", f64::from(self.clients))?;
+        positive("capacity", f64::from(self.capacity))?;
+        let (start, len) = self.outage;
+        if !(start.is_finite()
+            && len.is_finite()
+            && start >= 0.0
+            && len >= 0.0
+            && start + len <= self.duration)
+        {
+            return Err(StormError(format!(
+                "--outage {start}:{len} must lie within the {}s run",
+                self.duration
+            )));
+        }
+        if !(self.linger.is_finite() && self.linger >= 0.0 && self.linger <= 3_600.0) {
+            return Err(StormError("--linger must be between 0 and 3600 seconds".into()));
+        }
+        if self.duration > 3_600.0 {
+            return Err(StormError("--duration is limited to an hour".into()));
+        }
+        Ok(Timeline {
+            outage_start: Duration::from_secs_f64(start),
+            outage_end: Duration::from_secs_f64(start + len),
+        })
+    }
+}
+
+/// Runs the storm and prints the report.
+pub fn run(args: &StormArgs) -> Result<Vec<Summary>, StormError> {
+    let timeline = args.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| error("starting the runtime", e))?;
+    runtime.block_on(storm(args, timeline))
+}
+
+async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, StormError> {
+    let telemetry = telemetry::Telemetry::start(args.prometheus.as_deref())?;
+    let mut runs = Vec::new();
+    for &policy in &args.policies {
+        eprintln!("storm: {policy} …");
+        runs.push(run_policy(args, policy, timeline, &telemetry.meter, &telemetry.reader).await?);
+    }
+    let rows: Vec<Summary> = runs.iter().map(|r| r.summary(timeline)).collect();
+    print!("{}", report::table(&rows));
+    std::fs::create_dir_all(&args.out).map_err(|e| error("creating --out", e))?;
+    let svg = args.out.join("storm.svg");
+    chart::write_svg(&svg, &runs, timeline).map_err(|e| error("writing the chart", e))?;
+    let json = serde_json::json!({ "summary": rows, "runs": runs, "slice_ms": SLICE.as_millis() as u64 });
+    let summary = args.out.join("storm.json");
+    std::fs::write(&summary, serde_json::to_string_pretty(&json).map_err(|e| error("encoding", e))?)
+        .map_err(|e| error("writing the summary", e))?;
+    eprintln!("storm: wrote {} and {}", svg.display(), summary.display());
+    telemetry.flush();
+    if args.linger > 0.0 {
+        tokio::time::sleep(Duration::from_secs_f64(args.linger)).await;
+    }
+    Ok(rows)
+}
+
+async fn run_policy(
+    args: &StormArgs,
+    policy: StormPolicy,
+    timeline: Timeline,
+    meter: &opentelemetry::metrics::Meter,
+    metrics: &InProcessReader,
+) -> Result<PolicyRun, StormError> {
+    let duration = Duration::from_secs_f64(args.duration);
+    let drain = Duration::from_secs(1);
+    let slices = usize::try_from((duration + drain).as_millis() / SLICE.as_millis()).unwrap_or(0) + 1;
+    let behaviour = Behaviour {
+        capacity: args.capacity,
+        outage_start: timeline.outage_start,
+        outage_len: timeline.outage_end - timeline.outage_start,
+    };
+    let middleware = policy.middleware().map_err(|e| error("building the policy", e))?.meter(meter).build();
+    let http = reqwest::Client::builder().no_proxy().build().map_err(|e| error("building the client", e))?;
+    let client = reqwest_middleware::ClientBuilder::new(http).with(middleware).build();
+    let load = load::Load { clients: args.clients, rate: args.rate, duration, seed: args.seed };
+    let before = latest(metrics, policy).await;
+    // The server's clock, the sampler's and the clients' start together, so the
+    // server's counters and the telemetry share one time axis.
+    let server = Server::start(behaviour, slices).await.map_err(|e| error("starting the server", e))?;
+    let url = format!("http://{}/work", server.addr);
+    let sampler = tokio::spawn(sample(metrics.clone(), policy, slices));
+    load::run(load, client, url, policy.name(), drain).await;
+    let retries = sampler.await.map_err(|e| error("sampling metrics", e))?;
+    let after = latest(metrics, policy).await;
+    Ok(PolicyRun {
+        policy: policy.name(),
+        totals: delta(after, before),
+        server_received: server.counters.received(),
+        server_served: server.counters.served(),
+        retries,
+    })
+}
+
+/// Retries started per slice, from the instrumentation's cumulative counter.
+async fn sample(metrics: InProcessReader, policy: StormPolicy, slices: usize) -> Vec<u64> {
+    let mut ticks = tokio::time::interval(SLICE);
+    let mut series = Vec::with_capacity(slices);
+    let mut previous = None;
+    for _ in 0..slices {
+        ticks.tick().await;
+        let current = metrics.totals(policy.name()).retries;
+        series.push(current.saturating_sub(previous.unwrap_or(current)));
+        previous = Some(current);
+    }
+    series
+}
+
+/// The newest totals after the reader's next collection.
+async fn latest(metrics: &InProcessReader, policy: StormPolicy) -> Totals {
+    tokio::time::sleep(SLICE * 2).await;
+    metrics.totals(policy.name())
+}
+
+fn delta(after: Totals, before: Totals) -> Totals {
+    Totals {
+        requests: after.requests - before.requests.min(after.requests),
+        retries: after.retries - before.retries.min(after.retries),
+        attempts: after.attempts - before.attempts.min(after.attempts),
+        failed: after.failed - before.failed.min(after.failed),
+        succeeded: after.succeeded - before.succeeded.min(after.succeeded),
+    }
+}

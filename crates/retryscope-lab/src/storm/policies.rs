@@ -1,0 +1,114 @@
+//! The policies the storm compares, from naive to fully guarded.
+
+use retryscope::breaker::CircuitBreakerBuilder;
+use retryscope::{CircuitBreaker, Jitter, Policy, PolicyError, RetryBudget};
+use retryscope_reqwest::{RetryMiddleware, RetryMiddlewareBuilder};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// One contender in the storm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StormPolicy {
+    /// Immediate retries, bounded only for safety (10 attempts, 1 ms apart): what a
+    /// hand-written retry loop does.
+    Naive,
+    /// Exponential backoff without jitter: clients that failed together retry together.
+    Backoff,
+    /// Exponential backoff with full jitter.
+    FullJitter,
+    /// Full jitter plus a retry budget per host (10 % of requests + 10/s).
+    Budget,
+    /// Full jitter, a budget and a circuit breaker per host.
+    Breaker,
+}
+
+impl StormPolicy {
+    /// Every policy, in the order the report shows them.
+    pub const ALL: [StormPolicy; 5] = [
+        StormPolicy::Naive,
+        StormPolicy::Backoff,
+        StormPolicy::FullJitter,
+        StormPolicy::Budget,
+        StormPolicy::Breaker,
+    ];
+
+    /// The name used on the command line, in reports and as `retryscope.operation`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StormPolicy::Naive => "naive",
+            StormPolicy::Backoff => "backoff",
+            StormPolicy::FullJitter => "full-jitter",
+            StormPolicy::Budget => "budget",
+            StormPolicy::Breaker => "breaker",
+        }
+    }
+
+    /// The engine policy.
+    pub fn policy(self) -> Result<Policy, PolicyError> {
+        let base =
+            Policy::builder().attempt_timeout(Duration::from_secs(2)).deadline(Duration::from_secs(10));
+        match self {
+            StormPolicy::Naive => base
+                .max_attempts(10)
+                .base_delay(Duration::from_millis(1))
+                .max_delay(Duration::from_millis(1))
+                .jitter(Jitter::None)
+                .build(),
+            StormPolicy::Backoff => exponential(base).jitter(Jitter::None).build(),
+            StormPolicy::FullJitter | StormPolicy::Budget | StormPolicy::Breaker => {
+                exponential(base).jitter(Jitter::Full).build()
+            }
+        }
+    }
+
+    /// The middleware configured for this policy's guards.
+    pub fn middleware(self) -> Result<RetryMiddlewareBuilder, String> {
+        let builder = RetryMiddleware::builder(self.policy().map_err(|e| e.to_string())?);
+        Ok(match self {
+            StormPolicy::Naive | StormPolicy::Backoff | StormPolicy::FullJitter => builder.no_budget(),
+            StormPolicy::Budget => builder.budget_per_host(RetryBudget::new),
+            StormPolicy::Breaker => {
+                let breaker = breaker();
+                // Checked once here, so the per-host factory below cannot fail.
+                breaker.clone().build().map_err(|e| e.to_string())?;
+                builder
+                    .budget_per_host(RetryBudget::new)
+                    .breaker_per_host(move || breaker.clone().build().unwrap_or_default())
+            }
+        })
+    }
+}
+
+/// A breaker sized for a storm of a few seconds: it judges the last 2 s and
+/// probes again after 1 s (the defaults, 10 s and 5 s, outlast the whole run).
+fn breaker() -> CircuitBreakerBuilder {
+    CircuitBreaker::builder()
+        .failure_ratio(0.5)
+        .min_calls(20)
+        .window(Duration::from_secs(2))
+        .cool_down(Duration::from_secs(1))
+        .half_open_probes(3)
+}
+
+/// 6 attempts, 100 ms doubling to 2 s.
+fn exponential(builder: retryscope::PolicyBuilder) -> retryscope::PolicyBuilder {
+    builder.max_attempts(6).base_delay(Duration::from_millis(100)).max_delay(Duration::from_secs(2))
+}
+
+impl fmt::Display for StormPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for StormPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Self::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown policy {s:?}; expected one of {}", names.join(", "))
+        })
+    }
+}

@@ -1,0 +1,54 @@
+//! The real `retryscope simulate` binary.
+
+use std::process::{Command, Output};
+
+fn simulate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_retryscope")).arg("simulate").args(args).output().expect("binary runs")
+}
+
+#[test]
+fn herd_prints_json_rows() {
+    let args = ["herd", "--clients", "10", "--trials", "5", "--format", "json"];
+    let output = simulate(&args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON output");
+    let rows = rows.as_array().expect("an array of rows");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["strategy"].as_str()).collect();
+    assert_eq!(names, ["none", "expo", "equal", "full", "decorrelated"]);
+    for row in rows {
+        assert_eq!(row["clients"], 10);
+        assert!(row["calls"].as_f64().is_some_and(|c| c >= 10.0), "{row}");
+        assert!(row["time_ms"].as_f64().is_some_and(|t| t > 0.0), "{row}");
+    }
+    // Same seed, same bytes, across processes too.
+    assert_eq!(simulate(&args).stdout, output.stdout);
+}
+
+#[test]
+fn herd_accepts_a_list_of_client_counts_and_writes_a_chart() {
+    let svg = std::env::temp_dir().join(format!("retryscope-herd-{}.svg", std::process::id()));
+    let svg_arg = svg.to_str().expect("UTF-8 temp path");
+    let output = simulate(&["herd", "--clients", "5,10", "--trials", "2", "--svg", svg_arg]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(table.lines().count(), 2 + 10, "{table}");
+    let chart = std::fs::read_to_string(&svg).expect("chart written");
+    let _ = std::fs::remove_file(&svg);
+    assert!(chart.starts_with("<svg") && chart.contains("decorrelated"), "not an SVG chart");
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    for (args, expected) in [
+        (&["herd", "--clients", "0"][..], "--clients"),
+        (&["herd", "--trials", "0"][..], "--trials"),
+        (&["amplify", "--failure-rates", "0.1,2"][..], "failure rate"),
+        (&["amplify", "--rate=-1"][..], "--rate"),
+        (&["herd", "--strategies", "bogus"][..], "bogus"),
+    ] {
+        let output = simulate(args);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
