@@ -76,7 +76,11 @@ impl Server {
 
     /// Answers the next requests to `path` with `replies`, in order; afterwards 200.
     pub fn script(&self, path: &str, replies: impl IntoIterator<Item = Reply>) {
-        self.state.script.lock().unwrap().insert(path.to_owned(), replies.into_iter().collect());
+        self.state
+            .script
+            .lock()
+            .expect("server state")
+            .insert(path.to_owned(), replies.into_iter().collect());
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -84,7 +88,7 @@ impl Server {
     }
 
     pub fn seen(&self) -> Vec<Seen> {
-        self.state.seen.lock().unwrap().clone()
+        self.state.seen.lock().expect("server state").clone()
     }
 
     /// How many times the server received requests carrying `x-request-id: id`.
@@ -116,11 +120,11 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
     let reply = state
         .script
         .lock()
-        .unwrap()
+        .expect("server state")
         .get_mut(&seen.path)
         .and_then(VecDeque::pop_front)
         .unwrap_or(Reply::ok("ok"));
-    state.seen.lock().unwrap().push(seen);
+    state.seen.lock().expect("server state").push(seen);
     match reply {
         Reply::Status(code, headers, body) => {
             let mut head =
