@@ -36,6 +36,8 @@ fn spans_and_metrics_arrive_over_http() {
 
 fn run(protocol: Protocol) {
     let Some(binary) = std::env::var_os("RETRYSCOPE_ROTEL") else {
+        // CI installs rotel and must never pass this test without running it.
+        assert!(std::env::var_os("CI").is_none(), "CI must set RETRYSCOPE_ROTEL (path to rotel-agent)");
         println!("skipped: RETRYSCOPE_ROTEL not set (path to rotel-agent)");
         return;
     };
