@@ -10,6 +10,14 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
+/// Hosts tracked one by one; further hosts share the guards of [`OVERFLOW`], so
+/// that a client calling unboundedly many hosts (a crawler, per-tenant
+/// subdomains) keeps bounded memory and bounded metric series.
+pub(crate) const MAX_HOSTS: usize = 1_000;
+
+/// The dependency name of the hosts beyond [`MAX_HOSTS`].
+pub(crate) const OVERFLOW: &str = "_OTHER";
+
 /// Makes a budget or a breaker for a newly seen host.
 pub(crate) type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 
@@ -46,7 +54,8 @@ impl Dependencies {
             return Arc::clone(guards);
         }
         let mut hosts = self.hosts.write().unwrap_or_else(PoisonError::into_inner);
-        let guards = hosts.entry(host.to_owned()).or_insert_with(|| Arc::new(self.make(host)));
+        let key = if hosts.len() < MAX_HOSTS || hosts.contains_key(host) { host } else { OVERFLOW };
+        let guards = hosts.entry(key.to_owned()).or_insert_with(|| Arc::new(self.make(key)));
         Arc::clone(guards)
     }
 

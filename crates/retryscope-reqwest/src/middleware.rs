@@ -246,21 +246,20 @@ fn finish(
         }
         Err(error) => error,
     };
-    if error.reason() != StopReason::Permanent {
+    let reason = error.reason();
+    if !matches!(reason, StopReason::Permanent | StopReason::Unrepeatable) {
         return Err(gave_up(error));
     }
-    // A permanent error passes through as it came: the engine added nothing but
-    // the decision not to retry, which the telemetry records.
+    // An error the engine chose not to retry passes through as it came: the
+    // engine added nothing but that decision, which the telemetry records.
     let (attempts, error_type) = (error.attempts(), error.error_type());
     match error.into_last_error() {
-        Some(last)
-            if !replayable && matches!(transport::classify(&last).verdict, Verdict::Retryable { .. }) =>
-        {
+        Some(last) if !replayable && reason == StopReason::Unrepeatable => {
             Err(reqwest_middleware::Error::middleware(NotRetried { source: last }))
         }
         Some(last) => Err(last),
-        // A timeout judged permanent: the request may have reached the server.
-        None => Err(gave_up(RetryError::new(StopReason::Permanent, attempts, error_type, None))),
+        // A timeout on a request that may have reached the server.
+        None => Err(gave_up(RetryError::new(reason, attempts, error_type, None))),
     }
 }
 
@@ -287,14 +286,15 @@ impl RequestClassifier {
         Self { http, safe_after_sent, replayable }
     }
 
-    /// Demotes a retryable verdict to permanent when retrying could run the
-    /// request twice, or could not resend it.
+    /// Turns a retryable verdict into an unrepeatable one when retrying could
+    /// run the request twice, or could not resend it. The failure still counts
+    /// against the host's breaker and budget.
     fn guard(&self, verdict: Verdict, stage: Stage) -> Verdict {
         match verdict {
             Verdict::Retryable { error, .. }
                 if !self.replayable || (stage == Stage::Sent && !self.safe_after_sent) =>
             {
-                Verdict::permanent(error)
+                Verdict::unrepeatable(error)
             }
             verdict => verdict,
         }

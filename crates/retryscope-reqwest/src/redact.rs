@@ -17,6 +17,10 @@ const SENSITIVE_PARAMS: &[&str] = &[
     "apikey",
     "password",
     "secret",
+    "client_secret",
+    "refresh_token",
+    "id_token",
+    "code",
     "x-amz-signature",
     "x-amz-credential",
     "x-amz-security-token",
@@ -50,7 +54,8 @@ pub fn redact_url(url: &Url) -> String {
     if clean.password().is_some() {
         let _ = clean.set_password(Some(REDACTED));
     }
-    if clean.query().is_some_and(has_sensitive_param) {
+    // Names are compared decoded, so `%74oken=` is caught like `token=`.
+    if url.query_pairs().any(|(name, _)| is_sensitive(&name)) {
         let pairs: Vec<(String, String)> = url
             .query_pairs()
             .map(|(k, v)| {
@@ -61,10 +66,6 @@ pub fn redact_url(url: &Url) -> String {
         clean.query_pairs_mut().clear().extend_pairs(pairs);
     }
     clean.into()
-}
-
-fn has_sensitive_param(query: &str) -> bool {
-    query.split('&').any(|pair| is_sensitive(pair.split('=').next().unwrap_or_default()))
 }
 
 fn is_sensitive(name: &str) -> bool {
@@ -99,6 +100,14 @@ mod tests {
         assert_eq!(
             redact("https://h.example/?token=t&key=k&sig=s"),
             "https://h.example/?token=REDACTED&key=REDACTED&sig=REDACTED"
+        );
+    }
+
+    #[test]
+    fn percent_encoded_names_are_caught() {
+        assert_eq!(
+            redact("https://h.example/?%74oken=t&api%5Fkey=k"),
+            "https://h.example/?token=REDACTED&api_key=REDACTED"
         );
     }
 

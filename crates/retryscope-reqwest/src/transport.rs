@@ -19,11 +19,11 @@ pub(crate) struct Failure {
 ///
 /// | failure | `error.type` | verdict | reached the server? |
 /// |---|---|---|---|
-/// | connect (refused, unreachable, DNS, connect timeout) | `connect` | retryable | no |
+/// | connect (refused, unreachable, DNS, connect timeout), as reqwest reports it | `connect` | retryable | no |
 /// | timeout (reqwest's own) | `timeout` | retryable | maybe |
 /// | connection reset / aborted / broken pipe | `reset` | retryable | maybe |
 /// | connection closed mid-response | `incomplete` | retryable | maybe |
-/// | other I/O errors | per [`io_error`] | per [`io_error`] | maybe |
+/// | other I/O errors (even "unreachable" on an open connection) | per [`io_error`] | per [`io_error`] | maybe |
 /// | other request or body errors | `_OTHER` | retryable | maybe |
 /// | builder, redirect, decode errors, other middleware | `_OTHER` / named | permanent | — |
 pub(crate) fn classify(error: &reqwest_middleware::Error) -> Failure {
@@ -61,9 +61,9 @@ fn classify_chain(error: &(dyn StdError + 'static)) -> Option<Failure> {
     let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
     while let Some(e) = cause {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            let verdict = io_error(io.kind());
-            let stage = if verdict.error_type() == Some(KIND_CONNECT) { Stage::NotSent } else { Stage::Sent };
-            return Some(Failure { verdict, stage });
+            // Only reqwest's own connect flag proves nothing was sent: an
+            // "unreachable" error on a pooled connection may come after the body.
+            return Some(Failure { verdict: io_error(io.kind()), stage: Stage::Sent });
         }
         if let Some(h) = e.downcast_ref::<hyper::Error>()
             && h.is_incomplete_message()

@@ -255,8 +255,9 @@ async fn a_stalled_post_is_not_retried_after_its_timeout() {
         .await
         .expect_err("times out");
     let retry = retry_error(&error).expect("a RetryError");
-    assert_eq!((retry.attempts(), retry.reason()), (1, StopReason::Permanent));
+    assert_eq!((retry.attempts(), retry.reason()), (1, StopReason::Unrepeatable));
     assert!(retry.last_error().is_none(), "a timeout has no underlying error");
+    assert!(error.to_string().contains("not safe to run again; last failure: timeout"), "{error}");
     assert_eq!(server.executions("transfer-1"), 1);
     server.assert_no_unsafe_request_ran_twice();
 }
@@ -344,4 +345,27 @@ async fn a_streaming_body_that_cannot_connect_fails_with_a_reason() {
     assert!(error.to_string().contains("not retried: the request body is a stream"), "{error}");
     let source = std::error::Error::source(not_retried).expect("the transport error");
     assert!(source.to_string().contains("error sending request"), "{source}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_that_are_not_retried_still_trip_the_breaker() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/orders", [Reply::status(503), Reply::status(503), Reply::status(503)]);
+    let breaker = || {
+        retryscope::CircuitBreaker::builder().min_calls(2).failure_ratio(0.5).build().expect("valid settings")
+    };
+    let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+    let middleware = RetryMiddleware::builder(policy()).meter(&t.meter).breaker_per_host(breaker).build();
+    let client = ClientBuilder::new(inner).with(middleware).build();
+    for i in 0..2 {
+        let response =
+            client.post(server.url("/orders")).header("x-request-id", format!("o{i}")).send().await;
+        assert_eq!(response.expect("the server's answer").status(), 503);
+    }
+    // Two 503s to POSTs: not retried, but the host is clearly failing.
+    let error = client.post(server.url("/orders")).send().await.expect_err("the breaker is open");
+    assert_eq!(retry_error(&error).map(RetryError::reason), Some(StopReason::CircuitOpen));
+    assert_eq!(server.seen().len(), 2, "the third request never reached the server");
+    server.assert_no_unsafe_request_ran_twice();
 }

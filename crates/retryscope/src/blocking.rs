@@ -4,7 +4,7 @@ use crate::classify::Classify;
 use crate::clock::{Clock, SystemClock};
 use crate::error::RetryError;
 use crate::observe::Observer;
-use crate::retry::{Notify, Retry, Step, settle};
+use crate::retry::{Notify, Retry, Step, give_up, settle};
 use std::time::Duration;
 
 impl<Op, T, E, C, O, N> Retry<'_, Op, C, O, N>
@@ -43,15 +43,19 @@ where
     /// `sleep`: tests pass a [`ManualClock`](crate::clock::ManualClock) and a sleep
     /// that advances it.
     pub fn call_with(self, clock: &impl Clock, mut sleep: impl FnMut(Duration)) -> Result<T, RetryError<E>> {
-        let (mut op, mut classifier, mut notify, mut driver) = self.into_parts();
+        let (mut op, mut classifier, mut notify, mut driver) = self.into_parts(clock);
+        let mut last = None;
         loop {
             if let Err(reason) = driver.begin_attempt(clock.now()) {
-                return Err(RetryError::new(reason, driver.attempts(), driver.last_error(), None));
+                return give_up(&driver, reason, last);
             }
             let result = driver.in_scope(&mut op);
             match settle(&mut driver, &mut classifier, &mut notify, clock.now(), result) {
                 Step::Finished(output) => return output,
-                Step::Wait(delay) => sleep(delay),
+                Step::Wait { delay, last: failed } => {
+                    last = failed;
+                    sleep(delay);
+                }
             }
         }
     }

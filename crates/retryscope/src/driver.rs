@@ -7,6 +7,7 @@
 
 use crate::backoff::Backoff;
 use crate::breaker::{BreakerPermit, CircuitBreaker};
+use crate::clock::Clock;
 use crate::error::{Outcome, StopReason};
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
@@ -46,6 +47,19 @@ impl<'a> Setup<'a> {
     }
 }
 
+/// What an attempt's end says about the dependency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Health {
+    /// It succeeded.
+    Healthy,
+    /// It answered with a permanent error: healthy, but no success to reward.
+    Answered,
+    /// It failed transiently.
+    Unhealthy,
+    /// Nobody knows: the attempt was abandoned.
+    Unknown,
+}
+
 struct Running<S> {
     scope: S,
     permit: Option<BreakerPermit>,
@@ -54,6 +68,7 @@ struct Running<S> {
 
 pub(crate) struct Driver<'a, O: Observer> {
     setup: Setup<'a>,
+    clock: &'a dyn Clock,
     observer: O,
     operation: Option<O::Operation>,
     current: Option<Running<<O::Operation as OperationObserver>::Attempt>>,
@@ -65,10 +80,11 @@ pub(crate) struct Driver<'a, O: Observer> {
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
-    pub(crate) fn new(setup: Setup<'a>, observer: O) -> Self {
+    pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         Self {
             backoff: setup.policy.backoff(),
             setup,
+            clock,
             observer,
             operation: None,
             current: None,
@@ -77,6 +93,11 @@ impl<'a, O: Observer> Driver<'a, O> {
             last_error: None,
             rng: None,
         }
+    }
+
+    /// The current time, from the front end's clock.
+    pub(crate) fn now(&self) -> Instant {
+        self.clock.now()
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -102,7 +123,8 @@ impl<'a, O: Observer> Driver<'a, O> {
             }
             now
         });
-        let remaining = self.setup.policy.deadline().map(|d| d.saturating_sub(now - started));
+        let remaining =
+            self.setup.policy.deadline().map(|d| d.saturating_sub(now.saturating_duration_since(started)));
         if remaining == Some(Duration::ZERO) {
             return Err(self.stop(now, StopReason::DeadlineExceeded));
         }
@@ -135,7 +157,13 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     /// Ends the current attempt with `verdict` and decides what comes next.
     pub(crate) fn end_attempt(&mut self, now: Instant, verdict: Verdict) -> Next {
-        self.record_attempt(now, verdict.error_type(), matches!(verdict, Verdict::Retryable { .. }));
+        let health = match verdict {
+            Verdict::Success => Health::Healthy,
+            // A 404 is a healthy server answering.
+            Verdict::Permanent { .. } => Health::Answered,
+            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } => Health::Unhealthy,
+        };
+        self.record_attempt(now, verdict.error_type(), health);
         if let Some(error) = verdict.error_type() {
             self.last_error = Some(error);
         }
@@ -145,6 +173,7 @@ impl<'a, O: Observer> Driver<'a, O> {
                 Next::Done
             }
             Verdict::Permanent { .. } => Next::Stop(self.stop(now, StopReason::Permanent)),
+            Verdict::Unrepeatable { .. } => Next::Stop(self.stop(now, StopReason::Unrepeatable)),
             Verdict::Retryable { error, hint } => match self.plan_retry(now, hint) {
                 Ok((delay, source)) => {
                     let wait = Wait { next_attempt: self.attempts + 1, delay, source, error };
@@ -158,32 +187,36 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
     }
 
-    /// The caller dropped the operation: report it, releasing any probe slot.
-    pub(crate) fn cancel(&mut self, now: Instant) {
+    /// The operation was abandoned (the future dropped, the blocking call
+    /// unwound): report it. An attempt cut short says nothing about the
+    /// dependency, so its breaker permit is released without a verdict.
+    fn cancel(&mut self, now: Instant) {
         if self.operation.is_none() {
             return;
         }
         if self.current.is_some() {
-            self.record_attempt(now, Some(ErrorType::Kind("cancelled")), false);
+            self.record_attempt(now, Some(ErrorType::Kind("cancelled")), Health::Unknown);
         }
         self.finish(now, Outcome::Cancelled, None);
     }
 
-    fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, transient: bool) {
+    fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, health: Health) {
         let Some(running) = self.current.take() else { return };
-        if let Some(permit) = running.permit {
-            // Only transient failures say anything about the dependency's health;
-            // a 404 is a healthy server answering.
-            if transient { permit.failure() } else { permit.success() }
+        match (running.permit, health) {
+            (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
+            (Some(permit), Health::Unhealthy) => permit.failure(),
+            // Dropping the permit frees a half-open probe slot and records nothing.
+            (permit, _) => drop(permit),
         }
-        if let Some(throttle) = self.setup.throttle {
-            if error.is_none() {
-                throttle.attempt_finished(true);
-            } else if transient {
-                throttle.attempt_finished(false);
-            }
+        // gRPC's throttling rule: successes earn tokens, transient failures cost
+        // one; a permanent error says nothing either way.
+        match (self.setup.throttle, health) {
+            (Some(throttle), Health::Healthy) => throttle.attempt_finished(true),
+            (Some(throttle), Health::Unhealthy) => throttle.attempt_finished(false),
+            _ => {}
         }
-        let end = AttemptEnd { number: self.attempts, duration: now - running.started, error };
+        let duration = now.saturating_duration_since(running.started);
+        let end = AttemptEnd { number: self.attempts, duration, error };
         if let Some(op) = self.operation.as_mut() {
             op.attempt_finished(running.scope, &end);
         }
@@ -194,7 +227,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         now: Instant,
         hint: Option<Hint>,
     ) -> Result<(Duration, DelaySource), StopReason> {
-        let elapsed = self.started.map_or(Duration::ZERO, |s| now - s);
+        let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
         let (delay, source) =
@@ -215,9 +248,18 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         if let Some(op) = self.operation.take() {
-            let duration = self.started.map_or(Duration::ZERO, |s| now - s);
+            let duration = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
         }
+    }
+}
+
+impl<O: Observer> Drop for Driver<'_, O> {
+    fn drop(&mut self) {
+        // Dropped before the operation ended (a cancelled future, a panic in a
+        // blocking operation): the observer still hears how it ended, once.
+        let now = self.clock.now();
+        self.cancel(now);
     }
 }
 

@@ -11,6 +11,9 @@ use std::time::Duration;
 pub enum StopReason {
     /// The last failure was classified as permanent.
     Permanent,
+    /// The last failure was transient, but running the operation again is not
+    /// safe (see [`Verdict::Unrepeatable`](crate::Verdict::Unrepeatable)).
+    Unrepeatable,
     /// Every attempt the policy allows has run.
     AttemptsExhausted,
     /// The policy's deadline has passed, or the next wait would cross it.
@@ -33,7 +36,7 @@ impl StopReason {
     /// The `retryscope.outcome` this stop reports.
     pub const fn outcome(self) -> Outcome {
         match self {
-            StopReason::Permanent => Outcome::Failure,
+            StopReason::Permanent | StopReason::Unrepeatable => Outcome::Failure,
             StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {
                 Outcome::Exhausted
             }
@@ -46,6 +49,9 @@ impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StopReason::Permanent => f.write_str("the failure is not retryable"),
+            StopReason::Unrepeatable => {
+                f.write_str("the failure is transient, but the operation is not safe to run again")
+            }
             StopReason::AttemptsExhausted => f.write_str("all attempts failed"),
             StopReason::DeadlineExceeded => f.write_str("the deadline was reached"),
             StopReason::HintTooLong { hint, limit } => write!(

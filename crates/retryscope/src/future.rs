@@ -5,16 +5,20 @@
 //! costs one poll of the operation plus a few branches.
 
 use crate::classify::Classify;
-use crate::clock::{Clock, TokioClock};
+use crate::clock::TokioClock;
 use crate::driver::Driver;
 use crate::error::RetryError;
 use crate::observe::Observer;
-use crate::retry::{Notify, Retry, Step, settle, settle_timeout};
+use crate::retry::{Notify, Retry, Step, give_up, settle, settle_timeout};
 use pin_project_lite::pin_project;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
 use tokio::time::Sleep;
+
+/// The clock of every async retry: tokio's, so `tokio::time::pause()` drives it.
+static CLOCK: TokioClock = TokioClock;
 
 pin_project! {
     #[project = StateProj]
@@ -32,22 +36,25 @@ pin_project! {
 
 pin_project! {
     /// The future of an awaited [`Retry`].
+    ///
+    /// Dropping it mid-flight (a timeout around it, a cancelled task) cancels
+    /// cleanly: the running attempt is dropped and the observer hears
+    /// [`Outcome::Cancelled`](crate::Outcome::Cancelled).
     #[must_use = "futures do nothing unless polled"]
-    pub struct RetryFuture<'a, Op, Fut, C, O: Observer, N> {
+    pub struct RetryFuture<'a, Op, Fut, C, O, N>
+    where
+        Fut: Future,
+        O: Observer,
+    {
         op: Op,
         classifier: C,
         notify: N,
         driver: Driver<'a, O>,
+        // The last failed attempt's result while waiting, in case the next
+        // attempt is refused (breaker opened, deadline passed).
+        last: Option<Fut::Output>,
         #[pin]
         state: State<Fut>,
-    }
-
-    impl<'a, Op, Fut, C, O: Observer, N> PinnedDrop for RetryFuture<'a, Op, Fut, C, O, N> {
-        fn drop(this: Pin<&mut Self>) {
-            // Dropped mid-flight (a timeout around us, a cancelled task): the
-            // observer still learns how the operation ended.
-            this.project().driver.cancel(TokioClock.now());
-        }
     }
 }
 
@@ -63,8 +70,8 @@ where
     type IntoFuture = RetryFuture<'a, Op, Fut, C, O, N>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let (op, classifier, notify, driver) = self.into_parts();
-        RetryFuture { op, classifier, notify, driver, state: State::Idle }
+        let (op, classifier, notify, driver) = self.into_parts(&CLOCK);
+        RetryFuture { op, classifier, notify, driver, last: None, state: State::Idle }
     }
 }
 
@@ -82,25 +89,25 @@ where
         let mut this = self.project();
         loop {
             let step = match this.state.as_mut().project() {
-                StateProj::Idle => match this.driver.begin_attempt(TokioClock.now()) {
-                    Ok(limit) => {
-                        let fut = this.driver.in_scope(&mut *this.op);
-                        let limit = limit.map(tokio::time::sleep);
-                        this.state.set(State::Attempt { fut, limit });
-                        continue;
+                StateProj::Idle => {
+                    let now = this.driver.now();
+                    match this.driver.begin_attempt(now) {
+                        Ok(limit) => {
+                            // The limit counts from the same instant the deadline
+                            // was checked at, whatever the operation does first.
+                            let limit = limit.map(|l| sleep_until(now, l));
+                            let fut = this.driver.in_scope(&mut *this.op);
+                            this.state.set(State::Attempt { fut, limit });
+                            continue;
+                        }
+                        Err(reason) => Step::Finished(give_up(this.driver, reason, this.last.take())),
                     }
-                    Err(reason) => Step::Finished(Err(RetryError::new(
-                        reason,
-                        this.driver.attempts(),
-                        this.driver.last_error(),
-                        None,
-                    ))),
-                },
+                }
                 StateProj::Attempt { fut, limit } => {
                     if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        settle(this.driver, this.classifier, this.notify, TokioClock.now(), result)
+                        settle(this.driver, this.classifier, this.notify, this.driver.now(), result)
                     } else if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                        settle_timeout(this.driver, this.classifier, TokioClock.now())
+                        settle_timeout(this.driver, this.classifier, this.driver.now())
                     } else {
                         return Poll::Pending;
                     }
@@ -117,8 +124,17 @@ where
                     this.state.set(State::Done);
                     return Poll::Ready(output);
                 }
-                Step::Wait(delay) => this.state.set(State::Waiting { sleep: tokio::time::sleep(delay) }),
+                Step::Wait { delay, last } => {
+                    *this.last = last;
+                    let sleep = sleep_until(this.driver.now(), delay);
+                    this.state.set(State::Waiting { sleep });
+                }
             }
         }
     }
+}
+
+/// A tokio sleep that ends `after` past `from`.
+fn sleep_until(from: Instant, after: Duration) -> Sleep {
+    tokio::time::sleep_until(tokio::time::Instant::from_std(from) + after)
 }

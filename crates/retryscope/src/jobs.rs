@@ -68,7 +68,11 @@ impl Policy {
         // A clock that stepped backwards counts as no time elapsed, never as a panic.
         let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);
         match next_wait(self, failure.attempt, &backoff, elapsed, failure.hint, rng) {
-            Ok((delay, source)) => Schedule::RetryAt { at: now + delay, delay, source },
+            Ok((delay, source)) => match now.checked_add(delay) {
+                Some(at) => Schedule::RetryAt { at, delay, source },
+                // A run-at time past what SystemTime can hold will never come.
+                None => Schedule::DeadLetter(StopReason::DeadlineExceeded),
+            },
             Err(reason) => Schedule::DeadLetter(reason),
         }
     }

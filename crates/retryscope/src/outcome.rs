@@ -113,6 +113,14 @@ pub enum Verdict {
         /// The failure's `error.type`.
         error: ErrorType,
     },
+    /// A transient failure that must not be retried because running the
+    /// operation again is unsafe — a 503 to a request that is not idempotent, say.
+    /// It stops the engine like a permanent failure, and counts against the
+    /// dependency's health (breaker, token bucket) like a retryable one.
+    Unrepeatable {
+        /// The failure's `error.type`.
+        error: ErrorType,
+    },
 }
 
 impl Verdict {
@@ -126,11 +134,24 @@ impl Verdict {
         Verdict::Permanent { error }
     }
 
+    /// A transient failure that must not be retried.
+    pub const fn unrepeatable(error: ErrorType) -> Self {
+        Verdict::Unrepeatable { error }
+    }
+
     /// The failure's `error.type`, or `None` on success.
     pub const fn error_type(&self) -> Option<ErrorType> {
         match self {
             Verdict::Success => None,
-            Verdict::Retryable { error, .. } | Verdict::Permanent { error } => Some(*error),
+            Verdict::Retryable { error, .. }
+            | Verdict::Permanent { error }
+            | Verdict::Unrepeatable { error } => Some(*error),
         }
+    }
+
+    /// Whether the failure says the dependency is in trouble (retryable or
+    /// unrepeatable), which is what breakers and token buckets count.
+    pub const fn is_transient(&self) -> bool {
+        matches!(self, Verdict::Retryable { .. } | Verdict::Unrepeatable { .. })
     }
 }

@@ -2,10 +2,12 @@
 
 use crate::breaker::CircuitBreaker;
 use crate::classify::{AnyError, Classify, ClassifyFn, When};
+use crate::clock::Clock;
 use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
 use crate::error::StopReason;
 use crate::observe::{NoObserver, Observer};
+use crate::outcome::{ErrorType, Verdict};
 use crate::policy::Policy;
 use crate::throttle::Throttle;
 use std::time::{Duration, Instant};
@@ -137,8 +139,12 @@ impl<E, F: FnMut(&E, Duration)> Notify<E> for F {
 }
 
 impl<'a, Op, C, O: Observer, N> Retry<'a, Op, C, O, N> {
-    pub(crate) fn into_parts(self) -> (Op, C, N, Driver<'a, O>) {
-        (self.op, self.classifier, self.notify, Driver::new(self.setup, self.observer))
+    /// Splits the builder for a front end that reads time from `clock`.
+    pub(crate) fn into_parts<'b>(self, clock: &'b dyn Clock) -> (Op, C, N, Driver<'b, O>)
+    where
+        'a: 'b,
+    {
+        (self.op, self.classifier, self.notify, Driver::new(self.setup, self.observer, clock))
     }
 }
 
@@ -146,8 +152,9 @@ impl<'a, Op, C, O: Observer, N> Retry<'a, Op, C, O, N> {
 pub(crate) enum Step<T, E> {
     /// Hand this back to the caller.
     Finished(Result<T, RetryError<E>>),
-    /// Wait this long, then run another attempt.
-    Wait(Duration),
+    /// Wait this long, then run another attempt. `last` is the failed attempt's
+    /// result, kept in case the next attempt is refused.
+    Wait { delay: Duration, last: Option<Result<T, E>> },
 }
 
 /// Classifies an attempt's result, lets the driver decide, and calls `notify`
@@ -159,22 +166,20 @@ pub(crate) fn settle<T, E, O: Observer>(
     now: Instant,
     result: Result<T, E>,
 ) -> Step<T, E> {
-    let verdict = classifier.classify(&result);
-    let attempts = driver.attempts();
-    let next = driver.end_attempt(now, verdict);
-    let error_type = driver.last_error();
-    let give_up = |reason, result: Result<T, E>| {
-        Step::Finished(result.map_err(|e| RetryError::new(reason, attempts, error_type, Some(e))))
+    let verdict = match (classifier.classify(&result), &result) {
+        // An `Err` is never a success: the caller gets an error, and the
+        // telemetry, the breaker and the budget must say the same.
+        (Verdict::Success, Err(_)) => Verdict::permanent(ErrorType::OTHER),
+        (verdict, _) => verdict,
     };
-    match next {
-        // An `Err` the classifier called a success is still an error to the caller.
-        Next::Done => give_up(StopReason::Permanent, result),
-        Next::Stop(reason) => give_up(reason, result),
+    match driver.end_attempt(now, verdict) {
+        Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, Some(result))),
+        Next::Stop(reason) => Step::Finished(give_up(driver, reason, Some(result))),
         Next::Wait(delay) => {
             if let Err(e) = &result {
                 notify.notify(e, delay);
             }
-            Step::Wait(delay)
+            Step::Wait { delay, last: Some(result) }
         }
     }
 }
@@ -186,12 +191,25 @@ pub(crate) fn settle_timeout<T, E, O: Observer>(
     now: Instant,
 ) -> Step<T, E> {
     let verdict = classifier.timeout();
-    let attempts = driver.attempts();
-    let next = driver.end_attempt(now, verdict);
-    let error_type = driver.last_error();
-    match next {
-        Next::Wait(delay) => Step::Wait(delay),
-        Next::Done => Step::Finished(Err(RetryError::new(StopReason::Permanent, attempts, error_type, None))),
-        Next::Stop(reason) => Step::Finished(Err(RetryError::new(reason, attempts, error_type, None))),
+    match driver.end_attempt(now, verdict) {
+        Next::Wait(delay) => Step::Wait { delay, last: None },
+        Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, None)),
+        Next::Stop(reason) => Step::Finished(give_up(driver, reason, None)),
+    }
+}
+
+/// What the caller gets when the engine stops for `reason` with `last` as the
+/// last attempt's result: an `Ok` value as it came (a retryable response whose
+/// retries ran out is still the server's answer), an error wrapped with why.
+pub(crate) fn give_up<T, E, O: Observer>(
+    driver: &Driver<'_, O>,
+    reason: StopReason,
+    last: Option<Result<T, E>>,
+) -> Result<T, RetryError<E>> {
+    let error = |last| RetryError::new(reason, driver.attempts(), driver.last_error(), last);
+    match last {
+        Some(Ok(value)) => Ok(value),
+        Some(Err(e)) => Err(error(Some(e))),
+        None => Err(error(None)),
     }
 }

@@ -1,5 +1,7 @@
 //! The blocking engine, driven by a manual clock: time moves only when it sleeps.
 
+mod common;
+
 use retryscope::clock::ManualClock;
 use retryscope::{Jitter, Policy, Retryable, StopReason};
 use std::time::Duration;
@@ -67,4 +69,19 @@ fn call_uses_real_time_and_returns_permanent_errors_at_once() {
     // The underlying error stays reachable through `source()`.
     let source = std::error::Error::source(&err).map(ToString::to_string);
     assert_eq!(source.as_deref(), Some("permission denied"));
+}
+
+#[test]
+fn a_panicking_operation_still_finishes_its_telemetry() {
+    let rec = common::Recorder::default();
+    let observer = rec.clone();
+    let unwound = std::panic::catch_unwind(move || {
+        let _ = (|| -> Result<(), &str> { panic!("the operation blew up") })
+            .retry(policy())
+            .observe(observer)
+            .call_with(&ManualClock::new(), |_| {});
+    });
+    assert!(unwound.is_err());
+    let finish = rec.finish();
+    assert_eq!((finish.outcome, finish.attempts), (retryscope::Outcome::Cancelled, 1));
 }

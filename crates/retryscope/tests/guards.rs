@@ -117,3 +117,43 @@ async fn permanent_errors_do_not_trip_the_breaker() {
     }
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_probe_does_not_close_the_breaker() {
+    let clock = ManualClock::new();
+    let breaker = CircuitBreaker::builder()
+        .min_calls(2)
+        .failure_ratio(0.5)
+        .cool_down(Duration::from_secs(1))
+        .half_open_probes(1)
+        .clock(clock.clone())
+        .build()
+        .expect("valid settings");
+    let one_attempt = policy().to_builder().max_attempts(2).build().expect("valid settings");
+    let _ = always_failing().retry(one_attempt).breaker(&breaker).await;
+    assert_eq!(breaker.state(), BreakerState::Open);
+    clock.advance(Duration::from_secs(1));
+    // The probe hangs and its caller gives up on it.
+    let hanging = (|| std::future::pending::<Result<(), &str>>()).retry(policy()).breaker(&breaker);
+    assert!(tokio::time::timeout(Duration::from_millis(10), hanging).await.is_err());
+    // Nothing was learned about the dependency: still not closed, and the probe
+    // slot is free again for the next caller.
+    assert_ne!(breaker.state(), BreakerState::Closed);
+    let probe = (|| std::future::ready(Ok::<_, &str>("up"))).retry(policy()).breaker(&breaker).await;
+    assert_eq!(probe.unwrap(), "up");
+    assert_eq!(breaker.state(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_error_survives_a_breaker_that_opens_during_the_wait() {
+    let breaker = CircuitBreaker::builder()
+        .min_calls(1)
+        .failure_ratio(0.5)
+        .clock(ManualClock::new())
+        .build()
+        .expect("valid settings");
+    // The first failure opens the breaker; the retry after the wait is refused.
+    let err = always_failing().retry(policy()).breaker(&breaker).await.unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
+    assert_eq!(err.last_error(), Some(&"unavailable"));
+}

@@ -372,3 +372,36 @@ async fn the_future_is_send_and_runs_on_a_multi_thread_runtime() {
         tokio::spawn(async { (|| async { Ok::<_, std::io::Error>(7) }).retry(Policy::interactive()).await });
     assert_eq!(handle.await.unwrap().unwrap(), 7);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_error_judged_a_success_is_reported_as_a_failure() {
+    let rec = Recorder::default();
+    let err = (|| std::future::ready(Err::<(), _>("odd")))
+        .retry(plain())
+        .classify(|_: &Result<(), &str>| Verdict::Success)
+        .observe(rec.clone())
+        .await
+        .unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::Permanent, 1));
+    // The telemetry tells the same story as the caller's result.
+    assert_eq!(rec.finish().outcome, Outcome::Failure);
+    assert_eq!(rec.attempts()[0].error, Some(ErrorType::OTHER));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unrepeatable_failure_stops_at_once() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let err = flaky(u32::MAX, &calls)
+        .retry(plain())
+        .classify(|r: &Result<u32, &str>| match r {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::unrepeatable(ErrorType::Status(503)),
+        })
+        .observe(rec.clone())
+        .await
+        .unwrap_err();
+    assert_eq!((calls.get(), err.reason()), (1, StopReason::Unrepeatable));
+    assert_eq!(err.error_type(), Some(ErrorType::Status(503)));
+    assert_eq!(rec.finish().outcome, Outcome::Failure);
+}

@@ -92,6 +92,9 @@ impl StormArgs {
         };
         positive("duration", self.duration)?;
         positive("rate", self.rate)?;
+        if !(0.01..=10_000.0).contains(&self.rate) {
+            return Err(StormError("--rate must be between 0.01 and 10000 requests per second".into()));
+        }
         positive("clients", f64::from(self.clients))?;
         positive("capacity", f64::from(self.capacity))?;
         let (start, len) = self.outage;
