@@ -46,15 +46,19 @@ where
         let (mut op, mut classifier, mut notify, mut driver) = self.into_parts(clock);
         let mut last = None;
         loop {
-            if let Err(reason) = driver.begin_attempt(clock.now()) {
+            let now = driver.now();
+            if let Err(reason) = driver.begin_attempt(now) {
                 return give_up(&driver, reason, last);
             }
             let result = driver.in_scope(&mut op);
-            match settle(&mut driver, &mut classifier, &mut notify, clock.now(), result) {
+            let now = driver.now();
+            match settle(&mut driver, &mut classifier, &mut notify, now, result) {
                 Step::Finished(output) => return output,
                 Step::Wait { delay, last: failed } => {
                     last = failed;
-                    sleep(delay);
+                    if !delay.is_zero() {
+                        sleep(delay);
+                    }
                 }
             }
         }

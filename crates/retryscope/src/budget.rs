@@ -427,8 +427,13 @@ impl TokenBucket {
 
     /// Applies `change` to the token count atomically.
     fn adjust(&self, change: impl Fn(u64) -> u64) {
-        // The closure never refuses, so `fetch_update` always succeeds.
-        let _ = self.inner.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| Some(change(t)));
+        // A change that leaves the count as it is (a success on a full bucket)
+        // writes nothing: writing the same value back would still bounce the
+        // cache line between threads.
+        let _ = self.inner.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+            let next = change(t);
+            (next != t).then_some(next)
+        });
     }
 }
 

@@ -69,6 +69,10 @@ struct Running<S> {
 pub(crate) struct Driver<'a, O: Observer> {
     setup: Setup<'a>,
     clock: &'a dyn Clock,
+    /// Whether anything needs the time: a deadline, a timeout or the observer.
+    timed: bool,
+    /// The one clock reading an untimed operation takes.
+    epoch: Option<Instant>,
     observer: O,
     operation: Option<O::Operation>,
     current: Option<Running<<O::Operation as OperationObserver>::Attempt>>,
@@ -83,6 +87,8 @@ impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         Self {
             backoff: setup.policy.backoff(),
+            timed: O::TIMED || setup.policy.deadline().is_some() || setup.policy.attempt_timeout().is_some(),
+            epoch: None,
             setup,
             clock,
             observer,
@@ -95,9 +101,21 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
     }
 
-    /// The current time, from the front end's clock.
-    pub(crate) fn now(&self) -> Instant {
-        self.clock.now()
+    /// The current time, from the front end's clock. When nothing needs the
+    /// time (no deadline, no timeout, an observer that ignores durations), the
+    /// first reading stands for every later one: reading a clock costs more than
+    /// the rest of an attempt that succeeds at once.
+    pub(crate) fn now(&mut self) -> Instant {
+        if self.timed {
+            return self.clock.now();
+        }
+        let clock = self.clock;
+        *self.epoch.get_or_insert_with(|| clock.now())
+    }
+
+    /// Whether [`now`](Self::now) reads the clock every time.
+    pub(crate) fn timed(&self) -> bool {
+        self.timed
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -258,8 +276,10 @@ impl<O: Observer> Drop for Driver<'_, O> {
     fn drop(&mut self) {
         // Dropped before the operation ended (a cancelled future, a panic in a
         // blocking operation): the observer still hears how it ended, once.
-        let now = self.clock.now();
-        self.cancel(now);
+        if self.operation.is_some() {
+            let now = self.now();
+            self.cancel(now);
+        }
     }
 }
 

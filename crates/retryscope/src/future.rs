@@ -105,9 +105,11 @@ where
                 }
                 StateProj::Attempt { fut, limit } => {
                     if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        settle(this.driver, this.classifier, this.notify, this.driver.now(), result)
+                        let now = this.driver.now();
+                        settle(this.driver, this.classifier, this.notify, now, result)
                     } else if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                        settle_timeout(this.driver, this.classifier, this.driver.now())
+                        let now = this.driver.now();
+                        settle_timeout(this.driver, this.classifier, now)
                     } else {
                         return Poll::Pending;
                     }
@@ -126,8 +128,19 @@ where
                 }
                 Step::Wait { delay, last } => {
                     *this.last = last;
-                    let sleep = sleep_until(this.driver.now(), delay);
-                    this.state.set(State::Waiting { sleep });
+                    // A zero wait (e.g. `Retry-After: 0`) needs no timer.
+                    if !delay.is_zero() {
+                        let sleep = if this.driver.timed() {
+                            // From the instant the decision was taken, so the wait
+                            // cannot push the next attempt past the deadline.
+                            sleep_until(this.driver.now(), delay)
+                        } else {
+                            tokio::time::sleep(delay)
+                        };
+                        this.state.set(State::Waiting { sleep });
+                    } else {
+                        this.state.set(State::Idle);
+                    }
                 }
             }
         }

@@ -20,6 +20,11 @@ pub trait Observer {
     /// Per-operation state.
     type Operation: OperationObserver;
 
+    /// Whether this observer uses the durations it is given. An observer that
+    /// ignores them sets `false`, so that an operation without a deadline or
+    /// timeout never reads the clock.
+    const TIMED: bool = true;
+
     /// A logical operation starts (before its first attempt).
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation;
 }
@@ -117,6 +122,8 @@ pub struct NoObserver;
 impl Observer for NoObserver {
     type Operation = NoObserver;
 
+    const TIMED: bool = false;
+
     fn start(&self, _: &OperationInfo<'_>) -> NoObserver {
         NoObserver
     }
@@ -137,6 +144,8 @@ impl OperationObserver for NoObserver {
 impl<O: Observer + ?Sized> Observer for &O {
     type Operation = O::Operation;
 
+    const TIMED: bool = O::TIMED;
+
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (**self).start(operation)
     }
@@ -144,6 +153,8 @@ impl<O: Observer + ?Sized> Observer for &O {
 
 impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
     type Operation = O::Operation;
+
+    const TIMED: bool = O::TIMED;
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (**self).start(operation)
@@ -164,6 +175,8 @@ impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
 /// ```
 impl<A: Observer, B: Observer> Observer for (A, B) {
     type Operation = (A::Operation, B::Operation);
+
+    const TIMED: bool = A::TIMED || B::TIMED;
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (self.0.start(operation), self.1.start(operation))
@@ -202,6 +215,8 @@ impl<A: AttemptScope, B: AttemptScope> AttemptScope for (A, B) {
 /// An optional observer: `None` observes nothing.
 impl<O: Observer> Observer for Option<O> {
     type Operation = Option<O::Operation>;
+
+    const TIMED: bool = O::TIMED;
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         self.as_ref().map(|o| o.start(operation))
