@@ -5,7 +5,6 @@
 //! hints, budget, breaker, attempt limit) in one place and testable without a
 //! runtime.
 
-use crate::backoff::Backoff;
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
 use crate::error::{Outcome, StopReason};
@@ -17,6 +16,7 @@ use crate::policy::Policy;
 use crate::throttle::Throttle;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// What the front end must do after an attempt.
@@ -71,24 +71,23 @@ pub(crate) struct Driver<'a, O: Observer> {
     clock: &'a dyn Clock,
     /// Whether anything needs the time: a deadline, a timeout or the observer.
     timed: bool,
-    /// The one clock reading an untimed operation takes.
-    epoch: Option<Instant>,
     observer: O,
     operation: Option<O::Operation>,
     current: Option<Running<<O::Operation as OperationObserver>::Attempt>>,
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
-    backoff: Backoff,
+    /// The delay before the previous retry (the base delay before the first),
+    /// for decorrelated jitter. Retries so far are `attempts - 1`.
+    previous_delay: Duration,
     rng: Option<SmallRng>,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         Self {
-            backoff: setup.policy.backoff(),
+            previous_delay: setup.policy.base_delay(),
             timed: O::TIMED || setup.policy.deadline().is_some() || setup.policy.attempt_timeout().is_some(),
-            epoch: None,
             setup,
             clock,
             observer,
@@ -102,15 +101,12 @@ impl<'a, O: Observer> Driver<'a, O> {
     }
 
     /// The current time, from the front end's clock. When nothing needs the
-    /// time (no deadline, no timeout, an observer that ignores durations), the
-    /// first reading stands for every later one: reading a clock costs more than
-    /// the rest of an attempt that succeeds at once.
-    pub(crate) fn now(&mut self) -> Instant {
-        if self.timed {
-            return self.clock.now();
-        }
-        let clock = self.clock;
-        *self.epoch.get_or_insert_with(|| clock.now())
+    /// time (no deadline, no timeout, an observer that ignores durations), a
+    /// fixed instant stands for it: reading a clock costs more than the rest of
+    /// an attempt that succeeds at once, and nothing would look at the result.
+    pub(crate) fn now(&self) -> Instant {
+        static UNTIMED: OnceLock<Instant> = OnceLock::new();
+        if self.timed { self.clock.now() } else { *UNTIMED.get_or_init(Instant::now) }
     }
 
     /// Whether [`now`](Self::now) reads the clock every time.
@@ -249,13 +245,13 @@ impl<'a, O: Observer> Driver<'a, O> {
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
         let (delay, source) =
-            next_wait(&self.setup.policy, self.attempts, &self.backoff, elapsed, hint, rng)?;
+            next_wait(&self.setup.policy, self.attempts, self.previous_delay, elapsed, hint, rng)?;
         if let Some(throttle) = self.setup.throttle
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);
         }
-        self.backoff.record(delay);
+        self.previous_delay = delay;
         Ok((delay, source))
     }
 
@@ -283,12 +279,13 @@ impl<O: Observer> Drop for Driver<'_, O> {
     }
 }
 
-/// The wait before the attempt after `failed_attempt`, or why there is none.
-/// Shared by the engine and the stateless job-queue API.
+/// The wait before the attempt after `failed_attempt`, or why there is none;
+/// `previous` is the delay waited before `failed_attempt` (the base delay before
+/// the first retry). Shared by the engine and the stateless job-queue API.
 pub(crate) fn next_wait<R: rand::Rng + ?Sized>(
     policy: &Policy,
     failed_attempt: u32,
-    backoff: &Backoff,
+    previous: Duration,
     elapsed: Duration,
     hint: Option<Hint>,
     rng: &mut R,
@@ -296,7 +293,7 @@ pub(crate) fn next_wait<R: rand::Rng + ?Sized>(
     if failed_attempt >= policy.max_attempts() {
         return Err(StopReason::AttemptsExhausted);
     }
-    let computed = policy.delay(backoff.retries(), backoff.previous(), rng);
+    let computed = policy.delay(failed_attempt.saturating_sub(1), previous, rng);
     let remaining = policy.deadline().map(|d| d.saturating_sub(elapsed));
     let (delay, source) = match hint {
         None => (computed, DelaySource::Policy),

@@ -25,8 +25,9 @@ pin_project! {
     enum State<Fut> {
         // Ready to start the next attempt.
         Idle,
-        // An attempt is running, with its time limit if it has one.
-        Attempt { #[pin] fut: Fut, #[pin] limit: Option<Sleep> },
+        // An attempt is running, with its time limit if it has one. The timer is
+        // only armed once the attempt turns out not to be ready at once.
+        Attempt { #[pin] fut: Fut, #[pin] limit: Option<Sleep>, limit_at: Option<tokio::time::Instant> },
         // Backing off before the next attempt.
         Waiting { #[pin] sleep: Sleep },
         // Finished; polling again is a caller bug.
@@ -95,23 +96,28 @@ where
                         Ok(limit) => {
                             // The limit counts from the same instant the deadline
                             // was checked at, whatever the operation does first.
-                            let limit = limit.map(|l| sleep_until(now, l));
+                            let limit_at = limit.map(|l| tokio::time::Instant::from_std(now) + l);
                             let fut = this.driver.in_scope(&mut *this.op);
-                            this.state.set(State::Attempt { fut, limit });
+                            this.state.set(State::Attempt { fut, limit: None, limit_at });
                             continue;
                         }
                         Err(reason) => Step::Finished(give_up(this.driver, reason, this.last.take())),
                     }
                 }
-                StateProj::Attempt { fut, limit } => {
+                StateProj::Attempt { fut, mut limit, limit_at } => {
                     if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
                         let now = this.driver.now();
                         settle(this.driver, this.classifier, this.notify, now, result)
-                    } else if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                        let now = this.driver.now();
-                        settle_timeout(this.driver, this.classifier, now)
                     } else {
-                        return Poll::Pending;
+                        if let Some(at) = limit_at.take() {
+                            limit.set(Some(tokio::time::sleep_until(at)));
+                        }
+                        if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                            let now = this.driver.now();
+                            settle_timeout(this.driver, this.classifier, now)
+                        } else {
+                            return Poll::Pending;
+                        }
                     }
                 }
                 StateProj::Waiting { sleep } => {

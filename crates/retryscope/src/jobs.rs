@@ -4,7 +4,6 @@
 //! time, or moves it to a dead-letter queue. [`Policy::schedule`] answers which,
 //! from what the queue stored about the job.
 
-use crate::backoff::Backoff;
 use crate::driver::next_wait;
 use crate::error::StopReason;
 use crate::outcome::{DelaySource, Hint};
@@ -63,11 +62,10 @@ impl Policy {
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
     pub fn schedule<R: Rng + ?Sized>(&self, failure: &JobFailure, now: SystemTime, rng: &mut R) -> Schedule {
-        let retries = failure.attempt.saturating_sub(1);
-        let backoff = Backoff::resume(*self, retries, failure.previous_delay.unwrap_or(self.base_delay()));
+        let previous = failure.previous_delay.unwrap_or(self.base_delay());
         // A clock that stepped backwards counts as no time elapsed, never as a panic.
         let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);
-        match next_wait(self, failure.attempt, &backoff, elapsed, failure.hint, rng) {
+        match next_wait(self, failure.attempt, previous, elapsed, failure.hint, rng) {
             Ok((delay, source)) => match now.checked_add(delay) {
                 Some(at) => Schedule::RetryAt { at, delay, source },
                 // A run-at time past what SystemTime can hold will never come.
