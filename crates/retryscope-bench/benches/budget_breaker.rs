@@ -1,0 +1,119 @@
+//! The per-call cost of retryscope's fleet-level guards, on one thread and on two
+//! threads sharing one instance.
+//!
+//! - `budget/retry_budget/N`: `RetryBudget::request_started` + `try_acquire_retry`
+//!   (what a call that retries once pays). Ratio 1.0, a 1 s window and the
+//!   highest floor the builder accepts, so every retry is granted for the whole
+//!   run: the granted path (a CAS) is measured, not the cheaper refusal.
+//! - `budget/token_bucket/N`: `TokenBucket::attempt_finished(true)` +
+//!   `try_acquire_retry`, default bucket (stays full, every retry granted).
+//! - `budget/circuit_breaker/N`: `CircuitBreaker::try_acquire` + `permit.success()`,
+//!   default breaker (stays closed).
+//! - `budget/control_clock_read/N`: one `Instant::now()`, which shares nothing
+//!   between threads: the control. Its 2-thread / 1-thread ratio is what the
+//!   machine gives two threads that do not contend at all (about 1.0 when two
+//!   cores are really free; more when other work shares them).
+//! - `clock/*`: one read of the clocks the engine, the budget and the breaker use,
+//!   to explain the numbers above and in `peers`.
+//!
+//! `N` is the number of threads. Each thread does every iteration on the shared
+//! instance, timing its own loop after a barrier releases all of them (thread
+//! start-up is not measured); a sample's time is the slowest thread's. So the
+//! reported time per iteration is the time of one operation *per thread*: equal
+//! for 1 and 2 threads means the threads did not slow each other down at all,
+//! twice means they were fully serialised. All instances use the default clock
+//! (tokio's, which outside a runtime is the OS monotonic clock).
+//!
+//! `scripts/bench.sh` runs this and prints the 2-thread / 1-thread table.
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use retryscope::throttle::Throttle;
+use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
+use std::hint::black_box;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// Runs `op` `iters` times on each of `threads` threads, all started together;
+/// returns the slowest thread's time. `op` returns whether it was granted; a
+/// refusal would mean the bench measured a path it did not mean to, so it
+/// fails the run.
+fn contend(threads: usize, iters: u64, op: &(impl Fn() -> bool + Sync)) -> Duration {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let mut refused = 0_u64;
+                    for _ in 0..iters {
+                        refused += u64::from(!black_box(op()));
+                    }
+                    let elapsed = start.elapsed();
+                    assert_eq!(refused, 0, "a guard refused during the benchmark");
+                    elapsed
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("a benchmark thread panicked")).max().unwrap_or_default()
+    })
+}
+
+fn guards(c: &mut Criterion) {
+    let budget = RetryBudget::builder()
+        .ratio(1.0)
+        .min_per_second(retryscope::budget::MAX_MIN_PER_SECOND)
+        .window(Duration::from_secs(1))
+        .build()
+        .expect("a valid budget");
+    let bucket = TokenBucket::new();
+    let breaker = CircuitBreaker::new();
+
+    let retry_budget = || {
+        budget.request_started();
+        budget.try_acquire_retry()
+    };
+    let token_bucket = || {
+        bucket.attempt_finished(true);
+        bucket.try_acquire_retry()
+    };
+    let circuit_breaker = || match breaker.try_acquire() {
+        Ok(permit) => {
+            permit.success();
+            true
+        }
+        Err(_) => false,
+    };
+
+    let origin = Instant::now();
+    let control = || black_box(Instant::now()) >= origin;
+
+    let mut g = c.benchmark_group("budget");
+    for threads in [1, 2] {
+        g.bench_with_input(BenchmarkId::new("control_clock_read", threads), &threads, |b, &n| {
+            b.iter_custom(|iters| contend(n, iters, &control))
+        });
+        g.bench_with_input(BenchmarkId::new("retry_budget", threads), &threads, |b, &n| {
+            b.iter_custom(|iters| contend(n, iters, &retry_budget))
+        });
+        g.bench_with_input(BenchmarkId::new("token_bucket", threads), &threads, |b, &n| {
+            b.iter_custom(|iters| contend(n, iters, &token_bucket))
+        });
+        g.bench_with_input(BenchmarkId::new("circuit_breaker", threads), &threads, |b, &n| {
+            b.iter_custom(|iters| contend(n, iters, &circuit_breaker))
+        });
+    }
+    g.finish();
+}
+
+/// One clock read: the engine reads tokio's clock (`TokioClock`) at each attempt's
+/// start and end; the budget and the breaker read it through `Arc<dyn Clock>`.
+fn clocks(c: &mut Criterion) {
+    let mut g = c.benchmark_group("clock");
+    g.bench_function("std_instant_now", |b| b.iter(Instant::now));
+    g.bench_function("tokio_instant_now", |b| b.iter(tokio::time::Instant::now));
+    g.finish();
+}
+
+criterion_group!(budget_breaker, guards, clocks);
+criterion_main!(budget_breaker);
