@@ -52,7 +52,10 @@ fn contend(threads: usize, iters: u64, op: &(impl Fn() -> bool + Sync)) -> Durat
                         refused += u64::from(!black_box(op()));
                     }
                     let elapsed = start.elapsed();
-                    assert!(refused * 10_000 <= iters.max(10_000), "a guard refused {refused} of {iters} calls");
+                    assert!(
+                        refused * 10_000 <= iters.max(10_000),
+                        "a guard refused {refused} of {iters} calls"
+                    );
                     elapsed
                 })
             })
