@@ -282,7 +282,7 @@ impl RequestClassifier {
         let safe_after_sent = is_idempotent_method(request.method())
             || has_idempotency_key(request.headers())
             || options.safe_to_retry;
-        let replayable = request.body().is_none_or(|body| body.as_bytes().is_some());
+        let replayable = is_replayable(request);
         Self { http, safe_after_sent, replayable }
     }
 
@@ -322,6 +322,12 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
     }
 }
 
+/// Whether the request can be sent again: no body, or a body held in memory
+/// (a stream is consumed by sending it).
+fn is_replayable(request: &Request) -> bool {
+    request.body().is_none_or(|body| body.as_bytes().is_some())
+}
+
 /// Hands out the request for each attempt: clones of a replayable request, or a
 /// streaming request exactly once.
 enum RequestSource {
@@ -331,11 +337,7 @@ enum RequestSource {
 
 impl RequestSource {
     fn new(request: Request) -> Self {
-        if request.body().is_none_or(|body| body.as_bytes().is_some()) {
-            Self::Replayable(request)
-        } else {
-            Self::Once(Some(request))
-        }
+        if is_replayable(&request) { Self::Replayable(request) } else { Self::Once(Some(request)) }
     }
 
     fn next(&mut self) -> Option<Request> {
