@@ -4,11 +4,12 @@
 
 mod common;
 
+use common::Refuse;
+
 use common::{Telemetry, attrs, span_attr, to_attrs};
 use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use retryscope::observe::{AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver};
-use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, ErrorType, Hint, Jitter, Outcome, Policy, Retryable, StopReason, Verdict};
 use retryscope_otel::names;
 use std::cell::Cell;
@@ -244,20 +245,6 @@ fn by_status_unit(result: &Result<(), u16>) -> Verdict {
         Ok(()) => Verdict::Success,
         Err(code) if *code >= 500 => Verdict::retryable(ErrorType::Status(*code)),
         Err(code) => Verdict::permanent(ErrorType::Status(*code)),
-    }
-}
-
-/// A budget that never allows a retry.
-struct Refuse;
-
-impl Throttle for Refuse {
-    fn request_started(&self) {}
-    fn attempt_finished(&self, _: bool) {}
-    fn try_acquire_retry(&self) -> bool {
-        false
-    }
-    fn available(&self) -> f64 {
-        0.0
     }
 }
 

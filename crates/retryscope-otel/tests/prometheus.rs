@@ -3,27 +3,15 @@
 
 #![cfg(feature = "prometheus")]
 
+mod common;
+
+use common::Refuse;
 use retryscope::clock::ManualClock;
-use retryscope::throttle::Throttle;
 use retryscope::{ErrorType, Jitter, Policy, Retryable, Verdict};
 use retryscope_otel::{PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
-
-/// A budget that never allows a retry.
-struct Refuse;
-
-impl Throttle for Refuse {
-    fn request_started(&self) {}
-    fn attempt_finished(&self, _: bool) {}
-    fn try_acquire_retry(&self) -> bool {
-        false
-    }
-    fn available(&self) -> f64 {
-        0.0
-    }
-}
 
 fn get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).expect("connect");

@@ -412,17 +412,8 @@ fn table(rows: &[AmplifyRow]) -> String {
 /// Amplification and success rate against the failure rate, per strategy.
 fn chart(rows: &[AmplifyRow], strategies: &[AmplifyStrategy]) -> Vec<Panel> {
     let series = |value: fn(&AmplifyRow) -> f64| {
-        strategies
-            .iter()
-            .map(|s| Series {
-                name: s.name().to_owned(),
-                points: rows
-                    .iter()
-                    .filter(|r| r.strategy == s.name())
-                    .map(|r| (r.failure_rate, value(r)))
-                    .collect(),
-            })
-            .collect()
+        let names = strategies.iter().map(|s| s.name());
+        Series::per_strategy(names, rows, |r| r.strategy, |r| (r.failure_rate, value(r)))
     };
     vec![
         Panel {

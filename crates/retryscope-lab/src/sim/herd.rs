@@ -369,17 +369,8 @@ fn table(rows: &[HerdRow]) -> String {
 /// The post's two figures: calls and completion time against client count.
 fn chart(rows: &[HerdRow], strategies: &[HerdStrategy]) -> Vec<Panel> {
     let series = |value: fn(&HerdRow) -> f64| {
-        strategies
-            .iter()
-            .map(|s| Series {
-                name: s.name().to_owned(),
-                points: rows
-                    .iter()
-                    .filter(|r| r.strategy == s.name())
-                    .map(|r| (f64::from(r.clients), value(r)))
-                    .collect(),
-            })
-            .collect()
+        let names = strategies.iter().map(|s| s.name());
+        Series::per_strategy(names, rows, |r| r.strategy, |r| (f64::from(r.clients), value(r)))
     };
     vec![
         Panel {

@@ -106,6 +106,25 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+impl Series {
+    /// One line per strategy name: the points `(x(row), y(row))` of the rows
+    /// whose `strategy` is that name, in row order.
+    pub fn per_strategy<'a, R>(
+        names: impl IntoIterator<Item = &'a str>,
+        rows: &[R],
+        strategy: impl Fn(&R) -> &str,
+        point: impl Fn(&R) -> (f64, f64),
+    ) -> Vec<Series> {
+        names
+            .into_iter()
+            .map(|name| Series {
+                name: name.to_owned(),
+                points: rows.iter().filter(|r| strategy(r) == name).map(&point).collect(),
+            })
+            .collect()
+    }
+}
+
 /// One chart panel: axes, labels and lines.
 #[derive(Debug, Clone)]
 pub struct Panel {

@@ -138,3 +138,17 @@ pub fn span_attr(span: &SpanData, key: &str) -> Option<String> {
     let key = Key::new(key.to_owned());
     span.attributes.iter().find(|kv| kv.key == key).map(|kv| kv.value.as_str().into_owned())
 }
+
+/// A budget that never allows a retry.
+pub struct Refuse;
+
+impl retryscope::throttle::Throttle for Refuse {
+    fn request_started(&self) {}
+    fn attempt_finished(&self, _: bool) {}
+    fn try_acquire_retry(&self) -> bool {
+        false
+    }
+    fn available(&self) -> f64 {
+        0.0
+    }
+}
