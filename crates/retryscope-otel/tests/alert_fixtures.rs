@@ -345,7 +345,7 @@ fn vocabulary(label_name: &str) -> Option<BTreeSet<String>> {
             Some(retryscope::DelaySource::ALL.iter().map(|s| s.as_str().to_owned()).collect())
         }
         l if l == label(names::THROTTLE_REASON) => {
-            set(&[names::THROTTLED_BY_BUDGET, names::THROTTLED_BY_BREAKER])
+            set(&[names::THROTTLED_BY_BUDGET, names::THROTTLED_BY_BREAKER, names::THROTTLED_BY_UPSTREAM])
         }
         _ => None,
     }

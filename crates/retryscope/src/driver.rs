@@ -175,7 +175,9 @@ impl<'a, O: Observer> Driver<'a, O> {
             Verdict::Success => Health::Healthy,
             // A 404 is a healthy server answering.
             Verdict::Permanent { .. } => Health::Answered,
-            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } => Health::Unhealthy,
+            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
+                Health::Unhealthy
+            }
         };
         self.record_attempt(now, verdict.error_type(), health);
         if let Some(error) = verdict.error_type() {
@@ -188,6 +190,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             }
             Verdict::Permanent { .. } => Next::Stop(self.stop(now, StopReason::Permanent)),
             Verdict::Unrepeatable { .. } => Next::Stop(self.stop(now, StopReason::Unrepeatable)),
+            Verdict::RetriedElsewhere { .. } => Next::Stop(self.stop(now, StopReason::UpstreamRetry)),
             Verdict::Retryable { error, hint } => match self.plan_retry(now, hint) {
                 Ok((delay, source)) => {
                     let wait = Wait { next_attempt: self.attempts + 1, delay, source, error };

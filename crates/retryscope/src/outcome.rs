@@ -145,6 +145,16 @@ pub enum Verdict {
         /// The failure's `error.type`.
         error: ErrorType,
     },
+    /// A transient failure that another layer of the call chain retries, or
+    /// has already retried: not retried here, so that retries happen at one
+    /// layer only and do not multiply down the chain. It stops the engine with
+    /// [`StopReason::UpstreamRetry`](crate::StopReason::UpstreamRetry) (reported
+    /// as throttled) and counts against the dependency's health like a
+    /// retryable failure.
+    RetriedElsewhere {
+        /// The failure's `error.type`.
+        error: ErrorType,
+    },
 }
 
 impl Verdict {
@@ -163,19 +173,28 @@ impl Verdict {
         Verdict::Unrepeatable { error }
     }
 
+    /// A transient failure that another layer retries.
+    pub const fn retried_elsewhere(error: ErrorType) -> Self {
+        Verdict::RetriedElsewhere { error }
+    }
+
     /// The failure's `error.type`, or `None` on success.
     pub const fn error_type(&self) -> Option<ErrorType> {
         match self {
             Verdict::Success => None,
             Verdict::Retryable { error, .. }
             | Verdict::Permanent { error }
-            | Verdict::Unrepeatable { error } => Some(*error),
+            | Verdict::Unrepeatable { error }
+            | Verdict::RetriedElsewhere { error } => Some(*error),
         }
     }
 
     /// Whether the failure says the dependency is in trouble (retryable or
     /// unrepeatable), which is what breakers and token buckets count.
     pub const fn is_transient(&self) -> bool {
-        matches!(self, Verdict::Retryable { .. } | Verdict::Unrepeatable { .. })
+        matches!(
+            self,
+            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. }
+        )
     }
 }
