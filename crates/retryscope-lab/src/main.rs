@@ -22,6 +22,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Storm(args) if args.layers.is_some() => {
+            retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| e.to_string())
+        }
         Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| e.to_string()),
         Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| e.to_string()),
     };

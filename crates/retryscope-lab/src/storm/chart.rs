@@ -5,32 +5,57 @@ use crate::storm::server::SLICE;
 use plotters::prelude::*;
 use std::path::Path;
 
+/// The drawing area of one panel.
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// One line of a panel: counts per slice.
+pub(crate) struct Series<'a> {
+    pub(crate) label: &'a str,
+    pub(crate) per_slice: Vec<f64>,
+}
+
 /// Writes an SVG with two panels: requests the server received per second, and
 /// retries started per second, with the outage shaded.
 pub(crate) fn write_svg(path: &Path, runs: &[PolicyRun], timeline: Timeline) -> Result<(), String> {
     let root = SVGBackend::new(path, (960, 720)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let (top, bottom) = root.split_vertically(360);
-    let per_second = |v: f64| v / SLICE.as_secs_f64();
-    let load: Vec<Vec<f64>> =
-        runs.iter().map(|r| r.server_received.iter().map(|&n| per_second(f64::from(n))).collect()).collect();
-    let retries: Vec<Vec<f64>> =
-        runs.iter().map(|r| r.retries.iter().map(|&n| per_second(n as f64)).collect()).collect();
-    panel(&top, "Requests reaching the server (per second)", runs, &load, timeline)?;
-    panel(&bottom, "Retries started by the clients (per second)", runs, &retries, timeline)?;
+    let load: Vec<Series<'_>> = runs
+        .iter()
+        .map(|r| Series {
+            label: r.policy,
+            per_slice: r.server_received.iter().map(|&n| f64::from(n)).collect(),
+        })
+        .collect();
+    let retries: Vec<Series<'_>> = runs
+        .iter()
+        .map(|r| Series { label: r.policy, per_slice: r.retries.iter().map(|&n| n as f64).collect() })
+        .collect();
+    panel(&top, "Requests reaching the server (per second)", &load, y_max(&load), timeline)?;
+    panel(&bottom, "Retries started by the clients (per second)", &retries, y_max(&retries), timeline)?;
     root.present().map_err(|e| e.to_string())
 }
 
-fn panel(
-    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+fn per_second(per_slice: f64) -> f64 {
+    per_slice / SLICE.as_secs_f64()
+}
+
+/// The top of a y axis showing every series, per second.
+pub(crate) fn y_max(series: &[Series<'_>]) -> f64 {
+    series.iter().flat_map(|s| &s.per_slice).map(|&v| per_second(v)).fold(1.0, f64::max) * 1.1
+}
+
+/// Draws `series` per second over time, up to `y_max`, with the outage shaded;
+/// the n-th series of every panel has the same colour.
+pub(crate) fn panel(
+    area: &Area<'_>,
     title: &str,
-    runs: &[PolicyRun],
-    series: &[Vec<f64>],
+    series: &[Series<'_>],
+    y_max: f64,
     timeline: Timeline,
 ) -> Result<(), String> {
-    let slices = series.iter().map(Vec::len).max().unwrap_or(0);
+    let slices = series.iter().map(|s| s.per_slice.len()).max().unwrap_or(0);
     let x_max = slices as f64 * SLICE.as_secs_f64();
-    let y_max = series.iter().flatten().copied().fold(1.0, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
         .margin(10)
@@ -43,13 +68,14 @@ fn panel(
     chart
         .draw_series([Rectangle::new(outage, RGBColor(255, 228, 225).filled())])
         .map_err(|e| e.to_string())?;
-    for (i, (run, values)) in runs.iter().zip(series).enumerate() {
+    for (i, line) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
-        let points = values.iter().enumerate().map(|(s, &v)| (s as f64 * SLICE.as_secs_f64(), v));
+        let points =
+            line.per_slice.iter().enumerate().map(|(s, &v)| (s as f64 * SLICE.as_secs_f64(), per_second(v)));
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(|e| e.to_string())?
-            .label(run.policy)
+            .label(line.label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
     }
     chart

@@ -12,7 +12,7 @@ use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMe
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, Temporality};
 use retryscope_otel::names;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -31,9 +31,42 @@ pub struct Totals {
     pub succeeded: u64,
 }
 
-type Latest = Arc<Mutex<HashMap<String, Totals>>>;
+/// A server's incoming requests (`retryscope.server.requests`) by the attempt
+/// their callers said they were.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IncomingTotals {
+    /// Requests per `retryscope.attempt` bucket (`1`, `2`, `3`, `4+`, `unknown`).
+    pub by_attempt: BTreeMap<String, u64>,
+}
 
-/// The latest totals per `retryscope.operation`, refreshed by a periodic reader.
+impl IncomingTotals {
+    /// Requests in the bucket `bucket`.
+    pub fn attempt(&self, bucket: &str) -> u64 {
+        self.by_attempt.get(bucket).copied().unwrap_or(0)
+    }
+
+    /// Every incoming request.
+    pub fn total(&self) -> u64 {
+        self.by_attempt.values().sum()
+    }
+
+    /// Incoming requests their callers said were retries.
+    pub fn retries(&self) -> u64 {
+        ["2", "3", "4+"].iter().map(|b| self.attempt(b)).sum()
+    }
+}
+
+/// One collection, kept for the report.
+#[derive(Debug, Default)]
+struct Snapshot {
+    by_operation: HashMap<String, Totals>,
+    incoming_by_route: HashMap<String, IncomingTotals>,
+}
+
+type Latest = Arc<Mutex<Snapshot>>;
+
+/// The latest totals per `retryscope.operation`, and of incoming requests per
+/// `http.route`, refreshed by a periodic reader.
 #[derive(Debug, Clone, Default)]
 pub struct InProcessReader {
     latest: Latest,
@@ -50,7 +83,14 @@ impl InProcessReader {
 
     /// The latest totals of the operations named `operation`.
     pub fn totals(&self, operation: &str) -> Totals {
-        self.latest.lock().unwrap_or_else(PoisonError::into_inner).get(operation).copied().unwrap_or_default()
+        let latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        latest.by_operation.get(operation).copied().unwrap_or_default()
+    }
+
+    /// The latest counts of the requests served on `route`.
+    pub fn incoming(&self, route: &str) -> IncomingTotals {
+        let latest = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        latest.incoming_by_route.get(route).cloned().unwrap_or_default()
     }
 }
 
@@ -62,8 +102,11 @@ pub struct TotalsExporter {
 
 impl PushMetricExporter for TotalsExporter {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
-        let totals = totals_by_operation(metrics);
-        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = totals;
+        let snapshot = Snapshot {
+            by_operation: totals_by_operation(metrics),
+            incoming_by_route: incoming_by_route(metrics),
+        };
+        *self.latest.lock().unwrap_or_else(PoisonError::into_inner) = snapshot;
         Ok(())
     }
 
@@ -120,6 +163,23 @@ fn totals_by_operation(metrics: &ResourceMetrics) -> HashMap<String, Totals> {
         }
     }
     by_operation
+}
+
+fn incoming_by_route(metrics: &ResourceMetrics) -> HashMap<String, IncomingTotals> {
+    let mut by_route: HashMap<String, IncomingTotals> = HashMap::new();
+    for metric in metrics.scope_metrics().flat_map(|s| s.metrics()) {
+        if let (names::SERVER_REQUESTS, AggregatedMetrics::U64(MetricData::Sum(sum))) =
+            (metric.name(), metric.data())
+        {
+            for p in sum.data_points() {
+                let attributes: Vec<&KeyValue> = p.attributes().collect();
+                let route = attribute(&attributes, names::HTTP_ROUTE).unwrap_or_default();
+                let bucket = attribute(&attributes, names::ATTEMPT).unwrap_or_default();
+                *by_route.entry(route).or_default().by_attempt.entry(bucket).or_default() += p.value();
+            }
+        }
+    }
+    by_route
 }
 
 fn attribute(attributes: &[&KeyValue], key: &str) -> Option<String> {

@@ -5,8 +5,13 @@
 //! [`RetryMiddleware`](retryscope_reqwest::RetryMiddleware). The report shows
 //! what each policy did to the server: how much load it added, how long the
 //! server took to recover, and what the callers saw.
+//!
+//! With `--layers N`, the struggling server is the bottom of a [`chain`] of
+//! services, each calling the next through the middleware: see [`layers`].
 
+pub mod chain;
 mod chart;
+pub mod layers;
 mod load;
 pub mod metrics;
 mod policies;
@@ -17,6 +22,8 @@ mod telemetry;
 pub use policies::StormPolicy;
 
 use clap::Args;
+use clap::builder::ArgPredicate;
+use layers::LayerPolicy;
 use metrics::{InProcessReader, Totals};
 use report::{PolicyRun, Summary, Timeline};
 use server::{Behaviour, SLICE, Server};
@@ -27,8 +34,8 @@ use std::time::Duration;
 /// Flags of `retryscope storm`.
 #[derive(Debug, Clone, Args)]
 pub struct StormArgs {
-    /// Concurrent clients.
-    #[arg(long, default_value_t = 50)]
+    /// Concurrent clients [with --layers, default 10].
+    #[arg(long, default_value_t = 50, default_value_if("layers", ArgPredicate::IsPresent, "10"))]
     pub clients: u32,
     /// Logical requests per second per client.
     #[arg(long, default_value_t = 10.0)]
@@ -36,8 +43,14 @@ pub struct StormArgs {
     /// Seconds of load per policy.
     #[arg(long, default_value_t = 8.0)]
     pub duration: f64,
-    /// The outage as START:LENGTH in seconds from the start of each policy's run.
-    #[arg(long, default_value = "2.5:2", value_parser = parse_outage)]
+    /// The outage as START:LENGTH in seconds from the start of each policy's run
+    /// [with --layers, default 2.5:3].
+    #[arg(
+        long,
+        default_value = "2.5:2",
+        default_value_if("layers", ArgPredicate::IsPresent, "2.5:3"),
+        value_parser = parse_outage
+    )]
     pub outage: (f64, f64),
     /// Requests per second the server serves before shedding load with 503.
     #[arg(long, default_value_t = 750)]
@@ -45,10 +58,19 @@ pub struct StormArgs {
     /// Policies to compare, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "naive,backoff,full-jitter,budget,breaker")]
     pub policies: Vec<StormPolicy>,
+    /// Run the layered storm instead: a chain of this many services (2 to 4),
+    /// each calling the next through the middleware, the last one the
+    /// struggling server; compares --layer-policies, not --policies.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=chain::MAX_SERVICES as i64))]
+    pub layers: Option<u32>,
+    /// Policies the layered storm compares, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "per-layer,one-layer,budget")]
+    pub layer_policies: Vec<LayerPolicy>,
     /// Seeds the clients' start phases.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Where the chart (storm.svg) and the summary (storm.json) go.
+    /// Where the chart (storm.svg) and the summary (storm.json) go; with
+    /// --layers, storm-layers.svg and storm-layers.json.
     #[arg(long, default_value = "out/storm")]
     pub out: PathBuf,
     /// Serve the metrics for Prometheus on this address, e.g. 127.0.0.1:9464.
@@ -122,7 +144,8 @@ impl StormArgs {
     }
 }
 
-/// Runs the storm and prints the report.
+/// Runs the storm of one server and prints the report (see [`layers::run`]
+/// for `--layers`).
 pub fn run(args: &StormArgs) -> Result<Vec<Summary>, StormError> {
     let timeline = args.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -221,7 +244,7 @@ async fn latest(metrics: &InProcessReader, policy: StormPolicy) -> Totals {
     metrics.totals(policy.name())
 }
 
-fn delta(after: Totals, before: Totals) -> Totals {
+pub(crate) fn delta(after: Totals, before: Totals) -> Totals {
     Totals {
         requests: after.requests - before.requests.min(after.requests),
         retries: after.retries - before.retries.min(after.retries),

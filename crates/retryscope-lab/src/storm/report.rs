@@ -69,13 +69,13 @@ impl PolicyRun {
     }
 }
 
-fn slice_index(at: Duration) -> usize {
+pub(crate) fn slice_index(at: Duration) -> usize {
     usize::try_from(at.as_millis() / SLICE.as_millis()).unwrap_or(usize::MAX)
 }
 
 /// Mean requests per second before the outage, skipping the first second while
 /// clients ramp up.
-fn healthy_load(received: &[u32], timeline: Timeline) -> f64 {
+pub(crate) fn healthy_load(received: &[u32], timeline: Timeline) -> f64 {
     let window = received.get(SLICES_PER_SECOND..slice_index(timeline.outage_start)).unwrap_or_default();
     if window.is_empty() {
         return 0.0;
@@ -84,7 +84,7 @@ fn healthy_load(received: &[u32], timeline: Timeline) -> f64 {
 }
 
 /// The largest number of requests received in any one-second window.
-fn peak_per_second(received: &[u32]) -> f64 {
+pub(crate) fn peak_per_second(received: &[u32]) -> f64 {
     received
         .windows(SLICES_PER_SECOND)
         .map(|w| w.iter().map(|&n| f64::from(n)).sum::<f64>())

@@ -9,7 +9,7 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
+use hyper::{HeaderMap, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -41,9 +41,24 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn new(slices: usize) -> Self {
+    pub(crate) fn new(slices: usize) -> Self {
         let zeros = || (0..slices).map(|_| AtomicU32::new(0)).collect();
         Self { received: zeros(), served: zeros() }
+    }
+
+    /// Counts a request received `elapsed` after the start: its slice and the
+    /// slice's load so far, or `None` past the planned run.
+    pub(crate) fn receive(&self, elapsed: Duration) -> Option<(usize, u32)> {
+        let slice = usize::try_from(elapsed.as_millis() / SLICE.as_millis()).unwrap_or(usize::MAX);
+        let load = self.received.get(slice)?.fetch_add(1, Ordering::Relaxed) + 1;
+        Some((slice, load))
+    }
+
+    /// Counts a request of `slice` answered 200.
+    pub(crate) fn serve(&self, slice: usize) {
+        if let Some(served) = self.served.get(slice) {
+            served.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Requests received per slice.
@@ -75,11 +90,26 @@ impl Drop for Server {
 impl Server {
     /// Starts a server on an ephemeral loopback port, counting `slices` slices.
     pub async fn start(behaviour: Behaviour, slices: usize) -> std::io::Result<Server> {
+        Self::start_observed(behaviour, slices, |_| {}).await
+    }
+
+    /// Like [`start`](Self::start), showing `observe` the headers of every
+    /// request before it is answered.
+    pub async fn start_observed(
+        behaviour: Behaviour,
+        slices: usize,
+        observe: impl Fn(&HeaderMap) + Send + Sync + 'static,
+    ) -> std::io::Result<Server> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let counters = Arc::new(Counters::new(slices));
         let state = Arc::new(State { behaviour, started: Instant::now(), counters: Arc::clone(&counters) });
-        let accept = tokio::spawn(accept_loop(listener, state));
+        let observe = Arc::new(observe);
+        let accept = tokio::spawn(accept_loop(listener, move |request: Request<Incoming>| {
+            observe(request.headers());
+            let status = state.answer();
+            async move { respond(status) }
+        }));
         Ok(Server { addr, counters, accept })
     }
 }
@@ -93,27 +123,29 @@ struct State {
 impl State {
     fn answer(&self) -> StatusCode {
         let elapsed = self.started.elapsed();
-        let slice = usize::try_from(elapsed.as_millis() / SLICE.as_millis()).unwrap_or(usize::MAX);
-        let (Some(received), Some(served)) =
-            (self.counters.received.get(slice), self.counters.served.get(slice))
-        else {
+        let Some((slice, load)) = self.counters.receive(elapsed) else {
             // Past the planned run: answer, but there is nothing left to count.
             return StatusCode::OK;
         };
-        let load = received.fetch_add(1, Ordering::Relaxed) + 1;
         let b = self.behaviour;
         let in_outage = elapsed >= b.outage_start && elapsed < b.outage_start + b.outage_len;
         let per_slice = (b.capacity / 10).max(1);
         if in_outage || load > per_slice {
             StatusCode::SERVICE_UNAVAILABLE
         } else {
-            served.fetch_add(1, Ordering::Relaxed);
+            self.counters.serve(slice);
             StatusCode::OK
         }
     }
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<State>) {
+/// Accepts connections on `listener` and answers each request with `handle`,
+/// until the task is aborted.
+pub(crate) async fn accept_loop<H, F>(listener: TcpListener, handle: H)
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -123,11 +155,11 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
                 continue;
             }
         };
-        let state = Arc::clone(&state);
+        let handle = handle.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |_: Request<Incoming>| {
-                let status = state.answer();
-                async move { Ok::<_, Infallible>(respond(status)) }
+            let service = service_fn(move |request: Request<Incoming>| {
+                let response = handle(request);
+                async move { Ok::<_, Infallible>(response.await) }
             });
             // A client that goes away mid-request is no concern of the server's.
             let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
@@ -135,7 +167,8 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
     }
 }
 
-fn respond(status: StatusCode) -> Response<Full<Bytes>> {
+/// An empty response with `status`.
+pub(crate) fn respond(status: StatusCode) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from_static(b"")));
     *response.status_mut() = status;
     response
