@@ -168,8 +168,10 @@ impl Chain {
         chain.push(start_bottom(format!("service-{services}"), bottom, slices, incoming).await?);
         for k in (1..services).rev() {
             let next = chain.last().map(Service::url).unwrap_or_default();
+            let name = format!("service-{k}");
             let hop = Hop {
-                name: format!("service-{k}"),
+                route: route(&name),
+                name,
                 next,
                 caller: caller(k)?,
                 incoming: incoming.clone(),
@@ -217,6 +219,7 @@ async fn start_bottom(
 /// A service above the bottom: it answers what its call to the next one got.
 struct Hop {
     name: String,
+    route: String,
     next: String,
     caller: Caller,
     incoming: IncomingRequests,
@@ -234,7 +237,7 @@ async fn start_hop(hop: Hop) -> Result<Service, StormError> {
         let hop = Arc::clone(&hop);
         // Counted on arrival, like the bottom, so every service's slices line up.
         let slice = hop.counters.receive(hop.started.elapsed()).map(|(slice, _)| slice);
-        let attempt = hop.incoming.observe(request.headers(), Some(&route(&hop.name)));
+        let attempt = hop.incoming.observe(request.headers(), Some(&hop.route));
         hop.attempts.record(attempt);
         async move { hop.answer(slice, attempt).await }
     }));
