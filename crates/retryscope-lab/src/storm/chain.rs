@@ -3,8 +3,7 @@
 //!
 //! Every service counts what it receives itself — per slice, and by the attempt
 //! number its caller put in `retry-attempt` — and records
-//! `retryscope.server.requests` with
-//! [`IncomingRequests`](retryscope_otel::IncomingRequests), as a service in
+//! `retryscope.server.requests` with [`IncomingRequests`], as a service in
 //! production would. The services above the bottom run their handler under
 //! [`Upstream::scope`], so that the middleware knows the request it serves, and
 //! add `retry-exhausted` to an error when the calls below retried and gave up.

@@ -34,7 +34,7 @@ use std::time::Duration;
 /// Flags of `retryscope storm`.
 #[derive(Debug, Clone, Args)]
 pub struct StormArgs {
-    /// Concurrent clients [with --layers, default 10].
+    /// Concurrent clients (10 by default with --layers).
     #[arg(long, default_value_t = 50, default_value_if("layers", ArgPredicate::IsPresent, "10"))]
     pub clients: u32,
     /// Logical requests per second per client.
@@ -44,7 +44,7 @@ pub struct StormArgs {
     #[arg(long, default_value_t = 8.0)]
     pub duration: f64,
     /// The outage as START:LENGTH in seconds from the start of each policy's run
-    /// [with --layers, default 2.5:3].
+    /// (2.5:3 by default with --layers).
     #[arg(
         long,
         default_value = "2.5:2",
