@@ -42,8 +42,11 @@ pub const ATTEMPTS: &str = "retryscope.attempts";
 pub const OUTCOME: &str = "retryscope.outcome";
 /// The `error.type` of the failure that caused a retry.
 pub const RETRY_REASON: &str = "retryscope.retry.reason";
-/// Where a wait came from: `policy`, `retry_after` or `rate_limit`.
+/// Where a wait came from: `policy`, `retry_after`, `rate_limit` or
+/// `grpc_pushback` (see [`DELAY_SOURCES`]).
 pub const DELAY_SOURCE: &str = "retryscope.delay.source";
+/// Every value of [`DELAY_SOURCE`], as the engine's `DelaySource::as_str` spells it.
+pub const DELAY_SOURCES: [&str; 4] = ["policy", "retry_after", "rate_limit", "grpc_pushback"];
 /// Why a retry was refused: `budget` or `circuit_open`.
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
@@ -58,3 +61,16 @@ pub const TARGET: &str = "retryscope";
 /// Histogram bucket boundaries in seconds, shared by all duration histograms.
 pub const DURATION_BUCKETS: [f64; 17] =
     [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0];
+
+#[cfg(test)]
+mod tests {
+    use retryscope::DelaySource;
+
+    #[test]
+    fn delay_sources_are_the_engines_names() {
+        let engine =
+            [DelaySource::Policy, DelaySource::RetryAfter, DelaySource::RateLimit, DelaySource::GrpcPushback]
+                .map(DelaySource::as_str);
+        assert_eq!(engine, super::DELAY_SOURCES);
+    }
+}

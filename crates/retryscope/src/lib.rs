@@ -76,6 +76,7 @@ pub mod observe;
 pub mod outcome;
 mod policy;
 mod retry;
+mod shared;
 pub mod throttle;
 mod window;
 
@@ -89,3 +90,4 @@ pub use jitter::Jitter;
 pub use outcome::{DelaySource, ErrorType, Hint, Verdict};
 pub use policy::{MAX_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use retry::{Notify, Retry, Retryable};
+pub use shared::Shared;

@@ -46,15 +46,20 @@ pub enum DelaySource {
     RetryAfter,
     /// `RateLimit` headers: may only lengthen the computed delay.
     RateLimit,
+    /// gRPC's `grpc-retry-pushback-ms` trailer (gRFC A6): replaces the computed
+    /// delay.
+    GrpcPushback,
 }
 
 impl DelaySource {
-    /// The attribute value used in telemetry: `policy`, `retry_after` or `rate_limit`.
+    /// The attribute value used in telemetry: `policy`, `retry_after`,
+    /// `rate_limit` or `grpc_pushback`.
     pub const fn as_str(self) -> &'static str {
         match self {
             DelaySource::Policy => "policy",
             DelaySource::RetryAfter => "retry_after",
             DelaySource::RateLimit => "rate_limit",
+            DelaySource::GrpcPushback => "grpc_pushback",
         }
     }
 }
@@ -86,11 +91,17 @@ impl Hint {
         Self { delay, source: DelaySource::RateLimit }
     }
 
+    /// A gRPC `grpc-retry-pushback-ms` hint: the next attempt waits exactly
+    /// `delay`.
+    pub const fn grpc_pushback(delay: Duration) -> Self {
+        Self { delay, source: DelaySource::GrpcPushback }
+    }
+
     /// The wait this hint implies when the policy alone would wait `computed`.
     pub fn apply(self, computed: Duration) -> Duration {
         match self.source {
             DelaySource::Policy => computed,
-            DelaySource::RetryAfter => self.delay,
+            DelaySource::RetryAfter | DelaySource::GrpcPushback => self.delay,
             DelaySource::RateLimit => self.delay.max(computed),
         }
     }
