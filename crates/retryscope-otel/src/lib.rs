@@ -72,6 +72,7 @@
 //! reported as its code only within 100..=599, else `_OTHER`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod dependency;
 mod gauges;
 mod labels;
 mod metrics;
@@ -83,6 +84,10 @@ mod prometheus;
 mod setup;
 mod spans;
 
+pub use dependency::{
+    DependencyGuards, DependencyGuardsBuilder, Factory, Guards, MAX_DEPENDENCIES, OVERFLOW,
+    bounded_dependency, bounded_operation, dependency_name,
+};
 pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
 pub use labels::error_type_str;
 pub use metrics::RetryMetrics;

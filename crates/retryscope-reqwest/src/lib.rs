@@ -18,7 +18,6 @@
 //! per-request overrides, and DESIGN.md §3 for the telemetry.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod dependencies;
 mod middleware;
 mod options;
 mod propagate;
