@@ -1,0 +1,66 @@
+//! Correct, instrumented retries for [tower] services: HTTP clients such as
+//! hyper-util's, and — with the `grpc` feature — tonic channels with gRPC's own
+//! retry design (gRFC A6).
+//!
+//! `http::Request` is not `Clone`, which is why `tower::retry` cannot replay a
+//! call on its own. [`RetryLayer`] keeps a copy of small request bodies, makes
+//! the inner service ready afresh for every attempt, and reports every attempt
+//! through OpenTelemetry.
+//!
+//! # A hyper-util client
+//!
+//! ```no_run
+//! use bytes::Bytes;
+//! use http_body_util::Full;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use retryscope::Policy;
+//! use retryscope_tower::RetryLayer;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # async fn demo() -> Result<(), retryscope_tower::BoxError> {
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+//! let mut client = ServiceBuilder::new().layer(RetryLayer::new(Policy::interactive())).service(client);
+//! let request = http::Request::get("http://127.0.0.1:8080/inventory").body(Full::default())?;
+//! let response = client.ready().await?.call(request).await?;
+//! println!("{}", response.status());
+//! # Ok(()) }
+//! ```
+//!
+//! # A tonic channel (feature `grpc`)
+//!
+//! ```ignore
+//! use retryscope_tower::grpc::GrpcRetry;
+//! use retryscope_tower::RetryLayer;
+//!
+//! let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
+//! let channel = endpoint.connect_lazy();
+//! let retry = GrpcRetry::from_service_config(SERVICE_CONFIG_JSON)?;
+//! let channel = tower::ServiceBuilder::new()
+//!     .layer(RetryLayer::builder(Policy::interactive()).grpc(retry).origin(endpoint.uri().clone()).build())
+//!     .service(channel);
+//! let mut client = GreeterClient::new(channel);
+//! ```
+//!
+//! The runnable versions are `examples/examples/tower_hyper.rs` and
+//! `examples/examples/tower_tonic.rs`; the telemetry is described in
+//! `docs/telemetry.md`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod body;
+mod classify;
+mod error;
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+pub mod grpc;
+mod layer;
+mod options;
+mod propagate;
+mod service;
+mod spans;
+
+pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
+pub use error::{BoxError, GaveUp, NotRetried};
+pub use layer::{RetryLayer, RetryLayerBuilder};
+pub use options::RetryOptions;
+pub use service::{ResponseFuture, RetryService};
