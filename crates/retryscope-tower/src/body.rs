@@ -48,12 +48,21 @@ impl<E: 'static> ReplayBody for http_body_util::combinators::UnsyncBoxBody<Bytes
 /// other: the limit bounds what the layer holds.)
 impl ReplayBody for http_body_util::Full<Bytes> {
     fn from_replay(replay: Replay<Self>) -> Self {
-        let mut bytes = BytesMut::new();
-        match replay.kind {
+        let (prefix, rest) = match replay.kind {
             Kind::Buffered { data, .. } => return Self::new(data),
-            // A `Full` yields its one frame at the first read, so the prefix is
-            // all of it.
-            Kind::Streaming { prefix, .. } => prefix.iter().for_each(|chunk| bytes.extend_from_slice(chunk)),
+            Kind::Streaming { prefix, rest, .. } => (prefix, rest),
+        };
+        let mut bytes = BytesMut::new();
+        prefix.iter().for_each(|chunk| bytes.extend_from_slice(chunk));
+        if let Some(mut rest) = rest {
+            // A `Full` yields its one frame at once, never `Pending`: the noop
+            // waker is never needed.
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            while let Poll::Ready(Some(Ok(frame))) = rest.as_mut().poll_frame(&mut cx) {
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
         }
         Self::new(bytes.freeze())
     }

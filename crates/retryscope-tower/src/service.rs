@@ -126,8 +126,16 @@ where
     let stop = StopCapture::default();
 
     let template = ready.clone();
-    let mut attempts =
-        Attempts { ready: Some(ready), template, parts, source, number: 0, call, started: None };
+    let mut attempts = Attempts {
+        ready: Some(ready),
+        template,
+        parts,
+        source,
+        number: 0,
+        call,
+        #[cfg(feature = "grpc")]
+        started: None,
+    };
     let retry = (move || attempts.next())
         .retry(call.policy)
         .with_classifier(classifier)
@@ -205,6 +213,8 @@ struct Attempts<S, B> {
     source: Source<B>,
     number: u32,
     call: Call,
+    /// When the first attempt started: `grpc-timeout` counts from there.
+    #[cfg(feature = "grpc")]
     started: Option<tokio::time::Instant>,
 }
 
@@ -229,13 +239,12 @@ where
         };
         let body = self.source.next();
         let replayable = self.source.is_replayable();
+        #[cfg_attr(not(feature = "grpc"), expect(unused_mut))]
         let mut parts = self.parts.clone();
         #[cfg(feature = "grpc")]
         if self.call.grpc {
             self.grpc_metadata(&mut parts, number);
         }
-        #[cfg(not(feature = "grpc"))]
-        let _ = self.started;
         let grpc = self.call.grpc;
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
