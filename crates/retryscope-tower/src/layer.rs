@@ -242,7 +242,7 @@ impl RetryLayerBuilder {
         let budget = match self.grpc.clone().filter(crate::grpc::GrpcRetry::is_throttled) {
             Some(grpc) => {
                 let bucket: Factory<Guard> = Arc::new(move || {
-                    grpc.bucket().map_or_else(|| Guard::Bucket(TokenBucket::new()), Guard::Bucket)
+                    grpc.token_bucket().map_or_else(|| Guard::Bucket(TokenBucket::new()), Guard::Bucket)
                 });
                 Some(bucket)
             }

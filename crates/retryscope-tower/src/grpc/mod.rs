@@ -183,8 +183,9 @@ impl GrpcRetry {
             .map(|(_, m)| CallRetry { policy: m.policy, codes: m.codes })
     }
 
-    /// A fresh bucket for one server, if throttling is configured.
-    pub(crate) fn bucket(&self) -> Option<TokenBucket> {
+    /// A new, full bucket as the retry throttling configures it, if it does (the
+    /// layer makes one per server).
+    pub fn token_bucket(&self) -> Option<TokenBucket> {
         // Validated when configured, so `build` succeeds; the default bucket is
         // only a guard against a future change breaking that.
         self.throttling.map(|b| b.build().unwrap_or_default())
