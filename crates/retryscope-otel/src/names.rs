@@ -1,8 +1,14 @@
 //! The telemetry contract: instrument names, units and attribute keys.
 //!
 //! These names are what dashboards, alert rules and users' queries depend on
-//! (DESIGN.md §3). They are public so that integrations and tests use the same
-//! constants instead of repeating string literals.
+//! (the [telemetry contract]). They are public so that integrations and tests use
+//! the same constants instead of repeating string literals. Attribute *values*
+//! come from the engine's own types: `retryscope.outcome` from
+//! [`Outcome::as_str`](retryscope::Outcome::as_str), `retryscope.delay.source`
+//! from [`DelaySource::as_str`](retryscope::DelaySource::as_str), `error.type` and
+//! `retryscope.retry.reason` from [`error_type_str`](crate::error_type_str).
+//!
+//! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 
 /// Counter `{request}`: one per logical operation, at its start.
 pub const REQUESTS: &str = "retryscope.requests";
@@ -43,12 +49,14 @@ pub const OUTCOME: &str = "retryscope.outcome";
 /// The `error.type` of the failure that caused a retry.
 pub const RETRY_REASON: &str = "retryscope.retry.reason";
 /// Where a wait came from: `policy`, `retry_after`, `rate_limit` or
-/// `grpc_pushback` (see [`DELAY_SOURCES`]).
+/// `grpc_pushback` (every value: `retryscope::DelaySource::ALL`).
 pub const DELAY_SOURCE: &str = "retryscope.delay.source";
-/// Every value of [`DELAY_SOURCE`], as the engine's `DelaySource::as_str` spells it.
-pub const DELAY_SOURCES: [&str; 4] = ["policy", "retry_after", "rate_limit", "grpc_pushback"];
-/// Why a retry was refused: `budget` or `circuit_open`.
+/// Why a retry was refused: [`THROTTLED_BY_BUDGET`] or [`THROTTLED_BY_BREAKER`].
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
+/// [`THROTTLE_REASON`] when the retry budget (or token bucket) refused.
+pub const THROTTLED_BY_BUDGET: &str = "budget";
+/// [`THROTTLE_REASON`] when the circuit breaker refused.
+pub const THROTTLED_BY_BREAKER: &str = "circuit_open";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
 pub const ERROR_TYPE: &str = "error.type";
 
@@ -62,15 +70,3 @@ pub const TARGET: &str = "retryscope";
 pub const DURATION_BUCKETS: [f64; 17] =
     [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0];
 
-#[cfg(test)]
-mod tests {
-    use retryscope::DelaySource;
-
-    #[test]
-    fn delay_sources_are_the_engines_names() {
-        let engine =
-            [DelaySource::Policy, DelaySource::RetryAfter, DelaySource::RateLimit, DelaySource::GrpcPushback]
-                .map(DelaySource::as_str);
-        assert_eq!(engine, super::DELAY_SOURCES);
-    }
-}

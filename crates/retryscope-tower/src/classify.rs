@@ -97,8 +97,6 @@ impl<B: Body> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifie
     }
 }
 
-const CONNECT: ErrorType = ErrorType::Kind("connect");
-
 /// A transport failure's verdict and how far the request got.
 ///
 /// | failure | `error.type` | verdict | reached the server? |
@@ -118,14 +116,14 @@ pub(crate) fn transport(error: &BoxError) -> (Verdict, Stage) {
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return (Verdict::retryable(CONNECT), Stage::NotSent);
+                return (Verdict::retryable(ErrorType::CONNECT), Stage::NotSent);
             }
             return (io_error(io.kind()), Stage::Sent);
         }
         if let Some(h) = e.downcast_ref::<hyper::Error>()
             && h.is_incomplete_message()
         {
-            return (Verdict::retryable(ErrorType::Kind("incomplete")), Stage::Sent);
+            return (Verdict::retryable(ErrorType::INCOMPLETE), Stage::Sent);
         }
         cause = e.source();
     }
