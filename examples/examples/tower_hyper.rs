@@ -62,7 +62,9 @@ async fn flaky_server() -> std::io::Result<std::net::SocketAddr> {
                     Ok::<_, std::convert::Infallible>(response)
                 }
             });
-            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service),
+            );
         }
     });
     Ok(addr)

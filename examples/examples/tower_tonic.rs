@@ -101,7 +101,10 @@ mod greeter {
             &mut self,
             request: impl IntoRequest<HelloRequest>,
         ) -> Result<tonic::Response<HelloReply>, Status> {
-            self.inner.ready().await.map_err(|e| Status::unknown(format!("service was not ready: {}", e.into())))?;
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| Status::unknown(format!("service was not ready: {}", e.into())))?;
             let path = http::uri::PathAndQuery::from_static("/helloworld.Greeter/SayHello");
             self.inner.unary(request.into_request(), path, tonic_prost::ProstCodec::default()).await
         }
@@ -156,7 +159,9 @@ mod greeter {
             Box::pin(async move {
                 let codec = tonic_prost::ProstCodec::<HelloReply, HelloRequest>::default();
                 Ok(match request.uri().path() {
-                    "/helloworld.Greeter/SayHello" => tonic::server::Grpc::new(codec).unary(SayHello(server), request).await,
+                    "/helloworld.Greeter/SayHello" => {
+                        tonic::server::Grpc::new(codec).unary(SayHello(server), request).await
+                    }
                     _ => Status::unimplemented("no such method").into_http(),
                 })
             })

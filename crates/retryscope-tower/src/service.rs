@@ -311,7 +311,7 @@ where
         response.body_mut().peek().await.map_err(Into::into)?;
     }
     match status::received(&response) {
-        Some(received) => status::record(span, received.code),
+        Some(received) => status::record_code(span, received.code),
         None => response
             .body_mut()
             .on_trailers(TrailersHook { span: span.clone(), call: status::record_trailers }),

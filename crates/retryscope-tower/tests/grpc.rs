@@ -85,6 +85,10 @@ async fn unavailable_twice_then_ok_takes_three_attempts_with_a_span_each() {
     assert_eq!(codes, [Some("14".into()), Some("14".into()), Some("0".into())]);
     let errors: Vec<Option<String>> = spans.iter().map(|s| attr(s, "error.type")).collect();
     assert_eq!(errors, [Some("UNAVAILABLE".into()), Some("UNAVAILABLE".into()), None]);
+    for span in &spans {
+        let recorded = span.attributes.iter().filter(|kv| kv.key.as_str() == "error.type").count();
+        assert!(recorded <= 1, "error.type recorded {recorded} times on {span:?}");
+    }
 
     let dependency = server.addr.to_string();
     let with = [("retryscope.dependency", dependency.as_str()), ("retryscope.retry.reason", "UNAVAILABLE")];

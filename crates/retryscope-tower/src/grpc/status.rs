@@ -60,19 +60,21 @@ pub(crate) fn verdict(status: Received, retryable: CodeSet) -> Verdict {
     }
 }
 
-/// Records `code` on an attempt span: `rpc.grpc.status_code`, and `error.type`
-/// with status Error when it is not OK.
-pub(crate) fn record(span: &Span, code: u8) {
+/// Records `rpc.grpc.status_code` on an attempt span. For a status received
+/// before any message the engine's verdict records `error.type` and the span's
+/// status itself.
+pub(crate) fn record_code(span: &Span, code: u8) {
     span.record("rpc.grpc.status_code", i64::from(code));
-    if code != 0 {
-        span.record("error.type", name(code));
-        span.record("otel.status_code", "ERROR");
-    }
 }
 
-/// The trailers hook of a committed call: records the final status.
+/// The trailers hook of a committed call, which the engine saw succeed: records
+/// the final status, with `error.type` and status Error when it is not OK.
 pub(crate) fn record_trailers(span: &Span, trailers: &HeaderMap) {
     if let Some(code) = headers::status(trailers) {
-        record(span, code);
+        record_code(span, code);
+        if code != 0 {
+            span.record("error.type", name(code));
+            span.record("otel.status_code", "ERROR");
+        }
     }
 }
