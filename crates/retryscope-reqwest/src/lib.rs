@@ -15,7 +15,9 @@
 //! ```
 //!
 //! See [`RetryMiddleware`] for what is retried and when, [`RetryOptions`] for
-//! per-request overrides, and DESIGN.md §3 for the telemetry.
+//! per-request overrides, and the [telemetry contract] for what it reports.
+//!
+//! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod middleware;
