@@ -128,7 +128,7 @@ impl tonic::server::UnaryService<EchoRequest> for Unary {
     type Future = BoxFuture<tonic::Response<EchoReply>, Status>;
 
     fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
-        let behaviour = self.0.record("/test.Echo/Unary", request.metadata());
+        let behaviour = self.0.record("unary", request.metadata());
         let message = request.into_inner().message;
         Box::pin(async move {
             match behaviour {
@@ -178,7 +178,9 @@ impl tower::Service<http::Request<Body>> for EchoService {
             let mut grpc =
                 tonic::server::Grpc::new(tonic_prost::ProstCodec::<EchoReply, EchoRequest>::default());
             Ok(match request.uri().path() {
-                "/test.Echo/Unary" => grpc.unary(Unary(state), request).await,
+                "/test.Echo/Unary" | "/helloworld.Greeter/SayHello" => {
+                    grpc.unary(Unary(state), request).await
+                }
                 "/test.Echo/Stream" => grpc.server_streaming(ServerStream(state), request).await,
                 _ => Status::unimplemented("no such method").into_http(),
             })
@@ -213,6 +215,16 @@ where
     ) -> Result<tonic::Response<EchoReply>, Status> {
         self.ready().await?;
         let path = http::uri::PathAndQuery::from_static("/test.Echo/Unary");
+        self.inner.unary(request.into_request(), path, tonic_prost::ProstCodec::default()).await
+    }
+
+    /// `helloworld.Greeter/SayHello`, answered like `Unary`: the README's service.
+    pub async fn say_hello(
+        &mut self,
+        request: impl IntoRequest<EchoRequest>,
+    ) -> Result<tonic::Response<EchoReply>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/helloworld.Greeter/SayHello");
         self.inner.unary(request.into_request(), path, tonic_prost::ProstCodec::default()).await
     }
 
