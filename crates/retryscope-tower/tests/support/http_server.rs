@@ -22,9 +22,12 @@ pub struct Seen {
     pub at: tokio::time::Instant,
 }
 
+/// One scripted answer: a status and its extra headers.
+pub type Reply = (u16, Vec<(&'static str, &'static str)>);
+
 #[derive(Default)]
 struct State {
-    script: Mutex<VecDeque<(u16, Vec<(&'static str, &'static str)>)>>,
+    script: Mutex<VecDeque<Reply>>,
     seen: Mutex<Vec<Seen>>,
 }
 
@@ -42,7 +45,7 @@ impl HttpServer {
     }
 
     /// Answers with each status and its headers in turn, then 200.
-    pub async fn start_with(script: Vec<(u16, Vec<(&'static str, &'static str)>)>) -> Self {
+    pub async fn start_with(script: Vec<Reply>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State { script: Mutex::new(script.into()), seen: Mutex::default() });
