@@ -26,8 +26,8 @@ use tower_layer::Layer;
 /// ```
 ///
 /// - **What is retried**: statuses 408, 429, 500, 502, 503, 504 (configurable
-///   through [`HttpClassifier`]) and transport failures; with
-///   [`grpc`](RetryLayerBuilder::grpc), the retryable gRPC status codes (A6).
+///   through [`HttpClassifier`]) and transport failures; with the `grpc`
+///   feature and `RetryLayerBuilder::grpc`, the retryable gRPC status codes (A6).
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
 ///   requests marked [`safe_to_retry`](crate::RetryOptions::safe_to_retry), and —
 ///   for any method — a refused connection, where nothing reached the server.

@@ -1,4 +1,4 @@
-//! Correct, instrumented retries for [tower] services: HTTP clients such as
+//! Correct, instrumented retries for tower services: HTTP clients such as
 //! hyper-util's, and — with the `grpc` feature — tonic channels with gRPC's own
 //! retry design (gRFC A6).
 //!
@@ -29,17 +29,22 @@
 //!
 //! # A tonic channel (feature `grpc`)
 //!
-//! ```ignore
-//! use retryscope_tower::grpc::GrpcRetry;
-//! use retryscope_tower::RetryLayer;
+//! ```no_run
+//! # #[cfg(feature = "grpc")]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use retryscope::Policy;
+//! use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
 //!
 //! let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
-//! let channel = endpoint.connect_lazy();
-//! let retry = GrpcRetry::from_service_config(SERVICE_CONFIG_JSON)?;
+//! let retry = GrpcRetry::new(Policy::interactive()); // or GrpcRetry::from_service_config(json)?
 //! let channel = tower::ServiceBuilder::new()
 //!     .layer(RetryLayer::builder(Policy::interactive()).grpc(retry).origin(endpoint.uri().clone()).build())
-//!     .service(channel);
-//! let mut client = GreeterClient::new(channel);
+//!     .service(endpoint.connect_lazy());
+//! // A generated client takes it as it is: `GreeterClient::new(channel)`.
+//! let client = tonic::client::Grpc::new(channel);
+//! # let _ = client;
+//! # Ok(()) }
+//! # fn main() {}
 //! ```
 //!
 //! The runnable versions are `examples/examples/tower_hyper.rs` and
