@@ -361,3 +361,79 @@ impl<B: Body> Body for ResponseBody<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::{BodyExt, Full, StreamBody};
+    use std::convert::Infallible;
+
+    type Boxed = BoxBody<Bytes, Infallible>;
+
+    fn frames(frames: Vec<Frame<Bytes>>) -> Boxed {
+        BoxBody::new(StreamBody::new(tokio_stream::iter(frames.into_iter().map(Ok::<_, Infallible>))))
+    }
+
+    async fn collect(body: Boxed) -> (Bytes, Option<HeaderMap>) {
+        let collected = body.collect().await.unwrap_or_else(|e| match e {});
+        let trailers = collected.trailers().cloned();
+        (collected.to_bytes(), trailers)
+    }
+
+    #[tokio::test]
+    async fn a_small_body_with_trailers_is_replayed_whole_every_time() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-checksum", http::HeaderValue::from_static("abc"));
+        let body = frames(vec![
+            Frame::data(Bytes::from("hel")),
+            Frame::data(Bytes::from("lo")),
+            Frame::trailers(trailers.clone()),
+        ]);
+        let mut source = Source::read(body, 16).await.unwrap_or_else(|e| match e {});
+        assert!(source.is_replayable());
+        for _ in 0..3 {
+            let body = source.next().expect("replayable");
+            assert_eq!(collect(body).await, (Bytes::from("hello"), Some(trailers.clone())));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_sent_once_and_whole() {
+        let body = frames(vec![Frame::data(Bytes::from("0123456789")), Frame::data(Bytes::from("abcdef"))]);
+        let mut source = Source::read(body, 8).await.unwrap_or_else(|e| match e {});
+        assert!(!source.is_replayable());
+        let body = source.next().expect("the first attempt gets it");
+        assert_eq!(collect(body).await.0, Bytes::from("0123456789abcdef"));
+        assert!(source.next().is_none(), "and only the first");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_there_yet_is_sent_once_without_waiting() {
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(2);
+        let body = BoxBody::new(StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(receiver)));
+        let mut source = Source::read(body, 1024).await.unwrap_or_else(|e| match e {});
+        assert!(!source.is_replayable());
+        let body = source.next().expect("sent once");
+        sender.send(Ok(Frame::data(Bytes::from("late")))).await.expect("receiver alive");
+        drop(sender);
+        assert_eq!(collect(body).await.0, Bytes::from("late"));
+    }
+
+    #[tokio::test]
+    async fn a_full_body_over_the_limit_still_arrives_whole() {
+        let mut source =
+            Source::read(Full::new(Bytes::from(vec![3u8; 100])), 10).await.unwrap_or_else(|e| match e {});
+        assert!(!source.is_replayable());
+        let body = source.next().expect("sent once");
+        assert_eq!(body.collect().await.unwrap_or_else(|e| match e {}).to_bytes().len(), 100);
+    }
+
+    #[test]
+    fn size_hints_grow_without_breaking_their_invariant() {
+        let hint = grow(SizeHint::with_exact(10), 5);
+        assert_eq!((hint.lower(), hint.upper()), (15, Some(15)));
+        let open = grow(SizeHint::new(), 5);
+        assert_eq!((open.lower(), open.upper()), (5, None));
+    }
+}
