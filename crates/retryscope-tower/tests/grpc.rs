@@ -288,3 +288,22 @@ async fn methods_without_a_retry_policy_are_sent_once() {
     assert_eq!(client.unary(echo("x")).await.expect_err("not retried").code(), Code::Unavailable);
     assert_eq!(server.calls().len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_connection_is_retried_and_reported_as_unavailable() {
+    let telemetry = Telemetry::install();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let uri: http::Uri = format!("http://{}", listener.local_addr().expect("addr")).parse().expect("uri");
+    drop(listener);
+    let layer = RetryLayer::builder(Policy::interactive())
+        .grpc(GrpcRetry::new(policy()))
+        .origin(uri.clone())
+        .meter(&telemetry.meter)
+        .build();
+    let mut client = EchoClient::new(layer.layer(Endpoint::from(uri).connect_lazy()));
+    let status = client.unary(echo("x")).await.expect_err("nobody listens");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let spans = attempt_spans(&telemetry);
+    assert_eq!(spans.len(), 4, "every attempt the policy allows");
+    assert!(spans.iter().all(|s| attr(s, "error.type").as_deref() == Some("connect")), "{spans:#?}");
+}

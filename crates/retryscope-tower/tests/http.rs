@@ -19,7 +19,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use support::http_server::HttpServer;
 use support::telemetry::{Telemetry, attr};
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 fn policy() -> Policy {
     Policy::builder()

@@ -52,6 +52,9 @@
 //!   ([`throttle::Throttle`]); [`CircuitBreaker`]: stop calling a dependency that
 //!   is down.
 //! - [`observe`]: the hook instrumentation implements (see `retryscope-otel`).
+//! - [`Shared`]: budgets, breakers and names borrowed, or shared through an
+//!   `Arc` so that a retry can be `'static` (spawned, or returned by a tower
+//!   service).
 //! - [`jobs`]: the policy without the loop, for job queues.
 //! - Blocking code: [`Retry::call`].
 //!
