@@ -68,7 +68,8 @@ fn attempt_spans(telemetry: &Telemetry) -> Vec<SpanData> {
 async fn two_503s_then_200_take_three_attempts_with_http_spans() {
     let telemetry = Telemetry::install();
     let server = HttpServer::start(&[503, 503]).await;
-    let mut client = layer(&telemetry).layer(hyper_client());
+    // As the crate documentation composes it.
+    let mut client = ServiceBuilder::new().layer(layer(&telemetry)).service(hyper_client());
 
     let response =
         send(&mut client, get(&server.url("/stock?sku=42"))).await.expect("third attempt succeeds");
