@@ -29,7 +29,9 @@ impl RetryOptions {
         Self::default()
     }
 
-    /// Uses `policy` for this request (with `grpc`, instead of the method's).
+    /// Uses `policy` for this request. With `grpc` it replaces the method's
+    /// policy and keeps the method's retryable codes; a method no config names
+    /// is then retried on `UNAVAILABLE`.
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = Some(policy);
         self

@@ -14,7 +14,6 @@ use retryscope::classify::{has_idempotency_key, is_idempotent_method};
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
-use retryscope::throttle::Throttle;
 use retryscope::{Policy, RetryError, Retryable, StopReason};
 use std::fmt;
 use std::future::{Future, poll_fn};
@@ -140,9 +139,12 @@ where
         .retry(call.policy)
         .with_classifier(classifier)
         .observe((telemetry, stop.clone()))
+        // The registry's interned name: an `Arc`, found without copying it.
         .dependency(retryscope_otel::bounded_dependency(guards.dependency()));
+    // The guards are handles on shared state: the clones below are the same
+    // budget and breaker as every other call's to this dependency.
     let retry = match guards.budget() {
-        Some(budget) => retry.budget(Arc::new(budget.clone()) as Arc<dyn Throttle>),
+        Some(budget) => retry.budget(Arc::new(budget.clone())),
         None => retry,
     };
     let retry = match guards.breaker() {
@@ -171,7 +173,13 @@ impl Call {
         if let Some(grpc) = &settings.grpc {
             let method = grpc.for_path(parts.uri.path());
             let policy = options.policy.or(method.map(|m| m.policy)).unwrap_or_else(send_once);
-            let codes = method.map_or(crate::grpc::CodeSet::EMPTY, |m| m.codes);
+            // A policy given for one call retries what gRPC usually retries.
+            let unlisted = if options.policy.is_some() {
+                crate::grpc::CodeSet::UNAVAILABLE
+            } else {
+                crate::grpc::CodeSet::EMPTY
+            };
+            let codes = method.map_or(unlisted, |m| m.codes);
             // The caller's `grpc-timeout` is the deadline of the whole call.
             let policy = match crate::grpc::headers::timeout(&parts.headers) {
                 Some(timeout) => within(policy, timeout),

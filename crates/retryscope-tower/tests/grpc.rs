@@ -6,7 +6,7 @@ mod support;
 use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;
 use retryscope_tower::grpc::GrpcRetry;
-use retryscope_tower::{RetryLayer, RetryService};
+use retryscope_tower::{RetryLayer, RetryOptions, RetryService};
 use std::time::Duration;
 use support::echo::{Behaviour, EchoClient, EchoServer, echo};
 use support::telemetry::{Telemetry, attr};
@@ -287,6 +287,13 @@ async fn methods_without_a_retry_policy_are_sent_once() {
     let mut client = client_with(&server, layer(&server, &telemetry, retry));
     assert_eq!(client.unary(echo("x")).await.expect_err("not retried").code(), Code::Unavailable);
     assert_eq!(server.calls().len(), 1);
+
+    // A policy given for one call retries it on UNAVAILABLE all the same.
+    server.script(vec![Behaviour::Fail(Code::Unavailable, None)]);
+    let mut request = tonic::Request::new(echo("x"));
+    request.extensions_mut().insert(RetryOptions::new().policy(policy()));
+    client.unary(request).await.expect("retried");
+    assert_eq!(server.calls().len(), 3);
 }
 
 #[tokio::test(start_paused = true)]
