@@ -44,16 +44,12 @@ pub(crate) enum Pushback {
     Stop,
 }
 
-/// `grpc-retry-pushback-ms` in `metadata`, if present.
+/// `grpc-retry-pushback-ms` in `metadata`, if present: a signed 32-bit integer
+/// of milliseconds (A6). A negative or unparseable value means "do not retry".
 pub(crate) fn pushback(metadata: &HeaderMap) -> Option<Pushback> {
     let value = metadata.get(PUSHBACK)?;
-    let parsed = value
-        .to_str()
-        .ok()
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|v| v.parse::<u64>().ok());
-    Some(match parsed {
+    let parsed = value.to_str().ok().and_then(|v| v.trim().parse::<i32>().ok());
+    Some(match parsed.and_then(|ms| u64::try_from(ms).ok()) {
         Some(ms) => Pushback::Wait(Duration::from_millis(ms)),
         None => Pushback::Stop,
     })
@@ -117,7 +113,11 @@ mod tests {
     fn pushback_values() {
         assert_eq!(pushback(&with(PUSHBACK, "250")), Some(Pushback::Wait(Duration::from_millis(250))));
         assert_eq!(pushback(&with(PUSHBACK, "0")), Some(Pushback::Wait(Duration::ZERO)));
-        for stop in ["-1", "abc", "", "1.5", "+3", "99999999999999999999999"] {
+        assert_eq!(
+            pushback(&with(PUSHBACK, "2147483647")),
+            Some(Pushback::Wait(Duration::from_millis(2_147_483_647)))
+        );
+        for stop in ["-1", "-2147483648", "abc", "", "1.5", "2147483648", "99999999999999999999999"] {
             assert_eq!(pushback(&with(PUSHBACK, stop)), Some(Pushback::Stop), "{stop:?}");
         }
         assert_eq!(pushback(&HeaderMap::new()), None);

@@ -32,9 +32,19 @@ use tonic::Code;
 /// ```
 ///
 /// Following A6, a gRPC call is retried whatever its method (gRPC has no
-/// idempotent methods: the service config's author opted the method in), a
-/// call is *committed* — never retried — once the first response message
-/// arrives, and `grpc-timeout` on the request is the deadline of the whole call.
+/// idempotent methods: the service config's author opted the method in), and
+/// `grpc-timeout` on the request is the deadline of the whole call.
+///
+/// A call is *committed* — never retried again — once its first response
+/// message arrives. A6 commits at the response headers, because a gRPC library
+/// hands them to the application at once; this layer holds the response back
+/// until the first message or the status, so nothing of a failed attempt reaches
+/// the caller and a server that sends its headers early (tonic's streaming
+/// handlers do) can still be retried when it fails before any message.
+///
+/// Differences from A6 worth knowing: hedging is not supported; a failure where
+/// nothing left the client (a refused connection) is retried within the
+/// policy's attempts rather than outside them.
 #[derive(Debug, Clone)]
 pub struct GrpcRetry {
     methods: Vec<MethodRetry>,
