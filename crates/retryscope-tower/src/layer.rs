@@ -75,7 +75,9 @@ impl RetryLayer {
     }
 
     /// Retries gRPC calls as `retry` says (A6), with the layer's defaults
-    /// otherwise.
+    /// otherwise. For a tonic channel, prefer the builder with
+    /// [`origin`](RetryLayerBuilder::origin): tonic sends only the path, and
+    /// without an origin every call is reported and guarded as `unknown`.
     #[cfg(feature = "grpc")]
     #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
     pub fn grpc(retry: crate::grpc::GrpcRetry) -> Self {
@@ -210,7 +212,9 @@ impl RetryLayerBuilder {
 
     /// The server called, for requests whose URI carries no authority — tonic
     /// clients send only the path, and the channel adds its origin below this
-    /// layer. Names the dependency and fills `server.address`/`server.port`.
+    /// layer. Names the dependency (and so picks its budget and breaker) and
+    /// fills `server.address`/`server.port`. Without it such requests share the
+    /// dependency `unknown`.
     pub fn origin(mut self, origin: Uri) -> Self {
         self.origin = Some(origin);
         self
