@@ -61,6 +61,7 @@ pub mod grpc;
 mod layer;
 mod options;
 mod propagate;
+mod server;
 mod service;
 mod spans;
 
@@ -68,4 +69,5 @@ pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
 pub use error::{BoxError, GaveUp, NotRetried};
 pub use layer::{RetryLayer, RetryLayerBuilder};
 pub use options::RetryOptions;
+pub use server::{IncomingFuture, IncomingLayer, IncomingService};
 pub use service::{ResponseFuture, RetryService};

@@ -1,7 +1,7 @@
 //! The service: one logical request, its attempts, and what the caller gets.
 
 use crate::body::{ReplayBody, ResponseBody, Source};
-use crate::classify::{AttemptClassifier, Mode};
+use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
 use crate::layer::Settings;
 use crate::options::RetryOptions;
@@ -119,7 +119,15 @@ where
     let guards = settings.guards.get(&target.dependency);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
-    let classifier = AttemptClassifier { mode: call.mode, replayable };
+    let upstream = retryscope_otel::Upstream::current();
+    let layers = match (&upstream, settings.one_layer) {
+        (upstream, true) => Layers {
+            retried_upstream: upstream.as_ref().is_some_and(|u| u.attempt().is_retry()),
+            honour_exhausted: true,
+        },
+        (_, false) => Layers::default(),
+    };
+    let classifier = AttemptClassifier { mode: call.mode, replayable, layers };
     let telemetry =
         settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
     let stop = StopCapture::default();
@@ -132,6 +140,7 @@ where
         source,
         number: 0,
         call,
+        attempt_header: settings.attempt_header.clone(),
         #[cfg(feature = "grpc")]
         started: None,
     };
@@ -156,7 +165,15 @@ where
         None => retry,
     };
     let outcome = retry.await;
-    finish(outcome, stop.reason(), replayable, call.grpc)
+    let stop = stop.reason();
+    if let (Some(upstream), Some((reason, attempts))) = (&upstream, stop) {
+        // Tell the server this runs in that retries below ran out, so that it
+        // can tell its own caller not to retry.
+        if attempts > 1 && reason != StopReason::Permanent {
+            upstream.retries_exhausted(attempts);
+        }
+    }
+    finish(outcome, stop, replayable, call.grpc)
 }
 
 /// How one request is retried: its policy and semantics.
@@ -221,6 +238,8 @@ struct Attempts<S, B> {
     source: Source<B>,
     number: u32,
     call: Call,
+    /// The header that tells an HTTP server which attempt a retry is.
+    attempt_header: Option<http::HeaderName>,
     /// When the first attempt started: `grpc-timeout` counts from there.
     #[cfg(feature = "grpc")]
     started: Option<tokio::time::Instant>,
@@ -247,11 +266,13 @@ where
         };
         let body = self.source.next();
         let replayable = self.source.is_replayable();
-        #[cfg_attr(not(feature = "grpc"), expect(unused_mut))]
         let mut parts = self.parts.clone();
         #[cfg(feature = "grpc")]
         if self.call.grpc {
             self.grpc_metadata(&mut parts, number);
+        }
+        if let Some(name) = self.attempt_header.as_ref().filter(|_| number > 1 && !self.call.grpc) {
+            parts.headers.insert(name.clone(), http::HeaderValue::from(number));
         }
         let grpc = self.call.grpc;
         async move {
