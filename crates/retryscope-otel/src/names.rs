@@ -51,7 +51,8 @@ pub const ATTEMPTS: &str = "retryscope.attempts";
 pub const OUTCOME: &str = "retryscope.outcome";
 /// The `error.type` of the failure that caused a retry.
 pub const RETRY_REASON: &str = "retryscope.retry.reason";
-/// Where a wait came from: `policy`, `retry_after` or `rate_limit`.
+/// Where a wait came from: `policy`, `retry_after`, `rate_limit` or
+/// `grpc_pushback` (every value: `retryscope::DelaySource::ALL`).
 pub const DELAY_SOURCE: &str = "retryscope.delay.source";
 /// Why a retry was refused: [`THROTTLED_BY_BUDGET`] or [`THROTTLED_BY_BREAKER`].
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";

@@ -3,7 +3,9 @@
 //! Above its capacity (requests per second, enforced per 100 ms slice) it sheds
 //! load with 503; during the outage it answers 503 to everything. It counts what
 //! it receives per slice — that is the "server load" the storm report shows, as
-//! the server saw it, independent of any client-side telemetry.
+//! the server saw it, independent of any client-side telemetry — and records
+//! each request in `retryscope.server.requests` by the attempt its caller says
+//! it is.
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -11,6 +13,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use retryscope_otel::IncomingRequests;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -88,13 +91,21 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts a server on an ephemeral loopback port, counting `slices` slices.
-    pub async fn start(behaviour: Behaviour, slices: usize) -> std::io::Result<Server> {
-        Self::start_observed(behaviour, slices, |_| {}).await
+    /// Starts a server on an ephemeral loopback port, counting `slices` slices
+    /// and recording incoming attempts with `incoming` (route `/work`).
+    pub async fn start(
+        behaviour: Behaviour,
+        slices: usize,
+        incoming: IncomingRequests,
+    ) -> std::io::Result<Server> {
+        Self::start_observed(behaviour, slices, move |headers| {
+            incoming.observe(headers, Some("/work"));
+        })
+        .await
     }
 
     /// Like [`start`](Self::start), showing `observe` the headers of every
-    /// request before it is answered.
+    /// request before it is answered, instead of recording them.
     pub async fn start_observed(
         behaviour: Behaviour,
         slices: usize,
