@@ -10,9 +10,10 @@
 
 use crate::storm::server::{Behaviour, Counters, Server, accept_loop, respond};
 use crate::storm::{StormError, error};
-use hyper::body::Incoming;
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
 use hyper::header::HeaderValue;
-use hyper::{HeaderMap, Request, StatusCode};
+use hyper::{HeaderMap, Request, Response, StatusCode};
 use reqwest_middleware::ClientWithMiddleware;
 use retryscope_otel::{EXHAUSTED_HEADER, IncomingAttempt, IncomingRequests, MAX_TRUSTED_ATTEMPT, Upstream};
 use retryscope_reqwest::RetryOptions;
@@ -244,11 +245,7 @@ async fn start_hop(hop: Hop) -> Result<Service, StormError> {
 }
 
 impl Hop {
-    async fn answer(
-        &self,
-        slice: Option<usize>,
-        attempt: IncomingAttempt,
-    ) -> hyper::Response<http_body_util::Full<hyper::body::Bytes>> {
+    async fn answer(&self, slice: Option<usize>, attempt: IncomingAttempt) -> Response<Full<Bytes>> {
         let upstream = Upstream::new(attempt);
         let status = upstream.clone().scope(self.call_next()).await;
         let mut response = respond(status);
