@@ -21,9 +21,9 @@
 //! the half-open period it belongs to; it only decides *when* lost probes may be
 //! replaced, never how many probes are in flight.
 
+use crate::sync::{AtomicU64, Ordering, fence};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
@@ -538,8 +538,15 @@ impl Inner {
         let elapsed = self.elapsed();
         let epoch = self.window.epoch(self.origin + elapsed);
         self.window.add(epoch, if success { SUCCESSES } else { FAILURES }, 1);
-        // Only a failure can raise the failure ratio.
-        if !success && self.should_trip(epoch) {
+        if success {
+            // Only a failure can raise the failure ratio.
+            return;
+        }
+        // Two failures on either side of a slot boundary land in different
+        // words; the fence guarantees that at least one of the two threads sees
+        // both when it judges the window, so the opening cannot be lost.
+        fence(Ordering::SeqCst);
+        if self.should_trip(epoch) {
             let open = Phase::Open { until_ms: self.cool_down_end(elapsed) };
             self.update(|w| (w == Word { generation, phase: Phase::Closed }).then(|| w.advance(open)));
         }

@@ -76,6 +76,7 @@ pub mod observe;
 pub mod outcome;
 mod policy;
 mod retry;
+mod sync;
 pub mod throttle;
 mod window;
 
