@@ -28,4 +28,6 @@ mod transport;
 
 pub use middleware::{NotRetried, RetryMiddleware, RetryMiddlewareBuilder};
 pub use options::RetryOptions;
+#[doc(hidden)]
+pub use redact::is_sensitive as is_sensitive_query_param;
 pub use redact::{REDACTED, redact_url};
