@@ -181,10 +181,10 @@ def overview():
         {"h": 8, "w": W, "x": 0, "y": 1}, unit="reqps", links=[trace_link()]))
     p.append(timeseries(
         2, "Retry-to-request ratio",
-        "Retries per logical request (recording rules retryscope:retry_ratio:rate1m / rate5m). "
+        "Retries per logical request (recording rules retryscope:retry_ratio:rate2m / rate5m). "
         "Lines: 10 % (RetryRatioHigh, warning) and 50 % (RetryStorm, critical). Click a series for its traces.",
         [target(f"retryscope:retry_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}} (5m)", "A"),
-         target(f"retryscope:retry_ratio:rate1m{{{SEL}}}", "{{job}} → {{retryscope_dependency}} (1m)", "B")],
+         target(f"retryscope:retry_ratio:rate2m{{{SEL}}}", "{{job}} → {{retryscope_dependency}} (2m)", "B")],
         {"h": 8, "w": W, "x": 12, "y": 1}, unit="percentunit",
         th=thresholds((0.1, "orange"), (0.5, "red")), th_style="line", links=[trace_link()],
         overrides=[{"matcher": {"id": "byFrameRefID", "options": "B"},
@@ -282,9 +282,9 @@ def overview():
 def storm():
     p = []
     p.append(timeseries(
-        1, "Retry-to-request ratio (1m), all selected dependencies",
-        "retryscope:retry_ratio:rate1m. Above 50 % for 2 minutes is a retry storm (alert RetryStorm).",
-        [target(f"retryscope:retry_ratio:rate1m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        1, "Retry-to-request ratio (2m), all selected dependencies",
+        "retryscope:retry_ratio:rate2m. Above 50 % for 2 minutes is a retry storm (alert RetryStorm).",
+        [target(f"retryscope:retry_ratio:rate2m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
         {"h": 8, "w": 16, "x": 0, "y": 0}, unit="percentunit",
         th=thresholds((0.1, "orange"), (0.5, "red")), th_style="line+area", links=[trace_link()],
         legend_calcs=["max", "lastNotNull"]))

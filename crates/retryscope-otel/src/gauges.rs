@@ -13,9 +13,10 @@ use std::sync::Arc;
 /// Registers `retryscope.breaker.state` (`{state}`: 0 closed, 1 half-open, 2 open)
 /// for `dependency`, read from `state` at each collection.
 ///
-/// Keep the returned handle alive as long as the gauge should report. Register
-/// once per breaker; several dependencies share the instrument and differ by their
-/// `retryscope.dependency` attribute.
+/// Register once per breaker; several dependencies share the instrument and
+/// differ by their `retryscope.dependency` attribute. Integrations that keep a
+/// breaker per dependency use [`DependencyGuards`](crate::DependencyGuards),
+/// which reports them all through one callback and stops when it is dropped.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -33,31 +34,23 @@ pub fn register_breaker_gauge(
     dependency: impl Into<String>,
     state: impl Fn() -> i64 + Send + Sync + 'static,
 ) -> ObservableGauge<i64> {
-    let attrs = dependency_attrs(dependency);
-    meter
-        .i64_observable_gauge(names::BREAKER_STATE)
-        .with_unit(names::UNIT_STATE)
-        .with_description("Circuit breaker state: 0 closed, 1 half-open, 2 open.")
-        .with_callback(move |gauge| gauge.observe(state(), &attrs))
-        .build()
+    let dependency: Arc<str> = Arc::from(dependency.into());
+    breaker_gauge(meter, move |observe| observe(state(), &dependency))
 }
 
 /// Registers `retryscope.budget.available` (`{retry}`) for `dependency`, read
 /// from `available` at each collection.
 ///
-/// Keep the returned handle alive as long as the gauge should report.
+/// OpenTelemetry keeps the callback, and what it captures, as long as the meter
+/// provider lives: capture shared state (an `Arc`, or better a `Weak`), not
+/// something that should be freed earlier.
 pub fn register_budget_gauge(
     meter: &Meter,
     dependency: impl Into<String>,
     available: impl Fn() -> f64 + Send + Sync + 'static,
 ) -> ObservableGauge<f64> {
-    let attrs = dependency_attrs(dependency);
-    meter
-        .f64_observable_gauge(names::BUDGET_AVAILABLE)
-        .with_unit(names::UNIT_RETRY)
-        .with_description("Retries the retry budget would allow right now.")
-        .with_callback(move |gauge| gauge.observe(available(), &attrs))
-        .build()
+    let dependency: Arc<str> = Arc::from(dependency.into());
+    budget_gauge(meter, move |observe| observe(available(), &dependency))
 }
 
 /// Registers `retryscope.budget.available` for a shared [`Throttle`] (a
@@ -75,6 +68,37 @@ where
     register_budget_gauge(meter, dependency, move || throttle.available())
 }
 
-fn dependency_attrs(dependency: impl Into<String>) -> [KeyValue; 1] {
-    [KeyValue::new(names::DEPENDENCY, dependency.into())]
+/// `retryscope.breaker.state` with a callback that reports any number of
+/// dependencies: `report` calls `observe(state, dependency)` for each.
+pub(crate) fn breaker_gauge(
+    meter: &Meter,
+    report: impl Fn(&mut dyn FnMut(i64, &Arc<str>)) + Send + Sync + 'static,
+) -> ObservableGauge<i64> {
+    meter
+        .i64_observable_gauge(names::BREAKER_STATE)
+        .with_unit(names::UNIT_STATE)
+        .with_description("Circuit breaker state: 0 closed, 1 half-open, 2 open.")
+        .with_callback(move |gauge| report(&mut |state, dependency| gauge.observe(state, &attrs(dependency))))
+        .build()
+}
+
+/// `retryscope.budget.available` with a callback that reports any number of
+/// dependencies: `report` calls `observe(available, dependency)` for each.
+pub(crate) fn budget_gauge(
+    meter: &Meter,
+    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+) -> ObservableGauge<f64> {
+    meter
+        .f64_observable_gauge(names::BUDGET_AVAILABLE)
+        .with_unit(names::UNIT_RETRY)
+        .with_description("Retries the retry budget would allow right now.")
+        .with_callback(move |gauge| {
+            report(&mut |available, dependency| gauge.observe(available, &attrs(dependency)))
+        })
+        .build()
+}
+
+/// The gauges' one attribute; the name is shared, not copied.
+fn attrs(dependency: &Arc<str>) -> [KeyValue; 1] {
+    [KeyValue::new(names::DEPENDENCY, Arc::clone(dependency))]
 }

@@ -1,5 +1,6 @@
 //! Bounded attribute values, built without allocating on the hot path.
 
+use crate::dependency::{bounded_dependency, bounded_operation};
 use crate::names;
 use opentelemetry::KeyValue;
 use retryscope::ErrorType;
@@ -80,8 +81,10 @@ impl<const N: usize> Attrs<N> {
 }
 
 /// The common attributes of one operation: `retryscope.dependency` and, when set,
-/// `retryscope.operation`. Built once per operation (one allocation per label);
-/// each record then clones them, which is a reference-count increment.
+/// `retryscope.operation`. Both go through the process-wide bounded tables, so a
+/// name seen before costs a lookup and no allocation, and no more than
+/// [`MAX_DEPENDENCIES`](crate::MAX_DEPENDENCIES) values (plus `_OTHER`) of each
+/// are ever reported; each record then clones them, a reference-count increment.
 #[derive(Debug, Clone)]
 pub(crate) struct Common {
     dependency: Arc<str>,
@@ -90,7 +93,7 @@ pub(crate) struct Common {
 
 impl Common {
     pub(crate) fn new(dependency: &str, operation: Option<&str>) -> Self {
-        Self { dependency: Arc::from(dependency), operation: operation.map(Arc::from) }
+        Self { dependency: bounded_dependency(dependency), operation: operation.map(bounded_operation) }
     }
 
     pub(crate) fn dependency(&self) -> &str {

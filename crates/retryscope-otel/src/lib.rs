@@ -3,7 +3,7 @@
 //!
 //! [`OtelObserver`] implements the engine's [`Observer`](retryscope::observe::Observer)
 //! interface. For every logical operation it emits what the telemetry contract
-//! (DESIGN.md §3) names:
+//! ([docs/telemetry.md]) names:
 //!
 //! - **Metrics** through the OpenTelemetry metrics API: the counters
 //!   `retryscope.requests`, `retryscope.retries` and `retryscope.throttled`, and
@@ -62,16 +62,24 @@
 //!
 //! Without the `otlp` feature, install any OpenTelemetry SDK yourself and pass a
 //! [`Meter`](opentelemetry::metrics::Meter) to [`OtelObserver::from_meter`]; add
-//! `tracing_opentelemetry::layer()` to your subscriber for the spans.
+//! `tracing_opentelemetry::layer()` to your subscriber for the spans, and install a
+//! propagator (`opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new())`)
+//! so that integrations put a `traceparent` on every attempt — `init_otlp` does all
+//! three.
 //!
 //! # Cost and cardinality
 //!
 //! Attribute values are `&'static str`, integers, or the operation's dependency
-//! and operation names, which are copied once per operation into a shared string.
-//! Attempt numbers are clamped to the policy's attempt limit; an HTTP status is
-//! reported as its code only within 100..=599, else `_OTHER`.
+//! and operation names, interned in process-wide tables that admit at most
+//! [`MAX_DEPENDENCIES`] names each (the rest are `_OTHER`): a name seen before
+//! costs a lookup and no allocation. Attempt numbers are clamped to the policy's
+//! attempt limit; an HTTP status is reported as its code only within 100..=599,
+//! else `_OTHER`.
+//!
+//! [docs/telemetry.md]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod dependency;
 mod gauges;
 mod labels;
 mod metrics;
@@ -83,6 +91,10 @@ mod prometheus;
 mod setup;
 mod spans;
 
+pub use dependency::{
+    DependencyGuards, DependencyGuardsBuilder, Factory, Guards, MAX_DEPENDENCIES, OVERFLOW,
+    bounded_dependency, bounded_operation, dependency_name,
+};
 pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
 pub use labels::error_type_str;
 pub use metrics::RetryMetrics;

@@ -1,4 +1,5 @@
-//! The metric instruments of DESIGN.md §3, created once per meter.
+//! The metric instruments of the telemetry contract (docs/telemetry.md), created
+//! once per meter.
 
 use crate::labels::Common;
 use crate::names;

@@ -1,8 +1,14 @@
 //! The telemetry contract: instrument names, units and attribute keys.
 //!
 //! These names are what dashboards, alert rules and users' queries depend on
-//! (DESIGN.md §3). They are public so that integrations and tests use the same
-//! constants instead of repeating string literals.
+//! (the [telemetry contract]). They are public so that integrations and tests use
+//! the same constants instead of repeating string literals. Attribute *values*
+//! come from the engine's own types: `retryscope.outcome` from
+//! [`Outcome::as_str`](retryscope::Outcome::as_str), `retryscope.delay.source`
+//! from [`DelaySource::as_str`](retryscope::DelaySource::as_str), `error.type` and
+//! `retryscope.retry.reason` from [`error_type_str`](crate::error_type_str).
+//!
+//! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 
 /// Counter `{request}`: one per logical operation, at its start.
 pub const REQUESTS: &str = "retryscope.requests";
@@ -44,8 +50,12 @@ pub const OUTCOME: &str = "retryscope.outcome";
 pub const RETRY_REASON: &str = "retryscope.retry.reason";
 /// Where a wait came from: `policy`, `retry_after` or `rate_limit`.
 pub const DELAY_SOURCE: &str = "retryscope.delay.source";
-/// Why a retry was refused: `budget` or `circuit_open`.
+/// Why a retry was refused: [`THROTTLED_BY_BUDGET`] or [`THROTTLED_BY_BREAKER`].
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
+/// [`THROTTLE_REASON`] when the retry budget (or token bucket) refused.
+pub const THROTTLED_BY_BUDGET: &str = "budget";
+/// [`THROTTLE_REASON`] when the circuit breaker refused.
+pub const THROTTLED_BY_BREAKER: &str = "circuit_open";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
 pub const ERROR_TYPE: &str = "error.type";
 

@@ -204,8 +204,8 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
 /// `retryscope.throttle.reason` for a refused retry, if the stop was one.
 fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
     match reason? {
-        StopReason::BudgetExhausted => Some("budget"),
-        StopReason::CircuitOpen => Some("circuit_open"),
+        StopReason::BudgetExhausted => Some(names::THROTTLED_BY_BUDGET),
+        StopReason::CircuitOpen => Some(names::THROTTLED_BY_BREAKER),
         _ => None,
     }
 }

@@ -5,8 +5,10 @@
 //! Series names follow opentelemetry-prometheus: dots become underscores,
 //! counters get `_total`, the unit `s` becomes `_seconds`, and curly-brace
 //! units such as `{request}` add no suffix, giving exactly the names in the last
-//! column of DESIGN.md §3 (`retryscope_requests_total`,
+//! column of the [telemetry contract] (`retryscope_requests_total`,
 //! `retryscope_attempt_duration_seconds_bucket`, `retryscope_breaker_state`, ...).
+//!
+//! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 
 use crate::observer::{OtelObserver, scope};
 use hyper::body::Incoming;

@@ -10,10 +10,12 @@
 //! down or slow therefore costs lost telemetry, never a slower or hung request.
 
 use crate::observer::scope;
+use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{MeterProviderBuilder, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::error::Error;
 use std::fmt;
@@ -33,14 +35,17 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// carry the exports, and tracing the exporter would feed it its own spans.
 const EXPORTER_CRATES: &str = "h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off";
 
-/// Builds the providers, sets them as the OpenTelemetry globals and installs a
-/// `tracing` subscriber, all from the environment:
+/// Builds the providers, sets them as the OpenTelemetry globals, installs the
+/// W3C TraceContext and Baggage propagators (so integrations put a `traceparent`
+/// on every attempt) and a `tracing` subscriber, all from the environment:
 ///
 /// - `OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc` or `http/protobuf` (the default);
 /// - `OTEL_EXPORTER_OTLP_ENDPOINT` (and the per-signal variants), `_HEADERS`,
 ///   `_TIMEOUT`, `_COMPRESSION`: read by the exporters;
 /// - `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`: read by the SDK's resource;
-/// - `OTEL_BSP_*`, `OTEL_METRIC_EXPORT_INTERVAL`: read by the SDK's processors;
+/// - `OTEL_BSP_*`, `OTEL_METRIC_EXPORT_INTERVAL` (60 s by default; the shipped
+///   alert rules are written to hold at that interval): read by the SDK's
+///   processors;
 /// - `RUST_LOG`: filters the log lines printed to stderr (default `info`).
 ///
 /// gRPC must be set up inside a multi-threaded tokio runtime: the channel's
@@ -105,6 +110,7 @@ pub struct OtlpConfig {
     service_name: Option<String>,
     metric_interval: Option<Duration>,
     default_log_filter: Option<String>,
+    keep_propagator: bool,
 }
 
 impl OtlpConfig {
@@ -132,6 +138,14 @@ impl OtlpConfig {
     /// one line per retry). Programs that retry a lot may prefer `warn`.
     pub fn default_log_filter(mut self, directives: impl Into<String>) -> Self {
         self.default_log_filter = Some(directives.into());
+        self
+    }
+
+    /// Leaves the global text-map propagator as it is, for applications that
+    /// install their own (B3, Jaeger, a composite). By default [`init`](Self::init)
+    /// installs W3C TraceContext and Baggage.
+    pub fn keep_propagator(mut self) -> Self {
+        self.keep_propagator = true;
         self
     }
 
@@ -177,7 +191,8 @@ impl OtlpConfig {
 
     /// Builds the providers, installs the `tracing` subscriber (OpenTelemetry
     /// layer plus a stderr log layer filtered by `RUST_LOG`), then sets the
-    /// providers as the OpenTelemetry globals.
+    /// providers and (unless [`keep_propagator`](Self::keep_propagator)) the W3C
+    /// TraceContext and Baggage propagators as the OpenTelemetry globals.
     pub fn init(self) -> Result<TelemetryGuard, SetupError> {
         self.init_with(|meters| meters)
     }
@@ -189,10 +204,19 @@ impl OtlpConfig {
         meters: impl FnOnce(MeterProviderBuilder) -> MeterProviderBuilder,
     ) -> Result<TelemetryGuard, SetupError> {
         let default_log = self.default_log_filter.clone().unwrap_or_else(|| "info".to_owned());
+        let keep_propagator = self.keep_propagator;
         let guard = self.build_with(meters)?;
         guard.install_subscriber(&default_log)?;
         opentelemetry::global::set_tracer_provider(guard.tracer_provider.clone());
         opentelemetry::global::set_meter_provider(guard.meter_provider.clone());
+        if !keep_propagator {
+            // Without a propagator, OpenTelemetry's default injects nothing and
+            // downstream spans never join the attempts that caused them.
+            opentelemetry::global::set_text_map_propagator(TextMapCompositePropagator::new(vec![
+                Box::new(TraceContextPropagator::new()),
+                Box::new(BaggagePropagator::new()),
+            ]));
+        }
         Ok(guard)
     }
 

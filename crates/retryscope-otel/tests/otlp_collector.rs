@@ -13,16 +13,12 @@ use opentelemetry::trace::TracerProvider as _;
 use retryscope::clock::ManualClock;
 use retryscope::{ErrorType, Jitter, Policy, Retryable, Verdict};
 use retryscope_otel::{OtelObserver, OtlpConfig, Protocol, scope};
-use std::fs::File;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use rotel::Collector;
+use std::path::PathBuf;
+use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt;
 
-/// How long to wait for the collector to listen and for data to show up.
-const PATIENCE: Duration = Duration::from_secs(20);
-const POLL: Duration = Duration::from_millis(50);
+mod rotel;
 
 #[test]
 fn spans_and_metrics_arrive_over_grpc() {
@@ -35,17 +31,12 @@ fn spans_and_metrics_arrive_over_http() {
 }
 
 fn run(protocol: Protocol) {
-    let Some(binary) = std::env::var_os("RETRYSCOPE_ROTEL") else {
-        // CI installs rotel and must never pass this test without running it.
-        assert!(std::env::var_os("CI").is_none(), "CI must set RETRYSCOPE_ROTEL (path to rotel-agent)");
-        println!("skipped: RETRYSCOPE_ROTEL not set (path to rotel-agent)");
-        return;
-    };
+    let Some(binary) = rotel::binary() else { return };
     let tag = match protocol {
         Protocol::Grpc => "grpc",
         Protocol::HttpProtobuf => "http",
     };
-    let collector = Collector::start(Path::new(&binary), tag);
+    let collector = Collector::start(&binary, tag);
     let endpoint = match protocol {
         Protocol::Grpc => format!("http://{}", collector.grpc),
         Protocol::HttpProtobuf => format!("http://{}", collector.http),
@@ -119,81 +110,4 @@ fn save_fixture(tag: &str, output: &str) {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/rotel-{tag}.txt"));
         std::fs::write(path, output).unwrap();
     }
-}
-
-/// A rotel-agent process on free loopback ports, killed on drop.
-struct Collector {
-    child: Child,
-    output: PathBuf,
-    pid_file: PathBuf,
-    grpc: SocketAddr,
-    http: SocketAddr,
-}
-
-impl Collector {
-    fn start(binary: &Path, tag: &str) -> Self {
-        let (grpc, http) = (free_port(), free_port());
-        let dir = std::env::temp_dir();
-        let unique = format!("retryscope-rotel-{}-{tag}", std::process::id());
-        let output = dir.join(format!("{unique}.out"));
-        let pid_file = dir.join(format!("{unique}.pid"));
-        let stdout = File::create(&output).unwrap();
-        let stderr = stdout.try_clone().unwrap();
-        let child = Command::new(binary)
-            .args(["start", "--exporter", "blackhole"])
-            .args(["--debug-log", "traces", "--debug-log", "metrics", "--debug-log-verbosity", "detailed"])
-            .args(["--otlp-grpc-endpoint", &grpc.to_string(), "--otlp-http-endpoint", &http.to_string()])
-            .arg("--pid-file")
-            .arg(&pid_file)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
-        let collector = Self { child, output, pid_file, grpc, http };
-        collector.wait_until_listening();
-        collector
-    }
-
-    fn wait_until_listening(&self) {
-        let deadline = Instant::now() + PATIENCE;
-        while TcpStream::connect(self.grpc).is_err() || TcpStream::connect(self.http).is_err() {
-            assert!(Instant::now() < deadline, "rotel did not listen: {}", self.printed());
-            std::thread::sleep(POLL);
-        }
-    }
-
-    fn printed(&self) -> String {
-        std::fs::read_to_string(&self.output).unwrap_or_default()
-    }
-
-    /// Polls the collector's output until it holds every needle.
-    fn wait_for(&self, needles: &[&str]) -> Result<String, String> {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let printed = self.printed();
-            let missing: Vec<_> = needles.iter().filter(|n| !printed.contains(**n)).collect();
-            if missing.is_empty() {
-                return Ok(printed);
-            }
-            if Instant::now() >= deadline {
-                return Err(format!("the collector never printed {missing:?}; it printed:\n{printed}"));
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-}
-
-impl Drop for Collector {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.output);
-        let _ = std::fs::remove_file(&self.pid_file);
-    }
-}
-
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }

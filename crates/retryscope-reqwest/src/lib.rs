@@ -15,10 +15,11 @@
 //! ```
 //!
 //! See [`RetryMiddleware`] for what is retried and when, [`RetryOptions`] for
-//! per-request overrides, and DESIGN.md §3 for the telemetry.
+//! per-request overrides, and the [telemetry contract] for what it reports.
+//!
+//! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod dependencies;
 mod middleware;
 mod options;
 mod propagate;

@@ -1,6 +1,5 @@
 //! The middleware: retries, classification, guards and telemetry per request.
 
-use crate::dependencies::{Dependencies, Factory, Guards};
 use crate::options::RetryOptions;
 use crate::propagate::inject_current_context;
 use crate::spans::{HttpAttemptSpan, Target};
@@ -13,7 +12,7 @@ use retryscope::classify::{Classify, HttpClassifier, Stage, has_idempotency_key,
 use retryscope::observe::{Finish, Observer, OperationInfo, OperationObserver};
 use retryscope::outcome::Verdict;
 use retryscope::{CircuitBreaker, ErrorType, Policy, RetryBudget, RetryError, Retryable, StopReason};
-use retryscope_otel::OtelObserver;
+use retryscope_otel::{DependencyGuards, Factory, Guards, OtelObserver};
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,10 +32,21 @@ use std::time::SystemTime;
 ///   method — failures to connect, where nothing reached the server. A request
 ///   whose body is a stream is sent once.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response.
-/// - **Guards**: a [`RetryBudget`] per host by default; a [`CircuitBreaker`] per
-///   host when configured.
-/// - **Telemetry**: per DESIGN.md §3, with HTTP client attempt spans and the W3C
-///   `traceparent` of each attempt on the wire.
+/// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`] per dependency
+///   (`host`, or `host:port` when the port is not the scheme's default), shared by
+///   every clone of the client. At most
+///   [`MAX_DEPENDENCIES`](retryscope_otel::MAX_DEPENDENCIES) dependencies are
+///   told apart; further hosts share the guards and the label `_OTHER`.
+/// - **Telemetry**: the metrics and spans of the [telemetry contract], with HTTP
+///   client attempt spans, the budget and breaker gauges of every dependency,
+///   and the W3C `traceparent` of each attempt on the wire. Build the middleware
+///   *after* installing the OpenTelemetry providers (`retryscope_otel::init_otlp`
+///   does), since its instruments bind to the providers global at that time. With
+///   your own provider setup, also install a propagator —
+///   `opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new())`
+///   — or no `traceparent` goes out.
+///
+/// [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 ///
 /// When retries run out on a retryable *response* (a 503, say), the last response
 /// is returned, as it would be without the middleware. Errors are returned as
@@ -48,12 +58,13 @@ pub struct RetryMiddleware {
     policy: Policy,
     classifier: HttpClassifier,
     telemetry: Option<OtelObserver>,
-    dependencies: Dependencies,
+    dependencies: DependencyGuards<RetryBudget>,
 }
 
 impl RetryMiddleware {
-    /// Retries with `policy`, instrumented through the global meter provider (set it
-    /// up first), with a default [`RetryBudget`] per host and no breaker.
+    /// Retries with `policy`, instrumented through the global OpenTelemetry
+    /// providers (install them first), with a default [`RetryBudget`] and a
+    /// default [`CircuitBreaker`] per dependency.
     pub fn new(policy: Policy) -> Self {
         Self::builder(policy).build()
     }
@@ -64,9 +75,8 @@ impl RetryMiddleware {
             policy,
             classifier: HttpClassifier::new(),
             telemetry: Telemetry::Global,
-            meter: None,
             budget: Some(Arc::new(RetryBudget::new)),
-            breaker: None,
+            breaker: Some(Arc::new(CircuitBreaker::new)),
         }
     }
 }
@@ -77,7 +87,6 @@ pub struct RetryMiddlewareBuilder {
     policy: Policy,
     classifier: HttpClassifier,
     telemetry: Telemetry,
-    meter: Option<Meter>,
     budget: Option<Factory<RetryBudget>>,
     breaker: Option<Factory<CircuitBreaker>>,
 }
@@ -89,15 +98,14 @@ impl RetryMiddlewareBuilder {
         self
     }
 
-    /// Records metrics with `meter` (instead of the global meter provider's) and
-    /// reports each host's budget and breaker as gauges.
+    /// Records metrics, and each dependency's budget and breaker gauges, with
+    /// `meter` instead of the global meter provider's.
     pub fn meter(mut self, meter: &Meter) -> Self {
         self.telemetry = Telemetry::Meter(meter.clone());
-        self.meter = Some(meter.clone());
         self
     }
 
-    /// Gives each host a budget made by `make` (default: [`RetryBudget::new`]).
+    /// Gives each dependency a budget made by `make` (default: [`RetryBudget::new`]).
     pub fn budget_per_host(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
         self.budget = Some(Arc::new(make));
         self
@@ -109,31 +117,43 @@ impl RetryMiddlewareBuilder {
         self
     }
 
-    /// Gives each host a circuit breaker made by `make`.
+    /// Gives each dependency a circuit breaker made by `make` (default:
+    /// [`CircuitBreaker::new`]: open at 50 % failures over at least 20 calls in
+    /// 10 s, 5 s cool-down).
     pub fn breaker_per_host(mut self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
         self.breaker = Some(Arc::new(make));
+        self
+    }
+
+    /// Calls every dependency, however often it fails: no circuit breaker.
+    pub fn no_breaker(mut self) -> Self {
+        self.breaker = None;
         self
     }
 
     /// Records no telemetry at all.
     pub fn without_telemetry(mut self) -> Self {
         self.telemetry = Telemetry::Off;
-        self.meter = None;
         self
     }
 
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
-        let telemetry = match self.telemetry {
-            Telemetry::Global => Some(OtelObserver::global()),
-            Telemetry::Meter(meter) => Some(OtelObserver::from_meter(&meter)),
+        let meter = match self.telemetry {
+            Telemetry::Global => Some(opentelemetry::global::meter_with_scope(retryscope_otel::scope())),
+            Telemetry::Meter(meter) => Some(meter),
             Telemetry::Off => None,
+        };
+        let guards = DependencyGuards::builder().budget_factory(self.budget).breaker_factory(self.breaker);
+        let guards = match &meter {
+            Some(meter) => guards.meter(meter.clone()),
+            None => guards,
         };
         RetryMiddleware {
             policy: self.policy,
             classifier: self.classifier,
-            telemetry,
-            dependencies: Dependencies::new(self.budget, self.breaker, self.meter),
+            telemetry: meter.as_ref().map(OtelObserver::from_meter),
+            dependencies: guards.build(),
         }
     }
 }
@@ -165,7 +185,7 @@ impl Middleware for RetryMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
         let target = Target::of(&request);
-        let guards = self.dependencies.get(target.address());
+        let guards = self.dependencies.get(&target.dependency);
         let mut classifier = RequestClassifier::for_request(self.classifier, &request, &options);
         let replayable = classifier.replayable;
         let mut source = RequestSource::new(request);
@@ -197,7 +217,7 @@ impl Middleware for RetryMiddleware {
                 .retry(options.policy.unwrap_or(self.policy))
                 .with_classifier(&mut classifier)
                 .observe((telemetry, stop.clone()))
-                .dependency(target.address()),
+                .dependency(guards.dependency()),
             &guards,
             options.operation.as_deref(),
         )
@@ -206,17 +226,17 @@ impl Middleware for RetryMiddleware {
     }
 }
 
-/// Attaches the host's guards and the operation name.
+/// Attaches the dependency's guards and the operation name.
 fn guarded<'a, Op, C, O, N>(
     retry: retryscope::Retry<'a, Op, C, O, N>,
-    guards: &'a Guards,
+    guards: &'a Guards<RetryBudget>,
     operation: Option<&'a str>,
 ) -> retryscope::Retry<'a, Op, C, O, N> {
-    let retry = match &guards.budget {
+    let retry = match guards.budget() {
         Some(budget) => retry.budget(budget),
         None => retry,
     };
-    let retry = match &guards.breaker {
+    let retry = match guards.breaker() {
         Some(breaker) => retry.breaker(breaker),
         None => retry,
     };

@@ -39,7 +39,7 @@ fn classify_reqwest(error: &reqwest::Error) -> Failure {
     if error.is_connect() {
         // reqwest reports a connect timeout as a connect error too: either way no
         // byte of the request left the client.
-        return Failure { verdict: Verdict::retryable(KIND_CONNECT), stage: Stage::NotSent };
+        return Failure { verdict: Verdict::retryable(ErrorType::CONNECT), stage: Stage::NotSent };
     }
     if error.is_timeout() {
         return sent(Verdict::retryable(ErrorType::TIMEOUT));
@@ -54,8 +54,6 @@ fn classify_reqwest(error: &reqwest::Error) -> Failure {
     classify_chain(error).unwrap_or_else(|| sent(Verdict::retryable(ErrorType::OTHER)))
 }
 
-const KIND_CONNECT: ErrorType = ErrorType::Kind("connect");
-
 /// Looks through the source chain for an I/O or hyper error that names the cause.
 fn classify_chain(error: &(dyn StdError + 'static)) -> Option<Failure> {
     let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
@@ -68,10 +66,7 @@ fn classify_chain(error: &(dyn StdError + 'static)) -> Option<Failure> {
         if let Some(h) = e.downcast_ref::<hyper::Error>()
             && h.is_incomplete_message()
         {
-            return Some(Failure {
-                verdict: Verdict::retryable(ErrorType::Kind("incomplete")),
-                stage: Stage::Sent,
-            });
+            return Some(Failure { verdict: Verdict::retryable(ErrorType::INCOMPLETE), stage: Stage::Sent });
         }
         cause = e.source();
     }

@@ -5,8 +5,9 @@ mod support;
 
 use opentelemetry::trace::{SpanKind, Status};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-use retryscope::{Jitter, Policy, RetryError, StopReason};
+use retryscope::{CircuitBreaker, Jitter, Policy, RetryBudget, RetryError, StopReason};
 use retryscope_reqwest::{NotRetried, RetryMiddleware, RetryOptions};
+use std::sync::Arc;
 use std::time::Duration;
 use support::telemetry::{Telemetry, attr};
 use support::{Reply, Server};
@@ -52,7 +53,12 @@ async fn two_503s_then_200_take_three_attempts_with_spans_and_metrics() {
     let operation = spans.iter().find(|s| s.span_kind == SpanKind::Internal).expect("operation span");
     assert_eq!(attr(operation, "retryscope.attempts").as_deref(), Some("3"));
     assert_eq!(attr(operation, "retryscope.outcome").as_deref(), Some("success"));
-    assert_eq!(attr(operation, "retryscope.dependency").as_deref(), Some("127.0.0.1"));
+    let dependency = format!("127.0.0.1:{}", server.addr.port());
+    assert_eq!(
+        attr(operation, "retryscope.dependency"),
+        Some(dependency.clone()),
+        "host:port, not the default port"
+    );
     let backoffs: Vec<_> = operation.events.iter().filter(|e| e.name == "retryscope.backoff").collect();
     assert_eq!(backoffs.len(), 2);
 
@@ -86,7 +92,7 @@ async fn two_503s_then_200_take_three_attempts_with_spans_and_metrics() {
         assert_eq!(seen.headers.get("traceparent"), Some(&expected));
     }
 
-    assert_eq!(t.counter("retryscope.requests", &[("retryscope.dependency", "127.0.0.1")]), 1);
+    assert_eq!(t.counter("retryscope.requests", &[("retryscope.dependency", &dependency)]), 1);
     assert_eq!(t.counter("retryscope.retries", &[("retryscope.retry.reason", "503")]), 2);
     assert_eq!(t.histogram_count("retryscope.attempt.duration", &[("error.type", "503")]), 2);
     assert_eq!(t.histogram_count("retryscope.request.duration", &[("retryscope.outcome", "success")]), 1);
@@ -368,4 +374,60 @@ async fn failures_that_are_not_retried_still_trip_the_breaker() {
     assert_eq!(retry_error(&error).map(RetryError::reason), Some(StopReason::CircuitOpen));
     assert_eq!(server.seen().len(), 2, "the third request never reached the server");
     server.assert_no_unsafe_request_ran_twice();
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_middleware_frees_its_guards_and_ends_its_gauges() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    // The factories are owned by the middleware's guards; this token, captured by
+    // one, shows when they are freed.
+    let token = Arc::new(());
+    let captured = Arc::clone(&token);
+    let middleware = RetryMiddleware::builder(Policy::interactive())
+        .meter(&t.meter)
+        .budget_per_host(move || {
+            let _keep = &captured;
+            RetryBudget::new()
+        })
+        .breaker_per_host(CircuitBreaker::new)
+        .build();
+    let client = ClientBuilder::new(reqwest::Client::builder().no_proxy().build().expect("client"))
+        .with(middleware)
+        .build();
+    client.get(server.url("/")).send().await.expect("response");
+
+    let dependency = format!("127.0.0.1:{}", server.addr.port());
+    for gauge in ["retryscope.budget.available", "retryscope.breaker.state"] {
+        let (names, _) = t.series(gauge, "retryscope.dependency");
+        assert_eq!(
+            names.into_iter().collect::<Vec<_>>(),
+            [dependency.clone()],
+            "{gauge} while the client lives"
+        );
+    }
+    assert_eq!(Arc::strong_count(&token), 2, "the middleware holds the factory");
+
+    drop(client);
+    assert_eq!(Arc::strong_count(&token), 1, "the guards and their factories are freed");
+    for gauge in ["retryscope.budget.available", "retryscope.breaker.state"] {
+        let (_, series) = t.series(gauge, "retryscope.dependency");
+        assert_eq!(series, 0, "{gauge} reports nothing once the client is gone");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn extension_methods_keep_span_names_bounded() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    let purge = reqwest::Method::from_bytes(b"PURGE").expect("a valid extension method");
+    let response = client(&t, policy()).request(purge, server.url("/cache")).send().await.expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(server.seen()[0].method, "PURGE", "sent as it was");
+
+    let spans = t.spans();
+    let attempt = spans.iter().find(|s| s.span_kind == SpanKind::Client).expect("attempt span");
+    assert_eq!(attempt.name, "HTTP");
+    assert_eq!(attr(attempt, "http.request.method").as_deref(), Some("_OTHER"));
+    assert_eq!(attr(attempt, "http.request.method_original").as_deref(), Some("PURGE"));
 }

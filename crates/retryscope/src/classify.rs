@@ -338,12 +338,10 @@ pub fn io_error(kind: ErrorKind) -> Verdict {
         | K::AddrNotAvailable
         | K::HostUnreachable
         | K::NetworkUnreachable
-        | K::NetworkDown => Verdict::retryable(ErrorType::Kind("connect")),
-        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => {
-            Verdict::retryable(ErrorType::Kind("reset"))
-        }
+        | K::NetworkDown => Verdict::retryable(ErrorType::CONNECT),
+        K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => Verdict::retryable(ErrorType::RESET),
         K::TimedOut => Verdict::retryable(ErrorType::TIMEOUT),
-        K::UnexpectedEof => Verdict::retryable(ErrorType::Kind("incomplete")),
+        K::UnexpectedEof => Verdict::retryable(ErrorType::INCOMPLETE),
         K::Interrupted | K::WouldBlock => Verdict::retryable(ErrorType::Kind("io")),
         K::InvalidInput => Verdict::permanent(ErrorType::Kind("invalid_input")),
         K::InvalidData => Verdict::permanent(ErrorType::Kind("invalid_data")),

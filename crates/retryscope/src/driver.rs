@@ -209,7 +209,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             return;
         }
         if self.current.is_some() {
-            self.record_attempt(now, Some(ErrorType::Kind("cancelled")), Health::Unknown);
+            self.record_attempt(now, Some(ErrorType::CANCELLED), Health::Unknown);
         }
         self.finish(now, Outcome::Cancelled, None);
     }

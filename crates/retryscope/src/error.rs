@@ -81,6 +81,10 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in the order above: what dashboards and alerts may see.
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Success, Outcome::Failure, Outcome::Exhausted, Outcome::Throttled, Outcome::Cancelled];
+
     /// The attribute value used in telemetry.
     pub const fn as_str(self) -> &'static str {
         match self {

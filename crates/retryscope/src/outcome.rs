@@ -24,8 +24,29 @@ pub enum ErrorType {
 impl ErrorType {
     /// The catch-all kind for failures without a better name.
     pub const OTHER: ErrorType = ErrorType::Kind("_OTHER");
-    /// The engine's own per-attempt timeout fired.
+    /// The attempt timed out (the engine's per-attempt timeout, or the
+    /// transport's).
     pub const TIMEOUT: ErrorType = ErrorType::Kind("timeout");
+    /// No connection could be made: nothing reached the server.
+    pub const CONNECT: ErrorType = ErrorType::Kind("connect");
+    /// The connection was reset, aborted or broken.
+    pub const RESET: ErrorType = ErrorType::Kind("reset");
+    /// The connection closed before the response was complete.
+    pub const INCOMPLETE: ErrorType = ErrorType::Kind("incomplete");
+    /// The caller dropped the operation while an attempt was running.
+    pub const CANCELLED: ErrorType = ErrorType::Kind("cancelled");
+
+    /// The named kinds the engine and its integrations report themselves, for
+    /// checks that a dashboard or alert only expects values that really occur.
+    /// Statuses (`"100"`–`"599"`) come on top; a user's classifier may add kinds.
+    pub const BUILT_IN_KINDS: [ErrorType; 6] = [
+        ErrorType::OTHER,
+        ErrorType::TIMEOUT,
+        ErrorType::CONNECT,
+        ErrorType::RESET,
+        ErrorType::INCOMPLETE,
+        ErrorType::CANCELLED,
+    ];
 }
 
 impl fmt::Display for ErrorType {
@@ -49,6 +70,9 @@ pub enum DelaySource {
 }
 
 impl DelaySource {
+    /// Every source, in the order above: what dashboards and alerts may see.
+    pub const ALL: [DelaySource; 3] = [DelaySource::Policy, DelaySource::RetryAfter, DelaySource::RateLimit];
+
     /// The attribute value used in telemetry: `policy`, `retry_after` or `rate_limit`.
     pub const fn as_str(self) -> &'static str {
         match self {

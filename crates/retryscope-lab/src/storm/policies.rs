@@ -66,8 +66,10 @@ impl StormPolicy {
     pub fn middleware(self) -> Result<RetryMiddlewareBuilder, String> {
         let builder = RetryMiddleware::builder(self.policy().map_err(|e| e.to_string())?);
         Ok(match self {
-            StormPolicy::Naive | StormPolicy::Backoff | StormPolicy::FullJitter => builder.no_budget(),
-            StormPolicy::Budget => builder.budget_per_host(RetryBudget::new),
+            StormPolicy::Naive | StormPolicy::Backoff | StormPolicy::FullJitter => {
+                builder.no_budget().no_breaker()
+            }
+            StormPolicy::Budget => builder.budget_per_host(RetryBudget::new).no_breaker(),
             StormPolicy::Breaker => {
                 let breaker = breaker();
                 // Checked once here, so the per-host factory below cannot fail.

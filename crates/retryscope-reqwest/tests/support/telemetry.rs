@@ -95,3 +95,37 @@ pub fn value_str(value: &Value) -> String {
 pub fn attr(span: &SpanData, key: &str) -> Option<String> {
     span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| value_str(&kv.value))
 }
+
+impl Telemetry {
+    /// The distinct values of attribute `key` over every point of metric `name`,
+    /// whatever its kind, and how many points (series) the metric has.
+    pub fn series(&self, name: &str, key: &str) -> (std::collections::BTreeSet<String>, usize) {
+        let rm = self.latest();
+        let mut values = std::collections::BTreeSet::new();
+        let mut points = 0;
+        let mut note = |attributes: Vec<&KeyValue>| {
+            points += 1;
+            if let Some(kv) = attributes.iter().find(|kv| kv.key.as_str() == key) {
+                values.insert(value_str(&kv.value));
+            }
+        };
+        for metric in rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == name) {
+            match metric.data() {
+                AggregatedMetrics::U64(MetricData::Sum(sum)) => {
+                    sum.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                    h.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                AggregatedMetrics::F64(MetricData::Gauge(g)) => {
+                    g.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                AggregatedMetrics::I64(MetricData::Gauge(g)) => {
+                    g.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                other => panic!("{name}: unexpected kind {other:?}"),
+            }
+        }
+        (values, points)
+    }
+}
