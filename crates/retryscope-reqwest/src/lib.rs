@@ -24,6 +24,7 @@ mod middleware;
 mod options;
 mod propagate;
 mod redact;
+mod release;
 mod spans;
 mod transport;
 
