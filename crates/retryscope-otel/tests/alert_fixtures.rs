@@ -97,13 +97,21 @@ fn series(metric: &str, extra: &[(&str, &str)]) -> String {
     format!("{metric}{{{}}}", inner.join(","))
 }
 
+/// One PromQL check of a promtool test group.
+struct Check {
+    /// Evaluation time, in minutes.
+    at: u32,
+    expr: String,
+    /// Expected samples: labels → value.
+    samples: Vec<(String, f64)>,
+}
+
 /// One promtool test group.
 struct Scenario {
     name: String,
     minutes: u32,
     input: Vec<(String, Vec<f64>)>,
-    /// (eval time in minutes, PromQL, expected samples: labels → value).
-    checks: Vec<(u32, String, Vec<(String, f64)>)>,
+    checks: Vec<Check>,
 }
 
 impl Scenario {
@@ -131,19 +139,24 @@ impl Scenario {
             (format!("count_over_time(ALERTS{selector}[{held}m])"), selector, evaluations)
         };
         let (expr, labels, value) = check;
-        self.checks.push((at, expr, vec![(labels, value)]));
+        self.checks.push(Check { at, expr, samples: vec![(labels, value)] });
         self
     }
 
     /// No alert at all — not even pending — in the `minutes` before `at`.
     fn silent(mut self, at: u32, minutes: u32) -> Self {
-        self.checks.push((at, format!("count_over_time(ALERTS[{minutes}m])"), Vec::new()));
+        self.checks.push(Check {
+            at,
+            expr: format!("count_over_time(ALERTS[{minutes}m])"),
+            samples: Vec::new(),
+        });
         self
     }
 
     /// No `alert` firing at `at`.
     fn not_firing(mut self, alert: &str, at: u32) -> Self {
-        self.checks.push((at, format!("ALERTS{{alertname=\"{alert}\",alertstate=\"firing\"}}"), Vec::new()));
+        let expr = format!("ALERTS{{alertname=\"{alert}\",alertstate=\"firing\"}}");
+        self.checks.push(Check { at, expr, samples: Vec::new() });
         self
     }
 
@@ -157,7 +170,7 @@ impl Scenario {
             let _ = writeln!(out, "        values: '{}'", values(samples));
         }
         let _ = writeln!(out, "    promql_expr_test:");
-        for (at, expr, samples) in &self.checks {
+        for Check { at, expr, samples } in &self.checks {
             let _ = writeln!(out, "      - expr: '{expr}'");
             let _ = writeln!(out, "        eval_time: {at}m");
             if samples.is_empty() {

@@ -135,9 +135,15 @@ pub fn run(args: &StormArgs) -> Result<Vec<Summary>, StormError> {
 async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, StormError> {
     let telemetry = telemetry::Telemetry::start(args.prometheus.as_deref())?;
     let mut runs = Vec::new();
+    // Each policy's client lives as long as the process, as a service's would:
+    // its guards, and so its budget and breaker gauges, are still there for the
+    // scrapes while the lab lingers.
+    let mut clients = Vec::new();
     for &policy in &args.policies {
         eprintln!("storm: {policy} …");
-        runs.push(run_policy(args, policy, timeline, &telemetry.meter, &telemetry.reader).await?);
+        let (run, client) = run_policy(args, policy, timeline, &telemetry.meter, &telemetry.reader).await?;
+        runs.push(run);
+        clients.push(client);
     }
     let rows: Vec<Summary> = runs.iter().map(|r| r.summary(timeline)).collect();
     print!("{}", report::table(&rows));
@@ -153,6 +159,7 @@ async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, Sto
     if args.linger > 0.0 {
         tokio::time::sleep(Duration::from_secs_f64(args.linger)).await;
     }
+    drop(clients);
     Ok(rows)
 }
 
@@ -162,7 +169,7 @@ async fn run_policy(
     timeline: Timeline,
     meter: &opentelemetry::metrics::Meter,
     metrics: &InProcessReader,
-) -> Result<PolicyRun, StormError> {
+) -> Result<(PolicyRun, reqwest_middleware::ClientWithMiddleware), StormError> {
     let duration = Duration::from_secs_f64(args.duration);
     let drain = Duration::from_secs(1);
     let slices = usize::try_from((duration + drain).as_millis() / SLICE.as_millis()).unwrap_or(0) + 1;
@@ -181,16 +188,17 @@ async fn run_policy(
     let server = Server::start(behaviour, slices).await.map_err(|e| error("starting the server", e))?;
     let url = format!("http://{}/work", server.addr);
     let sampler = tokio::spawn(sample(metrics.clone(), policy, slices));
-    load::run(load, client, url, policy.name(), drain).await;
+    load::run(load, client.clone(), url, policy.name(), drain).await;
     let retries = sampler.await.map_err(|e| error("sampling metrics", e))?;
     let after = latest(metrics, policy).await;
-    Ok(PolicyRun {
+    let run = PolicyRun {
         policy: policy.name(),
         totals: delta(after, before),
         server_received: server.counters.received(),
         server_served: server.counters.served(),
         retries,
-    })
+    };
+    Ok((run, client))
 }
 
 /// Retries started per slice, from the instrumentation's cumulative counter.
