@@ -4,7 +4,7 @@
   check_dashboards.py mounts   every host file/dir docker-compose.yml mounts exists, and the
                                in-container paths the configs refer to are the mounted ones
   check_dashboards.py queries  every panel (except rows/text) has a target with a non-empty
-                               expr; every metric in every expr is a DESIGN.md §3 series or a
+                               expr; every metric in every expr is a docs/telemetry.md series or a
                                recording rule of dashboards/retryscope.rules.yml; only known
                                labels and template variables are used; uids/schemaVersion/tags
   check_dashboards.py runbook  every alert has severity, summary, description and a runbook_url
@@ -30,7 +30,7 @@ DASHBOARDS = ROOT / "dashboards"
 RULES = DASHBOARDS / "retryscope.rules.yml"
 COMPOSE = ROOT / "docker-compose.yml"
 
-# DESIGN.md §3 as Prometheus sees it (after the collector's translation).
+# docs/telemetry.md as Prometheus sees it (after the collector's translation).
 HISTOGRAMS = {
     "retryscope_attempt_duration_seconds": ["retryscope_attempt", "error_type"],
     "retryscope_request_duration_seconds": ["retryscope_outcome", "retryscope_attempts"],
@@ -42,6 +42,7 @@ CONTRACT = {
     "retryscope_throttled_total": ["retryscope_throttle_reason"],
     "retryscope_breaker_state": [],
     "retryscope_budget_available": [],
+    "retryscope_server_requests_total": ["retryscope_attempt", "http_route"],
 }
 for _h, _labels in HISTOGRAMS.items():
     CONTRACT[_h + "_bucket"] = _labels + ["le"]
@@ -302,9 +303,9 @@ def synthetic_series():
                                ("worker", "w-1", "payments", "refund")):
         base = {"job": job, "instance": inst, "retryscope_dependency": dep, "retryscope_operation": op}
         counter("retryscope_requests_total", base, 150)
-        for reason, k in (("http_503", 20), ("timeout", 10)):
+        for reason, k in (("503", 20), ("timeout", 10)):
             counter("retryscope_retries_total", {**base, "retryscope_retry_reason": reason}, k)
-        for attempt, err, k, med in (("1", "", 120, 0.05), ("1", "http_503", 30, 0.02),
+        for attempt, err, k, med in (("1", "", 120, 0.05), ("1", "503", 30, 0.02),
                                      ("2", "", 20, 0.08), ("2", "timeout", 10, 1.0),
                                      ("3", "", 8, 0.2)):
             lbl = {**base, "retryscope_attempt": attempt}
@@ -322,6 +323,10 @@ def synthetic_series():
             counter("retryscope_throttled_total", {**base, "retryscope_throttle_reason": reason}, k)
         gauge("retryscope_breaker_state", base, "0x20 2x20 1 2x20 1 0x17")
         gauge("retryscope_budget_available", base, "10-0.1x80")
+    for job, inst in (("checkout", "c-1"), ("worker", "w-1")):
+        for attempt, k in (("1", 120), ("2", 20), ("3", 8), ("4+", 4), ("unknown", 1)):
+            counter("retryscope_server_requests_total",
+                    {"job": job, "instance": inst, "retryscope_attempt": attempt, "http_route": "/orders"}, k)
     return out
 
 

@@ -272,10 +272,33 @@ def overview():
         "targets": [target(f"max by ({BY}) (retryscope_breaker_state{{{SEL}}})",
                            "{{job}} → {{retryscope_dependency}}", "A")],
     })
+
+    p.append(row(103, "Call chain: retries of retries", 61))
+    p.append(timeseries(
+        12, "Call chain: retries received and sent",
+        "Solid: the share of a service's incoming requests that are retries of its callers "
+        "(retryscope:incoming_retry_share:rate5m, from the callers' retry-attempt header). Dashed: the "
+        "same service's own retry ratio towards its worst dependency. Both high means retries are "
+        "multiplying down the call chain (alert NestedRetries): retry at one layer only.",
+        [target('retryscope:incoming_retry_share:rate5m{job=~"$job"}', "{{job}} receives", "A"),
+         target(f"max by (job) (retryscope:retry_ratio:rate5m{{{SEL}}})", "{{job}} sends (worst dependency)", "B")],
+        {"h": 8, "w": W, "x": 0, "y": 62}, unit="percentunit", th=thresholds((0.1, "orange")),
+        th_style="line",
+        overrides=[{"matcher": {"id": "byFrameRefID", "options": "B"},
+                    "properties": [{"id": "custom.lineStyle",
+                                    "value": {"fill": "dash", "dash": [10, 10]}}]}]))
+    p.append(timeseries(
+        13, "Incoming requests by caller attempt",
+        "Incoming requests per second (retryscope_server_requests_total) by the attempt their caller "
+        "says they are: 1 = first try, 2, 3, 4+ = retries, unknown = an attempt header that could not "
+        "be believed.",
+        [target('sum by (job, retryscope_attempt) (rate(retryscope_server_requests_total{job=~"$job"}'
+                f'[{RI}]))', "{{job}}: attempt {{retryscope_attempt}}", "A")],
+        {"h": 8, "w": W, "x": 12, "y": 62}, unit="reqps", stack=True))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse. Metrics: DESIGN.md §3; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, and whether retries multiply down the call chain. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

@@ -65,18 +65,18 @@ pub fn bounded_operation(name: &str) -> Arc<str> {
 }
 
 /// A set of at most `limit` names; the rest are [`OVERFLOW`].
-struct NameTable {
+pub(crate) struct NameTable {
     names: RwLock<HashSet<Arc<str>>>,
     overflow: Arc<str>,
     limit: usize,
 }
 
 impl NameTable {
-    fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self { names: RwLock::default(), overflow: Arc::from(OVERFLOW), limit }
     }
 
-    fn intern(&self, name: &str) -> Arc<str> {
+    pub(crate) fn intern(&self, name: &str) -> Arc<str> {
         // A poisoned lock only means a thread panicked while inserting a name;
         // the set itself is still consistent.
         if let Some(known) = self.names.read().unwrap_or_else(PoisonError::into_inner).get(name) {

@@ -81,6 +81,7 @@
 
 mod dependency;
 mod gauges;
+mod incoming;
 mod labels;
 mod metrics;
 pub mod names;
@@ -90,12 +91,17 @@ mod prometheus;
 #[cfg(feature = "otlp")]
 mod setup;
 mod spans;
+mod upstream;
 
 pub use dependency::{
     DependencyGuards, DependencyGuardsBuilder, Factory, Guards, MAX_DEPENDENCIES, OVERFLOW,
     bounded_dependency, bounded_operation, dependency_name,
 };
 pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
+pub use incoming::{
+    ATTEMPT_HEADER, ENVOY_ATTEMPT_HEADER, EXHAUSTED_HEADER, GRPC_PREVIOUS_ATTEMPTS, IncomingAttempt,
+    IncomingRequests, MAX_TRUSTED_ATTEMPT,
+};
 pub use labels::error_type_str;
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
@@ -104,3 +110,4 @@ pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
 #[cfg(feature = "otlp")]
 pub use setup::{OtlpConfig, Protocol, SetupError, TelemetryGuard, init_otlp};
 pub use spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, default_attempt_span};
+pub use upstream::Upstream;

@@ -22,6 +22,9 @@ pub const ATTEMPT_DURATION: &str = "retryscope.attempt.duration";
 pub const REQUEST_DURATION: &str = "retryscope.request.duration";
 /// Histogram `s`: every wait between attempts.
 pub const BACKOFF_DELAY: &str = "retryscope.backoff.delay";
+/// Counter `{request}`: incoming requests, by the attempt their caller says
+/// they are ([`ATTEMPT`] bucketed `1`, `2`, `3`, `4+`, `unknown`).
+pub const SERVER_REQUESTS: &str = "retryscope.server.requests";
 /// Observable gauge `{state}`: 0 closed, 1 half-open, 2 open.
 pub const BREAKER_STATE: &str = "retryscope.breaker.state";
 /// Observable gauge `{retry}`: how many retries the budget would allow now.
@@ -48,7 +51,8 @@ pub const ATTEMPTS: &str = "retryscope.attempts";
 pub const OUTCOME: &str = "retryscope.outcome";
 /// The `error.type` of the failure that caused a retry.
 pub const RETRY_REASON: &str = "retryscope.retry.reason";
-/// Where a wait came from: `policy`, `retry_after` or `rate_limit`.
+/// Where a wait came from: `policy`, `retry_after`, `rate_limit` or
+/// `grpc_pushback` (every value: `retryscope::DelaySource::ALL`).
 pub const DELAY_SOURCE: &str = "retryscope.delay.source";
 /// Why a retry was refused: [`THROTTLED_BY_BUDGET`] or [`THROTTLED_BY_BREAKER`].
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
@@ -56,6 +60,12 @@ pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
 pub const THROTTLED_BY_BUDGET: &str = "budget";
 /// [`THROTTLE_REASON`] when the circuit breaker refused.
 pub const THROTTLED_BY_BREAKER: &str = "circuit_open";
+/// [`THROTTLE_REASON`] when a retry was not made because retries happen at
+/// another layer: the request being served is itself a retry, or the layer
+/// below already retried.
+pub const THROTTLED_BY_UPSTREAM: &str = "upstream_retry";
+/// The route template of an incoming request (OpenTelemetry's `http.route`).
+pub const HTTP_ROUTE: &str = "http.route";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
 pub const ERROR_TYPE: &str = "error.type";
 

@@ -206,6 +206,7 @@ fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
     match reason? {
         StopReason::BudgetExhausted => Some(names::THROTTLED_BY_BUDGET),
         StopReason::CircuitOpen => Some(names::THROTTLED_BY_BREAKER),
+        StopReason::UpstreamRetry => Some(names::THROTTLED_BY_UPSTREAM),
         _ => None,
     }
 }

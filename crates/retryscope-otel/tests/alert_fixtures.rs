@@ -10,7 +10,7 @@
 //! Every label value in every promtool test file must be one the code emits.
 
 use retryscope::{ErrorType, Outcome};
-use retryscope_otel::{error_type_str, names};
+use retryscope_otel::{IncomingAttempt, error_type_str, names};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -41,6 +41,16 @@ fn label(attribute: &str) -> String {
 /// and becomes visible at each export (first one `offset_s` after start); the
 /// values are what each scrape reads.
 fn exported_counter(minutes: u32, offset_s: u32, per_second: impl Fn(u32) -> f64) -> Vec<f64> {
+    counter_exported_every(EXPORT_S, minutes, offset_s, per_second)
+}
+
+/// Like [`exported_counter`], exported every `export_s` seconds.
+fn counter_exported_every(
+    export_s: u32,
+    minutes: u32,
+    offset_s: u32,
+    per_second: impl Fn(u32) -> f64,
+) -> Vec<f64> {
     let mut visible = 0.0;
     let mut accumulated = 0.0;
     let mut next_export = offset_s;
@@ -48,7 +58,7 @@ fn exported_counter(minutes: u32, offset_s: u32, per_second: impl Fn(u32) -> f64
     for t in 0..=minutes * 60 {
         if t == next_export {
             visible = accumulated;
-            next_export += EXPORT_S;
+            next_export += export_s;
         }
         if t % SCRAPE_S == 0 {
             samples.push(visible);
@@ -110,13 +120,26 @@ struct Check {
 struct Scenario {
     name: String,
     minutes: u32,
+    /// How often the counters are exported: [`EXPORT_S`], or every scrape.
+    export_s: u32,
     input: Vec<(String, Vec<f64>)>,
     checks: Vec<Check>,
 }
 
 impl Scenario {
     fn new(name: impl Into<String>, minutes: u32) -> Self {
-        Self { name: name.into(), minutes, input: Vec::new(), checks: Vec::new() }
+        Self { name: name.into(), minutes, export_s: EXPORT_S, input: Vec::new(), checks: Vec::new() }
+    }
+
+    /// Counters exported at every scrape: smooth, as a pull endpoint serves them.
+    fn smooth(mut self) -> Self {
+        self.export_s = SCRAPE_S;
+        self
+    }
+
+    /// A counter of this scenario, exported at its cadence.
+    fn counter(&self, offset_s: u32, per_second: impl Fn(u32) -> f64) -> Vec<f64> {
+        counter_exported_every(self.export_s, self.minutes, offset_s, per_second)
     }
 
     fn input(mut self, series: String, samples: Vec<f64>) -> Self {
@@ -124,12 +147,22 @@ impl Scenario {
         self
     }
 
-    /// `alert` fires at `at` minutes and, with `held` > 0, has fired at every
-    /// evaluation of the `held` minutes before: it fired in time and kept firing.
-    fn fires(mut self, alert: &str, severity: &str, at: u32, held: u32) -> Self {
+    /// `alert` fires for the dependency at `at` minutes and, with `held` > 0,
+    /// has fired at every evaluation of the `held` minutes before: it fired in
+    /// time and kept firing.
+    fn fires(self, alert: &str, severity: &str, at: u32, held: u32) -> Self {
+        let dependency = format!(",{}=\"{DEPENDENCY}\"", label(names::DEPENDENCY));
+        self.fires_for(alert, &dependency, severity, at, held)
+    }
+
+    /// Like [`fires`](Self::fires), for an alert about the whole service.
+    fn fires_for_service(self, alert: &str, severity: &str, at: u32, held: u32) -> Self {
+        self.fires_for(alert, "", severity, at, held)
+    }
+
+    fn fires_for(mut self, alert: &str, labels: &str, severity: &str, at: u32, held: u32) -> Self {
         let selector = format!(
-            "{{alertname=\"{alert}\",alertstate=\"firing\",job=\"{JOB}\",{}=\"{DEPENDENCY}\",severity=\"{severity}\"}}",
-            label(names::DEPENDENCY)
+            "{{alertname=\"{alert}\",alertstate=\"firing\",job=\"{JOB}\"{labels},severity=\"{severity}\"}}"
         );
         let check = if held == 0 {
             (format!("ALERTS{selector}"), format!("ALERTS{selector}"), 1.0)
@@ -188,14 +221,33 @@ impl Scenario {
 
 /// Requests and retries of a service whose retry ratio is `ratio(t)`.
 fn retrying(scenario: Scenario, offset_s: u32, ratio: impl Fn(u32) -> f64 + Copy) -> Scenario {
-    let minutes = scenario.minutes;
     let reason = error_type_str(ErrorType::Status(503));
+    let requests = scenario.counter(offset_s, |_| RATE);
+    let retries = scenario.counter(offset_s, |t| RATE * ratio(t));
     scenario
-        .input(series("retryscope_requests_total", &[]), exported_counter(minutes, offset_s, |_| RATE))
-        .input(
-            series("retryscope_retries_total", &[(names::RETRY_REASON, reason)]),
-            exported_counter(minutes, offset_s, |t| RATE * ratio(t)),
-        )
+        .input(series("retryscope_requests_total", &[]), requests)
+        .input(series("retryscope_retries_total", &[(names::RETRY_REASON, reason)]), retries)
+}
+
+/// Incoming requests of the service: `retried(t)` of them are retries of its
+/// callers, spread over attempts 2, 3 and 4+ as a caller with four attempts
+/// would send them.
+fn serving(scenario: Scenario, offset_s: u32, retried: impl Fn(u32) -> f64 + Copy) -> Scenario {
+    let [first, second, third, fourth, _] = IncomingAttempt::BUCKETS;
+    let share = [(first, None), (second, Some(0.5)), (third, Some(0.3)), (fourth, Some(0.2))];
+    share.into_iter().fold(scenario, |scenario, (bucket, part)| {
+        let per_second = move |t| match part {
+            None => RATE * (1.0 - retried(t)),
+            Some(part) => RATE * retried(t) * part,
+        };
+        let series = format!(
+            "retryscope_server_requests_total{{job=\"{JOB}\",instance=\"checkout-1\",{}=\"{bucket}\",{}=\"/orders\"}}",
+            label(names::ATTEMPT),
+            label(names::HTTP_ROUTE)
+        );
+        let samples = scenario.counter(offset_s, per_second);
+        scenario.input(series, samples)
+    })
 }
 
 fn scenarios() -> Vec<Scenario> {
@@ -293,6 +345,34 @@ fn scenarios() -> Vec<Scenario> {
             .input(gauge, exported_gauge(16, 19, |_| 0.0))
             .silent(16, 16),
     );
+
+    // A service in the middle of a chain: 30 % of what it receives are retries
+    // from 5 min on, and it retries 40 % of its own calls.
+    let nested = Scenario::new(
+        "NestedRetries fires on a service that receives 30 % retries and retries 40 % itself",
+        20,
+    );
+    let nested = serving(nested, 13, |t| if t < 300 { 0.0 } else { 0.3 });
+    all.push(
+        retrying(nested, 13, |t| if t < 300 { 0.02 } else { 0.4 })
+            .not_firing("NestedRetries", 5)
+            .fires_for_service("NestedRetries", "warning", 14, 0)
+            .fires_for_service("NestedRetries", "warning", 20, 6),
+    );
+    // Receiving retries alone, or retrying alone, is not nesting.
+    let receives =
+        Scenario::new("A service that receives 30 % retries but does not retry itself is no nesting", 20);
+    all.push(retrying(serving(receives, 13, |_| 0.3), 13, |_| 0.02).silent(20, 20));
+    let retries = Scenario::new("A service that retries 40 % but receives no retries is no nesting", 20);
+    all.push(retrying(serving(retries, 13, |_| 0.0), 13, |_| 0.4).not_firing("NestedRetries", 20));
+    // The same nesting with counters scraped straight from the service.
+    let smooth = Scenario::new("NestedRetries fires on smooth counters too", 20).smooth();
+    all.push(
+        retrying(serving(smooth, 0, |t| if t < 300 { 0.0 } else { 0.3 }), 0, |t| {
+            if t < 300 { 0.02 } else { 0.4 }
+        })
+        .fires_for_service("NestedRetries", "warning", 20, 6),
+    );
     all
 }
 
@@ -344,8 +424,12 @@ fn vocabulary(label_name: &str) -> Option<BTreeSet<String>> {
         l if l == label(names::DELAY_SOURCE) => {
             Some(retryscope::DelaySource::ALL.iter().map(|s| s.as_str().to_owned()).collect())
         }
+        l if l == label(names::ATTEMPT) => {
+            let numbers = (1..=retryscope_otel::MAX_TRUSTED_ATTEMPT).map(|n| n.to_string());
+            Some(numbers.chain(IncomingAttempt::BUCKETS.iter().map(|b| (*b).to_owned())).collect())
+        }
         l if l == label(names::THROTTLE_REASON) => {
-            set(&[names::THROTTLED_BY_BUDGET, names::THROTTLED_BY_BREAKER])
+            set(&[names::THROTTLED_BY_BUDGET, names::THROTTLED_BY_BREAKER, names::THROTTLED_BY_UPSTREAM])
         }
         _ => None,
     }

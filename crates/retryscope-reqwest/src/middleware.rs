@@ -7,13 +7,16 @@ use crate::spans::{HttpAttemptSpan, Target};
 use crate::transport;
 use http::Extensions;
 use opentelemetry::metrics::Meter;
+use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::{Classify, HttpClassifier, Stage, has_idempotency_key, is_idempotent_method};
 use retryscope::observe::{Finish, Observer, OperationInfo, OperationObserver};
 use retryscope::outcome::Verdict;
 use retryscope::{CircuitBreaker, ErrorType, Policy, RetryBudget, RetryError, Retryable, StopReason};
-use retryscope_otel::{DependencyGuards, Factory, Guards, OtelObserver};
+use retryscope_otel::{
+    ATTEMPT_HEADER, DependencyGuards, EXHAUSTED_HEADER, Factory, Guards, OtelObserver, Upstream,
+};
 use std::error::Error as StdError;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -68,6 +71,17 @@ pub struct RetryMiddleware {
     classifier: HttpClassifier,
     telemetry: Option<OtelObserver>,
     dependencies: DependencyGuards<RetryBudget>,
+    layers: Layers,
+}
+
+/// How the middleware takes part in a call chain's retries.
+#[derive(Debug, Clone)]
+struct Layers {
+    /// The header that tells the next hop which attempt it receives; `None`
+    /// sends nothing.
+    attempt_header: Option<HeaderName>,
+    /// Retry only where no other layer does.
+    one_layer: bool,
 }
 
 impl RetryMiddleware {
@@ -86,6 +100,7 @@ impl RetryMiddleware {
             telemetry: Telemetry::Global,
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
+            layers: Layers { attempt_header: Some(ATTEMPT_HEADER), one_layer: false },
         }
     }
 }
@@ -98,9 +113,41 @@ pub struct RetryMiddlewareBuilder {
     telemetry: Telemetry,
     budget: Option<Factory<RetryBudget>>,
     breaker: Option<Factory<CircuitBreaker>>,
+    layers: Layers,
 }
 
 impl RetryMiddlewareBuilder {
+    /// Names the header that tells the server which attempt a retry is
+    /// (default [`retry-attempt`](retryscope_otel::ATTEMPT_HEADER), sent from the
+    /// second attempt on), e.g. `x-envoy-attempt-count` where Envoy-style
+    /// servers read it.
+    pub fn attempt_header(mut self, name: HeaderName) -> Self {
+        self.layers.attempt_header = Some(name);
+        self
+    }
+
+    /// Sends no attempt header.
+    pub fn no_attempt_header(mut self) -> Self {
+        self.layers.attempt_header = None;
+        self
+    }
+
+    /// Retries only where no other layer of the call chain retries (off by
+    /// default). Inside a request served under
+    /// [`Upstream::scope`](retryscope_otel::Upstream::scope) (as
+    /// `retryscope-tower`'s server layer does), a request that is itself a retry
+    /// makes one attempt downstream; and a failed response that says the layer
+    /// below already retried ([`retry-exhausted`](retryscope_otel::EXHAUSTED_HEADER))
+    /// is not retried. Either is reported as throttled, reason `upstream_retry`.
+    ///
+    /// Use it in services in the middle of a chain: without it, four attempts
+    /// at each of three layers make 64 calls at the bottom for one user request;
+    /// with it, four.
+    pub fn retry_at_one_layer(mut self) -> Self {
+        self.layers.one_layer = true;
+        self
+    }
+
     /// Which statuses are retried.
     pub fn classifier(mut self, classifier: HttpClassifier) -> Self {
         self.classifier = classifier;
@@ -163,6 +210,7 @@ impl RetryMiddlewareBuilder {
             classifier: self.classifier,
             telemetry: meter.as_ref().map(OtelObserver::from_meter),
             dependencies: guards.build(),
+            layers: self.layers,
         }
     }
 }
@@ -195,7 +243,11 @@ impl Middleware for RetryMiddleware {
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
         let target = Target::of(&request);
         let guards = self.dependencies.get(&target.dependency);
+        let upstream = Upstream::current();
         let mut classifier = RequestClassifier::for_request(self.classifier, &request, &options);
+        if self.layers.one_layer {
+            classifier.one_layer(upstream.as_ref());
+        }
         let replayable = classifier.replayable;
         let mut source = RequestSource::new(request);
         let stop = StopCapture::default();
@@ -203,9 +255,14 @@ impl Middleware for RetryMiddleware {
         let telemetry =
             self.telemetry.clone().map(|o| o.with_attempt_spans(HttpAttemptSpan { target: &target }));
 
+        let mut number = 0;
+        let attempt_header = self.layers.attempt_header.as_ref();
         let attempt = || {
+            number += 1;
             let request = source.next();
             let (next, mut extensions) = (next.clone(), snapshot.clone());
+            let announce =
+                attempt_header.filter(|_| number > 1).map(|name| (name.clone(), HeaderValue::from(number)));
             async move {
                 let span = tracing::Span::current();
                 let mut request =
@@ -214,6 +271,9 @@ impl Middleware for RetryMiddleware {
                     tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
                 }
                 inject_current_context(request.headers_mut());
+                if let Some((name, value)) = announce {
+                    request.headers_mut().insert(name, value);
+                }
                 let result = next.run(request, &mut extensions).await;
                 if let Ok(response) = &result {
                     span.record("http.response.status_code", i64::from(response.status().as_u16()));
@@ -231,7 +291,15 @@ impl Middleware for RetryMiddleware {
             options.operation.as_deref(),
         )
         .await;
-        finish(outcome, stop.reason(), replayable)
+        let stop = stop.reason();
+        if let (Some(upstream), Some((reason, attempts))) = (&upstream, stop) {
+            // Tell the server we run in that retries below ran out, so that it
+            // can tell its own caller not to retry.
+            if attempts > 1 && reason != StopReason::Permanent {
+                upstream.retries_exhausted(attempts);
+            }
+        }
+        finish(outcome, stop, replayable)
     }
 }
 
@@ -304,6 +372,12 @@ struct RequestClassifier {
     safe_after_sent: bool,
     /// Whether the body can be sent again at all.
     replayable: bool,
+    /// Retries at one layer: every transient failure is retried elsewhere
+    /// (the request served is itself a retry).
+    retried_upstream: bool,
+    /// Retries at one layer: a response saying the layer below retried is not
+    /// retried again.
+    honour_exhausted: bool,
 }
 
 impl RequestClassifier {
@@ -312,7 +386,13 @@ impl RequestClassifier {
             || has_idempotency_key(request.headers())
             || options.safe_to_retry;
         let replayable = is_replayable(request);
-        Self { http, safe_after_sent, replayable }
+        Self { http, safe_after_sent, replayable, retried_upstream: false, honour_exhausted: false }
+    }
+
+    /// Retries only where no other layer does, serving `upstream`.
+    fn one_layer(&mut self, upstream: Option<&Upstream>) {
+        self.honour_exhausted = true;
+        self.retried_upstream = upstream.is_some_and(|u| u.attempt().is_retry());
     }
 
     /// Turns a retryable verdict into an unrepeatable one when retrying could
@@ -325,6 +405,7 @@ impl RequestClassifier {
             {
                 Verdict::unrepeatable(error)
             }
+            Verdict::Retryable { error, .. } if self.retried_upstream => Verdict::retried_elsewhere(error),
             verdict => verdict,
         }
     }
@@ -333,10 +414,18 @@ impl RequestClassifier {
 impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
     fn classify(&mut self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
         let (verdict, stage) = match result {
-            Ok(response) => (
-                self.http.classify_response(response.status(), response.headers(), SystemTime::now()),
-                Stage::Sent,
-            ),
+            Ok(response) => {
+                let verdict =
+                    self.http.classify_response(response.status(), response.headers(), SystemTime::now());
+                match verdict {
+                    Verdict::Retryable { error, .. }
+                        if self.honour_exhausted && response.headers().contains_key(EXHAUSTED_HEADER) =>
+                    {
+                        (Verdict::retried_elsewhere(error), Stage::Sent)
+                    }
+                    verdict => (verdict, Stage::Sent),
+                }
+            }
             Err(error) => {
                 let failure = transport::classify(error);
                 (failure.verdict, failure.stage)

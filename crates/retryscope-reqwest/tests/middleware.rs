@@ -431,3 +431,72 @@ async fn extension_methods_keep_span_names_bounded() {
     assert_eq!(attr(attempt, "http.request.method").as_deref(), Some("_OTHER"));
     assert_eq!(attr(attempt, "http.request.method_original").as_deref(), Some("PURGE"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn retries_tell_the_server_which_attempt_they_are() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/flaky", [Reply::status(503), Reply::status(503), Reply::ok("fine")]);
+    let response = client(&t, policy()).get(server.url("/flaky")).send().await.expect("response");
+    assert_eq!(response.status(), 200);
+    let announced: Vec<_> = server.seen().iter().map(|s| s.headers.get("retry-attempt").cloned()).collect();
+    assert_eq!(
+        announced,
+        [None, Some("2".to_owned()), Some("3".to_owned())],
+        "the first attempt says nothing"
+    );
+}
+
+/// The middleware of a service in the middle of a chain, retrying at one layer.
+fn one_layer_client(t: &Telemetry) -> ClientWithMiddleware {
+    let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+    let middleware = RetryMiddleware::builder(policy()).meter(&t.meter).retry_at_one_layer().build();
+    ClientBuilder::new(inner).with(middleware).build()
+}
+
+fn upstream(attempt: &str) -> retryscope_otel::Upstream {
+    let mut headers = http::HeaderMap::new();
+    headers.insert("retry-attempt", attempt.parse().expect("header value"));
+    retryscope_otel::Upstream::new(retryscope_otel::IncomingAttempt::from_headers(&headers))
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_one_layer_a_request_that_is_itself_a_retry_is_not_retried_downstream() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/down", [Reply::status(503), Reply::status(503), Reply::status(503)]);
+    let client = one_layer_client(&t);
+    let response = upstream("2").scope(client.get(server.url("/down")).send()).await.expect("response");
+    assert_eq!(response.status(), 503, "the downstream answer, as it came");
+    assert_eq!(server.seen().len(), 1, "one attempt: the caller above retries");
+    assert_eq!(t.counter("retryscope.throttled", &[("retryscope.throttle.reason", "upstream_retry")]), 1);
+    assert_eq!(t.histogram_count("retryscope.request.duration", &[("retryscope.outcome", "throttled")]), 1);
+
+    // The same request on a first attempt is retried as usual.
+    server.script("/down", [Reply::status(503), Reply::ok("fine")]);
+    let response = upstream("1").scope(client.get(server.url("/down")).send()).await.expect("response");
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_one_layer_a_failure_already_retried_below_is_not_retried_and_exhaustion_is_passed_up() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/below", [Reply::with_header(503, "retry-exhausted", "4")]);
+    let client = one_layer_client(&t);
+    let served = upstream("1");
+    let response = served.clone().scope(client.get(server.url("/below")).send()).await.expect("response");
+    assert_eq!(
+        (response.status().as_u16(), server.seen().len()),
+        (503, 1),
+        "the layer below already retried"
+    );
+    assert_eq!(t.counter("retryscope.throttled", &[("retryscope.throttle.reason", "upstream_retry")]), 1);
+    assert_eq!(served.exhausted_below(), None, "this layer made one attempt: nothing to report");
+
+    // This layer retries and gives up: the request it serves learns it.
+    server.script("/flaky", [Reply::status(503), Reply::status(503), Reply::status(503)]);
+    let response = served.clone().scope(client.get(server.url("/flaky")).send()).await.expect("response");
+    assert_eq!((response.status().as_u16(), server.seen().len()), (503, 4));
+    assert_eq!(served.exhausted_below(), Some(3));
+}

@@ -13,6 +13,7 @@ use crate::observe::{
 };
 use crate::outcome::{DelaySource, ErrorType, Hint, Verdict};
 use crate::policy::Policy;
+use crate::shared::Shared;
 use crate::throttle::Throttle;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -30,20 +31,28 @@ pub(crate) enum Next {
     Wait(Duration),
 }
 
-/// Settings that do not depend on the operation's types.
-#[derive(Clone, Copy)]
+/// Settings that do not depend on the operation's types. Borrowed handles cost
+/// nothing; shared ones let the operation be `'static`.
+#[derive(Clone)]
 pub(crate) struct Setup<'a> {
     pub(crate) policy: Policy,
-    pub(crate) dependency: &'a str,
-    pub(crate) operation: Option<&'a str>,
-    pub(crate) throttle: Option<&'a dyn Throttle>,
-    pub(crate) breaker: Option<&'a CircuitBreaker>,
+    pub(crate) dependency: Shared<'a, str>,
+    pub(crate) operation: Option<Shared<'a, str>>,
+    pub(crate) throttle: Option<Shared<'a, dyn Throttle + 'a>>,
+    pub(crate) breaker: Option<Shared<'a, CircuitBreaker>>,
     pub(crate) seed: Option<u64>,
 }
 
 impl<'a> Setup<'a> {
     pub(crate) fn new(policy: Policy) -> Self {
-        Self { policy, dependency: "unknown", operation: None, throttle: None, breaker: None, seed: None }
+        Self {
+            policy,
+            dependency: Shared::Borrowed("unknown"),
+            operation: None,
+            throttle: None,
+            breaker: None,
+            seed: None,
+        }
     }
 }
 
@@ -128,11 +137,11 @@ impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let started = *self.started.get_or_insert_with(|| {
             self.operation = Some(self.observer.start(&OperationInfo {
-                dependency: self.setup.dependency,
-                operation: self.setup.operation,
+                dependency: &self.setup.dependency,
+                operation: self.setup.operation.as_deref(),
                 max_attempts: self.setup.policy.max_attempts(),
             }));
-            if let Some(throttle) = self.setup.throttle {
+            if let Some(throttle) = &self.setup.throttle {
                 throttle.request_started();
             }
             now
@@ -142,7 +151,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         if remaining == Some(Duration::ZERO) {
             return Err(self.stop(now, StopReason::DeadlineExceeded));
         }
-        let permit = match self.setup.breaker.map(CircuitBreaker::try_acquire).transpose() {
+        let permit = match self.setup.breaker.as_deref().map(CircuitBreaker::try_acquire).transpose() {
             Ok(permit) => permit,
             Err(_) => return Err(self.stop(now, StopReason::CircuitOpen)),
         };
@@ -175,7 +184,9 @@ impl<'a, O: Observer> Driver<'a, O> {
             Verdict::Success => Health::Healthy,
             // A 404 is a healthy server answering.
             Verdict::Permanent { .. } => Health::Answered,
-            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } => Health::Unhealthy,
+            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
+                Health::Unhealthy
+            }
         };
         self.record_attempt(now, verdict.error_type(), health);
         if let Some(error) = verdict.error_type() {
@@ -188,6 +199,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             }
             Verdict::Permanent { .. } => Next::Stop(self.stop(now, StopReason::Permanent)),
             Verdict::Unrepeatable { .. } => Next::Stop(self.stop(now, StopReason::Unrepeatable)),
+            Verdict::RetriedElsewhere { .. } => Next::Stop(self.stop(now, StopReason::UpstreamRetry)),
             Verdict::Retryable { error, hint } => match self.plan_retry(now, hint) {
                 Ok((delay, source)) => {
                     let wait = Wait { next_attempt: self.attempts + 1, delay, source, error };
@@ -224,7 +236,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
         // gRPC's throttling rule: successes earn tokens, transient failures cost
         // one; a permanent error says nothing either way.
-        match (self.setup.throttle, health) {
+        match (self.setup.throttle.as_deref(), health) {
             (Some(throttle), Health::Healthy) => throttle.attempt_finished(true),
             (Some(throttle), Health::Unhealthy) => throttle.attempt_finished(false),
             _ => {}
@@ -246,7 +258,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
         let (delay, source) =
             next_wait(&self.setup.policy, self.attempts, self.previous_delay, elapsed, hint, rng)?;
-        if let Some(throttle) = self.setup.throttle
+        if let Some(throttle) = &self.setup.throttle
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);

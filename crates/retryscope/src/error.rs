@@ -30,6 +30,10 @@ pub enum StopReason {
     BudgetExhausted,
     /// The circuit breaker is open.
     CircuitOpen,
+    /// Retries happen at another layer of the call chain: the request being
+    /// served is itself a retry, or the layer below already retried (see
+    /// [`Verdict::RetriedElsewhere`](crate::Verdict::RetriedElsewhere)).
+    UpstreamRetry,
 }
 
 impl StopReason {
@@ -40,7 +44,9 @@ impl StopReason {
             StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {
                 Outcome::Exhausted
             }
-            StopReason::BudgetExhausted | StopReason::CircuitOpen => Outcome::Throttled,
+            StopReason::BudgetExhausted | StopReason::CircuitOpen | StopReason::UpstreamRetry => {
+                Outcome::Throttled
+            }
         }
     }
 }
@@ -61,6 +67,7 @@ impl fmt::Display for StopReason {
             ),
             StopReason::BudgetExhausted => f.write_str("the retry budget is exhausted"),
             StopReason::CircuitOpen => f.write_str("the circuit breaker is open"),
+            StopReason::UpstreamRetry => f.write_str("retries happen at another layer of the call chain"),
         }
     }
 }

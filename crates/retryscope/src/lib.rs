@@ -52,6 +52,9 @@
 //!   ([`throttle::Throttle`]); [`CircuitBreaker`]: stop calling a dependency that
 //!   is down.
 //! - [`observe`]: the hook instrumentation implements (see `retryscope-otel`).
+//! - [`Shared`]: budgets, breakers and names borrowed, or shared through an
+//!   `Arc` so that a retry can be `'static` (spawned, or returned by a tower
+//!   service).
 //! - [`jobs`]: the policy without the loop, for job queues.
 //! - Blocking code: [`Retry::call`].
 //!
@@ -76,6 +79,7 @@ pub mod observe;
 pub mod outcome;
 mod policy;
 mod retry;
+mod shared;
 mod sync;
 pub mod throttle;
 mod window;
@@ -90,3 +94,4 @@ pub use jitter::Jitter;
 pub use outcome::{DelaySource, ErrorType, Hint, Verdict};
 pub use policy::{MAX_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use retry::{Notify, Retry, Retryable};
+pub use shared::Shared;

@@ -67,18 +67,24 @@ pub enum DelaySource {
     RetryAfter,
     /// `RateLimit` headers: may only lengthen the computed delay.
     RateLimit,
+    /// gRPC's `grpc-retry-pushback-ms` trailer (gRFC A6): replaces the computed
+    /// delay.
+    GrpcPushback,
 }
 
 impl DelaySource {
     /// Every source, in the order above: what dashboards and alerts may see.
-    pub const ALL: [DelaySource; 3] = [DelaySource::Policy, DelaySource::RetryAfter, DelaySource::RateLimit];
+    pub const ALL: [DelaySource; 4] =
+        [DelaySource::Policy, DelaySource::RetryAfter, DelaySource::RateLimit, DelaySource::GrpcPushback];
 
-    /// The attribute value used in telemetry: `policy`, `retry_after` or `rate_limit`.
+    /// The attribute value used in telemetry: `policy`, `retry_after`,
+    /// `rate_limit` or `grpc_pushback`.
     pub const fn as_str(self) -> &'static str {
         match self {
             DelaySource::Policy => "policy",
             DelaySource::RetryAfter => "retry_after",
             DelaySource::RateLimit => "rate_limit",
+            DelaySource::GrpcPushback => "grpc_pushback",
         }
     }
 }
@@ -110,11 +116,17 @@ impl Hint {
         Self { delay, source: DelaySource::RateLimit }
     }
 
+    /// A gRPC `grpc-retry-pushback-ms` hint: the next attempt waits exactly
+    /// `delay`.
+    pub const fn grpc_pushback(delay: Duration) -> Self {
+        Self { delay, source: DelaySource::GrpcPushback }
+    }
+
     /// The wait this hint implies when the policy alone would wait `computed`.
     pub fn apply(self, computed: Duration) -> Duration {
         match self.source {
             DelaySource::Policy => computed,
-            DelaySource::RetryAfter => self.delay,
+            DelaySource::RetryAfter | DelaySource::GrpcPushback => self.delay,
             DelaySource::RateLimit => self.delay.max(computed),
         }
     }
@@ -145,6 +157,16 @@ pub enum Verdict {
         /// The failure's `error.type`.
         error: ErrorType,
     },
+    /// A transient failure that another layer of the call chain retries, or
+    /// has already retried: not retried here, so that retries happen at one
+    /// layer only and do not multiply down the chain. It stops the engine with
+    /// [`StopReason::UpstreamRetry`](crate::StopReason::UpstreamRetry) (reported
+    /// as throttled) and counts against the dependency's health like a
+    /// retryable failure.
+    RetriedElsewhere {
+        /// The failure's `error.type`.
+        error: ErrorType,
+    },
 }
 
 impl Verdict {
@@ -163,19 +185,28 @@ impl Verdict {
         Verdict::Unrepeatable { error }
     }
 
+    /// A transient failure that another layer retries.
+    pub const fn retried_elsewhere(error: ErrorType) -> Self {
+        Verdict::RetriedElsewhere { error }
+    }
+
     /// The failure's `error.type`, or `None` on success.
     pub const fn error_type(&self) -> Option<ErrorType> {
         match self {
             Verdict::Success => None,
             Verdict::Retryable { error, .. }
             | Verdict::Permanent { error }
-            | Verdict::Unrepeatable { error } => Some(*error),
+            | Verdict::Unrepeatable { error }
+            | Verdict::RetriedElsewhere { error } => Some(*error),
         }
     }
 
     /// Whether the failure says the dependency is in trouble (retryable or
     /// unrepeatable), which is what breakers and token buckets count.
     pub const fn is_transient(&self) -> bool {
-        matches!(self, Verdict::Retryable { .. } | Verdict::Unrepeatable { .. })
+        matches!(
+            self,
+            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. }
+        )
     }
 }

@@ -91,7 +91,7 @@ impl Policy {
         self.base_delay
     }
 
-    /// The factor by which the delay grows with each retry (> 1).
+    /// The factor by which the delay grows with each retry (≥ 1; 1 keeps the delay constant).
     pub const fn multiplier(&self) -> f64 {
         self.multiplier
     }
@@ -159,7 +159,7 @@ impl PolicyBuilder {
         self
     }
 
-    /// The growth factor per retry. Must be finite and > 1.
+    /// The growth factor per retry. Must be finite and ≥ 1 (1 keeps the delay constant, as gRPC allows).
     pub const fn multiplier(mut self, multiplier: f64) -> Self {
         self.policy.multiplier = multiplier;
         self
@@ -226,7 +226,7 @@ impl PolicyBuilder {
         if p.max_server_delay > MAX_DURATION {
             return Err(PolicyError::OutOfRange { setting: "max_server_delay", value: p.max_server_delay });
         }
-        if !(p.multiplier.is_finite() && p.multiplier > 1.0) {
+        if !(p.multiplier.is_finite() && p.multiplier >= 1.0) {
             return Err(PolicyError::Multiplier(p.multiplier));
         }
         if p.base_delay > p.max_delay {
@@ -252,7 +252,7 @@ pub enum PolicyError {
         /// The value given.
         value: Duration,
     },
-    /// The multiplier was not a finite number above 1.
+    /// The multiplier was not a finite number below 1.
     Multiplier(f64),
     /// The base delay was longer than the cap.
     BaseAboveCap {
@@ -272,7 +272,9 @@ impl fmt::Display for PolicyError {
             PolicyError::OutOfRange { setting, value } => {
                 write!(f, "{setting} must be above zero and at most {MAX_DURATION:?}, got {value:?}")
             }
-            PolicyError::Multiplier(m) => write!(f, "multiplier must be a finite number above 1, got {m}"),
+            PolicyError::Multiplier(m) => {
+                write!(f, "multiplier must be a finite number of at least 1, got {m}")
+            }
             PolicyError::BaseAboveCap { base, cap } => {
                 write!(f, "base_delay ({base:?}) must not exceed max_delay ({cap:?})")
             }

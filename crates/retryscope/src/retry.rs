@@ -9,6 +9,7 @@ use crate::error::StopReason;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::{ErrorType, Verdict};
 use crate::policy::Policy;
+use crate::shared::Shared;
 use crate::throttle::Throttle;
 use std::time::{Duration, Instant};
 
@@ -91,27 +92,32 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
 
     /// Names the dependency called (`retryscope.dependency`). Keep it
     /// low-cardinality: a service or host name, never a URL.
-    pub fn dependency(mut self, dependency: &'a str) -> Self {
-        self.setup.dependency = dependency;
+    ///
+    /// Takes a `&str` or, for a `'static` retry, an `Arc<str>` (see [`Shared`]).
+    pub fn dependency(mut self, dependency: impl Into<Shared<'a, str>>) -> Self {
+        self.setup.dependency = dependency.into();
         self
     }
 
-    /// Names the logical operation (`retryscope.operation`).
-    pub fn operation(mut self, operation: &'a str) -> Self {
-        self.setup.operation = Some(operation);
+    /// Names the logical operation (`retryscope.operation`): a `&str` or an
+    /// `Arc<str>`.
+    pub fn operation(mut self, operation: impl Into<Shared<'a, str>>) -> Self {
+        self.setup.operation = Some(operation.into());
         self
     }
 
     /// Asks `throttle` (a [`RetryBudget`](crate::RetryBudget) or a
-    /// [`TokenBucket`](crate::TokenBucket)) before every retry.
-    pub fn budget(mut self, throttle: &'a dyn Throttle) -> Self {
-        self.setup.throttle = Some(throttle);
+    /// [`TokenBucket`](crate::TokenBucket)) before every retry: a reference, or
+    /// an `Arc` for a `'static` retry.
+    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Throttle + 'a>>) -> Self {
+        self.setup.throttle = Some(throttle.into());
         self
     }
 
-    /// Asks `breaker` before every attempt and tells it how each ended.
-    pub fn breaker(mut self, breaker: &'a CircuitBreaker) -> Self {
-        self.setup.breaker = Some(breaker);
+    /// Asks `breaker` before every attempt and tells it how each ended: a
+    /// reference, or an `Arc` for a `'static` retry.
+    pub fn breaker(mut self, breaker: impl Into<Shared<'a, CircuitBreaker>>) -> Self {
+        self.setup.breaker = Some(breaker.into());
         self
     }
 

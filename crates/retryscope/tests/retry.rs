@@ -467,3 +467,34 @@ async fn the_result_kept_through_a_wait_is_released_first() {
         .expect("the last reply");
     assert_eq!((reply.body, released.get()), (Some("busy"), 0));
 }
+
+/// An owned setup (shared budget, breaker and names) makes a `'static`, `Send`
+/// retry that can be spawned, and it shares the guards with the caller.
+#[tokio::test(start_paused = true)]
+async fn an_owned_setup_is_static_and_shares_its_guards() {
+    use retryscope::throttle::Throttle;
+    use retryscope::{CircuitBreaker, TokenBucket};
+    use std::future::IntoFuture;
+    use std::sync::Arc;
+
+    let bucket = Arc::new(TokenBucket::builder().max_tokens(10).build().expect("valid"));
+    let breaker = Arc::new(CircuitBreaker::new());
+    let dependency: Arc<str> = Arc::from("inventory");
+    let mut calls = 0;
+    let retry = (move || {
+        calls += 1;
+        let result = if calls < 3 { Err("busy") } else { Ok(calls) };
+        async move { result }
+    })
+    .retry(Policy::interactive())
+    .budget(Arc::clone(&bucket))
+    .breaker(Arc::clone(&breaker))
+    .dependency(dependency)
+    .operation(String::from("reserve"))
+    .into_future();
+    let answer = tokio::spawn(retry).await.expect("the task ran");
+    assert_eq!(answer, Ok(3));
+    // Two failures took two tokens, the success gave 0.1 back: the caller's
+    // handle sees what the spawned retry did.
+    assert!((bucket.available() - (8.1 - 5.0)).abs() < 1e-9, "{}", bucket.available());
+}

@@ -17,11 +17,14 @@
 //!   failing server.
 //! - [`collapse`]: a load-sensitive server tipped into metastable failure by a
 //!   spike, with and without backoff and a retry budget.
+//! - [`layers`]: retries multiplying down a call chain (Google SRE book,
+//!   "Handling Overload"), and retrying at one layer only.
 
 pub mod amplify;
 pub mod collapse;
 pub mod events;
 pub mod herd;
+pub mod layers;
 pub mod output;
 pub mod server;
 pub mod throttles;
@@ -50,6 +53,8 @@ pub enum Experiment {
     Amplify(amplify::AmplifyArgs),
     /// Metastable collapse of a load-sensitive server after a spike, and its cure.
     Collapse(collapse::CollapseArgs),
+    /// Retries multiplying down a call chain, and retrying at one layer only (SRE book).
+    Layers(layers::LayersArgs),
 }
 
 /// Flags every experiment shares.
@@ -105,6 +110,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), SimError> {
         Experiment::Herd(a) => herd::report(a)?,
         Experiment::Amplify(a) => amplify::report(a)?,
         Experiment::Collapse(a) => collapse::report(a)?,
+        Experiment::Layers(a) => layers::report(a)?,
     };
     output::print(&report)
 }

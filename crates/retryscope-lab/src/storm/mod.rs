@@ -185,7 +185,9 @@ async fn run_policy(
     let before = latest(metrics, policy).await;
     // The server's clock, the sampler's and the clients' start together, so the
     // server's counters and the telemetry share one time axis.
-    let server = Server::start(behaviour, slices).await.map_err(|e| error("starting the server", e))?;
+    let incoming = retryscope_otel::IncomingRequests::from_meter(meter);
+    let server =
+        Server::start(behaviour, slices, incoming).await.map_err(|e| error("starting the server", e))?;
     let url = format!("http://{}/work", server.addr);
     let sampler = tokio::spawn(sample(metrics.clone(), policy, slices));
     load::run(load, client.clone(), url, policy.name(), drain).await;

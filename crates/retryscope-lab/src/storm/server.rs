@@ -3,7 +3,9 @@
 //! Above its capacity (requests per second, enforced per 100 ms slice) it sheds
 //! load with 503; during the outage it answers 503 to everything. It counts what
 //! it receives per slice — that is the "server load" the storm report shows, as
-//! the server saw it, independent of any client-side telemetry.
+//! the server saw it, independent of any client-side telemetry — and records
+//! each request in `retryscope.server.requests` by the attempt its caller says
+//! it is.
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -11,6 +13,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use retryscope_otel::IncomingRequests;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -73,12 +76,18 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Starts a server on an ephemeral loopback port, counting `slices` slices.
-    pub async fn start(behaviour: Behaviour, slices: usize) -> std::io::Result<Server> {
+    /// Starts a server on an ephemeral loopback port, counting `slices` slices
+    /// and recording incoming attempts with `incoming`.
+    pub async fn start(
+        behaviour: Behaviour,
+        slices: usize,
+        incoming: IncomingRequests,
+    ) -> std::io::Result<Server> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let counters = Arc::new(Counters::new(slices));
-        let state = Arc::new(State { behaviour, started: Instant::now(), counters: Arc::clone(&counters) });
+        let state =
+            Arc::new(State { behaviour, started: Instant::now(), counters: Arc::clone(&counters), incoming });
         let accept = tokio::spawn(accept_loop(listener, state));
         Ok(Server { addr, counters, accept })
     }
@@ -88,6 +97,7 @@ struct State {
     behaviour: Behaviour,
     started: Instant,
     counters: Arc<Counters>,
+    incoming: IncomingRequests,
 }
 
 impl State {
@@ -125,7 +135,8 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
         };
         let state = Arc::clone(&state);
         tokio::spawn(async move {
-            let service = service_fn(move |_: Request<Incoming>| {
+            let service = service_fn(move |request: Request<Incoming>| {
+                state.incoming.observe(request.headers(), Some("/work"));
                 let status = state.answer();
                 async move { Ok::<_, Infallible>(respond(status)) }
             });

@@ -1,0 +1,439 @@
+//! Request bodies that can be sent again, and response bodies the layer has
+//! peeked into.
+//!
+//! `http::Request` is not `Clone`, and a body is a stream consumed by sending
+//! it: to retry, the layer keeps a copy. It keeps one only while the body is
+//! small (the limit, 256 KiB by default, is what gRPC implementations buffer per
+//! call) and already there: a body that would make the caller wait — a client
+//! stream still being produced — or that outgrows the limit is sent once, as it
+//! comes, and never retried.
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// The default replay limit: 256 KiB, as gRPC implementations buffer per call.
+pub const DEFAULT_REPLAY_LIMIT: usize = 256 * 1024;
+
+/// A request body type the layer can rebuild for every attempt.
+///
+/// The layer reads the caller's body into memory (up to its limit) and hands the
+/// inner service a body of the *same type* on every attempt, made from a
+/// [`Replay`]. Implemented for the body types of tonic channels (feature `grpc`)
+/// and of hyper-util clients (`Full<Bytes>`, `BoxBody`, `UnsyncBoxBody`).
+pub trait ReplayBody: Body<Data = Bytes> + Send + Sized + 'static {
+    /// Makes a body of this type that sends what `replay` holds.
+    fn from_replay(replay: Replay<Self>) -> Self;
+}
+
+impl<E: 'static> ReplayBody for http_body_util::combinators::BoxBody<Bytes, E> {
+    fn from_replay(replay: Replay<Self>) -> Self {
+        Self::new(replay)
+    }
+}
+
+impl<E: 'static> ReplayBody for http_body_util::combinators::UnsyncBoxBody<Bytes, E> {
+    fn from_replay(replay: Replay<Self>) -> Self {
+        Self::new(replay)
+    }
+}
+
+/// A `Full` body is in memory already: a replay is the same bytes again. (A
+/// `Full` body over the limit is still sent once, for the same reason as any
+/// other: the limit bounds what the layer holds.)
+impl ReplayBody for http_body_util::Full<Bytes> {
+    fn from_replay(replay: Replay<Self>) -> Self {
+        let (prefix, rest) = match replay.kind {
+            Kind::Buffered { data, .. } => return Self::new(data),
+            Kind::Streaming { prefix, rest, .. } => (prefix, rest),
+        };
+        let mut bytes = BytesMut::new();
+        prefix.iter().for_each(|chunk| bytes.extend_from_slice(chunk));
+        if let Some(mut rest) = rest {
+            // A `Full` yields its one frame at once, never `Pending`: the noop
+            // waker is never needed.
+            let mut cx = Context::from_waker(std::task::Waker::noop());
+            while let Poll::Ready(Some(Ok(frame))) = rest.as_mut().poll_frame(&mut cx) {
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
+        }
+        Self::new(bytes.freeze())
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl ReplayBody for tonic::body::Body {
+    fn from_replay(replay: Replay<Self>) -> Self {
+        Self::new(replay)
+    }
+}
+
+/// The body of one attempt: the buffered bytes again, or — once only — what was
+/// read ahead followed by the rest of the caller's stream.
+pub struct Replay<B> {
+    kind: Kind<B>,
+}
+
+enum Kind<B> {
+    Buffered { data: Bytes, trailers: Option<HeaderMap> },
+    Streaming { prefix: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Pin<Box<B>>> },
+}
+
+impl<B> fmt::Debug for Replay<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Buffered { data, .. } => f.debug_struct("Replay").field("buffered", &data.len()).finish(),
+            Kind::Streaming { prefix, .. } => {
+                f.debug_struct("Replay").field("streaming_prefix", &prefix.len()).finish_non_exhaustive()
+            }
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for Replay<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        // `Replay` holds no pinned field (the stream is boxed), so it is `Unpin`.
+        match &mut self.kind {
+            Kind::Buffered { data, trailers } => {
+                if !data.is_empty() {
+                    return Poll::Ready(Some(Ok(Frame::data(std::mem::take(data)))));
+                }
+                Poll::Ready(trailers.take().map(|t| Ok(Frame::trailers(t))))
+            }
+            Kind::Streaming { prefix, trailers, rest } => {
+                if let Some(chunk) = prefix.pop_front() {
+                    return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                }
+                if let Some(t) = trailers.take() {
+                    return Poll::Ready(Some(Ok(Frame::trailers(t))));
+                }
+                match rest {
+                    Some(body) => body.as_mut().poll_frame(cx),
+                    None => Poll::Ready(None),
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Buffered { data, trailers } => data.is_empty() && trailers.is_none(),
+            Kind::Streaming { prefix, trailers, rest } => {
+                prefix.is_empty() && trailers.is_none() && rest.as_ref().is_none_or(|b| b.is_end_stream())
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Buffered { data, .. } => SizeHint::with_exact(data.len() as u64),
+            Kind::Streaming { prefix, rest, .. } => {
+                let read: u64 = prefix.iter().map(|c| c.len() as u64).sum();
+                let hint = rest.as_ref().map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint());
+                grow(hint, read)
+            }
+        }
+    }
+}
+
+/// The caller's body, read ahead: every attempt gets its bytes again, or the
+/// first attempt gets the stream.
+pub(crate) enum Source<B> {
+    /// Held in memory: any number of attempts.
+    Replayable { data: Bytes, trailers: Option<HeaderMap> },
+    /// Sent once: `None` after the first attempt took it.
+    Once(Option<Replay<B>>),
+}
+
+impl<B: ReplayBody> Source<B> {
+    /// Reads `body` while it is there at once and fits `limit`.
+    ///
+    /// Reading stops at the first frame that is not ready yet (a stream the caller
+    /// is still producing: waiting for it could deadlock a client that waits for
+    /// the server's first response before sending more) and at the first frame
+    /// that crosses `limit`. Either way the body is sent once: what was read
+    /// ahead, then the rest of the stream.
+    ///
+    /// # Errors
+    ///
+    /// The body's own error, if reading it failed before anything was sent.
+    pub(crate) async fn read(body: B, limit: usize) -> Result<Self, B::Error> {
+        if body.is_end_stream() {
+            return Ok(Self::Replayable { data: Bytes::new(), trailers: None });
+        }
+        let mut body = Box::pin(body);
+        if body.size_hint().lower() > limit as u64 {
+            return Ok(Self::once(VecDeque::new(), None, Some(body)));
+        }
+        let mut chunks = VecDeque::new();
+        let mut trailers: Option<HeaderMap> = None;
+        let mut read = 0usize;
+        loop {
+            let next = poll_fn(|cx| Poll::Ready(body.as_mut().poll_frame(cx))).await;
+            let frame = match next {
+                Poll::Pending => return Ok(Self::once(chunks, trailers, Some(body))),
+                Poll::Ready(None) => break,
+                Poll::Ready(Some(frame)) => frame?,
+            };
+            match frame.into_data() {
+                Ok(data) => {
+                    read = read.saturating_add(data.len());
+                    chunks.push_back(data);
+                    if read > limit {
+                        return Ok(Self::once(chunks, trailers, Some(body)));
+                    }
+                }
+                Err(frame) => {
+                    if let Ok(more) = frame.into_trailers() {
+                        match &mut trailers {
+                            Some(t) => t.extend(more),
+                            None => trailers = Some(more),
+                        }
+                    }
+                }
+            }
+            if body.is_end_stream() {
+                break;
+            }
+        }
+        Ok(Self::Replayable { data: concat(chunks, read), trailers })
+    }
+
+    fn once(prefix: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Pin<Box<B>>>) -> Self {
+        Self::Once(Some(Replay { kind: Kind::Streaming { prefix, trailers, rest } }))
+    }
+
+    /// Whether every attempt can get the body.
+    pub(crate) fn is_replayable(&self) -> bool {
+        matches!(self, Self::Replayable { .. })
+    }
+
+    /// The body of the next attempt, or `None` if it was sent already.
+    pub(crate) fn next(&mut self) -> Option<B> {
+        match self {
+            Self::Replayable { data, trailers } => Some(B::from_replay(Replay {
+                kind: Kind::Buffered { data: data.clone(), trailers: trailers.clone() },
+            })),
+            Self::Once(replay) => replay.take().map(B::from_replay),
+        }
+    }
+}
+
+/// `hint` plus `extra` bytes already read. The upper bound grows first:
+/// `SizeHint` insists on `lower <= upper` at every step.
+fn grow(hint: SizeHint, extra: u64) -> SizeHint {
+    let mut grown = SizeHint::new();
+    if let Some(upper) = hint.upper() {
+        grown.set_upper(upper.saturating_add(extra));
+    }
+    grown.set_lower(hint.lower().saturating_add(extra));
+    grown
+}
+
+/// One `Bytes` from the chunks read: the chunk itself when there is one.
+fn concat(mut chunks: VecDeque<Bytes>, len: usize) -> Bytes {
+    if chunks.len() <= 1 {
+        return chunks.pop_front().unwrap_or_default();
+    }
+    let mut all = BytesMut::with_capacity(len);
+    chunks.iter().for_each(|chunk| all.extend_from_slice(chunk));
+    all.freeze()
+}
+
+/// What to do with the trailers of a response that was handed to the caller
+/// before they arrived (a gRPC stream's status, recorded on the attempt's span,
+/// which the hook keeps open until then).
+pub(crate) struct TrailersHook {
+    pub(crate) span: tracing::Span,
+    pub(crate) call: fn(&tracing::Span, &HeaderMap),
+}
+
+/// The body of a response that came through the layer: the inner service's
+/// body, after whatever the layer read of it to decide on a retry (with
+/// `grpc`: up to the first message or the trailers).
+pub struct ResponseBody<B: Body> {
+    peeked: Option<Frame<B::Data>>,
+    // Boxed so the layer can read ahead and still move the body into the
+    // response, whatever `B` is.
+    inner: Pin<Box<B>>,
+    hook: Option<TrailersHook>,
+}
+
+// No field is ever pinned in place: the inner body is behind its own `Pin<Box>`
+// and the read-ahead frame is only moved out by value.
+impl<B: Body> Unpin for ResponseBody<B> {}
+
+impl<B: Body> fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseBody").field("peeked", &self.peeked.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl<B: Body> ResponseBody<B> {
+    pub(crate) fn new(inner: B) -> Self {
+        Self { peeked: None, inner: Box::pin(inner), hook: None }
+    }
+
+    /// The trailers read ahead, if the layer read up to them.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn peeked_trailers(&self) -> Option<&HeaderMap> {
+        self.peeked.as_ref().and_then(Frame::trailers_ref)
+    }
+
+    /// Whether the layer read a response message ahead (a non-empty data frame).
+    #[cfg(feature = "grpc")]
+    pub(crate) fn peeked_message(&self) -> bool {
+        self.peeked.as_ref().is_some_and(Frame::is_data)
+    }
+
+    /// Reads the body up to its first non-empty data frame or its trailers and
+    /// keeps what it read, so the caller still gets every frame.
+    #[cfg(feature = "grpc")]
+    pub(crate) async fn peek(&mut self) -> Result<(), B::Error> {
+        loop {
+            match poll_fn(|cx| self.inner.as_mut().poll_frame(cx)).await {
+                None => return Ok(()),
+                Some(Err(e)) => return Err(e),
+                // An empty data frame carries no message: keep reading.
+                Some(Ok(frame)) if frame.data_ref().is_some_and(|d| !d.has_remaining()) => {}
+                Some(Ok(frame)) => {
+                    self.peeked = Some(frame);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Calls `hook` when the trailers pass by on their way to the caller.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn on_trailers(&mut self, hook: TrailersHook) {
+        self.hook = Some(hook);
+    }
+}
+
+impl<B: Body> Body for ResponseBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        // Every field is `Unpin` (the inner body is boxed).
+        let this = &mut *self;
+        let next = match this.peeked.take() {
+            Some(frame) => Poll::Ready(Some(Ok(frame))),
+            None => this.inner.as_mut().poll_frame(cx),
+        };
+        if let Poll::Ready(Some(Ok(frame))) = &next
+            && let Some(trailers) = frame.trailers_ref()
+            && let Some(hook) = this.hook.take()
+        {
+            (hook.call)(&hook.span, trailers);
+        }
+        next
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.peeked.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.peeked {
+            Some(frame) => {
+                let extra = frame.data_ref().map_or(0, |d| d.remaining() as u64);
+                grow(self.inner.size_hint(), extra)
+            }
+            None => self.inner.size_hint(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::combinators::BoxBody;
+    use http_body_util::{BodyExt, Full, StreamBody};
+    use std::convert::Infallible;
+
+    type Boxed = BoxBody<Bytes, Infallible>;
+
+    fn frames(frames: Vec<Frame<Bytes>>) -> Boxed {
+        BoxBody::new(StreamBody::new(tokio_stream::iter(frames.into_iter().map(Ok::<_, Infallible>))))
+    }
+
+    async fn collect(body: Boxed) -> (Bytes, Option<HeaderMap>) {
+        let collected = body.collect().await.unwrap_or_else(|e| match e {});
+        let trailers = collected.trailers().cloned();
+        (collected.to_bytes(), trailers)
+    }
+
+    #[tokio::test]
+    async fn a_small_body_with_trailers_is_replayed_whole_every_time() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-checksum", http::HeaderValue::from_static("abc"));
+        let body = frames(vec![
+            Frame::data(Bytes::from("hel")),
+            Frame::data(Bytes::from("lo")),
+            Frame::trailers(trailers.clone()),
+        ]);
+        let mut source = Source::read(body, 16).await.unwrap_or_else(|e| match e {});
+        assert!(source.is_replayable());
+        for _ in 0..3 {
+            let body = source.next().expect("replayable");
+            assert_eq!(collect(body).await, (Bytes::from("hello"), Some(trailers.clone())));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_sent_once_and_whole() {
+        let body = frames(vec![Frame::data(Bytes::from("0123456789")), Frame::data(Bytes::from("abcdef"))]);
+        let mut source = Source::read(body, 8).await.unwrap_or_else(|e| match e {});
+        assert!(!source.is_replayable());
+        let body = source.next().expect("the first attempt gets it");
+        assert_eq!(collect(body).await.0, Bytes::from("0123456789abcdef"));
+        assert!(source.next().is_none(), "and only the first");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_is_not_there_yet_is_sent_once_without_waiting() {
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(2);
+        let body = BoxBody::new(StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(receiver)));
+        let mut source = Source::read(body, 1024).await.unwrap_or_else(|e| match e {});
+        assert!(!source.is_replayable());
+        let body = source.next().expect("sent once");
+        sender.send(Ok(Frame::data(Bytes::from("late")))).await.expect("receiver alive");
+        drop(sender);
+        assert_eq!(collect(body).await.0, Bytes::from("late"));
+    }
+
+    #[tokio::test]
+    async fn a_full_body_over_the_limit_still_arrives_whole() {
+        let mut source =
+            Source::read(Full::new(Bytes::from(vec![3u8; 100])), 10).await.unwrap_or_else(|e| match e {});
+        assert!(!source.is_replayable());
+        let body = source.next().expect("sent once");
+        assert_eq!(body.collect().await.unwrap_or_else(|e| match e {}).to_bytes().len(), 100);
+    }
+
+    #[test]
+    fn size_hints_grow_without_breaking_their_invariant() {
+        let hint = grow(SizeHint::with_exact(10), 5);
+        assert_eq!((hint.lower(), hint.upper()), (15, Some(15)));
+        let open = grow(SizeHint::new(), 5);
+        assert_eq!((open.lower(), open.upper()), (5, None));
+    }
+}

@@ -1,0 +1,131 @@
+//! What one attempt's result means: statuses, transport failures, and whether
+//! running the request again is safe and possible.
+
+use crate::body::ResponseBody;
+use crate::error::{BoxError, NotReplayable};
+use http::Response;
+use http_body::Body;
+use retryscope::ErrorType;
+use retryscope::classify::{Classify, HttpClassifier, Stage, io_error};
+use retryscope::outcome::Verdict;
+use std::error::Error as StdError;
+use std::time::SystemTime;
+
+/// Which semantics a request follows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Mode {
+    /// HTTP statuses, hints and idempotency.
+    Http {
+        classifier: HttpClassifier,
+        /// Whether the request may run again after it reached the server.
+        safe_after_sent: bool,
+    },
+    /// gRPC statuses (A6).
+    #[cfg(feature = "grpc")]
+    Grpc { codes: crate::grpc::CodeSet },
+}
+
+/// Classifies every attempt of one request.
+pub(crate) struct AttemptClassifier {
+    pub(crate) mode: Mode,
+    /// Whether the body can be sent again at all.
+    pub(crate) replayable: bool,
+}
+
+impl AttemptClassifier {
+    /// Turns a retryable verdict into an unrepeatable one when retrying could run
+    /// the request twice, or could not resend it. The failure still counts
+    /// against the dependency's breaker and budget.
+    fn guard(&self, verdict: Verdict, stage: Stage) -> Verdict {
+        let safe_after_sent = match self.mode {
+            Mode::Http { safe_after_sent, .. } => safe_after_sent,
+            // A6: the service config's author opted the method in.
+            #[cfg(feature = "grpc")]
+            Mode::Grpc { .. } => true,
+        };
+        match verdict {
+            Verdict::Retryable { error, .. }
+                if !self.replayable || (stage == Stage::Sent && !safe_after_sent) =>
+            {
+                Verdict::unrepeatable(error)
+            }
+            verdict => verdict,
+        }
+    }
+
+    fn failure(&self, error: &BoxError) -> Verdict {
+        let (verdict, stage) = transport(error);
+        #[cfg(feature = "grpc")]
+        if let Mode::Grpc { codes } = self.mode {
+            // gRPC reports a transport failure as UNAVAILABLE: retried when that
+            // code is, or — a transparent retry — when nothing left the client.
+            let unavailable = codes.contains(tonic::Code::Unavailable);
+            if let Verdict::Retryable { error, .. } = verdict
+                && !unavailable
+                && stage == Stage::Sent
+            {
+                return Verdict::unrepeatable(error);
+            }
+        }
+        self.guard(verdict, stage)
+    }
+}
+
+impl<B: Body> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifier {
+    fn classify(&mut self, result: &Result<Response<ResponseBody<B>>, BoxError>) -> Verdict {
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => return self.failure(error),
+        };
+        let verdict = match self.mode {
+            Mode::Http { classifier, .. } => {
+                classifier.classify_response(response.status(), response.headers(), SystemTime::now())
+            }
+            #[cfg(feature = "grpc")]
+            Mode::Grpc { codes } => match crate::grpc::status::received(response) {
+                Some(status) => crate::grpc::status::verdict(status, codes),
+                // Committed: the first message arrived.
+                None => Verdict::Success,
+            },
+        };
+        self.guard(verdict, Stage::Sent)
+    }
+
+    fn timeout(&mut self) -> Verdict {
+        // The request was on the wire when the engine gave up on it.
+        self.guard(Verdict::retryable(ErrorType::TIMEOUT), Stage::Sent)
+    }
+}
+
+/// A transport failure's verdict and how far the request got.
+///
+/// | failure | `error.type` | verdict | reached the server? |
+/// |---|---|---|---|
+/// | connection refused | `connect` | retryable | no |
+/// | other I/O errors | per [`io_error`] | per [`io_error`] | maybe |
+/// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
+/// | anything else | `_OTHER` | retryable | maybe |
+///
+/// Only a refused connection proves that nothing was sent: every other error
+/// may come after some of the request left.
+pub(crate) fn transport(error: &BoxError) -> (Verdict, Stage) {
+    let mut cause: Option<&(dyn StdError + 'static)> = Some(&**error);
+    while let Some(e) = cause {
+        if e.is::<NotReplayable>() {
+            return (Verdict::permanent(ErrorType::OTHER), Stage::Sent);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return (Verdict::retryable(ErrorType::CONNECT), Stage::NotSent);
+            }
+            return (io_error(io.kind()), Stage::Sent);
+        }
+        if let Some(h) = e.downcast_ref::<hyper::Error>()
+            && h.is_incomplete_message()
+        {
+            return (Verdict::retryable(ErrorType::INCOMPLETE), Stage::Sent);
+        }
+        cause = e.source();
+    }
+    (Verdict::retryable(ErrorType::OTHER), Stage::Sent)
+}

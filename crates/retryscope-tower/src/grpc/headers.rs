@@ -1,0 +1,159 @@
+//! gRPC's metadata: the status, the server's pushback, the call's timeout and
+//! the previous-attempts count.
+
+use super::code::code_number;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use std::time::Duration;
+
+/// `grpc-status`, in the headers of a Trailers-Only response or in the trailers.
+pub(crate) const STATUS: &str = "grpc-status";
+/// `grpc-retry-pushback-ms`: how long the server asks the client to wait.
+pub(crate) const PUSHBACK: &str = "grpc-retry-pushback-ms";
+/// `grpc-previous-rpc-attempts`: sent on every retry.
+pub(crate) const PREVIOUS_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
+/// `grpc-timeout`: the call's deadline, relative.
+pub(crate) const TIMEOUT: &str = "grpc-timeout";
+
+/// The status code in `metadata`, if it carries one. A value that is not a
+/// number is `UNKNOWN`.
+pub(crate) fn status(metadata: &HeaderMap) -> Option<u8> {
+    let value = metadata.get(STATUS)?;
+    let number = value.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(2);
+    Some(code_number(number))
+}
+
+/// The gRPC status of an HTTP response that carries none, per gRPC's
+/// "HTTP to gRPC status code mapping".
+pub(crate) fn status_of_http(status: StatusCode) -> u8 {
+    match status.as_u16() {
+        400 => 13,                   // INTERNAL
+        401 => 16,                   // UNAUTHENTICATED
+        403 => 7,                    // PERMISSION_DENIED
+        404 => 12,                   // UNIMPLEMENTED
+        429 | 502 | 503 | 504 => 14, // UNAVAILABLE
+        _ => 2,                      // UNKNOWN
+    }
+}
+
+/// What the server's pushback says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushback {
+    /// Wait exactly this long before the next attempt.
+    Wait(Duration),
+    /// Do not retry (a negative or unparseable value, per gRFC A6).
+    Stop,
+}
+
+/// `grpc-retry-pushback-ms` in `metadata`, if present: a signed 32-bit integer
+/// of milliseconds (A6). A negative or unparseable value means "do not retry".
+pub(crate) fn pushback(metadata: &HeaderMap) -> Option<Pushback> {
+    let value = metadata.get(PUSHBACK)?;
+    let parsed = value.to_str().ok().and_then(|v| v.trim().parse::<i32>().ok());
+    Some(match parsed.and_then(|ms| u64::try_from(ms).ok()) {
+        Some(ms) => Pushback::Wait(Duration::from_millis(ms)),
+        None => Pushback::Stop,
+    })
+}
+
+/// `grpc-timeout` (`TimeoutValue TimeoutUnit`: up to 8 digits and one of `H M S m
+/// u n`) as a duration. A malformed value is ignored, as gRPC servers do.
+pub(crate) fn timeout(metadata: &HeaderMap) -> Option<Duration> {
+    let value = metadata.get(TIMEOUT)?.to_str().ok()?;
+    let (digits, unit) = value.split_at_checked(value.len().checked_sub(1)?)?;
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.checked_mul(3_600)?),
+        "M" => Duration::from_secs(n.checked_mul(60)?),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// `remaining` as a `grpc-timeout` value in the finest unit that fits eight
+/// digits, rounded down so the server never sees more time than is left.
+pub(crate) fn timeout_value(remaining: Duration) -> HeaderValue {
+    const MAX: u128 = 99_999_999;
+    let nanos = remaining.as_nanos();
+    let units: [(u128, char); 6] = [
+        (1, 'n'),
+        (1_000, 'u'),
+        (1_000_000, 'm'),
+        (1_000_000_000, 'S'),
+        (60_000_000_000, 'M'),
+        (3_600_000_000_000, 'H'),
+    ];
+    let (value, unit) =
+        units.iter().map(|(per, unit)| (nanos / per, *unit)).find(|(v, _)| *v <= MAX).unwrap_or((MAX, 'H'));
+    // Digits and an ASCII letter always make a valid header value.
+    HeaderValue::from_str(&format!("{value}{unit}")).unwrap_or(HeaderValue::from_static("99999999H"))
+}
+
+/// The `grpc-previous-rpc-attempts` value for the attempt after `previous`.
+pub(crate) fn previous_attempts(previous: u32) -> HeaderValue {
+    HeaderValue::from(previous)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(name: &'static str, value: &'static str) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(name, HeaderValue::from_static(value));
+        map
+    }
+
+    #[test]
+    fn pushback_values() {
+        assert_eq!(pushback(&with(PUSHBACK, "250")), Some(Pushback::Wait(Duration::from_millis(250))));
+        assert_eq!(pushback(&with(PUSHBACK, "0")), Some(Pushback::Wait(Duration::ZERO)));
+        assert_eq!(
+            pushback(&with(PUSHBACK, "2147483647")),
+            Some(Pushback::Wait(Duration::from_millis(2_147_483_647)))
+        );
+        for stop in ["-1", "-2147483648", "abc", "", "1.5", "2147483648", "99999999999999999999999"] {
+            assert_eq!(pushback(&with(PUSHBACK, stop)), Some(Pushback::Stop), "{stop:?}");
+        }
+        assert_eq!(pushback(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn timeouts_parse_and_format() {
+        assert_eq!(timeout(&with(TIMEOUT, "100m")), Some(Duration::from_millis(100)));
+        assert_eq!(timeout(&with(TIMEOUT, "5S")), Some(Duration::from_secs(5)));
+        assert_eq!(timeout(&with(TIMEOUT, "1H")), Some(Duration::from_secs(3_600)));
+        for bad in ["", "m", "123456789m", "10x", "-1S", "1.5S"] {
+            assert_eq!(timeout(&with(TIMEOUT, bad)), None, "{bad:?}");
+        }
+        assert_eq!(timeout_value(Duration::from_millis(1_500)), "1500000u");
+        assert_eq!(timeout_value(Duration::from_secs(1_000)), "1000000m");
+        assert_eq!(timeout_value(Duration::from_secs(86_400 * 365 * 1_000)), "8760000H");
+        for d in [Duration::from_nanos(7), Duration::from_millis(250), Duration::from_secs(90_000)] {
+            let back = timeout(&with_value(timeout_value(d))).expect("parses");
+            assert!(back <= d && d - back < Duration::from_secs(1), "{d:?} → {back:?}");
+        }
+    }
+
+    fn with_value(value: HeaderValue) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(TIMEOUT, value);
+        map
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(status(&with(STATUS, "14")), Some(14));
+        assert_eq!(status(&with(STATUS, "0")), Some(0));
+        assert_eq!(status(&with(STATUS, "x")), Some(2));
+        assert_eq!(status(&with(STATUS, "77")), Some(2));
+        assert_eq!(status(&HeaderMap::new()), None);
+        assert_eq!(status_of_http(StatusCode::SERVICE_UNAVAILABLE), 14);
+        assert_eq!(status_of_http(StatusCode::NOT_FOUND), 12);
+    }
+}

@@ -1,0 +1,214 @@
+//! gRPC semantics (gRFC A6): which calls are retried, on which statuses, how
+//! the server's pushback and the call's deadline bound the waits, and retry
+//! throttling.
+
+pub(crate) mod code;
+mod config;
+pub(crate) mod headers;
+pub(crate) mod status;
+
+pub use code::CodeSet;
+pub use config::ServiceConfigError;
+
+use retryscope::budget::{BudgetError, TokenBucketBuilder};
+use retryscope::{Policy, TokenBucket};
+use tonic::Code;
+
+/// What a gRPC channel retries: a [`Policy`] and retryable status codes per
+/// method, and optionally gRPC's retry throttling.
+///
+/// Build it from a gRPC service config ([`from_service_config`](Self::from_service_config)),
+/// the JSON every gRPC implementation reads, or in code:
+///
+/// ```
+/// use retryscope::Policy;
+/// use retryscope_tower::grpc::GrpcRetry;
+/// use tonic::Code;
+///
+/// let retry = GrpcRetry::new(Policy::interactive())
+///     .retryable_codes([Code::Unavailable, Code::ResourceExhausted])
+///     .throttling(10, 0.1)?;
+/// # Ok::<(), retryscope::budget::BudgetError>(())
+/// ```
+///
+/// Following A6, a gRPC call is retried whatever its method (gRPC has no
+/// idempotent methods: the service config's author opted the method in), and
+/// `grpc-timeout` on the request is the deadline of the whole call.
+///
+/// A call is *committed* — never retried again — once its first response
+/// message arrives. A6 commits at the response headers, because a gRPC library
+/// hands them to the application at once; this layer holds the response back
+/// until the first message or the status, so nothing of a failed attempt reaches
+/// the caller and a server that sends its headers early (tonic's streaming
+/// handlers do) can still be retried when it fails before any message.
+///
+/// Differences from A6 worth knowing: hedging is not supported; a failure where
+/// nothing left the client (a refused connection) is retried within the
+/// policy's attempts rather than outside them.
+#[derive(Debug, Clone)]
+pub struct GrpcRetry {
+    methods: Vec<MethodRetry>,
+    throttling: Option<TokenBucketBuilder>,
+}
+
+/// The retry settings of the methods one `methodConfig` entry names.
+#[derive(Debug, Clone)]
+struct MethodRetry {
+    names: Vec<MethodName>,
+    policy: Policy,
+    codes: CodeSet,
+}
+
+/// A `name` entry of a method config: every method of every service (both
+/// `None`), of one service, or one method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MethodName {
+    service: Option<String>,
+    method: Option<String>,
+}
+
+impl MethodName {
+    /// How specifically this name matches `service`/`method`: 3 exact, 2 the
+    /// service, 1 the default; `None` if it does not match.
+    fn rank(&self, service: &str, method: &str) -> Option<u8> {
+        match (&self.service, &self.method) {
+            (Some(s), Some(m)) => (s == service && m == method).then_some(3),
+            (Some(s), None) => (s == service).then_some(2),
+            (None, None) => Some(1),
+            // A method without a service is invalid and refused when loading.
+            (None, Some(_)) => None,
+        }
+    }
+}
+
+/// The settings one call runs with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallRetry {
+    pub(crate) policy: Policy,
+    pub(crate) codes: CodeSet,
+}
+
+impl GrpcRetry {
+    /// Every method retried under `policy` on `UNAVAILABLE`, without throttling.
+    pub fn new(policy: Policy) -> Self {
+        let all = MethodName { service: None, method: None };
+        Self {
+            methods: vec![MethodRetry { names: vec![all], policy, codes: CodeSet::UNAVAILABLE }],
+            throttling: None,
+        }
+    }
+
+    /// Retries on `codes` instead of `UNAVAILABLE` (for every method configured
+    /// so far).
+    pub fn retryable_codes(mut self, codes: impl IntoIterator<Item = Code>) -> Self {
+        let codes = CodeSet::of(codes);
+        self.methods.iter_mut().for_each(|m| m.codes = codes);
+        self
+    }
+
+    /// gRPC retry throttling (A6 `retryThrottling`): each server gets a
+    /// [`TokenBucket`] of `max_tokens`, which failures drain by one and successes
+    /// refill by `token_ratio`; retries stop while it holds half or less.
+    ///
+    /// # Errors
+    ///
+    /// When `max_tokens` is not within `1..=1000` or `token_ratio` not within
+    /// `0.001..=1`.
+    pub fn throttling(mut self, max_tokens: u32, token_ratio: f64) -> Result<Self, BudgetError> {
+        let builder = TokenBucket::builder().max_tokens(max_tokens).token_ratio(token_ratio);
+        builder.build()?;
+        self.throttling = Some(builder);
+        Ok(self)
+    }
+
+    /// Loads the `methodConfig[].retryPolicy` (and `timeout`) and `retryThrottling`
+    /// of a gRPC service config (the JSON form of `grpc.service_config.ServiceConfig`).
+    ///
+    /// Each retry policy becomes a [`Policy`]: `maxAttempts` (capped at 5, as gRPC
+    /// does), `initialBackoff`, `maxBackoff` and `backoffMultiplier` with full
+    /// jitter (A6's `random(0, min(initialBackoff·multiplier^(n−1), maxBackoff))`),
+    /// and the method config's `timeout` as the deadline. Methods no entry names
+    /// are not retried; a method config without `retryPolicy` only sets the
+    /// deadline.
+    ///
+    /// ```
+    /// use retryscope_tower::grpc::GrpcRetry;
+    ///
+    /// let retry = GrpcRetry::from_service_config(r#"{
+    ///   "methodConfig": [{
+    ///     "name": [{"service": "helloworld.Greeter"}],
+    ///     "retryPolicy": {
+    ///       "maxAttempts": 4,
+    ///       "initialBackoff": "0.1s",
+    ///       "maxBackoff": "1s",
+    ///       "backoffMultiplier": 2,
+    ///       "retryableStatusCodes": ["UNAVAILABLE"]
+    ///     }
+    ///   }],
+    ///   "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}
+    /// }"#)?;
+    /// let policy = retry.policy_for("/helloworld.Greeter/SayHello").expect("configured");
+    /// assert_eq!(policy.max_attempts(), 4);
+    /// assert!(retry.policy_for("/other.Service/Call").is_none());
+    ///
+    /// let bad = GrpcRetry::from_service_config(r#"{"methodConfig": [{"name": [{}],
+    ///   "retryPolicy": {"maxAttempts": 1, "initialBackoff": "1s", "maxBackoff": "1s",
+    ///   "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#).unwrap_err();
+    /// assert_eq!(bad.field(), "methodConfig[0].retryPolicy.maxAttempts");
+    /// # Ok::<(), retryscope_tower::grpc::ServiceConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ServiceConfigError`] naming the first field that is missing, of the wrong
+    /// type or out of range, or the JSON syntax error.
+    pub fn from_service_config(json: &str) -> Result<Self, ServiceConfigError> {
+        config::parse(json)
+    }
+
+    /// The policy a call to `path` (`/package.Service/Method`) runs with, or
+    /// `None` if no method config names it (it is then sent once).
+    pub fn policy_for(&self, path: &str) -> Option<Policy> {
+        self.for_path(path).map(|c| c.policy)
+    }
+
+    /// The retryable codes of a call to `path`, if any method config names it.
+    pub fn codes_for(&self, path: &str) -> Option<CodeSet> {
+        self.for_path(path).map(|c| c.codes)
+    }
+
+    pub(crate) fn for_path(&self, path: &str) -> Option<CallRetry> {
+        let (service, method) = split_path(path);
+        self.methods
+            .iter()
+            .filter_map(|m| {
+                m.names.iter().filter_map(|n| n.rank(service, method)).max().map(|rank| (rank, m))
+            })
+            // The most specific name wins; among equals, the first entry (gRPC
+            // refuses duplicates, so this only orders our own `new` default).
+            .fold(None, |best: Option<(u8, &MethodRetry)>, (rank, m)| match best {
+                Some((r, _)) if r >= rank => best,
+                _ => Some((rank, m)),
+            })
+            .map(|(_, m)| CallRetry { policy: m.policy, codes: m.codes })
+    }
+
+    /// A new, full bucket as the retry throttling configures it, if it does (the
+    /// layer makes one per server).
+    pub fn token_bucket(&self) -> Option<TokenBucket> {
+        // Validated when configured, so `build` succeeds; the default bucket is
+        // only a guard against a future change breaking that.
+        self.throttling.map(|b| b.build().unwrap_or_default())
+    }
+
+    /// Whether retry throttling is configured.
+    pub fn is_throttled(&self) -> bool {
+        self.throttling.is_some()
+    }
+}
+
+/// `/package.Service/Method` → (`package.Service`, `Method`). A path of another
+/// shape matches only default entries.
+fn split_path(path: &str) -> (&str, &str) {
+    path.strip_prefix('/').and_then(|p| p.split_once('/')).unwrap_or(("", ""))
+}

@@ -1,0 +1,71 @@
+//! Correct, instrumented retries for tower services: HTTP clients such as
+//! hyper-util's, and — with the `grpc` feature — tonic channels with gRPC's own
+//! retry design (gRFC A6).
+//!
+//! `http::Request` is not `Clone`, which is why `tower::retry` cannot replay a
+//! call on its own. [`RetryLayer`] keeps a copy of small request bodies, makes
+//! the inner service ready afresh for every attempt, and reports every attempt
+//! through OpenTelemetry.
+//!
+//! # A hyper-util client
+//!
+//! ```no_run
+//! use bytes::Bytes;
+//! use http_body_util::Full;
+//! use hyper_util::client::legacy::Client;
+//! use hyper_util::rt::TokioExecutor;
+//! use retryscope::Policy;
+//! use retryscope_tower::RetryLayer;
+//! use tower::{Service, ServiceBuilder, ServiceExt};
+//!
+//! # async fn demo() -> Result<(), retryscope_tower::BoxError> {
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+//! let mut client = ServiceBuilder::new().layer(RetryLayer::new(Policy::interactive())).service(client);
+//! let request = http::Request::get("http://127.0.0.1:8080/inventory").body(Full::default())?;
+//! let response = client.ready().await?.call(request).await?;
+//! println!("{}", response.status());
+//! # Ok(()) }
+//! ```
+//!
+//! # A tonic channel (feature `grpc`)
+//!
+//! ```no_run
+//! # #[cfg(feature = "grpc")]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use retryscope::Policy;
+//! use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+//!
+//! let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
+//! let retry = GrpcRetry::new(Policy::interactive()); // or GrpcRetry::from_service_config(json)?
+//! let channel = tower::ServiceBuilder::new()
+//!     .layer(RetryLayer::builder(Policy::interactive()).grpc(retry).origin(endpoint.uri().clone()).build())
+//!     .service(endpoint.connect_lazy());
+//! // A generated client takes it as it is: `GreeterClient::new(channel)`.
+//! let client = tonic::client::Grpc::new(channel);
+//! # let _ = client;
+//! # Ok(()) }
+//! # fn main() {}
+//! ```
+//!
+//! The runnable versions are `examples/examples/tower_hyper.rs` and
+//! `examples/examples/tower_tonic.rs`; the telemetry is described in
+//! `docs/telemetry.md`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod body;
+mod classify;
+mod error;
+#[cfg(feature = "grpc")]
+#[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+pub mod grpc;
+mod layer;
+mod options;
+mod propagate;
+mod service;
+mod spans;
+
+pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
+pub use error::{BoxError, GaveUp, NotRetried};
+pub use layer::{RetryLayer, RetryLayerBuilder};
+pub use options::RetryOptions;
+pub use service::{ResponseFuture, RetryService};

@@ -1,0 +1,415 @@
+//! The service: one logical request, its attempts, and what the caller gets.
+
+use crate::body::{ReplayBody, ResponseBody, Source};
+use crate::classify::{AttemptClassifier, Mode};
+use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
+use crate::layer::Settings;
+use crate::options::RetryOptions;
+use crate::propagate::inject_current_context;
+use crate::spans::{AttemptSpan, Target};
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use retryscope::classify::{has_idempotency_key, is_idempotent_method};
+use retryscope::observe::{
+    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+};
+use retryscope::{Policy, RetryError, Retryable, StopReason};
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use tower_service::Service;
+use tracing::Span;
+
+/// A tower service whose requests are retried: made by [`RetryLayer`](crate::RetryLayer).
+#[derive(Clone)]
+pub struct RetryService<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> RetryService<S> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RetryService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryService").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+/// The future of a [`RetryService`] call. Dropping it cancels the running
+/// attempt (or the wait before the next one); no attempt starts after.
+pub struct ResponseFuture<T> {
+    inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>,
+}
+
+impl<T> Future for ResponseFuture<T> {
+    type Output = Result<T, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T> fmt::Debug for ResponseFuture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S, B, ResB> Service<Request<B>> for RetryService<S>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    B::Error: Into<BoxError>,
+    ResB: Body + Send + 'static,
+    ResB::Data: Send,
+    ResB::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody<ResB>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<Self::Response>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The service made ready by `poll_ready` serves the first attempt; a clone
+        // takes its place for the caller's next request (tower's usual dance).
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let settings = Arc::clone(&self.settings);
+        ResponseFuture { inner: Box::pin(run(settings, ready, request)) }
+    }
+}
+
+/// One logical request, from the caller's request to its response.
+async fn run<S, B, ResB>(
+    settings: Arc<Settings>,
+    ready: S,
+    request: Request<B>,
+) -> Result<Response<ResponseBody<ResB>>, BoxError>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    B::Error: Into<BoxError>,
+    ResB: Body + Send + 'static,
+    ResB::Data: Send,
+    ResB::Error: Into<BoxError>,
+{
+    let (parts, body) = request.into_parts();
+    let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+    let call = Call::plan(&settings, &parts, &options);
+    let target = Arc::new(Target::of(&parts, settings.origin.as_ref(), call.grpc));
+    let guards = settings.guards.get(&target.dependency);
+    let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
+    let replayable = source.is_replayable();
+    let classifier = AttemptClassifier { mode: call.mode, replayable };
+    let telemetry =
+        settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
+    let stop = StopCapture::default();
+
+    let template = ready.clone();
+    let mut attempts = Attempts {
+        ready: Some(ready),
+        template,
+        parts,
+        source,
+        number: 0,
+        call,
+        #[cfg(feature = "grpc")]
+        started: None,
+    };
+    let retry = (move || attempts.next())
+        .retry(call.policy)
+        .with_classifier(classifier)
+        .observe((telemetry, stop.clone()))
+        // The registry's interned name: an `Arc`, found without copying it.
+        .dependency(retryscope_otel::bounded_dependency(guards.dependency()));
+    // The guards are handles on shared state: the clones below are the same
+    // budget and breaker as every other call's to this dependency.
+    let retry = match guards.budget() {
+        Some(budget) => retry.budget(Arc::new(budget.clone())),
+        None => retry,
+    };
+    let retry = match guards.breaker() {
+        Some(breaker) => retry.breaker(Arc::new(breaker.clone())),
+        None => retry,
+    };
+    let retry = match options.operation.as_deref() {
+        Some(operation) => retry.operation(retryscope_otel::bounded_operation(operation)),
+        None => retry,
+    };
+    let outcome = retry.await;
+    finish(outcome, stop.reason(), replayable, call.grpc)
+}
+
+/// How one request is retried: its policy and semantics.
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    policy: Policy,
+    mode: Mode,
+    grpc: bool,
+}
+
+impl Call {
+    fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> Self {
+        #[cfg(feature = "grpc")]
+        if let Some(grpc) = &settings.grpc {
+            let method = grpc.for_path(parts.uri.path());
+            let policy = options.policy.or(method.map(|m| m.policy)).unwrap_or_else(send_once);
+            // A policy given for one call retries what gRPC usually retries.
+            let unlisted = if options.policy.is_some() {
+                crate::grpc::CodeSet::UNAVAILABLE
+            } else {
+                crate::grpc::CodeSet::EMPTY
+            };
+            let codes = method.map_or(unlisted, |m| m.codes);
+            // The caller's `grpc-timeout` is the deadline of the whole call.
+            let policy = match crate::grpc::headers::timeout(&parts.headers) {
+                Some(timeout) => within(policy, timeout),
+                None => policy,
+            };
+            return Self { policy, mode: Mode::Grpc { codes }, grpc: true };
+        }
+        let safe_after_sent = is_idempotent_method(&parts.method)
+            || has_idempotency_key(&parts.headers)
+            || options.safe_to_retry;
+        Self {
+            policy: options.policy.unwrap_or(settings.policy),
+            mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
+            grpc: false,
+        }
+    }
+}
+
+/// One attempt and no wait.
+#[cfg(feature = "grpc")]
+fn send_once() -> Policy {
+    Policy::builder().max_attempts(1).no_deadline().build().unwrap_or_default()
+}
+
+/// `policy` with its deadline shortened to `timeout` (never lengthened).
+#[cfg(feature = "grpc")]
+fn within(policy: Policy, timeout: std::time::Duration) -> Policy {
+    let deadline = policy.deadline().map_or(timeout, |d| d.min(timeout));
+    // A zero or over-long timeout makes no valid policy: keep the one we have.
+    policy.to_builder().deadline(deadline).build().unwrap_or(policy)
+}
+
+/// Hands out the attempts of one request: the ready service first, a clone made
+/// ready afresh for every retry, and the request rebuilt around its body.
+struct Attempts<S, B> {
+    ready: Option<S>,
+    template: S,
+    parts: Parts,
+    source: Source<B>,
+    number: u32,
+    call: Call,
+    /// When the first attempt started: `grpc-timeout` counts from there.
+    #[cfg(feature = "grpc")]
+    started: Option<tokio::time::Instant>,
+}
+
+impl<S, B, ResB> Attempts<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    ResB: Body + Send + 'static,
+    ResB::Data: Send,
+    ResB::Error: Into<BoxError>,
+{
+    fn next(
+        &mut self,
+    ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>> + Send + use<S, B, ResB> {
+        self.number += 1;
+        let number = self.number;
+        let mut service = match self.ready.take() {
+            Some(ready) => ready,
+            None => self.ready_clone(),
+        };
+        let body = self.source.next();
+        let replayable = self.source.is_replayable();
+        #[cfg_attr(not(feature = "grpc"), expect(unused_mut))]
+        let mut parts = self.parts.clone();
+        #[cfg(feature = "grpc")]
+        if self.call.grpc {
+            self.grpc_metadata(&mut parts, number);
+        }
+        let grpc = self.call.grpc;
+        async move {
+            // Polled inside the attempt's scope: this is the attempt span.
+            let span = Span::current();
+            let Some(body) = body else { return Err(NotReplayable.into()) };
+            if !replayable && number == 1 {
+                tracing::info!(
+                    parent: &span,
+                    "the request body is streamed or larger than the replay limit: it is sent once and never retried"
+                );
+            }
+            let mut request = Request::from_parts(parts, body);
+            inject_current_context(request.headers_mut());
+            // A fresh readiness check for every attempt: a retry must not bypass
+            // the inner service's backpressure (a buffer, a concurrency limit).
+            poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
+            let response = service.call(request).await.map_err(Into::into)?;
+            let response = response.map(ResponseBody::new);
+            if grpc {
+                return read_status(response, &span).await;
+            }
+            span.record("http.response.status_code", i64::from(response.status().as_u16()));
+            Ok(response)
+        }
+    }
+
+    /// A clone of the service for a retry; readiness is awaited in the attempt.
+    fn ready_clone(&self) -> S {
+        self.template.clone()
+    }
+
+    /// `grpc-previous-rpc-attempts` on every retry, and `grpc-timeout` set to
+    /// what is left of the call's deadline.
+    #[cfg(feature = "grpc")]
+    fn grpc_metadata(&mut self, parts: &mut Parts, number: u32) {
+        use crate::grpc::headers;
+        let now = tokio::time::Instant::now();
+        let started = *self.started.get_or_insert(now);
+        if number > 1 {
+            parts.headers.insert(headers::PREVIOUS_ATTEMPTS, headers::previous_attempts(number - 1));
+        }
+        if let Some(deadline) = self.call.policy.deadline() {
+            let remaining = deadline.saturating_sub(now.saturating_duration_since(started));
+            parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
+        }
+    }
+}
+
+/// Reads a gRPC response up to its first message or its status, records the
+/// status on the attempt span, and — for a committed call — hands the span to
+/// the body, which records the status when the trailers arrive.
+#[cfg(feature = "grpc")]
+async fn read_status<ResB>(
+    mut response: Response<ResponseBody<ResB>>,
+    span: &Span,
+) -> Result<Response<ResponseBody<ResB>>, BoxError>
+where
+    ResB: Body,
+    ResB::Error: Into<BoxError>,
+{
+    use crate::body::TrailersHook;
+    use crate::grpc::status;
+    if crate::grpc::headers::status(response.headers()).is_none() {
+        response.body_mut().peek().await.map_err(Into::into)?;
+    }
+    match status::received(&response) {
+        Some(received) => status::record_code(span, received.code),
+        None => response
+            .body_mut()
+            .on_trailers(TrailersHook { span: span.clone(), call: status::record_trailers }),
+    }
+    Ok(response)
+}
+
+#[cfg(not(feature = "grpc"))]
+async fn read_status<ResB: Body>(
+    response: Response<ResponseBody<ResB>>,
+    _: &Span,
+) -> Result<Response<ResponseBody<ResB>>, BoxError> {
+    Ok(response)
+}
+
+/// Turns the engine's result into what the caller gets.
+///
+/// A response is returned as it came, also when retries ran out on it (a 503,
+/// an UNAVAILABLE): it is the server's answer. Over HTTP, a response whose
+/// server asked for a wait the layer will not make becomes a [`GaveUp`] error
+/// that says so. Errors the engine judged permanent pass through as they came; a
+/// retryable failure of a request that could not be sent again is wrapped in
+/// [`NotRetried`]; any other stop is a [`GaveUp`] holding the last error.
+fn finish<T>(
+    outcome: Result<T, RetryError<BoxError>>,
+    stop: Option<(StopReason, u32)>,
+    replayable: bool,
+    grpc: bool,
+) -> Result<T, BoxError> {
+    let error = match outcome {
+        Ok(response) => {
+            return match stop {
+                Some((reason @ StopReason::HintTooLong { .. }, attempts)) if !grpc => {
+                    Err(GaveUp::new(RetryError::new(reason, attempts, None, None)).into())
+                }
+                _ => Ok(response),
+            };
+        }
+        Err(error) => error,
+    };
+    let reason = error.reason();
+    if !matches!(reason, StopReason::Permanent | StopReason::Unrepeatable) {
+        return Err(GaveUp::new(error).into());
+    }
+    let (attempts, error_type) = (error.attempts(), error.error_type());
+    match error.into_last_error() {
+        Some(last) if !replayable && reason == StopReason::Unrepeatable => Err(NotRetried::new(last).into()),
+        Some(last) => Err(last),
+        // A timed-out attempt that may have reached the server.
+        None => Err(GaveUp::new(RetryError::new(reason, attempts, error_type, None)).into()),
+    }
+}
+
+/// Remembers why the engine stopped, for results that carry no error.
+#[derive(Clone, Default)]
+struct StopCapture(Arc<Mutex<Option<(StopReason, u32)>>>);
+
+impl StopCapture {
+    fn reason(&self) -> Option<(StopReason, u32)> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Observer for StopCapture {
+    type Operation = StopCapture;
+
+    const TIMED: bool = false;
+
+    fn start(&self, _: &OperationInfo<'_>) -> StopCapture {
+        self.clone()
+    }
+}
+
+impl OperationObserver for StopCapture {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+
+    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
+
+    fn waiting(&mut self, _: &Wait) {}
+
+    fn finished(self, finish: &Finish) {
+        let captured = finish.reason.map(|reason| (reason, finish.attempts));
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = captured;
+    }
+}
+
+impl fmt::Debug for StopCapture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("StopCapture").field(&self.reason()).finish()
+    }
+}

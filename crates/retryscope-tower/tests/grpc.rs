@@ -1,0 +1,316 @@
+//! gRPC retries (gRFC A6) against a real tonic server on 127.0.0.1, on tokio's
+//! paused clock.
+
+mod support;
+
+use opentelemetry_sdk::trace::SpanData;
+use retryscope::Policy;
+use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::{RetryLayer, RetryOptions, RetryService};
+use std::time::Duration;
+use support::echo::{Behaviour, EchoClient, EchoServer, echo};
+use support::telemetry::{Telemetry, attr};
+use tonic::Code;
+use tonic::transport::{Channel, Endpoint};
+use tower::Layer;
+
+fn policy() -> Policy {
+    Policy::builder()
+        .max_attempts(4)
+        .base_delay(Duration::from_millis(10))
+        .max_delay(Duration::from_millis(100))
+        .build()
+        .expect("valid policy")
+}
+
+fn client_with(server: &EchoServer, layer: RetryLayer) -> EchoClient<RetryService<Channel>> {
+    let channel = Endpoint::from(server.uri()).connect_lazy();
+    EchoClient::new(layer.layer(channel))
+}
+
+fn layer(server: &EchoServer, telemetry: &Telemetry, retry: GrpcRetry) -> RetryLayer {
+    RetryLayer::builder(Policy::interactive())
+        .grpc(retry)
+        .origin(server.uri())
+        .meter(&telemetry.meter)
+        .build()
+}
+
+fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService<Channel>> {
+    client_with(server, layer(server, telemetry, GrpcRetry::new(policy())))
+}
+
+/// The attempt spans (CLIENT spans under the operation span), in start order.
+fn attempt_spans(telemetry: &Telemetry) -> Vec<SpanData> {
+    let mut spans: Vec<SpanData> = telemetry
+        .spans()
+        .into_iter()
+        .filter(|s| s.span_kind == opentelemetry::trace::SpanKind::Client)
+        .collect();
+    spans.sort_by_key(|s| s.start_time);
+    spans
+}
+
+#[tokio::test(start_paused = true)]
+async fn unavailable_twice_then_ok_takes_three_attempts_with_a_span_each() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None); 2]).await;
+    let mut client = client(&server, &telemetry);
+
+    let reply = client.unary(echo("hello")).await.expect("the third attempt succeeds");
+    assert_eq!(reply.into_inner().message, "hello");
+
+    let calls = server.calls();
+    assert_eq!(calls.len(), 3);
+    let previous: Vec<Option<&str>> = calls.iter().map(|c| c.previous_attempts.as_deref()).collect();
+    assert_eq!(previous, [None, Some("1"), Some("2")]);
+    let traceparents: Vec<&str> =
+        calls.iter().map(|c| c.traceparent.as_deref().expect("traceparent")).collect();
+    assert!(traceparents[0] != traceparents[1] && traceparents[1] != traceparents[2], "{traceparents:?}");
+
+    let spans = attempt_spans(&telemetry);
+    assert_eq!(spans.len(), 3, "{spans:#?}");
+    for (i, span) in spans.iter().enumerate() {
+        assert_eq!(span.name, "test.Echo/Unary");
+        assert_eq!(attr(span, "rpc.system").as_deref(), Some("grpc"));
+        assert_eq!(attr(span, "rpc.service").as_deref(), Some("test.Echo"));
+        assert_eq!(attr(span, "rpc.method").as_deref(), Some("Unary"));
+        assert_eq!(attr(span, "server.address").as_deref(), Some("127.0.0.1"));
+        assert_eq!(attr(span, "server.port"), Some(server.addr.port().to_string()));
+        assert_eq!(attr(span, "retryscope.attempt"), Some((i + 1).to_string()));
+        // The span's context is what went on the wire.
+        assert!(traceparents[i].contains(&span.span_context.span_id().to_string()), "{}", traceparents[i]);
+    }
+    let codes: Vec<Option<String>> = spans.iter().map(|s| attr(s, "rpc.grpc.status_code")).collect();
+    assert_eq!(codes, [Some("14".into()), Some("14".into()), Some("0".into())]);
+    let errors: Vec<Option<String>> = spans.iter().map(|s| attr(s, "error.type")).collect();
+    assert_eq!(errors, [Some("UNAVAILABLE".into()), Some("UNAVAILABLE".into()), None]);
+    for span in &spans {
+        let recorded = span.attributes.iter().filter(|kv| kv.key.as_str() == "error.type").count();
+        assert!(recorded <= 1, "error.type recorded {recorded} times on {span:?}");
+    }
+
+    let dependency = server.addr.to_string();
+    let with = [("retryscope.dependency", dependency.as_str()), ("retryscope.retry.reason", "UNAVAILABLE")];
+    assert_eq!(telemetry.counter("retryscope.retries", &with), 2);
+    let failed = [("retryscope.dependency", dependency.as_str()), ("error.type", "UNAVAILABLE")];
+    assert_eq!(telemetry.histogram_count("retryscope.attempt.duration", &failed), 2);
+    assert_eq!(telemetry.counter("retryscope.requests", &[("retryscope.dependency", &dependency)]), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn codes_outside_the_retryable_set_are_not_retried() {
+    let telemetry = Telemetry::install();
+    for code in [Code::ResourceExhausted, Code::InvalidArgument] {
+        let server = EchoServer::start(vec![Behaviour::Fail(code, None)]).await;
+        let status = client(&server, &telemetry).unary(echo("x")).await.expect_err("fails");
+        assert_eq!(status.code(), code);
+        assert_eq!(server.calls().len(), 1, "{code:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn configured_codes_are_retried() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::ResourceExhausted, None)]).await;
+    let retry = GrpcRetry::new(policy()).retryable_codes([Code::Unavailable, Code::ResourceExhausted]);
+    let mut client = client_with(&server, layer(&server, &telemetry, retry));
+    client.unary(echo("x")).await.expect("the retry succeeds");
+    assert_eq!(server.calls().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pushback_replaces_the_computed_delay() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, Some("250"))]).await;
+    client(&server, &telemetry).unary(echo("x")).await.expect("the retry succeeds");
+    let calls = server.calls();
+    assert_eq!(calls.len(), 2);
+    let waited = calls[1].at - calls[0].at;
+    // The policy alone would wait at most 10 ms.
+    assert!(waited >= Duration::from_millis(250), "{waited:?}");
+    assert!(waited < Duration::from_millis(260), "{waited:?}");
+    let source = [("retryscope.delay.source", "grpc_pushback")];
+    assert_eq!(telemetry.histogram_count("retryscope.backoff.delay", &source), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn negative_or_malformed_pushback_stops_retrying() {
+    let telemetry = Telemetry::install();
+    for pushback in ["-1", "soon"] {
+        let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, Some(pushback))]).await;
+        let status = client(&server, &telemetry).unary(echo("x")).await.expect_err("not retried");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert_eq!(server.calls().len(), 1, "pushback {pushback}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_timeout_is_the_deadline_of_the_whole_call() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![
+        Behaviour::Fail(Code::Unavailable, Some("100")),
+        Behaviour::Fail(Code::Unavailable, Some("500")),
+    ])
+    .await;
+    let mut request = tonic::Request::new(echo("x"));
+    request.set_timeout(Duration::from_millis(400));
+    let status = client(&server, &telemetry).unary(request).await.expect_err("the deadline ends it");
+    assert_eq!(status.code(), Code::Unavailable);
+    let calls = server.calls();
+    // A pushback of 500 ms cannot fit in what is left of 400 ms: no third attempt.
+    assert_eq!(calls.len(), 2);
+    let timeouts: Vec<&str> = calls.iter().map(|c| c.timeout.as_deref().expect("grpc-timeout")).collect();
+    assert_eq!(timeouts[0], "400000u");
+    // The retry carries what is left of the deadline, not the original timeout.
+    assert_eq!(timeouts[1], "300000u");
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_stops_retries_at_half_the_tokens_and_successes_resume_them() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None); 7]).await;
+    let retry = GrpcRetry::new(
+        Policy::builder().max_attempts(5).base_delay(Duration::from_millis(10)).build().expect("valid"),
+    )
+    .throttling(10, 1.0)
+    .expect("valid throttling");
+    let layer = RetryLayer::builder(Policy::interactive())
+        .grpc(retry)
+        .origin(server.uri())
+        .meter(&telemetry.meter)
+        .no_breaker()
+        .build();
+    let mut client = client_with(&server, layer);
+
+    // 10 tokens: each failure takes one, and a retry is allowed only while more
+    // than 5 are left. The first call fails 5 times (9, 8, 7, 6, 5 tokens left):
+    // its attempts run out just as the bucket reaches half.
+    assert_eq!(client.unary(echo("x")).await.expect_err("fails").code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 5);
+    // At 5 tokens (then 4), no retry: each call is sent once.
+    assert_eq!(client.unary(echo("x")).await.expect_err("fails").code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 6);
+    assert_eq!(client.unary(echo("x")).await.expect_err("fails").code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 7);
+    let dependency = server.addr.to_string();
+    let throttled =
+        [("retryscope.dependency", dependency.as_str()), ("retryscope.throttle.reason", "budget")];
+    assert_eq!(telemetry.counter("retryscope.throttled", &throttled), 2);
+
+    // 3 tokens left. Successes give back 1 each (tokenRatio 1.0): after four, 7.
+    for _ in 0..4 {
+        client.unary(echo("ok")).await.expect("succeeds");
+    }
+    assert_eq!(server.calls().len(), 11);
+    // A failure now leaves 6, more than half: the retry runs again.
+    server.script(vec![Behaviour::Fail(Code::Unavailable, None)]);
+    client.unary(echo("x")).await.expect("retried and succeeds");
+    assert_eq!(server.calls().len(), 13);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_replay_limit_is_sent_once_and_the_span_says_so() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None)]).await;
+    let mut request = echo("big");
+    request.padding = vec![7; 300 * 1024];
+    let status = client(&server, &telemetry).unary(request).await.expect_err("not retried");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 1);
+    let spans = attempt_spans(&telemetry);
+    assert_eq!(spans.len(), 1);
+    let said: Vec<String> = spans[0].events.iter().map(|e| e.name.to_string()).collect();
+    assert!(said.iter().any(|e| e.contains("sent once and never retried")), "{said:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_fails_before_its_first_message_is_retried() {
+    let telemetry = Telemetry::install();
+    // The server sends headers first: the status travels in the trailers.
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None)]).await;
+    let response = client(&server, &telemetry).stream(echo("s")).await.expect("retried");
+    let mut stream = response.into_inner();
+    let mut messages = Vec::new();
+    while let Some(reply) = stream.message().await.expect("no error") {
+        messages.push(reply.message);
+    }
+    assert_eq!(messages, ["s 1", "s 2"]);
+    assert_eq!(server.calls().len(), 2);
+    drop(stream);
+    let codes: Vec<Option<String>> =
+        attempt_spans(&telemetry).iter().map(|s| attr(s, "rpc.grpc.status_code")).collect();
+    assert_eq!(codes, [Some("14".into()), Some("0".into())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_fails_after_its_first_message_is_committed() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::ReplyThenFail(Code::Unavailable)]).await;
+    let response = client(&server, &telemetry).stream(echo("s")).await.expect("the call starts");
+    let mut stream = response.into_inner();
+    assert_eq!(stream.message().await.expect("first message").map(|r| r.message).as_deref(), Some("s 1"));
+    let status = stream.message().await.expect_err("then the failure");
+    assert_eq!(status.code(), Code::Unavailable);
+    drop(stream);
+    assert_eq!(server.calls().len(), 1);
+    // The attempt span stayed open until the trailers and recorded them.
+    let spans = attempt_spans(&telemetry);
+    assert_eq!(spans.len(), 1);
+    assert_eq!(attr(&spans[0], "rpc.grpc.status_code").as_deref(), Some("14"));
+    assert_eq!(attr(&spans[0], "error.type").as_deref(), Some("UNAVAILABLE"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_call_mid_wait_cancels_it_and_no_attempt_runs_after() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, Some("1000"))]).await;
+    let mut client = client(&server, &telemetry);
+    let call = client.unary(echo("x"));
+    assert!(tokio::time::timeout(Duration::from_millis(300), call).await.is_err(), "still waiting");
+    assert_eq!(server.calls().len(), 1);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(server.calls().len(), 1, "no attempt after the drop");
+    let dependency = server.addr.to_string();
+    let cancelled = [("retryscope.dependency", dependency.as_str()), ("retryscope.outcome", "cancelled")];
+    assert_eq!(telemetry.histogram_count("retryscope.request.duration", &cancelled), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn methods_without_a_retry_policy_are_sent_once() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None)]).await;
+    let config = r#"{"methodConfig": [{"name": [{"service": "test.Echo", "method": "Stream"}],
+        "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
+        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#;
+    let retry = GrpcRetry::from_service_config(config).expect("valid config");
+    let mut client = client_with(&server, layer(&server, &telemetry, retry));
+    assert_eq!(client.unary(echo("x")).await.expect_err("not retried").code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 1);
+
+    // A policy given for one call retries it on UNAVAILABLE all the same.
+    server.script(vec![Behaviour::Fail(Code::Unavailable, None)]);
+    let mut request = tonic::Request::new(echo("x"));
+    request.extensions_mut().insert(RetryOptions::new().policy(policy()));
+    client.unary(request).await.expect("retried");
+    assert_eq!(server.calls().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_connection_is_retried_and_reported_as_unavailable() {
+    let telemetry = Telemetry::install();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let uri: http::Uri = format!("http://{}", listener.local_addr().expect("addr")).parse().expect("uri");
+    drop(listener);
+    let layer = RetryLayer::builder(Policy::interactive())
+        .grpc(GrpcRetry::new(policy()))
+        .origin(uri.clone())
+        .meter(&telemetry.meter)
+        .build();
+    let mut client = EchoClient::new(layer.layer(Endpoint::from(uri).connect_lazy()));
+    let status = client.unary(echo("x")).await.expect_err("nobody listens");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    let spans = attempt_spans(&telemetry);
+    assert_eq!(spans.len(), 4, "every attempt the policy allows");
+    assert!(spans.iter().all(|s| attr(s, "error.type").as_deref() == Some("connect")), "{spans:#?}");
+}

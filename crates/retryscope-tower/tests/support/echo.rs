@@ -1,0 +1,244 @@
+//! A real tonic gRPC server on 127.0.0.1 and its client, written by hand (the
+//! generated code of a two-method service, without needing protoc).
+//!
+//! `test.Echo/Unary` and `test.Echo/Stream` (server streaming) play a script of
+//! behaviours, one per call, and record what each call's metadata said.
+
+use bytes::Bytes;
+use http_body::Body as HttpBody;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::net::TcpListener;
+use tokio_stream::Stream;
+use tonic::body::Body;
+use tonic::codegen::{BoxFuture, StdError};
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Code, IntoRequest, Status};
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EchoRequest {
+    #[prost(string, tag = "1")]
+    pub message: String,
+    #[prost(bytes = "vec", tag = "2")]
+    pub padding: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EchoReply {
+    #[prost(string, tag = "1")]
+    pub message: String,
+}
+
+/// What the server does with one call.
+#[derive(Debug, Clone)]
+pub enum Behaviour {
+    /// Answer OK (unary: one reply; streaming: two replies).
+    Ok,
+    /// Fail with this code before any message, with an optional
+    /// `grpc-retry-pushback-ms`.
+    Fail(Code, Option<&'static str>),
+    /// Streaming only: one reply, then fail with this code.
+    ReplyThenFail(Code),
+}
+
+/// One call as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub path: String,
+    pub previous_attempts: Option<String>,
+    pub timeout: Option<String>,
+    pub traceparent: Option<String>,
+    pub at: tokio::time::Instant,
+}
+
+#[derive(Default)]
+struct State {
+    script: Mutex<VecDeque<Behaviour>>,
+    calls: Mutex<Vec<Call>>,
+}
+
+/// The running server; it stops when the test's runtime does.
+#[derive(Clone)]
+pub struct EchoServer {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+}
+
+impl EchoServer {
+    /// Plays `script`, one behaviour per call, then answers OK.
+    pub async fn start(script: Vec<Behaviour>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let state = Arc::new(State { script: Mutex::new(script.into()), calls: Mutex::default() });
+        let service = EchoService { state: Arc::clone(&state) };
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        tokio::spawn(tonic::transport::Server::builder().serve_with_incoming(service, incoming));
+        Self { addr, state }
+    }
+
+    pub fn uri(&self) -> http::Uri {
+        format!("http://{}", self.addr).parse().expect("valid uri")
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.calls.lock().expect("lock").clone()
+    }
+
+    /// Replaces the rest of the script.
+    pub fn script(&self, script: Vec<Behaviour>) {
+        *self.state.script.lock().expect("lock") = script.into();
+    }
+}
+
+#[derive(Clone)]
+struct EchoService {
+    state: Arc<State>,
+}
+
+impl State {
+    fn record(&self, path: &str, metadata: &MetadataMap) -> Behaviour {
+        let text = |key: &str| metadata.get(key).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        self.calls.lock().expect("lock").push(Call {
+            path: path.to_owned(),
+            previous_attempts: text("grpc-previous-rpc-attempts"),
+            timeout: text("grpc-timeout"),
+            traceparent: text("traceparent"),
+            at: tokio::time::Instant::now(),
+        });
+        self.script.lock().expect("lock").pop_front().unwrap_or(Behaviour::Ok)
+    }
+}
+
+fn failure(code: Code, pushback: Option<&'static str>) -> Status {
+    let mut metadata = MetadataMap::new();
+    if let Some(ms) = pushback {
+        metadata.insert("grpc-retry-pushback-ms", MetadataValue::from_static(ms));
+    }
+    Status::with_metadata(code, "scripted failure", metadata)
+}
+
+struct Unary(Arc<State>);
+
+impl tonic::server::UnaryService<EchoRequest> for Unary {
+    type Response = EchoReply;
+    type Future = BoxFuture<tonic::Response<EchoReply>, Status>;
+
+    fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
+        let behaviour = self.0.record("unary", request.metadata());
+        let message = request.into_inner().message;
+        Box::pin(async move {
+            match behaviour {
+                Behaviour::Ok => Ok(tonic::Response::new(EchoReply { message })),
+                Behaviour::Fail(code, pushback) => Err(failure(code, pushback)),
+                Behaviour::ReplyThenFail(code) => Err(failure(code, None)),
+            }
+        })
+    }
+}
+
+type ReplyStream = Pin<Box<dyn Stream<Item = Result<EchoReply, Status>> + Send>>;
+
+struct ServerStream(Arc<State>);
+
+impl tonic::server::ServerStreamingService<EchoRequest> for ServerStream {
+    type Response = EchoReply;
+    type ResponseStream = ReplyStream;
+    type Future = BoxFuture<tonic::Response<ReplyStream>, Status>;
+
+    fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
+        let behaviour = self.0.record("/test.Echo/Stream", request.metadata());
+        let message = request.into_inner().message;
+        let reply = |n: u32| Ok(EchoReply { message: format!("{message} {n}") });
+        let items: Vec<Result<EchoReply, Status>> = match behaviour {
+            Behaviour::Ok => vec![reply(1), reply(2)],
+            // Headers go out first, so the status travels in the trailers.
+            Behaviour::Fail(code, pushback) => vec![Err(failure(code, pushback))],
+            Behaviour::ReplyThenFail(code) => vec![reply(1), Err(failure(code, None))],
+        };
+        Box::pin(async move { Ok(tonic::Response::new(Box::pin(tokio_stream::iter(items)) as ReplyStream)) })
+    }
+}
+
+impl tower::Service<http::Request<Body>> for EchoService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let state = Arc::clone(&self.state);
+        Box::pin(async move {
+            let mut grpc =
+                tonic::server::Grpc::new(tonic_prost::ProstCodec::<EchoReply, EchoRequest>::default());
+            Ok(match request.uri().path() {
+                "/test.Echo/Unary" | "/helloworld.Greeter/SayHello" => {
+                    grpc.unary(Unary(state), request).await
+                }
+                "/test.Echo/Stream" => grpc.server_streaming(ServerStream(state), request).await,
+                _ => Status::unimplemented("no such method").into_http(),
+            })
+        })
+    }
+}
+
+/// The client of `test.Echo`, over any gRPC service (a channel, or the retry
+/// layer around one).
+pub struct EchoClient<T> {
+    inner: tonic::client::Grpc<T>,
+}
+
+impl<T> EchoClient<T>
+where
+    T: tonic::client::GrpcService<Body>,
+    T::Error: Into<StdError>,
+    T::ResponseBody: HttpBody<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as HttpBody>::Error: Into<StdError> + Send,
+{
+    pub fn new(inner: T) -> Self {
+        Self { inner: tonic::client::Grpc::new(inner) }
+    }
+
+    async fn ready(&mut self) -> Result<(), Status> {
+        self.inner.ready().await.map_err(|e| Status::unknown(format!("service was not ready: {}", e.into())))
+    }
+
+    pub async fn unary(
+        &mut self,
+        request: impl IntoRequest<EchoRequest>,
+    ) -> Result<tonic::Response<EchoReply>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/test.Echo/Unary");
+        self.inner.unary(request.into_request(), path, tonic_prost::ProstCodec::default()).await
+    }
+
+    /// `helloworld.Greeter/SayHello`, answered like `Unary`: the README's service.
+    pub async fn say_hello(
+        &mut self,
+        request: impl IntoRequest<EchoRequest>,
+    ) -> Result<tonic::Response<EchoReply>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/helloworld.Greeter/SayHello");
+        self.inner.unary(request.into_request(), path, tonic_prost::ProstCodec::default()).await
+    }
+
+    pub async fn stream(
+        &mut self,
+        request: impl IntoRequest<EchoRequest>,
+    ) -> Result<tonic::Response<tonic::codec::Streaming<EchoReply>>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/test.Echo/Stream");
+        self.inner.server_streaming(request.into_request(), path, tonic_prost::ProstCodec::default()).await
+    }
+}
+
+/// A request with `message`.
+pub fn echo(message: &str) -> EchoRequest {
+    EchoRequest { message: message.to_owned(), padding: Vec::new() }
+}

@@ -1,0 +1,131 @@
+//! In-process OpenTelemetry SDK for assertions: spans and metrics in memory.
+
+use opentelemetry::metrics::{Meter, MeterProvider as _};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{KeyValue, Value};
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use tracing_subscriber::layer::SubscriberExt;
+
+pub struct Telemetry {
+    spans: InMemorySpanExporter,
+    tracer_provider: SdkTracerProvider,
+    metrics: InMemoryMetricExporter,
+    meter_provider: SdkMeterProvider,
+    pub meter: Meter,
+    _subscriber: tracing::subscriber::DefaultGuard,
+}
+
+impl Telemetry {
+    /// Installs a tracing subscriber bridged to an in-memory span exporter for
+    /// this thread, and a meter backed by an in-memory metric exporter.
+    pub fn install() -> Telemetry {
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        let spans = InMemorySpanExporter::default();
+        let tracer_provider = SdkTracerProvider::builder().with_simple_exporter(spans.clone()).build();
+        let layer = tracing_opentelemetry::layer().with_tracer(tracer_provider.tracer("test"));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        let metrics = InMemoryMetricExporter::default();
+        let meter_provider =
+            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(metrics.clone()).build()).build();
+        let meter = meter_provider.meter("test");
+        Telemetry {
+            spans,
+            tracer_provider,
+            metrics,
+            meter_provider,
+            meter,
+            _subscriber: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    pub fn spans(&self) -> Vec<SpanData> {
+        self.tracer_provider.force_flush().expect("flush spans");
+        self.spans.get_finished_spans().expect("finished spans")
+    }
+
+    fn latest(&self) -> ResourceMetrics {
+        self.meter_provider.force_flush().expect("flush metrics");
+        self.metrics.get_finished_metrics().expect("metrics").pop().expect("one collection")
+    }
+
+    /// Sum of a counter's points whose attributes include all of `with`.
+    pub fn counter(&self, name: &str, with: &[(&str, &str)]) -> u64 {
+        let rm = self.latest();
+        let mut total = 0;
+        for metric in rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == name) {
+            if let AggregatedMetrics::U64(MetricData::Sum(sum)) = metric.data() {
+                total += sum
+                    .data_points()
+                    .filter(|p| matches(p.attributes(), with))
+                    .map(|p| p.value())
+                    .sum::<u64>();
+            }
+        }
+        total
+    }
+
+    /// Count of a histogram's recordings whose attributes include all of `with`.
+    pub fn histogram_count(&self, name: &str, with: &[(&str, &str)]) -> u64 {
+        let rm = self.latest();
+        let mut total = 0;
+        for metric in rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == name) {
+            if let AggregatedMetrics::F64(MetricData::Histogram(h)) = metric.data() {
+                total +=
+                    h.data_points().filter(|p| matches(p.attributes(), with)).map(|p| p.count()).sum::<u64>();
+            }
+        }
+        total
+    }
+}
+
+fn matches<'a>(attributes: impl Iterator<Item = &'a KeyValue>, with: &[(&str, &str)]) -> bool {
+    let attributes: Vec<&KeyValue> = attributes.collect();
+    with.iter().all(|(k, v)| attributes.iter().any(|kv| kv.key.as_str() == *k && value_str(&kv.value) == *v))
+}
+
+/// An attribute value as text (integers included), for comparisons.
+pub fn value_str(value: &Value) -> String {
+    value.as_str().into_owned()
+}
+
+/// A span attribute's value as text.
+pub fn attr(span: &SpanData, key: &str) -> Option<String> {
+    span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| value_str(&kv.value))
+}
+
+impl Telemetry {
+    /// The distinct values of attribute `key` over every point of metric `name`,
+    /// whatever its kind, and how many points (series) the metric has.
+    pub fn series(&self, name: &str, key: &str) -> (std::collections::BTreeSet<String>, usize) {
+        let rm = self.latest();
+        let mut values = std::collections::BTreeSet::new();
+        let mut points = 0;
+        let mut note = |attributes: Vec<&KeyValue>| {
+            points += 1;
+            if let Some(kv) = attributes.iter().find(|kv| kv.key.as_str() == key) {
+                values.insert(value_str(&kv.value));
+            }
+        };
+        for metric in rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == name) {
+            match metric.data() {
+                AggregatedMetrics::U64(MetricData::Sum(sum)) => {
+                    sum.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                    h.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                AggregatedMetrics::F64(MetricData::Gauge(g)) => {
+                    g.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                AggregatedMetrics::I64(MetricData::Gauge(g)) => {
+                    g.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                other => panic!("{name}: unexpected kind {other:?}"),
+            }
+        }
+        (values, points)
+    }
+}
