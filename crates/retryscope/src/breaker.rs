@@ -99,15 +99,22 @@ impl fmt::Display for BreakerState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BreakerOpen {
-    /// How long until the breaker will admit a probe. Zero when it is
-    /// half-open and waiting for probes in flight to finish.
+    /// How long until the breaker will admit a probe at the latest: the rest
+    /// of the cool-down when open; when half-open with every probe slot taken,
+    /// the time until those probes are presumed lost (a slot may free up
+    /// sooner, when a probe reports back).
     pub retry_in: Duration,
+    half_open: bool,
 }
 
 impl fmt::Display for BreakerOpen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.retry_in.is_zero() {
-            f.write_str("circuit breaker is half-open and all probe slots are taken")
+        if self.half_open {
+            write!(
+                f,
+                "circuit breaker is half-open and all probe slots are taken; next probe in {:?} at the latest",
+                self.retry_in
+            )
         } else {
             write!(f, "circuit breaker is open; next probe in {:?}", self.retry_in)
         }
@@ -417,7 +424,7 @@ impl CircuitBreaker {
                 Phase::Open { until_ms } => {
                     let retry_in = Inner::remaining(until_ms, elapsed);
                     if !retry_in.is_zero() {
-                        return Err(BreakerOpen { retry_in });
+                        return Err(BreakerOpen { retry_in, half_open: false });
                     }
                     word.advance(Phase::HalfOpen { in_flight: 1, successes: 0 })
                 }
@@ -425,10 +432,12 @@ impl CircuitBreaker {
                     if in_flight < inner.settings.half_open_probes {
                         let phase = Phase::HalfOpen { in_flight: in_flight + 1, successes };
                         Word { phase, ..word }
-                    } else if inner.probes_lost(word.generation, elapsed) {
-                        word.advance(Phase::HalfOpen { in_flight: 1, successes: 0 })
                     } else {
-                        return Err(BreakerOpen { retry_in: Duration::ZERO });
+                        let retry_in = inner.until_probes_lost(word.generation, elapsed);
+                        if !retry_in.is_zero() {
+                            return Err(BreakerOpen { retry_in, half_open: true });
+                        }
+                        word.advance(Phase::HalfOpen { in_flight: 1, successes: 0 })
                     }
                 }
             };
@@ -486,18 +495,23 @@ impl Inner {
         });
     }
 
-    /// Whether the probes of half-open period `generation` are presumed lost:
-    /// none was handed out for `probe_timeout`. `false` while the period's own
-    /// note is not written yet (its first probe was granted an instant ago).
-    fn probes_lost(&self, generation: u32, elapsed: Duration) -> bool {
+    /// How long until the probes of half-open period `generation` are
+    /// presumed lost, `probe_timeout` after the last of them was handed out;
+    /// zero once they are. While the period's own note is not written yet (its
+    /// first probe was granted an instant ago), the whole timeout.
+    fn until_probes_lost(&self, generation: u32, elapsed: Duration) -> Duration {
+        let timeout = self.settings.probe_timeout;
         let note = LastProbe::unpack(self.last_probe.load(Ordering::SeqCst));
         if note.generation != generation {
-            return false;
+            return timeout;
         }
         let since = millis(elapsed).wrapping_sub(note.at_ms) & PAYLOAD_MASK;
         // A difference in the upper half of the 40-bit range is negative: a
         // thread with an older reading of the clock.
-        since < 1 << (PAYLOAD_BITS - 1) && Duration::from_millis(since) >= self.settings.probe_timeout
+        if since >= 1 << (PAYLOAD_BITS - 1) {
+            return timeout;
+        }
+        timeout.saturating_sub(Duration::from_millis(since))
     }
 
     /// Time left until `until_ms`, zero if it has passed.
@@ -856,7 +870,8 @@ mod tests {
         let second = b.try_acquire().expect("probe 2");
         let third = b.try_acquire().expect("probe 3");
         let refused = b.try_acquire().expect_err("probe slots full");
-        assert_eq!(refused.retry_in, Duration::ZERO);
+        assert_eq!(refused.retry_in, DEFAULT_PROBE_TIMEOUT);
+        assert!(refused.to_string().contains("half-open"), "{refused}");
         drop((first, second, third));
     }
 
@@ -912,8 +927,11 @@ mod tests {
         let third = b.try_acquire().expect("probe 3");
         // Every slot is held by a call that never reports back. Until the
         // youngest of them is probe_timeout old, callers are turned away.
-        clock.advance(DEFAULT_PROBE_TIMEOUT - Duration::from_millis(1));
-        assert_eq!(b.try_acquire().expect_err("slots full").retry_in, Duration::ZERO);
+        clock.advance(Duration::from_secs(12));
+        let refused = b.try_acquire().expect_err("slots full");
+        assert_eq!(refused.retry_in, DEFAULT_PROBE_TIMEOUT - Duration::from_secs(12));
+        clock.advance(DEFAULT_PROBE_TIMEOUT - Duration::from_secs(12) - Duration::from_millis(1));
+        assert_eq!(b.try_acquire().expect_err("slots full").retry_in, Duration::from_millis(1));
         clock.advance(Duration::from_millis(1));
         let fresh = b.try_acquire().expect("the lost probes are replaced");
         assert_eq!(b.state(), BreakerState::HalfOpen);
@@ -966,9 +984,15 @@ mod tests {
             LastProbe::unpack(inner.last_probe.load(Ordering::SeqCst)),
             LastProbe { generation: 7, at_ms: 3_000 }
         );
-        assert!(!inner.probes_lost(6, Duration::from_secs(100)), "another period's note");
-        assert!(!inner.probes_lost(7, Duration::from_secs(32)));
-        assert!(inner.probes_lost(7, Duration::from_secs(33)));
+        let timeout = DEFAULT_PROBE_TIMEOUT;
+        assert_eq!(inner.until_probes_lost(6, Duration::from_secs(100)), timeout, "another period's note");
+        assert_eq!(inner.until_probes_lost(7, Duration::from_secs(32)), Duration::from_secs(1));
+        assert_eq!(inner.until_probes_lost(7, Duration::from_secs(33)), Duration::ZERO);
+        assert_eq!(
+            inner.until_probes_lost(7, Duration::from_secs(2)),
+            timeout,
+            "an older reading of the clock"
+        );
         // Generations wrap: 0 comes after the last one.
         let last = LastProbe { generation: GENERATION_MASK as u32, at_ms: 50_000 };
         let wrapped = LastProbe { generation: 0, at_ms: 1_000 };
