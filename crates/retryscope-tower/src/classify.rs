@@ -8,6 +8,7 @@ use http_body::Body;
 use retryscope::ErrorType;
 use retryscope::classify::{Classify, HttpClassifier, Stage, io_error};
 use retryscope::outcome::Verdict;
+use retryscope_otel::EXHAUSTED_HEADER;
 use std::error::Error as StdError;
 use std::time::SystemTime;
 
@@ -30,6 +31,18 @@ pub(crate) struct AttemptClassifier {
     pub(crate) mode: Mode,
     /// Whether the body can be sent again at all.
     pub(crate) replayable: bool,
+    /// Where this request's retries happen.
+    pub(crate) layers: Layers,
+}
+
+/// Retrying at one layer of a call chain.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Layers {
+    /// The request being served is itself a retry: transient failures are
+    /// retried by the caller above.
+    pub(crate) retried_upstream: bool,
+    /// A failure the layer below already retried is not retried again.
+    pub(crate) honour_exhausted: bool,
 }
 
 impl AttemptClassifier {
@@ -48,6 +61,9 @@ impl AttemptClassifier {
                 if !self.replayable || (stage == Stage::Sent && !safe_after_sent) =>
             {
                 Verdict::unrepeatable(error)
+            }
+            Verdict::Retryable { error, .. } if self.layers.retried_upstream => {
+                Verdict::retried_elsewhere(error)
             }
             verdict => verdict,
         }
@@ -87,6 +103,14 @@ impl<B: Body> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifie
                 // Committed: the first message arrived.
                 None => Verdict::Success,
             },
+        };
+        let verdict = match verdict {
+            Verdict::Retryable { error, .. }
+                if self.layers.honour_exhausted && response.headers().contains_key(EXHAUSTED_HEADER) =>
+            {
+                Verdict::retried_elsewhere(error)
+            }
+            verdict => verdict,
         };
         self.guard(verdict, Stage::Sent)
     }

@@ -2,12 +2,12 @@
 
 use crate::body::DEFAULT_REPLAY_LIMIT;
 use crate::service::RetryService;
-use http::Uri;
+use http::{HeaderName, Uri};
 use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Policy, RetryBudget, TokenBucket};
-use retryscope_otel::{DependencyGuards, Factory, OtelObserver};
+use retryscope_otel::{ATTEMPT_HEADER, DependencyGuards, Factory, OtelObserver};
 use std::fmt;
 use std::sync::Arc;
 use tower_layer::Layer;
@@ -62,6 +62,11 @@ pub(crate) struct Settings {
     pub(crate) guards: DependencyGuards<Guard>,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Uri>,
+    /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
+    /// (gRPC calls always send `grpc-previous-rpc-attempts`, as A6 says.)
+    pub(crate) attempt_header: Option<HeaderName>,
+    /// Retry only where no other layer of the call chain retries.
+    pub(crate) one_layer: bool,
     #[cfg(feature = "grpc")]
     pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
 }
@@ -94,6 +99,8 @@ impl RetryLayer {
             breaker: Some(Arc::new(CircuitBreaker::new)),
             replay_limit: DEFAULT_REPLAY_LIMIT,
             origin: None,
+            attempt_header: Some(ATTEMPT_HEADER),
+            one_layer: false,
             #[cfg(feature = "grpc")]
             grpc: None,
         }
@@ -133,6 +140,8 @@ pub struct RetryLayerBuilder {
     breaker: Option<Factory<CircuitBreaker>>,
     replay_limit: usize,
     origin: Option<Uri>,
+    attempt_header: Option<HeaderName>,
+    one_layer: bool,
     #[cfg(feature = "grpc")]
     grpc: Option<crate::grpc::GrpcRetry>,
 }
@@ -220,6 +229,32 @@ impl RetryLayerBuilder {
         self
     }
 
+    /// Names the header that tells an HTTP server which attempt a retry is
+    /// (default [`retry-attempt`](retryscope_otel::ATTEMPT_HEADER), sent from the
+    /// second attempt on). gRPC calls send `grpc-previous-rpc-attempts` instead.
+    pub fn attempt_header(mut self, name: HeaderName) -> Self {
+        self.attempt_header = Some(name);
+        self
+    }
+
+    /// Sends no attempt header on HTTP retries.
+    pub fn no_attempt_header(mut self) -> Self {
+        self.attempt_header = None;
+        self
+    }
+
+    /// Retries only where no other layer of the call chain retries (off by
+    /// default): inside a request served behind [`IncomingLayer`](crate::IncomingLayer),
+    /// a request that is itself a retry makes one attempt downstream, and a
+    /// failed response carrying [`retry-exhausted`](retryscope_otel::EXHAUSTED_HEADER)
+    /// (the layer below already retried) is not retried. Either is reported as
+    /// throttled, reason `upstream_retry`. When this layer's own retries run
+    /// out, the server it runs in says so to its caller.
+    pub fn retry_at_one_layer(mut self) -> Self {
+        self.one_layer = true;
+        self
+    }
+
     /// Follows gRPC's retry design (A6) as `retry` configures it: statuses from
     /// `grpc-status`, its policies per method, pushback, throttling and
     /// `grpc-timeout`. The builder's policy then applies to no call: every call
@@ -265,6 +300,8 @@ impl RetryLayerBuilder {
                 guards: guards.build(),
                 replay_limit: self.replay_limit,
                 origin: self.origin,
+                attempt_header: self.attempt_header,
+                one_layer: self.one_layer,
                 #[cfg(feature = "grpc")]
                 grpc: self.grpc,
             }),

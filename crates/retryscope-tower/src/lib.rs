@@ -60,7 +60,7 @@ mod error;
 pub mod grpc;
 mod layer;
 mod options;
-mod propagate;
+mod server;
 mod service;
 mod spans;
 
@@ -68,4 +68,5 @@ pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
 pub use error::{BoxError, GaveUp, NotRetried};
 pub use layer::{RetryLayer, RetryLayerBuilder};
 pub use options::RetryOptions;
+pub use server::{IncomingFuture, IncomingLayer, IncomingService};
 pub use service::{ResponseFuture, RetryService};

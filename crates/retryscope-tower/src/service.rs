@@ -1,24 +1,21 @@
 //! The service: one logical request, its attempts, and what the caller gets.
 
 use crate::body::{ReplayBody, ResponseBody, Source};
-use crate::classify::{AttemptClassifier, Mode};
+use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
 use crate::layer::Settings;
 use crate::options::RetryOptions;
-use crate::propagate::inject_current_context;
 use crate::spans::{AttemptSpan, Target};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope::classify::{has_idempotency_key, is_idempotent_method};
-use retryscope::observe::{
-    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
-};
+use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryError, Retryable, StopReason};
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
 use tracing::Span;
@@ -119,10 +116,18 @@ where
     let guards = settings.guards.get(&target.dependency);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
-    let classifier = AttemptClassifier { mode: call.mode, replayable };
+    let upstream = retryscope_otel::Upstream::current();
+    let layers = match (&upstream, settings.one_layer) {
+        (upstream, true) => Layers {
+            retried_upstream: upstream.as_ref().is_some_and(|u| u.attempt().is_retry()),
+            honour_exhausted: true,
+        },
+        (_, false) => Layers::default(),
+    };
+    let classifier = AttemptClassifier { mode: call.mode, replayable, layers };
     let telemetry =
         settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
-    let stop = StopCapture::default();
+    let stop = StopRecorder::default();
 
     let template = ready.clone();
     let mut attempts = Attempts {
@@ -132,6 +137,7 @@ where
         source,
         number: 0,
         call,
+        attempt_header: settings.attempt_header.clone(),
         #[cfg(feature = "grpc")]
         started: None,
     };
@@ -156,7 +162,15 @@ where
         None => retry,
     };
     let outcome = retry.await;
-    finish(outcome, stop.reason(), replayable, call.grpc)
+    let stop = stop.stopped();
+    if let (Some(upstream), Some((reason, attempts))) = (&upstream, stop) {
+        // Tell the server this runs in that retries below ran out, so that it
+        // can tell its own caller not to retry.
+        if attempts > 1 && reason != StopReason::Permanent {
+            upstream.retries_exhausted(attempts);
+        }
+    }
+    finish(outcome, stop, replayable, call.grpc)
 }
 
 /// How one request is retried: its policy and semantics.
@@ -221,6 +235,8 @@ struct Attempts<S, B> {
     source: Source<B>,
     number: u32,
     call: Call,
+    /// The header that tells an HTTP server which attempt a retry is.
+    attempt_header: Option<http::HeaderName>,
     /// When the first attempt started: `grpc-timeout` counts from there.
     #[cfg(feature = "grpc")]
     started: Option<tokio::time::Instant>,
@@ -247,11 +263,13 @@ where
         };
         let body = self.source.next();
         let replayable = self.source.is_replayable();
-        #[cfg_attr(not(feature = "grpc"), expect(unused_mut))]
         let mut parts = self.parts.clone();
         #[cfg(feature = "grpc")]
         if self.call.grpc {
             self.grpc_metadata(&mut parts, number);
+        }
+        if let Some(name) = self.attempt_header.as_ref().filter(|_| number > 1 && !self.call.grpc) {
+            parts.headers.insert(name.clone(), http::HeaderValue::from(number));
         }
         let grpc = self.call.grpc;
         async move {
@@ -265,7 +283,7 @@ where
                 );
             }
             let mut request = Request::from_parts(parts, body);
-            inject_current_context(request.headers_mut());
+            retryscope_otel::inject_context(request.headers_mut());
             // A fresh readiness check for every attempt: a retry must not bypass
             // the inner service's backpressure (a buffer, a concurrency limit).
             poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
@@ -370,46 +388,5 @@ fn finish<T>(
         Some(last) => Err(last),
         // A timed-out attempt that may have reached the server.
         None => Err(GaveUp::new(RetryError::new(reason, attempts, error_type, None)).into()),
-    }
-}
-
-/// Remembers why the engine stopped, for results that carry no error.
-#[derive(Clone, Default)]
-struct StopCapture(Arc<Mutex<Option<(StopReason, u32)>>>);
-
-impl StopCapture {
-    fn reason(&self) -> Option<(StopReason, u32)> {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Observer for StopCapture {
-    type Operation = StopCapture;
-
-    const TIMED: bool = false;
-
-    fn start(&self, _: &OperationInfo<'_>) -> StopCapture {
-        self.clone()
-    }
-}
-
-impl OperationObserver for StopCapture {
-    type Attempt = ();
-
-    fn attempt_started(&mut self, _: &AttemptStart) {}
-
-    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
-
-    fn waiting(&mut self, _: &Wait) {}
-
-    fn finished(self, finish: &Finish) {
-        let captured = finish.reason.map(|reason| (reason, finish.attempts));
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = captured;
-    }
-}
-
-impl fmt::Debug for StopCapture {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("StopCapture").field(&self.reason()).finish()
     }
 }
