@@ -80,6 +80,7 @@ pub mod outcome;
 mod policy;
 mod retry;
 mod shared;
+mod sync;
 pub mod throttle;
 mod window;
 
