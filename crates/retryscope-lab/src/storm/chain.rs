@@ -274,3 +274,35 @@ impl Hop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The attempt a request with `retry-attempt: value` (none for `None`) is.
+    fn attempt(value: Option<&str>) -> IncomingAttempt {
+        let mut headers = HeaderMap::new();
+        if let Some(value) = value.and_then(|v| v.parse().ok()) {
+            headers.insert(retryscope_otel::ATTEMPT_HEADER, value);
+        }
+        IncomingAttempt::from_headers(&headers)
+    }
+
+    #[test]
+    fn attempts_are_counted_by_number_and_bucket_and_hostile_values_as_unknown() {
+        let seen = AttemptsSeen::default();
+        let values = ["2", "2", "3", "4", "7", "100", "-1", "99999999999", "garbage", ""];
+        seen.record(attempt(None));
+        for value in values {
+            seen.record(attempt(Some(value)));
+        }
+        assert_eq!((seen.count(1), seen.count(2), seen.count(7), seen.count(100)), (1, 2, 1, 1));
+        assert_eq!((seen.count(0), seen.count(101), seen.count(u32::MAX)), (0, 0, 0));
+        assert_eq!(seen.unknown(), 4);
+        assert_eq!((seen.total(), seen.retries(), seen.highest()), (11, 6, Some(100)));
+        let buckets = seen.by_bucket();
+        assert_eq!(buckets, BTreeMap::from([("1", 1), ("2", 2), ("3", 1), ("4+", 3), ("unknown", 4)]));
+        assert_eq!(AttemptsSeen::default().highest(), None);
+        assert!(AttemptsSeen::default().by_bucket().is_empty());
+    }
+}
