@@ -33,6 +33,10 @@ struct Lab {
 
 impl Lab {
     async fn start(policy: LayerPolicy) -> Lab {
+        Self::with_services(policy, 3).await
+    }
+
+    async fn with_services(policy: LayerPolicy, services: usize) -> Lab {
         // Collected when flushed: the test reads the metrics once, at the end.
         let (periodic, reader) = InProcessReader::new(Duration::from_secs(3_600));
         let provider = SdkMeterProvider::builder().with_reader(periodic).build();
@@ -46,7 +50,7 @@ impl Lab {
         // and the counts below would fail loudly rather than hang.
         let slices = 3_000;
         let incoming = IncomingRequests::from_meter(&meter);
-        let chain = Chain::start(3, always_down, slices, &incoming, |k| {
+        let chain = Chain::start(services, always_down, slices, &incoming, |k| {
             let middleware = policy.middleware().expect("the storm's policy builds").meter(&meter).build();
             let client = reqwest_middleware::ClientBuilder::new(plain_client()).with(middleware).build();
             Ok(Caller { client, operation: format!("test/service-{k}").into() })
@@ -140,4 +144,22 @@ async fn a_service_whose_calls_below_gave_up_says_how_many_attempts_were_made() 
     assert_eq!(response.status().as_u16(), 503);
     assert_eq!(response.headers().get(EXHAUSTED_HEADER).and_then(|v| v.to_str().ok()), Some("4"));
     assert_eq!(lab.chain.services[2].attempts.total(), ATTEMPTS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_one_layer_an_exhausted_answer_is_passed_up_a_deeper_chain() {
+    // Four services: the third retries the bottom; the second passes its
+    // `retry-exhausted` answer on, so the top does not retry it either.
+    let lab = Lab::with_services(LayerPolicy::OneLayer, 4).await;
+    let statuses = lab.send_user_requests().await;
+    assert_eq!(statuses, vec![503; USER_REQUESTS as usize]);
+    let bottom = &lab.chain.services[3].attempts;
+    assert_eq!(bottom.total(), ATTEMPTS * USER_REQUESTS, "4 calls per user request at any depth, not 16");
+    // Every service above the third received each user request exactly once.
+    assert_eq!(lab.incoming(1).total(), USER_REQUESTS);
+    assert_eq!(lab.incoming(2).total(), USER_REQUESTS);
+    assert_eq!(lab.incoming(3).total(), USER_REQUESTS);
+    assert_eq!(lab.reader.totals("test/service-1").retries, 0);
+    assert_eq!(lab.reader.totals("test/service-2").retries, 0);
+    assert_eq!(lab.reader.totals("test/service-3").retries, 3 * USER_REQUESTS);
 }

@@ -116,6 +116,13 @@ impl IncomingAttempt {
     pub const BUCKETS: [&'static str; 5] = ["1", "2", "3", "4+", "unknown"];
 }
 
+/// The attempts a response's [`EXHAUSTED_HEADER`] says were made below, if it
+/// carries a believable count (2 to [`MAX_TRUSTED_ATTEMPT`]).
+pub(crate) fn exhausted_attempts(headers: &HeaderMap) -> Option<u32> {
+    let count = parse_count(headers.get(EXHAUSTED_HEADER)?.as_bytes())?;
+    (2..=MAX_TRUSTED_ATTEMPT).contains(&count).then_some(count)
+}
+
 /// A header value as a small decimal count: digits only, at most ten of them.
 fn parse_count(value: &[u8]) -> Option<u32> {
     if value.is_empty() || value.len() > 10 || !value.iter().all(u8::is_ascii_digit) {

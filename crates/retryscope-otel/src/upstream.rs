@@ -9,9 +9,11 @@
 //! It travels in the OpenTelemetry [`Context`], which follows a future through
 //! [`scope`](Upstream::scope) but not into tasks it spawns.
 
-use crate::incoming::IncomingAttempt;
+use crate::incoming::{IncomingAttempt, exhausted_attempts};
+use http::HeaderMap;
 use opentelemetry::Context;
 use opentelemetry::context::{FutureExt as _, WithContext};
+use retryscope::StopReason;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -67,6 +69,21 @@ impl Upstream {
     /// `attempts` attempts.
     pub fn retries_exhausted(&self, attempts: u32) {
         self.exhausted.fetch_max(attempts, Ordering::Relaxed);
+    }
+
+    /// What an integration reports when one of its operations ends: it gave up
+    /// after retrying (`stopped` after more than one attempt, for any reason but
+    /// a permanent error), or it passed on a response that says retries ran out
+    /// further down (`response` carries [`EXHAUSTED_HEADER`](crate::EXHAUSTED_HEADER)).
+    /// Either way the server's own error answer should say so too, so that no
+    /// layer above retries what has already been retried: at any depth, only the
+    /// layer next to the failure retries.
+    pub fn client_finished(&self, stopped: Option<(StopReason, u32)>, response: Option<&HeaderMap>) {
+        let own = stopped.filter(|&(reason, attempts)| attempts > 1 && reason != StopReason::Permanent);
+        let below = response.and_then(exhausted_attempts);
+        if let Some(attempts) = own.map(|(_, attempts)| attempts).max(below) {
+            self.retries_exhausted(attempts);
+        }
     }
 
     /// The most attempts a client made below before giving up, if one did:

@@ -291,12 +291,9 @@ impl Middleware for RetryMiddleware {
         )
         .await;
         let stop = stop.stopped();
-        if let (Some(upstream), Some((reason, attempts))) = (&upstream, stop) {
-            // Tell the server we run in that retries below ran out, so that it
-            // can tell its own caller not to retry.
-            if attempts > 1 && reason != StopReason::Permanent {
-                upstream.retries_exhausted(attempts);
-            }
+        if let Some(upstream) = &upstream {
+            // So that the server we run in tells its own caller not to retry.
+            upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
         }
         finish(outcome, stop, replayable)
     }

@@ -492,9 +492,10 @@ async fn at_one_layer_a_failure_already_retried_below_is_not_retried_and_exhaust
         "the layer below already retried"
     );
     assert_eq!(t.counter("retryscope.throttled", &[("retryscope.throttle.reason", "upstream_retry")]), 1);
-    assert_eq!(served.exhausted_below(), None, "this layer made one attempt: nothing to report");
+    assert_eq!(served.exhausted_below(), Some(4), "passed on, so that no layer above retries it either");
 
     // This layer retries and gives up: the request it serves learns it.
+    let served = upstream("1");
     server.script("/flaky", [Reply::status(503), Reply::status(503), Reply::status(503)]);
     let response = served.clone().scope(client.get(server.url("/flaky")).send()).await.expect("response");
     assert_eq!((response.status().as_u16(), server.seen().len()), (503, 4));
