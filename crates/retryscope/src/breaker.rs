@@ -17,18 +17,23 @@
 //!
 //! The whole state machine lives in one `AtomicU64` changed by compare-exchange,
 //! and the window is a ring of atomic counters, so no call ever waits on a lock.
+//! While closed, a call only reads the state word: its outcome goes to the
+//! window of the calling thread's *lane*, one of several padded copies that
+//! are summed only when a failure asks whether to open, and its permit holds
+//! that lane's handle, so threads on different cores write no common cache
+//! line.
 //! When the last probe slot was handed out is kept in a second word, tagged with
 //! the half-open period it belongs to; it only decides *when* lost probes may be
 //! replaced, never how many probes are in flight.
 
-use crate::sync::{AtomicU64, Ordering, fence};
+use crate::sync::{AtomicU64, CachePadded, Ordering, fence, lane_count, lane_hint};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
 use crate::clock::{Clock, TokioClock};
-use crate::window::SlottedWindow;
+use crate::window::{SlottedWindow, nanos_since};
 
 /// The longest cool-down a [`CircuitBreaker`] accepts.
 pub const MAX_COOL_DOWN: Duration = Duration::from_secs(86_400);
@@ -313,6 +318,18 @@ impl LastProbe {
 #[derive(Clone)]
 pub struct CircuitBreaker {
     inner: Arc<Inner>,
+    /// One handle per lane; a permit clones its thread's, so the reference
+    /// count it bumps is its lane's, not one every thread shares.
+    lanes: Arc<[Arc<Lane>]>,
+}
+
+/// A lane's handle on the shared breaker. Padded so that two lanes' reference
+/// counts never share a cache line.
+#[repr(align(128))]
+struct Lane {
+    inner: Arc<Inner>,
+    /// Which of [`Inner::windows`] this lane's outcomes go to.
+    index: usize,
 }
 
 struct Inner {
@@ -323,7 +340,9 @@ struct Inner {
     /// generation in the high bits, the time in (wrapped) milliseconds since
     /// `origin` in the low 40. Only ever moves forward.
     last_probe: AtomicU64,
-    window: SlottedWindow<2>,
+    /// The closed-state outcome window, one per lane; the window proper is
+    /// their sum.
+    windows: Box<[CachePadded<SlottedWindow<2>>]>,
     settings: Settings,
 }
 
@@ -391,15 +410,17 @@ impl CircuitBreaker {
 
     fn assemble(settings: Settings, clock: Arc<dyn Clock>) -> Self {
         let origin = clock.now();
-        let inner = Inner {
-            window: SlottedWindow::new(origin, settings.window),
+        let lanes = lane_count();
+        let inner = Arc::new(Inner {
+            windows: (0..lanes).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
             clock,
             origin,
             state: AtomicU64::new(Word { generation: 0, phase: Phase::Closed }.pack()),
             last_probe: AtomicU64::new(0),
             settings,
-        };
-        Self { inner: Arc::new(inner) }
+        });
+        let lanes = (0..lanes).map(|index| Arc::new(Lane { inner: Arc::clone(&inner), index })).collect();
+        Self { inner, lanes }
     }
 
     /// Asks to make one call. Closed: always granted. Open: refused until the
@@ -413,13 +434,25 @@ impl CircuitBreaker {
     ///
     /// [`BreakerOpen`] with how long to wait when the call may not go through.
     pub fn try_acquire(&self) -> Result<BreakerPermit, BreakerOpen> {
+        let current = self.inner.state.load(Ordering::SeqCst);
+        let word = Word::unpack(current);
+        if word.phase == Phase::Closed {
+            // The hot path: one load of the shared state, no clock, and the
+            // only write is to this thread's lane.
+            return Ok(self.permit(word.generation, Role::Closed));
+        }
+        self.acquire_contended(current)
+    }
+
+    /// [`Self::try_acquire`] off the closed path: open or half-open, or
+    /// closed again by the time a compare-exchange fails.
+    #[cold]
+    fn acquire_contended(&self, mut current: u64) -> Result<BreakerPermit, BreakerOpen> {
         let inner = &*self.inner;
         let elapsed = inner.elapsed();
-        let mut current = inner.state.load(Ordering::SeqCst);
         loop {
             let word = Word::unpack(current);
             let next = match word.phase {
-                // The hot path: a single load, no write.
                 Phase::Closed => return Ok(self.permit(word.generation, Role::Closed)),
                 Phase::Open { until_ms } => {
                     let retry_in = Inner::remaining(until_ms, elapsed);
@@ -466,14 +499,21 @@ impl CircuitBreaker {
     }
 
     fn permit(&self, generation: u32, role: Role) -> BreakerPermit {
-        BreakerPermit { breaker: self.clone(), generation, role, settled: false }
+        // The lane count is a power of two.
+        let lane = &self.lanes[lane_hint() & (self.lanes.len() - 1)];
+        BreakerPermit { lane: Arc::clone(lane), generation, role, settled: false }
     }
 }
 
 impl Inner {
+    /// Time since the breaker was built, in nanoseconds.
+    fn nanos(&self) -> u64 {
+        nanos_since(self.origin, self.clock.now())
+    }
+
     /// Time since the breaker was built.
     fn elapsed(&self) -> Duration {
-        self.clock.now().saturating_duration_since(self.origin)
+        Duration::from_nanos(self.nanos())
     }
 
     /// When a cool-down starting now ends, in (wrapped) whole milliseconds,
@@ -545,29 +585,34 @@ impl Inner {
     /// Records a closed-phase outcome and opens the breaker if it tips the
     /// window over. Outcomes of calls that began before the last phase change
     /// are dropped: they describe a dependency state that has been judged.
-    fn record(&self, generation: u32, success: bool) {
+    fn record(&self, lane: usize, generation: u32, success: bool) {
         if !self.is_closed_in(generation) {
             return;
         }
-        let elapsed = self.elapsed();
-        let epoch = self.window.epoch(self.origin + elapsed);
-        self.window.add(epoch, if success { SUCCESSES } else { FAILURES }, 1);
+        let nanos = self.nanos();
+        let window = &self.windows[lane];
+        let epoch = window.epoch(nanos);
+        window.add(epoch, if success { SUCCESSES } else { FAILURES }, 1);
         if success {
             // Only a failure can raise the failure ratio.
             return;
         }
-        // Two failures on either side of a slot boundary land in different
-        // words; the fence guarantees that at least one of the two threads sees
-        // both when it judges the window, so the opening cannot be lost.
+        // Two failures in different lanes, or on either side of a slot
+        // boundary, land in different words; the fence guarantees that at
+        // least one of the two threads sees both when it judges the window, so
+        // the opening cannot be lost.
         fence(Ordering::SeqCst);
         if self.should_trip(epoch) {
-            let open = Phase::Open { until_ms: self.cool_down_end(elapsed) };
+            let open = Phase::Open { until_ms: self.cool_down_end(Duration::from_nanos(nanos)) };
             self.update(|w| (w == Word { generation, phase: Phase::Closed }).then(|| w.advance(open)));
         }
     }
 
     fn should_trip(&self, epoch: u64) -> bool {
-        let [successes, failures] = self.window.totals(epoch);
+        let (successes, failures) = self.windows.iter().fold((0, 0), |(s, f), window| {
+            let [successes, failures] = window.totals(epoch);
+            (s + successes, f + failures)
+        });
         let calls = successes + failures;
         calls >= u64::from(self.settings.min_calls)
             && failures as f64 >= self.settings.failure_ratio * calls as f64
@@ -595,7 +640,7 @@ impl Inner {
         // The window is emptied on closing rather than on opening: that also
         // discards any outcome that raced with the opening.
         if settled.is_some_and(|w| w.phase == Phase::Closed) {
-            self.window.clear();
+            self.windows.iter().for_each(|window| window.clear());
         }
     }
 }
@@ -636,7 +681,7 @@ enum Role {
 /// and moved between threads.
 #[must_use = "report the call's outcome with `success()` or `failure()`"]
 pub struct BreakerPermit {
-    breaker: CircuitBreaker,
+    lane: Arc<Lane>,
     generation: u32,
     role: Role,
     settled: bool,
@@ -656,9 +701,9 @@ impl BreakerPermit {
 
     fn settle(&mut self, outcome: Option<bool>) {
         self.settled = true;
-        let inner = &self.breaker.inner;
+        let inner = &self.lane.inner;
         match (self.role, outcome) {
-            (Role::Closed, Some(success)) => inner.record(self.generation, success),
+            (Role::Closed, Some(success)) => inner.record(self.lane.index, self.generation, success),
             (Role::Closed, None) => {}
             (Role::Probe, outcome) => inner.settle_probe(self.generation, outcome),
         }

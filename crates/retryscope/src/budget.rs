@@ -12,14 +12,14 @@
 //! Both are cheap to clone (clones share state), `Send + Sync`, and lock-free:
 //! every operation is a few atomic loads and compare-exchanges, never a lock.
 
-use crate::sync::{AtomicU64, Ordering, fence};
+use crate::sync::{AtomicU64, CachePadded, Ordering, fence, lane_count, lane_hint};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, TokioClock};
 use crate::throttle::Throttle;
-use crate::window::SlottedWindow;
+use crate::window::{SlottedWindow, nanos_since};
 
 /// Fixed-point scale: budgets count in thousandths of a token so that
 /// fractional deposits (`ratio` per request) stay integral inside atomics.
@@ -83,9 +83,8 @@ fn to_milli(ratio: f64) -> u64 {
 // RetryBudget
 // ---------------------------------------------------------------------------
 
-/// Counter indices inside the budget's window.
-const DEPOSITS: usize = 0;
-const WITHDRAWALS: usize = 1;
+/// The index of the one counter in each of the budget's windows.
+const COUNT: usize = 0;
 
 /// Retries capped to a fraction of requests plus a floor, over a sliding window.
 ///
@@ -117,7 +116,9 @@ const WITHDRAWALS: usize = 1;
 /// is a compare-exchange against the balance it checked.
 ///
 /// Clones share one budget: give a clone to every client of the same
-/// dependency.
+/// dependency. A request only writes a counter of its own thread's *lane*
+/// (one of several, each on its own cache lines), so requests on different
+/// cores do not contend; a retry check sums the lanes.
 ///
 /// # Example
 ///
@@ -149,7 +150,14 @@ pub struct RetryBudget {
 
 struct BudgetInner {
     clock: Arc<dyn Clock>,
-    window: SlottedWindow<2>,
+    /// Where the windows' epochs are counted from.
+    origin: Instant,
+    /// Deposits in milli-tokens, one window per lane: a request writes only
+    /// its thread's lane. The deposits in the budget are their sum.
+    deposits: Box<[CachePadded<SlottedWindow<1>>]>,
+    /// Whole withdrawals, in one window every retry competes for: a withdrawal
+    /// is a compare-exchange on it, which is what keeps the bound exact.
+    withdrawals: CachePadded<SlottedWindow<1>>,
     /// Milli-tokens each request deposits.
     deposit: u32,
     /// Milli-tokens always available on top of the deposits.
@@ -206,7 +214,9 @@ impl RetryBudget {
     fn assemble(settings: BudgetSettings, clock: Arc<dyn Clock>) -> Self {
         let window_millis = u64::try_from(settings.window.as_millis()).unwrap_or(u64::MAX);
         let inner = BudgetInner {
-            window: SlottedWindow::new(clock.now(), settings.window),
+            deposits: (0..lane_count()).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
+            withdrawals: CachePadded(SlottedWindow::new(settings.window)),
+            origin: clock.now(),
             clock,
             deposit: u32::try_from(to_milli(settings.ratio)).unwrap_or(u32::MAX),
             // retries/s × ms = thousandths of a retry.
@@ -217,33 +227,37 @@ impl RetryBudget {
     }
 
     fn epoch(&self) -> u64 {
-        self.inner.window.epoch(self.inner.clock.now())
+        let inner = &*self.inner;
+        inner.withdrawals.epoch(nanos_since(inner.origin, inner.clock.now()))
     }
 
     /// Milli-tokens available in the window ending at `epoch` (may be negative
     /// when withdrawals outlive the deposits that paid for them).
     fn balance(&self, epoch: u64) -> i128 {
-        let [deposits, withdrawals] = self.inner.window.totals(epoch);
-        i128::from(self.inner.reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
+        let inner = &*self.inner;
+        let deposits: u64 = inner.deposits.iter().map(|lane| lane.totals(epoch)[COUNT]).sum();
+        let [withdrawals] = inner.withdrawals.totals(epoch);
+        i128::from(inner.reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
     }
 
     /// Withdraws one token if the balance holds one, as one linearizable step.
     fn withdraw(&self) -> bool {
         let epoch = self.epoch();
-        let window = &self.inner.window;
+        let window = &self.inner.withdrawals;
         let stamp = loop {
             // Observe the withdrawal word *before* reading the balance: if the
             // CAS below succeeds, no withdrawal in this slot slipped in between.
-            let seen = window.observe(epoch, WITHDRAWALS);
+            let seen = window.observe(epoch, COUNT);
             if self.balance(epoch) < i128::from(MILLI) {
                 return false;
             }
-            if let Some(stamp) = window.try_add(epoch, WITHDRAWALS, seen, 1) {
+            if let Some(stamp) = window.try_add(epoch, COUNT, seen, 1) {
                 break stamp;
             }
         };
         // Threads on either side of a slot boundary write different words, so
-        // their CASes do not exclude each other. Re-checking after our own write
+        // their CASes do not exclude each other (nor do a withdrawal and a
+        // deposit that expires a slot's old deposits). Re-checking after our own write
         // catches that rare race; both may back off, never both overspend. The
         // fence makes "my write, then your word" explicit: of two threads doing
         // this, at least one sees the other's withdrawal (SeqCst accesses alone
@@ -280,7 +294,10 @@ impl Throttle for RetryBudget {
     /// Deposits `ratio` tokens.
     fn request_started(&self) {
         let epoch = self.epoch();
-        self.inner.window.add(epoch, DEPOSITS, self.inner.deposit);
+        let inner = &*self.inner;
+        // The lane count is a power of two.
+        let lane = &inner.deposits[lane_hint() & (inner.deposits.len() - 1)];
+        lane.add(epoch, COUNT, inner.deposit);
     }
 
     /// Outcomes do not matter to this budget: only requests and retries do.

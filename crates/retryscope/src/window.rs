@@ -40,29 +40,36 @@ pub(crate) struct Stamp {
 /// `K` counters per slot over a sliding window; see the module docs.
 #[derive(Debug)]
 pub(crate) struct SlottedWindow<const K: usize> {
-    origin: Instant,
     slot_nanos: u64,
     slots: [[AtomicU64; K]; SLOTS],
 }
 
+/// Nanoseconds from `origin` to `now` (zero if `now` is earlier), as the plain
+/// integer every time comparison of the guards works in: one subtraction of
+/// instants per clock read, and no `Duration` or `u128` arithmetic after it.
+/// Saturates after 584 years.
+pub(crate) fn nanos_since(origin: Instant, now: Instant) -> u64 {
+    let elapsed = now.saturating_duration_since(origin);
+    elapsed.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(elapsed.subsec_nanos()))
+}
+
 impl<const K: usize> SlottedWindow<K> {
-    /// An empty window of length `window`; epochs are counted from `origin`.
+    /// An empty window of length `window`.
     ///
     /// `window` must be at least `SLOTS` nanoseconds; the builders validate far
     /// stricter bounds before calling this.
-    pub(crate) fn new(origin: Instant, window: Duration) -> Self {
+    pub(crate) fn new(window: Duration) -> Self {
         let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
         Self {
-            origin,
             slot_nanos: (nanos / SLOTS_U64).max(1),
             slots: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
     }
 
-    /// The slot number (epoch) `now` falls in.
-    pub(crate) fn epoch(&self, now: Instant) -> u64 {
-        let elapsed = now.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(elapsed / u128::from(self.slot_nanos)).unwrap_or(u64::MAX)
+    /// The slot number (epoch) of the instant `nanos` after the owner's origin
+    /// (see [`nanos_since`]).
+    pub(crate) fn epoch(&self, nanos: u64) -> u64 {
+        nanos / self.slot_nanos
     }
 
     /// Adds `delta` to `counter` in the slot of `epoch`, saturating at the
@@ -106,12 +113,16 @@ impl<const K: usize> SlottedWindow<K> {
     /// count too: they hold real, recent events.
     pub(crate) fn totals(&self, epoch: u64) -> [u64; K] {
         let mut sums = [0_u64; K];
-        let current_lap = lap_of(epoch);
-        let oldest_live = i128::from(epoch) - i128::from(SLOTS_U64) + 1;
+        let (lap, current) = (lap_of(epoch), slot_of(epoch));
         for (index, slot) in self.slots.iter().enumerate() {
+            // The live epochs are `epoch - SLOTS + 1 ..= epoch`: the slots up
+            // to the current one are live from this lap on, the ones after it
+            // from the previous lap on. Later laps (a thread ahead of this
+            // one) count too.
+            let oldest_live_lap = if index <= current { lap } else { lap.wrapping_sub(1) };
             for (sum, cell) in sums.iter_mut().zip(slot) {
                 let word = cell.load(ORDER);
-                if word_epoch(word, current_lap, index) >= oldest_live {
+                if lap_offset(word, oldest_live_lap) >= 0 {
                     *sum += u64::from(count_of(word));
                 }
             }
@@ -161,13 +172,6 @@ fn lap_offset(word: u64, lap: u32) -> i32 {
     lap_of_word(word).wrapping_sub(lap) as i32
 }
 
-/// The full epoch a word in slot `index` was written in, reconstructed from its
-/// truncated lap relative to the reader's lap.
-fn word_epoch(word: u64, current_lap: u32, index: usize) -> i128 {
-    let full_lap = i128::from(current_lap) + i128::from(lap_offset(word, current_lap));
-    full_lap * i128::from(SLOTS_U64) + index as i128
-}
-
 /// The word after adding `delta` in lap `lap`, or `None` on overflow.
 ///
 /// A word from an older lap is stale and restarts at `delta`. A word from a
@@ -190,15 +194,14 @@ fn bump_saturating(word: u64, lap: u32, delta: u32) -> u64 {
 mod tests {
     use super::*;
 
-    fn window() -> (Instant, SlottedWindow<2>) {
-        let origin = Instant::now();
-        (origin, SlottedWindow::new(origin, Duration::from_secs(10)))
+    fn window() -> SlottedWindow<2> {
+        SlottedWindow::new(Duration::from_secs(10))
     }
 
     #[test]
     fn counts_stay_for_one_window_then_expire() {
-        let (origin, w) = window();
-        let e0 = w.epoch(origin);
+        let w = window();
+        let e0 = w.epoch(0);
         w.add(e0, 0, 3);
         w.add(e0, 1, 1);
         assert_eq!(w.totals(e0), [3, 1]);
@@ -211,15 +214,37 @@ mod tests {
 
     #[test]
     fn epochs_follow_slot_length() {
-        let (origin, w) = window();
-        assert_eq!(w.epoch(origin + Duration::from_millis(999)), 0);
-        assert_eq!(w.epoch(origin + Duration::from_secs(1)), 1);
-        assert_eq!(w.epoch(origin + Duration::from_secs(25)), 25);
+        let w = window();
+        assert_eq!(w.epoch(999_999_999), 0);
+        assert_eq!(w.epoch(1_000_000_000), 1);
+        assert_eq!(w.epoch(25_000_000_000), 25);
+    }
+
+    #[test]
+    fn nanos_since_is_exact_and_never_negative() {
+        let origin = Instant::now();
+        let later = origin + Duration::new(3, 7);
+        assert_eq!(nanos_since(origin, later), 3_000_000_007);
+        assert_eq!(nanos_since(later, origin), 0);
+    }
+
+    #[test]
+    fn every_slot_expires_exactly_one_window_after_its_epoch() {
+        // Each epoch of three laps, written alone, is live in the next
+        // SLOTS epochs (itself included) and in no other.
+        for written in 0..3 * SLOTS_U64 {
+            let w = window();
+            w.add(written, 1, 1);
+            for reader in written..written + 2 * SLOTS_U64 {
+                let live = reader < written + SLOTS_U64;
+                assert_eq!(w.totals(reader), [0, u64::from(live)], "written {written}, read {reader}");
+            }
+        }
     }
 
     #[test]
     fn try_add_refuses_a_changed_word_and_undo_reverts() {
-        let (_, w) = window();
+        let w = window();
         let seen = w.observe(3, 1);
         w.add(3, 1, 1);
         assert!(w.try_add(3, 1, seen, 1).is_none());
@@ -234,7 +259,7 @@ mod tests {
 
     #[test]
     fn undo_after_recycling_is_a_no_op() {
-        let (_, w) = window();
+        let w = window();
         let seen = w.observe(2, 0);
         let stamp = w.try_add(2, 0, seen, 5).expect("fresh word");
         w.add(12, 0, 1);
@@ -244,7 +269,7 @@ mod tests {
 
     #[test]
     fn counts_saturate_instead_of_wrapping() {
-        let (_, w) = window();
+        let w = window();
         w.add(0, 0, u32::MAX);
         w.add(0, 0, 7);
         assert_eq!(w.totals(0), [u64::from(u32::MAX), 0]);
@@ -254,7 +279,7 @@ mod tests {
 
     #[test]
     fn lagging_writer_lands_in_the_newer_lap() {
-        let (_, w) = window();
+        let w = window();
         w.add(11, 0, 1);
         // A thread still in epoch 1 writes the same physical slot.
         w.add(1, 0, 1);
@@ -263,7 +288,7 @@ mod tests {
 
     #[test]
     fn clear_empties_every_slot() {
-        let (_, w) = window();
+        let w = window();
         for e in 0..10 {
             w.add(e, 0, 1);
         }
