@@ -231,11 +231,16 @@ impl RetryBudget {
         inner.withdrawals.epoch(nanos_since(inner.origin, inner.clock.now()))
     }
 
-    /// Milli-tokens available in the window ending at `epoch` (may be negative
-    /// when withdrawals outlive the deposits that paid for them).
-    fn balance(&self, epoch: u64) -> i128 {
+    /// Milli-tokens deposited in the window ending at `epoch`, over all lanes.
+    fn deposits(&self, epoch: u64) -> u64 {
+        self.inner.deposits.iter().map(|lane| lane.totals(epoch)[COUNT]).sum()
+    }
+
+    /// Milli-tokens available in the window ending at `epoch`, given the
+    /// `deposits` in it (may be negative when withdrawals outlive the deposits
+    /// that paid for them).
+    fn balance(&self, deposits: u64, epoch: u64) -> i128 {
         let inner = &*self.inner;
-        let deposits: u64 = inner.deposits.iter().map(|lane| lane.totals(epoch)[COUNT]).sum();
         let [withdrawals] = inner.withdrawals.totals(epoch);
         i128::from(inner.reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
     }
@@ -244,15 +249,16 @@ impl RetryBudget {
     fn withdraw(&self) -> bool {
         let epoch = self.epoch();
         let window = &self.inner.withdrawals;
-        let stamp = loop {
+        let (deposits, stamp) = loop {
             // Observe the withdrawal word *before* reading the balance: if the
             // CAS below succeeds, no withdrawal in this slot slipped in between.
             let seen = window.observe(epoch, COUNT);
-            if self.balance(epoch) < i128::from(MILLI) {
+            let deposits = self.deposits(epoch);
+            if self.balance(deposits, epoch) < i128::from(MILLI) {
                 return false;
             }
             if let Some(stamp) = window.try_add(epoch, COUNT, seen, 1) {
-                break stamp;
+                break (deposits, stamp);
             }
         };
         // Threads on either side of a slot boundary write different words, so
@@ -263,8 +269,14 @@ impl RetryBudget {
         // this, at least one sees the other's withdrawal (SeqCst accesses alone
         // promise that too, but loom only models the fence; it costs nothing
         // next to the compare-exchange, and only retries pay it).
+        //
+        // The re-check re-reads only the withdrawals: a withdrawal that slipped
+        // in unseen is all it has to catch. The deposits it decided on were in
+        // the window when it decided, so each still pays for one retry at
+        // most; deposits made since could only have helped (ignoring them may
+        // refuse a retry in that rare race, never grant one too many).
         fence(Ordering::SeqCst);
-        if self.balance(epoch) < 0 {
+        if self.balance(deposits, epoch) < 0 {
             window.undo(stamp, 1);
             return false;
         }
@@ -310,7 +322,8 @@ impl Throttle for RetryBudget {
 
     /// Whole retries available right now.
     fn available(&self) -> f64 {
-        let whole = self.balance(self.epoch()).max(0) / i128::from(MILLI);
+        let epoch = self.epoch();
+        let whole = self.balance(self.deposits(epoch), epoch).max(0) / i128::from(MILLI);
         whole as f64
     }
 }

@@ -119,12 +119,11 @@ impl<const K: usize> SlottedWindow<K> {
             // to the current one are live from this lap on, the ones after it
             // from the previous lap on. Later laps (a thread ahead of this
             // one) count too.
-            let oldest_live_lap = if index <= current { lap } else { lap.wrapping_sub(1) };
+            let oldest_live_lap = lap.wrapping_sub(u32::from(index > current));
             for (sum, cell) in sums.iter_mut().zip(slot) {
                 let word = cell.load(ORDER);
-                if lap_offset(word, oldest_live_lap) >= 0 {
-                    *sum += u64::from(count_of(word));
-                }
+                let live = lap_offset(word, oldest_live_lap) >= 0;
+                *sum += u64::from(count_of(word)) * u64::from(live);
             }
         }
         sums
