@@ -74,3 +74,36 @@ impl<T> std::ops::Deref for CachePadded<T> {
         &self.0
     }
 }
+
+#[cfg(all(test, not(retryscope_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_keeps_its_lane_and_threads_get_different_ones() {
+        let mine = lane_hint();
+        assert_eq!(lane_hint(), mine);
+        let theirs: Vec<usize> =
+            (0..3).map(|_| std::thread::spawn(lane_hint).join().expect("no panic")).collect();
+        // Handed out round-robin: no two threads share a hint.
+        let mut all = theirs.clone();
+        all.push(mine);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 4, "{mine} and {theirs:?}");
+    }
+
+    #[test]
+    fn lane_counts_are_powers_of_two_within_bounds() {
+        let lanes = lane_count();
+        assert!(lanes.is_power_of_two() && lanes <= MAX_LANES, "{lanes}");
+    }
+
+    #[test]
+    fn padded_values_sit_on_their_own_cache_lines() {
+        assert_eq!(std::mem::align_of::<CachePadded<u8>>(), 128);
+        let pair = [CachePadded(1_u64), CachePadded(2_u64)];
+        let gap = std::ptr::from_ref(&pair[1]) as usize - std::ptr::from_ref(&pair[0]) as usize;
+        assert_eq!((gap, *pair[1]), (128, 2));
+    }
+}

@@ -9,6 +9,12 @@
 //! ```
 //!
 //! `LOOM_MAX_PREEMPTIONS` overrides the preemption bound each model sets.
+//!
+//! The guards spread their hot counters over per-thread *lanes*. Under loom
+//! there are two, handed out round-robin in the order threads first touch a
+//! lane (a budget's `request_started`, a breaker's `try_acquire`), so the
+//! models below exercise both threads sharing a lane and threads writing
+//! different lanes; the comments say which a model relies on.
 //! Time comes from a [`ModelClock`] whose counter is itself a loom atomic, so
 //! that a clock step racing with the guards' own atomics (a slot boundary, the
 //! end of a probe timeout) is explored like any other interleaving.
@@ -148,6 +154,33 @@ fn budget_never_grants_ahead_of_racing_deposits() {
     });
 }
 
+/// Invariant: deposits made in different lanes all count, and a withdrawal
+/// racing them never spends a token that is not complete yet. The two
+/// depositors are the first threads to touch a lane, so they write different
+/// lanes; the spender sums both.
+#[test]
+fn budget_sums_deposits_from_racing_lanes() {
+    model(3, || {
+        let clock = ModelClock::new();
+        let budget = budget(&clock);
+        let depositors: Vec<_> = (0..2)
+            .map(|_| {
+                let budget = budget.clone();
+                spawn(move || budget.request_started())
+            })
+            .collect();
+        let spender = {
+            let budget = budget.clone();
+            spawn(move || retries(&budget, 1))
+        };
+        depositors.into_iter().for_each(join);
+        let granted = join(spender);
+        // Two requests at 0.5 make one token, complete only with both lanes.
+        assert!(granted <= 1, "{granted} retries granted for one token");
+        assert_eq!(budget.available(), (1 - granted) as f64);
+    });
+}
+
 /// Invariant: the window slides without over-granting. Threads on either side
 /// of a slot boundary write different counter words, so their
 /// compare-exchanges do not exclude each other; the re-check after each
@@ -277,7 +310,8 @@ fn probe(b: &CircuitBreaker) -> BreakerPermit {
 
 /// Invariant: failures racing in the closed state are all recorded, so the
 /// breaker opens once the window holds `min_calls` of them: the transition to
-/// open is never lost.
+/// open is never lost. The two threads are the first to touch a lane, so
+/// their failures land in different lanes' windows.
 #[test]
 fn breaker_opens_on_racing_failures() {
     model(3, || {
