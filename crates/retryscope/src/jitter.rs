@@ -20,6 +20,7 @@ use std::time::Duration;
 /// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
 /// | [`Jitter::Proportional`]`(f)` | `min(cap, d + U(0, f · d))` |
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub enum Jitter {
     /// The plain exponential delay. Clients that failed together retry together:
     /// use only where a single client talks to a dependency.
