@@ -8,7 +8,7 @@ use crate::driver::next_wait;
 use crate::error::StopReason;
 use crate::outcome::{DelaySource, Hint};
 use crate::policy::Policy;
-use rand::Rng;
+use crate::random::JitterRng;
 use std::time::{Duration, SystemTime};
 
 /// What a queue knows about a job whose latest attempt failed transiently.
@@ -46,12 +46,12 @@ impl Policy {
     ///
     /// ```
     /// use retryscope::jobs::{JobFailure, Schedule};
-    /// use retryscope::{Jitter, Policy, StopReason};
+    /// use retryscope::{Jitter, JitterRng, Policy, StopReason};
     /// use std::time::{Duration, SystemTime};
     ///
     /// let policy = Policy::builder().max_attempts(3).jitter(Jitter::None).no_deadline().build()?;
     /// let now = SystemTime::now();
-    /// let mut rng = retryscope::seeded_rng(1);
+    /// let mut rng = JitterRng::seeded(1);
     /// let failure = JobFailure { attempt: 2, previous_delay: Some(Duration::from_millis(200)), first_attempt_at: now, hint: None };
     /// match policy.schedule(&failure, now, &mut rng) {
     ///     Schedule::RetryAt { delay, .. } => assert_eq!(delay, Duration::from_millis(400)),
@@ -61,7 +61,7 @@ impl Policy {
     /// assert_eq!(policy.schedule(&last, now, &mut rng), Schedule::DeadLetter(StopReason::AttemptsExhausted));
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
-    pub fn schedule<R: Rng + ?Sized>(&self, failure: &JobFailure, now: SystemTime, rng: &mut R) -> Schedule {
+    pub fn schedule(&self, failure: &JobFailure, now: SystemTime, rng: &mut JitterRng) -> Schedule {
         let previous = failure.previous_delay.unwrap_or(self.base_delay());
         // A clock that stepped backwards counts as no time elapsed, never as a panic.
         let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);

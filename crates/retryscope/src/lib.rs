@@ -59,7 +59,7 @@
 //! - Blocking code: [`Retry::call`].
 //!
 //! Determinism: delays come from a seedable generator ([`Retry::seed`],
-//! [`seeded_rng`]); time comes from tokio's clock, so tests run under
+//! [`JitterRng::seeded`]); time comes from tokio's clock, so tests run under
 //! `tokio::time::pause()`, and budgets and breakers take a [`clock::Clock`].
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -78,6 +78,7 @@ pub mod jobs;
 pub mod observe;
 pub mod outcome;
 mod policy;
+mod random;
 mod retry;
 mod shared;
 pub mod throttle;
@@ -86,11 +87,11 @@ mod window;
 pub use backoff::Backoff;
 pub use breaker::CircuitBreaker;
 pub use budget::{RetryBudget, TokenBucket};
-pub use driver::seeded_rng;
 pub use error::{Outcome, RetryError, StopReason};
 pub use future::RetryFuture;
 pub use jitter::Jitter;
 pub use outcome::{DelaySource, ErrorType, Hint, Verdict};
 pub use policy::{MAX_DURATION, Policy, PolicyBuilder, PolicyError};
+pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};
 pub use shared::Shared;

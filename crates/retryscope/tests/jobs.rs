@@ -1,7 +1,7 @@
 //! The stateless scheduling API for job queues.
 
 use retryscope::jobs::{JobFailure, Schedule};
-use retryscope::{DelaySource, Hint, Jitter, Policy, StopReason, seeded_rng};
+use retryscope::{DelaySource, Hint, Jitter, JitterRng, Policy, StopReason};
 use std::time::{Duration, SystemTime};
 
 fn policy() -> Policy {
@@ -27,7 +27,7 @@ fn failure(attempt: u32, previous: Option<u64>, age_secs: u64, now: SystemTime) 
 #[test]
 fn each_failure_is_requeued_with_the_next_delay() {
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-    let mut rng = seeded_rng(0);
+    let mut rng = JitterRng::seeded(0);
     let delays: Vec<_> = (1..=4)
         .map(|attempt| match policy().schedule(&failure(attempt, None, 0, now), now, &mut rng) {
             Schedule::RetryAt { at, delay, source } => {
@@ -43,14 +43,14 @@ fn each_failure_is_requeued_with_the_next_delay() {
 #[test]
 fn the_last_attempt_goes_to_the_dead_letter_queue() {
     let now = SystemTime::now();
-    let s = policy().schedule(&failure(5, Some(8), 20, now), now, &mut seeded_rng(0));
+    let s = policy().schedule(&failure(5, Some(8), 20, now), now, &mut JitterRng::seeded(0));
     assert_eq!(s, Schedule::DeadLetter(StopReason::AttemptsExhausted));
 }
 
 #[test]
 fn an_old_job_past_its_deadline_is_dead() {
     let now = SystemTime::now();
-    let s = policy().schedule(&failure(2, Some(1), 599, now), now, &mut seeded_rng(0));
+    let s = policy().schedule(&failure(2, Some(1), 599, now), now, &mut JitterRng::seeded(0));
     assert_eq!(s, Schedule::DeadLetter(StopReason::DeadlineExceeded));
 }
 
@@ -59,7 +59,7 @@ fn a_server_hint_sets_the_run_at_time() {
     let now = SystemTime::now();
     let job =
         JobFailure { hint: Some(Hint::retry_after(Duration::from_secs(30))), ..failure(1, None, 0, now) };
-    let s = policy().schedule(&job, now, &mut seeded_rng(0));
+    let s = policy().schedule(&job, now, &mut JitterRng::seeded(0));
     let thirty = Duration::from_secs(30);
     assert_eq!(s, Schedule::RetryAt { at: now + thirty, delay: thirty, source: DelaySource::RetryAfter });
 }
@@ -68,5 +68,5 @@ fn a_server_hint_sets_the_run_at_time() {
 fn a_clock_that_stepped_back_is_not_a_panic() {
     let now = SystemTime::now();
     let job = JobFailure { first_attempt_at: now + Duration::from_secs(3_600), ..failure(1, None, 0, now) };
-    assert!(matches!(policy().schedule(&job, now, &mut seeded_rng(0)), Schedule::RetryAt { .. }));
+    assert!(matches!(policy().schedule(&job, now, &mut JitterRng::seeded(0)), Schedule::RetryAt { .. }));
 }
