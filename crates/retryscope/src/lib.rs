@@ -91,7 +91,7 @@ pub use error::{Outcome, RetryError, StopReason};
 pub use future::RetryFuture;
 pub use jitter::Jitter;
 pub use outcome::{DelaySource, ErrorType, Hint, Verdict};
-pub use policy::{MAX_DURATION, Policy, PolicyBuilder, PolicyError};
+pub use policy::{MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};
 pub use shared::Shared;
