@@ -88,6 +88,7 @@ pub mod names;
 mod observer;
 #[cfg(feature = "prometheus")]
 mod prometheus;
+mod propagate;
 #[cfg(feature = "otlp")]
 mod setup;
 mod spans;
@@ -107,6 +108,7 @@ pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 #[cfg(feature = "prometheus")]
 pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
+pub use propagate::inject_context;
 #[cfg(feature = "otlp")]
 pub use setup::{OtlpConfig, Protocol, SetupError, TelemetryGuard, init_otlp};
 pub use spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, default_attempt_span};

@@ -22,7 +22,6 @@
 
 mod middleware;
 mod options;
-mod propagate;
 mod redact;
 mod spans;
 mod transport;

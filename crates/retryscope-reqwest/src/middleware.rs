@@ -1,7 +1,6 @@
 //! The middleware: retries, classification, guards and telemetry per request.
 
 use crate::options::RetryOptions;
-use crate::propagate::inject_current_context;
 use crate::spans::{HttpAttemptSpan, Target};
 use crate::transport;
 use http::Extensions;
@@ -10,7 +9,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::{Classify, HttpClassifier, Stage, has_idempotency_key, is_idempotent_method};
-use retryscope::observe::{Finish, Observer, OperationInfo, OperationObserver};
+use retryscope::observe::StopRecorder;
 use retryscope::outcome::Verdict;
 use retryscope::{CircuitBreaker, ErrorType, Policy, RetryBudget, RetryError, Retryable, StopReason};
 use retryscope_otel::{
@@ -18,7 +17,7 @@ use retryscope_otel::{
 };
 use std::error::Error as StdError;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Retries requests of an existing reqwest client, correctly and visibly.
@@ -241,7 +240,7 @@ impl Middleware for RetryMiddleware {
         }
         let replayable = classifier.replayable;
         let mut source = RequestSource::new(request);
-        let stop = StopCapture::default();
+        let stop = StopRecorder::default();
         let snapshot = extensions.clone();
         let telemetry =
             self.telemetry.clone().map(|o| o.with_attempt_spans(HttpAttemptSpan { target: &target }));
@@ -261,7 +260,7 @@ impl Middleware for RetryMiddleware {
                 if !replayable {
                     tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
                 }
-                inject_current_context(request.headers_mut());
+                retryscope_otel::inject_context(request.headers_mut());
                 if let Some((name, value)) = announce {
                     request.headers_mut().insert(name, value);
                 }
@@ -282,7 +281,7 @@ impl Middleware for RetryMiddleware {
             options.operation.as_deref(),
         )
         .await;
-        let stop = stop.reason();
+        let stop = stop.stopped();
         if let (Some(upstream), Some((reason, attempts))) = (&upstream, stop) {
             // Tell the server we run in that retries below ran out, so that it
             // can tell its own caller not to retry.
@@ -454,39 +453,6 @@ impl RequestSource {
             Self::Replayable(request) => request.try_clone(),
             Self::Once(request) => request.take(),
         }
-    }
-}
-
-/// Remembers why the engine stopped, for results that carry no error.
-#[derive(Clone, Default)]
-struct StopCapture(Arc<Mutex<Option<(StopReason, u32)>>>);
-
-impl StopCapture {
-    fn reason(&self) -> Option<(StopReason, u32)> {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Observer for StopCapture {
-    type Operation = StopCapture;
-
-    fn start(&self, _: &OperationInfo<'_>) -> StopCapture {
-        self.clone()
-    }
-}
-
-impl OperationObserver for StopCapture {
-    type Attempt = ();
-
-    fn attempt_started(&mut self, _: &retryscope::observe::AttemptStart) {}
-
-    fn attempt_finished(&mut self, _: (), _: &retryscope::observe::AttemptEnd) {}
-
-    fn waiting(&mut self, _: &retryscope::observe::Wait) {}
-
-    fn finished(self, finish: &Finish) {
-        let captured = finish.reason.map(|reason| (reason, finish.attempts));
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = captured;
     }
 }
 

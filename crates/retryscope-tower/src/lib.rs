@@ -60,7 +60,6 @@ mod error;
 pub mod grpc;
 mod layer;
 mod options;
-mod propagate;
 mod server;
 mod service;
 mod spans;

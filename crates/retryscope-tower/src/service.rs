@@ -5,20 +5,17 @@ use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
 use crate::layer::Settings;
 use crate::options::RetryOptions;
-use crate::propagate::inject_current_context;
 use crate::spans::{AttemptSpan, Target};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope::classify::{has_idempotency_key, is_idempotent_method};
-use retryscope::observe::{
-    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
-};
+use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryError, Retryable, StopReason};
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
 use tracing::Span;
@@ -130,7 +127,7 @@ where
     let classifier = AttemptClassifier { mode: call.mode, replayable, layers };
     let telemetry =
         settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
-    let stop = StopCapture::default();
+    let stop = StopRecorder::default();
 
     let template = ready.clone();
     let mut attempts = Attempts {
@@ -165,7 +162,7 @@ where
         None => retry,
     };
     let outcome = retry.await;
-    let stop = stop.reason();
+    let stop = stop.stopped();
     if let (Some(upstream), Some((reason, attempts))) = (&upstream, stop) {
         // Tell the server this runs in that retries below ran out, so that it
         // can tell its own caller not to retry.
@@ -286,7 +283,7 @@ where
                 );
             }
             let mut request = Request::from_parts(parts, body);
-            inject_current_context(request.headers_mut());
+            retryscope_otel::inject_context(request.headers_mut());
             // A fresh readiness check for every attempt: a retry must not bypass
             // the inner service's backpressure (a buffer, a concurrency limit).
             poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
@@ -391,46 +388,5 @@ fn finish<T>(
         Some(last) => Err(last),
         // A timed-out attempt that may have reached the server.
         None => Err(GaveUp::new(RetryError::new(reason, attempts, error_type, None)).into()),
-    }
-}
-
-/// Remembers why the engine stopped, for results that carry no error.
-#[derive(Clone, Default)]
-struct StopCapture(Arc<Mutex<Option<(StopReason, u32)>>>);
-
-impl StopCapture {
-    fn reason(&self) -> Option<(StopReason, u32)> {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Observer for StopCapture {
-    type Operation = StopCapture;
-
-    const TIMED: bool = false;
-
-    fn start(&self, _: &OperationInfo<'_>) -> StopCapture {
-        self.clone()
-    }
-}
-
-impl OperationObserver for StopCapture {
-    type Attempt = ();
-
-    fn attempt_started(&mut self, _: &AttemptStart) {}
-
-    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
-
-    fn waiting(&mut self, _: &Wait) {}
-
-    fn finished(self, finish: &Finish) {
-        let captured = finish.reason.map(|reason| (reason, finish.attempts));
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = captured;
-    }
-}
-
-impl fmt::Debug for StopCapture {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("StopCapture").field(&self.reason()).finish()
     }
 }

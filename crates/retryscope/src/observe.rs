@@ -257,3 +257,62 @@ impl<A: AttemptScope> AttemptScope for Option<A> {
         }
     }
 }
+
+/// Remembers why the engine stopped and after how many attempts: for callers
+/// whose result carries no error to say so — an integration that hands back the
+/// server's last response when retries ran out, say.
+///
+/// Clones share what they record; pair it with another observer as a tuple.
+///
+/// ```
+/// use retryscope::observe::StopRecorder;
+/// use retryscope::{Policy, Retryable, StopReason};
+///
+/// let stop = StopRecorder::default();
+/// let _ = (|| Err::<(), _>("busy")).retry(Policy::interactive()).observe(stop.clone()).call_with(
+///     &retryscope::clock::ManualClock::new(),
+///     |_| {},
+/// );
+/// assert_eq!(stop.stopped(), Some((StopReason::AttemptsExhausted, 4)));
+/// ```
+#[derive(Clone, Default)]
+pub struct StopRecorder(std::sync::Arc<std::sync::Mutex<Option<(StopReason, u32)>>>);
+
+impl StopRecorder {
+    /// Why the engine stopped and after how many attempts; `None` before the
+    /// operation ended, or when it succeeded.
+    pub fn stopped(&self) -> Option<(StopReason, u32)> {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Observer for StopRecorder {
+    type Operation = StopRecorder;
+
+    const TIMED: bool = false;
+
+    fn start(&self, _: &OperationInfo<'_>) -> StopRecorder {
+        self.clone()
+    }
+}
+
+impl OperationObserver for StopRecorder {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+
+    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
+
+    fn waiting(&mut self, _: &Wait) {}
+
+    fn finished(self, finish: &Finish) {
+        let stopped = finish.reason.map(|reason| (reason, finish.attempts));
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = stopped;
+    }
+}
+
+impl std::fmt::Debug for StopRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StopRecorder").field(&self.stopped()).finish()
+    }
+}

@@ -3,4 +3,6 @@
 
 pub mod echo;
 pub mod http_server;
+// The in-memory OpenTelemetry pipeline of the reqwest crate's tests: one copy.
+#[path = "../../../retryscope-reqwest/tests/support/telemetry.rs"]
 pub mod telemetry;
