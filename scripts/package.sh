@@ -42,6 +42,37 @@ for crate in "${PUBLISHED[@]}"; do
   echo "$crate: $(wc -l <<<"$list") files"
 done
 
+# docs.rs and crates.io render the front pages and READMEs away from the
+# repository: they link the telemetry contract and the runbook by repository URL,
+# every GitHub link names this repository (the one in Cargo.toml), and every
+# file such a link points at exists.
+repository="https://github.com/retryscope/retryscope"
+grep -qx "repository = \"$repository\"" Cargo.toml || { echo "Cargo.toml's repository is not $repository" >&2; exit 1; }
+for crate in "${PUBLISHED[@]}"; do
+  for doc in telemetry runbook; do
+    for page in "crates/$crate/src/lib.rs" "crates/$crate/README.md"; do
+      grep -q "$repository/blob/main/docs/$doc.md" "$page" || { echo "$page does not link docs/$doc.md by URL" >&2; exit 1; }
+    done
+  done
+done
+links="$(grep -rhoE 'https://github\.com/[^] )>"`]*' crates/*/src crates/*/README.md README.md CHANGELOG.md docs | sort -u)"
+foreign="$(grep -v "^$repository\(/\|\$\)" <<<"$links" || true)"
+[ -z "$foreign" ] || { printf 'links to another repository:\n%s\n' "$foreign" >&2; exit 1; }
+while read -r link; do
+  path="${link#"$repository/blob/main/"}"
+  path="${path%%#*}"
+  [ "$path" = "$link" ] || [ -e "$path" ] || { echo "$link: no such file in the repository" >&2; exit 1; }
+done <<<"$links"
+
+# Cargo unpacks the crates of its temporary local registry into
+# $CARGO_HOME/registry/src/-<hash>/ and reuses a copy already there for the same
+# version, so a second run would verify against the first run's sources. Remove
+# those copies: only our crates, only from local (unnamed, "-") registries.
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 packages=()
-for crate in "${PUBLISHED[@]}"; do packages+=(-p "$crate"); done
+for crate in "${PUBLISHED[@]}"; do
+  packages+=(-p "$crate")
+  version="$(cargo pkgid -p "$crate" | sed 's/.*[#@]//')"
+  rm -rf "$cargo_home"/registry/src/-*/"$crate-$version"
+done
 cargo package --allow-dirty "${packages[@]}"
