@@ -140,3 +140,8 @@ if missing:
     print(f"\nmissing results (bench not run?): {', '.join(missing)}", file=sys.stderr)
     sys.exit(1)
 PY
+
+echo
+echo "## Instruction counts (callgrind; scripts/icount.sh)"
+echo
+bash "$ROOT/scripts/icount.sh"

@@ -1,6 +1,6 @@
 //! Prometheus exposition (feature `prometheus`): a meter provider whose metrics
 //! are read by a Prometheus registry, rendered in the text format and optionally
-//! served on `GET /metrics` by a tiny std-only HTTP server.
+//! served on `GET /metrics` by a small hyper server.
 //!
 //! Series names follow opentelemetry-prometheus: dots become underscores,
 //! counters get `_total`, the unit `s` becomes `_seconds`, and curly-brace
@@ -11,23 +11,42 @@
 //! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 
 use crate::observer::{OtelObserver, scope};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{MeterProviderBuilder, SdkMeterProvider};
 use prometheus::{Registry, TextEncoder};
+use std::convert::Infallible;
 use std::error::Error;
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::task::JoinSet;
 
-/// How long the server waits for a scraper to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// The longest request head the server reads; a scrape's is a few hundred bytes.
-const MAX_REQUEST_LINES: usize = 100;
+/// How long a scraper may take to send its request head; a slow or silent
+/// client is disconnected after that.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one connection may last, answer included.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest request head the server accepts; a scrape's is a few hundred
+/// bytes. Longer heads are refused with `431` and the connection closed.
+const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// The most connections served at once; further ones are closed on accept
+/// until a slot frees up.
+const MAX_CONNECTIONS: usize = 32;
+/// The pause after a failed `accept` (e.g. out of file descriptors), so that
+/// the error does not turn into a busy loop.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// A meter provider exporting to a Prometheus registry.
 ///
@@ -100,78 +119,107 @@ impl PrometheusMetrics {
     /// Serves [`render`](Self::render) on `GET /metrics` at `addr` from a
     /// background thread, until the returned server is dropped.
     ///
-    /// Scrapes are answered one at a time: this is an endpoint for a Prometheus
-    /// server, not a general web server.
+    /// Built to face untrusted clients: connections are served concurrently (at
+    /// most 32 at once, one request each; more are closed on accept), a client
+    /// gets 5 s to send a request head of at most 8 KiB (a longer one is
+    /// answered `431`), and no connection outlives 30 s. A slow or oversized
+    /// request costs its own connection, never a scrape on another one.
+    ///
+    /// # Errors
+    ///
+    /// Binding `addr` or starting the server's thread failed.
     pub fn serve(&self, addr: impl ToSocketAddrs) -> io::Result<MetricsServer> {
-        let listener = TcpListener::bind(addr)?;
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
         let local_addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
+        let (stop, stopped) = oneshot::channel();
         let metrics = self.clone();
-        let stopping = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("retryscope-metrics".into())
-            .spawn(move || accept_loop(&listener, &metrics, &stopping))?;
-        Ok(MetricsServer { local_addr, stop, thread: Some(thread) })
+        let thread = std::thread::Builder::new().name("retryscope-metrics".into()).spawn(move || {
+            runtime.block_on(async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => accept_loop(listener, metrics, stopped).await,
+                    Err(e) => tracing::warn!(error = %e, "the metrics server could not start"),
+                }
+            });
+        })?;
+        Ok(MetricsServer { local_addr, stop: Some(stop), thread: Some(thread) })
     }
 }
 
-fn accept_loop(listener: &TcpListener, metrics: &PrometheusMetrics, stop: &AtomicBool) {
-    for stream in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
-            return;
-        }
-        // A broken scrape must not stop the server.
-        if let Ok(stream) = stream {
-            let _ = respond(stream, metrics);
+/// Accepts connections until `stop` fires (or its sender is dropped), serving
+/// each on its own task; the tasks end with the loop.
+async fn accept_loop(listener: TcpListener, metrics: PrometheusMetrics, mut stop: oneshot::Receiver<()>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => match slots.clone().try_acquire_owned() {
+                    Ok(slot) => {
+                        connections.spawn(serve_connection(stream, metrics.clone(), slot));
+                    }
+                    // Full: closing at once costs nothing and tells the client.
+                    Err(_) => drop(stream),
+                },
+                Err(_) => tokio::time::sleep(ACCEPT_ERROR_PAUSE).await,
+            },
         }
     }
 }
 
-fn respond(mut stream: TcpStream, metrics: &PrometheusMetrics) -> io::Result<()> {
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
-    let target = read_request_target(&stream)?;
-    let (status, content_type, body) = match target.as_deref() {
-        Some("/metrics") => match metrics.render() {
-            Ok(text) => ("200 OK", prometheus::TEXT_FORMAT, text),
-            Err(e) => ("500 Internal Server Error", "text/plain", e.to_string()),
-        },
-        _ => ("404 Not Found", "text/plain", "not found\n".to_owned()),
+/// Serves one request on `stream`, within the limits of [`PrometheusMetrics::serve`].
+async fn serve_connection(stream: TcpStream, metrics: PrometheusMetrics, _slot: OwnedSemaphorePermit) {
+    let service = service_fn(move |request: Request<Incoming>| {
+        let response = answer(&metrics, &request);
+        async move { Ok::<_, Infallible>(response) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_REQUEST_HEAD)
+        .max_buf_size(MAX_REQUEST_HEAD.max(8_192) * 2)
+        .keep_alive(false)
+        // Scrapers do not care, but people reading with curl -v do.
+        .title_case_headers(true)
+        .serve_connection(TokioIo::new(stream), service);
+    // Errors (a client gone, a head too large or too slow) concern this
+    // connection only; hyper has already answered what can be answered.
+    let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
+}
+
+/// The answer to one request: the metrics for `GET /metrics`, 404 for other
+/// paths, 405 for other methods on `/metrics`.
+fn answer(metrics: &PrometheusMetrics, request: &Request<Incoming>) -> Response<String> {
+    let plain = |status: StatusCode, body: &str| {
+        let mut response = Response::new(body.to_owned());
+        *response.status_mut() = status;
+        response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        response
     };
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()?;
-    stream.shutdown(Shutdown::Write)
-}
-
-/// The path of a `GET` request (query ignored), reading the whole request head.
-fn read_request_target(stream: &TcpStream) -> io::Result<Option<String>> {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let mut parts = line.split_whitespace();
-    let target = match (parts.next(), parts.next()) {
-        (Some("GET"), Some(target)) => target.split('?').next().map(str::to_owned),
-        _ => None,
-    };
-    // Drain the headers so that closing the socket does not reset the connection
-    // before the scraper reads the answer.
-    for _ in 0..MAX_REQUEST_LINES {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
-            break;
-        }
+    if request.uri().path() != "/metrics" {
+        return plain(StatusCode::NOT_FOUND, "not found\n");
     }
-    Ok(target)
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
+    }
+    match metrics.render() {
+        Ok(text) => {
+            let mut response = Response::new(text);
+            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(prometheus::TEXT_FORMAT));
+            response
+        }
+        Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),
+    }
 }
 
 /// A running `GET /metrics` server; dropping it stops the server.
 #[derive(Debug)]
 pub struct MetricsServer {
     local_addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -184,9 +232,9 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // `accept` has no timeout: a connection of our own wakes it up to see the flag.
-        let _ = TcpStream::connect(self.local_addr);
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }

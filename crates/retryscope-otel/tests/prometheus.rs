@@ -9,9 +9,14 @@ use common::Refuse;
 use retryscope::clock::ManualClock;
 use retryscope::{ErrorType, Jitter, Policy, Retryable, Verdict};
 use retryscope_otel::{PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long the server gives a client to send its request head (documented on
+/// `PrometheusMetrics::serve`).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn get(addr: SocketAddr, path: &str) -> String {
     let mut stream = TcpStream::connect(addr).expect("connect");
@@ -101,4 +106,126 @@ fn the_scrape_has_the_contract_series() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/prometheus.txt");
         std::fs::write(path, &response).expect("fixture");
     }
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    stream
+}
+
+/// Everything the server sends until it closes the connection; a reset counts
+/// as a close (the server may drop a connection with unread input).
+fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    match stream.read_to_end(&mut received) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the server neither answered nor closed the connection: {e}"),
+    }
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+/// A slowloris attack: clients that open connections and send their request
+/// heads a few bytes at a time, never finishing. Scrapes on other connections
+/// are answered at once, not after the slow heads time out, and the slow
+/// clients are cut off after the header timeout without an answer.
+#[test]
+fn slow_clients_do_not_hold_up_scrapes() {
+    let prometheus = PrometheusMetrics::new().expect("exporter");
+    let server = prometheus.serve("127.0.0.1:0").expect("serve");
+    let addr = server.local_addr();
+    let started = Instant::now();
+    let mut slow: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut stream = connect(addr);
+            stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").expect("send");
+            stream
+        })
+        .collect();
+    for stream in &mut slow {
+        stream.write_all(b"X-Slow: 1\r\n").expect("trickle");
+    }
+    for _ in 0..3 {
+        let response = get(addr, "/metrics");
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    }
+    // The scrapes did not wait for the slow heads to time out.
+    assert!(started.elapsed() < HEADER_READ_TIMEOUT, "scrapes took {:?}", started.elapsed());
+    for stream in &mut slow {
+        let answer = read_until_closed(stream);
+        assert!(!answer.contains("200 OK"), "a request head that never ended was answered: {answer}");
+    }
+    let cut_off = started.elapsed();
+    assert!(
+        (HEADER_READ_TIMEOUT..HEADER_READ_TIMEOUT + Duration::from_secs(4)).contains(&cut_off),
+        "slow clients cut off after {cut_off:?}"
+    );
+}
+
+/// A 10 MB request line is refused after the first few KiB (the server reads
+/// at most a bounded head), while scrapes on other connections go on.
+#[test]
+fn a_ten_megabyte_request_line_is_refused_while_scrapes_go_on() {
+    const TEN_MB: usize = 10 * 1024 * 1024;
+    let prometheus = PrometheusMetrics::new().expect("exporter");
+    let server = prometheus.serve("127.0.0.1:0").expect("serve");
+    let addr = server.local_addr();
+    let (sending, started_sending) = mpsc::channel();
+    let huge = std::thread::spawn(move || {
+        let mut stream = connect(addr);
+        stream.set_write_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let chunk = vec![b'a'; 64 * 1024];
+        let mut sent = stream.write(b"GET /").unwrap_or(0);
+        while sent < TEN_MB {
+            match stream.write(&chunk) {
+                Ok(n) => sent += n,
+                // The server closed the connection: it stopped reading.
+                Err(_) => break,
+            }
+            let _ = sending.send(());
+        }
+        (sent, read_until_closed(&mut stream))
+    });
+    started_sending.recv_timeout(Duration::from_secs(10)).expect("the huge request started");
+    for _ in 0..3 {
+        let response = get(addr, "/metrics");
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+    }
+    let (sent, answer) = huge.join().expect("the huge client");
+    // Either the server said so, or it closed the connection before the
+    // client could push all 10 MB through: never a scrape's answer.
+    assert!(
+        answer.starts_with("HTTP/1.1 431") || (answer.is_empty() && sent < TEN_MB),
+        "{sent} bytes sent, answer: {answer:?}"
+    );
+}
+
+/// Connections beyond the limit are closed on accept instead of queueing
+/// behind the others; once the others are gone, scrapes are answered again.
+#[test]
+fn connections_beyond_the_limit_are_closed_at_once() {
+    let prometheus = PrometheusMetrics::new().expect("exporter");
+    let server = prometheus.serve("127.0.0.1:0").expect("serve");
+    let addr = server.local_addr();
+    // The documented limit: 32 connections at once.
+    let idle: Vec<TcpStream> = (0..32).map(|_| connect(addr)).collect();
+    let started = Instant::now();
+    let mut extra = connect(addr);
+    write!(extra, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+    let answer = read_until_closed(&mut extra);
+    assert_eq!(answer, "", "a connection over the limit was served");
+    assert!(started.elapsed() < HEADER_READ_TIMEOUT, "closed after {:?}", started.elapsed());
+    drop(idle);
+    // The server notices the closed connections asynchronously: bounded retries.
+    let answered = (0..100).any(|_| {
+        let mut stream = connect(addr);
+        let _ = write!(stream, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let ok = read_until_closed(&mut stream).starts_with("HTTP/1.1 200 OK");
+        if !ok {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ok
+    });
+    assert!(answered, "no scrape answered after the idle connections closed");
 }

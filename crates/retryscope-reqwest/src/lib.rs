@@ -31,9 +31,12 @@
 mod middleware;
 mod options;
 mod redact;
+mod release;
 mod spans;
 mod transport;
 
 pub use middleware::{NotRetried, RetryMiddleware, RetryMiddlewareBuilder};
 pub use options::RetryOptions;
+#[doc(hidden)]
+pub use redact::is_sensitive as is_sensitive_query_param;
 pub use redact::{REDACTED, redact_url};

@@ -1,6 +1,7 @@
 //! The middleware: retries, classification, guards and telemetry per request.
 
 use crate::options::RetryOptions;
+use crate::release;
 use crate::spans::{HttpAttemptSpan, Target};
 use crate::transport;
 use http::Extensions;
@@ -56,6 +57,14 @@ use std::time::SystemTime;
 /// reason (attempts, deadline, budget, breaker, an over-long server hint) the
 /// error is a `reqwest_middleware::Error::Middleware` holding a
 /// [`RetryError`] that says why and keeps the last error as its source.
+///
+/// A failed response is not allowed to hold its connection through the backoff
+/// wait that follows it: before the wait its body is read to the end in the
+/// background (at most 64 KiB, within 1 s), which hands the connection back to
+/// the pool for the retry and for other requests, or else dropped, which closes
+/// the connection. Status, headers and URL are kept, so if the next attempt is
+/// refused (the breaker opened, the deadline passed) the caller still gets the
+/// response, without its body.
 pub struct RetryMiddleware {
     policy: Policy,
     classifier: HttpClassifier,
@@ -427,6 +436,14 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
     fn timeout(&mut self) -> Verdict {
         // The request was on the wire when the engine gave up on it.
         self.guard(Verdict::retryable(ErrorType::TIMEOUT), Stage::Sent)
+    }
+
+    fn before_wait(
+        &mut self,
+        kept: Result<Response, reqwest_middleware::Error>,
+    ) -> Result<Response, reqwest_middleware::Error> {
+        // An unread body would pin its connection for the whole wait.
+        kept.map(release::release_body)
     }
 }
 

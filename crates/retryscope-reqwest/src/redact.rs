@@ -68,7 +68,11 @@ pub fn redact_url(url: &Url) -> String {
     clean.into()
 }
 
-fn is_sensitive(name: &str) -> bool {
+/// Whether a query parameter named `name` (decoded) carries a credential, so
+/// that [`redact_url`] replaces its value. Exposed for the fuzz targets, which
+/// check that no such value survives redaction; not part of the stable API.
+#[doc(hidden)]
+pub fn is_sensitive(name: &str) -> bool {
     SENSITIVE_PARAMS.iter().any(|s| s.eq_ignore_ascii_case(name))
 }
 

@@ -8,12 +8,22 @@
 //! successes close it again with an empty window, and any failure reopens it for
 //! a fresh cool-down.
 //!
+//! A probe that never reports back (a hung call without a deadline, a blocking
+//! call, a leaked permit) must not keep the breaker half-open forever. When every
+//! probe slot is taken and no slot has been handed out for `probe_timeout`, the
+//! probes in flight are presumed lost: the next caller starts a fresh half-open
+//! period and becomes its first probe, and the lost probes' late outcomes are
+//! ignored.
+//!
 //! The whole state machine lives in one `AtomicU64` changed by compare-exchange,
 //! and the window is a ring of atomic counters, so no call ever waits on a lock.
+//! When the last probe slot was handed out is kept in a second word, tagged with
+//! the half-open period it belongs to; it only decides *when* lost probes may be
+//! replaced, never how many probes are in flight.
 
+use crate::sync::{AtomicU64, Ordering, fence};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
@@ -24,6 +34,13 @@ use crate::window::SlottedWindow;
 pub const MAX_COOL_DOWN: Duration = Duration::from_secs(86_400);
 /// The most half-open probes a [`CircuitBreaker`] accepts.
 pub const MAX_HALF_OPEN_PROBES: u32 = 65_535;
+/// The shortest probe timeout a [`CircuitBreaker`] accepts.
+pub const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(1);
+/// The longest probe timeout a [`CircuitBreaker`] accepts.
+pub const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// How long the probes of a full half-open breaker may go without handing out a
+/// slot before they are presumed lost, unless configured otherwise.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Counter indices inside the breaker's window.
 const SUCCESSES: usize = 0;
@@ -82,15 +99,22 @@ impl fmt::Display for BreakerState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BreakerOpen {
-    /// How long until the breaker will admit a probe. Zero when it is
-    /// half-open and waiting for probes in flight to finish.
+    /// How long until the breaker will admit a probe at the latest: the rest
+    /// of the cool-down when open; when half-open with every probe slot taken,
+    /// the time until those probes are presumed lost (a slot may free up
+    /// sooner, when a probe reports back).
     pub retry_in: Duration,
+    half_open: bool,
 }
 
 impl fmt::Display for BreakerOpen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.retry_in.is_zero() {
-            f.write_str("circuit breaker is half-open and all probe slots are taken")
+        if self.half_open {
+            write!(
+                f,
+                "circuit breaker is half-open and all probe slots are taken; next probe in {:?} at the latest",
+                self.retry_in
+            )
         } else {
             write!(f, "circuit breaker is open; next probe in {:?}", self.retry_in)
         }
@@ -113,6 +137,9 @@ pub enum BreakerError {
     CoolDown(Duration),
     /// `half_open_probes` must be within `1..=`[`MAX_HALF_OPEN_PROBES`].
     HalfOpenProbes(u32),
+    /// `probe_timeout` must be within
+    /// [`MIN_PROBE_TIMEOUT`]`..=`[`MAX_PROBE_TIMEOUT`].
+    ProbeTimeout(Duration),
 }
 
 impl fmt::Display for BreakerError {
@@ -131,6 +158,10 @@ impl fmt::Display for BreakerError {
             Self::HalfOpenProbes(v) => write!(
                 f,
                 "circuit breaker half_open_probes must be within 1..={MAX_HALF_OPEN_PROBES}, got {v}"
+            ),
+            Self::ProbeTimeout(v) => write!(
+                f,
+                "circuit breaker probe_timeout must be within {MIN_PROBE_TIMEOUT:?}..={MAX_PROBE_TIMEOUT:?}, got {v:?}"
             ),
         }
     }
@@ -203,6 +234,42 @@ impl Word {
     }
 }
 
+/// Whole milliseconds in `elapsed`, wrapped to the 40-bit payload.
+fn millis(elapsed: Duration) -> u64 {
+    // Truncation is intended: times are compared wrapping.
+    (elapsed.as_millis() as u64) & PAYLOAD_MASK
+}
+
+/// The contents of [`Inner::last_probe`]: 22 bits generation, 40 bits time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LastProbe {
+    generation: u32,
+    at_ms: u64,
+}
+
+impl LastProbe {
+    fn pack(self) -> u64 {
+        ((u64::from(self.generation) & GENERATION_MASK) << PAYLOAD_BITS) | (self.at_ms & PAYLOAD_MASK)
+    }
+
+    fn unpack(word: u64) -> Self {
+        // Masked to 22 bits, so the cast cannot truncate.
+        Self { generation: ((word >> PAYLOAD_BITS) & GENERATION_MASK) as u32, at_ms: word & PAYLOAD_MASK }
+    }
+
+    /// Whether this note is newer than `other`: a later generation, or the
+    /// same one at a later time (both compared wrapping, in their upper half
+    /// meaning "behind").
+    fn is_after(self, other: Self) -> bool {
+        let generations = self.generation.wrapping_sub(other.generation) & (GENERATION_MASK as u32);
+        if generations != 0 {
+            return generations < 1 << (GENERATION_BITS - 1);
+        }
+        let ahead = self.at_ms.wrapping_sub(other.at_ms) & PAYLOAD_MASK;
+        ahead != 0 && ahead < 1 << (PAYLOAD_BITS - 1)
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The breaker
 // ---------------------------------------------------------------------------
@@ -252,6 +319,10 @@ struct Inner {
     clock: Arc<dyn Clock>,
     origin: Instant,
     state: AtomicU64,
+    /// When the current half-open period last handed out a probe slot: its
+    /// generation in the high bits, the time in (wrapped) milliseconds since
+    /// `origin` in the low 40. Only ever moves forward.
+    last_probe: AtomicU64,
     window: SlottedWindow<2>,
     settings: Settings,
 }
@@ -263,6 +334,7 @@ struct Settings {
     window: Duration,
     cool_down: Duration,
     half_open_probes: u32,
+    probe_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -273,6 +345,7 @@ impl Default for Settings {
             window: Duration::from_secs(10),
             cool_down: Duration::from_secs(5),
             half_open_probes: 3,
+            probe_timeout: DEFAULT_PROBE_TIMEOUT,
         }
     }
 }
@@ -295,13 +368,16 @@ impl Settings {
         if !(1..=MAX_HALF_OPEN_PROBES).contains(&self.half_open_probes) {
             return Err(BreakerError::HalfOpenProbes(self.half_open_probes));
         }
+        if !(MIN_PROBE_TIMEOUT..=MAX_PROBE_TIMEOUT).contains(&self.probe_timeout) {
+            return Err(BreakerError::ProbeTimeout(self.probe_timeout));
+        }
         Ok(self)
     }
 }
 
 impl CircuitBreaker {
     /// A breaker with the defaults (failure ratio 0.5 over at least 20 calls in
-    /// 10 s, 5 s cool-down, 3 probes) on tokio's clock.
+    /// 10 s, 5 s cool-down, 3 probes presumed lost after 30 s) on tokio's clock.
     #[must_use]
     pub fn new() -> Self {
         Self::assemble(Settings::default(), Arc::new(DefaultClock))
@@ -320,6 +396,7 @@ impl CircuitBreaker {
             clock,
             origin,
             state: AtomicU64::new(Word { generation: 0, phase: Phase::Closed }.pack()),
+            last_probe: AtomicU64::new(0),
             settings,
         };
         Self { inner: Arc::new(inner) }
@@ -328,7 +405,9 @@ impl CircuitBreaker {
     /// Asks to make one call. Closed: always granted. Open: refused until the
     /// cool-down has elapsed, then the first caller turns the breaker half-open
     /// and becomes its first probe. Half-open: granted while fewer than
-    /// `half_open_probes` probes are in flight.
+    /// `half_open_probes` probes are in flight; when all slots are taken and
+    /// none was handed out for `probe_timeout`, granted as the first probe of a
+    /// fresh half-open period.
     ///
     /// # Errors
     ///
@@ -345,22 +424,31 @@ impl CircuitBreaker {
                 Phase::Open { until_ms } => {
                     let retry_in = Inner::remaining(until_ms, elapsed);
                     if !retry_in.is_zero() {
-                        return Err(BreakerOpen { retry_in });
+                        return Err(BreakerOpen { retry_in, half_open: false });
                     }
                     word.advance(Phase::HalfOpen { in_flight: 1, successes: 0 })
                 }
                 Phase::HalfOpen { in_flight, successes } => {
-                    if in_flight >= inner.settings.half_open_probes {
-                        return Err(BreakerOpen { retry_in: Duration::ZERO });
+                    if in_flight < inner.settings.half_open_probes {
+                        let phase = Phase::HalfOpen { in_flight: in_flight + 1, successes };
+                        Word { phase, ..word }
+                    } else {
+                        let retry_in = inner.until_probes_lost(word.generation, elapsed);
+                        if !retry_in.is_zero() {
+                            return Err(BreakerOpen { retry_in, half_open: true });
+                        }
+                        word.advance(Phase::HalfOpen { in_flight: 1, successes: 0 })
                     }
-                    let phase = Phase::HalfOpen { in_flight: in_flight + 1, successes };
-                    Word { phase, ..word }
                 }
             };
-            // Only one caller wins the move out of Open, and probe slots are
-            // handed out one CAS at a time, so the probe limit is exact.
+            // Only one caller wins the move out of Open (or out of a half-open
+            // period whose probes are lost), and probe slots are handed out one
+            // CAS at a time, so the probe limit is exact.
             match inner.state.compare_exchange(current, next.pack(), Ordering::SeqCst, Ordering::SeqCst) {
-                Ok(_) => return Ok(self.permit(next.generation, Role::Probe)),
+                Ok(_) => {
+                    inner.probe_granted(next.generation, elapsed);
+                    return Ok(self.permit(next.generation, Role::Probe));
+                }
                 Err(actual) => current = actual,
             }
         }
@@ -395,6 +483,35 @@ impl Inner {
         let millis = end_nanos.div_ceil(1_000_000);
         // Truncation to the payload is intended: the end is compared wrapping.
         (millis as u64) & PAYLOAD_MASK
+    }
+
+    /// Notes that a probe slot of half-open period `generation` was handed out
+    /// at `elapsed`. A slower thread's older note never overwrites a newer one,
+    /// so the note of the current period cannot be lost to a straggler.
+    fn probe_granted(&self, generation: u32, elapsed: Duration) {
+        let note = LastProbe { generation, at_ms: millis(elapsed) };
+        let _ = self.last_probe.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+            note.is_after(LastProbe::unpack(word)).then(|| note.pack())
+        });
+    }
+
+    /// How long until the probes of half-open period `generation` are
+    /// presumed lost, `probe_timeout` after the last of them was handed out;
+    /// zero once they are. While the period's own note is not written yet (its
+    /// first probe was granted an instant ago), the whole timeout.
+    fn until_probes_lost(&self, generation: u32, elapsed: Duration) -> Duration {
+        let timeout = self.settings.probe_timeout;
+        let note = LastProbe::unpack(self.last_probe.load(Ordering::SeqCst));
+        if note.generation != generation {
+            return timeout;
+        }
+        let since = millis(elapsed).wrapping_sub(note.at_ms) & PAYLOAD_MASK;
+        // A difference in the upper half of the 40-bit range is negative: a
+        // thread with an older reading of the clock.
+        if since >= 1 << (PAYLOAD_BITS - 1) {
+            return timeout;
+        }
+        timeout.saturating_sub(Duration::from_millis(since))
     }
 
     /// Time left until `until_ms`, zero if it has passed.
@@ -435,8 +552,15 @@ impl Inner {
         let elapsed = self.elapsed();
         let epoch = self.window.epoch(self.origin + elapsed);
         self.window.add(epoch, if success { SUCCESSES } else { FAILURES }, 1);
-        // Only a failure can raise the failure ratio.
-        if !success && self.should_trip(epoch) {
+        if success {
+            // Only a failure can raise the failure ratio.
+            return;
+        }
+        // Two failures on either side of a slot boundary land in different
+        // words; the fence guarantees that at least one of the two threads sees
+        // both when it judges the window, so the opening cannot be lost.
+        fence(Ordering::SeqCst);
+        if self.should_trip(epoch) {
             let open = Phase::Open { until_ms: self.cool_down_end(elapsed) };
             self.update(|w| (w == Word { generation, phase: Phase::Closed }).then(|| w.advance(open)));
         }
@@ -612,6 +736,23 @@ impl CircuitBreakerBuilder {
         self
     }
 
+    /// How long a half-open breaker whose probe slots are all taken waits for
+    /// one of them to report back, within
+    /// [`MIN_PROBE_TIMEOUT`]`..=`[`MAX_PROBE_TIMEOUT`] (default
+    /// [`DEFAULT_PROBE_TIMEOUT`], 30 s). After that long without a new probe,
+    /// the probes in flight are presumed lost (a hung call, a call without a
+    /// deadline): the next caller starts a fresh half-open period as its first
+    /// probe, and the lost probes' outcomes no longer count.
+    ///
+    /// Set it above the longest a healthy call may take (the policy's
+    /// per-attempt timeout, say): a probe still running when it expires is
+    /// wasted. Kept with millisecond resolution, rounded down.
+    #[must_use]
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.probe_timeout = timeout;
+        self
+    }
+
     /// The clock to read time from (default: tokio's, `TokioClock`, with the `tokio` feature; else the system's).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
@@ -729,7 +870,8 @@ mod tests {
         let second = b.try_acquire().expect("probe 2");
         let third = b.try_acquire().expect("probe 3");
         let refused = b.try_acquire().expect_err("probe slots full");
-        assert_eq!(refused.retry_in, Duration::ZERO);
+        assert_eq!(refused.retry_in, DEFAULT_PROBE_TIMEOUT);
+        assert!(refused.to_string().contains("half-open"), "{refused}");
         drop((first, second, third));
     }
 
@@ -774,6 +916,87 @@ mod tests {
         assert_eq!(b.state(), BreakerState::HalfOpen);
         fourth.success();
         assert_eq!(b.state(), BreakerState::Closed);
+    }
+
+    #[test]
+    fn lost_probes_are_replaced_after_the_probe_timeout() {
+        let clock = ManualClock::new();
+        let (b, first) = half_open(&clock);
+        clock.advance(Duration::from_secs(10));
+        let second = b.try_acquire().expect("probe 2");
+        let third = b.try_acquire().expect("probe 3");
+        // Every slot is held by a call that never reports back. Until the
+        // youngest of them is probe_timeout old, callers are turned away.
+        clock.advance(Duration::from_secs(12));
+        let refused = b.try_acquire().expect_err("slots full");
+        assert_eq!(refused.retry_in, DEFAULT_PROBE_TIMEOUT - Duration::from_secs(12));
+        clock.advance(DEFAULT_PROBE_TIMEOUT - Duration::from_secs(12) - Duration::from_millis(1));
+        assert_eq!(b.try_acquire().expect_err("slots full").retry_in, Duration::from_millis(1));
+        clock.advance(Duration::from_millis(1));
+        let fresh = b.try_acquire().expect("the lost probes are replaced");
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        // One slot of a fresh period: two more probes, then full again.
+        let fresh_2 = b.try_acquire().expect("fresh probe 2");
+        let fresh_3 = b.try_acquire().expect("fresh probe 3");
+        assert!(b.try_acquire().is_err());
+        // The lost probes finally answer: their period is over, so neither a
+        // failure nor successes change anything.
+        first.failure();
+        second.success();
+        third.success();
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        assert!(b.try_acquire().is_err(), "stale outcomes freed no slot");
+        [fresh, fresh_2, fresh_3].into_iter().for_each(BreakerPermit::success);
+        assert_eq!(b.state(), BreakerState::Closed);
+    }
+
+    #[test]
+    fn a_failed_replacement_probe_reopens() {
+        let clock = ManualClock::new();
+        let b = CircuitBreaker::builder()
+            .min_calls(1)
+            .half_open_probes(1)
+            .probe_timeout(Duration::from_secs(2))
+            .clock(clock.clone())
+            .build()
+            .expect("valid");
+        call(&b, false);
+        clock.advance(COOL_DOWN);
+        let _hung = b.try_acquire().expect("probe");
+        clock.advance(Duration::from_millis(1_999));
+        assert!(b.try_acquire().is_err());
+        clock.advance(Duration::from_millis(1));
+        b.try_acquire().expect("replacement probe").failure();
+        assert_eq!(b.state(), BreakerState::Open);
+        assert_eq!(b.try_acquire().expect_err("open").retry_in, COOL_DOWN);
+    }
+
+    #[test]
+    fn a_straggling_note_never_hides_a_newer_period() {
+        let clock = ManualClock::new();
+        let b = CircuitBreaker::builder().clock(clock.clone()).build().expect("valid");
+        let inner = &b.inner;
+        inner.probe_granted(7, Duration::from_secs(3));
+        // An older generation, or the same one at an earlier time, is ignored.
+        inner.probe_granted(6, Duration::from_secs(9));
+        inner.probe_granted(7, Duration::from_secs(2));
+        assert_eq!(
+            LastProbe::unpack(inner.last_probe.load(Ordering::SeqCst)),
+            LastProbe { generation: 7, at_ms: 3_000 }
+        );
+        let timeout = DEFAULT_PROBE_TIMEOUT;
+        assert_eq!(inner.until_probes_lost(6, Duration::from_secs(100)), timeout, "another period's note");
+        assert_eq!(inner.until_probes_lost(7, Duration::from_secs(32)), Duration::from_secs(1));
+        assert_eq!(inner.until_probes_lost(7, Duration::from_secs(33)), Duration::ZERO);
+        assert_eq!(
+            inner.until_probes_lost(7, Duration::from_secs(2)),
+            timeout,
+            "an older reading of the clock"
+        );
+        // Generations wrap: 0 comes after the last one.
+        let last = LastProbe { generation: GENERATION_MASK as u32, at_ms: 50_000 };
+        let wrapped = LastProbe { generation: 0, at_ms: 1_000 };
+        assert!(wrapped.is_after(last) && !last.is_after(wrapped));
     }
 
     #[test]
@@ -898,6 +1121,8 @@ mod tests {
             (b().cool_down(Duration::from_secs(86_401)).build().err(), "cool_down"),
             (b().half_open_probes(0).build().err(), "half_open_probes"),
             (b().half_open_probes(65_536).build().err(), "half_open_probes"),
+            (b().probe_timeout(Duration::ZERO).build().err(), "probe_timeout"),
+            (b().probe_timeout(Duration::from_secs(86_401)).build().err(), "probe_timeout"),
         ];
         for (err, name) in cases {
             let err = err.unwrap_or_else(|| panic!("{name} must be rejected"));

@@ -12,9 +12,9 @@
 //! Both are cheap to clone (clones share state), `Send + Sync`, and lock-free:
 //! every operation is a few atomic loads and compare-exchanges, never a lock.
 
+use crate::sync::{AtomicU64, Ordering, fence};
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::clock::{Clock, DefaultClock};
@@ -244,7 +244,12 @@ impl RetryBudget {
         };
         // Threads on either side of a slot boundary write different words, so
         // their CASes do not exclude each other. Re-checking after our own write
-        // catches that rare race; both may back off, never both overspend.
+        // catches that rare race; both may back off, never both overspend. The
+        // fence makes "my write, then your word" explicit: of two threads doing
+        // this, at least one sees the other's withdrawal (SeqCst accesses alone
+        // promise that too, but loom only models the fence; it costs nothing
+        // next to the compare-exchange, and only retries pay it).
+        fence(Ordering::SeqCst);
         if self.balance(epoch) < 0 {
             window.undo(stamp, 1);
             return false;

@@ -70,6 +70,46 @@ pub trait Classify<T, E> {
     fn timeout(&mut self) -> Verdict {
         Verdict::retryable(ErrorType::TIMEOUT)
     }
+
+    /// Prepares a failed attempt's result to be kept through the backoff wait
+    /// that follows it.
+    ///
+    /// The engine keeps the result so that it can hand it back if no further
+    /// attempt is made (the breaker opened, the deadline passed). Whatever it
+    /// holds stays held for the whole wait, which a server's `Retry-After` can
+    /// make long: release here what the caller will not need, such as the
+    /// unread body of an HTTP response, which pins a pooled connection. The
+    /// default keeps everything.
+    ///
+    /// ```
+    /// use retryscope::classify::Classify;
+    /// use retryscope::outcome::{ErrorType, Verdict};
+    ///
+    /// /// A response: a status and a body that holds a connection.
+    /// struct Reply { status: u16, body: Option<Vec<u8>> }
+    ///
+    /// struct Statuses;
+    ///
+    /// impl Classify<Reply, std::io::Error> for Statuses {
+    ///     fn classify(&mut self, result: &Result<Reply, std::io::Error>) -> Verdict {
+    ///         match result {
+    ///             Ok(reply) if reply.status == 503 => Verdict::retryable(ErrorType::Status(503)),
+    ///             Ok(_) => Verdict::Success,
+    ///             Err(_) => Verdict::retryable(ErrorType::OTHER),
+    ///         }
+    ///     }
+    ///
+    ///     fn before_wait(&mut self, kept: Result<Reply, std::io::Error>) -> Result<Reply, std::io::Error> {
+    ///         // Keep the status, let the body (and its connection) go.
+    ///         kept.map(|reply| Reply { body: None, ..reply })
+    ///     }
+    /// }
+    /// # let kept = Statuses.before_wait(Ok(Reply { status: 503, body: Some(vec![0; 512]) }));
+    /// # assert!(kept.is_ok_and(|r| r.status == 503 && r.body.is_none()));
+    /// ```
+    fn before_wait(&mut self, kept: Result<T, E>) -> Result<T, E> {
+        kept
+    }
 }
 
 /// Every `Ok` is a success, every `Err` retryable. The default.

@@ -478,7 +478,134 @@ mod tests {
         assert_eq!(from_headers(&HeaderMap::new(), now()), None);
     }
 
+    /// Generators of *valid* header values, so that the properties below test
+    /// what the parsers compute, not only that they survive noise.
+    mod valid {
+        use super::*;
+
+        /// A policy name: an SF Token or an SF String (which may need escapes).
+        pub(super) fn name() -> impl Strategy<Value = (String, String)> {
+            prop_oneof![
+                "[a-zA-Z*][a-zA-Z0-9!#$%&'*+.^_`|~:/-]{0,8}".prop_map(|t| (t.clone(), t)),
+                "[ -~]{0,10}".prop_map(|s| {
+                    let escaped = s.replace('\\', "\\\\").replace('"', "\\\"");
+                    (s, format!("\"{escaped}\""))
+                }),
+            ]
+        }
+
+        /// Optional whitespace around list separators.
+        fn ows() -> impl Strategy<Value = &'static str> {
+            prop_oneof![Just(""), Just(" "), Just("  "), Just("\t")]
+        }
+
+        /// One `RateLimit` item: `(name, r, t, serialized)`, with extension
+        /// parameters (`pk`, unknown ones) in random order.
+        pub(super) fn limit() -> impl Strategy<Value = (String, u32, Option<u32>, String)> {
+            let remaining = prop_oneof![Just(0_u32), 0_u32..1_000];
+            let extras = prop::collection::vec(
+                prop_oneof![Just(";pk=:AQID:"), Just(";ext=?1"), Just(";x=\"y\""), Just(";w=7")],
+                0..3,
+            );
+            (name(), remaining, prop::option::of(0_u32..100_000), extras, any::<bool>()).prop_map(
+                |((name, text), r, t, extras, t_first)| {
+                    let t_param = t.map(|t| format!(";t={t}")).unwrap_or_default();
+                    let params = if t_first {
+                        format!("{t_param};r={r}{}", extras.concat())
+                    } else {
+                        format!("{};r={r}{t_param}", extras.concat())
+                    };
+                    (name, r, t, format!("{text}{params}"))
+                },
+            )
+        }
+
+        /// One `RateLimit-Policy` item: `(name, w, serialized)`.
+        pub(super) fn policy() -> impl Strategy<Value = (String, u32, String)> {
+            (name(), 1_u32..10_000, 0_u32..100_000)
+                .prop_map(|((name, text), q, w)| (name, w, format!("{text};q={q};w={w}")))
+        }
+
+        /// Members joined into field lines: a list split over 1–3 lines, with
+        /// optional whitespace around the commas.
+        pub(super) fn lines(members: Vec<String>) -> impl Strategy<Value = Vec<String>> {
+            let n = members.len();
+            (prop::collection::vec((ows(), ows()), n), prop::collection::vec(any::<bool>(), n)).prop_map(
+                move |(spaces, breaks)| {
+                    let mut lines = vec![String::new()];
+                    for (i, member) in members.iter().enumerate() {
+                        let line = lines.last_mut().expect("never empty");
+                        if !line.is_empty() {
+                            line.push_str(spaces[i].0);
+                            line.push(',');
+                            line.push_str(spaces[i].1);
+                        }
+                        line.push_str(member);
+                        if breaks[i] && i + 1 < n {
+                            lines.push(String::new());
+                        }
+                    }
+                    lines
+                },
+            )
+        }
+    }
+
     proptest! {
+        /// Any valid `RateLimit` (split over several lines, with extension
+        /// parameters) asks for exactly the longest reset among the exhausted
+        /// quotas, a missing `t` falling back to the same-named policy's
+        /// largest `w`; with no quota exhausted it asks for nothing.
+        #[test]
+        fn rate_limit_of_valid_fields_is_the_longest_exhausted_reset(
+            (limits, limit_lines, policies, policy_lines) in
+                (prop::collection::vec(valid::limit(), 1..5), prop::collection::vec(valid::policy(), 0..4))
+                    .prop_flat_map(|(limits, policies)| {
+                        let limit_text = limits.iter().map(|l| l.3.clone()).collect();
+                        let policy_text = policies.iter().map(|p| p.2.clone()).collect();
+                        (Just(limits), valid::lines(limit_text), Just(policies), valid::lines(policy_text))
+                    })
+        ) {
+            let mut headers = HeaderMap::new();
+            for line in &limit_lines {
+                headers.append(RATELIMIT, HeaderValue::from_str(line).unwrap());
+            }
+            if !policies.is_empty() {
+                for line in &policy_lines {
+                    headers.append(RATELIMIT_POLICY, HeaderValue::from_str(line).unwrap());
+                }
+            }
+            let expected = limits
+                .iter()
+                .filter(|(_, r, _, _)| *r == 0)
+                .filter_map(|(name, _, t, _)| {
+                    t.or_else(|| policies.iter().filter(|(p, _, _)| p == name).map(|(_, w, _)| *w).max())
+                })
+                .max()
+                .map(|secs| Duration::from_secs(secs.into()));
+            prop_assert_eq!(rate_limit(&headers), expected, "{:?} {:?}", limit_lines, policy_lines);
+        }
+
+        /// Any IMF-fixdate, with optional whitespace around it, gives exactly
+        /// the time from `now` until it (zero once it has passed).
+        #[test]
+        fn retry_after_of_valid_dates_is_exact(
+            date_secs in 0_u64..253_402_300_799, now_secs in 0_u64..4_000_000_000, lead in "[ \t]{0,2}", trail in "[ \t]{0,2}"
+        ) {
+            let date = UNIX_EPOCH + Duration::from_secs(date_secs);
+            let now = UNIX_EPOCH + Duration::from_secs(now_secs);
+            let value = HeaderValue::from_str(&format!("{lead}{}{trail}", httpdate::fmt_http_date(date))).unwrap();
+            prop_assert_eq!(retry_after(&value, now), Some(date.duration_since(now).unwrap_or_default()));
+        }
+
+        /// Any delay-seconds, with leading zeros and optional whitespace, is
+        /// exactly that many seconds.
+        #[test]
+        fn retry_after_of_valid_seconds_is_exact(n in any::<u64>(), zeros in 0_usize..3, lead in "[ \t]{0,2}") {
+            let value = HeaderValue::from_str(&format!("{lead}{}{n}", "0".repeat(zeros))).unwrap();
+            prop_assert_eq!(retry_after(&value, now()), secs(n));
+        }
+
         #[test]
         fn retry_after_seconds_roundtrip(n in any::<u64>()) {
             prop_assert_eq!(ra(&n.to_string()), secs(n));

@@ -105,6 +105,7 @@ mod random;
 mod retry;
 mod shared;
 mod sleep;
+mod sync;
 pub mod throttle;
 mod window;
 

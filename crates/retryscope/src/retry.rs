@@ -187,7 +187,9 @@ pub(crate) fn settle<T, E, O: Observer>(
             if let Err(e) = &result {
                 notify.notify(e, delay);
             }
-            Step::Wait { delay, last: Some(result) }
+            // Kept through the wait: whatever it holds (a connection) is
+            // released first.
+            Step::Wait { delay, last: Some(classifier.before_wait(result)) }
         }
     }
 }

@@ -13,7 +13,7 @@
 //! when a counter has not been written for 2^32 turns of the ring (136 years for
 //! a one-second window, the shortest the public builders accept).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Number of slots the window is divided into: events expire between

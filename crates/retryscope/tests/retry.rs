@@ -406,6 +406,68 @@ async fn an_unrepeatable_failure_stops_at_once() {
     assert_eq!(rec.finish().outcome, Outcome::Failure);
 }
 
+/// A reply holding a resource (think: a pooled connection) in its body.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    body: Option<&'static str>,
+}
+
+/// Retries 503s and lets each kept reply's body go before the wait.
+struct ReleasingBodies<'a> {
+    released: &'a Cell<u32>,
+}
+
+impl retryscope::classify::Classify<Reply, &'static str> for ReleasingBodies<'_> {
+    fn classify(&mut self, result: &Result<Reply, &'static str>) -> Verdict {
+        match result {
+            Ok(reply) if reply.status == 503 => Verdict::retryable(ErrorType::Status(503)),
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::permanent(ErrorType::OTHER),
+        }
+    }
+
+    fn before_wait(&mut self, kept: Result<Reply, &'static str>) -> Result<Reply, &'static str> {
+        self.released.set(self.released.get() + 1);
+        kept.map(|reply| Reply { body: None, ..reply })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_result_kept_through_a_wait_is_released_first() {
+    // The first 503 opens the breaker; after the wait the next attempt is
+    // refused, and the caller gets the reply kept through the wait.
+    let breaker = retryscope::CircuitBreaker::builder()
+        .min_calls(1)
+        .clock(retryscope::clock::ManualClock::new())
+        .build()
+        .expect("valid breaker");
+    let released = Cell::new(0);
+    let calls = Cell::new(0);
+    let reply = (|| {
+        calls.set(calls.get() + 1);
+        std::future::ready(Ok::<_, &'static str>(Reply { status: 503, body: Some("Service Unavailable") }))
+    })
+    .retry(plain())
+    .with_classifier(ReleasingBodies { released: &released })
+    .breaker(&breaker)
+    .await
+    .expect("a refused retry hands back the last reply");
+    assert_eq!((reply.status, reply.body), (503, None));
+    assert_eq!((calls.get(), released.get()), (1, 1));
+
+    // Without a wait (retries exhausted at once), nothing is released: the
+    // caller gets the reply as it came.
+    let released = Cell::new(0);
+    let once = Policy::builder().max_attempts(1).build().expect("valid policy");
+    let reply = (|| std::future::ready(Ok::<_, &'static str>(Reply { status: 503, body: Some("busy") })))
+        .retry(once)
+        .with_classifier(ReleasingBodies { released: &released })
+        .await
+        .expect("the last reply");
+    assert_eq!((reply.body, released.get()), (Some("busy"), 0));
+}
+
 /// An owned setup (shared budget, breaker and names) makes a `'static`, `Send`
 /// retry that can be spawned, and it shares the guards with the caller.
 #[tokio::test(start_paused = true)]

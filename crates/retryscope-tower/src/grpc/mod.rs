@@ -212,3 +212,26 @@ impl GrpcRetry {
 fn split_path(path: &str) -> (&str, &str) {
     path.strip_prefix('/').and_then(|p| p.split_once('/')).unwrap_or(("", ""))
 }
+
+/// The metadata parsers, for the fuzz targets in the repository's `fuzz/`
+/// directory; not part of the stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::headers::{self, Pushback};
+    use http::HeaderMap;
+    use std::time::Duration;
+
+    /// `grpc-retry-pushback-ms`: `None` if absent, `Some(None)` for "do not
+    /// retry", `Some(Some(wait))` otherwise.
+    pub fn pushback(metadata: &HeaderMap) -> Option<Option<Duration>> {
+        headers::pushback(metadata).map(|p| match p {
+            Pushback::Wait(wait) => Some(wait),
+            Pushback::Stop => None,
+        })
+    }
+
+    /// `grpc-timeout`, if present and well formed.
+    pub fn timeout(metadata: &HeaderMap) -> Option<Duration> {
+        headers::timeout(metadata)
+    }
+}

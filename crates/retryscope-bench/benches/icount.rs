@@ -1,0 +1,164 @@
+//! Instruction counts of the happy path and of each guard, for valgrind's
+//! callgrind: repeatable on a shared machine where wall time is not.
+//!
+//! `icount SCENARIO` runs the scenario [`ITERATIONS`] times inside the function
+//! `measured`; `scripts/icount.sh` runs it under
+//! `valgrind --tool=callgrind --toggle-collect='*icount*measured*'`, so only the loop
+//! is counted, divides by the iterations, compares with the committed baseline
+//! and fails on a regression. Without an argument it lists the scenarios and
+//! checks, outside any measurement, that each one does what it claims.
+//!
+//! Futures are polled once with a no-op waker: on the happy path every
+//! contender is ready at its first poll, and no runtime is involved.
+
+mod contenders;
+
+use contenders::*;
+use retryscope::throttle::Throttle;
+use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
+use std::future::{Future, IntoFuture};
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use tower::ServiceExt as _;
+
+/// Iterations per measurement: enough that the loop's fixed cost is noise.
+const ITERATIONS: u64 = 10_000;
+
+/// Polls `future` once; the happy path must be ready at once.
+fn poll_once<F: IntoFuture>(future: F) -> F::Output {
+    let mut future = pin!(future.into_future());
+    match future.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("the happy path must complete on its first poll"),
+    }
+}
+
+/// One iteration of a scenario: whether it succeeded (or was granted).
+type Iteration = fn() -> bool;
+
+/// Every scenario: its name and one iteration. The name is what the script and
+/// the baseline call it; the measured function is `measured_{name}`.
+const SCENARIOS: &[(&str, Iteration)] = &[
+    ("happy_direct", || poll_once(Flaky::new(0).call()).is_ok()),
+    ("happy_retryscope", happy_retryscope),
+    ("happy_retryscope_deadline", happy_retryscope_deadline),
+    ("happy_retryscope_budget", happy_retryscope_budget),
+    ("happy_backon", || {
+        let flaky = Flaky::new(0);
+        poll_once(backon::Retryable::retry(|| flaky.call(), backon_builder())).is_ok()
+    }),
+    ("happy_tower", || {
+        let flaky = Flaky::new(0);
+        let service = tower::service_fn(|()| flaky.call());
+        poll_once(tower::retry::Retry::new(TowerRetries(FAILURES), service).oneshot(())).is_ok()
+    }),
+    ("happy_tokio_retry2", || {
+        let flaky = Flaky::new(0);
+        poll_once(tokio_retry2_call(&flaky)).is_ok()
+    }),
+    ("guard_retry_budget", || with_budget(|b| b.request_started_and_retry())),
+    ("guard_token_bucket", || with_bucket(|b| b.success_and_retry())),
+    ("guard_circuit_breaker", || with_breaker(|b| b.try_acquire().map(|permit| permit.success()).is_ok())),
+];
+
+fn happy_retryscope() -> bool {
+    let flaky = Flaky::new(0);
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), retryscope_policy())).is_ok()
+}
+
+fn happy_retryscope_deadline() -> bool {
+    let flaky = Flaky::new(0);
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), retryscope_deadline_policy())).is_ok()
+}
+
+fn happy_retryscope_budget() -> bool {
+    let flaky = Flaky::new(0);
+    with_budget(|budget| {
+        poll_once(retryscope::Retryable::retry(|| flaky.call(), retryscope_policy()).budget(budget)).is_ok()
+    })
+}
+
+thread_local! {
+    // One instance per process, as a service shares one per dependency; built
+    // outside the measured loop.
+    static BUDGET: RetryBudget = RetryBudget::builder()
+        .ratio(1.0)
+        .build()
+        .unwrap_or_default();
+    static BUCKET: TokenBucket = TokenBucket::new();
+    static BREAKER: CircuitBreaker = CircuitBreaker::new();
+}
+
+fn with_budget<R>(f: impl FnOnce(&RetryBudget) -> R) -> R {
+    BUDGET.with(f)
+}
+
+fn with_bucket<R>(f: impl FnOnce(&TokenBucket) -> R) -> R {
+    BUCKET.with(f)
+}
+
+fn with_breaker<R>(f: impl FnOnce(&CircuitBreaker) -> R) -> R {
+    BREAKER.with(f)
+}
+
+/// What a request that retries once costs a guard.
+trait RetryCheck {
+    fn request_started_and_retry(&self) -> bool;
+    fn success_and_retry(&self) -> bool;
+}
+
+impl<T: Throttle> RetryCheck for T {
+    fn request_started_and_retry(&self) -> bool {
+        self.request_started();
+        self.try_acquire_retry()
+    }
+
+    fn success_and_retry(&self) -> bool {
+        self.attempt_finished(true);
+        self.try_acquire_retry()
+    }
+}
+
+/// The measured loop: not inlined, so callgrind's `--toggle-collect` counts
+/// exactly it (and what it calls). Each process runs one scenario. The call
+/// through a function pointer adds the same few instructions to every scenario.
+#[inline(never)]
+fn measured(iteration: Iteration) -> u64 {
+    let mut granted = 0;
+    for _ in 0..ITERATIONS {
+        granted += u64::from(black_box(iteration()));
+    }
+    granted
+}
+
+fn scenario(name: &str) -> Option<Iteration> {
+    SCENARIOS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; the script passes the scenario's name.
+    let name = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    match name {
+        Some(name) => {
+            let Some(iteration) = scenario(&name) else {
+                eprintln!("unknown scenario {name:?}");
+                std::process::exit(2);
+            };
+            // Warm the guards and the allocator up outside the measurement.
+            let _ = (0..100).all(|_| iteration());
+            let granted = measured(iteration);
+            if granted != ITERATIONS {
+                eprintln!("{name}: only {granted} of {ITERATIONS} iterations succeeded or were granted");
+                std::process::exit(1);
+            }
+            println!("{name} {ITERATIONS}");
+        }
+        None => {
+            for (name, iteration) in SCENARIOS {
+                assert!((0..10).all(|_| iteration()), "{name} must succeed or be granted every time");
+                println!("{name}");
+            }
+        }
+    }
+}

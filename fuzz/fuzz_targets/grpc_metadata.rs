@@ -1,0 +1,53 @@
+//! `grpc-retry-pushback-ms` and `grpc-timeout` from untrusted bytes.
+//!
+//! The first byte chooses the header, the rest is its value.
+//!
+//! Properties: parsing is total; a pushback is a wait exactly when the value
+//! is a signed 32-bit integer that is not negative (gRFC A6), and the wait is
+//! exactly that many milliseconds, so never more than the header says (at most
+//! `i32::MAX` ms); anything else means "do not retry". A `grpc-timeout` is
+//! honoured only in its grammar (1 to 8 digits and one of `H M S m u n`) and
+//! is exactly that long.
+#![no_main]
+
+use http::header::{HeaderMap, HeaderValue};
+use libfuzzer_sys::fuzz_target;
+use retryscope_tower::grpc::fuzzing::{pushback, timeout};
+use std::time::Duration;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, value)) = data.split_first() else { return };
+    let Ok(value) = HeaderValue::from_bytes(value) else { return };
+    let mut metadata = HeaderMap::new();
+    if which % 2 == 0 {
+        metadata.insert("grpc-retry-pushback-ms", value.clone());
+        let parsed = pushback(&metadata);
+        let stated = value.to_str().ok().and_then(|v| v.trim().parse::<i32>().ok());
+        let expected = stated.and_then(|ms| u64::try_from(ms).ok()).map(Duration::from_millis);
+        assert_eq!(parsed, Some(expected), "{value:?}");
+        if let Some(Some(wait)) = parsed {
+            assert!(wait <= Duration::from_millis(i32::MAX as u64));
+        }
+    } else {
+        metadata.insert("grpc-timeout", value.clone());
+        assert_eq!(timeout(&metadata), expected_timeout(value.as_bytes()), "{value:?}");
+    }
+});
+
+/// `grpc-timeout` by its grammar, computed independently.
+fn expected_timeout(value: &[u8]) -> Option<Duration> {
+    let (&unit, digits) = value.split_last()?;
+    if !(1..=8).contains(&digits.len()) || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits.iter().fold(0_u64, |n, d| n * 10 + u64::from(d - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3_600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}

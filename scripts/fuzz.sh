@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Fuzzes the parsers of untrusted input for a bounded time each (fuzz/):
+#   retry_after   Retry-After (delay-seconds and HTTP-date)
+#   rate_limit    RateLimit / RateLimit-Policy (Structured Fields)
+#   redact_url    the url.full redaction of retryscope-reqwest
+#   grpc_metadata     grpc-retry-pushback-ms and grpc-timeout (retryscope-tower)
+#   service_config    the gRPC service config JSON (retryscope-tower)
+#   incoming_attempt  retry-attempt and the Envoy and gRPC attempt headers
+# Each target asserts properties (see the top of each fuzz_targets/*.rs), so a
+# run fails on a wrong answer as well as on a panic.
+#
+# Needs the nightly toolchain (sanitizers) and cargo-fuzz, installed here from
+# crates.io when missing. FUZZ_SECONDS sets the time per target (default 30,
+# three minutes for the six).
+# Seeds come from fuzz/seeds/TARGET (real headers and URLs, committed); what the
+# fuzzer learns goes to target/fuzz/corpus/TARGET, crashes to
+# target/fuzz/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
+TARGETS=(retry_after rate_limit redact_url grpc_metadata service_config incoming_attempt)
+
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  echo "fuzz: the nightly toolchain is missing (rustup toolchain install nightly)" >&2
+  exit 1
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked
+fi
+cargo fuzz --version
+
+# Its own target directory: sanitizer flags would invalidate the normal build.
+export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$PWD/target/fuzz/build}"
+work="$PWD/target/fuzz"
+mkdir -p "$work/artifacts"
+cargo +nightly fuzz build
+
+for t in "${TARGETS[@]}"; do
+  mkdir -p "$work/corpus/$t"
+  log="$work/$t.log"
+  echo "--- fuzz $t for ${SECONDS_PER_TARGET}s"
+  if ! cargo +nightly fuzz run "$t" "$work/corpus/$t" "fuzz/seeds/$t" -- \
+      -max_total_time="$SECONDS_PER_TARGET" -timeout=10 \
+      -artifact_prefix="$work/artifacts/$t-" >"$log" 2>&1; then
+    tail -n 40 "$log"
+    echo "fuzz: $t failed; the input is in $work/artifacts/" >&2
+    exit 1
+  fi
+  # libFuzzer's closing line: runs, coverage, corpus size, executions per second.
+  grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1
+  echo "corpus: $(find "$work/corpus/$t" -type f | wc -l) files learnt + $(find "fuzz/seeds/$t" -type f | wc -l) seeds"
+done

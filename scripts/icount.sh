@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Instruction counts of the engine's happy path, its peers' and each guard's,
+# measured with valgrind's callgrind: the same binary on the same input counts
+# the same instructions whatever else the machine is doing, so a regression shows
+# on a shared 2-core CI machine where wall time would drown in noise.
+#
+# Usage: scripts/icount.sh           measure, print the table, and fail if any
+#                                     retryscope row is more than 10 % above
+#                                     crates/retryscope-bench/icount-baseline.txt
+#        scripts/icount.sh --bless   measure and rewrite the baseline
+#
+# Each scenario runs 10,000 times inside one function that callgrind counts
+# (--toggle-collect); the count per operation is total / 10,000, rounded. The
+# binary is the `icount` bench of crates/retryscope-bench (release, with debug
+# symbols). Installs valgrind with apt when it is missing and we are root.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BASELINE="crates/retryscope-bench/icount-baseline.txt"
+ITERATIONS=10000
+THRESHOLD_PERCENT=10
+
+if ! command -v valgrind >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+  else
+    echo "icount: valgrind is missing (apt-get install valgrind)" >&2
+    exit 1
+  fi
+fi
+
+binary="$(cargo bench -p retryscope-bench --bench icount --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "icount" and m.get("executable"):
+        print(m["executable"])')"
+[ -x "$binary" ] || { echo "icount: could not build the icount bench" >&2; exit 1; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/icount.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+declare -A count
+scenarios=$("$binary")   # lists the scenarios after checking each succeeds
+for scenario in $scenarios; do
+  out="$work/$scenario.out"
+  valgrind --tool=callgrind --toggle-collect='*icount*measured*' --callgrind-out-file="$out" \
+    "$binary" "$scenario" >"$work/$scenario.log" 2>&1 || { cat "$work/$scenario.log"; exit 1; }
+  total=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$out")
+  [ -n "$total" ] || { echo "icount: no total for $scenario" >&2; exit 1; }
+  count[$scenario]=$(( (total + ITERATIONS / 2) / ITERATIONS ))
+done
+
+best_peer=0
+for peer in happy_backon happy_tower happy_tokio_retry2; do
+  c=${count[$peer]}
+  if [ "$best_peer" -eq 0 ] || [ "$c" -lt "$best_peer" ]; then best_peer=$c; fi
+done
+direct=${count[happy_direct]}
+
+printf '%-28s %14s %14s %14s\n' scenario "instr/op" "over direct" "x best peer"
+for scenario in $scenarios; do
+  c=${count[$scenario]}
+  case "$scenario" in
+    happy_*) printf '%-28s %14d %14d %14s\n' "$scenario" "$c" $((c - direct)) \
+               "$(python3 -c "print(f'{$c / $best_peer:.2f}')")" ;;
+    *)       printf '%-28s %14d %14s %14s\n' "$scenario" "$c" - - ;;
+  esac
+done
+
+if [ "${1:-}" = "--bless" ]; then
+  {
+    echo "# Instructions per operation, from scripts/icount.sh --bless ($(rustc --version | cut -d' ' -f2))."
+    for scenario in $scenarios; do echo "$scenario ${count[$scenario]}"; done
+  } >"$BASELINE"
+  echo "icount: wrote $BASELINE"
+  exit 0
+fi
+
+[ -f "$BASELINE" ] || { echo "icount: no baseline ($BASELINE): run with --bless" >&2; exit 1; }
+failed=0
+passed=0
+while read -r scenario expected; do
+  case "$scenario" in ''|'#'*) continue ;; esac
+  # Only retryscope's own code is held to its baseline; the peers are context.
+  case "$scenario" in happy_backon|happy_tower|happy_tokio_retry2|happy_direct) continue ;; esac
+  actual=${count[$scenario]:-}
+  if [ -z "$actual" ]; then
+    echo "FAIL: $scenario is in the baseline but was not measured"; failed=$((failed + 1)); continue
+  fi
+  limit=$(( expected + expected * THRESHOLD_PERCENT / 100 ))
+  if [ "$actual" -gt "$limit" ]; then
+    echo "FAIL: $scenario: $actual instructions/op, baseline $expected (+${THRESHOLD_PERCENT} % = $limit)"
+    failed=$((failed + 1))
+  else
+    echo "PASS: $scenario: $actual instructions/op (baseline $expected)"
+    passed=$((passed + 1))
+  fi
+done <"$BASELINE"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
