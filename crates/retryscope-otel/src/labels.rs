@@ -42,6 +42,8 @@ pub fn error_type_str(error: ErrorType) -> &'static str {
             .and_then(|i| STATUS_DIGITS.get(usize::from(i)))
             .and_then(|digits| std::str::from_utf8(digits).ok())
             .unwrap_or(OTHER),
+        // A kind of error type this crate does not know yet: bounded, never a new series.
+        _ => OTHER,
     }
 }
 

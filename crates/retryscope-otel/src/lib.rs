@@ -76,6 +76,14 @@
 //! attempt limit; an HTTP status is reported as its code only within 100..=599,
 //! else `_OTHER`.
 //!
+//! # Further reading
+//!
+//! - The telemetry contract — every metric, span, attribute and log field, and
+//!   the Prometheus series they become: [docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md).
+//! - The runbook — the alerts, the dashboards, and what to do when they fire:
+//!   [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
+//! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
+//!
 //! [docs/telemetry.md]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

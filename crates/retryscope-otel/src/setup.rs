@@ -57,6 +57,7 @@ pub fn init_otlp() -> Result<TelemetryGuard, SetupError> {
 
 /// An OTLP transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Protocol {
     /// OTLP over gRPC (port 4317 by convention).
     Grpc,

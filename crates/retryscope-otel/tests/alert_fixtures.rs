@@ -327,7 +327,7 @@ fn scenarios() -> Vec<Scenario> {
     let state = |t: u32| {
         if t < 120 {
             0.0
-        } else if (t / 60) % 3 == 0 {
+        } else if (t / 60).is_multiple_of(3) {
             1.0
         } else {
             2.0

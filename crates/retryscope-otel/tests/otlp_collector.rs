@@ -32,15 +32,13 @@ fn spans_and_metrics_arrive_over_http() {
 
 fn run(protocol: Protocol) {
     let Some(binary) = rotel::binary() else { return };
-    let tag = match protocol {
-        Protocol::Grpc => "grpc",
-        Protocol::HttpProtobuf => "http",
+    let (tag, grpc) = match protocol {
+        Protocol::Grpc => ("grpc", true),
+        Protocol::HttpProtobuf => ("http", false),
+        other => panic!("no collector port for {other:?}"),
     };
     let collector = Collector::start(&binary, tag);
-    let endpoint = match protocol {
-        Protocol::Grpc => format!("http://{}", collector.grpc),
-        Protocol::HttpProtobuf => format!("http://{}", collector.http),
-    };
+    let endpoint = format!("http://{}", if grpc { collector.grpc } else { collector.http });
     // Tonic's channel runs on this runtime; the SDK exports from its own threads.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let _context = runtime.enter();

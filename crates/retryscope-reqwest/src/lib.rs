@@ -17,6 +17,14 @@
 //! See [`RetryMiddleware`] for what is retried and when, [`RetryOptions`] for
 //! per-request overrides, and the [telemetry contract] for what it reports.
 //!
+//! # Further reading
+//!
+//! - The telemetry contract — every metric, span, attribute and log field, and
+//!   the Prometheus series they become: [docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md).
+//! - The runbook — the alerts, the dashboards, and what to do when they fire:
+//!   [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
+//! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
+//!
 //! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -47,9 +47,16 @@
 //! # fn main() {}
 //! ```
 //!
-//! The runnable versions are `examples/examples/tower_hyper.rs` and
-//! `examples/examples/tower_tonic.rs`; the telemetry is described in
-//! `docs/telemetry.md`.
+//! The runnable versions are [`examples/tower_hyper.rs`](https://github.com/retryscope/retryscope/blob/main/examples/examples/tower_hyper.rs)
+//! and [`examples/tower_tonic.rs`](https://github.com/retryscope/retryscope/blob/main/examples/examples/tower_tonic.rs) in the repository.
+//!
+//! # Further reading
+//!
+//! - The telemetry contract — every metric, span, attribute and log field, and
+//!   the Prometheus series they become: [docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md).
+//! - The runbook — the alerts, the dashboards, and what to do when they fire:
+//!   [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
+//! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;

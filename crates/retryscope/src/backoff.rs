@@ -2,7 +2,7 @@
 
 use crate::jitter::Step;
 use crate::policy::Policy;
-use rand::Rng;
+use crate::random::JitterRng;
 use std::time::Duration;
 
 impl Policy {
@@ -11,16 +11,16 @@ impl Policy {
     /// first retry). Stateless, so job queues can call it with what they stored.
     ///
     /// ```
-    /// use retryscope::{Jitter, Policy};
+    /// use retryscope::{Jitter, JitterRng, Policy};
     /// use std::time::Duration;
     ///
     /// let policy = Policy::builder().jitter(Jitter::None).build()?;
-    /// let mut rng = retryscope::seeded_rng(7);
+    /// let mut rng = JitterRng::seeded(7);
     /// let second = policy.delay(1, policy.base_delay(), &mut rng);
     /// assert_eq!(second, Duration::from_millis(400));
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
-    pub fn delay<R: Rng + ?Sized>(&self, retry: u32, previous: Duration, rng: &mut R) -> Duration {
+    pub fn delay(&self, retry: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
         let step = Step {
             exponential: self.exponential_delay(retry),
             previous,
@@ -40,12 +40,12 @@ impl Policy {
 /// [`Jitter::Decorrelated`](crate::Jitter::Decorrelated).
 ///
 /// ```
-/// use retryscope::{Jitter, Policy};
+/// use retryscope::{Jitter, JitterRng, Policy};
 /// use std::time::Duration;
 ///
 /// let policy = Policy::builder().jitter(Jitter::None).build()?;
 /// let mut backoff = policy.backoff();
-/// let mut rng = retryscope::seeded_rng(1);
+/// let mut rng = JitterRng::seeded(1);
 /// let delays: Vec<_> = (0..3).map(|_| backoff.next_delay(&mut rng)).collect();
 /// assert_eq!(delays, [200, 400, 800].map(Duration::from_millis));
 /// # Ok::<(), retryscope::PolicyError>(())
@@ -70,7 +70,7 @@ impl Backoff {
     }
 
     /// The delay before the next retry; advances the sequence.
-    pub fn next_delay<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Duration {
+    pub fn next_delay(&mut self, rng: &mut JitterRng) -> Duration {
         let delay = self.policy.delay(self.retries, self.previous, rng);
         self.record(delay);
         delay

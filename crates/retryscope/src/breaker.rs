@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
-use crate::clock::{Clock, TokioClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::window::{SlottedWindow, nanos_since};
 
 /// The longest cool-down a [`CircuitBreaker`] accepts.
@@ -399,7 +399,7 @@ impl CircuitBreaker {
     /// 10 s, 5 s cool-down, 3 probes presumed lost after 30 s) on tokio's clock.
     #[must_use]
     pub fn new() -> Self {
-        Self::assemble(Settings::default(), Arc::new(TokioClock))
+        Self::assemble(Settings::default(), Arc::new(DefaultClock))
     }
 
     /// A builder starting from the defaults.
@@ -798,7 +798,7 @@ impl CircuitBreakerBuilder {
         self
     }
 
-    /// The clock to read time from (default [`TokioClock`]).
+    /// The clock to read time from (default: tokio's, `TokioClock`, with the `tokio` feature; else the system's).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Some(Arc::new(clock));
@@ -812,7 +812,7 @@ impl CircuitBreakerBuilder {
     /// [`BreakerError`] naming the first setting out of range.
     pub fn build(self) -> Result<CircuitBreaker, BreakerError> {
         let settings = self.settings.validate()?;
-        let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock));
+        let clock = self.clock.unwrap_or_else(|| Arc::new(DefaultClock));
         Ok(CircuitBreaker::assemble(settings, clock))
     }
 }

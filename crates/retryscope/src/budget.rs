@@ -17,7 +17,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock::{Clock, TokioClock};
+use crate::clock::{Clock, DefaultClock};
 use crate::throttle::Throttle;
 use crate::window::{SlottedWindow, nanos_since};
 
@@ -200,7 +200,7 @@ impl RetryBudget {
     /// on tokio's clock.
     #[must_use]
     pub fn new() -> Self {
-        Self::assemble(BudgetSettings::default(), Arc::new(TokioClock))
+        Self::assemble(BudgetSettings::default(), Arc::new(DefaultClock))
     }
 
     /// A builder starting from the defaults.
@@ -361,7 +361,7 @@ impl RetryBudgetBuilder {
         self
     }
 
-    /// The clock to read time from (default [`TokioClock`]).
+    /// The clock to read time from (default: tokio's, `TokioClock`, with the `tokio` feature; else the system's).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
         self.clock = Some(Arc::new(clock));
@@ -375,7 +375,7 @@ impl RetryBudgetBuilder {
     /// [`BudgetError`] naming the first setting out of range.
     pub fn build(self) -> Result<RetryBudget, BudgetError> {
         let settings = self.settings.validate()?;
-        let clock = self.clock.unwrap_or_else(|| Arc::new(TokioClock));
+        let clock = self.clock.unwrap_or_else(|| Arc::new(DefaultClock));
         Ok(RetryBudget::assemble(settings, clock))
     }
 }

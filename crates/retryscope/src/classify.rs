@@ -49,10 +49,13 @@
 //! effect: see [`may_retry`].
 
 use std::io::ErrorKind;
+#[cfg(feature = "http")]
 use std::time::SystemTime;
 
+#[cfg(feature = "http")]
 use http::{HeaderMap, Method, StatusCode};
 
+#[cfg(feature = "http")]
 use crate::hints;
 use crate::outcome::{ErrorType, Verdict};
 
@@ -147,8 +150,10 @@ impl<T, E, F: FnMut(&Result<T, E>) -> Verdict> Classify<T, E> for ClassifyFn<F> 
 }
 
 /// The lowest status code the classifier's bitset covers.
+#[cfg(feature = "http")]
 const MIN_CODE: u16 = 100;
 /// The highest status code the classifier's bitset covers.
+#[cfg(feature = "http")]
 const MAX_CODE: u16 = 599;
 
 /// Classifies an HTTP status with the default rules (see the [module
@@ -174,6 +179,7 @@ const MAX_CODE: u16 = 599;
 /// assert_eq!(status(StatusCode::NOT_FOUND), Verdict::permanent(ErrorType::Status(404)));
 /// assert_eq!(status(StatusCode::CONFLICT), Verdict::permanent(ErrorType::Status(409)));
 /// ```
+#[cfg(feature = "http")]
 pub fn status(status: StatusCode) -> Verdict {
     HttpClassifier::DEFAULT.classify_status(status)
 }
@@ -208,12 +214,14 @@ pub fn status(status: StatusCode) -> Verdict {
 /// );
 /// assert!(CLASSIFIER.retries(599));
 /// ```
+#[cfg(feature = "http")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HttpClassifier {
     /// Bit `code - 100` is set when `code` is retryable.
     retryable: [u64; 8],
 }
 
+#[cfg(feature = "http")]
 impl HttpClassifier {
     /// The default rules: retry 408, 429, 500, 502, 503 and 504.
     pub const DEFAULT: HttpClassifier = HttpClassifier { retryable: [0; 8] }
@@ -340,6 +348,7 @@ impl HttpClassifier {
     }
 }
 
+#[cfg(feature = "http")]
 impl Default for HttpClassifier {
     fn default() -> Self {
         Self::DEFAULT
@@ -394,9 +403,11 @@ pub fn io_error(kind: ErrorKind) -> Verdict {
 
 /// The `Idempotency-Key` request header name (lowercase, as stored by
 /// [`HeaderMap`]).
+#[cfg(feature = "http")]
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// How far a failed request got before it failed.
+#[cfg(feature = "http")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// Nothing of the request can have reached the server (e.g. the connection
@@ -420,6 +431,7 @@ pub enum Stage {
 /// assert!(!is_idempotent_method(&Method::POST));
 /// assert!(!is_idempotent_method(&Method::PATCH));
 /// ```
+#[cfg(feature = "http")]
 pub fn is_idempotent_method(method: &Method) -> bool {
     matches!(
         *method,
@@ -432,6 +444,7 @@ pub fn is_idempotent_method(method: &Method) -> bool {
 /// Any field line whose value is not empty after trimming spaces and tabs
 /// counts; the value's syntax (an SF String in the draft, often a bare UUID in
 /// practice) is not checked.
+#[cfg(feature = "http")]
 pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
     headers
         .get_all(IDEMPOTENCY_KEY)
@@ -472,11 +485,12 @@ pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
 /// // GET is idempotent.
 /// assert!(may_retry(&Method::GET, &none, false, Stage::Sent));
 /// ```
+#[cfg(feature = "http")]
 pub fn may_retry(method: &Method, headers: &HeaderMap, marked_safe: bool, stage: Stage) -> bool {
     stage == Stage::NotSent || marked_safe || is_idempotent_method(method) || has_idempotency_key(headers)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "http"))]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
@@ -598,6 +612,55 @@ mod tests {
     }
 
     #[test]
+    fn idempotent_methods() {
+        for m in [Method::GET, Method::HEAD, Method::OPTIONS, Method::PUT, Method::DELETE, Method::TRACE] {
+            assert!(is_idempotent_method(&m), "{m}");
+        }
+        for m in [Method::POST, Method::PATCH, Method::CONNECT] {
+            assert!(!is_idempotent_method(&m), "{m}");
+        }
+        let custom = Method::from_bytes(b"PURGE").unwrap();
+        assert!(!is_idempotent_method(&custom));
+    }
+
+    fn key(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(IDEMPOTENCY_KEY, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn retry_safety() {
+        let none = HeaderMap::new();
+        let keyed = key(&["\"abc\""]);
+        assert!(!may_retry(&Method::POST, &none, false, Stage::Sent));
+        assert!(may_retry(&Method::POST, &keyed, false, Stage::Sent));
+        assert!(may_retry(&Method::POST, &none, false, Stage::NotSent));
+        assert!(may_retry(&Method::GET, &none, false, Stage::Sent));
+        assert!(may_retry(&Method::GET, &none, false, Stage::NotSent));
+        assert!(may_retry(&Method::POST, &none, true, Stage::Sent));
+        assert!(may_retry(&Method::PATCH, &none, true, Stage::Sent));
+        assert!(!may_retry(&Method::PATCH, &none, false, Stage::Sent));
+
+        // Empty or blank keys do not count.
+        assert!(!may_retry(&Method::POST, &key(&[""]), false, Stage::Sent));
+        assert!(!may_retry(&Method::POST, &key(&["  \t"]), false, Stage::Sent));
+        // Any non-empty line counts.
+        assert!(may_retry(&Method::POST, &key(&["", "k1"]), false, Stage::Sent));
+        // The header name is case-insensitive.
+        let mut h = HeaderMap::new();
+        h.insert("Idempotency-Key", HeaderValue::from_static("k"));
+        assert!(has_idempotency_key(&h));
+    }
+}
+
+#[cfg(test)]
+mod io_tests {
+    use super::*;
+
+    #[test]
     fn io_kinds() {
         use ErrorKind as K;
         let retry = |k| Verdict::retryable(ErrorType::Kind(k));
@@ -655,49 +718,5 @@ mod tests {
             assert!(name.len() <= 32);
             assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'), "{name}");
         }
-    }
-
-    #[test]
-    fn idempotent_methods() {
-        for m in [Method::GET, Method::HEAD, Method::OPTIONS, Method::PUT, Method::DELETE, Method::TRACE] {
-            assert!(is_idempotent_method(&m), "{m}");
-        }
-        for m in [Method::POST, Method::PATCH, Method::CONNECT] {
-            assert!(!is_idempotent_method(&m), "{m}");
-        }
-        let custom = Method::from_bytes(b"PURGE").unwrap();
-        assert!(!is_idempotent_method(&custom));
-    }
-
-    fn key(values: &[&str]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for v in values {
-            h.append(IDEMPOTENCY_KEY, HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
-
-    #[test]
-    fn retry_safety() {
-        let none = HeaderMap::new();
-        let keyed = key(&["\"abc\""]);
-        assert!(!may_retry(&Method::POST, &none, false, Stage::Sent));
-        assert!(may_retry(&Method::POST, &keyed, false, Stage::Sent));
-        assert!(may_retry(&Method::POST, &none, false, Stage::NotSent));
-        assert!(may_retry(&Method::GET, &none, false, Stage::Sent));
-        assert!(may_retry(&Method::GET, &none, false, Stage::NotSent));
-        assert!(may_retry(&Method::POST, &none, true, Stage::Sent));
-        assert!(may_retry(&Method::PATCH, &none, true, Stage::Sent));
-        assert!(!may_retry(&Method::PATCH, &none, false, Stage::Sent));
-
-        // Empty or blank keys do not count.
-        assert!(!may_retry(&Method::POST, &key(&[""]), false, Stage::Sent));
-        assert!(!may_retry(&Method::POST, &key(&["  \t"]), false, Stage::Sent));
-        // Any non-empty line counts.
-        assert!(may_retry(&Method::POST, &key(&["", "k1"]), false, Stage::Sent));
-        // The header name is case-insensitive.
-        let mut h = HeaderMap::new();
-        h.insert("Idempotency-Key", HeaderValue::from_static("k"));
-        assert!(has_idempotency_key(&h));
     }
 }

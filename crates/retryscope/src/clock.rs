@@ -2,8 +2,8 @@
 //!
 //! Budgets, breakers and deadlines all need the current time. Reading it through
 //! [`Clock`] lets tests and simulations drive time by hand ([`ManualClock`]) while
-//! production code follows tokio's clock ([`TokioClock`]), which in turn honours
-//! `tokio::time::pause()`.
+//! production code follows tokio's clock (`TokioClock`, feature `tokio`), which in
+//! turn honours `tokio::time::pause()`, or the system's ([`SystemClock`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,9 +19,18 @@ pub trait Clock: Send + Sync {
 ///
 /// Outside a tokio runtime it reads the system's monotonic clock, so it is also a
 /// sound default for blocking code.
+#[cfg(feature = "tokio")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioClock;
 
+#[cfg(not(feature = "tokio"))]
+pub(crate) use SystemClock as DefaultClock;
+/// The clock budgets and breakers read unless given one: tokio's with the
+/// `tokio` feature (so `tokio::time::pause()` drives them), else the system's.
+#[cfg(feature = "tokio")]
+pub(crate) use TokioClock as DefaultClock;
+
+#[cfg(feature = "tokio")]
 impl Clock for TokioClock {
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()

@@ -13,10 +13,9 @@ use crate::observe::{
 };
 use crate::outcome::{DelaySource, ErrorType, Hint, Verdict};
 use crate::policy::Policy;
+use crate::random::JitterRng;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -89,7 +88,7 @@ pub(crate) struct Driver<'a, O: Observer> {
     /// The delay before the previous retry (the base delay before the first),
     /// for decorrelated jitter. Retries so far are `attempts - 1`.
     previous_delay: Duration,
-    rng: Option<SmallRng>,
+    rng: Option<JitterRng>,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
@@ -294,13 +293,13 @@ impl<O: Observer> Drop for Driver<'_, O> {
 /// The wait before the attempt after `failed_attempt`, or why there is none;
 /// `previous` is the delay waited before `failed_attempt` (the base delay before
 /// the first retry). Shared by the engine and the stateless job-queue API.
-pub(crate) fn next_wait<R: rand::Rng + ?Sized>(
+pub(crate) fn next_wait(
     policy: &Policy,
     failed_attempt: u32,
     previous: Duration,
     elapsed: Duration,
     hint: Option<Hint>,
-    rng: &mut R,
+    rng: &mut JitterRng,
 ) -> Result<(Duration, DelaySource), StopReason> {
     if failed_attempt >= policy.max_attempts() {
         return Err(StopReason::AttemptsExhausted);
@@ -333,17 +332,8 @@ pub(crate) fn next_wait<R: rand::Rng + ?Sized>(
     Ok((delay, source))
 }
 
-fn new_rng(seed: Option<u64>) -> SmallRng {
-    match seed {
-        Some(seed) => SmallRng::seed_from_u64(seed),
-        None => rand::make_rng(),
-    }
-}
-
-/// A deterministic random-number generator for tests, simulations and
-/// [`Policy::delay`].
-pub fn seeded_rng(seed: u64) -> SmallRng {
-    SmallRng::seed_from_u64(seed)
+fn new_rng(seed: Option<u64>) -> JitterRng {
+    seed.map_or_else(JitterRng::from_entropy, JitterRng::seeded)
 }
 
 #[cold]

@@ -74,6 +74,7 @@ impl fmt::Display for StopReason {
 
 /// How a logical operation ended (`retryscope.outcome`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// An attempt succeeded.
     Success,

@@ -2,32 +2,30 @@
 //!
 //! Hand-written rather than an `async fn` so that the future has a nameable type
 //! (for `IntoFuture`) and no heap allocation: an operation that succeeds at once
-//! costs one poll of the operation plus a few branches.
+//! costs one poll of the operation plus a few branches. It waits with a
+//! [`Sleeper`]: tokio's for `.await`, any runtime's through
+//! [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
-use crate::clock::TokioClock;
 use crate::driver::Driver;
 use crate::error::RetryError;
 use crate::observe::Observer;
 use crate::retry::{Notify, Retry, Step, give_up, settle, settle_timeout};
+use crate::sleep::Sleeper;
 use pin_project_lite::pin_project;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::{Duration, Instant};
-use tokio::time::Sleep;
-
-/// The clock of every async retry: tokio's, so `tokio::time::pause()` drives it.
-static CLOCK: TokioClock = TokioClock;
+use std::time::Instant;
 
 pin_project! {
     #[project = StateProj]
-    enum State<Fut> {
+    enum State<Fut, Sleep> {
         // Ready to start the next attempt.
         Idle,
         // An attempt is running, with its time limit if it has one. The timer is
         // only armed once the attempt turns out not to be ready at once.
-        Attempt { #[pin] fut: Fut, #[pin] limit: Option<Sleep>, limit_at: Option<tokio::time::Instant> },
+        Attempt { #[pin] fut: Fut, #[pin] limit: Option<Sleep>, limit_at: Option<Instant> },
         // Backing off before the next attempt.
         Waiting { #[pin] sleep: Sleep },
         // Finished; polling again is a caller bug.
@@ -42,24 +40,28 @@ pin_project! {
     /// cleanly: the running attempt is dropped and the observer hears
     /// [`Outcome::Cancelled`](crate::Outcome::Cancelled).
     #[must_use = "futures do nothing unless polled"]
-    pub struct RetryFuture<'a, Op, Fut, C, O, N>
+    pub struct RetryFuture<'a, Op, Fut, C, O, N, S>
     where
         Fut: Future,
         O: Observer,
+        S: Sleeper,
     {
         op: Op,
         classifier: C,
         notify: N,
+        sleeper: S,
         driver: Driver<'a, O>,
         // The last failed attempt's result while waiting, in case the next
         // attempt is refused (breaker opened, deadline passed).
         last: Option<Fut::Output>,
         #[pin]
-        state: State<Fut>,
+        state: State<Fut, S::Sleep>,
     }
 }
 
-impl<'a, Op, Fut, T, E, C, O, N> IntoFuture for Retry<'a, Op, C, O, N>
+/// Awaiting a retry waits on tokio's timer ([`TokioSleeper`](crate::TokioSleeper)).
+#[cfg(feature = "tokio")]
+impl<'a, Op, Fut, T, E, C, O, N> std::future::IntoFuture for Retry<'a, Op, C, O, N>
 where
     Op: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -68,21 +70,63 @@ where
     N: Notify<E>,
 {
     type Output = Result<T, RetryError<E>>;
-    type IntoFuture = RetryFuture<'a, Op, Fut, C, O, N>;
+    type IntoFuture = RetryFuture<'a, Op, Fut, C, O, N, crate::TokioSleeper>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let (op, classifier, notify, driver) = self.into_parts(&CLOCK);
-        RetryFuture { op, classifier, notify, driver, last: None, state: State::Idle }
+        self.with_sleeper(crate::TokioSleeper)
     }
 }
 
-impl<Op, Fut, T, E, C, O, N> Future for RetryFuture<'_, Op, Fut, C, O, N>
+impl<'a, Op, Fut, T, E, C, O, N> Retry<'a, Op, C, O, N>
 where
     Op: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
     C: Classify<T, E>,
     O: Observer,
     N: Notify<E>,
+{
+    /// The retry as a future that waits with `sleeper`: how runtimes other than
+    /// tokio (or tokio without the `tokio` feature) run async retries. Time —
+    /// deadlines, attempt durations — comes from the sleeper's
+    /// [`clock`](Sleeper::clock).
+    ///
+    /// With async-std: `.with_sleeper(async_std::task::sleep)`; with smol:
+    /// `.with_sleeper(|d| async move { smol::Timer::after(d).await; })`. Below, a
+    /// retry run by `futures`' `block_on`, which has no timer of its own:
+    ///
+    /// ```
+    /// use retryscope::{Policy, Retryable};
+    /// use std::time::Duration;
+    ///
+    /// let mut calls = 0;
+    /// let retry = (|| {
+    ///     calls += 1;
+    ///     let result = if calls < 3 { Err("busy") } else { Ok(calls) };
+    ///     async move { result }
+    /// })
+    /// .retry(Policy::builder().base_delay(Duration::from_millis(1)).max_delay(Duration::from_millis(5)).build()?)
+    /// // Blocking is fine here only because `block_on` runs nothing else.
+    /// .with_sleeper(|delay| {
+    ///     std::thread::sleep(delay);
+    ///     std::future::ready(())
+    /// });
+    /// assert_eq!(futures_executor::block_on(retry), Ok(3));
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
+    pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
+        let (op, classifier, notify, driver) = self.into_parts(sleeper.clock());
+        RetryFuture { op, classifier, notify, sleeper, driver, last: None, state: State::Idle }
+    }
+}
+
+impl<Op, Fut, T, E, C, O, N, S> Future for RetryFuture<'_, Op, Fut, C, O, N, S>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+    S: Sleeper,
 {
     type Output = Result<T, RetryError<E>>;
 
@@ -96,7 +140,7 @@ where
                         Ok(limit) => {
                             // The limit counts from the same instant the deadline
                             // was checked at, whatever the operation does first.
-                            let limit_at = limit.map(|l| tokio::time::Instant::from_std(now) + l);
+                            let limit_at = limit.map(|l| now + l);
                             let fut = this.driver.in_scope(&mut *this.op);
                             this.state.set(State::Attempt { fut, limit: None, limit_at });
                             continue;
@@ -110,7 +154,7 @@ where
                         settle(this.driver, this.classifier, this.notify, now, result)
                     } else {
                         if let Some(at) = limit_at.take() {
-                            limit.set(Some(tokio::time::sleep_until(at)));
+                            limit.set(Some(this.sleeper.sleep_until(at)));
                         }
                         if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
                             let now = this.driver.now();
@@ -139,9 +183,9 @@ where
                         let sleep = if this.driver.timed() {
                             // From the instant the decision was taken, so the wait
                             // cannot push the next attempt past the deadline.
-                            sleep_until(this.driver.now(), delay)
+                            this.sleeper.sleep_until(this.driver.now() + delay)
                         } else {
-                            tokio::time::sleep(delay)
+                            this.sleeper.sleep(delay)
                         };
                         this.state.set(State::Waiting { sleep });
                     } else {
@@ -151,9 +195,4 @@ where
             }
         }
     }
-}
-
-/// A tokio sleep that ends `after` past `from`.
-fn sleep_until(from: Instant, after: Duration) -> Sleep {
-    tokio::time::sleep_until(tokio::time::Instant::from_std(from) + after)
 }

@@ -5,7 +5,7 @@
 //! retries out. The formulas follow the AWS Architecture Blog post "Exponential
 //! Backoff And Jitter" (2015). No variant ever returns more than the cap.
 
-use rand::{Rng, RngExt};
+use crate::random::JitterRng;
 use std::time::Duration;
 
 /// How a backoff delay is randomised.
@@ -20,6 +20,7 @@ use std::time::Duration;
 /// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
 /// | [`Jitter::Proportional`]`(f)` | `min(cap, d + U(0, f · d))` |
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub enum Jitter {
     /// The plain exponential delay. Clients that failed together retry together:
     /// use only where a single client talks to a dependency.
@@ -50,7 +51,7 @@ pub(crate) struct Step {
 
 impl Jitter {
     /// Applies this jitter to one step. The result never exceeds `step.cap`.
-    pub(crate) fn apply<R: Rng + ?Sized>(self, step: Step, rng: &mut R) -> Duration {
+    pub(crate) fn apply(self, step: Step, rng: &mut JitterRng) -> Duration {
         let d = step.exponential;
         let delay = match self {
             Jitter::None => d,
@@ -78,13 +79,13 @@ impl Jitter {
 }
 
 /// A uniformly distributed duration in `[low, high]`, at nanosecond resolution.
-fn uniform<R: Rng + ?Sized>(rng: &mut R, low: Duration, high: Duration) -> Duration {
+fn uniform(rng: &mut JitterRng, low: Duration, high: Duration) -> Duration {
     let low_ns = saturating_nanos(low);
     let high_ns = saturating_nanos(high);
     if high_ns <= low_ns {
         return low;
     }
-    Duration::from_nanos(rng.random_range(low_ns..=high_ns))
+    Duration::from_nanos(rng.between(low_ns, high_ns))
 }
 
 /// Nanoseconds in `d`, saturating at `u64::MAX` (584 years).

@@ -3,12 +3,19 @@
 //! A worker that failed a job does not sleep; it requeues the job with a run-at
 //! time, or moves it to a dead-letter queue. [`Policy::schedule`] answers which,
 //! from what the queue stored about the job.
+//!
+//! Job retries often span days. A [`Policy`] bounds every duration by
+//! [`MAX_DURATION`](crate::MAX_DURATION) (one day), because a process that sleeps
+//! longer is almost certainly misconfigured; a [`JobPolicy`], built with
+//! [`PolicyBuilder::build_for_jobs`](crate::PolicyBuilder::build_for_jobs), allows
+//! up to [`MAX_JOB_DURATION`](crate::MAX_JOB_DURATION) (28 days) and can only
+//! schedule, never sleep.
 
 use crate::driver::next_wait;
 use crate::error::StopReason;
 use crate::outcome::{DelaySource, Hint};
 use crate::policy::Policy;
-use rand::Rng;
+use crate::random::JitterRng;
 use std::time::{Duration, SystemTime};
 
 /// What a queue knows about a job whose latest attempt failed transiently.
@@ -46,12 +53,12 @@ impl Policy {
     ///
     /// ```
     /// use retryscope::jobs::{JobFailure, Schedule};
-    /// use retryscope::{Jitter, Policy, StopReason};
+    /// use retryscope::{Jitter, JitterRng, Policy, StopReason};
     /// use std::time::{Duration, SystemTime};
     ///
     /// let policy = Policy::builder().max_attempts(3).jitter(Jitter::None).no_deadline().build()?;
     /// let now = SystemTime::now();
-    /// let mut rng = retryscope::seeded_rng(1);
+    /// let mut rng = JitterRng::seeded(1);
     /// let failure = JobFailure { attempt: 2, previous_delay: Some(Duration::from_millis(200)), first_attempt_at: now, hint: None };
     /// match policy.schedule(&failure, now, &mut rng) {
     ///     Schedule::RetryAt { delay, .. } => assert_eq!(delay, Duration::from_millis(400)),
@@ -61,17 +68,80 @@ impl Policy {
     /// assert_eq!(policy.schedule(&last, now, &mut rng), Schedule::DeadLetter(StopReason::AttemptsExhausted));
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
-    pub fn schedule<R: Rng + ?Sized>(&self, failure: &JobFailure, now: SystemTime, rng: &mut R) -> Schedule {
-        let previous = failure.previous_delay.unwrap_or(self.base_delay());
-        // A clock that stepped backwards counts as no time elapsed, never as a panic.
-        let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);
-        match next_wait(self, failure.attempt, previous, elapsed, failure.hint, rng) {
-            Ok((delay, source)) => match now.checked_add(delay) {
-                Some(at) => Schedule::RetryAt { at, delay, source },
-                // A run-at time past what SystemTime can hold will never come.
-                None => Schedule::DeadLetter(StopReason::DeadlineExceeded),
-            },
-            Err(reason) => Schedule::DeadLetter(reason),
-        }
+    pub fn schedule(&self, failure: &JobFailure, now: SystemTime, rng: &mut JitterRng) -> Schedule {
+        schedule(self, failure, now, rng)
+    }
+}
+
+/// A policy for job queues, whose delays and deadline may reach
+/// [`MAX_JOB_DURATION`](crate::MAX_JOB_DURATION) (28 days). It schedules jobs and
+/// nothing else: the retry engine takes a [`Policy`], whose one-day bound guards
+/// processes that sleep against unit mistakes.
+///
+/// ```
+/// use retryscope::jobs::{JobFailure, Schedule};
+/// use retryscope::{Jitter, JitterRng, Policy};
+/// use std::time::{Duration, SystemTime};
+///
+/// const HOUR: Duration = Duration::from_secs(60 * 60);
+/// let policy = Policy::builder()
+///     .max_attempts(10)
+///     .base_delay(HOUR)
+///     .multiplier(3.0)
+///     .max_delay(48 * HOUR)
+///     .deadline(14 * 24 * HOUR)
+///     .jitter(Jitter::None)
+///     .build_for_jobs()?;
+/// let now = SystemTime::now();
+/// let failure = JobFailure { attempt: 5, previous_delay: Some(27 * HOUR), first_attempt_at: now - 40 * HOUR, hint: None };
+/// match policy.schedule(&failure, now, &mut JitterRng::from_entropy()) {
+///     Schedule::RetryAt { delay, .. } => assert_eq!(delay, 48 * HOUR), // 81 h, capped at two days
+///     Schedule::DeadLetter(reason) => panic!("{reason}"),
+/// }
+/// # Ok::<(), retryscope::PolicyError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JobPolicy(Policy);
+
+impl JobPolicy {
+    pub(crate) fn new(policy: Policy) -> Self {
+        Self(policy)
+    }
+
+    /// Decides when a transiently failed job runs again, or that it is dead;
+    /// as [`Policy::schedule`].
+    pub fn schedule(&self, failure: &JobFailure, now: SystemTime, rng: &mut JitterRng) -> Schedule {
+        schedule(&self.0, failure, now, rng)
+    }
+
+    /// Attempts allowed, counting the first.
+    pub const fn max_attempts(&self) -> u32 {
+        self.0.max_attempts()
+    }
+
+    /// The total time allowed from the first attempt, if bounded.
+    pub const fn deadline(&self) -> Option<Duration> {
+        self.0.deadline()
+    }
+}
+
+impl From<Policy> for JobPolicy {
+    /// Every policy is a valid job policy: its bounds are the tighter ones.
+    fn from(policy: Policy) -> Self {
+        Self(policy)
+    }
+}
+
+fn schedule(policy: &Policy, failure: &JobFailure, now: SystemTime, rng: &mut JitterRng) -> Schedule {
+    let previous = failure.previous_delay.unwrap_or(policy.base_delay());
+    // A clock that stepped backwards counts as no time elapsed, never as a panic.
+    let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);
+    match next_wait(policy, failure.attempt, previous, elapsed, failure.hint, rng) {
+        Ok((delay, source)) => match now.checked_add(delay) {
+            Some(at) => Schedule::RetryAt { at, delay, source },
+            // A run-at time past what SystemTime can hold will never come.
+            None => Schedule::DeadLetter(StopReason::DeadlineExceeded),
+        },
+        Err(reason) => Schedule::DeadLetter(reason),
     }
 }

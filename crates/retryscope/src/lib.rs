@@ -55,12 +55,34 @@
 //! - [`Shared`]: budgets, breakers and names borrowed, or shared through an
 //!   `Arc` so that a retry can be `'static` (spawned, or returned by a tower
 //!   service).
-//! - [`jobs`]: the policy without the loop, for job queues.
-//! - Blocking code: [`Retry::call`].
+//! - [`jobs`]: the policy without the loop, for job queues; [`jobs::JobPolicy`]
+//!   schedules across days and weeks.
+//! - Blocking code: [`Retry::call`]. Other async runtimes: [`Retry::with_sleeper`]
+//!   with a [`Sleeper`].
 //!
 //! Determinism: delays come from a seedable generator ([`Retry::seed`],
-//! [`seeded_rng`]); time comes from tokio's clock, so tests run under
+//! [`JitterRng::seeded`]); time comes from tokio's clock, so tests run under
 //! `tokio::time::pause()`, and budgets and breakers take a [`clock::Clock`].
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `http` | on | [`hints`] (`Retry-After`, `RateLimit`), `classify::HttpClassifier`, the status and idempotency helpers in [`classify`]; depends on `http`, `httpdate`, `sfv` |
+//! | `tokio` | on | `.await` on a retry with tokio's timer (`TokioSleeper`), tokio's clock (`clock::TokioClock`) as the default clock of budgets and breakers |
+//!
+//! Without `tokio`, async retries run on any runtime through
+//! [`Retry::with_sleeper`], and budgets and breakers read the system's clock.
+//! The blocking front end needs neither feature. A database or queue client
+//! that never parses an HTTP header can turn `http` off:
+//! `retryscope = { version = "0.1", default-features = false, features = ["tokio"] }`.
+//!
+//! # Further reading
+//!
+//! - What the instrumentation reports (metrics, spans, attributes, the
+//!   Prometheus series): [docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md).
+//! - Alerts, dashboards and what to do when they fire: [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
+//! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backoff;
@@ -72,14 +94,17 @@ pub mod clock;
 mod driver;
 mod error;
 mod future;
+#[cfg(feature = "http")]
 pub mod hints;
 mod jitter;
 pub mod jobs;
 pub mod observe;
 pub mod outcome;
 mod policy;
+mod random;
 mod retry;
 mod shared;
+mod sleep;
 mod sync;
 pub mod throttle;
 mod window;
@@ -87,11 +112,14 @@ mod window;
 pub use backoff::Backoff;
 pub use breaker::CircuitBreaker;
 pub use budget::{RetryBudget, TokenBucket};
-pub use driver::seeded_rng;
 pub use error::{Outcome, RetryError, StopReason};
 pub use future::RetryFuture;
 pub use jitter::Jitter;
 pub use outcome::{DelaySource, ErrorType, Hint, Verdict};
-pub use policy::{MAX_DURATION, Policy, PolicyBuilder, PolicyError};
+pub use policy::{MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
+pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};
 pub use shared::Shared;
+pub use sleep::Sleeper;
+#[cfg(feature = "tokio")]
+pub use sleep::TokioSleeper;

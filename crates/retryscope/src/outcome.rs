@@ -14,6 +14,7 @@ use std::time::Duration;
 /// static name such as `"timeout"` or `"connect"`. Unknown kinds should use
 /// [`ErrorType::OTHER`] so that metric cardinality stays bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ErrorType {
     /// An HTTP response status (e.g. 503).
     Status(u16),
@@ -60,6 +61,7 @@ impl fmt::Display for ErrorType {
 
 /// Where a wait's length came from (`retryscope.delay.source`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DelaySource {
     /// The policy's backoff and jitter.
     Policy,
@@ -134,6 +136,7 @@ impl Hint {
 
 /// How the engine should treat the result of one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict {
     /// Done: hand the result to the caller.
     Success,

@@ -8,9 +8,15 @@ use crate::jitter::Jitter;
 use std::fmt;
 use std::time::Duration;
 
-/// The longest delay, deadline or timeout a policy accepts (one day). Anything
-/// longer is almost certainly a unit mistake (milliseconds given as seconds).
+/// The longest delay, deadline or timeout a [`Policy`] accepts (one day). A
+/// process that sleeps longer between attempts is almost certainly the victim of
+/// a unit mistake (milliseconds given as seconds).
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest delay, deadline or timeout a [`JobPolicy`](crate::jobs::JobPolicy)
+/// accepts (28 days): a job queue stores a run-at time instead of sleeping, and
+/// job retries often span days.
+pub const MAX_JOB_DURATION: Duration = Duration::from_secs(28 * 24 * 60 * 60);
 
 /// A validated retry policy.
 ///
@@ -202,12 +208,37 @@ impl PolicyBuilder {
         self
     }
 
-    /// Checks the settings and returns the policy.
+    /// Checks the settings and returns the policy. Durations are bounded by
+    /// [`MAX_DURATION`].
     pub fn build(self) -> Result<Policy, PolicyError> {
+        self.validate(MAX_DURATION)
+    }
+
+    /// Checks the settings for a job queue, where durations may reach
+    /// [`MAX_JOB_DURATION`], and returns a policy that can only
+    /// [`schedule`](crate::jobs::JobPolicy::schedule) jobs: the engine, which
+    /// sleeps in the process, never sees it.
+    ///
+    /// ```
+    /// use retryscope::{MAX_DURATION, Policy};
+    /// use std::time::Duration;
+    ///
+    /// const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+    /// let weekly = Policy::builder().base_delay(Duration::from_secs(60)).max_delay(7 * DAY).no_deadline();
+    /// assert!(weekly.build().is_err()); // a retry loop sleeping for a week is a mistake
+    /// let jobs = weekly.build_for_jobs()?; // a job queue storing a run-at time is not
+    /// # assert!(7 * DAY > MAX_DURATION);
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
+    pub fn build_for_jobs(self) -> Result<crate::jobs::JobPolicy, PolicyError> {
+        self.validate(MAX_JOB_DURATION).map(crate::jobs::JobPolicy::new)
+    }
+
+    fn validate(self, limit: Duration) -> Result<Policy, PolicyError> {
         let p = self.policy;
         let positive = |setting, value: Duration| {
-            if value.is_zero() || value > MAX_DURATION {
-                Err(PolicyError::OutOfRange { setting, value })
+            if value.is_zero() || value > limit {
+                Err(PolicyError::OutOfRange { setting, value, limit })
             } else {
                 Ok(())
             }
@@ -223,8 +254,12 @@ impl PolicyBuilder {
         if let Some(timeout) = p.attempt_timeout {
             positive("attempt_timeout", timeout)?;
         }
-        if p.max_server_delay > MAX_DURATION {
-            return Err(PolicyError::OutOfRange { setting: "max_server_delay", value: p.max_server_delay });
+        if p.max_server_delay > limit {
+            return Err(PolicyError::OutOfRange {
+                setting: "max_server_delay",
+                value: p.max_server_delay,
+                limit,
+            });
         }
         if !(p.multiplier.is_finite() && p.multiplier >= 1.0) {
             return Err(PolicyError::Multiplier(p.multiplier));
@@ -245,12 +280,15 @@ impl PolicyBuilder {
 pub enum PolicyError {
     /// `max_attempts` was 0: not even the first attempt could run.
     ZeroAttempts,
-    /// A duration was zero or longer than [`MAX_DURATION`].
+    /// A duration was zero or longer than the limit ([`MAX_DURATION`], or
+    /// [`MAX_JOB_DURATION`] for a job policy).
     OutOfRange {
         /// The setting's name.
         setting: &'static str,
         /// The value given.
         value: Duration,
+        /// The longest value allowed.
+        limit: Duration,
     },
     /// The multiplier was not a finite number below 1.
     Multiplier(f64),
@@ -269,8 +307,8 @@ impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicyError::ZeroAttempts => f.write_str("max_attempts must be at least 1"),
-            PolicyError::OutOfRange { setting, value } => {
-                write!(f, "{setting} must be above zero and at most {MAX_DURATION:?}, got {value:?}")
+            PolicyError::OutOfRange { setting, value, limit } => {
+                write!(f, "{setting} must be above zero and at most {limit:?}, got {value:?}")
             }
             PolicyError::Multiplier(m) => {
                 write!(f, "multiplier must be a finite number of at least 1, got {m}")

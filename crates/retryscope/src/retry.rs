@@ -45,8 +45,10 @@ pub trait Retryable<R>: FnMut() -> R + Sized {
 
 impl<R, F: FnMut() -> R> Retryable<R> for F {}
 
-/// A configured retry of one operation. Await it (async operations) or
-/// [`call`](Self::call) it (blocking ones).
+/// A configured retry of one operation. Await it (async operations on tokio,
+/// feature `tokio`), run it on another runtime with
+/// [`with_sleeper`](Self::with_sleeper), or [`call`](Self::call) it (blocking
+/// operations).
 #[must_use = "a retry does nothing until awaited or called"]
 pub struct Retry<'a, Op, C = AnyError, O = NoObserver, N = ()> {
     pub(crate) op: Op,

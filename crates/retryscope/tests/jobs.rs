@@ -1,7 +1,10 @@
 //! The stateless scheduling API for job queues.
 
-use retryscope::jobs::{JobFailure, Schedule};
-use retryscope::{DelaySource, Hint, Jitter, Policy, StopReason, seeded_rng};
+use retryscope::jobs::{JobFailure, JobPolicy, Schedule};
+use retryscope::{
+    DelaySource, Hint, Jitter, JitterRng, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError,
+    StopReason,
+};
 use std::time::{Duration, SystemTime};
 
 fn policy() -> Policy {
@@ -27,7 +30,7 @@ fn failure(attempt: u32, previous: Option<u64>, age_secs: u64, now: SystemTime) 
 #[test]
 fn each_failure_is_requeued_with_the_next_delay() {
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-    let mut rng = seeded_rng(0);
+    let mut rng = JitterRng::seeded(0);
     let delays: Vec<_> = (1..=4)
         .map(|attempt| match policy().schedule(&failure(attempt, None, 0, now), now, &mut rng) {
             Schedule::RetryAt { at, delay, source } => {
@@ -43,14 +46,14 @@ fn each_failure_is_requeued_with_the_next_delay() {
 #[test]
 fn the_last_attempt_goes_to_the_dead_letter_queue() {
     let now = SystemTime::now();
-    let s = policy().schedule(&failure(5, Some(8), 20, now), now, &mut seeded_rng(0));
+    let s = policy().schedule(&failure(5, Some(8), 20, now), now, &mut JitterRng::seeded(0));
     assert_eq!(s, Schedule::DeadLetter(StopReason::AttemptsExhausted));
 }
 
 #[test]
 fn an_old_job_past_its_deadline_is_dead() {
     let now = SystemTime::now();
-    let s = policy().schedule(&failure(2, Some(1), 599, now), now, &mut seeded_rng(0));
+    let s = policy().schedule(&failure(2, Some(1), 599, now), now, &mut JitterRng::seeded(0));
     assert_eq!(s, Schedule::DeadLetter(StopReason::DeadlineExceeded));
 }
 
@@ -59,7 +62,7 @@ fn a_server_hint_sets_the_run_at_time() {
     let now = SystemTime::now();
     let job =
         JobFailure { hint: Some(Hint::retry_after(Duration::from_secs(30))), ..failure(1, None, 0, now) };
-    let s = policy().schedule(&job, now, &mut seeded_rng(0));
+    let s = policy().schedule(&job, now, &mut JitterRng::seeded(0));
     let thirty = Duration::from_secs(30);
     assert_eq!(s, Schedule::RetryAt { at: now + thirty, delay: thirty, source: DelaySource::RetryAfter });
 }
@@ -68,5 +71,101 @@ fn a_server_hint_sets_the_run_at_time() {
 fn a_clock_that_stepped_back_is_not_a_panic() {
     let now = SystemTime::now();
     let job = JobFailure { first_attempt_at: now + Duration::from_secs(3_600), ..failure(1, None, 0, now) };
-    assert!(matches!(policy().schedule(&job, now, &mut seeded_rng(0)), Schedule::RetryAt { .. }));
+    assert!(matches!(policy().schedule(&job, now, &mut JitterRng::seeded(0)), Schedule::RetryAt { .. }));
+}
+
+const HOUR: Duration = Duration::from_secs(60 * 60);
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Up to a retry every week, for three weeks.
+fn weekly() -> PolicyBuilder {
+    Policy::builder()
+        .max_attempts(12)
+        .base_delay(HOUR)
+        .multiplier(4.0)
+        .max_delay(7 * DAY)
+        .max_server_delay(7 * DAY)
+        .deadline(21 * DAY)
+        .jitter(Jitter::None)
+}
+
+#[test]
+fn job_policies_schedule_across_days_and_weeks() {
+    let policy = weekly().build_for_jobs().expect("job durations up to 28 days are valid");
+    let first_attempt_at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let mut now = first_attempt_at;
+    let mut previous_delay = None;
+    let mut delays = Vec::new();
+    let mut rng = JitterRng::seeded(0);
+    for attempt in 1.. {
+        let failure = JobFailure { attempt, previous_delay, first_attempt_at, hint: None };
+        match policy.schedule(&failure, now, &mut rng) {
+            Schedule::RetryAt { at, delay, source } => {
+                assert_eq!((at, source), (now + delay, DelaySource::Policy));
+                delays.push(delay);
+                previous_delay = Some(delay);
+                now = at;
+            }
+            Schedule::DeadLetter(reason) => {
+                assert_eq!(reason, StopReason::DeadlineExceeded);
+                break;
+            }
+        }
+    }
+    // 1 h, 4 h, 16 h, 64 h, then a week each time until the three weeks are up.
+    assert_eq!(delays, [HOUR, 4 * HOUR, 16 * HOUR, 64 * HOUR, 7 * DAY, 7 * DAY]);
+    assert!(now.duration_since(first_attempt_at).expect("forward") < 21 * DAY);
+}
+
+#[test]
+fn a_job_may_honour_a_retry_after_of_days() {
+    let policy = weekly().build_for_jobs().expect("valid job policy");
+    let now = SystemTime::now();
+    let job = JobFailure { hint: Some(Hint::retry_after(3 * DAY)), ..failure(1, None, 0, now) };
+    assert_eq!(
+        policy.schedule(&job, now, &mut JitterRng::seeded(0)),
+        Schedule::RetryAt { at: now + 3 * DAY, delay: 3 * DAY, source: DelaySource::RetryAfter }
+    );
+}
+
+#[test]
+fn interactive_policies_keep_the_one_day_guard() {
+    let err = weekly().build().expect_err("a week-long sleep in a process is a unit mistake");
+    assert_eq!(err, PolicyError::OutOfRange { setting: "max_delay", value: 7 * DAY, limit: MAX_DURATION });
+    assert!(err.to_string().contains("at most 86400s"), "{err}");
+}
+
+#[test]
+fn job_policies_have_their_own_limit() {
+    let too_long = weekly().deadline(MAX_JOB_DURATION + Duration::from_secs(1)).build_for_jobs();
+    assert_eq!(
+        too_long,
+        Err(PolicyError::OutOfRange {
+            setting: "deadline",
+            value: MAX_JOB_DURATION + Duration::from_secs(1),
+            limit: MAX_JOB_DURATION,
+        })
+    );
+    assert_eq!(
+        weekly().deadline(MAX_JOB_DURATION).build_for_jobs().map(|p| p.deadline()),
+        Ok(Some(MAX_JOB_DURATION))
+    );
+    // The other rules still hold.
+    assert_eq!(weekly().max_attempts(0).build_for_jobs(), Err(PolicyError::ZeroAttempts));
+    assert!(matches!(
+        weekly().base_delay(Duration::ZERO).build_for_jobs(),
+        Err(PolicyError::OutOfRange { .. })
+    ));
+}
+
+#[test]
+fn every_policy_is_a_job_policy_with_the_same_schedule() {
+    let now = SystemTime::now();
+    let job = failure(2, Some(1), 10, now);
+    let as_job = JobPolicy::from(policy());
+    assert_eq!(as_job.max_attempts(), policy().max_attempts());
+    assert_eq!(
+        as_job.schedule(&job, now, &mut JitterRng::seeded(3)),
+        policy().schedule(&job, now, &mut JitterRng::seeded(3))
+    );
 }

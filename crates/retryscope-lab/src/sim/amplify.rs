@@ -37,15 +37,15 @@
 
 use super::events::{EventQueue, Nanos, VirtualClock, from_millis_f64, from_secs_f64, nanos};
 use super::output::{Panel, Report, Series, Table, write_svg};
+use super::rng::SimRng;
 use super::throttles::{AdaptiveBucket, AwsRetryQuota, FailureRatioBreaker, Unlimited};
 use super::{CommonArgs, SimError, derive_seed};
 use clap::{Args, ValueEnum};
 use rand::RngExt;
-use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp};
 use retryscope::clock::ManualClock;
 use retryscope::throttle::Throttle;
-use retryscope::{Jitter, Policy, RetryBudget, TokenBucket, seeded_rng};
+use retryscope::{Jitter, Policy, RetryBudget, TokenBucket};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -254,7 +254,7 @@ struct Run {
     throttles: Vec<Box<dyn Throttle>>,
     clock: VirtualClock,
     queue: EventQueue<Event>,
-    rng: SmallRng,
+    rng: SimRng,
     hop: Exp<f64>,
     gap: Exp<f64>,
     requests: u64,
@@ -277,7 +277,7 @@ impl Run {
             throttles,
             clock,
             queue: EventQueue::with_capacity(usize::try_from(config.clients).unwrap_or(0) * 2),
-            rng: seeded_rng(derive_seed(config.seed, &[config.failure_rate.to_bits()])),
+            rng: SimRng::seeded(derive_seed(config.seed, &[config.failure_rate.to_bits()])),
             hop: exp(1.0 / HOP_MEAN_MS)?,
             gap: exp(config.rate)?,
             requests: 0,
@@ -335,7 +335,7 @@ impl Run {
             self.succeeded += 1;
         } else if attempt < self.max_attempts && throttle.try_acquire_retry() {
             // Full jitter does not depend on the previous delay; the base stands in.
-            let wait = self.policy.delay(u32::from(attempt - 1), BACKOFF_BASE, &mut self.rng);
+            let wait = self.policy.delay(u32::from(attempt - 1), BACKOFF_BASE, self.rng.jitter());
             let hop = self.hop();
             self.queue.schedule_in(nanos(wait) + hop, Event::Call { client, attempt: attempt + 1 });
         }

@@ -43,10 +43,11 @@ use super::server::{LoadSensitiveServer, NextFinish};
 use super::throttles::Unlimited;
 use super::{CommonArgs, SimError, derive_seed};
 use clap::{Args, ValueEnum};
+use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp};
 use retryscope::throttle::Throttle;
-use retryscope::{Jitter, Policy, RetryBudget, seeded_rng};
+use retryscope::{Jitter, JitterRng, Policy, RetryBudget};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -250,7 +251,7 @@ struct Run {
     /// Drives arrivals only, so every strategy sees the same offered load.
     arrivals: SmallRng,
     /// Drives backoff.
-    jitter: SmallRng,
+    jitter: JitterRng,
     offered: Vec<u64>,
     goodput: Vec<u64>,
     retries: Vec<u64>,
@@ -289,8 +290,8 @@ impl Run {
             queue: EventQueue::with_capacity(1024),
             requests: Vec::new(),
             server: LoadSensitiveServer::new(config.model.base_latency, config.model.per_call),
-            arrivals: seeded_rng(derive_seed(config.seed, &[1])),
-            jitter: seeded_rng(derive_seed(config.seed, &[2, config.strategy as u64])),
+            arrivals: SmallRng::seed_from_u64(derive_seed(config.seed, &[1])),
+            jitter: JitterRng::seeded(derive_seed(config.seed, &[2, config.strategy as u64])),
             offered: vec![0; seconds],
             goodput: vec![0; seconds],
             retries: vec![0; seconds],

@@ -29,11 +29,11 @@
 
 use super::events::{EventQueue, Nanos, from_millis_f64, nanos, to_millis};
 use super::output::{Panel, Report, Series, Table, write_svg};
+use super::rng::SimRng;
 use super::{CommonArgs, SimError, derive_seed};
 use clap::{Args, ValueEnum};
-use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Normal};
-use retryscope::{Jitter, Policy, seeded_rng};
+use retryscope::{Jitter, Policy};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -185,7 +185,8 @@ pub fn simulate(config: &HerdConfig) -> HerdOutcome {
     let mut sim = Trial::new(config);
     let (mut writes, mut gave_up, mut total_time) = (0_u64, 0_u64, 0_u64);
     for trial in 0..config.trials {
-        let mut rng = seeded_rng(derive_seed(config.seed, &[u64::from(config.clients), u64::from(trial)]));
+        let mut rng =
+            SimRng::seeded(derive_seed(config.seed, &[u64::from(config.clients), u64::from(trial)]));
         let result = sim.run(&mut rng);
         writes += result.writes;
         gave_up += result.gave_up;
@@ -235,11 +236,11 @@ impl Trial {
     }
 
     /// One network hop: |Normal(10 ms, 2 ms)|.
-    fn hop(&self, rng: &mut SmallRng) -> Nanos {
+    fn hop(&self, rng: &mut SimRng) -> Nanos {
         from_millis_f64(self.hop.sample(rng).abs())
     }
 
-    fn run(&mut self, rng: &mut SmallRng) -> TrialResult {
+    fn run(&mut self, rng: &mut SimRng) -> TrialResult {
         let n = self.count;
         self.clients.clear();
         self.clients.resize(n, Client { attempt: 0, previous: BASE });
@@ -281,14 +282,14 @@ impl Trial {
 
     /// Counts a failed write and returns the wait before the next read, or
     /// `None` when the client has hit the safety bound.
-    fn backoff(&mut self, client: u32, rng: &mut SmallRng) -> Option<Nanos> {
+    fn backoff(&mut self, client: u32, rng: &mut SimRng) -> Option<Nanos> {
         let state = &mut self.clients[client as usize];
         state.attempt += 1;
         if state.attempt >= self.max_attempts {
             return None;
         }
         let Some(policy) = &self.policy else { return Some(0) };
-        let delay = policy.delay(state.attempt, state.previous, rng);
+        let delay = policy.delay(state.attempt, state.previous, rng.jitter());
         state.previous = delay;
         Some(nanos(delay))
     }

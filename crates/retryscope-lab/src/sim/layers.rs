@@ -24,11 +24,10 @@
 //! every other layer one call, at any depth.
 
 use super::output::{Report, Table};
+use super::rng::SimRng;
 use super::{CommonArgs, SimError, derive_seed};
 use clap::{Args, ValueEnum};
 use rand::RngExt;
-use rand::rngs::SmallRng;
-use retryscope::seeded_rng;
 use serde::Serialize;
 
 /// The deepest chain accepted.
@@ -162,7 +161,8 @@ impl Chain {
     /// Calls each layer received over `requests` user requests, simulated with
     /// a generator seeded from `seed`.
     pub fn simulate(&self, requests: u32, seed: u64) -> Vec<u64> {
-        let mut run = Run { chain: *self, rng: seeded_rng(seed), received: vec![0; self.depth as usize + 1] };
+        let mut run =
+            Run { chain: *self, rng: SimRng::seeded(seed), received: vec![0; self.depth as usize + 1] };
         for _ in 0..requests {
             run.serve(1);
         }
@@ -173,7 +173,7 @@ impl Chain {
 /// One simulation in progress.
 struct Run {
     chain: Chain,
-    rng: SmallRng,
+    rng: SimRng,
     received: Vec<u64>,
 }
 

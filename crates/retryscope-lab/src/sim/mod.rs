@@ -26,6 +26,7 @@ pub mod events;
 pub mod herd;
 pub mod layers;
 pub mod output;
+pub mod rng;
 pub mod server;
 pub mod throttles;
 

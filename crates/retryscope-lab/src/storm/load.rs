@@ -4,7 +4,7 @@
 //! so every retry is load *added* to the offered load. Each client fires at a
 //! fixed rate from a seeded phase, so the clients do not start in lock-step.
 
-use rand::RngExt;
+use rand::{RngExt, SeedableRng};
 use reqwest_middleware::ClientWithMiddleware;
 use retryscope_reqwest::RetryOptions;
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub(crate) async fn run(
     operation: &'static str,
     drain: Duration,
 ) {
-    let mut rng = retryscope::seeded_rng(load.seed);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(load.seed);
     let period = Duration::from_secs_f64(1.0 / load.rate);
     let deadline = Instant::now() + load.duration;
     let mut clients = JoinSet::new();
