@@ -158,6 +158,9 @@ struct BudgetInner {
     /// Whole withdrawals, in one window every retry competes for: a withdrawal
     /// is a compare-exchange on it, which is what keeps the bound exact.
     withdrawals: CachePadded<SlottedWindow<1>>,
+    /// The deposits a retry check last summed over the lanes, so that the
+    /// next checks in the same slot need not read every lane again.
+    deposits_seen: DepositsSeen,
     /// Milli-tokens each request deposits.
     deposit: u32,
     /// Milli-tokens always available on top of the deposits.
@@ -216,6 +219,7 @@ impl RetryBudget {
         let inner = BudgetInner {
             deposits: (0..lane_count()).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
             withdrawals: CachePadded(SlottedWindow::new(settings.window)),
+            deposits_seen: DepositsSeen::default(),
             origin: clock.now(),
             clock,
             deposit: u32::try_from(to_milli(settings.ratio)).unwrap_or(u32::MAX),
@@ -236,13 +240,30 @@ impl RetryBudget {
         self.inner.deposits.iter().map(|lane| lane.totals(epoch)[COUNT]).sum()
     }
 
-    /// Milli-tokens available in the window ending at `epoch`, given the
-    /// `deposits` in it (may be negative when withdrawals outlive the deposits
-    /// that paid for them).
-    fn balance(&self, deposits: u64, epoch: u64) -> i128 {
-        let inner = &*self.inner;
-        let [withdrawals] = inner.withdrawals.totals(epoch);
-        i128::from(inner.reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
+    /// Milli-tokens available given the milli-tokens deposited and the whole
+    /// withdrawals in a window (may be negative when withdrawals outlive the
+    /// deposits that paid for them).
+    fn balance(&self, deposits: u64, withdrawals: u64) -> i128 {
+        i128::from(self.inner.reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
+    }
+
+    /// Deposits in the window ending at `epoch` that cover a withdrawal on
+    /// top of `withdrawals`, if there are enough.
+    ///
+    /// Tries the deposits summed earlier in the same slot first: deposits are
+    /// only ever added inside a slot, so that sum is a lower bound of the
+    /// deposits in the window now, and a withdrawal it covers is covered.
+    /// Only when it does not cover one are the lanes summed again; that sum
+    /// decides exactly, and is remembered for the next checks.
+    fn covering_deposits(&self, epoch: u64, withdrawals: u64) -> Option<u64> {
+        let covers = |deposits| self.balance(deposits, withdrawals) >= i128::from(MILLI);
+        let seen = &self.inner.deposits_seen;
+        if let Some(deposits) = seen.get(epoch).filter(|&d| covers(d)) {
+            return Some(deposits);
+        }
+        let deposits = self.deposits(epoch);
+        seen.set(epoch, deposits);
+        covers(deposits).then_some(deposits)
     }
 
     /// Withdraws one token if the balance holds one, as one linearizable step.
@@ -253,10 +274,10 @@ impl RetryBudget {
             // Observe the withdrawal word *before* reading the balance: if the
             // CAS below succeeds, no withdrawal in this slot slipped in between.
             let seen = window.observe(epoch, COUNT);
-            let deposits = self.deposits(epoch);
-            if self.balance(deposits, epoch) < i128::from(MILLI) {
+            let [withdrawals] = window.totals(epoch);
+            let Some(deposits) = self.covering_deposits(epoch, withdrawals) else {
                 return false;
-            }
+            };
             if let Some(stamp) = window.try_add(epoch, COUNT, seen, 1) {
                 break (deposits, stamp);
             }
@@ -276,11 +297,39 @@ impl RetryBudget {
         // most; deposits made since could only have helped (ignoring them may
         // refuse a retry in that rare race, never grant one too many).
         fence(Ordering::SeqCst);
-        if self.balance(deposits, epoch) < 0 {
+        let [withdrawals] = window.totals(epoch);
+        if self.balance(deposits, withdrawals) < 0 {
             window.undo(stamp, 1);
             return false;
         }
         true
+    }
+}
+
+/// A sum of the deposit lanes and the slot it was taken in, packed in one
+/// word: the slot's epoch in the high 40 bits (unambiguous for 2^40 slots,
+/// over 3,000 years at the shortest slot), whole tokens in the low 24, rounded
+/// down and saturating, so the word never claims more than was summed.
+#[derive(Default)]
+struct DepositsSeen(CachePadded<AtomicU64>);
+
+const SEEN_TOKEN_BITS: u32 = 24;
+const SEEN_TOKEN_MASK: u64 = (1 << SEEN_TOKEN_BITS) - 1;
+const SEEN_EPOCH_MASK: u64 = (1 << (64 - SEEN_TOKEN_BITS)) - 1;
+
+impl DepositsSeen {
+    /// Milli-tokens summed in slot `epoch`, or `None` if the last sum was
+    /// taken in another slot.
+    fn get(&self, epoch: u64) -> Option<u64> {
+        let word = self.0.load(Ordering::SeqCst);
+        (word >> SEEN_TOKEN_BITS == epoch & SEEN_EPOCH_MASK).then(|| (word & SEEN_TOKEN_MASK) * MILLI)
+    }
+
+    /// Remembers `deposits` milli-tokens summed in slot `epoch`. Racing sums
+    /// may overwrite each other: any of them is a lower bound for its slot.
+    fn set(&self, epoch: u64, deposits: u64) {
+        let tokens = (deposits / MILLI).min(SEEN_TOKEN_MASK);
+        self.0.store(((epoch & SEEN_EPOCH_MASK) << SEEN_TOKEN_BITS) | tokens, Ordering::SeqCst);
     }
 }
 
@@ -323,7 +372,8 @@ impl Throttle for RetryBudget {
     /// Whole retries available right now.
     fn available(&self) -> f64 {
         let epoch = self.epoch();
-        let whole = self.balance(self.deposits(epoch), epoch).max(0) / i128::from(MILLI);
+        let [withdrawals] = self.inner.withdrawals.totals(epoch);
+        let whole = self.balance(self.deposits(epoch), withdrawals).max(0) / i128::from(MILLI);
         whole as f64
     }
 }
@@ -628,6 +678,36 @@ mod tests {
         assert_eq!(spent, 10);
         clock.advance(Duration::from_secs(10));
         assert_eq!(b.available(), 10.0);
+    }
+
+    #[test]
+    fn remembered_deposits_are_a_lower_bound_for_their_slot_only() {
+        let seen = DepositsSeen::default();
+        assert_eq!(seen.get(0), Some(0), "nothing summed yet: zero is a lower bound");
+        seen.set(7, 12_345);
+        // Rounded down to whole tokens.
+        assert_eq!(seen.get(7), Some(12_000));
+        assert_eq!(seen.get(6), None);
+        assert_eq!(seen.get(8), None);
+        assert_eq!(seen.get(7 + (1 << 40)), Some(12_000), "2^40 slots later: the documented horizon");
+        // Saturates rather than wraps.
+        seen.set(9, u64::MAX);
+        assert_eq!(seen.get(9), Some(SEEN_TOKEN_MASK * MILLI));
+    }
+
+    #[test]
+    fn a_stale_sum_never_refuses_a_retry_the_lanes_can_pay() {
+        let clock = ManualClock::new();
+        let b = RetryBudget::builder().ratio(1.0).min_per_second(0).clock(clock).build().expect("valid");
+        b.request_started();
+        assert!(b.try_acquire_retry(), "the first check sums the lanes");
+        assert!(!b.try_acquire_retry());
+        // Deposits after the remembered sum: the check falls back to the lanes.
+        b.request_started();
+        b.request_started();
+        assert!(b.try_acquire_retry());
+        assert!(b.try_acquire_retry());
+        assert!(!b.try_acquire_retry());
     }
 
     #[test]
