@@ -711,6 +711,22 @@ mod tests {
     }
 
     #[test]
+    fn a_sum_from_an_earlier_slot_is_not_trusted() {
+        let clock = ManualClock::new();
+        let b =
+            RetryBudget::builder().ratio(1.0).min_per_second(0).clock(clock.clone()).build().expect("valid");
+        for _ in 0..3 {
+            b.request_started();
+        }
+        // Remembers three tokens deposited in the first slot.
+        assert!(b.try_acquire_retry());
+        clock.advance(Duration::from_secs(10));
+        // They expired with their slot, and so did the retry.
+        assert!(!b.try_acquire_retry());
+        assert_eq!(b.available(), 0.0);
+    }
+
+    #[test]
     fn clones_share_state() {
         let clock = ManualClock::new();
         let b = RetryBudget::builder().min_per_second(1).clock(clock).build().expect("valid");
