@@ -5,6 +5,10 @@
 //!   (what a call that retries once pays). Ratio 1.0, a 1 s window and the
 //!   highest floor the builder accepts, so every retry is granted for the whole
 //!   run: the granted path (a CAS) is measured, not the cheaper refusal.
+//! - `budget/tower_tps_budget/N`: the peer for `retry_budget`, tower's
+//!   `TpsBudget::deposit` + `withdraw`, set up alike: 1 s window, 100 % of
+//!   deposits, a floor of `MAX_MIN_PER_SECOND` per second (every withdrawal
+//!   granted).
 //! - `budget/token_bucket/N`: `TokenBucket::attempt_finished(true)` +
 //!   `try_acquire_retry`, default bucket (stays full, every retry granted).
 //! - `budget/circuit_breaker/N`: `CircuitBreaker::try_acquire` + `permit.success()`,
@@ -32,6 +36,7 @@ use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+use tower::retry::budget::{Budget as _, TpsBudget};
 
 /// Runs `op` `iters` times on each of `threads` threads, all started together;
 /// returns the slowest thread's time. `op` returns whether it was granted; more
@@ -71,12 +76,17 @@ fn guards(c: &mut Criterion) {
         .window(Duration::from_secs(1))
         .build()
         .expect("a valid budget");
+    let tps_budget = TpsBudget::new(Duration::from_secs(1), retryscope::budget::MAX_MIN_PER_SECOND, 1.0);
     let bucket = TokenBucket::new();
     let breaker = CircuitBreaker::new();
 
     let retry_budget = || {
         budget.request_started();
         budget.try_acquire_retry()
+    };
+    let tower_tps_budget = || {
+        tps_budget.deposit();
+        tps_budget.withdraw()
     };
     let token_bucket = || {
         bucket.attempt_finished(true);
@@ -100,6 +110,9 @@ fn guards(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("retry_budget", threads), &threads, |b, &n| {
             b.iter_custom(|iters| contend(n, iters, &retry_budget))
+        });
+        g.bench_with_input(BenchmarkId::new("tower_tps_budget", threads), &threads, |b, &n| {
+            b.iter_custom(|iters| contend(n, iters, &tower_tps_budget))
         });
         g.bench_with_input(BenchmarkId::new("token_bucket", threads), &threads, |b, &n| {
             b.iter_custom(|iters| contend(n, iters, &token_bucket))
