@@ -7,7 +7,7 @@ commit both. `scripts/check-ops.sh` fails when the JSON and this script drift
 (`--check`). Python 3 standard library only.
 
 Conventions (checked by check_dashboards.py):
-* queries only use the DESIGN.md §3 series and the recording rules of
+* queries only use the docs/telemetry.md series and the recording rules of
   dashboards/retryscope.rules.yml;
 * the only template variables in queries are $job, $dependency,
   $__rate_interval and $__interval;

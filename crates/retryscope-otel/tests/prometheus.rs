@@ -1,5 +1,5 @@
 //! The Prometheus exposition, scraped over real HTTP: the series names are the
-//! ones in the last column of DESIGN.md §3.
+//! ones in the last column of the telemetry contract (docs/telemetry.md).
 
 #![cfg(feature = "prometheus")]
 
