@@ -118,7 +118,8 @@ const COUNT: usize = 0;
 /// Clones share one budget: give a clone to every client of the same
 /// dependency. A request only writes a counter of its own thread's *lane*
 /// (one of several, each on its own cache lines), so requests on different
-/// cores do not contend; a retry check sums the lanes.
+/// cores do not contend; a retry check sums the lanes only when the sum it
+/// remembers from earlier in the same slot does not cover the retry.
 ///
 /// # Example
 ///
@@ -283,9 +284,8 @@ impl RetryBudget {
             }
         };
         // Threads on either side of a slot boundary write different words, so
-        // their CASes do not exclude each other (nor do a withdrawal and a
-        // deposit that expires a slot's old deposits). Re-checking after our own write
-        // catches that rare race; both may back off, never both overspend. The
+        // their CASes do not exclude each other. Re-checking after our own
+        // write catches that rare race; both may back off, never both overspend. The
         // fence makes "my write, then your word" explicit: of two threads doing
         // this, at least one sees the other's withdrawal (SeqCst accesses alone
         // promise that too, but loom only models the fence; it costs nothing
