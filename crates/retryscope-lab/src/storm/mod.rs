@@ -170,20 +170,37 @@ async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, Sto
     }
     let rows: Vec<Summary> = runs.iter().map(|r| r.summary(timeline)).collect();
     print!("{}", report::table(&rows));
-    std::fs::create_dir_all(&args.out).map_err(|e| error("creating --out", e))?;
-    let svg = args.out.join("storm.svg");
-    chart::write_svg(&svg, &runs, timeline).map_err(|e| error("writing the chart", e))?;
     let json = serde_json::json!({ "summary": rows, "runs": runs, "slice_ms": SLICE.as_millis() as u64 });
-    let summary = args.out.join("storm.json");
-    std::fs::write(&summary, serde_json::to_string_pretty(&json).map_err(|e| error("encoding", e))?)
+    write_outputs(args, "storm", &json, |svg| chart::write_svg(svg, &runs, timeline))?;
+    finish(args, &telemetry).await;
+    drop(clients);
+    Ok(rows)
+}
+
+/// Writes `{stem}.svg` with `chart` and `{stem}.json` with `json` into `--out`.
+pub(crate) fn write_outputs<E: fmt::Display>(
+    args: &StormArgs,
+    stem: &str,
+    json: &serde_json::Value,
+    chart: impl FnOnce(&std::path::Path) -> Result<(), E>,
+) -> Result<(), StormError> {
+    std::fs::create_dir_all(&args.out).map_err(|e| error("creating --out", e))?;
+    let svg = args.out.join(format!("{stem}.svg"));
+    chart(&svg).map_err(|e| error("writing the chart", e))?;
+    let summary = args.out.join(format!("{stem}.json"));
+    std::fs::write(&summary, serde_json::to_string_pretty(json).map_err(|e| error("encoding", e))?)
         .map_err(|e| error("writing the summary", e))?;
     eprintln!("storm: wrote {} and {}", svg.display(), summary.display());
+    Ok(())
+}
+
+/// Flushes the telemetry, then keeps serving metrics for `--linger` seconds
+/// (for a last scrape) while the caller still holds its clients.
+pub(crate) async fn finish(args: &StormArgs, telemetry: &telemetry::Telemetry) {
     telemetry.flush();
     if args.linger > 0.0 {
         tokio::time::sleep(Duration::from_secs_f64(args.linger)).await;
     }
-    drop(clients);
-    Ok(rows)
 }
 
 async fn run_policy(

@@ -21,7 +21,7 @@ use crate::storm::metrics::{InProcessReader, Totals};
 use crate::storm::report::Timeline;
 use crate::storm::server::{Behaviour, SLICE};
 use crate::storm::telemetry::Telemetry;
-use crate::storm::{StormArgs, StormError, delta, error, load};
+use crate::storm::{StormArgs, StormError, delta, error, finish, load, write_outputs};
 use opentelemetry::metrics::Meter;
 use report::{LayerSummary, LayeredRun, ServiceRun};
 use retryscope_otel::IncomingRequests;
@@ -58,9 +58,6 @@ async fn storm(
     }
     let rows: Vec<LayerSummary> = runs.iter().flat_map(|r| r.summary(timeline)).collect();
     print!("{}", report::table(&rows));
-    std::fs::create_dir_all(&args.out).map_err(|e| error("creating --out", e))?;
-    let svg = args.out.join("storm-layers.svg");
-    chart::write_svg(&svg, &runs, timeline).map_err(|e| error("writing the chart", e))?;
     let json = serde_json::json!({
         "services": services,
         "attempts_per_layer": policies::ATTEMPTS,
@@ -68,14 +65,8 @@ async fn storm(
         "runs": runs,
         "slice_ms": SLICE.as_millis() as u64,
     });
-    let summary = args.out.join("storm-layers.json");
-    std::fs::write(&summary, serde_json::to_string_pretty(&json).map_err(|e| error("encoding", e))?)
-        .map_err(|e| error("writing the summary", e))?;
-    eprintln!("storm: wrote {} and {}", svg.display(), summary.display());
-    telemetry.flush();
-    if args.linger > 0.0 {
-        tokio::time::sleep(Duration::from_secs_f64(args.linger)).await;
-    }
+    write_outputs(args, "storm-layers", &json, |svg| chart::write_svg(svg, &runs, timeline))?;
+    finish(args, &telemetry).await;
     drop(chains);
     Ok(rows)
 }
