@@ -205,11 +205,14 @@ async fn a_short_error_body_is_drained_and_its_connection_reused_during_the_wait
         .await
         .expect("every kept response released its body")
         .expect("counter alive");
-    assert_eq!(server.accepted(), CONCURRENT);
+    // One connection each — or fewer: a connection drained early can already
+    // carry a first-wave request that had not connected yet.
+    let first_wave = server.accepted();
+    assert!((1..=CONCURRENT).contains(&first_wave), "{first_wave} connections for {CONCURRENT} requests");
 
-    // During the 30 s wait, 100 more requests find 100 idle connections.
+    // During the 30 s wait, 100 more requests find the idle connections.
     second_wave(&client, &server.base).await;
-    assert_eq!(server.accepted(), CONCURRENT, "the second wave opened connections of its own");
+    assert_eq!(server.accepted(), first_wave, "the second wave opened connections of its own");
     assert!(server.open() <= CONCURRENT, "{} open", server.open());
     waiting.iter().for_each(JoinHandle::abort);
 }
