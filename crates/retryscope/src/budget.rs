@@ -12,14 +12,14 @@
 //! Both are cheap to clone (clones share state), `Send + Sync`, and lock-free:
 //! every operation is a few atomic loads and compare-exchanges, never a lock.
 
-use crate::sync::{AtomicU64, CachePadded, Ordering, fence, lane_count, lane_hint};
+use crate::sync::{AtomicU64, CachePadded, Ordering, lane_count, lane_hint};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, DefaultClock};
 use crate::throttle::Throttle;
-use crate::window::{SlottedWindow, nanos_since};
+use crate::window::{Ledger, Reserved, SlottedWindow, nanos_since};
 
 /// Fixed-point scale: budgets count in thousandths of a token so that
 /// fractional deposits (`ratio` per request) stay integral inside atomics.
@@ -156,9 +156,12 @@ struct BudgetInner {
     /// Deposits in milli-tokens, one window per lane: a request writes only
     /// its thread's lane. The deposits in the budget are their sum.
     deposits: Box<[CachePadded<SlottedWindow<1>>]>,
-    /// Whole withdrawals, in one window every retry competes for: a withdrawal
-    /// is a compare-exchange on it, which is what keeps the bound exact.
-    withdrawals: CachePadded<SlottedWindow<1>>,
+    /// Whole withdrawals, in one ledger every retry competes for: a withdrawal
+    /// is a compare-exchange on its head word, which is what keeps the bound
+    /// exact.
+    withdrawals: CachePadded<Ledger>,
+    /// Length of a slot of the windows, in nanoseconds.
+    slot_nanos: u64,
     /// The deposits a retry check last summed over the lanes, so that the
     /// next checks in the same slot need not read every lane again.
     deposits_seen: DepositsSeen,
@@ -219,9 +222,10 @@ impl RetryBudget {
         let window_millis = u64::try_from(settings.window.as_millis()).unwrap_or(u64::MAX);
         let inner = BudgetInner {
             deposits: (0..lane_count()).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
-            withdrawals: CachePadded(SlottedWindow::new(settings.window)),
+            withdrawals: CachePadded(Ledger::default()),
+            slot_nanos: SlottedWindow::<1>::slot_nanos(settings.window),
             deposits_seen: DepositsSeen::default(),
-            origin: clock.now(),
+            origin: clock.now_coarse(),
             clock,
             deposit: u32::try_from(to_milli(settings.ratio)).unwrap_or(u32::MAX),
             // retries/s × ms = thousandths of a retry.
@@ -231,9 +235,10 @@ impl RetryBudget {
         Self { inner: Arc::new(inner) }
     }
 
+    /// The current slot of the windows, read from the clock's coarse reading.
     fn epoch(&self) -> u64 {
         let inner = &*self.inner;
-        inner.withdrawals.epoch(nanos_since(inner.origin, inner.clock.now()))
+        nanos_since(inner.origin, inner.clock.now_coarse()) / inner.slot_nanos
     }
 
     /// Milli-tokens deposited in the window ending at `epoch`, over all lanes.
@@ -267,42 +272,24 @@ impl RetryBudget {
         covers(deposits).then_some(deposits)
     }
 
-    /// Withdraws one token if the balance holds one, as one linearizable step.
+    /// Withdraws one token if the balance holds one, as one linearizable step:
+    /// the ledger's compare-exchange succeeds only if no withdrawal slipped in
+    /// since the withdrawals the decision counted.
     fn withdraw(&self) -> bool {
         let epoch = self.epoch();
-        let window = &self.inner.withdrawals;
-        let (deposits, stamp) = loop {
-            // Observe the withdrawal word *before* reading the balance: if the
-            // CAS below succeeds, no withdrawal in this slot slipped in between.
-            let seen = window.observe(epoch, COUNT);
-            let [withdrawals] = window.totals(epoch);
-            let Some(deposits) = self.covering_deposits(epoch, withdrawals) else {
+        let ledger = &self.inner.withdrawals;
+        loop {
+            let reading = ledger.read(epoch);
+            if self.covering_deposits(reading.epoch, reading.total).is_none() {
                 return false;
-            };
-            if let Some(stamp) = window.try_add(epoch, COUNT, seen, 1) {
-                break (deposits, stamp);
             }
-        };
-        // Threads on either side of a slot boundary write different words, so
-        // their CASes do not exclude each other. Re-checking after our own
-        // write catches that rare race; both may back off, never both overspend. The
-        // fence makes "my write, then your word" explicit: of two threads doing
-        // this, at least one sees the other's withdrawal (SeqCst accesses alone
-        // promise that too, but loom only models the fence; it costs nothing
-        // next to the compare-exchange, and only retries pay it).
-        //
-        // The re-check re-reads only the withdrawals: a withdrawal that slipped
-        // in unseen is all it has to catch. The deposits it decided on were in
-        // the window when it decided, so each still pays for one retry at
-        // most; deposits made since could only have helped (ignoring them may
-        // refuse a retry in that rare race, never grant one too many).
-        fence(Ordering::SeqCst);
-        let [withdrawals] = window.totals(epoch);
-        if self.balance(deposits, withdrawals) < 0 {
-            window.undo(stamp, 1);
-            return false;
+            match ledger.reserve(reading) {
+                Reserved::Yes => return true,
+                Reserved::Full => return false,
+                // Another withdrawal came first: decide again.
+                Reserved::Raced => {}
+            }
         }
-        true
     }
 }
 
@@ -371,9 +358,9 @@ impl Throttle for RetryBudget {
 
     /// Whole retries available right now.
     fn available(&self) -> f64 {
-        let epoch = self.epoch();
-        let [withdrawals] = self.inner.withdrawals.totals(epoch);
-        let whole = self.balance(self.deposits(epoch), withdrawals).max(0) / i128::from(MILLI);
+        let reading = self.inner.withdrawals.read(self.epoch());
+        let deposits = self.deposits(reading.epoch);
+        let whole = self.balance(deposits, reading.total).max(0) / i128::from(MILLI);
         whole as f64
     }
 }

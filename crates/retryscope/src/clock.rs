@@ -4,21 +4,50 @@
 //! [`Clock`] lets tests and simulations drive time by hand ([`ManualClock`]) while
 //! production code follows tokio's clock (`TokioClock`, feature `tokio`), which in
 //! turn honours `tokio::time::pause()`, or the system's ([`SystemClock`]).
+//!
+//! Budgets and breakers read time on every call, so they read it through
+//! [`Clock::now_coarse`]: a reading that may lag by a tick of the operating
+//! system's clock (1–10 ms) and that, on Linux, costs a quarter of a precise
+//! one. Their windows are divided into slots of at least 100 ms, so a tick
+//! only moves *when* a slot turns, never how much a window holds.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A source of monotonic time.
+///
+/// Only [`now`](Self::now) is required. A clock that can tell the time more
+/// cheaply at a coarser resolution also implements
+/// [`now_coarse`](Self::now_coarse), which budgets and breakers read instead.
 pub trait Clock: Send + Sync {
     /// The current instant.
     fn now(&self) -> Instant;
+
+    /// The current instant at the clock's cheapest resolution, for code that
+    /// reads the time on every call but only needs it to the nearest few
+    /// milliseconds: [`RetryBudget`](crate::RetryBudget) and
+    /// [`CircuitBreaker`](crate::CircuitBreaker) read their windows with it.
+    ///
+    /// The readings must be monotonic among themselves, and stay within a few
+    /// milliseconds of [`now`](Self::now) (either side). The default is
+    /// [`now`](Self::now) itself, so a clock driven by hand, such as
+    /// [`ManualClock`], stays exact.
+    fn now_coarse(&self) -> Instant {
+        self.now()
+    }
 }
 
 /// tokio's clock: real time normally, virtual time under `tokio::time::pause()`.
 ///
 /// Outside a tokio runtime it reads the system's monotonic clock, so it is also a
 /// sound default for blocking code.
+///
+/// [`now_coarse`](Clock::now_coarse) is [`SystemClock`]'s coarse reading when
+/// tokio is built without its `test-util` feature, the only one under which its
+/// clock can be paused (then tokio's clock *is* the system's); with
+/// `test-util` it is tokio's own reading, so that paused time still drives
+/// budgets and breakers exactly.
 #[cfg(feature = "tokio")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TokioClock;
@@ -34,6 +63,57 @@ pub(crate) use TokioClock as DefaultClock;
 impl Clock for TokioClock {
     fn now(&self) -> Instant {
         tokio::time::Instant::now().into_std()
+    }
+
+    fn now_coarse(&self) -> Instant {
+        if tokio_pause::possible() { self.now() } else { SystemClock.now_coarse() }
+    }
+}
+
+/// Whether tokio's clock can be paused at all in this build: only with tokio's
+/// `test-util` feature, which also gives `runtime::Builder` its
+/// `start_paused` method. Decided at compile time, by method resolution: an
+/// inherent method wins over a trait method of the same name, so the stand-in
+/// below is picked only when tokio's is missing, and its return type tells.
+#[cfg(feature = "tokio")]
+mod tokio_pause {
+    use tokio::runtime::Builder;
+
+    /// What the stand-in for `Builder::start_paused` returns.
+    #[allow(dead_code, reason = "constructed only in builds without tokio's test-util")]
+    pub(super) struct CannotPause;
+
+    #[allow(dead_code, reason = "called only in builds without tokio's test-util")]
+    trait StartPausedStandIn {
+        fn start_paused(&mut self, _paused: bool) -> CannotPause {
+            CannotPause
+        }
+    }
+
+    impl StartPausedStandIn for Builder {}
+
+    /// The verdict carried by `start_paused`'s return type.
+    pub(super) trait Verdict {
+        const CAN_PAUSE: bool;
+    }
+
+    impl Verdict for &mut Builder {
+        const CAN_PAUSE: bool = true;
+    }
+
+    impl Verdict for CannotPause {
+        const CAN_PAUSE: bool = false;
+    }
+
+    fn verdict<'a, T: Verdict>(_start_paused: fn(&'a mut Builder) -> T) -> bool {
+        T::CAN_PAUSE
+    }
+
+    /// A constant once compiled: the closure is only named, never called.
+    pub(super) fn possible() -> bool {
+        #[allow(unused_imports, reason = "unused in builds with tokio's test-util")]
+        use StartPausedStandIn as _;
+        verdict(|builder: &mut Builder| builder.start_paused(true))
     }
 }
 
@@ -91,15 +171,67 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now(&self) -> Instant {
         (**self).now()
     }
+
+    fn now_coarse(&self) -> Instant {
+        (**self).now_coarse()
+    }
 }
 
 /// The operating system's monotonic clock, ignoring tokio's paused time: for
 /// blocking code.
+///
+/// On Linux and Android, [`now_coarse`](Clock::now_coarse) reads
+/// `CLOCK_MONOTONIC_COARSE`: the same clock as [`Instant::now`] as of the
+/// kernel's last tick (1–10 ms ago, `CONFIG_HZ`), read without asking the
+/// hardware, for about a quarter of the cost. Elsewhere it is `now()`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    fn now_coarse(&self) -> Instant {
+        coarse::now()
+    }
+}
+
+/// `CLOCK_MONOTONIC_COARSE` as an [`Instant`]: `Instant` has no constructor
+/// from a raw reading, so readings are placed relative to one pair of
+/// readings of both clocks taken together. Both count the same monotonic
+/// time, so the placement is off by at most one tick, the same for every
+/// reading: coarse instants are monotonic among themselves.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod coarse {
+    use rustix::time::{ClockId, clock_gettime};
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
+
+    struct Anchor {
+        instant: Instant,
+        nanos: u64,
+    }
+
+    static ANCHOR: OnceLock<Anchor> = OnceLock::new();
+
+    fn nanos() -> u64 {
+        let now = clock_gettime(ClockId::MonotonicCoarse);
+        // A monotonic clock's reading is never negative.
+        let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+        let subsec = u64::try_from(now.tv_nsec).unwrap_or(0);
+        secs.saturating_mul(1_000_000_000).saturating_add(subsec)
+    }
+
+    pub(super) fn now() -> Instant {
+        let anchor = ANCHOR.get_or_init(|| Anchor { nanos: nanos(), instant: Instant::now() });
+        anchor.instant + Duration::from_nanos(nanos().saturating_sub(anchor.nanos))
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+mod coarse {
+    pub(super) fn now() -> std::time::Instant {
+        std::time::Instant::now()
     }
 }

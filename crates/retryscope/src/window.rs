@@ -1,5 +1,6 @@
-//! A sliding time window of atomic counters, shared by the retry budget and the
-//! circuit breaker.
+//! Sliding time windows of atomic counters: [`SlottedWindow`], shared by the
+//! retry budget's deposits and the circuit breaker, and [`Ledger`], the retry
+//! budget's withdrawals.
 //!
 //! The window is a ring of [`SLOTS`] time slots. Each slot holds `K` counters, and
 //! each counter is a single `AtomicU64` that packs the slot's *lap* (how many times
@@ -29,14 +30,6 @@ const SLOTS_U64: u64 = SLOTS as u64;
 /// buy little.
 const ORDER: Ordering = Ordering::SeqCst;
 
-/// Proof that a counter word was changed, precise enough to undo the change.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Stamp {
-    slot: usize,
-    counter: usize,
-    lap: u32,
-}
-
 /// `K` counters per slot over a sliding window; see the module docs.
 #[derive(Debug)]
 pub(crate) struct SlottedWindow<const K: usize> {
@@ -59,11 +52,16 @@ impl<const K: usize> SlottedWindow<K> {
     /// `window` must be at least `SLOTS` nanoseconds; the builders validate far
     /// stricter bounds before calling this.
     pub(crate) fn new(window: Duration) -> Self {
-        let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
         Self {
-            slot_nanos: (nanos / SLOTS_U64).max(1),
+            slot_nanos: Self::slot_nanos(window),
             slots: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
+    }
+
+    /// The length of a slot of a window of length `window`, in nanoseconds.
+    pub(crate) fn slot_nanos(window: Duration) -> u64 {
+        let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+        (nanos / SLOTS_U64).max(1)
     }
 
     /// The slot number (epoch) of the instant `nanos` after the owner's origin
@@ -79,33 +77,6 @@ impl<const K: usize> SlottedWindow<K> {
         let lap = lap_of(epoch);
         // `fetch_update` retries the CAS until it lands; the closure never refuses.
         let _ = cell.fetch_update(ORDER, ORDER, |word| Some(bump_saturating(word, lap, delta)));
-    }
-
-    /// The raw word of `counter` in the slot of `epoch`, to be passed to
-    /// [`Self::try_add`] after deciding on a snapshot read *after* this call.
-    pub(crate) fn observe(&self, epoch: u64, counter: usize) -> u64 {
-        self.cell(epoch, counter).load(ORDER)
-    }
-
-    /// Adds `delta` to `counter` in the slot of `epoch` only if the word still
-    /// equals `observed`, i.e. nobody else touched it since [`Self::observe`].
-    ///
-    /// Returns `None` if the word changed or the count would overflow; the caller
-    /// then re-reads and decides again.
-    pub(crate) fn try_add(&self, epoch: u64, counter: usize, observed: u64, delta: u32) -> Option<Stamp> {
-        let lap = lap_of(epoch);
-        let next = bump_checked(observed, lap, delta)?;
-        self.cell(epoch, counter).compare_exchange(observed, next, ORDER, ORDER).ok()?;
-        Some(Stamp { slot: slot_of(epoch), counter, lap: lap_of_word(next) })
-    }
-
-    /// Takes back a `delta` added by [`Self::try_add`], unless the slot has been
-    /// recycled since (then the addition has already expired with it).
-    pub(crate) fn undo(&self, stamp: Stamp, delta: u32) {
-        let cell = &self.slots[stamp.slot][stamp.counter];
-        let _ = cell.fetch_update(ORDER, ORDER, |word| {
-            (lap_of_word(word) == stamp.lap).then(|| pack(stamp.lap, count_of(word).saturating_sub(delta)))
-        });
     }
 
     /// Sums of every counter over the slots still inside the window that ends
@@ -140,6 +111,166 @@ impl<const K: usize> SlottedWindow<K> {
     fn cell(&self, epoch: u64, counter: usize) -> &AtomicU64 {
         &self.slots[slot_of(epoch)][counter]
     }
+}
+
+/// Bits of [`Ledger::head`] holding the current slot's count; the epoch is in
+/// the 40 bits above (unambiguous for 2^40 slots, over 3,000 years at the
+/// shortest slot).
+const HEAD_COUNT_BITS: u32 = 24;
+const HEAD_COUNT_MAX: u64 = (1 << HEAD_COUNT_BITS) - 1;
+const HEAD_EPOCH_MASK: u64 = (1 << (64 - HEAD_COUNT_BITS)) - 1;
+
+/// A sliding window of one counter that is only ever *reserved* into: a
+/// caller decides on the window's total and adds one only if nobody added
+/// since, in one compare-exchange. The retry budget's withdrawals.
+///
+/// The current slot's count lives in one `head` word (its epoch and its
+/// count), which every reservation compare-exchanges: reservations are
+/// totally ordered, whichever slot their callers think it is, so the window
+/// never holds more than the total a reservation was decided on plus one.
+/// A reservation in a later slot first *retires* the head's count into a
+/// ring of past slots, then replaces the head. The ring's words pack the
+/// slot's lap and count like [`SlottedWindow`]'s; a slot is retired with a
+/// `fetch_max`, so a retirer that lost the race to a newer head can only
+/// write a count the winner has already written or exceeded.
+///
+/// Once the head has reached epoch `e`, the ring's slots for earlier epochs
+/// never change again (until recycled a lap later), so their sum for the
+/// window ending at `e` is computed once per slot and remembered in
+/// `retired`, tagged like the head.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    head: AtomicU64,
+    ring: [AtomicU64; SLOTS],
+    /// The ring's sum for the window ending at the epoch in its high bits,
+    /// that slot excluded; only stored when it fits the low bits.
+    retired: AtomicU64,
+}
+
+/// What became of a [`Ledger::reserve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reserved {
+    /// Reserved.
+    Yes,
+    /// Something was reserved since the reading: read again, decide again.
+    Raced,
+    /// The slot holds all it can count (2^24 - 1): refused.
+    Full,
+}
+
+/// A [`Ledger`]'s state as one reservation sees it: the epoch it decides in
+/// and the count the window holds there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// The epoch the decision is made in: the caller's, or the head's when a
+    /// caller lags behind it (every reservation lands in the head's slot or a
+    /// later one, so the head's epoch never moves back).
+    pub(crate) epoch: u64,
+    /// Reservations inside the window ending at `epoch`.
+    pub(crate) total: u64,
+    head: u64,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            head: AtomicU64::new(0),
+            ring: std::array::from_fn(|_| AtomicU64::new(0)),
+            retired: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Ledger {
+    /// The window as of `epoch` (or the head's epoch, if later), for deciding
+    /// whether to [`reserve`](Self::reserve).
+    pub(crate) fn read(&self, epoch: u64) -> Reading {
+        self.read_from(epoch, self.head.load(ORDER))
+    }
+
+    fn read_from(&self, epoch: u64, head: u64) -> Reading {
+        let (head_epoch, count) = unpack_head(head);
+        // How far the caller is ahead of the head, in the head's 40 bits.
+        let ahead = (epoch & HEAD_EPOCH_MASK).wrapping_sub(head_epoch) & HEAD_EPOCH_MASK;
+        if ahead == 0 {
+            return Reading { epoch, total: self.retired(epoch) + count, head };
+        }
+        if ahead >= 1 << (63 - HEAD_COUNT_BITS) {
+            // The caller lags behind the head: decide in the head's epoch.
+            let epoch = epoch.wrapping_add(ahead.wrapping_neg() & HEAD_EPOCH_MASK);
+            return Reading { epoch, total: self.retired(epoch) + count, head };
+        }
+        // The head's slot is over. Its count is the ring's to hold from now
+        // on, whether or not this caller's reservation goes through.
+        let head_epoch = epoch.wrapping_sub(ahead);
+        if count > 0 && ahead < SLOTS_U64 {
+            // At most HEAD_COUNT_MAX, so the cast cannot truncate.
+            self.ring[slot_of(head_epoch)].fetch_max(pack(lap_of(head_epoch), count as u32), ORDER);
+        }
+        Reading { epoch, total: self.ring_total(epoch), head }
+    }
+
+    /// Adds one in `reading.epoch` if nothing was reserved since `reading`
+    /// was taken.
+    pub(crate) fn reserve(&self, reading: Reading) -> Reserved {
+        let (head_epoch, count) = unpack_head(reading.head);
+        let same_slot = head_epoch == reading.epoch & HEAD_EPOCH_MASK;
+        let count = if same_slot { count } else { 0 };
+        if count >= HEAD_COUNT_MAX {
+            return Reserved::Full;
+        }
+        let next = pack_head(reading.epoch, count + 1);
+        match self.head.compare_exchange(reading.head, next, ORDER, ORDER) {
+            Ok(_) => Reserved::Yes,
+            Err(_) => Reserved::Raced,
+        }
+    }
+
+    /// The ring's sum for the window ending at `epoch`, that slot excluded
+    /// (it is the head's, or expired): remembered per slot, see the type docs.
+    /// Only called once the head has reached `epoch`.
+    fn retired(&self, epoch: u64) -> u64 {
+        let tag = epoch & HEAD_EPOCH_MASK;
+        let word = self.retired.load(ORDER);
+        if word >> HEAD_COUNT_BITS == tag {
+            return word & HEAD_COUNT_MAX;
+        }
+        let total = self.ring_total(epoch);
+        if total <= HEAD_COUNT_MAX {
+            self.retired.store(pack_head(epoch, total), ORDER);
+        }
+        total
+    }
+
+    /// Sum of the ring's slots live in the window ending at `epoch`, that
+    /// epoch's own slot excluded.
+    fn ring_total(&self, epoch: u64) -> u64 {
+        let (lap, current) = (lap_of(epoch), slot_of(epoch));
+        self.ring
+            .iter()
+            .enumerate()
+            .filter(|&(index, _)| index != current)
+            .map(|(index, cell)| {
+                let word = cell.load(ORDER);
+                let oldest_live_lap = lap.wrapping_sub(u32::from(index > current));
+                u64::from(count_of(word)) * u64::from(lap_offset(word, oldest_live_lap) >= 0)
+            })
+            .sum()
+    }
+
+    /// The window's total as of `epoch`.
+    #[cfg(test)]
+    pub(crate) fn total(&self, epoch: u64) -> u64 {
+        self.read(epoch).total
+    }
+}
+
+fn pack_head(epoch: u64, count: u64) -> u64 {
+    ((epoch & HEAD_EPOCH_MASK) << HEAD_COUNT_BITS) | count
+}
+
+fn unpack_head(word: u64) -> (u64, u64) {
+    (word >> HEAD_COUNT_BITS, word & HEAD_COUNT_MAX)
 }
 
 fn slot_of(epoch: u64) -> usize {
@@ -241,29 +372,119 @@ mod tests {
         }
     }
 
-    #[test]
-    fn try_add_refuses_a_changed_word_and_undo_reverts() {
-        let w = window();
-        let seen = w.observe(3, 1);
-        w.add(3, 1, 1);
-        assert!(w.try_add(3, 1, seen, 1).is_none());
-        let seen = w.observe(3, 1);
-        let stamp = w.try_add(3, 1, seen, 1);
-        assert_eq!(w.totals(3), [0, 2]);
-        if let Some(stamp) = stamp {
-            w.undo(stamp, 1);
+    /// Reserves in `epoch` until one goes through; returns the reading it
+    /// decided on.
+    fn reserve(ledger: &Ledger, epoch: u64) -> Reading {
+        loop {
+            let reading = ledger.read(epoch);
+            if ledger.reserve(reading) == Reserved::Yes {
+                return reading;
+            }
         }
-        assert_eq!(w.totals(3), [0, 1]);
     }
 
     #[test]
-    fn undo_after_recycling_is_a_no_op() {
-        let w = window();
-        let seen = w.observe(2, 0);
-        let stamp = w.try_add(2, 0, seen, 5).expect("fresh word");
-        w.add(12, 0, 1);
-        w.undo(stamp, 5);
-        assert_eq!(w.totals(12), [1, 0]);
+    fn a_reservation_fails_once_another_came_first() {
+        let ledger = Ledger::default();
+        let seen = ledger.read(3);
+        assert_eq!(seen.total, 0);
+        reserve(&ledger, 3);
+        assert_eq!(ledger.reserve(seen), Reserved::Raced);
+        let fresh = ledger.read(3);
+        assert_eq!((fresh.epoch, fresh.total), (3, 1));
+        assert_eq!(ledger.reserve(fresh), Reserved::Yes);
+        assert_eq!(ledger.total(3), 2);
+    }
+
+    #[test]
+    fn ledger_entries_expire_exactly_one_window_after_their_slot() {
+        // Like `every_slot_expires_exactly_one_window_after_its_epoch`: each
+        // epoch of three laps, reserved alone, counts in the next SLOTS epochs
+        // and in no other, whether its slot was retired or is still the head.
+        for written in 0..3 * SLOTS_U64 {
+            for reader in written..written + 2 * SLOTS_U64 {
+                let ledger = Ledger::default();
+                reserve(&ledger, written);
+                let live = reader < written + SLOTS_U64;
+                assert_eq!(ledger.total(reader), u64::from(live), "written {written}, read {reader}");
+            }
+        }
+    }
+
+    #[test]
+    fn ledger_sums_the_slots_of_its_window() {
+        let ledger = Ledger::default();
+        for epoch in 0..25 {
+            for _ in 0..=epoch {
+                reserve(&ledger, epoch);
+            }
+            // Epochs epoch-9 ..= epoch each hold their own number plus one.
+            let expected: u64 = (epoch.saturating_sub(9)..=epoch).map(|e| e + 1).sum();
+            assert_eq!(ledger.total(epoch), expected, "epoch {epoch}");
+        }
+        // The remembered sum of the retired slots is the ring's.
+        assert_eq!(ledger.retired(24), ledger.ring_total(24));
+    }
+
+    #[test]
+    fn a_lagging_reader_decides_and_reserves_in_the_heads_slot() {
+        let ledger = Ledger::default();
+        reserve(&ledger, 1);
+        reserve(&ledger, 5);
+        // A thread still in epoch 4 decides as of epoch 5, where the head is.
+        let late = ledger.read(4);
+        assert_eq!((late.epoch, late.total), (5, 2));
+        assert_eq!(ledger.reserve(late), Reserved::Yes);
+        assert_eq!(ledger.total(5), 3);
+        // Both of epoch 5's reservations leave the window together.
+        assert_eq!(ledger.total(11), 2);
+        assert_eq!(ledger.total(15), 0);
+    }
+
+    #[test]
+    fn a_retirer_that_lost_the_race_never_lowers_a_slot() {
+        let ledger = Ledger::default();
+        reserve(&ledger, 2);
+        // Read in epoch 3 (retiring epoch 2's one reservation), then lose
+        // the race to a late reservation in epoch 2 and one in epoch 3.
+        let stale = ledger.read(3);
+        assert_eq!(ledger.reserve(ledger.read(2)), Reserved::Yes);
+        reserve(&ledger, 3);
+        assert_eq!(ledger.reserve(stale), Reserved::Raced);
+        assert_eq!(ledger.total(3), 3);
+        // Re-retiring the old count of epoch 2 changes nothing.
+        ledger.ring[2].fetch_max(pack(lap_of(2), 1), ORDER);
+        assert_eq!(ledger.total(4), 3);
+    }
+
+    #[test]
+    fn a_full_slot_refuses() {
+        let ledger = Ledger::default();
+        ledger.head.store(pack_head(7, HEAD_COUNT_MAX), ORDER);
+        assert_eq!(ledger.reserve(ledger.read(7)), Reserved::Full);
+        // The next slot starts from zero.
+        assert_eq!(ledger.reserve(ledger.read(8)), Reserved::Yes);
+        assert_eq!(ledger.total(8), HEAD_COUNT_MAX + 1);
+    }
+
+    #[test]
+    fn head_epochs_compare_across_the_40_bit_wrap() {
+        let ledger = Ledger::default();
+        let last = HEAD_EPOCH_MASK;
+        // Epochs are compared within half the 40-bit range: get there in
+        // steps shorter than that.
+        reserve(&ledger, (1 << 39) - 1);
+        reserve(&ledger, last - 1);
+        reserve(&ledger, last);
+        // The sum remembered at the ledger's creation, for epoch 0, would
+        // pass for epoch 2^40's: the 2^40-slot horizon of the type docs.
+        ledger.retired.store(pack_head(1, 0), ORDER);
+        // One slot later the head's epoch wraps to 0 in 40 bits.
+        let next = ledger.read(last + 1);
+        assert_eq!((next.epoch, next.total), (last + 1, 2));
+        assert_eq!(ledger.reserve(next), Reserved::Yes);
+        let lagging = ledger.read(last);
+        assert_eq!((lagging.epoch, lagging.total), (last + 1, 3));
     }
 
     #[test]
@@ -272,8 +493,6 @@ mod tests {
         w.add(0, 0, u32::MAX);
         w.add(0, 0, 7);
         assert_eq!(w.totals(0), [u64::from(u32::MAX), 0]);
-        let seen = w.observe(0, 0);
-        assert!(w.try_add(0, 0, seen, 1).is_none());
     }
 
     #[test]
