@@ -29,11 +29,11 @@
 use crate::sync::{AtomicU64, CachePadded, Ordering, fence, lane_count, lane_hint};
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
-use crate::clock::{Clock, DefaultClock};
-use crate::window::{SlottedWindow, nanos_since};
+use crate::clock::{Clock, GuardClock, Timeline};
+use crate::window::SlottedWindow;
 
 /// The longest cool-down a [`CircuitBreaker`] accepts.
 pub const MAX_COOL_DOWN: Duration = Duration::from_secs(86_400);
@@ -333,8 +333,11 @@ struct Lane {
 }
 
 struct Inner {
-    clock: Arc<dyn Clock>,
-    origin: Instant,
+    /// The state machine's times, cool-downs and probe timeouts, are kept to
+    /// the millisecond on the clock's precise reading; the windows' epochs,
+    /// which every closed-state outcome reads, on its coarse reading (see
+    /// [`Clock::now_coarse`]).
+    time: Timeline,
     state: AtomicU64,
     /// When the current half-open period last handed out a probe slot: its
     /// generation in the high bits, the time in (wrapped) milliseconds since
@@ -399,7 +402,7 @@ impl CircuitBreaker {
     /// 10 s, 5 s cool-down, 3 probes presumed lost after 30 s) on tokio's clock.
     #[must_use]
     pub fn new() -> Self {
-        Self::assemble(Settings::default(), Arc::new(DefaultClock))
+        Self::assemble(Settings::default(), GuardClock::default())
     }
 
     /// A builder starting from the defaults.
@@ -408,13 +411,11 @@ impl CircuitBreaker {
         CircuitBreakerBuilder::default()
     }
 
-    fn assemble(settings: Settings, clock: Arc<dyn Clock>) -> Self {
-        let origin = clock.now();
+    fn assemble(settings: Settings, clock: GuardClock) -> Self {
         let lanes = lane_count();
         let inner = Arc::new(Inner {
             windows: (0..lanes).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
-            clock,
-            origin,
+            time: clock.start(),
             state: AtomicU64::new(Word { generation: 0, phase: Phase::Closed }.pack()),
             last_probe: AtomicU64::new(0),
             settings,
@@ -506,14 +507,14 @@ impl CircuitBreaker {
 }
 
 impl Inner {
-    /// Time since the breaker was built, in nanoseconds.
-    fn nanos(&self) -> u64 {
-        nanos_since(self.origin, self.clock.now())
-    }
-
     /// Time since the breaker was built.
     fn elapsed(&self) -> Duration {
-        Duration::from_nanos(self.nanos())
+        self.time.elapsed()
+    }
+
+    /// The current slot of `window`, from the clock's coarse reading.
+    fn epoch(&self, window: &SlottedWindow<2>) -> u64 {
+        window.epoch(self.time.coarse_nanos())
     }
 
     /// When a cool-down starting now ends, in (wrapped) whole milliseconds,
@@ -589,9 +590,8 @@ impl Inner {
         if !self.is_closed_in(generation) {
             return;
         }
-        let nanos = self.nanos();
         let window = &self.windows[lane];
-        let epoch = window.epoch(nanos);
+        let epoch = self.epoch(window);
         window.add(epoch, if success { SUCCESSES } else { FAILURES }, 1);
         if success {
             // Only a failure can raise the failure ratio.
@@ -603,7 +603,8 @@ impl Inner {
         // the opening cannot be lost.
         fence(Ordering::SeqCst);
         if self.should_trip(epoch) {
-            let open = Phase::Open { until_ms: self.cool_down_end(Duration::from_nanos(nanos)) };
+            // Tripping is rare: the cool-down is timed on the precise reading.
+            let open = Phase::Open { until_ms: self.cool_down_end(self.elapsed()) };
             self.update(|w| (w == Word { generation, phase: Phase::Closed }).then(|| w.advance(open)));
         }
     }
@@ -735,7 +736,7 @@ impl fmt::Debug for BreakerPermit {
 #[derive(Clone, Default)]
 pub struct CircuitBreakerBuilder {
     settings: Settings,
-    clock: Option<Arc<dyn Clock>>,
+    clock: Option<GuardClock>,
 }
 
 impl CircuitBreakerBuilder {
@@ -801,7 +802,7 @@ impl CircuitBreakerBuilder {
     /// The clock to read time from (default: tokio's, `TokioClock`, with the `tokio` feature; else the system's).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
-        self.clock = Some(Arc::new(clock));
+        self.clock = Some(GuardClock::new(clock));
         self
     }
 
@@ -812,8 +813,7 @@ impl CircuitBreakerBuilder {
     /// [`BreakerError`] naming the first setting out of range.
     pub fn build(self) -> Result<CircuitBreaker, BreakerError> {
         let settings = self.settings.validate()?;
-        let clock = self.clock.unwrap_or_else(|| Arc::new(DefaultClock));
-        Ok(CircuitBreaker::assemble(settings, clock))
+        Ok(CircuitBreaker::assemble(settings, self.clock.unwrap_or_default()))
     }
 }
 

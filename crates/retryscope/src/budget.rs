@@ -15,11 +15,11 @@
 use crate::sync::{AtomicU64, CachePadded, Ordering, lane_count, lane_hint};
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::clock::{Clock, DefaultClock};
+use crate::clock::{Clock, GuardClock, Timeline};
 use crate::throttle::Throttle;
-use crate::window::{Ledger, Reserved, SlottedWindow, nanos_since};
+use crate::window::{Ledger, Reserved, SlottedWindow};
 
 /// Fixed-point scale: budgets count in thousandths of a token so that
 /// fractional deposits (`ratio` per request) stay integral inside atomics.
@@ -150,9 +150,9 @@ pub struct RetryBudget {
 }
 
 struct BudgetInner {
-    clock: Arc<dyn Clock>,
-    /// Where the windows' epochs are counted from.
-    origin: Instant,
+    /// Where the windows' epochs are counted from, on the clock's coarse
+    /// reading.
+    time: Timeline,
     /// Deposits in milli-tokens, one window per lane: a request writes only
     /// its thread's lane. The deposits in the budget are their sum.
     deposits: Box<[CachePadded<SlottedWindow<1>>]>,
@@ -207,7 +207,7 @@ impl RetryBudget {
     /// on tokio's clock.
     #[must_use]
     pub fn new() -> Self {
-        Self::assemble(BudgetSettings::default(), Arc::new(DefaultClock))
+        Self::assemble(BudgetSettings::default(), GuardClock::default())
     }
 
     /// A builder starting from the defaults.
@@ -218,15 +218,14 @@ impl RetryBudget {
 
     /// Builds from settings that are already valid: `validate` bounds every
     /// product below well inside `u32`/`u64`.
-    fn assemble(settings: BudgetSettings, clock: Arc<dyn Clock>) -> Self {
+    fn assemble(settings: BudgetSettings, clock: GuardClock) -> Self {
         let window_millis = u64::try_from(settings.window.as_millis()).unwrap_or(u64::MAX);
         let inner = BudgetInner {
             deposits: (0..lane_count()).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
             withdrawals: CachePadded(Ledger::default()),
             slot_nanos: SlottedWindow::<1>::slot_nanos(settings.window),
             deposits_seen: DepositsSeen::default(),
-            origin: clock.now_coarse(),
-            clock,
+            time: clock.start(),
             deposit: u32::try_from(to_milli(settings.ratio)).unwrap_or(u32::MAX),
             // retries/s × ms = thousandths of a retry.
             reserve: u64::from(settings.min_per_second).saturating_mul(window_millis),
@@ -238,7 +237,7 @@ impl RetryBudget {
     /// The current slot of the windows, read from the clock's coarse reading.
     fn epoch(&self) -> u64 {
         let inner = &*self.inner;
-        nanos_since(inner.origin, inner.clock.now_coarse()) / inner.slot_nanos
+        inner.time.coarse_nanos() / inner.slot_nanos
     }
 
     /// Milli-tokens deposited in the window ending at `epoch`, over all lanes.
@@ -369,7 +368,7 @@ impl Throttle for RetryBudget {
 #[derive(Clone, Default)]
 pub struct RetryBudgetBuilder {
     settings: BudgetSettings,
-    clock: Option<Arc<dyn Clock>>,
+    clock: Option<GuardClock>,
 }
 
 impl RetryBudgetBuilder {
@@ -401,7 +400,7 @@ impl RetryBudgetBuilder {
     /// The clock to read time from (default: tokio's, `TokioClock`, with the `tokio` feature; else the system's).
     #[must_use]
     pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
-        self.clock = Some(Arc::new(clock));
+        self.clock = Some(GuardClock::new(clock));
         self
     }
 
@@ -412,8 +411,7 @@ impl RetryBudgetBuilder {
     /// [`BudgetError`] naming the first setting out of range.
     pub fn build(self) -> Result<RetryBudget, BudgetError> {
         let settings = self.settings.validate()?;
-        let clock = self.clock.unwrap_or_else(|| Arc::new(DefaultClock));
-        Ok(RetryBudget::assemble(settings, clock))
+        Ok(RetryBudget::assemble(settings, self.clock.unwrap_or_default()))
     }
 }
 

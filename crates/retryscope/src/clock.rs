@@ -204,7 +204,6 @@ impl Clock for SystemClock {
 /// reading: coarse instants are monotonic among themselves.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod coarse {
-    use rustix::time::{ClockId, clock_gettime};
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
@@ -215,8 +214,16 @@ mod coarse {
 
     static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
+    /// `CLOCK_MONOTONIC_COARSE` in nanoseconds.
+    #[allow(unsafe_code, reason = "one FFI call; std has no coarse clock")]
     fn nanos() -> u64 {
-        let now = clock_gettime(ClockId::MonotonicCoarse);
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `now` is a valid, writable timespec for the duration of the
+        // call, and clock_gettime writes nothing else. The clock exists on
+        // every Linux since 2.6.32; were it missing, the call would fail,
+        // leave `now` at zero, and time would stand still for the guards
+        // (never run backwards).
+        let _ = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &raw mut now) };
         // A monotonic clock's reading is never negative.
         let secs = u64::try_from(now.tv_sec).unwrap_or(0);
         let subsec = u64::try_from(now.tv_nsec).unwrap_or(0);
@@ -227,11 +234,91 @@ mod coarse {
         let anchor = ANCHOR.get_or_init(|| Anchor { nanos: nanos(), instant: Instant::now() });
         anchor.instant + Duration::from_nanos(nanos().saturating_sub(anchor.nanos))
     }
+
+    /// The raw reading: what [`now`] places as an `Instant`.
+    pub(super) fn raw() -> Option<u64> {
+        Some(nanos())
+    }
 }
 
 #[cfg(not(any(target_os = "linux", target_os = "android")))]
 mod coarse {
     pub(super) fn now() -> std::time::Instant {
         std::time::Instant::now()
+    }
+
+    /// No raw coarse clock here: readings go through `Instant`.
+    pub(super) fn raw() -> Option<u64> {
+        None
+    }
+}
+
+/// The clock a budget or a breaker was given, and whether its coarse reading
+/// is this crate's own OS coarse clock: then the guard's [`Timeline`] reads
+/// that clock in nanoseconds directly, without placing each reading as an
+/// `Instant` and subtracting another (which costs more than the reading).
+#[derive(Clone)]
+pub(crate) struct GuardClock {
+    clock: Arc<dyn Clock>,
+    raw_coarse: bool,
+}
+
+impl GuardClock {
+    pub(crate) fn new<C: Clock + 'static>(clock: C) -> Self {
+        use std::any::TypeId;
+        let is = |other: TypeId| TypeId::of::<C>() == other;
+        #[cfg(feature = "tokio")]
+        let coarse_tokio = is(TypeId::of::<TokioClock>()) && !tokio_pause::possible();
+        #[cfg(not(feature = "tokio"))]
+        let coarse_tokio = false;
+        let raw_coarse = (is(TypeId::of::<SystemClock>()) || coarse_tokio) && coarse::raw().is_some();
+        Self { clock: Arc::new(clock), raw_coarse }
+    }
+
+    /// Starts the guard's timeline now.
+    pub(crate) fn start(self) -> Timeline {
+        let coarse_origin = match self.raw_coarse.then(coarse::raw).flatten() {
+            Some(raw) => CoarseOrigin::Raw(raw),
+            None => CoarseOrigin::Instant(self.clock.now_coarse()),
+        };
+        Timeline { origin: self.clock.now(), coarse_origin, clock: self.clock }
+    }
+}
+
+impl Default for GuardClock {
+    fn default() -> Self {
+        Self::new(DefaultClock)
+    }
+}
+
+/// Time as a budget or a breaker counts it: precise for the breaker's
+/// cool-downs, coarse (see [`Clock::now_coarse`]) for the windows every call
+/// writes, each from its own origin taken when the guard was built.
+pub(crate) struct Timeline {
+    clock: Arc<dyn Clock>,
+    origin: Instant,
+    coarse_origin: CoarseOrigin,
+}
+
+enum CoarseOrigin {
+    /// A raw reading of the OS coarse clock, in nanoseconds.
+    Raw(u64),
+    /// A reading of [`Clock::now_coarse`].
+    Instant(Instant),
+}
+
+impl Timeline {
+    /// Time since the origin, on the clock's precise reading.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.clock.now().saturating_duration_since(self.origin)
+    }
+
+    /// Nanoseconds since the coarse origin, on the clock's coarse reading
+    /// (zero if the clock reads earlier; saturates after 584 years).
+    pub(crate) fn coarse_nanos(&self) -> u64 {
+        match self.coarse_origin {
+            CoarseOrigin::Raw(origin) => coarse::raw().unwrap_or(origin).saturating_sub(origin),
+            CoarseOrigin::Instant(origin) => crate::window::nanos_since(origin, self.clock.now_coarse()),
+        }
     }
 }
