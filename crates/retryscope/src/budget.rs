@@ -113,7 +113,18 @@ const COUNT: usize = 0;
 /// of step granularity. With a frozen clock the bound is exact:
 /// `ratio · requests + min_per_second · window` retries, however many threads
 /// compete: two threads never both take the last token, because a withdrawal
-/// is a compare-exchange against the balance it checked.
+/// is a compare-exchange against the balance it checked — on one word every
+/// withdrawal competes for, so the same holds for threads on either side of a
+/// slot boundary, and no retry is refused while a token is left.
+///
+/// Time is the clock's [coarse reading](Clock::now_coarse): on Linux with the
+/// default clock, the kernel's tick-granular monotonic clock, which trails
+/// [`Instant::now`](std::time::Instant::now) by at most one tick (1–10 ms).
+/// The bound holds exactly in that time; measured on the precise clock, a span
+/// `T` may hold up to two ticks more of it, which adds at most
+/// `min_per_second · 2 ticks` (0.2 of a retry at the defaults and 10 ms ticks)
+/// to the right-hand side. Clocks driven by hand ([`ManualClock`](crate::clock::ManualClock),
+/// tokio's paused clock) are read exactly.
 ///
 /// Clones share one budget: give a clone to every client of the same
 /// dependency. A request only writes a counter of its own thread's *lane*

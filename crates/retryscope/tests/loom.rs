@@ -182,10 +182,10 @@ fn budget_sums_deposits_from_racing_lanes() {
 }
 
 /// Invariant: the window slides without over-granting. Threads on either side
-/// of a slot boundary write different counter words, so their
-/// compare-exchanges do not exclude each other; the re-check after each
-/// withdrawal must still keep the total within the deposits (nothing has
-/// expired: the step is one slot of ten).
+/// of a slot boundary see different slots; the one that moves the ledger's
+/// head into the new slot retires the old slot's count while the other may be
+/// reserving in it, and the total must still stay within the deposits
+/// (nothing has expired: the step is one slot of ten).
 #[test]
 fn budget_never_over_grants_across_a_slot_boundary() {
     model(3, || {
@@ -207,6 +207,33 @@ fn budget_never_over_grants_across_a_slot_boundary() {
         };
         let granted = join(early) + join(late);
         assert!(granted <= 1, "{granted} retries granted for one token");
+    });
+}
+
+/// Invariant: across a slot boundary the budget is exact, not only safe:
+/// withdrawals in the old slot and the new one are ordered by the same head
+/// word, so none is refused while a token is left and none is granted
+/// without one, whichever thread retires the old slot and whenever the clock
+/// moves.
+#[test]
+fn budget_grants_exactly_across_a_slot_boundary() {
+    model(3, || {
+        let clock = ModelClock::new();
+        let budget = budget(&clock);
+        for _ in 0..4 {
+            budget.request_started();
+        }
+        // Two tokens; each thread asks for two, the clock moves meanwhile.
+        let spenders: Vec<_> = (0..2)
+            .map(|_| {
+                let budget = budget.clone();
+                spawn(move || retries(&budget, 2))
+            })
+            .collect();
+        clock.advance(Duration::from_secs(1));
+        let granted: usize = spenders.into_iter().map(join).sum();
+        assert_eq!(granted, 2);
+        assert_eq!(budget.available(), 0.0);
     });
 }
 
