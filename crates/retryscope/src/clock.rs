@@ -322,3 +322,61 @@ impl Timeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_coarse_system_clock_is_monotonic_and_close_to_the_precise_one() {
+        let mut last = SystemClock.now_coarse();
+        for _ in 0..10_000 {
+            let (coarse, precise) = (SystemClock.now_coarse(), Instant::now());
+            assert!(coarse >= last);
+            // One tick either side (at most 10 ms), with room for a slow
+            // machine descheduling this thread between the two reads.
+            let apart = precise.max(coarse) - precise.min(coarse);
+            assert!(apart < Duration::from_millis(50), "{apart:?}");
+            last = coarse;
+        }
+    }
+
+    #[test]
+    fn a_timeline_on_the_system_clock_reads_raw_coarse_nanoseconds() {
+        let clock = GuardClock::new(SystemClock);
+        assert_eq!(clock.raw_coarse, cfg!(any(target_os = "linux", target_os = "android")));
+        let time = clock.start();
+        let start = Instant::now();
+        let mut last = time.coarse_nanos();
+        while start.elapsed() < Duration::from_millis(30) {
+            let now = time.coarse_nanos();
+            assert!(now >= last);
+            last = now;
+        }
+        // 30 ms passed; the coarse reading saw them, give or take two ticks.
+        assert!((10_000_000..1_000_000_000).contains(&last), "{last}");
+    }
+
+    #[test]
+    fn a_timeline_on_a_manual_clock_is_exact() {
+        let manual = ManualClock::new();
+        let clock = GuardClock::new(manual.clone());
+        assert!(!clock.raw_coarse);
+        let time = clock.start();
+        manual.advance(Duration::new(3, 7));
+        assert_eq!((time.coarse_nanos(), time.elapsed()), (3_000_000_007, Duration::new(3, 7)));
+    }
+
+    /// This crate's tests build tokio with `test-util`, so its clock can be
+    /// paused, and `TokioClock`'s coarse reading must follow the pause.
+    #[cfg(feature = "tokio")]
+    #[tokio::test(start_paused = true)]
+    async fn tokio_clock_coarse_reading_follows_paused_time() {
+        assert!(tokio_pause::possible());
+        assert!(!GuardClock::new(TokioClock).raw_coarse);
+        let start = TokioClock.now_coarse();
+        tokio::time::advance(Duration::from_millis(1_500)).await;
+        assert_eq!(TokioClock.now_coarse() - start, Duration::from_millis(1_500));
+        assert_eq!(TokioClock.now_coarse(), TokioClock.now());
+    }
+}
