@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::clock::{Clock, GuardClock, Timeline};
 use crate::throttle::Throttle;
-use crate::window::{Ledger, Reserved, SlottedWindow};
+use crate::window::{Ledger, Reserved, SlotLength, SlottedWindow};
 
 /// Fixed-point scale: budgets count in thousandths of a token so that
 /// fractional deposits (`ratio` per request) stay integral inside atomics.
@@ -171,8 +171,9 @@ struct BudgetInner {
     /// is a compare-exchange on its head word, which is what keeps the bound
     /// exact.
     withdrawals: CachePadded<Ledger>,
-    /// Length of a slot of the windows, in nanoseconds.
-    slot_nanos: u64,
+    /// The slots of the windows, for the retry checks; requests use their
+    /// lane's.
+    slot: CachePadded<SlotLength>,
     /// The deposits a retry check last summed over the lanes, so that the
     /// next checks in the same slot need not read every lane again.
     deposits_seen: DepositsSeen,
@@ -234,7 +235,7 @@ impl RetryBudget {
         let inner = BudgetInner {
             deposits: (0..lane_count()).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
             withdrawals: CachePadded(Ledger::default()),
-            slot_nanos: SlottedWindow::<1>::slot_nanos(settings.window),
+            slot: CachePadded(SlotLength::new(settings.window)),
             deposits_seen: DepositsSeen::default(),
             time: clock.start(),
             deposit: u32::try_from(to_milli(settings.ratio)).unwrap_or(u32::MAX),
@@ -248,7 +249,7 @@ impl RetryBudget {
     /// The current slot of the windows, read from the clock's coarse reading.
     fn epoch(&self) -> u64 {
         let inner = &*self.inner;
-        inner.time.coarse_nanos() / inner.slot_nanos
+        inner.slot.epoch(inner.time.coarse_nanos())
     }
 
     /// Milli-tokens deposited in the window ending at `epoch`, over all lanes.
@@ -351,10 +352,11 @@ impl fmt::Debug for RetryBudget {
 impl Throttle for RetryBudget {
     /// Deposits `ratio` tokens.
     fn request_started(&self) {
-        let epoch = self.epoch();
         let inner = &*self.inner;
         // The lane count is a power of two.
         let lane = &inner.deposits[lane_hint() & (inner.deposits.len() - 1)];
+        // The lane's own slot hint: written only by the lane's threads.
+        let epoch = lane.epoch(inner.time.coarse_nanos());
         lane.add(epoch, COUNT, inner.deposit);
     }
 

@@ -33,8 +33,45 @@ const ORDER: Ordering = Ordering::SeqCst;
 /// `K` counters per slot over a sliding window; see the module docs.
 #[derive(Debug)]
 pub(crate) struct SlottedWindow<const K: usize> {
-    slot_nanos: u64,
+    slot: SlotLength,
     slots: [[AtomicU64; K]; SLOTS],
+}
+
+/// The length of a window's slots, and the slot a reading fell in.
+///
+/// Every call of a guard turns a reading into a slot number, and a 64-bit
+/// division costs as much as the rest of the arithmetic together, so the
+/// last slot number computed is kept as a hint: a reading inside that slot
+/// (the common case, slots being at least 100 ms) needs a multiplication and
+/// a comparison instead. The hint is checked before use, so any value in it
+/// is harmless; that is why it is a plain std atomic even under loom (which
+/// would otherwise explore its every interleaving for nothing).
+#[derive(Debug)]
+pub(crate) struct SlotLength {
+    nanos: u64,
+    recent: std::sync::atomic::AtomicU64,
+}
+
+impl SlotLength {
+    /// The slots of a window of length `window` (at least `SLOTS` ns).
+    pub(crate) fn new(window: Duration) -> Self {
+        let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+        Self { nanos: (nanos / SLOTS_U64).max(1), recent: std::sync::atomic::AtomicU64::new(0) }
+    }
+
+    /// The slot number (epoch) of the instant `nanos` after the owner's origin
+    /// (see [`nanos_since`]): `nanos / slot length`.
+    pub(crate) fn epoch(&self, nanos: u64) -> u64 {
+        let recent = self.recent.load(Ordering::Relaxed);
+        // `recent` came from a division, so `recent · length` cannot
+        // overflow.
+        if nanos.checked_sub(recent * self.nanos).is_some_and(|offset| offset < self.nanos) {
+            return recent;
+        }
+        let epoch = nanos / self.nanos;
+        self.recent.store(epoch, Ordering::Relaxed);
+        epoch
+    }
 }
 
 /// Nanoseconds from `origin` to `now` (zero if `now` is earlier), as the plain
@@ -53,21 +90,15 @@ impl<const K: usize> SlottedWindow<K> {
     /// stricter bounds before calling this.
     pub(crate) fn new(window: Duration) -> Self {
         Self {
-            slot_nanos: Self::slot_nanos(window),
+            slot: SlotLength::new(window),
             slots: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
-    }
-
-    /// The length of a slot of a window of length `window`, in nanoseconds.
-    pub(crate) fn slot_nanos(window: Duration) -> u64 {
-        let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
-        (nanos / SLOTS_U64).max(1)
     }
 
     /// The slot number (epoch) of the instant `nanos` after the owner's origin
     /// (see [`nanos_since`]).
     pub(crate) fn epoch(&self, nanos: u64) -> u64 {
-        nanos / self.slot_nanos
+        self.slot.epoch(nanos)
     }
 
     /// Adds `delta` to `counter` in the slot of `epoch`, saturating at the
@@ -348,6 +379,19 @@ mod tests {
         assert_eq!(w.epoch(999_999_999), 0);
         assert_eq!(w.epoch(1_000_000_000), 1);
         assert_eq!(w.epoch(25_000_000_000), 25);
+    }
+
+    #[test]
+    fn slot_numbers_are_exact_whatever_the_hint() {
+        let slot = SlotLength::new(Duration::from_secs(1));
+        // Forwards, backwards, far and near: always the quotient.
+        let readings = [0, 99_999_999, 100_000_000, 5, 250_000_000, 249_999_999, u64::MAX, 0, 100_000_001];
+        for nanos in readings {
+            assert_eq!(slot.epoch(nanos), nanos / 100_000_000, "{nanos}");
+        }
+        for nanos in (0..3_000_000_000).step_by(7_777_777) {
+            assert_eq!(slot.epoch(nanos), nanos / 100_000_000, "{nanos}");
+        }
     }
 
     #[test]
