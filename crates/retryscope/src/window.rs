@@ -24,10 +24,11 @@ pub(crate) const SLOTS: usize = 10;
 /// `SLOTS` as the integer type epochs are counted in.
 const SLOTS_U64: u64 = SLOTS as u64;
 
-/// Everything below is sequentially consistent: the budget's double-check after
-/// a withdrawal relies on a single total order of counter updates and reads, and
-/// the hot path is a handful of uncontended atomics, so weaker orderings would
-/// buy little.
+/// Everything below is sequentially consistent: the breaker's judgement after a
+/// failure relies on a single total order of counter updates and reads (with
+/// its fence), the ledger on a retired slot being visible to whoever sees the
+/// head that replaced it, and the hot path is a handful of uncontended
+/// atomics, so weaker orderings would buy little.
 const ORDER: Ordering = Ordering::SeqCst;
 
 /// `K` counters per slot over a sliding window; see the module docs.
