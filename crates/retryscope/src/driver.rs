@@ -68,12 +68,6 @@ enum Health {
     Unknown,
 }
 
-struct Running<S> {
-    scope: S,
-    permit: Option<BreakerPermit>,
-    started: Instant,
-}
-
 pub(crate) struct Driver<'a, O: Observer> {
     setup: Setup<'a>,
     clock: &'a dyn Clock,
@@ -81,7 +75,12 @@ pub(crate) struct Driver<'a, O: Observer> {
     timed: bool,
     observer: O,
     operation: Option<O::Operation>,
-    current: Option<Running<<O::Operation as OperationObserver>::Attempt>>,
+    // The running attempt, if one is: its observer scope, its breaker permit
+    // and when it started. Fields of their own rather than one `Option` of a
+    // struct, so that starting an attempt drops nothing.
+    scope: Option<<O::Operation as OperationObserver>::Attempt>,
+    permit: Option<BreakerPermit>,
+    attempt_started: Option<Instant>,
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
@@ -100,7 +99,9 @@ impl<'a, O: Observer> Driver<'a, O> {
             clock,
             observer,
             operation: None,
-            current: None,
+            scope: None,
+            permit: None,
+            attempt_started: None,
             started: None,
             attempts: 0,
             last_error: None,
@@ -113,8 +114,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// fixed instant stands for it: reading a clock costs more than the rest of
     /// an attempt that succeeds at once, and nothing would look at the result.
     pub(crate) fn now(&self) -> Instant {
-        static UNTIMED: OnceLock<Instant> = OnceLock::new();
-        if self.timed { self.clock.now() } else { *UNTIMED.get_or_init(Instant::now) }
+        if self.timed { self.clock.now() } else { untimed_instant() }
     }
 
     /// Whether [`now`](Self::now) reads the clock every time.
@@ -150,17 +150,22 @@ impl<'a, O: Observer> Driver<'a, O> {
         if remaining == Some(Duration::ZERO) {
             return Err(self.stop(now, StopReason::DeadlineExceeded));
         }
-        let permit = match self.setup.breaker.as_deref().map(CircuitBreaker::try_acquire).transpose() {
-            Ok(permit) => permit,
-            Err(_) => return Err(self.stop(now, StopReason::CircuitOpen)),
-        };
+        // Only a configured breaker hands out a permit: without one, the field
+        // stays `None` and starting an attempt drops nothing.
+        if let Some(breaker) = self.setup.breaker.as_deref() {
+            match breaker.try_acquire() {
+                Ok(permit) => self.permit = Some(permit),
+                Err(_) => return Err(self.stop(now, StopReason::CircuitOpen)),
+            }
+        }
         self.attempts += 1;
         let start = AttemptStart { number: self.attempts, retry_of: self.last_error };
         let scope = match self.operation.as_mut() {
             Some(op) => op.attempt_started(&start),
             None => unreachable_operation(),
         };
-        self.current = Some(Running { scope, permit, started: now });
+        self.scope = Some(scope);
+        self.attempt_started = Some(now);
         // The attempt may not outlive the deadline: that is what makes the
         // deadline a promise even when the operation itself hangs.
         Ok(match (self.setup.policy.attempt_timeout(), remaining) {
@@ -171,8 +176,8 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     /// Runs `f` inside the current attempt's scope.
     pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        match &self.current {
-            Some(running) => running.scope.in_scope(f),
+        match &self.scope {
+            Some(scope) => scope.in_scope(f),
             None => f(),
         }
     }
@@ -219,15 +224,15 @@ impl<'a, O: Observer> Driver<'a, O> {
         if self.operation.is_none() {
             return;
         }
-        if self.current.is_some() {
+        if self.scope.is_some() {
             self.record_attempt(now, Some(ErrorType::CANCELLED), Health::Unknown);
         }
         self.finish(now, Outcome::Cancelled, None);
     }
 
     fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, health: Health) {
-        let Some(running) = self.current.take() else { return };
-        match (running.permit, health) {
+        let Some(scope) = self.scope.take() else { return };
+        match (self.permit.take(), health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
             (Some(permit), Health::Unhealthy) => permit.failure(),
             // Dropping the permit frees a half-open probe slot and records nothing.
@@ -240,11 +245,16 @@ impl<'a, O: Observer> Driver<'a, O> {
             (Some(throttle), Health::Unhealthy) => throttle.attempt_finished(false),
             _ => {}
         }
-        let duration = now.saturating_duration_since(running.started);
-        let end = AttemptEnd { number: self.attempts, duration, error };
+        let end = AttemptEnd { number: self.attempts, duration: self.attempt_started.map_or(Duration::ZERO, |s| Self::since(s, now)), error };
         if let Some(op) = self.operation.as_mut() {
-            op.attempt_finished(running.scope, &end);
+            op.attempt_finished(scope, &end);
         }
+    }
+
+    /// A duration for the observer: zero for one that ignores durations
+    /// ([`Observer::TIMED`] false), whose instants are not read from the clock.
+    fn since(earlier: Instant, now: Instant) -> Duration {
+        if O::TIMED { now.saturating_duration_since(earlier) } else { Duration::ZERO }
     }
 
     fn plan_retry(
@@ -273,7 +283,7 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         if let Some(op) = self.operation.take() {
-            let duration = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+            let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
         }
     }
@@ -330,6 +340,12 @@ pub(crate) fn next_wait(
         return Err(StopReason::DeadlineExceeded);
     }
     Ok((delay, source))
+}
+
+/// The instant that stands for "now" when nothing needs the time.
+fn untimed_instant() -> Instant {
+    static UNTIMED: OnceLock<Instant> = OnceLock::new();
+    *UNTIMED.get_or_init(Instant::now)
 }
 
 fn new_rng(seed: Option<u64>) -> JitterRng {

@@ -20,14 +20,13 @@ use std::time::Instant;
 
 pin_project! {
     #[project = StateProj]
-    enum State<Fut, Sleep> {
+    enum State<Fut> {
         // Ready to start the next attempt.
         Idle,
-        // An attempt is running, with its time limit if it has one. The timer is
-        // only armed once the attempt turns out not to be ready at once.
-        Attempt { #[pin] fut: Fut, #[pin] limit: Option<Sleep>, limit_at: Option<Instant> },
-        // Backing off before the next attempt.
-        Waiting { #[pin] sleep: Sleep },
+        // An attempt is running.
+        Attempt { #[pin] fut: Fut },
+        // Backing off before the next attempt, on `timer`.
+        Waiting,
         // Finished; polling again is a caller bug.
         Done,
     }
@@ -54,8 +53,16 @@ pin_project! {
         // The last failed attempt's result while waiting, in case the next
         // attempt is refused (breaker opened, deadline passed).
         last: Option<Fut::Output>,
+        // When the running attempt's time limit ends. Its timer is armed only
+        // once the attempt turns out not to be ready at once.
+        limit_at: Option<Instant>,
+        // The one timer: the running attempt's time limit, or the wait before
+        // the next attempt. Outside `state`, so that an attempt without a limit
+        // moves and drops nothing of it.
         #[pin]
-        state: State<Fut, S::Sleep>,
+        timer: Option<S::Sleep>,
+        #[pin]
+        state: State<Fut>,
     }
 }
 
@@ -115,7 +122,17 @@ where
     /// ```
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
         let (op, classifier, notify, driver) = self.into_parts(sleeper.clock());
-        RetryFuture { op, classifier, notify, sleeper, driver, last: None, state: State::Idle }
+        RetryFuture {
+            op,
+            classifier,
+            notify,
+            sleeper,
+            driver,
+            last: None,
+            limit_at: None,
+            timer: None,
+            state: State::Idle,
+        }
     }
 }
 
@@ -140,32 +157,41 @@ where
                         Ok(limit) => {
                             // The limit counts from the same instant the deadline
                             // was checked at, whatever the operation does first.
-                            let limit_at = limit.map(|l| now + l);
+                            *this.limit_at = limit.map(|l| now + l);
                             let fut = this.driver.in_scope(&mut *this.op);
-                            this.state.set(State::Attempt { fut, limit: None, limit_at });
+                            this.state.set(State::Attempt { fut });
                             continue;
                         }
                         Err(reason) => Step::Finished(give_up(this.driver, reason, this.last.take())),
                     }
                 }
-                StateProj::Attempt { fut, mut limit, limit_at } => {
-                    if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
+                StateProj::Attempt { fut } => {
+                    let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
                         let now = this.driver.now();
                         settle(this.driver, this.classifier, this.notify, now, result)
                     } else {
-                        if let Some(at) = limit_at.take() {
-                            limit.set(Some(this.sleeper.sleep_until(at)));
+                        if let Some(at) = this.limit_at.take() {
+                            this.timer.set(Some(this.sleeper.sleep_until(at)));
                         }
-                        if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                        if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
                             let now = this.driver.now();
                             settle_timeout(this.driver, this.classifier, now)
                         } else {
                             return Poll::Pending;
                         }
+                    };
+                    // The attempt is over: so is its time limit.
+                    *this.limit_at = None;
+                    if this.timer.is_some() {
+                        this.timer.set(None);
                     }
+                    step
                 }
-                StateProj::Waiting { sleep } => {
-                    ready!(sleep.poll(cx));
+                StateProj::Waiting => {
+                    if let Some(sleep) = this.timer.as_mut().as_pin_mut() {
+                        ready!(sleep.poll(cx));
+                        this.timer.set(None);
+                    }
                     this.state.set(State::Idle);
                     continue;
                 }
@@ -187,7 +213,8 @@ where
                         } else {
                             this.sleeper.sleep(delay)
                         };
-                        this.state.set(State::Waiting { sleep });
+                        this.timer.set(Some(sleep));
+                        this.state.set(State::Waiting);
                     } else {
                         this.state.set(State::Idle);
                     }
