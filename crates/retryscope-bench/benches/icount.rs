@@ -78,7 +78,9 @@ fn happy_retryscope_deadline() -> bool {
 fn happy_retryscope_budget() -> bool {
     let flaky = Flaky::new(0);
     let policy = *POLICY;
-    with_budget(|budget| poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).budget(budget)).is_ok())
+    with_budget(|budget| {
+        poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).budget(budget)).is_ok()
+    })
 }
 
 thread_local! {
@@ -154,7 +156,10 @@ fn future_sizes() {
         ("backon", size_of_val(&backon::Retryable::retry(|| flaky.call(), backon_builder()).into_future())),
         (
             "tower",
-            size_of_val(&tower::retry::Retry::new(TowerRetries(FAILURES), tower::service_fn(|()| flaky.call())).oneshot(())),
+            size_of_val(
+                &tower::retry::Retry::new(TowerRetries(FAILURES), tower::service_fn(|()| flaky.call()))
+                    .oneshot(()),
+            ),
         ),
         ("tokio-retry2", size_of_val(&tokio_retry2_call(&flaky))),
     ];

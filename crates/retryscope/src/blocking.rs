@@ -51,8 +51,7 @@ where
                 return give_up(&driver, reason, last);
             }
             let result = driver.in_scope(&mut op);
-            let now = driver.now();
-            match settle(&mut driver, &mut classifier, &mut notify, now, result) {
+            match settle(&mut driver, &mut classifier, &mut notify, result) {
                 Step::Finished(output) => return output,
                 Step::Wait { delay, last: failed } => {
                     last = failed;

@@ -73,6 +73,9 @@ pub(crate) struct Driver<'a, O: Observer> {
     clock: &'a dyn Clock,
     /// Whether anything needs the time: a deadline, a timeout or the observer.
     timed: bool,
+    /// Whether an attempt's start and a success matter to nobody: a silent
+    /// observer, no budget, no breaker, nothing timed.
+    quiet: bool,
     observer: O,
     operation: Option<O::Operation>,
     // The running attempt, if one is: its observer scope, its breaker permit
@@ -92,9 +95,11 @@ pub(crate) struct Driver<'a, O: Observer> {
 
 impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
+        let timed = O::TIMED || setup.policy.deadline().is_some() || setup.policy.attempt_timeout().is_some();
         Self {
             previous_delay: setup.policy.base_delay(),
-            timed: O::TIMED || setup.policy.deadline().is_some() || setup.policy.attempt_timeout().is_some(),
+            timed,
+            quiet: O::SILENT && !timed && setup.throttle.is_none() && setup.breaker.is_none(),
             setup,
             clock,
             observer,
@@ -122,6 +127,13 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.timed
     }
 
+    /// Whether the first attempt may run without [`begin_attempt`](Self::begin_attempt):
+    /// nothing observes, guards or times it, so starting it later (once it has
+    /// failed) is indistinguishable from starting it first.
+    pub(crate) fn quiet_start(&self) -> bool {
+        self.quiet && self.attempts == 0
+    }
+
     pub(crate) fn attempts(&self) -> u32 {
         self.attempts
     }
@@ -134,22 +146,24 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// Starts the next attempt, or says why none may start. On success returns
     /// the attempt's time limit, if any.
     pub(crate) fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
-        let started = *self.started.get_or_insert_with(|| {
-            self.operation = Some(self.observer.start(&OperationInfo {
-                dependency: &self.setup.dependency,
-                operation: self.setup.operation.as_deref(),
-                max_attempts: self.setup.policy.max_attempts(),
-            }));
-            if let Some(throttle) = &self.setup.throttle {
-                throttle.request_started();
+        let remaining = match self.started {
+            // The first attempt has the whole deadline: no arithmetic on instants.
+            None => {
+                self.start_operation(now);
+                self.setup.policy.deadline()
             }
-            now
-        });
-        let remaining =
-            self.setup.policy.deadline().map(|d| d.saturating_sub(now.saturating_duration_since(started)));
-        if remaining == Some(Duration::ZERO) {
-            return Err(self.stop(now, StopReason::DeadlineExceeded));
-        }
+            Some(started) => {
+                let remaining = self
+                    .setup
+                    .policy
+                    .deadline()
+                    .map(|d| d.saturating_sub(now.saturating_duration_since(started)));
+                if remaining == Some(Duration::ZERO) {
+                    return Err(self.stop(now, StopReason::DeadlineExceeded));
+                }
+                remaining
+            }
+        };
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
         if let Some(breaker) = self.setup.breaker.as_deref() {
@@ -174,6 +188,20 @@ impl<'a, O: Observer> Driver<'a, O> {
         })
     }
 
+    /// The operation starts, at `now`: the observer hears of it and the budget
+    /// counts a request.
+    fn start_operation(&mut self, now: Instant) {
+        self.operation = Some(self.observer.start(&OperationInfo {
+            dependency: &self.setup.dependency,
+            operation: self.setup.operation.as_deref(),
+            max_attempts: self.setup.policy.max_attempts(),
+        }));
+        if let Some(throttle) = &self.setup.throttle {
+            throttle.request_started();
+        }
+        self.started = Some(now);
+    }
+
     /// Runs `f` inside the current attempt's scope.
     pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.scope {
@@ -183,7 +211,15 @@ impl<'a, O: Observer> Driver<'a, O> {
     }
 
     /// Ends the current attempt with `verdict` and decides what comes next.
-    pub(crate) fn end_attempt(&mut self, now: Instant, verdict: Verdict) -> Next {
+    pub(crate) fn end_attempt(&mut self, verdict: Verdict) -> Next {
+        // A success ends the operation: the end time then matters only to an
+        // observer that measures durations. Anything else may need it for the
+        // deadline or the next wait.
+        let now = if O::TIMED || verdict != Verdict::Success {
+            self.now()
+        } else {
+            self.attempt_started.unwrap_or_else(untimed_instant)
+        };
         let health = match verdict {
             Verdict::Success => Health::Healthy,
             // A 404 is a healthy server answering.
@@ -245,7 +281,11 @@ impl<'a, O: Observer> Driver<'a, O> {
             (Some(throttle), Health::Unhealthy) => throttle.attempt_finished(false),
             _ => {}
         }
-        let end = AttemptEnd { number: self.attempts, duration: self.attempt_started.map_or(Duration::ZERO, |s| Self::since(s, now)), error };
+        let end = AttemptEnd {
+            number: self.attempts,
+            duration: self.attempt_started.map_or(Duration::ZERO, |s| Self::since(s, now)),
+            error,
+        };
         if let Some(op) = self.operation.as_mut() {
             op.attempt_finished(scope, &end);
         }

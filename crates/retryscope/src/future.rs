@@ -9,8 +9,10 @@
 use crate::classify::Classify;
 use crate::driver::Driver;
 use crate::error::RetryError;
+use crate::error::StopReason;
 use crate::observe::Observer;
-use crate::retry::{Notify, Retry, Step, give_up, settle, settle_timeout};
+use crate::outcome::Verdict;
+use crate::retry::{Notify, Retry, Step, give_up, judge, settle, settle_judged, settle_timeout};
 use crate::sleep::Sleeper;
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -23,6 +25,9 @@ pin_project! {
     enum State<Fut> {
         // Ready to start the next attempt.
         Idle,
+        // The first attempt of a quiet operation (see `Driver::quiet_start`),
+        // started without the driver: if it succeeds, that is all there is.
+        Quiet { #[pin] fut: Fut },
         // An attempt is running.
         Attempt { #[pin] fut: Fut },
         // Backing off before the next attempt, on `timer`.
@@ -79,6 +84,7 @@ where
     type Output = Result<T, RetryError<E>>;
     type IntoFuture = RetryFuture<'a, Op, Fut, C, O, N, crate::TokioSleeper>;
 
+    #[inline]
     fn into_future(self) -> Self::IntoFuture {
         self.with_sleeper(crate::TokioSleeper)
     }
@@ -120,6 +126,7 @@ where
     /// assert_eq!(futures_executor::block_on(retry), Ok(3));
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
+    #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
         let (op, classifier, notify, driver) = self.into_parts(sleeper.clock());
         RetryFuture {
@@ -151,6 +158,24 @@ where
         let mut this = self.project();
         loop {
             let step = match this.state.as_mut().project() {
+                StateProj::Idle if this.driver.quiet_start() => {
+                    let fut = (this.op)();
+                    this.state.set(State::Quiet { fut });
+                    continue;
+                }
+                StateProj::Quiet { fut } => {
+                    let result = ready!(fut.poll(cx));
+                    let verdict = judge(this.classifier, &result);
+                    if verdict == Verdict::Success {
+                        this.state.set(State::Done);
+                        return Poll::Ready(give_up(this.driver, StopReason::Permanent, Some(result)));
+                    }
+                    // It failed: the engine takes over as if it had started it.
+                    if let Err(reason) = this.driver.begin_attempt(this.driver.now()) {
+                        unreachable_quiet_refusal(reason)
+                    }
+                    settle_judged(this.driver, this.classifier, this.notify, result, verdict)
+                }
                 StateProj::Idle => {
                     let now = this.driver.now();
                     match this.driver.begin_attempt(now) {
@@ -167,15 +192,13 @@ where
                 }
                 StateProj::Attempt { fut } => {
                     let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        let now = this.driver.now();
-                        settle(this.driver, this.classifier, this.notify, now, result)
+                        settle(this.driver, this.classifier, this.notify, result)
                     } else {
                         if let Some(at) = this.limit_at.take() {
                             this.timer.set(Some(this.sleeper.sleep_until(at)));
                         }
                         if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                            let now = this.driver.now();
-                            settle_timeout(this.driver, this.classifier, now)
+                            settle_timeout(this.driver, this.classifier)
                         } else {
                             return Poll::Pending;
                         }
@@ -222,4 +245,11 @@ where
             }
         }
     }
+}
+
+#[cold]
+fn unreachable_quiet_refusal(reason: StopReason) -> ! {
+    // A quiet operation has no deadline and no breaker: nothing can refuse its
+    // first attempt. Reaching this is a bug in the engine.
+    unreachable!("a quiet first attempt was refused: {reason:?}")
 }

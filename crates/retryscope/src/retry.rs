@@ -11,7 +11,7 @@ use crate::outcome::{ErrorType, Verdict};
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Adds [`retry`](Retryable::retry) to every `FnMut()` closure.
 ///
@@ -171,16 +171,32 @@ pub(crate) fn settle<T, E, O: Observer>(
     driver: &mut Driver<'_, O>,
     classifier: &mut impl Classify<T, E>,
     notify: &mut impl Notify<E>,
-    now: Instant,
     result: Result<T, E>,
 ) -> Step<T, E> {
-    let verdict = match (classifier.classify(&result), &result) {
+    let verdict = judge(classifier, &result);
+    settle_judged(driver, classifier, notify, result, verdict)
+}
+
+/// The classifier's verdict on an attempt's result.
+pub(crate) fn judge<T, E>(classifier: &mut impl Classify<T, E>, result: &Result<T, E>) -> Verdict {
+    match (classifier.classify(result), result) {
         // An `Err` is never a success: the caller gets an error, and the
         // telemetry, the breaker and the budget must say the same.
         (Verdict::Success, Err(_)) => Verdict::permanent(ErrorType::OTHER),
         (verdict, _) => verdict,
-    };
-    match driver.end_attempt(now, verdict) {
+    }
+}
+
+/// [`settle`] for a result already judged (each result is classified once:
+/// a classifier may count what it sees).
+pub(crate) fn settle_judged<T, E, O: Observer>(
+    driver: &mut Driver<'_, O>,
+    classifier: &mut impl Classify<T, E>,
+    notify: &mut impl Notify<E>,
+    result: Result<T, E>,
+    verdict: Verdict,
+) -> Step<T, E> {
+    match driver.end_attempt(verdict) {
         Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, Some(result))),
         Next::Stop(reason) => Step::Finished(give_up(driver, reason, Some(result))),
         Next::Wait(delay) => {
@@ -198,10 +214,9 @@ pub(crate) fn settle<T, E, O: Observer>(
 pub(crate) fn settle_timeout<T, E, O: Observer>(
     driver: &mut Driver<'_, O>,
     classifier: &mut impl Classify<T, E>,
-    now: Instant,
 ) -> Step<T, E> {
     let verdict = classifier.timeout();
-    match driver.end_attempt(now, verdict) {
+    match driver.end_attempt(verdict) {
         Next::Wait(delay) => Step::Wait { delay, last: None },
         Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, None)),
         Next::Stop(reason) => Step::Finished(give_up(driver, reason, None)),
