@@ -73,8 +73,8 @@ pub(crate) struct Driver<'a, O: Observer> {
     clock: &'a dyn Clock,
     /// Whether anything needs the time: a deadline, a timeout or the observer.
     timed: bool,
-    /// Whether an attempt's start and a success matter to nobody: a silent
-    /// observer, no budget, no breaker, nothing timed.
+    /// Whether the first attempt may start without the bookkeeping: a silent
+    /// observer and no breaker (see [`begin_quietly`](Self::begin_quietly)).
     quiet: bool,
     observer: O,
     operation: Option<O::Operation>,
@@ -99,7 +99,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         Self {
             previous_delay: setup.policy.base_delay(),
             timed,
-            quiet: O::SILENT && !timed && setup.throttle.is_none() && setup.breaker.is_none(),
+            quiet: O::SILENT && setup.breaker.is_none(),
             setup,
             clock,
             observer,
@@ -127,11 +127,41 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.timed
     }
 
-    /// Whether the first attempt may run without [`begin_attempt`](Self::begin_attempt):
-    /// nothing observes, guards or times it, so starting it later (once it has
-    /// failed) is indistinguishable from starting it first.
-    pub(crate) fn quiet_start(&self) -> bool {
-        self.quiet && self.attempts == 0
+    /// Starts the first attempt of a quiet operation — a silent observer, no
+    /// breaker — with only what must happen before it: the budget counts the
+    /// request. Returns the attempt's time limit, or `None` when the attempt
+    /// must start with [`begin_attempt`](Self::begin_attempt) instead.
+    ///
+    /// The rest of an attempt's bookkeeping matters only if it fails:
+    /// [`book_quiet_attempt`](Self::book_quiet_attempt) does it then, and a
+    /// success needs only [`quiet_success`](Self::quiet_success).
+    pub(crate) fn begin_quietly(&mut self, now: Instant) -> Option<Option<Duration>> {
+        if !self.quiet || self.started.is_some() {
+            return None;
+        }
+        if let Some(throttle) = &self.setup.throttle {
+            throttle.request_started();
+        }
+        self.started = Some(now);
+        Some(self.attempt_limit(self.setup.policy.deadline()))
+    }
+
+    /// The quiet first attempt succeeded: the operation is over.
+    pub(crate) fn quiet_success(&mut self) {
+        if let Some(throttle) = &self.setup.throttle {
+            throttle.attempt_finished(true);
+        }
+    }
+
+    /// The quiet first attempt, started at `started`, did not succeed: book it
+    /// as [`begin_attempt`](Self::begin_attempt) would have, so that
+    /// [`end_attempt`](Self::end_attempt) can judge it.
+    pub(crate) fn book_quiet_attempt(&mut self, started: Instant) {
+        // Neither a breaker (a quiet operation has none) nor the deadline (it
+        // has only just started) can refuse a first attempt.
+        if let Err(reason) = self.begin_attempt(started) {
+            unreachable_refusal(reason)
+        }
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -146,10 +176,22 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// Starts the next attempt, or says why none may start. On success returns
     /// the attempt's time limit, if any.
     pub(crate) fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        // The observer hears of the operation before its first attempt starts
+        // or is refused (a quiet operation's first attempt may already have run).
+        if self.operation.is_none() {
+            self.operation = Some(self.observer.start(&OperationInfo {
+                dependency: &self.setup.dependency,
+                operation: self.setup.operation.as_deref(),
+                max_attempts: self.setup.policy.max_attempts(),
+            }));
+        }
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
             None => {
-                self.start_operation(now);
+                if let Some(throttle) = &self.setup.throttle {
+                    throttle.request_started();
+                }
+                self.started = Some(now);
                 self.setup.policy.deadline()
             }
             Some(started) => {
@@ -174,32 +216,21 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
         self.attempts += 1;
         let start = AttemptStart { number: self.attempts, retry_of: self.last_error };
-        let scope = match self.operation.as_mut() {
-            Some(op) => op.attempt_started(&start),
-            None => unreachable_operation(),
-        };
-        self.scope = Some(scope);
+        if let Some(operation) = self.operation.as_mut() {
+            self.scope = Some(operation.attempt_started(&start));
+        }
         self.attempt_started = Some(now);
-        // The attempt may not outlive the deadline: that is what makes the
-        // deadline a promise even when the operation itself hangs.
-        Ok(match (self.setup.policy.attempt_timeout(), remaining) {
-            (Some(t), Some(r)) => Some(t.min(r)),
-            (t, r) => t.or(r),
-        })
+        Ok(self.attempt_limit(remaining))
     }
 
-    /// The operation starts, at `now`: the observer hears of it and the budget
-    /// counts a request.
-    fn start_operation(&mut self, now: Instant) {
-        self.operation = Some(self.observer.start(&OperationInfo {
-            dependency: &self.setup.dependency,
-            operation: self.setup.operation.as_deref(),
-            max_attempts: self.setup.policy.max_attempts(),
-        }));
-        if let Some(throttle) = &self.setup.throttle {
-            throttle.request_started();
+    /// An attempt's time limit when `remaining` is left of the deadline. The
+    /// attempt may not outlive the deadline: that is what makes the deadline
+    /// a promise even when the operation itself hangs.
+    fn attempt_limit(&self, remaining: Option<Duration>) -> Option<Duration> {
+        match (self.setup.policy.attempt_timeout(), remaining) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
         }
-        self.started = Some(now);
     }
 
     /// Runs `f` inside the current attempt's scope.
@@ -393,8 +424,8 @@ fn new_rng(seed: Option<u64>) -> JitterRng {
 }
 
 #[cold]
-fn unreachable_operation() -> ! {
-    // begin_attempt sets the operation before the first attempt; reaching this is
-    // a bug in the driver, not something a caller can provoke.
-    unreachable!("attempt started before its operation")
+fn unreachable_refusal(reason: StopReason) -> ! {
+    // See `book_quiet_attempt`: reaching this is a bug in the driver, not
+    // something a caller can provoke.
+    unreachable!("a quiet first attempt was refused: {reason:?}")
 }

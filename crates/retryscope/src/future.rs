@@ -12,7 +12,7 @@ use crate::error::RetryError;
 use crate::error::StopReason;
 use crate::observe::Observer;
 use crate::outcome::Verdict;
-use crate::retry::{Notify, Retry, Step, give_up, judge, settle, settle_judged, settle_timeout};
+use crate::retry::{Notify, Retry, Step, give_up, judge, settle_judged, settle_timeout};
 use crate::sleep::Sleeper;
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -25,11 +25,10 @@ pin_project! {
     enum State<Fut> {
         // Ready to start the next attempt.
         Idle,
-        // The first attempt of a quiet operation (see `Driver::quiet_start`),
-        // started without the driver: if it succeeds, that is all there is.
-        Quiet { #[pin] fut: Fut },
-        // An attempt is running.
-        Attempt { #[pin] fut: Fut },
+        // An attempt is running. `quiet`: the first attempt of a quiet
+        // operation, started at this instant without the driver's bookkeeping
+        // (see `Driver::begin_quietly`), which follows only if it fails.
+        Attempt { #[pin] fut: Fut, quiet: Option<Instant> },
         // Backing off before the next attempt, on `timer`.
         Waiting,
         // Finished; polling again is a caller bug.
@@ -158,46 +157,49 @@ where
         let mut this = self.project();
         loop {
             let step = match this.state.as_mut().project() {
-                StateProj::Idle if this.driver.quiet_start() => {
-                    let fut = (this.op)();
-                    this.state.set(State::Quiet { fut });
-                    continue;
-                }
-                StateProj::Quiet { fut } => {
-                    let result = ready!(fut.poll(cx));
-                    let verdict = judge(this.classifier, &result);
-                    if verdict == Verdict::Success {
-                        this.state.set(State::Done);
-                        return Poll::Ready(give_up(this.driver, StopReason::Permanent, Some(result)));
-                    }
-                    // It failed: the engine takes over as if it had started it.
-                    if let Err(reason) = this.driver.begin_attempt(this.driver.now()) {
-                        unreachable_quiet_refusal(reason)
-                    }
-                    settle_judged(this.driver, this.classifier, this.notify, result, verdict)
-                }
                 StateProj::Idle => {
                     let now = this.driver.now();
-                    match this.driver.begin_attempt(now) {
-                        Ok(limit) => {
-                            // The limit counts from the same instant the deadline
-                            // was checked at, whatever the operation does first.
-                            *this.limit_at = limit.map(|l| now + l);
-                            let fut = this.driver.in_scope(&mut *this.op);
-                            this.state.set(State::Attempt { fut });
-                            continue;
-                        }
-                        Err(reason) => Step::Finished(give_up(this.driver, reason, this.last.take())),
-                    }
+                    let (limit, quiet) = match this.driver.begin_quietly(now) {
+                        Some(limit) => (limit, Some(now)),
+                        None => match this.driver.begin_attempt(now) {
+                            Ok(limit) => (limit, None),
+                            Err(reason) => {
+                                this.state.set(State::Done);
+                                return Poll::Ready(give_up(this.driver, reason, this.last.take()));
+                            }
+                        },
+                    };
+                    // The limit counts from the same instant the deadline was
+                    // checked at, whatever the operation does first.
+                    *this.limit_at = limit.map(|l| now + l);
+                    let fut = this.driver.in_scope(&mut *this.op);
+                    this.state.set(State::Attempt { fut, quiet });
+                    continue;
                 }
-                StateProj::Attempt { fut } => {
+                StateProj::Attempt { fut, quiet } => {
                     let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        settle(this.driver, this.classifier, this.notify, result)
+                        let verdict = judge(this.classifier, &result);
+                        if let Some(started) = quiet.take() {
+                            if verdict == Verdict::Success {
+                                this.driver.quiet_success();
+                                this.state.set(State::Done);
+                                return Poll::Ready(give_up(
+                                    this.driver,
+                                    StopReason::Permanent,
+                                    Some(result),
+                                ));
+                            }
+                            this.driver.book_quiet_attempt(started);
+                        }
+                        settle_judged(this.driver, this.classifier, this.notify, result, verdict)
                     } else {
                         if let Some(at) = this.limit_at.take() {
                             this.timer.set(Some(this.sleeper.sleep_until(at)));
                         }
                         if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                            if let Some(started) = quiet.take() {
+                                this.driver.book_quiet_attempt(started);
+                            }
                             settle_timeout(this.driver, this.classifier)
                         } else {
                             return Poll::Pending;
@@ -245,11 +247,4 @@ where
             }
         }
     }
-}
-
-#[cold]
-fn unreachable_quiet_refusal(reason: StopReason) -> ! {
-    // A quiet operation has no deadline and no breaker: nothing can refuse its
-    // first attempt. Reaching this is a bug in the engine.
-    unreachable!("a quiet first attempt was refused: {reason:?}")
 }
