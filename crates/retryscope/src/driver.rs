@@ -30,6 +30,17 @@ pub(crate) enum Next {
     Wait(Duration),
 }
 
+/// An attempt the driver let start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started {
+    /// Its time limit, if it has one.
+    pub(crate) limit: Option<Duration>,
+    /// `Some(start)` when it started quietly, without the bookkeeping (see
+    /// [`Driver::start_attempt`]): the front end must then hand its result to
+    /// [`settle`](crate::retry::settle) with this instant.
+    pub(crate) quiet: Option<Instant>,
+}
+
 /// Settings that do not depend on the operation's types. Borrowed handles cost
 /// nothing; shared ones let the operation be `'static`.
 #[derive(Clone)]
@@ -127,15 +138,24 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.timed
     }
 
-    /// Starts the first attempt of a quiet operation — a silent observer, no
-    /// breaker — with only what must happen before it: the budget counts the
-    /// request. Returns the attempt's time limit, or `None` when the attempt
-    /// must start with [`begin_attempt`](Self::begin_attempt) instead.
+    /// Starts the next attempt at `now`, or says why none may start.
     ///
-    /// The rest of an attempt's bookkeeping matters only if it fails:
-    /// [`book_quiet_attempt`](Self::book_quiet_attempt) does it then, and a
-    /// success needs only [`quiet_success`](Self::quiet_success).
-    pub(crate) fn begin_quietly(&mut self, now: Instant) -> Option<Option<Duration>> {
+    /// The first attempt of a quiet operation (a silent observer, no breaker)
+    /// starts with only what must happen before it: the budget counts the
+    /// request. The rest of its bookkeeping matters only if it fails, and
+    /// [`book_quiet_attempt`](Self::book_quiet_attempt) does it then; a success
+    /// needs only [`quiet_success`](Self::quiet_success).
+    #[inline]
+    pub(crate) fn start_attempt(&mut self, now: Instant) -> Result<Started, StopReason> {
+        match self.begin_quietly(now) {
+            Some(limit) => Ok(Started { limit, quiet: Some(now) }),
+            None => Ok(Started { limit: self.begin_attempt(now)?, quiet: None }),
+        }
+    }
+
+    /// Starts a quiet first attempt; `None` when this attempt is not one.
+    #[inline]
+    fn begin_quietly(&mut self, now: Instant) -> Option<Option<Duration>> {
         if !self.quiet || self.started.is_some() {
             return None;
         }
@@ -173,9 +193,10 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.last_error
     }
 
-    /// Starts the next attempt, or says why none may start. On success returns
-    /// the attempt's time limit, if any.
-    pub(crate) fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+    /// Starts the next attempt with all its bookkeeping, or says why none may
+    /// start. On success returns the attempt's time limit, if any.
+    #[inline(never)]
+    fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         // The observer hears of the operation before its first attempt starts
         // or is refused (a quiet operation's first attempt may already have run).
         if self.operation.is_none() {

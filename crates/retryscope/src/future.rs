@@ -7,12 +7,10 @@
 //! [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
-use crate::driver::Driver;
+use crate::driver::{Driver, Started};
 use crate::error::RetryError;
-use crate::error::StopReason;
 use crate::observe::Observer;
-use crate::outcome::Verdict;
-use crate::retry::{Notify, Retry, Step, give_up, judge, settle_judged, settle_timeout};
+use crate::retry::{Notify, Retry, Step, give_up, settle, settle_timeout};
 use crate::sleep::Sleeper;
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -159,15 +157,12 @@ where
             let step = match this.state.as_mut().project() {
                 StateProj::Idle => {
                     let now = this.driver.now();
-                    let (limit, quiet) = match this.driver.begin_quietly(now) {
-                        Some(limit) => (limit, Some(now)),
-                        None => match this.driver.begin_attempt(now) {
-                            Ok(limit) => (limit, None),
-                            Err(reason) => {
-                                this.state.set(State::Done);
-                                return Poll::Ready(give_up(this.driver, reason, this.last.take()));
-                            }
-                        },
+                    let Started { limit, quiet } = match this.driver.start_attempt(now) {
+                        Ok(started) => started,
+                        Err(reason) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(give_up(this.driver, reason, this.last.take()));
+                        }
                     };
                     // The limit counts from the same instant the deadline was
                     // checked at, whatever the operation does first.
@@ -178,29 +173,13 @@ where
                 }
                 StateProj::Attempt { fut, quiet } => {
                     let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        let verdict = judge(this.classifier, &result);
-                        if let Some(started) = quiet.take() {
-                            if verdict == Verdict::Success {
-                                this.driver.quiet_success();
-                                this.state.set(State::Done);
-                                return Poll::Ready(give_up(
-                                    this.driver,
-                                    StopReason::Permanent,
-                                    Some(result),
-                                ));
-                            }
-                            this.driver.book_quiet_attempt(started);
-                        }
-                        settle_judged(this.driver, this.classifier, this.notify, result, verdict)
+                        settle(this.driver, this.classifier, this.notify, result, quiet.take())
                     } else {
                         if let Some(at) = this.limit_at.take() {
                             this.timer.set(Some(this.sleeper.sleep_until(at)));
                         }
                         if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                            if let Some(started) = quiet.take() {
-                                this.driver.book_quiet_attempt(started);
-                            }
-                            settle_timeout(this.driver, this.classifier)
+                            settle_timeout(this.driver, this.classifier, quiet.take())
                         } else {
                             return Poll::Pending;
                         }

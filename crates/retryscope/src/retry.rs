@@ -11,7 +11,7 @@ use crate::outcome::{ErrorType, Verdict};
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Adds [`retry`](Retryable::retry) to every `FnMut()` closure.
 ///
@@ -166,30 +166,35 @@ pub(crate) enum Step<T, E> {
 }
 
 /// Classifies an attempt's result, lets the driver decide, and calls `notify`
-/// before a wait. Shared by the async and the blocking front ends.
+/// before a wait. Shared by the async and the blocking front ends. `quiet` is
+/// the attempt's [`Started::quiet`](crate::driver::Started::quiet).
+#[inline]
 pub(crate) fn settle<T, E, O: Observer>(
     driver: &mut Driver<'_, O>,
     classifier: &mut impl Classify<T, E>,
     notify: &mut impl Notify<E>,
     result: Result<T, E>,
+    quiet: Option<Instant>,
 ) -> Step<T, E> {
-    let verdict = judge(classifier, &result);
-    settle_judged(driver, classifier, notify, result, verdict)
-}
-
-/// The classifier's verdict on an attempt's result.
-pub(crate) fn judge<T, E>(classifier: &mut impl Classify<T, E>, result: &Result<T, E>) -> Verdict {
-    match (classifier.classify(result), result) {
+    // Each result is classified once: a classifier may count what it sees.
+    let verdict = match (classifier.classify(&result), &result) {
         // An `Err` is never a success: the caller gets an error, and the
         // telemetry, the breaker and the budget must say the same.
         (Verdict::Success, Err(_)) => Verdict::permanent(ErrorType::OTHER),
         (verdict, _) => verdict,
+    };
+    if let Some(started) = quiet {
+        if verdict == Verdict::Success {
+            driver.quiet_success();
+            return Step::Finished(give_up(driver, StopReason::Permanent, Some(result)));
+        }
+        driver.book_quiet_attempt(started);
     }
+    conclude(driver, classifier, notify, result, verdict)
 }
 
-/// [`settle`] for a result already judged (each result is classified once:
-/// a classifier may count what it sees).
-pub(crate) fn settle_judged<T, E, O: Observer>(
+/// [`settle`] once the attempt is booked: the driver decides.
+fn conclude<T, E, O: Observer>(
     driver: &mut Driver<'_, O>,
     classifier: &mut impl Classify<T, E>,
     notify: &mut impl Notify<E>,
@@ -210,11 +215,15 @@ pub(crate) fn settle_judged<T, E, O: Observer>(
     }
 }
 
-/// Ends an attempt cut short by its time limit.
+/// Ends an attempt cut short by its time limit; `quiet` as for [`settle`].
 pub(crate) fn settle_timeout<T, E, O: Observer>(
     driver: &mut Driver<'_, O>,
     classifier: &mut impl Classify<T, E>,
+    quiet: Option<Instant>,
 ) -> Step<T, E> {
+    if let Some(started) = quiet {
+        driver.book_quiet_attempt(started);
+    }
     let verdict = classifier.timeout();
     match driver.end_attempt(verdict) {
         Next::Wait(delay) => Step::Wait { delay, last: None },
