@@ -69,6 +69,10 @@ for scenario in $scenarios; do
   esac
 done
 
+echo
+echo "future size per call (bytes built, moved and dropped by each contender):"
+"$binary" sizes
+
 if [ "${1:-}" = "--bless" ]; then
   {
     echo "# Instructions per operation, from scripts/icount.sh --bless ($(rustc --version | cut -d' ' -f2))."
