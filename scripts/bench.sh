@@ -169,6 +169,7 @@ ROWS = [
     ("happy: retryscope", "happy/retryscope", "happy_retryscope"),
     ("happy: retryscope, 15 s deadline", "happy/retryscope_deadline", "happy_retryscope_deadline"),
     ("happy: retryscope with a RetryBudget", "happy/retryscope_budget", "happy_retryscope_budget"),
+    ("happy: retryscope, every attempt booked (an observer)", "", "happy_retryscope_booked"),
     ("happy: backon", "happy/backon", "happy_backon"),
     ("happy: tower", "happy/tower", "happy_tower"),
     ("happy: tokio-retry2", "happy/tokio_retry2", "happy_tokio_retry2"),

@@ -14,6 +14,9 @@
 mod contenders;
 
 use contenders::*;
+use retryscope::observe::{
+    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+};
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
 use std::future::{Future, IntoFuture};
@@ -45,6 +48,7 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("happy_retryscope", happy_retryscope),
     ("happy_retryscope_deadline", happy_retryscope_deadline),
     ("happy_retryscope_budget", happy_retryscope_budget),
+    ("happy_retryscope_booked", happy_retryscope_booked),
     ("happy_backon", || {
         let flaky = Flaky::new(0);
         poll_once(backon::Retryable::retry(|| flaky.call(), backon_builder())).is_ok()
@@ -81,6 +85,35 @@ fn happy_retryscope_budget() -> bool {
     with_budget(|budget| {
         poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).budget(budget)).is_ok()
     })
+}
+
+/// The engine's full bookkeeping, without a guard's cost: an observer that
+/// does nothing but does not say so (`SILENT` is false), as instrumentation
+/// would, so the first attempt is booked like every other.
+fn happy_retryscope_booked() -> bool {
+    let flaky = Flaky::new(0);
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), *POLICY).observe(Unsaid)).is_ok()
+}
+
+/// An observer that ignores everything, without declaring itself silent.
+struct Unsaid;
+
+impl Observer for Unsaid {
+    type Operation = Unsaid;
+    const TIMED: bool = false;
+
+    fn start(&self, _: &OperationInfo<'_>) -> Unsaid {
+        Unsaid
+    }
+}
+
+impl OperationObserver for Unsaid {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+    fn attempt_finished(&mut self, (): (), _: &AttemptEnd) {}
+    fn waiting(&mut self, _: &Wait) {}
+    fn finished(self, _: &Finish) {}
 }
 
 thread_local! {
