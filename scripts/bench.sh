@@ -177,8 +177,9 @@ ROWS = [
     ("guard: TokenBucket, 1 thread", "budget/token_bucket/1", "guard_token_bucket"),
     ("guard: CircuitBreaker, 1 thread", "budget/circuit_breaker/1", "guard_circuit_breaker"),
 ]
-peers = [mean(i) for _, i, _ in ROWS[4:7]]
-peer_counts = [int(counts[s]) for _, _, s in ROWS[4:7] if s in counts]
+PEER_ROWS = [r for r in ROWS if r[2] in ("happy_backon", "happy_tower", "happy_tokio_retry2")]
+peers = [mean(i) for _, i, _ in PEER_ROWS]
+peer_counts = [int(counts[s]) for _, _, s in PEER_ROWS if s in counts]
 best_time = min(p for p in peers if p is not None) if any(p is not None for p in peers) else None
 best_count = min(peer_counts) if peer_counts else None
 print("## One table: time (criterion mean) and instructions (callgrind) per operation")
@@ -186,7 +187,7 @@ print()
 print("| scenario | time | × best peer (time) | instructions | × best peer (instructions) |")
 print("|---|---:|---:|---:|---:|")
 for row, full_id, scenario in ROWS:
-    t, c = mean(full_id), counts.get(scenario)
+    t, c = (mean(full_id) if full_id else None), counts.get(scenario)
     happy = full_id.startswith("happy/")
     print(f"| {row} | {f'{t:.1f} ns' if t is not None else '—'} "
           f"| {f'{t / best_time:.2f}' if happy and t is not None and best_time else ''} "
