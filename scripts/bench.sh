@@ -188,7 +188,7 @@ print("| scenario | time | × best peer (time) | instructions | × best peer (in
 print("|---|---:|---:|---:|---:|")
 for row, full_id, scenario in ROWS:
     t, c = (mean(full_id) if full_id else None), counts.get(scenario)
-    happy = full_id.startswith("happy/")
+    happy = scenario.startswith("happy_")
     print(f"| {row} | {f'{t:.1f} ns' if t is not None else '—'} "
           f"| {f'{t / best_time:.2f}' if happy and t is not None and best_time else ''} "
           f"| {c or '—'} | {f'{int(c) / best_count:.2f}' if happy and c and best_count else ''} |")
