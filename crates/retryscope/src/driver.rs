@@ -129,6 +129,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// time (no deadline, no timeout, an observer that ignores durations), a
     /// fixed instant stands for it: reading a clock costs more than the rest of
     /// an attempt that succeeds at once, and nothing would look at the result.
+    #[inline]
     pub(crate) fn now(&self) -> Instant {
         if self.timed { self.clock.now() } else { untimed_instant() }
     }
@@ -435,6 +436,7 @@ pub(crate) fn next_wait(
 }
 
 /// The instant that stands for "now" when nothing needs the time.
+#[inline]
 fn untimed_instant() -> Instant {
     static UNTIMED: OnceLock<Instant> = OnceLock::new();
     *UNTIMED.get_or_init(Instant::now)

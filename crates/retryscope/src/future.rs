@@ -25,8 +25,10 @@ pin_project! {
         Idle,
         // An attempt is running. `quiet`: the first attempt of a quiet
         // operation, started at this instant without the driver's bookkeeping
-        // (see `Driver::begin_quietly`), which follows only if it fails.
-        Attempt { #[pin] fut: Fut, quiet: Option<Instant> },
+        // (see `Driver::start_attempt`), which follows only if it fails.
+        // `limit_at`: when its time limit ends, until the timer is armed (only
+        // once the attempt turns out not to be ready at once).
+        Attempt { #[pin] fut: Fut, quiet: Option<Instant>, limit_at: Option<Instant> },
         // Backing off before the next attempt, on `timer`.
         Waiting,
         // Finished; polling again is a caller bug.
@@ -55,9 +57,6 @@ pin_project! {
         // The last failed attempt's result while waiting, in case the next
         // attempt is refused (breaker opened, deadline passed).
         last: Option<Fut::Output>,
-        // When the running attempt's time limit ends. Its timer is armed only
-        // once the attempt turns out not to be ready at once.
-        limit_at: Option<Instant>,
         // The one timer: the running attempt's time limit, or the wait before
         // the next attempt. Outside `state`, so that an attempt without a limit
         // moves and drops nothing of it.
@@ -126,17 +125,7 @@ where
     #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
         let (op, classifier, notify, driver) = self.into_parts(sleeper.clock());
-        RetryFuture {
-            op,
-            classifier,
-            notify,
-            sleeper,
-            driver,
-            last: None,
-            limit_at: None,
-            timer: None,
-            state: State::Idle,
-        }
+        RetryFuture { op, classifier, notify, sleeper, driver, last: None, timer: None, state: State::Idle }
     }
 }
 
@@ -166,16 +155,16 @@ where
                     };
                     // The limit counts from the same instant the deadline was
                     // checked at, whatever the operation does first.
-                    *this.limit_at = limit.map(|l| now + l);
+                    let limit_at = limit.map(|l| now + l);
                     let fut = this.driver.in_scope(&mut *this.op);
-                    this.state.set(State::Attempt { fut, quiet });
+                    this.state.set(State::Attempt { fut, quiet, limit_at });
                     continue;
                 }
-                StateProj::Attempt { fut, quiet } => {
+                StateProj::Attempt { fut, quiet, limit_at } => {
                     let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
                         settle(this.driver, this.classifier, this.notify, result, quiet.take())
                     } else {
-                        if let Some(at) = this.limit_at.take() {
+                        if let Some(at) = limit_at.take() {
                             this.timer.set(Some(this.sleeper.sleep_until(at)));
                         }
                         if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
@@ -185,7 +174,6 @@ where
                         }
                     };
                     // The attempt is over: so is its time limit.
-                    *this.limit_at = None;
                     if this.timer.is_some() {
                         this.timer.set(None);
                     }
