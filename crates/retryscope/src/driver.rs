@@ -4,6 +4,14 @@
 //! ends attempts, and answers what to do next. That keeps every rule (deadline,
 //! hints, budget, breaker, attempt limit) in one place and testable without a
 //! runtime.
+//!
+//! Most calls succeed at once, so the driver does as little as it can until an
+//! attempt fails: it reads the clock only when something uses the time, and
+//! when nothing observes or guards the operation beyond a budget (a silent
+//! observer, no breaker) it starts the first attempt *quietly* — the budget
+//! counts the request, nothing else is recorded — and books that attempt only
+//! if it fails. Booked late, it is indistinguishable from one booked first:
+//! nobody could have seen the difference.
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;

@@ -2,7 +2,9 @@
 //!
 //! Hand-written rather than an `async fn` so that the future has a nameable type
 //! (for `IntoFuture`) and no heap allocation: an operation that succeeds at once
-//! costs one poll of the operation plus a few branches. It waits with a
+//! costs one poll of the operation plus a few branches (see the driver's quiet
+//! first attempt), and a timer is armed only for an attempt that is not ready
+//! at once. It waits with a
 //! [`Sleeper`]: tokio's for `.await`, any runtime's through
 //! [`Retry::with_sleeper`].
 
