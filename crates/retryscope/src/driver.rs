@@ -114,7 +114,7 @@ pub(crate) struct Driver<'a, O: Observer> {
 
 impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
-        let timed = O::TIMED || setup.policy.deadline().is_some() || setup.policy.attempt_timeout().is_some();
+        let timed = O::TIMED || setup.policy.is_timed();
         Self {
             previous_delay: setup.policy.base_delay(),
             timed,
