@@ -108,7 +108,16 @@ impl Settings {
 
 impl fmt::Debug for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.settings(), f)
+        f.debug_struct("Policy")
+            .field("max_attempts", &self.max_attempts)
+            .field("base_delay", &self.base_delay())
+            .field("multiplier", &self.multiplier)
+            .field("max_delay", &self.max_delay())
+            .field("jitter", &self.jitter)
+            .field("deadline", &self.deadline())
+            .field("attempt_timeout", &self.attempt_timeout())
+            .field("max_server_delay", &self.max_server_delay())
+            .finish()
     }
 }
 
