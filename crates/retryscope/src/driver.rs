@@ -106,9 +106,10 @@ pub(crate) struct Driver<'a, O: Observer> {
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
-    /// The delay before the previous retry (the base delay before the first),
-    /// for decorrelated jitter. Retries so far are `attempts - 1`.
-    previous_delay: Duration,
+    /// The delay before the previous retry, for decorrelated jitter; `None`
+    /// before the first retry, when it stands for the base delay. Retries so
+    /// far are `attempts - 1`.
+    previous_delay: Option<Duration>,
     rng: Option<JitterRng>,
 }
 
@@ -116,7 +117,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         let timed = O::TIMED || setup.policy.is_timed();
         Self {
-            previous_delay: setup.policy.base_delay(),
+            previous_delay: None,
             timed,
             quiet: O::SILENT && setup.breaker.is_none(),
             setup,
@@ -366,14 +367,14 @@ impl<'a, O: Observer> Driver<'a, O> {
         let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
-        let (delay, source) =
-            next_wait(&self.setup.policy, self.attempts, self.previous_delay, elapsed, hint, rng)?;
+        let previous = self.previous_delay.unwrap_or_else(|| self.setup.policy.base_delay());
+        let (delay, source) = next_wait(&self.setup.policy, self.attempts, previous, elapsed, hint, rng)?;
         if let Some(throttle) = &self.setup.throttle
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);
         }
-        self.previous_delay = delay;
+        self.previous_delay = Some(delay);
         Ok((delay, source))
     }
 
