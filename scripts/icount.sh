@@ -69,6 +69,15 @@ for scenario in $scenarios; do
   esac
 done
 
+# For scripts/bench.sh's combined table.
+if [ -n "${ICOUNT_OUT:-}" ]; then
+  for scenario in $scenarios; do echo "$scenario ${count[$scenario]}"; done >"$ICOUNT_OUT"
+fi
+
+echo
+echo "future size per call (bytes built, moved and dropped by each contender):"
+"$binary" sizes
+
 if [ "${1:-}" = "--bless" ]; then
   {
     echo "# Instructions per operation, from scripts/icount.sh --bless ($(rustc --version | cut -d' ' -f2))."

@@ -14,11 +14,15 @@
 mod contenders;
 
 use contenders::*;
+use retryscope::observe::{
+    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+};
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
 use std::future::{Future, IntoFuture};
 use std::hint::black_box;
 use std::pin::pin;
+use std::sync::LazyLock;
 use std::task::{Context, Poll, Waker};
 use tower::ServiceExt as _;
 
@@ -44,6 +48,7 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("happy_retryscope", happy_retryscope),
     ("happy_retryscope_deadline", happy_retryscope_deadline),
     ("happy_retryscope_budget", happy_retryscope_budget),
+    ("happy_retryscope_booked", happy_retryscope_booked),
     ("happy_backon", || {
         let flaky = Flaky::new(0);
         poll_once(backon::Retryable::retry(|| flaky.call(), backon_builder())).is_ok()
@@ -64,19 +69,51 @@ const SCENARIOS: &[(&str, Iteration)] = &[
 
 fn happy_retryscope() -> bool {
     let flaky = Flaky::new(0);
-    poll_once(retryscope::Retryable::retry(|| flaky.call(), retryscope_policy())).is_ok()
+    let policy = *POLICY;
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), policy)).is_ok()
 }
 
 fn happy_retryscope_deadline() -> bool {
     let flaky = Flaky::new(0);
-    poll_once(retryscope::Retryable::retry(|| flaky.call(), retryscope_deadline_policy())).is_ok()
+    let policy = *DEADLINE_POLICY;
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), policy)).is_ok()
 }
 
 fn happy_retryscope_budget() -> bool {
     let flaky = Flaky::new(0);
+    let policy = *POLICY;
     with_budget(|budget| {
-        poll_once(retryscope::Retryable::retry(|| flaky.call(), retryscope_policy()).budget(budget)).is_ok()
+        poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).budget(budget)).is_ok()
     })
+}
+
+/// The engine's full bookkeeping, without a guard's cost: an observer that
+/// does nothing but does not say so (`SILENT` is false), as instrumentation
+/// would, so the first attempt is booked like every other.
+fn happy_retryscope_booked() -> bool {
+    let flaky = Flaky::new(0);
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), *POLICY).observe(Unsaid)).is_ok()
+}
+
+/// An observer that ignores everything, without declaring itself silent.
+struct Unsaid;
+
+impl Observer for Unsaid {
+    type Operation = Unsaid;
+    const TIMED: bool = false;
+
+    fn start(&self, _: &OperationInfo<'_>) -> Unsaid {
+        Unsaid
+    }
+}
+
+impl OperationObserver for Unsaid {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+    fn attempt_finished(&mut self, (): (), _: &AttemptEnd) {}
+    fn waiting(&mut self, _: &Wait) {}
+    fn finished(self, _: &Finish) {}
 }
 
 thread_local! {
@@ -89,6 +126,11 @@ thread_local! {
     static BUCKET: TokenBucket = TokenBucket::new();
     static BREAKER: CircuitBreaker = CircuitBreaker::new();
 }
+
+// Validated once and copied per call, as a service holds its policy in its
+// configuration (and as the time-based `peers` bench does).
+static POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_policy);
+static DEADLINE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_deadline_policy);
 
 fn with_budget<R>(f: impl FnOnce(&RetryBudget) -> R) -> R {
     BUDGET.with(f)
@@ -132,6 +174,33 @@ fn measured(iteration: Iteration) -> u64 {
     granted
 }
 
+/// Prints the size in bytes of each contender's happy-path future: what a
+/// caller builds, moves and keeps per call.
+fn future_sizes() {
+    let flaky = Flaky::new(0);
+    let policy = retryscope_policy();
+    let deadline = retryscope_deadline_policy();
+    let rows = [
+        ("retryscope", size_of_val(&retryscope::Retryable::retry(|| flaky.call(), policy).into_future())),
+        (
+            "retryscope, 15 s deadline",
+            size_of_val(&retryscope::Retryable::retry(|| flaky.call(), deadline).into_future()),
+        ),
+        ("backon", size_of_val(&backon::Retryable::retry(|| flaky.call(), backon_builder()).into_future())),
+        (
+            "tower",
+            size_of_val(
+                &tower::retry::Retry::new(TowerRetries(FAILURES), tower::service_fn(|()| flaky.call()))
+                    .oneshot(()),
+            ),
+        ),
+        ("tokio-retry2", size_of_val(&tokio_retry2_call(&flaky))),
+    ];
+    for (contender, bytes) in rows {
+        println!("{contender:<28} {bytes:>6} bytes");
+    }
+}
+
 fn scenario(name: &str) -> Option<Iteration> {
     SCENARIOS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
@@ -140,6 +209,7 @@ fn main() {
     // `cargo bench` passes `--bench`; the script passes the scenario's name.
     let name = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     match name {
+        Some(name) if name == "sizes" => future_sizes(),
         Some(name) => {
             let Some(iteration) = scenario(&name) else {
                 eprintln!("unknown scenario {name:?}");

@@ -15,7 +15,9 @@
 //!
 //! Rows marked *extra* in `scripts/bench.sh` are not contenders for "best peer"
 //! (they show what a setting costs): `happy/retryscope_deadline` (the engine with
-//! a total deadline, which arms a per-attempt time limit) and
+//! a total deadline, which arms a per-attempt time limit if the attempt is not
+//! ready at once), `happy/retryscope_budget` (the engine counting each request
+//! in one shared `RetryBudget`) and
 //! `failure/tower_sleep0` (tower with a real zero-length tokio sleep between
 //! attempts, the way backon, tokio-retry2 and retryscope wait).
 //!
@@ -75,6 +77,14 @@ fn contenders(c: &mut Criterion, group: &str, failures: u32) {
             b.to_async(&rt).iter(|| async {
                 let flaky = Flaky::new(failures);
                 retryscope::Retryable::retry(|| flaky.call(), with_deadline).await
+            })
+        });
+        // One budget shared by every call, as a service keeps one per dependency.
+        let budget = retryscope::RetryBudget::new();
+        g.bench_function("retryscope_budget", |b| {
+            b.to_async(&rt).iter(|| async {
+                let flaky = Flaky::new(failures);
+                retryscope::Retryable::retry(|| flaky.call(), policy).budget(&budget).await
             })
         });
     }

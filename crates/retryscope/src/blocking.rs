@@ -47,12 +47,13 @@ where
         let mut last = None;
         loop {
             let now = driver.now();
-            if let Err(reason) = driver.begin_attempt(now) {
-                return give_up(&driver, reason, last);
-            }
+            // A blocking call cannot be cut short: its time limit is not enforced.
+            let quiet = match driver.start_attempt(now) {
+                Ok(started) => started.quiet,
+                Err(reason) => return give_up(&driver, reason, last),
+            };
             let result = driver.in_scope(&mut op);
-            let now = driver.now();
-            match settle(&mut driver, &mut classifier, &mut notify, now, result) {
+            match settle(&mut driver, &mut classifier, &mut notify, result, quiet) {
                 Step::Finished(output) => return output,
                 Step::Wait { delay, last: failed } => {
                     last = failed;

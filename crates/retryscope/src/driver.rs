@@ -4,6 +4,14 @@
 //! ends attempts, and answers what to do next. That keeps every rule (deadline,
 //! hints, budget, breaker, attempt limit) in one place and testable without a
 //! runtime.
+//!
+//! Most calls succeed at once, so the driver does as little as it can until an
+//! attempt fails: it reads the clock only when something uses the time, and
+//! when nothing observes or guards the operation beyond a budget (a silent
+//! observer, no breaker) it starts the first attempt *quietly* — the budget
+//! counts the request, nothing else is recorded — and books that attempt only
+//! if it fails. Booked late, it is indistinguishable from one booked first:
+//! nobody could have seen the difference.
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
@@ -28,6 +36,17 @@ pub(crate) enum Next {
     Stop(StopReason),
     /// Wait this long, then start another attempt.
     Wait(Duration),
+}
+
+/// An attempt the driver let start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started {
+    /// Its time limit, if it has one.
+    pub(crate) limit: Option<Duration>,
+    /// `Some(start)` when it started quietly, without the bookkeeping (see
+    /// [`Driver::start_attempt`]): the front end must then hand its result to
+    /// [`settle`](crate::retry::settle) with this instant.
+    pub(crate) quiet: Option<Instant>,
 }
 
 /// Settings that do not depend on the operation's types. Borrowed handles cost
@@ -68,39 +87,46 @@ enum Health {
     Unknown,
 }
 
-struct Running<S> {
-    scope: S,
-    permit: Option<BreakerPermit>,
-    started: Instant,
-}
-
 pub(crate) struct Driver<'a, O: Observer> {
     setup: Setup<'a>,
     clock: &'a dyn Clock,
     /// Whether anything needs the time: a deadline, a timeout or the observer.
     timed: bool,
+    /// Whether the first attempt may start without the bookkeeping: a silent
+    /// observer and no breaker (see [`begin_quietly`](Self::begin_quietly)).
+    quiet: bool,
     observer: O,
     operation: Option<O::Operation>,
-    current: Option<Running<<O::Operation as OperationObserver>::Attempt>>,
+    // The running attempt, if one is: its observer scope, its breaker permit
+    // and when it started. Fields of their own rather than one `Option` of a
+    // struct, so that starting an attempt drops nothing.
+    scope: Option<<O::Operation as OperationObserver>::Attempt>,
+    permit: Option<BreakerPermit>,
+    attempt_started: Option<Instant>,
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
-    /// The delay before the previous retry (the base delay before the first),
-    /// for decorrelated jitter. Retries so far are `attempts - 1`.
-    previous_delay: Duration,
+    /// The delay before the previous retry, for decorrelated jitter; `None`
+    /// before the first retry, when it stands for the base delay. Retries so
+    /// far are `attempts - 1`.
+    previous_delay: Option<Duration>,
     rng: Option<JitterRng>,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
+        let timed = O::TIMED || setup.policy.is_timed();
         Self {
-            previous_delay: setup.policy.base_delay(),
-            timed: O::TIMED || setup.policy.deadline().is_some() || setup.policy.attempt_timeout().is_some(),
+            previous_delay: None,
+            timed,
+            quiet: O::SILENT && setup.breaker.is_none(),
             setup,
             clock,
             observer,
             operation: None,
-            current: None,
+            scope: None,
+            permit: None,
+            attempt_started: None,
             started: None,
             attempts: 0,
             last_error: None,
@@ -112,14 +138,60 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// time (no deadline, no timeout, an observer that ignores durations), a
     /// fixed instant stands for it: reading a clock costs more than the rest of
     /// an attempt that succeeds at once, and nothing would look at the result.
+    #[inline]
     pub(crate) fn now(&self) -> Instant {
-        static UNTIMED: OnceLock<Instant> = OnceLock::new();
-        if self.timed { self.clock.now() } else { *UNTIMED.get_or_init(Instant::now) }
+        if self.timed { self.clock.now() } else { untimed_instant() }
     }
 
     /// Whether [`now`](Self::now) reads the clock every time.
     pub(crate) fn timed(&self) -> bool {
         self.timed
+    }
+
+    /// Starts the next attempt at `now`, or says why none may start.
+    ///
+    /// The first attempt of a quiet operation (a silent observer, no breaker)
+    /// starts with only what must happen before it: the budget counts the
+    /// request. The rest of its bookkeeping matters only if it fails, and
+    /// [`book_quiet_attempt`](Self::book_quiet_attempt) does it then; a success
+    /// needs only [`quiet_success`](Self::quiet_success).
+    #[inline]
+    pub(crate) fn start_attempt(&mut self, now: Instant) -> Result<Started, StopReason> {
+        match self.begin_quietly(now) {
+            Some(limit) => Ok(Started { limit, quiet: Some(now) }),
+            None => Ok(Started { limit: self.begin_attempt(now)?, quiet: None }),
+        }
+    }
+
+    /// Starts a quiet first attempt; `None` when this attempt is not one.
+    #[inline]
+    fn begin_quietly(&mut self, now: Instant) -> Option<Option<Duration>> {
+        if !self.quiet || self.started.is_some() {
+            return None;
+        }
+        if let Some(throttle) = &self.setup.throttle {
+            throttle.request_started();
+        }
+        self.started = Some(now);
+        Some(self.attempt_limit(self.setup.policy.deadline()))
+    }
+
+    /// The quiet first attempt succeeded: the operation is over.
+    pub(crate) fn quiet_success(&mut self) {
+        if let Some(throttle) = &self.setup.throttle {
+            throttle.attempt_finished(true);
+        }
+    }
+
+    /// The quiet first attempt, started at `started`, did not succeed: book it
+    /// as [`begin_attempt`](Self::begin_attempt) would have, so that
+    /// [`end_attempt`](Self::end_attempt) can judge it.
+    pub(crate) fn book_quiet_attempt(&mut self, started: Instant) {
+        // Neither a breaker (a quiet operation has none) nor the deadline (it
+        // has only just started) can refuse a first attempt.
+        if let Err(reason) = self.begin_attempt(started) {
+            unreachable_refusal(reason)
+        }
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -131,54 +203,85 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.last_error
     }
 
-    /// Starts the next attempt, or says why none may start. On success returns
-    /// the attempt's time limit, if any.
-    pub(crate) fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
-        let started = *self.started.get_or_insert_with(|| {
+    /// Starts the next attempt with all its bookkeeping, or says why none may
+    /// start. On success returns the attempt's time limit, if any.
+    #[inline(never)]
+    fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        // The observer hears of the operation before its first attempt starts
+        // or is refused (a quiet operation's first attempt may already have run).
+        if self.operation.is_none() {
             self.operation = Some(self.observer.start(&OperationInfo {
                 dependency: &self.setup.dependency,
                 operation: self.setup.operation.as_deref(),
                 max_attempts: self.setup.policy.max_attempts(),
             }));
-            if let Some(throttle) = &self.setup.throttle {
-                throttle.request_started();
-            }
-            now
-        });
-        let remaining =
-            self.setup.policy.deadline().map(|d| d.saturating_sub(now.saturating_duration_since(started)));
-        if remaining == Some(Duration::ZERO) {
-            return Err(self.stop(now, StopReason::DeadlineExceeded));
         }
-        let permit = match self.setup.breaker.as_deref().map(CircuitBreaker::try_acquire).transpose() {
-            Ok(permit) => permit,
-            Err(_) => return Err(self.stop(now, StopReason::CircuitOpen)),
+        let remaining = match self.started {
+            // The first attempt has the whole deadline: no arithmetic on instants.
+            None => {
+                if let Some(throttle) = &self.setup.throttle {
+                    throttle.request_started();
+                }
+                self.started = Some(now);
+                self.setup.policy.deadline()
+            }
+            Some(started) => {
+                let remaining = self
+                    .setup
+                    .policy
+                    .deadline()
+                    .map(|d| d.saturating_sub(now.saturating_duration_since(started)));
+                if remaining == Some(Duration::ZERO) {
+                    return Err(self.stop(now, StopReason::DeadlineExceeded));
+                }
+                remaining
+            }
         };
+        // Only a configured breaker hands out a permit: without one, the field
+        // stays `None` and starting an attempt drops nothing.
+        if let Some(breaker) = self.setup.breaker.as_deref() {
+            match breaker.try_acquire() {
+                Ok(permit) => self.permit = Some(permit),
+                Err(_) => return Err(self.stop(now, StopReason::CircuitOpen)),
+            }
+        }
         self.attempts += 1;
         let start = AttemptStart { number: self.attempts, retry_of: self.last_error };
-        let scope = match self.operation.as_mut() {
-            Some(op) => op.attempt_started(&start),
-            None => unreachable_operation(),
-        };
-        self.current = Some(Running { scope, permit, started: now });
-        // The attempt may not outlive the deadline: that is what makes the
-        // deadline a promise even when the operation itself hangs.
-        Ok(match (self.setup.policy.attempt_timeout(), remaining) {
+        if let Some(operation) = self.operation.as_mut() {
+            self.scope = Some(operation.attempt_started(&start));
+        }
+        self.attempt_started = Some(now);
+        Ok(self.attempt_limit(remaining))
+    }
+
+    /// An attempt's time limit when `remaining` is left of the deadline. The
+    /// attempt may not outlive the deadline: that is what makes the deadline
+    /// a promise even when the operation itself hangs.
+    fn attempt_limit(&self, remaining: Option<Duration>) -> Option<Duration> {
+        match (self.setup.policy.attempt_timeout(), remaining) {
             (Some(t), Some(r)) => Some(t.min(r)),
             (t, r) => t.or(r),
-        })
+        }
     }
 
     /// Runs `f` inside the current attempt's scope.
     pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        match &self.current {
-            Some(running) => running.scope.in_scope(f),
+        match &self.scope {
+            Some(scope) => scope.in_scope(f),
             None => f(),
         }
     }
 
     /// Ends the current attempt with `verdict` and decides what comes next.
-    pub(crate) fn end_attempt(&mut self, now: Instant, verdict: Verdict) -> Next {
+    pub(crate) fn end_attempt(&mut self, verdict: Verdict) -> Next {
+        // A success ends the operation: the end time then matters only to an
+        // observer that measures durations. Anything else may need it for the
+        // deadline or the next wait.
+        let now = if O::TIMED || verdict != Verdict::Success {
+            self.now()
+        } else {
+            self.attempt_started.unwrap_or_else(untimed_instant)
+        };
         let health = match verdict {
             Verdict::Success => Health::Healthy,
             // A 404 is a healthy server answering.
@@ -219,15 +322,15 @@ impl<'a, O: Observer> Driver<'a, O> {
         if self.operation.is_none() {
             return;
         }
-        if self.current.is_some() {
+        if self.scope.is_some() {
             self.record_attempt(now, Some(ErrorType::CANCELLED), Health::Unknown);
         }
         self.finish(now, Outcome::Cancelled, None);
     }
 
     fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, health: Health) {
-        let Some(running) = self.current.take() else { return };
-        match (running.permit, health) {
+        let Some(scope) = self.scope.take() else { return };
+        match (self.permit.take(), health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
             (Some(permit), Health::Unhealthy) => permit.failure(),
             // Dropping the permit frees a half-open probe slot and records nothing.
@@ -240,11 +343,20 @@ impl<'a, O: Observer> Driver<'a, O> {
             (Some(throttle), Health::Unhealthy) => throttle.attempt_finished(false),
             _ => {}
         }
-        let duration = now.saturating_duration_since(running.started);
-        let end = AttemptEnd { number: self.attempts, duration, error };
+        let end = AttemptEnd {
+            number: self.attempts,
+            duration: self.attempt_started.map_or(Duration::ZERO, |s| Self::since(s, now)),
+            error,
+        };
         if let Some(op) = self.operation.as_mut() {
-            op.attempt_finished(running.scope, &end);
+            op.attempt_finished(scope, &end);
         }
+    }
+
+    /// A duration for the observer: zero for one that ignores durations
+    /// ([`Observer::TIMED`] false), whose instants are not read from the clock.
+    fn since(earlier: Instant, now: Instant) -> Duration {
+        if O::TIMED { now.saturating_duration_since(earlier) } else { Duration::ZERO }
     }
 
     fn plan_retry(
@@ -255,14 +367,14 @@ impl<'a, O: Observer> Driver<'a, O> {
         let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
-        let (delay, source) =
-            next_wait(&self.setup.policy, self.attempts, self.previous_delay, elapsed, hint, rng)?;
+        let previous = self.previous_delay.unwrap_or_else(|| self.setup.policy.base_delay());
+        let (delay, source) = next_wait(&self.setup.policy, self.attempts, previous, elapsed, hint, rng)?;
         if let Some(throttle) = &self.setup.throttle
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);
         }
-        self.previous_delay = delay;
+        self.previous_delay = Some(delay);
         Ok((delay, source))
     }
 
@@ -273,7 +385,7 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         if let Some(op) = self.operation.take() {
-            let duration = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+            let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
         }
     }
@@ -332,13 +444,20 @@ pub(crate) fn next_wait(
     Ok((delay, source))
 }
 
+/// The instant that stands for "now" when nothing needs the time.
+#[inline]
+fn untimed_instant() -> Instant {
+    static UNTIMED: OnceLock<Instant> = OnceLock::new();
+    *UNTIMED.get_or_init(Instant::now)
+}
+
 fn new_rng(seed: Option<u64>) -> JitterRng {
     seed.map_or_else(JitterRng::from_entropy, JitterRng::seeded)
 }
 
 #[cold]
-fn unreachable_operation() -> ! {
-    // begin_attempt sets the operation before the first attempt; reaching this is
-    // a bug in the driver, not something a caller can provoke.
-    unreachable!("attempt started before its operation")
+fn unreachable_refusal(reason: StopReason) -> ! {
+    // See `book_quiet_attempt`: reaching this is a bug in the driver, not
+    // something a caller can provoke.
+    unreachable!("a quiet first attempt was refused: {reason:?}")
 }

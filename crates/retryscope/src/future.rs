@@ -2,12 +2,14 @@
 //!
 //! Hand-written rather than an `async fn` so that the future has a nameable type
 //! (for `IntoFuture`) and no heap allocation: an operation that succeeds at once
-//! costs one poll of the operation plus a few branches. It waits with a
+//! costs one poll of the operation plus a few branches (see the driver's quiet
+//! first attempt), and a timer is armed only for an attempt that is not ready
+//! at once. It waits with a
 //! [`Sleeper`]: tokio's for `.await`, any runtime's through
 //! [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
-use crate::driver::Driver;
+use crate::driver::{Driver, Started};
 use crate::error::RetryError;
 use crate::observe::Observer;
 use crate::retry::{Notify, Retry, Step, give_up, settle, settle_timeout};
@@ -20,14 +22,17 @@ use std::time::Instant;
 
 pin_project! {
     #[project = StateProj]
-    enum State<Fut, Sleep> {
+    enum State<Fut> {
         // Ready to start the next attempt.
         Idle,
-        // An attempt is running, with its time limit if it has one. The timer is
-        // only armed once the attempt turns out not to be ready at once.
-        Attempt { #[pin] fut: Fut, #[pin] limit: Option<Sleep>, limit_at: Option<Instant> },
-        // Backing off before the next attempt.
-        Waiting { #[pin] sleep: Sleep },
+        // An attempt is running. `quiet`: the first attempt of a quiet
+        // operation, started at this instant without the driver's bookkeeping
+        // (see `Driver::start_attempt`), which follows only if it fails.
+        // `limit_at`: when its time limit ends, until the timer is armed (only
+        // once the attempt turns out not to be ready at once).
+        Attempt { #[pin] fut: Fut, quiet: Option<Instant>, limit_at: Option<Instant> },
+        // Backing off before the next attempt, on `timer`.
+        Waiting,
         // Finished; polling again is a caller bug.
         Done,
     }
@@ -54,8 +59,13 @@ pin_project! {
         // The last failed attempt's result while waiting, in case the next
         // attempt is refused (breaker opened, deadline passed).
         last: Option<Fut::Output>,
+        // The one timer: the running attempt's time limit, or the wait before
+        // the next attempt. Outside `state`, so that an attempt without a limit
+        // moves and drops nothing of it.
         #[pin]
-        state: State<Fut, S::Sleep>,
+        timer: Option<S::Sleep>,
+        #[pin]
+        state: State<Fut>,
     }
 }
 
@@ -72,6 +82,7 @@ where
     type Output = Result<T, RetryError<E>>;
     type IntoFuture = RetryFuture<'a, Op, Fut, C, O, N, crate::TokioSleeper>;
 
+    #[inline]
     fn into_future(self) -> Self::IntoFuture {
         self.with_sleeper(crate::TokioSleeper)
     }
@@ -113,9 +124,10 @@ where
     /// assert_eq!(futures_executor::block_on(retry), Ok(3));
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
+    #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
         let (op, classifier, notify, driver) = self.into_parts(sleeper.clock());
-        RetryFuture { op, classifier, notify, sleeper, driver, last: None, state: State::Idle }
+        RetryFuture { op, classifier, notify, sleeper, driver, last: None, timer: None, state: State::Idle }
     }
 }
 
@@ -136,36 +148,44 @@ where
             let step = match this.state.as_mut().project() {
                 StateProj::Idle => {
                     let now = this.driver.now();
-                    match this.driver.begin_attempt(now) {
-                        Ok(limit) => {
-                            // The limit counts from the same instant the deadline
-                            // was checked at, whatever the operation does first.
-                            let limit_at = limit.map(|l| now + l);
-                            let fut = this.driver.in_scope(&mut *this.op);
-                            this.state.set(State::Attempt { fut, limit: None, limit_at });
-                            continue;
+                    let Started { limit, quiet } = match this.driver.start_attempt(now) {
+                        Ok(started) => started,
+                        Err(reason) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(give_up(this.driver, reason, this.last.take()));
                         }
-                        Err(reason) => Step::Finished(give_up(this.driver, reason, this.last.take())),
-                    }
+                    };
+                    // The limit counts from the same instant the deadline was
+                    // checked at, whatever the operation does first.
+                    let limit_at = limit.map(|l| now + l);
+                    let fut = this.driver.in_scope(&mut *this.op);
+                    this.state.set(State::Attempt { fut, quiet, limit_at });
+                    continue;
                 }
-                StateProj::Attempt { fut, mut limit, limit_at } => {
-                    if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        let now = this.driver.now();
-                        settle(this.driver, this.classifier, this.notify, now, result)
+                StateProj::Attempt { fut, quiet, limit_at } => {
+                    let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
+                        settle(this.driver, this.classifier, this.notify, result, quiet.take())
                     } else {
                         if let Some(at) = limit_at.take() {
-                            limit.set(Some(this.sleeper.sleep_until(at)));
+                            this.timer.set(Some(this.sleeper.sleep_until(at)));
                         }
-                        if limit.as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                            let now = this.driver.now();
-                            settle_timeout(this.driver, this.classifier, now)
+                        if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                            settle_timeout(this.driver, this.classifier, quiet.take())
                         } else {
                             return Poll::Pending;
                         }
+                    };
+                    // The attempt is over: so is its time limit.
+                    if this.timer.is_some() {
+                        this.timer.set(None);
                     }
+                    step
                 }
-                StateProj::Waiting { sleep } => {
-                    ready!(sleep.poll(cx));
+                StateProj::Waiting => {
+                    if let Some(sleep) = this.timer.as_mut().as_pin_mut() {
+                        ready!(sleep.poll(cx));
+                        this.timer.set(None);
+                    }
                     this.state.set(State::Idle);
                     continue;
                 }
@@ -187,7 +207,8 @@ where
                         } else {
                             this.sleeper.sleep(delay)
                         };
-                        this.state.set(State::Waiting { sleep });
+                        this.timer.set(Some(sleep));
+                        this.state.set(State::Waiting);
                     } else {
                         this.state.set(State::Idle);
                     }

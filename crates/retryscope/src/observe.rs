@@ -25,6 +25,13 @@ pub trait Observer {
     /// timeout never reads the clock.
     const TIMED: bool = true;
 
+    /// Whether this observer does nothing at all with what it is told, as
+    /// [`NoObserver`]. When it does nothing and the operation has no budget,
+    /// breaker, deadline or timeout, an operation whose first attempt succeeds
+    /// skips the engine's bookkeeping altogether (and the observer hears
+    /// nothing of it). Leave it `false` unless every method is a no-op.
+    const SILENT: bool = false;
+
     /// A logical operation starts (before its first attempt).
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation;
 }
@@ -123,6 +130,7 @@ impl Observer for NoObserver {
     type Operation = NoObserver;
 
     const TIMED: bool = false;
+    const SILENT: bool = true;
 
     fn start(&self, _: &OperationInfo<'_>) -> NoObserver {
         NoObserver
@@ -145,6 +153,7 @@ impl<O: Observer + ?Sized> Observer for &O {
     type Operation = O::Operation;
 
     const TIMED: bool = O::TIMED;
+    const SILENT: bool = O::SILENT;
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (**self).start(operation)
@@ -155,6 +164,7 @@ impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
     type Operation = O::Operation;
 
     const TIMED: bool = O::TIMED;
+    const SILENT: bool = O::SILENT;
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (**self).start(operation)
@@ -177,6 +187,7 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     type Operation = (A::Operation, B::Operation);
 
     const TIMED: bool = A::TIMED || B::TIMED;
+    const SILENT: bool = A::SILENT && B::SILENT;
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (self.0.start(operation), self.1.start(operation))
@@ -217,6 +228,7 @@ impl<O: Observer> Observer for Option<O> {
     type Operation = Option<O::Operation>;
 
     const TIMED: bool = O::TIMED;
+    const SILENT: bool = O::SILENT;
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         self.as_ref().map(|o| o.start(operation))

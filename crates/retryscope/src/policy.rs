@@ -6,6 +6,7 @@
 
 use crate::jitter::Jitter;
 use std::fmt;
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 /// The longest delay, deadline or timeout a [`Policy`] accepts (one day). A
@@ -34,8 +35,29 @@ pub const MAX_JOB_DURATION: Duration = Duration::from_secs(28 * 24 * 60 * 60);
 /// assert_eq!(policy.max_attempts(), 5);
 /// # Ok::<(), retryscope::PolicyError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// Every retry copies its policy, so a policy is kept small: its durations are
+/// whole nanoseconds (validated durations are at most [`MAX_JOB_DURATION`], far
+/// below `u64::MAX` nanoseconds).
+#[derive(Clone, Copy, PartialEq)]
 pub struct Policy {
+    max_attempts: u32,
+    multiplier: f64,
+    jitter: Jitter,
+    base_delay: Nanos,
+    max_delay: Nanos,
+    max_server_delay: Nanos,
+    deadline: Option<NonZeroU64>,
+    attempt_timeout: Option<NonZeroU64>,
+}
+
+/// A duration in whole nanoseconds.
+type Nanos = u64;
+
+/// A policy's settings as given, before validation: what a [`PolicyBuilder`]
+/// holds, so that an error can quote any value exactly.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
     max_attempts: u32,
     base_delay: Duration,
     multiplier: f64,
@@ -46,11 +68,64 @@ pub struct Policy {
     max_server_delay: Duration,
 }
 
+/// `d` in nanoseconds, saturating (only validated durations are stored, and
+/// they fit).
+const fn nanos(d: Duration) -> Nanos {
+    let n = d.as_nanos();
+    if n > u64::MAX as u128 { u64::MAX } else { n as u64 }
+}
+
+/// A positive duration in nanoseconds; `None` for zero or none.
+const fn positive_nanos(d: Option<Duration>) -> Option<NonZeroU64> {
+    match d {
+        Some(d) => NonZeroU64::new(nanos(d)),
+        None => None,
+    }
+}
+
+const fn duration(n: Option<NonZeroU64>) -> Option<Duration> {
+    match n {
+        Some(n) => Some(Duration::from_nanos(n.get())),
+        None => None,
+    }
+}
+
+impl Settings {
+    /// The policy these settings describe; they must have been validated.
+    const fn policy(self) -> Policy {
+        Policy {
+            max_attempts: self.max_attempts,
+            multiplier: self.multiplier,
+            jitter: self.jitter,
+            base_delay: nanos(self.base_delay),
+            max_delay: nanos(self.max_delay),
+            max_server_delay: nanos(self.max_server_delay),
+            deadline: positive_nanos(self.deadline),
+            attempt_timeout: positive_nanos(self.attempt_timeout),
+        }
+    }
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("max_attempts", &self.max_attempts)
+            .field("base_delay", &self.base_delay())
+            .field("multiplier", &self.multiplier)
+            .field("max_delay", &self.max_delay())
+            .field("jitter", &self.jitter)
+            .field("deadline", &self.deadline())
+            .field("attempt_timeout", &self.attempt_timeout())
+            .field("max_server_delay", &self.max_server_delay())
+            .finish()
+    }
+}
+
 impl Policy {
     /// For calls somebody is waiting on: 4 attempts, 200 ms base delay doubling up
     /// to 5 s, full jitter, a 15 s deadline over attempts and waits.
     pub const fn interactive() -> Self {
-        Self {
+        Settings {
             max_attempts: 4,
             base_delay: Duration::from_millis(200),
             multiplier: 2.0,
@@ -60,12 +135,13 @@ impl Policy {
             attempt_timeout: None,
             max_server_delay: Duration::from_secs(60),
         }
+        .policy()
     }
 
     /// For background work: 8 attempts, 1 s base delay doubling up to 60 s, full
     /// jitter, no deadline.
     pub const fn background() -> Self {
-        Self {
+        Settings {
             max_attempts: 8,
             base_delay: Duration::from_secs(1),
             multiplier: 2.0,
@@ -75,16 +151,31 @@ impl Policy {
             attempt_timeout: None,
             max_server_delay: Duration::from_secs(300),
         }
+        .policy()
     }
 
     /// A builder starting from the [`interactive`](Self::interactive) settings.
     pub const fn builder() -> PolicyBuilder {
-        PolicyBuilder { policy: Self::interactive() }
+        Self::interactive().to_builder()
     }
 
     /// A builder starting from this policy's settings.
     pub const fn to_builder(self) -> PolicyBuilder {
-        PolicyBuilder { policy: self }
+        PolicyBuilder { settings: self.settings() }
+    }
+
+    /// This policy's settings, as a builder holds them.
+    const fn settings(self) -> Settings {
+        Settings {
+            max_attempts: self.max_attempts,
+            base_delay: self.base_delay(),
+            multiplier: self.multiplier,
+            max_delay: self.max_delay(),
+            jitter: self.jitter,
+            deadline: self.deadline(),
+            attempt_timeout: self.attempt_timeout(),
+            max_server_delay: self.max_server_delay(),
+        }
     }
 
     /// Attempts allowed, counting the first (≥ 1).
@@ -94,7 +185,7 @@ impl Policy {
 
     /// The delay before the first retry, before jitter.
     pub const fn base_delay(&self) -> Duration {
-        self.base_delay
+        Duration::from_nanos(self.base_delay)
     }
 
     /// The factor by which the delay grows with each retry (≥ 1; 1 keeps the delay constant).
@@ -104,7 +195,7 @@ impl Policy {
 
     /// The cap: no computed delay is longer.
     pub const fn max_delay(&self) -> Duration {
-        self.max_delay
+        Duration::from_nanos(self.max_delay)
     }
 
     /// How delays are randomised.
@@ -114,27 +205,33 @@ impl Policy {
 
     /// The total time allowed for all attempts and waits, if bounded.
     pub const fn deadline(&self) -> Option<Duration> {
-        self.deadline
+        duration(self.deadline)
     }
 
     /// The time allowed for one attempt, if bounded (clipped to what is left of
     /// the deadline).
     pub const fn attempt_timeout(&self) -> Option<Duration> {
-        self.attempt_timeout
+        duration(self.attempt_timeout)
     }
 
     /// The longest server-requested wait (`Retry-After`, `RateLimit`) the engine
     /// honours; a longer one stops retrying at once.
     pub const fn max_server_delay(&self) -> Duration {
-        self.max_server_delay
+        Duration::from_nanos(self.max_server_delay)
+    }
+
+    /// Whether the policy has a deadline or an attempt timeout: whether an
+    /// attempt needs the time at all.
+    pub(crate) const fn is_timed(&self) -> bool {
+        self.deadline.is_some() || self.attempt_timeout.is_some()
     }
 
     /// `min(cap, base · multiplier^retry)`, where `retry` counts from 0 for the
     /// first retry. Never overflows: anything beyond the cap is the cap.
     pub fn exponential_delay(&self, retry: u32) -> Duration {
         let exponent = i32::try_from(retry).unwrap_or(i32::MAX);
-        let secs = self.base_delay.as_secs_f64() * self.multiplier.powi(exponent);
-        Duration::try_from_secs_f64(secs).unwrap_or(self.max_delay).min(self.max_delay)
+        let secs = self.base_delay().as_secs_f64() * self.multiplier.powi(exponent);
+        Duration::try_from_secs_f64(secs).unwrap_or(self.max_delay()).min(self.max_delay())
     }
 }
 
@@ -149,62 +246,62 @@ impl Default for Policy {
 #[derive(Debug, Clone, Copy)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct PolicyBuilder {
-    policy: Policy,
+    settings: Settings,
 }
 
 impl PolicyBuilder {
     /// Attempts allowed, counting the first. Must be at least 1 (1 = no retries).
     pub const fn max_attempts(mut self, attempts: u32) -> Self {
-        self.policy.max_attempts = attempts;
+        self.settings.max_attempts = attempts;
         self
     }
 
     /// The delay before the first retry, before jitter. Must be > 0.
     pub const fn base_delay(mut self, delay: Duration) -> Self {
-        self.policy.base_delay = delay;
+        self.settings.base_delay = delay;
         self
     }
 
     /// The growth factor per retry. Must be finite and ≥ 1 (1 keeps the delay constant, as gRPC allows).
     pub const fn multiplier(mut self, multiplier: f64) -> Self {
-        self.policy.multiplier = multiplier;
+        self.settings.multiplier = multiplier;
         self
     }
 
     /// The cap on computed delays. Must be ≥ the base delay.
     pub const fn max_delay(mut self, delay: Duration) -> Self {
-        self.policy.max_delay = delay;
+        self.settings.max_delay = delay;
         self
     }
 
     /// How delays are randomised.
     pub const fn jitter(mut self, jitter: Jitter) -> Self {
-        self.policy.jitter = jitter;
+        self.settings.jitter = jitter;
         self
     }
 
     /// Bounds attempts and waits together. Must be > 0.
     pub const fn deadline(mut self, deadline: Duration) -> Self {
-        self.policy.deadline = Some(deadline);
+        self.settings.deadline = Some(deadline);
         self
     }
 
     /// Removes the deadline: attempts and delays bound the total time.
     pub const fn no_deadline(mut self) -> Self {
-        self.policy.deadline = None;
+        self.settings.deadline = None;
         self
     }
 
     /// Bounds each attempt. Must be > 0.
     pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
-        self.policy.attempt_timeout = Some(timeout);
+        self.settings.attempt_timeout = Some(timeout);
         self
     }
 
     /// The longest server-requested wait that is honoured; longer hints stop
     /// retrying at once.
     pub const fn max_server_delay(mut self, delay: Duration) -> Self {
-        self.policy.max_server_delay = delay;
+        self.settings.max_server_delay = delay;
         self
     }
 
@@ -235,7 +332,7 @@ impl PolicyBuilder {
     }
 
     fn validate(self, limit: Duration) -> Result<Policy, PolicyError> {
-        let p = self.policy;
+        let p = self.settings;
         let positive = |setting, value: Duration| {
             if value.is_zero() || value > limit {
                 Err(PolicyError::OutOfRange { setting, value, limit })
@@ -270,7 +367,7 @@ impl PolicyBuilder {
         if !p.jitter.is_valid() {
             return Err(PolicyError::Jitter(p.jitter));
         }
-        Ok(p)
+        Ok(p.policy())
     }
 }
 

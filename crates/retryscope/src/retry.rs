@@ -166,21 +166,42 @@ pub(crate) enum Step<T, E> {
 }
 
 /// Classifies an attempt's result, lets the driver decide, and calls `notify`
-/// before a wait. Shared by the async and the blocking front ends.
+/// before a wait. Shared by the async and the blocking front ends. `quiet` is
+/// the attempt's [`Started::quiet`](crate::driver::Started::quiet).
+#[inline]
 pub(crate) fn settle<T, E, O: Observer>(
     driver: &mut Driver<'_, O>,
     classifier: &mut impl Classify<T, E>,
     notify: &mut impl Notify<E>,
-    now: Instant,
     result: Result<T, E>,
+    quiet: Option<Instant>,
 ) -> Step<T, E> {
+    // Each result is classified once: a classifier may count what it sees.
     let verdict = match (classifier.classify(&result), &result) {
         // An `Err` is never a success: the caller gets an error, and the
         // telemetry, the breaker and the budget must say the same.
         (Verdict::Success, Err(_)) => Verdict::permanent(ErrorType::OTHER),
         (verdict, _) => verdict,
     };
-    match driver.end_attempt(now, verdict) {
+    if let Some(started) = quiet {
+        if verdict == Verdict::Success {
+            driver.quiet_success();
+            return Step::Finished(give_up(driver, StopReason::Permanent, Some(result)));
+        }
+        driver.book_quiet_attempt(started);
+    }
+    conclude(driver, classifier, notify, result, verdict)
+}
+
+/// [`settle`] once the attempt is booked: the driver decides.
+fn conclude<T, E, O: Observer>(
+    driver: &mut Driver<'_, O>,
+    classifier: &mut impl Classify<T, E>,
+    notify: &mut impl Notify<E>,
+    result: Result<T, E>,
+    verdict: Verdict,
+) -> Step<T, E> {
+    match driver.end_attempt(verdict) {
         Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, Some(result))),
         Next::Stop(reason) => Step::Finished(give_up(driver, reason, Some(result))),
         Next::Wait(delay) => {
@@ -194,14 +215,17 @@ pub(crate) fn settle<T, E, O: Observer>(
     }
 }
 
-/// Ends an attempt cut short by its time limit.
+/// Ends an attempt cut short by its time limit; `quiet` as for [`settle`].
 pub(crate) fn settle_timeout<T, E, O: Observer>(
     driver: &mut Driver<'_, O>,
     classifier: &mut impl Classify<T, E>,
-    now: Instant,
+    quiet: Option<Instant>,
 ) -> Step<T, E> {
+    if let Some(started) = quiet {
+        driver.book_quiet_attempt(started);
+    }
     let verdict = classifier.timeout();
-    match driver.end_attempt(now, verdict) {
+    match driver.end_attempt(verdict) {
         Next::Wait(delay) => Step::Wait { delay, last: None },
         Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, None)),
         Next::Stop(reason) => Step::Finished(give_up(driver, reason, None)),

@@ -69,3 +69,16 @@ fn a_deadline_and_a_budget_allocate_nothing_either() {
     assert_eq!(output, Ok(2));
     assert_eq!(allocations, 0);
 }
+
+/// A breaker makes every attempt go through the engine's full bookkeeping (a
+/// permit before the call, its outcome after): that path allocates nothing
+/// either.
+#[test]
+fn a_breaker_with_its_full_bookkeeping_allocates_nothing_either() {
+    let breaker = retryscope::CircuitBreaker::new();
+    let policy = Policy::interactive().to_builder().no_deadline().build().expect("valid");
+    let (allocations, output) =
+        allocations_of((|| async { Ok::<_, ()>(3) }).retry(policy).breaker(&breaker).into_future());
+    assert_eq!(output, Ok(3));
+    assert_eq!(allocations, 0);
+}

@@ -66,3 +66,29 @@ fn exponential_delay_saturates_at_the_cap_for_huge_retry_numbers() {
     assert_eq!(p.exponential_delay(u32::MAX), p.max_delay());
     assert_eq!(p.exponential_delay(2_000), p.max_delay());
 }
+
+/// A policy keeps every setting exactly, to the nanosecond, and reads as its
+/// settings when printed.
+#[test]
+fn settings_survive_to_the_nanosecond_and_print_as_durations() {
+    let policy = Policy::builder()
+        .max_attempts(7)
+        .base_delay(Duration::from_nanos(1_234_567_891))
+        .max_delay(Duration::from_secs(86_400))
+        .multiplier(1.5)
+        .jitter(Jitter::Proportional(0.25))
+        .deadline(Duration::new(3_600, 999_999_999))
+        .attempt_timeout(Duration::from_nanos(1))
+        .max_server_delay(Duration::ZERO)
+        .build()
+        .expect("valid");
+    assert_eq!(policy.base_delay(), Duration::from_nanos(1_234_567_891));
+    assert_eq!(policy.max_delay(), Duration::from_secs(86_400));
+    assert_eq!(policy.deadline(), Some(Duration::new(3_600, 999_999_999)));
+    assert_eq!(policy.attempt_timeout(), Some(Duration::from_nanos(1)));
+    assert_eq!(policy.max_server_delay(), Duration::ZERO);
+    assert_eq!(policy.to_builder().build(), Ok(policy));
+    let printed = format!("{policy:?}");
+    assert!(printed.starts_with("Policy { max_attempts: 7, base_delay: 1.234567891s"), "{printed}");
+    assert!(printed.contains("deadline: Some(3600.999999999s)"), "{printed}");
+}

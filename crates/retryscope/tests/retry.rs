@@ -498,3 +498,37 @@ async fn an_owned_setup_is_static_and_shares_its_guards() {
     // handle sees what the spawned retry did.
     assert!((bucket.available() - (8.1 - 5.0)).abs() < 1e-9, "{}", bucket.available());
 }
+
+/// Without an observer, a budget, a breaker or a deadline the first attempt runs
+/// outside the engine's bookkeeping; when it fails the engine takes over. Each
+/// result is still judged exactly once, an attempt that is not ready at once
+/// is awaited, and the waits are the policy's.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_first_attempt_that_fails_is_retried_like_any_other() {
+    let calls = Cell::new(0);
+    let judged = Cell::new(0);
+    let started = Instant::now();
+    let result = (|| {
+        calls.set(calls.get() + 1);
+        let n = calls.get();
+        async move {
+            // Not ready at its first poll: the first attempt must be awaited.
+            tokio::time::sleep(ms(10)).await;
+            if n < 3 { Err("busy") } else { Ok(n) }
+        }
+    })
+    .retry(plain())
+    .classify(|r: &Result<u32, &str>| {
+        judged.set(judged.get() + 1);
+        match r {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::retryable(ErrorType::OTHER),
+        }
+    })
+    .await;
+    assert_eq!(result, Ok(3));
+    assert_eq!(calls.get(), 3);
+    assert_eq!(judged.get(), 3, "each result is classified once");
+    // Three 10 ms attempts, waits of 100 and 200 ms.
+    assert_eq!(started.elapsed(), ms(330));
+}
