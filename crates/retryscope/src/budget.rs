@@ -305,13 +305,13 @@ impl RetryBudget {
 }
 
 /// A sum of the deposit lanes and the slot it was taken in, packed in one
-/// word: the slot's epoch in the high 40 bits (unambiguous for 2^40 slots,
-/// over 3,000 years at the shortest slot), whole tokens in the low 24, rounded
+/// word: the slot's epoch in the high 36 bits (unambiguous for 2^36 slots,
+/// over 200 years at the shortest slot), whole tokens in the low 28, rounded
 /// down and saturating, so the word never claims more than was summed.
 #[derive(Default)]
 struct DepositsSeen(CachePadded<AtomicU64>);
 
-const SEEN_TOKEN_BITS: u32 = 24;
+const SEEN_TOKEN_BITS: u32 = 28;
 const SEEN_TOKEN_MASK: u64 = (1 << SEEN_TOKEN_BITS) - 1;
 const SEEN_EPOCH_MASK: u64 = (1 << (64 - SEEN_TOKEN_BITS)) - 1;
 
@@ -687,7 +687,7 @@ mod tests {
         assert_eq!(seen.get(7), Some(12_000));
         assert_eq!(seen.get(6), None);
         assert_eq!(seen.get(8), None);
-        assert_eq!(seen.get(7 + (1 << 40)), Some(12_000), "2^40 slots later: the documented horizon");
+        assert_eq!(seen.get(7 + (1 << 36)), Some(12_000), "2^36 slots later: the documented horizon");
         // Saturates rather than wraps.
         seen.set(9, u64::MAX);
         assert_eq!(seen.get(9), Some(SEEN_TOKEN_MASK * MILLI));

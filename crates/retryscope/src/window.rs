@@ -146,9 +146,9 @@ impl<const K: usize> SlottedWindow<K> {
 }
 
 /// Bits of [`Ledger::head`] holding the current slot's count; the epoch is in
-/// the 40 bits above (unambiguous for 2^40 slots, over 3,000 years at the
+/// the 36 bits above (unambiguous for 2^36 slots, over 200 years at the
 /// shortest slot).
-const HEAD_COUNT_BITS: u32 = 24;
+const HEAD_COUNT_BITS: u32 = 28;
 const HEAD_COUNT_MAX: u64 = (1 << HEAD_COUNT_BITS) - 1;
 const HEAD_EPOCH_MASK: u64 = (1 << (64 - HEAD_COUNT_BITS)) - 1;
 
@@ -186,7 +186,7 @@ pub(crate) enum Reserved {
     Yes,
     /// Something was reserved since the reading: read again, decide again.
     Raced,
-    /// The slot holds all it can count (2^24 - 1): refused.
+    /// The slot holds all it can count (2^28 - 1): refused.
     Full,
 }
 
@@ -222,7 +222,7 @@ impl Ledger {
 
     fn read_from(&self, epoch: u64, head: u64) -> Reading {
         let (head_epoch, count) = unpack_head(head);
-        // How far the caller is ahead of the head, in the head's 40 bits.
+        // How far the caller is ahead of the head, in the head's 36 bits.
         let ahead = (epoch & HEAD_EPOCH_MASK).wrapping_sub(head_epoch) & HEAD_EPOCH_MASK;
         if ahead == 0 {
             return Reading { epoch, total: self.retired(epoch) + count, head };
@@ -513,18 +513,18 @@ mod tests {
     }
 
     #[test]
-    fn head_epochs_compare_across_the_40_bit_wrap() {
+    fn head_epochs_compare_across_the_36_bit_wrap() {
         let ledger = Ledger::default();
         let last = HEAD_EPOCH_MASK;
-        // Epochs are compared within half the 40-bit range: get there in
+        // Epochs are compared within half the 36-bit range: get there in
         // steps shorter than that.
-        reserve(&ledger, (1 << 39) - 1);
+        reserve(&ledger, HEAD_EPOCH_MASK / 2);
         reserve(&ledger, last - 1);
         reserve(&ledger, last);
         // The sum remembered at the ledger's creation, for epoch 0, would
-        // pass for epoch 2^40's: the 2^40-slot horizon of the type docs.
+        // pass for epoch 2^36's: the 2^36-slot horizon of the type docs.
         ledger.retired.store(pack_head(1, 0), ORDER);
-        // One slot later the head's epoch wraps to 0 in 40 bits.
+        // One slot later the head's epoch wraps to 0 in 36 bits.
         let next = ledger.read(last + 1);
         assert_eq!((next.epoch, next.total), (last + 1, 2));
         assert_eq!(ledger.reserve(next), Reserved::Yes);
