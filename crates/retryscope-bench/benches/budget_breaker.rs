@@ -5,6 +5,8 @@
 //!   (what a call that retries once pays). Ratio 1.0, a 1 s window and the
 //!   highest floor the builder accepts, so every retry is granted for the whole
 //!   run: the granted path (a CAS) is measured, not the cheaper refusal.
+//! - `budget/retry_budget_request/N`: `RetryBudget::request_started` alone, what
+//!   every request pays when nothing fails: a write to the thread's own lane.
 //! - `budget/tower_tps_budget/N`: the peer for `retry_budget`, tower's
 //!   `TpsBudget::deposit` + `withdraw`, set up alike: 1 s window, 100 % of
 //!   deposits, a floor of `MAX_MIN_PER_SECOND` per second (every withdrawal
@@ -87,6 +89,10 @@ fn guards(c: &mut Criterion) {
         budget.request_started();
         budget.try_acquire_retry()
     };
+    let retry_budget_request = || {
+        budget.request_started();
+        true
+    };
     let tower_tps_budget = || {
         tps_budget.deposit();
         tps_budget.withdraw()
@@ -113,6 +119,9 @@ fn guards(c: &mut Criterion) {
         });
         g.bench_with_input(BenchmarkId::new("retry_budget", threads), &threads, |b, &n| {
             b.iter_custom(|iters| contend(n, iters, &retry_budget))
+        });
+        g.bench_with_input(BenchmarkId::new("retry_budget_request", threads), &threads, |b, &n| {
+            b.iter_custom(|iters| contend(n, iters, &retry_budget_request))
         });
         g.bench_with_input(BenchmarkId::new("tower_tps_budget", threads), &threads, |b, &n| {
             b.iter_custom(|iters| contend(n, iters, &tower_tps_budget))

@@ -170,7 +170,7 @@ struct BudgetInner {
     /// Whole withdrawals, in one ledger every retry competes for: a withdrawal
     /// is a compare-exchange on its head word, which is what keeps the bound
     /// exact.
-    withdrawals: CachePadded<Ledger>,
+    withdrawals: Ledger,
     /// The slots of the windows, for the retry checks; requests use their
     /// lane's.
     slot: CachePadded<SlotLength>,
@@ -234,7 +234,7 @@ impl RetryBudget {
         let window_millis = u64::try_from(settings.window.as_millis()).unwrap_or(u64::MAX);
         let inner = BudgetInner {
             deposits: (0..lane_count()).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
-            withdrawals: CachePadded(Ledger::default()),
+            withdrawals: Ledger::default(),
             slot: CachePadded(SlotLength::new(settings.window)),
             deposits_seen: DepositsSeen::default(),
             time: clock.start(),

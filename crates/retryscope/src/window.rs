@@ -14,7 +14,7 @@
 //! when a counter has not been written for 2^32 turns of the ring (136 years for
 //! a one-second window, the shortest the public builders accept).
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, CachePadded, Ordering};
 use std::time::{Duration, Instant};
 
 /// Number of slots the window is divided into: events expire between
@@ -172,8 +172,10 @@ const HEAD_EPOCH_MASK: u64 = (1 << (64 - HEAD_COUNT_BITS)) - 1;
 /// `retired`, tagged like the head.
 #[derive(Debug)]
 pub(crate) struct Ledger {
-    head: AtomicU64,
-    ring: [AtomicU64; SLOTS],
+    /// Written by every reservation: alone on its cache lines, so that the
+    /// reads of the other words, written once per slot, stay local.
+    head: CachePadded<AtomicU64>,
+    ring: CachePadded<[AtomicU64; SLOTS]>,
     /// The ring's sum for the window ending at the epoch in its high bits,
     /// that slot excluded; only stored when it fits the low bits.
     retired: AtomicU64,
@@ -206,8 +208,8 @@ pub(crate) struct Reading {
 impl Default for Ledger {
     fn default() -> Self {
         Self {
-            head: AtomicU64::new(0),
-            ring: std::array::from_fn(|_| AtomicU64::new(0)),
+            head: CachePadded(AtomicU64::new(0)),
+            ring: CachePadded(std::array::from_fn(|_| AtomicU64::new(0))),
             retired: AtomicU64::new(0),
         }
     }
