@@ -117,11 +117,12 @@ print("## Budget and breaker (time per operation per thread; 2 threads share one
 print()
 print("| guard | 1 thread | 2 threads | 2 threads / 1 thread |")
 print("|---|---:|---:|---:|")
-for guard in ["retry_budget", "token_bucket", "circuit_breaker", "control_clock_read"]:
+for guard in ["retry_budget", "retry_budget_request", "tower_tps_budget", "token_bucket", "circuit_breaker",
+              "control_clock_read"]:
     one, two = get(f"budget/{guard}/1"), get(f"budget/{guard}/2")
     if one and two:
         print(f"| {guard} | {fmt(one[0])} | {fmt(two[0])} | {two[0] / one[0]:.2f} |")
-for clock in ["std_instant_now", "tokio_instant_now"]:
+for clock in ["std_instant_now", "tokio_instant_now", "system_clock_now_coarse"]:
     r = get(f"clock/{clock}")
     if r:
         print(f"| clock/{clock} (one read) | {fmt(r[0])} | | |")
@@ -173,9 +174,10 @@ ROWS = [
     ("happy: backon", "happy/backon", "happy_backon"),
     ("happy: tower", "happy/tower", "happy_tower"),
     ("happy: tokio-retry2", "happy/tokio_retry2", "happy_tokio_retry2"),
-    ("guard: RetryBudget, 1 thread", "budget/retry_budget/1", "guard_retry_budget"),
-    ("guard: TokenBucket, 1 thread", "budget/token_bucket/1", "guard_token_bucket"),
-    ("guard: CircuitBreaker, 1 thread", "budget/circuit_breaker/1", "guard_circuit_breaker"),
+    ("guard: RetryBudget (request + retry), 1 thread", "budget/retry_budget/1", "guard_retry_budget"),
+    ("guard: tower TpsBudget (deposit + withdraw), 1 thread", "budget/tower_tps_budget/1", ""),
+    ("guard: TokenBucket (success + retry), 1 thread", "budget/token_bucket/1", "guard_token_bucket"),
+    ("guard: CircuitBreaker (permit + success), 1 thread", "budget/circuit_breaker/1", "guard_circuit_breaker"),
 ]
 PEER_ROWS = [r for r in ROWS if r[2] in ("happy_backon", "happy_tower", "happy_tokio_retry2")]
 peers = [mean(i) for _, i, _ in PEER_ROWS]

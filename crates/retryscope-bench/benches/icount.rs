@@ -6,7 +6,10 @@
 //! `valgrind --tool=callgrind --toggle-collect='*icount*measured*'`, so only the loop
 //! is counted, divides by the iterations, compares with the committed baseline
 //! and fails on a regression. Without an argument it lists the scenarios and
-//! checks, outside any measurement, that each one does what it claims.
+//! checks, outside any measurement, that each one does what it claims, and
+//! that budgets and breakers read the coarse clock in a build like a
+//! service's (see `coarse_clock_in_production`). `icount sizes` prints each
+//! contender's future size.
 //!
 //! Futures are polled once with a no-op waker: on the happy path every
 //! contender is ready at its first poll, and no runtime is involved.
@@ -174,6 +177,42 @@ fn measured(iteration: Iteration) -> u64 {
     granted
 }
 
+/// Budgets and breakers read `Clock::now_coarse`. Unit tests always build tokio
+/// with `test-util` (then `TokioClock` must read tokio's pausable clock), so
+/// they cannot see what a service gets; this bench is built as a service is,
+/// without it. Checks that `TokioClock` then reads the operating system's
+/// tick-granular clock: readings step once per kernel tick (1-10 ms) instead of
+/// at nearly every read, never go back, and stay within a tick of `now()`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn coarse_clock_in_production() {
+    use retryscope::clock::{Clock, TokioClock};
+    use std::time::{Duration, Instant};
+    let spin = Duration::from_millis(50);
+    let started = Instant::now();
+    let (mut reads, mut steps) = (0_u64, 0_u64);
+    let mut last = TokioClock.now_coarse();
+    while started.elapsed() < spin {
+        let now = TokioClock.now_coarse();
+        assert!(now >= last, "coarse readings went back");
+        steps += u64::from(now != last);
+        last = now;
+        reads += 1;
+    }
+    // At most one step per millisecond (HZ = 1000), with slack for the edges.
+    assert!(
+        reads > 10 * steps && steps <= 60,
+        "{steps} steps in {reads} reads over {spin:?}: not a coarse clock"
+    );
+    let (precise, coarse) = (TokioClock.now(), TokioClock.now_coarse());
+    let gap = precise.saturating_duration_since(coarse).max(coarse.saturating_duration_since(precise));
+    assert!(gap <= Duration::from_millis(20), "coarse reading {gap:?} from the precise one");
+    // stderr: stdout lists the scenarios for scripts/icount.sh.
+    eprintln!("coarse clock: {steps} steps in {reads} reads over {spin:?}");
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn coarse_clock_in_production() {}
+
 /// Prints the size in bytes of each contender's happy-path future: what a
 /// caller builds, moves and keeps per call.
 fn future_sizes() {
@@ -225,6 +264,7 @@ fn main() {
             println!("{name} {ITERATIONS}");
         }
         None => {
+            coarse_clock_in_production();
             for (name, iteration) in SCENARIOS {
                 assert!((0..10).all(|_| iteration()), "{name} must succeed or be granted every time");
                 println!("{name}");
