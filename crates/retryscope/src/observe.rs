@@ -26,10 +26,11 @@ pub trait Observer {
     const TIMED: bool = true;
 
     /// Whether this observer does nothing at all with what it is told, as
-    /// [`NoObserver`]. When it does nothing and the operation has no budget,
-    /// breaker, deadline or timeout, an operation whose first attempt succeeds
-    /// skips the engine's bookkeeping altogether (and the observer hears
-    /// nothing of it). Leave it `false` unless every method is a no-op.
+    /// [`NoObserver`]. For a silent observer, and an operation without a
+    /// breaker, the engine starts the first attempt with only what must come
+    /// first (a budget counts the request) and books it only if it fails: an
+    /// operation that succeeds at once skips the bookkeeping, and the observer
+    /// hears nothing of it. Leave it `false` unless every method is a no-op.
     const SILENT: bool = false;
 
     /// A logical operation starts (before its first attempt).
