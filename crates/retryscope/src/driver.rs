@@ -169,11 +169,18 @@ impl<'a, O: Observer> Driver<'a, O> {
         if !self.quiet || self.started.is_some() {
             return None;
         }
+        self.count_request(now);
+        Some(self.attempt_limit(self.setup.policy.deadline()))
+    }
+
+    /// The operation starts at `now`: the budget counts one request, whether
+    /// the first attempt starts quietly or booked.
+    #[inline]
+    fn count_request(&mut self, now: Instant) {
         if let Some(throttle) = &self.setup.throttle {
             throttle.request_started();
         }
         self.started = Some(now);
-        Some(self.attempt_limit(self.setup.policy.deadline()))
     }
 
     /// The quiet first attempt succeeded: the operation is over.
@@ -219,10 +226,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
             None => {
-                if let Some(throttle) = &self.setup.throttle {
-                    throttle.request_started();
-                }
-                self.started = Some(now);
+                self.count_request(now);
                 self.setup.policy.deadline()
             }
             Some(started) => {
