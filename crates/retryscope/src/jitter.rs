@@ -18,7 +18,7 @@ use std::time::Duration;
 /// | [`Jitter::Full`] | `U(0, d)` |
 /// | [`Jitter::Equal`] | `d/2 + U(0, d/2)` |
 /// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
-/// | [`Jitter::Proportional`]`(f)` | `min(cap, d + U(0, f · d))` |
+/// | [`Jitter::Proportional`]`(f)` | `U(u - f · d, u)` with `u = min(cap, d + f · d)` |
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub enum Jitter {
@@ -34,7 +34,10 @@ pub enum Jitter {
     Equal,
     /// Uniform between the base and three times the previous delay, capped.
     Decorrelated,
-    /// The exponential delay plus up to `f` times itself, capped; `f` ≥ 0.
+    /// The exponential delay plus up to `f` times itself; `f` ≥ 0. Near the cap
+    /// the window of width `f · d` slides below the cap instead of being clipped
+    /// at it, so clients that reached the cap together keep their spread rather
+    /// than all waiting exactly the cap.
     Proportional(f64),
 }
 
@@ -63,7 +66,8 @@ impl Jitter {
             }
             Jitter::Proportional(f) => {
                 let spread = Duration::try_from_secs_f64(d.as_secs_f64() * f).unwrap_or(step.cap);
-                d.saturating_add(uniform(rng, Duration::ZERO, spread))
+                let upper = d.saturating_add(spread).min(step.cap);
+                uniform(rng, upper.saturating_sub(spread), upper)
             }
         };
         delay.min(step.cap)
