@@ -83,7 +83,7 @@ impl Jitter {
 }
 
 /// A uniformly distributed duration in `[low, high]`, at nanosecond resolution.
-fn uniform(rng: &mut JitterRng, low: Duration, high: Duration) -> Duration {
+pub(crate) fn uniform(rng: &mut JitterRng, low: Duration, high: Duration) -> Duration {
     let low_ns = saturating_nanos(low);
     let high_ns = saturating_nanos(high);
     if high_ns <= low_ns {

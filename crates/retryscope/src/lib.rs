@@ -115,7 +115,7 @@ pub use budget::{RetryBudget, TokenBucket};
 pub use error::{Outcome, RetryError, StopReason};
 pub use future::RetryFuture;
 pub use jitter::Jitter;
-pub use outcome::{DelaySource, ErrorType, Hint, Verdict};
+pub use outcome::{DelaySource, ErrorType, HINT_SPREAD_MAX, Hint, Verdict};
 pub use policy::{MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};

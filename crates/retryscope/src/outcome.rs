@@ -65,9 +65,11 @@ impl fmt::Display for ErrorType {
 pub enum DelaySource {
     /// The policy's backoff and jitter.
     Policy,
-    /// A `Retry-After` header: replaces the computed delay.
+    /// A `Retry-After` header: a floor under the computed delay, with a spread
+    /// on top (see [`Hint`]).
     RetryAfter,
-    /// `RateLimit` headers: may only lengthen the computed delay.
+    /// `RateLimit` headers: a floor under the computed delay, with a spread on
+    /// top (see [`Hint`]).
     RateLimit,
     /// gRPC's `grpc-retry-pushback-ms` trailer (gRFC A6): replaces the computed
     /// delay.
@@ -97,18 +99,36 @@ impl fmt::Display for DelaySource {
     }
 }
 
+/// The widest random spread added on top of a server's `Retry-After` or
+/// `RateLimit` hint: 5 s, the width the AWS SDKs allow above the backoff
+/// (`clamp(hint, backoff, backoff + 5 s)`).
+pub const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
+
 /// A server's instruction on when to try again.
+///
+/// `Retry-After` and `RateLimit` hints are *floors*: the wait is at least the
+/// hint and at least the policy's computed backoff. When the hint is the longer
+/// of the two, a random spread of up to a fifth of the hint (at most
+/// [`HINT_SPREAD_MAX`]) is added on top, so that the many clients one server
+/// told "come back in 1 s" at the same moment do not come back in the same
+/// millisecond. The spread never takes the wait past the deadline or the
+/// policy's `max_server_delay`. A hint shorter than the backoff (such as
+/// `Retry-After: 0`) leaves the backoff as it is.
+///
+/// gRPC pushback (`grpc-retry-pushback-ms`) is applied exactly: gRFC A6 says
+/// the retry happens *after the given delay* and that the backoff then starts
+/// again from the initial value, so retryscope neither floors nor spreads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hint {
     /// How long the server asks the client to wait.
     pub delay: Duration,
-    /// Which header it came from; decides whether it replaces or only lengthens the
-    /// computed delay.
+    /// Which header it came from; decides whether it is a floor under the
+    /// computed delay or replaces it (gRPC pushback).
     pub source: DelaySource,
 }
 
 impl Hint {
-    /// A `Retry-After` hint: the next attempt waits exactly `delay`.
+    /// A `Retry-After` hint: the next attempt waits at least `delay`.
     pub const fn retry_after(delay: Duration) -> Self {
         Self { delay, source: DelaySource::RetryAfter }
     }
@@ -124,12 +144,22 @@ impl Hint {
         Self { delay, source: DelaySource::GrpcPushback }
     }
 
-    /// The wait this hint implies when the policy alone would wait `computed`.
+    /// The wait this hint implies when the policy alone would wait `computed`,
+    /// before any spread: the longer of the two, or the pushback itself.
     pub fn apply(self, computed: Duration) -> Duration {
         match self.source {
             DelaySource::Policy => computed,
-            DelaySource::RetryAfter | DelaySource::GrpcPushback => self.delay,
-            DelaySource::RateLimit => self.delay.max(computed),
+            DelaySource::GrpcPushback => self.delay,
+            DelaySource::RetryAfter | DelaySource::RateLimit => self.delay.max(computed),
+        }
+    }
+
+    /// The widest random spread added on top of a floor hint: a fifth of the
+    /// hint, at most [`HINT_SPREAD_MAX`]; none for gRPC pushback.
+    pub fn spread(self) -> Duration {
+        match self.source {
+            DelaySource::Policy | DelaySource::GrpcPushback => Duration::ZERO,
+            DelaySource::RetryAfter | DelaySource::RateLimit => (self.delay / 5).min(HINT_SPREAD_MAX),
         }
     }
 }

@@ -82,9 +82,8 @@ fn clients_at_the_cap_do_not_all_wait_the_cap() {
         .jitter(Jitter::Proportional(0.3))
         .build()
         .expect("valid policy");
-    let delays: std::collections::BTreeSet<Duration> = (0..1_000)
-        .map(|seed| policy.delay(12, policy.base_delay(), &mut JitterRng::seeded(seed)))
-        .collect();
+    let delays: std::collections::BTreeSet<Duration> =
+        (0..1_000).map(|seed| policy.delay(12, policy.base_delay(), &mut JitterRng::seeded(seed))).collect();
     assert!(delays.len() > 990, "{} distinct delays of 1,000", delays.len());
     let (first, last) = (delays.first().copied(), delays.last().copied());
     assert!(first.is_some_and(|d| d >= Duration::from_secs(42)), "shortest {first:?}");

@@ -219,7 +219,7 @@ fn hinted(hint: Hint) -> impl FnMut(&Result<(), &str>) -> Verdict {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_after_replaces_the_computed_delay() {
+async fn retry_after_is_a_floor_with_a_spread_on_top() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
     let started = Instant::now();
@@ -229,9 +229,76 @@ async fn retry_after_replaces_the_computed_delay() {
     };
     let result = op.retry(plain()).classify(hinted(Hint::retry_after(ms(1_500)))).observe(rec.clone()).await;
     assert!(result.is_ok());
-    // Above the 1 s cap: a server's Retry-After is honoured as given.
-    assert_eq!(started.elapsed(), ms(1_500));
+    // Above the 1 s cap: never earlier than the server asked, at most a fifth later.
+    let waited = started.elapsed();
+    assert!((ms(1_500)..=ms(1_800)).contains(&waited), "{waited:?}");
     assert_eq!(rec.waits()[0].source, DelaySource::RetryAfter);
+}
+
+/// The first wait of `policy` after a failure that carried `hint`, for `seed`.
+async fn first_wait(policy: Policy, hint: Hint, seed: u64) -> (Duration, DelaySource) {
+    let rec = Recorder::default();
+    let calls = Cell::new(0);
+    let op = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() == 1 { Err("told") } else { Ok(()) })
+    };
+    let result = op.retry(policy).classify(hinted(hint)).observe(rec.clone()).seed(seed).await;
+    assert!(result.is_ok());
+    let wait = rec.waits()[0];
+    (wait.delay, wait.source)
+}
+
+#[tokio::test(start_paused = true)]
+async fn clients_told_the_same_retry_after_come_back_spread() {
+    let mut waits = Vec::new();
+    for seed in 0..20 {
+        waits.push(first_wait(Policy::interactive(), Hint::retry_after(ms(1_000)), seed).await);
+    }
+    assert!(
+        waits
+            .iter()
+            .all(|&(d, source)| d >= ms(1_000) && d <= ms(1_200) && source == DelaySource::RetryAfter)
+    );
+    let (first, last) = (waits.iter().map(|w| w.0).min(), waits.iter().map(|w| w.0).max());
+    let spread = last.zip(first).map(|(l, f)| l - f);
+    assert!(spread.is_some_and(|s| s >= ms(100)), "20 clients within {spread:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_zero_keeps_the_computed_backoff() {
+    // Equal jitter: the computed wait is never below half the exponential delay.
+    let policy = plain().to_builder().jitter(Jitter::Equal).build().unwrap();
+    for seed in 0..20 {
+        let (delay, source) = first_wait(policy, Hint::retry_after(Duration::ZERO), seed).await;
+        assert_eq!(source, DelaySource::Policy);
+        assert!((ms(50)..=ms(100)).contains(&delay), "{delay:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_spread_never_passes_the_deadline_or_the_longest_server_delay() {
+    let policy = plain().to_builder().deadline(ms(2_000)).max_server_delay(ms(1_050)).build().unwrap();
+    for seed in 0..50 {
+        let (delay, _) = first_wait(policy, Hint::retry_after(ms(1_000)), seed).await;
+        assert!((ms(1_000)..=ms(1_050)).contains(&delay), "{delay:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_pushback_is_applied_exactly_as_grfc_a6_says() {
+    for seed in 0..5 {
+        // Shorter than the computed backoff too: A6's pushback replaces it.
+        let policy = plain().to_builder().jitter(Jitter::None).build().unwrap();
+        assert_eq!(
+            first_wait(policy, Hint::grpc_pushback(ms(30)), seed).await,
+            (ms(30), DelaySource::GrpcPushback)
+        );
+        assert_eq!(
+            first_wait(policy, Hint::grpc_pushback(ms(700)), seed).await,
+            (ms(700), DelaySource::GrpcPushback)
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -245,8 +312,11 @@ async fn a_rate_limit_hint_only_ever_slows_the_client() {
     // 150 ms: longer than the first computed delay (100), shorter than the second (200).
     let result = op.retry(plain()).classify(hinted(Hint::rate_limit(ms(150)))).observe(rec.clone()).await;
     assert!(result.is_ok());
-    let waits: Vec<_> = rec.waits().iter().map(|w| (w.delay, w.source)).collect();
-    assert_eq!(waits, [(ms(150), DelaySource::RateLimit), (ms(200), DelaySource::Policy)]);
+    let waits = rec.waits();
+    assert_eq!((waits[0].source, waits[1].source), (DelaySource::RateLimit, DelaySource::Policy));
+    // The hint decided the first wait (plus up to 30 ms of spread), the backoff the second.
+    assert!((ms(150)..=ms(180)).contains(&waits[0].delay), "{:?}", waits[0].delay);
+    assert_eq!(waits[1].delay, ms(200));
 }
 
 #[tokio::test(start_paused = true)]
