@@ -405,6 +405,7 @@ async fn a_dropped_operation_is_cancelled() {
         Ok::<(), u16>(())
     })
     .retry(policy(3))
+    .retry_any_error()
     .observe(t.observer.clone())
     .dependency("db");
     assert!(tokio::time::timeout(ms(50), slow).await.is_err());
@@ -425,6 +426,7 @@ async fn code_inside_an_attempt_runs_in_the_attempt_span() {
         async { Ok::<(), u16>(()) }
     })
     .retry(policy(1))
+    .retry_any_error()
     .observe(t.observer.clone())
     .await;
     let operation = t.span("retry unknown");

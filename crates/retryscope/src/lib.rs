@@ -107,6 +107,7 @@ mod shared;
 mod sleep;
 mod sync;
 pub mod throttle;
+pub mod transient;
 mod window;
 
 pub use backoff::Backoff;
@@ -123,3 +124,4 @@ pub use shared::Shared;
 pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]
 pub use sleep::TokioSleeper;
+pub use transient::Transient;

@@ -41,7 +41,8 @@ async fn success_at_once_runs_one_attempt_and_never_waits() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
     let started = Instant::now();
-    let result = flaky(0, &calls).retry(plain()).observe(rec.clone()).dependency("db").await;
+    let result =
+        flaky(0, &calls).retry(plain()).retry_any_error().observe(rec.clone()).dependency("db").await;
     assert_eq!(result.unwrap(), 1);
     assert_eq!(started.elapsed(), Duration::ZERO);
     let events = rec.events();
@@ -61,7 +62,7 @@ async fn success_on_the_third_attempt_waits_the_exponential_delays() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
     let started = Instant::now();
-    let result = flaky(2, &calls).retry(plain()).observe(rec.clone()).await;
+    let result = flaky(2, &calls).retry(plain()).retry_any_error().observe(rec.clone()).await;
     assert_eq!(result.unwrap(), 3);
     // 100 ms + 200 ms of backoff, attempts take no time.
     assert_eq!(started.elapsed(), ms(300));
@@ -86,7 +87,8 @@ async fn success_on_the_third_attempt_waits_the_exponential_delays() {
 async fn attempts_are_exact_when_every_attempt_fails() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
-    let err = flaky(u32::MAX, &calls).retry(plain()).observe(rec.clone()).await.unwrap_err();
+    let err =
+        flaky(u32::MAX, &calls).retry(plain()).retry_any_error().observe(rec.clone()).await.unwrap_err();
     assert_eq!(calls.get(), 5);
     assert_eq!(err.attempts(), 5);
     assert_eq!(err.reason(), StopReason::AttemptsExhausted);
@@ -114,7 +116,11 @@ async fn a_permanent_error_returns_after_exactly_one_attempt() {
 async fn notify_hears_each_error_and_delay() {
     let calls = Cell::new(0);
     let mut heard: Vec<(&str, Duration)> = Vec::new();
-    let result = flaky(2, &calls).retry(plain()).notify(|e: &&'static str, d| heard.push((*e, d))).await;
+    let result = flaky(2, &calls)
+        .retry(plain())
+        .retry_any_error()
+        .notify(|e: &&'static str, d| heard.push((*e, d)))
+        .await;
     assert!(result.is_ok());
     assert_eq!(heard, [("busy", ms(100)), ("busy", ms(200))]);
 }
@@ -130,6 +136,7 @@ async fn the_deadline_is_never_crossed_even_by_a_slow_attempt() {
         Ok::<(), &str>(())
     })
     .retry(policy)
+    .retry_any_error()
     .observe(rec.clone())
     .await
     .unwrap_err();
@@ -160,6 +167,7 @@ async fn the_engine_gives_up_early_when_the_next_wait_cannot_fit() {
         }
     })
     .retry(policy)
+    .retry_any_error()
     .await
     .unwrap_err();
     assert_eq!(err.reason(), StopReason::DeadlineExceeded);
@@ -184,6 +192,7 @@ async fn the_per_attempt_timeout_fires_then_the_engine_retries() {
         }
     })
     .retry(policy)
+    .retry_any_error()
     .observe(rec.clone())
     .await;
     assert_eq!(result.unwrap(), "done");
@@ -204,6 +213,7 @@ async fn the_attempt_timeout_is_clipped_to_the_deadline() {
         Ok::<(), &str>(())
     })
     .retry(policy)
+    .retry_any_error()
     .await
     .unwrap_err();
     // 800 ms timeout, 100 ms wait, then only 100 ms remain for attempt 2.
@@ -378,7 +388,7 @@ async fn a_retryable_ok_value_is_handed_back_when_attempts_run_out() {
 async fn dropping_the_future_while_it_waits_cancels_cleanly() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
-    let retry = flaky(u32::MAX, &calls).retry(plain()).observe(rec.clone());
+    let retry = flaky(u32::MAX, &calls).retry(plain()).retry_any_error().observe(rec.clone());
     // Attempt 1 fails at t = 0, the engine waits 100 ms; time out at 50 ms.
     let outcome = tokio::time::timeout(ms(50), retry).await;
     assert!(outcome.is_err());
@@ -395,6 +405,7 @@ async fn dropping_the_future_mid_attempt_reports_the_attempt() {
         Ok::<(), ()>(())
     })
     .retry(plain())
+    .retry_any_error()
     .observe(rec.clone());
     assert!(tokio::time::timeout(ms(20), retry).await.is_err());
     assert_eq!(
@@ -409,6 +420,7 @@ async fn labels_reach_the_observer() {
     let rec = Recorder::default();
     let _ = (|| std::future::ready(Ok::<(), ()>(())))
         .retry(Policy::interactive())
+        .retry_any_error()
         .dependency("payments")
         .operation("create_invoice")
         .observe(rec.clone())
@@ -429,7 +441,7 @@ async fn the_same_seed_gives_the_same_waits() {
         let rec = Recorder::default();
         let calls = Cell::new(0);
         let policy = plain().to_builder().jitter(Jitter::Full).build().unwrap();
-        let _ = flaky(u32::MAX, &calls).retry(policy).seed(seed).observe(rec.clone()).await;
+        let _ = flaky(u32::MAX, &calls).retry(policy).retry_any_error().seed(seed).observe(rec.clone()).await;
         rec.waits().into_iter().map(|w| w.delay).collect::<Vec<_>>()
     };
     assert_eq!(run(5).await, run(5).await);
@@ -557,6 +569,7 @@ async fn an_owned_setup_is_static_and_shares_its_guards() {
         async move { result }
     })
     .retry(Policy::interactive())
+    .retry_any_error()
     .budget(Arc::clone(&bucket))
     .breaker(Arc::clone(&breaker))
     .dependency(dependency)
