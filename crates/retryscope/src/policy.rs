@@ -127,9 +127,9 @@ impl Policy {
     /// attempts and waits.
     ///
     /// The attempt timeout leaves room inside the deadline for at least one
-    /// retry after an attempt that never answers (5 s + at most 200 ms of wait
-    /// + 5 s < 15 s): a stalled server costs the caller one attempt, not the
-    /// whole call.
+    /// retry after an attempt that never answers (5 s, at most 200 ms of wait,
+    /// then 5 s more: under 15 s): a stalled server costs the caller one
+    /// attempt, not the whole call.
     ///
     /// ```
     /// use retryscope::Policy;
