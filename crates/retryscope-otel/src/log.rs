@@ -210,33 +210,11 @@ fn http_status(error: ErrorType) -> Option<i64> {
     }
 }
 
-/// The gRPC status codes by number, as the gRPC integration names them in
-/// `error.type`.
-const GRPC_CODES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 /// The gRPC status code of a failure, as its own field (`rpc.grpc.status_code`).
 fn grpc_code(error: ErrorType) -> Option<i64> {
     match error {
         ErrorType::Kind(kind) => {
-            GRPC_CODES.iter().position(|name| *name == kind).and_then(|i| i64::try_from(i).ok())
+            retryscope::transient::GRPC_CODE_NAMES.iter().position(|name| *name == kind).and_then(|i| i64::try_from(i).ok())
         }
         _ => None,
     }

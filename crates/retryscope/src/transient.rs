@@ -122,6 +122,143 @@ impl Transient for http::StatusCode {
     }
 }
 
+/// The verdict on the first cause in `error`'s source chain that says what
+/// happened on the wire: an I/O error ([`crate::classify::io_error`]), or
+/// (feature `hyper`) a connection closed before the whole response arrived.
+/// `None` when no cause says.
+///
+/// What the integrations use to classify a transport failure, whatever client
+/// library wrapped it.
+pub fn transport_verdict(error: &(dyn std::error::Error + 'static)) -> Option<Verdict> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Some(io.verdict());
+        }
+        #[cfg(feature = "hyper")]
+        if let Some(h) = e.downcast_ref::<hyper::Error>()
+            && h.is_incomplete_message()
+        {
+            return Some(Verdict::retryable(ErrorType::INCOMPLETE));
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// A transport failure: a connection closed mid-response or any I/O failure
+/// hyper reports is judged by its cause; a parse or user error is permanent.
+#[cfg(feature = "hyper")]
+impl Transient for hyper::Error {
+    fn verdict(&self) -> Verdict {
+        if self.is_incomplete_message() {
+            return Verdict::retryable(ErrorType::INCOMPLETE);
+        }
+        if self.is_timeout() {
+            return Verdict::retryable(ErrorType::TIMEOUT);
+        }
+        if self.is_parse() || self.is_user() {
+            return Verdict::permanent(ErrorType::OTHER);
+        }
+        transport_verdict(self).unwrap_or(Verdict::retryable(ErrorType::OTHER))
+    }
+}
+
+/// A connection that could not be made is retryable (nothing was sent); any
+/// other failure is judged by its cause.
+#[cfg(feature = "hyper-util")]
+impl Transient for hyper_util::client::legacy::Error {
+    fn verdict(&self) -> Verdict {
+        if self.is_connect() {
+            return Verdict::retryable(ErrorType::CONNECT);
+        }
+        transport_verdict(self).unwrap_or(Verdict::permanent(ErrorType::OTHER))
+    }
+}
+
+/// Connect failures and timeouts are retryable, builder, redirect and decode
+/// errors permanent, an error status by the default status rules, anything
+/// else by its cause.
+///
+/// `Transient` says whether a failure may pass, not whether the request is
+/// safe to send twice: retry only idempotent requests this way, or use the
+/// `retryscope-reqwest` middleware, which checks.
+#[cfg(feature = "reqwest")]
+impl Transient for reqwest::Error {
+    fn verdict(&self) -> Verdict {
+        if self.is_connect() {
+            return Verdict::retryable(ErrorType::CONNECT);
+        }
+        if self.is_timeout() {
+            return Verdict::retryable(ErrorType::TIMEOUT);
+        }
+        if self.is_redirect() {
+            return Verdict::permanent(ErrorType::Kind("redirect"));
+        }
+        if self.is_builder() || self.is_decode() {
+            return Verdict::permanent(ErrorType::Kind("request"));
+        }
+        if let Some(status) = self.status() {
+            return status.verdict();
+        }
+        transport_verdict(self).unwrap_or(Verdict::retryable(ErrorType::OTHER))
+    }
+}
+
+/// A reqwest error as reqwest judges it; a middleware's error by its cause
+/// (permanent when none says).
+#[cfg(feature = "reqwest")]
+impl Transient for reqwest_middleware::Error {
+    fn verdict(&self) -> Verdict {
+        match self {
+            reqwest_middleware::Error::Reqwest(e) => e.verdict(),
+            reqwest_middleware::Error::Middleware(e) => {
+                transport_verdict(e.as_ref()).unwrap_or(Verdict::permanent(ErrorType::OTHER))
+            }
+        }
+    }
+}
+
+/// The gRPC status codes by number, as `error.type` names them.
+pub const GRPC_CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// `UNAVAILABLE` is retryable, as gRPC's own retry configurations usually
+/// say (gRFC A6 leaves the set to the service config); every other code is
+/// permanent. The `error.type` is the code's name (`"UNAVAILABLE"`).
+#[cfg(feature = "tonic")]
+impl Transient for tonic::Status {
+    fn verdict(&self) -> Verdict {
+        let code = self.code();
+        let name = usize::try_from(code as i32)
+            .ok()
+            .and_then(|i| GRPC_CODE_NAMES.get(i).copied())
+            .unwrap_or("UNKNOWN");
+        if code == tonic::Code::Unavailable {
+            Verdict::retryable(ErrorType::Kind(name))
+        } else {
+            Verdict::permanent(ErrorType::Kind(name))
+        }
+    }
+}
+
 /// The classifier of `op.retry(policy)`: every `Ok` is a success, and each `Err`
 /// is judged by its own [`Transient`] implementation.
 #[derive(Debug, Clone, Copy, Default)]
