@@ -18,7 +18,8 @@ fn policy() -> Policy {
 
 #[tokio::test]
 async fn a_hyper_util_client_retries_a_refused_connection() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
+    let closed =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Empty<bytes::Bytes>>();
     let uri: http::Uri = format!("http://{closed}/").parse().expect("uri");
@@ -36,7 +37,10 @@ async fn a_hyper_util_client_retries_a_refused_connection() {
 
 #[test]
 fn grpc_statuses_retry_unavailable_only() {
-    assert_eq!(tonic::Status::unavailable("down").verdict(), Verdict::retryable(ErrorType::Kind("UNAVAILABLE")));
+    assert_eq!(
+        tonic::Status::unavailable("down").verdict(),
+        Verdict::retryable(ErrorType::Kind("UNAVAILABLE"))
+    );
     for (status, name) in [
         (tonic::Status::invalid_argument("bad"), "INVALID_ARGUMENT"),
         (tonic::Status::already_exists("dup"), "ALREADY_EXISTS"),

@@ -112,7 +112,10 @@ fn the_transport_walk_finds_the_io_error_under_any_wrapper() {
         }
     }
     let wrapped = Wrapper(io::Error::from(io::ErrorKind::ConnectionReset));
-    assert_eq!(retryscope::transient::transport_verdict(&wrapped), Some(Verdict::retryable(ErrorType::RESET)));
+    assert_eq!(
+        retryscope::transient::transport_verdict(&wrapped),
+        Some(Verdict::retryable(ErrorType::RESET))
+    );
     let plain = io::Error::other("no cause");
     assert_eq!(
         retryscope::transient::transport_verdict(&Wrapper(plain)),
