@@ -431,16 +431,7 @@ pub(crate) fn next_wait(
             if hint.delay > limit {
                 return Err(StopReason::HintTooLong { hint, limit });
             }
-            let floor = hint.apply(computed);
-            if floor == computed && hint.source != DelaySource::GrpcPushback {
-                // The backoff is already the longer wait, and already jittered.
-                (computed, DelaySource::Policy)
-            } else {
-                // The hint decides: spread the clients it reached together, within
-                // what the deadline and `max_server_delay` allow.
-                let spread = hint.spread().min(limit.saturating_sub(floor));
-                (floor.saturating_add(crate::jitter::uniform(rng, Duration::ZERO, spread)), hint.source)
-            }
+            hint.wait(computed, limit, rng)
         }
     };
     if remaining.is_some_and(|r| delay >= r) {

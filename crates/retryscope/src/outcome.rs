@@ -5,6 +5,7 @@
 //! failure. Failures carry an [`ErrorType`], a low-cardinality label that the
 //! instrumentation reports as `error.type`.
 
+use crate::random::JitterRng;
 use std::fmt;
 use std::time::Duration;
 
@@ -152,6 +153,36 @@ impl Hint {
             DelaySource::GrpcPushback => self.delay,
             DelaySource::RetryAfter | DelaySource::RateLimit => self.delay.max(computed),
         }
+    }
+
+    /// The wait after a failure that carried this hint, when the policy alone
+    /// would wait `computed` (already jittered), and where it came from: the
+    /// backoff if it is the longer wait, else the hint plus a random spread of
+    /// up to [`spread`](Self::spread), never beyond `limit` (what the deadline
+    /// and `max_server_delay` allow; a hint above it is the caller's to refuse).
+    ///
+    /// ```
+    /// use retryscope::{DelaySource, Hint, JitterRng};
+    /// use std::time::Duration;
+    ///
+    /// let mut rng = JitterRng::seeded(7);
+    /// let (limit, backoff) = (Duration::from_secs(60), Duration::from_millis(150));
+    /// let (wait, source) = Hint::retry_after(Duration::from_secs(1)).wait(backoff, limit, &mut rng);
+    /// assert!(wait >= Duration::from_secs(1) && wait <= Duration::from_millis(1_200));
+    /// assert_eq!(source, DelaySource::RetryAfter);
+    /// // `Retry-After: 0` keeps the backoff.
+    /// let zero = Hint::retry_after(Duration::ZERO).wait(backoff, limit, &mut rng);
+    /// assert_eq!(zero, (backoff, DelaySource::Policy));
+    /// ```
+    pub fn wait(self, computed: Duration, limit: Duration, rng: &mut JitterRng) -> (Duration, DelaySource) {
+        let floor = self.apply(computed);
+        if floor == computed && self.source != DelaySource::GrpcPushback {
+            // The backoff is already the longer wait, and already jittered.
+            return (computed, DelaySource::Policy);
+        }
+        // The hint decides: spread the clients it reached together.
+        let spread = self.spread().min(limit.saturating_sub(floor));
+        (floor.saturating_add(crate::jitter::uniform(rng, Duration::ZERO, spread)), self.source)
     }
 
     /// The widest random spread added on top of a floor hint: a fifth of the
