@@ -147,6 +147,7 @@ async fn success_on_the_third_attempt() {
                 (names::ATTEMPT, attempt),
                 ("retryscope.max_attempts", "5"),
                 (names::RETRY_REASON, "503"),
+                ("http.response.status_code", "503"),
                 ("delay_ms", delay),
                 (names::DELAY_SOURCE, "policy"),
             ]),
@@ -157,6 +158,9 @@ async fn success_on_the_third_attempt() {
         .map(|(name, mut a)| {
             // The bridge adds the event's source location and level; they are not ours.
             a.retain(|k, _| !k.starts_with("code.") && k != "level" && k != "target");
+            // The failed attempt's ids vary per run: present, 32 and 16 hex digits.
+            let ids = (a.remove("trace_id"), a.remove("span_id"));
+            assert!(matches!(&ids, (Some(t), Some(s)) if t.len() == 32 && s.len() == 16), "{ids:?}");
             (name, a)
         })
         .collect();
