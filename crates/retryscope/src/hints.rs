@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
-use crate::outcome::Hint;
+use crate::verdict::Hint;
 
 /// The `RateLimit` field name (lowercase, as stored by [`HeaderMap`]).
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");

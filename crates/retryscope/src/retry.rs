@@ -5,12 +5,12 @@ use crate::classify::{AnyError, Classify, ClassifyFn, When};
 use crate::clock::Clock;
 use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
-use crate::error::StopReason;
 use crate::observe::{NoObserver, Observer};
-use crate::outcome::{ErrorType, Verdict};
+use crate::outcome::StopReason;
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
+use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
 
 /// Adds [`retry`](Retryable::retry) to every `FnMut()` closure.

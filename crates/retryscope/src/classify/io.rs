@@ -2,7 +2,7 @@
 
 use std::io::ErrorKind;
 
-use crate::outcome::{ErrorType, Verdict};
+use crate::verdict::{ErrorType, Verdict};
 
 ///
 /// Connection-level failures (`connect`, `reset`, `timeout`, `incomplete`) and

@@ -48,7 +48,7 @@
 //! A failed request may be retried only if doing so cannot duplicate a side
 //! effect: see [`may_retry`].
 
-use crate::outcome::{ErrorType, Verdict};
+use crate::verdict::{ErrorType, Verdict};
 
 /// Turns an attempt's result into a [`Verdict`].
 pub trait Classify<T, E> {

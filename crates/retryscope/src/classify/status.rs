@@ -5,7 +5,7 @@ use std::time::SystemTime;
 use http::{HeaderMap, StatusCode};
 
 use crate::hints;
-use crate::outcome::{ErrorType, Verdict};
+use crate::verdict::{ErrorType, Verdict};
 
 /// The lowest status code the classifier's bitset covers.
 #[cfg(feature = "http")]
