@@ -111,7 +111,7 @@ mod window;
 
 pub use breaker::CircuitBreaker;
 pub use budget::{RetryBudget, TokenBucket};
-pub use error::RetryError;
+pub use error::{RetryError, SettingValue};
 pub use future::RetryFuture;
 pub use outcome::{Outcome, StopReason};
 pub use policy::{Jitter, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};

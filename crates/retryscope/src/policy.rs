@@ -4,6 +4,7 @@
 //! [`Policy::builder`], or start from a preset: [`Policy::interactive`] for calls a
 //! person is waiting on, [`Policy::background`] for work nobody watches.
 
+use crate::error::SettingValue;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -370,7 +371,10 @@ impl PolicyBuilder {
             });
         }
         if !(p.multiplier.is_finite() && p.multiplier >= 1.0) {
-            return Err(PolicyError::Multiplier(p.multiplier));
+            return Err(PolicyError::NumberOutOfRange {
+                setting: "multiplier",
+                value: SettingValue::Number(p.multiplier),
+            });
         }
         if p.base_delay > p.max_delay {
             return Err(PolicyError::BaseAboveCap { base: p.base_delay, cap: p.max_delay });
@@ -398,8 +402,14 @@ pub enum PolicyError {
         /// The longest value allowed.
         limit: Duration,
     },
-    /// The multiplier was not a finite number below 1.
-    Multiplier(f64),
+    /// A number was outside what its setting accepts: `multiplier` must be
+    /// finite and at least 1.
+    NumberOutOfRange {
+        /// The setting's name.
+        setting: &'static str,
+        /// The value given.
+        value: SettingValue,
+    },
     /// The base delay was longer than the cap.
     BaseAboveCap {
         /// The base delay given.
@@ -418,8 +428,8 @@ impl fmt::Display for PolicyError {
             PolicyError::OutOfRange { setting, value, limit } => {
                 write!(f, "{setting} must be above zero and at most {limit:?}, got {value:?}")
             }
-            PolicyError::Multiplier(m) => {
-                write!(f, "multiplier must be a finite number of at least 1, got {m}")
+            PolicyError::NumberOutOfRange { setting, value } => {
+                write!(f, "{setting} must be a finite number of at least 1, got {value}")
             }
             PolicyError::BaseAboveCap { base, cap } => {
                 write!(f, "base_delay ({base:?}) must not exceed max_delay ({cap:?})")

@@ -36,17 +36,43 @@ impl ErrorType {
     pub const INCOMPLETE: ErrorType = ErrorType::Kind("incomplete");
     /// The caller dropped the operation while an attempt was running.
     pub const CANCELLED: ErrorType = ErrorType::Kind("cancelled");
+    /// A transient I/O condition (`Interrupted`, `WouldBlock`): try again.
+    pub const IO: ErrorType = ErrorType::Kind("io");
+    /// The operation was given an invalid argument (`InvalidInput`).
+    pub const INVALID_INPUT: ErrorType = ErrorType::Kind("invalid_input");
+    /// The data read was not valid (`InvalidData`).
+    pub const INVALID_DATA: ErrorType = ErrorType::Kind("invalid_data");
+    /// The operation lacked the permission it needed (`PermissionDenied`).
+    pub const PERMISSION_DENIED: ErrorType = ErrorType::Kind("permission_denied");
+    /// What the operation needed was not there (`NotFound`).
+    pub const NOT_FOUND: ErrorType = ErrorType::Kind("not_found");
+    /// The operation is not supported on this platform (`Unsupported`).
+    pub const UNSUPPORTED: ErrorType = ErrorType::Kind("unsupported");
+    /// The request could not be built or its response not decoded: the
+    /// HTTP client's own refusal, reported by `retryscope-reqwest`.
+    pub const REQUEST: ErrorType = ErrorType::Kind("request");
+    /// A redirect could not be followed (a loop, too many hops), reported by
+    /// `retryscope-reqwest`.
+    pub const REDIRECT: ErrorType = ErrorType::Kind("redirect");
 
     /// The named kinds the engine and its integrations report themselves, for
     /// checks that a dashboard or alert only expects values that really occur.
     /// Statuses (`"100"`–`"599"`) come on top; a user's classifier may add kinds.
-    pub const BUILT_IN_KINDS: [ErrorType; 6] = [
+    pub const BUILT_IN_KINDS: [ErrorType; 14] = [
         ErrorType::OTHER,
         ErrorType::TIMEOUT,
         ErrorType::CONNECT,
         ErrorType::RESET,
         ErrorType::INCOMPLETE,
         ErrorType::CANCELLED,
+        ErrorType::IO,
+        ErrorType::INVALID_INPUT,
+        ErrorType::INVALID_DATA,
+        ErrorType::PERMISSION_DENIED,
+        ErrorType::NOT_FOUND,
+        ErrorType::UNSUPPORTED,
+        ErrorType::REQUEST,
+        ErrorType::REDIRECT,
     ];
 }
 

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
 use crate::clock::{GuardClock, Timeline};
+use crate::error::SettingValue;
 use crate::window::SlottedWindow;
 
 /// The longest cool-down a [`CircuitBreaker`] accepts.
@@ -161,22 +162,40 @@ impl Settings {
     fn validate(self) -> Result<Self, BreakerError> {
         // Written so that NaN fails too.
         if !(self.failure_ratio > 0.0 && self.failure_ratio <= 1.0) {
-            return Err(BreakerError::FailureRatio(self.failure_ratio));
+            return Err(BreakerError::OutOfRange {
+                setting: "failure_ratio",
+                value: SettingValue::Number(self.failure_ratio),
+            });
         }
         if self.min_calls == 0 {
-            return Err(BreakerError::MinCalls(self.min_calls));
+            return Err(BreakerError::OutOfRange {
+                setting: "min_calls",
+                value: SettingValue::Count(self.min_calls),
+            });
         }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
-            return Err(BreakerError::Window(self.window));
+            return Err(BreakerError::OutOfRange {
+                setting: "window",
+                value: SettingValue::Duration(self.window),
+            });
         }
         if self.cool_down.is_zero() || self.cool_down > MAX_COOL_DOWN {
-            return Err(BreakerError::CoolDown(self.cool_down));
+            return Err(BreakerError::OutOfRange {
+                setting: "cool_down",
+                value: SettingValue::Duration(self.cool_down),
+            });
         }
         if !(1..=MAX_HALF_OPEN_PROBES).contains(&self.half_open_probes) {
-            return Err(BreakerError::HalfOpenProbes(self.half_open_probes));
+            return Err(BreakerError::OutOfRange {
+                setting: "half_open_probes",
+                value: SettingValue::Count(self.half_open_probes),
+            });
         }
         if !(MIN_PROBE_TIMEOUT..=MAX_PROBE_TIMEOUT).contains(&self.probe_timeout) {
-            return Err(BreakerError::ProbeTimeout(self.probe_timeout));
+            return Err(BreakerError::OutOfRange {
+                setting: "probe_timeout",
+                value: SettingValue::Duration(self.probe_timeout),
+            });
         }
         Ok(self)
     }

@@ -2,6 +2,7 @@
 
 use super::{MAX_COOL_DOWN, MAX_HALF_OPEN_PROBES, MAX_PROBE_TIMEOUT, MIN_PROBE_TIMEOUT};
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
+use crate::error::SettingValue;
 
 use std::fmt;
 use std::time::Duration;
@@ -83,43 +84,35 @@ impl std::error::Error for BreakerOpen {}
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum BreakerError {
-    /// `failure_ratio` must be a number in `(0, 1]`.
-    FailureRatio(f64),
-    /// `min_calls` must be at least 1.
-    MinCalls(u32),
-    /// `window` must be within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`].
-    Window(Duration),
-    /// `cool_down` must be positive and at most [`MAX_COOL_DOWN`].
-    CoolDown(Duration),
-    /// `half_open_probes` must be within `1..=`[`MAX_HALF_OPEN_PROBES`].
-    HalfOpenProbes(u32),
-    /// `probe_timeout` must be within
+    /// A setting was outside what it accepts: `failure_ratio` in `(0, 1]`,
+    /// `min_calls` at least 1, `window` within
+    /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`], `cool_down` positive and at most
+    /// [`MAX_COOL_DOWN`], `half_open_probes` within
+    /// `1..=`[`MAX_HALF_OPEN_PROBES`], `probe_timeout` within
     /// [`MIN_PROBE_TIMEOUT`]`..=`[`MAX_PROBE_TIMEOUT`].
-    ProbeTimeout(Duration),
+    OutOfRange {
+        /// The setting's name, as its builder method spells it.
+        setting: &'static str,
+        /// The value given.
+        value: SettingValue,
+    },
 }
 
 impl fmt::Display for BreakerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::FailureRatio(v) => {
-                write!(f, "circuit breaker failure_ratio must be within (0, 1], got {v}")
-            }
-            Self::MinCalls(v) => write!(f, "circuit breaker min_calls must be at least 1, got {v}"),
-            Self::Window(v) => {
-                write!(f, "circuit breaker window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {v:?}")
-            }
-            Self::CoolDown(v) => {
-                write!(f, "circuit breaker cool_down must be within (0s, {MAX_COOL_DOWN:?}], got {v:?}")
-            }
-            Self::HalfOpenProbes(v) => write!(
-                f,
-                "circuit breaker half_open_probes must be within 1..={MAX_HALF_OPEN_PROBES}, got {v}"
-            ),
-            Self::ProbeTimeout(v) => write!(
-                f,
-                "circuit breaker probe_timeout must be within {MIN_PROBE_TIMEOUT:?}..={MAX_PROBE_TIMEOUT:?}, got {v:?}"
-            ),
+        let Self::OutOfRange { setting, value } = self;
+        write!(f, "circuit breaker {setting} must be ")?;
+        // What each setting accepts, from the constants that bound it.
+        match *setting {
+            "failure_ratio" => f.write_str("within (0, 1]")?,
+            "min_calls" => f.write_str("at least 1")?,
+            "window" => write!(f, "within {MIN_WINDOW:?}..={MAX_WINDOW:?}")?,
+            "cool_down" => write!(f, "within (0s, {MAX_COOL_DOWN:?}]")?,
+            "half_open_probes" => write!(f, "within 1..={MAX_HALF_OPEN_PROBES}")?,
+            "probe_timeout" => write!(f, "within {MIN_PROBE_TIMEOUT:?}..={MAX_PROBE_TIMEOUT:?}")?,
+            _ => f.write_str("in range")?,
         }
+        write!(f, ", got {value}")
     }
 }
 

@@ -15,6 +15,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::error::SettingValue;
+
 /// Fixed-point scale: budgets count in thousandths of a token so that
 /// fractional deposits (`ratio` per request) stay integral inside atomics.
 const MILLI: u64 = 1_000;
@@ -32,35 +34,32 @@ pub const MAX_TOKENS: u32 = 1_000;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum BudgetError {
-    /// `ratio` must be a number in `0..=1`.
-    Ratio(f64),
-    /// `min_per_second` must be at most [`MAX_MIN_PER_SECOND`].
-    MinPerSecond(u32),
-    /// `window` must be within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`].
-    Window(Duration),
-    /// `max_tokens` must be within `1..=`[`MAX_TOKENS`].
-    MaxTokens(u32),
-    /// `token_ratio` must be a number in `0.001..=1`.
-    TokenRatio(f64),
+    /// A setting was outside what it accepts: the retry budget's `ratio` in
+    /// `0..=1`, `min_per_second` at most [`MAX_MIN_PER_SECOND`], `window`
+    /// within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`]; the token bucket's
+    /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` in
+    /// `0.001..=1`.
+    OutOfRange {
+        /// The setting's name, as its builder method spells it.
+        setting: &'static str,
+        /// The value given.
+        value: SettingValue,
+    },
 }
 
 impl fmt::Display for BudgetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Ratio(v) => write!(f, "retry budget ratio must be within 0..=1, got {v}"),
-            Self::MinPerSecond(v) => {
-                write!(f, "retry budget min_per_second must be at most {MAX_MIN_PER_SECOND}, got {v}")
-            }
-            Self::Window(v) => {
-                write!(f, "retry budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {v:?}")
-            }
-            Self::MaxTokens(v) => {
-                write!(f, "token bucket max_tokens must be within 1..={MAX_TOKENS}, got {v}")
-            }
-            Self::TokenRatio(v) => {
-                write!(f, "token bucket token_ratio must be within 0.001..=1, got {v}")
-            }
-        }
+        let Self::OutOfRange { setting, value } = self;
+        // What each setting accepts, from the constants that bound it.
+        match *setting {
+            "ratio" => write!(f, "retry budget ratio must be within 0..=1"),
+            "min_per_second" => write!(f, "retry budget min_per_second must be at most {MAX_MIN_PER_SECOND}"),
+            "window" => write!(f, "retry budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}"),
+            "max_tokens" => write!(f, "token bucket max_tokens must be within 1..={MAX_TOKENS}"),
+            "token_ratio" => write!(f, "token bucket token_ratio must be within 0.001..=1"),
+            _ => write!(f, "{setting} must be in range"),
+        }?;
+        write!(f, ", got {value}")
     }
 }
 

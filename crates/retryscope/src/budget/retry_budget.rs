@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::{BudgetError, MAX_MIN_PER_SECOND, MAX_WINDOW, MILLI, MIN_WINDOW, to_milli};
 use crate::clock::{Clock, GuardClock, Timeline};
+use crate::error::SettingValue;
 use crate::throttle::Throttle;
 use crate::window::{Ledger, Reserved, SlotLength, SlottedWindow};
 
@@ -129,13 +130,22 @@ impl BudgetSettings {
     fn validate(self) -> Result<Self, BudgetError> {
         if !(0.0..=1.0).contains(&self.ratio) {
             // NaN fails `contains` too.
-            return Err(BudgetError::Ratio(self.ratio));
+            return Err(BudgetError::OutOfRange {
+                setting: "ratio",
+                value: SettingValue::Number(self.ratio),
+            });
         }
         if self.min_per_second > MAX_MIN_PER_SECOND {
-            return Err(BudgetError::MinPerSecond(self.min_per_second));
+            return Err(BudgetError::OutOfRange {
+                setting: "min_per_second",
+                value: SettingValue::Count(self.min_per_second),
+            });
         }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
-            return Err(BudgetError::Window(self.window));
+            return Err(BudgetError::OutOfRange {
+                setting: "window",
+                value: SettingValue::Duration(self.window),
+            });
         }
         Ok(self)
     }

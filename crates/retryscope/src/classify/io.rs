@@ -39,12 +39,12 @@ pub fn io_error(kind: ErrorKind) -> Verdict {
         K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => Verdict::retryable(ErrorType::RESET),
         K::TimedOut => Verdict::retryable(ErrorType::TIMEOUT),
         K::UnexpectedEof => Verdict::retryable(ErrorType::INCOMPLETE),
-        K::Interrupted | K::WouldBlock => Verdict::retryable(ErrorType::Kind("io")),
-        K::InvalidInput => Verdict::permanent(ErrorType::Kind("invalid_input")),
-        K::InvalidData => Verdict::permanent(ErrorType::Kind("invalid_data")),
-        K::PermissionDenied => Verdict::permanent(ErrorType::Kind("permission_denied")),
-        K::NotFound => Verdict::permanent(ErrorType::Kind("not_found")),
-        K::Unsupported => Verdict::permanent(ErrorType::Kind("unsupported")),
+        K::Interrupted | K::WouldBlock => Verdict::retryable(ErrorType::IO),
+        K::InvalidInput => Verdict::permanent(ErrorType::INVALID_INPUT),
+        K::InvalidData => Verdict::permanent(ErrorType::INVALID_DATA),
+        K::PermissionDenied => Verdict::permanent(ErrorType::PERMISSION_DENIED),
+        K::NotFound => Verdict::permanent(ErrorType::NOT_FOUND),
+        K::Unsupported => Verdict::permanent(ErrorType::UNSUPPORTED),
         _ => Verdict::permanent(ErrorType::OTHER),
     }
 }

@@ -4,11 +4,9 @@ use http::{HeaderMap, Method};
 
 /// The `Idempotency-Key` request header name (lowercase, as stored by
 /// [`HeaderMap`]).
-#[cfg(feature = "http")]
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// How far a failed request got before it failed.
-#[cfg(feature = "http")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// Nothing of the request can have reached the server (e.g. the connection
@@ -32,7 +30,6 @@ pub enum Stage {
 /// assert!(!is_idempotent_method(&Method::POST));
 /// assert!(!is_idempotent_method(&Method::PATCH));
 /// ```
-#[cfg(feature = "http")]
 pub fn is_idempotent_method(method: &Method) -> bool {
     matches!(
         *method,
@@ -45,7 +42,6 @@ pub fn is_idempotent_method(method: &Method) -> bool {
 /// Any field line whose value is not empty after trimming spaces and tabs
 /// counts; the value's syntax (an SF String in the draft, often a bare UUID in
 /// practice) is not checked.
-#[cfg(feature = "http")]
 pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
     headers
         .get_all(IDEMPOTENCY_KEY)
@@ -86,7 +82,6 @@ pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
 /// // GET is idempotent.
 /// assert!(may_retry(&Method::GET, &none, false, Stage::Sent));
 /// ```
-#[cfg(feature = "http")]
 pub fn may_retry(method: &Method, headers: &HeaderMap, marked_safe: bool, stage: Stage) -> bool {
     stage == Stage::NotSent || marked_safe || is_idempotent_method(method) || has_idempotency_key(headers)
 }

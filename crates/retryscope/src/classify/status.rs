@@ -8,10 +8,8 @@ use crate::hints;
 use crate::verdict::{ErrorType, Verdict};
 
 /// The lowest status code the classifier's bitset covers.
-#[cfg(feature = "http")]
 const MIN_CODE: u16 = 100;
 /// The highest status code the classifier's bitset covers.
-#[cfg(feature = "http")]
 const MAX_CODE: u16 = 599;
 
 /// Classifies an HTTP status with the default rules (see the [module
@@ -37,7 +35,6 @@ const MAX_CODE: u16 = 599;
 /// assert_eq!(status(StatusCode::NOT_FOUND), Verdict::permanent(ErrorType::Status(404)));
 /// assert_eq!(status(StatusCode::CONFLICT), Verdict::permanent(ErrorType::Status(409)));
 /// ```
-#[cfg(feature = "http")]
 pub fn status(status: StatusCode) -> Verdict {
     HttpClassifier::DEFAULT.classify_status(status)
 }
@@ -72,14 +69,12 @@ pub fn status(status: StatusCode) -> Verdict {
 /// );
 /// assert!(CLASSIFIER.retries(599));
 /// ```
-#[cfg(feature = "http")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HttpClassifier {
     /// Bit `code - 100` is set when `code` is retryable.
     retryable: [u64; 8],
 }
 
-#[cfg(feature = "http")]
 impl HttpClassifier {
     /// The default rules: retry 408, 429, 500, 502, 503 and 504.
     pub const DEFAULT: HttpClassifier = HttpClassifier { retryable: [0; 8] }
@@ -206,7 +201,6 @@ impl HttpClassifier {
     }
 }
 
-#[cfg(feature = "http")]
 impl Default for HttpClassifier {
     fn default() -> Self {
         Self::DEFAULT

@@ -12,4 +12,18 @@ impl Hint {
             DelaySource::RateLimit => self.delay.max(computed),
         }
     }
+
+    /// The wait this hint implies over `computed`, and where its length came
+    /// from: a `RateLimit` hint that does not lengthen the computed delay
+    /// leaves the wait the policy's.
+    #[inline]
+    pub(super) fn combine(self, computed: Duration) -> (Duration, DelaySource) {
+        let delay = self.apply(computed);
+        let source = if delay == computed && self.source == DelaySource::RateLimit {
+            DelaySource::Policy
+        } else {
+            self.source
+        };
+        (delay, source)
+    }
 }

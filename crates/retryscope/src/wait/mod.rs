@@ -43,15 +43,7 @@ pub(crate) fn next_wait(
             if hint.delay > limit {
                 return Err(StopReason::HintTooLong { hint, limit });
             }
-            let delay = hint.apply(computed);
-            (
-                delay,
-                if delay == computed && hint.source == DelaySource::RateLimit {
-                    DelaySource::Policy
-                } else {
-                    hint.source
-                },
-            )
+            hint.combine(computed)
         }
     };
     if remaining.is_some_and(|r| delay >= r) {
