@@ -272,4 +272,5 @@ pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Hint> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;

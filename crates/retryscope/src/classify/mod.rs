@@ -146,6 +146,7 @@ mod safety;
 #[cfg(feature = "http")]
 mod status;
 #[cfg(all(test, feature = "http"))]
+#[allow(clippy::unwrap_used)]
 mod tests;
 
 pub use io::io_error;

@@ -1,6 +1,5 @@
 //! The HTTP classifier and the request-safety rules.
 
-#[allow(clippy::unwrap_used)]
 use super::*;
 use crate::outcome::Hint;
 use http::HeaderValue;

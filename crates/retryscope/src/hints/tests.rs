@@ -1,6 +1,5 @@
 //! The `Retry-After` and `RateLimit` parsers, specified on fixed clocks and header values.
 
-#[allow(clippy::unwrap_used)]
 use super::*;
 use crate::outcome::DelaySource;
 use proptest::prelude::*;
