@@ -8,7 +8,7 @@
 //! [`MAX_DURATION`](crate::MAX_DURATION) (one day), because a process that sleeps
 //! longer is almost certainly misconfigured; a [`JobPolicy`], built with
 //! [`PolicyBuilder::build_for_jobs`](crate::PolicyBuilder::build_for_jobs), allows
-//! up to [`MAX_JOB_DURATION`](crate::MAX_JOB_DURATION) (28 days) and can only
+//! up to [`MAX_JOB_DURATION`] (28 days) and can only
 //! schedule, never sleep.
 
 use crate::outcome::StopReason;
@@ -96,7 +96,7 @@ impl PolicyBuilder {
 }
 
 /// A policy for job queues, whose delays and deadline may reach
-/// [`MAX_JOB_DURATION`](crate::MAX_JOB_DURATION) (28 days). It schedules jobs and
+/// [`MAX_JOB_DURATION`] (28 days). It schedules jobs and
 /// nothing else: the retry engine takes a [`Policy`], whose one-day bound guards
 /// processes that sleep against unit mistakes.
 ///

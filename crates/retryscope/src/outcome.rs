@@ -13,7 +13,7 @@ pub enum StopReason {
     /// The last failure was classified as permanent.
     Permanent,
     /// The last failure was transient, but running the operation again is not
-    /// safe (see [`Verdict::Unrepeatable`](crate::Verdict::Unrepeatable)).
+    /// safe (see [`Verdict::Unrepeatable`]).
     Unrepeatable,
     /// Every attempt the policy allows has run.
     AttemptsExhausted,
@@ -33,7 +33,7 @@ pub enum StopReason {
     CircuitOpen,
     /// Retries happen at another layer of the call chain: the request being
     /// served is itself a retry, or the layer below already retried (see
-    /// [`Verdict::RetriedElsewhere`](crate::Verdict::RetriedElsewhere)).
+    /// [`Verdict::RetriedElsewhere`]).
     UpstreamRetry,
 }
 

@@ -13,7 +13,7 @@ pub(super) enum Role {
     Probe,
 }
 
-/// Permission to make one call, from [`CircuitBreaker::try_acquire`].
+/// Permission to make one call, from [`CircuitBreaker::try_acquire`](super::CircuitBreaker::try_acquire).
 ///
 /// Report how the call went with [`success`](Self::success) or
 /// [`failure`](Self::failure). Dropping the permit without either means the

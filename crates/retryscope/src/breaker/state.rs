@@ -10,7 +10,7 @@ use std::time::Duration;
 /// Where the breaker is in its cycle.
 ///
 /// An open breaker whose cool-down has elapsed still reports `Open` until the
-/// next [`CircuitBreaker::try_acquire`] moves it to `HalfOpen`: the state is a
+/// next [`CircuitBreaker::try_acquire`](super::CircuitBreaker::try_acquire) moves it to `HalfOpen`: the state is a
 /// record of what the breaker has decided, not a prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BreakerState {

@@ -1,6 +1,6 @@
 //! Retry budgets: fleet-level caps on how many retries may start.
 //!
-//! Two [`Throttle`] implementations:
+//! Two [`Throttle`](crate::throttle::Throttle) implementations:
 //!
 //! - [`RetryBudget`] caps retries to a fraction of recent requests plus a small
 //!   floor, over a sliding window (Finagle / linkerd style). This is the default

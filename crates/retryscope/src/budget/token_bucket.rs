@@ -17,7 +17,7 @@ use crate::throttle::Throttle;
 /// the failure that caused it has already paid. Tokens are kept with three
 /// decimals, as in gRPC.
 ///
-/// Unlike [`RetryBudget`] this reacts to *failures*, not to request volume: a
+/// Unlike [`RetryBudget`](super::RetryBudget) this reacts to *failures*, not to request volume: a
 /// healthy dependency never throttles, a failing one stops retries after
 /// `max_tokens / 2` net failures.
 ///

@@ -4,11 +4,12 @@ use std::io::ErrorKind;
 
 use crate::verdict::{ErrorType, Verdict};
 
+/// Classifies an I/O error kind (see the table in the [module docs](super)).
 ///
 /// Connection-level failures (`connect`, `reset`, `timeout`, `incomplete`) and
 /// the transient `Interrupted` / `WouldBlock` (`io`) are retryable; everything
 /// else is permanent. Whether a retry is *safe* also depends on the request: see
-/// [`may_retry`].
+/// [`may_retry`](super::may_retry).
 ///
 /// # Examples
 ///

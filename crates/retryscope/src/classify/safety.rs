@@ -60,7 +60,7 @@ pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
 /// - the caller marked the request safe (`marked_safe`).
 ///
 /// This only answers "is it safe?"; whether the failure is worth retrying is the
-/// [`Verdict`]'s business.
+/// [`Verdict`](crate::Verdict)'s business.
 ///
 /// # Examples
 ///

@@ -13,7 +13,7 @@ const MIN_CODE: u16 = 100;
 const MAX_CODE: u16 = 599;
 
 /// Classifies an HTTP status with the default rules (see the [module
-/// docs](self)): 1xx–3xx succeed; 408, 429, 500, 502, 503 and 504 are retryable;
+/// docs](super)): 1xx–3xx succeed; 408, 429, 500, 502, 503 and 504 are retryable;
 /// every other status (409 included) is permanent.
 ///
 /// Retryable verdicts carry no hint; use
