@@ -162,40 +162,31 @@ impl Settings {
     fn validate(self) -> Result<Self, BreakerError> {
         // Written so that NaN fails too.
         if !(self.failure_ratio > 0.0 && self.failure_ratio <= 1.0) {
-            return Err(BreakerError::OutOfRange {
-                setting: "failure_ratio",
-                value: SettingValue::Number(self.failure_ratio),
-            });
+            return Err(BreakerError::out_of_range(
+                "failure_ratio",
+                SettingValue::Number(self.failure_ratio),
+            ));
         }
         if self.min_calls == 0 {
-            return Err(BreakerError::OutOfRange {
-                setting: "min_calls",
-                value: SettingValue::Count(self.min_calls),
-            });
+            return Err(BreakerError::out_of_range("min_calls", SettingValue::Count(self.min_calls)));
         }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
-            return Err(BreakerError::OutOfRange {
-                setting: "window",
-                value: SettingValue::Duration(self.window),
-            });
+            return Err(BreakerError::out_of_range("window", SettingValue::Duration(self.window)));
         }
         if self.cool_down.is_zero() || self.cool_down > MAX_COOL_DOWN {
-            return Err(BreakerError::OutOfRange {
-                setting: "cool_down",
-                value: SettingValue::Duration(self.cool_down),
-            });
+            return Err(BreakerError::out_of_range("cool_down", SettingValue::Duration(self.cool_down)));
         }
         if !(1..=MAX_HALF_OPEN_PROBES).contains(&self.half_open_probes) {
-            return Err(BreakerError::OutOfRange {
-                setting: "half_open_probes",
-                value: SettingValue::Count(self.half_open_probes),
-            });
+            return Err(BreakerError::out_of_range(
+                "half_open_probes",
+                SettingValue::Count(self.half_open_probes),
+            ));
         }
         if !(MIN_PROBE_TIMEOUT..=MAX_PROBE_TIMEOUT).contains(&self.probe_timeout) {
-            return Err(BreakerError::OutOfRange {
-                setting: "probe_timeout",
-                value: SettingValue::Duration(self.probe_timeout),
-            });
+            return Err(BreakerError::out_of_range(
+                "probe_timeout",
+                SettingValue::Duration(self.probe_timeout),
+            ));
         }
         Ok(self)
     }

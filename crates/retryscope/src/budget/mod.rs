@@ -47,6 +47,13 @@ pub enum BudgetError {
     },
 }
 
+impl BudgetError {
+    /// The refusal of `setting`, given `value`.
+    pub(crate) const fn out_of_range(setting: &'static str, value: SettingValue) -> Self {
+        Self::OutOfRange { setting, value }
+    }
+}
+
 impl fmt::Display for BudgetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Self::OutOfRange { setting, value } = self;

@@ -130,22 +130,16 @@ impl BudgetSettings {
     fn validate(self) -> Result<Self, BudgetError> {
         if !(0.0..=1.0).contains(&self.ratio) {
             // NaN fails `contains` too.
-            return Err(BudgetError::OutOfRange {
-                setting: "ratio",
-                value: SettingValue::Number(self.ratio),
-            });
+            return Err(BudgetError::out_of_range("ratio", SettingValue::Number(self.ratio)));
         }
         if self.min_per_second > MAX_MIN_PER_SECOND {
-            return Err(BudgetError::OutOfRange {
-                setting: "min_per_second",
-                value: SettingValue::Count(self.min_per_second),
-            });
+            return Err(BudgetError::out_of_range(
+                "min_per_second",
+                SettingValue::Count(self.min_per_second),
+            ));
         }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
-            return Err(BudgetError::OutOfRange {
-                setting: "window",
-                value: SettingValue::Duration(self.window),
-            });
+            return Err(BudgetError::out_of_range("window", SettingValue::Duration(self.window)));
         }
         Ok(self)
     }

@@ -165,17 +165,11 @@ impl TokenBucketBuilder {
     /// [`BudgetError`] naming the first setting out of range.
     pub fn build(self) -> Result<TokenBucket, BudgetError> {
         if !(1..=MAX_TOKENS).contains(&self.max_tokens) {
-            return Err(BudgetError::OutOfRange {
-                setting: "max_tokens",
-                value: SettingValue::Count(self.max_tokens),
-            });
+            return Err(BudgetError::out_of_range("max_tokens", SettingValue::Count(self.max_tokens)));
         }
         // Ratios that round to zero thousandths would never refill.
         if !(0.0..=1.0).contains(&self.token_ratio) || to_milli(self.token_ratio) == 0 {
-            return Err(BudgetError::OutOfRange {
-                setting: "token_ratio",
-                value: SettingValue::Number(self.token_ratio),
-            });
+            return Err(BudgetError::out_of_range("token_ratio", SettingValue::Number(self.token_ratio)));
         }
         Ok(TokenBucket::assemble(self.max_tokens, to_milli(self.token_ratio)))
     }
