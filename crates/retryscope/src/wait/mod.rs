@@ -5,6 +5,11 @@
 //! ([`backoff`]: the exponential curve, then [`jitter`]), lets a server's
 //! [`Hint`] replace or lengthen it ([`hint`]), and refuses a wait that the
 //! attempt limit, the deadline or `max_server_delay` does not allow.
+//!
+//! Every rule about the length of a wait belongs in this folder, so that a
+//! change to one lands once for both callers: a hint as a floor with random
+//! spread on top would change [`hint`] alone, and a pacer's answer would be one
+//! more bound here, applied before the deadline check.
 
 mod backoff;
 mod hint;
