@@ -1,215 +1,113 @@
-//! What one attempt's result means to the engine.
-//!
-//! A classifier turns each attempt's result into a [`Verdict`]: success, a
-//! retryable failure (optionally carrying a server [`Hint`]) or a permanent
-//! failure. Failures carry an [`ErrorType`], a low-cardinality label that the
-//! instrumentation reports as `error.type`.
+//! Why the engine stopped, and how an operation ended.
 
+// The verdict vocabulary lived here first; `retryscope::outcome::Verdict` and
+// its siblings keep working.
+pub use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use std::fmt;
 use std::time::Duration;
 
-/// A bounded, low-cardinality name for a failure, reported as `error.type`.
-///
-/// HTTP statuses are reported as their code (`"503"`); other failures as a short
-/// static name such as `"timeout"` or `"connect"`. Unknown kinds should use
-/// [`ErrorType::OTHER`] so that metric cardinality stays bounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Why the engine stopped retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ErrorType {
-    /// An HTTP response status (e.g. 503).
-    Status(u16),
-    /// A named failure kind, e.g. `"timeout"`.
-    Kind(&'static str),
+pub enum StopReason {
+    /// The last failure was classified as permanent.
+    Permanent,
+    /// The last failure was transient, but running the operation again is not
+    /// safe (see [`Verdict::Unrepeatable`]).
+    Unrepeatable,
+    /// Every attempt the policy allows has run.
+    AttemptsExhausted,
+    /// The policy's deadline has passed, or the next wait would cross it.
+    DeadlineExceeded,
+    /// The server asked for a wait longer than the engine may wait.
+    HintTooLong {
+        /// The server's hint.
+        hint: Hint,
+        /// The longest wait allowed at that point: the policy's
+        /// `max_server_delay` or what was left of the deadline.
+        limit: Duration,
+    },
+    /// The retry budget or token bucket refused the retry.
+    BudgetExhausted,
+    /// The circuit breaker is open.
+    CircuitOpen,
+    /// Retries happen at another layer of the call chain: the request being
+    /// served is itself a retry, or the layer below already retried (see
+    /// [`Verdict::RetriedElsewhere`]).
+    UpstreamRetry,
 }
 
-impl ErrorType {
-    /// The catch-all kind for failures without a better name.
-    pub const OTHER: ErrorType = ErrorType::Kind("_OTHER");
-    /// The attempt timed out (the engine's per-attempt timeout, or the
-    /// transport's).
-    pub const TIMEOUT: ErrorType = ErrorType::Kind("timeout");
-    /// No connection could be made: nothing reached the server.
-    pub const CONNECT: ErrorType = ErrorType::Kind("connect");
-    /// The connection was reset, aborted or broken.
-    pub const RESET: ErrorType = ErrorType::Kind("reset");
-    /// The connection closed before the response was complete.
-    pub const INCOMPLETE: ErrorType = ErrorType::Kind("incomplete");
-    /// The caller dropped the operation while an attempt was running.
-    pub const CANCELLED: ErrorType = ErrorType::Kind("cancelled");
-
-    /// The named kinds the engine and its integrations report themselves, for
-    /// checks that a dashboard or alert only expects values that really occur.
-    /// Statuses (`"100"`–`"599"`) come on top; a user's classifier may add kinds.
-    pub const BUILT_IN_KINDS: [ErrorType; 6] = [
-        ErrorType::OTHER,
-        ErrorType::TIMEOUT,
-        ErrorType::CONNECT,
-        ErrorType::RESET,
-        ErrorType::INCOMPLETE,
-        ErrorType::CANCELLED,
-    ];
-}
-
-impl fmt::Display for ErrorType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl StopReason {
+    /// The `retryscope.outcome` this stop reports.
+    pub const fn outcome(self) -> Outcome {
         match self {
-            ErrorType::Status(code) => write!(f, "{code}"),
-            ErrorType::Kind(kind) => f.write_str(kind),
+            StopReason::Permanent | StopReason::Unrepeatable => Outcome::Failure,
+            StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {
+                Outcome::Exhausted
+            }
+            StopReason::BudgetExhausted | StopReason::CircuitOpen | StopReason::UpstreamRetry => {
+                Outcome::Throttled
+            }
         }
     }
 }
 
-/// Where a wait's length came from (`retryscope.delay.source`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DelaySource {
-    /// The policy's backoff and jitter.
-    Policy,
-    /// A `Retry-After` header: replaces the computed delay.
-    RetryAfter,
-    /// `RateLimit` headers: may only lengthen the computed delay.
-    RateLimit,
-    /// gRPC's `grpc-retry-pushback-ms` trailer (gRFC A6): replaces the computed
-    /// delay.
-    GrpcPushback,
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Permanent => f.write_str("the failure is not retryable"),
+            StopReason::Unrepeatable => {
+                f.write_str("the failure is transient, but the operation is not safe to run again")
+            }
+            StopReason::AttemptsExhausted => f.write_str("all attempts failed"),
+            StopReason::DeadlineExceeded => f.write_str("the deadline was reached"),
+            StopReason::HintTooLong { hint, limit } => write!(
+                f,
+                "the server asked to wait {:?} ({}), longer than the {limit:?} allowed",
+                hint.delay, hint.source
+            ),
+            StopReason::BudgetExhausted => f.write_str("the retry budget is exhausted"),
+            StopReason::CircuitOpen => f.write_str("the circuit breaker is open"),
+            StopReason::UpstreamRetry => f.write_str("retries happen at another layer of the call chain"),
+        }
+    }
 }
 
-impl DelaySource {
-    /// Every source, in the order above: what dashboards and alerts may see.
-    pub const ALL: [DelaySource; 4] =
-        [DelaySource::Policy, DelaySource::RetryAfter, DelaySource::RateLimit, DelaySource::GrpcPushback];
+/// How a logical operation ended (`retryscope.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// An attempt succeeded.
+    Success,
+    /// A permanent error ended it.
+    Failure,
+    /// Attempts, deadline or an over-long server hint ended it.
+    Exhausted,
+    /// The budget or the circuit breaker refused a retry.
+    Throttled,
+    /// The caller dropped the operation before it ended.
+    Cancelled,
+}
 
-    /// The attribute value used in telemetry: `policy`, `retry_after`,
-    /// `rate_limit` or `grpc_pushback`.
+impl Outcome {
+    /// Every outcome, in the order above: what dashboards and alerts may see.
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Success, Outcome::Failure, Outcome::Exhausted, Outcome::Throttled, Outcome::Cancelled];
+
+    /// The attribute value used in telemetry.
     pub const fn as_str(self) -> &'static str {
         match self {
-            DelaySource::Policy => "policy",
-            DelaySource::RetryAfter => "retry_after",
-            DelaySource::RateLimit => "rate_limit",
-            DelaySource::GrpcPushback => "grpc_pushback",
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+            Outcome::Exhausted => "exhausted",
+            Outcome::Throttled => "throttled",
+            Outcome::Cancelled => "cancelled",
         }
     }
 }
 
-impl fmt::Display for DelaySource {
+impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// A server's instruction on when to try again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hint {
-    /// How long the server asks the client to wait.
-    pub delay: Duration,
-    /// Which header it came from; decides whether it replaces or only lengthens the
-    /// computed delay.
-    pub source: DelaySource,
-}
-
-impl Hint {
-    /// A `Retry-After` hint: the next attempt waits exactly `delay`.
-    pub const fn retry_after(delay: Duration) -> Self {
-        Self { delay, source: DelaySource::RetryAfter }
-    }
-
-    /// A `RateLimit` hint: the next attempt waits at least `delay`.
-    pub const fn rate_limit(delay: Duration) -> Self {
-        Self { delay, source: DelaySource::RateLimit }
-    }
-
-    /// A gRPC `grpc-retry-pushback-ms` hint: the next attempt waits exactly
-    /// `delay`.
-    pub const fn grpc_pushback(delay: Duration) -> Self {
-        Self { delay, source: DelaySource::GrpcPushback }
-    }
-
-    /// The wait this hint implies when the policy alone would wait `computed`.
-    pub fn apply(self, computed: Duration) -> Duration {
-        match self.source {
-            DelaySource::Policy => computed,
-            DelaySource::RetryAfter | DelaySource::GrpcPushback => self.delay,
-            DelaySource::RateLimit => self.delay.max(computed),
-        }
-    }
-}
-
-/// How the engine should treat the result of one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Verdict {
-    /// Done: hand the result to the caller.
-    Success,
-    /// A transient failure: try again if the policy allows.
-    Retryable {
-        /// The failure's `error.type`.
-        error: ErrorType,
-        /// A server's instruction on when to try again, if it sent one.
-        hint: Option<Hint>,
-    },
-    /// A failure that retrying cannot fix: stop now.
-    Permanent {
-        /// The failure's `error.type`.
-        error: ErrorType,
-    },
-    /// A transient failure that must not be retried because running the
-    /// operation again is unsafe — a 503 to a request that is not idempotent, say.
-    /// It stops the engine like a permanent failure, and counts against the
-    /// dependency's health (breaker, token bucket) like a retryable one.
-    Unrepeatable {
-        /// The failure's `error.type`.
-        error: ErrorType,
-    },
-    /// A transient failure that another layer of the call chain retries, or
-    /// has already retried: not retried here, so that retries happen at one
-    /// layer only and do not multiply down the chain. It stops the engine with
-    /// [`StopReason::UpstreamRetry`](crate::StopReason::UpstreamRetry) (reported
-    /// as throttled) and counts against the dependency's health like a
-    /// retryable failure.
-    RetriedElsewhere {
-        /// The failure's `error.type`.
-        error: ErrorType,
-    },
-}
-
-impl Verdict {
-    /// A retryable failure without a server hint.
-    pub const fn retryable(error: ErrorType) -> Self {
-        Verdict::Retryable { error, hint: None }
-    }
-
-    /// A permanent failure.
-    pub const fn permanent(error: ErrorType) -> Self {
-        Verdict::Permanent { error }
-    }
-
-    /// A transient failure that must not be retried.
-    pub const fn unrepeatable(error: ErrorType) -> Self {
-        Verdict::Unrepeatable { error }
-    }
-
-    /// A transient failure that another layer retries.
-    pub const fn retried_elsewhere(error: ErrorType) -> Self {
-        Verdict::RetriedElsewhere { error }
-    }
-
-    /// The failure's `error.type`, or `None` on success.
-    pub const fn error_type(&self) -> Option<ErrorType> {
-        match self {
-            Verdict::Success => None,
-            Verdict::Retryable { error, .. }
-            | Verdict::Permanent { error }
-            | Verdict::Unrepeatable { error }
-            | Verdict::RetriedElsewhere { error } => Some(*error),
-        }
-    }
-
-    /// Whether the failure says the dependency is in trouble (retryable or
-    /// unrepeatable), which is what breakers and token buckets count.
-    pub const fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. }
-        )
     }
 }
