@@ -19,7 +19,7 @@ pub use policies::LayerPolicy;
 use crate::storm::chain::{Caller, Chain};
 use crate::storm::metrics::{InProcessReader, Totals};
 use crate::storm::report::Timeline;
-use crate::storm::server::{Behaviour, SLICE};
+use crate::storm::server::{Behaviour, Model, SLICE};
 use crate::storm::telemetry::Telemetry;
 use crate::storm::{StormArgs, StormError, delta, error, finish, load, write_outputs};
 use opentelemetry::metrics::Meter;
@@ -91,6 +91,9 @@ async fn run_policy(
         capacity: args.capacity,
         outage_start: timeline.outage_start,
         outage_len: timeline.outage_end - timeline.outage_start,
+        // The layered storm's figures are about multiplication down the chain:
+        // its bottom sheds perfectly, so any load it keeps is the chain's doing.
+        model: Model::Shed,
     };
     let callers = 1..services;
     let before = outgoing(&telemetry.reader, policy, callers.clone()).await;
