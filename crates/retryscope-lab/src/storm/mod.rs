@@ -40,14 +40,14 @@ pub struct StormArgs {
     /// Logical requests per second per client.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
-    /// Seconds of load per policy.
-    #[arg(long, default_value_t = 8.0)]
+    /// Seconds of load per policy (8 by default with --layers).
+    #[arg(long, default_value_t = 16.0, default_value_if("layers", ArgPredicate::IsPresent, "8"))]
     pub duration: f64,
     /// The outage as START:LENGTH in seconds from the start of each policy's run
     /// (2.5:3 by default with --layers).
     #[arg(
         long,
-        default_value = "2.5:2",
+        default_value = "3:4",
         default_value_if("layers", ArgPredicate::IsPresent, "2.5:3"),
         value_parser = parse_outage
     )]
@@ -98,7 +98,7 @@ pub const DEFAULT_CAPACITY: u32 = 750;
 /// The default service time of `--server queue`, in milliseconds.
 pub const DEFAULT_SERVICE_MS: u32 = 20;
 /// The default queue bound of `--server queue`.
-pub const DEFAULT_QUEUE: u32 = 2_000;
+pub const DEFAULT_QUEUE: u32 = 3_000;
 
 /// `--server`: the server model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -255,7 +255,7 @@ async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, Sto
         "runs": runs,
         "slice_ms": SLICE.as_millis() as u64,
     });
-    write_outputs(args, "storm", &json, |svg| chart::write_svg(svg, &runs, timeline))?;
+    write_outputs(args, "storm", &json, |svg| chart::write_svg(svg, &runs, &rows, timeline))?;
     finish(args, &telemetry).await;
     drop(clients);
     Ok(rows)
@@ -315,7 +315,7 @@ async fn run_policy(
         Server::start(behaviour, slices, incoming).await.map_err(|e| error("starting the server", e))?;
     let url = format!("http://{}/work", server.addr);
     let sampler = tokio::spawn(sample(metrics.clone(), policy, slices));
-    load::run(load, client.clone(), url, policy.name(), drain).await;
+    let outcomes = load::run(load, client.clone(), url, policy.name(), drain, slices).await;
     let retries = sampler.await.map_err(|e| error("sampling metrics", e))?;
     let after = latest(metrics, policy).await;
     let run = PolicyRun {
@@ -323,6 +323,8 @@ async fn run_policy(
         totals: delta(after, before),
         server_received: server.counters.received(),
         server_served: server.counters.served(),
+        started: outcomes.received(),
+        succeeded: outcomes.served(),
         retries,
     };
     Ok((run, client))

@@ -103,7 +103,7 @@ async fn run_policy(
     let http = reqwest::Client::builder().no_proxy().build().map_err(|e| error("building the client", e))?;
     let users = reqwest_middleware::ClientBuilder::new(http).build();
     let load = load::Load { clients: args.clients, rate: args.rate, duration, seed: args.seed };
-    load::run(load, users, chain.url(), policy.name(), drain).await;
+    load::run(load, users, chain.url(), policy.name(), drain, slices).await;
     let after = outgoing(&telemetry.reader, policy, callers).await;
     let run = LayeredRun {
         policy: policy.name(),
