@@ -304,7 +304,14 @@ async fn run_policy(
         model: args.model(),
     };
     let middleware = policy.middleware().map_err(|e| error("building the policy", e))?.meter(meter).build();
-    let http = reqwest::Client::builder().no_proxy().build().map_err(|e| error("building the client", e))?;
+    // The HTTP client bounds each attempt by the policies' attempt timeout too,
+    // so that no caller waits longer than the server model assumes (its
+    // goodput counts only answers within that timeout).
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(policies::ATTEMPT_TIMEOUT)
+        .build()
+        .map_err(|e| error("building the client", e))?;
     let client = reqwest_middleware::ClientBuilder::new(http).with(middleware).build();
     let load = load::Load { clients: args.clients, rate: args.rate, duration, seed: args.seed };
     let before = latest(metrics, policy).await;

@@ -133,18 +133,27 @@ impl Counters {
     }
 }
 
-/// A running server; dropping it stops accepting connections.
+/// A running server; dropping it stops accepting connections and abandons the
+/// work in progress.
 pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
     /// What it saw.
     pub counters: Arc<Counters>,
     accept: JoinHandle<()>,
+    /// The server's own threads: a server in trouble is another process and
+    /// must not slow down its clients' timers (open loop means the clients send
+    /// on time whatever the server's state).
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.accept.abort();
+        if let Some(runtime) = self.runtime.take() {
+            // Allowed inside an async context, unlike dropping the runtime.
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -169,7 +178,17 @@ impl Server {
         slices: usize,
         observe: impl Fn(&HeaderMap) + Send + Sync + 'static,
     ) -> std::io::Result<Server> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("storm-server")
+            .enable_all()
+            .build()?;
+        let listener = {
+            let std = std::net::TcpListener::bind("127.0.0.1:0")?;
+            std.set_nonblocking(true)?;
+            let _inside = runtime.enter();
+            TcpListener::from_std(std)?
+        };
         let addr = listener.local_addr()?;
         let counters = Arc::new(Counters::new(slices));
         let workers = match behaviour.model {
@@ -184,12 +203,12 @@ impl Server {
             waiting: Arc::new(AtomicUsize::new(0)),
         });
         let observe = Arc::new(observe);
-        let accept = tokio::spawn(accept_loop(listener, move |request: Request<Incoming>| {
+        let accept = runtime.spawn(accept_loop(listener, move |request: Request<Incoming>| {
             observe(request.headers());
             let state = Arc::clone(&state);
             async move { respond(state.answer().await) }
         }));
-        Ok(Server { addr, counters, accept })
+        Ok(Server { addr, counters, accept, runtime: Some(runtime) })
     }
 }
 
@@ -207,13 +226,14 @@ struct State {
 impl State {
     async fn answer(self: Arc<Self>) -> StatusCode {
         let arrived = self.started.elapsed();
-        let Some((slice, load)) = self.counters.receive(arrived) else {
+        let counted = self.counters.receive(arrived);
+        match (self.behaviour.model, counted) {
+            (Model::Shed, Some((slice, load))) => self.shed(slice, load, arrived),
             // Past the planned run: answer, but there is nothing left to count.
-            return StatusCode::OK;
-        };
-        match self.behaviour.model {
-            Model::Shed => self.shed(slice, load, arrived),
-            Model::Queue(overload) => self.queue(overload, slice).await,
+            (Model::Shed, None) => StatusCode::OK,
+            // Still queued like any other: an instant answer here would be a
+            // free success for the retries still going on at the end.
+            (Model::Queue(overload), counted) => self.queue(overload, counted.map(|(slice, _)| slice)).await,
         }
     }
 
@@ -232,7 +252,7 @@ impl State {
         }
     }
 
-    async fn queue(self: Arc<Self>, overload: Overload, slice: usize) -> StatusCode {
+    async fn queue(self: Arc<Self>, overload: Overload, slice: Option<usize>) -> StatusCode {
         let bound = usize::try_from(overload.queue.saturating_add(overload.workers)).unwrap_or(usize::MAX);
         if self.waiting.fetch_add(1, Ordering::AcqRel) >= bound {
             self.waiting.fetch_sub(1, Ordering::AcqRel);
@@ -250,7 +270,7 @@ impl State {
                     if self.in_outage(self.started.elapsed()) {
                         StatusCode::SERVICE_UNAVAILABLE
                     } else {
-                        if arrived.elapsed() <= overload.patience {
+                        if let (true, Some(slice)) = (arrived.elapsed() <= overload.patience, slice) {
                             self.counters.serve(slice);
                         }
                         StatusCode::OK
