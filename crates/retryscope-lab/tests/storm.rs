@@ -4,13 +4,14 @@
 //! shedding would hide the difference.
 //!
 //! These are live runs on loopback through the real binary (real sockets, real
-//! time), scaled down to 200 requests/s against a capacity of 300/s so that they
-//! stay light on a shared 2-core machine. The outage (4 s) leaves a backlog of
-//! about 800 requests, 2.7 s of queue at full speed: longer than the callers'
-//! 2 s attempt timeout, so every answer is too late and naive retries keep the
-//! queue full. The bounds below hold with wide margins (in a typical run naive
-//! never recovers and the budget recovers at once), so they do not depend on
-//! the machine's speed.
+//! time), scaled down to 300 requests/s against a capacity of 450/s (9 workers ×
+//! 20 ms, a queue of 1,800) so that they stay light on a shared 2-core machine.
+//! Under naive retries the outage (4 s) leaves a backlog of about 1,200
+//! requests, 2.7 s of queue at full speed: longer than the callers' 2 s attempt
+//! timeout, so every answer is too late and the retries keep the queue full.
+//! The bounds below hold with wide margins (in a typical run naive never
+//! recovers within the run and the budget recovers at once), so they do not
+//! depend on the machine's speed.
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -21,8 +22,8 @@ use std::process::Command;
 fn storm(name: &str, extra: &[&str]) -> Vec<Value> {
     let out = out_dir(name);
     let output = Command::new(env!("CARGO_BIN_EXE_retryscope"))
-        .args(["storm", "--policies", "naive,budget", "--clients", "20", "--rate", "10", "--capacity", "300"])
-        .args(["--queue", "1200", "--duration", "12", "--outage", "2:4", "--seed", "7"])
+        .args(["storm", "--policies", "naive,budget", "--clients", "30", "--rate", "10", "--capacity", "450"])
+        .args(["--queue", "1800", "--duration", "13", "--outage", "3:4", "--seed", "7"])
         .args(extra)
         .arg("--out")
         .arg(&out)
@@ -30,6 +31,8 @@ fn storm(name: &str, extra: &[&str]) -> Vec<Value> {
         .expect("run retryscope storm");
     assert!(output.status.success(), "storm failed: {}", String::from_utf8_lossy(&output.stderr));
     let table = String::from_utf8_lossy(&output.stdout);
+    // Shown when a test fails (or with --nocapture): the whole run at a glance.
+    eprintln!("{name}:\n{table}");
     assert!(table.contains("recovery (s)") && table.contains("ok after"), "{table}");
     assert!(out.join("storm.svg").exists());
     let summary: Value = serde_json::from_slice(&std::fs::read(out.join("storm.json")).expect("storm.json"))
@@ -58,7 +61,7 @@ fn number(rows: &[Value], policy: &str, field: &str) -> f64 {
 #[test]
 fn naive_retries_keep_a_queueing_server_down_long_after_the_outage_while_a_budget_lets_it_recover() {
     let rows = storm("queue", &[]);
-    let outage = 4.0;
+    let outage = 4.0; // --outage 3:4
     let budget = recovery(&rows, "budget").expect("the budget's server recovers within the run");
     // "Never" within the run counts as longer than anything.
     let naive = recovery(&rows, "naive").unwrap_or(f64::INFINITY);
