@@ -188,4 +188,14 @@ mod tests {
         assert_eq!(recovery(&received, &served, timeline()), Some(0.5));
         assert_eq!(recovery(&received, &[0; 80], timeline()), None);
     }
+
+    #[test]
+    fn goodput_is_the_share_of_requests_started_in_a_window_that_succeeded() {
+        let started = [10; 10];
+        let succeeded = [10, 10, 5, 5, 0, 0, 0, 0, 0, 0];
+        assert_eq!(share(&succeeded, &started, 0..2), 1.0);
+        assert_eq!(share(&succeeded, &started, 2..4), 0.5);
+        assert_eq!(share(&succeeded, &started, 4..10), 0.0);
+        assert_eq!(share(&succeeded, &started, 20..30), 0.0, "a window past the run has nothing to share");
+    }
 }

@@ -320,3 +320,21 @@ pub(crate) fn respond(status: StatusCode) -> Response<Full<Bytes>> {
     *response.status_mut() = status;
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_model_serves_workers_per_service_time_and_a_full_queue_outwaits_the_callers() {
+        let overload = Overload {
+            workers: 15,
+            service: Duration::from_millis(20),
+            queue: 3_000,
+            patience: Duration::from_secs(2),
+        };
+        assert!((overload.capacity() - 750.0).abs() < 1e-9);
+        assert_eq!(overload.full_queue_wait(), Duration::from_secs(4));
+        assert!(overload.full_queue_wait() > overload.patience, "the default queue can hold dead work");
+    }
+}
