@@ -205,13 +205,29 @@ def overview():
         {"h": 8, "w": W, "x": 12, "y": 9}, unit="reqps", stack=True,
         overrides=[color_override(n, c) for n, c in OUTCOME_COLORS]))
     p.append(timeseries(
+        14, "Operations that needed a retry",
+        "Share of finished operations that used 2 or more attempts (recording rule "
+        "retryscope:multi_attempt_ratio:rate5m, from retryscope_request_duration_seconds_count by "
+        "retryscope_attempts). A call that succeeds on its fourth attempt counts here, not as an error.",
+        [target(f"retryscope:multi_attempt_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 0, "y": 17}, unit="percentunit", max_=1))
+    p.append(timeseries(
+        15, "Attempts per operation (p50 / p90 / p99)",
+        "Exact quantiles of the attempts finished operations used (recording rules "
+        "retryscope:operation_attempts:p50_rate5m / p90 / p99; whole numbers, 10 reads "
+        "\"10 or more\"). p99 at max_attempts means the slowest 1 % spend every attempt.",
+        [target(f"retryscope:operation_attempts:{name}_rate5m{{{SEL}}}",
+                f"{name} {{{{job}}}} → {{{{retryscope_dependency}}}}", ref)
+         for name, ref in (("p50", "A"), ("p90", "B"), ("p99", "C"))],
+        {"h": 8, "w": W, "x": 12, "y": 17}, unit="none", min_=1))
+    p.append(timeseries(
         5, "Retries by reason",
         "Retries started per second by retryscope_retry_reason (error.type of the failure that caused them).",
         [target(rate("retryscope_retries_total", by="retryscope_dependency, retryscope_retry_reason"),
                 "{{retryscope_dependency}}: {{retryscope_retry_reason}}", "A")],
-        {"h": 8, "w": 24, "x": 0, "y": 17}, unit="short", stack=True))
+        {"h": 8, "w": 24, "x": 0, "y": 25}, unit="short", stack=True))
 
-    p.append(row(101, "Latency", 25))
+    p.append(row(101, "Latency", 33))
     p.append(timeseries(
         6, "Attempt latency by attempt number",
         "p50 / p95 / p99 of retryscope_attempt_duration_seconds per attempt number (1 = first try). "
@@ -219,7 +235,7 @@ def overview():
         [target(quantile(q, "retryscope_attempt_duration_seconds", "retryscope_attempt"),
                 f"p{int(q * 100)} attempt {{{{retryscope_attempt}}}}", ref)
          for q, ref in ((0.5, "A"), (0.95, "B"), (0.99, "C"))],
-        {"h": 9, "w": W, "x": 0, "y": 26}, unit="s"))
+        {"h": 9, "w": W, "x": 0, "y": 34}, unit="s"))
     p.append(timeseries(
         7, "Operation latency by attempts used",
         "p50 / p95 of retryscope_request_duration_seconds (waits included) by the number of attempts "
@@ -227,7 +243,7 @@ def overview():
         [target(quantile(q, "retryscope_request_duration_seconds", "retryscope_attempts"),
                 f"p{int(q * 100)} {{{{retryscope_attempts}}}} attempt(s)", ref)
          for q, ref in ((0.5, "A"), (0.95, "B"))],
-        {"h": 9, "w": W, "x": 12, "y": 26}, unit="s"))
+        {"h": 9, "w": W, "x": 12, "y": 34}, unit="s"))
     p.append(timeseries(
         8, "Backoff delay by source",
         "p95 and mean wait before a retry, by retryscope_delay_source: policy (computed backoff), "
@@ -237,28 +253,28 @@ def overview():
          target(f"{rate('retryscope_backoff_delay_seconds_sum', by='retryscope_delay_source')}\n/\n"
                 f"({rate('retryscope_backoff_delay_seconds_count', by='retryscope_delay_source')} > 0)",
                 "mean {{retryscope_delay_source}}", "B")],
-        {"h": 9, "w": 24, "x": 0, "y": 35}, unit="s"))
+        {"h": 9, "w": 24, "x": 0, "y": 43}, unit="s"))
 
-    p.append(row(102, "Protection: budget and circuit breaker", 44))
+    p.append(row(102, "Protection: budget and circuit breaker", 52))
     p.append(timeseries(
         9, "Throttled retries by reason",
         "Retries refused per second (retryscope_throttled_total) by retryscope_throttle_reason: "
         "budget (retry budget spent) or circuit_open.",
         [target(rate("retryscope_throttled_total", by=f"{BY}, retryscope_throttle_reason"),
                 "{{job}} → {{retryscope_dependency}}: {{retryscope_throttle_reason}}", "A")],
-        {"h": 8, "w": W, "x": 0, "y": 45}, unit="short"))
+        {"h": 8, "w": W, "x": 0, "y": 53}, unit="short"))
     p.append(timeseries(
         10, "Retry budget available",
         "Retries the budget would still allow (retryscope_budget_available), lowest instance per "
         "service and dependency. At 0, further retries are throttled (reason budget).",
         [target(f"min by ({BY}) (retryscope_budget_available{{{SEL}}})",
                 "{{job}} → {{retryscope_dependency}}", "A")],
-        {"h": 8, "w": W, "x": 12, "y": 45}, unit="short"))
+        {"h": 8, "w": W, "x": 12, "y": 53}, unit="short"))
     p.append({
         "id": 11, "type": "state-timeline", "title": "Circuit breaker state",
         "description": "retryscope_breaker_state, worst instance per service and dependency: "
                        "0 closed, 1 half-open, 2 open.",
-        "datasource": PROM, "gridPos": {"h": 8, "w": 24, "x": 0, "y": 53},
+        "datasource": PROM, "gridPos": {"h": 8, "w": 24, "x": 0, "y": 61},
         "fieldConfig": {"defaults": {
             "custom": {"fillOpacity": 80, "lineWidth": 0, "spanNulls": False,
                        "hideFrom": {"legend": False, "tooltip": False, "viz": False}},
@@ -273,7 +289,7 @@ def overview():
                            "{{job}} → {{retryscope_dependency}}", "A")],
     })
 
-    p.append(row(103, "Call chain: retries of retries", 61))
+    p.append(row(103, "Call chain: retries of retries", 69))
     p.append(timeseries(
         12, "Call chain: retries received and sent",
         "Solid: the share of a service's incoming requests that are retries of its callers "
@@ -282,7 +298,7 @@ def overview():
         "multiplying down the call chain (alert NestedRetries): retry at one layer only.",
         [target('retryscope:incoming_retry_share:rate5m{job=~"$job"}', "{{job}} receives", "A"),
          target(f"max by (job) (retryscope:retry_ratio:rate5m{{{SEL}}})", "{{job}} sends (worst dependency)", "B")],
-        {"h": 8, "w": W, "x": 0, "y": 62}, unit="percentunit", th=thresholds((0.1, "orange")),
+        {"h": 8, "w": W, "x": 0, "y": 70}, unit="percentunit", th=thresholds((0.1, "orange")),
         th_style="line",
         overrides=[{"matcher": {"id": "byFrameRefID", "options": "B"},
                     "properties": [{"id": "custom.lineStyle",
@@ -294,7 +310,7 @@ def overview():
         "be believed.",
         [target('sum by (job, retryscope_attempt) (rate(retryscope_server_requests_total{job=~"$job"}'
                 f'[{RI}]))', "{{job}}: attempt {{retryscope_attempt}}", "A")],
-        {"h": 8, "w": W, "x": 12, "y": 62}, unit="reqps", stack=True))
+        {"h": 8, "w": W, "x": 12, "y": 70}, unit="reqps", stack=True))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "

@@ -14,7 +14,7 @@ use opentelemetry_sdk::metrics::SdkMeterProvider;
 use retryscope_lab::storm::chain::{Caller, Chain};
 use retryscope_lab::storm::layers::LayerPolicy;
 use retryscope_lab::storm::metrics::{InProcessReader, IncomingTotals};
-use retryscope_lab::storm::server::Behaviour;
+use retryscope_lab::storm::server::{Behaviour, Model};
 use retryscope_otel::{EXHAUSTED_HEADER, IncomingRequests};
 use std::time::Duration;
 
@@ -45,6 +45,7 @@ impl Lab {
             capacity: 1_000,
             outage_start: Duration::ZERO,
             outage_len: Duration::from_secs(3_600),
+            model: Model::Shed,
         };
         // Five minutes of 100 ms slices: past them the bottom would answer 200,
         // and the counts below would fail loudly rather than hang.

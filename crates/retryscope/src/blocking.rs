@@ -4,7 +4,7 @@ use crate::classify::Classify;
 use crate::clock::{Clock, SystemClock};
 use crate::error::RetryError;
 use crate::observe::Observer;
-use crate::retry::{Notify, Retry, Step, give_up, settle};
+use crate::retry::{Notify, Retry, Step, final_result, settle};
 use std::time::Duration;
 
 impl<Op, T, E, C, O, N> Retry<'_, Op, C, O, N>
@@ -51,7 +51,7 @@ where
             // A blocking call cannot be cut short: its time limit is not enforced.
             let quiet = match driver.start_attempt(now) {
                 Ok(started) => started.quiet,
-                Err(reason) => return give_up(&driver, reason, last),
+                Err(reason) => return final_result(&driver, reason, last),
             };
             let result = driver.in_scope(&mut op);
             match settle(&mut driver, &mut classifier, &mut notify, result, quiet) {

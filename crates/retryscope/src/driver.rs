@@ -15,15 +15,16 @@
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
-use crate::error::{Outcome, StopReason};
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
-use crate::outcome::{DelaySource, ErrorType, Hint, Verdict};
+use crate::outcome::{Outcome, StopReason};
 use crate::policy::Policy;
 use crate::random::JitterRng;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
+use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
+use crate::wait::next_wait;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -404,40 +405,6 @@ impl<O: Observer> Drop for Driver<'_, O> {
             self.cancel(now);
         }
     }
-}
-
-/// The wait before the attempt after `failed_attempt`, or why there is none;
-/// `previous` is the delay waited before `failed_attempt` (the base delay before
-/// the first retry). Shared by the engine and the stateless job-queue API.
-pub(crate) fn next_wait(
-    policy: &Policy,
-    failed_attempt: u32,
-    previous: Duration,
-    elapsed: Duration,
-    hint: Option<Hint>,
-    rng: &mut JitterRng,
-) -> Result<(Duration, DelaySource), StopReason> {
-    if failed_attempt >= policy.max_attempts() {
-        return Err(StopReason::AttemptsExhausted);
-    }
-    let computed = policy.delay(failed_attempt.saturating_sub(1), previous, rng);
-    let remaining = policy.deadline().map(|d| d.saturating_sub(elapsed));
-    let (delay, source) = match hint {
-        None => (computed, DelaySource::Policy),
-        Some(hint) => {
-            // An absurd hint means "not any time soon": sleeping on it would only
-            // hide the failure from the caller, so give up and say why.
-            let limit = remaining.map_or(policy.max_server_delay(), |r| r.min(policy.max_server_delay()));
-            if hint.delay > limit {
-                return Err(StopReason::HintTooLong { hint, limit });
-            }
-            hint.wait(computed, limit, rng)
-        }
-    };
-    if remaining.is_some_and(|r| delay >= r) {
-        return Err(StopReason::DeadlineExceeded);
-    }
-    Ok((delay, source))
 }
 
 /// The instant that stands for "now" when nothing needs the time.

@@ -1,115 +1,10 @@
-//! Why the engine stopped, and the error a caller gets back.
+//! The error a caller gets back when the engine gives up.
 
-use crate::outcome::{ErrorType, Hint};
+use crate::outcome::StopReason;
+use crate::verdict::ErrorType;
 use std::error::Error;
 use std::fmt;
 use std::time::Duration;
-
-/// Why the engine stopped retrying.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StopReason {
-    /// The last failure was classified as permanent.
-    Permanent,
-    /// The last failure was transient, but running the operation again is not
-    /// safe (see [`Verdict::Unrepeatable`](crate::Verdict::Unrepeatable)).
-    Unrepeatable,
-    /// Every attempt the policy allows has run.
-    AttemptsExhausted,
-    /// The policy's deadline has passed, or the next wait would cross it.
-    DeadlineExceeded,
-    /// The server asked for a wait longer than the engine may wait.
-    HintTooLong {
-        /// The server's hint.
-        hint: Hint,
-        /// The longest wait allowed at that point: the policy's
-        /// `max_server_delay` or what was left of the deadline.
-        limit: Duration,
-    },
-    /// The retry budget or token bucket refused the retry.
-    BudgetExhausted,
-    /// The circuit breaker is open.
-    CircuitOpen,
-    /// Retries happen at another layer of the call chain: the request being
-    /// served is itself a retry, or the layer below already retried (see
-    /// [`Verdict::RetriedElsewhere`](crate::Verdict::RetriedElsewhere)).
-    UpstreamRetry,
-}
-
-impl StopReason {
-    /// The `retryscope.outcome` this stop reports.
-    pub const fn outcome(self) -> Outcome {
-        match self {
-            StopReason::Permanent | StopReason::Unrepeatable => Outcome::Failure,
-            StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {
-                Outcome::Exhausted
-            }
-            StopReason::BudgetExhausted | StopReason::CircuitOpen | StopReason::UpstreamRetry => {
-                Outcome::Throttled
-            }
-        }
-    }
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StopReason::Permanent => f.write_str("the failure is not retryable"),
-            StopReason::Unrepeatable => {
-                f.write_str("the failure is transient, but the operation is not safe to run again")
-            }
-            StopReason::AttemptsExhausted => f.write_str("all attempts failed"),
-            StopReason::DeadlineExceeded => f.write_str("the deadline was reached"),
-            StopReason::HintTooLong { hint, limit } => write!(
-                f,
-                "the server asked to wait {:?} ({}), longer than the {limit:?} allowed",
-                hint.delay, hint.source
-            ),
-            StopReason::BudgetExhausted => f.write_str("the retry budget is exhausted"),
-            StopReason::CircuitOpen => f.write_str("the circuit breaker is open"),
-            StopReason::UpstreamRetry => f.write_str("retries happen at another layer of the call chain"),
-        }
-    }
-}
-
-/// How a logical operation ended (`retryscope.outcome`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// An attempt succeeded.
-    Success,
-    /// A permanent error ended it.
-    Failure,
-    /// Attempts, deadline or an over-long server hint ended it.
-    Exhausted,
-    /// The budget or the circuit breaker refused a retry.
-    Throttled,
-    /// The caller dropped the operation before it ended.
-    Cancelled,
-}
-
-impl Outcome {
-    /// Every outcome, in the order above: what dashboards and alerts may see.
-    pub const ALL: [Outcome; 5] =
-        [Outcome::Success, Outcome::Failure, Outcome::Exhausted, Outcome::Throttled, Outcome::Cancelled];
-
-    /// The attribute value used in telemetry.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Success => "success",
-            Outcome::Failure => "failure",
-            Outcome::Exhausted => "exhausted",
-            Outcome::Throttled => "throttled",
-            Outcome::Cancelled => "cancelled",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The error returned when the engine gives up.
 ///
@@ -173,5 +68,30 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
 impl<E: Error + 'static> Error for RetryError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         self.last.as_ref().map(|e| e as &(dyn Error + 'static))
+    }
+}
+
+/// The value a builder refused, as it was given: what an `OutOfRange` error
+/// ([`BreakerError`](crate::breaker::BreakerError),
+/// [`BudgetError`](crate::budget::BudgetError)) carries beside the setting's
+/// name.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum SettingValue {
+    /// A duration (a window, a cool-down).
+    Duration(Duration),
+    /// A number (a ratio).
+    Number(f64),
+    /// A count (calls, probes, tokens).
+    Count(u32),
+}
+
+impl fmt::Display for SettingValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SettingValue::Duration(d) => write!(f, "{d:?}"),
+            SettingValue::Number(n) => write!(f, "{n}"),
+            SettingValue::Count(c) => write!(f, "{c}"),
+        }
     }
 }

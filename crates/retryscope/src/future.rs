@@ -12,7 +12,7 @@ use crate::classify::Classify;
 use crate::driver::{Driver, Started};
 use crate::error::RetryError;
 use crate::observe::Observer;
-use crate::retry::{Notify, Retry, Step, give_up, settle, settle_timeout};
+use crate::retry::{Notify, Retry, Step, final_result, settle, settle_timeout};
 use crate::sleep::Sleeper;
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -153,7 +153,7 @@ where
                         Ok(started) => started,
                         Err(reason) => {
                             this.state.set(State::Done);
-                            return Poll::Ready(give_up(this.driver, reason, this.last.take()));
+                            return Poll::Ready(final_result(this.driver, reason, this.last.take()));
                         }
                     };
                     // The limit counts from the same instant the deadline was

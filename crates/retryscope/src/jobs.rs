@@ -8,14 +8,14 @@
 //! [`MAX_DURATION`](crate::MAX_DURATION) (one day), because a process that sleeps
 //! longer is almost certainly misconfigured; a [`JobPolicy`], built with
 //! [`PolicyBuilder::build_for_jobs`](crate::PolicyBuilder::build_for_jobs), allows
-//! up to [`MAX_JOB_DURATION`](crate::MAX_JOB_DURATION) (28 days) and can only
+//! up to [`MAX_JOB_DURATION`] (28 days) and can only
 //! schedule, never sleep.
 
-use crate::driver::next_wait;
-use crate::error::StopReason;
-use crate::outcome::{DelaySource, Hint};
-use crate::policy::Policy;
+use crate::outcome::StopReason;
+use crate::policy::{MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 use crate::random::JitterRng;
+use crate::verdict::{DelaySource, Hint};
+use crate::wait::next_wait;
 use std::time::{Duration, SystemTime};
 
 /// What a queue knows about a job whose latest attempt failed transiently.
@@ -73,8 +73,30 @@ impl Policy {
     }
 }
 
+impl PolicyBuilder {
+    /// Checks the settings for a job queue, where durations may reach
+    /// [`MAX_JOB_DURATION`], and returns a policy that can only
+    /// [`schedule`](crate::jobs::JobPolicy::schedule) jobs: the engine, which
+    /// sleeps in the process, never sees it.
+    ///
+    /// ```
+    /// use retryscope::{MAX_DURATION, Policy};
+    /// use std::time::Duration;
+    ///
+    /// const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+    /// let weekly = Policy::builder().base_delay(Duration::from_secs(60)).max_delay(7 * DAY).no_deadline();
+    /// assert!(weekly.build().is_err()); // a retry loop sleeping for a week is a mistake
+    /// let jobs = weekly.build_for_jobs()?; // a job queue storing a run-at time is not
+    /// # assert!(7 * DAY > MAX_DURATION);
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
+    pub fn build_for_jobs(self) -> Result<crate::jobs::JobPolicy, PolicyError> {
+        self.validate(MAX_JOB_DURATION).map(crate::jobs::JobPolicy::new)
+    }
+}
+
 /// A policy for job queues, whose delays and deadline may reach
-/// [`MAX_JOB_DURATION`](crate::MAX_JOB_DURATION) (28 days). It schedules jobs and
+/// [`MAX_JOB_DURATION`] (28 days). It schedules jobs and
 /// nothing else: the retry engine takes a [`Policy`], whose one-day bound guards
 /// processes that sleep against unit mistakes.
 ///

@@ -85,7 +85,6 @@
 //! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod backoff;
 mod blocking;
 pub mod breaker;
 pub mod budget;
@@ -96,7 +95,6 @@ mod error;
 mod future;
 #[cfg(feature = "http")]
 pub mod hints;
-mod jitter;
 pub mod jobs;
 pub mod observe;
 pub mod outcome;
@@ -108,16 +106,16 @@ mod sleep;
 mod sync;
 pub mod throttle;
 pub mod transient;
+pub mod verdict;
+mod wait;
 mod window;
 
-pub use backoff::Backoff;
 pub use breaker::CircuitBreaker;
 pub use budget::{RetryBudget, TokenBucket};
-pub use error::{Outcome, RetryError, StopReason};
+pub use error::{RetryError, SettingValue};
 pub use future::RetryFuture;
-pub use jitter::Jitter;
-pub use outcome::{DelaySource, ErrorType, HINT_SPREAD_MAX, Hint, Verdict};
-pub use policy::{MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
+pub use outcome::{Outcome, StopReason};
+pub use policy::{Jitter, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};
 pub use shared::Shared;
@@ -125,3 +123,5 @@ pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]
 pub use sleep::TokioSleeper;
 pub use transient::Transient;
+pub use verdict::{DelaySource, ErrorType, Hint, Verdict};
+pub use wait::{Backoff, HINT_SPREAD_MAX};

@@ -11,8 +11,8 @@
 //! duration (and code inside the attempt, such as an HTTP client injecting
 //! `traceparent`, sees it).
 
-use crate::error::{Outcome, StopReason};
-use crate::outcome::{DelaySource, ErrorType};
+use crate::outcome::{Outcome, StopReason};
+use crate::verdict::{DelaySource, ErrorType};
 use std::time::Duration;
 
 /// Starts observing logical operations. Implemented by instrumentation.

@@ -1,276 +1,113 @@
-//! What one attempt's result means to the engine.
-//!
-//! A classifier turns each attempt's result into a [`Verdict`]: success, a
-//! retryable failure (optionally carrying a server [`Hint`]) or a permanent
-//! failure. Failures carry an [`ErrorType`], a low-cardinality label that the
-//! instrumentation reports as `error.type`.
+//! Why the engine stopped, and how an operation ended.
 
-use crate::random::JitterRng;
+// The verdict vocabulary lived here first; `retryscope::outcome::Verdict` and
+// its siblings keep working.
+pub use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use std::fmt;
 use std::time::Duration;
 
-/// A bounded, low-cardinality name for a failure, reported as `error.type`.
-///
-/// HTTP statuses are reported as their code (`"503"`); other failures as a short
-/// static name such as `"timeout"` or `"connect"`. Unknown kinds should use
-/// [`ErrorType::OTHER`] so that metric cardinality stays bounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Why the engine stopped retrying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ErrorType {
-    /// An HTTP response status (e.g. 503).
-    Status(u16),
-    /// A named failure kind, e.g. `"timeout"`.
-    Kind(&'static str),
+pub enum StopReason {
+    /// The last failure was classified as permanent.
+    Permanent,
+    /// The last failure was transient, but running the operation again is not
+    /// safe (see [`Verdict::Unrepeatable`]).
+    Unrepeatable,
+    /// Every attempt the policy allows has run.
+    AttemptsExhausted,
+    /// The policy's deadline has passed, or the next wait would cross it.
+    DeadlineExceeded,
+    /// The server asked for a wait longer than the engine may wait.
+    HintTooLong {
+        /// The server's hint.
+        hint: Hint,
+        /// The longest wait allowed at that point: the policy's
+        /// `max_server_delay` or what was left of the deadline.
+        limit: Duration,
+    },
+    /// The retry budget or token bucket refused the retry.
+    BudgetExhausted,
+    /// The circuit breaker is open.
+    CircuitOpen,
+    /// Retries happen at another layer of the call chain: the request being
+    /// served is itself a retry, or the layer below already retried (see
+    /// [`Verdict::RetriedElsewhere`]).
+    UpstreamRetry,
 }
 
-impl ErrorType {
-    /// The catch-all kind for failures without a better name.
-    pub const OTHER: ErrorType = ErrorType::Kind("_OTHER");
-    /// The attempt timed out (the engine's per-attempt timeout, or the
-    /// transport's).
-    pub const TIMEOUT: ErrorType = ErrorType::Kind("timeout");
-    /// No connection could be made: nothing reached the server.
-    pub const CONNECT: ErrorType = ErrorType::Kind("connect");
-    /// The connection was reset, aborted or broken.
-    pub const RESET: ErrorType = ErrorType::Kind("reset");
-    /// The connection closed before the response was complete.
-    pub const INCOMPLETE: ErrorType = ErrorType::Kind("incomplete");
-    /// The caller dropped the operation while an attempt was running.
-    pub const CANCELLED: ErrorType = ErrorType::Kind("cancelled");
-
-    /// The named kinds the engine and its integrations report themselves, for
-    /// checks that a dashboard or alert only expects values that really occur.
-    /// Statuses (`"100"`–`"599"`) come on top; a user's classifier may add kinds.
-    pub const BUILT_IN_KINDS: [ErrorType; 6] = [
-        ErrorType::OTHER,
-        ErrorType::TIMEOUT,
-        ErrorType::CONNECT,
-        ErrorType::RESET,
-        ErrorType::INCOMPLETE,
-        ErrorType::CANCELLED,
-    ];
-}
-
-impl fmt::Display for ErrorType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl StopReason {
+    /// The `retryscope.outcome` this stop reports.
+    pub const fn outcome(self) -> Outcome {
         match self {
-            ErrorType::Status(code) => write!(f, "{code}"),
-            ErrorType::Kind(kind) => f.write_str(kind),
+            StopReason::Permanent | StopReason::Unrepeatable => Outcome::Failure,
+            StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {
+                Outcome::Exhausted
+            }
+            StopReason::BudgetExhausted | StopReason::CircuitOpen | StopReason::UpstreamRetry => {
+                Outcome::Throttled
+            }
         }
     }
 }
 
-/// Where a wait's length came from (`retryscope.delay.source`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DelaySource {
-    /// The policy's backoff and jitter.
-    Policy,
-    /// A `Retry-After` header: a floor under the computed delay, with a spread
-    /// on top (see [`Hint`]).
-    RetryAfter,
-    /// `RateLimit` headers: a floor under the computed delay, with a spread on
-    /// top (see [`Hint`]).
-    RateLimit,
-    /// gRPC's `grpc-retry-pushback-ms` trailer (gRFC A6): replaces the computed
-    /// delay.
-    GrpcPushback,
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Permanent => f.write_str("the failure is not retryable"),
+            StopReason::Unrepeatable => {
+                f.write_str("the failure is transient, but the operation is not safe to run again")
+            }
+            StopReason::AttemptsExhausted => f.write_str("all attempts failed"),
+            StopReason::DeadlineExceeded => f.write_str("the deadline was reached"),
+            StopReason::HintTooLong { hint, limit } => write!(
+                f,
+                "the server asked to wait {:?} ({}), longer than the {limit:?} allowed",
+                hint.delay, hint.source
+            ),
+            StopReason::BudgetExhausted => f.write_str("the retry budget is exhausted"),
+            StopReason::CircuitOpen => f.write_str("the circuit breaker is open"),
+            StopReason::UpstreamRetry => f.write_str("retries happen at another layer of the call chain"),
+        }
+    }
 }
 
-impl DelaySource {
-    /// Every source, in the order above: what dashboards and alerts may see.
-    pub const ALL: [DelaySource; 4] =
-        [DelaySource::Policy, DelaySource::RetryAfter, DelaySource::RateLimit, DelaySource::GrpcPushback];
+/// How a logical operation ended (`retryscope.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// An attempt succeeded.
+    Success,
+    /// A permanent error ended it.
+    Failure,
+    /// Attempts, deadline or an over-long server hint ended it.
+    Exhausted,
+    /// The budget or the circuit breaker refused a retry.
+    Throttled,
+    /// The caller dropped the operation before it ended.
+    Cancelled,
+}
 
-    /// The attribute value used in telemetry: `policy`, `retry_after`,
-    /// `rate_limit` or `grpc_pushback`.
+impl Outcome {
+    /// Every outcome, in the order above: what dashboards and alerts may see.
+    pub const ALL: [Outcome; 5] =
+        [Outcome::Success, Outcome::Failure, Outcome::Exhausted, Outcome::Throttled, Outcome::Cancelled];
+
+    /// The attribute value used in telemetry.
     pub const fn as_str(self) -> &'static str {
         match self {
-            DelaySource::Policy => "policy",
-            DelaySource::RetryAfter => "retry_after",
-            DelaySource::RateLimit => "rate_limit",
-            DelaySource::GrpcPushback => "grpc_pushback",
+            Outcome::Success => "success",
+            Outcome::Failure => "failure",
+            Outcome::Exhausted => "exhausted",
+            Outcome::Throttled => "throttled",
+            Outcome::Cancelled => "cancelled",
         }
     }
 }
 
-impl fmt::Display for DelaySource {
+impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// The widest random spread added on top of a server's `Retry-After` or
-/// `RateLimit` hint: 5 s, the width the AWS SDKs allow above the backoff
-/// (`clamp(hint, backoff, backoff + 5 s)`).
-pub const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
-
-/// A server's instruction on when to try again.
-///
-/// `Retry-After` and `RateLimit` hints are *floors*: the wait is at least the
-/// hint and at least the policy's computed backoff. When the hint is the longer
-/// of the two, a random spread of up to a fifth of the hint (at most
-/// [`HINT_SPREAD_MAX`]) is added on top, so that the many clients one server
-/// told "come back in 1 s" at the same moment do not come back in the same
-/// millisecond. The spread never takes the wait past the deadline or the
-/// policy's `max_server_delay`. A hint shorter than the backoff (such as
-/// `Retry-After: 0`) leaves the backoff as it is.
-///
-/// gRPC pushback (`grpc-retry-pushback-ms`) is applied exactly: gRFC A6 says
-/// the retry happens *after the given delay* and that the backoff then starts
-/// again from the initial value, so retryscope neither floors nor spreads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hint {
-    /// How long the server asks the client to wait.
-    pub delay: Duration,
-    /// Which header it came from; decides whether it is a floor under the
-    /// computed delay or replaces it (gRPC pushback).
-    pub source: DelaySource,
-}
-
-impl Hint {
-    /// A `Retry-After` hint: the next attempt waits at least `delay`.
-    pub const fn retry_after(delay: Duration) -> Self {
-        Self { delay, source: DelaySource::RetryAfter }
-    }
-
-    /// A `RateLimit` hint: the next attempt waits at least `delay`.
-    pub const fn rate_limit(delay: Duration) -> Self {
-        Self { delay, source: DelaySource::RateLimit }
-    }
-
-    /// A gRPC `grpc-retry-pushback-ms` hint: the next attempt waits exactly
-    /// `delay`.
-    pub const fn grpc_pushback(delay: Duration) -> Self {
-        Self { delay, source: DelaySource::GrpcPushback }
-    }
-
-    /// The wait this hint implies when the policy alone would wait `computed`,
-    /// before any spread: the longer of the two, or the pushback itself.
-    pub fn apply(self, computed: Duration) -> Duration {
-        match self.source {
-            DelaySource::Policy => computed,
-            DelaySource::GrpcPushback => self.delay,
-            DelaySource::RetryAfter | DelaySource::RateLimit => self.delay.max(computed),
-        }
-    }
-
-    /// The wait after a failure that carried this hint, when the policy alone
-    /// would wait `computed` (already jittered), and where it came from: the
-    /// backoff if it is the longer wait, else the hint plus a random spread of
-    /// up to [`spread`](Self::spread), never beyond `limit` (what the deadline
-    /// and `max_server_delay` allow; a hint above it is the caller's to refuse).
-    ///
-    /// ```
-    /// use retryscope::{DelaySource, Hint, JitterRng};
-    /// use std::time::Duration;
-    ///
-    /// let mut rng = JitterRng::seeded(7);
-    /// let (limit, backoff) = (Duration::from_secs(60), Duration::from_millis(150));
-    /// let (wait, source) = Hint::retry_after(Duration::from_secs(1)).wait(backoff, limit, &mut rng);
-    /// assert!(wait >= Duration::from_secs(1) && wait <= Duration::from_millis(1_200));
-    /// assert_eq!(source, DelaySource::RetryAfter);
-    /// // `Retry-After: 0` keeps the backoff.
-    /// let zero = Hint::retry_after(Duration::ZERO).wait(backoff, limit, &mut rng);
-    /// assert_eq!(zero, (backoff, DelaySource::Policy));
-    /// ```
-    pub fn wait(self, computed: Duration, limit: Duration, rng: &mut JitterRng) -> (Duration, DelaySource) {
-        let floor = self.apply(computed);
-        if floor == computed && self.source != DelaySource::GrpcPushback {
-            // The backoff is already the longer wait, and already jittered.
-            return (computed, DelaySource::Policy);
-        }
-        // The hint decides: spread the clients it reached together.
-        let spread = self.spread().min(limit.saturating_sub(floor));
-        (floor.saturating_add(crate::jitter::uniform(rng, Duration::ZERO, spread)), self.source)
-    }
-
-    /// The widest random spread added on top of a floor hint: a fifth of the
-    /// hint, at most [`HINT_SPREAD_MAX`]; none for gRPC pushback.
-    pub fn spread(self) -> Duration {
-        match self.source {
-            DelaySource::Policy | DelaySource::GrpcPushback => Duration::ZERO,
-            DelaySource::RetryAfter | DelaySource::RateLimit => (self.delay / 5).min(HINT_SPREAD_MAX),
-        }
-    }
-}
-
-/// How the engine should treat the result of one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Verdict {
-    /// Done: hand the result to the caller.
-    Success,
-    /// A transient failure: try again if the policy allows.
-    Retryable {
-        /// The failure's `error.type`.
-        error: ErrorType,
-        /// A server's instruction on when to try again, if it sent one.
-        hint: Option<Hint>,
-    },
-    /// A failure that retrying cannot fix: stop now.
-    Permanent {
-        /// The failure's `error.type`.
-        error: ErrorType,
-    },
-    /// A transient failure that must not be retried because running the
-    /// operation again is unsafe — a 503 to a request that is not idempotent, say.
-    /// It stops the engine like a permanent failure, and counts against the
-    /// dependency's health (breaker, token bucket) like a retryable one.
-    Unrepeatable {
-        /// The failure's `error.type`.
-        error: ErrorType,
-    },
-    /// A transient failure that another layer of the call chain retries, or
-    /// has already retried: not retried here, so that retries happen at one
-    /// layer only and do not multiply down the chain. It stops the engine with
-    /// [`StopReason::UpstreamRetry`](crate::StopReason::UpstreamRetry) (reported
-    /// as throttled) and counts against the dependency's health like a
-    /// retryable failure.
-    RetriedElsewhere {
-        /// The failure's `error.type`.
-        error: ErrorType,
-    },
-}
-
-impl Verdict {
-    /// A retryable failure without a server hint.
-    pub const fn retryable(error: ErrorType) -> Self {
-        Verdict::Retryable { error, hint: None }
-    }
-
-    /// A permanent failure.
-    pub const fn permanent(error: ErrorType) -> Self {
-        Verdict::Permanent { error }
-    }
-
-    /// A transient failure that must not be retried.
-    pub const fn unrepeatable(error: ErrorType) -> Self {
-        Verdict::Unrepeatable { error }
-    }
-
-    /// A transient failure that another layer retries.
-    pub const fn retried_elsewhere(error: ErrorType) -> Self {
-        Verdict::RetriedElsewhere { error }
-    }
-
-    /// The failure's `error.type`, or `None` on success.
-    pub const fn error_type(&self) -> Option<ErrorType> {
-        match self {
-            Verdict::Success => None,
-            Verdict::Retryable { error, .. }
-            | Verdict::Permanent { error }
-            | Verdict::Unrepeatable { error }
-            | Verdict::RetriedElsewhere { error } => Some(*error),
-        }
-    }
-
-    /// Whether the failure says the dependency is in trouble (retryable or
-    /// unrepeatable), which is what breakers and token buckets count.
-    pub const fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. }
-        )
     }
 }

@@ -4,7 +4,7 @@
 //! [`Policy::builder`], or start from a preset: [`Policy::interactive`] for calls a
 //! person is waiting on, [`Policy::background`] for work nobody watches.
 
-use crate::jitter::Jitter;
+use crate::error::SettingValue;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -257,13 +257,48 @@ impl Policy {
     pub(crate) const fn is_timed(&self) -> bool {
         self.deadline.is_some() || self.attempt_timeout.is_some()
     }
+}
 
-    /// `min(cap, base · multiplier^retry)`, where `retry` counts from 0 for the
-    /// first retry. Never overflows: anything beyond the cap is the cap.
-    pub fn exponential_delay(&self, retry: u32) -> Duration {
-        let exponent = i32::try_from(retry).unwrap_or(i32::MAX);
-        let secs = self.base_delay().as_secs_f64() * self.multiplier.powi(exponent);
-        Duration::try_from_secs_f64(secs).unwrap_or(self.max_delay()).min(self.max_delay())
+/// How a backoff delay is randomised.
+///
+/// `d` is the capped exponential delay `min(cap, base · multiplier^n)`:
+///
+/// | variant | delay |
+/// |---|---|
+/// | [`Jitter::None`] | `d` |
+/// | [`Jitter::Full`] | `U(0, d)` |
+/// | [`Jitter::Equal`] | `d/2 + U(0, d/2)` |
+/// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
+/// | [`Jitter::Proportional`]`(f)` | `U(u - f · d, u)` with `u = min(cap, d + f · d)` |
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub enum Jitter {
+    /// The plain exponential delay. Clients that failed together retry together:
+    /// use only where a single client talks to a dependency.
+    None,
+    /// Uniform between zero and the exponential delay. The best spread, the fewest
+    /// calls in the AWS experiment; the default.
+    #[default]
+    Full,
+    /// Half the exponential delay plus a uniform share of the other half: never
+    /// retries very early.
+    Equal,
+    /// Uniform between the base and three times the previous delay, capped.
+    Decorrelated,
+    /// The exponential delay plus up to `f` times itself; `f` ≥ 0. Near the cap
+    /// the window of width `f · d` slides below the cap instead of being clipped
+    /// at it, so clients that reached the cap together keep their spread rather
+    /// than all waiting exactly the cap.
+    Proportional(f64),
+}
+
+impl Jitter {
+    /// Whether this variant's parameter is usable (`f` finite and ≥ 0).
+    pub(crate) fn is_valid(self) -> bool {
+        match self {
+            Jitter::Proportional(f) => f.is_finite() && f >= 0.0,
+            _ => true,
+        }
     }
 }
 
@@ -351,27 +386,7 @@ impl PolicyBuilder {
         self.validate(MAX_DURATION)
     }
 
-    /// Checks the settings for a job queue, where durations may reach
-    /// [`MAX_JOB_DURATION`], and returns a policy that can only
-    /// [`schedule`](crate::jobs::JobPolicy::schedule) jobs: the engine, which
-    /// sleeps in the process, never sees it.
-    ///
-    /// ```
-    /// use retryscope::{MAX_DURATION, Policy};
-    /// use std::time::Duration;
-    ///
-    /// const DAY: Duration = Duration::from_secs(24 * 60 * 60);
-    /// let weekly = Policy::builder().base_delay(Duration::from_secs(60)).max_delay(7 * DAY).no_deadline();
-    /// assert!(weekly.build().is_err()); // a retry loop sleeping for a week is a mistake
-    /// let jobs = weekly.build_for_jobs()?; // a job queue storing a run-at time is not
-    /// # assert!(7 * DAY > MAX_DURATION);
-    /// # Ok::<(), retryscope::PolicyError>(())
-    /// ```
-    pub fn build_for_jobs(self) -> Result<crate::jobs::JobPolicy, PolicyError> {
-        self.validate(MAX_JOB_DURATION).map(crate::jobs::JobPolicy::new)
-    }
-
-    fn validate(self, limit: Duration) -> Result<Policy, PolicyError> {
+    pub(crate) fn validate(self, limit: Duration) -> Result<Policy, PolicyError> {
         let p = self.settings;
         let positive = |setting, value: Duration| {
             if value.is_zero() || value > limit {
@@ -399,7 +414,10 @@ impl PolicyBuilder {
             });
         }
         if !(p.multiplier.is_finite() && p.multiplier >= 1.0) {
-            return Err(PolicyError::Multiplier(p.multiplier));
+            return Err(PolicyError::NumberOutOfRange {
+                setting: "multiplier",
+                value: SettingValue::Number(p.multiplier),
+            });
         }
         if p.base_delay > p.max_delay {
             return Err(PolicyError::BaseAboveCap { base: p.base_delay, cap: p.max_delay });
@@ -427,8 +445,14 @@ pub enum PolicyError {
         /// The longest value allowed.
         limit: Duration,
     },
-    /// The multiplier was not a finite number below 1.
-    Multiplier(f64),
+    /// A number was outside what its setting accepts: `multiplier` must be
+    /// finite and at least 1.
+    NumberOutOfRange {
+        /// The setting's name.
+        setting: &'static str,
+        /// The value given.
+        value: SettingValue,
+    },
     /// The base delay was longer than the cap.
     BaseAboveCap {
         /// The base delay given.
@@ -447,8 +471,8 @@ impl fmt::Display for PolicyError {
             PolicyError::OutOfRange { setting, value, limit } => {
                 write!(f, "{setting} must be above zero and at most {limit:?}, got {value:?}")
             }
-            PolicyError::Multiplier(m) => {
-                write!(f, "multiplier must be a finite number of at least 1, got {m}")
+            PolicyError::NumberOutOfRange { setting, value } => {
+                write!(f, "{setting} must be a finite number of at least 1, got {value}")
             }
             PolicyError::BaseAboveCap { base, cap } => {
                 write!(f, "base_delay ({base:?}) must not exceed max_delay ({cap:?})")

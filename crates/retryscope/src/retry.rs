@@ -5,13 +5,13 @@ use crate::classify::{AnyError, Classify, ClassifyFn, When};
 use crate::clock::Clock;
 use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
-use crate::error::StopReason;
 use crate::observe::{NoObserver, Observer};
-use crate::outcome::{ErrorType, Verdict};
+use crate::outcome::StopReason;
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
 use crate::transient::TransientErrors;
+use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
 
 /// Adds [`retry`](Retryable::retry) to every `FnMut()` closure.
@@ -222,7 +222,7 @@ pub(crate) fn settle<T, E, O: Observer>(
     if let Some(started) = quiet {
         if verdict == Verdict::Success {
             driver.quiet_success();
-            return Step::Finished(give_up(driver, StopReason::Permanent, Some(result)));
+            return Step::Finished(final_result(driver, StopReason::Permanent, Some(result)));
         }
         driver.book_quiet_attempt(started);
     }
@@ -238,8 +238,8 @@ fn conclude<T, E, O: Observer>(
     verdict: Verdict,
 ) -> Step<T, E> {
     match driver.end_attempt(verdict) {
-        Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, Some(result))),
-        Next::Stop(reason) => Step::Finished(give_up(driver, reason, Some(result))),
+        Next::Done => Step::Finished(final_result(driver, StopReason::Permanent, Some(result))),
+        Next::Stop(reason) => Step::Finished(final_result(driver, reason, Some(result))),
         Next::Wait(delay) => {
             if let Err(e) = &result {
                 notify.notify(e, delay);
@@ -263,15 +263,15 @@ pub(crate) fn settle_timeout<T, E, O: Observer>(
     let verdict = classifier.timeout();
     match driver.end_attempt(verdict) {
         Next::Wait(delay) => Step::Wait { delay, last: None },
-        Next::Done => Step::Finished(give_up(driver, StopReason::Permanent, None)),
-        Next::Stop(reason) => Step::Finished(give_up(driver, reason, None)),
+        Next::Done => Step::Finished(final_result(driver, StopReason::Permanent, None)),
+        Next::Stop(reason) => Step::Finished(final_result(driver, reason, None)),
     }
 }
 
-/// What the caller gets when the engine stops for `reason` with `last` as the
+/// The operation's final result, once the engine stops for `reason` with `last` as the
 /// last attempt's result: an `Ok` value as it came (a retryable response whose
 /// retries ran out is still the server's answer), an error wrapped with why.
-pub(crate) fn give_up<T, E, O: Observer>(
+pub(crate) fn final_result<T, E, O: Observer>(
     driver: &Driver<'_, O>,
     reason: StopReason,
     last: Option<Result<T, E>>,

@@ -193,10 +193,10 @@ impl Transient for reqwest::Error {
             return Verdict::retryable(ErrorType::TIMEOUT);
         }
         if self.is_redirect() {
-            return Verdict::permanent(ErrorType::Kind("redirect"));
+            return Verdict::permanent(ErrorType::REDIRECT);
         }
         if self.is_builder() || self.is_decode() {
-            return Verdict::permanent(ErrorType::Kind("request"));
+            return Verdict::permanent(ErrorType::REQUEST);
         }
         if let Some(status) = self.status() {
             return status.verdict();

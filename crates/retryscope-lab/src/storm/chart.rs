@@ -1,6 +1,6 @@
 //! The storm as a picture: server load and retries over time, one line per policy.
 
-use crate::storm::report::{PolicyRun, Timeline};
+use crate::storm::report::{PolicyRun, Summary, Timeline, recovery_text};
 use crate::storm::server::SLICE;
 use plotters::prelude::*;
 use std::path::Path;
@@ -10,26 +10,41 @@ pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
 /// One line of a panel: counts per slice.
 pub(crate) struct Series<'a> {
-    pub(crate) label: &'a str,
+    pub(crate) label: std::borrow::Cow<'a, str>,
     pub(crate) per_slice: Vec<f64>,
+    /// A moment to mark with a dashed vertical line of the series' colour
+    /// (the policy's recovery), in seconds from the start.
+    pub(crate) mark: Option<f64>,
 }
 
 /// Writes an SVG with two panels: requests the server received per second, and
-/// retries started per second, with the outage shaded.
-pub(crate) fn write_svg(path: &Path, runs: &[PolicyRun], timeline: Timeline) -> Result<(), String> {
+/// retries started per second, with the outage shaded and each policy's
+/// recovery (from `rows`) marked and in the legend.
+pub(crate) fn write_svg(
+    path: &Path,
+    runs: &[PolicyRun],
+    rows: &[Summary],
+    timeline: Timeline,
+) -> Result<(), String> {
     let root = SVGBackend::new(path, (960, 720)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let (top, bottom) = root.split_vertically(360);
+    let recovery = |policy: &str| rows.iter().find(|r| r.policy == policy).and_then(|r| r.recovery_s);
     let load: Vec<Series<'_>> = runs
         .iter()
         .map(|r| Series {
-            label: r.policy,
+            label: format!("{} (recovery: {})", r.policy, recovery_text(recovery(r.policy))).into(),
             per_slice: r.server_received.iter().map(|&n| f64::from(n)).collect(),
+            mark: recovery(r.policy).map(|s| timeline.outage_end.as_secs_f64() + s),
         })
         .collect();
     let retries: Vec<Series<'_>> = runs
         .iter()
-        .map(|r| Series { label: r.policy, per_slice: r.retries.iter().map(|&n| n as f64).collect() })
+        .map(|r| Series {
+            label: r.policy.into(),
+            per_slice: r.retries.iter().map(|&n| n as f64).collect(),
+            mark: None,
+        })
         .collect();
     panel(&top, "Requests reaching the server (per second)", &load, y_max(&load), timeline)?;
     panel(&bottom, "Retries started by the clients (per second)", &retries, y_max(&retries), timeline)?;
@@ -75,8 +90,16 @@ pub(crate) fn panel(
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))
             .map_err(|e| e.to_string())?
-            .label(line.label)
+            .label(line.label.as_ref())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+        if let Some(at) = line.mark {
+            // Dashes, so that marks on top of each other stay visible.
+            let dashes = (0..20).map(|k| {
+                let (from, to) = (y_max * f64::from(k) / 20.0, y_max * (f64::from(k) + 0.5) / 20.0);
+                PathElement::new([(at, from), (at, to)], color.stroke_width(2))
+            });
+            chart.draw_series(dashes).map_err(|e| e.to_string())?;
+        }
     }
     chart
         .configure_series_labels()

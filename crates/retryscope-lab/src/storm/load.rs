@@ -4,9 +4,11 @@
 //! so every retry is load *added* to the offered load. Each client fires at a
 //! fixed rate from a seeded phase, so the clients do not start in lock-step.
 
+use crate::storm::server::Counters;
 use rand::{RngExt, SeedableRng};
 use reqwest_middleware::ClientWithMiddleware;
 use retryscope_reqwest::RetryOptions;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -25,21 +27,33 @@ pub(crate) struct Load {
 }
 
 /// Sends the load to `url` until `load.duration` has passed, then gives the
-/// requests in flight `drain` to finish and cancels the rest.
+/// requests in flight `drain` to finish and cancels the rest. Returns, per
+/// slice of their start, the logical requests sent and those that succeeded
+/// (in `Counters`' received and served): what the callers saw.
 pub(crate) async fn run(
     load: Load,
     client: ClientWithMiddleware,
     url: String,
     operation: &'static str,
     drain: Duration,
-) {
+    slices: usize,
+) -> Arc<Counters> {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(load.seed);
     let period = Duration::from_secs_f64(1.0 / load.rate);
-    let deadline = Instant::now() + load.duration;
+    let started = Instant::now();
+    let deadline = started + load.duration;
+    let outcomes = Arc::new(Counters::new(slices));
     let mut clients = JoinSet::new();
     for _ in 0..load.clients {
         let phase = period.mul_f64(rng.random_range(0.0..1.0));
-        clients.spawn(client_loop(client.clone(), url.clone(), operation, period, phase, deadline));
+        let call = Call {
+            client: client.clone(),
+            url: url.clone(),
+            operation,
+            started,
+            outcomes: Arc::clone(&outcomes),
+        };
+        clients.spawn(client_loop(call, period, phase, deadline));
     }
     let mut in_flight = Vec::new();
     while let Some(joined) = clients.join_next().await {
@@ -56,14 +70,22 @@ pub(crate) async fn run(
     for request in &in_flight {
         request.abort();
     }
+    outcomes
+}
+
+/// What one client calls, and where it counts the outcomes.
+struct Call {
+    client: ClientWithMiddleware,
+    url: String,
+    operation: &'static str,
+    started: Instant,
+    outcomes: Arc<Counters>,
 }
 
 /// One client: a request every `period` until `deadline`. Returns the requests
 /// still in flight.
 async fn client_loop(
-    client: ClientWithMiddleware,
-    url: String,
-    operation: &'static str,
+    call: Call,
     period: Duration,
     phase: Duration,
     deadline: Instant,
@@ -78,12 +100,17 @@ async fn client_loop(
             return in_flight;
         }
         in_flight.retain(|h: &JoinHandle<()>| !h.is_finished());
-        let request = client.get(&url).with_extension(RetryOptions::new().operation(operation));
+        let request =
+            call.client.get(&call.url).with_extension(RetryOptions::new().operation(call.operation));
+        let slice = call.outcomes.receive(tick - call.started).map(|(slice, _)| slice);
+        let outcomes = Arc::clone(&call.outcomes);
         in_flight.push(tokio::spawn(async move {
-            // The outcome is in the telemetry; the body is read so the
-            // connection goes back to the pool.
+            // The body is read so the connection goes back to the pool.
             if let Ok(response) = request.send().await {
-                let _ = response.bytes().await;
+                let ok = response.status().is_success() && response.bytes().await.is_ok();
+                if let (true, Some(slice)) = (ok, slice) {
+                    outcomes.serve(slice);
+                }
             }
         }));
     }

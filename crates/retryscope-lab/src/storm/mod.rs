@@ -26,7 +26,7 @@ use clap::builder::ArgPredicate;
 use layers::LayerPolicy;
 use metrics::{InProcessReader, Totals};
 use report::{PolicyRun, Summary, Timeline};
-use server::{Behaviour, SLICE, Server};
+use server::{Behaviour, Model, Overload, SLICE, Server};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -40,21 +40,33 @@ pub struct StormArgs {
     /// Logical requests per second per client.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
-    /// Seconds of load per policy.
-    #[arg(long, default_value_t = 8.0)]
+    /// Seconds of load per policy (8 by default with --layers).
+    #[arg(long, default_value_t = 16.0, default_value_if("layers", ArgPredicate::IsPresent, "8"))]
     pub duration: f64,
     /// The outage as START:LENGTH in seconds from the start of each policy's run
     /// (2.5:3 by default with --layers).
     #[arg(
         long,
-        default_value = "2.5:2",
+        default_value = "3:4",
         default_value_if("layers", ArgPredicate::IsPresent, "2.5:3"),
         value_parser = parse_outage
     )]
     pub outage: (f64, f64),
-    /// Requests per second the server serves before shedding load with 503.
-    #[arg(long, default_value_t = 750)]
+    /// Requests per second the server can serve: with `--server queue`, its
+    /// workers are `capacity × service time` (rounded, at least one).
+    #[arg(long, default_value_t = DEFAULT_CAPACITY)]
     pub capacity: u32,
+    /// What the server does above capacity: `queue` (default) queues and
+    /// degrades like a real server, `shed` refuses at once and for free.
+    /// The layered storm always sheds.
+    #[arg(long, value_enum, default_value_t = ServerKind::Queue)]
+    pub server: ServerKind,
+    /// Milliseconds of work per request (`--server queue`), failed or served.
+    #[arg(long, default_value_t = DEFAULT_SERVICE_MS)]
+    pub service_ms: u32,
+    /// Requests that may wait for a worker (`--server queue`); more are refused at once.
+    #[arg(long, default_value_t = DEFAULT_QUEUE)]
+    pub queue: u32,
     /// Policies to compare, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "naive,backoff,full-jitter,budget,breaker")]
     pub policies: Vec<StormPolicy>,
@@ -79,6 +91,22 @@ pub struct StormArgs {
     /// Keep serving metrics this many seconds after the run (for a last scrape).
     #[arg(long, default_value_t = 0.0)]
     pub linger: f64,
+}
+
+/// The server's default capacity, in requests per second.
+pub const DEFAULT_CAPACITY: u32 = 750;
+/// The default service time of `--server queue`, in milliseconds.
+pub const DEFAULT_SERVICE_MS: u32 = 20;
+/// The default queue bound of `--server queue`.
+pub const DEFAULT_QUEUE: u32 = 3_000;
+
+/// `--server`: the server model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServerKind {
+    /// Bounded workers and queue, a service time per request: degrades under overload.
+    Queue,
+    /// Perfect shedding: an instant, free 503 above capacity.
+    Shed,
 }
 
 fn parse_outage(s: &str) -> Result<(f64, f64), String> {
@@ -119,6 +147,15 @@ impl StormArgs {
         }
         positive("clients", f64::from(self.clients))?;
         positive("capacity", f64::from(self.capacity))?;
+        if !(1..=10_000).contains(&self.service_ms) {
+            return Err(StormError("--service-ms must be between 1 and 10000".into()));
+        }
+        if !(1..=100_000).contains(&self.queue) {
+            return Err(StormError("--queue must be between 1 and 100000".into()));
+        }
+        if self.workers() > 10_000 {
+            return Err(StormError("--capacity × --service-ms gives more than 10000 workers".into()));
+        }
         let (start, len) = self.outage;
         if !(start.is_finite()
             && len.is_finite()
@@ -141,6 +178,48 @@ impl StormArgs {
             outage_start: Duration::from_secs_f64(start),
             outage_end: Duration::from_secs_f64(start + len),
         })
+    }
+
+    /// Workers of `--server queue`: enough to serve `--capacity` per second.
+    fn workers(&self) -> u64 {
+        (u64::from(self.capacity) * u64::from(self.service_ms)).div_ceil(1_000).max(1)
+    }
+
+    /// The single server's model.
+    pub fn model(&self) -> Model {
+        match self.server {
+            ServerKind::Shed => Model::Shed,
+            ServerKind::Queue => Model::Queue(Overload {
+                workers: u32::try_from(self.workers()).unwrap_or(u32::MAX),
+                service: Duration::from_millis(u64::from(self.service_ms)),
+                queue: self.queue,
+                patience: policies::ATTEMPT_TIMEOUT,
+            }),
+        }
+    }
+
+    /// The storm's header line: the load, the server and the outage.
+    pub fn header(&self) -> String {
+        let (start, len) = self.outage;
+        let load = format!(
+            "{} clients × {}/s = {:.0} requests/s",
+            self.clients,
+            self.rate,
+            f64::from(self.clients) * self.rate
+        );
+        let server = match self.model() {
+            Model::Shed => format!("capacity {}/s, perfect shedding (instant 503 above it)", self.capacity),
+            Model::Queue(o) => format!(
+                "capacity {:.0}/s ({} workers × {} ms), queue ≤ {} ({:.1} s wait when full; callers wait {} s)",
+                o.capacity(),
+                o.workers,
+                o.service.as_millis(),
+                o.queue,
+                o.full_queue_wait().as_secs_f64(),
+                o.patience.as_secs_f64()
+            ),
+        };
+        format!("storm: {load}; server {server}; outage {start}:{len} s of {} s\n", self.duration)
     }
 }
 
@@ -169,9 +248,14 @@ async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, Sto
         clients.push(client);
     }
     let rows: Vec<Summary> = runs.iter().map(|r| r.summary(timeline)).collect();
-    print!("{}", report::table(&rows));
-    let json = serde_json::json!({ "summary": rows, "runs": runs, "slice_ms": SLICE.as_millis() as u64 });
-    write_outputs(args, "storm", &json, |svg| chart::write_svg(svg, &runs, timeline))?;
+    print!("{}{}", args.header(), report::table(&rows));
+    let json = serde_json::json!({
+        "header": args.header().trim_end(),
+        "summary": rows,
+        "runs": runs,
+        "slice_ms": SLICE.as_millis() as u64,
+    });
+    write_outputs(args, "storm", &json, |svg| chart::write_svg(svg, &runs, &rows, timeline))?;
     finish(args, &telemetry).await;
     drop(clients);
     Ok(rows)
@@ -217,9 +301,17 @@ async fn run_policy(
         capacity: args.capacity,
         outage_start: timeline.outage_start,
         outage_len: timeline.outage_end - timeline.outage_start,
+        model: args.model(),
     };
     let middleware = policy.middleware().map_err(|e| error("building the policy", e))?.meter(meter).build();
-    let http = reqwest::Client::builder().no_proxy().build().map_err(|e| error("building the client", e))?;
+    // The HTTP client bounds each attempt by the policies' attempt timeout too,
+    // so that no caller waits longer than the server model assumes (its
+    // goodput counts only answers within that timeout).
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(policies::ATTEMPT_TIMEOUT)
+        .build()
+        .map_err(|e| error("building the client", e))?;
     let client = reqwest_middleware::ClientBuilder::new(http).with(middleware).build();
     let load = load::Load { clients: args.clients, rate: args.rate, duration, seed: args.seed };
     let before = latest(metrics, policy).await;
@@ -230,7 +322,7 @@ async fn run_policy(
         Server::start(behaviour, slices, incoming).await.map_err(|e| error("starting the server", e))?;
     let url = format!("http://{}/work", server.addr);
     let sampler = tokio::spawn(sample(metrics.clone(), policy, slices));
-    load::run(load, client.clone(), url, policy.name(), drain).await;
+    let outcomes = load::run(load, client.clone(), url, policy.name(), drain, slices).await;
     let retries = sampler.await.map_err(|e| error("sampling metrics", e))?;
     let after = latest(metrics, policy).await;
     let run = PolicyRun {
@@ -238,6 +330,8 @@ async fn run_policy(
         totals: delta(after, before),
         server_received: server.counters.received(),
         server_served: server.counters.served(),
+        started: outcomes.received(),
+        succeeded: outcomes.served(),
         retries,
     };
     Ok((run, client))

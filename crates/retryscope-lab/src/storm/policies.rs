@@ -7,6 +7,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// How long every policy waits for one attempt; the server's goodput counts
+/// only the answers given within it.
+pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// One contender in the storm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StormPolicy {
@@ -46,8 +50,7 @@ impl StormPolicy {
 
     /// The engine policy.
     pub fn policy(self) -> Result<Policy, PolicyError> {
-        let base =
-            Policy::builder().attempt_timeout(Duration::from_secs(2)).deadline(Duration::from_secs(10));
+        let base = Policy::builder().attempt_timeout(ATTEMPT_TIMEOUT).deadline(Duration::from_secs(10));
         match self {
             StormPolicy::Naive => base
                 .max_attempts(10)

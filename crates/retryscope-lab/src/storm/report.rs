@@ -15,8 +15,13 @@ pub struct PolicyRun {
     pub totals: Totals,
     /// Requests the server received, per slice.
     pub server_received: Vec<u32>,
-    /// Requests the server answered 200, per slice.
+    /// Requests the server answered 200 while their caller still waited
+    /// (goodput), per slice of their arrival.
     pub server_served: Vec<u32>,
+    /// Logical requests the clients started, per slice.
+    pub started: Vec<u32>,
+    /// Of those, the ones that succeeded, per slice of their start.
+    pub succeeded: Vec<u32>,
     /// Retries started per slice, from the instrumentation's counter.
     pub retries: Vec<u64>,
 }
@@ -37,6 +42,11 @@ pub struct Summary {
     /// Seconds from the end of the outage until the server served ≥ 95 % of what
     /// it received for a whole second; `None` if it never did.
     pub recovery_s: Option<f64>,
+    /// Share of the logical requests started during the outage that succeeded
+    /// (possible only by a retry after it).
+    pub goodput_during: f64,
+    /// Share of the logical requests started after the outage that succeeded.
+    pub goodput_after: f64,
     /// Logical requests that ended without success.
     pub failed: u64,
 }
@@ -57,6 +67,8 @@ impl PolicyRun {
     pub fn summary(&self, timeline: Timeline) -> Summary {
         let t = self.totals;
         let healthy = healthy_load(&self.server_received, timeline);
+        let (start, end) = (slice_index(timeline.outage_start), slice_index(timeline.outage_end));
+        let (outage, after) = (start..end, end..self.started.len());
         Summary {
             policy: self.policy,
             requests: t.requests,
@@ -64,6 +76,8 @@ impl PolicyRun {
             retry_ratio: if t.requests == 0 { 0.0 } else { t.retries as f64 / t.requests as f64 },
             peak_load: if healthy > 0.0 { peak_per_second(&self.server_received) / healthy } else { 0.0 },
             recovery_s: recovery(&self.server_received, &self.server_served, timeline),
+            goodput_during: share(&self.succeeded, &self.started, outage),
+            goodput_after: share(&self.succeeded, &self.started, after),
             failed: t.failed,
         }
     }
@@ -91,6 +105,13 @@ pub(crate) fn peak_per_second(received: &[u32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// `part / whole` over the slices `range` (0 when nothing was in `whole`).
+fn share(part: &[u32], whole: &[u32], range: std::ops::Range<usize>) -> f64 {
+    let sum = |v: &[u32]| v.get(range.clone()).unwrap_or_default().iter().map(|&n| f64::from(n)).sum::<f64>();
+    let total = sum(whole);
+    if total > 0.0 { sum(part) / total } else { 0.0 }
+}
+
 /// Seconds after the outage until a whole second in which the server served at
 /// least 95 % of what it received.
 fn recovery(received: &[u32], served: &[u32], timeline: Timeline) -> Option<f64> {
@@ -109,17 +130,35 @@ fn recovery(received: &[u32], served: &[u32], timeline: Timeline) -> Option<f64>
 /// The report as a text table.
 pub fn table(rows: &[Summary]) -> String {
     let mut out = format!(
-        "{:<12} {:>9} {:>9} {:>11} {:>10} {:>13} {:>8}\n",
-        "policy", "requests", "attempts", "retry ratio", "peak load", "recovery (s)", "failed"
+        "{:<12} {:>13} {:>16} {:>14} {:>11} {:>10} {:>9} {:>8}\n",
+        "policy",
+        "recovery (s)",
+        "ok during outage",
+        "ok after",
+        "retry ratio",
+        "peak load",
+        "requests",
+        "failed"
     );
     for r in rows {
-        let recovery = r.recovery_s.map_or_else(|| "never".to_owned(), |s| format!("{s:.1}"));
         out.push_str(&format!(
-            "{:<12} {:>9} {:>9} {:>11.2} {:>9.1}x {:>13} {:>8}\n",
-            r.policy, r.requests, r.attempts, r.retry_ratio, r.peak_load, recovery, r.failed
+            "{:<12} {:>13} {:>15.0}% {:>13.0}% {:>11.2} {:>9.1}x {:>9} {:>8}\n",
+            r.policy,
+            recovery_text(r.recovery_s),
+            r.goodput_during * 100.0,
+            r.goodput_after * 100.0,
+            r.retry_ratio,
+            r.peak_load,
+            r.requests,
+            r.failed
         ));
     }
     out
+}
+
+/// A recovery time as the table and the chart show it.
+pub(crate) fn recovery_text(recovery_s: Option<f64>) -> String {
+    recovery_s.map_or_else(|| "never".to_owned(), |s| format!("{s:.1}"))
 }
 
 #[cfg(test)]
@@ -148,5 +187,15 @@ mod tests {
         served.extend([10; 25]);
         assert_eq!(recovery(&received, &served, timeline()), Some(0.5));
         assert_eq!(recovery(&received, &[0; 80], timeline()), None);
+    }
+
+    #[test]
+    fn goodput_is_the_share_of_requests_started_in_a_window_that_succeeded() {
+        let started = [10; 10];
+        let succeeded = [10, 10, 5, 5, 0, 0, 0, 0, 0, 0];
+        assert_eq!(share(&succeeded, &started, 0..2), 1.0);
+        assert_eq!(share(&succeeded, &started, 2..4), 0.5);
+        assert_eq!(share(&succeeded, &started, 4..10), 0.0);
+        assert_eq!(share(&succeeded, &started, 20..30), 0.0, "a window past the run has nothing to share");
     }
 }

@@ -1,11 +1,28 @@
 //! The struggling service: an HTTP server on loopback with a capacity and an outage.
 //!
-//! Above its capacity (requests per second, enforced per 100 ms slice) it sheds
-//! load with 503; during the outage it answers 503 to everything. It counts what
-//! it receives per slice — that is the "server load" the storm report shows, as
-//! the server saw it, independent of any client-side telemetry — and records
-//! each request in `retryscope.server.requests` by the attempt its caller says
-//! it is.
+//! Two models of what happens above capacity ([`Model`]):
+//!
+//! - [`Model::Queue`], the storm's default, degrades the way real servers do.
+//!   `workers` requests are served at a time, each for `service` of (simulated)
+//!   work; the others wait in a FIFO queue of at most `queue` requests, and only
+//!   a request arriving at a full queue is refused at once (503). A request is
+//!   never cancelled once queued: when its caller's attempt timeout fires, the
+//!   server does not know and still spends a worker on it later, so a queue
+//!   longer than the callers' patience is wasted work. Offered load above
+//!   capacity therefore fills the queue, every answer comes too late, the
+//!   callers retry, and the retries keep the queue full after the cause is gone:
+//!   the metastable failure `simulate collapse` reproduces in virtual time
+//!   (there a load-sensitive server without a queue; same mechanism: work for
+//!   callers who have left). During the outage a request costs its service
+//!   time too and is answered 503, as when a dependency is down.
+//! - [`Model::Shed`], the comparison: perfect shedding, an instant and free 503
+//!   for every request above `capacity` per 100 ms slice, and for everything
+//!   during the outage. No amount of retrying can keep such a server down.
+//!
+//! It counts what it receives per slice — that is the "server load" the storm
+//! report shows, as the server saw it, independent of any client-side
+//! telemetry — and what it served in time (goodput), and records each request
+//! in `retryscope.server.requests` by the attempt its caller says it is.
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -17,9 +34,10 @@ use retryscope_otel::IncomingRequests;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 /// The resolution of the server's accounting and of the storm's time series.
@@ -28,12 +46,52 @@ pub const SLICE: Duration = Duration::from_millis(100);
 /// How the server behaves over time.
 #[derive(Debug, Clone, Copy)]
 pub struct Behaviour {
-    /// Requests per second served before shedding load.
+    /// Requests per second served before shedding load ([`Model::Shed`]); with
+    /// [`Model::Queue`], `workers / service`.
     pub capacity: u32,
     /// When the outage starts, from the server's start.
     pub outage_start: Duration,
     /// How long the outage lasts.
     pub outage_len: Duration,
+    /// What happens above capacity.
+    pub model: Model,
+}
+
+/// What the server does with more requests than it can serve.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Model {
+    /// Perfect shedding: an instant, free 503 above capacity.
+    Shed,
+    /// Bounded concurrency, a bounded queue and a service time per request.
+    Queue(Overload),
+}
+
+/// The parameters of [`Model::Queue`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Overload {
+    /// Requests served at a time.
+    pub workers: u32,
+    /// Work per request, served or failed (slept, so it costs no CPU: the
+    /// model's capacity does not depend on the machine running it).
+    pub service: Duration,
+    /// Requests that may wait for a worker; one more is refused at once.
+    pub queue: u32,
+    /// How long callers wait for an answer (their attempt timeout): a request
+    /// answered later counts as received but not as goodput, since nobody
+    /// reads the answer.
+    pub patience: Duration,
+}
+
+impl Overload {
+    /// Requests per second the workers can serve.
+    pub fn capacity(&self) -> f64 {
+        f64::from(self.workers) / self.service.as_secs_f64().max(1e-6)
+    }
+
+    /// How long a request arriving at a full queue waits for a worker.
+    pub fn full_queue_wait(&self) -> Duration {
+        self.service.mul_f64(f64::from(self.queue) / f64::from(self.workers.max(1)))
+    }
 }
 
 /// Per-slice counters, shared by every connection.
@@ -75,18 +133,27 @@ impl Counters {
     }
 }
 
-/// A running server; dropping it stops accepting connections.
+/// A running server; dropping it stops accepting connections and abandons the
+/// work in progress.
 pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
     /// What it saw.
     pub counters: Arc<Counters>,
     accept: JoinHandle<()>,
+    /// The server's own threads: a server in trouble is another process and
+    /// must not slow down its clients' timers (open loop means the clients send
+    /// on time whatever the server's state).
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.accept.abort();
+        if let Some(runtime) = self.runtime.take() {
+            // Allowed inside an async context, unlike dropping the runtime.
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -111,17 +178,37 @@ impl Server {
         slices: usize,
         observe: impl Fn(&HeaderMap) + Send + Sync + 'static,
     ) -> std::io::Result<Server> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("storm-server")
+            .enable_all()
+            .build()?;
+        let listener = {
+            let std = std::net::TcpListener::bind("127.0.0.1:0")?;
+            std.set_nonblocking(true)?;
+            let _inside = runtime.enter();
+            TcpListener::from_std(std)?
+        };
         let addr = listener.local_addr()?;
         let counters = Arc::new(Counters::new(slices));
-        let state = Arc::new(State { behaviour, started: Instant::now(), counters: Arc::clone(&counters) });
+        let workers = match behaviour.model {
+            Model::Queue(o) => usize::try_from(o.workers.max(1)).unwrap_or(1),
+            Model::Shed => 1,
+        };
+        let state = Arc::new(State {
+            behaviour,
+            started: Instant::now(),
+            counters: Arc::clone(&counters),
+            workers: Arc::new(Semaphore::new(workers)),
+            waiting: Arc::new(AtomicUsize::new(0)),
+        });
         let observe = Arc::new(observe);
-        let accept = tokio::spawn(accept_loop(listener, move |request: Request<Incoming>| {
+        let accept = runtime.spawn(accept_loop(listener, move |request: Request<Incoming>| {
             observe(request.headers());
-            let status = state.answer();
-            async move { respond(status) }
+            let state = Arc::clone(&state);
+            async move { respond(state.answer().await) }
         }));
-        Ok(Server { addr, counters, accept })
+        Ok(Server { addr, counters, accept, runtime: Some(runtime) })
     }
 }
 
@@ -129,24 +216,73 @@ struct State {
     behaviour: Behaviour,
     started: Instant,
     counters: Arc<Counters>,
+    /// One permit per worker; tokio's semaphore is fair, so the waiters form
+    /// the FIFO queue.
+    workers: Arc<Semaphore>,
+    /// Requests queued or being served: bounded by `queue + workers`.
+    waiting: Arc<AtomicUsize>,
 }
 
 impl State {
-    fn answer(&self) -> StatusCode {
-        let elapsed = self.started.elapsed();
-        let Some((slice, load)) = self.counters.receive(elapsed) else {
+    async fn answer(self: Arc<Self>) -> StatusCode {
+        let arrived = self.started.elapsed();
+        let counted = self.counters.receive(arrived);
+        match (self.behaviour.model, counted) {
+            (Model::Shed, Some((slice, load))) => self.shed(slice, load, arrived),
             // Past the planned run: answer, but there is nothing left to count.
-            return StatusCode::OK;
-        };
+            (Model::Shed, None) => StatusCode::OK,
+            // Still queued like any other: an instant answer here would be a
+            // free success for the retries still going on at the end.
+            (Model::Queue(overload), counted) => self.queue(overload, counted.map(|(slice, _)| slice)).await,
+        }
+    }
+
+    fn in_outage(&self, at: Duration) -> bool {
         let b = self.behaviour;
-        let in_outage = elapsed >= b.outage_start && elapsed < b.outage_start + b.outage_len;
-        let per_slice = (b.capacity / 10).max(1);
-        if in_outage || load > per_slice {
+        at >= b.outage_start && at < b.outage_start + b.outage_len
+    }
+
+    fn shed(&self, slice: usize, load: u32, arrived: Duration) -> StatusCode {
+        let per_slice = (self.behaviour.capacity / 10).max(1);
+        if self.in_outage(arrived) || load > per_slice {
             StatusCode::SERVICE_UNAVAILABLE
         } else {
             self.counters.serve(slice);
             StatusCode::OK
         }
+    }
+
+    async fn queue(self: Arc<Self>, overload: Overload, slice: Option<usize>) -> StatusCode {
+        let bound = usize::try_from(overload.queue.saturating_add(overload.workers)).unwrap_or(usize::MAX);
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= bound {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return StatusCode::SERVICE_UNAVAILABLE;
+        }
+        // The work runs in its own task: a caller that times out closes its
+        // connection, which would cancel the handler, but a real server does
+        // not notice and works on the request anyway.
+        let work = tokio::spawn(async move {
+            let arrived = Instant::now();
+            let status = match Arc::clone(&self.workers).acquire_owned().await {
+                Ok(_worker) => {
+                    tokio::time::sleep(overload.service).await;
+                    // The dependency is down for the requests served during the outage.
+                    if self.in_outage(self.started.elapsed()) {
+                        StatusCode::SERVICE_UNAVAILABLE
+                    } else {
+                        if let (true, Some(slice)) = (arrived.elapsed() <= overload.patience, slice) {
+                            self.counters.serve(slice);
+                        }
+                        StatusCode::OK
+                    }
+                }
+                // Never closed; if it were, refusing is the honest answer.
+                Err(_) => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            status
+        });
+        work.await.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 }
 
@@ -183,4 +319,22 @@ pub(crate) fn respond(status: StatusCode) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from_static(b"")));
     *response.status_mut() = status;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_model_serves_workers_per_service_time_and_a_full_queue_outwaits_the_callers() {
+        let overload = Overload {
+            workers: 15,
+            service: Duration::from_millis(20),
+            queue: 3_000,
+            patience: Duration::from_secs(2),
+        };
+        assert!((overload.capacity() - 750.0).abs() < 1e-9);
+        assert_eq!(overload.full_queue_wait(), Duration::from_secs(4));
+        assert!(overload.full_queue_wait() > overload.patience, "the default queue can hold dead work");
+    }
 }

@@ -21,8 +21,9 @@ pub(crate) fn write_svg(path: &Path, runs: &[LayeredRun], timeline: Timeline) ->
             run.services
                 .iter()
                 .map(|s| Series {
-                    label: &s.service,
+                    label: s.service.as_str().into(),
                     per_slice: s.received.iter().map(|&n| f64::from(n)).collect(),
+                    mark: None,
                 })
                 .collect()
         })

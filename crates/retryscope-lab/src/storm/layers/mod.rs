@@ -19,7 +19,7 @@ pub use policies::LayerPolicy;
 use crate::storm::chain::{Caller, Chain};
 use crate::storm::metrics::{InProcessReader, Totals};
 use crate::storm::report::Timeline;
-use crate::storm::server::{Behaviour, SLICE};
+use crate::storm::server::{Behaviour, Model, SLICE};
 use crate::storm::telemetry::Telemetry;
 use crate::storm::{StormArgs, StormError, delta, error, finish, load, write_outputs};
 use opentelemetry::metrics::Meter;
@@ -91,6 +91,9 @@ async fn run_policy(
         capacity: args.capacity,
         outage_start: timeline.outage_start,
         outage_len: timeline.outage_end - timeline.outage_start,
+        // The layered storm's figures are about multiplication down the chain:
+        // its bottom sheds perfectly, so any load it keeps is the chain's doing.
+        model: Model::Shed,
     };
     let callers = 1..services;
     let before = outgoing(&telemetry.reader, policy, callers.clone()).await;
@@ -100,7 +103,7 @@ async fn run_policy(
     let http = reqwest::Client::builder().no_proxy().build().map_err(|e| error("building the client", e))?;
     let users = reqwest_middleware::ClientBuilder::new(http).build();
     let load = load::Load { clients: args.clients, rate: args.rate, duration, seed: args.seed };
-    load::run(load, users, chain.url(), policy.name(), drain).await;
+    load::run(load, users, chain.url(), policy.name(), drain, slices).await;
     let after = outgoing(&telemetry.reader, policy, callers).await;
     let run = LayeredRun {
         policy: policy.name(),

@@ -1,6 +1,6 @@
 //! The sequence of delays a policy produces.
 
-use crate::jitter::Step;
+use super::jitter::Step;
 use crate::policy::Policy;
 use crate::random::JitterRng;
 use std::time::Duration;
@@ -28,6 +28,14 @@ impl Policy {
             cap: self.max_delay(),
         };
         self.jitter().apply(step, rng)
+    }
+
+    /// `min(cap, base · multiplier^retry)`, where `retry` counts from 0 for the
+    /// first retry. Never overflows: anything beyond the cap is the cap.
+    pub fn exponential_delay(&self, retry: u32) -> Duration {
+        let exponent = i32::try_from(retry).unwrap_or(i32::MAX);
+        let secs = self.base_delay().as_secs_f64() * self.multiplier().powi(exponent);
+        Duration::try_from_secs_f64(secs).unwrap_or(self.max_delay()).min(self.max_delay())
     }
 
     /// An iterator-like source of this policy's successive delays.

@@ -5,41 +5,9 @@
 //! retries out. The formulas follow the AWS Architecture Blog post "Exponential
 //! Backoff And Jitter" (2015). No variant ever returns more than the cap.
 
+use crate::policy::Jitter;
 use crate::random::JitterRng;
 use std::time::Duration;
-
-/// How a backoff delay is randomised.
-///
-/// `d` is the capped exponential delay `min(cap, base · multiplier^n)`:
-///
-/// | variant | delay |
-/// |---|---|
-/// | [`Jitter::None`] | `d` |
-/// | [`Jitter::Full`] | `U(0, d)` |
-/// | [`Jitter::Equal`] | `d/2 + U(0, d/2)` |
-/// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
-/// | [`Jitter::Proportional`]`(f)` | `U(u - f · d, u)` with `u = min(cap, d + f · d)` |
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-#[non_exhaustive]
-pub enum Jitter {
-    /// The plain exponential delay. Clients that failed together retry together:
-    /// use only where a single client talks to a dependency.
-    None,
-    /// Uniform between zero and the exponential delay. The best spread, the fewest
-    /// calls in the AWS experiment; the default.
-    #[default]
-    Full,
-    /// Half the exponential delay plus a uniform share of the other half: never
-    /// retries very early.
-    Equal,
-    /// Uniform between the base and three times the previous delay, capped.
-    Decorrelated,
-    /// The exponential delay plus up to `f` times itself; `f` ≥ 0. Near the cap
-    /// the window of width `f · d` slides below the cap instead of being clipped
-    /// at it, so clients that reached the cap together keep their spread rather
-    /// than all waiting exactly the cap.
-    Proportional(f64),
-}
 
 /// The inputs of one jitter computation.
 #[derive(Debug, Clone, Copy)]
@@ -71,14 +39,6 @@ impl Jitter {
             }
         };
         delay.min(step.cap)
-    }
-
-    /// Whether this variant's parameter is usable (`f` finite and ≥ 0).
-    pub(crate) fn is_valid(self) -> bool {
-        match self {
-            Jitter::Proportional(f) => f.is_finite() && f >= 0.0,
-            _ => true,
-        }
     }
 }
 

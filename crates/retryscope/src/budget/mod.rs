@@ -1,0 +1,88 @@
+//! Retry budgets: fleet-level caps on how many retries may start.
+//!
+//! Two [`Throttle`](crate::throttle::Throttle) implementations:
+//!
+//! - [`RetryBudget`] caps retries to a fraction of recent requests plus a small
+//!   floor, over a sliding window (Finagle / linkerd style). This is the default
+//!   the design calls for: 10 % of requests plus 10 retries per second over 10 s.
+//! - [`TokenBucket`] is gRPC's retry throttling (gRFC A6): failures drain a
+//!   bucket, successes refill it, and retries stop while it is half empty or
+//!   worse.
+//!
+//! Both are cheap to clone (clones share state), `Send + Sync`, and lock-free:
+//! every operation is a few atomic loads and compare-exchanges, never a lock.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::SettingValue;
+
+/// Fixed-point scale: budgets count in thousandths of a token so that
+/// fractional deposits (`ratio` per request) stay integral inside atomics.
+const MILLI: u64 = 1_000;
+
+/// The shortest window a [`RetryBudget`] accepts.
+pub const MIN_WINDOW: Duration = Duration::from_secs(1);
+/// The longest window a [`RetryBudget`] accepts.
+pub const MAX_WINDOW: Duration = Duration::from_secs(3_600);
+/// The largest `min_per_second` a [`RetryBudget`] accepts.
+pub const MAX_MIN_PER_SECOND: u32 = 1_000_000;
+/// The largest `max_tokens` a [`TokenBucket`] accepts (gRPC's own limit).
+pub const MAX_TOKENS: u32 = 1_000;
+
+/// A setting a budget builder refused.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// A setting was outside what it accepts: the retry budget's `ratio` in
+    /// `0..=1`, `min_per_second` at most [`MAX_MIN_PER_SECOND`], `window`
+    /// within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`]; the token bucket's
+    /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` in
+    /// `0.001..=1`.
+    OutOfRange {
+        /// The setting's name, as its builder method spells it.
+        setting: &'static str,
+        /// The value given.
+        value: SettingValue,
+    },
+}
+
+impl BudgetError {
+    /// The refusal of `setting`, given `value`.
+    pub(crate) const fn out_of_range(setting: &'static str, value: SettingValue) -> Self {
+        Self::OutOfRange { setting, value }
+    }
+}
+
+impl fmt::Display for BudgetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self::OutOfRange { setting, value } = self;
+        // What each setting accepts, from the constants that bound it.
+        match *setting {
+            "ratio" => write!(f, "retry budget ratio must be within 0..=1"),
+            "min_per_second" => write!(f, "retry budget min_per_second must be at most {MAX_MIN_PER_SECOND}"),
+            "window" => write!(f, "retry budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}"),
+            "max_tokens" => write!(f, "token bucket max_tokens must be within 1..={MAX_TOKENS}"),
+            "token_ratio" => write!(f, "token bucket token_ratio must be within 0.001..=1"),
+            _ => write!(f, "{setting} must be in range"),
+        }?;
+        write!(f, ", got {value}")
+    }
+}
+
+impl std::error::Error for BudgetError {}
+
+/// Converts a ratio already known to lie in `0..=1` to thousandths, rounding
+/// to nearest so that e.g. `0.1` is exactly 100 whatever its binary error.
+fn to_milli(ratio: f64) -> u64 {
+    // In range by the callers' validation, so the cast cannot truncate.
+    (ratio * MILLI as f64).round() as u64
+}
+
+mod retry_budget;
+#[cfg(test)]
+mod tests;
+mod token_bucket;
+
+pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
+pub use token_bucket::{TokenBucket, TokenBucketBuilder};

@@ -1,0 +1,176 @@
+//! [`TokenBucket`]: gRPC-style retry throttling (gRFC A6).
+
+use crate::sync::{AtomicU64, Ordering};
+use std::fmt;
+use std::sync::Arc;
+
+use super::{BudgetError, MAX_TOKENS, MILLI, to_milli};
+use crate::error::SettingValue;
+use crate::throttle::Throttle;
+
+/// gRPC-style retry throttling (gRFC A6).
+///
+/// The bucket holds up to `max_tokens` and starts full. Every failed attempt
+/// takes one token (not below zero), every successful attempt gives back
+/// `token_ratio` (not above `max_tokens`). Retries are allowed only while more
+/// than half the bucket is left; a permitted retry costs nothing more, because
+/// the failure that caused it has already paid. Tokens are kept with three
+/// decimals, as in gRPC.
+///
+/// Unlike [`RetryBudget`](super::RetryBudget) this reacts to *failures*, not to request volume: a
+/// healthy dependency never throttles, a failing one stops retries after
+/// `max_tokens / 2` net failures.
+///
+/// # Example
+///
+/// ```
+/// use retryscope::budget::TokenBucket;
+/// use retryscope::throttle::Throttle;
+///
+/// let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.5).build()?;
+/// for _ in 0..5 {
+///     bucket.attempt_finished(false);
+/// }
+/// // 5 tokens left: not more than half of 10, so no retries.
+/// assert!(!bucket.try_acquire_retry());
+/// bucket.attempt_finished(true); // 5.5 tokens
+/// assert!(bucket.try_acquire_retry());
+/// # Ok::<(), retryscope::budget::BudgetError>(())
+/// ```
+#[derive(Clone)]
+pub struct TokenBucket {
+    inner: Arc<BucketInner>,
+}
+
+struct BucketInner {
+    /// Current tokens, in thousandths.
+    tokens: AtomicU64,
+    /// Capacity, in thousandths.
+    max: u64,
+    /// Refill per success, in thousandths.
+    refill: u64,
+}
+
+impl TokenBucket {
+    /// A bucket of 100 tokens refilled 0.1 per success.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::assemble(100, 100)
+    }
+
+    /// A builder starting from the defaults (100 tokens, ratio 0.1).
+    #[must_use]
+    pub fn builder() -> TokenBucketBuilder {
+        TokenBucketBuilder::default()
+    }
+
+    fn assemble(max_tokens: u32, refill: u64) -> Self {
+        let max = u64::from(max_tokens) * MILLI;
+        let inner = BucketInner { tokens: AtomicU64::new(max), max, refill };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// Current tokens, in thousandths.
+    pub(super) fn tokens(&self) -> u64 {
+        self.inner.tokens.load(Ordering::Acquire)
+    }
+
+    /// Applies `change` to the token count atomically.
+    fn adjust(&self, change: impl Fn(u64) -> u64) {
+        // A change that leaves the count as it is (a success on a full bucket)
+        // writes nothing: writing the same value back would still bounce the
+        // cache line between threads.
+        let _ = self.inner.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| {
+            let next = change(t);
+            (next != t).then_some(next)
+        });
+    }
+}
+
+impl Default for TokenBucket {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for TokenBucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenBucket")
+            .field("tokens", &(self.tokens() as f64 / MILLI as f64))
+            .field("max_tokens", &(self.inner.max / MILLI))
+            .field("token_ratio", &(self.inner.refill as f64 / MILLI as f64))
+            .finish()
+    }
+}
+
+impl Throttle for TokenBucket {
+    /// Requests do not matter to this bucket: only attempt outcomes do.
+    fn request_started(&self) {}
+
+    /// A failure takes one token, a success gives back `token_ratio`.
+    fn attempt_finished(&self, success: bool) {
+        if success {
+            let (refill, max) = (self.inner.refill, self.inner.max);
+            self.adjust(|t| t.saturating_add(refill).min(max));
+        } else {
+            self.adjust(|t| t.saturating_sub(MILLI));
+        }
+    }
+
+    /// Allowed while more than half the bucket is left; costs nothing.
+    fn try_acquire_retry(&self) -> bool {
+        self.tokens() * 2 > self.inner.max
+    }
+
+    /// Tokens above the half-way mark, in (fractional) tokens, never negative.
+    fn available(&self) -> f64 {
+        let above = (self.tokens() * 2).saturating_sub(self.inner.max);
+        above as f64 / (2 * MILLI) as f64
+    }
+}
+
+/// Builds a [`TokenBucket`]; see [`TokenBucket::builder`].
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBucketBuilder {
+    max_tokens: u32,
+    token_ratio: f64,
+}
+
+impl Default for TokenBucketBuilder {
+    fn default() -> Self {
+        Self { max_tokens: 100, token_ratio: 0.1 }
+    }
+}
+
+impl TokenBucketBuilder {
+    /// Capacity, within `1..=`[`MAX_TOKENS`] (default 100).
+    #[must_use]
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// Tokens each success gives back, within `0.001..=1` (default 0.1),
+    /// rounded to three decimals.
+    #[must_use]
+    pub fn token_ratio(mut self, token_ratio: f64) -> Self {
+        self.token_ratio = token_ratio;
+        self
+    }
+
+    /// Validates the settings and builds the bucket.
+    ///
+    /// # Errors
+    ///
+    /// [`BudgetError`] naming the first setting out of range.
+    pub fn build(self) -> Result<TokenBucket, BudgetError> {
+        if !(1..=MAX_TOKENS).contains(&self.max_tokens) {
+            return Err(BudgetError::out_of_range("max_tokens", SettingValue::Count(self.max_tokens)));
+        }
+        // Ratios that round to zero thousandths would never refill.
+        if !(0.0..=1.0).contains(&self.token_ratio) || to_milli(self.token_ratio) == 0 {
+            return Err(BudgetError::out_of_range("token_ratio", SettingValue::Number(self.token_ratio)));
+        }
+        Ok(TokenBucket::assemble(self.max_tokens, to_milli(self.token_ratio)))
+    }
+}

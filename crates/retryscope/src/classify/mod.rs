@@ -1,0 +1,157 @@
+//! Deciding what an attempt's result means.
+//!
+//! A [`Classify`] implementation turns each attempt's result into a
+//! [`Verdict`]. The retry builder offers three without writing a type:
+//! every error retryable (the default), [`when`](crate::Retry::when) with a
+//! predicate on the error, and [`classify`](crate::Retry::classify) with a
+//! function of the whole result. The helpers below classify HTTP statuses and
+//! I/O errors and decide whether a request may safely run again.
+//!
+//! # HTTP statuses
+//!
+//! [`status`] (and [`HttpClassifier::DEFAULT`]) map a response status to a
+//! [`Verdict`]:
+//!
+//! | Status | Verdict | `error.type` |
+//! |---|---|---|
+//! | 1xx, 2xx, 3xx | `Success` (a redirect is a success for the retry engine) | — |
+//! | 408, 429, 500, 502, 503, 504 | `Retryable` | the code, e.g. `503` |
+//! | any other 4xx / 5xx (incl. 409) | `Permanent` | the code |
+//! | 600–999 (non-standard) | `Permanent` | the code |
+//!
+//! An [`HttpClassifier`] changes the retryable set (409 via
+//! [`HttpClassifier::retry_conflict`], any code via
+//! [`HttpClassifier::retry_status`] / [`HttpClassifier::never_retry_status`]) and
+//! can attach server hints ([`crate::hints`]) to retryable responses.
+//!
+//! # I/O errors
+//!
+//! [`io_error`] maps a [`std::io::ErrorKind`] to a verdict with a bounded,
+//! lowercase snake_case `error.type`:
+//!
+//! | `ErrorKind` | Verdict | `error.type` |
+//! |---|---|---|
+//! | `ConnectionRefused`, `NotConnected`, `AddrNotAvailable`, `HostUnreachable`, `NetworkUnreachable`, `NetworkDown` | `Retryable` | `connect` |
+//! | `ConnectionReset`, `ConnectionAborted`, `BrokenPipe` | `Retryable` | `reset` |
+//! | `TimedOut` | `Retryable` | `timeout` |
+//! | `UnexpectedEof` | `Retryable` | `incomplete` |
+//! | `Interrupted`, `WouldBlock` | `Retryable` | `io` |
+//! | `InvalidInput` | `Permanent` | `invalid_input` |
+//! | `InvalidData` | `Permanent` | `invalid_data` |
+//! | `PermissionDenied` | `Permanent` | `permission_denied` |
+//! | `NotFound` | `Permanent` | `not_found` |
+//! | `Unsupported` | `Permanent` | `unsupported` |
+//! | anything else | `Permanent` | `_OTHER` ([`ErrorType::OTHER`]) |
+//!
+//! # Idempotency
+//!
+//! A failed request may be retried only if doing so cannot duplicate a side
+//! effect: see [`may_retry`].
+
+use crate::verdict::{ErrorType, Verdict};
+
+/// Turns an attempt's result into a [`Verdict`].
+pub trait Classify<T, E> {
+    /// Judges one attempt's result.
+    fn classify(&mut self, result: &Result<T, E>) -> Verdict;
+
+    /// Judges an attempt that the policy's per-attempt timeout cut short. The
+    /// default retries it; override it for operations that must not run twice
+    /// when a first try may have reached the server.
+    fn timeout(&mut self) -> Verdict {
+        Verdict::retryable(ErrorType::TIMEOUT)
+    }
+
+    /// Prepares a failed attempt's result to be kept through the backoff wait
+    /// that follows it.
+    ///
+    /// The engine keeps the result so that it can hand it back if no further
+    /// attempt is made (the breaker opened, the deadline passed). Whatever it
+    /// holds stays held for the whole wait, which a server's `Retry-After` can
+    /// make long: release here what the caller will not need, such as the
+    /// unread body of an HTTP response, which pins a pooled connection. The
+    /// default keeps everything.
+    ///
+    /// ```
+    /// use retryscope::classify::Classify;
+    /// use retryscope::outcome::{ErrorType, Verdict};
+    ///
+    /// /// A response: a status and a body that holds a connection.
+    /// struct Reply { status: u16, body: Option<Vec<u8>> }
+    ///
+    /// struct Statuses;
+    ///
+    /// impl Classify<Reply, std::io::Error> for Statuses {
+    ///     fn classify(&mut self, result: &Result<Reply, std::io::Error>) -> Verdict {
+    ///         match result {
+    ///             Ok(reply) if reply.status == 503 => Verdict::retryable(ErrorType::Status(503)),
+    ///             Ok(_) => Verdict::Success,
+    ///             Err(_) => Verdict::retryable(ErrorType::OTHER),
+    ///         }
+    ///     }
+    ///
+    ///     fn before_wait(&mut self, kept: Result<Reply, std::io::Error>) -> Result<Reply, std::io::Error> {
+    ///         // Keep the status, let the body (and its connection) go.
+    ///         kept.map(|reply| Reply { body: None, ..reply })
+    ///     }
+    /// }
+    /// # let kept = Statuses.before_wait(Ok(Reply { status: 503, body: Some(vec![0; 512]) }));
+    /// # assert!(kept.is_ok_and(|r| r.status == 503 && r.body.is_none()));
+    /// ```
+    fn before_wait(&mut self, kept: Result<T, E>) -> Result<T, E> {
+        kept
+    }
+}
+
+/// Every `Ok` is a success, every `Err` retryable: what
+/// [`Retry::retry_any_error`](crate::Retry::retry_any_error) selects.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnyError;
+
+impl<T, E> Classify<T, E> for AnyError {
+    fn classify(&mut self, result: &Result<T, E>) -> Verdict {
+        match result {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::retryable(ErrorType::OTHER),
+        }
+    }
+}
+
+/// Retries the errors a predicate accepts; the others are permanent.
+#[derive(Debug, Clone, Copy)]
+pub struct When<P>(pub(crate) P);
+
+impl<T, E, P: FnMut(&E) -> bool> Classify<T, E> for When<P> {
+    fn classify(&mut self, result: &Result<T, E>) -> Verdict {
+        match result {
+            Ok(_) => Verdict::Success,
+            Err(e) if (self.0)(e) => Verdict::retryable(ErrorType::OTHER),
+            Err(_) => Verdict::permanent(ErrorType::OTHER),
+        }
+    }
+}
+
+/// Classifies with a function of the whole result.
+#[derive(Debug, Clone, Copy)]
+pub struct ClassifyFn<F>(pub(crate) F);
+
+impl<T, E, F: FnMut(&Result<T, E>) -> Verdict> Classify<T, E> for ClassifyFn<F> {
+    fn classify(&mut self, result: &Result<T, E>) -> Verdict {
+        (self.0)(result)
+    }
+}
+
+mod io;
+#[cfg(feature = "http")]
+mod safety;
+#[cfg(feature = "http")]
+mod status;
+#[cfg(all(test, feature = "http"))]
+#[allow(clippy::unwrap_used)]
+mod tests;
+
+pub use io::io_error;
+#[cfg(feature = "http")]
+pub use safety::{IDEMPOTENCY_KEY, Stage, has_idempotency_key, is_idempotent_method, may_retry};
+#[cfg(feature = "http")]
+pub use status::{HttpClassifier, status};

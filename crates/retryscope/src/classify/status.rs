@@ -1,0 +1,208 @@
+//! HTTP status rules: the default table and the configurable [`HttpClassifier`].
+
+use std::time::SystemTime;
+
+use http::{HeaderMap, StatusCode};
+
+use crate::hints;
+use crate::verdict::{ErrorType, Verdict};
+
+/// The lowest status code the classifier's bitset covers.
+const MIN_CODE: u16 = 100;
+/// The highest status code the classifier's bitset covers.
+const MAX_CODE: u16 = 599;
+
+/// Classifies an HTTP status with the default rules (see the [module
+/// docs](super)): 1xx–3xx succeed; 408, 429, 500, 502, 503 and 504 are retryable;
+/// every other status (409 included) is permanent.
+///
+/// Retryable verdicts carry no hint; use
+/// [`HttpClassifier::classify_response`] to attach `Retry-After` / `RateLimit`.
+///
+/// # Examples
+///
+/// ```
+/// use http::StatusCode;
+/// use retryscope::classify::status;
+/// use retryscope::outcome::{ErrorType, Verdict};
+///
+/// assert_eq!(status(StatusCode::OK), Verdict::Success);
+/// assert_eq!(status(StatusCode::FOUND), Verdict::Success);
+/// assert_eq!(
+///     status(StatusCode::SERVICE_UNAVAILABLE),
+///     Verdict::retryable(ErrorType::Status(503))
+/// );
+/// assert_eq!(status(StatusCode::NOT_FOUND), Verdict::permanent(ErrorType::Status(404)));
+/// assert_eq!(status(StatusCode::CONFLICT), Verdict::permanent(ErrorType::Status(409)));
+/// ```
+pub fn status(status: StatusCode) -> Verdict {
+    HttpClassifier::DEFAULT.classify_status(status)
+}
+
+/// A configurable HTTP status classifier.
+///
+/// It holds the set of retryable statuses as a fixed 512-bit set over
+/// `100..=599`, so it is `Copy`, allocation-free, and can be built in a `const`.
+/// A status in the set is `Retryable`; any other status is `Success` below 400
+/// and `Permanent` from 400 on. Statuses outside `100..=599` are never in the set
+/// (they are `Permanent`), and the builder methods ignore them.
+///
+/// # Examples
+///
+/// ```
+/// use http::StatusCode;
+/// use retryscope::classify::HttpClassifier;
+/// use retryscope::outcome::{ErrorType, Verdict};
+///
+/// const CLASSIFIER: HttpClassifier = HttpClassifier::new()
+///     .retry_conflict(true)      // 409: retry an optimistic-locking conflict
+///     .retry_status(599)         // a proxy's custom "network timeout"
+///     .never_retry_status(500);  // this backend's 500s are deterministic
+///
+/// assert_eq!(
+///     CLASSIFIER.classify_status(StatusCode::CONFLICT),
+///     Verdict::retryable(ErrorType::Status(409))
+/// );
+/// assert_eq!(
+///     CLASSIFIER.classify_status(StatusCode::INTERNAL_SERVER_ERROR),
+///     Verdict::permanent(ErrorType::Status(500))
+/// );
+/// assert!(CLASSIFIER.retries(599));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HttpClassifier {
+    /// Bit `code - 100` is set when `code` is retryable.
+    retryable: [u64; 8],
+}
+
+impl HttpClassifier {
+    /// The default rules: retry 408, 429, 500, 502, 503 and 504.
+    pub const DEFAULT: HttpClassifier = HttpClassifier { retryable: [0; 8] }
+        .retry_status(408)
+        .retry_status(429)
+        .retry_status(500)
+        .retry_status(502)
+        .retry_status(503)
+        .retry_status(504);
+
+    /// A classifier with the default rules ([`HttpClassifier::DEFAULT`]).
+    pub const fn new() -> Self {
+        Self::DEFAULT
+    }
+
+    /// Whether to retry `409 Conflict` (default: no).
+    pub const fn retry_conflict(self, retry: bool) -> Self {
+        if retry { self.retry_status(409) } else { self.never_retry_status(409) }
+    }
+
+    /// Makes `code` retryable. Ignored outside `100..=599`.
+    ///
+    /// Marking a 1xx–3xx code retryable is allowed (e.g. to poll while a server
+    /// answers `202 Accepted`).
+    pub const fn retry_status(mut self, code: u16) -> Self {
+        if let Some((word, bit)) = Self::slot(code) {
+            self.retryable[word] |= bit;
+        }
+        self
+    }
+
+    /// Makes `code` not retryable: it becomes `Success` below 400 and
+    /// `Permanent` from 400 on. Ignored outside `100..=599`.
+    pub const fn never_retry_status(mut self, code: u16) -> Self {
+        if let Some((word, bit)) = Self::slot(code) {
+            self.retryable[word] &= !bit;
+        }
+        self
+    }
+
+    /// Whether `code` is in the retryable set.
+    pub const fn retries(&self, code: u16) -> bool {
+        match Self::slot(code) {
+            Some((word, bit)) => self.retryable[word] & bit != 0,
+            None => false,
+        }
+    }
+
+    /// The word index and bit mask for `code`, if it is in `100..=599`.
+    const fn slot(code: u16) -> Option<(usize, u64)> {
+        if code < MIN_CODE || code > MAX_CODE {
+            return None;
+        }
+        let index = (code - MIN_CODE) as usize;
+        Some((index / 64, 1 << (index % 64)))
+    }
+
+    /// Classifies a status without looking at headers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use http::StatusCode;
+    /// use retryscope::classify::HttpClassifier;
+    /// use retryscope::outcome::{ErrorType, Verdict};
+    ///
+    /// let c = HttpClassifier::new();
+    /// assert_eq!(
+    ///     c.classify_status(StatusCode::TOO_MANY_REQUESTS),
+    ///     Verdict::retryable(ErrorType::Status(429))
+    /// );
+    /// assert_eq!(c.classify_status(StatusCode::NO_CONTENT), Verdict::Success);
+    /// ```
+    pub fn classify_status(&self, status: StatusCode) -> Verdict {
+        let code = status.as_u16();
+        if self.retries(code) {
+            Verdict::retryable(ErrorType::Status(code))
+        } else if code < 400 {
+            Verdict::Success
+        } else {
+            Verdict::permanent(ErrorType::Status(code))
+        }
+    }
+
+    /// Classifies a response and, if it is retryable, attaches the server's hint
+    /// from `Retry-After` or `RateLimit` ([`hints::from_headers`]).
+    ///
+    /// Hints on a success or a permanent failure are ignored: they never make a
+    /// response retryable.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// use http::{HeaderMap, HeaderValue, StatusCode, header::RETRY_AFTER};
+    /// use retryscope::classify::HttpClassifier;
+    /// use retryscope::outcome::{ErrorType, Hint, Verdict};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(RETRY_AFTER, HeaderValue::from_static("120"));
+    /// let c = HttpClassifier::new();
+    /// let now = SystemTime::now();
+    ///
+    /// assert_eq!(
+    ///     c.classify_response(StatusCode::SERVICE_UNAVAILABLE, &headers, now),
+    ///     Verdict::Retryable {
+    ///         error: ErrorType::Status(503),
+    ///         hint: Some(Hint::retry_after(Duration::from_secs(120))),
+    ///     }
+    /// );
+    /// // A 400 stays permanent whatever the headers say.
+    /// assert_eq!(
+    ///     c.classify_response(StatusCode::BAD_REQUEST, &headers, now),
+    ///     Verdict::permanent(ErrorType::Status(400))
+    /// );
+    /// ```
+    pub fn classify_response(&self, status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Verdict {
+        match self.classify_status(status) {
+            Verdict::Retryable { error, .. } => {
+                Verdict::Retryable { error, hint: hints::from_headers(headers, now) }
+            }
+            other => other,
+        }
+    }
+}
+
+impl Default for HttpClassifier {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
