@@ -7,7 +7,7 @@ use retryscope::ErrorType;
 use std::sync::Arc;
 
 /// The `error.type` value for a status code outside 100..=599.
-const OTHER: &str = "_OTHER";
+pub(crate) const OTHER: &str = "_OTHER";
 
 /// The first status code with a precomputed name.
 const FIRST_STATUS: u16 = 100;

@@ -91,6 +91,7 @@ mod dependency;
 mod gauges;
 mod incoming;
 mod labels;
+mod log;
 mod metrics;
 pub mod names;
 mod observer;
@@ -112,6 +113,7 @@ pub use incoming::{
     IncomingRequests, MAX_TRUSTED_ATTEMPT,
 };
 pub use labels::error_type_str;
+pub use log::{RetryLog, RetryLogOperation};
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 #[cfg(feature = "prometheus")]

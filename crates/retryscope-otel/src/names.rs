@@ -72,6 +72,38 @@ pub const ERROR_TYPE: &str = "error.type";
 /// The name of the per-operation span's event for each wait (also the message of
 /// the per-retry log event).
 pub const BACKOFF_EVENT: &str = "retryscope.backoff";
+/// The message of the WARN log event (and operation-span event) of an
+/// operation that gave up: its retries ran out or were refused.
+pub const GAVE_UP_EVENT: &str = "retryscope.gave_up";
+
+/// `retryscope.stop_reason` on the give-up event: the last failure was permanent.
+pub const STOP_PERMANENT: &str = "permanent";
+/// `retryscope.stop_reason`: transient, but not safe to run again.
+pub const STOP_UNREPEATABLE: &str = "unrepeatable";
+/// `retryscope.stop_reason`: every attempt the policy allows has run.
+pub const STOP_ATTEMPTS_EXHAUSTED: &str = "attempts_exhausted";
+/// `retryscope.stop_reason`: the deadline passed, or the next wait would cross it.
+pub const STOP_DEADLINE_EXCEEDED: &str = "deadline_exceeded";
+/// `retryscope.stop_reason`: the server asked for a longer wait than allowed.
+pub const STOP_HINT_TOO_LONG: &str = "hint_too_long";
+/// `retryscope.stop_reason`: the retry budget or token bucket refused.
+pub const STOP_BUDGET_EXHAUSTED: &str = "budget_exhausted";
+/// `retryscope.stop_reason`: the circuit breaker is open.
+pub const STOP_CIRCUIT_OPEN: &str = "circuit_open";
+/// `retryscope.stop_reason`: retries happen at another layer of the call chain.
+pub const STOP_UPSTREAM_RETRY: &str = "upstream_retry";
+/// Every `retryscope.stop_reason` value, in the order of `StopReason`.
+pub const STOP_REASONS: [&str; 8] = [
+    STOP_PERMANENT,
+    STOP_UNREPEATABLE,
+    STOP_ATTEMPTS_EXHAUSTED,
+    STOP_DEADLINE_EXCEEDED,
+    STOP_HINT_TOO_LONG,
+    STOP_BUDGET_EXHAUSTED,
+    STOP_CIRCUIT_OPEN,
+    STOP_UPSTREAM_RETRY,
+];
+
 /// The `tracing` target of every span and event this crate emits.
 pub const TARGET: &str = "retryscope";
 

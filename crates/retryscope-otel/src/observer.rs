@@ -1,7 +1,8 @@
 //! The engine's observer: turns attempts, waits and outcomes into spans,
-//! metrics and one log event per retry.
+//! metrics and the retry log (one event per retry, one per give-up).
 
 use crate::labels::{Common, attempt_value, error_type_str};
+use crate::log::{self, Correlation, LastFailure};
 use crate::metrics::RetryMetrics;
 use crate::names;
 use crate::spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, operation_span};
@@ -11,7 +12,6 @@ use retryscope::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
 use retryscope::{ErrorType, Outcome, StopReason};
-use std::time::Duration;
 use tracing::Span;
 
 /// Instruments retries with OpenTelemetry: pass it to the engine's
@@ -95,6 +95,7 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
             span: operation_span(info),
             common,
             max_attempts: info.max_attempts,
+            last_failure: LastFailure::default(),
         }
     }
 }
@@ -107,6 +108,7 @@ pub struct OtelOperation<S = DefaultAttemptSpan> {
     span: Span,
     common: Common,
     max_attempts: u32,
+    last_failure: LastFailure,
 }
 
 impl<S> OtelOperation<S> {
@@ -161,6 +163,9 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         if let Some(error) = error {
             scope.span.record(names::ERROR_TYPE, error);
             scope.span.record("otel.status_code", "ERROR");
+            // Only failures are logged, so only they pay for the span's ids.
+            self.last_failure =
+                LastFailure { error: attempt.error, correlation: Correlation::of(&scope.span) };
         }
         // Dropping the last handle closes the span: its end time is now.
         drop(scope);
@@ -171,19 +176,7 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         self.metrics.waited(&self.common, source, wait.delay);
         // One event serves as the span event on the operation span and as the
         // structured log line of the retry.
-        tracing::event!(
-            target: names::TARGET,
-            parent: &self.span,
-            tracing::Level::INFO,
-            retryscope.dependency = self.common.dependency(),
-            retryscope.operation = self.common.operation(),
-            retryscope.attempt = attempt_value(wait.next_attempt, self.max_attempts),
-            retryscope.max_attempts = i64::from(self.max_attempts),
-            retryscope.retry.reason = error_type_str(wait.error),
-            delay_ms = millis(wait.delay),
-            retryscope.delay.source = source,
-            message = names::BACKOFF_EVENT,
-        );
+        log::retry(&self.span, &self.common, self.max_attempts, wait, &self.last_failure);
     }
 
     fn finished(self, finish: &Finish) {
@@ -197,6 +190,9 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         self.span.record(names::OUTCOME, outcome);
         if is_error(finish.outcome) {
             self.span.record("otel.status_code", "ERROR");
+        }
+        if log::gave_up(finish) {
+            log::give_up(&self.span, &self.common, self.max_attempts, finish, &self.last_failure);
         }
     }
 }
@@ -215,10 +211,4 @@ fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
 /// fail: the caller lost interest.
 fn is_error(outcome: Outcome) -> bool {
     matches!(outcome, Outcome::Failure | Outcome::Exhausted | Outcome::Throttled)
-}
-
-/// Signed, because OpenTelemetry attributes are `i64` and tracing-opentelemetry
-/// turns event fields recorded as `u64` into strings.
-fn millis(delay: Duration) -> i64 {
-    i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)
 }

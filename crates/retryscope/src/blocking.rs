@@ -31,6 +31,7 @@ where
     ///     if tries < 2 { Err("flaky") } else { Ok(tries) }
     /// })
     /// .retry(policy)
+    /// .retry_any_error()
     /// .call();
     /// assert_eq!(value.unwrap(), 2);
     /// # Ok::<(), retryscope::PolicyError>(())

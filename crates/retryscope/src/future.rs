@@ -116,6 +116,7 @@ where
     ///     async move { result }
     /// })
     /// .retry(Policy::builder().base_delay(Duration::from_millis(1)).max_delay(Duration::from_millis(5)).build()?)
+    /// .retry_any_error()
     /// // Blocking is fine here only because `block_on` runs nothing else.
     /// .with_sleeper(|delay| {
     ///     std::thread::sleep(delay);

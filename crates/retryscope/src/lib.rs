@@ -105,6 +105,7 @@ mod shared;
 mod sleep;
 mod sync;
 pub mod throttle;
+pub mod transient;
 pub mod verdict;
 mod wait;
 mod window;
@@ -121,5 +122,6 @@ pub use shared::Shared;
 pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]
 pub use sleep::TokioSleeper;
+pub use transient::Transient;
 pub use verdict::{DelaySource, ErrorType, Hint, Verdict};
-pub use wait::Backoff;
+pub use wait::{Backoff, HINT_SPREAD_MAX};

@@ -180,7 +180,7 @@ impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let r = (|| async { Ok::<_, ()>(1) }).retry(Policy::interactive()).observe((NoObserver, NoObserver)).await;
+/// let r = (|| async { Ok::<_, ()>(1) }).retry(Policy::interactive()).retry_any_error().observe((NoObserver, NoObserver)).await;
 /// assert_eq!(r.unwrap(), 1);
 /// # }
 /// ```
@@ -282,7 +282,7 @@ impl<A: AttemptScope> AttemptScope for Option<A> {
 /// use retryscope::{Policy, Retryable, StopReason};
 ///
 /// let stop = StopRecorder::default();
-/// let _ = (|| Err::<(), _>("busy")).retry(Policy::interactive()).observe(stop.clone()).call_with(
+/// let _ = (|| Err::<(), _>("busy")).retry(Policy::interactive()).retry_any_error().observe(stop.clone()).call_with(
 ///     &retryscope::clock::ManualClock::new(),
 ///     |_| {},
 /// );

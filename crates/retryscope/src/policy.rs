@@ -123,7 +123,23 @@ impl fmt::Debug for Policy {
 
 impl Policy {
     /// For calls somebody is waiting on: 4 attempts, 200 ms base delay doubling up
-    /// to 5 s, full jitter, a 15 s deadline over attempts and waits.
+    /// to 5 s, full jitter, each attempt cut at 5 s, and a 15 s deadline over
+    /// attempts and waits.
+    ///
+    /// The attempt timeout leaves room inside the deadline for at least one
+    /// retry after an attempt that never answers (5 s, at most 200 ms of wait,
+    /// then 5 s more: under 15 s): a stalled server costs the caller one
+    /// attempt, not the whole call.
+    ///
+    /// ```
+    /// use retryscope::Policy;
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::interactive();
+    /// assert_eq!(policy.max_attempts(), 4);
+    /// assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(5)));
+    /// assert_eq!(policy.deadline(), Some(Duration::from_secs(15)));
+    /// ```
     pub const fn interactive() -> Self {
         Settings {
             max_attempts: 4,
@@ -132,14 +148,30 @@ impl Policy {
             max_delay: Duration::from_secs(5),
             jitter: Jitter::Full,
             deadline: Some(Duration::from_secs(15)),
-            attempt_timeout: None,
+            attempt_timeout: Some(Duration::from_secs(5)),
             max_server_delay: Duration::from_secs(60),
         }
         .policy()
     }
 
     /// For background work: 8 attempts, 1 s base delay doubling up to 60 s, full
-    /// jitter, no deadline.
+    /// jitter, each attempt cut at 60 s, and a 10 minute deadline over attempts
+    /// and waits.
+    ///
+    /// Nobody waits on background work, but something always does: a worker
+    /// slot, a lease, a queue message's visibility timeout. Ten minutes bound
+    /// the worst case (eight stalled attempts would take eight minutes, plus
+    /// the waits) without cutting an ordinary retry sequence short.
+    ///
+    /// ```
+    /// use retryscope::Policy;
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::background();
+    /// assert_eq!(policy.max_attempts(), 8);
+    /// assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(60)));
+    /// assert_eq!(policy.deadline(), Some(Duration::from_secs(600)));
+    /// ```
     pub const fn background() -> Self {
         Settings {
             max_attempts: 8,
@@ -147,8 +179,8 @@ impl Policy {
             multiplier: 2.0,
             max_delay: Duration::from_secs(60),
             jitter: Jitter::Full,
-            deadline: None,
-            attempt_timeout: None,
+            deadline: Some(Duration::from_secs(10 * 60)),
+            attempt_timeout: Some(Duration::from_secs(60)),
             max_server_delay: Duration::from_secs(300),
         }
         .policy()
@@ -237,7 +269,7 @@ impl Policy {
 /// | [`Jitter::Full`] | `U(0, d)` |
 /// | [`Jitter::Equal`] | `d/2 + U(0, d/2)` |
 /// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
-/// | [`Jitter::Proportional`]`(f)` | `min(cap, d + U(0, f · d))` |
+/// | [`Jitter::Proportional`]`(f)` | `U(u - f · d, u)` with `u = min(cap, d + f · d)` |
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub enum Jitter {
@@ -253,7 +285,10 @@ pub enum Jitter {
     Equal,
     /// Uniform between the base and three times the previous delay, capped.
     Decorrelated,
-    /// The exponential delay plus up to `f` times itself, capped; `f` ≥ 0.
+    /// The exponential delay plus up to `f` times itself; `f` ≥ 0. Near the cap
+    /// the window of width `f · d` slides below the cap instead of being clipped
+    /// at it, so clients that reached the cap together keep their spread rather
+    /// than all waiting exactly the cap.
     Proportional(f64),
 }
 
@@ -327,6 +362,14 @@ impl PolicyBuilder {
     /// Bounds each attempt. Must be > 0.
     pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.settings.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// Removes the per-attempt timeout: an attempt may then run until the
+    /// deadline, or forever without one. Say so only for operations that
+    /// bound themselves (a client with its own read timeout).
+    pub const fn no_attempt_timeout(mut self) -> Self {
+        self.settings.attempt_timeout = None;
         self
     }
 

@@ -10,6 +10,7 @@ use crate::outcome::StopReason;
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
+use crate::transient::TransientErrors;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
 
@@ -37,9 +38,19 @@ use std::time::{Duration, Instant};
 /// # }
 /// ```
 pub trait Retryable<R>: FnMut() -> R + Sized {
-    /// Retries this operation under `policy`.
+    /// Retries this operation under `policy`, retrying only the errors whose
+    /// type says they are transient ([`Transient`](crate::Transient)). For an
+    /// error type that does not, say which errors to retry with
+    /// [`when`](Retry::when) or [`classify`](Retry::classify), or that every
+    /// error is worth a retry with [`retry_any_error`](Retry::retry_any_error).
     fn retry<'a>(self, policy: Policy) -> Retry<'a, Self> {
-        Retry { op: self, classifier: AnyError, observer: NoObserver, notify: (), setup: Setup::new(policy) }
+        Retry {
+            op: self,
+            classifier: TransientErrors,
+            observer: NoObserver,
+            notify: (),
+            setup: Setup::new(policy),
+        }
     }
 }
 
@@ -50,7 +61,7 @@ impl<R, F: FnMut() -> R> Retryable<R> for F {}
 /// [`with_sleeper`](Self::with_sleeper), or [`call`](Self::call) it (blocking
 /// operations).
 #[must_use = "a retry does nothing until awaited or called"]
-pub struct Retry<'a, Op, C = AnyError, O = NoObserver, N = ()> {
+pub struct Retry<'a, Op, C = TransientErrors, O = NoObserver, N = ()> {
     pub(crate) op: Op,
     pub(crate) classifier: C,
     pub(crate) observer: O,
@@ -62,6 +73,31 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// Retries only the errors `predicate` accepts; other errors are permanent.
     pub fn when<P>(self, predicate: P) -> Retry<'a, Op, When<P>, O, N> {
         self.with_classifier(When(predicate))
+    }
+
+    /// Retries every error, whatever its type: the choice for an operation
+    /// whose every failure is known to be transient. Prefer [`when`](Self::when),
+    /// which names the errors worth a retry.
+    ///
+    /// ```
+    /// use retryscope::{Policy, Retryable};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut calls = 0;
+    /// let answer = (|| {
+    ///     calls += 1;
+    ///     let result = if calls < 3 { Err("flaky") } else { Ok(42) };
+    ///     async move { result }
+    /// })
+    /// .retry(Policy::interactive())
+    /// .retry_any_error()
+    /// .await;
+    /// assert_eq!((answer.ok(), calls), (Some(42), 3));
+    /// # }
+    /// ```
+    pub fn retry_any_error(self) -> Retry<'a, Op, AnyError, O, N> {
+        self.with_classifier(AnyError)
     }
 
     /// Classifies each result with `f`, e.g. to retry an `Ok` HTTP 503 or to pass a

@@ -91,9 +91,11 @@ impl fmt::Display for ErrorType {
 pub enum DelaySource {
     /// The policy's backoff and jitter.
     Policy,
-    /// A `Retry-After` header: replaces the computed delay.
+    /// A `Retry-After` header: a floor under the computed delay, with a spread
+    /// on top (see [`Hint`]).
     RetryAfter,
-    /// `RateLimit` headers: may only lengthen the computed delay.
+    /// `RateLimit` headers: a floor under the computed delay, with a spread on
+    /// top (see [`Hint`]).
     RateLimit,
     /// gRPC's `grpc-retry-pushback-ms` trailer (gRFC A6): replaces the computed
     /// delay.
@@ -124,17 +126,30 @@ impl fmt::Display for DelaySource {
 }
 
 /// A server's instruction on when to try again.
+///
+/// `Retry-After` and `RateLimit` hints are *floors*: the wait is at least the
+/// hint and at least the policy's computed backoff. When the hint is the longer
+/// of the two, a random spread of up to a fifth of the hint (at most
+/// [`HINT_SPREAD_MAX`](crate::HINT_SPREAD_MAX)) is added on top, so that the
+/// many clients one server told "come back in 1 s" at the same moment do not
+/// come back in the same millisecond. The spread never takes the wait past the
+/// deadline or the policy's `max_server_delay`. A hint shorter than the backoff
+/// (such as `Retry-After: 0`) leaves the backoff as it is ([`Hint::wait`]).
+///
+/// gRPC pushback (`grpc-retry-pushback-ms`) is applied exactly: gRFC A6 says
+/// the retry happens *after the given delay* and that the backoff then starts
+/// again from the initial value, so retryscope neither floors nor spreads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hint {
     /// How long the server asks the client to wait.
     pub delay: Duration,
-    /// Which header it came from; decides whether it replaces or only lengthens the
-    /// computed delay.
+    /// Which header it came from; decides whether it is a floor under the
+    /// computed delay or replaces it (gRPC pushback).
     pub source: DelaySource,
 }
 
 impl Hint {
-    /// A `Retry-After` hint: the next attempt waits exactly `delay`.
+    /// A `Retry-After` hint: the next attempt waits at least `delay`.
     pub const fn retry_after(delay: Duration) -> Self {
         Self { delay, source: DelaySource::RetryAfter }
     }

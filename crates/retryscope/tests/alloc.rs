@@ -48,7 +48,8 @@ fn allocations_of<F: Future>(future: F) -> (usize, F::Output) {
 #[test]
 fn a_first_try_success_allocates_nothing() {
     let policy = Policy::interactive().to_builder().no_deadline().build().expect("valid");
-    let (allocations, output) = allocations_of((|| async { Ok::<_, ()>(1) }).retry(policy).into_future());
+    let (allocations, output) =
+        allocations_of((|| async { Ok::<_, ()>(1) }).retry(policy).retry_any_error().into_future());
     assert_eq!(output, Ok(1));
     assert_eq!(allocations, 0);
 }
@@ -62,6 +63,7 @@ fn a_deadline_and_a_budget_allocate_nothing_either() {
     let (allocations, output) = allocations_of(
         (|| async { Ok::<_, ()>(2) })
             .retry(Policy::interactive())
+            .retry_any_error()
             .budget(&budget)
             .dependency("db")
             .into_future(),
@@ -77,8 +79,9 @@ fn a_deadline_and_a_budget_allocate_nothing_either() {
 fn a_breaker_with_its_full_bookkeeping_allocates_nothing_either() {
     let breaker = retryscope::CircuitBreaker::new();
     let policy = Policy::interactive().to_builder().no_deadline().build().expect("valid");
-    let (allocations, output) =
-        allocations_of((|| async { Ok::<_, ()>(3) }).retry(policy).breaker(&breaker).into_future());
+    let (allocations, output) = allocations_of(
+        (|| async { Ok::<_, ()>(3) }).retry(policy).retry_any_error().breaker(&breaker).into_future(),
+    );
     assert_eq!(output, Ok(3));
     assert_eq!(allocations, 0);
 }

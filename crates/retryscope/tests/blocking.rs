@@ -27,6 +27,7 @@ fn retries_a_blocking_operation_with_the_policy_delays() {
         if calls < 3 { Err("busy") } else { Ok(calls) }
     })
     .retry(policy())
+    .retry_any_error()
     .call_with(&clock, |d| {
         slept.push(d);
         clock.advance(d);
@@ -47,6 +48,7 @@ fn a_slow_blocking_attempt_ends_the_operation_at_the_deadline() {
         Err::<(), _>("busy")
     })
     .retry(policy)
+    .retry_any_error()
     .call_with(&clock, |d| clock.advance(d))
     .unwrap_err();
     // After 450 ms a 100 ms wait would cross the 500 ms deadline: stop at once.
@@ -78,6 +80,7 @@ fn a_panicking_operation_still_finishes_its_telemetry() {
     let unwound = std::panic::catch_unwind(move || {
         let _ = (|| -> Result<(), &str> { panic!("the operation blew up") })
             .retry(policy())
+            .retry_any_error()
             .observe(observer)
             .call_with(&ManualClock::new(), |_| {});
     });

@@ -32,7 +32,13 @@ async fn an_exhausted_budget_refuses_retries_and_says_so() {
         .build()
         .expect("valid settings");
     let rec = Recorder::default();
-    let err = always_failing().retry(policy()).budget(&budget).observe(rec.clone()).await.unwrap_err();
+    let err = always_failing()
+        .retry(policy())
+        .retry_any_error()
+        .budget(&budget)
+        .observe(rec.clone())
+        .await
+        .unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::BudgetExhausted, 1));
     assert_eq!(err.last_error(), Some(&"unavailable"));
     assert_eq!(rec.finish().outcome, Outcome::Throttled);
@@ -51,7 +57,7 @@ async fn a_budget_caps_retries_across_a_failure_storm() {
         .expect("valid settings");
     let mut attempts = 0;
     for _ in 0..1_000 {
-        let err = always_failing().retry(policy()).budget(&budget).await.unwrap_err();
+        let err = always_failing().retry(policy()).retry_any_error().budget(&budget).await.unwrap_err();
         attempts += err.attempts();
     }
     assert_eq!(attempts - 1_000, 110);
@@ -61,10 +67,10 @@ async fn a_budget_caps_retries_across_a_failure_storm() {
 async fn a_token_bucket_stops_retries_once_half_empty() {
     // 10 tokens; each failed attempt costs one; retries need more than 5.
     let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.1).build().unwrap();
-    let first = always_failing().retry(policy()).budget(&bucket).await.unwrap_err();
+    let first = always_failing().retry(policy()).retry_any_error().budget(&bucket).await.unwrap_err();
     // Attempts 1..=4 fail: 10 → 6 tokens, all retries allowed (6 > 5).
     assert_eq!((first.attempts(), first.reason()), (4, StopReason::AttemptsExhausted));
-    let second = always_failing().retry(policy()).budget(&bucket).await.unwrap_err();
+    let second = always_failing().retry(policy()).retry_any_error().budget(&bucket).await.unwrap_err();
     // One more failure leaves 5: no retry.
     assert_eq!((second.attempts(), second.reason()), (1, StopReason::BudgetExhausted));
 }
@@ -81,7 +87,7 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
         .build()
         .expect("valid settings");
     // Four failing attempts open it.
-    let err = always_failing().retry(policy()).breaker(&breaker).await.unwrap_err();
+    let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
     assert_eq!(err.attempts(), 4);
     assert_eq!(breaker.state(), BreakerState::Open);
 
@@ -92,6 +98,7 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
         std::future::ready(Ok::<(), &str>(()))
     })
     .retry(policy())
+    .retry_any_error()
     .breaker(&breaker)
     .observe(rec.clone())
     .await
@@ -102,7 +109,11 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
 
     // After the cool-down one probe goes through; its success closes the breaker.
     clock.advance(Duration::from_secs(5));
-    let ok = (|| std::future::ready(Ok::<_, &str>("probe"))).retry(policy()).breaker(&breaker).await;
+    let ok = (|| std::future::ready(Ok::<_, &str>("probe")))
+        .retry(policy())
+        .retry_any_error()
+        .breaker(&breaker)
+        .await;
     assert_eq!(ok.unwrap(), "probe");
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
@@ -130,16 +141,21 @@ async fn a_cancelled_probe_does_not_close_the_breaker() {
         .build()
         .expect("valid settings");
     let one_attempt = policy().to_builder().max_attempts(2).build().expect("valid settings");
-    let _ = always_failing().retry(one_attempt).breaker(&breaker).await;
+    let _ = always_failing().retry(one_attempt).retry_any_error().breaker(&breaker).await;
     assert_eq!(breaker.state(), BreakerState::Open);
     clock.advance(Duration::from_secs(1));
     // The probe hangs and its caller gives up on it.
-    let hanging = (|| std::future::pending::<Result<(), &str>>()).retry(policy()).breaker(&breaker);
+    let hanging =
+        (|| std::future::pending::<Result<(), &str>>()).retry(policy()).retry_any_error().breaker(&breaker);
     assert!(tokio::time::timeout(Duration::from_millis(10), hanging).await.is_err());
     // Nothing was learned about the dependency: still not closed, and the probe
     // slot is free again for the next caller.
     assert_ne!(breaker.state(), BreakerState::Closed);
-    let probe = (|| std::future::ready(Ok::<_, &str>("up"))).retry(policy()).breaker(&breaker).await;
+    let probe = (|| std::future::ready(Ok::<_, &str>("up")))
+        .retry(policy())
+        .retry_any_error()
+        .breaker(&breaker)
+        .await;
     assert_eq!(probe.unwrap(), "up");
     assert_eq!(breaker.state(), BreakerState::Closed);
 }
@@ -153,7 +169,7 @@ async fn the_last_error_survives_a_breaker_that_opens_during_the_wait() {
         .build()
         .expect("valid settings");
     // The first failure opens the breaker; the retry after the wait is refused.
-    let err = always_failing().retry(policy()).breaker(&breaker).await.unwrap_err();
+    let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
     assert_eq!(err.last_error(), Some(&"unavailable"));
 }

@@ -64,10 +64,30 @@ fn proportional_jitter_adds_up_to_a_fraction() {
 }
 
 #[test]
-fn proportional_jitter_never_exceeds_the_cap() {
-    // retry 7: d = 10 s (capped) → 10 s + U(0, 5 s) capped back to 10 s.
-    let (min, max, _) = sample(Jitter::Proportional(0.5), 7);
-    assert_eq!((min, max), (10_000.0, 10_000.0));
+fn proportional_jitter_keeps_its_spread_below_the_cap() {
+    // retry 7: d = 10 s (capped), f = 0.5 → the 5 s window slides below the cap: U(5 s, 10 s).
+    let (min, max, mean) = sample(Jitter::Proportional(0.5), 7);
+    assert!((5_000.0..5_010.0).contains(&min), "min {min}");
+    assert!(max <= 10_000.0 && max > 9_990.0, "max {max}");
+    assert!((mean - 7_500.0).abs() < 40.0, "mean {mean}");
+}
+
+#[test]
+fn clients_at_the_cap_do_not_all_wait_the_cap() {
+    // The report: Proportional(0.3) with a 60 s cap gave 1,000 seeds one delay, exactly 60 s.
+    let policy = Policy::builder()
+        .base_delay(Duration::from_secs(1))
+        .max_delay(Duration::from_secs(60))
+        .max_attempts(20)
+        .jitter(Jitter::Proportional(0.3))
+        .build()
+        .expect("valid policy");
+    let delays: std::collections::BTreeSet<Duration> =
+        (0..1_000).map(|seed| policy.delay(12, policy.base_delay(), &mut JitterRng::seeded(seed))).collect();
+    assert!(delays.len() > 990, "{} distinct delays of 1,000", delays.len());
+    let (first, last) = (delays.first().copied(), delays.last().copied());
+    assert!(first.is_some_and(|d| d >= Duration::from_secs(42)), "shortest {first:?}");
+    assert!(last.is_some_and(|d| d <= Duration::from_secs(60)), "longest {last:?}");
 }
 
 #[test]
@@ -147,7 +167,12 @@ proptest! {
                 Jitter::Full => prop_assert!(d <= exp),
                 Jitter::Equal => prop_assert!(d >= exp / 2 && d <= exp),
                 Jitter::Decorrelated => prop_assert!(d >= base),
-                Jitter::Proportional(_) => prop_assert!(d >= exp),
+                // Below the cap `d ≥ exp`; at the cap the window `f · exp` wide ends at the cap.
+                Jitter::Proportional(f) => {
+                    let spread = Duration::try_from_secs_f64(exp.as_secs_f64() * f).unwrap_or(cap);
+                    let floor = exp.saturating_add(spread).min(cap).saturating_sub(spread);
+                    prop_assert!(d + Duration::from_micros(1) >= floor, "{d:?} below {floor:?}");
+                }
                 // `Jitter` may grow: a new variant needs its own bound here.
                 other => prop_assert!(false, "no bound checked for {:?}", other),
             }

@@ -63,8 +63,10 @@ fn a_server_hint_sets_the_run_at_time() {
     let job =
         JobFailure { hint: Some(Hint::retry_after(Duration::from_secs(30))), ..failure(1, None, 0, now) };
     let s = policy().schedule(&job, now, &mut JitterRng::seeded(0));
-    let thirty = Duration::from_secs(30);
-    assert_eq!(s, Schedule::RetryAt { at: now + thirty, delay: thirty, source: DelaySource::RetryAfter });
+    // The hint is a floor with a spread of up to a fifth of it on top (6 s here).
+    let Schedule::RetryAt { at, delay, source } = s else { panic!("not scheduled: {s:?}") };
+    assert_eq!((at, source), (now + delay, DelaySource::RetryAfter));
+    assert!((Duration::from_secs(30)..=Duration::from_secs(36)).contains(&delay), "{delay:?}");
 }
 
 #[test]
@@ -122,10 +124,11 @@ fn a_job_may_honour_a_retry_after_of_days() {
     let policy = weekly().build_for_jobs().expect("valid job policy");
     let now = SystemTime::now();
     let job = JobFailure { hint: Some(Hint::retry_after(3 * DAY)), ..failure(1, None, 0, now) };
-    assert_eq!(
-        policy.schedule(&job, now, &mut JitterRng::seeded(0)),
-        Schedule::RetryAt { at: now + 3 * DAY, delay: 3 * DAY, source: DelaySource::RetryAfter }
-    );
+    let s = policy.schedule(&job, now, &mut JitterRng::seeded(0));
+    // At most `HINT_SPREAD_MAX` (5 s) on top of the three days.
+    let Schedule::RetryAt { at, delay, source } = s else { panic!("not scheduled: {s:?}") };
+    assert_eq!((at, source), (now + delay, DelaySource::RetryAfter));
+    assert!((3 * DAY..=3 * DAY + retryscope::HINT_SPREAD_MAX).contains(&delay), "{delay:?}");
 }
 
 #[test]

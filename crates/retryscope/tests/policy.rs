@@ -7,18 +7,48 @@ use std::time::Duration;
 fn presets_carry_the_field_defaults() {
     let i = Policy::interactive();
     assert_eq!(
-        (i.max_attempts(), i.base_delay(), i.max_delay(), i.deadline()),
-        (4, Duration::from_millis(200), Duration::from_secs(5), Some(Duration::from_secs(15)))
+        (i.max_attempts(), i.base_delay(), i.max_delay(), i.deadline(), i.attempt_timeout()),
+        (
+            4,
+            Duration::from_millis(200),
+            Duration::from_secs(5),
+            Some(Duration::from_secs(15)),
+            Some(Duration::from_secs(5))
+        )
     );
     let b = Policy::background();
     assert_eq!(
-        (b.max_attempts(), b.base_delay(), b.max_delay(), b.deadline()),
-        (8, Duration::from_secs(1), Duration::from_secs(60), None)
+        (b.max_attempts(), b.base_delay(), b.max_delay(), b.deadline(), b.attempt_timeout()),
+        (
+            8,
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            Some(Duration::from_secs(600)),
+            Some(Duration::from_secs(60))
+        )
     );
     assert_eq!(i.multiplier(), 2.0);
     // The presets are valid policies.
     assert_eq!(i.to_builder().build(), Ok(i));
     assert_eq!(b.to_builder().build(), Ok(b));
+}
+
+#[test]
+fn every_preset_bounds_every_attempt_and_every_call() {
+    for preset in [Policy::interactive(), Policy::background()] {
+        let (timeout, deadline) = (preset.attempt_timeout(), preset.deadline());
+        assert!(timeout.is_some() && deadline.is_some(), "{preset:?}");
+        // Room for a retry after an attempt that used its whole time limit.
+        let first_retry = timeout.unwrap_or_default() + preset.base_delay() + timeout.unwrap_or_default();
+        assert!(Some(first_retry) < deadline, "{preset:?}");
+    }
+}
+
+#[test]
+fn an_unbounded_policy_takes_saying_so() {
+    let unbounded = Policy::builder().no_deadline().no_attempt_timeout().build().expect("valid");
+    assert_eq!((unbounded.deadline(), unbounded.attempt_timeout()), (None, None));
+    assert!(Policy::builder().build().is_ok_and(|p| p.deadline().is_some() && p.attempt_timeout().is_some()));
 }
 
 #[test]

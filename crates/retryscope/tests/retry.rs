@@ -41,7 +41,8 @@ async fn success_at_once_runs_one_attempt_and_never_waits() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
     let started = Instant::now();
-    let result = flaky(0, &calls).retry(plain()).observe(rec.clone()).dependency("db").await;
+    let result =
+        flaky(0, &calls).retry(plain()).retry_any_error().observe(rec.clone()).dependency("db").await;
     assert_eq!(result.unwrap(), 1);
     assert_eq!(started.elapsed(), Duration::ZERO);
     let events = rec.events();
@@ -61,7 +62,7 @@ async fn success_on_the_third_attempt_waits_the_exponential_delays() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
     let started = Instant::now();
-    let result = flaky(2, &calls).retry(plain()).observe(rec.clone()).await;
+    let result = flaky(2, &calls).retry(plain()).retry_any_error().observe(rec.clone()).await;
     assert_eq!(result.unwrap(), 3);
     // 100 ms + 200 ms of backoff, attempts take no time.
     assert_eq!(started.elapsed(), ms(300));
@@ -86,7 +87,8 @@ async fn success_on_the_third_attempt_waits_the_exponential_delays() {
 async fn attempts_are_exact_when_every_attempt_fails() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
-    let err = flaky(u32::MAX, &calls).retry(plain()).observe(rec.clone()).await.unwrap_err();
+    let err =
+        flaky(u32::MAX, &calls).retry(plain()).retry_any_error().observe(rec.clone()).await.unwrap_err();
     assert_eq!(calls.get(), 5);
     assert_eq!(err.attempts(), 5);
     assert_eq!(err.reason(), StopReason::AttemptsExhausted);
@@ -114,7 +116,11 @@ async fn a_permanent_error_returns_after_exactly_one_attempt() {
 async fn notify_hears_each_error_and_delay() {
     let calls = Cell::new(0);
     let mut heard: Vec<(&str, Duration)> = Vec::new();
-    let result = flaky(2, &calls).retry(plain()).notify(|e: &&'static str, d| heard.push((*e, d))).await;
+    let result = flaky(2, &calls)
+        .retry(plain())
+        .retry_any_error()
+        .notify(|e: &&'static str, d| heard.push((*e, d)))
+        .await;
     assert!(result.is_ok());
     assert_eq!(heard, [("busy", ms(100)), ("busy", ms(200))]);
 }
@@ -130,6 +136,7 @@ async fn the_deadline_is_never_crossed_even_by_a_slow_attempt() {
         Ok::<(), &str>(())
     })
     .retry(policy)
+    .retry_any_error()
     .observe(rec.clone())
     .await
     .unwrap_err();
@@ -160,6 +167,7 @@ async fn the_engine_gives_up_early_when_the_next_wait_cannot_fit() {
         }
     })
     .retry(policy)
+    .retry_any_error()
     .await
     .unwrap_err();
     assert_eq!(err.reason(), StopReason::DeadlineExceeded);
@@ -184,6 +192,7 @@ async fn the_per_attempt_timeout_fires_then_the_engine_retries() {
         }
     })
     .retry(policy)
+    .retry_any_error()
     .observe(rec.clone())
     .await;
     assert_eq!(result.unwrap(), "done");
@@ -204,6 +213,7 @@ async fn the_attempt_timeout_is_clipped_to_the_deadline() {
         Ok::<(), &str>(())
     })
     .retry(policy)
+    .retry_any_error()
     .await
     .unwrap_err();
     // 800 ms timeout, 100 ms wait, then only 100 ms remain for attempt 2.
@@ -219,7 +229,7 @@ fn hinted(hint: Hint) -> impl FnMut(&Result<(), &str>) -> Verdict {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_after_replaces_the_computed_delay() {
+async fn retry_after_is_a_floor_with_a_spread_on_top() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
     let started = Instant::now();
@@ -229,9 +239,76 @@ async fn retry_after_replaces_the_computed_delay() {
     };
     let result = op.retry(plain()).classify(hinted(Hint::retry_after(ms(1_500)))).observe(rec.clone()).await;
     assert!(result.is_ok());
-    // Above the 1 s cap: a server's Retry-After is honoured as given.
-    assert_eq!(started.elapsed(), ms(1_500));
+    // Above the 1 s cap: never earlier than the server asked, at most a fifth later.
+    let waited = started.elapsed();
+    assert!((ms(1_500)..=ms(1_800)).contains(&waited), "{waited:?}");
     assert_eq!(rec.waits()[0].source, DelaySource::RetryAfter);
+}
+
+/// The first wait of `policy` after a failure that carried `hint`, for `seed`.
+async fn first_wait(policy: Policy, hint: Hint, seed: u64) -> (Duration, DelaySource) {
+    let rec = Recorder::default();
+    let calls = Cell::new(0);
+    let op = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() == 1 { Err("told") } else { Ok(()) })
+    };
+    let result = op.retry(policy).classify(hinted(hint)).observe(rec.clone()).seed(seed).await;
+    assert!(result.is_ok());
+    let wait = rec.waits()[0];
+    (wait.delay, wait.source)
+}
+
+#[tokio::test(start_paused = true)]
+async fn clients_told_the_same_retry_after_come_back_spread() {
+    let mut waits = Vec::new();
+    for seed in 0..20 {
+        waits.push(first_wait(Policy::interactive(), Hint::retry_after(ms(1_000)), seed).await);
+    }
+    assert!(
+        waits
+            .iter()
+            .all(|&(d, source)| d >= ms(1_000) && d <= ms(1_200) && source == DelaySource::RetryAfter)
+    );
+    let (first, last) = (waits.iter().map(|w| w.0).min(), waits.iter().map(|w| w.0).max());
+    let spread = last.zip(first).map(|(l, f)| l - f);
+    assert!(spread.is_some_and(|s| s >= ms(100)), "20 clients within {spread:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_zero_keeps_the_computed_backoff() {
+    // Equal jitter: the computed wait is never below half the exponential delay.
+    let policy = plain().to_builder().jitter(Jitter::Equal).build().unwrap();
+    for seed in 0..20 {
+        let (delay, source) = first_wait(policy, Hint::retry_after(Duration::ZERO), seed).await;
+        assert_eq!(source, DelaySource::Policy);
+        assert!((ms(50)..=ms(100)).contains(&delay), "{delay:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_spread_never_passes_the_deadline_or_the_longest_server_delay() {
+    let policy = plain().to_builder().deadline(ms(2_000)).max_server_delay(ms(1_050)).build().unwrap();
+    for seed in 0..50 {
+        let (delay, _) = first_wait(policy, Hint::retry_after(ms(1_000)), seed).await;
+        assert!((ms(1_000)..=ms(1_050)).contains(&delay), "{delay:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_pushback_is_applied_exactly_as_grfc_a6_says() {
+    for seed in 0..5 {
+        // Shorter than the computed backoff too: A6's pushback replaces it.
+        let policy = plain().to_builder().jitter(Jitter::None).build().unwrap();
+        assert_eq!(
+            first_wait(policy, Hint::grpc_pushback(ms(30)), seed).await,
+            (ms(30), DelaySource::GrpcPushback)
+        );
+        assert_eq!(
+            first_wait(policy, Hint::grpc_pushback(ms(700)), seed).await,
+            (ms(700), DelaySource::GrpcPushback)
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -245,8 +322,11 @@ async fn a_rate_limit_hint_only_ever_slows_the_client() {
     // 150 ms: longer than the first computed delay (100), shorter than the second (200).
     let result = op.retry(plain()).classify(hinted(Hint::rate_limit(ms(150)))).observe(rec.clone()).await;
     assert!(result.is_ok());
-    let waits: Vec<_> = rec.waits().iter().map(|w| (w.delay, w.source)).collect();
-    assert_eq!(waits, [(ms(150), DelaySource::RateLimit), (ms(200), DelaySource::Policy)]);
+    let waits = rec.waits();
+    assert_eq!((waits[0].source, waits[1].source), (DelaySource::RateLimit, DelaySource::Policy));
+    // The hint decided the first wait (plus up to 30 ms of spread), the backoff the second.
+    assert!((ms(150)..=ms(180)).contains(&waits[0].delay), "{:?}", waits[0].delay);
+    assert_eq!(waits[1].delay, ms(200));
 }
 
 #[tokio::test(start_paused = true)]
@@ -308,7 +388,7 @@ async fn a_retryable_ok_value_is_handed_back_when_attempts_run_out() {
 async fn dropping_the_future_while_it_waits_cancels_cleanly() {
     let calls = Cell::new(0);
     let rec = Recorder::default();
-    let retry = flaky(u32::MAX, &calls).retry(plain()).observe(rec.clone());
+    let retry = flaky(u32::MAX, &calls).retry(plain()).retry_any_error().observe(rec.clone());
     // Attempt 1 fails at t = 0, the engine waits 100 ms; time out at 50 ms.
     let outcome = tokio::time::timeout(ms(50), retry).await;
     assert!(outcome.is_err());
@@ -325,6 +405,7 @@ async fn dropping_the_future_mid_attempt_reports_the_attempt() {
         Ok::<(), ()>(())
     })
     .retry(plain())
+    .retry_any_error()
     .observe(rec.clone());
     assert!(tokio::time::timeout(ms(20), retry).await.is_err());
     assert_eq!(
@@ -339,6 +420,7 @@ async fn labels_reach_the_observer() {
     let rec = Recorder::default();
     let _ = (|| std::future::ready(Ok::<(), ()>(())))
         .retry(Policy::interactive())
+        .retry_any_error()
         .dependency("payments")
         .operation("create_invoice")
         .observe(rec.clone())
@@ -359,7 +441,7 @@ async fn the_same_seed_gives_the_same_waits() {
         let rec = Recorder::default();
         let calls = Cell::new(0);
         let policy = plain().to_builder().jitter(Jitter::Full).build().unwrap();
-        let _ = flaky(u32::MAX, &calls).retry(policy).seed(seed).observe(rec.clone()).await;
+        let _ = flaky(u32::MAX, &calls).retry(policy).retry_any_error().seed(seed).observe(rec.clone()).await;
         rec.waits().into_iter().map(|w| w.delay).collect::<Vec<_>>()
     };
     assert_eq!(run(5).await, run(5).await);
@@ -487,6 +569,7 @@ async fn an_owned_setup_is_static_and_shares_its_guards() {
         async move { result }
     })
     .retry(Policy::interactive())
+    .retry_any_error()
     .budget(Arc::clone(&bucket))
     .breaker(Arc::clone(&breaker))
     .dependency(dependency)

@@ -97,6 +97,7 @@ fn a_hanging_attempt_is_cut_off_by_the_thread_timer() {
     let started = Instant::now();
     let retry = (|| std::future::pending::<Result<(), &str>>())
         .retry(policy().max_attempts(2).attempt_timeout(Duration::from_millis(30)).build().unwrap())
+        .retry_any_error()
         .with_sleeper(timer.clone());
 
     let error = futures_executor::block_on(retry).unwrap_err();
@@ -114,6 +115,7 @@ fn a_function_is_a_sleeper() {
     let waits = AtomicUsize::new(0);
     let retry = (|| async { Err::<(), _>("down") })
         .retry(policy().max_attempts(3).build().unwrap())
+        .retry_any_error()
         .with_sleeper(|_delay: Duration| {
             waits.fetch_add(1, Ordering::Relaxed);
             std::future::ready(())

@@ -17,6 +17,14 @@ pub const FAILURES: u32 = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Busy;
 
+/// Transient, as the engine's default classifier asks of an error type.
+impl retryscope::Transient for Busy {
+    #[inline]
+    fn verdict(&self) -> retryscope::Verdict {
+        retryscope::Verdict::retryable(retryscope::ErrorType::OTHER)
+    }
+}
+
 /// An async operation that fails `failures` times, then succeeds. Its future is
 /// ready on the first poll, so what is measured is the retry machinery.
 pub struct Flaky {
@@ -39,8 +47,9 @@ impl Flaky {
 
 /// retryscope: 4 attempts (3 retries), 1 ns base delay capped at 1 ns (the
 /// smallest the policy accepts: base and cap must be > 0, the multiplier > 1),
-/// no jitter, no deadline (so no per-attempt time limit is armed), default
-/// classifier (every `Err` is retryable), no observer. Each wait is a
+/// no jitter, no deadline and no attempt timeout (so no per-attempt time limit
+/// is armed), default classifier (`Busy` is `Transient` and retryable), no
+/// observer. Each wait is a
 /// `tokio::time::sleep(1 ns)`.
 pub fn retryscope_policy() -> Policy {
     Policy::builder()
@@ -50,6 +59,7 @@ pub fn retryscope_policy() -> Policy {
         .multiplier(2.0)
         .jitter(Jitter::None)
         .no_deadline()
+        .no_attempt_timeout()
         .build()
         .expect("a valid policy")
 }

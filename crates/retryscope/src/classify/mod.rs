@@ -103,7 +103,8 @@ pub trait Classify<T, E> {
     }
 }
 
-/// Every `Ok` is a success, every `Err` retryable. The default.
+/// Every `Ok` is a success, every `Err` retryable: what
+/// [`Retry::retry_any_error`](crate::Retry::retry_any_error) selects.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AnyError;
 

@@ -1,29 +1,63 @@
-//! How a server's hint combines with the delay the policy computed.
+//! How a server's hint combines with the delay the policy computed: a floor
+//! with a random spread on top, so that the clients one server told "come back
+//! in 1 s" do not all come back in the same millisecond.
 
+use crate::random::JitterRng;
 use crate::verdict::{DelaySource, Hint};
+use crate::wait::jitter::uniform;
 use std::time::Duration;
 
+/// The widest random spread added on top of a server's `Retry-After` or
+/// `RateLimit` hint: 5 s, the width the AWS SDKs allow above the backoff
+/// (`clamp(hint, backoff, backoff + 5 s)`).
+pub const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
+
 impl Hint {
-    /// The wait this hint implies when the policy alone would wait `computed`.
+    /// The wait this hint implies when the policy alone would wait `computed`,
+    /// before any spread: the longer of the two, or the pushback itself.
     pub fn apply(self, computed: Duration) -> Duration {
         match self.source {
             DelaySource::Policy => computed,
-            DelaySource::RetryAfter | DelaySource::GrpcPushback => self.delay,
-            DelaySource::RateLimit => self.delay.max(computed),
+            DelaySource::GrpcPushback => self.delay,
+            DelaySource::RetryAfter | DelaySource::RateLimit => self.delay.max(computed),
         }
     }
 
-    /// The wait this hint implies over `computed`, and where its length came
-    /// from: a `RateLimit` hint that does not lengthen the computed delay
-    /// leaves the wait the policy's.
-    #[inline]
-    pub(super) fn combine(self, computed: Duration) -> (Duration, DelaySource) {
-        let delay = self.apply(computed);
-        let source = if delay == computed && self.source == DelaySource::RateLimit {
-            DelaySource::Policy
-        } else {
-            self.source
-        };
-        (delay, source)
+    /// The widest random spread added on top of a floor hint: a fifth of the
+    /// hint, at most [`HINT_SPREAD_MAX`]; none for gRPC pushback.
+    pub fn spread(self) -> Duration {
+        match self.source {
+            DelaySource::Policy | DelaySource::GrpcPushback => Duration::ZERO,
+            DelaySource::RetryAfter | DelaySource::RateLimit => (self.delay / 5).min(HINT_SPREAD_MAX),
+        }
+    }
+
+    /// The wait after a failure that carried this hint, when the policy alone
+    /// would wait `computed` (already jittered), and where it came from: the
+    /// backoff if it is the longer wait, else the hint plus a random spread of
+    /// up to [`spread`](Self::spread), never beyond `limit` (what the deadline
+    /// and `max_server_delay` allow; a hint above it is the caller's to refuse).
+    ///
+    /// ```
+    /// use retryscope::{DelaySource, Hint, JitterRng};
+    /// use std::time::Duration;
+    ///
+    /// let mut rng = JitterRng::seeded(7);
+    /// let (limit, backoff) = (Duration::from_secs(60), Duration::from_millis(150));
+    /// let (wait, source) = Hint::retry_after(Duration::from_secs(1)).wait(backoff, limit, &mut rng);
+    /// assert!(wait >= Duration::from_secs(1) && wait <= Duration::from_millis(1_200));
+    /// assert_eq!(source, DelaySource::RetryAfter);
+    /// // `Retry-After: 0` keeps the backoff.
+    /// let zero = Hint::retry_after(Duration::ZERO).wait(backoff, limit, &mut rng);
+    /// assert_eq!(zero, (backoff, DelaySource::Policy));
+    /// ```
+    pub fn wait(self, computed: Duration, limit: Duration, rng: &mut JitterRng) -> (Duration, DelaySource) {
+        let floor = self.apply(computed);
+        if floor == computed && self.source != DelaySource::GrpcPushback {
+            // The backoff is already the longer wait, and already jittered.
+            return (computed, DelaySource::Policy);
+        }
+        let spread = self.spread().min(limit.saturating_sub(floor));
+        (floor.saturating_add(uniform(rng, Duration::ZERO, spread)), self.source)
     }
 }

@@ -34,7 +34,8 @@ impl Jitter {
             }
             Jitter::Proportional(f) => {
                 let spread = Duration::try_from_secs_f64(d.as_secs_f64() * f).unwrap_or(step.cap);
-                d.saturating_add(uniform(rng, Duration::ZERO, spread))
+                let upper = d.saturating_add(spread).min(step.cap);
+                uniform(rng, upper.saturating_sub(spread), upper)
             }
         };
         delay.min(step.cap)
@@ -42,7 +43,7 @@ impl Jitter {
 }
 
 /// A uniformly distributed duration in `[low, high]`, at nanosecond resolution.
-fn uniform(rng: &mut JitterRng, low: Duration, high: Duration) -> Duration {
+pub(crate) fn uniform(rng: &mut JitterRng, low: Duration, high: Duration) -> Duration {
     let low_ns = saturating_nanos(low);
     let high_ns = saturating_nanos(high);
     if high_ns <= low_ns {

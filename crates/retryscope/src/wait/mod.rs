@@ -2,13 +2,13 @@
 //!
 //! One function, [`next_wait`], decides; the engine's driver and the job-queue
 //! scheduler both ask it. It takes the policy's computed delay
-//! ([`backoff`]: the exponential curve, then [`jitter`]), lets a server's
-//! [`Hint`] replace or lengthen it ([`hint`]), and refuses a wait that the
-//! attempt limit, the deadline or `max_server_delay` does not allow.
+//! ([`backoff`]: the exponential curve, then [`jitter`]), puts a server's
+//! [`Hint`] under it as a floor with a random spread on top ([`hint`]), and
+//! refuses a wait that the attempt limit, the deadline or `max_server_delay`
+//! does not allow.
 //!
 //! Every rule about the length of a wait belongs in this folder, so that a
-//! change to one lands once for both callers: a hint as a floor with random
-//! spread on top would change [`hint`] alone, and a pacer's answer would be one
+//! change to one lands once for both callers: a pacer's answer would be one
 //! more bound here, applied before the deadline check.
 
 mod backoff;
@@ -16,6 +16,7 @@ mod hint;
 mod jitter;
 
 pub use backoff::Backoff;
+pub use hint::HINT_SPREAD_MAX;
 
 use crate::outcome::StopReason;
 use crate::policy::Policy;
@@ -48,7 +49,7 @@ pub(crate) fn next_wait(
             if hint.delay > limit {
                 return Err(StopReason::HintTooLong { hint, limit });
             }
-            hint.combine(computed)
+            hint.wait(computed, limit, rng)
         }
     };
     if remaining.is_some_and(|r| delay >= r) {

@@ -1,0 +1,260 @@
+//! The retry log: one INFO event per retry, one WARN event per operation that
+//! gave up, each leading to its trace.
+//!
+//! The events are `tracing` events with target `retryscope`, so they reach
+//! whatever the service logs with (a `fmt` layer, an OpenTelemetry log bridge)
+//! and, under tracing-opentelemetry, become span events of the operation span.
+//! Every field is listed in docs/telemetry.md ("The retry log").
+
+use crate::labels::{Common, error_type_str};
+use crate::names;
+use opentelemetry::trace::{SpanContext, TraceContextExt};
+use retryscope::observe::{
+    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+};
+use retryscope::{ErrorType, Outcome, StopReason};
+use std::time::Duration;
+use tracing::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// The trace and span of the attempt a log line is about, when there is one
+/// (an OpenTelemetry layer records the spans), else of the caller's span.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Correlation {
+    context: Option<(opentelemetry::trace::TraceId, opentelemetry::trace::SpanId)>,
+}
+
+impl Correlation {
+    /// The ids of `span`, or nothing if no OpenTelemetry layer gave it any.
+    pub(crate) fn of(span: &Span) -> Self {
+        let context = span.context();
+        Self::from_context(context.span().span_context())
+    }
+
+    /// The ids of the span the caller is in.
+    pub(crate) fn current() -> Self {
+        Self::of(&Span::current())
+    }
+
+    fn from_context(context: &SpanContext) -> Self {
+        Self { context: context.is_valid().then(|| (context.trace_id(), context.span_id())) }
+    }
+
+    fn trace_id(&self) -> Option<String> {
+        self.context.map(|(trace, _)| trace.to_string())
+    }
+
+    fn span_id(&self) -> Option<String> {
+        self.context.map(|(_, span)| span.to_string())
+    }
+}
+
+/// What the log says about one logical operation: its names and, once an
+/// attempt has failed, which failure and which attempt span.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LastFailure {
+    pub(crate) error: Option<ErrorType>,
+    pub(crate) correlation: Correlation,
+}
+
+/// The retry log alone, without spans or metrics: pass it to the engine's
+/// `.observe(..)` where the telemetry is off but the log should stay.
+///
+/// [`OtelObserver`](crate::OtelObserver) writes the same events; combine
+/// neither with the other. Without attempt spans, each event carries the trace
+/// and span ids of the caller's span, if an OpenTelemetry layer gave it any.
+///
+/// ```
+/// use retryscope::{Policy, Retryable};
+/// use retryscope_otel::RetryLog;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let answer = (|| async { Ok::<_, std::io::Error>(42) })
+///     .retry(Policy::interactive())
+///     .observe(RetryLog)
+///     .dependency("inventory")
+///     .await;
+/// assert_eq!(answer.unwrap(), 42);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetryLog;
+
+impl Observer for RetryLog {
+    type Operation = RetryLogOperation;
+
+    fn start(&self, info: &OperationInfo<'_>) -> RetryLogOperation {
+        RetryLogOperation {
+            common: Common::new(info.dependency, info.operation),
+            max_attempts: info.max_attempts,
+            last_failure: LastFailure::default(),
+        }
+    }
+}
+
+/// One logical operation whose retries are logged.
+#[derive(Debug)]
+pub struct RetryLogOperation {
+    common: Common,
+    max_attempts: u32,
+    last_failure: LastFailure,
+}
+
+impl OperationObserver for RetryLogOperation {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+
+    fn attempt_finished(&mut self, (): (), attempt: &AttemptEnd) {
+        if attempt.error.is_some() {
+            self.last_failure = LastFailure { error: attempt.error, correlation: Correlation::current() };
+        }
+    }
+
+    fn waiting(&mut self, wait: &Wait) {
+        retry(&Span::current(), &self.common, self.max_attempts, wait, &self.last_failure);
+    }
+
+    fn finished(self, finish: &Finish) {
+        if gave_up(finish) {
+            give_up(&Span::current(), &self.common, self.max_attempts, finish, &self.last_failure);
+        }
+    }
+}
+
+/// One retry is about to wait: INFO `retryscope.backoff`.
+pub(crate) fn retry(parent: &Span, common: &Common, max_attempts: u32, wait: &Wait, failed: &LastFailure) {
+    tracing::event!(
+        target: names::TARGET,
+        parent: parent,
+        tracing::Level::INFO,
+        retryscope.dependency = common.dependency(),
+        retryscope.operation = common.operation(),
+        retryscope.attempt = i64::from(wait.next_attempt.min(max_attempts)),
+        retryscope.max_attempts = i64::from(max_attempts),
+        retryscope.retry.reason = error_type_str(wait.error),
+        http.response.status_code = http_status(wait.error),
+        rpc.grpc.status_code = grpc_code(wait.error),
+        delay_ms = millis(wait.delay),
+        retryscope.delay.source = wait.source.as_str(),
+        trace_id = failed.correlation.trace_id(),
+        span_id = failed.correlation.span_id(),
+        message = names::BACKOFF_EVENT,
+    );
+}
+
+/// Whether an operation that ended as `finish` gave up: its retries ran out or
+/// were refused, or it was retried and then failed for good. A first attempt
+/// that fails permanently (a 404, a validation error) is an answer, not a
+/// give-up, and is left to the caller to log.
+pub(crate) fn gave_up(finish: &Finish) -> bool {
+    match finish.outcome {
+        Outcome::Exhausted | Outcome::Throttled => true,
+        Outcome::Failure => finish.attempts > 1,
+        _ => false,
+    }
+}
+
+/// The operation gave up: WARN `retryscope.gave_up`.
+pub(crate) fn give_up(
+    parent: &Span,
+    common: &Common,
+    max_attempts: u32,
+    finish: &Finish,
+    last: &LastFailure,
+) {
+    let error = last.error.map(error_type_str);
+    tracing::event!(
+        target: names::TARGET,
+        parent: parent,
+        tracing::Level::WARN,
+        retryscope.dependency = common.dependency(),
+        retryscope.operation = common.operation(),
+        retryscope.attempts = i64::from(finish.attempts),
+        retryscope.max_attempts = i64::from(max_attempts),
+        retryscope.outcome = finish.outcome.as_str(),
+        retryscope.stop_reason = finish.reason.map(stop_reason_str),
+        error.r#type = error,
+        http.response.status_code = last.error.and_then(http_status),
+        rpc.grpc.status_code = last.error.and_then(grpc_code),
+        duration_ms = millis(finish.duration),
+        trace_id = last.correlation.trace_id(),
+        span_id = last.correlation.span_id(),
+        message = names::GAVE_UP_EVENT,
+    );
+}
+
+/// `retryscope.stop_reason`: why the engine stopped, one of
+/// [`names::STOP_REASONS`].
+pub(crate) fn stop_reason_str(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::Permanent => names::STOP_PERMANENT,
+        StopReason::Unrepeatable => names::STOP_UNREPEATABLE,
+        StopReason::AttemptsExhausted => names::STOP_ATTEMPTS_EXHAUSTED,
+        StopReason::DeadlineExceeded => names::STOP_DEADLINE_EXCEEDED,
+        StopReason::HintTooLong { .. } => names::STOP_HINT_TOO_LONG,
+        StopReason::BudgetExhausted => names::STOP_BUDGET_EXHAUSTED,
+        StopReason::CircuitOpen => names::STOP_CIRCUIT_OPEN,
+        StopReason::UpstreamRetry => names::STOP_UPSTREAM_RETRY,
+        // A reason this crate does not know yet: bounded, never a new value.
+        _ => crate::labels::OTHER,
+    }
+}
+
+/// The HTTP status of a failure, as its own field.
+fn http_status(error: ErrorType) -> Option<i64> {
+    match error {
+        ErrorType::Status(code) => Some(i64::from(code)),
+        _ => None,
+    }
+}
+
+/// The gRPC status code of a failure, as its own field (`rpc.grpc.status_code`).
+fn grpc_code(error: ErrorType) -> Option<i64> {
+    match error {
+        ErrorType::Kind(kind) => retryscope::transient::GRPC_CODE_NAMES
+            .iter()
+            .position(|name| *name == kind)
+            .and_then(|i| i64::try_from(i).ok()),
+        _ => None,
+    }
+}
+
+/// Signed, because OpenTelemetry attributes are `i64` and tracing-opentelemetry
+/// turns event fields recorded as `u64` into strings.
+pub(crate) fn millis(delay: Duration) -> i64 {
+    i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_codes_are_numbered_as_grpc_numbers_them() {
+        assert_eq!(grpc_code(ErrorType::Kind("UNAVAILABLE")), Some(14));
+        assert_eq!(grpc_code(ErrorType::Kind("RESOURCE_EXHAUSTED")), Some(8));
+        assert_eq!(grpc_code(ErrorType::Kind("connect")), None);
+        assert_eq!(grpc_code(ErrorType::Status(503)), None);
+    }
+
+    #[test]
+    fn every_stop_reason_has_a_listed_name() {
+        let reasons = [
+            StopReason::Permanent,
+            StopReason::Unrepeatable,
+            StopReason::AttemptsExhausted,
+            StopReason::DeadlineExceeded,
+            StopReason::HintTooLong {
+                hint: retryscope::Hint::retry_after(Duration::ZERO),
+                limit: Duration::ZERO,
+            },
+            StopReason::BudgetExhausted,
+            StopReason::CircuitOpen,
+            StopReason::UpstreamRetry,
+        ];
+        let names: Vec<_> = reasons.into_iter().map(stop_reason_str).collect();
+        assert_eq!(names, names::STOP_REASONS);
+    }
+}
