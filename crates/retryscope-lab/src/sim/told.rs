@@ -35,8 +35,8 @@ use std::time::Duration;
 /// The `Retry-After` every client is told when `--retry-after` is not given.
 pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// The width of the window in which returns count as one spike, and of the
-/// chart's bins: about what a server needs to notice a burst (and what
-/// "came back within ~12 ms of each other" measured before).
+/// chart's bins: about the 11.5 ms within which 20 real loopback clients told
+/// `Retry-After: 1` all came back when the hint was used exactly (issue 20).
 pub const WINDOW: Duration = Duration::from_millis(10);
 
 /// `retryscope simulate told`.
@@ -276,20 +276,23 @@ pub fn report(args: &ToldArgs) -> Result<Report, SimError> {
     }
     let rows: Vec<ToldRow> = outcomes.iter().map(|o| o.row.clone()).collect();
     let mut report = Report::new(args.common.format, table(&rows), &rows)?;
-    report.notes = outcomes
-        .iter()
-        .filter(|o| o.gave_up > 0)
-        .map(|o| {
-            format!(
-                "{} at {} clients: {} client(s) would have waited past the deadline, so the engine gave up",
-                o.row.strategy, o.row.clients, o.gave_up
-            )
-        })
-        .collect();
+    report.notes = outcomes.iter().filter_map(gave_up_note).collect();
     if let Some(path) = &args.common.svg {
         write_svg(path, &chart(&outcomes))?;
     }
     Ok(report)
+}
+
+/// Says so when the engine would have given up on some of `outcome`'s clients
+/// (their wait reached the deadline), since the table only shows the others.
+fn gave_up_note(outcome: &ToldOutcome) -> Option<String> {
+    let ToldOutcome { row, gave_up, .. } = outcome;
+    (*gave_up > 0).then(|| {
+        format!(
+            "{} at {} clients: {gave_up} client(s) would have waited until the deadline, so the engine gave up on them",
+            row.strategy, row.clients
+        )
+    })
 }
 
 fn table(rows: &[ToldRow]) -> String {
