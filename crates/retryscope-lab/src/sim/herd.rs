@@ -26,6 +26,9 @@
 //! One write per round always wins, so every strategy terminates; a safety
 //! bound on attempts per client (far above what any strategy needs) still
 //! guarantees it, and any client that hits it is reported.
+//!
+//! Clients that a server told the same `Retry-After` at once are the herd's
+//! other shape; [`told`](super::told) simulates them (`simulate told`).
 
 use super::events::{EventQueue, Nanos, from_millis_f64, nanos, to_millis};
 use super::output::{Panel, Report, Series, Table, write_svg};

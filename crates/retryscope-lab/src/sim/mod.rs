@@ -19,6 +19,9 @@
 //!   spike, with and without backoff and a retry budget.
 //! - [`layers`]: retries multiplying down a call chain (Google SRE book,
 //!   "Handling Overload"), and retrying at one layer only.
+//! - [`told`]: the herd's "server-told" scenario — clients one server told the
+//!   same `Retry-After` at the same moment, waiting exactly the hint or as the
+//!   engine's [`Hint::wait`](retryscope::Hint::wait) decides.
 
 pub mod amplify;
 pub mod collapse;
@@ -29,6 +32,7 @@ pub mod output;
 pub mod rng;
 pub mod server;
 pub mod throttles;
+pub mod told;
 
 use clap::{Args, Subcommand, ValueEnum};
 use std::fmt;
@@ -56,6 +60,8 @@ pub enum Experiment {
     Collapse(collapse::CollapseArgs),
     /// Retries multiplying down a call chain, and retrying at one layer only (SRE book).
     Layers(layers::LayersArgs),
+    /// Clients told the same Retry-After at once: exactly as told, or spread by the engine's hint rule.
+    Told(told::ToldArgs),
 }
 
 /// Flags every experiment shares.
@@ -112,6 +118,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), SimError> {
         Experiment::Amplify(a) => amplify::report(a)?,
         Experiment::Collapse(a) => collapse::report(a)?,
         Experiment::Layers(a) => layers::report(a)?,
+        Experiment::Told(a) => told::report(a)?,
     };
     output::print(&report)
 }
