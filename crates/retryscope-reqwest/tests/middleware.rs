@@ -362,7 +362,7 @@ async fn failures_that_are_not_retried_still_trip_the_breaker() {
         retryscope::CircuitBreaker::builder().min_calls(2).failure_ratio(0.5).build().expect("valid settings")
     };
     let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
-    let middleware = RetryMiddleware::builder(policy()).meter(&t.meter).breaker_per_host(breaker).build();
+    let middleware = RetryMiddleware::builder(policy()).meter(&t.meter).breaker_per_dependency(breaker).build();
     let client = ClientBuilder::new(inner).with(middleware).build();
     for i in 0..2 {
         let response =
@@ -386,11 +386,11 @@ async fn dropping_the_middleware_frees_its_guards_and_ends_its_gauges() {
     let captured = Arc::clone(&token);
     let middleware = RetryMiddleware::builder(Policy::interactive())
         .meter(&t.meter)
-        .budget_per_host(move || {
+        .budget_per_dependency(move || {
             let _keep = &captured;
             RetryBudget::new()
         })
-        .breaker_per_host(CircuitBreaker::new)
+        .breaker_per_dependency(CircuitBreaker::new)
         .build();
     let client = ClientBuilder::new(reqwest::Client::builder().no_proxy().build().expect("client"))
         .with(middleware)
