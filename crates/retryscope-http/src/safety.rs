@@ -24,10 +24,7 @@ impl Safety {
     /// The safety of a request with `method` and `headers`, whose body is
     /// `replayable` or not.
     pub fn of(method: &Method, headers: &HeaderMap, options: &RetryOptions, replayable: bool) -> Self {
-        // `Stage::Sent`: the question is whether it may run again once the
-        // server may have seen it; before that, any request may.
-        let safe_after_sent = may_retry(method, headers, options.is_safe_to_retry(), Stage::Sent);
-        Self { safe_after_sent, replayable, retried_upstream: false }
+        Self { safe_after_sent: safe_after_sent(method, headers, options), replayable, retried_upstream: false }
     }
 
     /// Turns a retryable verdict into an unrepeatable one when retrying could
@@ -45,6 +42,15 @@ impl Safety {
             verdict => verdict,
         }
     }
+}
+
+/// Whether a request with `method` and `headers` may run again after it
+/// reached the server: an idempotent method, an `Idempotency-Key`, or the
+/// caller's [`safe_to_retry`](RetryOptions::safe_to_retry).
+pub fn safe_after_sent(method: &Method, headers: &HeaderMap, options: &RetryOptions) -> bool {
+    // `Stage::Sent`: the question is whether it may run again once the server
+    // may have seen it; before that, any request may.
+    may_retry(method, headers, options.is_safe_to_retry(), Stage::Sent)
 }
 
 #[cfg(test)]

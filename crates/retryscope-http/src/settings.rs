@@ -97,17 +97,17 @@ impl fmt::Debug for ClientSettings {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! shared_setters {
-    ($field:ident: telemetry) => {
+    ($($field:ident).+ : telemetry) => {
         /// Records metrics, and each dependency's budget and breaker gauges,
         /// with `meter` instead of the global meter provider's.
         pub fn meter(mut self, meter: &$crate::__private::Meter) -> Self {
-            self.$field.telemetry = $crate::Telemetry::Meter(meter.clone());
+            self.$($field).+.telemetry = $crate::Telemetry::Meter(meter.clone());
             self
         }
 
         /// Records no telemetry at all.
         pub fn no_telemetry(mut self) -> Self {
-            self.$field.telemetry = $crate::Telemetry::Off;
+            self.$($field).+.telemetry = $crate::Telemetry::Off;
             self
         }
 
@@ -117,7 +117,7 @@ macro_rules! shared_setters {
             self.no_telemetry()
         }
     };
-    ($field:ident: breaker) => {
+    ($($field:ident).+ : breaker) => {
         /// Gives each dependency a circuit breaker made by `make` (default:
         /// [`CircuitBreaker::new`](retryscope::CircuitBreaker::new): open at
         /// 50 % failures over at least 20 calls in 10 s, 5 s cool-down).
@@ -125,20 +125,20 @@ macro_rules! shared_setters {
             mut self,
             make: impl Fn() -> $crate::__private::CircuitBreaker + Send + Sync + 'static,
         ) -> Self {
-            self.$field.breaker = Some(::std::sync::Arc::new(make));
+            self.$($field).+.breaker = Some(::std::sync::Arc::new(make));
             self
         }
 
         /// Calls every dependency, however often it fails: no circuit breaker.
         pub fn no_breaker(mut self) -> Self {
-            self.$field.breaker = None;
+            self.$($field).+.breaker = None;
             self
         }
     };
-    ($field:ident: http) => {
+    ($($field:ident).+ : http) => {
         /// Which HTTP statuses are retried.
         pub fn classifier(mut self, classifier: $crate::__private::HttpClassifier) -> Self {
-            self.$field.classifier = classifier;
+            self.$($field).+.classifier = classifier;
             self
         }
 
@@ -148,13 +148,13 @@ macro_rules! shared_setters {
             mut self,
             make: impl Fn() -> $crate::__private::RetryBudget + Send + Sync + 'static,
         ) -> Self {
-            self.$field.budget = Some(::std::sync::Arc::new(make));
+            self.$($field).+.budget = Some(::std::sync::Arc::new(make));
             self
         }
 
         /// Retries without a budget: only the policy bounds them.
         pub fn no_budget(mut self) -> Self {
-            self.$field.budget = None;
+            self.$($field).+.budget = None;
             self
         }
 
@@ -163,13 +163,13 @@ macro_rules! shared_setters {
         /// from the second attempt on), e.g. `x-envoy-attempt-count` where
         /// Envoy-style servers read it.
         pub fn attempt_header(mut self, name: $crate::__private::HeaderName) -> Self {
-            self.$field.attempt_header = Some(name);
+            self.$($field).+.attempt_header = Some(name);
             self
         }
 
         /// Sends no attempt header.
         pub fn no_attempt_header(mut self) -> Self {
-            self.$field.attempt_header = None;
+            self.$($field).+.attempt_header = None;
             self
         }
     };

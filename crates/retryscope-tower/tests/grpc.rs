@@ -29,8 +29,7 @@ fn client_with(server: &EchoServer, layer: RetryLayer) -> EchoClient<RetryServic
 }
 
 fn layer(server: &EchoServer, telemetry: &Telemetry, retry: GrpcRetry) -> RetryLayer {
-    RetryLayer::builder(Policy::interactive())
-        .grpc(retry)
+    RetryLayer::grpc(retry)
         .origin(server.uri())
         .meter(&telemetry.meter)
         .build()
@@ -175,8 +174,7 @@ async fn throttling_stops_retries_at_half_the_tokens_and_successes_resume_them()
     )
     .throttling(10, 1.0)
     .expect("valid throttling");
-    let layer = RetryLayer::builder(Policy::interactive())
-        .grpc(retry)
+    let layer = RetryLayer::grpc(retry)
         .origin(server.uri())
         .meter(&telemetry.meter)
         .no_breaker()
@@ -302,8 +300,7 @@ async fn a_refused_connection_is_retried_and_reported_as_unavailable() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let uri: http::Uri = format!("http://{}", listener.local_addr().expect("addr")).parse().expect("uri");
     drop(listener);
-    let layer = RetryLayer::builder(Policy::interactive())
-        .grpc(GrpcRetry::new(policy()))
+    let layer = RetryLayer::grpc(GrpcRetry::new(policy()))
         .origin(uri.clone())
         .meter(&telemetry.meter)
         .build();

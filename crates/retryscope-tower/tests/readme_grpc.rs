@@ -91,7 +91,7 @@ async fn readme() -> (Vec<Call>, u16) {
     .unwrap();
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr)).unwrap();
     let channel = tower::ServiceBuilder::new()
-        .layer(RetryLayer::builder(Policy::interactive()).grpc(retry).origin(endpoint.uri().clone()).build())
+        .layer(RetryLayer::grpc(retry).origin(endpoint.uri().clone()).build())
         .service(endpoint.connect_lazy());
     let mut client = EchoClient::new(channel);
 
