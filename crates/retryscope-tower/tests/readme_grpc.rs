@@ -74,7 +74,6 @@ fn main() {
 async fn readme() -> (Vec<Call>, u16) {
     let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None); 2]).await;
 
-    use retryscope::Policy;
     use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
 
     let telemetry = retryscope_otel::init_otlp().unwrap(); // before building the layer
