@@ -1,7 +1,7 @@
 //! The middleware against a real HTTP server on 127.0.0.1, with tokio's paused
 //! clock: backoff waits and Retry-After take no real time.
 
-mod support;
+use retryscope_test_support as support;
 
 use opentelemetry::trace::{SpanKind, Status};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
@@ -200,11 +200,7 @@ async fn a_post_marked_safe_is_retried() {
     assert_eq!(t.counter("retryscope.requests", &[("retryscope.operation", "search")]), 1);
 }
 
-/// A port on which nothing listens: bound, read, then closed again.
-async fn closed_port() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    listener.local_addr().expect("addr").port()
-}
+use support::net::closed_port;
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_retried_even_for_a_post() {

@@ -1,7 +1,7 @@
 //! gRPC retries (gRFC A6) against a real tonic server on 127.0.0.1, on tokio's
 //! paused clock.
 
-mod support;
+use retryscope_test_support as support;
 
 use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;

@@ -15,7 +15,7 @@
 
 #[path = "../../retryscope-otel/tests/rotel/mod.rs"]
 mod rotel;
-mod support;
+use retryscope_test_support as support;
 
 use support::echo::{Behaviour, Call, EchoClient, EchoServer, echo};
 use tonic::Code;
