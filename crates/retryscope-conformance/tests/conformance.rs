@@ -133,8 +133,9 @@ async fn a_refused_connection_is_a_retryable_connect_failure_even_for_a_post() {
     for integration in BOTH {
         let telemetry = Telemetry::install();
         let port = closed_port().await;
-        let answer =
-            integration.send(&telemetry, http::Method::POST, &format!("http://127.0.0.1:{port}/orders")).await;
+        let answer = integration
+            .send(&telemetry, http::Method::POST, &format!("http://127.0.0.1:{port}/orders"))
+            .await;
         assert_eq!(
             answer,
             Answer::GaveUp(StopReason::AttemptsExhausted, Some(ErrorType::CONNECT)),
@@ -149,7 +150,8 @@ async fn an_attempt_span_carries_the_http_client_fields() {
         let telemetry = Telemetry::install();
         let server = Server::start().await;
         server.script("/items", [Reply::status(503), Reply::ok("items")]);
-        let answer = integration.send(&telemetry, http::Method::GET, &server.url("/items?token=secret")).await;
+        let answer =
+            integration.send(&telemetry, http::Method::GET, &server.url("/items?token=secret")).await;
         assert_eq!(answer, Answer::Status(200), "{integration:?}");
         let spans = telemetry.spans();
         let retry = spans

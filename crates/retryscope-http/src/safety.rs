@@ -24,7 +24,11 @@ impl Safety {
     /// The safety of a request with `method` and `headers`, whose body is
     /// `replayable` or not.
     pub fn of(method: &Method, headers: &HeaderMap, options: &RetryOptions, replayable: bool) -> Self {
-        Self { safe_after_sent: safe_after_sent(method, headers, options), replayable, retried_upstream: false }
+        Self {
+            safe_after_sent: safe_after_sent(method, headers, options),
+            replayable,
+            retried_upstream: false,
+        }
     }
 
     /// Turns a retryable verdict into an unrepeatable one when retrying could

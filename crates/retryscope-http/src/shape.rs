@@ -35,9 +35,12 @@ pub fn shape<T, E>(
         Ok(response) => {
             return match stop {
                 Some((reason @ StopReason::HintTooLong { .. }, attempts)) => match status(&response) {
-                    Some(code) => {
-                        Err(Shaped::GaveUp(RetryError::new(reason, attempts, Some(ErrorType::Status(code)), None)))
-                    }
+                    Some(code) => Err(Shaped::GaveUp(RetryError::new(
+                        reason,
+                        attempts,
+                        Some(ErrorType::Status(code)),
+                        None,
+                    ))),
                     None => Ok(response),
                 },
                 _ => Ok(response),

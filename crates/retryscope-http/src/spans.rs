@@ -87,7 +87,8 @@ mod tests {
 
     #[test]
     fn an_extension_method_is_reported_as_other_with_its_original() {
-        let target = HttpTarget::new(&Method::from_bytes(b"PURGE").expect("a token"), "a".into(), None, "u".into());
+        let target =
+            HttpTarget::new(&Method::from_bytes(b"PURGE").expect("a token"), "a".into(), None, "u".into());
         assert_eq!((target.method, target.method_original.as_deref()), (OTHER_METHOD, Some("PURGE")));
         assert_eq!(target.span_name(), "HTTP");
         assert_eq!(HttpTarget::new(&Method::PATCH, "a".into(), None, "u".into()).span_name(), "PATCH");

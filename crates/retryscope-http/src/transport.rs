@@ -54,7 +54,10 @@ pub fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failur
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             if refused == Refused::NotSent && io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return Some(Failure { verdict: Verdict::retryable(ErrorType::CONNECT), stage: Stage::NotSent });
+                return Some(Failure {
+                    verdict: Verdict::retryable(ErrorType::CONNECT),
+                    stage: Stage::NotSent,
+                });
             }
             return Some(Failure::sent(io_error(io.kind())));
         }

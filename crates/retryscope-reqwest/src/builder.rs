@@ -50,7 +50,8 @@ impl RetryMiddlewareBuilder {
     pub fn build(self) -> RetryMiddleware {
         let settings = self.settings;
         let (meter, telemetry) = ClientSettings::observer(settings.telemetry);
-        let guards = DependencyGuards::builder().budget_factory(settings.budget).breaker_factory(settings.breaker);
+        let guards =
+            DependencyGuards::builder().budget_factory(settings.budget).breaker_factory(settings.breaker);
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,

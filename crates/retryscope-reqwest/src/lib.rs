@@ -40,8 +40,8 @@ mod transport;
 pub use builder::RetryMiddlewareBuilder;
 pub use error::NotRetried;
 pub use middleware::RetryMiddleware;
-/// Per-request overrides; shared with `retryscope-tower` (defined in `retryscope-http`).
-pub use retryscope_http::RetryOptions;
 #[doc(hidden)]
 pub use redact::is_sensitive as is_sensitive_query_param;
 pub use redact::{REDACTED, redact_url};
+/// Per-request overrides; shared with `retryscope-tower` (defined in `retryscope-http`).
+pub use retryscope_http::RetryOptions;

@@ -191,9 +191,11 @@ fn finish(
     stop: Option<(StopReason, u32)>,
     replayable: bool,
 ) -> reqwest_middleware::Result<Response> {
-    shape(outcome, stop, replayable, |response| Some(response.status().as_u16())).map_err(|shaped| match shaped {
-        Shaped::GaveUp(error) => reqwest_middleware::Error::middleware(error),
-        Shaped::NotRetried(last) => reqwest_middleware::Error::middleware(NotRetried { source: last }),
-        Shaped::AsItCame(last) => last,
+    shape(outcome, stop, replayable, |response| Some(response.status().as_u16())).map_err(|shaped| {
+        match shaped {
+            Shaped::GaveUp(error) => reqwest_middleware::Error::middleware(error),
+            Shaped::NotRetried(last) => reqwest_middleware::Error::middleware(NotRetried { source: last }),
+            Shaped::AsItCame(last) => last,
+        }
     })
 }

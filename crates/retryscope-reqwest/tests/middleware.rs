@@ -358,7 +358,8 @@ async fn failures_that_are_not_retried_still_trip_the_breaker() {
         retryscope::CircuitBreaker::builder().min_calls(2).failure_ratio(0.5).build().expect("valid settings")
     };
     let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
-    let middleware = RetryMiddleware::builder(policy()).meter(&t.meter).breaker_per_dependency(breaker).build();
+    let middleware =
+        RetryMiddleware::builder(policy()).meter(&t.meter).breaker_per_dependency(breaker).build();
     let client = ClientBuilder::new(inner).with(middleware).build();
     for i in 0..2 {
         let response =

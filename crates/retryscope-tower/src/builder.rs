@@ -106,7 +106,8 @@ impl TowerSettings {
         let budget = match grpc.clone().filter(crate::grpc::GrpcRetry::is_throttled) {
             Some(grpc) => {
                 let bucket: Factory<Guard> = Arc::new(move || {
-                    grpc.token_bucket().map_or_else(|| Guard::Bucket(retryscope::TokenBucket::new()), Guard::Bucket)
+                    grpc.token_bucket()
+                        .map_or_else(|| Guard::Bucket(retryscope::TokenBucket::new()), Guard::Bucket)
                 });
                 Some(bucket)
             }

@@ -8,9 +8,9 @@ use http_body::Body;
 use retryscope::ErrorType;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
 use retryscope::outcome::Verdict;
-use retryscope_otel::EXHAUSTED_HEADER;
 use retryscope_http::safety::Safety;
 use retryscope_http::transport::{Refused, walk};
+use retryscope_otel::EXHAUSTED_HEADER;
 use std::time::SystemTime;
 
 /// Which semantics a request follows.
@@ -57,8 +57,11 @@ impl AttemptClassifier {
             #[cfg(feature = "grpc")]
             Mode::Grpc { .. } => true,
         };
-        let safety =
-            Safety { safe_after_sent, replayable: self.replayable, retried_upstream: self.layers.retried_upstream };
+        let safety = Safety {
+            safe_after_sent,
+            replayable: self.replayable,
+            retried_upstream: self.layers.retried_upstream,
+        };
         safety.guard(verdict, stage)
     }
 

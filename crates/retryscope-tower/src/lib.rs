@@ -74,8 +74,8 @@ mod settings;
 mod spans;
 
 pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
-pub use error::{BoxError, GaveUp, NotRetried};
 pub use builder::RetryLayerBuilder;
+pub use error::{BoxError, GaveUp, NotRetried};
 pub use layer::RetryLayer;
 /// Per-request overrides; shared with `retryscope-reqwest` (defined in `retryscope-http`).
 pub use retryscope_http::RetryOptions;

@@ -198,7 +198,8 @@ impl Call {
             };
             return Self { policy, mode: Mode::Grpc { codes }, grpc: true };
         }
-        let safe_after_sent = retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
+        let safe_after_sent =
+            retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
         Self {
             policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },

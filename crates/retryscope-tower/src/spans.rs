@@ -1,8 +1,8 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
-use http::request::Parts;
 use http::Uri;
+use http::request::Parts;
 use retryscope_http::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::sync::Arc;
