@@ -17,7 +17,6 @@
 //! `protoc`. In an application, use the generated `GreeterClient` as it is:
 //! only the channel changes.
 
-use retryscope::Policy;
 use retryscope_tower::RetryLayer;
 use retryscope_tower::grpc::GrpcRetry;
 use std::sync::Arc;
