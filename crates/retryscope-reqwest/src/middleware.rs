@@ -30,7 +30,7 @@ use std::fmt;
 ///   method — failures to connect, where nothing reached the server. A request
 ///   whose body is a stream is sent once.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response.
-/// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`] per dependency
+/// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
 ///   every clone of the client. At most
 ///   [`MAX_DEPENDENCIES`](retryscope_otel::MAX_DEPENDENCIES) dependencies are
@@ -75,7 +75,7 @@ pub struct RetryMiddleware {
 impl RetryMiddleware {
     /// Retries with `policy`, instrumented through the global OpenTelemetry
     /// providers (install them first), with a default [`RetryBudget`] and a
-    /// default [`CircuitBreaker`] per dependency.
+    /// default [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency.
     pub fn new(policy: Policy) -> Self {
         Self::builder(policy).build()
     }

@@ -12,7 +12,8 @@ use retryscope_otel::{DependencyGuards, Factory};
 use std::fmt;
 use std::sync::Arc;
 
-/// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, [`RetryLayer::grpc`].
+/// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, `RetryLayer::grpc`
+/// (feature `grpc`).
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct RetryLayerBuilder {
     policy: Policy,
