@@ -7,6 +7,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use retryscope::{ErrorType, Policy, RetryError, StopReason};
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_test_support as support;
 use retryscope_test_support::net::closed_port;
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_test_support::{Reply, Server};
@@ -32,12 +33,7 @@ enum Answer {
 }
 
 fn policy() -> Policy {
-    Policy::builder()
-        .max_attempts(3)
-        .base_delay(Duration::from_millis(10))
-        .max_delay(Duration::from_millis(100))
-        .build()
-        .expect("valid policy")
+    support::quick_policy()
 }
 
 impl Integration {

@@ -17,3 +17,17 @@ pub mod scripted;
 pub mod telemetry;
 
 pub use scripted::{Reply, Seen, Server};
+
+use retryscope::Policy;
+use std::time::Duration;
+
+/// Three attempts 10 ms apart, capped at 100 ms: fast on the paused clock, and
+/// enough to see a retry and a give-up.
+pub fn quick_policy() -> Policy {
+    Policy::builder()
+        .max_attempts(3)
+        .base_delay(Duration::from_millis(10))
+        .max_delay(Duration::from_millis(100))
+        .build()
+        .expect("valid policy")
+}

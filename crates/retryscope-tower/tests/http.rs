@@ -22,12 +22,7 @@ use support::telemetry::{Telemetry, attr};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 fn policy() -> Policy {
-    Policy::builder()
-        .max_attempts(3)
-        .base_delay(Duration::from_millis(10))
-        .max_delay(Duration::from_millis(100))
-        .build()
-        .expect("valid policy")
+    support::quick_policy()
 }
 
 fn layer(telemetry: &Telemetry) -> RetryLayer {
