@@ -17,7 +17,6 @@
 //! `protoc`. In an application, use the generated `GreeterClient` as it is:
 //! only the channel changes.
 
-use retryscope::Policy;
 use retryscope_tower::RetryLayer;
 use retryscope_tower::grpc::GrpcRetry;
 use std::sync::Arc;
@@ -51,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // …gains A6 retries and per-attempt telemetry with one layer. tonic clients
     // send only the path: `origin` names the server for the telemetry.
     let retry = GrpcRetry::from_service_config(SERVICE_CONFIG)?;
-    let layer = RetryLayer::builder(Policy::interactive()).grpc(retry).origin(endpoint.uri().clone()).build();
+    let layer = RetryLayer::grpc(retry).origin(endpoint.uri().clone()).build();
     let channel = ServiceBuilder::new().layer(layer).service(channel);
 
     let mut client = greeter::GreeterClient::new(channel);

@@ -86,7 +86,7 @@ impl PrometheusMetrics {
         let exporter = opentelemetry_prometheus::exporter()
             .with_registry(registry.clone())
             .build()
-            .map_err(|e| PrometheusSetupError(e.to_string()))?;
+            .map_err(|e| PrometheusSetupError { what: "cannot build", source: Box::new(e) })?;
         let provider = meters(
             SdkMeterProvider::builder().with_reader(exporter).with_resource(Resource::builder().build()),
         )
@@ -113,7 +113,7 @@ impl PrometheusMetrics {
     pub fn render(&self) -> Result<String, PrometheusSetupError> {
         TextEncoder::new()
             .encode_to_string(&self.registry.gather())
-            .map_err(|e| PrometheusSetupError(e.to_string()))
+            .map_err(|e| PrometheusSetupError { what: "cannot render", source: Box::new(e) })
     }
 
     /// Serves [`render`](Self::render) on `GET /metrics` at `addr` from a
@@ -241,14 +241,24 @@ impl Drop for MetricsServer {
     }
 }
 
-/// The Prometheus exporter could not be built or could not render.
+/// The Prometheus exporter could not be built or could not render; the
+/// exporter's or encoder's error is the [`source`](Error::source).
 #[derive(Debug)]
-pub struct PrometheusSetupError(String);
+pub struct PrometheusSetupError {
+    /// What failed: building or rendering.
+    what: &'static str,
+    source: Box<dyn Error + Send + Sync + 'static>,
+}
 
 impl fmt::Display for PrometheusSetupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "prometheus exporter: {}", self.0)
+        // The cause is the source, not repeated here.
+        write!(f, "prometheus exporter: {}", self.what)
     }
 }
 
-impl Error for PrometheusSetupError {}
+impl Error for PrometheusSetupError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.source)
+    }
+}

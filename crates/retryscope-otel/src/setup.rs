@@ -306,23 +306,22 @@ impl TelemetryGuard {
         self.shut_down = true;
         let traces = self.tracer_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
         let metrics = self.meter_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
-        let errors: Vec<String> = [("traces", traces), ("metrics", metrics)]
-            .into_iter()
-            .filter_map(|(signal, result)| result.err().map(|e| format!("{signal}: {e}")))
-            .collect();
-        if errors.is_empty() { Ok(()) } else { Err(SetupError::Shutdown(errors.join("; "))) }
+        match (traces.err(), metrics.err()) {
+            (None, None) => Ok(()),
+            (traces, metrics) => Err(SetupError::Shutdown { traces, metrics }),
+        }
     }
 
     fn install_subscriber(&self, default_log: &str) -> Result<(), SetupError> {
         let tracer = self.tracer_provider.tracer_with_scope(scope());
         let otel_filter = EnvFilter::try_new(format!("info,{EXPORTER_CRATES}"))
-            .map_err(|e| SetupError::Subscriber(e.to_string()))?;
+            .map_err(|e| SetupError::Subscriber(Box::new(e)))?;
         let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_log));
         tracing_subscriber::registry()
             .with(tracing_opentelemetry::layer().with_tracer(tracer).with_filter(otel_filter))
             .with(log_fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))
             .try_init()
-            .map_err(|e| SetupError::Subscriber(e.to_string()))
+            .map_err(|e| SetupError::Subscriber(Box::new(e)))
     }
 }
 
@@ -345,18 +344,25 @@ pub enum SetupError {
     UnsupportedProtocol(String),
     /// gRPC was requested outside a suitable tokio runtime.
     Runtime(&'static str),
-    /// An exporter could not be built (e.g. an invalid endpoint).
-    Exporter(String),
+    /// An exporter could not be built (e.g. an invalid endpoint); the
+    /// exporter's error is the [`source`](Error::source).
+    Exporter(opentelemetry_otlp::ExporterBuildError),
     /// A global `tracing` subscriber is already installed, or the filter is
-    /// invalid.
-    Subscriber(String),
+    /// invalid; `tracing-subscriber`'s error is the [`source`](Error::source).
+    Subscriber(Box<dyn Error + Send + Sync + 'static>),
     /// Flushing or shutting down failed; the providers are shut down anyway.
-    Shutdown(String),
+    /// The [`source`](Error::source) is the traces' error, else the metrics'.
+    Shutdown {
+        /// Why the tracer provider's shutdown failed, if it did.
+        traces: Option<opentelemetry_sdk::error::OTelSdkError>,
+        /// Why the meter provider's shutdown failed, if it did.
+        metrics: Option<opentelemetry_sdk::error::OTelSdkError>,
+    },
 }
 
 impl SetupError {
     fn exporter(error: opentelemetry_otlp::ExporterBuildError) -> Self {
-        SetupError::Exporter(error.to_string())
+        SetupError::Exporter(error)
     }
 }
 
@@ -367,11 +373,31 @@ impl fmt::Display for SetupError {
                 write!(f, "unsupported OTLP protocol {p:?} (use grpc or http/protobuf)")
             }
             SetupError::Runtime(why) => f.write_str(why),
-            SetupError::Exporter(e) => write!(f, "cannot build the OTLP exporter: {e}"),
-            SetupError::Subscriber(e) => write!(f, "cannot install the tracing subscriber: {e}"),
-            SetupError::Shutdown(e) => write!(f, "telemetry shutdown failed: {e}"),
+            // The causes are the sources: printing them here too would repeat
+            // them in every report that walks the chain.
+            SetupError::Exporter(_) => f.write_str("cannot build the OTLP exporter"),
+            SetupError::Subscriber(_) => f.write_str("cannot install the tracing subscriber"),
+            SetupError::Shutdown { traces, metrics } => {
+                let failed = match (traces.is_some(), metrics.is_some()) {
+                    (true, true) => "traces and metrics",
+                    (true, false) => "traces",
+                    _ => "metrics",
+                };
+                write!(f, "telemetry shutdown failed for {failed}")
+            }
         }
     }
 }
 
-impl Error for SetupError {}
+impl Error for SetupError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            SetupError::Exporter(e) => Some(e),
+            SetupError::Subscriber(e) => Some(&**e),
+            SetupError::Shutdown { traces, metrics } => {
+                traces.as_ref().or(metrics.as_ref()).map(|e| e as &(dyn Error + 'static))
+            }
+            SetupError::UnsupportedProtocol(_) | SetupError::Runtime(_) => None,
+        }
+    }
+}

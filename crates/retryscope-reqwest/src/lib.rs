@@ -28,15 +28,20 @@
 //! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod builder;
+mod classify;
+mod error;
 mod middleware;
-mod options;
 mod redact;
 mod release;
-mod spans;
+mod target;
 mod transport;
 
-pub use middleware::{NotRetried, RetryMiddleware, RetryMiddlewareBuilder};
-pub use options::RetryOptions;
+pub use builder::RetryMiddlewareBuilder;
+pub use error::NotRetried;
+pub use middleware::RetryMiddleware;
 #[doc(hidden)]
 pub use redact::is_sensitive as is_sensitive_query_param;
 pub use redact::{REDACTED, redact_url};
+/// Per-request overrides; shared with `retryscope-tower` (defined in `retryscope-http`).
+pub use retryscope_http::RetryOptions;

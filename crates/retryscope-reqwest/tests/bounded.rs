@@ -4,7 +4,7 @@
 //! One test in its own binary: the dependency-name table is per process, and
 //! another test's hosts would take some of its slots.
 
-mod support;
+use retryscope_test_support as support;
 
 use reqwest_middleware::ClientBuilder;
 use retryscope::Policy;

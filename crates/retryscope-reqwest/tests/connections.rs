@@ -159,7 +159,7 @@ fn retrying_client() -> reqwest_middleware::ClientWithMiddleware {
     // No deadline, so the 30 s Retry-After is honoured (it is below the
     // default 60 s max_server_delay); no budget or breaker to refuse the retry.
     let policy = Policy::builder().max_attempts(2).no_deadline().build().expect("valid policy");
-    let middleware = RetryMiddleware::builder(policy).no_budget().no_breaker().without_telemetry().build();
+    let middleware = RetryMiddleware::builder(policy).no_budget().no_breaker().no_telemetry().build();
     ClientBuilder::new(reqwest::Client::new()).with(middleware).build()
 }
 

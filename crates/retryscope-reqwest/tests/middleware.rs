@@ -1,7 +1,7 @@
 //! The middleware against a real HTTP server on 127.0.0.1, with tokio's paused
 //! clock: backoff waits and Retry-After take no real time.
 
-mod support;
+use retryscope_test_support as support;
 
 use opentelemetry::trace::{SpanKind, Status};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
@@ -202,11 +202,7 @@ async fn a_post_marked_safe_is_retried() {
     assert_eq!(t.counter("retryscope.requests", &[("retryscope.operation", "search")]), 1);
 }
 
-/// A port on which nothing listens: bound, read, then closed again.
-async fn closed_port() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    listener.local_addr().expect("addr").port()
-}
+use support::net::closed_port;
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_retried_even_for_a_post() {
@@ -364,7 +360,8 @@ async fn failures_that_are_not_retried_still_trip_the_breaker() {
         retryscope::CircuitBreaker::builder().min_calls(2).failure_ratio(0.5).build().expect("valid settings")
     };
     let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
-    let middleware = RetryMiddleware::builder(policy()).meter(&t.meter).breaker_per_host(breaker).build();
+    let middleware =
+        RetryMiddleware::builder(policy()).meter(&t.meter).breaker_per_dependency(breaker).build();
     let client = ClientBuilder::new(inner).with(middleware).build();
     for i in 0..2 {
         let response =
@@ -388,11 +385,11 @@ async fn dropping_the_middleware_frees_its_guards_and_ends_its_gauges() {
     let captured = Arc::clone(&token);
     let middleware = RetryMiddleware::builder(Policy::interactive())
         .meter(&t.meter)
-        .budget_per_host(move || {
+        .budget_per_dependency(move || {
             let _keep = &captured;
             RetryBudget::new()
         })
-        .breaker_per_host(CircuitBreaker::new)
+        .breaker_per_dependency(CircuitBreaker::new)
         .build();
     let client = ClientBuilder::new(reqwest::Client::builder().no_proxy().build().expect("client"))
         .with(middleware)

@@ -13,7 +13,7 @@
 
 #[path = "../../retryscope-otel/tests/rotel/mod.rs"]
 mod rotel;
-mod support;
+use retryscope_test_support as support;
 
 use std::collections::HashMap;
 use support::{Reply, Server};

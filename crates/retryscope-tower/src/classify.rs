@@ -2,14 +2,15 @@
 //! running the request again is safe and possible.
 
 use crate::body::ResponseBody;
-use crate::error::{BoxError, NotReplayable};
+use crate::error::BoxError;
 use http::Response;
 use http_body::Body;
 use retryscope::ErrorType;
-use retryscope::classify::{Classify, HttpClassifier, Stage, io_error};
+use retryscope::classify::{Classify, HttpClassifier, Stage};
 use retryscope::outcome::Verdict;
+use retryscope_http::safety::Safety;
+use retryscope_http::transport::{Refused, walk};
 use retryscope_otel::EXHAUSTED_HEADER;
-use std::error::Error as StdError;
 use std::time::SystemTime;
 
 /// Which semantics a request follows.
@@ -56,17 +57,12 @@ impl AttemptClassifier {
             #[cfg(feature = "grpc")]
             Mode::Grpc { .. } => true,
         };
-        match verdict {
-            Verdict::Retryable { error, .. }
-                if !self.replayable || (stage == Stage::Sent && !safe_after_sent) =>
-            {
-                Verdict::unrepeatable(error)
-            }
-            Verdict::Retryable { error, .. } if self.layers.retried_upstream => {
-                Verdict::retried_elsewhere(error)
-            }
-            verdict => verdict,
-        }
+        let safety = Safety {
+            safe_after_sent,
+            replayable: self.replayable,
+            retried_upstream: self.layers.retried_upstream,
+        };
+        safety.guard(verdict, stage)
     }
 
     fn failure(&self, error: &BoxError) -> Verdict {
@@ -121,35 +117,12 @@ impl<B: Body> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifie
     }
 }
 
-/// A transport failure's verdict and how far the request got.
-///
-/// | failure | `error.type` | verdict | reached the server? |
-/// |---|---|---|---|
-/// | connection refused | `connect` | retryable | no |
-/// | other I/O errors | per [`io_error`] | per [`io_error`] | maybe |
-/// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
-/// | anything else | `_OTHER` | retryable | maybe |
-///
-/// Only a refused connection proves that nothing was sent: every other error
-/// may come after some of the request left.
+/// A transport failure's verdict and how far the request got: the shared walk
+/// ([`walk`]), where a refused connection proves nothing was sent, and
+/// anything it does not name is `_OTHER`, retryable, maybe sent.
 pub(crate) fn transport(error: &BoxError) -> (Verdict, Stage) {
-    let mut cause: Option<&(dyn StdError + 'static)> = Some(&**error);
-    while let Some(e) = cause {
-        if e.is::<NotReplayable>() {
-            return (Verdict::permanent(ErrorType::OTHER), Stage::Sent);
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return (Verdict::retryable(ErrorType::CONNECT), Stage::NotSent);
-            }
-            return (io_error(io.kind()), Stage::Sent);
-        }
-        if let Some(h) = e.downcast_ref::<hyper::Error>()
-            && h.is_incomplete_message()
-        {
-            return (Verdict::retryable(ErrorType::INCOMPLETE), Stage::Sent);
-        }
-        cause = e.source();
+    match walk(&**error, Refused::NotSent) {
+        Some(failure) => (failure.verdict, failure.stage),
+        None => (Verdict::retryable(ErrorType::OTHER), Stage::Sent),
     }
-    (Verdict::retryable(ErrorType::OTHER), Stage::Sent)
 }

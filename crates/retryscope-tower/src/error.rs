@@ -84,16 +84,4 @@ impl StdError for NotRetried {
     }
 }
 
-/// The engine asked for a second attempt of a request that can only be sent
-/// once. The classifier prevents this; the error exists so that a bug cannot
-/// turn into a panic or a silently duplicated request.
-#[derive(Debug)]
-pub(crate) struct NotReplayable;
-
-impl fmt::Display for NotReplayable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the request body cannot be sent again")
-    }
-}
-
-impl StdError for NotReplayable {}
+pub(crate) use retryscope_http::NotReplayable;

@@ -38,7 +38,7 @@
 //! let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
 //! let retry = GrpcRetry::new(Policy::interactive()); // or GrpcRetry::from_service_config(json)?
 //! let channel = tower::ServiceBuilder::new()
-//!     .layer(RetryLayer::builder(Policy::interactive()).grpc(retry).origin(endpoint.uri().clone()).build())
+//!     .layer(RetryLayer::grpc(retry).origin(endpoint.uri().clone()).build())
 //!     .service(endpoint.connect_lazy());
 //! // A generated client takes it as it is: `GreeterClient::new(channel)`.
 //! let client = tonic::client::Grpc::new(channel);
@@ -60,20 +60,24 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod builder;
 mod classify;
 mod error;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;
+mod guard;
 mod layer;
-mod options;
 mod server;
 mod service;
+mod settings;
 mod spans;
 
 pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
+pub use builder::RetryLayerBuilder;
 pub use error::{BoxError, GaveUp, NotRetried};
-pub use layer::{RetryLayer, RetryLayerBuilder};
-pub use options::RetryOptions;
+pub use layer::RetryLayer;
+/// Per-request overrides; shared with `retryscope-reqwest` (defined in `retryscope-http`).
+pub use retryscope_http::RetryOptions;
 pub use server::{IncomingFuture, IncomingLayer, IncomingService};
 pub use service::{ResponseFuture, RetryService};

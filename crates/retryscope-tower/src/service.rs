@@ -3,15 +3,15 @@
 use crate::body::{ReplayBody, ResponseBody, Source};
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
-use crate::layer::Settings;
-use crate::options::RetryOptions;
+use crate::settings::Settings;
 use crate::spans::{AttemptSpan, Target};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use retryscope::classify::{has_idempotency_key, is_idempotent_method};
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryError, Retryable, StopReason};
+use retryscope_http::RetryOptions;
+use retryscope_http::shape::{Shaped, shape};
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -157,7 +157,7 @@ where
         Some(breaker) => retry.breaker(Arc::new(breaker.clone())),
         None => retry,
     };
-    let retry = match options.operation.as_deref() {
+    let retry = match options.operation_name() {
         Some(operation) => retry.operation(retryscope_otel::bounded_operation(operation)),
         None => retry,
     };
@@ -183,9 +183,9 @@ impl Call {
         #[cfg(feature = "grpc")]
         if let Some(grpc) = &settings.grpc {
             let method = grpc.for_path(parts.uri.path());
-            let policy = options.policy.or(method.map(|m| m.policy)).unwrap_or_else(send_once);
+            let policy = options.policy_override().or(method.map(|m| m.policy)).unwrap_or_else(send_once);
             // A policy given for one call retries what gRPC usually retries.
-            let unlisted = if options.policy.is_some() {
+            let unlisted = if options.policy_override().is_some() {
                 crate::grpc::CodeSet::UNAVAILABLE
             } else {
                 crate::grpc::CodeSet::EMPTY
@@ -198,11 +198,10 @@ impl Call {
             };
             return Self { policy, mode: Mode::Grpc { codes }, grpc: true };
         }
-        let safe_after_sent = is_idempotent_method(&parts.method)
-            || has_idempotency_key(&parts.headers)
-            || options.safe_to_retry;
+        let safe_after_sent =
+            retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
         Self {
-            policy: options.policy.unwrap_or(settings.policy),
+            policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
             grpc: false,
         }
@@ -350,40 +349,27 @@ async fn read_status<ResB: Body>(
     Ok(response)
 }
 
-/// Turns the engine's result into what the caller gets.
+/// Turns the engine's result into what the caller gets: the shared decision
+/// ([`shape`]) in tower's error types.
 ///
 /// A response is returned as it came, also when retries ran out on it (a 503,
 /// an UNAVAILABLE): it is the server's answer. Over HTTP, a response whose
 /// server asked for a wait the layer will not make becomes a [`GaveUp`] error
-/// that says so. Errors the engine judged permanent pass through as they came; a
-/// retryable failure of a request that could not be sent again is wrapped in
-/// [`NotRetried`]; any other stop is a [`GaveUp`] holding the last error.
-fn finish<T>(
-    outcome: Result<T, RetryError<BoxError>>,
+/// that says so, with the status as its `error.type`. Errors the engine judged
+/// permanent pass through as they came; a retryable failure of a request that
+/// could not be sent again is wrapped in [`NotRetried`]; any other stop is a
+/// [`GaveUp`] holding the last error.
+fn finish<B>(
+    outcome: Result<Response<B>, RetryError<BoxError>>,
     stop: Option<(StopReason, u32)>,
     replayable: bool,
     grpc: bool,
-) -> Result<T, BoxError> {
-    let error = match outcome {
-        Ok(response) => {
-            return match stop {
-                Some((reason @ StopReason::HintTooLong { .. }, attempts)) if !grpc => {
-                    Err(GaveUp::new(RetryError::new(reason, attempts, None, None)).into())
-                }
-                _ => Ok(response),
-            };
-        }
-        Err(error) => error,
-    };
-    let reason = error.reason();
-    if !matches!(reason, StopReason::Permanent | StopReason::Unrepeatable) {
-        return Err(GaveUp::new(error).into());
-    }
-    let (attempts, error_type) = (error.attempts(), error.error_type());
-    match error.into_last_error() {
-        Some(last) if !replayable && reason == StopReason::Unrepeatable => Err(NotRetried::new(last).into()),
-        Some(last) => Err(last),
-        // A timed-out attempt that may have reached the server.
-        None => Err(GaveUp::new(RetryError::new(reason, attempts, error_type, None)).into()),
-    }
+) -> Result<Response<B>, BoxError> {
+    // gRPC's pushback is not an HTTP hint, and its statuses are not HTTP's.
+    let status = |response: &Response<B>| (!grpc).then(|| response.status().as_u16());
+    shape(outcome, stop, replayable, status).map_err(|shaped| match shaped {
+        Shaped::GaveUp(error) => GaveUp::new(error).into(),
+        Shaped::NotRetried(last) => NotRetried::new(last).into(),
+        Shaped::AsItCame(last) => last,
+    })
 }

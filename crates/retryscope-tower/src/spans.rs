@@ -1,8 +1,9 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
+use http::Uri;
 use http::request::Parts;
-use http::{Method, Uri};
+use retryscope_http::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::sync::Arc;
 use tracing::Span;
@@ -11,12 +12,8 @@ use tracing::field::Empty;
 /// What the attempt spans say about the request, computed once per request.
 #[derive(Debug)]
 pub(crate) struct Target {
-    /// The method, or `_OTHER` for an extension method.
-    method: &'static str,
-    method_original: Option<String>,
-    pub(crate) address: String,
-    pub(crate) port: Option<u16>,
-    url: String,
+    /// `method`, `server.*` and `url.full`: what the shared HTTP span says.
+    pub(crate) http: HttpTarget,
     /// `server.address`, with `:port` when the port is not the scheme's default.
     pub(crate) dependency: String,
     /// The gRPC path (`/package.Service/Method`) when the call is gRPC.
@@ -37,13 +34,13 @@ impl Target {
             Some("http") | None => Some(80),
             Some(_) => None,
         };
-        let method = known_method(&parts.method);
         Self {
-            method: method.unwrap_or("_OTHER"),
-            method_original: method.is_none().then(|| parts.method.as_str().to_owned()),
-            address: address.to_owned(),
-            port: uri.port_u16().or(default_port),
-            url: redacted_url(uri, &parts.uri),
+            http: HttpTarget::new(
+                &parts.method,
+                address.to_owned(),
+                uri.port_u16().or(default_port),
+                redacted_url(uri, &parts.uri),
+            ),
             dependency: retryscope_otel::dependency_name(address, uri.port_u16(), default_port),
             rpc: grpc.then(|| parts.uri.path().to_owned()),
         }
@@ -59,32 +56,9 @@ impl MakeAttemptSpan for AttemptSpan {
         let target = &*self.0;
         match &target.rpc {
             Some(path) => grpc_span(target, path, info),
-            None => http_span(target, info),
+            None => target.http.span(info),
         }
     }
-}
-
-/// `{method}` (or `HTTP` for an extension method) with the HTTP client
-/// attributes; the status is recorded from inside the attempt.
-fn http_span(target: &Target, info: &AttemptInfo<'_>) -> Span {
-    let resend_count = (info.attempt > 1).then(|| i64::from(info.attempt) - 1);
-    tracing::info_span!(
-        target: retryscope_otel::names::TARGET,
-        parent: info.parent,
-        "HTTP",
-        otel.name = if target.method_original.is_some() { "HTTP" } else { target.method },
-        otel.kind = "client",
-        otel.status_code = Empty,
-        retryscope.attempt = info.attempt_value(),
-        "error.type" = Empty,
-        "http.request.method" = target.method,
-        "http.request.method_original" = target.method_original.as_deref(),
-        "server.address" = target.address.as_str(),
-        "server.port" = target.port.map(i64::from),
-        "url.full" = target.url.as_str(),
-        "http.response.status_code" = Empty,
-        "http.request.resend_count" = resend_count,
-    )
 }
 
 /// `{rpc.service}/{rpc.method}` with the RPC attributes; `rpc.grpc.status_code`
@@ -105,16 +79,9 @@ fn grpc_span(target: &Target, path: &str, info: &AttemptInfo<'_>) -> Span {
         "rpc.service" = service,
         "rpc.method" = method,
         "rpc.grpc.status_code" = Empty,
-        "server.address" = target.address.as_str(),
-        "server.port" = target.port.map(i64::from),
+        "server.address" = target.http.address.as_str(),
+        "server.port" = target.http.port.map(i64::from),
     )
-}
-
-/// The methods of RFC 9110 and RFC 5789, which the conventions report as they
-/// are; others are `_OTHER`, so span names stay bounded.
-fn known_method(method: &Method) -> Option<&'static str> {
-    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
-    KNOWN.into_iter().find(|known| *known == method.as_str())
 }
 
 /// `url.full` without credentials and without query values: the scheme and host
@@ -153,11 +120,11 @@ mod tests {
     #[test]
     fn dependency_names_and_ports() {
         let t = target("http://user:secret@127.0.0.1:8080/a/b?token=abc&flag");
-        assert_eq!((t.dependency.as_str(), t.port), ("127.0.0.1:8080", Some(8080)));
-        assert_eq!(t.url, "http://127.0.0.1:8080/a/b?token=REDACTED&flag");
+        assert_eq!((t.dependency.as_str(), t.http.port), ("127.0.0.1:8080", Some(8080)));
+        assert_eq!(t.http.url, "http://127.0.0.1:8080/a/b?token=REDACTED&flag");
         let t = target("https://payments.internal/charge");
-        assert_eq!((t.dependency.as_str(), t.port), ("payments.internal", Some(443)));
-        assert_eq!(t.url, "https://payments.internal/charge");
+        assert_eq!((t.dependency.as_str(), t.http.port), ("payments.internal", Some(443)));
+        assert_eq!(t.http.url, "https://payments.internal/charge");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! gRPC retries (gRFC A6) against a real tonic server on 127.0.0.1, on tokio's
 //! paused clock.
 
-mod support;
+use retryscope_test_support as support;
 
 use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;
@@ -29,11 +29,7 @@ fn client_with(server: &EchoServer, layer: RetryLayer) -> EchoClient<RetryServic
 }
 
 fn layer(server: &EchoServer, telemetry: &Telemetry, retry: GrpcRetry) -> RetryLayer {
-    RetryLayer::builder(Policy::interactive())
-        .grpc(retry)
-        .origin(server.uri())
-        .meter(&telemetry.meter)
-        .build()
+    RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).build()
 }
 
 fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService<Channel>> {
@@ -175,12 +171,7 @@ async fn throttling_stops_retries_at_half_the_tokens_and_successes_resume_them()
     )
     .throttling(10, 1.0)
     .expect("valid throttling");
-    let layer = RetryLayer::builder(Policy::interactive())
-        .grpc(retry)
-        .origin(server.uri())
-        .meter(&telemetry.meter)
-        .no_breaker()
-        .build();
+    let layer = RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).no_breaker().build();
     let mut client = client_with(&server, layer);
 
     // 10 tokens: each failure takes one, and a retry is allowed only while more
@@ -302,11 +293,8 @@ async fn a_refused_connection_is_retried_and_reported_as_unavailable() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let uri: http::Uri = format!("http://{}", listener.local_addr().expect("addr")).parse().expect("uri");
     drop(listener);
-    let layer = RetryLayer::builder(Policy::interactive())
-        .grpc(GrpcRetry::new(policy()))
-        .origin(uri.clone())
-        .meter(&telemetry.meter)
-        .build();
+    let layer =
+        RetryLayer::grpc(GrpcRetry::new(policy())).origin(uri.clone()).meter(&telemetry.meter).build();
     let mut client = EchoClient::new(layer.layer(Endpoint::from(uri).connect_lazy()));
     let status = client.unary(echo("x")).await.expect_err("nobody listens");
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");

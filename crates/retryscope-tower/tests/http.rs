@@ -1,7 +1,7 @@
 //! Plain HTTP retries through a hyper-util client against a real hyper server
 //! on 127.0.0.1, on tokio's paused clock.
 
-mod support;
+use retryscope_test_support as support;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -22,12 +22,7 @@ use support::telemetry::{Telemetry, attr};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 fn policy() -> Policy {
-    Policy::builder()
-        .max_attempts(3)
-        .base_delay(Duration::from_millis(10))
-        .max_delay(Duration::from_millis(100))
-        .build()
-        .expect("valid policy")
+    support::quick_policy()
 }
 
 fn layer(telemetry: &Telemetry) -> RetryLayer {
@@ -154,10 +149,7 @@ async fn a_body_over_the_replay_limit_is_sent_once_in_full() {
     assert_eq!(server.seen()[1..].iter().map(|s| s.body_len).collect::<Vec<_>>(), [1024, 1024, 1024]);
 }
 
-async fn closed_port() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    listener.local_addr().expect("local addr").port()
-}
+use support::net::closed_port;
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_retried_even_for_a_post() {

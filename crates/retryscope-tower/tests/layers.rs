@@ -2,7 +2,7 @@
 //! `IncomingLayer`, calling the bottom through `RetryLayer`) → a bottom service
 //! that is down. All real hyper servers on 127.0.0.1, on the paused clock.
 
-mod support;
+use retryscope_test_support as support;
 
 use bytes::Bytes;
 use http::{Request, Response};

@@ -15,7 +15,7 @@
 
 #[path = "../../retryscope-otel/tests/rotel/mod.rs"]
 mod rotel;
-mod support;
+use retryscope_test_support as support;
 
 use support::echo::{Behaviour, Call, EchoClient, EchoServer, echo};
 use tonic::Code;
@@ -74,7 +74,6 @@ fn main() {
 async fn readme() -> (Vec<Call>, u16) {
     let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None); 2]).await;
 
-    use retryscope::Policy;
     use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
 
     let telemetry = retryscope_otel::init_otlp().unwrap(); // before building the layer
@@ -91,7 +90,7 @@ async fn readme() -> (Vec<Call>, u16) {
     .unwrap();
     let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr)).unwrap();
     let channel = tower::ServiceBuilder::new()
-        .layer(RetryLayer::builder(Policy::interactive()).grpc(retry).origin(endpoint.uri().clone()).build())
+        .layer(RetryLayer::grpc(retry).origin(endpoint.uri().clone()).build())
         .service(endpoint.connect_lazy());
     let mut client = EchoClient::new(channel);
 

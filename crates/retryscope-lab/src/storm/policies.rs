@@ -72,14 +72,14 @@ impl StormPolicy {
             StormPolicy::Naive | StormPolicy::Backoff | StormPolicy::FullJitter => {
                 builder.no_budget().no_breaker()
             }
-            StormPolicy::Budget => builder.budget_per_host(RetryBudget::new).no_breaker(),
+            StormPolicy::Budget => builder.budget_per_dependency(RetryBudget::new).no_breaker(),
             StormPolicy::Breaker => {
                 let breaker = breaker();
                 // Checked once here, so the per-host factory below cannot fail.
                 breaker.clone().build().map_err(|e| e.to_string())?;
                 builder
-                    .budget_per_host(RetryBudget::new)
-                    .breaker_per_host(move || breaker.clone().build().unwrap_or_default())
+                    .budget_per_dependency(RetryBudget::new)
+                    .breaker_per_dependency(move || breaker.clone().build().unwrap_or_default())
             }
         })
     }

@@ -2,11 +2,13 @@
 //! the server's pushback and the call's deadline bound the waits, and retry
 //! throttling.
 
+mod builder;
 pub(crate) mod code;
 mod config;
 pub(crate) mod headers;
 pub(crate) mod status;
 
+pub use builder::GrpcRetryLayerBuilder;
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
 

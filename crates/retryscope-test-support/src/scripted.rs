@@ -5,10 +5,6 @@
 //! through a response, or never answering at all. Every request is recorded,
 //! and executions are counted per `x-request-id`, so tests can prove that no
 //! unsafe request ran twice.
-#![allow(dead_code, unreachable_pub)]
-
-pub mod telemetry;
-
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

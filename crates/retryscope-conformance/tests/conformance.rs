@@ -1,0 +1,164 @@
+//! The behaviours retryscope-reqwest and retryscope-tower share, each specified
+//! once and run against both, on tokio's paused clock.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use retryscope::{ErrorType, Policy, RetryError, StopReason};
+use retryscope_reqwest::RetryMiddleware;
+use retryscope_test_support as support;
+use retryscope_test_support::net::closed_port;
+use retryscope_test_support::telemetry::{Telemetry, attr};
+use retryscope_test_support::{Reply, Server};
+use retryscope_tower::{BoxError, GaveUp, RetryLayer};
+use std::time::Duration;
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+/// The two integrations under test.
+#[derive(Debug, Clone, Copy)]
+enum Integration {
+    Reqwest,
+    Tower,
+}
+
+const BOTH: [Integration; 2] = [Integration::Reqwest, Integration::Tower];
+
+/// What a caller got, in terms both integrations can be compared on.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Status(u16),
+    GaveUp(StopReason, Option<ErrorType>),
+    Other(String),
+}
+
+fn policy() -> Policy {
+    support::quick_policy()
+}
+
+impl Integration {
+    async fn send(self, telemetry: &Telemetry, method: http::Method, url: &str) -> Answer {
+        match self {
+            Integration::Reqwest => {
+                let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                    .with(RetryMiddleware::builder(policy()).meter(&telemetry.meter).build())
+                    .build();
+                match client.request(method, url).send().await {
+                    Ok(response) => Answer::Status(response.status().as_u16()),
+                    Err(reqwest_middleware::Error::Middleware(error)) => {
+                        match error.downcast_ref::<RetryError<reqwest_middleware::Error>>() {
+                            Some(gave_up) => Answer::GaveUp(gave_up.reason(), gave_up.error_type()),
+                            None => Answer::Other(error.to_string()),
+                        }
+                    }
+                    Err(error) => Answer::Other(error.to_string()),
+                }
+            }
+            Integration::Tower => {
+                let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+                let layer = RetryLayer::builder(policy()).meter(&telemetry.meter).build();
+                let mut client = ServiceBuilder::new().layer(layer).service(client);
+                let request = http::Request::builder().method(method).uri(url).body(Full::default());
+                let request = request.expect("valid request");
+                let result: Result<_, BoxError> = async { client.ready().await?.call(request).await }.await;
+                match result {
+                    Ok(response) => Answer::Status(response.status().as_u16()),
+                    Err(error) => match error.downcast_ref::<GaveUp>() {
+                        Some(gave_up) => Answer::GaveUp(gave_up.reason(), gave_up.error_type()),
+                        None => Answer::Other(error.to_string()),
+                    },
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_without_an_idempotency_key_is_not_retried() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/orders", [Reply::status(503), Reply::ok("must not be reached")]);
+        let answer = integration.send(&telemetry, http::Method::POST, &server.url("/orders")).await;
+        assert_eq!(answer, Answer::Status(503), "{integration:?}");
+        assert_eq!(server.seen().len(), 1, "{integration:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_is_retried() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/inventory", [Reply::status(503), Reply::ok("stock")]);
+        let answer = integration.send(&telemetry, http::Method::GET, &server.url("/inventory")).await;
+        assert_eq!(answer, Answer::Status(200), "{integration:?}");
+        assert_eq!(server.seen().len(), 2, "{integration:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_honoured() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/slow", [Reply::with_header(503, "retry-after", "2"), Reply::ok("done")]);
+        let started = tokio::time::Instant::now();
+        let answer = integration.send(&telemetry, http::Method::GET, &server.url("/slow")).await;
+        assert_eq!(answer, Answer::Status(200), "{integration:?}");
+        assert!(started.elapsed() >= Duration::from_secs(2), "{integration:?}: {:?}", started.elapsed());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_longer_than_the_policy_allows_gives_up_naming_the_status() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/busy", [Reply::with_header(503, "retry-after", "86400"), Reply::ok("too late")]);
+        let answer = integration.send(&telemetry, http::Method::GET, &server.url("/busy")).await;
+        let Answer::GaveUp(reason, error_type) = answer else { panic!("{integration:?}: {answer:?}") };
+        assert!(matches!(reason, StopReason::HintTooLong { .. }), "{integration:?}: {reason:?}");
+        assert_eq!(error_type, Some(ErrorType::Status(503)), "{integration:?}");
+        assert_eq!(server.seen().len(), 1, "{integration:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_connection_is_a_retryable_connect_failure_even_for_a_post() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let port = closed_port().await;
+        let answer = integration
+            .send(&telemetry, http::Method::POST, &format!("http://127.0.0.1:{port}/orders"))
+            .await;
+        assert_eq!(
+            answer,
+            Answer::GaveUp(StopReason::AttemptsExhausted, Some(ErrorType::CONNECT)),
+            "{integration:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_span_carries_the_http_client_fields() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/items", [Reply::status(503), Reply::ok("items")]);
+        let answer =
+            integration.send(&telemetry, http::Method::GET, &server.url("/items?token=secret")).await;
+        assert_eq!(answer, Answer::Status(200), "{integration:?}");
+        let spans = telemetry.spans();
+        let retry = spans
+            .iter()
+            .find(|span| attr(span, "http.request.resend_count").as_deref() == Some("1"))
+            .unwrap_or_else(|| panic!("{integration:?}: no second attempt span"));
+        assert_eq!(retry.name, "GET", "{integration:?}");
+        assert_eq!(attr(retry, "http.request.method").as_deref(), Some("GET"), "{integration:?}");
+        assert_eq!(attr(retry, "server.address").as_deref(), Some("127.0.0.1"), "{integration:?}");
+        assert_eq!(attr(retry, "http.response.status_code").as_deref(), Some("200"), "{integration:?}");
+        let url = attr(retry, "url.full").unwrap_or_default();
+        assert!(url.ends_with("/items?token=REDACTED"), "{integration:?}: {url}");
+    }
+}

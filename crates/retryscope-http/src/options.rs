@@ -1,0 +1,70 @@
+//! Per-request overrides, carried in the request's extensions.
+
+use retryscope::Policy;
+use std::borrow::Cow;
+
+/// Overrides the integration's settings for one request. With reqwest, attach
+/// it with `RequestBuilder::with_extension`; with tower, insert it into the
+/// request's extensions (`request.extensions_mut().insert(..)`; with tonic,
+/// `tonic::Request::extensions_mut`).
+///
+/// ```
+/// use retryscope::Policy;
+/// use retryscope_http::RetryOptions;
+///
+/// let mut request = http::Request::post("http://127.0.0.1:8080/invoices").body(()).unwrap();
+/// request
+///     .extensions_mut()
+///     .insert(RetryOptions::new().operation("create_invoice").safe_to_retry().policy(Policy::background()));
+/// # assert!(request.extensions().get::<RetryOptions>().is_some_and(RetryOptions::is_safe_to_retry));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RetryOptions {
+    policy: Option<Policy>,
+    operation: Option<Cow<'static, str>>,
+    safe_to_retry: bool,
+}
+
+impl RetryOptions {
+    /// No overrides.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses `policy` for this request. With tower's gRPC mode it replaces the
+    /// method's policy and keeps the method's retryable codes; a method no
+    /// config names is then retried on `UNAVAILABLE`.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Names the logical operation (`retryscope.operation`). Keep it low-cardinality:
+    /// a name from your code, never an id.
+    pub fn operation(mut self, operation: impl Into<Cow<'static, str>>) -> Self {
+        self.operation = Some(operation.into());
+        self
+    }
+
+    /// Declares that running this request twice is harmless even though its method
+    /// is not idempotent and it carries no `Idempotency-Key`.
+    pub fn safe_to_retry(mut self) -> Self {
+        self.safe_to_retry = true;
+        self
+    }
+
+    /// The policy set with [`policy`](Self::policy), if any.
+    pub fn policy_override(&self) -> Option<Policy> {
+        self.policy
+    }
+
+    /// The name set with [`operation`](Self::operation), if any.
+    pub fn operation_name(&self) -> Option<&str> {
+        self.operation.as_deref()
+    }
+
+    /// Whether [`safe_to_retry`](Self::safe_to_retry) was called.
+    pub fn is_safe_to_retry(&self) -> bool {
+        self.safe_to_retry
+    }
+}

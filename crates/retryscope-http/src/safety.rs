@@ -1,0 +1,79 @@
+//! Whether one request may run again: the engine's [`may_retry`] rule, plus
+//! whether its body can be sent again at all.
+
+use crate::RetryOptions;
+use http::{HeaderMap, Method};
+use retryscope::classify::{Stage, may_retry};
+use retryscope::outcome::Verdict;
+
+/// What decides whether one request may be retried, computed once per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Safety {
+    /// Whether the request may run again after it reached the server: an
+    /// idempotent method, an `Idempotency-Key`, or the caller's
+    /// [`safe_to_retry`](RetryOptions::safe_to_retry).
+    pub safe_after_sent: bool,
+    /// Whether the body can be sent again at all.
+    pub replayable: bool,
+    /// The request being served is itself a retry (retrying at one layer):
+    /// transient failures are retried by the caller above.
+    pub retried_upstream: bool,
+}
+
+impl Safety {
+    /// The safety of a request with `method` and `headers`, whose body is
+    /// `replayable` or not.
+    pub fn of(method: &Method, headers: &HeaderMap, options: &RetryOptions, replayable: bool) -> Self {
+        Self {
+            safe_after_sent: safe_after_sent(method, headers, options),
+            replayable,
+            retried_upstream: false,
+        }
+    }
+
+    /// Turns a retryable verdict into an unrepeatable one when retrying could
+    /// run the request twice, or could not resend it; into "retried elsewhere"
+    /// when a layer above retries. The failure still counts against the
+    /// dependency's breaker and budget.
+    pub fn guard(&self, verdict: Verdict, stage: Stage) -> Verdict {
+        match verdict {
+            Verdict::Retryable { error, .. }
+                if !self.replayable || (stage == Stage::Sent && !self.safe_after_sent) =>
+            {
+                Verdict::unrepeatable(error)
+            }
+            Verdict::Retryable { error, .. } if self.retried_upstream => Verdict::retried_elsewhere(error),
+            verdict => verdict,
+        }
+    }
+}
+
+/// Whether a request with `method` and `headers` may run again after it
+/// reached the server: an idempotent method, an `Idempotency-Key`, or the
+/// caller's [`safe_to_retry`](RetryOptions::safe_to_retry).
+pub fn safe_after_sent(method: &Method, headers: &HeaderMap, options: &RetryOptions) -> bool {
+    // `Stage::Sent`: the question is whether it may run again once the server
+    // may have seen it; before that, any request may.
+    may_retry(method, headers, options.is_safe_to_retry(), Stage::Sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use retryscope::ErrorType;
+
+    #[test]
+    fn a_post_without_a_key_is_not_retried_once_sent_but_is_before() {
+        let safety = Safety::of(&Method::POST, &HeaderMap::new(), &RetryOptions::new(), true);
+        let retryable = Verdict::retryable(ErrorType::CONNECT);
+        assert_eq!(safety.guard(retryable, Stage::Sent), Verdict::unrepeatable(ErrorType::CONNECT));
+        assert_eq!(safety.guard(retryable, Stage::NotSent), retryable);
+    }
+
+    #[test]
+    fn a_body_that_cannot_be_sent_again_is_never_retried() {
+        let safety = Safety::of(&Method::GET, &HeaderMap::new(), &RetryOptions::new(), false);
+        let retryable = Verdict::retryable(ErrorType::CONNECT);
+        assert_eq!(safety.guard(retryable, Stage::NotSent), Verdict::unrepeatable(ErrorType::CONNECT));
+    }
+}

@@ -1,0 +1,176 @@
+//! The builder settings every integration offers, and their one set of setters
+//! ([`shared_setters!`](crate::shared_setters)).
+
+use http::HeaderName;
+use opentelemetry::metrics::Meter;
+use retryscope::classify::HttpClassifier;
+use retryscope::{CircuitBreaker, RetryBudget};
+use retryscope_otel::{ATTEMPT_HEADER, Factory, OtelObserver};
+use std::fmt;
+use std::sync::Arc;
+
+/// Where an integration's metrics go.
+#[derive(Debug, Clone, Default)]
+pub enum Telemetry {
+    /// The global meter provider's, as it is when the layer is built.
+    #[default]
+    Global,
+    /// This meter.
+    Meter(Meter),
+    /// Nowhere: no telemetry at all.
+    Off,
+}
+
+impl Telemetry {
+    /// The meter to record with, if any.
+    pub fn meter(self) -> Option<Meter> {
+        match self {
+            Telemetry::Global => Some(opentelemetry::global::meter_with_scope(retryscope_otel::scope())),
+            Telemetry::Meter(meter) => Some(meter),
+            Telemetry::Off => None,
+        }
+    }
+}
+
+/// The settings of an integration's builder that both integrations share.
+#[derive(Clone)]
+pub struct ClientSettings {
+    /// Which statuses are retried.
+    pub classifier: HttpClassifier,
+    /// Where the metrics go.
+    pub telemetry: Telemetry,
+    /// Makes each dependency's budget; `None` retries without one.
+    pub budget: Option<Factory<RetryBudget>>,
+    /// Makes each dependency's breaker; `None` calls without one.
+    pub breaker: Option<Factory<CircuitBreaker>>,
+    /// Tells the next hop which attempt a retry is; `None` sends nothing.
+    pub attempt_header: Option<HeaderName>,
+    /// Retry only where no other layer of the call chain retries.
+    pub one_layer: bool,
+}
+
+impl Default for ClientSettings {
+    /// A default budget and breaker per dependency, global telemetry, the
+    /// [`retry-attempt`](ATTEMPT_HEADER) header.
+    fn default() -> Self {
+        Self {
+            classifier: HttpClassifier::new(),
+            telemetry: Telemetry::Global,
+            budget: Some(Arc::new(RetryBudget::new)),
+            breaker: Some(Arc::new(CircuitBreaker::new)),
+            attempt_header: Some(ATTEMPT_HEADER),
+            one_layer: false,
+        }
+    }
+}
+
+impl ClientSettings {
+    /// The meter and the observer that records with it, once at build time.
+    pub fn observer(telemetry: Telemetry) -> (Option<Meter>, Option<OtelObserver>) {
+        let meter = telemetry.meter();
+        let observer = meter.as_ref().map(OtelObserver::from_meter);
+        (meter, observer)
+    }
+}
+
+impl fmt::Debug for ClientSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientSettings")
+            .field("classifier", &self.classifier)
+            .field("telemetry", &self.telemetry)
+            .field("budget", &self.budget.is_some())
+            .field("breaker", &self.breaker.is_some())
+            .field("attempt_header", &self.attempt_header)
+            .field("one_layer", &self.one_layer)
+            .finish()
+    }
+}
+
+/// The setters of the shared settings, written once: expands, inside an
+/// `impl` block of a builder with a `ClientSettings` field, to the setters of
+/// the groups named.
+///
+/// - `telemetry`: `meter`, `no_telemetry` (and the deprecated `without_telemetry`);
+/// - `breaker`: `breaker_per_dependency`, `no_breaker`;
+/// - `http`: `classifier`, `budget_per_dependency`, `no_budget`,
+///   `attempt_header`, `no_attempt_header` — what only HTTP semantics use.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! shared_setters {
+    ($($field:ident).+ : telemetry) => {
+        /// Records metrics, and each dependency's budget and breaker gauges,
+        /// with `meter` instead of the global meter provider's.
+        pub fn meter(mut self, meter: &$crate::__private::Meter) -> Self {
+            self.$($field).+.telemetry = $crate::Telemetry::Meter(meter.clone());
+            self
+        }
+
+        /// Records no telemetry at all.
+        pub fn no_telemetry(mut self) -> Self {
+            self.$($field).+.telemetry = $crate::Telemetry::Off;
+            self
+        }
+
+        /// Records no telemetry at all.
+        #[deprecated(since = "0.1.0", note = "renamed `no_telemetry`, like the other `no_*` settings")]
+        pub fn without_telemetry(self) -> Self {
+            self.no_telemetry()
+        }
+    };
+    ($($field:ident).+ : breaker) => {
+        /// Gives each dependency a circuit breaker made by `make` (default:
+        /// [`CircuitBreaker::new`](retryscope::CircuitBreaker::new): open at
+        /// 50 % failures over at least 20 calls in 10 s, 5 s cool-down).
+        pub fn breaker_per_dependency(
+            mut self,
+            make: impl Fn() -> $crate::__private::CircuitBreaker + Send + Sync + 'static,
+        ) -> Self {
+            self.$($field).+.breaker = Some(::std::sync::Arc::new(make));
+            self
+        }
+
+        /// Calls every dependency, however often it fails: no circuit breaker.
+        pub fn no_breaker(mut self) -> Self {
+            self.$($field).+.breaker = None;
+            self
+        }
+    };
+    ($($field:ident).+ : http) => {
+        /// Which HTTP statuses are retried.
+        pub fn classifier(mut self, classifier: $crate::__private::HttpClassifier) -> Self {
+            self.$($field).+.classifier = classifier;
+            self
+        }
+
+        /// Gives each dependency a budget made by `make` (default:
+        /// [`RetryBudget::new`](retryscope::RetryBudget::new)).
+        pub fn budget_per_dependency(
+            mut self,
+            make: impl Fn() -> $crate::__private::RetryBudget + Send + Sync + 'static,
+        ) -> Self {
+            self.$($field).+.budget = Some(::std::sync::Arc::new(make));
+            self
+        }
+
+        /// Retries without a budget: only the policy bounds them.
+        pub fn no_budget(mut self) -> Self {
+            self.$($field).+.budget = None;
+            self
+        }
+
+        /// Names the header that tells an HTTP server which attempt a retry is
+        /// (default [`retry-attempt`](retryscope_otel::ATTEMPT_HEADER), sent
+        /// from the second attempt on), e.g. `x-envoy-attempt-count` where
+        /// Envoy-style servers read it.
+        pub fn attempt_header(mut self, name: $crate::__private::HeaderName) -> Self {
+            self.$($field).+.attempt_header = Some(name);
+            self
+        }
+
+        /// Sends no attempt header.
+        pub fn no_attempt_header(mut self) -> Self {
+            self.$($field).+.attempt_header = None;
+            self
+        }
+    };
+}

@@ -1,0 +1,99 @@
+//! What a failed request tells us: its `error.type`, whether it is worth
+//! retrying, and whether it could have reached the server.
+
+use crate::NotReplayable;
+use retryscope::ErrorType;
+use retryscope::classify::{Stage, io_error};
+use retryscope::outcome::Verdict;
+use std::error::Error as StdError;
+
+/// The engine's view of one transport failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// Retryable or permanent, with its `error.type`.
+    pub verdict: Verdict,
+    /// Whether any of the request may have reached the server.
+    pub stage: Stage,
+}
+
+impl Failure {
+    /// A failure after which the request may have reached the server.
+    pub const fn sent(verdict: Verdict) -> Self {
+        Self { verdict, stage: Stage::Sent }
+    }
+}
+
+/// What a refused connection (`io::ErrorKind::ConnectionRefused`) found in the
+/// source chain proves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Nothing was sent: the connection was never made (tower: its connectors
+    /// report refusal only as an I/O error).
+    NotSent,
+    /// Nothing can be concluded: the library has its own "connect" flag, and an
+    /// I/O error without it may come from a pooled connection after the body
+    /// (reqwest).
+    MaybeSent,
+}
+
+/// Looks through `error`'s source chain for what names the cause:
+///
+/// | in the chain | `error.type` | verdict | reached the server? |
+/// |---|---|---|---|
+/// | [`NotReplayable`] | `_OTHER` | permanent | — |
+/// | connection refused, with [`Refused::NotSent`] | `connect` | retryable | no |
+/// | other I/O errors (even "unreachable" on an open connection) | per [`io_error`] | per [`io_error`] | maybe |
+/// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
+///
+/// `None` when nothing in the chain says: each integration decides.
+pub fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failure> {
+    let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if e.is::<NotReplayable>() {
+            return Some(Failure::sent(Verdict::permanent(ErrorType::OTHER)));
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if refused == Refused::NotSent && io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Some(Failure {
+                    verdict: Verdict::retryable(ErrorType::CONNECT),
+                    stage: Stage::NotSent,
+                });
+            }
+            return Some(Failure::sent(io_error(io.kind())));
+        }
+        if let Some(h) = e.downcast_ref::<hyper::Error>()
+            && h.is_incomplete_message()
+        {
+            return Some(Failure::sent(Verdict::retryable(ErrorType::INCOMPLETE)));
+        }
+        cause = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn a_refused_connection_proves_nothing_was_sent_only_where_the_library_says_so() {
+        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+        let failure = walk(&refused, Refused::NotSent).map(|f| f.stage);
+        assert_eq!(failure, Some(Stage::NotSent));
+        let failure = walk(&refused, Refused::MaybeSent).map(|f| f.stage);
+        assert_eq!(failure, Some(Stage::Sent));
+    }
+
+    #[test]
+    fn a_reset_may_have_reached_the_server() {
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        let failure = walk(&reset, Refused::NotSent);
+        assert_eq!(failure, Some(Failure::sent(Verdict::retryable(ErrorType::RESET))));
+    }
+
+    #[test]
+    fn an_error_naming_nothing_is_left_to_the_integration() {
+        assert_eq!(walk(&std::fmt::Error, Refused::NotSent), None);
+    }
+}

@@ -1,0 +1,68 @@
+//! The middleware's builder: the shared settings, nothing reqwest adds.
+
+use crate::middleware::RetryMiddleware;
+use retryscope::{CircuitBreaker, Policy, RetryBudget};
+use retryscope_http::ClientSettings;
+use retryscope_otel::DependencyGuards;
+
+/// Builds a [`RetryMiddleware`].
+#[must_use = "a builder does nothing until `build` is called"]
+#[derive(Debug)]
+pub struct RetryMiddlewareBuilder {
+    pub(crate) policy: Policy,
+    pub(crate) settings: ClientSettings,
+}
+
+impl RetryMiddlewareBuilder {
+    retryscope_http::shared_setters!(settings: telemetry);
+    retryscope_http::shared_setters!(settings: breaker);
+    retryscope_http::shared_setters!(settings: http);
+
+    /// Retries only where no other layer of the call chain retries (off by
+    /// default). Inside a request served under
+    /// [`Upstream::scope`](retryscope_otel::Upstream::scope) (as
+    /// `retryscope-tower`'s server layer does), a request that is itself a retry
+    /// makes one attempt downstream; and a failed response that says the layer
+    /// below already retried ([`retry-exhausted`](retryscope_otel::EXHAUSTED_HEADER))
+    /// is not retried. Either is reported as throttled, reason `upstream_retry`.
+    ///
+    /// Use it in services in the middle of a chain: without it, four attempts
+    /// at each of three layers make 64 calls at the bottom for one user request;
+    /// with it, four.
+    pub fn retry_at_one_layer(mut self) -> Self {
+        self.settings.one_layer = true;
+        self
+    }
+
+    /// Gives each dependency a budget made by `make`.
+    #[deprecated(since = "0.1.0", note = "renamed `budget_per_dependency`, as in retryscope-tower")]
+    pub fn budget_per_host(self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
+        self.budget_per_dependency(make)
+    }
+
+    /// Gives each dependency a circuit breaker made by `make`.
+    #[deprecated(since = "0.1.0", note = "renamed `breaker_per_dependency`, as in retryscope-tower")]
+    pub fn breaker_per_host(self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
+        self.breaker_per_dependency(make)
+    }
+
+    /// The middleware.
+    pub fn build(self) -> RetryMiddleware {
+        let settings = self.settings;
+        let (meter, telemetry) = ClientSettings::observer(settings.telemetry);
+        let guards =
+            DependencyGuards::builder().budget_factory(settings.budget).breaker_factory(settings.breaker);
+        let guards = match meter {
+            Some(meter) => guards.meter(meter),
+            None => guards,
+        };
+        RetryMiddleware {
+            policy: self.policy,
+            classifier: settings.classifier,
+            telemetry,
+            dependencies: guards.build(),
+            attempt_header: settings.attempt_header,
+            one_layer: settings.one_layer,
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! What one attempt's result means for a reqwest request.
+
+use crate::{release, transport};
+use reqwest::{Request, Response};
+use retryscope::ErrorType;
+use retryscope::classify::{Classify, HttpClassifier, Stage};
+use retryscope::outcome::Verdict;
+use retryscope_http::RetryOptions;
+use retryscope_http::safety::Safety;
+use retryscope_otel::{EXHAUSTED_HEADER, Upstream};
+use std::time::SystemTime;
+
+/// Classifies each attempt of one request: statuses, transport failures, and
+/// whether running the request again is safe.
+pub(crate) struct RequestClassifier {
+    http: HttpClassifier,
+    pub(crate) safety: Safety,
+    /// Retries at one layer: a response saying the layer below retried is not
+    /// retried again.
+    honour_exhausted: bool,
+}
+
+impl RequestClassifier {
+    pub(crate) fn for_request(http: HttpClassifier, request: &Request, options: &RetryOptions) -> Self {
+        let safety = Safety::of(request.method(), request.headers(), options, is_replayable(request));
+        Self { http, safety, honour_exhausted: false }
+    }
+
+    /// Retries only where no other layer does, serving `upstream`.
+    pub(crate) fn one_layer(&mut self, upstream: Option<&Upstream>) {
+        self.honour_exhausted = true;
+        self.safety.retried_upstream = upstream.is_some_and(|u| u.attempt().is_retry());
+    }
+}
+
+impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
+    fn classify(&mut self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
+        let (verdict, stage) = match result {
+            Ok(response) => {
+                let verdict =
+                    self.http.classify_response(response.status(), response.headers(), SystemTime::now());
+                match verdict {
+                    Verdict::Retryable { error, .. }
+                        if self.honour_exhausted && response.headers().contains_key(EXHAUSTED_HEADER) =>
+                    {
+                        (Verdict::retried_elsewhere(error), Stage::Sent)
+                    }
+                    verdict => (verdict, Stage::Sent),
+                }
+            }
+            Err(error) => {
+                let failure = transport::classify(error);
+                (failure.verdict, failure.stage)
+            }
+        };
+        self.safety.guard(verdict, stage)
+    }
+
+    fn timeout(&mut self) -> Verdict {
+        // The request was on the wire when the engine gave up on it.
+        self.safety.guard(Verdict::retryable(ErrorType::TIMEOUT), Stage::Sent)
+    }
+
+    fn before_wait(
+        &mut self,
+        kept: Result<Response, reqwest_middleware::Error>,
+    ) -> Result<Response, reqwest_middleware::Error> {
+        // An unread body would pin its connection for the whole wait.
+        kept.map(release::release_body)
+    }
+}
+
+/// Whether the request can be sent again: no body, or a body held in memory
+/// (a stream is consumed by sending it).
+pub(crate) fn is_replayable(request: &Request) -> bool {
+    request.body().is_none_or(|body| body.as_bytes().is_some())
+}
+
+/// Hands out the request for each attempt: clones of a replayable request, or a
+/// streaming request exactly once.
+pub(crate) enum RequestSource {
+    Replayable(Request),
+    Once(Option<Request>),
+}
+
+impl RequestSource {
+    pub(crate) fn new(request: Request) -> Self {
+        if is_replayable(&request) { Self::Replayable(request) } else { Self::Once(Some(request)) }
+    }
+
+    pub(crate) fn next(&mut self) -> Option<Request> {
+        match self {
+            Self::Replayable(request) => request.try_clone(),
+            Self::Once(request) => request.take(),
+        }
+    }
+}

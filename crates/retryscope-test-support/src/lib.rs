@@ -1,0 +1,33 @@
+//! The fixtures the integrations' tests share: real servers on 127.0.0.1 and
+//! an in-memory OpenTelemetry SDK. Unpublished; a dev-dependency only.
+//!
+//! - [`scripted`]: a hand-rolled HTTP/1.1 server that plays a script (drops a
+//!   response halfway, stalls), re-exported at the root as [`Server`] and [`Reply`];
+//! - [`http_server`]: a hyper server answering from a queue of statuses;
+//! - [`echo`]: a tonic echo service with scripted gRPC failures;
+//! - [`telemetry`]: the in-memory trace and metric pipeline;
+//! - [`net`]: a port nobody listens on, and a server that never answers.
+// Fixtures, not an API: their names and their tests say what they do.
+#![allow(missing_docs)]
+
+pub mod echo;
+pub mod http_server;
+pub mod net;
+pub mod scripted;
+pub mod telemetry;
+
+pub use scripted::{Reply, Seen, Server};
+
+use retryscope::Policy;
+use std::time::Duration;
+
+/// Three attempts 10 ms apart, capped at 100 ms: fast on the paused clock, and
+/// enough to see a retry and a give-up.
+pub fn quick_policy() -> Policy {
+    Policy::builder()
+        .max_attempts(3)
+        .base_delay(Duration::from_millis(10))
+        .max_delay(Duration::from_millis(100))
+        .build()
+        .expect("valid policy")
+}

@@ -1,0 +1,145 @@
+//! The HTTP layer's builder, and what it shares with the gRPC one
+//! ([`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
+
+use crate::body::DEFAULT_REPLAY_LIMIT;
+use crate::guard::Guard;
+use crate::layer::RetryLayer;
+use crate::settings::Settings;
+use http::Uri;
+use retryscope::Policy;
+use retryscope_http::ClientSettings;
+use retryscope_otel::{DependencyGuards, Factory};
+use std::fmt;
+use std::sync::Arc;
+
+/// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, `RetryLayer::grpc`
+/// (feature `grpc`).
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RetryLayerBuilder {
+    policy: Policy,
+    pub(crate) tower: TowerSettings,
+}
+
+/// What both of tower's builders configure.
+pub(crate) struct TowerSettings {
+    pub(crate) shared: ClientSettings,
+    pub(crate) replay_limit: usize,
+    pub(crate) origin: Option<Uri>,
+}
+
+impl Default for TowerSettings {
+    fn default() -> Self {
+        Self { shared: ClientSettings::default(), replay_limit: DEFAULT_REPLAY_LIMIT, origin: None }
+    }
+}
+
+impl fmt::Debug for RetryLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayerBuilder")
+            .field("policy", &self.policy)
+            .field("replay_limit", &self.tower.replay_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The setters tower's two builders share, written once.
+macro_rules! tower_setters {
+    () => {
+        /// Keeps request bodies of up to `bytes` in memory for retries (default
+        /// 256 KiB); a larger body is sent once and never retried.
+        pub fn replay_limit(mut self, bytes: usize) -> Self {
+            self.tower.replay_limit = bytes;
+            self
+        }
+
+        /// The server called, for requests whose URI carries no authority — tonic
+        /// clients send only the path, and the channel adds its origin below this
+        /// layer. Names the dependency (and so picks its budget and breaker) and
+        /// fills `server.address`/`server.port`. Without it such requests share the
+        /// dependency `unknown`.
+        pub fn origin(mut self, origin: http::Uri) -> Self {
+            self.tower.origin = Some(origin);
+            self
+        }
+
+        /// Retries only where no other layer of the call chain retries (off by
+        /// default): inside a request served behind [`IncomingLayer`](crate::IncomingLayer),
+        /// a request that is itself a retry makes one attempt downstream, and a
+        /// failed response carrying [`retry-exhausted`](retryscope_otel::EXHAUSTED_HEADER)
+        /// (the layer below already retried) is not retried. Either is reported as
+        /// throttled, reason `upstream_retry`. When this layer's own retries run
+        /// out, the server it runs in says so to its caller.
+        pub fn retry_at_one_layer(mut self) -> Self {
+            self.tower.shared.one_layer = true;
+            self
+        }
+    };
+}
+#[cfg(feature = "grpc")]
+pub(crate) use tower_setters;
+
+impl RetryLayerBuilder {
+    pub(crate) fn new(policy: Policy) -> Self {
+        Self { policy, tower: TowerSettings::default() }
+    }
+
+    retryscope_http::shared_setters!(tower.shared: telemetry);
+    retryscope_http::shared_setters!(tower.shared: breaker);
+    retryscope_http::shared_setters!(tower.shared: http);
+    tower_setters!();
+
+    /// The layer.
+    pub fn build(self) -> RetryLayer {
+        self.tower.build(self.policy, None)
+    }
+}
+
+impl TowerSettings {
+    /// The layer, with gRPC semantics when `grpc` is given.
+    pub(crate) fn build(self, policy: Policy, grpc: Option<GrpcConfig>) -> RetryLayer {
+        let shared = self.shared;
+        let (meter, telemetry) = ClientSettings::observer(shared.telemetry);
+        let budget: Option<Factory<Guard>> = match shared.budget {
+            Some(make) => Some(Arc::new(move || Guard::Budget(make()))),
+            None => None,
+        };
+        #[cfg(feature = "grpc")]
+        let budget = match grpc.clone().filter(crate::grpc::GrpcRetry::is_throttled) {
+            Some(grpc) => {
+                let bucket: Factory<Guard> = Arc::new(move || {
+                    grpc.token_bucket()
+                        .map_or_else(|| Guard::Bucket(retryscope::TokenBucket::new()), Guard::Bucket)
+                });
+                Some(bucket)
+            }
+            None => budget,
+        };
+        #[cfg(not(feature = "grpc"))]
+        let _: Option<GrpcConfig> = grpc;
+        let guards = DependencyGuards::builder().budget_factory(budget).breaker_factory(shared.breaker);
+        let guards = match meter {
+            Some(meter) => guards.meter(meter),
+            None => guards,
+        };
+        RetryLayer {
+            settings: Arc::new(Settings {
+                policy,
+                classifier: shared.classifier,
+                telemetry,
+                guards: guards.build(),
+                replay_limit: self.replay_limit,
+                origin: self.origin,
+                attempt_header: shared.attempt_header,
+                one_layer: shared.one_layer,
+                #[cfg(feature = "grpc")]
+                grpc,
+            }),
+        }
+    }
+}
+
+/// The gRPC configuration of a layer; without the feature there is none.
+#[cfg(feature = "grpc")]
+pub(crate) type GrpcConfig = crate::grpc::GrpcRetry;
+#[cfg(not(feature = "grpc"))]
+pub(crate) type GrpcConfig = std::convert::Infallible;

@@ -1,0 +1,24 @@
+//! What every request of a layer shares, fixed when the layer is built.
+
+use crate::guard::Guard;
+use http::{HeaderName, Uri};
+use retryscope::Policy;
+use retryscope::classify::HttpClassifier;
+use retryscope_otel::{DependencyGuards, OtelObserver};
+
+/// What every request of a layer shares.
+pub(crate) struct Settings {
+    pub(crate) policy: Policy,
+    pub(crate) classifier: HttpClassifier,
+    pub(crate) telemetry: Option<OtelObserver>,
+    pub(crate) guards: DependencyGuards<Guard>,
+    pub(crate) replay_limit: usize,
+    pub(crate) origin: Option<Uri>,
+    /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
+    /// (gRPC calls always send `grpc-previous-rpc-attempts`, as A6 says.)
+    pub(crate) attempt_header: Option<HeaderName>,
+    /// Retry only where no other layer of the call chain retries.
+    pub(crate) one_layer: bool,
+    #[cfg(feature = "grpc")]
+    pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
+}
