@@ -3,7 +3,7 @@
 
 use crate::NotReplayable;
 use retryscope::ErrorType;
-use retryscope::classify::{Stage, io_error};
+use retryscope::classify::Stage;
 use retryscope::outcome::Verdict;
 use std::error::Error as StdError;
 
@@ -59,16 +59,13 @@ pub fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failur
                     stage: Stage::NotSent,
                 });
             }
-            return Some(Failure::sent(io_error(io.kind())));
-        }
-        if let Some(h) = e.downcast_ref::<hyper::Error>()
-            && h.is_incomplete_message()
-        {
-            return Some(Failure::sent(Verdict::retryable(ErrorType::INCOMPLETE)));
+            break;
         }
         cause = e.source();
     }
-    None
+    // Which failure it was is the engine's one transport rule; only where it
+    // happened is the integrations' to say.
+    retryscope::transient::transport_verdict(error).map(Failure::sent)
 }
 
 #[cfg(test)]

@@ -53,6 +53,16 @@ use std::fmt;
 /// error is a `reqwest_middleware::Error::Middleware` holding a
 /// [`RetryError`] that says why and keeps the last error as its source.
 ///
+/// **Time limits.** A request's own timeout (`RequestBuilder::timeout`) is the
+/// deadline of the whole call, attempts and waits together: the policy's
+/// deadline is brought forward to it ([`Policy::with_deadline_within`]), each
+/// attempt is cut to what is left, and a wait that cannot fit ends the call with
+/// the last answer. The client's `connect_timeout` and `read_timeout` stay
+/// yours: they bound each attempt's connection and reads, inside that cut, and
+/// the middleware does not change them. A client-wide `Client::timeout` is
+/// applied by reqwest to each attempt and is invisible to the middleware; set
+/// the total on the request, or on the policy's deadline.
+///
 /// A failed response is not allowed to hold its connection through the backoff
 /// wait that follows it: before the wait its body is read to the end in the
 /// background (at most 64 KiB, within 1 s), which hands the connection back to
@@ -105,6 +115,9 @@ impl Middleware for RetryMiddleware {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+        // The caller's timeout is the whole call's: attempts and waits together.
+        let policy = options.policy_override().unwrap_or(self.policy);
+        let policy = request.timeout().map_or(policy, |timeout| policy.with_deadline_within(*timeout));
         let target = Target::of(&request);
         let guards = self.dependencies.get(&target.dependency);
         let upstream = Upstream::current();
@@ -147,7 +160,7 @@ impl Middleware for RetryMiddleware {
         };
         let outcome = guarded(
             attempt
-                .retry(options.policy_override().unwrap_or(self.policy))
+                .retry(policy)
                 .with_classifier(&mut classifier)
                 .observe((telemetry, stop.clone()))
                 .dependency(guards.dependency()),

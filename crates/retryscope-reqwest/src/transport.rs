@@ -1,9 +1,9 @@
 //! What a failed reqwest request tells us; the source-chain walk is shared
 //! ([`retryscope_http::transport::walk`]).
 
-use retryscope::ErrorType;
 use retryscope::classify::Stage;
 use retryscope::outcome::Verdict;
+use retryscope::{ErrorType, Transient};
 use retryscope_http::transport::{Failure, Refused, walk};
 
 /// Classifies an error from the middleware stack.
@@ -27,21 +27,11 @@ pub(crate) fn classify(error: &reqwest_middleware::Error) -> Failure {
 
 fn classify_reqwest(error: &reqwest::Error) -> Failure {
     if error.is_connect() {
-        // reqwest reports a connect timeout as a connect error too: either way no
-        // byte of the request left the client.
         return Failure { verdict: Verdict::retryable(ErrorType::CONNECT), stage: Stage::NotSent };
     }
-    if error.is_timeout() {
-        return Failure::sent(Verdict::retryable(ErrorType::TIMEOUT));
+    // reqwest's own flags say it all: the engine's `Transient` judges them.
+    if error.is_timeout() || error.is_builder() || error.is_redirect() || error.is_decode() {
+        return Failure::sent(error.verdict());
     }
-    if error.is_builder() || error.is_redirect() || error.is_decode() {
-        return Failure::sent(Verdict::permanent(ErrorType::Kind(if error.is_redirect() {
-            "redirect"
-        } else {
-            "request"
-        })));
-    }
-    // Only reqwest's own connect flag proves nothing was sent: an "unreachable"
-    // error on a pooled connection may come after the body.
     walk(error, Refused::MaybeSent).unwrap_or_else(|| Failure::sent(Verdict::retryable(ErrorType::OTHER)))
 }

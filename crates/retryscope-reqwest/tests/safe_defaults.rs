@@ -122,3 +122,21 @@ async fn clients_told_the_same_retry_after_come_back_spread_out() {
         latest - last_told
     );
 }
+
+#[tokio::test]
+async fn the_callers_timeout_bounds_the_whole_call_not_each_attempt() {
+    // Every answer is a 503, 200 ms late; the caller allows 500 ms in all.
+    let (url, arrivals) = serve(|_| Some((Duration::from_millis(200), "503 Service Unavailable"))).await;
+    let started = Instant::now();
+    let outcome = client(Policy::interactive()).get(&url).timeout(Duration::from_millis(500)).send().await;
+    let took = started.elapsed();
+    // Before, each attempt had its own 500 ms and the caller waited 2.73 s.
+    assert!(took < Duration::from_millis(800), "the caller waited {took:?}");
+    let attempts = arrivals.lock().map(|a| a.len()).unwrap_or(0);
+    assert!((1..=3).contains(&attempts), "{attempts} attempts");
+    // The last answer, or the reason there is none, reaches the caller.
+    match outcome {
+        Ok(response) => assert_eq!(response.status(), 503),
+        Err(error) => assert!(error.to_string().contains("deadline"), "{error}"),
+    }
+}

@@ -240,6 +240,36 @@ impl Policy {
         duration(self.deadline)
     }
 
+    /// This policy with its deadline brought forward to `limit` when that is
+    /// sooner: what a caller's own timeout makes of the call. The attempts and
+    /// waits then fit in `limit` together; each attempt is cut to what is left
+    /// of it, and a wait that cannot fit ends the call at once.
+    ///
+    /// ```
+    /// use retryscope::Policy;
+    /// use std::time::Duration;
+    ///
+    /// let call = Policy::interactive().with_deadline_within(Duration::from_millis(500));
+    /// assert_eq!(call.deadline(), Some(Duration::from_millis(500)));
+    /// // A longer limit leaves the policy's own deadline.
+    /// let call = Policy::interactive().with_deadline_within(Duration::from_secs(60));
+    /// assert_eq!(call.deadline(), Some(Duration::from_secs(15)));
+    /// ```
+    #[must_use]
+    pub const fn with_deadline_within(mut self, limit: Duration) -> Self {
+        let limit = nanos(limit);
+        let sooner = match self.deadline {
+            Some(deadline) if deadline.get() <= limit => deadline.get(),
+            _ => limit,
+        };
+        // A zero limit leaves no time at all; the smallest deadline says the same.
+        self.deadline = match NonZeroU64::new(sooner) {
+            Some(n) => Some(n),
+            None => Some(NonZeroU64::MIN),
+        };
+        self
+    }
+
     /// The time allowed for one attempt, if bounded (clipped to what is left of
     /// the deadline).
     pub const fn attempt_timeout(&self) -> Option<Duration> {
