@@ -5,7 +5,7 @@ use http::HeaderName;
 use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
 use retryscope::{CircuitBreaker, RetryBudget};
-use retryscope_otel::{ATTEMPT_HEADER, Factory, OtelObserver};
+use retryscope_otel::{ATTEMPT_HEADER, Factory, OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
 
@@ -39,6 +39,9 @@ pub struct ClientSettings {
     pub classifier: HttpClassifier,
     /// Where the metrics go.
     pub telemetry: Telemetry,
+    /// Whether the retry log is written: on unless turned off itself, whatever
+    /// `telemetry` says.
+    pub retry_log: bool,
     /// Makes each dependency's budget; `None` retries without one.
     pub budget: Option<Factory<RetryBudget>>,
     /// Makes each dependency's breaker; `None` calls without one.
@@ -56,6 +59,7 @@ impl Default for ClientSettings {
         Self {
             classifier: HttpClassifier::new(),
             telemetry: Telemetry::Global,
+            retry_log: true,
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
             attempt_header: Some(ATTEMPT_HEADER),
@@ -65,11 +69,21 @@ impl Default for ClientSettings {
 }
 
 impl ClientSettings {
-    /// The meter and the observer that records with it, once at build time.
-    pub fn observer(telemetry: Telemetry) -> (Option<Meter>, Option<OtelObserver>) {
+    /// The meter, the observer that records with it, and the retry log for when
+    /// telemetry is off; once, at build time. With telemetry on, the observer
+    /// writes the log itself (unless `retry_log` is false); with it off, the
+    /// log stays on alone unless turned off too.
+    pub fn observers(
+        telemetry: Telemetry,
+        retry_log: bool,
+    ) -> (Option<Meter>, Option<OtelObserver>, Option<RetryLog>) {
         let meter = telemetry.meter();
-        let observer = meter.as_ref().map(OtelObserver::from_meter);
-        (meter, observer)
+        let observer = meter
+            .as_ref()
+            .map(OtelObserver::from_meter)
+            .map(|o| if retry_log { o } else { o.no_retry_log() });
+        let log = (observer.is_none() && retry_log).then_some(RetryLog);
+        (meter, observer, log)
     }
 }
 
@@ -78,6 +92,7 @@ impl fmt::Debug for ClientSettings {
         f.debug_struct("ClientSettings")
             .field("classifier", &self.classifier)
             .field("telemetry", &self.telemetry)
+            .field("retry_log", &self.retry_log)
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("attempt_header", &self.attempt_header)
@@ -105,9 +120,17 @@ macro_rules! shared_setters {
             self
         }
 
-        /// Records no telemetry at all.
+        /// Records no metrics and no spans. The retry log stays on (see
+        /// [`no_retry_log`](Self::no_retry_log)).
         pub fn no_telemetry(mut self) -> Self {
             self.$($field).+.telemetry = $crate::Telemetry::Off;
+            self
+        }
+
+        /// Writes no retry log: no `retryscope.backoff` event per retry and no
+        /// `retryscope.gave_up` event per give-up, whether or not telemetry is on.
+        pub fn no_retry_log(mut self) -> Self {
+            self.$($field).+.retry_log = false;
             self
         }
 

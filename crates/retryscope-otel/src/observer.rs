@@ -40,12 +40,14 @@ use tracing::Span;
 pub struct OtelObserver<S = DefaultAttemptSpan> {
     metrics: RetryMetrics,
     spans: S,
+    /// Whether the retry log is written (it is unless turned off itself).
+    log: bool,
 }
 
 impl OtelObserver {
     /// An observer recording into `metrics`, with the default attempt spans.
     pub fn new(metrics: RetryMetrics) -> Self {
-        Self { metrics, spans: DefaultAttemptSpan }
+        Self { metrics, spans: DefaultAttemptSpan, log: true }
     }
 
     /// An observer whose instruments are created on `meter`.
@@ -68,7 +70,15 @@ impl<S> OtelObserver<S> {
     /// Replaces the attempt-span factory, keeping the metrics. See
     /// [`MakeAttemptSpan`] for what a span must declare.
     pub fn with_attempt_spans<S2: MakeAttemptSpan + Clone>(self, spans: S2) -> OtelObserver<S2> {
-        OtelObserver { metrics: self.metrics, spans }
+        OtelObserver { metrics: self.metrics, spans, log: self.log }
+    }
+
+    /// Turns the retry log off, keeping the spans and metrics (the log has
+    /// its own switch, so that turning the rest off does not silence it).
+    #[must_use]
+    pub fn no_retry_log(mut self) -> Self {
+        self.log = false;
+        self
     }
 
     /// The instruments this observer records into.
@@ -96,6 +106,7 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
             common,
             max_attempts: info.max_attempts,
             last_failure: LastFailure::default(),
+            log: self.log,
         }
     }
 }
@@ -109,6 +120,7 @@ pub struct OtelOperation<S = DefaultAttemptSpan> {
     common: Common,
     max_attempts: u32,
     last_failure: LastFailure,
+    log: bool,
 }
 
 impl<S> OtelOperation<S> {
@@ -176,7 +188,9 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         self.metrics.waited(&self.common, source, wait.delay);
         // One event serves as the span event on the operation span and as the
         // structured log line of the retry.
-        log::retry(&self.span, &self.common, self.max_attempts, wait, &self.last_failure);
+        if self.log {
+            log::retry(&self.span, &self.common, self.max_attempts, wait, &self.last_failure);
+        }
     }
 
     fn finished(self, finish: &Finish) {
@@ -191,7 +205,7 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         if is_error(finish.outcome) {
             self.span.record("otel.status_code", "ERROR");
         }
-        if log::gave_up(finish) {
+        if self.log && log::gave_up(finish) {
             log::give_up(&self.span, &self.common, self.max_attempts, finish, &self.last_failure);
         }
     }

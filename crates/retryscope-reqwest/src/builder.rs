@@ -49,7 +49,7 @@ impl RetryMiddlewareBuilder {
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
         let settings = self.settings;
-        let (meter, telemetry) = ClientSettings::observer(settings.telemetry);
+        let (meter, telemetry, retry_log) = ClientSettings::observers(settings.telemetry, settings.retry_log);
         let guards =
             DependencyGuards::builder().budget_factory(settings.budget).breaker_factory(settings.breaker);
         let guards = match meter {
@@ -60,6 +60,7 @@ impl RetryMiddlewareBuilder {
             policy: self.policy,
             classifier: settings.classifier,
             telemetry,
+            retry_log,
             dependencies: guards.build(),
             attempt_header: settings.attempt_header,
             one_layer: settings.one_layer,

@@ -13,7 +13,7 @@ use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason};
 use retryscope_http::shape::{Shaped, shape};
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
-use retryscope_otel::{DependencyGuards, Guards, OtelObserver, Upstream};
+use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog, Upstream};
 use std::fmt;
 
 /// Retries requests of an existing reqwest client, correctly and visibly.
@@ -74,6 +74,8 @@ pub struct RetryMiddleware {
     pub(crate) policy: Policy,
     pub(crate) classifier: HttpClassifier,
     pub(crate) telemetry: Option<OtelObserver>,
+    /// The retry log on its own, when telemetry is off but the log is not.
+    pub(crate) retry_log: Option<RetryLog>,
     pub(crate) dependencies: DependencyGuards<RetryBudget>,
     /// The header that tells the next hop which attempt it receives; `None`
     /// sends nothing.
@@ -162,7 +164,7 @@ impl Middleware for RetryMiddleware {
             attempt
                 .retry(policy)
                 .with_classifier(&mut classifier)
-                .observe((telemetry, stop.clone()))
+                .observe(((telemetry, self.retry_log), stop.clone()))
                 .dependency(guards.dependency()),
             &guards,
             options.operation_name(),

@@ -140,3 +140,56 @@ async fn the_callers_timeout_bounds_the_whole_call_not_each_attempt() {
         Err(error) => assert!(error.to_string().contains("deadline"), "{error}"),
     }
 }
+
+/// Counts the retry log's events by message, as a service's log output would show them.
+#[derive(Clone, Default)]
+struct LogLines(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LogLines {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Message(Option<String>);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    self.0 = Some(format!("{value:?}"));
+                }
+            }
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "message" {
+                    self.0 = Some(value.to_owned());
+                }
+            }
+        }
+        let mut message = Message(None);
+        event.record(&mut message);
+        if let (Some(message), Ok(mut lines)) = (message.0, self.0.lock()) {
+            lines.push(message);
+        }
+    }
+}
+
+impl LogLines {
+    fn count(&self, message: &str) -> usize {
+        self.0.lock().map(|lines| lines.iter().filter(|l| *l == message).count()).unwrap_or(0)
+    }
+}
+
+#[tokio::test]
+async fn the_retry_log_stays_on_when_telemetry_is_off_until_it_is_turned_off_itself() {
+    use tracing_subscriber::layer::SubscriberExt;
+    for (log_off, expected) in [(false, (1, 1)), (true, (0, 0))] {
+        let (url, _) = serve(|_| Some((Duration::ZERO, "503 Service Unavailable"))).await;
+        let lines = LogLines::default();
+        let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(lines.clone()));
+        let policy =
+            Policy::builder().max_attempts(2).base_delay(Duration::from_millis(1)).build().expect("valid");
+        let builder = RetryMiddleware::builder(policy).no_telemetry();
+        let middleware = if log_off { builder.no_retry_log().build() } else { builder.build() };
+        let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+        let client = ClientBuilder::new(inner).with(middleware).build();
+        let response = client.get(&url).send().await.expect("the last 503");
+        assert_eq!(response.status(), 503);
+        let seen = (lines.count("retryscope.backoff"), lines.count("retryscope.gave_up"));
+        assert_eq!(seen, expected, "no_retry_log: {log_off}");
+    }
+}

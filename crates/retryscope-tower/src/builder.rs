@@ -98,7 +98,7 @@ impl TowerSettings {
     /// The layer, with gRPC semantics when `grpc` is given.
     pub(crate) fn build(self, policy: Policy, grpc: Option<GrpcConfig>) -> RetryLayer {
         let shared = self.shared;
-        let (meter, telemetry) = ClientSettings::observer(shared.telemetry);
+        let (meter, telemetry, retry_log) = ClientSettings::observers(shared.telemetry, shared.retry_log);
         let budget: Option<Factory<Guard>> = match shared.budget {
             Some(make) => Some(Arc::new(move || Guard::Budget(make()))),
             None => None,
@@ -126,6 +126,7 @@ impl TowerSettings {
                 policy,
                 classifier: shared.classifier,
                 telemetry,
+                retry_log,
                 guards: guards.build(),
                 replay_limit: self.replay_limit,
                 origin: self.origin,

@@ -144,7 +144,7 @@ where
     let retry = (move || attempts.next())
         .retry(call.policy)
         .with_classifier(classifier)
-        .observe((telemetry, stop.clone()))
+        .observe(((telemetry, settings.retry_log), stop.clone()))
         // The registry's interned name: an `Arc`, found without copying it.
         .dependency(retryscope_otel::bounded_dependency(guards.dependency()));
     // The guards are handles on shared state: the clones below are the same

@@ -4,13 +4,15 @@ use crate::guard::Guard;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
-use retryscope_otel::{DependencyGuards, OtelObserver};
+use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog};
 
 /// What every request of a layer shares.
 pub(crate) struct Settings {
     pub(crate) policy: Policy,
     pub(crate) classifier: HttpClassifier,
     pub(crate) telemetry: Option<OtelObserver>,
+    /// The retry log on its own, when telemetry is off but the log is not.
+    pub(crate) retry_log: Option<RetryLog>,
     pub(crate) guards: DependencyGuards<Guard>,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Uri>,
