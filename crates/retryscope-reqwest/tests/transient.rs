@@ -2,26 +2,12 @@
 //! call retries what may pass and returns the rest, against real loopback
 //! servers (one refusing, one stalled, one answering with error statuses).
 
-use retryscope::{Jitter, Policy, Retryable};
+use retryscope::Retryable;
+use retryscope_test_support::net::{StalledServer, closed_port};
+use retryscope_test_support::quick_policy as policy;
 use std::cell::Cell;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn policy() -> Policy {
-    Policy::builder()
-        .max_attempts(3)
-        .base_delay(Duration::from_millis(1))
-        .max_delay(Duration::from_millis(2))
-        .jitter(Jitter::None)
-        .build()
-        .expect("valid policy")
-}
-
-/// A loopback port nothing listens on.
-fn closed_port() -> std::net::SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address")
-}
 
 /// A server that answers every request with `status`, closing each connection.
 async fn answering(status: u16) -> std::net::SocketAddr {
@@ -38,23 +24,10 @@ async fn answering(status: u16) -> std::net::SocketAddr {
     address
 }
 
-/// A server that accepts connections and never answers.
-async fn stalled() -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = listener.accept().await {
-            held.push(stream);
-        }
-    });
-    address
-}
-
 #[tokio::test]
 async fn a_refused_connection_is_retried() {
     let client = reqwest::Client::new();
-    let url = format!("http://{}/", closed_port());
+    let url = format!("http://127.0.0.1:{}/", closed_port().await);
     let attempts = Cell::new(0);
     let error = (|| {
         attempts.set(attempts.get() + 1);
@@ -70,7 +43,8 @@ async fn a_refused_connection_is_retried() {
 #[tokio::test]
 async fn a_timeout_is_retried() {
     let client = reqwest::Client::builder().timeout(Duration::from_millis(50)).build().expect("client");
-    let url = format!("http://{}/", stalled().await);
+    let stalled = StalledServer::start().await;
+    let url = stalled.url("/");
     let error = (|| client.get(&url).send()).retry(policy()).await.expect_err("never answers");
     assert_eq!(error.attempts(), 3);
     assert!(error.last_error().is_some_and(reqwest::Error::is_timeout));
@@ -98,7 +72,7 @@ async fn an_error_status_is_retried_only_when_transient() {
 #[tokio::test]
 async fn a_middleware_client_error_is_judged_like_reqwest_s() {
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).build();
-    let url = format!("http://{}/", closed_port());
+    let url = format!("http://127.0.0.1:{}/", closed_port().await);
     let error = (|| client.get(&url).send()).retry(policy()).await.expect_err("nothing listens");
     assert_eq!(error.attempts(), 3);
 }

@@ -2,24 +2,14 @@
 //! plain `.retry(policy)` around a call retries what may pass.
 
 use retryscope::outcome::{ErrorType, Verdict};
-use retryscope::{Jitter, Policy, Retryable, Transient};
+use retryscope::{Retryable, Transient};
+use retryscope_test_support::net::closed_port;
+use retryscope_test_support::quick_policy as policy;
 use std::cell::Cell;
-use std::time::Duration;
-
-fn policy() -> Policy {
-    Policy::builder()
-        .max_attempts(3)
-        .base_delay(Duration::from_millis(1))
-        .max_delay(Duration::from_millis(2))
-        .jitter(Jitter::None)
-        .build()
-        .expect("valid policy")
-}
 
 #[tokio::test]
 async fn a_hyper_util_client_retries_a_refused_connection() {
-    let closed =
-        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port");
+    let closed = format!("127.0.0.1:{}", closed_port().await);
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Empty<bytes::Bytes>>();
     let uri: http::Uri = format!("http://{closed}/").parse().expect("uri");

@@ -5,26 +5,8 @@ use std::fmt;
 use tonic::Code;
 
 /// The canonical names, indexed by code number, as gRPC and the OpenTelemetry
-/// conventions spell them.
-const NAMES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
+/// conventions spell them: the engine's one list.
+use retryscope::transient::GRPC_CODE_NAMES as NAMES;
 
 /// The status a response carries, as a bounded number: a code outside
 /// `0..=16` is `UNKNOWN`, as gRPC clients treat it.
