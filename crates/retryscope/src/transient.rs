@@ -52,7 +52,9 @@
 //! ```
 
 use crate::classify::Classify;
-use crate::outcome::{ErrorType, Verdict};
+#[cfg(any(feature = "http", feature = "hyper", feature = "tonic"))]
+use crate::verdict::ErrorType;
+use crate::verdict::Verdict;
 use std::sync::Arc;
 
 /// An error that knows whether retrying can help: the classification that
