@@ -29,6 +29,7 @@
 
 mod error;
 mod options;
+pub mod release;
 pub mod safety;
 mod settings;
 pub mod shape;

@@ -267,8 +267,8 @@ pub(crate) struct TrailersHook {
 pub struct ResponseBody<B: Body> {
     peeked: Option<Frame<B::Data>>,
     // Boxed so the layer can read ahead and still move the body into the
-    // response, whatever `B` is.
-    inner: Pin<Box<B>>,
+    // response, whatever `B` is; `None` once released (see `release`).
+    inner: Option<Pin<Box<B>>>,
     hook: Option<TrailersHook>,
 }
 
@@ -284,7 +284,7 @@ impl<B: Body> fmt::Debug for ResponseBody<B> {
 
 impl<B: Body> ResponseBody<B> {
     pub(crate) fn new(inner: B) -> Self {
-        Self { peeked: None, inner: Box::pin(inner), hook: None }
+        Self { peeked: None, inner: Some(Box::pin(inner)), hook: None }
     }
 
     /// The trailers read ahead, if the layer read up to them.
@@ -304,7 +304,8 @@ impl<B: Body> ResponseBody<B> {
     #[cfg(feature = "grpc")]
     pub(crate) async fn peek(&mut self) -> Result<(), B::Error> {
         loop {
-            match poll_fn(|cx| self.inner.as_mut().poll_frame(cx)).await {
+            let Some(inner) = self.inner.as_mut() else { return Ok(()) };
+            match poll_fn(|cx| inner.as_mut().poll_frame(cx)).await {
                 None => return Ok(()),
                 Some(Err(e)) => return Err(e),
                 // An empty data frame carries no message: keep reading.
@@ -315,6 +316,18 @@ impl<B: Body> ResponseBody<B> {
                 }
             }
         }
+    }
+
+    /// Takes the body away from the response, which then ends at once: what a
+    /// failed response kept through a backoff wait gives up, so that its
+    /// connection is not pinned for the wait.
+    pub(crate) fn release(&mut self) -> Option<Pin<Box<B>>> {
+        self.peeked = None;
+        self.inner.take()
+    }
+
+    fn inner_size_hint(&self) -> SizeHint {
+        self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), |inner| inner.size_hint())
     }
 
     /// Calls `hook` when the trailers pass by on their way to the caller.
@@ -336,7 +349,10 @@ impl<B: Body> Body for ResponseBody<B> {
         let this = &mut *self;
         let next = match this.peeked.take() {
             Some(frame) => Poll::Ready(Some(Ok(frame))),
-            None => this.inner.as_mut().poll_frame(cx),
+            None => match this.inner.as_mut() {
+                Some(inner) => inner.as_mut().poll_frame(cx),
+                None => Poll::Ready(None),
+            },
         };
         if let Poll::Ready(Some(Ok(frame))) = &next
             && let Some(trailers) = frame.trailers_ref()
@@ -348,16 +364,16 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.peeked.is_none() && self.inner.is_end_stream()
+        self.peeked.is_none() && self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.peeked {
             Some(frame) => {
                 let extra = frame.data_ref().map_or(0, |d| d.remaining() as u64);
-                grow(self.inner.size_hint(), extra)
+                grow(self.inner_size_hint(), extra)
             }
-            None => self.inner.size_hint(),
+            None => self.inner_size_hint(),
         }
     }
 }

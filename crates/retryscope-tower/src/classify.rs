@@ -83,7 +83,11 @@ impl AttemptClassifier {
     }
 }
 
-impl<B: Body> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifier {
+impl<B> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifier
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+{
     fn classify(&mut self, result: &Result<Response<ResponseBody<B>>, BoxError>) -> Verdict {
         let response = match result {
             Ok(response) => response,
@@ -114,6 +118,26 @@ impl<B: Body> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifie
     fn timeout(&mut self) -> Verdict {
         // The request was on the wire when the engine gave up on it.
         self.guard(Verdict::retryable(ErrorType::TIMEOUT), Stage::Sent)
+    }
+
+    fn before_wait(
+        &mut self,
+        kept: Result<Response<ResponseBody<B>>, BoxError>,
+    ) -> Result<Response<ResponseBody<B>>, BoxError> {
+        match self.mode {
+            // An unread body would pin its connection for the whole wait: the
+            // integrations' one rule drains it in the background, or drops it.
+            Mode::Http { .. } => kept.map(|mut response| {
+                if let Some(body) = response.body_mut().release() {
+                    retryscope_http::release::drain_in_background(body);
+                }
+                response
+            }),
+            // A gRPC answer kept through a wait may carry its status in the
+            // trailers read ahead: it stays whole.
+            #[cfg(feature = "grpc")]
+            Mode::Grpc { .. } => kept,
+        }
     }
 }
 
