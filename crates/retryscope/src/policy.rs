@@ -420,7 +420,7 @@ impl PolicyBuilder {
         let p = self.settings;
         let positive = |setting, value: Duration| {
             if value.is_zero() || value > limit {
-                Err(PolicyError::OutOfRange { setting, value, limit })
+                Err(PolicyError::out_of_range(setting, value, limit))
             } else {
                 Ok(())
             }
@@ -437,16 +437,13 @@ impl PolicyBuilder {
             positive("attempt_timeout", timeout)?;
         }
         if p.max_server_delay > limit {
-            return Err(PolicyError::OutOfRange {
-                setting: "max_server_delay",
-                value: p.max_server_delay,
-                limit,
-            });
+            return Err(PolicyError::out_of_range("max_server_delay", p.max_server_delay, limit));
         }
         if !(p.multiplier.is_finite() && p.multiplier >= 1.0) {
-            return Err(PolicyError::NumberOutOfRange {
+            return Err(PolicyError::OutOfRange {
                 setting: "multiplier",
                 value: SettingValue::Number(p.multiplier),
+                limit: SettingValue::Number(1.0),
             });
         }
         if p.base_delay > p.max_delay {
@@ -465,23 +462,18 @@ impl PolicyBuilder {
 pub enum PolicyError {
     /// `max_attempts` was 0: not even the first attempt could run.
     ZeroAttempts,
-    /// A duration was zero or longer than the limit ([`MAX_DURATION`], or
-    /// [`MAX_JOB_DURATION`] for a job policy).
+    /// A setting was outside what it accepts, in the shape every builder's
+    /// refusal has (`BreakerError::OutOfRange`, `BudgetError::OutOfRange`),
+    /// with the bound it was checked against: a duration must be above zero
+    /// and at most `limit` ([`MAX_DURATION`], or [`MAX_JOB_DURATION`] for a job
+    /// policy); `multiplier` must be finite and at least `limit` (1).
     OutOfRange {
-        /// The setting's name.
-        setting: &'static str,
-        /// The value given.
-        value: Duration,
-        /// The longest value allowed.
-        limit: Duration,
-    },
-    /// A number was outside what its setting accepts: `multiplier` must be
-    /// finite and at least 1.
-    NumberOutOfRange {
-        /// The setting's name.
+        /// The setting's name, as its builder method spells it.
         setting: &'static str,
         /// The value given.
         value: SettingValue,
+        /// The bound it was checked against.
+        limit: SettingValue,
     },
     /// The base delay was longer than the cap.
     BaseAboveCap {
@@ -494,15 +486,26 @@ pub enum PolicyError {
     Jitter(Jitter),
 }
 
+impl PolicyError {
+    /// The refusal of a duration `setting`, given `value`, checked against `limit`.
+    const fn out_of_range(setting: &'static str, value: Duration, limit: Duration) -> Self {
+        Self::OutOfRange {
+            setting,
+            value: SettingValue::Duration(value),
+            limit: SettingValue::Duration(limit),
+        }
+    }
+}
+
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicyError::ZeroAttempts => f.write_str("max_attempts must be at least 1"),
-            PolicyError::OutOfRange { setting, value, limit } => {
-                write!(f, "{setting} must be above zero and at most {limit:?}, got {value:?}")
+            PolicyError::OutOfRange { setting: "multiplier", value, limit } => {
+                write!(f, "multiplier must be a finite number of at least {limit}, got {value}")
             }
-            PolicyError::NumberOutOfRange { setting, value } => {
-                write!(f, "{setting} must be a finite number of at least 1, got {value}")
+            PolicyError::OutOfRange { setting, value, limit } => {
+                write!(f, "{setting} must be above zero and at most {limit}, got {value}")
             }
             PolicyError::BaseAboveCap { base, cap } => {
                 write!(f, "base_delay ({base:?}) must not exceed max_delay ({cap:?})")

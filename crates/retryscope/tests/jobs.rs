@@ -3,7 +3,7 @@
 use retryscope::jobs::{JobFailure, JobPolicy, Schedule};
 use retryscope::{
     DelaySource, Hint, Jitter, JitterRng, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError,
-    StopReason,
+    SettingValue, StopReason,
 };
 use std::time::{Duration, SystemTime};
 
@@ -134,7 +134,14 @@ fn a_job_may_honour_a_retry_after_of_days() {
 #[test]
 fn interactive_policies_keep_the_one_day_guard() {
     let err = weekly().build().expect_err("a week-long sleep in a process is a unit mistake");
-    assert_eq!(err, PolicyError::OutOfRange { setting: "max_delay", value: 7 * DAY, limit: MAX_DURATION });
+    assert_eq!(
+        err,
+        PolicyError::OutOfRange {
+            setting: "max_delay",
+            value: SettingValue::Duration(7 * DAY),
+            limit: SettingValue::Duration(MAX_DURATION)
+        }
+    );
     assert!(err.to_string().contains("at most 86400s"), "{err}");
 }
 
@@ -145,8 +152,8 @@ fn job_policies_have_their_own_limit() {
         too_long,
         Err(PolicyError::OutOfRange {
             setting: "deadline",
-            value: MAX_JOB_DURATION + Duration::from_secs(1),
-            limit: MAX_JOB_DURATION,
+            value: SettingValue::Duration(MAX_JOB_DURATION + Duration::from_secs(1)),
+            limit: SettingValue::Duration(MAX_JOB_DURATION),
         })
     );
     assert_eq!(
