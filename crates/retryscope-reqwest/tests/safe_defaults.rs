@@ -60,6 +60,7 @@ async fn interactive_retries_past_a_first_attempt_that_never_answers() {
     let started = Instant::now();
     let response = client(Policy::interactive()).get(&url).send().await.expect("answered by the retry");
     let took = started.elapsed();
+    eprintln!("interactive, stalled first attempt: 200 after {took:?}");
     assert_eq!(response.status(), 200);
     assert_eq!(arrivals.lock().map(|a| a.len()).unwrap_or(0), 2);
     // The 5 s attempt timeout cut the stalled attempt; the retry answered at once.
@@ -75,6 +76,7 @@ async fn background_ends_within_its_deadline_against_a_server_that_never_answers
     // 60 s per attempt, 10 minutes in all: the call ends, and says why.
     assert!(took <= Duration::from_secs(600), "{took:?}");
     let attempts = arrivals.lock().map(|a| a.len()).unwrap_or(0);
+    eprintln!("background, server never answers: gave up after {took:?} (virtual), {attempts} attempts");
     assert!((2..=8).contains(&attempts), "{attempts} attempts");
     let shown = error.to_string();
     assert!(shown.contains("attempt"), "{shown}");
@@ -115,6 +117,10 @@ async fn clients_told_the_same_retry_after_come_back_spread_out() {
         earliest - first_told
     );
     let spread = latest - earliest;
+    eprintln!(
+        "20 clients told Retry-After: 1: first back {:?} after the first 429, spread {spread:?}",
+        earliest - first_told
+    );
     assert!(spread >= Duration::from_millis(100), "20 retries within {spread:?}");
     assert!(
         latest <= last_told + Duration::from_millis(1_500),
@@ -130,6 +136,7 @@ async fn the_callers_timeout_bounds_the_whole_call_not_each_attempt() {
     let started = Instant::now();
     let outcome = client(Policy::interactive()).get(&url).timeout(Duration::from_millis(500)).send().await;
     let took = started.elapsed();
+    eprintln!("500 ms request timeout against 200 ms 503s: answered after {took:?}");
     // Before, each attempt had its own 500 ms and the caller waited 2.73 s.
     assert!(took < Duration::from_millis(800), "the caller waited {took:?}");
     let attempts = arrivals.lock().map(|a| a.len()).unwrap_or(0);
