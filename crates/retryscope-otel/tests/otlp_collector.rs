@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt;
 
-mod rotel;
+use retryscope_test_support::rotel;
 
 #[test]
 fn spans_and_metrics_arrive_over_grpc() {

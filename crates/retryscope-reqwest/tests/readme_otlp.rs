@@ -11,9 +11,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../retryscope-otel/tests/rotel/mod.rs"]
-mod rotel;
 use retryscope_test_support as support;
+use retryscope_test_support::rotel;
 
 use std::collections::HashMap;
 use support::{Reply, Server};

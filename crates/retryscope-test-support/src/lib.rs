@@ -13,6 +13,7 @@
 pub mod echo;
 pub mod http_server;
 pub mod net;
+pub mod rotel;
 pub mod scripted;
 pub mod telemetry;
 

@@ -13,9 +13,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../retryscope-otel/tests/rotel/mod.rs"]
-mod rotel;
 use retryscope_test_support as support;
+use retryscope_test_support::rotel;
 
 use support::echo::{Behaviour, Call, EchoClient, EchoServer, echo};
 use tonic::Code;

@@ -1,9 +1,8 @@
 //! A real OpenTelemetry collector for over-the-wire tests: rotel-agent on free
 //! loopback ports, printing everything it receives.
 //!
-//! Shared by the otel crate's tests and, through `#[path]`, by the reqwest
-//! crate's README test.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+//! Shared by the otel crate's tests and the integrations' README tests.
+#![allow(clippy::unwrap_used)]
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
