@@ -259,7 +259,13 @@ async fn unread_responses_pin_their_connections() {
             kept.push(request.await.expect("no panic"));
         }
         second_wave(&ClientBuilder::new(client).build(), &server.base).await;
-        assert_eq!(server.accepted(), 2 * CONCURRENT, "{len}-byte bodies");
+        // Nearly every request of the second wave needed a connection of its own.
+        // Not exactly all: on a loaded machine hyper has been seen to finish
+        // reading a kept body or two before the second wave asked (198 of 200,
+        // twice), which frees their connections; the contrast with the
+        // middleware (no new connection at all) is what this control shows.
+        let accepted = server.accepted();
+        assert!(accepted > CONCURRENT + CONCURRENT * 9 / 10, "{len}-byte bodies: {accepted} connections");
         assert!(server.open() > CONCURRENT + CONCURRENT / 2, "{len}-byte bodies: {} open", server.open());
         drop(kept);
     }
