@@ -42,7 +42,7 @@ pub enum Refused {
 /// |---|---|---|---|
 /// | [`NotReplayable`] | `_OTHER` | permanent | — |
 /// | connection refused, with [`Refused::NotSent`] | `connect` | retryable | no |
-/// | other I/O errors (even "unreachable" on an open connection) | per [`io_error`] | per [`io_error`] | maybe |
+/// | other I/O errors (even "unreachable" on an open connection) | per [`io_error`](retryscope::classify::io_error) | per [`io_error`](retryscope::classify::io_error) | maybe |
 /// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
 ///
 /// `None` when nothing in the chain says: each integration decides.
