@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retryscope::{ErrorType, Policy, RetryError, StopReason};
+use retryscope::{ErrorType, Policy, RetryError, StopReason, Verdict};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_test_support as support;
 use retryscope_test_support::net::closed_port;
@@ -36,12 +36,44 @@ fn policy() -> Policy {
     support::quick_policy()
 }
 
+/// A user's retry rule, as a plain function: both builders take the same one.
+type Rule = fn(http::StatusCode, &http::HeaderMap) -> Option<Verdict>;
+
+/// The error type the rules below name.
+const MARKED: ErrorType = ErrorType::Kind("x_retry");
+
+/// Retries whatever its server marked with `x-retry: please`.
+fn retry_when_asked(_: http::StatusCode, headers: &http::HeaderMap) -> Option<Verdict> {
+    headers.get("x-retry").is_some_and(|v| v == "please").then_some(Verdict::retryable(MARKED))
+}
+
+/// A 503 is permanent: the maintenance page, not an outage.
+fn a_503_is_final(status: http::StatusCode, _: &http::HeaderMap) -> Option<Verdict> {
+    (status == http::StatusCode::SERVICE_UNAVAILABLE).then_some(Verdict::permanent(ErrorType::Status(503)))
+}
+
 impl Integration {
     async fn send(self, telemetry: &Telemetry, method: http::Method, url: &str) -> Answer {
+        self.send_with(telemetry, method, url, None).await
+    }
+
+    /// Sends through a client with `rule`, when given, as its retry rule.
+    async fn send_with(
+        self,
+        telemetry: &Telemetry,
+        method: http::Method,
+        url: &str,
+        rule: Option<Rule>,
+    ) -> Answer {
         match self {
             Integration::Reqwest => {
+                let builder = RetryMiddleware::builder(policy()).meter(&telemetry.meter);
+                let builder = match rule {
+                    Some(rule) => builder.retry_rule(rule),
+                    None => builder,
+                };
                 let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-                    .with(RetryMiddleware::builder(policy()).meter(&telemetry.meter).build())
+                    .with(builder.build())
                     .build();
                 match client.request(method, url).send().await {
                     Ok(response) => Answer::Status(response.status().as_u16()),
@@ -56,7 +88,12 @@ impl Integration {
             }
             Integration::Tower => {
                 let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-                let layer = RetryLayer::builder(policy()).meter(&telemetry.meter).build();
+                let builder = RetryLayer::builder(policy()).meter(&telemetry.meter);
+                let layer = match rule {
+                    Some(rule) => builder.retry_rule(rule),
+                    None => builder,
+                }
+                .build();
                 let mut client = ServiceBuilder::new().layer(layer).service(client);
                 let request = http::Request::builder().method(method).uri(url).body(Full::default());
                 let request = request.expect("valid request");
@@ -160,5 +197,47 @@ async fn an_attempt_span_carries_the_http_client_fields() {
         assert_eq!(attr(retry, "http.response.status_code").as_deref(), Some("200"), "{integration:?}");
         let url = attr(retry, "url.full").unwrap_or_default();
         assert!(url.ends_with("/items?token=REDACTED"), "{integration:?}: {url}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_retries_a_200_its_server_marked_with_x_retry() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/report", [Reply::with_header(200, "x-retry", "please"), Reply::ok("the report")]);
+        let answer = integration
+            .send_with(&telemetry, http::Method::GET, &server.url("/report"), Some(retry_when_asked))
+            .await;
+        assert_eq!(answer, Answer::Status(200), "{integration:?}");
+        assert_eq!(server.seen().len(), 2, "{integration:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_that_makes_a_503_permanent_returns_it_after_one_attempt() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/maintenance", [Reply::status(503), Reply::ok("must not be reached")]);
+        let url = server.url("/maintenance");
+        let answer = integration.send_with(&telemetry, http::Method::GET, &url, Some(a_503_is_final)).await;
+        assert_eq!(answer, Answer::Status(503), "{integration:?}");
+        assert_eq!(server.seen().len(), 1, "{integration:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_cannot_make_a_post_run_again_after_it_was_sent() {
+    for integration in BOTH {
+        let telemetry = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/orders", [Reply::with_header(200, "x-retry", "please"), Reply::ok("a second order")]);
+        let url = server.url("/orders");
+        let answer =
+            integration.send_with(&telemetry, http::Method::POST, &url, Some(retry_when_asked)).await;
+        assert_eq!(answer, Answer::Status(200), "{integration:?}: the first answer, as it came");
+        assert_eq!(server.seen().len(), 1, "{integration:?}");
+        server.assert_no_unsafe_request_ran_twice();
     }
 }

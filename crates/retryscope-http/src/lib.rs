@@ -5,7 +5,8 @@
 //! caller may override per request ([`RetryOptions`]), where the metrics go
 //! ([`Telemetry`]), whether running a request again is safe ([`safety`]), what a
 //! transport failure means ([`transport`]), what an HTTP attempt span says
-//! ([`spans`]), and what the caller gets when the engine stops ([`shape`]). This
+//! ([`spans`]), what the caller gets when the engine stops ([`shape`]), and
+//! how a user's own rule for responses joins the built-in ones ([`rule`]). This
 //! crate holds each of those once; the integrations add only what their
 //! libraries force on them (reqwest's error type and body, tower's service
 //! dance, replay bodies and gRPC).
@@ -30,6 +31,7 @@
 mod error;
 mod options;
 pub mod release;
+pub mod rule;
 pub mod safety;
 mod settings;
 pub mod shape;

@@ -1,6 +1,7 @@
 //! The builder settings every integration offers, and their one set of setters
 //! ([`shared_setters!`](crate::shared_setters)).
 
+use crate::rule::SharedRule;
 use http::HeaderName;
 use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
@@ -37,6 +38,8 @@ impl Telemetry {
 pub struct ClientSettings {
     /// Which statuses are retried.
     pub classifier: HttpClassifier,
+    /// The user's own rule for responses, asked before `classifier`.
+    pub rule: Option<SharedRule>,
     /// Where the metrics go.
     pub telemetry: Telemetry,
     /// Whether the retry log is written: on unless turned off itself, whatever
@@ -58,6 +61,7 @@ impl Default for ClientSettings {
     fn default() -> Self {
         Self {
             classifier: HttpClassifier::new(),
+            rule: None,
             telemetry: Telemetry::Global,
             retry_log: true,
             budget: Some(Arc::new(RetryBudget::new)),
@@ -91,6 +95,7 @@ impl fmt::Debug for ClientSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientSettings")
             .field("classifier", &self.classifier)
+            .field("rule", &self.rule)
             .field("telemetry", &self.telemetry)
             .field("retry_log", &self.retry_log)
             .field("budget", &self.budget.is_some())
@@ -107,7 +112,7 @@ impl fmt::Debug for ClientSettings {
 ///
 /// - `telemetry`: `meter`, `no_telemetry` (and the deprecated `without_telemetry`);
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
-/// - `http`: `classifier`, `budget_per_dependency`, `no_budget`,
+/// - `http`: `classifier`, `retry_rule`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header` — what only HTTP semantics use.
 #[doc(hidden)]
 #[macro_export]
@@ -162,6 +167,22 @@ macro_rules! shared_setters {
         /// Which HTTP statuses are retried.
         pub fn classifier(mut self, classifier: $crate::__private::HttpClassifier) -> Self {
             self.$($field).+.classifier = classifier;
+            self
+        }
+
+        /// Asks `rule` about every response before the built-in status rules:
+        /// its verdict, when it gives one, replaces theirs; `None` leaves the
+        /// decision to them. The rule sees the status and headers only, never
+        /// the body, which is a stream (see [`retryscope_http::rule`](retryscope_http::rule)).
+        /// Request safety still applies to what it says: a POST without an
+        /// `Idempotency-Key` is not run again because a rule asked for it.
+        /// Setting a rule again replaces the previous one.
+        ///
+        /// A closure works too: `.retry_rule(rule_fn(|status, headers| ..))`
+        /// (with [`rule_fn`](retryscope_http::rule::rule_fn)), or a closure
+        /// with typed arguments `|status: StatusCode, headers: &HeaderMap| ..`.
+        pub fn retry_rule(mut self, rule: impl $crate::rule::ResponseRule) -> Self {
+            self.$($field).+.rule = Some($crate::rule::SharedRule::new(rule));
             self
         }
 

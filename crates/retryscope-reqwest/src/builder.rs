@@ -59,6 +59,7 @@ impl RetryMiddlewareBuilder {
         RetryMiddleware {
             policy: self.policy,
             classifier: settings.classifier,
+            rule: settings.rule,
             telemetry,
             retry_log,
             dependencies: guards.build(),

@@ -6,6 +6,7 @@ use retryscope::ErrorType;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
 use retryscope::outcome::Verdict;
 use retryscope_http::RetryOptions;
+use retryscope_http::rule::{self, SharedRule};
 use retryscope_http::safety::Safety;
 use retryscope_otel::{EXHAUSTED_HEADER, Upstream};
 use std::time::SystemTime;
@@ -14,6 +15,8 @@ use std::time::SystemTime;
 /// whether running the request again is safe.
 pub(crate) struct RequestClassifier {
     http: HttpClassifier,
+    /// The user's rule, asked before `http`.
+    rule: Option<SharedRule>,
     pub(crate) safety: Safety,
     /// Retries at one layer: a response saying the layer below retried is not
     /// retried again.
@@ -21,9 +24,14 @@ pub(crate) struct RequestClassifier {
 }
 
 impl RequestClassifier {
-    pub(crate) fn for_request(http: HttpClassifier, request: &Request, options: &RetryOptions) -> Self {
+    pub(crate) fn for_request(
+        http: HttpClassifier,
+        rule: Option<SharedRule>,
+        request: &Request,
+        options: &RetryOptions,
+    ) -> Self {
         let safety = Safety::of(request.method(), request.headers(), options, is_replayable(request));
-        Self { http, safety, honour_exhausted: false }
+        Self { http, rule, safety, honour_exhausted: false }
     }
 
     /// Retries only where no other layer does, serving `upstream`.
@@ -37,8 +45,15 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
     fn classify(&mut self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
         let (verdict, stage) = match result {
             Ok(response) => {
-                let verdict =
-                    self.http.classify_response(response.status(), response.headers(), SystemTime::now());
+                // The user's rule, then the built-in statuses; the safety guard
+                // below applies to either.
+                let verdict = rule::classify_response(
+                    self.rule.as_ref(),
+                    self.http,
+                    response.status(),
+                    response.headers(),
+                    SystemTime::now(),
+                );
                 match verdict {
                     Verdict::Retryable { error, .. }
                         if self.honour_exhausted && response.headers().contains_key(EXHAUSTED_HEADER) =>

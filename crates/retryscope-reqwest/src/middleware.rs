@@ -11,6 +11,7 @@ use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason};
+use retryscope_http::rule::SharedRule;
 use retryscope_http::shape::{Shaped, shape};
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
 use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog, Upstream};
@@ -29,6 +30,10 @@ use std::fmt;
 ///   requests marked [`safe_to_retry`](RetryOptions::safe_to_retry), and — for any
 ///   method — failures to connect, where nothing reached the server. A request
 ///   whose body is a stream is sent once.
+/// - **Your own rule**: [`retry_rule`](RetryMiddlewareBuilder::retry_rule)
+///   asks a [`ResponseRule`](retryscope_http::rule::ResponseRule) about each
+///   response's status and headers before the built-in statuses; request
+///   safety still applies to its verdict.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response.
 /// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
@@ -63,6 +68,28 @@ use std::fmt;
 /// applied by reqwest to each attempt and is invisible to the middleware; set
 /// the total on the request, or on the policy's deadline.
 ///
+/// **Your own rule.** A server that marks a 200 whose body is an error with a
+/// header (here `x-retry: please`) is retried on that header; the body is not
+/// read ([why](retryscope_http::rule)):
+///
+/// ```no_run
+/// use http::StatusCode;
+/// use retryscope::{ErrorType, Policy, Verdict};
+/// use retryscope_reqwest::{RetryMiddleware, rule_fn};
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let rule = rule_fn(|status, headers| {
+///     let asked = headers.get("x-retry").is_some_and(|v| v == "please");
+///     (status == StatusCode::OK && asked).then_some(Verdict::retryable(ErrorType::Kind("x_retry")))
+/// });
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(RetryMiddleware::builder(Policy::interactive()).retry_rule(rule).build())
+///     .build();
+/// let body = client.get("http://127.0.0.1:8080/report").send().await?.text().await?;
+/// # let _ = body;
+/// # Ok(()) }
+/// ```
+///
 /// A failed response is not allowed to hold its connection through the backoff
 /// wait that follows it: before the wait its body is read to the end in the
 /// background (at most 64 KiB, within 1 s), which hands the connection back to
@@ -73,6 +100,8 @@ use std::fmt;
 pub struct RetryMiddleware {
     pub(crate) policy: Policy,
     pub(crate) classifier: HttpClassifier,
+    /// The user's rule for responses, asked before `classifier`.
+    pub(crate) rule: Option<SharedRule>,
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
@@ -103,6 +132,7 @@ impl fmt::Debug for RetryMiddleware {
         f.debug_struct("RetryMiddleware")
             .field("policy", &self.policy)
             .field("classifier", &self.classifier)
+            .field("rule", &self.rule)
             .field("dependencies", &self.dependencies)
             .finish_non_exhaustive()
     }
@@ -123,7 +153,8 @@ impl Middleware for RetryMiddleware {
         let target = Target::of(&request);
         let guards = self.dependencies.get(&target.dependency);
         let upstream = Upstream::current();
-        let mut classifier = RequestClassifier::for_request(self.classifier, &request, &options);
+        let mut classifier =
+            RequestClassifier::for_request(self.classifier, self.rule.clone(), &request, &options);
         if self.one_layer {
             classifier.one_layer(upstream.as_ref());
         }

@@ -126,6 +126,8 @@ struct ReleaseCounter(watch::Sender<(usize, usize)>);
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ReleaseCounter {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        // The drain is the integrations' shared rule, so its event comes from
+        // `retryscope_http::release`, not from this crate.
         if event.metadata().target() != "retryscope_http::release" {
             return;
         }

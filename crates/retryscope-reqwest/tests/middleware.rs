@@ -500,3 +500,79 @@ async fn at_one_layer_a_failure_already_retried_below_is_not_retried_and_exhaust
     assert_eq!((response.status().as_u16(), server.seen().len()), (503, 4));
     assert_eq!(served.exhausted_below(), Some(3));
 }
+
+/// The error type a rule names for a response its server marked for a retry.
+const MARKED: retryscope::ErrorType = retryscope::ErrorType::Kind("x_retry");
+
+/// A rule in trait form: a 200 carrying `x-retry: please` is a retryable
+/// failure; anything else is left to the built-in rules.
+struct RetryWhenAsked;
+
+impl retryscope_reqwest::ResponseRule for RetryWhenAsked {
+    fn verdict(&self, status: http::StatusCode, headers: &http::HeaderMap) -> Option<retryscope::Verdict> {
+        let asked = headers.get("x-retry").is_some_and(|v| v == "please");
+        (status == http::StatusCode::OK && asked).then_some(retryscope::Verdict::retryable(MARKED))
+    }
+}
+
+fn client_with_rule(
+    telemetry: &Telemetry,
+    rule: impl retryscope_reqwest::ResponseRule,
+) -> ClientWithMiddleware {
+    let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+    let middleware = RetryMiddleware::builder(policy()).meter(&telemetry.meter).retry_rule(rule).build();
+    ClientBuilder::new(inner).with(middleware).build()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_retries_a_200_carrying_x_retry_please_and_returns_the_next_answer() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/report", [Reply::with_header(200, "x-retry", "please"), Reply::ok("the report")]);
+    let response =
+        client_with_rule(&t, RetryWhenAsked).get(server.url("/report")).send().await.expect("response");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.text().await.expect("body"), "the report");
+    assert_eq!(server.seen().len(), 2);
+    assert_eq!(
+        t.counter("retryscope.retries", &[("retryscope.retry.reason", "x_retry")]),
+        1,
+        "the rule's error type"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_made_with_rule_fn_makes_a_503_permanent_returned_after_one_attempt() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/maintenance", [Reply::status(503), Reply::ok("must not be reached")]);
+    let rule = retryscope_reqwest::rule_fn(|status, _| {
+        (status == http::StatusCode::SERVICE_UNAVAILABLE)
+            .then_some(retryscope::Verdict::permanent(retryscope::ErrorType::Status(503)))
+    });
+    let response = client_with_rule(&t, rule).get(server.url("/maintenance")).send().await.expect("response");
+    assert_eq!(response.status(), 503, "the server's answer, at once");
+    assert_eq!(server.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_cannot_make_a_post_run_twice_after_it_was_sent() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/orders", [Reply::with_header(200, "x-retry", "please"), Reply::ok("a second order")]);
+    // A closure with typed arguments is a rule without `rule_fn`.
+    let rule = |_: http::StatusCode, headers: &http::HeaderMap| {
+        headers.contains_key("x-retry").then_some(retryscope::Verdict::retryable(MARKED))
+    };
+    let response = client_with_rule(&t, rule)
+        .post(server.url("/orders"))
+        .header("x-request-id", "order-7")
+        .body("{}")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200, "the first answer, as it came");
+    assert!(response.headers().contains_key("x-retry"));
+    assert_eq!(server.executions("order-7"), 1);
+    server.assert_no_unsafe_request_ran_twice();
+}

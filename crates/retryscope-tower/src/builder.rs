@@ -125,6 +125,7 @@ impl TowerSettings {
             settings: Arc::new(Settings {
                 policy,
                 classifier: shared.classifier,
+                rule: shared.rule,
                 telemetry,
                 retry_log,
                 guards: guards.build(),

@@ -8,6 +8,7 @@ use http_body::Body;
 use retryscope::ErrorType;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
 use retryscope::outcome::Verdict;
+use retryscope_http::rule::{self, SharedRule};
 use retryscope_http::safety::Safety;
 use retryscope_http::transport::{Refused, walk};
 use retryscope_otel::EXHAUSTED_HEADER;
@@ -30,6 +31,9 @@ pub(crate) enum Mode {
 /// Classifies every attempt of one request.
 pub(crate) struct AttemptClassifier {
     pub(crate) mode: Mode,
+    /// The user's rule for HTTP responses, asked before the built-in statuses
+    /// (HTTP mode only).
+    pub(crate) rule: Option<SharedRule>,
     /// Whether the body can be sent again at all.
     pub(crate) replayable: bool,
     /// Where this request's retries happen.
@@ -94,9 +98,15 @@ where
             Err(error) => return self.failure(error),
         };
         let verdict = match self.mode {
-            Mode::Http { classifier, .. } => {
-                classifier.classify_response(response.status(), response.headers(), SystemTime::now())
-            }
+            // The user's rule, then the built-in statuses; the safety guard
+            // below applies to either.
+            Mode::Http { classifier, .. } => rule::classify_response(
+                self.rule.as_ref(),
+                classifier,
+                response.status(),
+                response.headers(),
+                SystemTime::now(),
+            ),
             #[cfg(feature = "grpc")]
             Mode::Grpc { codes } => match crate::grpc::status::received(response) {
                 Some(status) => crate::grpc::status::verdict(status, codes),

@@ -37,6 +37,11 @@ use tower_layer::Layer;
 ///   through [`HttpClassifier`](retryscope::classify::HttpClassifier)) and
 ///   transport failures; with the `grpc` feature and `RetryLayer::grpc`, the
 ///   retryable gRPC status codes (A6).
+/// - **Your own rule** (HTTP mode):
+///   [`retry_rule`](crate::RetryLayerBuilder::retry_rule) asks a
+///   [`ResponseRule`](crate::ResponseRule) about each response's status and
+///   headers before the built-in statuses; request safety still applies to
+///   its verdict.
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
 ///   requests marked [`safe_to_retry`](crate::RetryOptions::safe_to_retry), and —
 ///   for any method — a refused connection, where nothing reached the server.

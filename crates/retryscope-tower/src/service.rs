@@ -124,7 +124,7 @@ where
         },
         (_, false) => Layers::default(),
     };
-    let classifier = AttemptClassifier { mode: call.mode, replayable, layers };
+    let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
     let telemetry =
         settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
     let stop = StopRecorder::default();

@@ -4,12 +4,17 @@ use crate::guard::Guard;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
+use retryscope_http::rule::SharedRule;
 use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog};
 
 /// What every request of a layer shares.
 pub(crate) struct Settings {
     pub(crate) policy: Policy,
     pub(crate) classifier: HttpClassifier,
+    /// The user's rule for HTTP responses, asked before `classifier`. The gRPC
+    /// builder offers none: a gRPC answer's HTTP status is 200 whatever
+    /// happened, and its outcome is a gRPC status, often in the trailers.
+    pub(crate) rule: Option<SharedRule>,
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,

@@ -256,3 +256,53 @@ async fn other_methods_keep_their_names_bounded() {
     assert_eq!(attr(&spans[0], "http.request.method").as_deref(), Some("_OTHER"));
     assert_eq!(attr(&spans[0], "http.request.method_original").as_deref(), Some("PURGE"));
 }
+
+/// The error type the rules below name.
+const MARKED: ErrorType = ErrorType::Kind("x_retry");
+
+/// A rule in trait form: a 200 carrying `x-retry: please` is a retryable
+/// failure; anything else is left to the built-in rules.
+struct RetryWhenAsked;
+
+impl retryscope_tower::ResponseRule for RetryWhenAsked {
+    fn verdict(&self, status: StatusCode, headers: &http::HeaderMap) -> Option<retryscope::Verdict> {
+        let asked = headers.get("x-retry").is_some_and(|v| v == "please");
+        (status == StatusCode::OK && asked).then_some(retryscope::Verdict::retryable(MARKED))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_in_trait_form_retries_a_200_carrying_x_retry_please() {
+    let telemetry = Telemetry::install();
+    let server = support::Server::start().await;
+    server.script(
+        "/report",
+        [support::Reply::with_header(200, "x-retry", "please"), support::Reply::ok("the report")],
+    );
+    let layer = RetryLayer::builder(policy()).meter(&telemetry.meter).retry_rule(RetryWhenAsked).build();
+    let mut client = ServiceBuilder::new().layer(layer).service(hyper_client());
+
+    let response = send(&mut client, get(&server.url("/report"))).await.expect("second attempt succeeds");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.into_body().collect().await.expect("body").to_bytes(), "the report");
+    assert_eq!(server.seen().len(), 2);
+    let retries = telemetry.counter("retryscope.retries", &[("retryscope.retry.reason", "x_retry")]);
+    assert_eq!(retries, 1, "the rule's error type");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_made_with_rule_fn_makes_a_503_permanent_returned_after_one_attempt() {
+    let telemetry = Telemetry::install();
+    let server = support::Server::start().await;
+    server.script("/maintenance", [support::Reply::status(503), support::Reply::ok("must not be reached")]);
+    let rule = retryscope_tower::rule_fn(|status, _| {
+        (status == StatusCode::SERVICE_UNAVAILABLE)
+            .then_some(retryscope::Verdict::permanent(ErrorType::Status(503)))
+    });
+    let layer = RetryLayer::builder(policy()).meter(&telemetry.meter).retry_rule(rule).build();
+    let mut client = ServiceBuilder::new().layer(layer).service(hyper_client());
+
+    let response = send(&mut client, get(&server.url("/maintenance"))).await.expect("the server's answer");
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(server.seen().len(), 1);
+}

@@ -14,7 +14,10 @@ use std::fmt;
 /// `grpc-previous-rpc-attempts` rather than an HTTP attempt header, and the
 /// guard is the config's token bucket when it enables throttling (otherwise a
 /// default `RetryBudget`): so there is no `classifier`, `attempt_header` or
-/// `budget_per_dependency` here.
+/// `budget_per_dependency` here. Nor is there a `retry_rule`: a rule judges an
+/// HTTP status and headers, and a gRPC answer's HTTP status is 200 whatever
+/// happened, its outcome a gRPC status that often arrives only in the trailers;
+/// which codes are retried is the service config's `retryableStatusCodes`.
 ///
 /// ```
 /// use retryscope::Policy;
@@ -48,6 +51,14 @@ use std::fmt;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
 ///
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_attempt_header();
+/// ```
+///
+/// ```compile_fail
+/// use retryscope::Policy;
+/// use retryscope_tower::{RetryLayer, grpc::GrpcRetry, rule_fn};
+///
+/// let rule = rule_fn(|_, _| None);
+/// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).retry_rule(rule);
 /// ```
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct GrpcRetryLayerBuilder {
