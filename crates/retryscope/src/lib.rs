@@ -10,7 +10,9 @@
 //! # Retrying an async operation
 //!
 //! Any closure that returns a future gains [`retry`](Retryable::retry); the
-//! builder reads like a sentence and is awaited directly:
+//! builder reads like a sentence and is awaited directly. Only transient
+//! failures are retried: `std::io::Error` says which it is
+//! ([`Transient`]), so a reset connection is retried and a missing file is not:
 //!
 //! ```
 //! use retryscope::{Policy, RetryBudget, Retryable, StopReason};
@@ -26,7 +28,6 @@
 //! let mut attempt = 0;
 //! let body = (|| { attempt += 1; fetch(attempt) })
 //!     .retry(Policy::interactive())
-//!     .when(|e: &Error| e.kind() != ErrorKind::NotFound)
 //!     .budget(&budget)
 //!     .dependency("inventory")
 //!     .await;
@@ -34,7 +35,6 @@
 //!
 //! let missing = (|| async { Err::<(), _>(Error::from(ErrorKind::NotFound)) })
 //!     .retry(Policy::interactive())
-//!     .when(|e: &Error| e.kind() != ErrorKind::NotFound)
 //!     .await
 //!     .unwrap_err();
 //! assert_eq!((missing.reason(), missing.attempts()), (StopReason::Permanent, 1));
