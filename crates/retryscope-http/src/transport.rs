@@ -47,25 +47,19 @@ pub enum Refused {
 ///
 /// `None` when nothing in the chain says: each integration decides.
 pub fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failure> {
-    let mut cause: Option<&(dyn StdError + 'static)> = Some(error);
-    while let Some(e) = cause {
-        if e.is::<NotReplayable>() {
+    // One pass down the chain: the first cause that says anything decides.
+    std::iter::successors(Some(error), |&e| e.source()).find_map(|cause| {
+        if cause.is::<NotReplayable>() {
             return Some(Failure::sent(Verdict::permanent(ErrorType::OTHER)));
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if refused == Refused::NotSent && io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return Some(Failure {
-                    verdict: Verdict::retryable(ErrorType::CONNECT),
-                    stage: Stage::NotSent,
-                });
-            }
-            break;
-        }
-        cause = e.source();
-    }
-    // Which failure it was is the engine's one transport rule; only where it
-    // happened is the integrations' to say.
-    retryscope::transient::transport_verdict(error).map(Failure::sent)
+        let verdict = retryscope::transient::cause_verdict(cause)?;
+        // Which failure it was is the engine's rule; where it happened is ours.
+        let not_sent = refused == Refused::NotSent
+            && cause
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        Some(if not_sent { Failure { verdict, stage: Stage::NotSent } } else { Failure::sent(verdict) })
+    })
 }
 
 #[cfg(test)]

@@ -175,9 +175,12 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         if let Some(error) = error {
             scope.span.record(names::ERROR_TYPE, error);
             scope.span.record("otel.status_code", "ERROR");
-            // Only failures are logged, so only they pay for the span's ids.
-            self.last_failure =
-                LastFailure { error: attempt.error, correlation: Correlation::of(&scope.span) };
+            // Only failures are logged, so only they pay for the span's ids,
+            // and only when the log is on.
+            if self.log {
+                self.last_failure =
+                    LastFailure { error: attempt.error, correlation: Correlation::of(&scope.span) };
+            }
         }
         // Dropping the last handle closes the span: its end time is now.
         drop(scope);

@@ -125,25 +125,27 @@ impl Transient for http::StatusCode {
 }
 
 /// The verdict on the first cause in `error`'s source chain that says what
-/// happened on the wire: an I/O error ([`crate::classify::io_error`]), or
-/// (feature `hyper`) a connection closed before the whole response arrived.
-/// `None` when no cause says.
+/// happened on the wire ([`cause_verdict`]); `None` when no cause says.
 ///
 /// What the integrations use to classify a transport failure, whatever client
 /// library wrapped it.
 pub fn transport_verdict(error: &(dyn std::error::Error + 'static)) -> Option<Verdict> {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return Some(io.verdict());
-        }
-        #[cfg(feature = "hyper")]
-        if let Some(h) = e.downcast_ref::<hyper::Error>()
-            && h.is_incomplete_message()
-        {
-            return Some(Verdict::retryable(ErrorType::INCOMPLETE));
-        }
-        cause = e.source();
+    std::iter::successors(Some(error), |&e| e.source()).find_map(cause_verdict)
+}
+
+/// What one cause says happened on the wire, looking at that cause alone: an
+/// I/O error ([`crate::classify::io_error`]), or (feature `hyper`) a
+/// connection closed before the whole response arrived. For walks that look
+/// for more than the verdict on the way down the chain.
+pub fn cause_verdict(cause: &(dyn std::error::Error + 'static)) -> Option<Verdict> {
+    if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+        return Some(io.verdict());
+    }
+    #[cfg(feature = "hyper")]
+    if let Some(h) = cause.downcast_ref::<hyper::Error>()
+        && h.is_incomplete_message()
+    {
+        return Some(Verdict::retryable(ErrorType::INCOMPLETE));
     }
     None
 }
