@@ -19,6 +19,7 @@ use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
 use crate::outcome::{Outcome, StopReason};
+use crate::pace::{Admission, Held, Pacer};
 use crate::policy::Policy;
 use crate::random::JitterRng;
 use crate::shared::Shared;
@@ -37,6 +38,15 @@ pub(crate) enum Next {
     Stop(StopReason),
     /// Wait this long, then start another attempt.
     Wait(Duration),
+}
+
+/// What the front end must do to start the next attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Admit {
+    /// Run it now.
+    Go(Started),
+    /// The pacer holds it back: wait this long, then ask again.
+    Hold(Duration),
 }
 
 /// An attempt the driver let start.
@@ -59,6 +69,7 @@ pub(crate) struct Setup<'a> {
     pub(crate) operation: Option<Shared<'a, str>>,
     pub(crate) throttle: Option<Shared<'a, dyn Throttle + 'a>>,
     pub(crate) breaker: Option<Shared<'a, CircuitBreaker>>,
+    pub(crate) pacer: Option<Shared<'a, Pacer>>,
     pub(crate) seed: Option<u64>,
 }
 
@@ -70,6 +81,7 @@ impl<'a> Setup<'a> {
             operation: None,
             throttle: None,
             breaker: None,
+            pacer: None,
             seed: None,
         }
     }
@@ -82,6 +94,10 @@ enum Health {
     Healthy,
     /// It answered with a permanent error: healthy, but no success to reward.
     Answered,
+    /// It asked the client to slow down (429, `RESOURCE_EXHAUSTED`): a rate
+    /// limit, not an outage. The breaker hears nothing; a retry budget counts
+    /// it as the failure it is for the caller.
+    Throttling,
     /// It failed transiently.
     Unhealthy,
     /// Nobody knows: the attempt was abandoned.
@@ -112,6 +128,9 @@ pub(crate) struct Driver<'a, O: Observer> {
     /// far are `attempts - 1`.
     previous_delay: Option<Duration>,
     rng: Option<JitterRng>,
+    /// Whether the pacer has already admitted the next attempt (its hold, or
+    /// the retry's wait, included the pace).
+    paced: bool,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
@@ -132,6 +151,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             attempts: 0,
             last_error: None,
             rng: None,
+            paced: false,
         }
     }
 
@@ -156,12 +176,56 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// request. The rest of its bookkeeping matters only if it fails, and
     /// [`book_quiet_attempt`](Self::book_quiet_attempt) does it then; a success
     /// needs only [`quiet_success`](Self::quiet_success).
+    ///
+    /// A pacer with a pace in force may hold the first attempt back
+    /// ([`Admit::Hold`]); retries are paced when they are planned, their wait
+    /// and the pace together.
     #[inline]
-    pub(crate) fn start_attempt(&mut self, now: Instant) -> Result<Started, StopReason> {
-        match self.begin_quietly(now) {
-            Some(limit) => Ok(Started { limit, quiet: Some(now) }),
-            None => Ok(Started { limit: self.begin_attempt(now)?, quiet: None }),
+    pub(crate) fn start_attempt(&mut self, now: Instant) -> Result<Admit, StopReason> {
+        if let Some(wait) = self.pace_first(now)? {
+            return Ok(Admit::Hold(wait));
         }
+        match self.begin_quietly(now) {
+            Some(limit) => Ok(Admit::Go(Started { limit, quiet: Some(now) })),
+            None => Ok(Admit::Go(Started { limit: self.begin_attempt(now)?, quiet: None })),
+        }
+    }
+
+    /// Asks the pacer, if any, when the first attempt may be sent: `Some`
+    /// wait when it is held back.
+    #[inline]
+    fn pace_first(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
+        if std::mem::take(&mut self.paced) || pacer.is_idle() {
+            return Ok(None);
+        }
+        let remaining = self.remaining(now);
+        let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
+        let admission = pacer.admit(Duration::ZERO, remaining, rng);
+        self.open(now);
+        self.held(admission, remaining.unwrap_or(Duration::MAX)).map_err(|reason| self.stop(now, reason))
+    }
+
+    /// What the pacer's answer means for the next attempt: the extra wait, or
+    /// why it is not sent. Reports a hold to the observer.
+    fn held(&mut self, admission: Admission, limit: Duration) -> Result<Option<Duration>, StopReason> {
+        match admission {
+            Admission::Now => Ok(None),
+            Admission::Hold { wait, source } => {
+                self.paced = true;
+                if let Some(op) = self.operation.as_mut() {
+                    op.held(&Held { attempt: self.attempts + 1, wait, source });
+                }
+                Ok(Some(wait))
+            }
+            Admission::Refused { wait, source } => Err(StopReason::RateLimited { source, wait, limit }),
+        }
+    }
+
+    /// What is left of the deadline at `now`, if there is one.
+    fn remaining(&self, now: Instant) -> Option<Duration> {
+        let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed))
     }
 
     /// Starts a quiet first attempt; `None` when this attempt is not one.
@@ -215,15 +279,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// start. On success returns the attempt's time limit, if any.
     #[inline(never)]
     fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
-        // The observer hears of the operation before its first attempt starts
-        // or is refused (a quiet operation's first attempt may already have run).
-        if self.operation.is_none() {
-            self.operation = Some(self.observer.start(&OperationInfo {
-                dependency: &self.setup.dependency,
-                operation: self.setup.operation.as_deref(),
-                max_attempts: self.setup.policy.max_attempts(),
-            }));
-        }
+        self.observe_operation();
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
             None => {
@@ -259,6 +315,29 @@ impl<'a, O: Observer> Driver<'a, O> {
         Ok(self.attempt_limit(remaining))
     }
 
+    /// The observer hears of the operation before its first attempt starts,
+    /// is held or is refused (a quiet operation's first attempt may already
+    /// have run).
+    fn observe_operation(&mut self) {
+        if self.operation.is_none() {
+            self.operation = Some(self.observer.start(&OperationInfo {
+                dependency: &self.setup.dependency,
+                operation: self.setup.operation.as_deref(),
+                max_attempts: self.setup.policy.max_attempts(),
+            }));
+        }
+    }
+
+    /// The operation has begun at `now` even if no attempt is sent yet (the
+    /// pacer holds or refuses it): observed, its request counted, its
+    /// deadline running.
+    fn open(&mut self, now: Instant) {
+        self.observe_operation();
+        if self.started.is_none() {
+            self.count_request(now);
+        }
+    }
+
     /// An attempt's time limit when `remaining` is left of the deadline. The
     /// attempt may not outlive the deadline: that is what makes the deadline
     /// a promise even when the operation itself hangs.
@@ -291,6 +370,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             Verdict::Success => Health::Healthy,
             // A 404 is a healthy server answering.
             Verdict::Permanent { .. } => Health::Answered,
+            Verdict::Retryable { error, .. } if error.is_throttling() => Health::Throttling,
             Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
                 Health::Unhealthy
             }
@@ -337,6 +417,8 @@ impl<'a, O: Observer> Driver<'a, O> {
         let Some(scope) = self.scope.take() else { return };
         match (self.permit.take(), health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
+            // A rate limit says nothing of the dependency's health: dropped,
+            // the permit records nothing (and frees a half-open probe slot).
             (Some(permit), Health::Unhealthy) => permit.failure(),
             // Dropping the permit frees a half-open probe slot and records nothing.
             (permit, _) => drop(permit),
@@ -345,7 +427,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         // one; a permanent error says nothing either way.
         match (self.setup.throttle.as_deref(), health) {
             (Some(throttle), Health::Healthy) => throttle.attempt_finished(true),
-            (Some(throttle), Health::Unhealthy) => throttle.attempt_finished(false),
+            (Some(throttle), Health::Unhealthy | Health::Throttling) => throttle.attempt_finished(false),
             _ => {}
         }
         let end = AttemptEnd {
@@ -373,13 +455,25 @@ impl<'a, O: Observer> Driver<'a, O> {
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
         let previous = self.previous_delay.unwrap_or_else(|| self.setup.policy.base_delay());
-        let (delay, source) = next_wait(&self.setup.policy, self.attempts, previous, elapsed, hint, rng)?;
+        let (wait, source) = next_wait(&self.setup.policy, self.attempts, previous, elapsed, hint, rng)?;
+        // The pace in force when the wait is over, before the budget spends a
+        // token on a retry the pacer may refuse.
+        let delay = match self.setup.pacer.as_deref() {
+            Some(pacer) if !pacer.is_idle() => {
+                let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
+                let admission = pacer.admit(wait, limit, rng);
+                wait + self.held(admission, limit.unwrap_or(Duration::MAX))?.unwrap_or(Duration::ZERO)
+            }
+            _ => wait,
+        };
+        self.paced = self.setup.pacer.is_some();
         if let Some(throttle) = &self.setup.throttle
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);
         }
-        self.previous_delay = Some(delay);
+        // Backoff grows from its own previous delay, not the pace's.
+        self.previous_delay = Some(wait);
         Ok((delay, source))
     }
 

@@ -9,7 +9,7 @@
 //! [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
-use crate::driver::{Driver, Started};
+use crate::driver::{Admit, Driver, Started};
 use crate::error::RetryError;
 use crate::observe::Observer;
 use crate::retry::{Notify, Retry, Step, final_result, settle, settle_timeout};
@@ -31,7 +31,7 @@ pin_project! {
         // `limit_at`: when its time limit ends, until the timer is armed (only
         // once the attempt turns out not to be ready at once).
         Attempt { #[pin] fut: Fut, quiet: Option<Instant>, limit_at: Option<Instant> },
-        // Backing off before the next attempt, on `timer`.
+        // Backing off, or held by the pacer, before the next attempt, on `timer`.
         Waiting,
         // Finished; polling again is a caller bug.
         Done,
@@ -150,7 +150,12 @@ where
                 StateProj::Idle => {
                     let now = this.driver.now();
                     let Started { limit, quiet } = match this.driver.start_attempt(now) {
-                        Ok(started) => started,
+                        Ok(Admit::Go(started)) => started,
+                        Ok(Admit::Hold(wait)) => {
+                            this.timer.set(Some(this.sleeper.sleep(wait)));
+                            this.state.set(State::Waiting);
+                            continue;
+                        }
                         Err(reason) => {
                             this.state.set(State::Done);
                             return Poll::Ready(final_result(this.driver, reason, this.last.take()));

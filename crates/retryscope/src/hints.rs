@@ -11,6 +11,11 @@
 //!   *at least* until an exhausted quota resets ([`Hint::rate_limit`]); these
 //!   headers can only ever slow a client down.
 //!
+//! Beyond the next attempt of one call, a response's quota headers — the
+//! draft's `RateLimit`, its earlier `RateLimit-Remaining` / `-Reset` and the
+//! vendors' `X-RateLimit-*` — pace every call to the dependency: [`quota`],
+//! [`pace_signal`] and the [`Pacer`](crate::Pacer).
+//!
 //! Every parser here is total: a malformed header is ignored (`None`), never an
 //! error and never a panic.
 //!
@@ -270,6 +275,11 @@ pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Hint> {
     }
     rate_limit(headers).map(Hint::rate_limit)
 }
+
+mod quota;
+pub use quota::{
+    RATELIMIT_REMAINING, RATELIMIT_RESET, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, pace_signal, quota,
+};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -12,6 +12,7 @@
 //! `traceparent`, sees it).
 
 use crate::outcome::{Outcome, StopReason};
+pub use crate::pace::Held;
 use crate::verdict::{DelaySource, ErrorType};
 use std::time::Duration;
 
@@ -50,6 +51,13 @@ pub trait OperationObserver {
 
     /// The engine is about to wait before the next attempt.
     fn waiting(&mut self, wait: &Wait);
+
+    /// The pacer holds the next attempt back (see [`pace`](crate::pace)):
+    /// before the first attempt, or as part of a retry's wait, reported just
+    /// before [`waiting`](Self::waiting), whose delay includes the hold.
+    fn held(&mut self, held: &Held) {
+        let _ = held;
+    }
 
     /// The operation ended. Called exactly once, also when the caller drops the
     /// operation (with [`Outcome::Cancelled`]).
@@ -212,6 +220,11 @@ impl<A: OperationObserver, B: OperationObserver> OperationObserver for (A, B) {
         self.1.waiting(wait);
     }
 
+    fn held(&mut self, held: &Held) {
+        self.0.held(held);
+        self.1.held(held);
+    }
+
     fn finished(self, finish: &Finish) {
         self.0.finished(finish);
         self.1.finished(finish);
@@ -252,6 +265,12 @@ impl<O: OperationObserver> OperationObserver for Option<O> {
     fn waiting(&mut self, wait: &Wait) {
         if let Some(o) = self.as_mut() {
             o.waiting(wait);
+        }
+    }
+
+    fn held(&mut self, held: &Held) {
+        if let Some(o) = self.as_mut() {
+            o.held(held);
         }
     }
 

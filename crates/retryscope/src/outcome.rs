@@ -2,6 +2,7 @@
 
 // The verdict vocabulary lived here first; `retryscope::outcome::Verdict` and
 // its siblings keep working.
+use crate::pace::HoldSource;
 pub use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use std::fmt;
 use std::time::Duration;
@@ -31,6 +32,17 @@ pub enum StopReason {
     BudgetExhausted,
     /// The circuit breaker is open.
     CircuitOpen,
+    /// The dependency asked the client to slow down (see
+    /// [`pace`](crate::pace)), and the call's next send would come after its
+    /// deadline: it was not sent.
+    RateLimited {
+        /// What held it.
+        source: HoldSource,
+        /// How long it would have had to wait.
+        wait: Duration,
+        /// What was left of the deadline.
+        limit: Duration,
+    },
     /// Retries happen at another layer of the call chain: the request being
     /// served is itself a retry, or the layer below already retried (see
     /// [`Verdict::RetriedElsewhere`]).
@@ -45,9 +57,10 @@ impl StopReason {
             StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {
                 Outcome::Exhausted
             }
-            StopReason::BudgetExhausted | StopReason::CircuitOpen | StopReason::UpstreamRetry => {
-                Outcome::Throttled
-            }
+            StopReason::BudgetExhausted
+            | StopReason::CircuitOpen
+            | StopReason::RateLimited { .. }
+            | StopReason::UpstreamRetry => Outcome::Throttled,
         }
     }
 }
@@ -68,6 +81,10 @@ impl fmt::Display for StopReason {
             ),
             StopReason::BudgetExhausted => f.write_str("the retry budget is exhausted"),
             StopReason::CircuitOpen => f.write_str("the circuit breaker is open"),
+            StopReason::RateLimited { source, wait, limit } => write!(
+                f,
+                "the dependency is rate-limited ({source}): the next send is {wait:?} away, past the {limit:?} left"
+            ),
             StopReason::UpstreamRetry => f.write_str("retries happen at another layer of the call chain"),
         }
     }
@@ -83,7 +100,7 @@ pub enum Outcome {
     Failure,
     /// Attempts, deadline or an over-long server hint ended it.
     Exhausted,
-    /// The budget or the circuit breaker refused a retry.
+    /// The budget, the circuit breaker or the pacer refused an attempt.
     Throttled,
     /// The caller dropped the operation before it ended.
     Cancelled,

@@ -7,6 +7,7 @@ use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::StopReason;
+use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
@@ -156,6 +157,16 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// reference, or an `Arc` for a `'static` retry.
     pub fn breaker(mut self, breaker: impl Into<Shared<'a, CircuitBreaker>>) -> Self {
         self.setup.breaker = Some(breaker.into());
+        self
+    }
+
+    /// Waits for what the dependency said about pace (see [`pace`](crate::pace)):
+    /// the first attempt and every retry are sent no sooner than `pacer`
+    /// allows, and a call whose next send would come after its deadline stops
+    /// with [`StopReason::RateLimited`](crate::StopReason::RateLimited). Feed
+    /// the pacer with [`Pacer::learn`](crate::Pacer::learn).
+    pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
+        self.setup.pacer = Some(pacer.into());
         self
     }
 

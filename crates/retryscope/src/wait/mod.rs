@@ -17,6 +17,7 @@ mod jitter;
 
 pub use backoff::Backoff;
 pub use hint::HINT_SPREAD_MAX;
+pub(crate) use jitter::uniform;
 
 use crate::outcome::StopReason;
 use crate::policy::Policy;

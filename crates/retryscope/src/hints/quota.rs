@@ -1,0 +1,238 @@
+//! Quota headers, on any response: how many requests are left until when, for
+//! the [`Pacer`](crate::Pacer).
+
+use super::{
+    RATELIMIT, RATELIMIT_POLICY, non_negative, parse_list, policy_name, policy_window, retry_after_from,
+};
+use crate::pace::{PaceSignal, Quota};
+use crate::verdict::Hint;
+use http::header::{HeaderMap, HeaderName};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `RateLimit-Remaining`, of the draft's earlier revisions (-00 to -06) and
+/// the gateways that still send it.
+pub const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+/// `RateLimit-Reset`, of the draft's earlier revisions.
+pub const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
+/// `X-RateLimit-Remaining`, as GitHub, Stripe and many gateways send it.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`, as GitHub, Stripe and many gateways send it.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// A reset at or above this many is a Unix time in seconds, not a delay: no
+/// quota window lasts 31 years (10⁹ s is September 2001).
+const EPOCH_SECONDS_FROM: f64 = 1e9;
+/// A reset at or above this many is a Unix time in milliseconds (10¹² ms is
+/// also September 2001).
+const EPOCH_MILLIS_FROM: f64 = 1e12;
+
+/// The strictest quota a response's headers report, if any: the one that
+/// allows the fewest requests per second (see [`Quota::is_stricter_than`]).
+///
+/// Read, each a hint on its own:
+///
+/// | headers | remaining | reset |
+/// |---|---|---|
+/// | `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10) | each item's `r` | its `t`, else the `w` of its policy in `RateLimit-Policy` |
+/// | `RateLimit-Remaining` + `RateLimit-Reset` (the draft's revisions -00 to -06) | the integer | see below |
+/// | `X-RateLimit-Remaining` + `X-RateLimit-Reset` (GitHub, Stripe, many gateways) | the integer | see below |
+///
+/// A `Reset` value is a non-negative decimal number. Vendors send either a
+/// delay or a Unix time, and the value itself tells which: below 10⁹ it is a
+/// delay in seconds (`30`, `1.5`); from 10⁹ it is a Unix time in seconds
+/// (GitHub's `1767225600`), from 10¹² one in milliseconds — 10⁹ s of delay
+/// would be 31 years, and both thresholds are September 2001 as a date. A
+/// Unix time in the past means the window has reset: no quota. Anything
+/// malformed (a sign, text, a remaining count without a reset) is ignored:
+/// the other headers still count.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderMap, HeaderValue};
+/// use retryscope::hints::{quota, RATELIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
+/// use retryscope::pace::Quota;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=50;t=30"#));
+/// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota::new(50, Duration::from_secs(30))));
+///
+/// // A vendor's stricter quota wins: 5 requests in 20 s is slower than 50 in 30 s.
+/// headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from_static("5"));
+/// headers.insert(X_RATELIMIT_RESET, HeaderValue::from_static("20"));
+/// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota::new(5, Duration::from_secs(20))));
+/// ```
+pub fn quota(headers: &HeaderMap, now: SystemTime) -> Option<Quota> {
+    let pairs = [(RATELIMIT_REMAINING, RATELIMIT_RESET), (X_RATELIMIT_REMAINING, X_RATELIMIT_RESET)];
+    ietf_quotas(headers)
+        .into_iter()
+        .flatten()
+        .chain(pairs.iter().filter_map(|(remaining, reset)| vendor_quota(headers, remaining, reset, now)))
+        .reduce(|strictest, quota| if quota.is_stricter_than(&strictest) { quota } else { strictest })
+}
+
+/// Each item of `RateLimit` as a quota; `None` if the field is absent or
+/// malformed (then, as for [`rate_limit`](super::rate_limit), it is ignored whole).
+fn ietf_quotas(headers: &HeaderMap) -> Option<Vec<Quota>> {
+    let limits = parse_list(headers, &RATELIMIT)?;
+    let mut policies: Option<Option<sfv::List>> = None;
+    let mut quotas = Vec::with_capacity(limits.len());
+    for entry in &limits {
+        let sfv::ListEntry::Item(item) = entry else { return None };
+        let name = policy_name(item)?;
+        let remaining = non_negative(item.params.get("r")?)?;
+        let reset = match item.params.get("t") {
+            Some(t) => Some(non_negative(t)?),
+            None => policies
+                .get_or_insert_with(|| parse_list(headers, &RATELIMIT_POLICY))
+                .as_ref()
+                .and_then(|list| policy_window(list, name)),
+        };
+        if let Some(reset) = reset {
+            quotas.push(Quota::new(remaining, Duration::from_secs(reset)));
+        }
+    }
+    Some(quotas)
+}
+
+/// A `*-Remaining` / `*-Reset` pair as a quota.
+fn vendor_quota(
+    headers: &HeaderMap,
+    remaining: &HeaderName,
+    reset: &HeaderName,
+    now: SystemTime,
+) -> Option<Quota> {
+    let remaining = single(headers, remaining)?;
+    if remaining.is_empty() || !remaining.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let remaining = remaining.parse::<u64>().ok()?;
+    let reset = reset_delay(single(headers, reset)?, now)?;
+    Some(Quota::new(remaining, reset))
+}
+
+/// The one value of `name`, trimmed; `None` if absent, repeated or not text.
+fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        // Two values of a single-valued field contradict each other.
+        return None;
+    }
+    Some(value.to_str().ok()?.trim_matches([' ', '\t']))
+}
+
+/// A vendor reset value as a delay from `now` (see [`quota`]).
+fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, "0"));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || !digits(fraction) {
+        return None;
+    }
+    let value: f64 = text.parse().ok()?;
+    if !value.is_finite() {
+        return None;
+    }
+    let epoch = if value >= EPOCH_MILLIS_FROM {
+        value / 1e3
+    } else if value >= EPOCH_SECONDS_FROM {
+        value
+    } else {
+        return Duration::try_from_secs_f64(value).ok();
+    };
+    let at = UNIX_EPOCH.checked_add(Duration::try_from_secs_f64(epoch).ok()?)?;
+    // A reset in the past: the window is over, nothing to pace.
+    at.duration_since(now).ok()
+}
+
+/// What a response says about pace (see [`Pacer`](crate::Pacer)): for
+/// [`Pacer::learn`](crate::Pacer::learn).
+///
+/// - a `Retry-After` on a **429 or 503** closes the dependency for that long
+///   (RFC 9110 §10.2.3 pairs it with those; on other statuses it concerns
+///   only the call that got it, and stays the call's own hint);
+/// - the strictest [`quota`] on **any** status paces the calls that follow;
+/// - a **429** is a throttling answer.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
+/// use retryscope::hints::pace_signal;
+/// use retryscope::outcome::Hint;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("5"));
+/// let signal = pace_signal(429, &headers, SystemTime::now());
+/// assert_eq!(signal.not_before, Some(Hint::retry_after(Duration::from_secs(5))));
+/// assert!(signal.throttled);
+/// // On a 500, the header is that call's business.
+/// assert_eq!(pace_signal(500, &headers, SystemTime::now()).not_before, None);
+/// ```
+pub fn pace_signal(status: u16, headers: &HeaderMap, now: SystemTime) -> PaceSignal {
+    let mut signal = PaceSignal::none().with_throttled(status == 429);
+    if matches!(status, 429 | 503)
+        && let Some(delay) = retry_after_from(headers, now)
+    {
+        signal = signal.with_not_before(Hint::retry_after(delay));
+    }
+    if let Some(quota) = quota(headers, now) {
+        signal = signal.with_quota(quota);
+    }
+    signal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn headers(pairs: &[(&HeaderName, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append((*name).clone(), HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    const NOW: Duration = Duration::from_secs(1_767_225_600); // 2026-01-01
+
+    #[test]
+    fn a_reset_is_a_delay_or_a_unix_time_in_seconds_or_milliseconds() {
+        let now = UNIX_EPOCH + NOW;
+        assert_eq!(reset_delay("30", now), Some(Duration::from_secs(30)));
+        assert_eq!(reset_delay("1.5", now), Some(Duration::from_millis(1_500)));
+        assert_eq!(reset_delay("1767225660", now), Some(Duration::from_secs(60)));
+        assert_eq!(reset_delay("1767225660000", now), Some(Duration::from_secs(60)));
+        assert_eq!(reset_delay("1767225000", now), None, "in the past");
+        for bad in ["", "-1", "+3", "1e3", "1.", ".5", "soon", "1 2", "0x10"] {
+            assert_eq!(reset_delay(bad, now), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn vendor_headers_need_both_halves_and_one_value_each() {
+        let now = UNIX_EPOCH + NOW;
+        let both = headers(&[(&X_RATELIMIT_REMAINING, "4"), (&X_RATELIMIT_RESET, "1767225620")]);
+        assert_eq!(quota(&both, now), Some(Quota::new(4, Duration::from_secs(20))));
+        assert_eq!(quota(&headers(&[(&X_RATELIMIT_REMAINING, "4")]), now), None);
+        let twice = headers(&[
+            (&X_RATELIMIT_REMAINING, "4"),
+            (&X_RATELIMIT_REMAINING, "9"),
+            (&X_RATELIMIT_RESET, "5"),
+        ]);
+        assert_eq!(quota(&twice, now), None);
+        let old_draft = headers(&[(&RATELIMIT_REMAINING, "0"), (&RATELIMIT_RESET, "7")]);
+        assert_eq!(quota(&old_draft, now), Some(Quota::new(0, Duration::from_secs(7))));
+    }
+
+    #[test]
+    fn every_ietf_item_counts_and_the_strictest_wins() {
+        let now = UNIX_EPOCH + NOW;
+        let two = headers(&[(&RATELIMIT, r#""burst";r=90;t=1, "day";r=2;t=3"#)]);
+        assert_eq!(quota(&two, now), Some(Quota::new(2, Duration::from_secs(3))));
+        let from_policy =
+            headers(&[(&RATELIMIT, r#""default";r=10"#), (&RATELIMIT_POLICY, r#""default";q=100;w=60"#)]);
+        assert_eq!(quota(&from_policy, now), Some(Quota::new(10, Duration::from_secs(60))));
+        let malformed = headers(&[(&RATELIMIT, r#""default";r=-1;t=3"#)]);
+        assert_eq!(quota(&malformed, now), None);
+    }
+}

@@ -1,0 +1,233 @@
+//! The pacer's state on explicit time: a dependency-wide "not before" gate
+//! and the spacing that makes a reported quota last until its reset.
+
+use super::signal::{HoldSource, PaceSignal, Quota};
+use crate::random::JitterRng;
+use crate::wait::HINT_SPREAD_MAX;
+use crate::wait::uniform;
+use std::time::{Duration, Instant};
+
+/// The longest wait, or quota window, a hint may set: a value beyond it is
+/// taken for a broken header and ignored.
+pub const MAX_PACE: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// What the pacer answers a call that wants to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Send now.
+    Now,
+    /// Wait this long, then send: the slot is taken.
+    Hold { wait: Duration, source: HoldSource },
+    /// The wait would not fit in what the caller has left: nothing is taken.
+    Refused { wait: Duration, source: HoldSource },
+}
+
+/// No call before `at`; each held call comes back at a random point of the
+/// `spread` after it, so that the callers one server told "later" do not all
+/// return in the same millisecond.
+#[derive(Debug, Clone, Copy)]
+struct Gate {
+    at: Instant,
+    spread: Duration,
+    source: HoldSource,
+}
+
+/// Sends at least `interval` apart: the quota a server reported, spread over
+/// its window. The server's rate goes on applying after the window it was
+/// reported for (it is the best estimate of the next one), for as long as
+/// slots taken under it last.
+#[derive(Debug, Clone, Copy)]
+struct Spacing {
+    interval: Duration,
+    until: Instant,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Schedule {
+    gate: Option<Gate>,
+    spacing: Option<Spacing>,
+    /// The latest send slot given out while spacing applied.
+    last_slot: Option<Instant>,
+}
+
+impl Schedule {
+    /// Takes in what one response said at `now`.
+    pub(crate) fn learn(&mut self, now: Instant, signal: &PaceSignal) {
+        if let Some(hint) = signal.not_before {
+            self.close_until(now, hint.delay, HoldSource::of(hint));
+        }
+        if let Some(quota) = signal.quota {
+            self.spread_quota(now, quota);
+        }
+    }
+
+    fn spread_quota(&mut self, now: Instant, Quota { remaining, reset }: Quota) {
+        if reset.is_zero() || reset > MAX_PACE {
+            return;
+        }
+        if remaining == 0 {
+            self.close_until(now, reset, HoldSource::RateLimit);
+            return;
+        }
+        // More than 2^32 requests left is no limit worth pacing.
+        let Ok(remaining) = u32::try_from(remaining) else { return };
+        // The newest report is the server's current view: it replaces the last.
+        self.spacing = Some(Spacing { interval: reset / remaining, until: now + reset });
+    }
+
+    fn close_until(&mut self, now: Instant, wait: Duration, source: HoldSource) {
+        if wait.is_zero() || wait > MAX_PACE {
+            return;
+        }
+        let at = now + wait;
+        // Two reports: the later gate stands, whichever arrived last.
+        if self.gate.is_some_and(|gate| gate.at >= at) {
+            return;
+        }
+        self.gate = Some(Gate { at, spread: (wait / 5).min(HINT_SPREAD_MAX), source });
+    }
+
+    /// When a call that wants to send at `now`, with `limit` left before its
+    /// deadline, may send.
+    pub(crate) fn admit(&mut self, now: Instant, limit: Option<Duration>, rng: &mut JitterRng) -> Admission {
+        self.expire(now);
+        let (mut earliest, mut source) = (now, HoldSource::RateLimit);
+        if let Some(gate) = self.gate {
+            earliest = gate.at + uniform(rng, Duration::ZERO, gate.spread);
+            source = gate.source;
+        }
+        if let (Some(spacing), Some(last)) = (self.spacing, self.last_slot) {
+            let next = last + spacing.interval;
+            if next > earliest {
+                (earliest, source) = (next, HoldSource::RateLimit);
+            }
+        }
+        let wait = earliest.saturating_duration_since(now);
+        if limit.is_some_and(|limit| wait >= limit) && !wait.is_zero() {
+            return Admission::Refused { wait, source };
+        }
+        if self.spacing.is_some() {
+            self.last_slot = Some(earliest);
+        }
+        if wait.is_zero() { Admission::Now } else { Admission::Hold { wait, source } }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        if self.gate.is_some_and(|gate| now >= gate.at) {
+            self.gate = None;
+        }
+        if let Some(spacing) = self.spacing {
+            let last = self.last_slot.map_or(spacing.until, |slot| slot.max(spacing.until));
+            if now >= last {
+                (self.spacing, self.last_slot) = (None, None);
+            }
+        }
+    }
+
+    /// Whether nothing is in force: every call may send at once.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.gate.is_none() && self.spacing.is_none()
+    }
+
+    /// The rate in force at `now`, in requests per second: zero behind a gate,
+    /// the quota's rate while spacing applies, `None` when nothing applies.
+    pub(crate) fn allowed_rate(&mut self, now: Instant) -> Option<f64> {
+        self.expire(now);
+        if self.gate.is_some() {
+            return Some(0.0);
+        }
+        self.spacing.map(|spacing| 1.0 / spacing.interval.as_secs_f64().max(f64::MIN_POSITIVE))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::Hint;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    fn wait_of(admission: Admission) -> Duration {
+        match admission {
+            Admission::Now => Duration::ZERO,
+            Admission::Hold { wait, .. } | Admission::Refused { wait, .. } => wait,
+        }
+    }
+
+    #[test]
+    fn a_retry_after_gate_holds_every_call_and_spreads_their_return() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(1));
+        let mut schedule = Schedule::default();
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(2.0))));
+        let waits: Vec<_> = (0..20).map(|_| wait_of(schedule.admit(start, None, &mut rng))).collect();
+        assert!(waits.iter().all(|w| *w >= secs(2.0) && *w <= secs(2.4)), "{waits:?}");
+        let (min, max) = (waits.iter().min().copied(), waits.iter().max().copied());
+        assert!(max.zip(min).is_some_and(|(max, min)| max - min > secs(0.2)), "not spread: {waits:?}");
+        assert_eq!(schedule.admit(start + secs(2.0), None, &mut rng), Admission::Now);
+        assert!(schedule.is_idle());
+    }
+
+    #[test]
+    fn a_quota_is_spread_until_its_reset_and_its_rate_goes_on() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(2));
+        let mut schedule = Schedule::default();
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(2, secs(3.0))));
+        let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, None, &mut rng))).collect();
+        assert_eq!(waits, [secs(0.0), secs(1.5), secs(3.0), secs(4.5)]);
+        assert_eq!(schedule.allowed_rate(start), Some(1.0 / 1.5));
+    }
+
+    #[test]
+    fn a_wait_past_the_deadline_is_refused_and_takes_no_slot() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(3));
+        let mut schedule = Schedule::default();
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(0, secs(2.0))));
+        let refused = schedule.admit(start, Some(secs(1.0)), &mut rng);
+        assert!(
+            matches!(refused, Admission::Refused { wait, source: HoldSource::RateLimit }
+                if wait >= secs(2.0) && wait <= secs(2.4)),
+            "{refused:?}"
+        );
+        assert_eq!(schedule.allowed_rate(start), Some(0.0));
+        assert_eq!(schedule.admit(start + secs(2.0), Some(secs(1.0)), &mut rng), Admission::Now);
+    }
+
+    #[test]
+    fn implausible_and_empty_hints_change_nothing() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(4));
+        let mut schedule = Schedule::default();
+        for signal in [
+            PaceSignal::none(),
+            PaceSignal::none().with_throttled(true),
+            PaceSignal::none().with_not_before(Hint::retry_after(Duration::ZERO)),
+            PaceSignal::none().with_not_before(Hint::retry_after(MAX_PACE + secs(1.0))),
+            PaceSignal::none().with_quota(Quota::new(5, Duration::ZERO)),
+            PaceSignal::none().with_quota(Quota::new(0, MAX_PACE * 2)),
+            PaceSignal::none().with_quota(Quota::new(u64::MAX, secs(1.0))),
+        ] {
+            schedule.learn(start, &signal);
+            assert!(schedule.is_idle(), "{signal:?}");
+            assert_eq!(schedule.admit(start, None, &mut rng), Admission::Now);
+        }
+    }
+
+    #[test]
+    fn the_later_gate_stands() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(5));
+        let mut schedule = Schedule::default();
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(10.0))));
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(1.0))));
+        assert!(wait_of(schedule.admit(start, None, &mut rng)) >= secs(10.0));
+    }
+
+    #[test]
+    fn the_stricter_quota_is_the_one_with_fewer_requests_per_second() {
+        let (two_in_three, ten_in_sixty) = (Quota::new(2, secs(3.0)), Quota::new(10, secs(60.0)));
+        assert!(ten_in_sixty.is_stricter_than(&two_in_three));
+        assert!(!two_in_three.is_stricter_than(&ten_in_sixty));
+        assert!(Quota::new(0, secs(1.0)).is_stricter_than(&ten_in_sixty));
+        assert!(Quota::new(0, secs(5.0)).is_stricter_than(&Quota::new(0, secs(1.0))));
+    }
+}
