@@ -49,5 +49,5 @@ pub mod __private {
     pub use http::HeaderName;
     pub use opentelemetry::metrics::Meter;
     pub use retryscope::classify::HttpClassifier;
-    pub use retryscope::{CircuitBreaker, RetryBudget};
+    pub use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 }

@@ -5,7 +5,7 @@ use crate::rule::SharedRule;
 use http::HeaderName;
 use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
-use retryscope::{CircuitBreaker, RetryBudget};
+use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, Factory, OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
@@ -49,6 +49,9 @@ pub struct ClientSettings {
     pub budget: Option<Factory<RetryBudget>>,
     /// Makes each dependency's breaker; `None` calls without one.
     pub breaker: Option<Factory<CircuitBreaker>>,
+    /// Makes each dependency's pacer; `None` leaves every call to its own
+    /// server hints.
+    pub pacer: Option<Factory<Pacer>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub attempt_header: Option<HeaderName>,
     /// Retry only where no other layer of the call chain retries.
@@ -56,7 +59,7 @@ pub struct ClientSettings {
 }
 
 impl Default for ClientSettings {
-    /// A default budget and breaker per dependency, global telemetry, the
+    /// A default budget, breaker and pacer per dependency, global telemetry, the
     /// [`retry-attempt`](ATTEMPT_HEADER) header.
     fn default() -> Self {
         Self {
@@ -66,6 +69,7 @@ impl Default for ClientSettings {
             retry_log: true,
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
+            pacer: Some(Arc::new(Pacer::new)),
             attempt_header: Some(ATTEMPT_HEADER),
             one_layer: false,
         }
@@ -100,6 +104,7 @@ impl fmt::Debug for ClientSettings {
             .field("retry_log", &self.retry_log)
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
+            .field("pacer", &self.pacer.is_some())
             .field("attempt_header", &self.attempt_header)
             .field("one_layer", &self.one_layer)
             .finish()
@@ -112,6 +117,7 @@ impl fmt::Debug for ClientSettings {
 ///
 /// - `telemetry`: `meter`, `no_telemetry` (and the deprecated `without_telemetry`);
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
+/// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header` — what only HTTP semantics use.
 #[doc(hidden)]
@@ -160,6 +166,28 @@ macro_rules! shared_setters {
         /// Calls every dependency, however often it fails: no circuit breaker.
         pub fn no_breaker(mut self) -> Self {
             self.$($field).+.breaker = None;
+            self
+        }
+    };
+    ($($field:ident).+ : pacer) => {
+        /// Gives each dependency a pacer made by `make` (default:
+        /// [`Pacer::new`](retryscope::Pacer::new)): what one response says
+        /// about pace — a `Retry-After` on a 429 or 503, a quota in
+        /// `RateLimit` or `X-RateLimit-*` headers on any response — holds
+        /// back every call to that dependency, not only the one that got it
+        /// (see [`retryscope::pace`](retryscope::pace)).
+        pub fn pacer_per_dependency(
+            mut self,
+            make: impl Fn() -> $crate::__private::Pacer + Send + Sync + 'static,
+        ) -> Self {
+            self.$($field).+.pacer = Some(::std::sync::Arc::new(make));
+            self
+        }
+
+        /// Keeps no pace per dependency: each call honours only the hints of
+        /// its own responses.
+        pub fn no_pacer(mut self) -> Self {
+            self.$($field).+.pacer = None;
             self
         }
     };

@@ -10,7 +10,7 @@
 
 use crate::gauges;
 use opentelemetry::metrics::Meter;
-use retryscope::CircuitBreaker;
+use retryscope::{CircuitBreaker, Pacer};
 use retryscope::throttle::Throttle;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -98,12 +98,13 @@ impl NameTable {
 /// Makes a budget or a breaker for a newly seen dependency.
 pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 
-/// The guards of one dependency: a retry budget (any [`Throttle`]) and a circuit
-/// breaker, each optional.
+/// The guards of one dependency: a retry budget (any [`Throttle`]), a circuit
+/// breaker and a [`Pacer`], each optional.
 pub struct Guards<T> {
     dependency: Arc<str>,
     budget: Option<T>,
     breaker: Option<CircuitBreaker>,
+    pacer: Option<Pacer>,
 }
 
 impl<T> Guards<T> {
@@ -121,6 +122,11 @@ impl<T> Guards<T> {
     pub fn breaker(&self) -> Option<&CircuitBreaker> {
         self.breaker.as_ref()
     }
+
+    /// The dependency's pacer, if it has one.
+    pub fn pacer(&self) -> Option<&Pacer> {
+        self.pacer.as_ref()
+    }
 }
 
 impl<T> fmt::Debug for Guards<T> {
@@ -129,19 +135,20 @@ impl<T> fmt::Debug for Guards<T> {
             .field("dependency", &self.dependency)
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
+            .field("pacer", &self.pacer.is_some())
             .finish()
     }
 }
 
-/// One budget and one breaker per dependency, created on first use and shared
+/// One budget, one breaker and one pacer per dependency, created on first use and shared
 /// by every clone — what a client keeps so that a failing dependency cannot
 /// spend the retries of a healthy one.
 ///
 /// Dependencies are named through [`bounded_dependency`], so the registry holds
 /// at most [`MAX_DEPENDENCIES`] + 1 entries whatever the traffic. Built with a
 /// [`meter`](DependencyGuardsBuilder::meter), it publishes
-/// `retryscope.budget.available` and `retryscope.breaker.state` for every
-/// dependency through one callback per gauge; the callbacks hold the registry
+/// `retryscope.budget.available`, `retryscope.breaker.state` and
+/// `retryscope.pace.rate` for every dependency through one callback per gauge; the callbacks hold the registry
 /// weakly, so dropping the last clone frees the guards and ends the reports,
 /// although OpenTelemetry keeps callbacks for the meter provider's lifetime.
 ///
@@ -173,6 +180,7 @@ struct Registry<T> {
     guards: RwLock<HashMap<Arc<str>, Arc<Guards<T>>>>,
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
+    pacer: Option<Factory<Pacer>>,
 }
 
 /// Configures a [`DependencyGuards`]: which guards each dependency gets, and
@@ -181,6 +189,7 @@ struct Registry<T> {
 pub struct DependencyGuardsBuilder<T> {
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
+    pacer: Option<Factory<Pacer>>,
     meter: Option<Meter>,
 }
 
@@ -189,6 +198,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
         f.debug_struct("DependencyGuardsBuilder")
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
+            .field("pacer", &self.pacer.is_some())
             .field("meter", &self.meter.is_some())
             .finish()
     }
@@ -203,6 +213,17 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     /// Gives each dependency a breaker made by `make`.
     pub fn breaker(self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
         self.breaker_factory(Some(Arc::new(make)))
+    }
+
+    /// Gives each dependency a pacer made by `make`.
+    pub fn pacer(self, make: impl Fn() -> Pacer + Send + Sync + 'static) -> Self {
+        self.pacer_factory(Some(Arc::new(make)))
+    }
+
+    /// Sets (or, with `None`, removes) the shared pacer factory.
+    pub fn pacer_factory(mut self, make: Option<Factory<Pacer>>) -> Self {
+        self.pacer = make;
+        self
     }
 
     /// Sets (or, with `None`, removes) the shared budget factory.
@@ -227,8 +248,12 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
 
     /// The registry, with its gauges registered.
     pub fn build(self) -> DependencyGuards<T> {
-        let inner =
-            Arc::new(Registry { guards: RwLock::default(), budget: self.budget, breaker: self.breaker });
+        let inner = Arc::new(Registry {
+            guards: RwLock::default(),
+            budget: self.budget,
+            breaker: self.breaker,
+            pacer: self.pacer,
+        });
         if let Some(meter) = &self.meter {
             register_gauges(meter, &inner);
         }
@@ -259,12 +284,22 @@ fn register_gauges<T: Throttle + 'static>(meter: &Meter, registry: &Arc<Registry
             }
         });
     }
+    if registry.pacer.is_some() {
+        let registry = Arc::downgrade(registry);
+        gauges::pace_gauge(meter, move |observe| {
+            for guards in live(&registry) {
+                if let Some(rate) = guards.pacer.as_ref().and_then(Pacer::allowed_rate) {
+                    observe(rate, &guards.dependency);
+                }
+            }
+        });
+    }
 }
 
 impl<T: Throttle + 'static> DependencyGuards<T> {
     /// A registry with no guards and no gauges yet: see the builder's methods.
     pub fn builder() -> DependencyGuardsBuilder<T> {
-        DependencyGuardsBuilder { budget: None, breaker: None, meter: None }
+        DependencyGuardsBuilder { budget: None, breaker: None, pacer: None, meter: None }
     }
 
     /// The guards of `dependency`, created on first use. A name beyond the
@@ -305,6 +340,7 @@ impl<T> Registry<T> {
             dependency,
             budget: self.budget.as_ref().map(|make| make()),
             breaker: self.breaker.as_ref().map(|make| make()),
+            pacer: self.pacer.as_ref().map(|make| make()),
         }
     }
 }
@@ -328,6 +364,7 @@ impl<T> fmt::Debug for DependencyGuards<T> {
             .field("dependencies", &dependencies)
             .field("budget", &self.inner.budget.is_some())
             .field("breaker", &self.inner.breaker.is_some())
+            .field("pacer", &self.inner.pacer.is_some())
             .finish()
     }
 }

@@ -1,5 +1,5 @@
 //! Observable gauges for state that lives outside any one call: the circuit
-//! breaker's state and the retry budget's headroom.
+//! breaker's state, the retry budget's headroom and the pacer's rate.
 //!
 //! The SDK calls the callbacks at each collection, so reading the state costs
 //! nothing on the request path.
@@ -95,6 +95,21 @@ pub(crate) fn budget_gauge(
         .with_callback(move |gauge| {
             report(&mut |available, dependency| gauge.observe(available, &attrs(dependency)))
         })
+        .build()
+}
+
+/// `retryscope.pace.rate` with a callback that reports any number of
+/// dependencies: `report` calls `observe(rate, dependency)` for each whose
+/// pacer has a pace in force.
+pub(crate) fn pace_gauge(
+    meter: &Meter,
+    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+) -> ObservableGauge<f64> {
+    meter
+        .f64_observable_gauge(names::PACE_RATE)
+        .with_unit(names::UNIT_RATE)
+        .with_description("The send rate the dependency's pacer allows while a pace is in force.")
+        .with_callback(move |gauge| report(&mut |rate, dependency| gauge.observe(rate, &attrs(dependency))))
         .build()
 }
 

@@ -196,6 +196,7 @@ pub(crate) fn stop_reason_str(reason: StopReason) -> &'static str {
         StopReason::HintTooLong { .. } => names::STOP_HINT_TOO_LONG,
         StopReason::BudgetExhausted => names::STOP_BUDGET_EXHAUSTED,
         StopReason::CircuitOpen => names::STOP_CIRCUIT_OPEN,
+        StopReason::RateLimited { .. } => names::STOP_RATE_LIMITED,
         StopReason::UpstreamRetry => names::STOP_UPSTREAM_RETRY,
         // A reason this crate does not know yet: bounded, never a new value.
         _ => crate::labels::OTHER,
@@ -252,6 +253,11 @@ mod tests {
             },
             StopReason::BudgetExhausted,
             StopReason::CircuitOpen,
+            StopReason::RateLimited {
+                source: retryscope::pace::HoldSource::RateLimit,
+                wait: Duration::ZERO,
+                limit: Duration::ZERO,
+            },
             StopReason::UpstreamRetry,
         ];
         let names: Vec<_> = reasons.into_iter().map(stop_reason_str).collect();

@@ -37,6 +37,7 @@ struct Instruments {
     attempt_duration: Histogram<f64>,
     request_duration: Histogram<f64>,
     backoff_delay: Histogram<f64>,
+    pace_held: Histogram<f64>,
 }
 
 impl RetryMetrics {
@@ -60,7 +61,7 @@ impl RetryMetrics {
             throttled: counter(
                 names::THROTTLED,
                 names::UNIT_RETRY,
-                "Retries refused by the retry budget or the circuit breaker.",
+                "Retries (or calls) refused by the retry budget, the circuit breaker or the pacer.",
             ),
             attempt_duration: histogram(names::ATTEMPT_DURATION, "Duration of each attempt."),
             request_duration: histogram(
@@ -68,6 +69,10 @@ impl RetryMetrics {
                 "Duration of each logical operation, waits included.",
             ),
             backoff_delay: histogram(names::BACKOFF_DELAY, "Waits between attempts."),
+            pace_held: histogram(
+                names::PACE_HELD,
+                "How long the pacer held a call back before an attempt was sent.",
+            ),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -101,6 +106,12 @@ impl RetryMetrics {
         let mut attrs = common.attrs::<3>();
         attrs.push(KeyValue::new(names::DELAY_SOURCE, source));
         self.inner.backoff_delay.record(delay.as_secs_f64(), attrs.as_slice());
+    }
+
+    pub(crate) fn held(&self, common: &Common, source: &'static str, wait: Duration) {
+        let mut attrs = common.attrs::<3>();
+        attrs.push(KeyValue::new(names::PACE_SOURCE, source));
+        self.inner.pace_held.record(wait.as_secs_f64(), attrs.as_slice());
     }
 
     pub(crate) fn finished(&self, common: &Common, outcome: &'static str, attempts: i64, duration: Duration) {

@@ -27,6 +27,12 @@ pub const BACKOFF_DELAY: &str = "retryscope.backoff.delay";
 pub const SERVER_REQUESTS: &str = "retryscope.server.requests";
 /// Observable gauge `{state}`: 0 closed, 1 half-open, 2 open.
 pub const BREAKER_STATE: &str = "retryscope.breaker.state";
+/// Histogram `s`: how long the pacer held a call back before an attempt was
+/// sent, by [`PACE_SOURCE`].
+pub const PACE_HELD: &str = "retryscope.pace.held";
+/// Observable gauge `{request}/s`: the send rate a dependency's pacer allows
+/// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise.
+pub const PACE_RATE: &str = "retryscope.pace.rate";
 /// Observable gauge `{retry}`: how many retries the budget would allow now.
 pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 
@@ -34,6 +40,8 @@ pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 pub const UNIT_REQUEST: &str = "{request}";
 /// Unit of [`RETRIES`], [`THROTTLED`] and [`BUDGET_AVAILABLE`].
 pub const UNIT_RETRY: &str = "{retry}";
+/// Unit of [`PACE_RATE`].
+pub const UNIT_RATE: &str = "{request}/s";
 /// Unit of [`BREAKER_STATE`].
 pub const UNIT_STATE: &str = "{state}";
 /// Unit of the duration histograms.
@@ -54,12 +62,19 @@ pub const RETRY_REASON: &str = "retryscope.retry.reason";
 /// Where a wait came from: `policy`, `retry_after`, `rate_limit` or
 /// `grpc_pushback` (every value: `retryscope::DelaySource::ALL`).
 pub const DELAY_SOURCE: &str = "retryscope.delay.source";
-/// Why a retry was refused: [`THROTTLED_BY_BUDGET`] or [`THROTTLED_BY_BREAKER`].
+/// Why the pacer held a call: `retry_after`, `rate_limit`, `grpc_pushback`
+/// or `adaptive` (every value: `retryscope::pace::HoldSource::ALL`).
+pub const PACE_SOURCE: &str = "retryscope.pace.source";
+/// Why a retry was refused: [`THROTTLED_BY_BUDGET`], [`THROTTLED_BY_BREAKER`],
+/// [`THROTTLED_BY_PACER`] or [`THROTTLED_BY_UPSTREAM`].
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
 /// [`THROTTLE_REASON`] when the retry budget (or token bucket) refused.
 pub const THROTTLED_BY_BUDGET: &str = "budget";
 /// [`THROTTLE_REASON`] when the circuit breaker refused.
 pub const THROTTLED_BY_BREAKER: &str = "circuit_open";
+/// [`THROTTLE_REASON`] when the pacer refused to send a call (or a retry)
+/// whose next slot came after its deadline: the dependency is rate-limited.
+pub const THROTTLED_BY_PACER: &str = "rate_limited";
 /// [`THROTTLE_REASON`] when a retry was not made because retries happen at
 /// another layer: the request being served is itself a retry, or the layer
 /// below already retried.
@@ -72,6 +87,8 @@ pub const ERROR_TYPE: &str = "error.type";
 /// The name of the per-operation span's event for each wait (also the message of
 /// the per-retry log event).
 pub const BACKOFF_EVENT: &str = "retryscope.backoff";
+/// The name of the per-operation span's event when the pacer holds a call.
+pub const HELD_EVENT: &str = "retryscope.held";
 /// The message of the WARN log event (and operation-span event) of an
 /// operation that gave up: its retries ran out or were refused.
 pub const GAVE_UP_EVENT: &str = "retryscope.gave_up";
@@ -92,8 +109,10 @@ pub const STOP_BUDGET_EXHAUSTED: &str = "budget_exhausted";
 pub const STOP_CIRCUIT_OPEN: &str = "circuit_open";
 /// `retryscope.stop_reason`: retries happen at another layer of the call chain.
 pub const STOP_UPSTREAM_RETRY: &str = "upstream_retry";
+/// `retryscope.stop_reason`: the pacer's next slot came after the deadline.
+pub const STOP_RATE_LIMITED: &str = "rate_limited";
 /// Every `retryscope.stop_reason` value, in the order of `StopReason`.
-pub const STOP_REASONS: [&str; 8] = [
+pub const STOP_REASONS: [&str; 9] = [
     STOP_PERMANENT,
     STOP_UNREPEATABLE,
     STOP_ATTEMPTS_EXHAUSTED,
@@ -101,6 +120,7 @@ pub const STOP_REASONS: [&str; 8] = [
     STOP_HINT_TOO_LONG,
     STOP_BUDGET_EXHAUSTED,
     STOP_CIRCUIT_OPEN,
+    STOP_RATE_LIMITED,
     STOP_UPSTREAM_RETRY,
 ];
 

@@ -9,7 +9,7 @@ use crate::spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, operation_s
 use opentelemetry::InstrumentationScope;
 use opentelemetry::metrics::Meter;
 use retryscope::observe::{
-    AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+    AttemptEnd, AttemptScope, AttemptStart, Finish, Held, Observer, OperationInfo, OperationObserver, Wait,
 };
 use retryscope::{ErrorType, Outcome, StopReason};
 use tracing::Span;
@@ -196,6 +196,27 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         }
     }
 
+    fn held(&mut self, held: &Held) {
+        let source = held.source.as_str();
+        self.metrics.held(&self.common, source, held.wait);
+        // Like the backoff event, one event serves as the operation span's
+        // event and as a line of the retry log, under the log's switch.
+        if !self.log {
+            return;
+        }
+        tracing::event!(
+            target: names::TARGET,
+            parent: &self.span,
+            tracing::Level::INFO,
+            retryscope.dependency = self.common.dependency(),
+            retryscope.attempt = i64::from(held.attempt),
+            retryscope.pace.source = source,
+            retryscope.pace.held_ms = log::millis(held.wait),
+            "{}",
+            names::HELD_EVENT,
+        );
+    }
+
     fn finished(self, finish: &Finish) {
         let outcome = finish.outcome.as_str();
         let attempts = i64::from(finish.attempts.min(self.max_attempts));
@@ -219,6 +240,7 @@ fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
     match reason? {
         StopReason::BudgetExhausted => Some(names::THROTTLED_BY_BUDGET),
         StopReason::CircuitOpen => Some(names::THROTTLED_BY_BREAKER),
+        StopReason::RateLimited { .. } => Some(names::THROTTLED_BY_PACER),
         StopReason::UpstreamRetry => Some(names::THROTTLED_BY_UPSTREAM),
         _ => None,
     }

@@ -16,6 +16,7 @@ pub struct RetryMiddlewareBuilder {
 impl RetryMiddlewareBuilder {
     retryscope_http::shared_setters!(settings: telemetry);
     retryscope_http::shared_setters!(settings: breaker);
+    retryscope_http::shared_setters!(settings: pacer);
     retryscope_http::shared_setters!(settings: http);
 
     /// Retries only where no other layer of the call chain retries (off by
@@ -50,8 +51,10 @@ impl RetryMiddlewareBuilder {
     pub fn build(self) -> RetryMiddleware {
         let settings = self.settings;
         let (meter, telemetry, retry_log) = ClientSettings::observers(settings.telemetry, settings.retry_log);
-        let guards =
-            DependencyGuards::builder().budget_factory(settings.budget).breaker_factory(settings.breaker);
+        let guards = DependencyGuards::builder()
+            .budget_factory(settings.budget)
+            .breaker_factory(settings.breaker)
+            .pacer_factory(settings.pacer);
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,

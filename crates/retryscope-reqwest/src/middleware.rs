@@ -10,7 +10,7 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
 use retryscope::observe::StopRecorder;
-use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason};
+use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
 use retryscope_http::rule::SharedRule;
 use retryscope_http::shape::{Shaped, shape};
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
@@ -34,10 +34,16 @@ use std::fmt;
 ///   asks a [`ResponseRule`](retryscope_http::rule::ResponseRule) about each
 ///   response's status and headers before the built-in statuses; request
 ///   safety still applies to its verdict.
-/// - **Server hints**: `Retry-After` and `RateLimit` from the response.
+/// - **Server hints**: `Retry-After` and `RateLimit` from the response, for
+///   the call that got it; and a [`Pacer`](retryscope::Pacer) per dependency,
+///   so that a 429's or 503's `Retry-After`, and the quota that `RateLimit` or
+///   `X-RateLimit-*` headers report on any response, hold back every call to
+///   that dependency ([`no_pacer`](RetryMiddlewareBuilder::no_pacer) to keep
+///   hints per call).
 /// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
-///   every clone of the client. At most
+///   every clone of the client; the breaker counts no 429, since a rate limit
+///   is not an outage. At most
 ///   [`MAX_DEPENDENCIES`](retryscope_otel::MAX_DEPENDENCIES) dependencies are
 ///   told apart; further hosts share the guards and the label `_OTHER`.
 /// - **Telemetry**: the metrics and spans of the [telemetry contract], with HTTP
@@ -167,6 +173,7 @@ impl Middleware for RetryMiddleware {
 
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();
+        let pacer = guards.pacer();
         let attempt = || {
             number += 1;
             let request = source.next();
@@ -187,6 +194,10 @@ impl Middleware for RetryMiddleware {
                 let result = next.run(request, &mut extensions).await;
                 if let Ok(response) = &result {
                     span.record("http.response.status_code", i64::from(response.status().as_u16()));
+                    if let Some(pacer) = pacer {
+                        let now = std::time::SystemTime::now();
+                        pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
+                    }
                 }
                 result
             }
@@ -222,6 +233,10 @@ fn guarded<'a, Op, C, O, N>(
     };
     let retry = match guards.breaker() {
         Some(breaker) => retry.breaker(breaker),
+        None => retry,
+    };
+    let retry = match guards.pacer() {
+        Some(pacer) => retry.pacer(pacer),
         None => retry,
     };
     match operation {

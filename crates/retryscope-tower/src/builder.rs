@@ -85,6 +85,7 @@ impl RetryLayerBuilder {
 
     retryscope_http::shared_setters!(tower.shared: telemetry);
     retryscope_http::shared_setters!(tower.shared: breaker);
+    retryscope_http::shared_setters!(tower.shared: pacer);
     retryscope_http::shared_setters!(tower.shared: http);
     tower_setters!();
 
@@ -116,7 +117,10 @@ impl TowerSettings {
         };
         #[cfg(not(feature = "grpc"))]
         let _: Option<GrpcConfig> = grpc;
-        let guards = DependencyGuards::builder().budget_factory(budget).breaker_factory(shared.breaker);
+        let guards = DependencyGuards::builder()
+            .budget_factory(budget)
+            .breaker_factory(shared.breaker)
+            .pacer_factory(shared.pacer);
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,

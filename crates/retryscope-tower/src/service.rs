@@ -9,7 +9,7 @@ use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope::observe::StopRecorder;
-use retryscope::{Policy, RetryError, Retryable, StopReason};
+use retryscope::{Pacer, Policy, RetryError, Retryable, StopReason, hints};
 use retryscope_http::RetryOptions;
 use retryscope_http::shape::{Shaped, shape};
 use std::fmt;
@@ -138,6 +138,7 @@ where
         number: 0,
         call,
         attempt_header: settings.attempt_header.clone(),
+        pacer: guards.pacer().cloned(),
         #[cfg(feature = "grpc")]
         started: None,
     };
@@ -155,6 +156,10 @@ where
     };
     let retry = match guards.breaker() {
         Some(breaker) => retry.breaker(Arc::new(breaker.clone())),
+        None => retry,
+    };
+    let retry = match guards.pacer() {
+        Some(pacer) => retry.pacer(Arc::new(pacer.clone())),
         None => retry,
     };
     let retry = match options.operation_name() {
@@ -233,6 +238,8 @@ struct Attempts<S, B> {
     call: Call,
     /// The header that tells an HTTP server which attempt a retry is.
     attempt_header: Option<http::HeaderName>,
+    /// The dependency's pacer, told what every response says about pace.
+    pacer: Option<Pacer>,
     /// When the first attempt started: `grpc-timeout` counts from there.
     #[cfg(feature = "grpc")]
     started: Option<tokio::time::Instant>,
@@ -268,6 +275,7 @@ where
             parts.headers.insert(name.clone(), http::HeaderValue::from(number));
         }
         let grpc = self.call.grpc;
+        let pacer = self.pacer.clone();
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
             let span = Span::current();
@@ -289,6 +297,10 @@ where
                 return read_status(response, &span).await;
             }
             span.record("http.response.status_code", i64::from(response.status().as_u16()));
+            if let Some(pacer) = &pacer {
+                let now = std::time::SystemTime::now();
+                pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
+            }
             Ok(response)
         }
     }

@@ -82,6 +82,7 @@ impl GrpcRetryLayerBuilder {
 
     retryscope_http::shared_setters!(tower.shared: telemetry);
     retryscope_http::shared_setters!(tower.shared: breaker);
+    retryscope_http::shared_setters!(tower.shared: pacer);
     tower_setters!();
 
     /// The layer.
