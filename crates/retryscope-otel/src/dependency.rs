@@ -10,8 +10,8 @@
 
 use crate::gauges;
 use opentelemetry::metrics::Meter;
-use retryscope::{CircuitBreaker, Pacer};
 use retryscope::throttle::Throttle;
+use retryscope::{CircuitBreaker, Pacer};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock, Weak};

@@ -41,6 +41,8 @@ pub struct Seen {
     pub method: String,
     pub path: String,
     pub headers: HashMap<String, String>,
+    /// When the whole request had been read, on tokio's clock (paused or not).
+    pub at: tokio::time::Instant,
 }
 
 #[derive(Default)]
@@ -173,5 +175,5 @@ async fn read_request(stream: &mut TcpStream) -> Option<Seen> {
         buf.extend_from_slice(&chunk[..n]);
     }
     let path = path.split('?').next().unwrap_or_default().to_owned();
-    Some(Seen { method, path, headers })
+    Some(Seen { method, path, headers, at: tokio::time::Instant::now() })
 }

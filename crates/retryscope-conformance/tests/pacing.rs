@@ -1,0 +1,287 @@
+//! A dependency's pace, learned from one response and honoured by every call
+//! of a client shared by many callers — for both integrations. Arithmetic on
+//! tokio's paused clock; the herd's return on the wall clock.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use retryscope::{Policy, RetryError, StopReason};
+use retryscope_reqwest::RetryMiddleware;
+use retryscope_test_support::{Reply, Server};
+use retryscope_tower::{GaveUp, RetryLayer, RetryService};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+#[derive(Debug, Clone, Copy)]
+enum Integration {
+    Reqwest,
+    Tower,
+}
+
+const BOTH: [Integration; 2] = [Integration::Reqwest, Integration::Tower];
+
+/// What a caller got.
+#[derive(Debug, PartialEq)]
+enum Answer {
+    Status(u16),
+    GaveUp(StopReason),
+    Other(String),
+}
+
+/// One client of either integration, cloned by every caller, as a service
+/// shares one: the guards behind it are the same for all.
+#[derive(Clone)]
+enum Client {
+    Reqwest(reqwest_middleware::ClientWithMiddleware),
+    Tower(RetryService<HyperClient<HttpConnector, Full<Bytes>>>),
+}
+
+impl Integration {
+    /// A client with `policy` and default guards (budget, breaker, pacer),
+    /// without telemetry.
+    fn client(self, policy: Policy) -> Client {
+        match self {
+            Integration::Reqwest => Client::Reqwest(
+                reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                    .with(RetryMiddleware::builder(policy).no_telemetry().build())
+                    .build(),
+            ),
+            Integration::Tower => {
+                let inner = HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+                let layer = RetryLayer::builder(policy).no_telemetry().build();
+                Client::Tower(ServiceBuilder::new().layer(layer).service(inner))
+            }
+        }
+    }
+}
+
+impl Client {
+    async fn get(&self, url: &str) -> Answer {
+        match self {
+            Client::Reqwest(client) => match client.get(url).send().await {
+                Ok(response) => Answer::Status(response.status().as_u16()),
+                Err(reqwest_middleware::Error::Middleware(error)) => {
+                    match error.downcast_ref::<RetryError<reqwest_middleware::Error>>() {
+                        Some(gave_up) => Answer::GaveUp(gave_up.reason()),
+                        None => Answer::Other(error.to_string()),
+                    }
+                }
+                Err(error) => Answer::Other(error.to_string()),
+            },
+            Client::Tower(service) => {
+                let request = http::Request::get(url).body(Full::default()).expect("valid request");
+                let mut service = service.clone();
+                match async { service.ready().await?.call(request).await }.await {
+                    Ok(response) => Answer::Status(response.status().as_u16()),
+                    Err(error) => match error.downcast_ref::<GaveUp>() {
+                        Some(gave_up) => Answer::GaveUp(gave_up.reason()),
+                        None => Answer::Other(error.to_string()),
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Up to three attempts a call, a short backoff, a deadline of `deadline`.
+fn policy(deadline: Duration) -> Policy {
+    Policy::builder()
+        .max_attempts(3)
+        .base_delay(Duration::from_millis(10))
+        .max_delay(Duration::from_millis(100))
+        .deadline(deadline)
+        .build()
+        .expect("valid policy")
+}
+
+/// One attempt a call: what the server answers is what the caller gets.
+fn once() -> Policy {
+    Policy::builder().max_attempts(1).deadline(Duration::from_secs(15)).build().expect("valid policy")
+}
+
+/// `callers` calls at once through `client`, each to `url`.
+async fn herd(client: &Client, url: &str, callers: usize) -> Vec<Answer> {
+    let calls = (0..callers).map(|_| {
+        let (client, url) = (client.clone(), url.to_owned());
+        tokio::spawn(async move { client.get(&url).await })
+    });
+    let mut answers = Vec::with_capacity(callers);
+    for call in calls.collect::<Vec<_>>() {
+        answers.push(call.await.expect("caller task"));
+    }
+    answers
+}
+
+/// On the wall clock: 20 callers of one client, after one of them got a 429
+/// with `Retry-After: 2`. None of them reaches the server for those 2 s, and
+/// when they do, they come back spread rather than in one spike.
+#[tokio::test]
+async fn one_429_holds_back_every_caller_and_they_return_spread() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        server.script("/api", [Reply::with_header(429, "retry-after", "2")]);
+        let client = integration.client(once());
+        let url = server.url("/api");
+        let told = client.get(&url).await;
+        assert_eq!(told, Answer::Status(429), "{integration:?}");
+        let told_at = server.seen()[0].at;
+
+        let answers = herd(&client, &url, 20).await;
+        assert!(answers.iter().all(|a| *a == Answer::Status(200)), "{integration:?}: {answers:?}");
+        let arrivals: Vec<Duration> = server.seen()[1..].iter().map(|s| s.at - told_at).collect();
+        assert_eq!(arrivals.len(), 20, "{integration:?}");
+        let (first, last) = (arrivals.iter().min().copied(), arrivals.iter().max().copied());
+        let (first, last) = first.zip(last).expect("20 arrivals");
+        // Not one request inside the 2 s (a little slack for the time the
+        // 429 took to reach the client after the server logged the request).
+        assert!(first >= Duration::from_millis(1_950), "{integration:?}: {arrivals:?}");
+        // The spread is a fifth of the hint, 400 ms: twenty callers cover
+        // most of it, far from the 12 ms of a herd returning together.
+        assert!(last - first >= Duration::from_millis(150), "{integration:?}: {arrivals:?}");
+        assert!(last <= Duration::from_millis(2_400 + 500), "{integration:?}: {arrivals:?}");
+    }
+}
+
+/// A 200 saying two requests are left in the next three seconds: the calls
+/// that follow are spaced so that no more than two reach the server before
+/// the reset.
+#[tokio::test(start_paused = true)]
+async fn a_quota_on_a_success_paces_the_calls_that_follow() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        server.script(
+            "/api",
+            [Reply::Status(200, vec![("ratelimit", r#""default";r=2;t=3"#.to_owned())], "first")],
+        );
+        let client = integration.client(policy(Duration::from_secs(15)));
+        let url = server.url("/api");
+        assert_eq!(client.get(&url).await, Answer::Status(200), "{integration:?}");
+        let reported_at = server.seen()[0].at;
+
+        let answers = herd(&client, &url, 4).await;
+        assert!(answers.iter().all(|a| *a == Answer::Status(200)), "{integration:?}: {answers:?}");
+        let arrivals: Vec<Duration> = server.seen()[1..].iter().map(|s| s.at - reported_at).collect();
+        let inside = arrivals.iter().filter(|at| **at < Duration::from_secs(3)).count();
+        assert_eq!(inside, 2, "{integration:?}: {arrivals:?}");
+        let mut sorted = arrivals.clone();
+        sorted.sort();
+        for pair in sorted.windows(2) {
+            assert!(pair[1] - pair[0] >= Duration::from_millis(1_499), "{integration:?}: {sorted:?}");
+        }
+    }
+}
+
+/// An exhausted quota: the next call waits for the reset, or — when its
+/// deadline is shorter than the wait — fails at once without being sent.
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_quota_is_waited_out_or_refused_at_once() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        let exhausted = || Reply::Status(200, vec![("ratelimit", r#""default";r=0;t=2"#.to_owned())], "last");
+        server.script("/api", [exhausted(), exhausted(), exhausted()]);
+        let url = server.url("/api");
+
+        let patient = integration.client(policy(Duration::from_secs(15)));
+        assert_eq!(patient.get(&url).await, Answer::Status(200), "{integration:?}");
+        let start = Instant::now();
+        assert_eq!(patient.get(&url).await, Answer::Status(200), "{integration:?}");
+        assert!(start.elapsed() >= Duration::from_secs(2), "{integration:?}: {:?}", start.elapsed());
+
+        let hurried = integration.client(policy(Duration::from_millis(500)));
+        assert_eq!(hurried.get(&url).await, Answer::Status(200), "{integration:?}");
+        let seen = server.seen().len();
+        let start = Instant::now();
+        let refused = hurried.get(&url).await;
+        assert!(
+            matches!(refused, Answer::GaveUp(StopReason::RateLimited { .. })),
+            "{integration:?}: {refused:?}"
+        );
+        assert!(start.elapsed() < Duration::from_millis(1), "{integration:?}: not at once");
+        assert_eq!(server.seen().len(), seen, "{integration:?}: the refused call was sent");
+    }
+}
+
+/// Quota headers that are malformed, contradictory or implausible slow
+/// nothing down and break nothing.
+#[tokio::test(start_paused = true)]
+async fn malformed_quota_headers_change_nothing() {
+    let malformed = [
+        ("ratelimit", r#""default";r=-1;t=5"#),
+        ("ratelimit", r#""default";r=0;t=-5"#),
+        ("ratelimit", r#"default;r=0;t=5, ("#),
+        ("ratelimit", r#""default";r=zero;t=5"#),
+        ("ratelimit", r#""default";r=0;t=99999999999"#),
+        ("x-ratelimit-remaining", "0"),
+        ("x-ratelimit-reset", "5"),
+        ("retry-after", "soon"),
+        ("ratelimit-remaining", "-3"),
+        ("retry-after", "-5"),
+    ];
+    for integration in BOTH {
+        let server = Server::start().await;
+        server.script(
+            "/api",
+            malformed.iter().map(|(name, value)| Reply::Status(200, vec![(name, (*value).to_owned())], "ok")),
+        );
+        let client = integration.client(policy(Duration::from_secs(15)));
+        let url = server.url("/api");
+        let start = Instant::now();
+        for _ in 0..=malformed.len() {
+            assert_eq!(client.get(&url).await, Answer::Status(200), "{integration:?}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_millis(1),
+            "{integration:?}: slowed by {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+/// A rate limit is not an outage: 40 calls answered 429 leave the breaker
+/// closed (the 41st still reaches the server); 40 answered 503 open it.
+#[tokio::test(start_paused = true)]
+async fn a_wave_of_429s_never_opens_the_breaker_and_an_outage_does() {
+    for integration in BOTH {
+        for (status, opens) in [(429, false), (503, true)] {
+            let server = Server::start().await;
+            server.script("/api", (0..40).map(|_| Reply::status(status)));
+            let client = integration.client(once());
+            let url = server.url("/api");
+            let mut refused = 0;
+            for _ in 0..41 {
+                match client.get(&url).await {
+                    Answer::GaveUp(StopReason::CircuitOpen) => refused += 1,
+                    Answer::Status(_) => {}
+                    other => panic!("{integration:?} {status}: {other:?}"),
+                }
+            }
+            if opens {
+                assert!(refused > 0, "{integration:?}: 40 503s did not open the breaker");
+                assert!(server.seen().len() < 41, "{integration:?}");
+            } else {
+                assert_eq!(refused, 0, "{integration:?}: 429s opened the breaker");
+                assert_eq!(server.seen().len(), 41, "{integration:?}");
+            }
+        }
+    }
+}
+
+/// A caller that gives up while the pacer holds its call sends nothing, now
+/// or later.
+#[tokio::test(start_paused = true)]
+async fn a_call_cancelled_while_held_sends_nothing() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        server.script("/api", [Reply::with_header(503, "retry-after", "5")]);
+        let client = integration.client(once());
+        let url = server.url("/api");
+        assert_eq!(client.get(&url).await, Answer::Status(503), "{integration:?}");
+        let cancelled = tokio::time::timeout(Duration::from_secs(1), client.get(&url)).await;
+        assert!(cancelled.is_err(), "{integration:?}: the held call was not held: {cancelled:?}");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(server.seen().len(), 1, "{integration:?}: a cancelled call reached the server");
+    }
+}
