@@ -98,6 +98,7 @@ pub mod hints;
 pub mod jobs;
 pub mod observe;
 pub mod outcome;
+pub mod pace;
 mod policy;
 mod random;
 mod retry;
