@@ -191,17 +191,30 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
     }
 
-    /// Asks the pacer, if any, when the first attempt may be sent: `Some`
-    /// wait when it is held back.
+    /// Asks the pacer, if any, whether the next attempt may be sent now:
+    /// `Some` wait when it is held back. The schedule is asked once per
+    /// attempt (a retry's plan already asked it); the adaptive limiter's token
+    /// last, at the moment of sending, and again after any hold.
     #[inline]
     fn pace_first(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
-        if std::mem::take(&mut self.paced) || pacer.is_idle() {
+        let scheduled = std::mem::take(&mut self.paced);
+        if pacer.is_idle() {
             return Ok(None);
         }
         let remaining = self.remaining(now);
-        let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
-        let admission = pacer.admit(Duration::ZERO, remaining, rng);
+        let admission = if scheduled {
+            pacer.take_token(remaining)
+        } else {
+            let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
+            match pacer.admit(Duration::ZERO, remaining, rng) {
+                Admission::Now => pacer.take_token(remaining),
+                held => held,
+            }
+        };
+        if admission == Admission::Now {
+            return Ok(None);
+        }
         self.open(now);
         self.held(admission, remaining.unwrap_or(Duration::MAX)).map_err(|reason| self.stop(now, reason))
     }

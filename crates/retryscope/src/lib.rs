@@ -51,6 +51,8 @@
 //! - [`RetryBudget`] and [`TokenBucket`]: fleet-level caps on retries
 //!   ([`throttle::Throttle`]); [`CircuitBreaker`]: stop calling a dependency that
 //!   is down.
+//! - [`pace`]: pacing every call to a dependency by what it answers;
+//!   [`pace::adaptive::AdaptiveRate`] is the AWS SDKs' adaptive mode.
 //! - [`observe`]: the hook instrumentation implements (see `retryscope-otel`).
 //! - [`Shared`]: budgets, breakers and names borrowed, or shared through an
 //!   `Arc` so that a retry can be `'static` (spawned, or returned by a tower

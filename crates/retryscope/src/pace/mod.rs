@@ -18,6 +18,11 @@
 //!   response: sends are spaced `t / r` apart, so the quota lasts until the
 //!   reset instead of running out before it. The rate goes on applying to
 //!   slots taken under it; the next report replaces it.
+//! - **Adaptive mode**, opt in ([`Pacer::adaptive`]): the AWS SDKs'
+//!   client-side send-rate limiter ([`adaptive::AdaptiveRate`]). From the
+//!   first throttling answer (429, `RESOURCE_EXHAUSTED`) on, every send takes
+//!   a token from a bucket filled at a rate that backs off multiplicatively on
+//!   each throttling answer and recovers along the CUBIC curve.
 //! - **Only ever slower.** Hints that are missing, malformed or beyond
 //!   [`MAX_PACE`] change nothing, and nothing here can make a caller send
 //!   sooner than it would without a pacer.
@@ -52,6 +57,7 @@
 //! # }
 //! ```
 
+pub mod adaptive;
 mod schedule;
 mod signal;
 
@@ -61,6 +67,7 @@ pub use signal::{Held, HoldSource, PaceSignal, Quota};
 
 use crate::clock::{Clock, DefaultClock};
 use crate::random::JitterRng;
+use adaptive::{AdaptiveRate, Answer};
 use schedule::Schedule;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,6 +88,8 @@ struct Inner {
     // A mutex, not atomics: the state is a few fields that change together,
     // and it is taken only while a pace is in force or a signal arrives.
     schedule: Mutex<Schedule>,
+    /// The adaptive limiter, in adaptive mode.
+    adaptive: Option<AdaptiveRate>,
     clock: Arc<dyn Clock>,
 }
 
@@ -93,24 +102,64 @@ impl Pacer {
 
     /// A pacer reading time from `clock`.
     pub fn with_clock(clock: impl Clock + 'static) -> Self {
+        Self::assemble(Arc::new(clock), false)
+    }
+
+    /// A pacer in adaptive mode, on the default clock: the gates and quota
+    /// spacing of [`new`](Self::new), and the AWS SDKs' adaptive send-rate
+    /// limiter ([`adaptive::AdaptiveRate`]), in force from the first
+    /// throttling answer on.
+    pub fn adaptive() -> Self {
+        Self::adaptive_with_clock(DefaultClock)
+    }
+
+    /// A pacer in adaptive mode reading time from `clock`.
+    pub fn adaptive_with_clock(clock: impl Clock + 'static) -> Self {
+        Self::assemble(Arc::new(clock), true)
+    }
+
+    fn assemble(clock: Arc<dyn Clock>, adaptive: bool) -> Self {
+        let adaptive = adaptive.then(|| AdaptiveRate::new(clock.now()));
         Self {
             inner: Arc::new(Inner {
                 idle: AtomicBool::new(true),
                 schedule: Mutex::new(Schedule::default()),
-                clock: Arc::new(clock),
+                adaptive,
+                clock,
             }),
         }
     }
 
-    /// Takes in what a response said. An empty signal costs nothing.
+    /// Takes in what a response said. In adaptive mode every answer counts
+    /// (call it for each); otherwise an empty signal costs nothing.
     pub fn learn(&self, signal: &PaceSignal) {
+        if let Some(adaptive) = &self.inner.adaptive {
+            let answer = if signal.throttled { Answer::Throttled } else { Answer::Other };
+            adaptive.record(self.inner.clock.now(), answer);
+            if adaptive.allowed_rate().is_some() {
+                self.inner.idle.store(false, Ordering::Release);
+            }
+        }
         if signal.not_before.is_none() && signal.quota.is_none() {
             return;
         }
         let now = self.inner.clock.now();
         let mut schedule = self.schedule();
         schedule.learn(now, signal);
-        self.inner.idle.store(schedule.is_idle(), Ordering::Release);
+        self.settle_idle(&schedule);
+    }
+
+    /// Whether this pacer is in adaptive mode.
+    pub fn is_adaptive(&self) -> bool {
+        self.inner.adaptive.is_some()
+    }
+
+    /// Stores whether nothing is in force, with the schedule's lock held: no
+    /// gate, no spacing, and no adaptive limiter in force (once in force, it
+    /// stays so for the pacer's life).
+    fn settle_idle(&self, schedule: &Schedule) {
+        let adaptive_idle = self.inner.adaptive.as_ref().is_none_or(|a| a.allowed_rate().is_none());
+        self.inner.idle.store(schedule.is_idle() && adaptive_idle, Ordering::Release);
     }
 
     /// The rate in force, in requests per second: `Some(0.0)` while a gate is
@@ -123,8 +172,12 @@ impl Pacer {
         let now = self.inner.clock.now();
         let mut schedule = self.schedule();
         let rate = schedule.allowed_rate(now);
-        self.inner.idle.store(schedule.is_idle(), Ordering::Release);
-        rate
+        self.settle_idle(&schedule);
+        let adaptive = self.inner.adaptive.as_ref().and_then(AdaptiveRate::allowed_rate);
+        match (rate, adaptive) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (rate, adaptive) => rate.or(adaptive),
+        }
     }
 
     /// When a call may send `after` from now, with `limit` left before its
@@ -136,8 +189,23 @@ impl Pacer {
         let at = self.inner.clock.now() + after;
         let mut schedule = self.schedule();
         let admission = schedule.admit(at, limit, rng);
-        self.inner.idle.store(schedule.is_idle(), Ordering::Release);
+        self.settle_idle(&schedule);
         admission
+    }
+
+    /// In adaptive mode, a token for a send now: [`Admission::Now`] when one
+    /// was taken (or none is needed), a hold after which to ask again, or a
+    /// refusal when that wait would not fit in `limit`. Asked at the moment
+    /// of sending, never ahead: the limiter's bucket fills in real time.
+    pub(crate) fn take_token(&self, limit: Option<Duration>) -> Admission {
+        let Some(adaptive) = &self.inner.adaptive else { return Admission::Now };
+        match adaptive.acquire(self.inner.clock.now()) {
+            adaptive::Admission::Send => Admission::Now,
+            adaptive::Admission::Wait(wait) if limit.is_some_and(|limit| wait >= limit) => {
+                Admission::Refused { wait, source: HoldSource::Adaptive }
+            }
+            adaptive::Admission::Wait(wait) => Admission::Hold { wait, source: HoldSource::Adaptive },
+        }
     }
 
     /// Whether nothing is in force (one atomic load).
@@ -162,6 +230,7 @@ impl fmt::Debug for Pacer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pacer")
             .field("idle", &self.inner.idle.load(Ordering::Relaxed))
+            .field("adaptive", &self.inner.adaptive.is_some())
             .finish_non_exhaustive()
     }
 }

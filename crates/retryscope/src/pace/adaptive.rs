@@ -1,0 +1,237 @@
+//! Adaptive mode: a client-side send-rate limiter in the manner of the AWS
+//! SDKs' `adaptive` retry mode.
+//!
+//! Until a dependency first throttles, nothing is held back. From the first
+//! throttling answer on, every send takes a token from a bucket that fills at
+//! the *allowed rate*, and every answer moves that rate:
+//!
+//! - a throttling answer cuts it to 70 % of what the client was sending
+//!   (multiplicative decrease, β = 0.7), and remembers that rate as the peak;
+//! - any other answer lets it climb back along a CUBIC curve (RFC 9438's
+//!   window growth, scale 0.4): quickly at first, flattening as it nears the
+//!   peak, then probing beyond it;
+//! - either way the rate never exceeds twice the rate the client was measured
+//!   to send at (answers per half second, smoothed with weight 0.8), so an idle
+//!   client does not bank a licence to burst, and never falls below half a
+//!   call per second ([`MIN_FILL_RATE`]), so a throttled client keeps learning.
+//!
+//! The algorithm, its constants and its order of updates are the ones botocore
+//! (`botocore/retries/adaptive.py`, `throttling.py`, `bucket.py`), the Go v2 SDK
+//! and smithy-rs (`aws-smithy-runtime`'s `ClientRateLimiter`) share, and this
+//! module reproduces their published test vectors (see `adaptive/tests.rs`).
+//! Two choices where the SDKs differ, both botocore's and Go's: a send costs
+//! one token whether it is a first attempt or a retry (smithy-rs charges
+//! retries five; here the retry budget already prices retries), and time is
+//! counted from the limiter's creation rather than the Unix epoch, so
+//! half-second buckets are aligned to that instant instead of the wall clock's.
+
+mod bucket;
+mod cubic;
+mod send_rate;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use bucket::Bucket;
+pub use bucket::MIN_FILL_RATE;
+use cubic::Cubic;
+use send_rate::SendRate;
+
+/// A client-side send-rate limiter for one dependency that backs off on
+/// throttling answers and recovers along the CUBIC curve: the AWS SDKs'
+/// adaptive retry mode (see the [module docs](self) for the algorithm).
+///
+/// Ask [`acquire`](Self::acquire) before every send (first attempts and
+/// retries alike) and tell [`record`](Self::record) every answer. Time is
+/// passed in rather than read, so the limiter runs on whatever clock its owner
+/// reads (a [`Clock`](crate::clock::Clock), tokio's paused clock, a simulation).
+///
+/// Clones share one limiter, so every caller of a dependency is paced
+/// together. The state is a handful of numbers behind a [`Mutex`]: each call
+/// holds the lock for a few arithmetic operations and never across a wait, and
+/// the state changes as a whole on every answer (peak, curve, measured rate and
+/// bucket together), which no single atomic word could hold. It takes the
+/// same constant memory however long it runs.
+///
+/// # Example
+///
+/// ```
+/// use retryscope::pace::adaptive::{AdaptiveRate, Admission, Answer};
+/// use std::time::{Duration, Instant};
+///
+/// let start = Instant::now();
+/// let limiter = AdaptiveRate::new(start);
+/// let at = |millis| start + Duration::from_millis(millis);
+///
+/// // Before any throttling answer nothing is held back.
+/// assert_eq!(limiter.allowed_rate(), None);
+/// assert_eq!(limiter.acquire(at(100)), Admission::Send);
+///
+/// // Ten answers a second for two seconds, then a throttling one.
+/// for millis in (100..=2_000).step_by(100) {
+///     limiter.record(at(millis), Answer::Other);
+/// }
+/// limiter.record(at(2_100), Answer::Throttled);
+/// let cut = limiter.allowed_rate().expect("in force after a throttle");
+/// assert!((6.0..8.0).contains(&cut), "70 % of about ten a second: {cut}");
+///
+/// // Sends now take tokens; when none is left the caller is told how long to
+/// // wait, and a caller that gives up instead has taken nothing.
+/// let mut sent = 0;
+/// while limiter.acquire(at(2_100)) == Admission::Send {
+///     sent += 1;
+/// }
+/// let Admission::Wait(wait) = limiter.acquire(at(2_100)) else { unreachable!() };
+/// assert!(sent >= 1 && wait <= Duration::from_secs(1), "{sent} sent, then {wait:?}");
+/// ```
+#[derive(Clone)]
+pub struct AdaptiveRate {
+    state: Arc<Mutex<State>>,
+}
+
+/// What [`AdaptiveRate::acquire`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a send must wait when told to"]
+pub enum Admission {
+    /// Send now: a token was taken (or the limiter is not in force yet).
+    Send,
+    /// Nothing was taken: ask again after this long. A caller that gives up
+    /// instead (cancelled, or the wait does not fit its deadline) owes nothing.
+    Wait(Duration),
+}
+
+/// What a dependency answered, as far as the limiter cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// A throttling answer (HTTP 429, gRPC `RESOURCE_EXHAUSTED`, or whatever
+    /// the caller's classification calls throttling): the rate backs off.
+    Throttled,
+    /// Any other answer, success or failure: the rate recovers.
+    Other,
+}
+
+struct State {
+    /// The instant the limiter's time counts from: 0 s.
+    origin: Instant,
+    /// The latest time seen, in seconds since `origin`. Readings from threads
+    /// racing to the lock may arrive out of order; an earlier one counts as
+    /// this, so the limiter's time never runs backwards.
+    latest: f64,
+    /// Whether a throttling answer has been seen: the bucket holds sends back
+    /// only from then on, for the rest of the limiter's life.
+    in_force: bool,
+    curve: Cubic,
+    send_rate: SendRate,
+    bucket: Bucket,
+}
+
+impl AdaptiveRate {
+    /// A limiter starting at `now`, not in force until the first throttling
+    /// answer.
+    #[must_use]
+    pub fn new(now: Instant) -> Self {
+        let state = State {
+            origin: now,
+            latest: 0.0,
+            in_force: false,
+            curve: Cubic::new(0.0),
+            send_rate: SendRate::new(0.0),
+            bucket: Bucket::new(),
+        };
+        Self { state: Arc::new(Mutex::new(state)) }
+    }
+
+    /// Whether a send may go at `now`: [`Admission::Send`] takes a token,
+    /// [`Admission::Wait`] takes nothing and says how long until a token will
+    /// be there.
+    ///
+    /// Waiting callers do not queue: after the wait each asks again, and if
+    /// another took the token first it is told to wait again. The rate holds
+    /// either way; which caller goes first is left to the wake-up order.
+    pub fn acquire(&self, now: Instant) -> Admission {
+        let mut state = self.lock();
+        if !state.in_force {
+            return Admission::Send;
+        }
+        let t = state.seconds(now);
+        match state.bucket.take(t) {
+            Ok(()) => Admission::Send,
+            Err(seconds) => Admission::Wait(wait_for(seconds)),
+        }
+    }
+
+    /// An answer received at `now`: the measured send rate counts it, and a
+    /// throttling answer cuts the allowed rate while any other lets it climb.
+    ///
+    /// Record every attempt that got an answer, failures included, once; an
+    /// attempt cancelled before an answer came is not an answer.
+    pub fn record(&self, now: Instant, answer: Answer) {
+        let mut state = self.lock();
+        let t = state.seconds(now);
+        let measured = state.send_rate.record(t);
+        let target = match answer {
+            Answer::Throttled => {
+                // Once in force, the client cannot have sent faster than the
+                // bucket let it, whatever the smoothed measurement says.
+                let sending = if state.in_force { measured.min(state.bucket.fill_rate()) } else { measured };
+                state.in_force = true;
+                state.curve.throttle(sending, t)
+            }
+            Answer::Other => state.curve.rate_at(t),
+        };
+        state.bucket.set_rate(t, target.min(2.0 * measured));
+    }
+
+    /// The rate in force, in sends per second; `None` until the first
+    /// throttling answer, before which nothing is held back.
+    #[must_use]
+    pub fn allowed_rate(&self) -> Option<f64> {
+        let state = self.lock();
+        state.in_force.then(|| state.bucket.fill_rate())
+    }
+
+    /// The client's measured send rate, in answers per second: counted per
+    /// half second and smoothed, as of the last half second that closed.
+    #[must_use]
+    pub fn measured_rate(&self) -> f64 {
+        self.lock().send_rate.rate()
+    }
+
+    /// The state, even if a thread panicked while holding it: nothing in the
+    /// critical sections panics, and each leaves the numbers consistent.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl State {
+    /// `now` in seconds on the limiter's time, never earlier than a reading
+    /// already seen.
+    fn seconds(&mut self, now: Instant) -> f64 {
+        let t = now.saturating_duration_since(self.origin).as_secs_f64();
+        self.latest = self.latest.max(t);
+        self.latest
+    }
+}
+
+/// A wait in seconds as a [`Duration`], rounded up to the nanosecond so that a
+/// caller who waits exactly that long finds the token there. The bucket never
+/// asks for more than `1 / MIN_FILL_RATE` seconds; the cast saturates anyway.
+fn wait_for(seconds: f64) -> Duration {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "a few seconds, saturating")]
+    let nanos = (seconds * 1e9).ceil() as u64;
+    Duration::from_nanos(nanos)
+}
+
+impl fmt::Debug for AdaptiveRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("AdaptiveRate")
+            .field("allowed_rate", &state.in_force.then(|| state.bucket.fill_rate()))
+            .field("measured_rate", &state.send_rate.rate())
+            .finish_non_exhaustive()
+    }
+}
