@@ -7,8 +7,9 @@ mod common;
 
 use common::Refuse;
 use retryscope::clock::ManualClock;
-use retryscope::{ErrorType, Jitter, Policy, Retryable, Verdict};
-use retryscope_otel::{PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
+use retryscope::pace::{PaceSignal, Quota};
+use retryscope::{ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, Verdict};
+use retryscope_otel::{DependencyGuards, PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
@@ -66,6 +67,28 @@ fn the_scrape_has_the_contract_series() {
         .dependency("db")
         .call_with(&clock, |d| clock.advance(d));
     assert!(refused.is_err());
+    // Two requests left in four seconds: the second call is held 2 s, and
+    // the pacer's rate is in force.
+    let guards = DependencyGuards::<RetryBudget>::builder()
+        .pacer({
+            let clock = clock.clone();
+            move || Pacer::with_clock(clock.clone())
+        })
+        .meter(meter.clone())
+        .build();
+    let paced = guards.get("api");
+    let pacer = paced.pacer().expect("a pacer per dependency");
+    pacer.learn(&PaceSignal::none().with_quota(Quota::new(2, Duration::from_secs(4))));
+    for _ in 0..2 {
+        let sent = (|| Ok::<(), u16>(()))
+            .retry(policy)
+            .classify(classify)
+            .pacer(pacer)
+            .observe(prometheus.observer())
+            .dependency("api")
+            .call_with(&clock, |d| clock.advance(d));
+        assert!(sent.is_ok());
+    }
 
     let server = prometheus.serve("127.0.0.1:0").expect("serve");
     let response = get(server.local_addr(), "/metrics");
@@ -82,6 +105,8 @@ fn the_scrape_has_the_contract_series() {
         "retryscope_backoff_delay_seconds_bucket{",
         "retryscope_breaker_state{",
         "retryscope_budget_available{",
+        "retryscope_pace_held_seconds_bucket{",
+        "retryscope_pace_rate_per_second{",
     ] {
         assert!(response.lines().any(|l| l.starts_with(series)), "no {series} in:\n{response}");
     }
@@ -97,6 +122,17 @@ fn the_scrape_has_the_contract_series() {
         ),
         ("retryscope_breaker_state", r#"retryscope_dependency="db""#, "2"),
         ("retryscope_budget_available", r#"retryscope_dependency="db""#, "4"),
+        (
+            "retryscope_pace_held_seconds_count",
+            r#"retryscope_dependency="api",retryscope_pace_source="rate_limit""#,
+            "1",
+        ),
+        (
+            "retryscope_pace_held_seconds_sum",
+            r#"retryscope_dependency="api",retryscope_pace_source="rate_limit""#,
+            "2",
+        ),
+        ("retryscope_pace_rate_per_second", r#"retryscope_dependency="api""#, "0.5"),
     ] {
         let line = format!("{series}{{{labels},{scope}}} {value}");
         assert!(response.lines().any(|l| l == line), "no line {line} in:\n{response}");
