@@ -35,6 +35,7 @@ HISTOGRAMS = {
     "retryscope_attempt_duration_seconds": ["retryscope_attempt", "error_type"],
     "retryscope_request_duration_seconds": ["retryscope_outcome", "retryscope_attempts"],
     "retryscope_backoff_delay_seconds": ["retryscope_delay_source"],
+    "retryscope_pace_held_seconds": ["retryscope_pace_source"],
 }
 CONTRACT = {
     "retryscope_requests_total": [],
@@ -42,6 +43,7 @@ CONTRACT = {
     "retryscope_throttled_total": ["retryscope_throttle_reason"],
     "retryscope_breaker_state": [],
     "retryscope_budget_available": [],
+    "retryscope_pace_rate_per_second": [],
     "retryscope_server_requests_total": ["retryscope_attempt", "http_route"],
 }
 for _h, _labels in HISTOGRAMS.items():
@@ -319,8 +321,11 @@ def synthetic_series():
                       {**base, "retryscope_outcome": outcome, "retryscope_attempts": attempts}, k, med)
         for src, k, med in (("policy", 25, 0.2), ("retry_after", 4, 2.0), ("rate_limit", 1, 5.0)):
             histogram("retryscope_backoff_delay_seconds", {**base, "retryscope_delay_source": src}, k, med)
-        for reason, k in (("budget", 3), ("circuit_open", 1)):
+        for reason, k in (("budget", 3), ("circuit_open", 1), ("rate_limited", 1)):
             counter("retryscope_throttled_total", {**base, "retryscope_throttle_reason": reason}, k)
+        for src, k, med in (("retry_after", 3, 1.5), ("rate_limit", 6, 0.3), ("adaptive", 2, 0.1)):
+            histogram("retryscope_pace_held_seconds", {**base, "retryscope_pace_source": src}, k, med)
+        gauge("retryscope_pace_rate_per_second", base, "5x40 0x10 2-0.01x29")
         gauge("retryscope_breaker_state", base, "0x20 2x20 1 2x20 1 0x17")
         gauge("retryscope_budget_available", base, "10-0.1x80")
     for job, inst in (("checkout", "c-1"), ("worker", "w-1")):

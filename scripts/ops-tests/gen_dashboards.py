@@ -311,10 +311,36 @@ def overview():
         [target('sum by (job, retryscope_attempt) (rate(retryscope_server_requests_total{job=~"$job"}'
                 f'[{RI}]))', "{{job}}: attempt {{retryscope_attempt}}", "A")],
         {"h": 8, "w": W, "x": 12, "y": 70}, unit="reqps", stack=True))
+
+    p.append(row(104, "Pacing: rate limits", 78))
+    p.append(timeseries(
+        16, "Rate-limit events per request",
+        "Calls the pacer held back or refused (retryscope_pace_held_seconds_count, retryscope_throttled_total "
+        "reason rate_limited) and attempts answered 429 or RESOURCE_EXHAUSTED, per logical request (recording "
+        "rule retryscope:rate_limited_ratio:rate5m). Line: 5 % (RateLimited, warning, for 10 minutes).",
+        [target(f"retryscope:rate_limited_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": 8, "x": 0, "y": 79}, unit="percentunit", th=thresholds((0.05, "orange")),
+        th_style="line"))
+    p.append(timeseries(
+        17, "Time held by the pacer (p95)",
+        "p95 of how long the pacer held a call back before sending it (retryscope_pace_held_seconds), by "
+        "retryscope_pace_source: retry_after (a 429's or 503's Retry-After, for the whole dependency), "
+        "rate_limit (a quota from RateLimit / X-RateLimit-* headers), grpc_pushback, adaptive.",
+        [target(quantile(0.95, "retryscope_pace_held_seconds", "retryscope_pace_source"),
+                "p95 {{retryscope_pace_source}}", "A")],
+        {"h": 8, "w": 8, "x": 8, "y": 79}, unit="s"))
+    p.append(timeseries(
+        18, "Send rate the pacer allows",
+        "retryscope_pace_rate_per_second, lowest instance per service and dependency, while a pace is in "
+        "force: 0 behind a Retry-After gate, the reported quota's rate, or the adaptive limiter's. No line: "
+        "the dependency has not asked the client to slow down.",
+        [target(f"min by ({BY}) (retryscope_pace_rate_per_second{{{SEL}}})",
+                "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": 8, "x": 16, "y": 79}, unit="reqps", min_=0))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, and whether retries multiply down the call chain. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, and how dependencies' rate limits pace the calls. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 
