@@ -2,6 +2,7 @@
 # Fuzzes the parsers of untrusted input for a bounded time each (fuzz/):
 #   retry_after   Retry-After (delay-seconds and HTTP-date)
 #   rate_limit    RateLimit / RateLimit-Policy (Structured Fields)
+#   pace_signal   every header the pacer reads, through a Pacer
 #   redact_url    the url.full redaction of retryscope-reqwest
 #   grpc_metadata     grpc-retry-pushback-ms and grpc-timeout (retryscope-tower)
 #   service_config    the gRPC service config JSON (retryscope-tower)
@@ -11,7 +12,7 @@
 #
 # Needs the nightly toolchain (sanitizers) and cargo-fuzz, installed here from
 # crates.io when missing. FUZZ_SECONDS sets the time per target (default 30,
-# three minutes for the six).
+# three and a half minutes for the seven).
 # Seeds come from fuzz/seeds/TARGET (real headers and URLs, committed); what the
 # fuzzer learns goes to target/fuzz/corpus/TARGET, crashes to
 # target/fuzz/artifacts/.
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
-TARGETS=(retry_after rate_limit redact_url grpc_metadata service_config incoming_attempt)
+TARGETS=(retry_after rate_limit pace_signal redact_url grpc_metadata service_config incoming_attempt)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   echo "fuzz: the nightly toolchain is missing (rustup toolchain install nightly)" >&2

@@ -10,8 +10,8 @@ use reqwest_middleware::ClientBuilder;
 use retryscope::Policy;
 use retryscope_reqwest::RetryMiddleware;
 use std::net::SocketAddr;
-use support::Server;
 use support::telemetry::Telemetry;
+use support::{Reply, Server};
 
 const HOSTS: usize = 5_000;
 const DEPENDENCY: &str = "retryscope.dependency";
@@ -29,6 +29,10 @@ fn client_for(server: SocketAddr, hosts: usize) -> reqwest::ClientBuilder {
 async fn five_thousand_hosts_make_at_most_a_thousand_and_one_series() {
     let t = Telemetry::install();
     let server = Server::start().await;
+    // Every answer reports a quota (a million requests a minute): every
+    // dependency's pacer has a pace in force, and the gauge reports each.
+    let quota = || Reply::Status(200, vec![("ratelimit", r#""default";r=1000000;t=60"#.to_owned())], "ok");
+    server.script("/", (0..HOSTS).map(|_| quota()));
     let inner = client_for(server.addr, HOSTS).build().expect("reqwest client");
     let policy = Policy::builder().max_attempts(2).no_deadline().build().expect("policy");
     let client =
@@ -50,9 +54,9 @@ async fn five_thousand_hosts_make_at_most_a_thousand_and_one_series() {
         assert!(!names.contains(&format!("svc-{}.test:{port}", HOSTS - 1)));
     }
     assert_eq!(t.counter("retryscope.requests", &[(DEPENDENCY, "_OTHER")]), (HOSTS - cap) as u64);
-    // One budget and one breaker per dependency: the gauges show the guards are
-    // bounded too.
-    for gauge in ["retryscope.budget.available", "retryscope.breaker.state"] {
+    // One budget, one breaker and one pacer per dependency: the gauges show
+    // the guards are bounded too.
+    for gauge in ["retryscope.budget.available", "retryscope.breaker.state", "retryscope.pace.rate"] {
         let (names, series) = t.series(gauge, DEPENDENCY);
         println!("{gauge}: {series} series");
         assert_eq!((names.len(), series), (cap + 1, cap + 1), "{gauge}");
