@@ -7,7 +7,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use retryscope::{Policy, RetryError, StopReason};
+use retryscope::{Pacer, Policy, RetryError, StopReason};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_test_support::{Reply, Server};
 use retryscope_tower::{GaveUp, RetryLayer, RetryService};
@@ -43,15 +43,20 @@ impl Integration {
     /// A client with `policy` and default guards (budget, breaker, pacer),
     /// without telemetry.
     fn client(self, policy: Policy) -> Client {
+        self.client_pacing_with(policy, Pacer::new)
+    }
+
+    /// The same client, its pacers made by `pacer`.
+    fn client_pacing_with(self, policy: Policy, pacer: fn() -> Pacer) -> Client {
         match self {
             Integration::Reqwest => Client::Reqwest(
                 reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-                    .with(RetryMiddleware::builder(policy).no_telemetry().build())
+                    .with(RetryMiddleware::builder(policy).pacer_per_dependency(pacer).no_telemetry().build())
                     .build(),
             ),
             Integration::Tower => {
                 let inner = HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-                let layer = RetryLayer::builder(policy).no_telemetry().build();
+                let layer = RetryLayer::builder(policy).pacer_per_dependency(pacer).no_telemetry().build();
                 Client::Tower(ServiceBuilder::new().layer(layer).service(inner))
             }
         }
@@ -283,5 +288,30 @@ async fn a_call_cancelled_while_held_sends_nothing() {
         assert!(cancelled.is_err(), "{integration:?}: the held call was not held: {cancelled:?}");
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(server.seen().len(), 1, "{integration:?}: a cancelled call reached the server");
+    }
+}
+
+/// Adaptive mode: a dependency that throttles without saying how fast (429s
+/// with no header at all) slows the client down once it has throttled; the
+/// default pacer, with nothing to go on, does not.
+#[tokio::test(start_paused = true)]
+async fn adaptive_mode_slows_down_on_bare_429s() {
+    for integration in BOTH {
+        let mut elapsed = Vec::new();
+        for pacer in [Pacer::new as fn() -> Pacer, Pacer::adaptive] {
+            let server = Server::start().await;
+            server.script("/api", (0..30).map(|_| Reply::status(429)));
+            let client = integration.client_pacing_with(once(), pacer);
+            let url = server.url("/api");
+            let start = Instant::now();
+            for _ in 0..30 {
+                assert_eq!(client.get(&url).await, Answer::Status(429), "{integration:?}");
+            }
+            elapsed.push(start.elapsed());
+        }
+        assert_eq!(elapsed[0], Duration::ZERO, "{integration:?}: the default pacer held bare 429s");
+        // Cut to the minimum fill rate (0.5/s) after a few throttles, thirty
+        // calls take many seconds.
+        assert!(elapsed[1] >= Duration::from_secs(10), "{integration:?}: adaptive took {:?}", elapsed[1]);
     }
 }
