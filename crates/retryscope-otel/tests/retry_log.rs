@@ -249,3 +249,51 @@ async fn the_log_alone_stays_on_without_spans_or_metrics_and_names_the_callers_t
     }
     assert_eq!(gave_up.get("retryscope.stop_reason"), Some("attempts_exhausted"));
 }
+
+/// A call the pacer holds: an INFO line that says why and how long, an event
+/// of the operation span; a call it refuses gives up as `rate_limited`.
+#[tokio::test(start_paused = true)]
+async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
+    use retryscope::pace::{PaceSignal, Quota};
+    let service = Service::start();
+    let pacer = retryscope::Pacer::new();
+    pacer.learn(&PaceSignal::none().with_quota(Quota::new(0, Duration::from_secs(2))));
+    let ok = (|| async { Ok::<_, std::io::Error>(()) })
+        .retry(policy(2))
+        .pacer(&pacer)
+        .observe(OtelObserver::global())
+        .dependency("quota")
+        .await;
+    assert!(ok.is_ok());
+    let held = service.log.events(names::HELD_EVENT);
+    assert_eq!(held.len(), 1, "{held:#?}");
+    assert_eq!(held[0].level, tracing::Level::INFO);
+    assert_eq!(held[0].get("retryscope.dependency"), Some("quota"));
+    assert_eq!(held[0].get("retryscope.attempt"), Some("1"));
+    assert_eq!(held[0].get("retryscope.pace.source"), Some("rate_limit"));
+    let held_ms: u64 = held[0].get("retryscope.pace.held_ms").and_then(|v| v.parse().ok()).expect("held_ms");
+    assert!((2_000..=2_400).contains(&held_ms), "{held_ms}");
+    let operation = service
+        .spans
+        .get_finished_spans()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|s| s.span_kind == opentelemetry::trace::SpanKind::Internal)
+        .expect("the operation span");
+    assert!(operation.events.iter().any(|e| e.name == names::HELD_EVENT), "{:?}", operation.events);
+
+    pacer.learn(&PaceSignal::none().with_quota(Quota::new(0, Duration::from_secs(60))));
+    let short = Policy::builder().max_attempts(2).deadline(Duration::from_secs(1)).build().expect("policy");
+    let refused = (|| async { Ok::<_, std::io::Error>(()) })
+        .retry(short)
+        .pacer(&pacer)
+        .observe(OtelObserver::global())
+        .dependency("quota")
+        .await;
+    assert!(matches!(refused.map_err(|e| e.reason()), Err(retryscope::StopReason::RateLimited { .. })));
+    let gave_up = service.log.events(names::GAVE_UP_EVENT);
+    assert_eq!(gave_up.len(), 1, "{gave_up:#?}");
+    assert_eq!(gave_up[0].get("retryscope.stop_reason"), Some("rate_limited"));
+    assert_eq!(gave_up[0].get("retryscope.outcome"), Some("throttled"));
+    assert_eq!(gave_up[0].get("retryscope.attempts"), Some("0"));
+}
