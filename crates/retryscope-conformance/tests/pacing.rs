@@ -36,7 +36,7 @@ enum Answer {
 #[derive(Clone)]
 enum Client {
     Reqwest(reqwest_middleware::ClientWithMiddleware),
-    Tower(RetryService<HyperClient<HttpConnector, Full<Bytes>>>),
+    Tower(Box<RetryService<HyperClient<HttpConnector, Full<Bytes>>>>),
 }
 
 impl Integration {
@@ -57,7 +57,7 @@ impl Integration {
             Integration::Tower => {
                 let inner = HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
                 let layer = RetryLayer::builder(policy).pacer_per_dependency(pacer).no_telemetry().build();
-                Client::Tower(ServiceBuilder::new().layer(layer).service(inner))
+                Client::Tower(Box::new(ServiceBuilder::new().layer(layer).service(inner)))
             }
         }
     }
@@ -78,7 +78,7 @@ impl Client {
             },
             Client::Tower(service) => {
                 let request = http::Request::get(url).body(Full::default()).expect("valid request");
-                let mut service = service.clone();
+                let mut service = (**service).clone();
                 match async { service.ready().await?.call(request).await }.await {
                     Ok(response) => Answer::Status(response.status().as_u16()),
                     Err(error) => match error.downcast_ref::<GaveUp>() {
