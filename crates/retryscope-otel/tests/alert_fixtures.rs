@@ -428,8 +428,14 @@ fn vocabulary(label_name: &str) -> Option<BTreeSet<String>> {
             let numbers = (1..=retryscope_otel::MAX_TRUSTED_ATTEMPT).map(|n| n.to_string());
             Some(numbers.chain(IncomingAttempt::BUCKETS.iter().map(|b| (*b).to_owned())).collect())
         }
-        l if l == label(names::THROTTLE_REASON) => {
-            set(&[names::THROTTLED_BY_BUDGET, names::THROTTLED_BY_BREAKER, names::THROTTLED_BY_UPSTREAM])
+        l if l == label(names::THROTTLE_REASON) => set(&[
+            names::THROTTLED_BY_BUDGET,
+            names::THROTTLED_BY_BREAKER,
+            names::THROTTLED_BY_PACER,
+            names::THROTTLED_BY_UPSTREAM,
+        ]),
+        l if l == label(names::PACE_SOURCE) => {
+            Some(retryscope::pace::HoldSource::ALL.iter().map(|s| s.as_str().to_owned()).collect())
         }
         _ => None,
     }
