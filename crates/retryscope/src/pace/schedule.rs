@@ -229,5 +229,9 @@ mod tests {
         assert!(!two_in_three.is_stricter_than(&ten_in_sixty));
         assert!(Quota::new(0, secs(1.0)).is_stricter_than(&ten_in_sixty));
         assert!(Quota::new(0, secs(5.0)).is_stricter_than(&Quota::new(0, secs(1.0))));
+        // Found by the fuzzer: absurd numbers compare without overflowing.
+        let absurd = Quota::new(u64::MAX, Duration::MAX);
+        assert!(!absurd.is_stricter_than(&Quota::new(u64::MAX - 1, Duration::MAX)));
+        assert!(ten_in_sixty.is_stricter_than(&Quota::new(u64::MAX, secs(1.0))));
     }
 }

@@ -30,8 +30,14 @@ impl Quota {
             (0, 0) => self.reset > other.reset,
             (0, _) => true,
             (_, 0) => false,
-            // reset / remaining > other.reset / other.remaining, without division.
-            (r, o) => self.reset.as_nanos() * u128::from(o) > other.reset.as_nanos() * u128::from(r),
+            // reset / remaining > other.reset / other.remaining, without
+            // division; saturating, since a header may claim any number (both
+            // sides saturate only far beyond `MAX_PACE`, where the pacer
+            // ignores a quota anyway).
+            (r, o) => {
+                self.reset.as_nanos().saturating_mul(u128::from(o))
+                    > other.reset.as_nanos().saturating_mul(u128::from(r))
+            }
         }
     }
 }
