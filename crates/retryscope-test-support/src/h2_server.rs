@@ -1,0 +1,139 @@
+//! A raw HTTP/2 server on 127.0.0.1 (the `h2` crate, no gRPC library) for the
+//! answers a tonic server will not give: a stream reset with a chosen reason,
+//! or an HTTP error whose body does not end. It plays a script, one answer per
+//! stream, then answers a gRPC OK; and it records each stream it saw and when
+//! the client reset it.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::net::TcpListener;
+
+/// What the server does with one stream.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// A gRPC OK: headers, one `EchoReply` with this message, `grpc-status: 0`.
+    Ok(&'static str),
+    /// `RST_STREAM` with this reason, before any response.
+    Reset(h2::Reason),
+    /// A Trailers-Only gRPC answer with this `grpc-status`.
+    TrailersOnly(u8),
+    /// This HTTP status (no `grpc-status`), then a body of `bytes` that does
+    /// not end: the stream stays open until the client resets it.
+    StatusWithEndlessBody(StatusCode, usize),
+}
+
+/// One stream as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    pub path: String,
+    pub previous_attempts: Option<String>,
+    pub at: Instant,
+    /// When the client reset the stream, for an answer that left it open.
+    pub reset_at: Option<Instant>,
+}
+
+#[derive(Default)]
+struct State {
+    script: Mutex<VecDeque<Answer>>,
+    streams: Mutex<Vec<Stream>>,
+}
+
+/// The running server; it stops when the test's runtime does.
+#[derive(Clone)]
+pub struct H2Server {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+}
+
+impl H2Server {
+    /// Plays `script`, one answer per stream, then answers [`Answer::Ok`].
+    pub async fn start(script: Vec<Answer>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let addr = listener.local_addr().expect("local addr");
+        let state = Arc::new(State { script: Mutex::new(script.into()), streams: Mutex::default() });
+        let shared = Arc::clone(&state);
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let state = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let Ok(mut connection) = h2::server::handshake(socket).await else { return };
+                    while let Some(Ok((request, respond))) = connection.accept().await {
+                        tokio::spawn(answer(Arc::clone(&state), request, respond));
+                    }
+                });
+            }
+        });
+        Self { addr, state }
+    }
+
+    pub fn uri(&self) -> http::Uri {
+        format!("http://{}", self.addr).parse().expect("valid uri")
+    }
+
+    pub fn streams(&self) -> Vec<Stream> {
+        self.state.streams.lock().expect("lock").clone()
+    }
+}
+
+async fn answer(
+    state: Arc<State>,
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<Bytes>,
+) {
+    let text = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let index = {
+        let mut streams = state.streams.lock().expect("lock");
+        streams.push(Stream {
+            path: request.uri().path().to_owned(),
+            previous_attempts: text("grpc-previous-rpc-attempts"),
+            at: Instant::now(),
+            reset_at: None,
+        });
+        streams.len() - 1
+    };
+    let next = state.script.lock().expect("lock").pop_front().unwrap_or(Answer::Ok("ok"));
+    let grpc = |status: StatusCode| {
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/grpc")
+            .body(())
+            .expect("valid response")
+    };
+    match next {
+        Answer::Reset(reason) => respond.send_reset(reason),
+        Answer::TrailersOnly(code) => {
+            let mut response = grpc(StatusCode::OK);
+            response.headers_mut().insert("grpc-status", HeaderValue::from(u16::from(code)));
+            let _ = respond.send_response(response, true);
+        }
+        Answer::Ok(message) => {
+            let Ok(mut send) = respond.send_response(grpc(StatusCode::OK), false) else { return };
+            let _ = send.send_data(grpc_message(message), false);
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", HeaderValue::from_static("0"));
+            let _ = send.send_trailers(trailers);
+        }
+        Answer::StatusWithEndlessBody(status, bytes) => {
+            let Ok(mut send) = respond.send_response(grpc(status), false) else { return };
+            let _ = send.send_data(Bytes::from(vec![b'x'; bytes]), false);
+            let reset = std::future::poll_fn(|cx| send.poll_reset(cx)).await;
+            if reset.is_ok() {
+                state.streams.lock().expect("lock")[index].reset_at = Some(Instant::now());
+            }
+        }
+    }
+}
+
+/// One length-prefixed gRPC message holding an `EchoReply { message }`.
+fn grpc_message(message: &str) -> Bytes {
+    let encoded = prost::Message::encode_to_vec(&crate::echo::EchoReply { message: message.to_owned() });
+    let mut frame = BytesMut::with_capacity(5 + encoded.len());
+    frame.put_u8(0);
+    frame.put_u32(u32::try_from(encoded.len()).expect("a small message"));
+    frame.put_slice(&encoded);
+    frame.freeze()
+}

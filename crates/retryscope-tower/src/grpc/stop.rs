@@ -1,0 +1,183 @@
+//! What a gRPC caller gets when the layer stops: a `tonic::Status` a tonic
+//! client decodes as it decodes a server's, never an opaque error that it
+//! would turn into `UNKNOWN`.
+//!
+//! - the call's deadline passed → `DEADLINE_EXCEEDED`, whichever timer fired
+//!   first (the layer's, or the server's answering `CANCELLED` or
+//!   `DEADLINE_EXCEEDED` to the `grpc-timeout` it was sent);
+//! - retries throttled (token bucket, retry budget) or the circuit breaker
+//!   open → `UNAVAILABLE`, the message saying which, when no attempt left a
+//!   status of its own to return;
+//! - not retried because the request body could not be sent again → the
+//!   server's status, its message saying so and [`NOT_RETRIED`] in its metadata;
+//! - otherwise the last attempt's status, unchanged.
+
+use super::code::{CodeSet, name};
+use super::headers::Pushback;
+use super::status;
+use crate::body::ResponseBody;
+use crate::error::{BoxError, GaveUp};
+use http::{HeaderValue, Response};
+use http_body::Body;
+use retryscope::{RetryError, StopReason};
+use std::sync::Arc;
+use tonic::Status;
+
+/// The metadata key on a status that was not retried because the request body
+/// was streamed or larger than the replay limit: its value is
+/// [`NOT_RETRIED_BODY`].
+pub const NOT_RETRIED: &str = "retryscope-not-retried";
+/// The value of [`NOT_RETRIED`]: the body could not be sent again.
+pub const NOT_RETRIED_BODY: &str = "body-not-replayable";
+
+/// What the ending of one call depends on besides the engine's result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ending {
+    /// Whether the request body could be sent again.
+    pub(crate) replayable: bool,
+    /// Whether the call's deadline had passed when the engine stopped.
+    pub(crate) expired: bool,
+    /// The codes the call retries.
+    pub(crate) codes: CodeSet,
+    /// The dependency's retry guard, as the throttled message names it.
+    pub(crate) guard: Option<&'static str>,
+}
+
+/// The engine's result as a gRPC caller gets it.
+pub(crate) fn finish<B: Body>(
+    outcome: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
+    stop: Option<(StopReason, u32)>,
+    ending: Ending,
+) -> Result<Response<ResponseBody<B>>, BoxError> {
+    match outcome {
+        Ok(response) => answered(response, stop, ending),
+        Err(error) => Err(stopped(error, ending)),
+    }
+}
+
+/// The engine returned a response: an OK or committed call, or the status of
+/// the last attempt the layer will make.
+fn answered<B: Body>(
+    mut response: Response<ResponseBody<B>>,
+    stop: Option<(StopReason, u32)>,
+    ending: Ending,
+) -> Result<Response<ResponseBody<B>>, BoxError> {
+    let Some(received) = status::received(&response).filter(|r| r.code != 0) else {
+        return Ok(response);
+    };
+    let attempts = stop.map_or(1, |(_, attempts)| attempts);
+    if ending.expired {
+        let message = format!(
+            "retryscope: the call's deadline passed after {attempts} attempt(s); the last answer was {}",
+            name(received.code)
+        );
+        return Err(Status::deadline_exceeded(message).into());
+    }
+    let body_held_it_back = matches!(stop, Some((StopReason::Unrepeatable, _)))
+        && !ending.replayable
+        && ending.codes.contains_number(received.code)
+        && received.pushback != Some(Pushback::Stop);
+    if body_held_it_back {
+        mark_not_retried(&mut response);
+    }
+    Ok(response)
+}
+
+/// `grpc-message`: the status's message, percent-encoded.
+const MESSAGE: &str = "grpc-message";
+
+/// What the not-retried answer says: appended to `grpc-message`, whose
+/// percent-encoding leaves this text (printable ASCII, no `%`) as it is.
+const NOT_RETRIED_MESSAGE: &str =
+    "(not retried: the request body was streamed or larger than the replay limit, so it was sent once)";
+
+/// Says in the status's message and metadata that the body kept it from a retry.
+fn mark_not_retried<B: Body>(response: &mut Response<ResponseBody<B>>) {
+    let headers = response.headers_mut();
+    let message = match headers.get(MESSAGE).map(HeaderValue::as_bytes) {
+        Some(said) if !said.is_empty() => [said, b" ", NOT_RETRIED_MESSAGE.as_bytes()].concat(),
+        _ => NOT_RETRIED_MESSAGE.as_bytes().to_vec(),
+    };
+    if let Ok(value) = HeaderValue::from_bytes(&message) {
+        headers.insert(MESSAGE, value);
+    }
+    headers.insert(NOT_RETRIED, HeaderValue::from_static(NOT_RETRIED_BODY));
+}
+
+/// The engine stopped with an error: a transport failure, or no attempt at all.
+fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
+    let (reason, attempts, error_type) = (error.reason(), error.attempts(), error.error_type());
+    let passes_through = match reason {
+        StopReason::Permanent => true,
+        StopReason::Unrepeatable => ending.replayable,
+        _ => false,
+    };
+    let last = match error.into_last_error() {
+        // The engine decided nothing but not to retry: the error as it came.
+        Some(last) if passes_through && !ending.expired => return last,
+        Some(last) => Some(Status::from_error(last)),
+        None => None,
+    };
+    let status = if ending.expired || last.is_none() && reason == StopReason::DeadlineExceeded {
+        Status::deadline_exceeded(format!(
+            "retryscope: the call's deadline passed after {attempts} attempt(s)"
+        ))
+    } else {
+        match (reason, &last) {
+            (StopReason::CircuitOpen, None) => {
+                Status::unavailable("retryscope: the circuit breaker is open: the call was not sent")
+            }
+            (StopReason::CircuitOpen, Some(last)) => Status::unavailable(format!(
+                "retryscope: the circuit breaker opened after {attempts} attempt(s); the last failed with {:?}: {}",
+                last.code(),
+                last.message()
+            )),
+            (StopReason::BudgetExhausted, _) => Status::unavailable(format!(
+                "retryscope: retries throttled by the {} after {attempts} attempt(s){}",
+                ending.guard.unwrap_or("retry guard"),
+                last.as_ref()
+                    .map(|l| format!("; the last failed with {:?}: {}", l.code(), l.message()))
+                    .unwrap_or_default()
+            )),
+            (StopReason::Unrepeatable, Some(last)) => {
+                let mut status = Status::with_metadata(
+                    last.code(),
+                    format!("{} {NOT_RETRIED_MESSAGE}", last.message()),
+                    last.metadata().clone(),
+                );
+                if let Ok(value) = NOT_RETRIED_BODY.parse() {
+                    status.metadata_mut().insert(NOT_RETRIED, value);
+                }
+                status
+            }
+            // The last attempt's failure, as tonic reads it.
+            (_, Some(last)) => Status::with_details_and_metadata(
+                last.code(),
+                last.message(),
+                last.details().to_vec().into(),
+                last.metadata().clone(),
+            ),
+            // A per-attempt time limit (gRPC has none of its own) cut the last one.
+            (_, None) => Status::deadline_exceeded(format!(
+                "retryscope: the last of {attempts} attempt(s) ran out of its time limit ({reason})"
+            )),
+        }
+    };
+    // What the layer decided stays the status's source, for a tower caller (a
+    // tonic client drops a status's source): a `GaveUp` whose own source is
+    // the last attempt's status, and that status's the original error.
+    let decided = RetryError::new(reason, attempts, error_type, last.map(|l| Box::new(l) as BoxError));
+    let mut status = status;
+    status.set_source(Arc::new(GaveUp::new(decided)));
+    Box::new(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_not_retried_message_needs_no_percent_encoding() {
+        assert!(NOT_RETRIED_MESSAGE.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%'));
+    }
+}
