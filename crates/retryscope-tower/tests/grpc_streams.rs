@@ -125,9 +125,14 @@ async fn a_watch_stream_hands_over_its_headers_at_once_not_with_its_first_messag
         // The first message comes 1.5 s in; the headers come at once.
         assert!(headers_after < WATCH_FIRST_MESSAGE / 2, "headers after {headers_after:?}");
         let mut stream = response.into_inner();
-        let first = within("the first message", stream.message()).await.expect("no error").expect("a message");
+        let first =
+            within("the first message", stream.message()).await.expect("no error").expect("a message");
         assert_eq!(first.message, "w changed");
-        assert!(started.elapsed() >= WATCH_FIRST_MESSAGE - Duration::from_millis(50), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= WATCH_FIRST_MESSAGE - Duration::from_millis(50),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }
 
@@ -165,7 +170,8 @@ async fn a_spent_deadline_is_deadline_exceeded_on_every_fresh_channel() {
     // A policy's own deadline, with none from the caller, ends the same way.
     let bounded = Policy::builder().deadline(Duration::from_millis(500)).build().expect("valid policy");
     for _ in 0..2 {
-        let status = client(&server, GrpcRetry::new(bounded)).unary(echo("slow")).await.expect_err("too slow");
+        let status =
+            client(&server, GrpcRetry::new(bounded)).unary(echo("slow")).await.expect_err("too slow");
         assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
         assert!(status.message().contains("deadline"), "{status:?}");
     }
