@@ -2,7 +2,8 @@
 //! answers a tonic server will not give: a stream reset with a chosen reason,
 //! or an HTTP error whose body does not end. It plays a script, one answer per
 //! stream, then answers a gRPC OK; and it records each stream it saw and when
-//! the client reset it.
+//! the client reset it. [`H2Server::start_after_goaway`] first answers one
+//! connection with a graceful `GOAWAY` that leaves its first stream unprocessed.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
@@ -40,6 +41,10 @@ pub struct Stream {
 struct State {
     script: Mutex<VecDeque<Answer>>,
     streams: Mutex<Vec<Stream>>,
+    /// Whether the next connection gets a GOAWAY before any stream.
+    goaway_first: std::sync::atomic::AtomicBool,
+    /// The connections that got it.
+    goaways: std::sync::atomic::AtomicUsize,
 }
 
 /// The running server; it stops when the test's runtime does.
@@ -52,13 +57,32 @@ pub struct H2Server {
 impl H2Server {
     /// Plays `script`, one answer per stream, then answers [`Answer::Ok`].
     pub async fn start(script: Vec<Answer>) -> Self {
+        Self::start_with(script, false).await
+    }
+
+    /// Answers the first connection's first stream with `GOAWAY(last stream
+    /// 0, NO_ERROR)` — the server is going away and processed nothing — then
+    /// plays `script` on the connections after it.
+    pub async fn start_after_goaway(script: Vec<Answer>) -> Self {
+        Self::start_with(script, true).await
+    }
+
+    async fn start_with(script: Vec<Answer>, goaway_first: bool) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
-        let state = Arc::new(State { script: Mutex::new(script.into()), streams: Mutex::default() });
+        let state = Arc::new(State {
+            script: Mutex::new(script.into()),
+            goaway_first: goaway_first.into(),
+            ..State::default()
+        });
         let shared = Arc::clone(&state);
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 let state = Arc::clone(&shared);
+                if state.goaway_first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    tokio::spawn(go_away(state, socket));
+                    continue;
+                }
                 tokio::spawn(async move {
                     let Ok(mut connection) = h2::server::handshake(socket).await else { return };
                     while let Some(Ok((request, respond))) = connection.accept().await {
@@ -77,6 +101,51 @@ impl H2Server {
     pub fn streams(&self) -> Vec<Stream> {
         self.state.streams.lock().expect("lock").clone()
     }
+
+    /// How many connections were sent away before any stream was processed.
+    pub fn goaways(&self) -> usize {
+        self.state.goaways.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// HTTP/2 by hand, for what `h2` will not send: a GOAWAY whose last stream is
+/// below a stream the client already opened. Reads the client's preface and
+/// frames up to its first HEADERS, answers with the server's SETTINGS, an ACK
+/// of the client's and `GOAWAY(0, NO_ERROR)`, then closes.
+async fn go_away(state: Arc<State>, mut socket: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PREFACE: usize = 24;
+    let mut preface = [0u8; PREFACE];
+    if socket.read_exact(&mut preface).await.is_err() {
+        return;
+    }
+    loop {
+        let mut header = [0u8; 9];
+        if socket.read_exact(&mut header).await.is_err() {
+            return;
+        }
+        let length = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+        let mut payload = vec![0u8; length];
+        if socket.read_exact(&mut payload).await.is_err() {
+            return;
+        }
+        // HEADERS: the client's first stream is open.
+        if header[3] == 0x1 {
+            break;
+        }
+    }
+    let settings = [0, 0, 0, 0x4, 0, 0, 0, 0, 0];
+    let settings_ack = [0, 0, 0, 0x4, 0x1, 0, 0, 0, 0];
+    let mut goaway = vec![0, 0, 8, 0x7, 0, 0, 0, 0, 0];
+    goaway.extend_from_slice(&[0, 0, 0, 0]); // last stream id: none processed
+    goaway.extend_from_slice(&[0, 0, 0, 0]); // NO_ERROR
+    let frames = [&settings[..], &settings_ack[..], &goaway[..]].concat();
+    if socket.write_all(&frames).await.is_ok() {
+        state.goaways.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    let _ = socket.flush().await;
+    // Let the client read it all before the connection closes.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
 async fn answer(

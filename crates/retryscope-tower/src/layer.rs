@@ -49,7 +49,8 @@ use tower_layer::Layer;
 /// - **Only when possible**: the body is kept in memory while it is there at
 ///   once and fits the replay limit (256 KiB by default); a streamed or larger
 ///   body is sent once and never retried — the attempt span says so, and a
-///   failure that would have been retried comes back as [`NotRetried`](crate::NotRetried).
+///   failure that would have been retried comes back as [`NotRetried`](crate::NotRetried)
+///   (in gRPC mode, as the server's status marked `grpc::NOT_RETRIED`).
 /// - **Server hints**: `Retry-After` and `RateLimit`; with `grpc`,
 ///   `grpc-retry-pushback-ms`.
 /// - **Guards**: over HTTP, a [`RetryBudget`](retryscope::RetryBudget) and a

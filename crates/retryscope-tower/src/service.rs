@@ -192,6 +192,7 @@ struct Call {
     /// deadline the caller set itself does. The policy's own deadline (a
     /// preset's 15 s) bounds the retries here and is nobody else's business —
     /// a server would otherwise end a long-lived stream at it.
+    #[cfg(feature = "grpc")]
     sends_deadline: bool,
 }
 
@@ -227,6 +228,7 @@ impl Call {
             policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
             grpc: false,
+            #[cfg(feature = "grpc")]
             sends_deadline: false,
         }
     }

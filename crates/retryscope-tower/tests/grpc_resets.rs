@@ -78,6 +78,18 @@ async fn the_transparent_retry_does_not_count_against_max_attempts() {
 }
 
 #[tokio::test]
+async fn a_stream_a_goaway_left_unprocessed_is_sent_again_once_even_without_a_retry_policy() {
+    let server = H2Server::start_after_goaway(Vec::new()).await;
+    let reply = client(&server, no_policy_for_echo()).unary(echo("x")).await.expect("the transparent retry");
+    assert_eq!(reply.into_inner().message, "ok");
+    assert_eq!(server.goaways(), 1, "the first connection went away");
+    // The retry, on a new connection, is the only stream the server processed.
+    let streams = server.streams();
+    assert_eq!(streams.len(), 1, "{streams:?}");
+    assert_eq!(streams[0].previous_attempts, None);
+}
+
+#[tokio::test]
 async fn other_resets_are_retried_only_as_their_status_is() {
     let cases = [
         (h2::Reason::INTERNAL_ERROR, Code::Internal),
