@@ -32,6 +32,7 @@ pub enum Answer {
 pub struct Stream {
     pub path: String,
     pub previous_attempts: Option<String>,
+    pub timeout: Option<String>,
     pub at: Instant,
     /// When the client reset the stream, for an answer that left it open.
     pub reset_at: Option<Instant>,
@@ -159,6 +160,7 @@ async fn answer(
         streams.push(Stream {
             path: request.uri().path().to_owned(),
             previous_attempts: text("grpc-previous-rpc-attempts"),
+            timeout: text("grpc-timeout"),
             at: Instant::now(),
             reset_at: None,
         });

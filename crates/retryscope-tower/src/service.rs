@@ -302,6 +302,12 @@ where
                 self.source.next().map(|body| (self.ready_clone(), Request::from_parts(parts.clone(), body)))
             })
             .flatten();
+        // When the call's deadline ends, if it goes on the wire: the
+        // transparent retry carries what is left of it then.
+        #[cfg(feature = "grpc")]
+        let deadline_at = self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline));
+        #[cfg(not(feature = "grpc"))]
+        let deadline_at: Option<(tokio::time::Instant, std::time::Duration)> = None;
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
             let span = Span::current();
@@ -314,8 +320,9 @@ where
             }
             let response = match send(service, Request::from_parts(parts, body)).await {
                 Err(error) => match (transparent, unprocessed(&error)) {
-                    (Some((service, request)), Some(why)) => {
+                    (Some((service, mut request)), Some(why)) => {
                         tracing::info!(parent: &span, "transparent retry: {why}");
+                        refresh_timeout(&mut request, deadline_at);
                         send(service, request).await?
                     }
                     _ => return Err(error),
@@ -365,6 +372,23 @@ where
     poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
     service.call(request).await.map_err(Into::into)
 }
+
+/// Sets `grpc-timeout` to what is left, now, of a deadline of `deadline`
+/// counted from `started`.
+#[cfg(feature = "grpc")]
+fn refresh_timeout<B>(
+    request: &mut Request<B>,
+    deadline_at: Option<(tokio::time::Instant, std::time::Duration)>,
+) {
+    use crate::grpc::headers;
+    if let Some((started, deadline)) = deadline_at {
+        let remaining = deadline.saturating_sub(started.elapsed());
+        request.headers_mut().insert(headers::TIMEOUT, headers::timeout_value(remaining));
+    }
+}
+
+#[cfg(not(feature = "grpc"))]
+fn refresh_timeout<B>(_: &mut Request<B>, _: Option<(tokio::time::Instant, std::time::Duration)>) {}
 
 /// Whether a failed attempt never reached the server's application (gRPC
 /// only: an HTTP request gets no transparent retry).

@@ -57,6 +57,25 @@ async fn a_refused_stream_is_sent_again_once_even_without_a_retry_policy() {
 }
 
 #[tokio::test]
+async fn the_transparent_retry_carries_what_is_left_of_the_callers_deadline() {
+    let server = H2Server::start(vec![Answer::Reset(h2::Reason::REFUSED_STREAM)]).await;
+    let mut request = tonic::Request::new(echo("x"));
+    request.set_timeout(Duration::from_secs(2));
+    client(&server, no_policy_for_echo()).unary(request).await.expect("the transparent retry");
+    let micros: Vec<u64> = server
+        .streams()
+        .iter()
+        .map(|s| {
+            let value = s.timeout.as_deref().expect("grpc-timeout on both");
+            value.strip_suffix('u').and_then(|v| v.parse().ok()).expect("microseconds")
+        })
+        .collect();
+    assert_eq!(micros.len(), 2);
+    assert!(micros[0] <= 2_000_000 && micros[1] <= micros[0], "{micros:?}");
+    assert!(micros[1] > 1_000_000, "{micros:?}");
+}
+
+#[tokio::test]
 async fn the_transparent_retry_happens_once_only() {
     let refused = Answer::Reset(h2::Reason::REFUSED_STREAM);
     let server = H2Server::start(vec![refused.clone(), refused]).await;
