@@ -6,7 +6,9 @@
 //! `test.Echo/Watch` (server streaming) sends its headers at once and its
 //! first message only after [`WATCH_FIRST_MESSAGE`]; `test.Echo/Chat`
 //! (bidirectional) answers each message it receives with `"<message> back"`,
-//! and says nothing before the client's first message.
+//! and says nothing before the client's first message; `test.Echo/Collect`
+//! (client streaming) answers once the client's stream ends, with its
+//! messages joined by spaces.
 
 use bytes::Bytes;
 use http_body::Body as HttpBody;
@@ -205,6 +207,25 @@ impl tonic::server::ServerStreamingService<EchoRequest> for Watch {
     }
 }
 
+struct Collect(Arc<State>);
+
+impl tonic::server::ClientStreamingService<EchoRequest> for Collect {
+    type Response = EchoReply;
+    type Future = BoxFuture<tonic::Response<EchoReply>, Status>;
+
+    fn call(&mut self, request: tonic::Request<tonic::Streaming<EchoRequest>>) -> Self::Future {
+        self.0.record("/test.Echo/Collect", request.metadata());
+        let mut inbound = request.into_inner();
+        Box::pin(async move {
+            let mut words = Vec::new();
+            while let Some(request) = inbound.message().await? {
+                words.push(request.message);
+            }
+            Ok(tonic::Response::new(EchoReply { message: words.join(" ") }))
+        })
+    }
+}
+
 struct Chat(Arc<State>);
 
 impl tonic::server::StreamingService<EchoRequest> for Chat {
@@ -243,6 +264,7 @@ impl tower::Service<http::Request<Body>> for EchoService {
                 "/test.Echo/Stream" => grpc.server_streaming(ServerStream(state), request).await,
                 "/test.Echo/Watch" => grpc.server_streaming(Watch(state), request).await,
                 "/test.Echo/Chat" => grpc.streaming(Chat(state), request).await,
+                "/test.Echo/Collect" => grpc.client_streaming(Collect(state), request).await,
                 _ => Status::unimplemented("no such method").into_http(),
             })
         })
@@ -315,6 +337,18 @@ where
         self.ready().await?;
         let path = http::uri::PathAndQuery::from_static("/test.Echo/Watch");
         self.inner.server_streaming(request.into_request(), path, tonic_prost::ProstCodec::default()).await
+    }
+
+    /// `test.Echo/Collect`: one reply, once the messages end.
+    pub async fn collect(
+        &mut self,
+        messages: impl tonic::IntoStreamingRequest<Message = EchoRequest>,
+    ) -> Result<tonic::Response<EchoReply>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/test.Echo/Collect");
+        self.inner
+            .client_streaming(messages.into_streaming_request(), path, tonic_prost::ProstCodec::default())
+            .await
     }
 
     /// `test.Echo/Chat`: one reply per message sent.

@@ -126,7 +126,7 @@ where
             #[cfg(feature = "grpc")]
             Mode::Grpc { codes } => match crate::grpc::status::received(response) {
                 Some(status) => crate::grpc::status::verdict(status, codes),
-                // Committed: the first message arrived.
+                // Committed at its headers, which carry no status (A6).
                 None => Verdict::Success,
             },
         };

@@ -115,6 +115,35 @@ async fn a_chat_whose_messages_are_all_sent_before_it_opens_gets_every_reply() {
 }
 
 #[tokio::test]
+async fn a_client_stream_works_whichever_comes_first_sending_or_opening() {
+    for configured in [true, false] {
+        for send_first in [true, false] {
+            let server = EchoServer::start(Vec::new()).await;
+            let mut client = client(&server, config(configured));
+            let (sender, receiver) = tokio::sync::mpsc::channel(4);
+            if send_first {
+                sender.send(echo("one")).await.expect("buffered");
+            }
+            // The answer comes only once the stream ends: the call runs
+            // while the messages are sent.
+            let call = tokio::spawn(async move { client.collect(ReceiverStream::new(receiver)).await });
+            if !send_first {
+                sender.send(echo("one")).await.expect("the call takes messages");
+            }
+            sender.send(echo("two")).await.expect("the call takes messages");
+            drop(sender);
+            let reply = within("the answer", call).await.expect("the call ran").expect("answered");
+            assert_eq!(
+                reply.into_inner().message,
+                "one two",
+                "configured {configured}, send first {send_first}"
+            );
+            assert_eq!(server.calls().len(), 1);
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_watch_stream_hands_over_its_headers_at_once_not_with_its_first_message() {
     for configured in [true, false] {
         let server = EchoServer::start(Vec::new()).await;
