@@ -175,6 +175,45 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::Empty;
+
+    fn ending(expired: bool) -> Ending {
+        Ending { replayable: true, expired, codes: CodeSet::UNAVAILABLE, guard: None }
+    }
+
+    /// A Trailers-Only answer with `grpc-status: code`.
+    fn answer(code: u8) -> Response<ResponseBody<Empty<bytes::Bytes>>> {
+        let mut response = Response::new(ResponseBody::new(Empty::new()));
+        response.headers_mut().insert("grpc-status", HeaderValue::from(u16::from(code)));
+        response
+    }
+
+    fn code_of(error: &BoxError) -> Option<tonic::Code> {
+        error.downcast_ref::<Status>().map(Status::code)
+    }
+
+    #[test]
+    fn the_servers_answer_to_a_spent_deadline_is_deadline_exceeded_when_its_timer_won() {
+        // tonic servers answer an expired `grpc-timeout` with CANCELLED.
+        let stop = Some((StopReason::Permanent, 1));
+        let error = finish(Ok(answer(1)), stop, ending(true)).expect_err("the deadline passed");
+        assert_eq!(code_of(&error), Some(tonic::Code::DeadlineExceeded));
+        let unchanged = finish(Ok(answer(1)), stop, ending(false)).expect("before the deadline");
+        assert_eq!(unchanged.headers()["grpc-status"], "1");
+        // An OK answer is an OK answer, whenever it came.
+        assert!(finish(Ok(answer(0)), None, ending(true)).is_ok());
+    }
+
+    #[test]
+    fn a_breaker_refusing_the_first_attempt_is_unavailable_saying_so() {
+        let refused = RetryError::new(StopReason::CircuitOpen, 0, None, None);
+        let error = finish::<Empty<bytes::Bytes>>(Err(refused), None, ending(false)).expect_err("refused");
+        let status = error.downcast_ref::<Status>().expect("a status");
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().contains("circuit breaker is open"), "{status:?}");
+        let gave_up = std::error::Error::source(status).and_then(|s| s.downcast_ref::<GaveUp>());
+        assert_eq!(gave_up.map(GaveUp::reason), Some(StopReason::CircuitOpen));
+    }
 
     #[test]
     fn the_not_retried_message_needs_no_percent_encoding() {
