@@ -13,6 +13,7 @@ use retryscope_tower::{RetryLayer, RetryService};
 use std::time::Duration;
 use support::echo::{EchoClient, echo};
 use support::h2_server::{Answer, H2Server};
+use support::telemetry::{Telemetry, attr};
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 use tower::Layer;
@@ -54,6 +55,30 @@ async fn a_refused_stream_is_sent_again_once_even_without_a_retry_policy() {
     assert_eq!(streams.len(), 2);
     // Not a retry by the policy's count: no previous attempts to report.
     assert!(streams.iter().all(|s| s.previous_attempts.is_none()), "{streams:?}");
+}
+
+#[tokio::test]
+async fn the_transparent_retry_is_part_of_its_attempt_and_its_span_says_so() {
+    let telemetry = Telemetry::install();
+    let server = H2Server::start(vec![Answer::Reset(h2::Reason::REFUSED_STREAM)]).await;
+    let layer = RetryLayer::grpc(unavailable_only()).origin(server.uri()).meter(&telemetry.meter).build();
+    let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
+    client.unary(echo("x")).await.expect("the transparent retry");
+    assert_eq!(server.streams().len(), 2);
+    let attempts: Vec<_> = telemetry
+        .spans()
+        .into_iter()
+        .filter(|s| s.span_kind == opentelemetry::trace::SpanKind::Client)
+        .collect();
+    assert_eq!(attempts.len(), 1, "one attempt by the policy's count");
+    let events: Vec<String> = attempts[0].events.iter().map(|e| e.name.to_string()).collect();
+    assert!(
+        events.iter().any(|e| e.contains("transparent retry") && e.contains("REFUSED_STREAM")),
+        "{events:?}"
+    );
+    assert_eq!(attr(&attempts[0], "rpc.grpc.status_code").as_deref(), Some("0"));
+    let dependency = server.addr.to_string();
+    assert_eq!(telemetry.counter("retryscope.retries", &[("retryscope.dependency", &dependency)]), 0);
 }
 
 #[tokio::test]
