@@ -302,12 +302,13 @@ where
                 self.source.next().map(|body| (self.ready_clone(), Request::from_parts(parts.clone(), body)))
             })
             .flatten();
-        // When the call's deadline ends, if it goes on the wire: the
-        // transparent retry carries what is left of it then.
+        // The call's deadline, if it goes on the wire: the transparent retry
+        // carries what is left of it when it is sent.
         #[cfg(feature = "grpc")]
-        let deadline_at = self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline));
+        let call_deadline =
+            self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline));
         #[cfg(not(feature = "grpc"))]
-        let deadline_at: Option<(tokio::time::Instant, std::time::Duration)> = None;
+        let call_deadline: Option<(tokio::time::Instant, std::time::Duration)> = None;
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
             let span = Span::current();
@@ -322,7 +323,7 @@ where
                 Err(error) => match (transparent, unprocessed(&error)) {
                     (Some((service, mut request)), Some(why)) => {
                         tracing::info!(parent: &span, "transparent retry: {why}");
-                        refresh_timeout(&mut request, deadline_at);
+                        refresh_timeout(&mut request, call_deadline);
                         send(service, request).await?
                     }
                     _ => return Err(error),
@@ -373,15 +374,15 @@ where
     service.call(request).await.map_err(Into::into)
 }
 
-/// Sets `grpc-timeout` to what is left, now, of a deadline of `deadline`
-/// counted from `started`.
+/// Sets `grpc-timeout` to what is left now of the call's deadline, given as
+/// the instant the call started and the deadline's length.
 #[cfg(feature = "grpc")]
 fn refresh_timeout<B>(
     request: &mut Request<B>,
-    deadline_at: Option<(tokio::time::Instant, std::time::Duration)>,
+    call_deadline: Option<(tokio::time::Instant, std::time::Duration)>,
 ) {
     use crate::grpc::headers;
-    if let Some((started, deadline)) = deadline_at {
+    if let Some((started, deadline)) = call_deadline {
         let remaining = deadline.saturating_sub(started.elapsed());
         request.headers_mut().insert(headers::TIMEOUT, headers::timeout_value(remaining));
     }
