@@ -63,7 +63,7 @@ impl StdError for GaveUp {
 ///
 /// In gRPC mode the caller gets a `tonic::Status` instead (a tonic client
 /// reads nothing else): the server's code, its message saying it was not
-/// retried, and `grpc::NOT_RETRIED` in its metadata.
+/// retried, and `grpc::NOT_RETRIED` (`body-not-replayable`) in its metadata.
 #[derive(Debug)]
 pub struct NotRetried {
     source: BoxError,

@@ -8,7 +8,9 @@
 use retryscope_test_support as support;
 
 use retryscope::{CircuitBreaker, Policy};
-use retryscope_tower::grpc::{GrpcRetry, NOT_RETRIED, NOT_RETRIED_BODY};
+use retryscope_tower::grpc::{
+    GrpcRetry, NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_THROTTLED,
+};
 use retryscope_tower::{RetryLayer, RetryService};
 use std::time::{Duration, Instant};
 use support::echo::{Behaviour, EchoClient, EchoServer, WATCH_FIRST_MESSAGE, echo};
@@ -217,10 +219,22 @@ async fn thirty_calls_to_a_failing_server_make_exactly_a6s_33_attempts_and_all_a
     )
     .expect("valid config");
     let mut client = client(&server, retry);
-    for _ in 0..30 {
+    for call in 0..30 {
         let status = client.unary(echo("x")).await.expect_err("the server fails");
-        // The last attempt's status, unchanged: the server's own message.
-        assert_eq!((status.code(), status.message()), (Code::Unavailable, "scripted failure"));
+        // The last attempt's status: the server's code and message…
+        assert_eq!(status.code(), Code::Unavailable);
+        assert!(status.message().starts_with("scripted failure"), "{status:?}");
+        // …saying why it was not retried, once the bucket refused a retry.
+        let why = status.metadata().get(NOT_RETRIED).and_then(|v| v.to_str().ok());
+        if call == 0 {
+            assert_eq!((status.message(), why), ("scripted failure", None), "attempts ran out first");
+        } else {
+            assert_eq!(why, Some(NOT_RETRIED_THROTTLED), "call {call}: {status:?}");
+            assert!(
+                status.message().contains("retry throttling (token bucket) refused a retry"),
+                "{status:?}"
+            );
+        }
     }
     let calls = server.calls();
     // 10 tokens: the first call's 4 attempts leave 6, the second call's one
@@ -245,6 +259,8 @@ async fn a_breaker_is_there_only_when_asked_for_and_its_refusal_is_unavailable()
         let status = client.unary(echo("x")).await.expect_err("the server fails");
         assert_eq!(status.code(), Code::Unavailable, "{status:?}");
         if status.message().contains("circuit breaker is open") {
+            let why = status.metadata().get(NOT_RETRIED).and_then(|v| v.to_str().ok());
+            assert_eq!(why, Some(NOT_RETRIED_CIRCUIT_OPEN));
             refused += 1;
         }
     }

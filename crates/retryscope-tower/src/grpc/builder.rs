@@ -21,7 +21,8 @@ use std::fmt;
 /// - **No circuit breaker** by default: A6 always sends the first attempt, and
 ///   a breaker refuses calls before sending them. Add one with
 ///   [`breaker_per_dependency`](Self::breaker_per_dependency); a call it
-///   refuses fails with `UNAVAILABLE`, the message saying so.
+///   refuses fails with `UNAVAILABLE`, the message saying so, and
+///   [`NOT_RETRIED_CIRCUIT_OPEN`](crate::grpc::NOT_RETRIED_CIRCUIT_OPEN) in its metadata.
 ///
 /// It offers only what gRPC mode reads. Statuses come from `grpc-status`
 /// rather than an `HttpClassifier`, and every retry sends

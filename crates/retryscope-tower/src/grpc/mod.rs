@@ -13,7 +13,7 @@ pub(crate) mod stop;
 pub use builder::GrpcRetryLayerBuilder;
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
-pub use stop::{NOT_RETRIED, NOT_RETRIED_BODY};
+pub use stop::{NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_THROTTLED};
 
 use retryscope::budget::{BudgetError, TokenBucketBuilder};
 use retryscope::{Policy, TokenBucket};
@@ -63,11 +63,12 @@ use tonic::Code;
 /// `ENHANCE_YOUR_CALM` is `RESOURCE_EXHAUSTED`…, as grpc-go maps them).
 ///
 /// **The caller's status.** The layer's own stops reach a tonic client as a
-/// `tonic::Status`: the deadline as `DEADLINE_EXCEEDED`, throttling or an
-/// open breaker as `UNAVAILABLE` saying which, a failure not retried because
-/// the body could not be sent again as the server's status with the reason in
-/// its message and [`NOT_RETRIED`] in its metadata; otherwise the last
-/// attempt's status, unchanged.
+/// `tonic::Status`: the deadline as `DEADLINE_EXCEEDED`; a retry refused by
+/// the throttling, a budget or an open breaker, or impossible because the body
+/// could not be sent again, as the last attempt's status (`UNAVAILABLE` when
+/// none was received) with the reason added to its message and
+/// [`NOT_RETRIED`] in its metadata; otherwise the last attempt's status,
+/// unchanged.
 ///
 /// Differences from A6 worth knowing: hedging is not supported; a failure where
 /// nothing left the client (a refused connection) is retried within the

@@ -6,11 +6,15 @@
 //!   first (the layer's, or the server's answering `CANCELLED` or
 //!   `DEADLINE_EXCEEDED` to the `grpc-timeout` it was sent);
 //! - retries throttled (token bucket, retry budget) or the circuit breaker
-//!   open → `UNAVAILABLE`, the message saying which, when no attempt left a
-//!   status of its own to return;
+//!   open → the last attempt's status when it left one (its message saying
+//!   that a retry was refused, and why), else `UNAVAILABLE` saying which;
 //! - not retried because the request body could not be sent again → the
-//!   server's status, its message saying so and [`NOT_RETRIED`] in its metadata;
+//!   server's status, its message saying so;
 //! - otherwise the last attempt's status, unchanged.
+//!
+//! Each status that a retry was held back from carries [`NOT_RETRIED`] in its
+//! metadata, saying why: [`NOT_RETRIED_BODY`], [`NOT_RETRIED_THROTTLED`] or
+//! [`NOT_RETRIED_CIRCUIT_OPEN`].
 
 use super::code::{CodeSet, name};
 use super::headers::Pushback;
@@ -23,12 +27,57 @@ use retryscope::{RetryError, StopReason};
 use std::sync::Arc;
 use tonic::Status;
 
-/// The metadata key on a status that was not retried because the request body
-/// was streamed or larger than the replay limit: its value is
-/// [`NOT_RETRIED_BODY`].
+/// The metadata key on a status whose failure would have been retried, but
+/// was not for a reason of the layer's own: its value says which.
 pub const NOT_RETRIED: &str = "retryscope-not-retried";
-/// The value of [`NOT_RETRIED`]: the body could not be sent again.
+/// [`NOT_RETRIED`]: the request body was streamed or larger than the replay
+/// limit, so it could not be sent again.
 pub const NOT_RETRIED_BODY: &str = "body-not-replayable";
+/// [`NOT_RETRIED`]: the retry throttling (token bucket) or the retry budget
+/// refused the retry.
+pub const NOT_RETRIED_THROTTLED: &str = "throttled";
+/// [`NOT_RETRIED`]: the circuit breaker is open.
+pub const NOT_RETRIED_CIRCUIT_OPEN: &str = "circuit-open";
+
+/// Why a retryable failure was not retried.
+#[derive(Debug, Clone, Copy)]
+enum Held {
+    Body,
+    Throttled(&'static str),
+    CircuitOpen,
+}
+
+impl Held {
+    /// The value of [`NOT_RETRIED`].
+    fn value(self) -> &'static str {
+        match self {
+            Held::Body => NOT_RETRIED_BODY,
+            Held::Throttled(_) => NOT_RETRIED_THROTTLED,
+            Held::CircuitOpen => NOT_RETRIED_CIRCUIT_OPEN,
+        }
+    }
+
+    /// What the status's message gains. Printable ASCII without `%`: the same
+    /// text raw and percent-encoded, as `grpc-message` carries it.
+    fn message(self, attempts: u32) -> String {
+        match self {
+            Held::Body => "(not retried: the request body was streamed or larger than the replay limit, so it was sent once)".to_owned(),
+            Held::Throttled(guard) => format!("(not retried: the {guard} refused a retry after {attempts} attempt(s))"),
+            Held::CircuitOpen => format!("(not retried: the circuit breaker opened after {attempts} attempt(s))"),
+        }
+    }
+
+    /// `status` saying it was not retried, and why.
+    fn mark(self, status: &Status, attempts: u32) -> Status {
+        let mut metadata = status.metadata().clone();
+        metadata.insert(NOT_RETRIED, tonic::metadata::MetadataValue::from_static(self.value()));
+        let message = match status.message() {
+            "" => self.message(attempts),
+            said => format!("{said} {}", self.message(attempts)),
+        };
+        Status::with_details_and_metadata(status.code(), message, status.details().to_vec().into(), metadata)
+    }
+}
 
 /// What the ending of one call depends on besides the engine's result.
 #[derive(Debug, Clone, Copy)]
@@ -73,12 +122,22 @@ fn answered<B: Body>(
         );
         return Err(Status::deadline_exceeded(message).into());
     }
-    let body_held_it_back = matches!(stop, Some((StopReason::Unrepeatable, _)))
-        && !ending.replayable
-        && ending.codes.contains_number(received.code)
-        && received.pushback != Some(Pushback::Stop);
-    if body_held_it_back {
-        mark_not_retried(&mut response);
+    let held = match stop {
+        Some((StopReason::Unrepeatable, _))
+            if !ending.replayable
+                && ending.codes.contains_number(received.code)
+                && received.pushback != Some(Pushback::Stop) =>
+        {
+            Some(Held::Body)
+        }
+        Some((StopReason::BudgetExhausted, _)) => {
+            Some(Held::Throttled(ending.guard.unwrap_or("retry guard")))
+        }
+        Some((StopReason::CircuitOpen, _)) => Some(Held::CircuitOpen),
+        _ => None,
+    };
+    if let Some(held) = held {
+        mark(&mut response, held, attempts);
     }
     Ok(response)
 }
@@ -86,22 +145,18 @@ fn answered<B: Body>(
 /// `grpc-message`: the status's message, percent-encoded.
 const MESSAGE: &str = "grpc-message";
 
-/// What the not-retried answer says: appended to `grpc-message`, whose
-/// percent-encoding leaves this text (printable ASCII, no `%`) as it is.
-const NOT_RETRIED_MESSAGE: &str =
-    "(not retried: the request body was streamed or larger than the replay limit, so it was sent once)";
-
-/// Says in the status's message and metadata that the body kept it from a retry.
-fn mark_not_retried<B: Body>(response: &mut Response<ResponseBody<B>>) {
+/// Says in the answer's message and metadata why it was not retried.
+fn mark<B: Body>(response: &mut Response<ResponseBody<B>>, held: Held, attempts: u32) {
     let headers = response.headers_mut();
+    let added = held.message(attempts);
     let message = match headers.get(MESSAGE).map(HeaderValue::as_bytes) {
-        Some(said) if !said.is_empty() => [said, b" ", NOT_RETRIED_MESSAGE.as_bytes()].concat(),
-        _ => NOT_RETRIED_MESSAGE.as_bytes().to_vec(),
+        Some(said) if !said.is_empty() => [said, b" ", added.as_bytes()].concat(),
+        _ => added.into_bytes(),
     };
     if let Ok(value) = HeaderValue::from_bytes(&message) {
         headers.insert(MESSAGE, value);
     }
-    headers.insert(NOT_RETRIED, HeaderValue::from_static(NOT_RETRIED_BODY));
+    headers.insert(NOT_RETRIED, HeaderValue::from_static(held.value()));
 }
 
 /// The engine stopped with an error: a transport failure, or no attempt at all.
@@ -124,32 +179,19 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
         ))
     } else {
         match (reason, &last) {
-            (StopReason::CircuitOpen, None) => {
-                Status::unavailable("retryscope: the circuit breaker is open: the call was not sent")
+            (StopReason::CircuitOpen, None) => Held::CircuitOpen.mark(
+                &Status::unavailable("retryscope: the circuit breaker is open: the call was not sent"),
+                attempts,
+            ),
+            (StopReason::CircuitOpen, Some(last)) => {
+                Held::CircuitOpen.mark(&Status::unavailable(last.message()), attempts)
             }
-            (StopReason::CircuitOpen, Some(last)) => Status::unavailable(format!(
-                "retryscope: the circuit breaker opened after {attempts} attempt(s); the last failed with {:?}: {}",
-                last.code(),
-                last.message()
-            )),
-            (StopReason::BudgetExhausted, _) => Status::unavailable(format!(
-                "retryscope: retries throttled by the {} after {attempts} attempt(s){}",
-                ending.guard.unwrap_or("retry guard"),
-                last.as_ref()
-                    .map(|l| format!("; the last failed with {:?}: {}", l.code(), l.message()))
-                    .unwrap_or_default()
-            )),
-            (StopReason::Unrepeatable, Some(last)) => {
-                let mut status = Status::with_metadata(
-                    last.code(),
-                    format!("{} {NOT_RETRIED_MESSAGE}", last.message()),
-                    last.metadata().clone(),
-                );
-                if let Ok(value) = NOT_RETRIED_BODY.parse() {
-                    status.metadata_mut().insert(NOT_RETRIED, value);
-                }
-                status
+            (StopReason::BudgetExhausted, last) => {
+                let said = last.as_ref().map_or("", |l| l.message());
+                Held::Throttled(ending.guard.unwrap_or("retry guard"))
+                    .mark(&Status::unavailable(said), attempts)
             }
+            (StopReason::Unrepeatable, Some(last)) => Held::Body.mark(last, attempts),
             // The last attempt's failure, as tonic reads it.
             (_, Some(last)) => Status::with_details_and_metadata(
                 last.code(),
@@ -211,12 +253,19 @@ mod tests {
         let status = error.downcast_ref::<Status>().expect("a status");
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert!(status.message().contains("circuit breaker is open"), "{status:?}");
+        let why = status.metadata().get(NOT_RETRIED).and_then(|v| v.to_str().ok());
+        assert_eq!(why, Some(NOT_RETRIED_CIRCUIT_OPEN));
         let gave_up = std::error::Error::source(status).and_then(|s| s.downcast_ref::<GaveUp>());
         assert_eq!(gave_up.map(GaveUp::reason), Some(StopReason::CircuitOpen));
     }
 
     #[test]
-    fn the_not_retried_message_needs_no_percent_encoding() {
-        assert!(NOT_RETRIED_MESSAGE.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%'));
+    fn the_not_retried_messages_need_no_percent_encoding() {
+        let guards = ["retry budget", "retry throttling (token bucket)", "retry guard"];
+        let held = [Held::Body, Held::CircuitOpen].into_iter().chain(guards.map(Held::Throttled));
+        for held in held {
+            let message = held.message(12);
+            assert!(message.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%'), "{message}");
+        }
     }
 }
