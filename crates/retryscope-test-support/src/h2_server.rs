@@ -2,8 +2,8 @@
 //! answers a tonic server will not give: a stream reset with a chosen reason,
 //! or an HTTP error whose body does not end. It plays a script, one answer per
 //! stream, then answers a gRPC OK; and it records each stream it saw and when
-//! the client reset it. [`H2Server::start_after_goaway`] first answers one
-//! connection with a graceful `GOAWAY` that leaves its first stream unprocessed.
+//! the client reset it. [`H2Server::start_after_goaways`] first answers some
+//! connections with a graceful `GOAWAY` that leaves their first stream unprocessed.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
@@ -42,8 +42,8 @@ pub struct Stream {
 struct State {
     script: Mutex<VecDeque<Answer>>,
     streams: Mutex<Vec<Stream>>,
-    /// Whether the next connection gets a GOAWAY before any stream.
-    goaway_first: std::sync::atomic::AtomicBool,
+    /// How many of the next connections get a GOAWAY before any stream.
+    goaway_first: std::sync::atomic::AtomicUsize,
     /// The connections that got it.
     goaways: std::sync::atomic::AtomicUsize,
 }
@@ -58,17 +58,18 @@ pub struct H2Server {
 impl H2Server {
     /// Plays `script`, one answer per stream, then answers [`Answer::Ok`].
     pub async fn start(script: Vec<Answer>) -> Self {
-        Self::start_with(script, false).await
+        Self::start_with(script, 0).await
     }
 
-    /// Answers the first connection's first stream with `GOAWAY(last stream
-    /// 0, NO_ERROR)` — the server is going away and processed nothing — then
-    /// plays `script` on the connections after it.
-    pub async fn start_after_goaway(script: Vec<Answer>) -> Self {
-        Self::start_with(script, true).await
+    /// Answers the first stream of each of the first `connections`
+    /// connections with `GOAWAY(last stream 0, NO_ERROR)` — the server is
+    /// going away and processed nothing — then plays `script` on the
+    /// connections after them.
+    pub async fn start_after_goaways(connections: usize, script: Vec<Answer>) -> Self {
+        Self::start_with(script, connections).await
     }
 
-    async fn start_with(script: Vec<Answer>, goaway_first: bool) -> Self {
+    async fn start_with(script: Vec<Answer>, goaway_first: usize) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
         let state = Arc::new(State {
@@ -80,7 +81,12 @@ impl H2Server {
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 let state = Arc::clone(&shared);
-                if state.goaway_first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                let sent_away = state.goaway_first.fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |left| left.checked_sub(1),
+                );
+                if sent_away.is_ok() {
                     tokio::spawn(go_away(state, socket));
                     continue;
                 }

@@ -123,7 +123,7 @@ async fn the_transparent_retry_does_not_count_against_max_attempts() {
 
 #[tokio::test]
 async fn a_stream_a_goaway_left_unprocessed_is_sent_again_once_even_without_a_retry_policy() {
-    let server = H2Server::start_after_goaway(Vec::new()).await;
+    let server = H2Server::start_after_goaways(1, Vec::new()).await;
     let reply = client(&server, no_policy_for_echo()).unary(echo("x")).await.expect("the transparent retry");
     assert_eq!(reply.into_inner().message, "ok");
     assert_eq!(server.goaways(), 1, "the first connection went away");
@@ -134,11 +134,23 @@ async fn a_stream_a_goaway_left_unprocessed_is_sent_again_once_even_without_a_re
 }
 
 #[tokio::test]
+async fn a_second_goaway_ends_the_call_as_unavailable_as_grpc_go_says() {
+    let server = H2Server::start_after_goaways(2, Vec::new()).await;
+    let status = client(&server, no_policy_for_echo()).unary(echo("x")).await.expect_err("sent away twice");
+    // tonic alone would say INTERNAL (it maps a GOAWAY by its reason, NO_ERROR).
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(server.goaways(), 2);
+    assert!(server.streams().is_empty(), "nothing was processed");
+}
+
+#[tokio::test]
 async fn other_resets_are_retried_only_as_their_status_is() {
     let cases = [
         (h2::Reason::INTERNAL_ERROR, Code::Internal),
         (h2::Reason::CANCEL, Code::Cancelled),
         (h2::Reason::ENHANCE_YOUR_CALM, Code::ResourceExhausted),
+        // grpc-go's INTERNAL, where tonic alone says UNKNOWN.
+        (h2::Reason::HTTP_1_1_REQUIRED, Code::Internal),
     ];
     for (reason, code) in cases {
         let server = H2Server::start(vec![Answer::Reset(reason); 4]).await;

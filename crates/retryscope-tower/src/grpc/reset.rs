@@ -44,6 +44,21 @@ pub(crate) fn code(error: &BoxError) -> Option<u8> {
     Some(code as u8)
 }
 
+/// `error` as the status a gRPC client reads from it, when an HTTP/2 error
+/// caused it: [`code`]'s mapping (grpc-go's), which tonic's own differs from
+/// for a `GOAWAY` (tonic maps it by its reason, `NO_ERROR` to `INTERNAL`) and
+/// for `HTTP_1_1_REQUIRED` (`UNKNOWN`). The error stays the status's source.
+pub(crate) fn status(error: BoxError) -> Result<tonic::Status, BoxError> {
+    let Some(code) = code(&error) else { return Err(error) };
+    let message = match h2_error(&error) {
+        Some(h2) => format!("h2 protocol error: {h2}"),
+        None => format!("h2 protocol error: {error}"),
+    };
+    let mut status = tonic::Status::new(Code::from(i32::from(code)), message);
+    status.set_source(std::sync::Arc::from(error));
+    Ok(status)
+}
+
 /// Why the server never processed a stream, when it says so: what makes a
 /// first attempt eligible for A6's transparent retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

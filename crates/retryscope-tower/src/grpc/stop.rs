@@ -167,10 +167,13 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
         StopReason::Unrepeatable => ending.replayable,
         _ => false,
     };
-    let last = match error.into_last_error() {
+    let last = match error.into_last_error().map(super::reset::status) {
+        // An HTTP/2 reset or GOAWAY: the status gRPC maps it to.
+        Some(Ok(status)) if passes_through && !ending.expired => return Box::new(status),
         // The engine decided nothing but not to retry: the error as it came.
-        Some(last) if passes_through && !ending.expired => return last,
-        Some(last) => Some(Status::from_error(last)),
+        Some(Err(last)) if passes_through && !ending.expired => return last,
+        Some(Ok(status)) => Some(status),
+        Some(Err(last)) => Some(Status::from_error(last)),
         None => None,
     };
     let status = if ending.expired || last.is_none() && reason == StopReason::DeadlineExceeded {
