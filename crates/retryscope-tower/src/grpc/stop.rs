@@ -176,7 +176,7 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
         Some(Err(last)) => Some(Status::from_error(last)),
         None => None,
     };
-    let status = if ending.expired || last.is_none() && reason == StopReason::DeadlineExceeded {
+    let mut status = if ending.expired || last.is_none() && reason == StopReason::DeadlineExceeded {
         Status::deadline_exceeded(format!(
             "retryscope: the call's deadline passed after {attempts} attempt(s)"
         ))
@@ -212,7 +212,6 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
     // tonic client drops a status's source): a `GaveUp` whose own source is
     // the last attempt's status, and that status's the original error.
     let decided = RetryError::new(reason, attempts, error_type, last.map(|l| Box::new(l) as BoxError));
-    let mut status = status;
     status.set_source(Arc::new(GaveUp::new(decided)));
     Box::new(status)
 }
