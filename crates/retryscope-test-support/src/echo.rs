@@ -3,6 +3,12 @@
 //!
 //! `test.Echo/Unary` and `test.Echo/Stream` (server streaming) play a script of
 //! behaviours, one per call, and record what each call's metadata said.
+//! `test.Echo/Watch` (server streaming) sends its headers at once and its
+//! first message only after [`WATCH_FIRST_MESSAGE`]; `test.Echo/Chat`
+//! (bidirectional) answers each message it receives with `"<message> back"`,
+//! and says nothing before the client's first message; `test.Echo/Collect`
+//! (client streaming) answers once the client's stream ends, with its
+//! messages joined by spaces.
 
 use bytes::Bytes;
 use http_body::Body as HttpBody;
@@ -43,7 +49,15 @@ pub enum Behaviour {
     Fail(Code, Option<&'static str>),
     /// Streaming only: one reply, then fail with this code.
     ReplyThenFail(Code),
+    /// Streaming only: send the headers, then fail with this code in the
+    /// trailers, before any message.
+    FailAfterHeaders(Code),
+    /// Unary only: answer OK after this long.
+    Delay(std::time::Duration),
 }
+
+/// How long `test.Echo/Watch` takes to send its first message.
+pub const WATCH_FIRST_MESSAGE: std::time::Duration = std::time::Duration::from_millis(1_500);
 
 /// One call as the server saw it.
 #[derive(Debug, Clone)]
@@ -134,7 +148,13 @@ impl tonic::server::UnaryService<EchoRequest> for Unary {
             match behaviour {
                 Behaviour::Ok => Ok(tonic::Response::new(EchoReply { message })),
                 Behaviour::Fail(code, pushback) => Err(failure(code, pushback)),
-                Behaviour::ReplyThenFail(code) => Err(failure(code, None)),
+                Behaviour::ReplyThenFail(code) | Behaviour::FailAfterHeaders(code) => {
+                    Err(failure(code, None))
+                }
+                Behaviour::Delay(delay) => {
+                    tokio::time::sleep(delay).await;
+                    Ok(tonic::Response::new(EchoReply { message }))
+                }
             }
         })
     }
@@ -154,12 +174,72 @@ impl tonic::server::ServerStreamingService<EchoRequest> for ServerStream {
         let message = request.into_inner().message;
         let reply = |n: u32| Ok(EchoReply { message: format!("{message} {n}") });
         let items: Vec<Result<EchoReply, Status>> = match behaviour {
-            Behaviour::Ok => vec![reply(1), reply(2)],
+            Behaviour::Ok | Behaviour::Delay(_) => vec![reply(1), reply(2)],
+            // The handler fails: a Trailers-Only answer, the status in the headers.
+            Behaviour::Fail(code, pushback) => {
+                return Box::pin(async move { Err(failure(code, pushback)) });
+            }
             // Headers go out first, so the status travels in the trailers.
-            Behaviour::Fail(code, pushback) => vec![Err(failure(code, pushback))],
+            Behaviour::FailAfterHeaders(code) => vec![Err(failure(code, None))],
             Behaviour::ReplyThenFail(code) => vec![reply(1), Err(failure(code, None))],
         };
         Box::pin(async move { Ok(tonic::Response::new(Box::pin(tokio_stream::iter(items)) as ReplyStream)) })
+    }
+}
+
+struct Watch(Arc<State>);
+
+impl tonic::server::ServerStreamingService<EchoRequest> for Watch {
+    type Response = EchoReply;
+    type ResponseStream = ReplyStream;
+    type Future = BoxFuture<tonic::Response<ReplyStream>, Status>;
+
+    fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
+        self.0.record("/test.Echo/Watch", request.metadata());
+        let message = request.into_inner().message;
+        let (sender, receiver) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            tokio::time::sleep(WATCH_FIRST_MESSAGE).await;
+            let _ = sender.send(Ok(EchoReply { message: format!("{message} changed") })).await;
+        });
+        let stream = tokio_stream::wrappers::ReceiverStream::new(receiver);
+        Box::pin(async move { Ok(tonic::Response::new(Box::pin(stream) as ReplyStream)) })
+    }
+}
+
+struct Collect(Arc<State>);
+
+impl tonic::server::ClientStreamingService<EchoRequest> for Collect {
+    type Response = EchoReply;
+    type Future = BoxFuture<tonic::Response<EchoReply>, Status>;
+
+    fn call(&mut self, request: tonic::Request<tonic::Streaming<EchoRequest>>) -> Self::Future {
+        self.0.record("/test.Echo/Collect", request.metadata());
+        let mut inbound = request.into_inner();
+        Box::pin(async move {
+            let mut words = Vec::new();
+            while let Some(request) = inbound.message().await? {
+                words.push(request.message);
+            }
+            Ok(tonic::Response::new(EchoReply { message: words.join(" ") }))
+        })
+    }
+}
+
+struct Chat(Arc<State>);
+
+impl tonic::server::StreamingService<EchoRequest> for Chat {
+    type Response = EchoReply;
+    type ResponseStream = ReplyStream;
+    type Future = BoxFuture<tonic::Response<ReplyStream>, Status>;
+
+    fn call(&mut self, request: tonic::Request<tonic::Streaming<EchoRequest>>) -> Self::Future {
+        self.0.record("/test.Echo/Chat", request.metadata());
+        let inbound = request.into_inner();
+        let replies = tokio_stream::StreamExt::map(inbound, |next| {
+            next.map(|request| EchoReply { message: format!("{} back", request.message) })
+        });
+        Box::pin(async move { Ok(tonic::Response::new(Box::pin(replies) as ReplyStream)) })
     }
 }
 
@@ -182,6 +262,9 @@ impl tower::Service<http::Request<Body>> for EchoService {
                     grpc.unary(Unary(state), request).await
                 }
                 "/test.Echo/Stream" => grpc.server_streaming(ServerStream(state), request).await,
+                "/test.Echo/Watch" => grpc.server_streaming(Watch(state), request).await,
+                "/test.Echo/Chat" => grpc.streaming(Chat(state), request).await,
+                "/test.Echo/Collect" => grpc.client_streaming(Collect(state), request).await,
                 _ => Status::unimplemented("no such method").into_http(),
             })
         })
@@ -235,6 +318,49 @@ where
         self.ready().await?;
         let path = http::uri::PathAndQuery::from_static("/test.Echo/Stream");
         self.inner.server_streaming(request.into_request(), path, tonic_prost::ProstCodec::default()).await
+    }
+}
+
+impl<T> EchoClient<T>
+where
+    T: tonic::client::GrpcService<Body>,
+    T::Error: Into<StdError>,
+    T::ResponseBody: HttpBody<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as HttpBody>::Error: Into<StdError> + Send,
+{
+    /// `test.Echo/Watch`: the headers at once, the first message after
+    /// [`WATCH_FIRST_MESSAGE`].
+    pub async fn watch(
+        &mut self,
+        request: impl IntoRequest<EchoRequest>,
+    ) -> Result<tonic::Response<tonic::codec::Streaming<EchoReply>>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/test.Echo/Watch");
+        self.inner.server_streaming(request.into_request(), path, tonic_prost::ProstCodec::default()).await
+    }
+
+    /// `test.Echo/Collect`: one reply, once the messages end.
+    pub async fn collect(
+        &mut self,
+        messages: impl tonic::IntoStreamingRequest<Message = EchoRequest>,
+    ) -> Result<tonic::Response<EchoReply>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/test.Echo/Collect");
+        self.inner
+            .client_streaming(messages.into_streaming_request(), path, tonic_prost::ProstCodec::default())
+            .await
+    }
+
+    /// `test.Echo/Chat`: one reply per message sent.
+    pub async fn chat(
+        &mut self,
+        messages: impl tonic::IntoStreamingRequest<Message = EchoRequest>,
+    ) -> Result<tonic::Response<tonic::codec::Streaming<EchoReply>>, Status> {
+        self.ready().await?;
+        let path = http::uri::PathAndQuery::from_static("/test.Echo/Chat");
+        self.inner
+            .streaming(messages.into_streaming_request(), path, tonic_prost::ProstCodec::default())
+            .await
     }
 }
 

@@ -4,13 +4,16 @@
 //! - [`scripted`]: a hand-rolled HTTP/1.1 server that plays a script (drops a
 //!   response halfway, stalls), re-exported at the root as [`Server`] and [`Reply`];
 //! - [`http_server`]: a hyper server answering from a queue of statuses;
-//! - [`echo`]: a tonic echo service with scripted gRPC failures;
+//! - [`echo`]: a tonic echo service with scripted gRPC failures, a slow watch
+//!   stream and a bidirectional chat;
+//! - [`h2_server`]: a raw HTTP/2 server that resets streams with a chosen reason;
 //! - [`telemetry`]: the in-memory trace and metric pipeline;
 //! - [`net`]: a port nobody listens on, and a server that never answers.
 // Fixtures, not an API: their names and their tests say what they do.
 #![allow(missing_docs)]
 
 pub mod echo;
+pub mod h2_server;
 pub mod http_server;
 pub mod net;
 pub mod rotel;

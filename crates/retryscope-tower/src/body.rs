@@ -1,5 +1,5 @@
-//! Request bodies that can be sent again, and response bodies the layer has
-//! peeked into.
+//! Request bodies that can be sent again, and the response bodies the layer
+//! hands over.
 //!
 //! `http::Request` is not `Clone`, and a body is a stream consumed by sending
 //! it: to retry, the layer keeps a copy. It keeps one only while the body is
@@ -8,7 +8,7 @@
 //! stream still being produced — or that outgrows the limit is sent once, as it
 //! comes, and never retried.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;
@@ -262,72 +262,35 @@ pub(crate) struct TrailersHook {
 }
 
 /// The body of a response that came through the layer: the inner service's
-/// body, after whatever the layer read of it to decide on a retry (with
-/// `grpc`: up to the first message or the trailers).
+/// body, as it came. The layer never reads ahead in it: a response is handed
+/// over with its headers (with `grpc`, a stream is never delayed to wait for
+/// its first message).
 pub struct ResponseBody<B: Body> {
-    peeked: Option<Frame<B::Data>>,
-    // Boxed so the layer can read ahead and still move the body into the
-    // response, whatever `B` is; `None` once released (see `release`).
+    // Boxed so the layer can release it from a response it keeps through a
+    // backoff wait, whatever `B` is; `None` once released (see `release`).
     inner: Option<Pin<Box<B>>>,
     hook: Option<TrailersHook>,
 }
 
-// No field is ever pinned in place: the inner body is behind its own `Pin<Box>`
-// and the read-ahead frame is only moved out by value.
+// No field is ever pinned in place: the inner body is behind its own `Pin<Box>`.
 impl<B: Body> Unpin for ResponseBody<B> {}
 
 impl<B: Body> fmt::Debug for ResponseBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponseBody").field("peeked", &self.peeked.is_some()).finish_non_exhaustive()
+        f.debug_struct("ResponseBody").field("released", &self.inner.is_none()).finish_non_exhaustive()
     }
 }
 
 impl<B: Body> ResponseBody<B> {
     pub(crate) fn new(inner: B) -> Self {
-        Self { peeked: None, inner: Some(Box::pin(inner)), hook: None }
-    }
-
-    /// The trailers read ahead, if the layer read up to them.
-    #[cfg(feature = "grpc")]
-    pub(crate) fn peeked_trailers(&self) -> Option<&HeaderMap> {
-        self.peeked.as_ref().and_then(Frame::trailers_ref)
-    }
-
-    /// Whether the layer read a response message ahead (a non-empty data frame).
-    #[cfg(feature = "grpc")]
-    pub(crate) fn peeked_message(&self) -> bool {
-        self.peeked.as_ref().is_some_and(Frame::is_data)
-    }
-
-    /// Reads the body up to its first non-empty data frame or its trailers and
-    /// keeps what it read, so the caller still gets every frame.
-    #[cfg(feature = "grpc")]
-    pub(crate) async fn peek(&mut self) -> Result<(), B::Error> {
-        loop {
-            let Some(inner) = self.inner.as_mut() else { return Ok(()) };
-            match poll_fn(|cx| inner.as_mut().poll_frame(cx)).await {
-                None => return Ok(()),
-                Some(Err(e)) => return Err(e),
-                // An empty data frame carries no message: keep reading.
-                Some(Ok(frame)) if frame.data_ref().is_some_and(|d| !d.has_remaining()) => {}
-                Some(Ok(frame)) => {
-                    self.peeked = Some(frame);
-                    return Ok(());
-                }
-            }
-        }
+        Self { inner: Some(Box::pin(inner)), hook: None }
     }
 
     /// Takes the body away from the response, which then ends at once: what a
     /// failed response kept through a backoff wait gives up, so that its
     /// connection is not pinned for the wait.
     pub(crate) fn release(&mut self) -> Option<Pin<Box<B>>> {
-        self.peeked = None;
         self.inner.take()
-    }
-
-    fn inner_size_hint(&self) -> SizeHint {
-        self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), |inner| inner.size_hint())
     }
 
     /// Calls `hook` when the trailers pass by on their way to the caller.
@@ -347,12 +310,9 @@ impl<B: Body> Body for ResponseBody<B> {
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         // Every field is `Unpin` (the inner body is boxed).
         let this = &mut *self;
-        let next = match this.peeked.take() {
-            Some(frame) => Poll::Ready(Some(Ok(frame))),
-            None => match this.inner.as_mut() {
-                Some(inner) => inner.as_mut().poll_frame(cx),
-                None => Poll::Ready(None),
-            },
+        let next = match this.inner.as_mut() {
+            Some(inner) => inner.as_mut().poll_frame(cx),
+            None => Poll::Ready(None),
         };
         if let Poll::Ready(Some(Ok(frame))) = &next
             && let Some(trailers) = frame.trailers_ref()
@@ -364,17 +324,11 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.peeked.is_none() && self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
+        self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.peeked {
-            Some(frame) => {
-                let extra = frame.data_ref().map_or(0, |d| d.remaining() as u64);
-                grow(self.inner_size_hint(), extra)
-            }
-            None => self.inner_size_hint(),
-        }
+        self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), |inner| inner.size_hint())
     }
 }
 

@@ -70,6 +70,22 @@ impl AttemptClassifier {
     }
 
     fn failure(&self, error: &BoxError) -> Verdict {
+        #[cfg(feature = "grpc")]
+        if let Mode::Grpc { codes } = self.mode
+            && let Some(code) = crate::grpc::reset::code(error)
+        {
+            // An HTTP/2 reset stands for a gRPC status (gRPC's RST_STREAM
+            // mapping), retried only as that status is: an INTERNAL_ERROR
+            // reset is not an UNAVAILABLE. (REFUSED_STREAM got its
+            // transparent retry already, in the attempt.)
+            let error = ErrorType::Kind(crate::grpc::code::name(code));
+            let verdict = if codes.contains_number(code) {
+                Verdict::retryable(error)
+            } else {
+                Verdict::permanent(error)
+            };
+            return self.guard(verdict, Stage::Sent);
+        }
         let (verdict, stage) = transport(error);
         #[cfg(feature = "grpc")]
         if let Mode::Grpc { codes } = self.mode {
@@ -110,7 +126,7 @@ where
             #[cfg(feature = "grpc")]
             Mode::Grpc { codes } => match crate::grpc::status::received(response) {
                 Some(status) => crate::grpc::status::verdict(status, codes),
-                // Committed: the first message arrived.
+                // Committed at its headers, which carry no status (A6).
                 None => Verdict::Success,
             },
         };
@@ -134,20 +150,16 @@ where
         &mut self,
         kept: Result<Response<ResponseBody<B>>, BoxError>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
-        match self.mode {
-            // An unread body would pin its connection for the whole wait: the
-            // integrations' one rule drains it in the background, or drops it.
-            Mode::Http { .. } => kept.map(|mut response| {
-                if let Some(body) = response.body_mut().release() {
-                    retryscope_http::release::drain_in_background(body);
-                }
-                response
-            }),
-            // A gRPC answer kept through a wait may carry its status in the
-            // trailers read ahead: it stays whole.
-            #[cfg(feature = "grpc")]
-            Mode::Grpc { .. } => kept,
-        }
+        // An unread body would pin its connection (an HTTP/2 stream, for
+        // gRPC) for the whole wait: the integrations' one rule drains it in the
+        // background, or drops it. A Trailers-Only gRPC answer has no body to
+        // lose: its status is in the headers, which stay.
+        kept.map(|mut response| {
+            if let Some(body) = response.body_mut().release() {
+                retryscope_http::release::drain_in_background(body);
+            }
+            response
+        })
     }
 }
 

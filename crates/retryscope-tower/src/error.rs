@@ -11,6 +11,9 @@ pub type BoxError = Box<dyn StdError + Send + Sync>;
 /// budget, breaker or an over-long server hint — rather than because the
 /// failure was permanent. Its [`source`](StdError::source) is the last attempt's
 /// error, if it produced one.
+///
+/// In gRPC mode the caller gets a `tonic::Status` (`DEADLINE_EXCEEDED`,
+/// `UNAVAILABLE`, or the last attempt's status) whose `source()` is this.
 #[derive(Debug)]
 pub struct GaveUp {
     inner: RetryError<BoxError>,
@@ -57,6 +60,10 @@ impl StdError for GaveUp {
 /// A request failed in a way that would have been retried, but its body could
 /// not be sent again: it was a stream, or larger than the replay limit. The
 /// [`source`](StdError::source) is the failure.
+///
+/// In gRPC mode the caller gets a `tonic::Status` instead (a tonic client
+/// reads nothing else): the server's code, its message saying it was not
+/// retried, and `grpc::NOT_RETRIED` (`body-not-replayable`) in its metadata.
 #[derive(Debug)]
 pub struct NotRetried {
     source: BoxError,

@@ -12,6 +12,17 @@ pub(crate) enum Guard {
     Bucket(TokenBucket),
 }
 
+impl Guard {
+    /// What a refusal says stopped the retries.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Guard::Budget(_) => "retry budget",
+            Guard::Bucket(_) => "retry throttling (token bucket)",
+        }
+    }
+}
+
 impl Throttle for Guard {
     fn request_started(&self) {
         match self {

@@ -49,14 +49,17 @@ use tower_layer::Layer;
 /// - **Only when possible**: the body is kept in memory while it is there at
 ///   once and fits the replay limit (256 KiB by default); a streamed or larger
 ///   body is sent once and never retried — the attempt span says so, and a
-///   failure that would have been retried comes back as [`NotRetried`](crate::NotRetried).
+///   failure that would have been retried comes back as [`NotRetried`](crate::NotRetried)
+///   (in gRPC mode, as the server's status marked `grpc::NOT_RETRIED`).
 /// - **Server hints**: `Retry-After` and `RateLimit`; with `grpc`,
 ///   `grpc-retry-pushback-ms`.
-/// - **Guards**: a [`RetryBudget`](retryscope::RetryBudget) (with `grpc` and
-///   retry throttling, a [`TokenBucket`](retryscope::TokenBucket)) and a
-///   [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency — `host`, or
-///   `host:port` when the port is not the scheme's default — shared by every
-///   clone of the service.
+/// - **Guards**: over HTTP, a [`RetryBudget`](retryscope::RetryBudget) and a
+///   [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency — `host`,
+///   or `host:port` when the port is not the scheme's default — shared by
+///   every clone of the service. With `grpc`, A6's only: the config's
+///   retry throttling ([`TokenBucket`](retryscope::TokenBucket)) when it has
+///   one, and no budget or breaker unless asked for (see
+///   [`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
 /// - **Every attempt** gets a fresh `poll_ready` on its own clone of the inner
 ///   service; dropping the response future cancels the running attempt or the
 ///   wait, and no attempt starts after.
@@ -82,7 +85,8 @@ impl RetryLayer {
         RetryLayerBuilder::new(policy)
     }
 
-    /// Configures a layer that retries gRPC calls as `retry` says (A6). For a
+    /// Configures a layer that retries gRPC calls as `retry` says (A6), with
+    /// A6's retry throttling as its only guard unless asked for more. For a
     /// tonic channel, set its [`origin`](crate::grpc::GrpcRetryLayerBuilder::origin):
     /// tonic sends only the path, and without an origin every call is reported
     /// and guarded as `unknown`.

@@ -166,12 +166,24 @@ where
         Some(operation) => retry.operation(retryscope_otel::bounded_operation(operation)),
         None => retry,
     };
+    let started = tokio::time::Instant::now();
     let outcome = retry.await;
     let stop = stop.stopped();
     if let Some(upstream) = &upstream {
         // So that the server this runs in tells its own caller not to retry.
         upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
     }
+    #[cfg(feature = "grpc")]
+    if let Mode::Grpc { codes } = call.mode {
+        let ending = crate::grpc::stop::Ending {
+            replayable,
+            expired: call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
+            codes,
+            guard: guards.budget().map(crate::guard::Guard::name),
+        };
+        return crate::grpc::stop::finish(outcome, stop, ending);
+    }
+    let _ = started;
     finish(outcome, stop, replayable, call.grpc)
 }
 
@@ -181,6 +193,12 @@ struct Call {
     policy: Policy,
     mode: Mode,
     grpc: bool,
+    /// Whether the call's deadline goes on the wire as `grpc-timeout`: only a
+    /// deadline the caller set itself does. The policy's own deadline (a
+    /// preset's 15 s) bounds the retries here and is nobody else's business —
+    /// a server would otherwise end a long-lived stream at it.
+    #[cfg(feature = "grpc")]
+    sends_deadline: bool,
 }
 
 impl Call {
@@ -197,11 +215,17 @@ impl Call {
             };
             let codes = method.map_or(unlisted, |m| m.codes);
             // The caller's `grpc-timeout` is the deadline of the whole call.
-            let policy = match crate::grpc::headers::timeout(&parts.headers) {
+            let timeout = crate::grpc::headers::timeout(&parts.headers);
+            let policy = match timeout {
                 Some(timeout) => within(policy, timeout),
                 None => policy,
             };
-            return Self { policy, mode: Mode::Grpc { codes }, grpc: true };
+            return Self {
+                policy,
+                mode: Mode::Grpc { codes },
+                grpc: true,
+                sends_deadline: timeout.is_some(),
+            };
         }
         let safe_after_sent =
             retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
@@ -209,6 +233,8 @@ impl Call {
             policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
             grpc: false,
+            #[cfg(feature = "grpc")]
+            sends_deadline: false,
         }
     }
 }
@@ -260,7 +286,7 @@ where
     ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>> + Send + use<S, B, ResB> {
         self.number += 1;
         let number = self.number;
-        let mut service = match self.ready.take() {
+        let service = match self.ready.take() {
             Some(ready) => ready,
             None => self.ready_clone(),
         };
@@ -276,6 +302,21 @@ where
         }
         let grpc = self.call.grpc;
         let pacer = self.pacer.clone();
+        // A6's transparent retry: a first attempt the server refused before
+        // processing it is sent once more at once, whatever the retry policy,
+        // and not counted as an attempt. It needs the body again.
+        let transparent = (grpc && number == 1 && replayable)
+            .then(|| {
+                self.source.next().map(|body| (self.ready_clone(), Request::from_parts(parts.clone(), body)))
+            })
+            .flatten();
+        // The call's deadline, if it goes on the wire: the transparent retry
+        // carries what is left of it when it is sent.
+        #[cfg(feature = "grpc")]
+        let call_deadline =
+            self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline));
+        #[cfg(not(feature = "grpc"))]
+        let call_deadline: Option<(tokio::time::Instant, std::time::Duration)> = None;
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
             let span = Span::current();
@@ -286,15 +327,20 @@ where
                     "the request body is streamed or larger than the replay limit: it is sent once and never retried"
                 );
             }
-            let mut request = Request::from_parts(parts, body);
-            retryscope_otel::inject_context(request.headers_mut());
-            // A fresh readiness check for every attempt: a retry must not bypass
-            // the inner service's backpressure (a buffer, a concurrency limit).
-            poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
-            let response = service.call(request).await.map_err(Into::into)?;
+            let response = match send(service, Request::from_parts(parts, body)).await {
+                Err(error) => match (transparent, unprocessed(&error)) {
+                    (Some((service, mut request)), Some(why)) => {
+                        tracing::info!(parent: &span, "transparent retry: {why}");
+                        refresh_timeout(&mut request, call_deadline);
+                        send(service, request).await?
+                    }
+                    _ => return Err(error),
+                },
+                Ok(response) => response,
+            };
             let response = response.map(ResponseBody::new);
             if grpc {
-                return read_status(response, &span).await;
+                return Ok(read_status(response, &span));
             }
             span.record("http.response.status_code", i64::from(response.status().as_u16()));
             if let Some(pacer) = &pacer {
@@ -310,8 +356,8 @@ where
         self.template.clone()
     }
 
-    /// `grpc-previous-rpc-attempts` on every retry, and `grpc-timeout` set to
-    /// what is left of the call's deadline.
+    /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
+    /// a deadline — `grpc-timeout` set to what is left of it.
     #[cfg(feature = "grpc")]
     fn grpc_metadata(&mut self, parts: &mut Parts, number: u32) {
         use crate::grpc::headers;
@@ -320,45 +366,78 @@ where
         if number > 1 {
             parts.headers.insert(headers::PREVIOUS_ATTEMPTS, headers::previous_attempts(number - 1));
         }
-        if let Some(deadline) = self.call.policy.deadline() {
+        if let Some(deadline) = self.call.policy.deadline().filter(|_| self.call.sends_deadline) {
             let remaining = deadline.saturating_sub(now.saturating_duration_since(started));
             parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
         }
     }
 }
 
-/// Reads a gRPC response up to its first message or its status, records the
-/// status on the attempt span, and — for a committed call — hands the span to
-/// the body, which records the status when the trailers arrive.
+/// One attempt on the wire: a fresh readiness check (a retry must not bypass
+/// the inner service's backpressure: a buffer, a concurrency limit), the W3C
+/// context of the attempt span, and the call.
+async fn send<S, B, ResB>(mut service: S, mut request: Request<B>) -> Result<Response<ResB>, BoxError>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+{
+    retryscope_otel::inject_context(request.headers_mut());
+    poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
+    service.call(request).await.map_err(Into::into)
+}
+
+/// Sets `grpc-timeout` to what is left now of the call's deadline, given as
+/// the instant the call started and the deadline's length.
 #[cfg(feature = "grpc")]
-async fn read_status<ResB>(
+fn refresh_timeout<B>(
+    request: &mut Request<B>,
+    call_deadline: Option<(tokio::time::Instant, std::time::Duration)>,
+) {
+    use crate::grpc::headers;
+    if let Some((started, deadline)) = call_deadline {
+        let remaining = deadline.saturating_sub(started.elapsed());
+        request.headers_mut().insert(headers::TIMEOUT, headers::timeout_value(remaining));
+    }
+}
+
+#[cfg(not(feature = "grpc"))]
+fn refresh_timeout<B>(_: &mut Request<B>, _: Option<(tokio::time::Instant, std::time::Duration)>) {}
+
+/// Whether a failed attempt never reached the server's application (gRPC
+/// only: an HTTP request gets no transparent retry).
+#[cfg(feature = "grpc")]
+fn unprocessed(error: &BoxError) -> Option<&'static str> {
+    crate::grpc::reset::unprocessed(error).map(crate::grpc::reset::Unprocessed::describe)
+}
+
+#[cfg(not(feature = "grpc"))]
+fn unprocessed(_: &BoxError) -> Option<&'static str> {
+    None
+}
+
+/// Records the status a gRPC response carries in its headers on the attempt
+/// span; a response whose headers carry none is committed (A6) and goes to the
+/// caller at once, its body unread, with the span handed to the body, which
+/// records the status when the trailers arrive.
+#[cfg(feature = "grpc")]
+fn read_status<ResB: Body>(
     mut response: Response<ResponseBody<ResB>>,
     span: &Span,
-) -> Result<Response<ResponseBody<ResB>>, BoxError>
-where
-    ResB: Body,
-    ResB::Error: Into<BoxError>,
-{
+) -> Response<ResponseBody<ResB>> {
     use crate::body::TrailersHook;
     use crate::grpc::status;
-    if crate::grpc::headers::status(response.headers()).is_none() {
-        response.body_mut().peek().await.map_err(Into::into)?;
-    }
     match status::received(&response) {
         Some(received) => status::record_code(span, received.code),
         None => response
             .body_mut()
             .on_trailers(TrailersHook { span: span.clone(), call: status::record_trailers }),
     }
-    Ok(response)
+    response
 }
 
 #[cfg(not(feature = "grpc"))]
-async fn read_status<ResB: Body>(
-    response: Response<ResponseBody<ResB>>,
-    _: &Span,
-) -> Result<Response<ResponseBody<ResB>>, BoxError> {
-    Ok(response)
+fn read_status<ResB: Body>(response: Response<ResponseBody<ResB>>, _: &Span) -> Response<ResponseBody<ResB>> {
+    response
 }
 
 /// Turns the engine's result into what the caller gets: the shared decision

@@ -216,9 +216,9 @@ async fn a_body_over_the_replay_limit_is_sent_once_and_the_span_says_so() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stream_that_fails_before_its_first_message_is_retried() {
+async fn a_stream_answered_trailers_only_is_retried() {
     let telemetry = Telemetry::install();
-    // The server sends headers first: the status travels in the trailers.
+    // The handler fails: the status comes in the headers, nothing else.
     let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None)]).await;
     let response = client(&server, &telemetry).stream(echo("s")).await.expect("retried");
     let mut stream = response.into_inner();
@@ -232,6 +232,23 @@ async fn a_stream_that_fails_before_its_first_message_is_retried() {
     let codes: Vec<Option<String>> =
         attempt_spans(&telemetry).iter().map(|s| attr(s, "rpc.grpc.status_code")).collect();
     assert_eq!(codes, [Some("14".into()), Some("0".into())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_is_committed_at_its_headers_even_when_it_fails_before_any_message() {
+    let telemetry = Telemetry::install();
+    // Headers first, then UNAVAILABLE in the trailers: A6 has committed the
+    // call at the headers, which the caller already has.
+    let server = EchoServer::start(vec![Behaviour::FailAfterHeaders(Code::Unavailable)]).await;
+    let response = client(&server, &telemetry).stream(echo("s")).await.expect("the headers arrive");
+    let mut stream = response.into_inner();
+    let status = stream.message().await.expect_err("the trailers say UNAVAILABLE");
+    assert_eq!(status.code(), Code::Unavailable);
+    drop(stream);
+    assert_eq!(server.calls().len(), 1, "never retried");
+    let spans = attempt_spans(&telemetry);
+    assert_eq!(spans.len(), 1);
+    assert_eq!(attr(&spans[0], "rpc.grpc.status_code").as_deref(), Some("14"));
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,12 +9,25 @@ use std::fmt;
 /// Builds a [`RetryLayer`] with gRPC semantics (A6): made by
 /// [`RetryLayer::grpc`].
 ///
+/// Its guards are A6's, and only A6's, unless asked for more:
+///
+/// - **Retry throttling** when the config has `retryThrottling` (or
+///   [`GrpcRetry::throttling`]): a token bucket per server, which never stops
+///   a first attempt, only retries.
+/// - **No retry budget otherwise**: A6 has no throttling without
+///   `retryThrottling`, so neither does this layer, unless you give one with
+///   [`budget_per_dependency`](Self::budget_per_dependency) (which the token
+///   bucket replaces where the config throttles).
+/// - **No circuit breaker** by default: A6 always sends the first attempt, and
+///   a breaker refuses calls before sending them. Add one with
+///   [`breaker_per_dependency`](Self::breaker_per_dependency); a call it
+///   refuses fails with `UNAVAILABLE`, the message saying so, and
+///   [`NOT_RETRIED_CIRCUIT_OPEN`](crate::grpc::NOT_RETRIED_CIRCUIT_OPEN) in its metadata.
+///
 /// It offers only what gRPC mode reads. Statuses come from `grpc-status`
-/// rather than an `HttpClassifier`, every retry sends
-/// `grpc-previous-rpc-attempts` rather than an HTTP attempt header, and the
-/// guard is the config's token bucket when it enables throttling (otherwise a
-/// default `RetryBudget`): so there is no `classifier`, `attempt_header` or
-/// `budget_per_dependency` here. Nor is there a `retry_rule`: a rule judges an
+/// rather than an `HttpClassifier`, and every retry sends
+/// `grpc-previous-rpc-attempts` rather than an HTTP attempt header: so there
+/// is no `classifier` or `attempt_header` here. Nor is there a `retry_rule`: a rule judges an
 /// HTTP status and headers, and a gRPC answer's HTTP status is 200 whatever
 /// happened, its outcome a gRPC status that often arrives only in the trailers;
 /// which codes are retried is the service config's `retryableStatusCodes`.
@@ -37,13 +50,6 @@ use std::fmt;
 ///
 /// // gRPC statuses are not HTTP's: the setting does not exist in gRPC mode.
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).classifier(HttpClassifier::new());
-/// ```
-///
-/// ```compile_fail
-/// use retryscope::{Policy, RetryBudget};
-/// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
-///
-/// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).budget_per_dependency(RetryBudget::new);
 /// ```
 ///
 /// ```compile_fail
@@ -77,13 +83,28 @@ impl fmt::Debug for GrpcRetryLayerBuilder {
 
 impl GrpcRetryLayerBuilder {
     pub(crate) fn new(retry: GrpcRetry) -> Self {
-        Self { retry, tower: TowerSettings::default() }
+        let mut tower = TowerSettings::default();
+        // A6's guards only: the token bucket, when the config throttles.
+        tower.shared.breaker = None;
+        tower.shared.budget = None;
+        Self { retry, tower }
     }
 
     retryscope_http::shared_setters!(tower.shared: telemetry);
     retryscope_http::shared_setters!(tower.shared: breaker);
     retryscope_http::shared_setters!(tower.shared: pacer);
     tower_setters!();
+
+    /// Gives each server a retry budget made by `make` (none by default: A6
+    /// throttles only with `retryThrottling`). Where the config throttles, its
+    /// token bucket is the guard instead, as A6 says.
+    pub fn budget_per_dependency(
+        mut self,
+        make: impl Fn() -> retryscope::RetryBudget + Send + Sync + 'static,
+    ) -> Self {
+        self.tower.shared.budget = Some(std::sync::Arc::new(make));
+        self
+    }
 
     /// The layer.
     pub fn build(self) -> RetryLayer {

@@ -6,11 +6,14 @@ mod builder;
 pub(crate) mod code;
 mod config;
 pub(crate) mod headers;
+pub(crate) mod reset;
 pub(crate) mod status;
+pub(crate) mod stop;
 
 pub use builder::GrpcRetryLayerBuilder;
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
+pub use stop::{NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_THROTTLED};
 
 use retryscope::budget::{BudgetError, TokenBucketBuilder};
 use retryscope::{Policy, TokenBucket};
@@ -34,19 +37,45 @@ use tonic::Code;
 /// ```
 ///
 /// Following A6, a gRPC call is retried whatever its method (gRPC has no
-/// idempotent methods: the service config's author opted the method in), and
-/// `grpc-timeout` on the request is the deadline of the whole call.
+/// idempotent methods: the service config's author opted the method in).
 ///
-/// A call is *committed* — never retried again — once its first response
-/// message arrives. A6 commits at the response headers, because a gRPC library
-/// hands them to the application at once; this layer holds the response back
-/// until the first message or the status, so nothing of a failed attempt reaches
-/// the caller and a server that sends its headers early (tonic's streaming
-/// handlers do) can still be retried when it fails before any message.
+/// **Deadlines.** `grpc-timeout` on the request (tonic's
+/// `Request::set_timeout`) is the deadline of the whole call: every attempt
+/// carries what is left of it. A policy's own deadline (a preset's 15 s, a
+/// method config's `timeout`) bounds the retries locally — no attempt starts,
+/// and no wait runs, past it — but is never sent as `grpc-timeout`: a call
+/// without a deadline of its own gets none on the wire, so a long-lived stream
+/// is not ended by the server at a deadline nobody set. Once the call's
+/// deadline has passed the caller gets `DEADLINE_EXCEEDED`.
+///
+/// **Commit.** A call is *committed* — never retried again — at its response
+/// headers, as A6 says: a response whose headers carry no `grpc-status` goes
+/// to the caller at once, and nothing waits for a first message, so streams of
+/// every kind start as they would without the layer. A Trailers-Only answer (the
+/// status in the headers, nothing else) is what gets retried.
+///
+/// **Transparent retries.** A first attempt that the server never processed —
+/// reset with `REFUSED_STREAM`, or left out by a graceful `GOAWAY` — is sent
+/// once more at once, whatever the retry policy (also for methods without
+/// one), without counting as an attempt; it needs a body that can be sent
+/// again. Other resets are retried only as the status gRPC maps them to is
+/// (`INTERNAL_ERROR` is `INTERNAL`, `CANCEL` is `CANCELLED`,
+/// `ENHANCE_YOUR_CALM` is `RESOURCE_EXHAUSTED`…, as grpc-go maps them).
+///
+/// **The caller's status.** The layer's own stops reach a tonic client as a
+/// `tonic::Status`: the deadline as `DEADLINE_EXCEEDED`; a retry refused by
+/// the throttling, a budget or an open breaker, or impossible because the body
+/// could not be sent again, as the last attempt's status (`UNAVAILABLE` when
+/// none was received) with the reason added to its message and
+/// [`NOT_RETRIED`] in its metadata; otherwise the last attempt's status,
+/// unchanged.
 ///
 /// Differences from A6 worth knowing: hedging is not supported; a failure where
 /// nothing left the client (a refused connection) is retried within the
-/// policy's attempts rather than outside them.
+/// policy's attempts rather than outside them; a method config's `timeout`
+/// bounds the call locally but is not sent as `grpc-timeout`; the layer gives
+/// up before the deadline when the next wait cannot fit in what is left of it,
+/// returning the last status rather than waiting for `DEADLINE_EXCEEDED`.
 #[derive(Debug, Clone)]
 pub struct GrpcRetry {
     methods: Vec<MethodRetry>,

@@ -1,6 +1,6 @@
 //! What a gRPC response says: its status (from the headers of a Trailers-Only
 //! response, or from the trailers), the server's pushback, and whether the call
-//! is committed.
+//! is committed (A6: at the response headers).
 
 use super::code::{CodeSet, name};
 use super::headers::{self, Pushback};
@@ -10,39 +10,31 @@ use http_body::Body;
 use retryscope::outcome::{ErrorType, Hint, Verdict};
 use tracing::Span;
 
-/// INTERNAL: a response that ended without any status.
-const INTERNAL: u8 = 13;
-
-/// A status received before any response message.
+/// A status received with the response headers: a Trailers-Only answer, or an
+/// HTTP error status that carries none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Received {
     pub(crate) code: u8,
     pub(crate) pushback: Option<Pushback>,
 }
 
-/// The status of `response` if it came before any message; `None` once the first
-/// message arrived (the call is committed: A6 never retries it, and its status
-/// comes later, in the trailers).
+/// The status `response` carries in its headers, if any: a Trailers-Only
+/// answer (`grpc-status` in the headers), or an HTTP status other than 200
+/// mapped as gRPC maps it. `None` for response headers without a status: the
+/// call is committed there (A6) and handed to the caller at once; its status
+/// comes later, in the trailers.
 pub(crate) fn received<B: Body>(response: &Response<ResponseBody<B>>) -> Option<Received> {
-    let from = |metadata: &HeaderMap| {
-        headers::status(metadata).map(|code| Received { code, pushback: headers::pushback(metadata) })
-    };
-    if let Some(status) = from(response.headers()) {
-        return Some(status);
-    }
-    if let Some(status) = response.body().peeked_trailers().and_then(from) {
-        return Some(status);
+    let metadata = response.headers();
+    if let Some(code) = headers::status(metadata) {
+        return Some(Received { code, pushback: headers::pushback(metadata) });
     }
     if response.status() != StatusCode::OK {
         return Some(Received { code: headers::status_of_http(response.status()), pushback: None });
     }
-    if response.body().peeked_message() {
-        return None;
-    }
-    Some(Received { code: INTERNAL, pushback: None })
+    None
 }
 
-/// The engine's verdict on a status received before any message.
+/// The engine's verdict on a status received with the response headers.
 pub(crate) fn verdict(status: Received, retryable: CodeSet) -> Verdict {
     if status.code == 0 {
         return Verdict::Success;
@@ -61,7 +53,7 @@ pub(crate) fn verdict(status: Received, retryable: CodeSet) -> Verdict {
 }
 
 /// Records `rpc.grpc.status_code` on an attempt span. For a status received
-/// before any message the engine's verdict records `error.type` and the span's
+/// with the headers the engine's verdict records `error.type` and the span's
 /// status itself.
 pub(crate) fn record_code(span: &Span, code: u8) {
     span.record("rpc.grpc.status_code", i64::from(code));
