@@ -24,7 +24,7 @@ use crate::random::JitterRng;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
-use crate::wait::next_wait;
+use crate::wait::{Curve, next_wait};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -107,10 +107,9 @@ pub(crate) struct Driver<'a, O: Observer> {
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
-    /// The delay before the previous retry, for decorrelated jitter; `None`
-    /// before the first retry, when it stands for the base delay. Retries so
-    /// far are `attempts - 1`.
-    previous_delay: Option<Duration>,
+    /// Where the backoff curve stands: the retries it counted (a gRPC pushback
+    /// restarts it) and the delay before the previous one.
+    curve: Curve,
     rng: Option<JitterRng>,
 }
 
@@ -118,7 +117,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         let timed = O::TIMED || setup.policy.is_timed();
         Self {
-            previous_delay: None,
+            curve: Curve::START,
             timed,
             quiet: O::SILENT && setup.breaker.is_none(),
             setup,
@@ -372,14 +371,13 @@ impl<'a, O: Observer> Driver<'a, O> {
         let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
-        let previous = self.previous_delay.unwrap_or_else(|| self.setup.policy.base_delay());
-        let (delay, source) = next_wait(&self.setup.policy, self.attempts, previous, elapsed, hint, rng)?;
+        let (delay, source) = next_wait(&self.setup.policy, self.attempts, self.curve, elapsed, hint, rng)?;
         if let Some(throttle) = &self.setup.throttle
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);
         }
-        self.previous_delay = Some(delay);
+        self.curve = self.curve.after(delay, source);
         Ok((delay, source))
     }
 
