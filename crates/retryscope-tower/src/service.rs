@@ -128,6 +128,12 @@ where
     let telemetry =
         settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
     let stop = StopRecorder::default();
+    // gRPC's own metrics (A66, A96) follow the call to the caller.
+    #[cfg(feature = "grpc")]
+    let metrics =
+        settings.grpc_metrics.as_ref().filter(|_| call.grpc).map(|m| m.call(parts.uri.path(), &parts.uri));
+    #[cfg(not(feature = "grpc"))]
+    let metrics: Option<retryscope::observe::NoObserver> = None;
 
     let template = ready.clone();
     let mut attempts = Attempts {
@@ -140,11 +146,13 @@ where
         attempt_header: settings.attempt_header.clone(),
         #[cfg(feature = "grpc")]
         started: None,
+        #[cfg(feature = "grpc")]
+        metrics: metrics.clone(),
     };
     let retry = (move || attempts.next())
         .retry(call.policy)
         .with_classifier(classifier)
-        .observe(((telemetry, settings.retry_log), stop.clone()))
+        .observe((((telemetry, settings.retry_log), stop.clone()), metrics.clone()))
         // The registry's interned name: an `Arc`, found without copying it.
         .dependency(retryscope_otel::bounded_dependency(guards.dependency()));
     // The guards are handles on shared state: the clones below are the same
@@ -167,7 +175,25 @@ where
         // So that the server this runs in tells its own caller not to retry.
         upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
     }
-    finish(outcome, stop, replayable, call.grpc)
+    let result = finish(outcome, stop, replayable, call.grpc);
+    #[cfg(feature = "grpc")]
+    let result = follow_metrics(result, metrics);
+    result
+}
+
+/// Hands the call's gRPC metrics to the response, which ends them when its
+/// status reaches the caller; an error ends them now.
+#[cfg(feature = "grpc")]
+fn follow_metrics<B: Body>(
+    mut result: Result<Response<ResponseBody<B>>, BoxError>,
+    metrics: Option<crate::grpc::metrics::CallMetrics>,
+) -> Result<Response<ResponseBody<B>>, BoxError> {
+    if let Some(tail) = metrics.and_then(|m| m.outcome(&result))
+        && let Ok(response) = &mut result
+    {
+        response.body_mut().follow(tail);
+    }
+    result
 }
 
 /// How one request is retried: its policy and semantics.
@@ -236,6 +262,11 @@ struct Attempts<S, B> {
     /// When the first attempt started: `grpc-timeout` counts from there.
     #[cfg(feature = "grpc")]
     started: Option<tokio::time::Instant>,
+    /// gRPC's call metrics; each attempt's body counts what it sends. A
+    /// transparent retry calls `CallMetrics::transparent_retry_started` before
+    /// making its body.
+    #[cfg(feature = "grpc")]
+    metrics: Option<crate::grpc::metrics::CallMetrics>,
 }
 
 impl<S, B, ResB> Attempts<S, B>
@@ -257,6 +288,9 @@ where
             Some(ready) => ready,
             None => self.ready_clone(),
         };
+        #[cfg(feature = "grpc")]
+        let body = self.source.next_metered(self.metrics.as_ref().map(|m| m.sent_meter()));
+        #[cfg(not(feature = "grpc"))]
         let body = self.source.next();
         let replayable = self.source.is_replayable();
         let mut parts = self.parts.clone();

@@ -6,6 +6,7 @@ mod builder;
 pub(crate) mod code;
 mod config;
 pub(crate) mod headers;
+pub(crate) mod metrics;
 pub(crate) mod status;
 
 pub use builder::GrpcRetryLayerBuilder;
