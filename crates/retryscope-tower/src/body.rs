@@ -391,25 +391,25 @@ impl<B: Body> ResponseBody<B> {
 
 #[cfg(feature = "grpc")]
 impl<B: Body> ResponseBody<B> {
-    /// Tells the call's metrics what passed by on the way to the caller.
-    fn follow_frame(&mut self, next: &Poll<Option<Result<Frame<B::Data>, B::Error>>>) {
+    /// Tells the call's metrics what passed by on the way to the caller: a
+    /// frame, or the end of the body (`None`). An error ends nothing: the call
+    /// ends as the caller drops it, or its metrics end it as cancelled when
+    /// every handle is gone.
+    fn follow_frame(&mut self, frame: Option<&Frame<B::Data>>) {
         let Some(tail) = self.tail.as_mut() else { return };
-        match next {
-            Poll::Ready(Some(Ok(frame))) => {
+        match frame {
+            Some(frame) => {
                 if let Some(data) = frame.data_ref() {
                     tail.data(data);
                 } else if let (Some(trailers), Some(tail)) = (frame.trailers_ref(), self.tail.take()) {
                     tail.trailers(trailers);
                 }
             }
-            Poll::Ready(None) => {
+            None => {
                 if let Some(tail) = self.tail.take() {
                     tail.ended();
                 }
             }
-            // An error: the call ends as the caller drops it, or its metrics
-            // end it as cancelled when every handle is gone.
-            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
         }
     }
 }
@@ -438,7 +438,11 @@ impl<B: Body> Body for ResponseBody<B> {
             (hook.call)(&hook.span, trailers);
         }
         #[cfg(feature = "grpc")]
-        this.follow_frame(&next);
+        match &next {
+            Poll::Ready(Some(Ok(frame))) => this.follow_frame(Some(frame)),
+            Poll::Ready(None) => this.follow_frame(None),
+            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
+        }
         next
     }
 
