@@ -132,8 +132,10 @@ where
     #[cfg(feature = "grpc")]
     let metrics =
         settings.grpc_metrics.as_ref().filter(|_| call.grpc).map(|m| m.call(parts.uri.path(), &parts.uri));
+    #[cfg(feature = "grpc")]
+    let observed = metrics.clone();
     #[cfg(not(feature = "grpc"))]
-    let metrics: Option<retryscope::observe::NoObserver> = None;
+    let observed: Option<retryscope::observe::NoObserver> = None;
 
     let template = ready.clone();
     let mut attempts = Attempts {
@@ -152,7 +154,7 @@ where
     let retry = (move || attempts.next())
         .retry(call.policy)
         .with_classifier(classifier)
-        .observe((((telemetry, settings.retry_log), stop.clone()), metrics.clone()))
+        .observe((((telemetry, settings.retry_log), stop.clone()), observed))
         // The registry's interned name: an `Arc`, found without copying it.
         .dependency(retryscope_otel::bounded_dependency(guards.dependency()));
     // The guards are handles on shared state: the clones below are the same
