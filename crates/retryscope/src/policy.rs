@@ -375,7 +375,8 @@ impl PolicyBuilder {
         self
     }
 
-    /// The cap on computed delays. Must be ≥ the base delay.
+    /// The cap on computed delays. Must be ≥ the base delay. ([`Jitter::Grpc`]
+    /// may wait up to a fifth above it, as gRFC A6 specifies.)
     pub const fn max_delay(mut self, delay: Duration) -> Self {
         self.settings.max_delay = delay;
         self
