@@ -315,3 +315,35 @@ async fn adaptive_mode_slows_down_on_bare_429s() {
         assert!(elapsed[1] >= Duration::from_secs(10), "{integration:?}: adaptive took {:?}", elapsed[1]);
     }
 }
+
+/// On the wall clock: the caller that got the 429 retries after its own
+/// `Retry-After`, and asking for that retry's slot does not lift the gate for
+/// the callers who arrive meanwhile.
+#[tokio::test]
+async fn a_retrying_caller_does_not_lift_the_gate_for_the_others() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        server.script("/api", [Reply::with_header(429, "retry-after", "2")]);
+        let client = integration.client(policy(Duration::from_secs(15)));
+        let url = server.url("/api");
+        let told = tokio::spawn({
+            let (client, url) = (client.clone(), url.clone());
+            async move { client.get(&url).await }
+        });
+        while server.seen().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let told_at = server.seen()[0].at;
+        // The 429 has reached the client and its retry is planned.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answers = herd(&client, &url, 5).await;
+        assert!(answers.iter().all(|a| *a == Answer::Status(200)), "{integration:?}: {answers:?}");
+        assert_eq!(told.await.expect("task"), Answer::Status(200), "{integration:?}");
+        let arrivals: Vec<Duration> = server.seen()[1..].iter().map(|s| s.at - told_at).collect();
+        assert_eq!(arrivals.len(), 6, "{integration:?}: {arrivals:?}");
+        assert!(
+            arrivals.iter().all(|at| *at >= Duration::from_millis(1_950)),
+            "{integration:?}: {arrivals:?}"
+        );
+    }
+}

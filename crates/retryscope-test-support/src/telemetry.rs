@@ -129,3 +129,54 @@ impl Telemetry {
         (values, points)
     }
 }
+
+/// One point of a histogram (f64 or u64), with what describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramPoint {
+    pub unit: String,
+    pub attributes: std::collections::BTreeMap<String, String>,
+    pub count: u64,
+    pub sum: f64,
+    pub bounds: Vec<f64>,
+}
+
+impl Telemetry {
+    /// Every point of histogram `name`, whichever number type it records.
+    pub fn histogram(&self, name: &str) -> Vec<HistogramPoint> {
+        let rm = self.latest();
+        let mut points = Vec::new();
+        for metric in rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == name) {
+            let attributes = |attrs: Vec<&KeyValue>| {
+                attrs.iter().map(|kv| (kv.key.as_str().to_owned(), value_str(&kv.value))).collect()
+            };
+            match metric.data() {
+                AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                    points.extend(h.data_points().map(|p| HistogramPoint {
+                        unit: metric.unit().to_owned(),
+                        attributes: attributes(p.attributes().collect()),
+                        count: p.count(),
+                        sum: p.sum(),
+                        bounds: p.bounds().collect(),
+                    }))
+                }
+                AggregatedMetrics::U64(MetricData::Histogram(h)) => {
+                    points.extend(h.data_points().map(|p| HistogramPoint {
+                        unit: metric.unit().to_owned(),
+                        attributes: attributes(p.attributes().collect()),
+                        count: p.count(),
+                        sum: p.sum() as f64,
+                        bounds: p.bounds().collect(),
+                    }))
+                }
+                other => panic!("{name}: not a histogram: {other:?}"),
+            }
+        }
+        points
+    }
+
+    /// The unit of metric `name`, if it was recorded.
+    pub fn unit(&self, name: &str) -> Option<String> {
+        let rm = self.latest();
+        rm.scope_metrics().flat_map(|s| s.metrics()).find(|m| m.name() == name).map(|m| m.unit().to_owned())
+    }
+}

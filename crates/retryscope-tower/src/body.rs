@@ -79,6 +79,9 @@ impl ReplayBody for tonic::body::Body {
 /// read ahead followed by the rest of the caller's stream.
 pub struct Replay<B> {
     kind: Kind<B>,
+    /// Counts the request message bytes this attempt sends (gRPC metrics).
+    #[cfg(feature = "grpc")]
+    sent: Option<crate::grpc::metrics::MessageMeter>,
 }
 
 enum Kind<B> {
@@ -97,15 +100,8 @@ impl<B> fmt::Debug for Replay<B> {
     }
 }
 
-impl<B: Body<Data = Bytes>> Body for Replay<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        // `Replay` holds no pinned field (the stream is boxed), so it is `Unpin`.
+impl<B: Body<Data = Bytes>> Replay<B> {
+    fn next_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match &mut self.kind {
             Kind::Buffered { data, trailers } => {
                 if !data.is_empty() {
@@ -126,6 +122,26 @@ impl<B: Body<Data = Bytes>> Body for Replay<B> {
                 }
             }
         }
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for Replay<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        // `Replay` holds no pinned field (the stream is boxed), so it is `Unpin`.
+        let next = self.next_frame(cx);
+        #[cfg(feature = "grpc")]
+        if let (Poll::Ready(Some(Ok(frame))), Some(sent)) = (&next, self.sent.as_mut())
+            && let Some(data) = frame.data_ref()
+        {
+            sent.count(data);
+        }
+        next
     }
 
     fn is_end_stream(&self) -> bool {
@@ -213,7 +229,11 @@ impl<B: ReplayBody> Source<B> {
     }
 
     fn once(prefix: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Pin<Box<B>>>) -> Self {
-        Self::Once(Some(Replay { kind: Kind::Streaming { prefix, trailers, rest } }))
+        Self::Once(Some(Replay {
+            kind: Kind::Streaming { prefix, trailers, rest },
+            #[cfg(feature = "grpc")]
+            sent: None,
+        }))
     }
 
     /// Whether every attempt can get the body.
@@ -222,13 +242,29 @@ impl<B: ReplayBody> Source<B> {
     }
 
     /// The body of the next attempt, or `None` if it was sent already.
+    #[cfg_attr(
+        all(feature = "grpc", not(test)),
+        expect(dead_code, reason = "with `grpc` the service meters every body: `next_metered`")
+    )]
     pub(crate) fn next(&mut self) -> Option<B> {
+        self.next_replay().map(B::from_replay)
+    }
+
+    fn next_replay(&mut self) -> Option<Replay<B>> {
         match self {
-            Self::Replayable { data, trailers } => Some(B::from_replay(Replay {
+            Self::Replayable { data, trailers } => Some(Replay {
                 kind: Kind::Buffered { data: data.clone(), trailers: trailers.clone() },
-            })),
-            Self::Once(replay) => replay.take().map(B::from_replay),
+                #[cfg(feature = "grpc")]
+                sent: None,
+            }),
+            Self::Once(replay) => replay.take(),
         }
+    }
+
+    /// [`next`](Self::next), with `sent` counting the message bytes it sends.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn next_metered(&mut self, sent: Option<crate::grpc::metrics::MessageMeter>) -> Option<B> {
+        self.next_replay().map(|replay| B::from_replay(Replay { sent, ..replay }))
     }
 }
 
@@ -270,6 +306,9 @@ pub struct ResponseBody<B: Body> {
     // backoff wait, whatever `B` is; `None` once released (see `release`).
     inner: Option<Pin<Box<B>>>,
     hook: Option<TrailersHook>,
+    /// gRPC's call metrics, which end when the status reaches the caller.
+    #[cfg(feature = "grpc")]
+    tail: Option<crate::grpc::metrics::ResponseTail>,
 }
 
 // No field is ever pinned in place: the inner body is behind its own `Pin<Box>`.
@@ -283,7 +322,12 @@ impl<B: Body> fmt::Debug for ResponseBody<B> {
 
 impl<B: Body> ResponseBody<B> {
     pub(crate) fn new(inner: B) -> Self {
-        Self { inner: Some(Box::pin(inner)), hook: None }
+        Self {
+            inner: Some(Box::pin(inner)),
+            hook: None,
+            #[cfg(feature = "grpc")]
+            tail: None,
+        }
     }
 
     /// Takes the body away from the response, which then ends at once: what a
@@ -297,6 +341,38 @@ impl<B: Body> ResponseBody<B> {
     #[cfg(feature = "grpc")]
     pub(crate) fn on_trailers(&mut self, hook: TrailersHook) {
         self.hook = Some(hook);
+    }
+
+    /// Follows the response to the caller for gRPC's call metrics: counts its
+    /// message bytes and ends the call with its status.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn follow(&mut self, tail: crate::grpc::metrics::ResponseTail) {
+        self.tail = Some(tail);
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl<B: Body> ResponseBody<B> {
+    /// Tells the call's metrics what passed by on the way to the caller: a
+    /// frame, or the end of the body (`None`). An error ends nothing: the call
+    /// ends as the caller drops it, or its metrics end it as cancelled when
+    /// every handle is gone.
+    fn follow_frame(&mut self, frame: Option<&Frame<B::Data>>) {
+        let Some(tail) = self.tail.as_mut() else { return };
+        match frame {
+            Some(frame) => {
+                if let Some(data) = frame.data_ref() {
+                    tail.data(data);
+                } else if let (Some(trailers), Some(tail)) = (frame.trailers_ref(), self.tail.take()) {
+                    tail.trailers(trailers);
+                }
+            }
+            None => {
+                if let Some(tail) = self.tail.take() {
+                    tail.ended();
+                }
+            }
+        }
     }
 }
 
@@ -319,6 +395,12 @@ impl<B: Body> Body for ResponseBody<B> {
             && let Some(hook) = this.hook.take()
         {
             (hook.call)(&hook.span, trailers);
+        }
+        #[cfg(feature = "grpc")]
+        match &next {
+            Poll::Ready(Some(Ok(frame))) => this.follow_frame(Some(frame)),
+            Poll::Ready(None) => this.follow_frame(None),
+            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
         }
         next
     }

@@ -117,6 +117,13 @@ impl TowerSettings {
         };
         #[cfg(not(feature = "grpc"))]
         let _: Option<GrpcConfig> = grpc;
+        #[cfg(feature = "grpc")]
+        let grpc_metrics = match (&grpc, &meter) {
+            (Some(_), Some(meter)) => {
+                Some(crate::grpc::metrics::GrpcMetrics::new(meter, self.origin.as_ref()))
+            }
+            _ => None,
+        };
         let guards = DependencyGuards::builder()
             .budget_factory(budget)
             .breaker_factory(shared.breaker)
@@ -139,6 +146,8 @@ impl TowerSettings {
                 one_layer: shared.one_layer,
                 #[cfg(feature = "grpc")]
                 grpc,
+                #[cfg(feature = "grpc")]
+                grpc_metrics,
             }),
         }
     }

@@ -128,6 +128,14 @@ where
     let telemetry =
         settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
     let stop = StopRecorder::default();
+    // gRPC's own metrics (A66, A96) follow the call to the caller.
+    #[cfg(feature = "grpc")]
+    let metrics =
+        settings.grpc_metrics.as_ref().filter(|_| call.grpc).map(|m| m.call(parts.uri.path(), &parts.uri));
+    #[cfg(feature = "grpc")]
+    let observed = metrics.clone();
+    #[cfg(not(feature = "grpc"))]
+    let observed: Option<retryscope::observe::NoObserver> = None;
 
     let template = ready.clone();
     let mut attempts = Attempts {
@@ -141,11 +149,13 @@ where
         pacer: guards.pacer().cloned(),
         #[cfg(feature = "grpc")]
         started: None,
+        #[cfg(feature = "grpc")]
+        metrics: metrics.clone(),
     };
     let retry = (move || attempts.next())
         .retry(call.policy)
         .with_classifier(classifier)
-        .observe(((telemetry, settings.retry_log), stop.clone()))
+        .observe((((telemetry, settings.retry_log), stop.clone()), observed))
         // The registry's interned name: an `Arc`, found without copying it.
         .dependency(retryscope_otel::bounded_dependency(guards.dependency()));
     // The guards are handles on shared state: the clones below are the same
@@ -181,10 +191,25 @@ where
             codes,
             guard: guards.budget().map(crate::guard::Guard::name),
         };
-        return crate::grpc::stop::finish(outcome, stop, ending);
+        return follow_metrics(crate::grpc::stop::finish(outcome, stop, ending), metrics);
     }
     let _ = started;
     finish(outcome, stop, replayable, call.grpc)
+}
+
+/// Hands the call's gRPC metrics to the response, which ends them when its
+/// status reaches the caller; an error ends them now.
+#[cfg(feature = "grpc")]
+fn follow_metrics<B: Body>(
+    mut result: Result<Response<ResponseBody<B>>, BoxError>,
+    metrics: Option<crate::grpc::metrics::CallMetrics>,
+) -> Result<Response<ResponseBody<B>>, BoxError> {
+    if let Some(tail) = metrics.and_then(|m| m.outcome(&result))
+        && let Ok(response) = &mut result
+    {
+        response.body_mut().follow(tail);
+    }
+    result
 }
 
 /// How one request is retried: its policy and semantics.
@@ -269,6 +294,11 @@ struct Attempts<S, B> {
     /// When the first attempt started: `grpc-timeout` counts from there.
     #[cfg(feature = "grpc")]
     started: Option<tokio::time::Instant>,
+    /// gRPC's call metrics; each attempt's body counts what it sends. A
+    /// transparent retry calls `CallMetrics::transparent_retry_started` before
+    /// making its body.
+    #[cfg(feature = "grpc")]
+    metrics: Option<crate::grpc::metrics::CallMetrics>,
 }
 
 impl<S, B, ResB> Attempts<S, B>
@@ -290,6 +320,9 @@ where
             Some(ready) => ready,
             None => self.ready_clone(),
         };
+        #[cfg(feature = "grpc")]
+        let body = self.source.next_metered(self.metrics.as_ref().map(|m| m.sent_meter()));
+        #[cfg(not(feature = "grpc"))]
         let body = self.source.next();
         let replayable = self.source.is_replayable();
         let mut parts = self.parts.clone();
@@ -305,9 +338,25 @@ where
         // A6's transparent retry: a first attempt the server refused before
         // processing it is sent once more at once, whatever the retry policy,
         // and not counted as an attempt. It needs the body again.
+        #[cfg(feature = "grpc")]
+        let (resend_meter, resend_counter) = match &self.metrics {
+            Some(_) => {
+                let (meter, counter) = crate::grpc::metrics::CallMetrics::transparent_meter();
+                (Some(meter), Some(counter))
+            }
+            None => (None, None),
+        };
+        #[cfg(feature = "grpc")]
+        let resend = (self.metrics.clone(), resend_counter);
+        #[cfg(not(feature = "grpc"))]
+        let resend = ();
         let transparent = (grpc && number == 1 && replayable)
             .then(|| {
-                self.source.next().map(|body| (self.ready_clone(), Request::from_parts(parts.clone(), body)))
+                #[cfg(feature = "grpc")]
+                let body = self.source.next_metered(resend_meter);
+                #[cfg(not(feature = "grpc"))]
+                let body = self.source.next();
+                body.map(|body| (self.ready_clone(), Request::from_parts(parts.clone(), body)))
             })
             .flatten();
         // The call's deadline, if it goes on the wire: the transparent retry
@@ -331,6 +380,7 @@ where
                 Err(error) => match (transparent, unprocessed(&error)) {
                     (Some((service, mut request)), Some(why)) => {
                         tracing::info!(parent: &span, "transparent retry: {why}");
+                        count_transparent_retry(resend);
                         refresh_timeout(&mut request, call_deadline);
                         send(service, request).await?
                     }
@@ -340,6 +390,10 @@ where
             };
             let response = response.map(ResponseBody::new);
             if grpc {
+                #[cfg(feature = "grpc")]
+                if let Some(pacer) = &pacer {
+                    pacer.learn(&crate::grpc::headers::pace_signal(response.headers()));
+                }
                 return Ok(read_status(response, &span));
             }
             span.record("http.response.status_code", i64::from(response.status().as_u16()));
@@ -385,6 +439,23 @@ where
     poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
     service.call(request).await.map_err(Into::into)
 }
+
+/// Tells gRPC's call metrics that a transparent retry starts (A96), with the
+/// counter its body's meter adds to.
+#[cfg(feature = "grpc")]
+fn count_transparent_retry(
+    (metrics, counter): (
+        Option<crate::grpc::metrics::CallMetrics>,
+        Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    ),
+) {
+    if let (Some(metrics), Some(counter)) = (metrics, counter) {
+        metrics.transparent_retry_started(counter);
+    }
+}
+
+#[cfg(not(feature = "grpc"))]
+fn count_transparent_retry(_: ()) {}
 
 /// Sets `grpc-timeout` to what is left now of the call's deadline, given as
 /// the instant the call started and the deadline's length.

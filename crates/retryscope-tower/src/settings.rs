@@ -28,4 +28,7 @@ pub(crate) struct Settings {
     pub(crate) one_layer: bool,
     #[cfg(feature = "grpc")]
     pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
+    /// gRPC's own metrics (gRFC A66, A96), for a gRPC layer with telemetry on.
+    #[cfg(feature = "grpc")]
+    pub(crate) grpc_metrics: Option<crate::grpc::metrics::GrpcMetrics>,
 }

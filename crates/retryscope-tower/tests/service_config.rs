@@ -35,7 +35,7 @@ fn grpcs_documented_config_loads_into_the_equivalent_policy() {
         .base_delay(Duration::from_secs(1))
         .max_delay(Duration::from_secs(120))
         .multiplier(1.0)
-        .jitter(Jitter::Full)
+        .jitter(Jitter::Grpc)
         .no_deadline()
         .build()
         .expect("valid policy");

@@ -25,7 +25,7 @@ use crate::random::JitterRng;
 use crate::shared::Shared;
 use crate::throttle::Throttle;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
-use crate::wait::next_wait;
+use crate::wait::{Curve, next_wait};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -123,10 +123,9 @@ pub(crate) struct Driver<'a, O: Observer> {
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
-    /// The delay before the previous retry, for decorrelated jitter; `None`
-    /// before the first retry, when it stands for the base delay. Retries so
-    /// far are `attempts - 1`.
-    previous_delay: Option<Duration>,
+    /// Where the backoff curve stands: the retries it counted (a gRPC pushback
+    /// restarts it) and the delay before the previous one.
+    curve: Curve,
     rng: Option<JitterRng>,
     /// Whether the pacer has already admitted the next attempt (its hold, or
     /// the retry's wait, included the pace).
@@ -137,7 +136,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         let timed = O::TIMED || setup.policy.is_timed();
         Self {
-            previous_delay: None,
+            curve: Curve::START,
             timed,
             quiet: O::SILENT && setup.breaker.is_none(),
             setup,
@@ -467,8 +466,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
-        let previous = self.previous_delay.unwrap_or_else(|| self.setup.policy.base_delay());
-        let (wait, source) = next_wait(&self.setup.policy, self.attempts, previous, elapsed, hint, rng)?;
+        let (wait, source) = next_wait(&self.setup.policy, self.attempts, self.curve, elapsed, hint, rng)?;
         // The pace in force when the wait is over, before the budget spends a
         // token on a retry the pacer may refuse.
         let delay = match self.setup.pacer.as_deref() {
@@ -485,8 +483,8 @@ impl<'a, O: Observer> Driver<'a, O> {
         {
             return Err(StopReason::BudgetExhausted);
         }
-        // Backoff grows from its own previous delay, not the pace's.
-        self.previous_delay = Some(wait);
+        // The curve goes on from the backoff's own wait, not the pace's.
+        self.curve = self.curve.after(wait, source);
         Ok((delay, source))
     }
 

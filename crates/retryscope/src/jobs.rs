@@ -15,7 +15,7 @@ use crate::outcome::StopReason;
 use crate::policy::{MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 use crate::random::JitterRng;
 use crate::verdict::{DelaySource, Hint};
-use crate::wait::next_wait;
+use crate::wait::{Curve, next_wait};
 use std::time::{Duration, SystemTime};
 
 /// What a queue knows about a job whose latest attempt failed transiently.
@@ -155,10 +155,12 @@ impl From<Policy> for JobPolicy {
 }
 
 fn schedule(policy: &Policy, failure: &JobFailure, now: SystemTime, rng: &mut JitterRng) -> Schedule {
-    let previous = failure.previous_delay.unwrap_or(policy.base_delay());
+    // A job stores only its previous delay, not whether a pushback set it, so
+    // its curve never restarts: retry `n` is step `n - 1`.
+    let curve = Curve::resumed(failure.attempt.saturating_sub(1), failure.previous_delay);
     // A clock that stepped backwards counts as no time elapsed, never as a panic.
     let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);
-    match next_wait(policy, failure.attempt, previous, elapsed, failure.hint, rng) {
+    match next_wait(policy, failure.attempt, curve, elapsed, failure.hint, rng) {
         Ok((delay, source)) => match now.checked_add(delay) {
             Some(at) => Schedule::RetryAt { at, delay, source },
             // A run-at time past what SystemTime can hold will never come.

@@ -300,6 +300,7 @@ impl Policy {
 /// | [`Jitter::Equal`] | `d/2 + U(0, d/2)` |
 /// | [`Jitter::Decorrelated`] | `min(cap, U(base, prev · 3))` |
 /// | [`Jitter::Proportional`]`(f)` | `U(u - f · d, u)` with `u = min(cap, d + f · d)` |
+/// | [`Jitter::Grpc`] | `U(0.8 · d, 1.2 · d)` |
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[non_exhaustive]
 pub enum Jitter {
@@ -320,6 +321,13 @@ pub enum Jitter {
     /// at it, so clients that reached the cap together keep their spread rather
     /// than all waiting exactly the cap.
     Proportional(f64),
+    /// gRFC A6's backoff: the exponential delay times a uniform factor in
+    /// `[0.8, 1.2]` ("Jitter of plus or minus 0.2 is applied to the backoff
+    /// delay", since grpc/proposal#452). As A6 notes, the wait may then be
+    /// "slightly lower than `initialBackoff` or slightly higher than
+    /// `maxBackoff`": this is the one variant that may exceed the cap, by up to
+    /// a fifth. The gRPC service config's policies use it.
+    Grpc,
 }
 
 impl Jitter {
@@ -359,13 +367,16 @@ impl PolicyBuilder {
         self
     }
 
-    /// The growth factor per retry. Must be finite and ≥ 1 (1 keeps the delay constant, as gRPC allows).
+    /// The growth factor per retry. Must be finite and above 0: 1 keeps the delay
+    /// constant, and below 1 each retry waits less than the one before (towards
+    /// zero, never below it), as gRFC A6's `backoffMultiplier` allows.
     pub const fn multiplier(mut self, multiplier: f64) -> Self {
         self.settings.multiplier = multiplier;
         self
     }
 
-    /// The cap on computed delays. Must be ≥ the base delay.
+    /// The cap on computed delays. Must be ≥ the base delay. ([`Jitter::Grpc`]
+    /// may wait up to a fifth above it, as gRFC A6 specifies.)
     pub const fn max_delay(mut self, delay: Duration) -> Self {
         self.settings.max_delay = delay;
         self
@@ -439,11 +450,11 @@ impl PolicyBuilder {
         if p.max_server_delay > limit {
             return Err(PolicyError::out_of_range("max_server_delay", p.max_server_delay, limit));
         }
-        if !(p.multiplier.is_finite() && p.multiplier >= 1.0) {
+        if !(p.multiplier.is_finite() && p.multiplier > 0.0) {
             return Err(PolicyError::OutOfRange {
                 setting: "multiplier",
                 value: SettingValue::Number(p.multiplier),
-                limit: SettingValue::Number(1.0),
+                limit: SettingValue::Number(0.0),
             });
         }
         if p.base_delay > p.max_delay {
@@ -466,7 +477,7 @@ pub enum PolicyError {
     /// refusal has (`BreakerError::OutOfRange`, `BudgetError::OutOfRange`),
     /// with the bound it was checked against: a duration must be above zero
     /// and at most `limit` ([`MAX_DURATION`], or [`MAX_JOB_DURATION`] for a job
-    /// policy); `multiplier` must be finite and at least `limit` (1).
+    /// policy); `multiplier` must be finite and above `limit` (0).
     OutOfRange {
         /// The setting's name, as its builder method spells it.
         setting: &'static str,
@@ -502,7 +513,7 @@ impl fmt::Display for PolicyError {
         match self {
             PolicyError::ZeroAttempts => f.write_str("max_attempts must be at least 1"),
             PolicyError::OutOfRange { setting: "multiplier", value, limit } => {
-                write!(f, "multiplier must be a finite number of at least {limit}, got {value}")
+                write!(f, "multiplier must be a finite number above {limit}, got {value}")
             }
             PolicyError::OutOfRange { setting, value, limit } => {
                 write!(f, "{setting} must be above zero and at most {limit}, got {value}")

@@ -179,3 +179,49 @@ proptest! {
         }
     }
 }
+
+/// gRFC A6 (since grpc/proposal#452): retry `n` waits
+/// `min(initialBackoff · multiplier^(n-1), maxBackoff) · random(0.8, 1.2)`. Over
+/// many seeds the ratio to the capped exponential stays within [0.8, 1.2] and
+/// reaches both ends, at every step, the capped ones included.
+#[test]
+fn grpc_jitter_is_a_fifth_either_side_of_the_capped_exponential() {
+    let policy = Policy::builder()
+        .base_delay(Duration::from_millis(100))
+        .max_delay(Duration::from_secs(1))
+        .multiplier(2.0)
+        .jitter(Jitter::Grpc)
+        .build()
+        .expect("valid policy");
+    for retry in 0..8 {
+        let exp = policy.exponential_delay(retry);
+        let (mut low, mut high) = (f64::INFINITY, 0.0f64);
+        for seed in 0..5_000 {
+            let mut rng = JitterRng::seeded(seed);
+            let ratio = policy.delay(retry, policy.base_delay(), &mut rng).as_secs_f64() / exp.as_secs_f64();
+            (low, high) = (low.min(ratio), high.max(ratio));
+        }
+        assert!((0.8..0.801).contains(&low), "retry {retry}: lowest ratio {low}");
+        assert!(high > 1.199 && high <= 1.2 + 1e-9, "retry {retry}: highest ratio {high}");
+    }
+    // At the cap the wait goes past maxBackoff, as A6 notes it may.
+    let mut rng = JitterRng::seeded(3);
+    let above = (0..100).map(|_| policy.delay(7, policy.base_delay(), &mut rng)).max();
+    assert!(above > Some(Duration::from_millis(1_150)), "{above:?}");
+}
+
+/// A6 lets `backoffMultiplier` be anything above 0: below 1 each retry waits
+/// less than the one before.
+#[test]
+fn a_multiplier_below_one_shrinks_the_delay() {
+    let policy = Policy::builder()
+        .base_delay(Duration::from_millis(800))
+        .max_delay(Duration::from_secs(1))
+        .multiplier(0.5)
+        .jitter(Jitter::None)
+        .build()
+        .expect("valid policy");
+    let mut rng = JitterRng::seeded(1);
+    let delays: Vec<u128> = (0..4).map(|n| policy.delay(n, Duration::ZERO, &mut rng).as_millis()).collect();
+    assert_eq!(delays, [800, 400, 200, 100]);
+}

@@ -615,3 +615,58 @@ async fn a_quiet_first_attempt_that_fails_is_retried_like_any_other() {
     // Three 10 ms attempts, waits of 100 and 200 ms.
     assert_eq!(started.elapsed(), ms(330));
 }
+
+/// gRFC A6: after a pushback, "for subsequent retries, the delay period will be
+/// reset to the `initialBackoff` setting and scale according to the Exponential
+/// Backoff section", until the next pushback.
+#[tokio::test(start_paused = true)]
+async fn the_backoff_restarts_at_the_base_after_a_grpc_pushback() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let policy = plain().to_builder().max_attempts(7).build().unwrap();
+    let op = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() <= 6 { Err(calls.get()) } else { Ok(()) })
+    };
+    // Failures 1 and 2 back off, 3 pushes back 50 ms, 4 and 5 back off again, 6 pushes back.
+    let classify = |r: &Result<(), u32>| match r {
+        Ok(()) => Verdict::Success,
+        Err(3 | 6) => Verdict::Retryable { error: ErrorType::OTHER, hint: Some(Hint::grpc_pushback(ms(50))) },
+        Err(_) => Verdict::retryable(ErrorType::OTHER),
+    };
+    let started = Instant::now();
+    assert!(op.retry(policy).classify(classify).observe(rec.clone()).await.is_ok());
+    let waits: Vec<_> = rec.waits().iter().map(|w| (w.delay, w.source)).collect();
+    let (backoff, pushback) = (DelaySource::Policy, DelaySource::GrpcPushback);
+    assert_eq!(
+        waits,
+        [
+            (ms(100), backoff),
+            (ms(200), backoff),
+            (ms(50), pushback),
+            (ms(100), backoff),
+            (ms(200), backoff),
+            (ms(50), pushback)
+        ]
+    );
+    assert_eq!(started.elapsed(), ms(700));
+}
+
+/// A `Retry-After` hint is not a pushback: the curve goes on from where it was.
+#[tokio::test(start_paused = true)]
+async fn the_backoff_goes_on_after_a_retry_after_hint() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let op = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() <= 3 { Err(calls.get()) } else { Ok(()) })
+    };
+    let classify = |r: &Result<(), u32>| match r {
+        Ok(()) => Verdict::Success,
+        Err(1) => Verdict::Retryable { error: ErrorType::Status(503), hint: Some(Hint::retry_after(ms(10))) },
+        Err(_) => Verdict::retryable(ErrorType::Status(503)),
+    };
+    assert!(op.retry(plain()).classify(classify).observe(rec.clone()).await.is_ok());
+    let delays: Vec<_> = rec.waits().iter().map(|w| w.delay).collect();
+    assert_eq!(delays, [ms(100), ms(200), ms(400)]);
+}

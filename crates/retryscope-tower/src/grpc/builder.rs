@@ -23,6 +23,16 @@ use std::fmt;
 ///   [`breaker_per_dependency`](Self::breaker_per_dependency); a call it
 ///   refuses fails with `UNAVAILABLE`, the message saying so, and
 ///   [`NOT_RETRIED_CIRCUIT_OPEN`](crate::grpc::NOT_RETRIED_CIRCUIT_OPEN) in its metadata.
+/// - **No pacer** by default: A6's pushback concerns the next attempt of the
+///   call that got it. Ask for one with
+///   [`pacer_per_dependency`](Self::pacer_per_dependency)`(Pacer::new)` and a
+///   Trailers-Only `RESOURCE_EXHAUSTED` or `UNAVAILABLE` with
+///   `grpc-retry-pushback-ms` holds *every* call to that server for the
+///   pushback (held calls come back spread over a fifth of it), first
+///   attempts included — beyond A6, which always sends a first attempt;
+///   `Pacer::adaptive` adds the AWS SDKs' send-rate limiter, which backs off
+///   on `RESOURCE_EXHAUSTED`. A call whose wait cannot fit its deadline fails
+///   with `UNAVAILABLE`, its message saying so. See [`retryscope::pace`].
 ///
 /// It offers only what gRPC mode reads. Statuses come from `grpc-status`
 /// rather than an `HttpClassifier`, and every retry sends
@@ -87,6 +97,7 @@ impl GrpcRetryLayerBuilder {
         // A6's guards only: the token bucket, when the config throttles.
         tower.shared.breaker = None;
         tower.shared.budget = None;
+        tower.shared.pacer = None;
         Self { retry, tower }
     }
 

@@ -19,9 +19,10 @@ pub(crate) fn name(code: u8) -> &'static str {
     NAMES.get(usize::from(code)).copied().unwrap_or("UNKNOWN")
 }
 
-/// The code named `name` (`"UNAVAILABLE"`), if it is one.
+/// The code named `name`, in any case (`"UNAVAILABLE"`, `"unavailable"`:
+/// A6's "case-insensitive string form"), if it is one.
 pub(crate) fn by_name(name: &str) -> Option<u8> {
-    NAMES.iter().position(|n| *n == name).and_then(|i| u8::try_from(i).ok())
+    NAMES.iter().position(|n| n.eq_ignore_ascii_case(name)).and_then(|i| u8::try_from(i).ok())
 }
 
 /// A set of status codes: the retryable ones.
@@ -79,6 +80,9 @@ mod tests {
         }
         assert_eq!(name(Code::Unavailable as u8), "UNAVAILABLE");
         assert_eq!(name(Code::ResourceExhausted as u8), "RESOURCE_EXHAUSTED");
+        assert_eq!(by_name("unavailable"), Some(14));
+        assert_eq!(by_name("Resource_Exhausted"), Some(8));
+        assert_eq!(by_name("UNAVAILABLE "), None);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::{GrpcRetry, MethodName, MethodRetry};
 use retryscope::budget::{MAX_TOKENS, TokenBucket, TokenBucketBuilder};
 use retryscope::{Jitter, MAX_DURATION, Policy};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 use std::fmt;
 use std::time::Duration;
 
@@ -62,8 +63,11 @@ pub(super) fn parse(json: &str) -> Result<GrpcRetry> {
     let mut methods = Vec::new();
     if let Some(configs) = root.get("methodConfig") {
         let configs = array(configs, "methodConfig")?;
+        let mut seen = HashSet::new();
         for (i, config) in configs.iter().enumerate() {
-            methods.push(method_config(config, &format!("methodConfig[{i}]"))?);
+            if let Some(method) = method_config(config, &format!("methodConfig[{i}]"), &mut seen)? {
+                methods.push(method);
+            }
         }
     }
     let throttling = match root.get("retryThrottling") {
@@ -73,22 +77,44 @@ pub(super) fn parse(json: &str) -> Result<GrpcRetry> {
     Ok(GrpcRetry { methods, throttling })
 }
 
-fn method_config(value: &Value, at: &str) -> Result<MethodRetry> {
+/// One `methodConfig` entry, or `None` for one that names no method (gRPC
+/// skips those). `seen` holds the names of the entries before it: gRPC refuses
+/// a config that names a method twice.
+fn method_config(value: &Value, at: &str, seen: &mut HashSet<MethodName>) -> Result<Option<MethodRetry>> {
     let config = object(value, at)?;
     let names_at = format!("{at}.name");
-    let names = array(required(config, "name", at)?, &names_at)?
+    let Some(names) = config.get("name") else {
+        // grpc-go and grpc-java skip an entry without names: it applies to nothing.
+        return Ok(None);
+    };
+    let names = array(names, &names_at)?
         .iter()
         .enumerate()
-        .map(|(i, name)| method_name(name, &format!("{names_at}[{i}]")))
+        .map(|(i, name)| {
+            let at = format!("{names_at}[{i}]");
+            let name = method_name(name, &at)?;
+            if !seen.insert(name.clone()) {
+                return Err(ServiceConfigError::new(at, "names a method an earlier name already names"));
+            }
+            Ok(name)
+        })
         .collect::<Result<Vec<_>>>()?;
-    if names.is_empty() {
-        return Err(ServiceConfigError::new(names_at, "must name at least one method"));
-    }
-    if config.contains_key("hedgingPolicy") && config.contains_key("retryPolicy") {
-        return Err(ServiceConfigError::new(
-            format!("{at}.hedgingPolicy"),
-            "only one of retryPolicy and hedgingPolicy may be set",
-        ));
+    match (config.contains_key("retryPolicy"), config.contains_key("hedgingPolicy")) {
+        (true, true) => {
+            return Err(ServiceConfigError::new(
+                format!("{at}.hedgingPolicy"),
+                "only one of retryPolicy and hedgingPolicy may be set (gRFC A6)",
+            ));
+        }
+        // Never loaded as "send once": a hedged method would silently lose the
+        // copies its owner asked for.
+        (false, true) => {
+            return Err(ServiceConfigError::new(
+                format!("{at}.hedgingPolicy"),
+                "hedging is not supported: configure a retryPolicy for this method instead",
+            ));
+        }
+        _ => {}
     }
     let timeout = match config.get("timeout") {
         Some(t) => Some(positive(duration(t, &format!("{at}.timeout"))?, &format!("{at}.timeout"))?),
@@ -104,7 +130,7 @@ fn method_config(value: &Value, at: &str) -> Result<MethodRetry> {
         None => builder.no_deadline(),
     };
     let policy = builder.build().map_err(|e| ServiceConfigError::new(at, e.to_string()))?;
-    Ok(MethodRetry { names, policy, codes })
+    Ok(Some(MethodRetry { names, policy, codes }))
 }
 
 fn method_name(value: &Value, at: &str) -> Result<MethodName> {
@@ -128,8 +154,7 @@ fn retry_policy(value: &Value, at: &str) -> Result<(retryscope::PolicyBuilder, C
     let policy = object(value, at)?;
     let field = |key: &str| format!("{at}.{key}");
 
-    let attempts = required(policy, "maxAttempts", at)?
-        .as_u64()
+    let attempts = whole_number(required(policy, "maxAttempts", at)?)
         .ok_or_else(|| ServiceConfigError::new(field("maxAttempts"), "must be a whole number"))?;
     if attempts < 2 {
         return Err(ServiceConfigError::new(
@@ -146,16 +171,17 @@ fn retry_policy(value: &Value, at: &str) -> Result<(retryscope::PolicyBuilder, C
     let multiplier = required(policy, "backoffMultiplier", at)?
         .as_f64()
         .ok_or_else(|| ServiceConfigError::new(field("backoffMultiplier"), "must be a number"))?;
+    // A6: "MUST be a JSON number greater than 0"; below 1 the delay shrinks.
     if !(multiplier.is_finite() && multiplier > 0.0) {
         return Err(ServiceConfigError::new(
             field("backoffMultiplier"),
             format!("must be above 0, got {multiplier}"),
         ));
     }
-    if multiplier < 1.0 {
+    if policy.contains_key("perAttemptRecvTimeout") {
         return Err(ServiceConfigError::new(
-            field("backoffMultiplier"),
-            format!("values below 1 (shrinking backoff) are not supported, got {multiplier}"),
+            field("perAttemptRecvTimeout"),
+            "is not supported (it is not part of gRFC A6): remove it",
         ));
     }
     let codes_at = field("retryableStatusCodes");
@@ -169,47 +195,77 @@ fn retry_policy(value: &Value, at: &str) -> Result<(retryscope::PolicyBuilder, C
     }
     let builder = Policy::builder()
         .max_attempts(u32::try_from(attempts.min(MAX_ATTEMPTS)).unwrap_or(5))
+        // gRPC caps every step, the first too: min(initialBackoff, maxBackoff).
         .base_delay(initial.min(max))
         .max_delay(max)
         .multiplier(multiplier)
-        .jitter(Jitter::Full);
+        .jitter(Jitter::Grpc);
     Ok((builder, set))
 }
 
-/// A status code by name (`"UNAVAILABLE"`) or number (`14`).
+/// A status code by name in any case (`"UNAVAILABLE"`, `"unavailable"`) or by
+/// number (`14`, or `14.0` as grpc-java reads JSON numbers). `OK` is accepted,
+/// as grpc-go accepts it, and never retried: an OK answer is a success.
 fn status_code(value: &Value, at: &str) -> Result<u8> {
     let code = match value {
         Value::String(name) => by_name(name),
-        Value::Number(n) => n.as_i64().filter(|n| (0..=16).contains(n)).map(code_number),
+        Value::Number(_) => whole_number(value).filter(|n| *n <= 16).map(|n| code_number(n as i64)),
         _ => None,
     };
-    match code {
-        Some(0) => Err(ServiceConfigError::new(at, "OK is not a failure")),
-        Some(code) => Ok(code),
-        None => Err(ServiceConfigError::new(at, format!("not a gRPC status code: {value}"))),
-    }
+    code.ok_or_else(|| ServiceConfigError::new(at, format!("not a gRPC status code: {value}")))
+}
+
+/// A JSON number that is a whole number at or above 0: `3`, or `3.0` (gRPC's
+/// Java and C++ read every JSON number as a double and accept integral ones).
+fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            // 2^53: above it a double no longer holds every whole number.
+            .filter(|f| f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(f))
+            .map(|f| f as u64)
+    })
 }
 
 fn throttling(value: &Value, at: &str) -> Result<TokenBucketBuilder> {
     let throttling = object(value, at)?;
-    let max_tokens = required(throttling, "maxTokens", at)?
-        .as_u64()
-        .filter(|n| (1..=u64::from(MAX_TOKENS)).contains(n))
-        .and_then(|n| u32::try_from(n).ok())
+    let tokens_at = format!("{at}.maxTokens");
+    let max_tokens = required(throttling, "maxTokens", at)?;
+    let max_tokens = whole_number(max_tokens)
         .ok_or_else(|| {
-            ServiceConfigError::new(
-                format!("{at}.maxTokens"),
-                format!("must be a whole number within 1..={MAX_TOKENS}"),
-            )
+            let problem = if max_tokens.as_f64().is_some_and(|f| f > 0.0 && f <= f64::from(MAX_TOKENS)) {
+                // grpc-go and grpc-java would keep the fraction; A6 asks for a
+                // JSON integer, and the bucket counts whole tokens.
+                format!("must be a whole number (A6: a JSON integer), got {max_tokens}")
+            } else {
+                format!("must be a whole number within 1..={MAX_TOKENS}, got {max_tokens}")
+            };
+            ServiceConfigError::new(&tokens_at, problem)
+        })?
+        .try_into()
+        .ok()
+        .filter(|n| (1..=MAX_TOKENS).contains(n))
+        .ok_or_else(|| {
+            ServiceConfigError::new(&tokens_at, format!("must be a whole number within 1..={MAX_TOKENS}"))
         })?;
+    let ratio_at = format!("{at}.tokenRatio");
     let ratio = required(throttling, "tokenRatio", at)?
         .as_f64()
         .filter(|r| r.is_finite() && *r > 0.0)
-        .ok_or_else(|| ServiceConfigError::new(format!("{at}.tokenRatio"), "must be a number above 0"))?;
-    // gRPC uses three decimals and caps nothing else; a ratio above 1 would
-    // refill faster than failures drain, which the bucket refuses.
+        .ok_or_else(|| ServiceConfigError::new(&ratio_at, "must be a number above 0"))?;
+    // A6 ignores the decimals beyond the third (the bucket truncates: 0.5466 is
+    // 0.546), so a ratio below 0.001 would be 0: successes would never refill
+    // the bucket, and once throttled the channel would never retry again.
     let builder = TokenBucket::builder().max_tokens(max_tokens).token_ratio(ratio);
-    builder.build().map_err(|e| ServiceConfigError::new(format!("{at}.tokenRatio"), e.to_string()))?;
+    builder.build().map_err(|_| {
+        ServiceConfigError::new(
+            &ratio_at,
+            format!(
+                "must be at least 0.001: A6 keeps three decimals, and a smaller ratio, \
+                 0, would never refill the bucket; got {ratio}"
+            ),
+        )
+    })?;
     Ok(builder)
 }
 
@@ -292,8 +348,6 @@ mod tests {
             ("[]", ""),
             ("{", ""),
             (r#"{"methodConfig": {}}"#, "methodConfig"),
-            (r#"{"methodConfig": [{}]}"#, "methodConfig[0].name"),
-            (r#"{"methodConfig": [{"name": []}]}"#, "methodConfig[0].name"),
             (r#"{"methodConfig": [{"name": [{"method": "m"}]}]}"#, "methodConfig[0].name[0].method"),
             (r#"{"methodConfig": [{"name": [{"service": 3}]}]}"#, "methodConfig[0].name[0].service"),
             (r#"{"methodConfig": [{"name": [{}], "timeout": "0s"}]}"#, "methodConfig[0].timeout"),
@@ -313,19 +367,11 @@ mod tests {
                 "methodConfig[0].retryPolicy.backoffMultiplier",
             ),
             (
-                &policy(&GOOD.replace("\"backoffMultiplier\": 2", "\"backoffMultiplier\": 0.5")),
-                "methodConfig[0].retryPolicy.backoffMultiplier",
-            ),
-            (
                 &policy(&GOOD.replace("[\"UNAVAILABLE\"]", "[]")),
                 "methodConfig[0].retryPolicy.retryableStatusCodes",
             ),
             (
                 &policy(&GOOD.replace("UNAVAILABLE", "UNAVAILABEL")),
-                "methodConfig[0].retryPolicy.retryableStatusCodes[0]",
-            ),
-            (
-                &policy(&GOOD.replace("\"UNAVAILABLE\"", "0")),
                 "methodConfig[0].retryPolicy.retryableStatusCodes[0]",
             ),
             (r#"{"retryThrottling": {"maxTokens": 0, "tokenRatio": 0.1}}"#, "retryThrottling.maxTokens"),

@@ -1,8 +1,9 @@
 //! gRPC's metadata: the status, the server's pushback, the call's timeout and
 //! the previous-attempts count.
 
-use super::code::code_number;
 use http::{HeaderMap, HeaderValue, StatusCode};
+use retryscope::outcome::Hint;
+use retryscope::pace::PaceSignal;
 use std::time::Duration;
 
 /// `grpc-status`, in the headers of a Trailers-Only response or in the trailers.
@@ -14,12 +15,13 @@ pub(crate) const PREVIOUS_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
 /// `grpc-timeout`: the call's deadline, relative.
 pub(crate) const TIMEOUT: &str = "grpc-timeout";
 
-/// The status code in `metadata`, if it carries one. A value that is not a
-/// number is `UNKNOWN`.
+/// The status code in `metadata`, if it carries one, read exactly as tonic
+/// reads it (`Code::from_bytes`): one or two ASCII digits naming a code, and
+/// anything else (`" 14"`, `"14 "`, `"+14"`, `"014"`, `"17"`) `UNKNOWN`, so the
+/// layer never retries a status the caller's client will not see as retryable.
 pub(crate) fn status(metadata: &HeaderMap) -> Option<u8> {
     let value = metadata.get(STATUS)?;
-    let number = value.to_str().ok().and_then(|v| v.trim().parse::<i64>().ok()).unwrap_or(2);
-    Some(code_number(number))
+    Some(tonic::Code::from_bytes(value.as_bytes()) as u8)
 }
 
 /// The gRPC status of an HTTP response that carries none, per gRPC's
@@ -44,15 +46,48 @@ pub(crate) enum Pushback {
     Stop,
 }
 
-/// `grpc-retry-pushback-ms` in `metadata`, if present: a signed 32-bit integer
-/// of milliseconds (A6). A negative or unparseable value means "do not retry".
+/// `grpc-retry-pushback-ms` in `metadata`, if present, read as grpc-go reads
+/// it (`strconv.Atoi`): a decimal integer with an optional sign, no spaces.
+/// A negative or unparseable value, or more than one value, means "do not
+/// retry" (A6: "If the value for pushback is negative or unparseble, then it
+/// will be seen as the server asking the client not to retry at all").
+///
+/// A6 calls the value a signed 32-bit integer; grpc-go accepts any 64-bit one,
+/// and so does this. A wait above the policy's `max_server_delay` or the
+/// deadline stops the retries in the engine.
 pub(crate) fn pushback(metadata: &HeaderMap) -> Option<Pushback> {
-    let value = metadata.get(PUSHBACK)?;
-    let parsed = value.to_str().ok().and_then(|v| v.trim().parse::<i32>().ok());
+    let mut values = metadata.get_all(PUSHBACK).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return Some(Pushback::Stop);
+    }
+    // `i64::from_str` takes what `strconv.Atoi` takes: digits after an
+    // optional `+` or `-`, nothing else.
+    let parsed = value.to_str().ok().and_then(|v| v.parse::<i64>().ok());
     Some(match parsed.and_then(|ms| u64::try_from(ms).ok()) {
         Some(ms) => Pushback::Wait(Duration::from_millis(ms)),
         None => Pushback::Stop,
     })
+}
+
+/// What an answer's headers say about pace, for the dependency's pacer (see
+/// `retryscope::pace`): a Trailers-Only `RESOURCE_EXHAUSTED` or `UNAVAILABLE`
+/// with a pushback closes the dependency for that long, to every call; a
+/// `RESOURCE_EXHAUSTED` is a throttling answer. Headers without a status (a
+/// call that goes on) say nothing but that the call was answered, which the
+/// adaptive limiter counts. A status that comes only in the trailers, after
+/// the call was committed, is not read.
+pub(crate) fn pace_signal(metadata: &HeaderMap) -> PaceSignal {
+    const RESOURCE_EXHAUSTED: u8 = 8;
+    const UNAVAILABLE: u8 = 14;
+    let Some(code) = status(metadata) else { return PaceSignal::none() };
+    let signal = PaceSignal::none().with_throttled(code == RESOURCE_EXHAUSTED);
+    match pushback(metadata) {
+        Some(Pushback::Wait(wait)) if matches!(code, RESOURCE_EXHAUSTED | UNAVAILABLE) && !wait.is_zero() => {
+            signal.with_not_before(Hint::grpc_pushback(wait))
+        }
+        _ => signal,
+    }
 }
 
 /// `grpc-timeout` (`TimeoutValue TimeoutUnit`: up to 8 digits and one of `H M S m
@@ -117,10 +152,34 @@ mod tests {
             pushback(&with(PUSHBACK, "2147483647")),
             Some(Pushback::Wait(Duration::from_millis(2_147_483_647)))
         );
-        for stop in ["-1", "-2147483648", "abc", "", "1.5", "2147483648", "99999999999999999999999"] {
+        // What grpc-go's strconv.Atoi accepts beyond A6's 32 bits and plain digits.
+        for (value, ms) in [("+250", 250), ("0250", 250), ("-0", 0), ("2147483648", 2_147_483_648)] {
+            assert_eq!(
+                pushback(&with(PUSHBACK, value)),
+                Some(Pushback::Wait(Duration::from_millis(ms))),
+                "{value:?}"
+            );
+        }
+        for stop in [
+            "-1",
+            "-2147483648",
+            "abc",
+            "",
+            "1.5",
+            " 250",
+            "250 ",
+            "2_50",
+            "0x10",
+            "1e3",
+            "99999999999999999999999",
+        ] {
             assert_eq!(pushback(&with(PUSHBACK, stop)), Some(Pushback::Stop), "{stop:?}");
         }
         assert_eq!(pushback(&HeaderMap::new()), None);
+        // Two values: grpc-go does not retry.
+        let mut twice = with(PUSHBACK, "10");
+        twice.append(PUSHBACK, HeaderValue::from_static("20"));
+        assert_eq!(pushback(&twice), Some(Pushback::Stop));
     }
 
     #[test]
@@ -152,6 +211,11 @@ mod tests {
         assert_eq!(status(&with(STATUS, "0")), Some(0));
         assert_eq!(status(&with(STATUS, "x")), Some(2));
         assert_eq!(status(&with(STATUS, "77")), Some(2));
+        assert_eq!(status(&with(STATUS, "16")), Some(16));
+        // tonic's Code::from_bytes: anything but the exact digits is UNKNOWN.
+        for unknown in [" 14", "14 ", "+14", "014", "1 4", "17", "-1", ""] {
+            assert_eq!(status(&with(STATUS, unknown)), Some(2), "{unknown:?}");
+        }
         assert_eq!(status(&HeaderMap::new()), None);
         assert_eq!(status_of_http(StatusCode::SERVICE_UNAVAILABLE), 14);
         assert_eq!(status_of_http(StatusCode::NOT_FOUND), 12);

@@ -6,6 +6,7 @@ mod builder;
 pub(crate) mod code;
 mod config;
 pub(crate) mod headers;
+pub(crate) mod metrics;
 pub(crate) mod reset;
 pub(crate) mod status;
 pub(crate) mod stop;
@@ -13,7 +14,9 @@ pub(crate) mod stop;
 pub use builder::GrpcRetryLayerBuilder;
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
-pub use stop::{NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_THROTTLED};
+pub use stop::{
+    NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_RATE_LIMITED, NOT_RETRIED_THROTTLED,
+};
 
 use retryscope::budget::{BudgetError, TokenBucketBuilder};
 use retryscope::{Policy, TokenBucket};
@@ -70,7 +73,8 @@ use tonic::Code;
 /// [`NOT_RETRIED`] in its metadata; otherwise the last attempt's status,
 /// unchanged.
 ///
-/// Differences from A6 worth knowing: hedging is not supported; a failure where
+/// Differences from A6 worth knowing: hedging is not supported (a service
+/// config with a `hedgingPolicy` is refused); a failure where
 /// nothing left the client (a refused connection) is retried within the
 /// policy's attempts rather than outside them; a method config's `timeout`
 /// bounds the call locally but is not sent as `grpc-timeout`; the layer gives
@@ -92,7 +96,7 @@ struct MethodRetry {
 
 /// A `name` entry of a method config: every method of every service (both
 /// `None`), of one service, or one method.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct MethodName {
     service: Option<String>,
     method: Option<String>,
@@ -143,8 +147,9 @@ impl GrpcRetry {
     ///
     /// # Errors
     ///
-    /// When `max_tokens` is not within `1..=1000` or `token_ratio` not within
-    /// `0.001..=1`.
+    /// When `max_tokens` is not within `1..=1000` or `token_ratio` is below
+    /// 0.001 (the bucket keeps three decimals, as A6 says, truncating the rest:
+    /// 0.5466 refills 0.546).
     pub fn throttling(mut self, max_tokens: u32, token_ratio: f64) -> Result<Self, BudgetError> {
         let builder = TokenBucket::builder().max_tokens(max_tokens).token_ratio(token_ratio);
         builder.build()?;
@@ -156,11 +161,20 @@ impl GrpcRetry {
     /// of a gRPC service config (the JSON form of `grpc.service_config.ServiceConfig`).
     ///
     /// Each retry policy becomes a [`Policy`]: `maxAttempts` (capped at 5, as gRPC
-    /// does), `initialBackoff`, `maxBackoff` and `backoffMultiplier` with full
-    /// jitter (A6's `random(0, min(initialBackoff·multiplier^(n−1), maxBackoff))`),
-    /// and the method config's `timeout` as the deadline. Methods no entry names
-    /// are not retried; a method config without `retryPolicy` only sets the
-    /// deadline.
+    /// does), `initialBackoff`, `maxBackoff` and `backoffMultiplier` (any number
+    /// above 0) with A6's jitter, [`Jitter::Grpc`](retryscope::Jitter::Grpc):
+    /// retry `n` waits `min(initialBackoff·multiplier^(n−1), maxBackoff) ·
+    /// random(0.8, 1.2)`, and after a server pushback the next computed wait
+    /// starts again at `initialBackoff`. The method config's `timeout` is the
+    /// deadline. `retryableStatusCodes` are names in any case (`"unavailable"`)
+    /// or numbers (`14`). Methods no entry names are not retried; a method
+    /// config without `retryPolicy` only sets the deadline; one without `name`
+    /// applies to no method and is skipped, as gRPC skips it.
+    ///
+    /// What the layer cannot honour is refused, never ignored: a
+    /// `hedgingPolicy` (hedging is not supported), `perAttemptRecvTimeout`, a
+    /// fractional `maxTokens`, a `tokenRatio` below 0.001 (its three decimals
+    /// are 0).
     ///
     /// ```
     /// use retryscope_tower::grpc::GrpcRetry;

@@ -38,6 +38,9 @@ pub const NOT_RETRIED_BODY: &str = "body-not-replayable";
 pub const NOT_RETRIED_THROTTLED: &str = "throttled";
 /// [`NOT_RETRIED`]: the circuit breaker is open.
 pub const NOT_RETRIED_CIRCUIT_OPEN: &str = "circuit-open";
+/// [`NOT_RETRIED`]: the dependency's pacer (opt-in in gRPC mode) holds every
+/// call for longer than the call's deadline allows.
+pub const NOT_RETRIED_RATE_LIMITED: &str = "rate-limited";
 
 /// Why a retryable failure was not retried.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +48,7 @@ enum Held {
     Body,
     Throttled(&'static str),
     CircuitOpen,
+    RateLimited,
 }
 
 impl Held {
@@ -54,6 +58,7 @@ impl Held {
             Held::Body => NOT_RETRIED_BODY,
             Held::Throttled(_) => NOT_RETRIED_THROTTLED,
             Held::CircuitOpen => NOT_RETRIED_CIRCUIT_OPEN,
+            Held::RateLimited => NOT_RETRIED_RATE_LIMITED,
         }
     }
 
@@ -64,6 +69,9 @@ impl Held {
             Held::Body => "(not retried: the request body was streamed or larger than the replay limit, so it was sent once)".to_owned(),
             Held::Throttled(guard) => format!("(not retried: the {guard} refused a retry after {attempts} attempt(s))"),
             Held::CircuitOpen => format!("(not retried: the circuit breaker opened after {attempts} attempt(s))"),
+            Held::RateLimited => format!(
+                "(not sent again: the server's pushback holds every call past this call's deadline, after {attempts} attempt(s))"
+            ),
         }
     }
 
@@ -134,6 +142,7 @@ fn answered<B: Body>(
             Some(Held::Throttled(ending.guard.unwrap_or("retry guard")))
         }
         Some((StopReason::CircuitOpen, _)) => Some(Held::CircuitOpen),
+        Some((StopReason::RateLimited { .. }, _)) => Some(Held::RateLimited),
         _ => None,
     };
     if let Some(held) = held {
@@ -188,6 +197,15 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
             ),
             (StopReason::CircuitOpen, Some(last)) => {
                 Held::CircuitOpen.mark(&Status::unavailable(last.message()), attempts)
+            }
+            (StopReason::RateLimited { .. }, None) => Held::RateLimited.mark(
+                &Status::unavailable(
+                    "retryscope: the server's pushback holds every call past this call's deadline: it was not sent",
+                ),
+                attempts,
+            ),
+            (StopReason::RateLimited { .. }, Some(last)) => {
+                Held::RateLimited.mark(&Status::unavailable(last.message()), attempts)
             }
             (StopReason::BudgetExhausted, last) => {
                 let said = last.as_ref().map_or("", |l| l.message());

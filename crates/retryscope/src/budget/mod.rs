@@ -37,8 +37,8 @@ pub enum BudgetError {
     /// A setting was outside what it accepts: the retry budget's `ratio` in
     /// `0..=1`, `min_per_second` at most [`MAX_MIN_PER_SECOND`], `window`
     /// within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`]; the token bucket's
-    /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` in
-    /// `0.001..=1`.
+    /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` at least
+    /// 0.001.
     OutOfRange {
         /// The setting's name, as its builder method spells it.
         setting: &'static str,
@@ -63,7 +63,7 @@ impl fmt::Display for BudgetError {
             "min_per_second" => write!(f, "retry budget min_per_second must be at most {MAX_MIN_PER_SECOND}"),
             "window" => write!(f, "retry budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}"),
             "max_tokens" => write!(f, "token bucket max_tokens must be within 1..={MAX_TOKENS}"),
-            "token_ratio" => write!(f, "token bucket token_ratio must be within 0.001..=1"),
+            "token_ratio" => write!(f, "token bucket token_ratio must be a finite number of at least 0.001"),
             _ => write!(f, "{setting} must be in range"),
         }?;
         write!(f, ", got {value}")

@@ -284,10 +284,36 @@ fn token_bucket_rejects_bad_settings() {
         assert_eq!(err, BudgetError::OutOfRange { setting: "max_tokens", value: SettingValue::Count(max) });
         assert!(err.to_string().contains("max_tokens"), "{err}");
     }
-    for ratio in [0.0, 0.0004, -1.0, 1.5, f64::NAN] {
+    for ratio in [0.0, 0.0004, 0.0009, -1.0, f64::NAN, f64::INFINITY] {
         let err = TokenBucket::builder().token_ratio(ratio).build().expect_err("must reject");
         assert!(matches!(err, BudgetError::OutOfRange { setting: "token_ratio", .. }), "{err}");
         assert!(err.to_string().contains("token_ratio"), "{err}");
     }
     assert!(TokenBucket::builder().max_tokens(1_000).token_ratio(0.001).build().is_ok());
+}
+
+/// gRPC accepts a ratio above 1 (A6 only asks for one above 0): a success then
+/// refills more than a failure drains, never beyond the bucket's size.
+#[test]
+fn token_bucket_ratio_above_one_refills_more_than_a_failure_drains() {
+    let b = TokenBucket::builder().max_tokens(10).token_ratio(2.5).build().expect("valid");
+    for _ in 0..6 {
+        b.attempt_finished(false);
+    }
+    assert_eq!(b.tokens(), 4 * MILLI);
+    b.attempt_finished(true);
+    assert_eq!(b.tokens(), 6_500);
+    let huge = TokenBucket::builder().max_tokens(10).token_ratio(1e12).build().expect("valid");
+    huge.attempt_finished(false);
+    huge.attempt_finished(true);
+    assert_eq!(huge.tokens(), 10 * MILLI);
+}
+
+/// A6: "Decimal places beyond 3 are ignored. (eg. 0.5466 is treated as 0.546.)"
+#[test]
+fn token_bucket_ratio_is_truncated_to_three_decimals() {
+    let b = TokenBucket::builder().max_tokens(10).token_ratio(0.5466).build().expect("valid");
+    b.attempt_finished(false);
+    b.attempt_finished(true);
+    assert_eq!(b.tokens(), 9_546);
 }

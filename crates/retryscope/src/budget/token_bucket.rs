@@ -4,7 +4,7 @@ use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
 use std::sync::Arc;
 
-use super::{BudgetError, MAX_TOKENS, MILLI, to_milli};
+use super::{BudgetError, MAX_TOKENS, MILLI};
 use crate::error::SettingValue;
 use crate::throttle::Throttle;
 
@@ -150,8 +150,10 @@ impl TokenBucketBuilder {
         self
     }
 
-    /// Tokens each success gives back, within `0.001..=1` (default 0.1),
-    /// rounded to three decimals.
+    /// Tokens each success gives back, at least 0.001 (default 0.1), with
+    /// decimals beyond the third ignored as gRFC A6 specifies (0.5466 gives back
+    /// 0.546). A ratio above 1 is allowed, as gRPC allows it: each success then
+    /// refills more than one failure drained, never beyond `max_tokens`.
     #[must_use]
     pub fn token_ratio(mut self, token_ratio: f64) -> Self {
         self.token_ratio = token_ratio;
@@ -167,10 +169,53 @@ impl TokenBucketBuilder {
         if !(1..=MAX_TOKENS).contains(&self.max_tokens) {
             return Err(BudgetError::out_of_range("max_tokens", SettingValue::Count(self.max_tokens)));
         }
-        // Ratios that round to zero thousandths would never refill.
-        if !(0.0..=1.0).contains(&self.token_ratio) || to_milli(self.token_ratio) == 0 {
-            return Err(BudgetError::out_of_range("token_ratio", SettingValue::Number(self.token_ratio)));
+        // A ratio below 0.001 truncates to zero thousandths: it would never refill.
+        let refill = truncated_milli(self.token_ratio)
+            .filter(|milli| *milli > 0)
+            .ok_or(BudgetError::out_of_range("token_ratio", SettingValue::Number(self.token_ratio)))?;
+        // One success never refills more than the whole bucket, so a larger
+        // ratio behaves as this one.
+        let refill = refill.min(u64::from(self.max_tokens) * MILLI);
+        Ok(TokenBucket::assemble(self.max_tokens, refill))
+    }
+}
+
+/// `ratio` in thousandths with the decimals beyond the third dropped, as A6
+/// specifies (`0.5466` → 546); `None` for a negative, infinite or NaN ratio.
+///
+/// Truncates the shortest decimal form of `ratio` (the digits a config holds)
+/// rather than `ratio × 1000`, whose binary error would turn `0.547` into 546.
+fn truncated_milli(ratio: f64) -> Option<u64> {
+    if !(ratio.is_finite() && ratio >= 0.0) {
+        return None;
+    }
+    // `Display` for f64 prints the shortest round-trip decimal, never an exponent.
+    let text = ratio.to_string();
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    let thousandths: u64 = format!("{:0<3}", fraction.get(..3).unwrap_or(fraction)).parse().ok()?;
+    // Saturates: anything this large is capped at the bucket's size anyway.
+    let whole: u64 = whole.parse().unwrap_or(u64::MAX);
+    Some(whole.saturating_mul(MILLI).saturating_add(thousandths))
+}
+
+#[cfg(test)]
+mod truncation {
+    use super::truncated_milli;
+
+    #[test]
+    fn decimals_beyond_the_third_are_dropped_not_rounded() {
+        let cases =
+            [(0.5466, 546), (0.547, 547), (0.1, 100), (0.0019, 1), (0.0009, 0), (1.0, 1_000), (2.5, 2_500)];
+        for (ratio, milli) in cases {
+            assert_eq!(truncated_milli(ratio), Some(milli), "{ratio}");
         }
-        Ok(TokenBucket::assemble(self.max_tokens, to_milli(self.token_ratio)))
+        // Every three-decimal ratio survives its binary error exactly.
+        for milli in 1..=5_000u64 {
+            assert_eq!(truncated_milli(milli as f64 / 1_000.0), Some(milli));
+        }
+        assert_eq!(truncated_milli(1e300), Some(u64::MAX));
+        for bad in [-0.1, f64::NAN, f64::INFINITY] {
+            assert_eq!(truncated_milli(bad), None, "{bad}");
+        }
     }
 }

@@ -186,9 +186,9 @@ impl Pacer {
         if self.inner.idle.load(Ordering::Acquire) {
             return Admission::Now;
         }
-        let at = self.inner.clock.now() + after;
+        let now = self.inner.clock.now();
         let mut schedule = self.schedule();
-        let admission = schedule.admit(at, limit, rng);
+        let admission = schedule.admit(now, now + after, limit, rng);
         self.settle_idle(&schedule);
         admission
     }

@@ -87,12 +87,23 @@ impl Schedule {
         self.gate = Some(Gate { at, spread: (wait / 5).min(HINT_SPREAD_MAX), source });
     }
 
-    /// When a call that wants to send at `now`, with `limit` left before its
-    /// deadline, may send.
-    pub(crate) fn admit(&mut self, now: Instant, limit: Option<Duration>, rng: &mut JitterRng) -> Admission {
+    /// When a call that wants to send at `at` (now, or after its backoff
+    /// from now), with `limit` left before its deadline at that point, may
+    /// send: how long after `at`.
+    ///
+    /// Only `now` expires what is in force: a retry that asks for a slot
+    /// after its backoff must not lift, for everyone, a gate that still
+    /// stands now.
+    pub(crate) fn admit(
+        &mut self,
+        now: Instant,
+        at: Instant,
+        limit: Option<Duration>,
+        rng: &mut JitterRng,
+    ) -> Admission {
         self.expire(now);
-        let (mut earliest, mut source) = (now, HoldSource::RateLimit);
-        if let Some(gate) = self.gate {
+        let (mut earliest, mut source) = (at, HoldSource::RateLimit);
+        if let Some(gate) = self.gate.filter(|gate| at < gate.at) {
             earliest = gate.at + uniform(rng, Duration::ZERO, gate.spread);
             source = gate.source;
         }
@@ -102,7 +113,7 @@ impl Schedule {
                 (earliest, source) = (next, HoldSource::RateLimit);
             }
         }
-        let wait = earliest.saturating_duration_since(now);
+        let wait = earliest.saturating_duration_since(at);
         if limit.is_some_and(|limit| wait >= limit) && !wait.is_zero() {
             return Admission::Refused { wait, source };
         }
@@ -161,11 +172,11 @@ mod tests {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(1));
         let mut schedule = Schedule::default();
         schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(2.0))));
-        let waits: Vec<_> = (0..20).map(|_| wait_of(schedule.admit(start, None, &mut rng))).collect();
+        let waits: Vec<_> = (0..20).map(|_| wait_of(schedule.admit(start, start, None, &mut rng))).collect();
         assert!(waits.iter().all(|w| *w >= secs(2.0) && *w <= secs(2.4)), "{waits:?}");
         let (min, max) = (waits.iter().min().copied(), waits.iter().max().copied());
         assert!(max.zip(min).is_some_and(|(max, min)| max - min > secs(0.2)), "not spread: {waits:?}");
-        assert_eq!(schedule.admit(start + secs(2.0), None, &mut rng), Admission::Now);
+        assert_eq!(schedule.admit(start + secs(2.0), start + secs(2.0), None, &mut rng), Admission::Now);
         assert!(schedule.is_idle());
     }
 
@@ -174,7 +185,7 @@ mod tests {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(2));
         let mut schedule = Schedule::default();
         schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(2, secs(3.0))));
-        let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, None, &mut rng))).collect();
+        let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, start, None, &mut rng))).collect();
         assert_eq!(waits, [secs(0.0), secs(1.5), secs(3.0), secs(4.5)]);
         assert_eq!(schedule.allowed_rate(start), Some(1.0 / 1.5));
     }
@@ -184,14 +195,17 @@ mod tests {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(3));
         let mut schedule = Schedule::default();
         schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(0, secs(2.0))));
-        let refused = schedule.admit(start, Some(secs(1.0)), &mut rng);
+        let refused = schedule.admit(start, start, Some(secs(1.0)), &mut rng);
         assert!(
             matches!(refused, Admission::Refused { wait, source: HoldSource::RateLimit }
                 if wait >= secs(2.0) && wait <= secs(2.4)),
             "{refused:?}"
         );
         assert_eq!(schedule.allowed_rate(start), Some(0.0));
-        assert_eq!(schedule.admit(start + secs(2.0), Some(secs(1.0)), &mut rng), Admission::Now);
+        assert_eq!(
+            schedule.admit(start + secs(2.0), start + secs(2.0), Some(secs(1.0)), &mut rng),
+            Admission::Now
+        );
     }
 
     #[test]
@@ -209,8 +223,20 @@ mod tests {
         ] {
             schedule.learn(start, &signal);
             assert!(schedule.is_idle(), "{signal:?}");
-            assert_eq!(schedule.admit(start, None, &mut rng), Admission::Now);
+            assert_eq!(schedule.admit(start, start, None, &mut rng), Admission::Now);
         }
+    }
+
+    #[test]
+    fn a_slot_asked_for_later_does_not_lift_the_gate_now() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(6));
+        let mut schedule = Schedule::default();
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::grpc_pushback(secs(2.0))));
+        // The call that was pushed back asks for its retry's slot, 2 s on: free.
+        assert_eq!(schedule.admit(start, start + secs(2.0), None, &mut rng), Admission::Now);
+        // Everyone else is still held now.
+        assert!(wait_of(schedule.admit(start, start, None, &mut rng)) >= secs(2.0));
+        assert!(!schedule.is_idle());
     }
 
     #[test]
@@ -219,7 +245,7 @@ mod tests {
         let mut schedule = Schedule::default();
         schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(10.0))));
         schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(1.0))));
-        assert!(wait_of(schedule.admit(start, None, &mut rng)) >= secs(10.0));
+        assert!(wait_of(schedule.admit(start, start, None, &mut rng)) >= secs(10.0));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! ([`backoff`]: the exponential curve, then [`jitter`]), puts a server's
 //! [`Hint`] under it as a floor with a random spread on top ([`hint`]), and
 //! refuses a wait that the attempt limit, the deadline or `max_server_delay`
-//! does not allow.
+//! does not allow. Where a call stands on the curve is a [`Curve`], which a
+//! gRPC pushback restarts.
 //!
 //! Every rule about the length of a wait belongs in this folder, so that a
 //! change to one lands once for both callers: a pacer's answer would be one
@@ -25,13 +26,51 @@ use crate::random::JitterRng;
 use crate::verdict::{DelaySource, Hint};
 use std::time::Duration;
 
+/// Where a call stands on its backoff curve: how many retries the curve has
+/// counted since it started, and the delay waited before the last of them.
+///
+/// A server's gRPC pushback restarts the curve: gRFC A6 waits exactly the
+/// pushback, then "for subsequent retries, the delay period will be reset to
+/// the `initialBackoff` setting and scale according to the Exponential Backoff
+/// section". A pushback is a gRPC answer, so this changes nothing for HTTP,
+/// whose `Retry-After` and `RateLimit` hints leave the curve where it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Curve {
+    /// Retries counted on the curve: the next delay is `base · multiplier^step`.
+    step: u32,
+    /// The delay before the last retry; `None` before the first, when it stands
+    /// for the base delay.
+    previous: Option<Duration>,
+}
+
+impl Curve {
+    /// Before the first retry.
+    pub(crate) const START: Curve = Curve { step: 0, previous: None };
+
+    /// `retries` retries in, the last of which waited `previous`: for callers
+    /// that store only those two numbers (job queues), which do not know whether
+    /// a pushback came in between.
+    pub(crate) fn resumed(retries: u32, previous: Option<Duration>) -> Self {
+        Self { step: retries, previous }
+    }
+
+    /// The curve after a retry that waited `delay`, decided by `source`.
+    pub(crate) fn after(self, delay: Duration, source: DelaySource) -> Self {
+        let step = match source {
+            DelaySource::GrpcPushback => 0,
+            _ => self.step.saturating_add(1),
+        };
+        Self { step, previous: Some(delay) }
+    }
+}
+
 /// The wait before the attempt after `failed_attempt`, or why there is none;
-/// `previous` is the delay waited before `failed_attempt` (the base delay before
-/// the first retry). Shared by the engine and the stateless job-queue API.
+/// `curve` is where the call's backoff stands. Shared by the engine and the
+/// stateless job-queue API.
 pub(crate) fn next_wait(
     policy: &Policy,
     failed_attempt: u32,
-    previous: Duration,
+    curve: Curve,
     elapsed: Duration,
     hint: Option<Hint>,
     rng: &mut JitterRng,
@@ -39,7 +78,8 @@ pub(crate) fn next_wait(
     if failed_attempt >= policy.max_attempts() {
         return Err(StopReason::AttemptsExhausted);
     }
-    let computed = policy.delay(failed_attempt.saturating_sub(1), previous, rng);
+    let previous = curve.previous.unwrap_or(policy.base_delay());
+    let computed = policy.delay(curve.step, previous, rng);
     let remaining = policy.deadline().map(|d| d.saturating_sub(elapsed));
     let (delay, source) = match hint {
         None => (computed, DelaySource::Policy),
