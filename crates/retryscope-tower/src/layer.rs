@@ -53,13 +53,16 @@ use tower_layer::Layer;
 ///   (in gRPC mode, as the server's status marked `grpc::NOT_RETRIED`).
 /// - **Server hints**: `Retry-After` and `RateLimit`; with `grpc`,
 ///   `grpc-retry-pushback-ms`.
-/// - **Guards**: over HTTP, a [`RetryBudget`](retryscope::RetryBudget) and a
-///   [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency — `host`,
-///   or `host:port` when the port is not the scheme's default — shared by
-///   every clone of the service. With `grpc`, A6's only: the config's
-///   retry throttling ([`TokenBucket`](retryscope::TokenBucket)) when it has
-///   one, and no budget or breaker unless asked for (see
-///   [`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
+/// - **Guards**: over HTTP, a [`RetryBudget`](retryscope::RetryBudget), a
+///   [`CircuitBreaker`](retryscope::CircuitBreaker) (which counts no 429) and
+///   a [`Pacer`](retryscope::Pacer) per dependency — `host`, or `host:port`
+///   when the port is not the scheme's default — shared by every clone of the
+///   service: a 429's or 503's `Retry-After`, and a quota in `RateLimit` or
+///   `X-RateLimit-*` headers on any response, pace every call to that
+///   dependency. With `grpc`, A6's only: the config's retry throttling
+///   ([`TokenBucket`](retryscope::TokenBucket)) when it has one, and no
+///   budget, breaker or pacer unless asked for (see `GrpcRetryLayerBuilder`
+///   in the `grpc` module, with the `grpc` feature).
 /// - **Every attempt** gets a fresh `poll_ready` on its own clone of the inner
 ///   service; dropping the response future cancels the running attempt or the
 ///   wait, and no attempt starts after.
