@@ -346,14 +346,8 @@ const INTERNAL: u8 = 13;
 mod tests {
     use super::*;
     use crate::grpc::metrics::GrpcMetrics;
+    use crate::grpc::metrics::framing::message;
     use http::Uri;
-
-    fn message(payload: &[u8]) -> Vec<u8> {
-        let mut framed = vec![0];
-        framed.extend_from_slice(&u32::try_from(payload.len()).expect("small").to_be_bytes());
-        framed.extend_from_slice(payload);
-        framed
-    }
 
     /// What the service's transparent retries record: a new attempt, counted
     /// as a transparent retry and never as a retry; the abandoned one ends

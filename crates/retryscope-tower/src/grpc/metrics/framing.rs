@@ -58,16 +58,19 @@ impl Framing {
     }
 }
 
+/// `payload` as one length-prefixed gRPC message, uncompressed: what the
+/// metrics' tests feed the meters.
+#[cfg(test)]
+pub(crate) fn message(payload: &[u8]) -> Vec<u8> {
+    let mut framed = vec![0];
+    framed.extend_from_slice(&u32::try_from(payload.len()).expect("small").to_be_bytes());
+    framed.extend_from_slice(payload);
+    framed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn message(payload: &[u8]) -> Vec<u8> {
-        let mut framed = vec![0];
-        framed.extend_from_slice(&u32::try_from(payload.len()).expect("small").to_be_bytes());
-        framed.extend_from_slice(payload);
-        framed
-    }
 
     #[test]
     fn framing_is_not_counted_however_the_bytes_are_split() {
