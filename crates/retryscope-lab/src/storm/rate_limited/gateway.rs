@@ -195,7 +195,9 @@ pub(crate) fn respond(decision: Decision, policy: HeaderValue) -> Response<Full<
     let mut response = Response::new(Full::new(Bytes::from_static(b"")));
     let headers = response.headers_mut();
     // Digits and ASCII only: these always make a valid field value.
-    if let Ok(limit) = HeaderValue::try_from(format!("\"default\";r={};t={}", decision.left, decision.reset_s)) {
+    if let Ok(limit) =
+        HeaderValue::try_from(format!("\"default\";r={};t={}", decision.left, decision.reset_s))
+    {
         headers.insert(RATELIMIT, limit);
     }
     headers.insert(RATELIMIT_POLICY, policy);

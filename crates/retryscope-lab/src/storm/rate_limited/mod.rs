@@ -92,7 +92,8 @@ pub fn header(args: &StormArgs) -> String {
 async fn storm(args: &StormArgs) -> Result<Vec<RateSummary>, StormError> {
     let telemetry = Telemetry::start(args.prometheus.as_deref())?;
     let quota = quota(args);
-    let (load_time, window) = (Duration::from_secs_f64(args.duration), Duration::from_secs(args.window.into()));
+    let (load_time, window) =
+        (Duration::from_secs_f64(args.duration), Duration::from_secs(args.window.into()));
     let mut runs = Vec::new();
     // Each policy's client, and so its guards and their gauges, lives as long
     // as the process, as the other storms' clients do.
@@ -147,7 +148,8 @@ async fn run_policy(
     // Every call ends within its deadline: the drain lets the last ones finish.
     let drain = deadline + Duration::from_secs(1);
     let slices = usize::try_from((duration + drain).as_millis() / SLICE.as_millis()).unwrap_or(0) + 1;
-    let middleware = policy.middleware(deadline).map_err(|e| error("building the policy", e))?.meter(meter).build();
+    let middleware =
+        policy.middleware(deadline).map_err(|e| error("building the policy", e))?.meter(meter).build();
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(ATTEMPT_TIMEOUT)

@@ -91,7 +91,9 @@ pub struct RateSummary {
 
 /// The failure reason of a call's result (`Ok` is the status of an answer
 /// read to the end); `None` for a success.
-pub fn failure_reason(result: &Result<reqwest::StatusCode, reqwest_middleware::Error>) -> Option<&'static str> {
+pub fn failure_reason(
+    result: &Result<reqwest::StatusCode, reqwest_middleware::Error>,
+) -> Option<&'static str> {
     match result {
         Ok(status) if status.is_success() => None,
         Ok(status) if status.as_u16() == 429 => Some(reason::ANSWERED_429),
@@ -187,7 +189,15 @@ pub(crate) fn percentile(mut values: Vec<f64>, q: f64) -> Option<f64> {
 pub fn table(rows: &[RateSummary]) -> String {
     let mut out = format!(
         "{:<10} {:>12} {:>11} {:>9} {:>9} {:>10} {:>7} {:>14}  {}\n",
-        "policy", "429s / 1000", "goodput/s", "of quota", "p99 ok", "p99 all", "calls", "failed", "failed by reason"
+        "policy",
+        "429s / 1000",
+        "goodput/s",
+        "of quota",
+        "p99 ok",
+        "p99 all",
+        "calls",
+        "failed",
+        "failed by reason"
     );
     for r in rows {
         let reasons: Vec<String> = r.failed_by_reason.iter().map(|(k, v)| format!("{k} {v}")).collect();
