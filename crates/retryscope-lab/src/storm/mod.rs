@@ -103,6 +103,11 @@ pub struct StormArgs {
     /// The gateway's fixed quota window, in whole seconds.
     #[arg(long, default_value_t = 1, requires = "rate_limited")]
     pub window: u32,
+    /// How the gateway of --rate-limited reports its quota: `draft`
+    /// (`RateLimit`, the reset in whole seconds) or `vendor` (`X-RateLimit-*`,
+    /// the reset to the millisecond).
+    #[arg(long, value_enum, default_value_t = rate_limited::gateway::QuotaHeaders::Draft, requires = "rate_limited")]
+    pub quota_headers: rate_limited::gateway::QuotaHeaders,
     /// Seconds a call of --rate-limited may take, attempts and waits
     /// (including time held by a pacer) together.
     #[arg(long, default_value_t = 5.0, requires = "rate_limited")]

@@ -27,7 +27,7 @@ pub use policies::RatePolicy;
 use crate::storm::server::{Counters, SLICE};
 use crate::storm::telemetry::Telemetry;
 use crate::storm::{StormArgs, StormError, error, finish, load, policies::ATTEMPT_TIMEOUT, write_outputs};
-use gateway::{Gateway, Quota};
+use gateway::{Gateway, Quota, QuotaHeaders};
 use opentelemetry::metrics::Meter;
 use report::{RateRun, RateSummary, failure_reason, reason};
 use retryscope_otel::IncomingRequests;
@@ -77,13 +77,17 @@ pub fn header(args: &StormArgs) -> String {
     let quota = quota(args);
     format!(
         "storm --rate-limited: {} clients × {}/s = {:.0} requests/s; gateway quota {} requests per fixed {} s window \
-         ({:.0}/s), 429 with Retry-After beyond it; calls bounded by {} s; {} s of load per policy\n",
+         ({:.0}/s, {} headers), 429 with Retry-After beyond it; calls bounded by {} s; {} s of load per policy\n",
         args.clients,
         args.rate,
         f64::from(args.clients) * args.rate,
         quota.requests,
         quota.window_s,
         quota.per_second(),
+        match args.quota_headers {
+            QuotaHeaders::Draft => "RateLimit",
+            QuotaHeaders::Vendor => "X-RateLimit-*",
+        },
         args.deadline,
         args.duration
     )
@@ -112,6 +116,7 @@ async fn storm(args: &StormArgs) -> Result<Vec<RateSummary>, StormError> {
         "quota": { "requests": quota.requests, "window_s": quota.window_s, "per_second": quota.per_second() },
         "offered_per_s": f64::from(args.clients) * args.rate,
         "deadline_s": args.deadline,
+        "quota_headers": format!("{:?}", args.quota_headers).to_lowercase(),
         "target": {
             "max_429_per_1000": report::TARGET_429_PER_1000,
             "min_goodput_share": report::TARGET_GOODPUT_SHARE,
@@ -156,7 +161,7 @@ async fn run_policy(
         .build()
         .map_err(|e| error("building the client", e))?;
     let client = reqwest_middleware::ClientBuilder::new(http).with(middleware).build();
-    let gateway = Gateway::start(quota, slices, IncomingRequests::from_meter(meter))
+    let gateway = Gateway::start(quota, args.quota_headers, slices, IncomingRequests::from_meter(meter))
         .await
         .map_err(|e| error("starting the gateway", e))?;
     let url = format!("http://{}/work", gateway.addr);
