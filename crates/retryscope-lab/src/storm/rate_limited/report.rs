@@ -242,7 +242,9 @@ mod tests {
         let (per_s, share) = goodput(&served, Duration::from_secs_f64(2.5), Duration::from_secs(1), 200.0);
         assert_eq!((per_s, share), (200.0, 1.0));
         let (per_s, _) = goodput(&served, Duration::from_secs(4), Duration::from_secs(2), 100.0);
-        assert_eq!(per_s, (25.0 * 20.0 + 15.0 * 50.0) / 4.0);
+        assert_eq!(per_s, (25.0 * 20.0 + 10.0 * 50.0) / 4.0, "two whole 2-s windows: every slice");
+        let (per_s, _) = goodput(&served, Duration::from_secs(3), Duration::from_secs(2), 100.0);
+        assert_eq!(per_s, 20.0 * 20.0 / 2.0, "one whole 2-s window in 3 s");
     }
 
     #[test]
