@@ -30,6 +30,7 @@ use crate::storm::{StormArgs, StormError, error, finish, load, policies::ATTEMPT
 use gateway::{Gateway, Quota, QuotaHeaders};
 use opentelemetry::metrics::Meter;
 use report::{RateRun, RateSummary, failure_reason, reason};
+use retryscope::Pacer;
 use retryscope_otel::IncomingRequests;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -153,8 +154,8 @@ async fn run_policy(
     // Every call ends within its deadline: the drain lets the last ones finish.
     let drain = deadline + Duration::from_secs(1);
     let slices = usize::try_from((duration + drain).as_millis() / SLICE.as_millis()).unwrap_or(0) + 1;
-    let middleware =
-        policy.middleware(deadline).map_err(|e| error("building the policy", e))?.meter(meter).build();
+    let (middleware, pacer) = policy.middleware(deadline).map_err(|e| error("building the policy", e))?;
+    let middleware = middleware.meter(meter).build();
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(ATTEMPT_TIMEOUT)
@@ -185,9 +186,15 @@ async fn run_policy(
         }
     };
     let started = Arc::new(Counters::new(slices));
+    let paced = Arc::new(Mutex::new(Vec::with_capacity(slices)));
+    let sampler = pacer.map(|pacer| tokio::spawn(sample(pacer, Arc::clone(&paced), slices)));
     let cancelled =
         load::drive(load, client.clone(), url, policy.name(), drain, Arc::clone(&started), Arc::new(record))
             .await;
+    if let Some(sampler) = sampler {
+        sampler.abort();
+    }
+    let allowed_rate = std::mem::take(&mut *paced.lock().unwrap_or_else(PoisonError::into_inner));
     let mut tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
     if cancelled > 0 {
         *tally.failed_by_reason.entry(reason::UNFINISHED).or_default() += cancelled;
@@ -201,6 +208,18 @@ async fn run_policy(
         failed_by_reason: tally.failed_by_reason,
         latencies_ok: tally.latencies_ok,
         latencies_failed: tally.latencies_failed,
+        allowed_rate,
     };
     Ok((run, client))
+}
+
+/// Appends the pace in force ([`Pacer::allowed_rate`]) to `series` at the end
+/// of each slice, at most `slices` times: `None` where nothing was in force.
+async fn sample(pacer: Pacer, series: Arc<Mutex<Vec<Option<f64>>>>, slices: usize) {
+    let mut ticks = tokio::time::interval(SLICE);
+    ticks.tick().await;
+    for _ in 0..slices {
+        ticks.tick().await;
+        series.lock().unwrap_or_else(PoisonError::into_inner).push(pacer.allowed_rate());
+    }
 }

@@ -45,14 +45,23 @@ impl RatePolicy {
         exponential(base).jitter(Jitter::Full).build()
     }
 
-    /// The middleware for this policy, with calls bounded by `deadline`.
-    pub fn middleware(self, deadline: Duration) -> Result<RetryMiddlewareBuilder, PolicyError> {
+    /// The middleware for this policy, with calls bounded by `deadline`, and
+    /// its pacer, if it has one, to watch the pace in force.
+    ///
+    /// The storm calls one dependency, so the pacer the middleware keeps for
+    /// it is this one: the factory hands out clones, which share one state.
+    pub fn middleware(
+        self,
+        deadline: Duration,
+    ) -> Result<(RetryMiddlewareBuilder, Option<Pacer>), PolicyError> {
         let builder = RetryMiddleware::builder(self.policy(deadline)?);
-        Ok(match self {
-            RatePolicy::PerCall => builder.no_pacer(),
-            RatePolicy::Pacer => builder,
-            RatePolicy::Adaptive => builder.pacer_per_dependency(Pacer::adaptive),
-        })
+        let pacer = match self {
+            RatePolicy::PerCall => return Ok((builder.no_pacer(), None)),
+            RatePolicy::Pacer => Pacer::new(),
+            RatePolicy::Adaptive => Pacer::adaptive(),
+        };
+        let shared = pacer.clone();
+        Ok((builder.pacer_per_dependency(move || shared.clone()), Some(pacer)))
     }
 }
 

@@ -52,6 +52,11 @@ pub struct RateRun {
     /// The same for the calls that failed.
     #[serde(skip)]
     pub latencies_failed: Vec<f64>,
+    /// The pace the policy's pacer had in force at the end of each slice, in
+    /// requests per second (`Pacer::allowed_rate`: 0 behind a gate, the
+    /// quota's spacing, or the adaptive limiter's rate, whichever is lower);
+    /// `null` where nothing was in force; empty without a pacer.
+    pub allowed_rate: Vec<Option<f64>>,
 }
 
 /// One row of the report.
@@ -258,6 +263,7 @@ mod tests {
             failed_by_reason: BTreeMap::from([(reason::RATE_LIMITED, 10)]),
             latencies_ok: vec![0.1; 190],
             latencies_failed: vec![0.0; 10],
+            allowed_rate: Vec::new(),
         };
         let row = run.summary(Duration::from_secs(1), Duration::from_secs(1), 200.0);
         assert_eq!((row.attempts, row.answered_429), (200, 10));
