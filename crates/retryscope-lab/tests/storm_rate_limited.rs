@@ -5,7 +5,7 @@
 //! Live runs on loopback (real sockets, real time). What they assert follows
 //! from who sends what, with wide margins: per-call retries answer about half
 //! their attempts with a 429 (≈ 550 per 1,000 in a typical run), the pacer
-//! almost none (0 with the draft's fields, ≈ 1–17 with the vendor's).
+//! almost none (0 with the draft's fields, ≈ 1–40 with the vendor's).
 //!
 //! The pacer's target — at most 10 429s per 1,000 attempts and at least 95 %
 //! of the quota served — is met on 429s but not on goodput while the gateway
@@ -13,7 +13,7 @@
 //! with 1-s windows `t` is always 1, so the pace `r / t` the pacer spreads
 //! underestimates the rate left (`r` over what is really left of the window).
 //! The same gateway reporting its reset to the millisecond
-//! (`--quota-headers vendor`) is paced to ≈ 98 % of its quota. The README's
+//! (`--quota-headers vendor`) is paced to 94–99 % of its quota. The README's
 //! storm section has the full figures and the other mechanisms.
 
 use serde_json::Value;
