@@ -7,7 +7,7 @@
 //! Open-loop clients offer about twice the quota through a real reqwest client
 //! carrying [`RetryMiddleware`](retryscope_reqwest::RetryMiddleware), one
 //! [`RatePolicy`] after another: every call on its own (`per-call`), a
-//! [`Pacer`](retryscope::Pacer) per dependency (`pacer`, the default), or the
+//! [`Pacer`] per dependency (`pacer`, the default), or the
 //! pacer in adaptive mode (`adaptive`). The report shows what each did to the
 //! gateway — how many of its attempts were answered 429, how much of the quota
 //! it turned into 200s — and what the callers saw: latency and failed calls,
