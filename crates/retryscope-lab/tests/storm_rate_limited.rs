@@ -137,6 +137,8 @@ fn rate_limited_settings_out_of_range_are_refused_with_a_clear_error() {
         (&["--rate-limited", "--deadline", "0"][..], "--deadline"),
         (&["--quota", "100"][..], "--rate-limited"),
         (&["--rate-limited", "--layers", "3"][..], "--layers"),
+        (&["--rate-limited", "--outage", "1:1"][..], "--outage"),
+        (&["--rate-policies", "pacer"][..], "--rate-limited"),
         (&["--rate-limited", "--rate-policies", "retry-harder"][..], "per-call, pacer, adaptive"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_retryscope"))

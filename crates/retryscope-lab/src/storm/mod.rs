@@ -94,8 +94,14 @@ pub struct StormArgs {
     pub layer_policies: Vec<LayerPolicy>,
     /// Run the rate-limited storm instead: a gateway with a quota (--quota per
     /// --window) answering 429 with Retry-After beyond it, clients offering
-    /// about twice the quota; compares --rate-policies, not --policies.
-    #[arg(long, conflicts_with = "layers")]
+    /// about twice the quota; compares --rate-policies, not --policies. The
+    /// other storms' server and outage flags do not apply, and are refused.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "layers", "layer_policies", "policies", "outage", "capacity", "server", "service_ms", "queue"
+        ]
+    )]
     pub rate_limited: bool,
     /// Requests the gateway of --rate-limited answers 200 per window.
     #[arg(long, default_value_t = 200, requires = "rate_limited")]
@@ -113,7 +119,7 @@ pub struct StormArgs {
     #[arg(long, default_value_t = 5.0, requires = "rate_limited")]
     pub deadline: f64,
     /// Policies the rate-limited storm compares, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "per-call,pacer,adaptive")]
+    #[arg(long, value_delimiter = ',', default_value = "per-call,pacer,adaptive", requires = "rate_limited")]
     pub rate_policies: Vec<rate_limited::RatePolicy>,
     /// Seeds the clients' start phases.
     #[arg(long, default_value_t = 42)]
