@@ -22,6 +22,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Storm(args) if args.rate_limited => {
+            retryscope_lab::storm::rate_limited::run(&args).map(drop).map_err(|e| e.to_string())
+        }
         Command::Storm(args) if args.layers.is_some() => {
             retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| e.to_string())
         }

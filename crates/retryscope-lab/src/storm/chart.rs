@@ -46,8 +46,8 @@ pub(crate) fn write_svg(
             mark: None,
         })
         .collect();
-    panel(&top, "Requests reaching the server (per second)", &load, y_max(&load), timeline)?;
-    panel(&bottom, "Retries started by the clients (per second)", &retries, y_max(&retries), timeline)?;
+    panel(&top, "Requests reaching the server (per second)", &load, y_max(&load), Some(timeline))?;
+    panel(&bottom, "Retries started by the clients (per second)", &retries, y_max(&retries), Some(timeline))?;
     root.present().map_err(|e| e.to_string())
 }
 
@@ -60,14 +60,14 @@ pub(crate) fn y_max(series: &[Series<'_>]) -> f64 {
     series.iter().flat_map(|s| &s.per_slice).map(|&v| per_second(v)).fold(1.0, f64::max) * 1.1
 }
 
-/// Draws `series` per second over time, up to `y_max`, with the outage shaded;
-/// the n-th series of every panel has the same colour.
+/// Draws `series` per second over time, up to `y_max`, with the outage (if
+/// any) shaded; the n-th series of every panel has the same colour.
 pub(crate) fn panel(
     area: &Area<'_>,
     title: &str,
     series: &[Series<'_>],
     y_max: f64,
-    timeline: Timeline,
+    outage: Option<Timeline>,
 ) -> Result<(), String> {
     let slices = series.iter().map(|s| s.per_slice.len()).max().unwrap_or(0);
     let x_max = slices as f64 * SLICE.as_secs_f64();
@@ -79,10 +79,12 @@ pub(crate) fn panel(
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)
         .map_err(|e| e.to_string())?;
     chart.configure_mesh().x_desc("seconds").draw().map_err(|e| e.to_string())?;
-    let outage = [(timeline.outage_start.as_secs_f64(), 0.0), (timeline.outage_end.as_secs_f64(), y_max)];
-    chart
-        .draw_series([Rectangle::new(outage, RGBColor(255, 228, 225).filled())])
-        .map_err(|e| e.to_string())?;
+    if let Some(timeline) = outage {
+        let outage = [(timeline.outage_start.as_secs_f64(), 0.0), (timeline.outage_end.as_secs_f64(), y_max)];
+        chart
+            .draw_series([Rectangle::new(outage, RGBColor(255, 228, 225).filled())])
+            .map_err(|e| e.to_string())?;
+    }
     for (i, line) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let points =

@@ -6,6 +6,7 @@
 
 use crate::storm::server::Counters;
 use rand::{RngExt, SeedableRng};
+use reqwest::StatusCode;
 use reqwest_middleware::ClientWithMiddleware;
 use retryscope_reqwest::RetryOptions;
 use std::sync::Arc;
@@ -38,11 +39,48 @@ pub(crate) async fn run(
     drain: Duration,
     slices: usize,
 ) -> Arc<Counters> {
+    let outcomes = Arc::new(Counters::new(slices));
+    let served = Arc::clone(&outcomes);
+    let record = move |call: Finished| {
+        if let (Ok(status), Some(slice)) = (&call.result, call.slice)
+            && status.is_success()
+        {
+            served.serve(slice);
+        }
+    };
+    drive(load, client, url, operation, drain, Arc::clone(&outcomes), Arc::new(record)).await;
+    outcomes
+}
+
+/// One logical request, finished.
+pub(crate) struct Finished {
+    /// The slice it was started in; `None` past the planned run.
+    pub(crate) slice: Option<usize>,
+    /// From the moment it was due to be sent until its answer was read.
+    pub(crate) latency: Duration,
+    /// The status of the answer whose body was read to the end, or the error.
+    pub(crate) result: Result<StatusCode, reqwest_middleware::Error>,
+}
+
+/// What [`drive`] calls with each finished request.
+pub(crate) type Record = Arc<dyn Fn(Finished) + Send + Sync>;
+
+/// Like [`run`], counting each request started in `started` (its received
+/// counters) and handing each finished one to `record`. Returns how many were
+/// still in flight when the drain ran out, and were cancelled.
+pub(crate) async fn drive(
+    load: Load,
+    client: ClientWithMiddleware,
+    url: String,
+    operation: &'static str,
+    drain: Duration,
+    started_per_slice: Arc<Counters>,
+    record: Record,
+) -> u64 {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(load.seed);
     let period = Duration::from_secs_f64(1.0 / load.rate);
     let started = Instant::now();
     let deadline = started + load.duration;
-    let outcomes = Arc::new(Counters::new(slices));
     let mut clients = JoinSet::new();
     for _ in 0..load.clients {
         let phase = period.mul_f64(rng.random_range(0.0..1.0));
@@ -51,7 +89,8 @@ pub(crate) async fn run(
             url: url.clone(),
             operation,
             started,
-            outcomes: Arc::clone(&outcomes),
+            outcomes: Arc::clone(&started_per_slice),
+            record: Arc::clone(&record),
         };
         clients.spawn(client_loop(call, period, phase, deadline));
     }
@@ -67,10 +106,14 @@ pub(crate) async fn run(
     };
     let _ = tokio::time::timeout(drain, finish_all).await;
     // Cancelled requests are reported as `cancelled` by the instrumentation.
+    let mut cancelled = 0;
     for request in &in_flight {
+        if !request.is_finished() {
+            cancelled += 1;
+        }
         request.abort();
     }
-    outcomes
+    cancelled
 }
 
 /// What one client calls, and where it counts the outcomes.
@@ -80,6 +123,7 @@ struct Call {
     operation: &'static str,
     started: Instant,
     outcomes: Arc<Counters>,
+    record: Record,
 }
 
 /// One client: a request every `period` until `deadline`. Returns the requests
@@ -103,15 +147,17 @@ async fn client_loop(
         let request =
             call.client.get(&call.url).with_extension(RetryOptions::new().operation(call.operation));
         let slice = call.outcomes.receive(tick - call.started).map(|(slice, _)| slice);
-        let outcomes = Arc::clone(&call.outcomes);
+        let record = Arc::clone(&call.record);
         in_flight.push(tokio::spawn(async move {
             // The body is read so the connection goes back to the pool.
-            if let Ok(response) = request.send().await {
-                let ok = response.status().is_success() && response.bytes().await.is_ok();
-                if let (true, Some(slice)) = (ok, slice) {
-                    outcomes.serve(slice);
+            let result = match request.send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    response.bytes().await.map(|_| status).map_err(reqwest_middleware::Error::Reqwest)
                 }
-            }
+                Err(error) => Err(error),
+            };
+            record(Finished { slice, latency: tick.elapsed(), result });
         }));
     }
 }

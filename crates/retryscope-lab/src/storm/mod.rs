@@ -8,6 +8,8 @@
 //!
 //! With `--layers N`, the struggling server is the bottom of a [`chain`] of
 //! services, each calling the next through the middleware: see [`layers`].
+//! With `--rate-limited`, the server is a gateway with a quota instead, and the
+//! policies compared are ways of pacing: see [`rate_limited`].
 
 pub mod chain;
 mod chart;
@@ -15,6 +17,7 @@ pub mod layers;
 mod load;
 pub mod metrics;
 mod policies;
+pub mod rate_limited;
 pub mod report;
 pub mod server;
 mod telemetry;
@@ -34,14 +37,25 @@ use std::time::Duration;
 /// Flags of `retryscope storm`.
 #[derive(Debug, Clone, Args)]
 pub struct StormArgs {
-    /// Concurrent clients (10 by default with --layers).
-    #[arg(long, default_value_t = 50, default_value_if("layers", ArgPredicate::IsPresent, "10"))]
+    /// Concurrent clients (10 by default with --layers, 40 with --rate-limited).
+    #[arg(
+        long,
+        default_value_t = 50,
+        default_value_if("layers", ArgPredicate::IsPresent, "10"),
+        default_value_if("rate_limited", "true", "40")
+    )]
     pub clients: u32,
     /// Logical requests per second per client.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
-    /// Seconds of load per policy (8 by default with --layers).
-    #[arg(long, default_value_t = 16.0, default_value_if("layers", ArgPredicate::IsPresent, "8"))]
+    /// Seconds of load per policy (8 by default with --layers, 10 with
+    /// --rate-limited).
+    #[arg(
+        long,
+        default_value_t = 16.0,
+        default_value_if("layers", ArgPredicate::IsPresent, "8"),
+        default_value_if("rate_limited", "true", "10")
+    )]
     pub duration: f64,
     /// The outage as START:LENGTH in seconds from the start of each policy's run
     /// (2.5:3 by default with --layers).
@@ -78,11 +92,41 @@ pub struct StormArgs {
     /// Policies the layered storm compares, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "per-layer,one-layer,budget")]
     pub layer_policies: Vec<LayerPolicy>,
+    /// Run the rate-limited storm instead: a gateway with a quota (--quota per
+    /// --window) answering 429 with Retry-After beyond it, clients offering
+    /// about twice the quota; compares --rate-policies, not --policies. The
+    /// other storms' server and outage flags do not apply, and are refused.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "layers", "layer_policies", "policies", "outage", "capacity", "server", "service_ms", "queue"
+        ]
+    )]
+    pub rate_limited: bool,
+    /// Requests the gateway of --rate-limited answers 200 per window.
+    #[arg(long, default_value_t = 200, requires = "rate_limited")]
+    pub quota: u32,
+    /// The gateway's fixed quota window, in whole seconds.
+    #[arg(long, default_value_t = 1, requires = "rate_limited")]
+    pub window: u32,
+    /// How the gateway of --rate-limited reports its quota: `draft`
+    /// (`RateLimit`, the reset in whole seconds) or `vendor` (`X-RateLimit-*`,
+    /// the reset to the millisecond).
+    #[arg(long, value_enum, default_value_t = rate_limited::gateway::QuotaHeaders::Draft, requires = "rate_limited")]
+    pub quota_headers: rate_limited::gateway::QuotaHeaders,
+    /// Seconds a call of --rate-limited may take, attempts and waits
+    /// (including time held by a pacer) together.
+    #[arg(long, default_value_t = 5.0, requires = "rate_limited")]
+    pub deadline: f64,
+    /// Policies the rate-limited storm compares, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "per-call,pacer,adaptive", requires = "rate_limited")]
+    pub rate_policies: Vec<rate_limited::RatePolicy>,
     /// Seeds the clients' start phases.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Where the chart (storm.svg) and the summary (storm.json) go; with
-    /// --layers, storm-layers.svg and storm-layers.json.
+    /// --layers, storm-layers.svg and storm-layers.json; with --rate-limited,
+    /// storm-rate-limited.svg and storm-rate-limited.json.
     #[arg(long, default_value = "out/storm")]
     pub out: PathBuf,
     /// Serve the metrics for Prometheus on this address, e.g. 127.0.0.1:9464.
@@ -133,20 +177,7 @@ pub(crate) fn error(context: &str, e: impl fmt::Display) -> StormError {
 
 impl StormArgs {
     fn validate(&self) -> Result<Timeline, StormError> {
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(StormError(format!("--{name} must be above zero")))
-            }
-        };
-        positive("duration", self.duration)?;
-        positive("rate", self.rate)?;
-        if !(0.01..=10_000.0).contains(&self.rate) {
-            return Err(StormError("--rate must be between 0.01 and 10000 requests per second".into()));
-        }
-        positive("clients", f64::from(self.clients))?;
-        positive("capacity", f64::from(self.capacity))?;
+        self.validate_load()?;
         if !(1..=10_000).contains(&self.service_ms) {
             return Err(StormError("--service-ms must be between 1 and 10000".into()));
         }
@@ -168,16 +199,35 @@ impl StormArgs {
                 self.duration
             )));
         }
+        Ok(Timeline {
+            outage_start: Duration::from_secs_f64(start),
+            outage_end: Duration::from_secs_f64(start + len),
+        })
+    }
+
+    /// The checks every storm shares: the clients' load and the linger.
+    pub(crate) fn validate_load(&self) -> Result<(), StormError> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(StormError(format!("--{name} must be above zero")))
+            }
+        };
+        positive("duration", self.duration)?;
+        positive("rate", self.rate)?;
+        if !(0.01..=10_000.0).contains(&self.rate) {
+            return Err(StormError("--rate must be between 0.01 and 10000 requests per second".into()));
+        }
+        positive("clients", f64::from(self.clients))?;
+        positive("capacity", f64::from(self.capacity))?;
         if !(self.linger.is_finite() && self.linger >= 0.0 && self.linger <= 3_600.0) {
             return Err(StormError("--linger must be between 0 and 3600 seconds".into()));
         }
         if self.duration > 3_600.0 {
             return Err(StormError("--duration is limited to an hour".into()));
         }
-        Ok(Timeline {
-            outage_start: Duration::from_secs_f64(start),
-            outage_end: Duration::from_secs_f64(start + len),
-        })
+        Ok(())
     }
 
     /// Workers of `--server queue`: enough to serve `--capacity` per second.

@@ -97,7 +97,7 @@ fn breaker() -> CircuitBreakerBuilder {
 }
 
 /// 6 attempts, 100 ms doubling to 2 s.
-fn exponential(builder: retryscope::PolicyBuilder) -> retryscope::PolicyBuilder {
+pub(crate) fn exponential(builder: retryscope::PolicyBuilder) -> retryscope::PolicyBuilder {
     builder.max_attempts(6).base_delay(Duration::from_millis(100)).max_delay(Duration::from_secs(2))
 }
 

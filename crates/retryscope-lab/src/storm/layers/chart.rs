@@ -32,7 +32,7 @@ pub(crate) fn write_svg(path: &Path, runs: &[LayeredRun], timeline: Timeline) ->
     let areas = root.split_evenly((runs.len().max(1), 1));
     for ((run, lines), area) in runs.iter().zip(&series).zip(&areas) {
         let title = format!("{}: requests each service received (per second)", run.policy);
-        panel(area, &title, lines, top, timeline)?;
+        panel(area, &title, lines, top, Some(timeline))?;
     }
     root.present().map_err(|e| e.to_string())
 }
