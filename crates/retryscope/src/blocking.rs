@@ -2,7 +2,6 @@
 
 use crate::classify::Classify;
 use crate::clock::{Clock, SystemClock};
-use crate::driver::Admit;
 use crate::error::RetryError;
 use crate::observe::Observer;
 use crate::retry::{Notify, Retry, Step, final_result, settle};
@@ -50,12 +49,18 @@ where
         loop {
             let now = driver.now();
             // A blocking call cannot be cut short: its time limit is not enforced.
-            let quiet = match driver.start_attempt(now) {
-                Ok(Admit::Go(started)) => started.quiet,
-                Ok(Admit::Hold(wait)) => {
-                    sleep(wait);
-                    continue;
+            if driver.paced() {
+                match driver.pace(now) {
+                    Ok(None) => {}
+                    Ok(Some(wait)) => {
+                        sleep(wait);
+                        continue;
+                    }
+                    Err(reason) => return final_result(&driver, reason, last),
                 }
+            }
+            let quiet = match driver.start_attempt(now) {
+                Ok(started) => started.quiet,
                 Err(reason) => return final_result(&driver, reason, last),
             };
             let result = driver.in_scope(&mut op);

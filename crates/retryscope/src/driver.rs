@@ -40,15 +40,6 @@ pub(crate) enum Next {
     Wait(Duration),
 }
 
-/// What the front end must do to start the next attempt.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Admit {
-    /// Run it now.
-    Go(Started),
-    /// The pacer holds it back: wait this long, then ask again.
-    Hold(Duration),
-}
-
 /// An attempt the driver let start.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Started {
@@ -176,26 +167,29 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// [`book_quiet_attempt`](Self::book_quiet_attempt) does it then; a success
     /// needs only [`quiet_success`](Self::quiet_success).
     ///
-    /// A pacer with a pace in force may hold the first attempt back
-    /// ([`Admit::Hold`]); retries are paced when they are planned, their wait
-    /// and the pace together.
+    /// With a pacer, the front end asks [`pace`](Self::pace) first.
     #[inline]
-    pub(crate) fn start_attempt(&mut self, now: Instant) -> Result<Admit, StopReason> {
-        if let Some(wait) = self.pace_first(now)? {
-            return Ok(Admit::Hold(wait));
-        }
+    pub(crate) fn start_attempt(&mut self, now: Instant) -> Result<Started, StopReason> {
         match self.begin_quietly(now) {
-            Some(limit) => Ok(Admit::Go(Started { limit, quiet: Some(now) })),
-            None => Ok(Admit::Go(Started { limit: self.begin_attempt(now)?, quiet: None })),
+            Some(limit) => Ok(Started { limit, quiet: Some(now) }),
+            None => Ok(Started { limit: self.begin_attempt(now)?, quiet: None }),
         }
     }
 
-    /// Asks the pacer, if any, whether the next attempt may be sent now:
-    /// `Some` wait when it is held back. The schedule is asked once per
-    /// attempt (a retry's plan already asked it); the adaptive limiter's token
-    /// last, at the moment of sending, and again after any hold.
+    /// Whether the front end must ask [`pace`](Self::pace) before each
+    /// attempt: a branch on the path of every call, the pacing itself off it.
     #[inline]
-    fn pace_first(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+    pub(crate) fn paced(&self) -> bool {
+        self.setup.pacer.is_some()
+    }
+
+    /// Asks the pacer, if any, whether the next attempt may be sent now:
+    /// `Some` wait when it is held back (then ask again after it), or why it
+    /// is not sent at all. The schedule is asked once per attempt (a retry's
+    /// plan already asked it); the adaptive limiter's token last, at the
+    /// moment of sending, and again after any hold.
+    #[inline(never)]
+    pub(crate) fn pace(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
         let scheduled = std::mem::take(&mut self.paced);
         if pacer.is_idle() {

@@ -9,7 +9,7 @@
 //! [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
-use crate::driver::{Admit, Driver, Started};
+use crate::driver::{Driver, Started};
 use crate::error::RetryError;
 use crate::observe::Observer;
 use crate::retry::{Notify, Retry, Step, final_result, settle, settle_timeout};
@@ -149,13 +149,18 @@ where
             let step = match this.state.as_mut().project() {
                 StateProj::Idle => {
                     let now = this.driver.now();
-                    let Started { limit, quiet } = match this.driver.start_attempt(now) {
-                        Ok(Admit::Go(started)) => started,
-                        Ok(Admit::Hold(wait)) => {
+                    let held = if this.driver.paced() { this.driver.pace(now) } else { Ok(None) };
+                    let started = match held {
+                        Ok(None) => this.driver.start_attempt(now),
+                        Ok(Some(wait)) => {
                             this.timer.set(Some(this.sleeper.sleep(wait)));
                             this.state.set(State::Waiting);
                             continue;
                         }
+                        Err(reason) => Err(reason),
+                    };
+                    let Started { limit, quiet } = match started {
+                        Ok(started) => started,
                         Err(reason) => {
                             this.state.set(State::Done);
                             return Poll::Ready(final_result(this.driver, reason, this.last.take()));
