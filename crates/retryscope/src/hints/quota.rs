@@ -4,7 +4,7 @@
 use super::{
     RATELIMIT, RATELIMIT_POLICY, non_negative, parse_list, policy_name, policy_window, retry_after_from,
 };
-use crate::pace::{PaceSignal, Quota};
+use crate::pace::{PaceSignal, Quota, QuotaPolicy};
 use crate::verdict::Hint;
 use http::header::{HeaderMap, HeaderName};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -80,18 +80,33 @@ fn ietf_quotas(headers: &HeaderMap) -> Option<Vec<Quota>> {
         let sfv::ListEntry::Item(item) = entry else { return None };
         let name = policy_name(item)?;
         let remaining = non_negative(item.params.get("r")?)?;
+        let policies = policies.get_or_insert_with(|| parse_list(headers, &RATELIMIT_POLICY)).as_ref();
         let reset = match item.params.get("t") {
             Some(t) => Some(non_negative(t)?),
-            None => policies
-                .get_or_insert_with(|| parse_list(headers, &RATELIMIT_POLICY))
-                .as_ref()
-                .and_then(|list| policy_window(list, name)),
+            None => policies.and_then(|list| policy_window(list, name)),
         };
         if let Some(reset) = reset {
-            quotas.push(Quota::new(remaining, Duration::from_secs(reset)));
+            let quota = Quota::new(remaining, Duration::from_secs(reset));
+            quotas.push(match policies.and_then(|list| quota_policy(list, name)) {
+                Some(policy) => quota.with_policy(policy),
+                None => quota,
+            });
         }
     }
     Some(quotas)
+}
+
+/// The first policy named `name` in `RateLimit-Policy` with both a quota
+/// (`q`) and a window (`w`).
+fn quota_policy(policies: &sfv::List, name: &str) -> Option<QuotaPolicy> {
+    policies.iter().find_map(|entry| match entry {
+        sfv::ListEntry::Item(item) if policy_name(item) == Some(name) => {
+            let quota = item.params.get("q").and_then(non_negative)?;
+            let window = item.params.get("w").and_then(non_negative)?;
+            Some(QuotaPolicy::new(quota, Duration::from_secs(window)))
+        }
+        _ => None,
+    })
 }
 
 /// A `*-Remaining` / `*-Reset` pair as a quota.
@@ -231,7 +246,11 @@ mod tests {
         assert_eq!(quota(&two, now), Some(Quota::new(2, Duration::from_secs(3))));
         let from_policy =
             headers(&[(&RATELIMIT, r#""default";r=10"#), (&RATELIMIT_POLICY, r#""default";q=100;w=60"#)]);
-        assert_eq!(quota(&from_policy, now), Some(Quota::new(10, Duration::from_secs(60))));
+        let per_minute = QuotaPolicy::new(100, Duration::from_secs(60));
+        assert_eq!(
+            quota(&from_policy, now),
+            Some(Quota::new(10, Duration::from_secs(60)).with_policy(per_minute))
+        );
         let malformed = headers(&[(&RATELIMIT, r#""default";r=-1;t=3"#)]);
         assert_eq!(quota(&malformed, now), None);
     }

@@ -16,8 +16,11 @@
 //!   callers told "in 2 s" do not return in the same millisecond.
 //! - **Quota spacing.** A quota of `r` requests over `t` seconds, on *any*
 //!   response: sends are spaced `t / r` apart, so the quota lasts until the
-//!   reset instead of running out before it. The rate goes on applying to
-//!   slots taken under it; the next report replaces it.
+//!   reset instead of running out before it. Later reports of the same window
+//!   keep the window's earliest known end (`t` is whole seconds, rounded up)
+//!   and spread what is left over what is left of it. Slots beyond the window
+//!   keep to the policy's rate (`RateLimit-Policy`'s `q` per `w`), else to
+//!   the rate of the report that opened the window.
 //! - **Adaptive mode**, opt in ([`Pacer::adaptive`]): the AWS SDKs'
 //!   client-side send-rate limiter ([`adaptive::AdaptiveRate`]). From the
 //!   first throttling answer (429, `RESOURCE_EXHAUSTED`) on, every send takes
@@ -27,8 +30,9 @@
 //!   [`MAX_PACE`] change nothing, and nothing here can make a caller send
 //!   sooner than it would without a pacer.
 //!
-//! A call whose wait would not fit in what is left of its deadline is not
-//! sent: it stops at once with
+//! A call whose wait would not leave it half of what is left of its deadline
+//! (at most [`MIN_SEND_TIME`], 1 s) for the attempt itself is not sent: it
+//! stops at once with
 //! [`StopReason::RateLimited`](crate::StopReason::RateLimited), and takes no
 //! slot. A call cancelled while held sends nothing; its slot stays unused, so
 //! pacing errs on the slow side.
@@ -63,7 +67,8 @@ mod signal;
 
 pub(crate) use schedule::Admission;
 pub use schedule::MAX_PACE;
-pub use signal::{Held, HoldSource, PaceSignal, Quota};
+pub use schedule::MIN_SEND_TIME;
+pub use signal::{Held, HoldSource, PaceSignal, Quota, QuotaPolicy};
 
 use crate::clock::{Clock, DefaultClock};
 use crate::random::JitterRng;

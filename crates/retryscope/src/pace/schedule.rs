@@ -1,7 +1,7 @@
 //! The pacer's state on explicit time: a dependency-wide "not before" gate
 //! and the spacing that makes a reported quota last until its reset.
 
-use super::signal::{HoldSource, PaceSignal, Quota};
+use super::signal::{HoldSource, PaceSignal, Quota, QuotaPolicy};
 use crate::random::JitterRng;
 use crate::wait::HINT_SPREAD_MAX;
 use crate::wait::uniform;
@@ -33,14 +33,31 @@ struct Gate {
 }
 
 /// Sends at least `interval` apart: the quota a server reported, spread over
-/// its window. The server's rate goes on applying after the window it was
-/// reported for (it is the best estimate of the next one), for as long as
-/// slots taken under it last.
+/// what is left of its window, which ends at `until`. Slots after `until` are
+/// `beyond` apart: the quota policy's own rate (`RateLimit-Policy`'s `q` per
+/// `w`) when the server gave one, else the rate of the report that opened the
+/// window — never the rate of a window's last moments, when a few requests
+/// left over a few milliseconds look like a licence to burst.
 #[derive(Debug, Clone, Copy)]
 struct Spacing {
     interval: Duration,
     until: Instant,
+    /// What the last report said was left, to tell a report of the same
+    /// window (never more left) from one of the next.
+    remaining: u64,
+    beyond: Duration,
 }
+
+/// How much later than the window's known end a report of the same window may
+/// say it ends: the draft's `t` is whole seconds, which a server rounds up.
+const RESET_ROUNDING: Duration = Duration::from_secs(1);
+
+/// The longest a held call's slot may leave it for the attempt itself: it
+/// keeps at least half of what is left of its deadline, up to this much, or
+/// is refused at once. A slot that leaves a call no time to send would be
+/// given out and lost (the call wakes past its deadline), and every caller
+/// behind it would wait for nothing.
+pub const MIN_SEND_TIME: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 pub(crate) struct Schedule {
@@ -61,7 +78,8 @@ impl Schedule {
         }
     }
 
-    fn spread_quota(&mut self, now: Instant, Quota { remaining, reset }: Quota) {
+    fn spread_quota(&mut self, now: Instant, quota: Quota) {
+        let Quota { remaining, reset, policy } = quota;
         if reset.is_zero() || reset > MAX_PACE {
             return;
         }
@@ -70,9 +88,24 @@ impl Schedule {
             return;
         }
         // More than 2^32 requests left is no limit worth pacing.
-        let Ok(remaining) = u32::try_from(remaining) else { return };
+        let Ok(count) = u32::try_from(remaining) else { return };
+        let mut until = now + reset;
+        // A later report of the same window (no more left, ending within the
+        // rounding of the end already known) keeps the earlier end: whole
+        // seconds only ever round it up, and a window's end does not move.
+        let same_window = self.spacing.filter(|current| {
+            remaining <= current.remaining && until < current.until + RESET_ROUNDING && current.until > now
+        });
+        if let Some(current) = same_window {
+            until = until.min(current.until);
+        }
+        let interval = until.saturating_duration_since(now) / count;
+        let beyond = policy
+            .and_then(QuotaPolicy::interval)
+            .or(same_window.map(|current| current.beyond))
+            .unwrap_or(reset / count);
         // The newest report is the server's current view: it replaces the last.
-        self.spacing = Some(Spacing { interval: reset / remaining, until: now + reset });
+        self.spacing = Some(Spacing { interval, until, remaining, beyond });
     }
 
     fn close_until(&mut self, now: Instant, wait: Duration, source: HoldSource) {
@@ -108,13 +141,17 @@ impl Schedule {
             source = gate.source;
         }
         if let (Some(spacing), Some(last)) = (self.spacing, self.last_slot) {
-            let next = last + spacing.interval;
+            let gap = if last < spacing.until { spacing.interval } else { spacing.beyond };
+            let next = last + gap;
             if next > earliest {
                 (earliest, source) = (next, HoldSource::RateLimit);
             }
         }
         let wait = earliest.saturating_duration_since(at);
-        if limit.is_some_and(|limit| wait >= limit) && !wait.is_zero() {
+        if !wait.is_zero()
+            && let Some(limit) = limit
+            && wait + (limit / 2).min(MIN_SEND_TIME) > limit
+        {
             return Admission::Refused { wait, source };
         }
         if self.spacing.is_some() {
@@ -206,6 +243,57 @@ mod tests {
             schedule.admit(start + secs(2.0), start + secs(2.0), Some(secs(1.0)), &mut rng),
             Admission::Now
         );
+    }
+
+    #[test]
+    fn a_later_report_of_the_same_window_keeps_its_end_and_spreads_what_is_left() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(7));
+        let mut schedule = Schedule::default();
+        // The window opens: 200 left in its 1 s.
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(200, secs(1.0))));
+        // Half a second on: 100 left, and `t` is still 1, rounded up.
+        let mid = start + secs(0.5);
+        schedule.learn(mid, &PaceSignal::none().with_quota(Quota::new(100, secs(1.0))));
+        assert_eq!(schedule.admit(mid, mid, None, &mut rng), Admission::Now);
+        // 100 over the 0.5 s really left: 5 ms apart, not 10.
+        assert_eq!(wait_of(schedule.admit(mid, mid, None, &mut rng)), secs(0.005));
+        // The next window: more left than before, a later end.
+        let next = start + secs(1.0);
+        schedule.learn(next, &PaceSignal::none().with_quota(Quota::new(199, secs(1.0))));
+        let rate = schedule.allowed_rate(next).expect("a pace in force");
+        assert!((rate - 199.0).abs() < 0.01, "{rate}");
+    }
+
+    #[test]
+    fn slots_beyond_the_window_keep_to_the_policy_rate() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(8));
+        let mut schedule = Schedule::default();
+        let policy = QuotaPolicy::new(10, secs(1.0));
+        // The window's last moment: 2 left in 10 ms, as a vendor's precise
+        // reset says it: 5 ms apart inside the window, 100 ms beyond it.
+        let quota = Quota::new(2, secs(0.01)).with_policy(policy);
+        schedule.learn(start, &PaceSignal::none().with_quota(quota));
+        let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, start, None, &mut rng))).collect();
+        assert_eq!(waits, [secs(0.0), secs(0.005), secs(0.01), secs(0.11)]);
+    }
+
+    #[test]
+    fn a_slot_must_leave_the_attempt_half_its_time_up_to_a_second() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(9));
+        let mut schedule = Schedule::default();
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(1, secs(0.6))));
+        assert_eq!(schedule.admit(start, start, Some(secs(1.0)), &mut rng), Admission::Now);
+        // The next slot, 0.6 s on, would leave 0.4 s of a 1 s deadline.
+        assert!(matches!(schedule.admit(start, start, Some(secs(1.0)), &mut rng), Admission::Refused { .. }));
+        // With 1.6 s it leaves 1 s: held.
+        assert_eq!(
+            schedule.admit(start, start, Some(secs(1.6)), &mut rng),
+            Admission::Hold { wait: secs(0.6), source: HoldSource::RateLimit }
+        );
+        // A long deadline keeps 1 s, not half: 10 s of wait (and up to 2 s of
+        // spread) fit in 13.5 s.
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::rate_limit(secs(10.0))));
+        assert!(matches!(schedule.admit(start, start, Some(secs(13.5)), &mut rng), Admission::Hold { .. }));
     }
 
     #[test]

@@ -13,12 +13,45 @@ pub struct Quota {
     pub remaining: u64,
     /// Time until the window resets.
     pub reset: Duration,
+    /// The quota policy the window belongs to, when the server said
+    /// (`RateLimit-Policy`): the rate to keep to beyond this window.
+    pub policy: Option<QuotaPolicy>,
+}
+
+/// A quota policy: `quota` requests per `window` (the `q` and `w` of
+/// `RateLimit-Policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaPolicy {
+    /// Requests allowed per window.
+    pub quota: u64,
+    /// The window's length.
+    pub window: Duration,
+}
+
+impl QuotaPolicy {
+    /// `quota` requests per `window`.
+    pub const fn new(quota: u64, window: Duration) -> Self {
+        Self { quota, window }
+    }
+
+    /// The gap between sends that keeps to this policy; `None` for a policy
+    /// that allows nothing or has no window (then it says nothing of a rate).
+    pub(crate) fn interval(self) -> Option<Duration> {
+        let quota = u32::try_from(self.quota).ok().filter(|q| *q > 0)?;
+        (!self.window.is_zero()).then(|| self.window / quota)
+    }
 }
 
 impl Quota {
     /// A quota of `remaining` requests over the next `reset`.
     pub const fn new(remaining: u64, reset: Duration) -> Self {
-        Self { remaining, reset }
+        Self { remaining, reset, policy: None }
+    }
+
+    /// The same quota, part of `policy`.
+    pub const fn with_policy(mut self, policy: QuotaPolicy) -> Self {
+        self.policy = Some(policy);
+        self
     }
 
     /// Whether this quota allows fewer requests per second than `other`: the

@@ -1,18 +1,11 @@
-//! A finding of the rate-limited storm, for the engine's owner: under
-//! sustained overload the pacer's schedule fills up to the callers'
-//! deadline, so every call it still admits is held until just before its
-//! deadline — and one held to within the timer's resolution of it wakes up
-//! with no time left, is stopped with `DeadlineExceeded` without being sent,
-//! and the send slot it took is lost to every other caller.
-//!
-//! In `retryscope storm --rate-limited` this is the `deadline_exceeded`
-//! column of `pacer` and `adaptive`: about 340 calls of 4,000 (≈ 17 % of the
-//! slots the pacer handed out), held the whole 5 s and then not sent.
-//!
-//! Ignored so that the suite stays green until the engine decides; run with
-//! `cargo test -p retryscope-lab --test pacer_last_slot -- --ignored`.
-//! Paused clock: tokio's timers wake on whole milliseconds, as they do in
-//! real time.
+//! The pacer under load, as the rate-limited storm found it: once its
+//! schedule is full up to the callers' deadlines, a slot that leaves a call no
+//! time to send must be refused at once, not given out — a call held to
+//! within the timer's resolution of its deadline wakes past it, is stopped
+//! without being sent, and the slot it took is lost to every other caller.
+//! (In the first `retryscope storm --rate-limited`, about a fifth of the
+//! pacer's slots went that way.) Paused clock: tokio's timers wake on whole
+//! milliseconds, as they do in real time.
 
 use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{Pacer, Policy, Retryable, StopReason};
@@ -20,7 +13,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 #[tokio::test(start_paused = true)]
-#[ignore = "engine finding: a pacer slot that leaves no time for the attempt is given out, then wasted"]
 async fn a_call_whose_pacer_slot_leaves_no_time_before_its_deadline_is_refused_at_once_not_held_and_dropped()
 {
     let deadline = Duration::from_secs(1);
