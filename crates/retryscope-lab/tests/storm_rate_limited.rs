@@ -8,13 +8,10 @@
 //! almost none (0 with the draft's fields, ≈ 1–40 with the vendor's).
 //!
 //! The pacer's target — at most 10 429s per 1,000 attempts and at least 95 %
-//! of the quota served — is met on 429s but not on goodput while the gateway
-//! reports its reset as the draft's whole seconds (≈ 54 % of the quota):
-//! with 1-s windows `t` is always 1, so the pace `r / t` the pacer spreads
-//! underestimates the rate left (`r` over what is really left of the window).
-//! The same gateway reporting its reset to the millisecond
-//! (`--quota-headers vendor`) is paced to 94–99 % of its quota. The README's
-//! storm section has the full figures and the other mechanisms.
+//! of the quota served — is asserted with a margin for a 4-s run on a busy
+//! 2-core machine (90 %), with the draft's whole-second resets (which the
+//! pacer reads as an upper bound on the window's end, keeping the earliest it
+//! has seen) and with the vendor's to-the-millisecond ones alike.
 
 use serde_json::Value;
 use std::path::PathBuf;
@@ -112,20 +109,14 @@ fn the_pacer_stops_the_429s_that_per_call_retries_send_and_reaches_the_quota_whe
     assert!(pacer <= 10.0, "the pacer's 429s are within the target of 10 per 1,000, got {pacer:.1}");
     assert!(pacer * 10.0 < per_call, "the pacer {pacer:.1} vs per-call {per_call:.1} 429s per 1,000");
     assert!(failed_because(&draft, "pacer", "rate_limited") > 0, "the excess is refused unsent");
-    // What it reaches of the goodput target with the draft's whole-second
-    // reset: about half of the quota (see the file's doc), not 95 %.
+    // The quota served, though calls are held and refused in the client.
     let goodput = number(&draft, "pacer", "goodput_share");
-    assert!(goodput >= 0.40, "the pacer serves {:.0} % of the quota", goodput * 100.0);
+    assert!(goodput >= 0.90, "the pacer serves {:.0} % of the quota", goodput * 100.0);
 
-    // The same gateway, its reset to the millisecond: the pacer fills the quota.
+    // The same gateway, its reset to the millisecond: the pacer fills the quota too.
     let (vendor, _) = storm("vendor", &["--quota-headers", "vendor", "--rate-policies", "pacer"]);
     let precise = number(&vendor, "pacer", "goodput_share");
-    assert!(
-        precise >= 0.90 && precise > goodput + 0.25,
-        "told its reset precisely, the pacer serves {:.0} % of the quota (whole seconds: {:.0} %)",
-        precise * 100.0,
-        goodput * 100.0
-    );
+    assert!(precise >= 0.90, "told its reset precisely, the pacer serves {:.0} % of the quota", precise * 100.0);
     let refused = number(&vendor, "pacer", "per_1000_429");
     assert!(refused * 10.0 < per_call, "{refused:.1} 429s per 1,000 with the vendor's fields");
 }
