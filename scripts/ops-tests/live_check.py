@@ -9,7 +9,11 @@ instrumentation, each serving its metrics on its own endpoint:
 
   * a short storm, with a budget and a circuit breaker, so that every dashboard
     panel has something to show;
-  * a sustained outage (four and a half minutes) under naive retries.
+  * a sustained outage (four and a half minutes) under naive retries;
+  * a rate-limited gateway (`storm --rate-limited`, the pacer holding and
+    refusing calls), still loading when the queries run, so that the pacing
+    panels — the pacer's time held and its allowed rate, a gauge reported only
+    while a pace is in force — have something to show.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -86,8 +90,8 @@ def main(argv):
     if not prometheus:
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
-    prom_port, short_port, sustained_port = free_port(), free_port(), free_port()
-    targets = f"'127.0.0.1:{short_port}', '127.0.0.1:{sustained_port}'"
+    prom_port, short_port, sustained_port, paced_port = free_port(), free_port(), free_port(), free_port()
+    targets = f"'127.0.0.1:{short_port}', '127.0.0.1:{sustained_port}', '127.0.0.1:{paced_port}'"
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
         f"rule_files: ['{kit.RULES.resolve()}']\n"
@@ -113,9 +117,15 @@ def main(argv):
         sustained = lab_run(lab, work, "sustained", sustained_port,
                             ["--policies", "naive", "--duration", "280", "--outage", "10:270"])
         procs.append(sustained)
+        # Twice a quota of 10/s, paced; it outlasts the checks and is stopped with them.
+        procs.append(subprocess.Popen(
+            [str(lab), "storm", "--rate-limited", "--clients", "5", "--rate", "4", "--quota", "10",
+             "--rate-policies", "pacer", "--duration", "600", "--out", str(work / "paced"),
+             "--prometheus", f"127.0.0.1:{paced_port}", "--linger", "900"],
+            stdout=open(work / "paced.log", "w"), stderr=subprocess.STDOUT))
         check("the lab is scraped", wait_until(
-            "a successful scrape of both runs",
-            lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"]) == 2,
+            "a successful scrape of the three runs",
+            lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"]) == 3,
             60))
 
         fired_after = None
