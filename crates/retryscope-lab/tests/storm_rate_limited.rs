@@ -116,7 +116,11 @@ fn the_pacer_stops_the_429s_that_per_call_retries_send_and_reaches_the_quota_whe
     // The same gateway, its reset to the millisecond: the pacer fills the quota too.
     let (vendor, _) = storm("vendor", &["--quota-headers", "vendor", "--rate-policies", "pacer"]);
     let precise = number(&vendor, "pacer", "goodput_share");
-    assert!(precise >= 0.90, "told its reset precisely, the pacer serves {:.0} % of the quota", precise * 100.0);
+    assert!(
+        precise >= 0.90,
+        "told its reset precisely, the pacer serves {:.0} % of the quota",
+        precise * 100.0
+    );
     let refused = number(&vendor, "pacer", "per_1000_429");
     assert!(refused * 10.0 < per_call, "{refused:.1} 429s per 1,000 with the vendor's fields");
 }

@@ -159,9 +159,13 @@ impl tracing::field::Visit for Drained {
 
 fn retrying_client() -> reqwest_middleware::ClientWithMiddleware {
     // No deadline, so the 30 s Retry-After is honoured (it is below the
-    // default 60 s max_server_delay); no budget or breaker to refuse the retry.
+    // default 60 s max_server_delay); no budget or breaker to refuse the retry;
+    // no pacer, which would rightly hold every other call to this server for
+    // those 30 s (tests/pacing in retryscope-conformance): what is under test
+    // here is each call's own wait, and the connection it would pin.
     let policy = Policy::builder().max_attempts(2).no_deadline().build().expect("valid policy");
-    let middleware = RetryMiddleware::builder(policy).no_budget().no_breaker().no_telemetry().build();
+    let middleware =
+        RetryMiddleware::builder(policy).no_budget().no_breaker().no_pacer().no_telemetry().build();
     ClientBuilder::new(reqwest::Client::new()).with(middleware).build()
 }
 
