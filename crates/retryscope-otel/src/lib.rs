@@ -113,7 +113,7 @@ pub use incoming::{
     IncomingRequests, MAX_TRUSTED_ATTEMPT,
 };
 pub use labels::error_type_str;
-pub use log::{RetryLog, RetryLogOperation};
+pub use log::{RetryLog, RetryLogOperation, stop_reason_str};
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 #[cfg(feature = "prometheus")]

@@ -186,8 +186,14 @@ pub(crate) fn give_up(
 }
 
 /// `retryscope.stop_reason`: why the engine stopped, one of
-/// [`names::STOP_REASONS`].
-pub(crate) fn stop_reason_str(reason: StopReason) -> &'static str {
+/// [`names::STOP_REASONS`] (`_OTHER` for a reason this crate does not know).
+///
+/// ```
+/// use retryscope::StopReason;
+///
+/// assert_eq!(retryscope_otel::stop_reason_str(StopReason::CircuitOpen), "circuit_open");
+/// ```
+pub fn stop_reason_str(reason: StopReason) -> &'static str {
     match reason {
         StopReason::Permanent => names::STOP_PERMANENT,
         StopReason::Unrepeatable => names::STOP_UNREPEATABLE,

@@ -140,14 +140,44 @@ pub struct Server {
     pub addr: SocketAddr,
     /// What it saw.
     pub counters: Arc<Counters>,
+    _serving: Serving,
+}
+
+/// A loopback server's accept loop on a runtime of its own, until dropped:
+/// a server in trouble is another process and must not slow down its
+/// clients' timers (open loop means the clients send on time whatever the
+/// server's state). What the storm's server and gateway share.
+pub(crate) struct Serving {
     accept: JoinHandle<()>,
-    /// The server's own threads: a server in trouble is another process and
-    /// must not slow down its clients' timers (open loop means the clients send
-    /// on time whatever the server's state).
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-impl Drop for Server {
+impl Serving {
+    /// Binds an ephemeral port on 127.0.0.1 and answers each request with
+    /// `handle` on one thread named `name`.
+    pub(crate) fn start<H, F>(name: &str, handle: H) -> std::io::Result<(SocketAddr, Serving)>
+    where
+        H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+        F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(name)
+            .enable_all()
+            .build()?;
+        let listener = {
+            let std = std::net::TcpListener::bind("127.0.0.1:0")?;
+            std.set_nonblocking(true)?;
+            let _inside = runtime.enter();
+            TcpListener::from_std(std)?
+        };
+        let addr = listener.local_addr()?;
+        let accept = runtime.spawn(accept_loop(listener, handle));
+        Ok((addr, Serving { accept, runtime: Some(runtime) }))
+    }
+}
+
+impl Drop for Serving {
     fn drop(&mut self) {
         self.accept.abort();
         if let Some(runtime) = self.runtime.take() {
@@ -178,18 +208,6 @@ impl Server {
         slices: usize,
         observe: impl Fn(&HeaderMap) + Send + Sync + 'static,
     ) -> std::io::Result<Server> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("storm-server")
-            .enable_all()
-            .build()?;
-        let listener = {
-            let std = std::net::TcpListener::bind("127.0.0.1:0")?;
-            std.set_nonblocking(true)?;
-            let _inside = runtime.enter();
-            TcpListener::from_std(std)?
-        };
-        let addr = listener.local_addr()?;
         let counters = Arc::new(Counters::new(slices));
         let workers = match behaviour.model {
             Model::Queue(o) => usize::try_from(o.workers.max(1)).unwrap_or(1),
@@ -203,12 +221,12 @@ impl Server {
             waiting: Arc::new(AtomicUsize::new(0)),
         });
         let observe = Arc::new(observe);
-        let accept = runtime.spawn(accept_loop(listener, move |request: Request<Incoming>| {
+        let (addr, serving) = Serving::start("storm-server", move |request: Request<Incoming>| {
             observe(request.headers());
             let state = Arc::clone(&state);
             async move { respond(state.answer().await) }
-        }));
-        Ok(Server { addr, counters, accept, runtime: Some(runtime) })
+        })?;
+        Ok(Server { addr, counters, _serving: serving })
     }
 }
 

@@ -33,7 +33,7 @@
 //! server's goodput is exactly the 200s it gave, and how many of them the
 //! quota allowed is the only limit.
 
-use crate::storm::server::{Counters, accept_loop};
+use crate::storm::server::{Counters, Serving};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderName, HeaderValue, RETRY_AFTER};
@@ -43,8 +43,6 @@ use retryscope_otel::IncomingRequests;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
 
 /// The quota the gateway enforces: `requests` per fixed window of `window`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,19 +136,8 @@ pub struct Gateway {
     pub addr: SocketAddr,
     /// Requests received, and answered 200, per slice of their arrival.
     pub counters: Arc<Counters>,
-    accept: JoinHandle<()>,
-    /// Its own thread, as the storm server has: another process's timers are
-    /// not slowed down by its clients.
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        self.accept.abort();
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
+    /// On its own thread, as the storm server is.
+    _serving: Serving,
 }
 
 impl Gateway {
@@ -163,18 +150,6 @@ impl Gateway {
         slices: usize,
         incoming: IncomingRequests,
     ) -> std::io::Result<Gateway> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("storm-gateway")
-            .enable_all()
-            .build()?;
-        let listener = {
-            let std = std::net::TcpListener::bind("127.0.0.1:0")?;
-            std.set_nonblocking(true)?;
-            let _inside = runtime.enter();
-            TcpListener::from_std(std)?
-        };
-        let addr = listener.local_addr()?;
         let counters = Arc::new(Counters::new(slices));
         let state = Arc::new(State {
             limiter: Limiter::new(quota),
@@ -183,11 +158,11 @@ impl Gateway {
             counters: Arc::clone(&counters),
             incoming,
         });
-        let accept = runtime.spawn(accept_loop(listener, move |request: Request<Incoming>| {
+        let (addr, serving) = Serving::start("storm-gateway", move |request: Request<Incoming>| {
             let response = state.answer(&request);
             async move { response }
-        }));
-        Ok(Gateway { addr, counters, accept, runtime: Some(runtime) })
+        })?;
+        Ok(Gateway { addr, counters, _serving: serving })
     }
 }
 

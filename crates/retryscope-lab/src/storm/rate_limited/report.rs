@@ -2,8 +2,7 @@
 //! the target.
 
 use crate::storm::server::SLICE;
-use retryscope::{RetryError, StopReason};
-use retryscope_otel::names;
+use retryscope::RetryError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -105,28 +104,11 @@ pub fn failure_reason(
         Ok(_) => Some(reason::OTHER_STATUS),
         Err(reqwest_middleware::Error::Middleware(error)) => {
             match error.downcast_ref::<RetryError<reqwest_middleware::Error>>() {
-                Some(gave_up) => Some(stop_reason(gave_up.reason())),
+                Some(gave_up) => Some(retryscope_otel::stop_reason_str(gave_up.reason())),
                 None => Some(reason::TRANSPORT),
             }
         }
         Err(reqwest_middleware::Error::Reqwest(_)) => Some(reason::TRANSPORT),
-    }
-}
-
-/// The `retryscope.stop_reason` value of `stop`.
-fn stop_reason(stop: StopReason) -> &'static str {
-    match stop {
-        StopReason::Permanent => names::STOP_PERMANENT,
-        StopReason::Unrepeatable => names::STOP_UNREPEATABLE,
-        StopReason::AttemptsExhausted => names::STOP_ATTEMPTS_EXHAUSTED,
-        StopReason::DeadlineExceeded => names::STOP_DEADLINE_EXCEEDED,
-        StopReason::HintTooLong { .. } => names::STOP_HINT_TOO_LONG,
-        StopReason::BudgetExhausted => names::STOP_BUDGET_EXHAUSTED,
-        StopReason::CircuitOpen => names::STOP_CIRCUIT_OPEN,
-        StopReason::RateLimited { .. } => names::STOP_RATE_LIMITED,
-        StopReason::UpstreamRetry => names::STOP_UPSTREAM_RETRY,
-        // A reason added after this lab was written.
-        _ => "other_stop",
     }
 }
 
