@@ -5,32 +5,19 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retryscope::{ErrorType, Policy, RetryError, StopReason, Verdict};
+use retryscope::{ErrorType, Policy, StopReason, Verdict};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_test_support as support;
 use retryscope_test_support::net::closed_port;
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_test_support::{Reply, Server};
-use retryscope_tower::{BoxError, GaveUp, RetryLayer};
+use retryscope_tower::{BoxError, RetryLayer};
 use std::time::Duration;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-/// The two integrations under test.
-#[derive(Debug, Clone, Copy)]
-enum Integration {
-    Reqwest,
-    Tower,
-}
+mod common;
 
-const BOTH: [Integration; 2] = [Integration::Reqwest, Integration::Tower];
-
-/// What a caller got, in terms both integrations can be compared on.
-#[derive(Debug, PartialEq)]
-enum Answer {
-    Status(u16),
-    GaveUp(StopReason, Option<ErrorType>),
-    Other(String),
-}
+use common::{Answer, BOTH, Integration};
 
 fn policy() -> Policy {
     support::quick_policy()
@@ -75,16 +62,7 @@ impl Integration {
                 let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
                     .with(builder.build())
                     .build();
-                match client.request(method, url).send().await {
-                    Ok(response) => Answer::Status(response.status().as_u16()),
-                    Err(reqwest_middleware::Error::Middleware(error)) => {
-                        match error.downcast_ref::<RetryError<reqwest_middleware::Error>>() {
-                            Some(gave_up) => Answer::GaveUp(gave_up.reason(), gave_up.error_type()),
-                            None => Answer::Other(error.to_string()),
-                        }
-                    }
-                    Err(error) => Answer::Other(error.to_string()),
-                }
+                Answer::of_reqwest(client.request(method, url).send().await)
             }
             Integration::Tower => {
                 let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
@@ -98,13 +76,7 @@ impl Integration {
                 let request = http::Request::builder().method(method).uri(url).body(Full::default());
                 let request = request.expect("valid request");
                 let result: Result<_, BoxError> = async { client.ready().await?.call(request).await }.await;
-                match result {
-                    Ok(response) => Answer::Status(response.status().as_u16()),
-                    Err(error) => match error.downcast_ref::<GaveUp>() {
-                        Some(gave_up) => Answer::GaveUp(gave_up.reason(), gave_up.error_type()),
-                        None => Answer::Other(error.to_string()),
-                    },
-                }
+                Answer::of_tower(result)
             }
         }
     }

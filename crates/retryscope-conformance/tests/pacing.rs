@@ -7,29 +7,17 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use retryscope::{Pacer, Policy, RetryError, StopReason};
+use retryscope::{Pacer, Policy, StopReason};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_test_support::{Reply, Server};
-use retryscope_tower::{GaveUp, RetryLayer, RetryService};
+use retryscope_tower::{RetryLayer, RetryService};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-#[derive(Debug, Clone, Copy)]
-enum Integration {
-    Reqwest,
-    Tower,
-}
+mod common;
 
-const BOTH: [Integration; 2] = [Integration::Reqwest, Integration::Tower];
-
-/// What a caller got.
-#[derive(Debug, PartialEq)]
-enum Answer {
-    Status(u16),
-    GaveUp(StopReason),
-    Other(String),
-}
+use common::{Answer, BOTH, Integration};
 
 /// One client of either integration, cloned by every caller, as a service
 /// shares one: the guards behind it are the same for all.
@@ -66,26 +54,11 @@ impl Integration {
 impl Client {
     async fn get(&self, url: &str) -> Answer {
         match self {
-            Client::Reqwest(client) => match client.get(url).send().await {
-                Ok(response) => Answer::Status(response.status().as_u16()),
-                Err(reqwest_middleware::Error::Middleware(error)) => {
-                    match error.downcast_ref::<RetryError<reqwest_middleware::Error>>() {
-                        Some(gave_up) => Answer::GaveUp(gave_up.reason()),
-                        None => Answer::Other(error.to_string()),
-                    }
-                }
-                Err(error) => Answer::Other(error.to_string()),
-            },
+            Client::Reqwest(client) => Answer::of_reqwest(client.get(url).send().await),
             Client::Tower(service) => {
                 let request = http::Request::get(url).body(Full::default()).expect("valid request");
                 let mut service = (**service).clone();
-                match async { service.ready().await?.call(request).await }.await {
-                    Ok(response) => Answer::Status(response.status().as_u16()),
-                    Err(error) => match error.downcast_ref::<GaveUp>() {
-                        Some(gave_up) => Answer::GaveUp(gave_up.reason()),
-                        None => Answer::Other(error.to_string()),
-                    },
-                }
+                Answer::of_tower(async { service.ready().await?.call(request).await }.await)
             }
         }
     }
@@ -201,7 +174,7 @@ async fn an_exhausted_quota_is_waited_out_or_refused_at_once() {
         let start = Instant::now();
         let refused = hurried.get(&url).await;
         assert!(
-            matches!(refused, Answer::GaveUp(StopReason::RateLimited { .. })),
+            matches!(refused, Answer::GaveUp(StopReason::RateLimited { .. }, _)),
             "{integration:?}: {refused:?}"
         );
         assert!(start.elapsed() < Duration::from_millis(1), "{integration:?}: not at once");
@@ -258,7 +231,7 @@ async fn a_wave_of_429s_never_opens_the_breaker_and_an_outage_does() {
             let mut refused = 0;
             for _ in 0..41 {
                 match client.get(&url).await {
-                    Answer::GaveUp(StopReason::CircuitOpen) => refused += 1,
+                    Answer::GaveUp(StopReason::CircuitOpen, _) => refused += 1,
                     Answer::Status(_) => {}
                     other => panic!("{integration:?} {status}: {other:?}"),
                 }
