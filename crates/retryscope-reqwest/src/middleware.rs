@@ -2,6 +2,7 @@
 
 use crate::builder::RetryMiddlewareBuilder;
 use crate::classify::{RequestClassifier, RequestSource};
+use crate::read_ahead;
 use crate::error::NotRetried;
 use crate::target::{HttpAttemptSpan, Target};
 use http::Extensions;
@@ -11,6 +12,7 @@ use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
+use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::rule::SharedRule;
 use retryscope_http::shape::{Shaped, shape};
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
@@ -108,6 +110,8 @@ pub struct RetryMiddleware {
     pub(crate) classifier: HttpClassifier,
     /// The user's rule for responses, asked before `classifier`.
     pub(crate) rule: Option<SharedRule>,
+    /// The user's rule that reads selected bodies, asked before `rule`.
+    pub(crate) body_rule: Option<SharedBodyRule>,
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
@@ -139,6 +143,7 @@ impl fmt::Debug for RetryMiddleware {
             .field("policy", &self.policy)
             .field("classifier", &self.classifier)
             .field("rule", &self.rule)
+            .field("body_rule", &self.body_rule)
             .field("dependencies", &self.dependencies)
             .finish_non_exhaustive()
     }
@@ -174,6 +179,7 @@ impl Middleware for RetryMiddleware {
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();
         let pacer = guards.pacer();
+        let body_rule = self.body_rule.as_ref();
         let attempt = || {
             number += 1;
             let request = source.next();
@@ -199,7 +205,13 @@ impl Middleware for RetryMiddleware {
                         pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
                     }
                 }
-                result
+                // Inside the attempt: its timeout bounds the read.
+                match (body_rule, result) {
+                    (Some(rule), Ok(response)) => {
+                        read_ahead::judge(rule, response).await.map_err(reqwest_middleware::Error::Reqwest)
+                    }
+                    (_, result) => result,
+                }
             }
         };
         let outcome = guarded(
@@ -252,6 +264,7 @@ fn finish(
     stop: Option<(StopReason, u32)>,
     replayable: bool,
 ) -> reqwest_middleware::Result<Response> {
+    let outcome = outcome.map(read_ahead::take_judged);
     shape(outcome, stop, replayable, |response| Some(response.status().as_u16())).map_err(|shaped| {
         match shaped {
             Shaped::GaveUp(error) => reqwest_middleware::Error::middleware(error),
