@@ -348,3 +348,95 @@ impl<B: Body> fmt::Debug for ReadAhead<B> {
         f.debug_struct("ReadAhead").field("frames_left", &self.read.len()).finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use std::convert::Infallible;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    const SAID: ErrorType = ErrorType::Kind("said");
+    use retryscope::ErrorType;
+
+    /// Selects everything; retries a body that is exactly `expected`.
+    fn exactly(expected: &'static [u8]) -> SharedBodyRule {
+        let limit = BodyLimit::new(8).unwrap_or_else(|e| panic!("{e}"));
+        SharedBodyRule::new(
+            limit,
+            body_rule_fn(|_, _| true, move |_, _, body| (body == expected).then_some(Verdict::retryable(SAID))),
+        )
+    }
+
+    /// A body of these chunks, with no length announced.
+    struct Chunks(VecDeque<Bytes>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.0.pop_front().map(|chunk| Ok(Frame::data(chunk))))
+        }
+    }
+
+    fn chunks(parts: &[&'static [u8]]) -> Chunks {
+        Chunks(parts.iter().map(|p| Bytes::from_static(p)).collect())
+    }
+
+    fn run<T>(future: impl std::future::Future<Output = T>) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"));
+        runtime.block_on(future)
+    }
+
+    /// Judges `body` with `rule`, then reads what the caller would get.
+    fn judge_and_read(rule: &SharedBodyRule, mut body: Chunks) -> (Option<Verdict>, Vec<u8>) {
+        run(async {
+            let judged = rule.judge(StatusCode::OK, &HeaderMap::new(), &mut body).await.unwrap_or_else(|e| match e {});
+            let all = ReadAhead::new(judged.read, body).collect().await.unwrap_or_else(|e| match e {});
+            (judged.verdict, all.to_bytes().to_vec())
+        })
+    }
+
+    #[test]
+    fn a_body_in_several_chunks_within_the_limit_is_judged_whole_and_given_back() {
+        let (verdict, body) = judge_and_read(&exactly(b"tryagain"), chunks(&[b"try", b"again"]));
+        assert_eq!(verdict, Some(Verdict::retryable(SAID)));
+        assert_eq!(body, b"tryagain");
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_not_judged_and_the_caller_gets_every_byte() {
+        let rule = SharedBodyRule::new(
+            BodyLimit::new(8).unwrap_or_else(|e| panic!("{e}")),
+            body_rule_fn(|_, _| true, |_, _, _| panic!("a body over the limit is never judged")),
+        );
+        let (verdict, body) = judge_and_read(&rule, chunks(&[b"0123", b"4567", b"8", b"9abc"]));
+        assert_eq!(verdict, None);
+        assert_eq!(body, b"0123456789abc");
+    }
+
+    #[test]
+    fn an_empty_body_is_judged_as_empty() {
+        let (verdict, body) = judge_and_read(&exactly(b""), chunks(&[]));
+        assert_eq!(verdict, Some(Verdict::retryable(SAID)));
+        assert!(body.is_empty());
+    }
+
+    #[test]
+    fn a_declared_length_over_the_limit_is_not_read_at_all() {
+        let rule = exactly(b"");
+        let mut body = http_body_util::Full::new(Bytes::from_static(b"0123456789"));
+        let judged = run(rule.judge(StatusCode::OK, &HeaderMap::new(), &mut body)).unwrap_or_else(|e| match e {});
+        assert!(judged.read.is_empty() && judged.verdict.is_none());
+        assert_eq!(body.size_hint().exact(), Some(10), "untouched");
+    }
+
+    #[test]
+    fn limits_of_zero_or_above_the_maximum_are_refused() {
+        assert_eq!(BodyLimit::new(0), Err(BodyLimitError::OutOfRange { value: 0, limit: BodyLimit::MAX }));
+        assert!(BodyLimit::new(BodyLimit::MAX + 1).is_err());
+        assert_eq!(BodyLimit::new(1).map(BodyLimit::bytes), Ok(1));
+    }
+}

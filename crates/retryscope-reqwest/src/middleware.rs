@@ -34,8 +34,11 @@ use std::fmt;
 ///   whose body is a stream is sent once.
 /// - **Your own rule**: [`retry_rule`](RetryMiddlewareBuilder::retry_rule)
 ///   asks a [`ResponseRule`](retryscope_http::rule::ResponseRule) about each
-///   response's status and headers before the built-in statuses; request
-///   safety still applies to its verdict.
+///   response's status and headers before the built-in statuses;
+///   [`retry_on_body`](RetryMiddlewareBuilder::retry_on_body) asks a
+///   [`BodyRule`](retryscope_http::body_rule::BodyRule) about the bodies of
+///   the responses it selects, read ahead up to a limit, before either.
+///   Request safety still applies to their verdicts.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response, for
 ///   the call that got it; and a [`Pacer`](retryscope::Pacer) per dependency,
 ///   so that a 429's or 503's `Retry-After`, and the quota that `RateLimit` or
@@ -77,22 +80,31 @@ use std::fmt;
 /// the total on the request, or on the policy's deadline.
 ///
 /// **Your own rule.** A server that marks a 200 whose body is an error with a
-/// header (here `x-retry: please`) is retried on that header; the body is not
-/// read ([why](retryscope_http::rule)):
+/// header (here `x-retry: please`) is retried on that header, and no body is
+/// read; one that says so only in the body (`{"status":"try again"}`) is
+/// retried by a body rule, which reads the JSON 200s it selects, up to 4 KiB
+/// here, and hands the caller the whole body whatever it decides
+/// ([what that costs](retryscope_http::body_rule)):
 ///
 /// ```no_run
 /// use http::StatusCode;
 /// use retryscope::{ErrorType, Policy, Verdict};
-/// use retryscope_reqwest::{RetryMiddleware, rule_fn};
+/// use retryscope_reqwest::{BodyLimit, RetryMiddleware, body_rule_fn, rule_fn};
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let rule = rule_fn(|status, headers| {
+/// let marked = rule_fn(|status, headers| {
 ///     let asked = headers.get("x-retry").is_some_and(|v| v == "please");
 ///     (status == StatusCode::OK && asked).then_some(Verdict::retryable(ErrorType::Kind("x_retry")))
 /// });
-/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-///     .with(RetryMiddleware::builder(Policy::interactive()).retry_rule(rule).build())
+/// let try_again = body_rule_fn(
+///     |status, headers| status == StatusCode::OK && headers.get("content-type").is_some_and(|v| v == "application/json"),
+///     |_, _, body| body.windows(9).any(|w| w == b"try again").then_some(Verdict::retryable(ErrorType::Kind("try_again"))),
+/// );
+/// let middleware = RetryMiddleware::builder(Policy::interactive())
+///     .retry_rule(marked)
+///     .retry_on_body(BodyLimit::new(4 * 1024)?, try_again)
 ///     .build();
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).with(middleware).build();
 /// let body = client.get("http://127.0.0.1:8080/report").send().await?.text().await?;
 /// # let _ = body;
 /// # Ok(()) }
