@@ -49,8 +49,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .no_telemetry()
         .retry_on_body(BodyLimit::new(4 * 1024)?, TryAgain)
         .build();
-    let client =
-        reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build()?).with(middleware).build();
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build()?)
+        .with(middleware)
+        .build();
 
     let url = format!("http://{addr}/report");
     let response = client.get(&url).send().await?;
@@ -69,7 +70,8 @@ async fn try_again_once_server() -> std::io::Result<std::net::SocketAddr> {
             let calls = Arc::clone(&calls);
             let service = service_fn(move |_request| {
                 let call = calls.fetch_add(1, Ordering::Relaxed) + 1;
-                let body: &'static str = if call == 1 { r#"{"status":"try again"}"# } else { r#"{"status":"ok"}"# };
+                let body: &'static str =
+                    if call == 1 { r#"{"status":"try again"}"# } else { r#"{"status":"ok"}"# };
                 println!("server: answer {call}: 200 {body}");
                 let response = http::Response::builder()
                     .header(http::header::CONTENT_TYPE, "application/json")
@@ -77,7 +79,9 @@ async fn try_again_once_server() -> std::io::Result<std::net::SocketAddr> {
                 async move { response }
             });
             tokio::spawn(async move {
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
             });
         }
     });

@@ -365,7 +365,10 @@ mod tests {
         let limit = BodyLimit::new(8).unwrap_or_else(|e| panic!("{e}"));
         SharedBodyRule::new(
             limit,
-            body_rule_fn(|_, _| true, move |_, _, body| (body == expected).then_some(Verdict::retryable(SAID))),
+            body_rule_fn(
+                |_, _| true,
+                move |_, _, body| (body == expected).then_some(Verdict::retryable(SAID)),
+            ),
         )
     }
 
@@ -376,7 +379,10 @@ mod tests {
         type Data = Bytes;
         type Error = Infallible;
 
-        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
             Poll::Ready(self.0.pop_front().map(|chunk| Ok(Frame::data(chunk))))
         }
     }
@@ -393,7 +399,8 @@ mod tests {
     /// Judges `body` with `rule`, then reads what the caller would get.
     fn judge_and_read(rule: &SharedBodyRule, mut body: Chunks) -> (Option<Verdict>, Vec<u8>) {
         run(async {
-            let judged = rule.judge(StatusCode::OK, &HeaderMap::new(), &mut body).await.unwrap_or_else(|e| match e {});
+            let judged =
+                rule.judge(StatusCode::OK, &HeaderMap::new(), &mut body).await.unwrap_or_else(|e| match e {});
             let all = ReadAhead::new(judged.read, body).collect().await.unwrap_or_else(|e| match e {});
             (judged.verdict, all.to_bytes().to_vec())
         })
@@ -428,7 +435,8 @@ mod tests {
     fn a_declared_length_over_the_limit_is_not_read_at_all() {
         let rule = exactly(b"");
         let mut body = http_body_util::Full::new(Bytes::from_static(b"0123456789"));
-        let judged = run(rule.judge(StatusCode::OK, &HeaderMap::new(), &mut body)).unwrap_or_else(|e| match e {});
+        let judged =
+            run(rule.judge(StatusCode::OK, &HeaderMap::new(), &mut body)).unwrap_or_else(|e| match e {});
         assert!(judged.read.is_empty() && judged.verdict.is_none());
         assert_eq!(body.size_hint().exact(), Some(10), "untouched");
     }

@@ -215,8 +215,14 @@ mod tests {
     fn a_retry_the_rule_asks_for_honours_the_servers_retry_after() {
         let rule = SharedRule::new(Marked);
         let marked = headers(&[("x-retry", "please"), ("retry-after", "3")]);
-        let verdict =
-            classify_response(None, Some(&rule), HttpClassifier::new(), StatusCode::OK, &marked, SystemTime::now());
+        let verdict = classify_response(
+            None,
+            Some(&rule),
+            HttpClassifier::new(),
+            StatusCode::OK,
+            &marked,
+            SystemTime::now(),
+        );
         let hint = Some(Hint::retry_after(Duration::from_secs(3)));
         assert_eq!(verdict, Verdict::Retryable { error: ASKED, hint });
     }
@@ -240,8 +246,14 @@ mod tests {
     fn a_rule_cannot_make_a_post_run_twice() {
         let rule = SharedRule::new(Marked);
         let marked = headers(&[("x-retry", "please")]);
-        let verdict =
-            classify_response(None, Some(&rule), HttpClassifier::new(), StatusCode::OK, &marked, SystemTime::now());
+        let verdict = classify_response(
+            None,
+            Some(&rule),
+            HttpClassifier::new(),
+            StatusCode::OK,
+            &marked,
+            SystemTime::now(),
+        );
         let safety = Safety::of(&Method::POST, &HeaderMap::new(), &RetryOptions::new(), true);
         assert_eq!(safety.guard(verdict, Stage::Sent), Verdict::unrepeatable(ASKED));
     }

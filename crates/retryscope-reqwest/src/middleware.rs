@@ -2,8 +2,8 @@
 
 use crate::builder::RetryMiddlewareBuilder;
 use crate::classify::{RequestClassifier, RequestSource};
-use crate::read_ahead;
 use crate::error::NotRetried;
+use crate::read_ahead;
 use crate::target::{HttpAttemptSpan, Target};
 use http::Extensions;
 use reqwest::header::{HeaderName, HeaderValue};

@@ -49,7 +49,8 @@ fn policy() -> Policy {
 fn client(telemetry: &Telemetry, policy: Policy, rule: impl BodyRule) -> ClientWithMiddleware {
     let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
     let limit = BodyLimit::new(LIMIT).expect("a valid limit");
-    let middleware = RetryMiddleware::builder(policy).meter(&telemetry.meter).retry_on_body(limit, rule).build();
+    let middleware =
+        RetryMiddleware::builder(policy).meter(&telemetry.meter).retry_on_body(limit, rule).build();
     ClientBuilder::new(inner).with(middleware).build()
 }
 
@@ -61,11 +62,14 @@ async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> 
 #[tokio::test]
 async fn a_200_whose_body_says_try_again_is_retried_and_the_caller_gets_the_second_body() {
     let t = Telemetry::install();
-    let server =
-        BodyServer::start(vec![Answer::Json(r#"{"status":"try again"}"#), Answer::Json(r#"{"status":"ok"}"#)])
-            .await;
+    let server = BodyServer::start(vec![
+        Answer::Json(r#"{"status":"try again"}"#),
+        Answer::Json(r#"{"status":"ok"}"#),
+    ])
+    .await;
     let url = server.url("/report");
-    let response = within("the call", client(&t, policy(), TryAgain).get(&url).send()).await.expect("response");
+    let response =
+        within("the call", client(&t, policy(), TryAgain).get(&url).send()).await.expect("response");
     assert_eq!(response.status(), 200);
     assert_eq!(response.url().as_str(), url, "the URL survives the read-ahead");
     assert_eq!(response.headers()[http::header::CONTENT_TYPE], "application/json");
@@ -95,8 +99,9 @@ async fn a_chunked_body_over_the_limit_is_not_judged_and_reaches_the_caller_byte
         .collect();
     let expected: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
     let server = BodyServer::start(vec![Answer::Chunked("application/json", chunks)]).await;
-    let response =
-        within("the call", client(&t, policy(), TryAgain).get(server.url("/big")).send()).await.expect("response");
+    let response = within("the call", client(&t, policy(), TryAgain).get(server.url("/big")).send())
+        .await
+        .expect("response");
     assert_eq!(response.status(), 200);
     let body = response.bytes().await.expect("body");
     assert_eq!(body.len(), 3 * LIMIT);
@@ -109,8 +114,9 @@ async fn a_body_whose_declared_length_is_over_the_limit_is_not_judged_and_arrive
     let t = Telemetry::install();
     let big: &'static str = format!(r#"{{"status":"try again","pad":"{}"}}"#, "x".repeat(3 * LIMIT)).leak();
     let server = BodyServer::start(vec![Answer::Json(big)]).await;
-    let response =
-        within("the call", client(&t, policy(), TryAgain).get(server.url("/big")).send()).await.expect("response");
+    let response = within("the call", client(&t, policy(), TryAgain).get(server.url("/big")).send())
+        .await
+        .expect("response");
     assert_eq!(response.text().await.expect("body"), big);
     assert_eq!(server.methods().len(), 1);
 }
@@ -123,9 +129,10 @@ async fn an_unselected_stream_reaches_the_caller_chunk_by_chunk_as_the_server_se
     sender.send(Bytes::from_static(b"data: first\n\n")).await.expect("server alive");
     // The server sends nothing more until the caller has the first chunk: a
     // layer that read the body ahead would wait here forever.
-    let mut response = within("the response", client(&t, policy(), TryAgain).get(server.url("/events")).send())
-        .await
-        .expect("response");
+    let mut response =
+        within("the response", client(&t, policy(), TryAgain).get(server.url("/events")).send())
+            .await
+            .expect("response");
     let first = within("the first chunk", response.chunk()).await.expect("chunk");
     assert_eq!(first.as_deref(), Some(&b"data: first\n\n"[..]));
     sender.send(Bytes::from_static(b"data: second\n\n")).await.expect("server alive");
@@ -139,13 +146,16 @@ async fn an_unselected_stream_reaches_the_caller_chunk_by_chunk_as_the_server_se
 async fn a_selected_body_that_stalls_after_the_head_ends_the_attempt_at_its_timeout_and_is_retried() {
     let t = Telemetry::install();
     let (stalled, receiver) = feed();
-    let server =
-        BodyServer::start(vec![Answer::Fed("application/json", receiver), Answer::Json(r#"{"status":"ok"}"#)])
-            .await;
+    let server = BodyServer::start(vec![
+        Answer::Fed("application/json", receiver),
+        Answer::Json(r#"{"status":"ok"}"#),
+    ])
+    .await;
     let policy = policy().to_builder().attempt_timeout(Duration::from_millis(300)).build().expect("policy");
     let started = Instant::now();
-    let response =
-        within("the call", client(&t, policy, TryAgain).get(server.url("/slow")).send()).await.expect("response");
+    let response = within("the call", client(&t, policy, TryAgain).get(server.url("/slow")).send())
+        .await
+        .expect("response");
     let took = started.elapsed();
     assert_eq!(response.text().await.expect("body"), r#"{"status":"ok"}"#);
     assert!(took >= Duration::from_millis(300), "the first attempt waited for its timeout: {took:?}");
@@ -175,7 +185,9 @@ async fn a_selected_body_that_stalls_on_every_attempt_fails_the_call_within_its_
     let took = started.elapsed();
     let error = result.expect_err("both attempts timed out");
     let retry = match &error {
-        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<retryscope::RetryError<reqwest_middleware::Error>>(),
+        reqwest_middleware::Error::Middleware(e) => {
+            e.downcast_ref::<retryscope::RetryError<reqwest_middleware::Error>>()
+        }
         reqwest_middleware::Error::Reqwest(_) => None,
     };
     assert_eq!(retry.map(retryscope::RetryError::attempts), Some(2), "{error:?}");
@@ -192,8 +204,9 @@ async fn a_body_that_breaks_off_while_read_is_a_transport_failure_retried_as_inc
         Answer::Json(r#"{"status":"ok"}"#),
     ])
     .await;
-    let response =
-        within("the call", client(&t, policy(), TryAgain).get(server.url("/broken")).send()).await.expect("response");
+    let response = within("the call", client(&t, policy(), TryAgain).get(server.url("/broken")).send())
+        .await
+        .expect("response");
     assert_eq!(response.text().await.expect("body"), r#"{"status":"ok"}"#);
     assert_eq!(t.counter("retryscope.retries", &[("retryscope.retry.reason", "incomplete")]), 1);
 }
@@ -201,12 +214,15 @@ async fn a_body_that_breaks_off_while_read_is_a_transport_failure_retried_as_inc
 #[tokio::test]
 async fn an_unkeyed_post_whose_body_says_try_again_is_sent_once() {
     let t = Telemetry::install();
-    let server =
-        BodyServer::start(vec![Answer::Json(r#"{"status":"try again"}"#), Answer::Json(r#"{"status":"ok"}"#)])
-            .await;
-    let response = within("the call", client(&t, policy(), TryAgain).post(server.url("/orders")).body("{}").send())
-        .await
-        .expect("the server's answer");
+    let server = BodyServer::start(vec![
+        Answer::Json(r#"{"status":"try again"}"#),
+        Answer::Json(r#"{"status":"ok"}"#),
+    ])
+    .await;
+    let response =
+        within("the call", client(&t, policy(), TryAgain).post(server.url("/orders")).body("{}").send())
+            .await
+            .expect("the server's answer");
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.expect("body"), r#"{"status":"try again"}"#, "the answer, whole");
     assert_eq!(server.methods(), ["POST"]);
@@ -215,11 +231,15 @@ async fn an_unkeyed_post_whose_body_says_try_again_is_sent_once() {
 #[tokio::test]
 async fn a_post_with_an_idempotency_key_whose_body_says_try_again_is_retried() {
     let t = Telemetry::install();
-    let server =
-        BodyServer::start(vec![Answer::Json(r#"{"status":"try again"}"#), Answer::Json(r#"{"status":"ok"}"#)])
-            .await;
-    let request =
-        client(&t, policy(), TryAgain).post(server.url("/orders")).header("idempotency-key", "order-7").body("{}");
+    let server = BodyServer::start(vec![
+        Answer::Json(r#"{"status":"try again"}"#),
+        Answer::Json(r#"{"status":"ok"}"#),
+    ])
+    .await;
+    let request = client(&t, policy(), TryAgain)
+        .post(server.url("/orders"))
+        .header("idempotency-key", "order-7")
+        .body("{}");
     let response = within("the call", request.send()).await.expect("response");
     assert_eq!(response.text().await.expect("body"), r#"{"status":"ok"}"#);
     assert_eq!(server.methods(), ["POST", "POST"]);
@@ -231,7 +251,8 @@ async fn a_body_rule_that_gives_no_verdict_leaves_the_decision_to_the_head_rule(
     let server = BodyServer::start(vec![Answer::Json(r#"{"status":"fine"}"#)]).await;
     let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
     let silent = body_rule_fn(|_, _| true, |_, _, _| None);
-    let permanent = retryscope_reqwest::rule_fn(|_, _| Some(Verdict::permanent(ErrorType::Kind("head_rule"))));
+    let permanent =
+        retryscope_reqwest::rule_fn(|_, _| Some(Verdict::permanent(ErrorType::Kind("head_rule"))));
     let middleware = RetryMiddleware::builder(policy())
         .meter(&t.meter)
         .retry_on_body(BodyLimit::new(LIMIT).expect("limit"), silent)

@@ -92,9 +92,10 @@ async fn answer(state: Arc<State>, request: Request<Incoming>) -> Result<Respons
     let next = state.script.lock().expect("lock").pop_front();
     let (content_type, body): (&str, Body) = match next {
         None => ("text/plain", Full::new(Bytes::from_static(b"done")).map_err(|e| match e {}).boxed()),
-        Some(Answer::Json(json)) => {
-            ("application/json", Full::new(Bytes::from_static(json.as_bytes())).map_err(|e| match e {}).boxed())
-        }
+        Some(Answer::Json(json)) => (
+            "application/json",
+            Full::new(Bytes::from_static(json.as_bytes())).map_err(|e| match e {}).boxed(),
+        ),
         Some(Answer::Chunked(content_type, chunks)) => {
             let frames = tokio_stream::iter(chunks.into_iter().map(|c| Ok(Frame::data(c))));
             (content_type, BodyExt::boxed(StreamBody::new(frames)))

@@ -9,10 +9,10 @@
 //! comes, and never retried.
 
 use bytes::{Buf, Bytes, BytesMut};
-use retryscope::outcome::Verdict;
-use retryscope_http::body_rule::SharedBodyRule;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
+use retryscope::outcome::Verdict;
+use retryscope_http::body_rule::SharedBodyRule;
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;

@@ -46,9 +46,8 @@ fn policy() -> Policy {
         .expect("valid policy")
 }
 
-type Client_ = retryscope_tower::RetryService<
-    Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
->;
+type Client_ =
+    retryscope_tower::RetryService<Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>>;
 
 fn client(telemetry: &Telemetry, policy: Policy, rule: impl BodyRule) -> Client_ {
     let limit = BodyLimit::new(LIMIT).expect("a valid limit");
@@ -79,9 +78,11 @@ where
 #[tokio::test]
 async fn a_200_whose_body_says_try_again_is_retried_and_the_caller_gets_the_second_body() {
     let t = Telemetry::install();
-    let server =
-        BodyServer::start(vec![Answer::Json(r#"{"status":"try again"}"#), Answer::Json(r#"{"status":"ok"}"#)])
-            .await;
+    let server = BodyServer::start(vec![
+        Answer::Json(r#"{"status":"try again"}"#),
+        Answer::Json(r#"{"status":"ok"}"#),
+    ])
+    .await;
     let mut client = client(&t, policy(), TryAgain);
     let response = send(&mut client, get(&server.url("/report"))).await.expect("response");
     assert_eq!(response.status(), StatusCode::OK);
@@ -142,9 +143,11 @@ async fn an_unselected_stream_reaches_the_caller_frame_by_frame_as_the_server_se
 async fn a_selected_body_that_stalls_after_the_head_ends_the_attempt_at_its_timeout_and_is_retried() {
     let t = Telemetry::install();
     let (stalled, receiver) = feed();
-    let server =
-        BodyServer::start(vec![Answer::Fed("application/json", receiver), Answer::Json(r#"{"status":"ok"}"#)])
-            .await;
+    let server = BodyServer::start(vec![
+        Answer::Fed("application/json", receiver),
+        Answer::Json(r#"{"status":"ok"}"#),
+    ])
+    .await;
     let policy = policy().to_builder().attempt_timeout(Duration::from_millis(300)).build().expect("policy");
     let mut client = client(&t, policy, TryAgain);
     let started = Instant::now();
@@ -173,11 +176,14 @@ async fn a_body_that_breaks_off_while_read_is_a_transport_failure_retried_as_inc
 #[tokio::test]
 async fn an_unkeyed_post_whose_body_says_try_again_is_sent_once() {
     let t = Telemetry::install();
-    let server =
-        BodyServer::start(vec![Answer::Json(r#"{"status":"try again"}"#), Answer::Json(r#"{"status":"ok"}"#)])
-            .await;
+    let server = BodyServer::start(vec![
+        Answer::Json(r#"{"status":"try again"}"#),
+        Answer::Json(r#"{"status":"ok"}"#),
+    ])
+    .await;
     let mut client = client(&t, policy(), TryAgain);
-    let post = Request::post(server.url("/orders")).body(Full::new(Bytes::from_static(b"{}"))).expect("request");
+    let post =
+        Request::post(server.url("/orders")).body(Full::new(Bytes::from_static(b"{}"))).expect("request");
     let response = send(&mut client, post).await.expect("the server's answer");
     assert_eq!(text(response.into_body()).await, r#"{"status":"try again"}"#, "the answer, whole");
     assert_eq!(server.methods(), ["POST"]);
