@@ -86,6 +86,22 @@ async fn a_200_whose_body_says_try_again_is_retried_and_the_caller_gets_the_seco
 }
 
 #[tokio::test]
+async fn when_retries_run_out_on_try_again_the_caller_gets_the_last_answer_whole() {
+    let t = Telemetry::install();
+    let server = BodyServer::start(vec![
+        Answer::Json(r#"{"status":"try again","n":1}"#),
+        Answer::Json(r#"{"status":"try again","n":2}"#),
+    ])
+    .await;
+    let policy = policy().to_builder().max_attempts(2).build().expect("policy");
+    let response =
+        within("the call", client(&t, policy, TryAgain).get(server.url("/report")).send()).await.expect("response");
+    assert_eq!(response.status(), 200, "the server's last answer, as without the middleware");
+    assert_eq!(response.text().await.expect("body"), r#"{"status":"try again","n":2}"#);
+    assert_eq!(server.methods().len(), 2);
+}
+
+#[tokio::test]
 async fn a_chunked_body_over_the_limit_is_not_judged_and_reaches_the_caller_byte_for_byte() {
     let t = Telemetry::install();
     // Three chunks of the limit's size, each saying "try again": a rule that
