@@ -34,7 +34,9 @@
 //!   timeout (and its deadline) bound it: a server that sends its head and
 //!   then stalls the body fails the attempt as a timeout, retried as any
 //!   timeout is. A read error is a transport failure of the attempt
-//!   (`incomplete`, as the built-in transport rules say).
+//!   (`incomplete`, as the built-in transport rules say). The presets set
+//!   both; a policy with neither (`no_deadline` and no `attempt_timeout`)
+//!   leaves a stalled body to hold the call, as it would hold your own read.
 //!
 //! # Order of the rules
 //!

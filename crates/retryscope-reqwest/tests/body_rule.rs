@@ -94,8 +94,9 @@ async fn when_retries_run_out_on_try_again_the_caller_gets_the_last_answer_whole
     ])
     .await;
     let policy = policy().to_builder().max_attempts(2).build().expect("policy");
-    let response =
-        within("the call", client(&t, policy, TryAgain).get(server.url("/report")).send()).await.expect("response");
+    let response = within("the call", client(&t, policy, TryAgain).get(server.url("/report")).send())
+        .await
+        .expect("response");
     assert_eq!(response.status(), 200, "the server's last answer, as without the middleware");
     assert_eq!(response.text().await.expect("body"), r#"{"status":"try again","n":2}"#);
     assert_eq!(server.methods().len(), 2);

@@ -160,6 +160,33 @@ async fn a_selected_body_that_stalls_after_the_head_ends_the_attempt_at_its_time
 }
 
 #[tokio::test]
+async fn a_selected_body_that_stalls_on_every_attempt_fails_the_call_within_its_attempt_timeouts() {
+    let t = Telemetry::install();
+    let (stalled_1, first) = feed();
+    let (stalled_2, second) = feed();
+    let server = BodyServer::start(vec![
+        Answer::Fed("application/json", first),
+        Answer::Fed("application/json", second),
+    ])
+    .await;
+    let policy = policy()
+        .to_builder()
+        .max_attempts(2)
+        .attempt_timeout(Duration::from_millis(200))
+        .build()
+        .expect("policy");
+    let mut client = client(&t, policy, TryAgain);
+    let started = Instant::now();
+    let error = send(&mut client, get(&server.url("/slow"))).await.expect_err("both attempts timed out");
+    let took = started.elapsed();
+    let gave_up = error.downcast_ref::<retryscope_tower::GaveUp>().expect("the layer gave up");
+    assert_eq!((gave_up.attempts(), gave_up.error_type()), (2, Some(ErrorType::TIMEOUT)));
+    assert!(took >= Duration::from_millis(400) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(server.methods().len(), 2);
+    drop((stalled_1, stalled_2));
+}
+
+#[tokio::test]
 async fn a_body_that_breaks_off_while_read_is_a_transport_failure_retried_as_incomplete() {
     let t = Telemetry::install();
     let server = BodyServer::start(vec![
