@@ -355,12 +355,12 @@ impl<B: Body> fmt::Debug for ReadAhead<B> {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use retryscope::ErrorType;
     use std::convert::Infallible;
     use std::pin::Pin;
     use std::task::{Context, Poll};
 
     const SAID: ErrorType = ErrorType::Kind("said");
-    use retryscope::ErrorType;
 
     /// Selects everything; retries a body that is exactly `expected`.
     fn exactly(expected: &'static [u8]) -> SharedBodyRule {
