@@ -6,7 +6,8 @@
 //! ([`Telemetry`]), whether running a request again is safe ([`safety`]), what a
 //! transport failure means ([`transport`]), what an HTTP attempt span says
 //! ([`spans`]), what the caller gets when the engine stops ([`shape`]), and
-//! how a user's own rule for responses joins the built-in ones ([`rule`]). This
+//! how a user's own rules for responses join the built-in ones ([`rule`],
+//! [`body_rule`]). This
 //! crate holds each of those once; the integrations add only what their
 //! libraries force on them (reqwest's error type and body, tower's service
 //! dance, replay bodies and gRPC).
@@ -28,6 +29,7 @@
 //!   [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
 //! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 
+pub mod body_rule;
 mod error;
 mod options;
 pub mod release;

@@ -6,18 +6,24 @@
 //! `retry_rule`: `RetryMiddlewareBuilder::retry_rule` (retryscope-reqwest) and
 //! `RetryLayerBuilder::retry_rule` (retryscope-tower, HTTP mode).
 //!
-//! # Status and headers only
+//! # Head rules see no body; body rules are opt-in and bounded
 //!
-//! A rule never sees the body. A response body is a stream: to judge it, the
-//! layer would have to read it before handing the response to the caller,
-//! which breaks every streamed response (server-sent events, downloads,
-//! long-polling) and holds an unbounded amount of memory, or — with a cap —
-//! judges only the part that fits, which bounds nothing the rule could rely on.
-//! So "a 200 with an error body" is classified the way the server can say it
-//! in the head: a header it sets on such answers (`x-retry: please`, an error
-//! code header, a `Retry-After` on a 200), as in the example below. When the
-//! server cannot be changed to say so, decide on the body after the call, in
-//! your code, and retry there.
+//! A `ResponseRule` never sees the body: a body is a stream, and judging it
+//! means holding the response back until it has been read — which would break
+//! every streamed response (server-sent events, downloads, long-polling) if
+//! done for all of them. So a head rule costs nothing and reads nothing. When
+//! the server says "a 200 with an error body" in its head (`x-retry: please`,
+//! an error-code header, a `Retry-After` on a 200), a head rule is all you
+//! need, as in the example below.
+//!
+//! When only the body says it, use a [`BodyRule`](crate::body_rule::BodyRule)
+//! (`retry_on_body`): it selects, by the head, the few responses whose body
+//! it reads (a JSON 200, say), reads them up to a limit of at most 1 MiB
+//! within the attempt's timeout, and hands the caller the whole body whatever
+//! it decides. What that costs — the selected responses' bytes held in memory
+//! and their late delivery to the caller — is in
+//! [`body_rule`](crate::body_rule). The body rule is asked first, then the
+//! head rule, then the built-in rules.
 //!
 //! # What a rule cannot override
 //!
@@ -65,7 +71,7 @@ use std::time::SystemTime;
 ///
 /// Called once per response, on the task that made the request: keep it quick
 /// and free of I/O. It sees no body — see the [module documentation](self)
-/// for why, and for what to do about "a 200 with an error body".
+/// for why, and [`BodyRule`](crate::body_rule::BodyRule) for a rule that does.
 ///
 /// What the verdict means:
 ///
@@ -126,18 +132,21 @@ impl fmt::Debug for SharedRule {
     }
 }
 
-/// The verdict on a response before the request-safety guard: the user's
-/// `rule` first, then `classifier`'s status rules. The caller applies the
-/// guard ([`Safety::guard`](crate::safety::Safety::guard)) to the result, so
-/// no rule can make an unsafe request run twice.
+/// The verdict on a response before the request-safety guard: the body
+/// rule's verdict `judged` when it gave one
+/// ([`SharedBodyRule::judge`](crate::body_rule::SharedBodyRule::judge)), then
+/// the user's head `rule`, then `classifier`'s status rules. The caller
+/// applies the guard ([`Safety::guard`](crate::safety::Safety::guard)) to the
+/// result, so no rule can make an unsafe request run twice.
 pub fn classify_response(
+    judged: Option<Verdict>,
     rule: Option<&SharedRule>,
     classifier: HttpClassifier,
     status: StatusCode,
     headers: &HeaderMap,
     now: SystemTime,
 ) -> Verdict {
-    match rule.and_then(|rule| rule.0.verdict(status, headers)) {
+    match judged.or_else(|| rule.and_then(|rule| rule.0.verdict(status, headers))) {
         // A server that asks to be retried says when as it does for a 503: its
         // `Retry-After` counts unless the rule gave a wait of its own.
         Some(Verdict::Retryable { error, hint: None }) => {
@@ -188,26 +197,32 @@ mod tests {
         let c = HttpClassifier::new();
         let marked = headers(&[("x-retry", "please")]);
         assert_eq!(
-            classify_response(Some(&rule), c, StatusCode::OK, &marked, now),
+            classify_response(None, Some(&rule), c, StatusCode::OK, &marked, now),
             Verdict::retryable(ASKED)
         );
         let plain = HeaderMap::new();
         let permanent = Verdict::permanent(ErrorType::Status(503));
         assert_eq!(
-            classify_response(Some(&rule), c, StatusCode::SERVICE_UNAVAILABLE, &plain, now),
+            classify_response(None, Some(&rule), c, StatusCode::SERVICE_UNAVAILABLE, &plain, now),
             permanent
         );
         let built_in = c.classify_response(StatusCode::BAD_GATEWAY, &plain, now);
-        assert_eq!(classify_response(Some(&rule), c, StatusCode::BAD_GATEWAY, &plain, now), built_in);
-        assert_eq!(classify_response(None, c, StatusCode::OK, &marked, now), Verdict::Success);
+        assert_eq!(classify_response(None, Some(&rule), c, StatusCode::BAD_GATEWAY, &plain, now), built_in);
+        assert_eq!(classify_response(None, None, c, StatusCode::OK, &marked, now), Verdict::Success);
     }
 
     #[test]
     fn a_retry_the_rule_asks_for_honours_the_servers_retry_after() {
         let rule = SharedRule::new(Marked);
         let marked = headers(&[("x-retry", "please"), ("retry-after", "3")]);
-        let verdict =
-            classify_response(Some(&rule), HttpClassifier::new(), StatusCode::OK, &marked, SystemTime::now());
+        let verdict = classify_response(
+            None,
+            Some(&rule),
+            HttpClassifier::new(),
+            StatusCode::OK,
+            &marked,
+            SystemTime::now(),
+        );
         let hint = Some(Hint::retry_after(Duration::from_secs(3)));
         assert_eq!(verdict, Verdict::Retryable { error: ASKED, hint });
     }
@@ -217,6 +232,7 @@ mod tests {
         let rule =
             SharedRule::new(rule_fn(|status, _| status.is_success().then_some(Verdict::retryable(ASKED))));
         let verdict = classify_response(
+            None,
             Some(&rule),
             HttpClassifier::new(),
             StatusCode::OK,
@@ -230,8 +246,14 @@ mod tests {
     fn a_rule_cannot_make_a_post_run_twice() {
         let rule = SharedRule::new(Marked);
         let marked = headers(&[("x-retry", "please")]);
-        let verdict =
-            classify_response(Some(&rule), HttpClassifier::new(), StatusCode::OK, &marked, SystemTime::now());
+        let verdict = classify_response(
+            None,
+            Some(&rule),
+            HttpClassifier::new(),
+            StatusCode::OK,
+            &marked,
+            SystemTime::now(),
+        );
         let safety = Safety::of(&Method::POST, &HeaderMap::new(), &RetryOptions::new(), true);
         assert_eq!(safety.guard(verdict, Stage::Sent), Verdict::unrepeatable(ASKED));
     }

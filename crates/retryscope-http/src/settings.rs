@@ -1,6 +1,7 @@
 //! The builder settings every integration offers, and their one set of setters
 //! ([`shared_setters!`](crate::shared_setters)).
 
+use crate::body_rule::SharedBodyRule;
 use crate::rule::SharedRule;
 use http::HeaderName;
 use opentelemetry::metrics::Meter;
@@ -40,6 +41,8 @@ pub struct ClientSettings {
     pub classifier: HttpClassifier,
     /// The user's own rule for responses, asked before `classifier`.
     pub rule: Option<SharedRule>,
+    /// The user's rule that reads selected bodies, asked before `rule`.
+    pub body_rule: Option<SharedBodyRule>,
     /// Where the metrics go.
     pub telemetry: Telemetry,
     /// Whether the retry log is written: on unless turned off itself, whatever
@@ -65,6 +68,7 @@ impl Default for ClientSettings {
         Self {
             classifier: HttpClassifier::new(),
             rule: None,
+            body_rule: None,
             telemetry: Telemetry::Global,
             retry_log: true,
             budget: Some(Arc::new(RetryBudget::new)),
@@ -100,6 +104,7 @@ impl fmt::Debug for ClientSettings {
         f.debug_struct("ClientSettings")
             .field("classifier", &self.classifier)
             .field("rule", &self.rule)
+            .field("body_rule", &self.body_rule)
             .field("telemetry", &self.telemetry)
             .field("retry_log", &self.retry_log)
             .field("budget", &self.budget.is_some())
@@ -118,7 +123,7 @@ impl fmt::Debug for ClientSettings {
 /// - `telemetry`: `meter`, `no_telemetry` (and the deprecated `without_telemetry`);
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
-/// - `http`: `classifier`, `retry_rule`, `budget_per_dependency`, `no_budget`,
+/// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header` — what only HTTP semantics use.
 #[doc(hidden)]
 #[macro_export]
@@ -200,8 +205,9 @@ macro_rules! shared_setters {
 
         /// Asks `rule` about every response before the built-in status rules:
         /// its verdict, when it gives one, replaces theirs; `None` leaves the
-        /// decision to them. The rule sees the status and headers only, never
-        /// the body, which is a stream (see [`retryscope_http::rule`](retryscope_http::rule)).
+        /// decision to them. The rule sees the status and headers only (see
+        /// [`retryscope_http::rule`](retryscope_http::rule)); for the body, see
+        /// [`retry_on_body`](Self::retry_on_body).
         /// Request safety still applies to what it says: a POST without an
         /// `Idempotency-Key` is not run again because a rule asked for it.
         /// Setting a rule again replaces the previous one.
@@ -211,6 +217,24 @@ macro_rules! shared_setters {
         /// with typed arguments `|status: StatusCode, headers: &HeaderMap| ..`.
         pub fn retry_rule(mut self, rule: impl $crate::rule::ResponseRule) -> Self {
             self.$($field).+.rule = Some($crate::rule::SharedRule::new(rule));
+            self
+        }
+
+        /// Reads the body of the responses `rule` selects by their head, up
+        /// to `limit`, and asks `rule` about it before the head rule
+        /// ([`retry_rule`](Self::retry_rule)) and the built-in statuses. Any
+        /// response it does not select is untouched; a selected body over
+        /// the limit is not judged; the caller always gets the whole body.
+        /// The read is part of the attempt, bounded by the policy's attempt
+        /// timeout and deadline. Request safety still applies to what the rule
+        /// says. See [`retryscope_http::body_rule`](retryscope_http::body_rule)
+        /// for what it costs. Setting a body rule again replaces the previous one.
+        pub fn retry_on_body(
+            mut self,
+            limit: $crate::body_rule::BodyLimit,
+            rule: impl $crate::body_rule::BodyRule,
+        ) -> Self {
+            self.$($field).+.body_rule = Some($crate::body_rule::SharedBodyRule::new(limit, rule));
             self
         }
 

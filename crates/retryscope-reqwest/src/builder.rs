@@ -63,6 +63,7 @@ impl RetryMiddlewareBuilder {
             policy: self.policy,
             classifier: settings.classifier,
             rule: settings.rule,
+            body_rule: settings.body_rule,
             telemetry,
             retry_log,
             dependencies: guards.build(),

@@ -1,6 +1,6 @@
 //! What one attempt's result means for a reqwest request.
 
-use crate::{release, transport};
+use crate::{read_ahead, release, transport};
 use reqwest::{Request, Response};
 use retryscope::ErrorType;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
@@ -45,9 +45,11 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
     fn classify(&mut self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
         let (verdict, stage) = match result {
             Ok(response) => {
-                // The user's rule, then the built-in statuses; the safety guard
-                // below applies to either.
+                // The user's body rule (its verdict came with the response),
+                // then the head rule, then the built-in statuses; the safety
+                // guard below applies to any of them.
                 let verdict = rule::classify_response(
+                    read_ahead::judged(response),
                     self.rule.as_ref(),
                     self.http,
                     response.status(),

@@ -32,6 +32,7 @@ mod builder;
 mod classify;
 mod error;
 mod middleware;
+mod read_ahead;
 mod redact;
 mod release;
 mod target;
@@ -45,6 +46,9 @@ pub use redact::is_sensitive as is_sensitive_query_param;
 pub use redact::{REDACTED, redact_url};
 /// Per-request overrides; shared with `retryscope-tower` (defined in `retryscope-http`).
 pub use retryscope_http::RetryOptions;
+/// Your own retry rule that reads the bodies it selects (defined in
+/// `retryscope-http`, shared with `retryscope-tower`).
+pub use retryscope_http::body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
 /// Your own retry rule for responses (defined in `retryscope-http`, shared
 /// with `retryscope-tower`).
 pub use retryscope_http::rule::{ResponseRule, rule_fn};

@@ -3,6 +3,7 @@
 use crate::builder::RetryMiddlewareBuilder;
 use crate::classify::{RequestClassifier, RequestSource};
 use crate::error::NotRetried;
+use crate::read_ahead;
 use crate::target::{HttpAttemptSpan, Target};
 use http::Extensions;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -11,6 +12,7 @@ use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
+use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::rule::SharedRule;
 use retryscope_http::shape::{Shaped, shape};
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
@@ -32,8 +34,11 @@ use std::fmt;
 ///   whose body is a stream is sent once.
 /// - **Your own rule**: [`retry_rule`](RetryMiddlewareBuilder::retry_rule)
 ///   asks a [`ResponseRule`](retryscope_http::rule::ResponseRule) about each
-///   response's status and headers before the built-in statuses; request
-///   safety still applies to its verdict.
+///   response's status and headers before the built-in statuses;
+///   [`retry_on_body`](RetryMiddlewareBuilder::retry_on_body) asks a
+///   [`BodyRule`](retryscope_http::body_rule::BodyRule) about the bodies of
+///   the responses it selects, read ahead up to a limit, before either.
+///   Request safety still applies to their verdicts.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response, for
 ///   the call that got it; and a [`Pacer`](retryscope::Pacer) per dependency,
 ///   so that a 429's or 503's `Retry-After`, and the quota that `RateLimit` or
@@ -75,22 +80,31 @@ use std::fmt;
 /// the total on the request, or on the policy's deadline.
 ///
 /// **Your own rule.** A server that marks a 200 whose body is an error with a
-/// header (here `x-retry: please`) is retried on that header; the body is not
-/// read ([why](retryscope_http::rule)):
+/// header (here `x-retry: please`) is retried on that header, and no body is
+/// read; one that says so only in the body (`{"status":"try again"}`) is
+/// retried by a body rule, which reads the JSON 200s it selects, up to 4 KiB
+/// here, and hands the caller the whole body whatever it decides
+/// ([what that costs](retryscope_http::body_rule)):
 ///
 /// ```no_run
 /// use http::StatusCode;
 /// use retryscope::{ErrorType, Policy, Verdict};
-/// use retryscope_reqwest::{RetryMiddleware, rule_fn};
+/// use retryscope_reqwest::{BodyLimit, RetryMiddleware, body_rule_fn, rule_fn};
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let rule = rule_fn(|status, headers| {
+/// let marked = rule_fn(|status, headers| {
 ///     let asked = headers.get("x-retry").is_some_and(|v| v == "please");
 ///     (status == StatusCode::OK && asked).then_some(Verdict::retryable(ErrorType::Kind("x_retry")))
 /// });
-/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-///     .with(RetryMiddleware::builder(Policy::interactive()).retry_rule(rule).build())
+/// let try_again = body_rule_fn(
+///     |status, headers| status == StatusCode::OK && headers.get("content-type").is_some_and(|v| v == "application/json"),
+///     |_, _, body| body.windows(9).any(|w| w == b"try again").then_some(Verdict::retryable(ErrorType::Kind("try_again"))),
+/// );
+/// let middleware = RetryMiddleware::builder(Policy::interactive())
+///     .retry_rule(marked)
+///     .retry_on_body(BodyLimit::new(4 * 1024)?, try_again)
 ///     .build();
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).with(middleware).build();
 /// let body = client.get("http://127.0.0.1:8080/report").send().await?.text().await?;
 /// # let _ = body;
 /// # Ok(()) }
@@ -108,6 +122,8 @@ pub struct RetryMiddleware {
     pub(crate) classifier: HttpClassifier,
     /// The user's rule for responses, asked before `classifier`.
     pub(crate) rule: Option<SharedRule>,
+    /// The user's rule that reads selected bodies, asked before `rule`.
+    pub(crate) body_rule: Option<SharedBodyRule>,
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
@@ -139,6 +155,7 @@ impl fmt::Debug for RetryMiddleware {
             .field("policy", &self.policy)
             .field("classifier", &self.classifier)
             .field("rule", &self.rule)
+            .field("body_rule", &self.body_rule)
             .field("dependencies", &self.dependencies)
             .finish_non_exhaustive()
     }
@@ -174,6 +191,7 @@ impl Middleware for RetryMiddleware {
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();
         let pacer = guards.pacer();
+        let body_rule = self.body_rule.as_ref();
         let attempt = || {
             number += 1;
             let request = source.next();
@@ -199,7 +217,13 @@ impl Middleware for RetryMiddleware {
                         pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
                     }
                 }
-                result
+                // Inside the attempt: its timeout bounds the read.
+                match (body_rule, result) {
+                    (Some(rule), Ok(response)) => {
+                        read_ahead::judge(rule, response).await.map_err(reqwest_middleware::Error::Reqwest)
+                    }
+                    (_, result) => result,
+                }
             }
         };
         let outcome = guarded(
@@ -252,6 +276,7 @@ fn finish(
     stop: Option<(StopReason, u32)>,
     replayable: bool,
 ) -> reqwest_middleware::Result<Response> {
+    let outcome = outcome.map(read_ahead::take_judged);
     shape(outcome, stop, replayable, |response| Some(response.status().as_u16())).map_err(|shaped| {
         match shaped {
             Shaped::GaveUp(error) => reqwest_middleware::Error::middleware(error),

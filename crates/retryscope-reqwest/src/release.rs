@@ -12,20 +12,16 @@
 //! back to the pool, ready for the retry. A longer or slower body is dropped,
 //! which closes its connection.
 
-use reqwest::{Body, Response, ResponseBuilderExt};
+use reqwest::{Body, Response};
 
 /// `response` without its body; the body is drained or dropped (see the
 /// module docs).
 pub(crate) fn release_body(response: Response) -> Response {
     let url = response.url().clone();
-    let (mut parts, body) = http::Response::from(response).into_parts();
+    let (parts, body) = http::Response::from(response).into_parts();
     // Without a runtime to drain on (not the case under reqwest's async
     // client), dropping closes the connection, which releases it too.
     retryscope_http::release::drain_in_background(body);
-    // The conversion drops the URL; `Response::url` should still say where the
-    // answer came from.
-    if let Ok(carrier) = http::Response::builder().url(url).body(()) {
-        parts.extensions.extend(carrier.into_parts().0.extensions);
-    }
-    Response::from(http::Response::from_parts(parts, Body::from(Vec::new())))
+    // `Response::url` should still say where the answer came from.
+    crate::read_ahead::rebuilt(parts, url, Body::from(Vec::new()))
 }

@@ -3,6 +3,8 @@
 //!
 //! - [`scripted`]: a hand-rolled HTTP/1.1 server that plays a script (drops a
 //!   response halfway, stalls), re-exported at the root as [`Server`] and [`Reply`];
+//! - [`body_server`]: a hyper server whose bodies the test shapes (JSON, fed
+//!   streams, stalls, bodies broken off halfway);
 //! - [`http_server`]: a hyper server answering from a queue of statuses;
 //! - [`echo`]: a tonic echo service with scripted gRPC failures, a slow watch
 //!   stream and a bidirectional chat;
@@ -12,6 +14,7 @@
 // Fixtures, not an API: their names and their tests say what they do.
 #![allow(missing_docs)]
 
+pub mod body_server;
 pub mod echo;
 pub mod h2_server;
 pub mod http_server;

@@ -8,9 +8,11 @@
 //! stream still being produced — or that outgrows the limit is sent once, as it
 //! comes, and never retried.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
+use retryscope::outcome::Verdict;
+use retryscope_http::body_rule::SharedBodyRule;
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
@@ -298,13 +300,19 @@ pub(crate) struct TrailersHook {
 }
 
 /// The body of a response that came through the layer: the inner service's
-/// body, as it came. The layer never reads ahead in it: a response is handed
-/// over with its headers (with `grpc`, a stream is never delayed to wait for
-/// its first message).
+/// body, as it came. The layer reads ahead in it only for a body rule
+/// ([`retry_on_body`](crate::RetryLayerBuilder::retry_on_body)) that selected
+/// the response, and then gives back what it read before the rest; any other
+/// response is handed over with its headers (with `grpc`, a stream is never
+/// delayed to wait for its first message).
 pub struct ResponseBody<B: Body> {
     // Boxed so the layer can release it from a response it keeps through a
     // backoff wait, whatever `B` is; `None` once released (see `release`).
     inner: Option<Pin<Box<B>>>,
+    /// What a body rule read ahead, given back before the rest of `inner`.
+    read: VecDeque<Frame<B::Data>>,
+    /// The body rule's verdict, for the classifier.
+    judged: Option<Verdict>,
     hook: Option<TrailersHook>,
     /// gRPC's call metrics, which end when the status reaches the caller.
     #[cfg(feature = "grpc")]
@@ -324,6 +332,8 @@ impl<B: Body> ResponseBody<B> {
     pub(crate) fn new(inner: B) -> Self {
         Self {
             inner: Some(Box::pin(inner)),
+            read: VecDeque::new(),
+            judged: None,
             hook: None,
             #[cfg(feature = "grpc")]
             tail: None,
@@ -334,7 +344,29 @@ impl<B: Body> ResponseBody<B> {
     /// failed response kept through a backoff wait gives up, so that its
     /// connection is not pinned for the wait.
     pub(crate) fn release(&mut self) -> Option<Pin<Box<B>>> {
+        self.read.clear();
         self.inner.take()
+    }
+
+    /// Reads ahead for `rule`, up to its limit, keeping what it read for the
+    /// caller and its verdict for the classifier. An error while reading is
+    /// the attempt's failure.
+    pub(crate) async fn judge(
+        &mut self,
+        rule: &SharedBodyRule,
+        status: http::StatusCode,
+        headers: &HeaderMap,
+    ) -> Result<(), B::Error> {
+        let Some(inner) = self.inner.as_mut() else { return Ok(()) };
+        let judged = rule.judge(status, headers, inner).await?;
+        self.read = judged.read;
+        self.judged = judged.verdict;
+        Ok(())
+    }
+
+    /// The body rule's verdict on this response, if it gave one.
+    pub(crate) fn judged(&self) -> Option<Verdict> {
+        self.judged
     }
 
     /// Calls `hook` when the trailers pass by on their way to the caller.
@@ -386,9 +418,10 @@ impl<B: Body> Body for ResponseBody<B> {
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         // Every field is `Unpin` (the inner body is boxed).
         let this = &mut *self;
-        let next = match this.inner.as_mut() {
-            Some(inner) => inner.as_mut().poll_frame(cx),
-            None => Poll::Ready(None),
+        let next = match (this.read.pop_front(), this.inner.as_mut()) {
+            (Some(read), _) => Poll::Ready(Some(Ok(read))),
+            (None, Some(inner)) => inner.as_mut().poll_frame(cx),
+            (None, None) => Poll::Ready(None),
         };
         if let Poll::Ready(Some(Ok(frame))) = &next
             && let Some(trailers) = frame.trailers_ref()
@@ -406,11 +439,13 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
+        self.read.is_empty() && self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), |inner| inner.size_hint())
+        let rest = self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), |inner| inner.size_hint());
+        let read = self.read.iter().filter_map(Frame::data_ref).map(|data| data.remaining() as u64).sum();
+        grow(rest, read)
     }
 }
 

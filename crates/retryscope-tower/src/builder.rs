@@ -137,6 +137,7 @@ impl TowerSettings {
                 policy,
                 classifier: shared.classifier,
                 rule: shared.rule,
+                body_rule: shared.body_rule,
                 telemetry,
                 retry_log,
                 guards: guards.build(),

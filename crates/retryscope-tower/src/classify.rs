@@ -114,9 +114,11 @@ where
             Err(error) => return self.failure(error),
         };
         let verdict = match self.mode {
-            // The user's rule, then the built-in statuses; the safety guard
-            // below applies to either.
+            // The user's body rule (its verdict came with the body), then the
+            // head rule, then the built-in statuses; the safety guard below
+            // applies to any of them.
             Mode::Http { classifier, .. } => rule::classify_response(
+                response.body().judged(),
                 self.rule.as_ref(),
                 classifier,
                 response.status(),

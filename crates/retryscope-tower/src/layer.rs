@@ -40,8 +40,11 @@ use tower_layer::Layer;
 /// - **Your own rule** (HTTP mode):
 ///   [`retry_rule`](crate::RetryLayerBuilder::retry_rule) asks a
 ///   [`ResponseRule`](crate::ResponseRule) about each response's status and
-///   headers before the built-in statuses; request safety still applies to
-///   its verdict.
+///   headers before the built-in statuses;
+///   [`retry_on_body`](crate::RetryLayerBuilder::retry_on_body) asks a
+///   [`BodyRule`](crate::BodyRule) about the bodies of the responses it
+///   selects, read ahead up to a limit, before either (example below).
+///   Request safety still applies to their verdicts.
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
 ///   requests marked [`safe_to_retry`](crate::RetryOptions::safe_to_retry), and —
 ///   for any method — a refused connection, where nothing reached the server.
@@ -70,6 +73,43 @@ use tower_layer::Layer;
 ///   before building the layer), per `docs/telemetry.md`: an operation span with
 ///   one CLIENT span per attempt, the W3C `traceparent` of each attempt on the
 ///   wire, and the retry metrics.
+///
+/// **A body rule.** A server that answers `200 {"status":"try again"}` is
+/// retried on what its body says; the caller gets the next answer, whole:
+///
+/// ```
+/// use bytes::Bytes;
+/// use http::StatusCode;
+/// use http_body_util::{BodyExt, Full};
+/// use retryscope::{ErrorType, Policy, Verdict};
+/// use retryscope_tower::{BodyLimit, RetryLayer, body_rule_fn};
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+/// use tower::{Service, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), retryscope_tower::BoxError> {
+/// // A server that asks to be tried again once, in the body of a 200.
+/// let calls = Arc::new(AtomicU32::new(0));
+/// let counted = Arc::clone(&calls);
+/// let inner = tower::service_fn(move |_: http::Request<Full<Bytes>>| {
+///     let body: &'static [u8] =
+///         if counted.fetch_add(1, Ordering::Relaxed) == 0 { br#"{"status":"try again"}"# } else { br#"{"status":"ok"}"# };
+///     async move { Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from_static(body)))) }
+/// });
+/// let rule = body_rule_fn(
+///     |status, _headers| status == StatusCode::OK,
+///     |_, _, body| body.windows(9).any(|w| w == b"try again").then_some(Verdict::retryable(ErrorType::Kind("try_again"))),
+/// );
+/// let policy = Policy::builder().base_delay(std::time::Duration::from_millis(1)).build()?;
+/// let layer = RetryLayer::builder(policy).no_telemetry().retry_on_body(BodyLimit::new(4096)?, rule).build();
+/// let mut client = ServiceBuilder::new().layer(layer).service(inner);
+/// let request = http::Request::get("http://127.0.0.1:8080/report").body(Full::default())?;
+/// let response = client.ready().await?.call(request).await?;
+/// assert_eq!(response.into_body().collect().await?.to_bytes(), r#"{"status":"ok"}"#);
+/// assert_eq!(calls.load(Ordering::Relaxed), 2);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RetryLayer {
     pub(crate) settings: Arc<Settings>,

@@ -79,6 +79,9 @@ pub use error::{BoxError, GaveUp, NotRetried};
 pub use layer::RetryLayer;
 /// Per-request overrides; shared with `retryscope-reqwest` (defined in `retryscope-http`).
 pub use retryscope_http::RetryOptions;
+/// Your own retry rule that reads the bodies it selects (defined in
+/// `retryscope-http`, shared with `retryscope-reqwest`; HTTP mode).
+pub use retryscope_http::body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
 /// Your own retry rule for HTTP responses (defined in `retryscope-http`,
 /// shared with `retryscope-reqwest`).
 pub use retryscope_http::rule::{ResponseRule, rule_fn};

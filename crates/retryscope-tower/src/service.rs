@@ -11,6 +11,7 @@ use http_body::Body;
 use retryscope::observe::StopRecorder;
 use retryscope::{Pacer, Policy, RetryError, Retryable, StopReason, hints};
 use retryscope_http::RetryOptions;
+use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::shape::{Shaped, shape};
 use std::fmt;
 use std::future::{Future, poll_fn};
@@ -146,6 +147,7 @@ where
         number: 0,
         call,
         attempt_header: settings.attempt_header.clone(),
+        body_rule: settings.body_rule.clone(),
         pacer: guards.pacer().cloned(),
         #[cfg(feature = "grpc")]
         started: None,
@@ -289,6 +291,8 @@ struct Attempts<S, B> {
     call: Call,
     /// The header that tells an HTTP server which attempt a retry is.
     attempt_header: Option<http::HeaderName>,
+    /// The user's rule that reads selected bodies (HTTP only).
+    body_rule: Option<SharedBodyRule>,
     /// The dependency's pacer, told what every response says about pace.
     pacer: Option<Pacer>,
     /// When the first attempt started: `grpc-timeout` counts from there.
@@ -335,6 +339,7 @@ where
         }
         let grpc = self.call.grpc;
         let pacer = self.pacer.clone();
+        let body_rule = self.body_rule.clone().filter(|_| !grpc);
         // A6's transparent retry: a first attempt the server refused before
         // processing it is sent once more at once, whatever the retry policy,
         // and not counted as an attempt. It needs the body again.
@@ -401,7 +406,15 @@ where
                 let now = std::time::SystemTime::now();
                 pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
             }
-            Ok(response)
+            match body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
+                // Inside the attempt: its timeout bounds the read.
+                Some(rule) => {
+                    let (parts, mut body) = response.into_parts();
+                    body.judge(&rule, parts.status, &parts.headers).await.map_err(Into::into)?;
+                    Ok(Response::from_parts(parts, body))
+                }
+                None => Ok(response),
+            }
         }
     }
 

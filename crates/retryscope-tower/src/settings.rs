@@ -4,6 +4,7 @@ use crate::guard::Guard;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
+use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::rule::SharedRule;
 use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog};
 
@@ -15,6 +16,9 @@ pub(crate) struct Settings {
     /// builder offers none: a gRPC answer's HTTP status is 200 whatever
     /// happened, and its outcome is a gRPC status, often in the trailers.
     pub(crate) rule: Option<SharedRule>,
+    /// The user's rule that reads selected HTTP bodies, asked before `rule`
+    /// (HTTP mode only, for the same reason).
+    pub(crate) body_rule: Option<SharedBodyRule>,
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
