@@ -54,13 +54,17 @@ impl<E> RetryError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for RetryError<E> {
+/// Says what happened — how many attempts, why the engine stopped, and the last
+/// failure's `error.type` — but not the last error itself: that is
+/// [`source`](Error::source), and a reporter that walks the chain (anyhow's
+/// `{:#}`, eyre, `tracing`'s error fields) prints it next. Repeating it here
+/// would print it twice (the Rust API guidelines, C-GOOD-ERR).
+impl<E> fmt::Display for RetryError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "gave up after {} attempt(s): {}", self.attempts, self.reason)?;
-        match (&self.last, self.error_type) {
-            (Some(last), _) => write!(f, "; last error: {last}"),
-            (None, Some(error_type)) => write!(f, "; last failure: {error_type}"),
-            (None, None) => Ok(()),
+        match self.error_type {
+            Some(error_type) => write!(f, "; last failure: {error_type}"),
+            None => Ok(()),
         }
     }
 }
