@@ -239,7 +239,10 @@ async fn a_give_up_prints_the_last_error_once_in_its_chain() {
     let last = last.to_string();
 
     let links = chain(&error);
-    assert_eq!(links[0], "gave up after 3 attempt(s): all attempts failed; last failure: connect", "{links:#?}");
+    assert_eq!(
+        links[0], "gave up after 3 attempt(s): all attempts failed; last failure: connect",
+        "{links:#?}"
+    );
     assert_eq!(links[1], last, "the last error is the give-up's source: {links:#?}");
     let joined = links.join(": ");
     assert_eq!(joined.matches(&last).count(), 1, "{joined}");

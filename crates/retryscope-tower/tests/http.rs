@@ -191,12 +191,16 @@ async fn a_give_up_prints_the_last_error_once_in_its_chain() {
     let telemetry = Telemetry::install();
     let port = closed_port().await;
     let mut client = layer(&telemetry).layer(hyper_client());
-    let error = send(&mut client, get(&format!("http://127.0.0.1:{port}/"))).await.expect_err("nobody listens");
+    let error =
+        send(&mut client, get(&format!("http://127.0.0.1:{port}/"))).await.expect_err("nobody listens");
     let gave_up = error.downcast_ref::<GaveUp>().expect("the layer gave up");
     let last = gave_up.last_error().expect("the connect error").to_string();
 
     let links = chain(&*error);
-    assert_eq!(links[0], "gave up after 3 attempt(s): all attempts failed; last failure: connect", "{links:#?}");
+    assert_eq!(
+        links[0], "gave up after 3 attempt(s): all attempts failed; last failure: connect",
+        "{links:#?}"
+    );
     assert_eq!(links[1], last, "the last error is the give-up's source: {links:#?}");
     let joined = links.join(": ");
     assert_eq!(joined.matches(&last).count(), 1, "{joined}");

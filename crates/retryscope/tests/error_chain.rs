@@ -42,7 +42,9 @@ fn three_attempts() -> Policy {
 #[tokio::test(start_paused = true)]
 async fn the_last_error_appears_exactly_once_in_the_chain() {
     let err = (|| async {
-        Err::<(), _>(Unavailable { cause: std::io::Error::new(std::io::ErrorKind::ConnectionReset, "peer reset") })
+        Err::<(), _>(Unavailable {
+            cause: std::io::Error::new(std::io::ErrorKind::ConnectionReset, "peer reset"),
+        })
     })
     .retry(three_attempts())
     .classify(|_: &Result<(), Unavailable>| Verdict::retryable(ErrorType::Kind("unavailable")))
@@ -66,9 +68,16 @@ async fn the_last_error_appears_exactly_once_in_the_chain() {
 
 #[test]
 fn a_stop_without_an_error_says_what_failed_and_has_no_source() {
-    let timed_out =
-        retryscope::RetryError::<std::io::Error>::new(StopReason::AttemptsExhausted, 2, Some(ErrorType::TIMEOUT), None);
-    assert_eq!(timed_out.to_string(), "gave up after 2 attempt(s): all attempts failed; last failure: timeout");
+    let timed_out = retryscope::RetryError::<std::io::Error>::new(
+        StopReason::AttemptsExhausted,
+        2,
+        Some(ErrorType::TIMEOUT),
+        None,
+    );
+    assert_eq!(
+        timed_out.to_string(),
+        "gave up after 2 attempt(s): all attempts failed; last failure: timeout"
+    );
     assert!(timed_out.source().is_none());
 
     let refused = retryscope::RetryError::<std::io::Error>::new(StopReason::CircuitOpen, 0, None, None);
