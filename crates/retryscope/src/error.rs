@@ -13,6 +13,20 @@ use std::time::Duration;
 /// ([`error_type`](Self::error_type)) and carries the last attempt's error, if it
 /// produced one (a timed-out attempt, a retryable response, or a refusal before the
 /// first attempt has none).
+///
+/// Its `Display` says what happened; the last error is its
+/// [`source`](Error::source), so an error reporter that walks the chain
+/// (anyhow's `{:#}`, eyre, a `tracing` error field) prints it once:
+///
+/// ```
+/// use retryscope::{ErrorType, RetryError, StopReason};
+/// use std::error::Error;
+///
+/// let last = std::io::Error::new(std::io::ErrorKind::TimedOut, "read timed out");
+/// let error = RetryError::new(StopReason::AttemptsExhausted, 3, Some(ErrorType::TIMEOUT), Some(last));
+/// assert_eq!(error.to_string(), "gave up after 3 attempt(s): all attempts failed; last failure: timeout");
+/// assert_eq!(error.source().map(ToString::to_string).as_deref(), Some("read timed out"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryError<E> {
     reason: StopReason,
