@@ -14,11 +14,14 @@
 //! Without a collector the export fails quietly in the background: the calls
 //! themselves are never slowed down by telemetry.
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
 use retryscope::Policy;
 use retryscope_reqwest::{RetryMiddleware, RetryOptions};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 #[tokio::main]
@@ -48,28 +51,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// A server that answers 503 twice, then 200, on an ephemeral loopback port, and
-/// prints the `traceparent` of every request.
+/// prints the `traceparent` of every request. Written on hyper 1, as a service
+/// would be: one `service_fn` per connection, served by hyper's HTTP/1 server.
 async fn flaky_server() -> std::io::Result<std::net::SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let calls = Arc::new(AtomicU32::new(0));
     tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let call = calls.fetch_add(1, Ordering::Relaxed) + 1;
-            let status = if call <= 2 { "503 Service Unavailable" } else { "200 OK" };
-            tokio::spawn(async move {
-                let mut request = [0u8; 4096];
-                let read = stream.read(&mut request).await.unwrap_or(0);
-                let head = String::from_utf8_lossy(&request[..read]);
-                let traceparent = head
-                    .lines()
-                    .find_map(|line| line.strip_prefix("traceparent:"))
-                    .map_or("(none)", str::trim);
+        while let Ok((stream, _)) = listener.accept().await {
+            let calls = Arc::clone(&calls);
+            let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                let call = calls.fetch_add(1, Ordering::Relaxed) + 1;
+                let status =
+                    if call <= 2 { http::StatusCode::SERVICE_UNAVAILABLE } else { http::StatusCode::OK };
+                let traceparent = request
+                    .headers()
+                    .get("traceparent")
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or("(none)");
                 println!("server: request {call} carried traceparent {traceparent} -> {status}");
-                let response =
-                    format!("HTTP/1.1 {status}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
-                let _ = stream.write_all(response.as_bytes()).await;
+                let mut response = http::Response::new(Full::new(Bytes::from_static(b"ok")));
+                *response.status_mut() = status;
+                std::future::ready(Ok::<_, std::convert::Infallible>(response))
             });
+            // A connection's error (the client hung up) ends only that connection.
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service),
+            );
         }
     });
     Ok(addr)

@@ -6,7 +6,8 @@
   check_dashboards.py queries  every panel (except rows/text) has a target with a non-empty
                                expr; every metric in every expr is a docs/telemetry.md series or a
                                recording rule of dashboards/retryscope.rules.yml; only known
-                               labels and template variables are used; uids/schemaVersion/tags
+                               labels and template variables are used; uids/schemaVersion/tags;
+                               trace links go through the ${traces} data source variable
   check_dashboards.py runbook  every alert has severity, summary, description and a runbook_url
                                whose anchor is a section of docs/runbook.md
   check_dashboards.py promql   evaluates every dashboard expr (variables substituted as Grafana
@@ -23,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,6 +131,31 @@ def variables_used(text):
     return set(re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", text))
 
 
+def panel_links(panel):
+    return ((panel.get("fieldConfig") or {}).get("defaults") or {}).get("links") or []
+
+
+def check_trace_link(where, link):
+    """An Explore link's panes name the trace data source only as ${traces}, never a uid."""
+    url = link.get("url", "")
+    if "/explore" not in url:
+        return []
+    m = re.search(r"[?&]panes=([^&]*)", url)
+    if not m:
+        return [f"{where}: trace link without panes: {url}"]
+    try:
+        panes = json.loads(urllib.parse.unquote(m.group(1)))
+    except ValueError as e:
+        return [f"{where}: trace link panes are not JSON ({e})"]
+    problems = []
+    for name, pane in panes.items():
+        refs = [pane.get("datasource")] + [q.get("datasource", {}).get("uid") for q in pane.get("queries", [])]
+        for ref in refs:
+            if not (isinstance(ref, str) and ref.startswith("${traces")):
+                problems.append(f"{where}: trace link pane {name} uses data source {ref!r}, not ${{traces}}")
+    return problems
+
+
 def check_queries():
     problems = []
     allowed_metrics = set(CONTRACT) | set(recording_rules())
@@ -144,9 +171,16 @@ def check_queries():
             problems.append(f"{name}: uid {d['uid']} also used by {uids[d['uid']]}")
         uids[d.get("uid")] = name
         var_names = {v.get("name") for v in d.get("templating", {}).get("list", [])}
-        for need in ("job", "dependency"):
+        for need in ("job", "dependency", "traces"):
             if need not in var_names:
                 problems.append(f"{name}: templating variable ${need} missing")
+        links = 0
+        for p in all_panels(d):
+            for link in panel_links(p):
+                links += "/explore" in link.get("url", "")
+                problems.extend(check_trace_link(f"{name}: panel {p.get('title', '?')!r}", link))
+        if not links:
+            problems.append(f"{name}: no trace links (Explore data links) found")
         ids = set()
         for p in all_panels(d):
             ptype, title = p.get("type"), p.get("title", "?")

@@ -12,7 +12,10 @@ Conventions (checked by check_dashboards.py):
 * the only template variables in queries are $job, $dependency,
   $__rate_interval and $__interval;
 * the Prometheus datasource is the ${datasource} variable (default: the
-  provisioned uid "prometheus"); traces live in the provisioned uid "jaeger".
+  provisioned uid "prometheus"), the trace backend the ${traces} variable (type
+  jaeger, default: the provisioned uid "jaeger"): no data source uid is written
+  into a panel or a link, so the dashboards work in a Grafana whose data sources
+  have other uids (pick them in the variables) and the trace links follow.
 """
 import json
 import sys
@@ -23,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "dashboards"
 
 PROM = {"type": "prometheus", "uid": "${datasource}"}
-TRACE_DS = {"type": "jaeger", "uid": "jaeger"}
+# The trace links' data source: the ${traces} variable, interpolated by Grafana when
+# the link is followed (Explore has no dashboard variables of its own).
+TRACE_DS = {"type": "jaeger", "uid": "@TRACES@"}
 SEL = 'job=~"$job", retryscope_dependency=~"$dependency"'
 BY = "job, retryscope_dependency"
 RI = "$__rate_interval"
@@ -57,7 +62,8 @@ def trace_link():
         "range": {"from": "@FROM@", "to": "@TO@"},
     }}
     enc = urllib.parse.quote(json.dumps(pane, separators=(",", ":")), safe="")
-    enc = (enc.replace("%40SERVICE%40", "${__field.labels.job:percentencode}")
+    enc = (enc.replace("%40TRACES%40", "${traces:percentencode}")
+              .replace("%40SERVICE%40", "${__field.labels.job:percentencode}")
               .replace("%40DEPENDENCY%40", "${__field.labels.retryscope_dependency:percentencode}")
               .replace("%40FROM%40", "${__from}")
               .replace("%40TO%40", "${__to}"))
@@ -123,6 +129,10 @@ def variables(dependency_label="Dependency"):
     return {"list": [
         {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
          "current": {"selected": False, "text": "Prometheus", "value": "prometheus"},
+         "options": [], "regex": "", "hide": 0, "refresh": 1, "includeAll": False, "multi": False,
+         "skipUrlSync": False},
+        {"name": "traces", "label": "Traces", "type": "datasource", "query": "jaeger",
+         "current": {"selected": False, "text": "Jaeger", "value": "jaeger"},
          "options": [], "regex": "", "hide": 0, "refresh": 1, "includeAll": False, "multi": False,
          "skipUrlSync": False},
         query_var("job", "Service (job)", "label_values(retryscope_requests_total, job)"),

@@ -19,17 +19,25 @@ enum Command {
     Simulate(retryscope_lab::sim::SimulateArgs),
 }
 
+/// The error and its sources, outermost first, as one line: "context: cause: cause's cause".
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    std::iter::successors(Some(error), |&e| e.source())
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Storm(args) if args.rate_limited => {
-            retryscope_lab::storm::rate_limited::run(&args).map(drop).map_err(|e| e.to_string())
+            retryscope_lab::storm::rate_limited::run(&args).map(drop).map_err(|e| chain(&e))
         }
         Command::Storm(args) if args.layers.is_some() => {
-            retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| e.to_string())
+            retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| chain(&e))
         }
-        Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| e.to_string()),
-        Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| e.to_string()),
+        Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| chain(&e)),
+        Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| chain(&e)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

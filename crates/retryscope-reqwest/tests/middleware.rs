@@ -221,6 +221,50 @@ async fn a_refused_connection_is_retried_even_for_a_post() {
     assert_eq!(t.counter("retryscope.retries", &[("retryscope.retry.reason", "connect")]), 2);
 }
 
+/// Every error of the chain, outermost first, as anyhow's `{:#}` and eyre print them.
+fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(Some(error), |&e| e.source()).map(ToString::to_string).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_give_up_prints_the_last_error_once_in_its_chain() {
+    let t = Telemetry::install();
+    let port = closed_port().await;
+    let error = client(&t, policy())
+        .get(format!("http://127.0.0.1:{port}/orders"))
+        .send()
+        .await
+        .expect_err("nothing listens");
+    let last = retry_error(&error).and_then(RetryError::last_error).expect("a RetryError with a last error");
+    let last = last.to_string();
+
+    let links = chain(&error);
+    assert_eq!(
+        links[0], "gave up after 3 attempt(s): all attempts failed; last failure: connect",
+        "{links:#?}"
+    );
+    assert_eq!(links[1], last, "the last error is the give-up's source: {links:#?}");
+    let joined = links.join(": ");
+    assert_eq!(joined.matches(&last).count(), 1, "{joined}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_that_was_not_retried_prints_its_failure_once() {
+    let t = Telemetry::install();
+    let port = closed_port().await;
+    let error = client(&t, policy())
+        .put(format!("http://127.0.0.1:{port}/upload"))
+        .body(streaming_body())
+        .send()
+        .await
+        .expect_err("nothing listens");
+    let links = chain(&error);
+    assert_eq!(links[0], "not retried: the request body is a stream and cannot be sent again", "{links:#?}");
+    assert!(links[1].contains("error sending request"), "{links:#?}");
+    let joined = links.join(": ");
+    assert_eq!(joined.matches(&links[1]).count(), 1, "{joined}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_connection_dropped_mid_response_is_retried_for_a_get() {
     let t = Telemetry::install();

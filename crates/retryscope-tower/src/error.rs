@@ -77,10 +77,9 @@ impl NotRetried {
 
 impl fmt::Display for NotRetried {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "not retried: the request body was streamed or larger than the replay limit, so it was sent once: {}",
-            self.source
+        // The failure itself is the source: a reporter that walks the chain prints it next.
+        f.write_str(
+            "not retried: the request body was streamed or larger than the replay limit, so it was sent once",
         )
     }
 }

@@ -181,6 +181,54 @@ async fn a_streaming_body_is_sent_once_and_the_error_says_why() {
     drop(sender);
 }
 
+/// Every error of the chain, outermost first, as anyhow's `{:#}` and eyre print them.
+fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(Some(error), |&e| e.source()).map(ToString::to_string).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_give_up_prints_the_last_error_once_in_its_chain() {
+    let telemetry = Telemetry::install();
+    let port = closed_port().await;
+    let mut client = layer(&telemetry).layer(hyper_client());
+    let error =
+        send(&mut client, get(&format!("http://127.0.0.1:{port}/"))).await.expect_err("nobody listens");
+    let gave_up = error.downcast_ref::<GaveUp>().expect("the layer gave up");
+    let last = gave_up.last_error().expect("the connect error").to_string();
+
+    let links = chain(&*error);
+    assert_eq!(
+        links[0], "gave up after 3 attempt(s): all attempts failed; last failure: connect",
+        "{links:#?}"
+    );
+    assert_eq!(links[1], last, "the last error is the give-up's source: {links:#?}");
+    let joined = links.join(": ");
+    assert_eq!(joined.matches(&last).count(), 1, "{joined}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_that_was_not_retried_prints_its_failure_once() {
+    let telemetry = Telemetry::install();
+    let port = closed_port().await;
+    let mut client = layer(&telemetry).layer(hyper_client::<BoxBody<Bytes, BoxError>>());
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<http_body::Frame<Bytes>, BoxError>>(1);
+    let stream = StreamBody::new(tokio_stream::wrappers::ReceiverStream::new(receiver));
+    let request =
+        Request::put(format!("http://127.0.0.1:{port}/upload")).body(BoxBody::new(stream)).expect("valid");
+    let error = send(&mut client, request).await.expect_err("nobody listens");
+
+    let links = chain(&*error);
+    assert_eq!(
+        links[0],
+        "not retried: the request body was streamed or larger than the replay limit, so it was sent once",
+        "{links:#?}"
+    );
+    assert!(links.len() > 1, "the failure is the source: {links:#?}");
+    let joined = links.join(": ");
+    assert_eq!(joined.matches(&links[1]).count(), 1, "{joined}");
+    drop(sender);
+}
+
 /// Counts readiness checks and calls, and notes any call made on a clone that
 /// was not made ready first.
 #[derive(Clone)]

@@ -60,7 +60,7 @@ fn grpcs_documented_config_loads_into_the_equivalent_policy() {
 #[test]
 fn malformed_configs_are_refused_with_the_field_named() {
     let cases = [
-        ("not json", "", "expected"),
+        ("not json", "", "not valid JSON"),
         (
             r#"{"methodConfig": [{"name": [{"service": "s"}], "retryPolicy": {"maxAttempts": 4}}]}"#,
             "methodConfig[0].retryPolicy.initialBackoff",
@@ -87,4 +87,17 @@ fn malformed_configs_are_refused_with_the_field_named() {
         assert_eq!(error.field(), field, "{error}");
         assert!(error.to_string().contains(problem), "{error}");
     }
+}
+
+#[test]
+fn a_syntax_error_keeps_serde_json_s_error_as_its_source_printed_once() {
+    let error = GrpcRetry::from_service_config("{\"methodConfig\": [}").expect_err("refused");
+    assert_eq!(error.to_string(), "invalid gRPC service config: not valid JSON");
+    let source = std::error::Error::source(&error).expect("serde_json's error");
+    let said = source.to_string();
+    assert!(said.contains("line 1 column"), "{said}");
+    let chain: Vec<String> = std::iter::successors(Some(&error as &dyn std::error::Error), |&e| e.source())
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(chain.join(": ").matches(&said).count(), 1, "{chain:?}");
 }

@@ -13,6 +13,20 @@ use std::time::Duration;
 /// ([`error_type`](Self::error_type)) and carries the last attempt's error, if it
 /// produced one (a timed-out attempt, a retryable response, or a refusal before the
 /// first attempt has none).
+///
+/// Its `Display` says what happened; the last error is its
+/// [`source`](Error::source), so an error reporter that walks the chain
+/// (anyhow's `{:#}`, eyre, a `tracing` error field) prints it once:
+///
+/// ```
+/// use retryscope::{ErrorType, RetryError, StopReason};
+/// use std::error::Error;
+///
+/// let last = std::io::Error::new(std::io::ErrorKind::TimedOut, "read timed out");
+/// let error = RetryError::new(StopReason::AttemptsExhausted, 3, Some(ErrorType::TIMEOUT), Some(last));
+/// assert_eq!(error.to_string(), "gave up after 3 attempt(s): all attempts failed; last failure: timeout");
+/// assert_eq!(error.source().map(ToString::to_string).as_deref(), Some("read timed out"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryError<E> {
     reason: StopReason,
@@ -54,13 +68,17 @@ impl<E> RetryError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for RetryError<E> {
+/// Says what happened — how many attempts, why the engine stopped, and the last
+/// failure's `error.type` — but not the last error itself: that is
+/// [`source`](Error::source), and a reporter that walks the chain (anyhow's
+/// `{:#}`, eyre, `tracing`'s error fields) prints it next. Repeating it here
+/// would print it twice (the Rust API guidelines, C-GOOD-ERR).
+impl<E> fmt::Display for RetryError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "gave up after {} attempt(s): {}", self.attempts, self.reason)?;
-        match (&self.last, self.error_type) {
-            (Some(last), _) => write!(f, "; last error: {last}"),
-            (None, Some(error_type)) => write!(f, "; last failure: {error_type}"),
-            (None, None) => Ok(()),
+        match self.error_type {
+            Some(error_type) => write!(f, "; last failure: {error_type}"),
+            None => Ok(()),
         }
     }
 }

@@ -93,7 +93,8 @@ async fn attempts_are_exact_when_every_attempt_fails() {
     assert_eq!(err.attempts(), 5);
     assert_eq!(err.reason(), StopReason::AttemptsExhausted);
     assert_eq!(err.last_error(), Some(&"busy"));
-    assert_eq!(err.to_string(), "gave up after 5 attempt(s): all attempts failed; last error: busy");
+    // What happened, not the last error: that is the source (tests/error_chain.rs).
+    assert_eq!(err.to_string(), "gave up after 5 attempt(s): all attempts failed; last failure: _OTHER");
     assert_eq!(rec.finish().outcome, Outcome::Exhausted);
     assert_eq!(rec.waits().len(), 4);
 }

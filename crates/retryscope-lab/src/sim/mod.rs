@@ -87,24 +87,51 @@ pub enum Format {
     Json,
 }
 
-/// Why a simulation could not run or its results could not be written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SimError(String);
+/// Why a simulation could not run or its results could not be written: a
+/// setting out of range, or what failed, with the failure as its
+/// [`source`](std::error::Error::source).
+#[derive(Debug, Clone)]
+pub struct SimError {
+    message: String,
+    // Shared so that the error stays `Clone`.
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync>>,
+}
 
 impl SimError {
-    /// An error with this message.
+    /// An error with this message and nothing underneath.
     pub fn new(message: impl Into<String>) -> Self {
-        Self(message.into())
+        Self { message: message.into(), source: None }
+    }
+
+    /// What failed (`message`), caused by `source`.
+    pub fn caused(
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        Self { message: message.into(), source: Some(std::sync::Arc::from(source.into())) }
     }
 }
+
+/// Equal when the messages are; sources are not compared (errors have no equality).
+impl PartialEq for SimError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for SimError {}
 
 impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for SimError {}
+impl std::error::Error for SimError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 /// Runs the chosen experiment and prints its results to stdout.
 ///

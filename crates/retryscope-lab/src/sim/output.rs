@@ -38,7 +38,7 @@ impl Report {
 ///
 /// [`SimError`] if serialisation fails.
 pub fn to_json<T: Serialize>(rows: &[T]) -> Result<String, SimError> {
-    serde_json::to_string(rows).map_err(|e| SimError::new(format!("cannot serialise results: {e}")))
+    serde_json::to_string(rows).map_err(|e| SimError::caused("cannot serialise results", e))
 }
 
 /// Prints the report: the table or the JSON to stdout, notes to stderr.
@@ -55,7 +55,7 @@ pub fn print(report: &Report) -> Result<(), SimError> {
         Format::Json => &report.json,
     };
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{body}").map_err(|e| SimError::new(format!("cannot write results: {e}")))
+    writeln!(out, "{body}").map_err(|e| SimError::caused("cannot write results", e))
 }
 
 /// A plain text table: a header row and right-aligned cells.
@@ -157,13 +157,13 @@ const PALETTE: [RGBColor; 7] = [
 pub fn write_svg(path: &Path, panels: &[Panel]) -> Result<(), SimError> {
     let width = 640 * u32::try_from(panels.len().max(1)).unwrap_or(1);
     let root = SVGBackend::new(path, (width, 480)).into_drawing_area();
-    let fail = |e: &dyn std::fmt::Display| SimError::new(format!("cannot write {}: {e}", path.display()));
-    root.fill(&WHITE).map_err(|e| fail(&e))?;
+    let fail = |e| SimError::caused(format!("cannot write {}", path.display()), e);
+    root.fill(&WHITE).map_err(fail)?;
     let areas = root.split_evenly((1, panels.len().max(1)));
     for (panel, area) in panels.iter().zip(&areas) {
-        draw_panel(area, panel).map_err(|e| fail(&e))?;
+        draw_panel(area, panel).map_err(fail)?;
     }
-    root.present().map_err(|e| fail(&e))
+    root.present().map_err(fail)
 }
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;

@@ -162,7 +162,7 @@ impl Chain {
         mut caller: impl FnMut(usize) -> Result<Caller, StormError>,
     ) -> Result<Chain, StormError> {
         if !(2..=MAX_SERVICES).contains(&services) {
-            return Err(StormError(format!("a chain has 2 to {MAX_SERVICES} services, not {services}")));
+            return Err(StormError::new(format!("a chain has 2 to {MAX_SERVICES} services, not {services}")));
         }
         let mut chain = Vec::with_capacity(services);
         chain.push(start_bottom(format!("service-{services}"), bottom, slices, incoming).await?);

@@ -159,33 +159,49 @@ fn parse_outage(s: &str) -> Result<(f64, f64), String> {
     Ok((number(start)?, number(len)?))
 }
 
-/// Why a storm could not run.
+/// Why a storm could not run: a setting out of range, or what it was doing when
+/// something failed, with that failure as its [`source`](std::error::Error::source).
 #[derive(Debug)]
-pub struct StormError(String);
+pub struct StormError {
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
 
-impl fmt::Display for StormError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl StormError {
+    /// A refusal with nothing underneath (a setting out of range).
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into(), source: None }
     }
 }
 
-impl std::error::Error for StormError {}
+impl fmt::Display for StormError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
 
-pub(crate) fn error(context: &str, e: impl fmt::Display) -> StormError {
-    StormError(format!("{context}: {e}"))
+impl std::error::Error for StormError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// What the storm was doing (`context`) when `e` happened; `e` stays the source.
+pub(crate) fn error(context: &str, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StormError {
+    StormError { message: context.to_owned(), source: Some(e.into()) }
 }
 
 impl StormArgs {
     fn validate(&self) -> Result<Timeline, StormError> {
         self.validate_load()?;
         if !(1..=10_000).contains(&self.service_ms) {
-            return Err(StormError("--service-ms must be between 1 and 10000".into()));
+            return Err(StormError::new("--service-ms must be between 1 and 10000"));
         }
         if !(1..=100_000).contains(&self.queue) {
-            return Err(StormError("--queue must be between 1 and 100000".into()));
+            return Err(StormError::new("--queue must be between 1 and 100000"));
         }
         if self.workers() > 10_000 {
-            return Err(StormError("--capacity × --service-ms gives more than 10000 workers".into()));
+            return Err(StormError::new("--capacity × --service-ms gives more than 10000 workers"));
         }
         let (start, len) = self.outage;
         if !(start.is_finite()
@@ -194,7 +210,7 @@ impl StormArgs {
             && len >= 0.0
             && start + len <= self.duration)
         {
-            return Err(StormError(format!(
+            return Err(StormError::new(format!(
                 "--outage {start}:{len} must lie within the {}s run",
                 self.duration
             )));
@@ -211,21 +227,21 @@ impl StormArgs {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(StormError(format!("--{name} must be above zero")))
+                Err(StormError::new(format!("--{name} must be above zero")))
             }
         };
         positive("duration", self.duration)?;
         positive("rate", self.rate)?;
         if !(0.01..=10_000.0).contains(&self.rate) {
-            return Err(StormError("--rate must be between 0.01 and 10000 requests per second".into()));
+            return Err(StormError::new("--rate must be between 0.01 and 10000 requests per second"));
         }
         positive("clients", f64::from(self.clients))?;
         positive("capacity", f64::from(self.capacity))?;
         if !(self.linger.is_finite() && self.linger >= 0.0 && self.linger <= 3_600.0) {
-            return Err(StormError("--linger must be between 0 and 3600 seconds".into()));
+            return Err(StormError::new("--linger must be between 0 and 3600 seconds"));
         }
         if self.duration > 3_600.0 {
-            return Err(StormError("--duration is limited to an hour".into()));
+            return Err(StormError::new("--duration is limited to an hour"));
         }
         Ok(())
     }
@@ -312,7 +328,7 @@ async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, Sto
 }
 
 /// Writes `{stem}.svg` with `chart` and `{stem}.json` with `json` into `--out`.
-pub(crate) fn write_outputs<E: fmt::Display>(
+pub(crate) fn write_outputs<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     args: &StormArgs,
     stem: &str,
     json: &serde_json::Value,
@@ -414,5 +430,20 @@ pub(crate) fn delta(after: Totals, before: Totals) -> Totals {
         attempts: after.attempts - before.attempts.min(after.attempts),
         failed: after.failed - before.failed.min(after.failed),
         succeeded: after.succeeded - before.succeeded.min(after.succeeded),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_failure_is_the_source_of_the_storm_error_and_printed_once() {
+        let cause = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "read-only file system");
+        let e = error("creating --out", cause);
+        assert_eq!(e.to_string(), "creating --out");
+        assert_eq!(e.source().map(ToString::to_string).as_deref(), Some("read-only file system"));
+        assert!(StormError::new("--queue must be between 1 and 100000").source().is_none());
     }
 }

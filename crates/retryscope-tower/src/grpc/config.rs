@@ -11,6 +11,7 @@ use retryscope::{Jitter, MAX_DURATION, Policy};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// gRPC clients treat a `maxAttempts` above 5 as 5 (A6).
@@ -19,16 +20,34 @@ const MAX_ATTEMPTS: u64 = 5;
 /// absurd one should be refused, not held.
 const MAX_ENTRIES: usize = 10_000;
 
-/// A service config the layer refused, naming the field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A service config the layer refused, naming the field. A JSON syntax error
+/// keeps serde_json's error (with its line and column) as its
+/// [`source`](std::error::Error::source).
+#[derive(Debug, Clone)]
 pub struct ServiceConfigError {
     field: String,
     problem: String,
+    // Shared so that the error stays `Clone`; serde_json's error is not.
+    syntax: Option<Arc<serde_json::Error>>,
 }
+
+/// Equal when they name the same field and problem; the syntax error's source is
+/// not compared (serde_json's error has no equality).
+impl PartialEq for ServiceConfigError {
+    fn eq(&self, other: &Self) -> bool {
+        self.field == other.field && self.problem == other.problem
+    }
+}
+
+impl Eq for ServiceConfigError {}
 
 impl ServiceConfigError {
     fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self { field: field.into(), problem: problem.into() }
+        Self { field: field.into(), problem: problem.into(), syntax: None }
+    }
+
+    fn syntax(error: serde_json::Error) -> Self {
+        Self { field: String::new(), problem: "not valid JSON".to_owned(), syntax: Some(Arc::new(error)) }
     }
 
     /// The JSON path of the bad field (`methodConfig[0].retryPolicy.maxAttempts`),
@@ -53,12 +72,16 @@ impl fmt::Display for ServiceConfigError {
     }
 }
 
-impl std::error::Error for ServiceConfigError {}
+impl std::error::Error for ServiceConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.syntax.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 type Result<T> = std::result::Result<T, ServiceConfigError>;
 
 pub(super) fn parse(json: &str) -> Result<GrpcRetry> {
-    let root: Value = serde_json::from_str(json).map_err(|e| ServiceConfigError::new("", e.to_string()))?;
+    let root: Value = serde_json::from_str(json).map_err(ServiceConfigError::syntax)?;
     let root = object(&root, "")?;
     let mut methods = Vec::new();
     if let Some(configs) = root.get("methodConfig") {

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 /// Runs the layered storm (`--layers`) and prints the report.
 pub fn run(args: &StormArgs) -> Result<Vec<LayerSummary>, StormError> {
-    let services = args.layers.ok_or_else(|| StormError("the layered storm needs --layers".into()))?;
+    let services = args.layers.ok_or_else(|| StormError::new("the layered storm needs --layers"))?;
     let services = usize::try_from(services).map_err(|e| error("--layers", e))?;
     let timeline = args.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -53,18 +53,18 @@ pub fn run(args: &StormArgs) -> Result<Vec<RateSummary>, StormError> {
 fn validate(args: &StormArgs) -> Result<(), StormError> {
     args.validate_load()?;
     if args.quota == 0 || args.window == 0 || args.window > 3_600 {
-        return Err(StormError("--quota must be above zero and --window between 1 and 3600 s".into()));
+        return Err(StormError::new("--quota must be above zero and --window between 1 and 3600 s"));
     }
     if !(args.deadline.is_finite() && (0.1..=60.0).contains(&args.deadline)) {
-        return Err(StormError("--deadline must be between 0.1 and 60 seconds".into()));
+        return Err(StormError::new("--deadline must be between 0.1 and 60 seconds"));
     }
     if f64::from(args.clients) * args.rate * args.duration > MAX_CALLS {
-        return Err(StormError(format!(
+        return Err(StormError::new(format!(
             "--clients × --rate × --duration plans more than {MAX_CALLS} calls per policy"
         )));
     }
     if args.rate_policies.is_empty() {
-        return Err(StormError("--rate-policies names no policy".into()));
+        return Err(StormError::new("--rate-policies names no policy"));
     }
     Ok(())
 }
