@@ -3,7 +3,9 @@
 //!
 //! The events are `tracing` events with target `retryscope`, so they reach
 //! whatever the service logs with (a `fmt` layer, an OpenTelemetry log bridge)
-//! and, under tracing-opentelemetry, become span events of the operation span.
+//! and, under tracing-opentelemetry, become span events of the span they are
+//! about: the failed attempt's (the operation span's, with operation spans on),
+//! else the caller's.
 //! Every field is listed in docs/telemetry.md ("The retry log").
 
 use crate::labels::{Common, error_type_str};
