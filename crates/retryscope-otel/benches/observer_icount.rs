@@ -14,7 +14,8 @@
 //! ```
 //! Arguments: `success` | `retry` (one 503, then success), `caller` | `root`
 //! (inside a caller's span or not), the number of calls, and `bare` for the
-//! engine without the observer. Divide the `Ir` total by the number of calls
+//! engine without the observer or `operation_spans` for the observer with
+//! [`OtelObserver::with_operation_spans`]. Divide the `Ir` total by the number of calls
 //! (200 warm-up calls run first, outside `measured_calls`).
 
 use opentelemetry::global;
@@ -104,7 +105,8 @@ fn main() {
     };
     let caller = args.get(1).map(String::as_str) != Some("root");
     let calls = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(2_000);
-    let bare = args.get(3).map(String::as_str) == Some("bare");
+    let variant = args.get(3).map(String::as_str);
+    let bare = variant == Some("bare");
 
     let tracer_provider = SdkTracerProvider::builder().with_batch_exporter(DropSpans).build();
     let reader =
@@ -120,6 +122,7 @@ fn main() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let observer = OtelObserver::from_meter(&meter_provider.meter_with_scope(scope()));
+    let observer = if variant == Some("operation_spans") { observer.with_operation_spans() } else { observer };
     let clock = ManualClock::new();
     let caller_span = if caller { tracing::info_span!("caller") } else { tracing::Span::none() };
     let entered = caller_span.enter();

@@ -243,7 +243,7 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
             if self.log {
                 self.last_failure =
                     LastFailure { error: attempt.error, correlation: Correlation::of(&scope.span) };
-                if let Parent::Caller(_) = self.parent {
+                if matches!(self.parent, Parent::Caller(_)) {
                     // Closed once the wait or the stop is logged, a moment from now.
                     self.failed = Some(scope.span);
                     return;
