@@ -19,13 +19,13 @@
 //! (200 warm-up calls run first, outside `measured_calls`).
 
 use opentelemetry::global;
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
-use opentelemetry::metrics::MeterProvider as _;
 use retryscope::clock::ManualClock;
 use retryscope::observe::{NoObserver, Observer};
 use retryscope::{ErrorType, Jitter, Policy, Retryable, Verdict};
@@ -109,8 +109,9 @@ fn main() {
     let bare = variant == Some("bare");
 
     let tracer_provider = SdkTracerProvider::builder().with_batch_exporter(DropSpans).build();
-    let reader =
-        PeriodicReader::builder(InMemoryMetricExporter::default()).with_interval(Duration::from_secs(3_600)).build();
+    let reader = PeriodicReader::builder(InMemoryMetricExporter::default())
+        .with_interval(Duration::from_secs(3_600))
+        .build();
     let meter_provider = SdkMeterProvider::builder().with_reader(reader).build();
     // What `init_otlp` installs.
     global::set_text_map_propagator(TextMapCompositePropagator::new(vec![
@@ -122,7 +123,8 @@ fn main() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let observer = OtelObserver::from_meter(&meter_provider.meter_with_scope(scope()));
-    let observer = if variant == Some("operation_spans") { observer.with_operation_spans() } else { observer };
+    let observer =
+        if variant == Some("operation_spans") { observer.with_operation_spans() } else { observer };
     let clock = ManualClock::new();
     let caller_span = if caller { tracing::info_span!("caller") } else { tracing::Span::none() };
     let entered = caller_span.enter();

@@ -161,7 +161,11 @@ mod tests {
         let seen = with_attrs!(&named, [KeyValue::new("x", 1)], |attrs: &[KeyValue]| attrs.to_vec());
         assert_eq!(
             seen,
-            [KeyValue::new(names::DEPENDENCY, "db"), KeyValue::new(names::OPERATION, "load"), KeyValue::new("x", 1)]
+            [
+                KeyValue::new(names::DEPENDENCY, "db"),
+                KeyValue::new(names::OPERATION, "load"),
+                KeyValue::new("x", 1)
+            ]
         );
         let unnamed = Common::new("db", None);
         let seen = with_attrs!(&unnamed, [], |attrs: &[KeyValue]| attrs.to_vec());

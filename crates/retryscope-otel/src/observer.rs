@@ -125,7 +125,8 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
     fn start(&self, info: &OperationInfo<'_>) -> OtelOperation<S> {
         let common = Common::new(info.dependency, info.operation);
         self.metrics.request_started(&common);
-        let parent = if self.operation_spans { Parent::Operation(operation_span(info)) } else { Parent::caller() };
+        let parent =
+            if self.operation_spans { Parent::Operation(operation_span(info)) } else { Parent::caller() };
         OtelOperation {
             metrics: self.metrics.clone(),
             spans: self.spans.clone(),

@@ -60,7 +60,9 @@ mod tests {
 
     #[test]
     fn the_preparsed_names_are_the_ones_a_parser_makes() {
-        for (name, parsed) in [(&TRACEPARENT, "traceparent"), (&TRACESTATE, "tracestate"), (&BAGGAGE, "baggage")] {
+        for (name, parsed) in
+            [(&TRACEPARENT, "traceparent"), (&TRACESTATE, "tracestate"), (&BAGGAGE, "baggage")]
+        {
             assert_eq!(*name, HeaderName::from_bytes(parsed.as_bytes()).expect("a valid name"));
         }
     }

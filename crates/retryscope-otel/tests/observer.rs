@@ -146,7 +146,8 @@ async fn success_on_the_third_attempt() {
     let events: Vec<_> = attempts
         .iter()
         .flat_map(|attempt| {
-            let ids = (attempt.span_context.trace_id().to_string(), attempt.span_context.span_id().to_string());
+            let ids =
+                (attempt.span_context.trace_id().to_string(), attempt.span_context.span_id().to_string());
             attempt.events.iter().map(move |e| (e.name.to_string(), to_attrs(&e.attributes), ids.clone()))
         })
         .collect();
@@ -291,7 +292,10 @@ async fn throttled_by_the_budget() {
 
     let attempt = t.span("db");
     let gave_up = to_attrs(&attempt.events[0].attributes);
-    assert_eq!((gave_up[names::OUTCOME].as_str(), gave_up["retryscope.stop_reason"].as_str()), ("throttled", "budget_exhausted"));
+    assert_eq!(
+        (gave_up[names::OUTCOME].as_str(), gave_up["retryscope.stop_reason"].as_str()),
+        ("throttled", "budget_exhausted")
+    );
     let db = (names::DEPENDENCY, "db");
     assert_eq!(t.counter(names::THROTTLED), [(attrs(&[db, (names::THROTTLE_REASON, "budget")]), 1)].into());
     assert!(t.counter(names::RETRIES).is_empty(), "the refused retry never started");
@@ -596,8 +600,10 @@ async fn operation_spans_put_one_internal_span_above_the_attempts() {
     assert_eq!(events, [names::BACKOFF_EVENT]);
 
     let attempts = t.children(operation.span_context.span_id());
-    let summary: Vec<_> =
-        attempts.iter().map(|s| (s.span_kind.clone(), span_attr(s, names::ATTEMPT), s.events.len())).collect();
+    let summary: Vec<_> = attempts
+        .iter()
+        .map(|s| (s.span_kind.clone(), span_attr(s, names::ATTEMPT), s.events.len()))
+        .collect();
     assert_eq!(summary, [(SpanKind::Client, Some("1".into()), 0), (SpanKind::Client, Some("2".into()), 0)]);
     assert!(t.children(caller.span_context.span_id()).iter().all(|s| s.span_kind == SpanKind::Internal));
 }
