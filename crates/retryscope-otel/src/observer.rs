@@ -218,6 +218,9 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
     type Attempt = OtelAttempt;
 
     fn attempt_started(&mut self, attempt: &AttemptStart) -> OtelAttempt {
+        // The engine reports the wait (or the stop) before another attempt
+        // starts; should it ever not, the failed attempt's span ends here.
+        self.failed = None;
         if attempt.number > 1 {
             let reason = error_type_str(attempt.retry_of.unwrap_or(ErrorType::OTHER));
             self.metrics.retry_started(&self.common, reason);
