@@ -67,9 +67,9 @@ use tower_layer::Layer;
 ///   service; dropping the response future cancels the running attempt or the
 ///   wait, and no attempt starts after.
 /// - **Telemetry** through the global OpenTelemetry providers (install them
-///   before building the layer), per `docs/telemetry.md`: one CLIENT span per
-///   attempt under the caller's span, the W3C `traceparent` of each attempt on
-///   the wire, and the retry metrics.
+///   before building the layer), per `docs/telemetry.md`: an operation span with
+///   one CLIENT span per attempt, the W3C `traceparent` of each attempt on the
+///   wire, and the retry metrics.
 #[derive(Clone)]
 pub struct RetryLayer {
     pub(crate) settings: Arc<Settings>,
