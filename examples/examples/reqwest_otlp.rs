@@ -7,10 +7,12 @@
 //! ```
 //!
 //! Without a URL the example starts a small flaky server on loopback (two 503s,
-//! then a 200) and calls it, so the collector receives an operation span with
-//! three attempt spans, `retryscope.retries` = 2, the attempt-duration histogram
-//! and the budget and breaker gauges. The server prints the `traceparent` each
-//! attempt carried: three different span ids, one per attempt span, in one trace.
+//! then a 200) and calls it, so the collector receives three attempt spans,
+//! `retryscope.retries` = 2, the attempt-duration histogram and the budget and
+//! breaker gauges. The server prints the `traceparent` each attempt carried: three
+//! different span ids, one per attempt span. The call runs outside any span, so
+//! each attempt is a trace of its own (the OpenTelemetry HTTP conventions' shape);
+//! inside a request handler's span, the attempts are its children, in its trace.
 //! Without a collector the export fails quietly in the background: the calls
 //! themselves are never slowed down by telemetry.
 

@@ -7,8 +7,8 @@
 //! ```
 //!
 //! Without a URL the example starts a small flaky server on loopback (two 503s,
-//! then a 200) and calls it: the collector receives an operation span with three
-//! `GET` attempt spans and `retryscope.retries` = 2.
+//! then a 200) and calls it: the collector receives three `GET` attempt spans
+//! and `retryscope.retries` = 2.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

@@ -8,8 +8,7 @@
 //!
 //! The example serves `helloworld.Greeter` on a loopback port, answering
 //! UNAVAILABLE twice and then OK, and calls it through the layer: the collector
-//! receives one operation span with three `helloworld.Greeter/SayHello` attempt
-//! spans (`rpc.grpc.status_code` 14, 14, 0) and `retryscope.retries` = 2 with
+//! receives three `helloworld.Greeter/SayHello` attempt spans (`rpc.grpc.status_code` 14, 14, 0) and `retryscope.retries` = 2 with
 //! `retryscope.retry.reason` = `UNAVAILABLE`.
 //!
 //! The Greeter's client and server below are what `tonic-build` generates from

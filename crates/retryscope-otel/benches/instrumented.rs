@@ -131,20 +131,18 @@ impl Raw {
     fn operation(&self, clock: &ManualClock, failures: u32) -> u32 {
         let started = clock.elapsed();
         self.requests.add(1, &[dep()]);
-        let op = tracing::info_span!(
-            target: "retryscope", "retryscope.operation",
-            otel.name = "retry db", otel.kind = "internal", retryscope.dependency = "db",
-            retryscope.operation = Empty, retryscope.attempts = Empty, retryscope.outcome = Empty,
-            otel.status_code = Empty,
-        );
+        // The observer's default shape: no operation span, the attempts under
+        // the caller's span, each retry's event on the attempt that failed.
+        let caller = tracing::Span::current();
         let mut attempt = 1;
         loop {
             if attempt > 1 {
                 self.retries.add(1, &[dep(), KeyValue::new(names::RETRY_REASON, "503")]);
             }
             let span = tracing::info_span!(
-                target: "retryscope", parent: &op, "retryscope.attempt",
-                otel.kind = "client", retryscope.attempt = i64::from(attempt),
+                target: "retryscope", parent: &caller, "retryscope.attempt",
+                otel.name = "db", otel.kind = "client", retryscope.attempt = i64::from(attempt),
+                retryscope.dependency = "db", retryscope.operation = Option::<&str>::None,
                 "error.type" = Empty, otel.status_code = Empty,
             );
             let began = clock.elapsed();
@@ -159,17 +157,17 @@ impl Raw {
             self.attempt_duration.record(took, &[dep(), number, KeyValue::new(names::ERROR_TYPE, "503")]);
             span.record("error.type", "503");
             span.record("otel.status_code", "ERROR");
-            drop(span);
             let delay = Duration::from_nanos(1 << (attempt - 1));
             self.backoff_delay
                 .record(delay.as_secs_f64(), &[dep(), KeyValue::new(names::DELAY_SOURCE, "policy")]);
             tracing::event!(
-                target: "retryscope", parent: &op, tracing::Level::INFO,
+                target: "retryscope", parent: &span, tracing::Level::INFO,
                 retryscope.dependency = "db", retryscope.operation = Option::<&str>::None,
                 retryscope.attempt = i64::from(attempt + 1), retryscope.max_attempts = 3i64,
                 retryscope.retry.reason = "503", delay_ms = 0i64, retryscope.delay.source = "policy",
                 message = names::BACKOFF_EVENT,
             );
+            drop(span);
             clock.advance(delay);
             attempt += 1;
         }
@@ -180,8 +178,6 @@ impl Raw {
             KeyValue::new(names::ATTEMPTS, i64::from(attempt)),
         ];
         self.request_duration.record(total, &attrs);
-        op.record("retryscope.attempts", i64::from(attempt));
-        op.record("retryscope.outcome", "success");
         attempt
     }
 }

@@ -4,7 +4,9 @@ use crate::dependency::{bounded_dependency, bounded_operation};
 use crate::names;
 use opentelemetry::KeyValue;
 use retryscope::ErrorType;
+use std::cell::Cell;
 use std::sync::Arc;
+use std::thread::LocalKey;
 
 /// The `error.type` value for a status code outside 100..=599.
 pub(crate) const OTHER: &str = "_OTHER";
@@ -53,34 +55,20 @@ pub(crate) fn attempt_value(number: u32, max_attempts: u32) -> i64 {
     i64::from(number.clamp(1, max_attempts.max(1)))
 }
 
-/// A fixed-capacity attribute list on the stack: metric calls take `&[KeyValue]`,
-/// and collecting into a `Vec` would allocate on every record.
-pub(crate) struct Attrs<const N: usize> {
-    items: [KeyValue; N],
-    len: usize,
-}
-
-impl<const N: usize> Attrs<N> {
-    /// An empty list. The placeholders are static strings: no allocation.
-    pub(crate) fn new() -> Self {
-        Self { items: std::array::from_fn(|_| KeyValue::new("", "")), len: 0 }
-    }
-
-    /// Appends `kv`. Capacities are chosen per call site so this never overflows;
-    /// if it ever did, the attribute is dropped rather than panicking in a caller's
-    /// request path.
-    pub(crate) fn push(&mut self, kv: KeyValue) {
-        if let Some(slot) = self.items.get_mut(self.len) {
-            *slot = kv;
-            self.len += 1;
+/// Calls `$record` with the common attributes of `$common` followed by
+/// `$extra`, as one array on the stack: metric calls take `&[KeyValue]`, and a
+/// `Vec` would allocate on every record. The `$extra` expressions are evaluated
+/// once, in whichever arm runs.
+macro_rules! with_attrs {
+    ($common:expr, [$($extra:expr),* $(,)?], $record:expr) => {{
+        let common: &$crate::labels::Common = $common;
+        match common.operation_kv() {
+            Some(operation) => ($record)(&[common.dependency_kv(), operation, $($extra),*]),
+            None => ($record)(&[common.dependency_kv(), $($extra),*]),
         }
-    }
-
-    /// The attributes pushed so far.
-    pub(crate) fn as_slice(&self) -> &[KeyValue] {
-        &self.items[..self.len]
-    }
+    }};
 }
+pub(crate) use with_attrs;
 
 /// The common attributes of one operation: `retryscope.dependency` and, when set,
 /// `retryscope.operation`. Both go through the process-wide bounded tables, so a
@@ -95,7 +83,10 @@ pub(crate) struct Common {
 
 impl Common {
     pub(crate) fn new(dependency: &str, operation: Option<&str>) -> Self {
-        Self { dependency: bounded_dependency(dependency), operation: operation.map(bounded_operation) }
+        Self {
+            dependency: recently_interned(&LAST_DEPENDENCY, dependency, bounded_dependency),
+            operation: operation.map(|name| recently_interned(&LAST_OPERATION, name, bounded_operation)),
+        }
     }
 
     pub(crate) fn dependency(&self) -> &str {
@@ -106,20 +97,80 @@ impl Common {
         self.operation.as_deref()
     }
 
-    /// A list holding the common attributes, with room for `N` in all.
-    pub(crate) fn attrs<const N: usize>(&self) -> Attrs<N> {
-        let mut attrs = Attrs::new();
-        attrs.push(KeyValue::new(names::DEPENDENCY, self.dependency.clone()));
-        if let Some(operation) = &self.operation {
-            attrs.push(KeyValue::new(names::OPERATION, operation.clone()));
-        }
-        attrs
+    /// `retryscope.dependency`: a reference-count increment, no allocation.
+    pub(crate) fn dependency_kv(&self) -> KeyValue {
+        KeyValue::new(names::DEPENDENCY, Arc::clone(&self.dependency))
     }
+
+    /// `retryscope.operation`, when the operation is named.
+    pub(crate) fn operation_kv(&self) -> Option<KeyValue> {
+        self.operation.as_ref().map(|operation| KeyValue::new(names::OPERATION, Arc::clone(operation)))
+    }
+}
+
+thread_local! {
+    /// The last dependency name this thread interned: a client calls the same
+    /// dependency call after call, and comparing with the last name is cheaper
+    /// than the shared table's lock and hash. Names are never evicted from the
+    /// table, so a name it admitted once stays admitted.
+    static LAST_DEPENDENCY: Cell<Option<Arc<str>>> = const { Cell::new(None) };
+    /// The same for operation names.
+    static LAST_OPERATION: Cell<Option<Arc<str>>> = const { Cell::new(None) };
+}
+
+/// `name` through `intern`, or the interned name this thread saw last if it is
+/// the same. Only names admitted as themselves are remembered (`_OTHER` for a
+/// name beyond the cap is looked up each time, as the table answers it).
+fn recently_interned(
+    last: &'static LocalKey<Cell<Option<Arc<str>>>>,
+    name: &str,
+    intern: fn(&str) -> Arc<str>,
+) -> Arc<str> {
+    last.with(|cell| {
+        let remembered = cell.take();
+        let interned = match remembered {
+            Some(known) if *known == *name => known,
+            _ => intern(name),
+        };
+        if *interned == *name {
+            cell.set(Some(Arc::clone(&interned)));
+        }
+        interned
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_seen_last_is_the_same_interned_name_and_others_are_looked_up() {
+        let first = Common::new("labels-test-a", Some("op-a"));
+        let again = Common::new("labels-test-a", Some("op-a"));
+        assert!(Arc::ptr_eq(&first.dependency, &again.dependency));
+        let other = Common::new("labels-test-b", None);
+        assert_eq!((other.dependency(), other.operation()), ("labels-test-b", None));
+        let back = Common::new("labels-test-a", Some("op-a"));
+        assert!(Arc::ptr_eq(&first.dependency, &back.dependency), "the table's own name");
+        assert_eq!(back.operation(), Some("op-a"));
+    }
+
+    #[test]
+    fn the_common_attributes_come_first_and_the_operation_only_when_named() {
+        let named = Common::new("db", Some("load"));
+        let seen = with_attrs!(&named, [KeyValue::new("x", 1)], |attrs: &[KeyValue]| attrs.to_vec());
+        assert_eq!(
+            seen,
+            [
+                KeyValue::new(names::DEPENDENCY, "db"),
+                KeyValue::new(names::OPERATION, "load"),
+                KeyValue::new("x", 1)
+            ]
+        );
+        let unnamed = Common::new("db", None);
+        let seen = with_attrs!(&unnamed, [], |attrs: &[KeyValue]| attrs.to_vec());
+        assert_eq!(seen, [KeyValue::new(names::DEPENDENCY, "db")]);
+    }
 
     #[test]
     fn statuses_in_range_are_their_code() {
@@ -151,13 +202,5 @@ mod tests {
         assert_eq!(attempt_value(9, 3), 3);
         assert_eq!(attempt_value(0, 3), 1);
         assert_eq!(attempt_value(2, 0), 1);
-    }
-
-    #[test]
-    fn attrs_never_overflow() {
-        let mut attrs = Attrs::<1>::new();
-        attrs.push(KeyValue::new("a", 1));
-        attrs.push(KeyValue::new("b", 2));
-        assert_eq!(attrs.as_slice(), &[KeyValue::new("a", 1)]);
     }
 }

@@ -15,14 +15,17 @@
 //!   [`register_throttle_gauge`]). Every attribute is bounded; the names are in
 //!   [`names`].
 //! - **Spans** through `tracing`, bridged to OpenTelemetry by
-//!   tracing-opentelemetry: one INTERNAL span per operation (named after the
-//!   operation, else `retry {dependency}`), a child of the span current when the
-//!   operation starts, and under it one CLIENT span per attempt that is entered
-//!   for every poll of the attempt, so code inside the attempt sees it as
-//!   [`tracing::Span::current()`]. [`MakeAttemptSpan`] lets integrations shape
-//!   attempt spans (HTTP names and attributes).
+//!   tracing-opentelemetry: one CLIENT span per attempt, a child of the span
+//!   current when the operation starts (the attempts of one operation are
+//!   siblings, as in the OpenTelemetry HTTP conventions' retry example, so a call
+//!   that succeeds at once costs one span), entered for every poll of the
+//!   attempt, so code inside the attempt sees it as [`tracing::Span::current()`].
+//!   [`MakeAttemptSpan`] lets integrations shape attempt spans (HTTP names and
+//!   attributes); [`OtelObserver::with_operation_spans`] adds an INTERNAL span
+//!   per operation above its attempts.
 //! - **Logs**: one `retryscope.backoff` event per retry (target `retryscope`,
-//!   level INFO), which is also the operation span's event for the wait.
+//!   level INFO), which is also an event of the failed attempt's span, and one
+//!   WARN `retryscope.gave_up` event per operation that gave up.
 //!
 //! The library depends on the OpenTelemetry *API* only. The `otlp` feature adds
 //! a setup helper that builds SDK providers exporting over OTLP; the

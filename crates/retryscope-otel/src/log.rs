@@ -3,25 +3,28 @@
 //!
 //! The events are `tracing` events with target `retryscope`, so they reach
 //! whatever the service logs with (a `fmt` layer, an OpenTelemetry log bridge)
-//! and, under tracing-opentelemetry, become span events of the operation span.
+//! and, under tracing-opentelemetry, become span events of the span they are
+//! about: the failed attempt's (the operation span's, with operation spans on),
+//! else the caller's.
 //! Every field is listed in docs/telemetry.md ("The retry log").
 
 use crate::labels::{Common, error_type_str};
 use crate::names;
-use opentelemetry::trace::{SpanContext, TraceContextExt};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceId};
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
 use retryscope::{ErrorType, Outcome, StopReason};
 use std::time::Duration;
 use tracing::Span;
+use tracing::field::DisplayValue;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The trace and span of the attempt a log line is about, when there is one
 /// (an OpenTelemetry layer records the spans), else of the caller's span.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Correlation {
-    context: Option<(opentelemetry::trace::TraceId, opentelemetry::trace::SpanId)>,
+    context: Option<(TraceId, SpanId)>,
 }
 
 impl Correlation {
@@ -40,12 +43,14 @@ impl Correlation {
         Self { context: context.is_valid().then(|| (context.trace_id(), context.span_id())) }
     }
 
-    fn trace_id(&self) -> Option<String> {
-        self.context.map(|(trace, _)| trace.to_string())
+    /// The trace id as a field value: formatted (W3C hex) by whichever layer
+    /// records it, with no `String` of ours per event.
+    fn trace_id(&self) -> Option<DisplayValue<TraceId>> {
+        self.context.map(|(trace, _)| tracing::field::display(trace))
     }
 
-    fn span_id(&self) -> Option<String> {
-        self.context.map(|(_, span)| span.to_string())
+    fn span_id(&self) -> Option<DisplayValue<SpanId>> {
+        self.context.map(|(_, span)| tracing::field::display(span))
     }
 }
 

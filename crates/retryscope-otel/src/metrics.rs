@@ -1,7 +1,7 @@
 //! The metric instruments of the telemetry contract (docs/telemetry.md), created
 //! once per meter.
 
-use crate::labels::Common;
+use crate::labels::{Common, with_attrs};
 use crate::names;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
@@ -78,13 +78,13 @@ impl RetryMetrics {
     }
 
     pub(crate) fn request_started(&self, common: &Common) {
-        self.inner.requests.add(1, common.attrs::<2>().as_slice());
+        with_attrs!(common, [], |attrs: &[KeyValue]| self.inner.requests.add(1, attrs));
     }
 
     pub(crate) fn retry_started(&self, common: &Common, reason: &'static str) {
-        let mut attrs = common.attrs::<3>();
-        attrs.push(KeyValue::new(names::RETRY_REASON, reason));
-        self.inner.retries.add(1, attrs.as_slice());
+        with_attrs!(common, [KeyValue::new(names::RETRY_REASON, reason)], |attrs: &[KeyValue]| {
+            self.inner.retries.add(1, attrs);
+        });
     }
 
     pub(crate) fn attempt_finished(
@@ -94,37 +94,39 @@ impl RetryMetrics {
         error: Option<&'static str>,
         duration: Duration,
     ) {
-        let mut attrs = common.attrs::<4>();
-        attrs.push(KeyValue::new(names::ATTEMPT, attempt));
-        if let Some(error) = error {
-            attrs.push(KeyValue::new(names::ERROR_TYPE, error));
+        let seconds = duration.as_secs_f64();
+        let record = |attrs: &[KeyValue]| self.inner.attempt_duration.record(seconds, attrs);
+        let attempt = KeyValue::new(names::ATTEMPT, attempt);
+        match error {
+            Some(error) => with_attrs!(common, [attempt, KeyValue::new(names::ERROR_TYPE, error)], record),
+            None => with_attrs!(common, [attempt], record),
         }
-        self.inner.attempt_duration.record(duration.as_secs_f64(), attrs.as_slice());
     }
 
     pub(crate) fn waited(&self, common: &Common, source: &'static str, delay: Duration) {
-        let mut attrs = common.attrs::<3>();
-        attrs.push(KeyValue::new(names::DELAY_SOURCE, source));
-        self.inner.backoff_delay.record(delay.as_secs_f64(), attrs.as_slice());
+        with_attrs!(common, [KeyValue::new(names::DELAY_SOURCE, source)], |attrs: &[KeyValue]| {
+            self.inner.backoff_delay.record(delay.as_secs_f64(), attrs);
+        });
     }
 
     pub(crate) fn held(&self, common: &Common, source: &'static str, wait: Duration) {
-        let mut attrs = common.attrs::<3>();
-        attrs.push(KeyValue::new(names::PACE_SOURCE, source));
-        self.inner.pace_held.record(wait.as_secs_f64(), attrs.as_slice());
+        with_attrs!(common, [KeyValue::new(names::PACE_SOURCE, source)], |attrs: &[KeyValue]| {
+            self.inner.pace_held.record(wait.as_secs_f64(), attrs);
+        });
     }
 
     pub(crate) fn finished(&self, common: &Common, outcome: &'static str, attempts: i64, duration: Duration) {
-        let mut attrs = common.attrs::<4>();
-        attrs.push(KeyValue::new(names::OUTCOME, outcome));
-        attrs.push(KeyValue::new(names::ATTEMPTS, attempts));
-        self.inner.request_duration.record(duration.as_secs_f64(), attrs.as_slice());
+        let outcome = KeyValue::new(names::OUTCOME, outcome);
+        let attempts = KeyValue::new(names::ATTEMPTS, attempts);
+        with_attrs!(common, [outcome, attempts], |attrs: &[KeyValue]| {
+            self.inner.request_duration.record(duration.as_secs_f64(), attrs);
+        });
     }
 
     pub(crate) fn throttled(&self, common: &Common, reason: &'static str) {
-        let mut attrs = common.attrs::<3>();
-        attrs.push(KeyValue::new(names::THROTTLE_REASON, reason));
-        self.inner.throttled.add(1, attrs.as_slice());
+        with_attrs!(common, [KeyValue::new(names::THROTTLE_REASON, reason)], |attrs: &[KeyValue]| {
+            self.inner.throttled.add(1, attrs);
+        });
     }
 }
 

@@ -84,13 +84,13 @@ pub const HTTP_ROUTE: &str = "http.route";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
 pub const ERROR_TYPE: &str = "error.type";
 
-/// The name of the per-operation span's event for each wait (also the message of
+/// The name of the failed attempt span's event for each wait (also the message of
 /// the per-retry log event).
 pub const BACKOFF_EVENT: &str = "retryscope.backoff";
-/// The name of the per-operation span's event when the pacer holds a call.
+/// The name of the span event (and log event) when the pacer holds a call.
 pub const HELD_EVENT: &str = "retryscope.held";
-/// The message of the WARN log event (and operation-span event) of an
-/// operation that gave up: its retries ran out or were refused.
+/// The message of the WARN log event (and event of the last attempt's span) of
+/// an operation that gave up: its retries ran out or were refused.
 pub const GAVE_UP_EVENT: &str = "retryscope.gave_up";
 
 /// `retryscope.stop_reason` on the give-up event: the last failure was permanent.

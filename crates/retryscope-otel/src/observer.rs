@@ -1,5 +1,11 @@
 //! The engine's observer: turns attempts, waits and outcomes into spans,
 //! metrics and the retry log (one event per retry, one per give-up).
+//!
+//! By default an operation costs its attempts' spans and nothing more: each
+//! attempt is a CLIENT span under the caller's span, as the OpenTelemetry HTTP
+//! conventions draw retries, so a call that succeeds at once makes one span.
+//! [`OtelObserver::with_operation_spans`] adds an INTERNAL span per operation
+//! above its attempts.
 
 use crate::labels::{Common, attempt_value, error_type_str};
 use crate::log::{self, Correlation, LastFailure};
@@ -19,6 +25,13 @@ use tracing::Span;
 ///
 /// It holds the [`RetryMetrics`] (an [`Arc`](std::sync::Arc) inside) and the
 /// attempt-span factory, so one instance, cloned freely, serves every call.
+///
+/// Each attempt is a CLIENT span, a child of the span current when the
+/// operation starts (siblings under the caller, as the OpenTelemetry HTTP
+/// conventions show retries); a call outside any span makes each attempt the
+/// root of its own trace, as those conventions do too. The retry log's events
+/// are events of the failed attempt's span. For one INTERNAL span per
+/// operation above its attempts, use [`with_operation_spans`](Self::with_operation_spans).
 ///
 /// ```
 /// use retryscope::{Policy, Retryable};
@@ -42,12 +55,14 @@ pub struct OtelObserver<S = DefaultAttemptSpan> {
     spans: S,
     /// Whether the retry log is written (it is unless turned off itself).
     log: bool,
+    /// Whether each operation gets an INTERNAL span above its attempts.
+    operation_spans: bool,
 }
 
 impl OtelObserver {
     /// An observer recording into `metrics`, with the default attempt spans.
     pub fn new(metrics: RetryMetrics) -> Self {
-        Self { metrics, spans: DefaultAttemptSpan, log: true }
+        Self { metrics, spans: DefaultAttemptSpan, log: true, operation_spans: false }
     }
 
     /// An observer whose instruments are created on `meter`.
@@ -70,7 +85,18 @@ impl<S> OtelObserver<S> {
     /// Replaces the attempt-span factory, keeping the metrics. See
     /// [`MakeAttemptSpan`] for what a span must declare.
     pub fn with_attempt_spans<S2: MakeAttemptSpan + Clone>(self, spans: S2) -> OtelObserver<S2> {
-        OtelObserver { metrics: self.metrics, spans, log: self.log }
+        OtelObserver { metrics: self.metrics, spans, log: self.log, operation_spans: self.operation_spans }
+    }
+
+    /// Opens an INTERNAL span per operation, a child of the caller's span,
+    /// with the attempts under it: the operation's name (else
+    /// `retry {dependency}`), its attempts and outcome, and the retry log's
+    /// events. Off by default: on a call that succeeds at once, that span
+    /// repeats the attempt span and costs as much again.
+    #[must_use]
+    pub fn with_operation_spans(mut self) -> Self {
+        self.operation_spans = true;
+        self
     }
 
     /// Turns the retry log off, keeping the spans and metrics (the log has
@@ -99,10 +125,13 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
     fn start(&self, info: &OperationInfo<'_>) -> OtelOperation<S> {
         let common = Common::new(info.dependency, info.operation);
         self.metrics.request_started(&common);
+        let parent =
+            if self.operation_spans { Parent::Operation(operation_span(info)) } else { Parent::caller() };
         OtelOperation {
             metrics: self.metrics.clone(),
             spans: self.spans.clone(),
-            span: operation_span(info),
+            parent,
+            failed: None,
             common,
             max_attempts: info.max_attempts,
             last_failure: LastFailure::default(),
@@ -111,12 +140,39 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
     }
 }
 
-/// One logical operation being observed: its span and labels.
+/// The span an operation's attempts hang under.
+#[derive(Debug)]
+enum Parent {
+    /// The span current when the operation started (`Span::none()` outside any).
+    Caller(Span),
+    /// The operation's own INTERNAL span ([`OtelObserver::with_operation_spans`]).
+    Operation(Span),
+}
+
+impl Parent {
+    fn caller() -> Self {
+        Self::Caller(Span::current())
+    }
+
+    fn span(&self) -> &Span {
+        match self {
+            Self::Caller(span) | Self::Operation(span) => span,
+        }
+    }
+}
+
+/// One logical operation being observed: the span its attempts hang under,
+/// and its labels.
 #[derive(Debug)]
 pub struct OtelOperation<S = DefaultAttemptSpan> {
     metrics: RetryMetrics,
     spans: S,
-    span: Span,
+    parent: Parent,
+    /// The span of the attempt that just failed, kept open until the retry
+    /// log has written what follows it (the engine reports the wait or the
+    /// stop right after the attempt ends), so that those events belong to it.
+    /// `None` with the log off or with operation spans.
+    failed: Option<Span>,
     common: Common,
     max_attempts: u32,
     last_failure: LastFailure,
@@ -124,9 +180,17 @@ pub struct OtelOperation<S = DefaultAttemptSpan> {
 }
 
 impl<S> OtelOperation<S> {
-    /// The operation's span.
-    pub fn span(&self) -> &Span {
-        &self.span
+    /// The span the attempts are children of: the operation's own span with
+    /// [`OtelObserver::with_operation_spans`], else the span that was current
+    /// when the operation started (possibly [`Span::none`]).
+    pub fn parent(&self) -> &Span {
+        self.parent.span()
+    }
+
+    /// Where an event of the retry log goes: the attempt that just failed, if
+    /// its span is still open, else the attempts' parent.
+    fn event_parent(&self) -> &Span {
+        self.failed.as_ref().unwrap_or_else(|| self.parent.span())
     }
 }
 
@@ -154,12 +218,15 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
     type Attempt = OtelAttempt;
 
     fn attempt_started(&mut self, attempt: &AttemptStart) -> OtelAttempt {
+        // The engine reports the wait (or the stop) before another attempt
+        // starts; should it ever not, the failed attempt's span ends here.
+        self.failed = None;
         if attempt.number > 1 {
             let reason = error_type_str(attempt.retry_of.unwrap_or(ErrorType::OTHER));
             self.metrics.retry_started(&self.common, reason);
         }
         let info = AttemptInfo {
-            parent: &self.span,
+            parent: self.parent.span(),
             dependency: self.common.dependency(),
             operation: self.common.operation(),
             attempt: attempt.number,
@@ -180,6 +247,11 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
             if self.log {
                 self.last_failure =
                     LastFailure { error: attempt.error, correlation: Correlation::of(&scope.span) };
+                if matches!(self.parent, Parent::Caller(_)) {
+                    // Closed once the wait or the stop is logged, a moment from now.
+                    self.failed = Some(scope.span);
+                    return;
+                }
             }
         }
         // Dropping the last handle closes the span: its end time is now.
@@ -189,24 +261,27 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
     fn waiting(&mut self, wait: &Wait) {
         let source = wait.source.as_str();
         self.metrics.waited(&self.common, source, wait.delay);
-        // One event serves as the span event on the operation span and as the
-        // structured log line of the retry.
+        // One event serves as the span event of the failed attempt (or of the
+        // operation span) and as the structured log line of the retry.
         if self.log {
-            log::retry(&self.span, &self.common, self.max_attempts, wait, &self.last_failure);
+            log::retry(self.event_parent(), &self.common, self.max_attempts, wait, &self.last_failure);
         }
+        // The failed attempt's span has said all it will: close it.
+        self.failed = None;
     }
 
     fn held(&mut self, held: &Held) {
         let source = held.source.as_str();
         self.metrics.held(&self.common, source, held.wait);
-        // Like the backoff event, one event serves as the operation span's
-        // event and as a line of the retry log, under the log's switch.
+        // Like the backoff event, one event serves as a span event and as a
+        // line of the retry log, under the log's switch. A retry's hold comes
+        // just before its wait, while the failed attempt's span is still open.
         if !self.log {
             return;
         }
         tracing::event!(
             target: names::TARGET,
-            parent: &self.span,
+            parent: self.event_parent(),
             tracing::Level::INFO,
             retryscope.dependency = self.common.dependency(),
             retryscope.attempt = i64::from(held.attempt),
@@ -224,13 +299,17 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         if let Some(reason) = throttle_reason(finish.reason) {
             self.metrics.throttled(&self.common, reason);
         }
-        self.span.record(names::ATTEMPTS, attempts);
-        self.span.record(names::OUTCOME, outcome);
-        if is_error(finish.outcome) {
-            self.span.record("otel.status_code", "ERROR");
+        if let Parent::Operation(span) = &self.parent {
+            span.record(names::ATTEMPTS, attempts);
+            span.record(names::OUTCOME, outcome);
+            if is_error(finish.outcome) {
+                span.record("otel.status_code", "ERROR");
+            }
         }
+        // Without an operation span, the outcome and the stop reason are the
+        // give-up event's: a success says nothing the attempt span does not.
         if self.log && log::gave_up(finish) {
-            log::give_up(&self.span, &self.common, self.max_attempts, finish, &self.last_failure);
+            log::give_up(self.event_parent(), &self.common, self.max_attempts, finish, &self.last_failure);
         }
     }
 }
@@ -246,7 +325,7 @@ fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
     }
 }
 
-/// Whether the operation span gets status Error. A cancelled operation did not
+/// Whether the operation span (with operation spans on) gets status Error. A cancelled operation did not
 /// fail: the caller lost interest.
 fn is_error(outcome: Outcome) -> bool {
     matches!(outcome, Outcome::Failure | Outcome::Exhausted | Outcome::Throttled)

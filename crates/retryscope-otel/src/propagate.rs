@@ -4,11 +4,20 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use opentelemetry::propagation::Injector;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+/// The headers of the propagators `init_otlp` installs (W3C TraceContext and
+/// Baggage), parsed once: `HeaderName::from_bytes` copies a name that is not
+/// one of HTTP's own into a fresh buffer, on every attempt.
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+static BAGGAGE: HeaderName = HeaderName::from_static("baggage");
+
 /// Injects the current `tracing` span's context — the attempt span, when called
 /// inside an attempt — into `headers` with the globally configured propagator
-/// (W3C `traceparent` with the `otlp` feature's `init_otlp`).
+/// (W3C `traceparent` with the `otlp` feature's `init_otlp`; B3 or any other
+/// propagator you install instead works the same way).
 /// Every attempt then carries its own span id, so a server's spans hang under
 /// the attempt that caused them. With no propagator installed, nothing is added.
+/// An empty `tracestate` is not sent: W3C Trace Context lets a client omit it.
 ///
 /// ```
 /// let mut headers = http::HeaderMap::new();
@@ -25,11 +34,55 @@ struct HeaderInjector<'a>(&'a mut HeaderMap);
 
 impl Injector for HeaderInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
-        // A propagator that produced an invalid header name or value has nothing
-        // useful to send: skip it rather than fail the request.
-        if let (Ok(name), Ok(value)) = (HeaderName::from_bytes(key.as_bytes()), HeaderValue::from_str(&value))
-        {
+        let name = match key {
+            "traceparent" => TRACEPARENT.clone(),
+            "tracestate" if value.is_empty() => return,
+            "tracestate" => TRACESTATE.clone(),
+            "baggage" => BAGGAGE.clone(),
+            // Another propagator's header (B3's `b3`, `x-b3-traceid`, …). One that
+            // produced an invalid name has nothing useful to send: skip it rather
+            // than fail the request.
+            other => match HeaderName::from_bytes(other.as_bytes()) {
+                Ok(name) => name,
+                Err(_) => return,
+            },
+        };
+        // `TryFrom<String>` keeps the propagator's buffer instead of copying it.
+        if let Ok(value) = HeaderValue::try_from(value) {
             self.0.insert(name, value);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_preparsed_names_are_the_ones_a_parser_makes() {
+        for (name, parsed) in
+            [(&TRACEPARENT, "traceparent"), (&TRACESTATE, "tracestate"), (&BAGGAGE, "baggage")]
+        {
+            assert_eq!(*name, HeaderName::from_bytes(parsed.as_bytes()).expect("a valid name"));
+        }
+    }
+
+    #[test]
+    fn an_empty_tracestate_is_not_sent_and_a_full_one_is() {
+        let mut headers = HeaderMap::new();
+        HeaderInjector(&mut headers).set("tracestate", String::new());
+        assert!(headers.is_empty());
+        HeaderInjector(&mut headers).set("tracestate", "vendor=1".to_owned());
+        assert_eq!(headers["tracestate"], "vendor=1");
+    }
+
+    #[test]
+    fn a_header_the_propagator_cannot_name_is_skipped() {
+        let mut headers = HeaderMap::new();
+        HeaderInjector(&mut headers).set("bad name", "x".to_owned());
+        HeaderInjector(&mut headers).set("x-b3-traceid", "bad\nvalue".to_owned());
+        assert!(headers.is_empty());
+        HeaderInjector(&mut headers).set("X-B3-TraceId", "80f198ee56343ba864fe8b2a57d3eff7".to_owned());
+        assert_eq!(headers["x-b3-traceid"], "80f198ee56343ba864fe8b2a57d3eff7");
     }
 }

@@ -1,4 +1,5 @@
-//! The `tracing` spans: one per logical operation, one per attempt under it.
+//! The `tracing` spans: one per attempt, under the caller's span or, when the
+//! observer keeps operation spans, under one span per logical operation.
 //!
 //! The crate only uses `tracing`; tracing-opentelemetry turns the spans into
 //! OpenTelemetry spans and reads the special fields `otel.name`, `otel.kind` and
@@ -15,9 +16,12 @@ use tracing::field::Empty;
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct AttemptInfo<'a> {
-    /// The operation's span: the attempt span must be created with
-    /// `parent: info.parent`, because the span current when an attempt starts is
-    /// the caller's, not the operation's.
+    /// The span the attempt hangs under: the span that was current when the
+    /// operation started (the caller's; [`Span::none`] outside any), or the
+    /// operation's own span with
+    /// [`OtelObserver::with_operation_spans`](crate::OtelObserver::with_operation_spans).
+    /// Create the attempt span with `parent: info.parent`: a retry starts after a
+    /// wait, where the current span need not be the caller's.
     pub parent: &'a Span,
     /// The dependency called (`retryscope.dependency`).
     pub dependency: &'a str,
@@ -46,7 +50,11 @@ impl AttemptInfo<'_> {
 /// - declare the fields `error.type` and `otel.status_code` (as
 ///   [`tracing::field::Empty`]), which the observer records when the attempt
 ///   fails: `tracing` ignores a field that was not declared;
-/// - set `otel.kind = "client"` for a call to another service.
+/// - set `otel.kind = "client"` for a call to another service;
+/// - carry `retryscope.attempt` ([`AttemptInfo::attempt_value`]) and, so that
+///   the attempts of one operation can be grouped without an operation span,
+///   `retryscope.dependency` and `retryscope.operation` (`info.dependency`,
+///   `info.operation`).
 ///
 /// Fields the integration learns later (a response status, say) should also be
 /// declared `Empty`; during the attempt the span is [`Span::current()`], so code
@@ -74,22 +82,32 @@ impl MakeAttemptSpan for DefaultAttemptSpan {
     }
 }
 
-/// A CLIENT span named `retryscope.attempt` with `retryscope.attempt`, and
-/// `error.type` plus status Error when the attempt fails.
+/// A CLIENT span with `retryscope.attempt`, `retryscope.dependency`,
+/// `retryscope.operation` (when named), and `error.type` plus status Error when
+/// the attempt fails.
+///
+/// Its OpenTelemetry name is the operation's name when one is given (it is
+/// low-cardinality by contract), else the dependency's (bounded likewise): the
+/// span stands for the call, and there is no operation span to carry the name.
+/// Its `tracing` name is `retryscope.attempt`.
 pub fn default_attempt_span(info: &AttemptInfo<'_>) -> Span {
     tracing::info_span!(
         target: names::TARGET,
         parent: info.parent,
         "retryscope.attempt",
+        otel.name = info.operation.unwrap_or(info.dependency),
         otel.kind = "client",
         retryscope.attempt = info.attempt_value(),
+        retryscope.dependency = info.dependency,
+        retryscope.operation = info.operation,
         "error.type" = Empty,
         otel.status_code = Empty,
     )
 }
 
 /// The INTERNAL span of one logical operation, a child of the span current when
-/// the operation starts.
+/// the operation starts (only with
+/// [`OtelObserver::with_operation_spans`](crate::OtelObserver::with_operation_spans)).
 ///
 /// Its OpenTelemetry name is the operation's name when one is given (it is
 /// low-cardinality by contract), else `retry {dependency}`. Attempts and outcome

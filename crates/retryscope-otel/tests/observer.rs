@@ -7,7 +7,7 @@ mod common;
 use common::Refuse;
 
 use common::{Telemetry, attrs, span_attr, to_attrs};
-use opentelemetry::trace::{SpanKind, Status};
+use opentelemetry::trace::{SpanId, SpanKind, Status};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use retryscope::observe::{AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver};
 use retryscope::{CircuitBreaker, ErrorType, Hint, Jitter, Outcome, Policy, Retryable, StopReason, Verdict};
@@ -73,24 +73,24 @@ async fn success_at_once() {
         .await;
     assert_eq!(result.unwrap(), 1);
 
+    // One span: the attempt, a CLIENT child of the caller's span, named after
+    // the operation. No operation span repeats it.
     let caller = t.span("caller");
-    let operation = t.span("load_user");
-    assert_eq!(operation.span_kind, SpanKind::Internal);
-    assert_eq!(operation.parent_span_id, caller.span_context.span_id(), "child of the caller's span");
-    assert_eq!(span_attr(&operation, names::DEPENDENCY).as_deref(), Some("db"));
-    assert_eq!(span_attr(&operation, names::OPERATION).as_deref(), Some("load_user"));
-    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("1"));
-    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("success"));
-    assert_eq!(operation.status, Status::Unset);
-    assert!(operation.events.is_empty(), "no waits");
-
-    let attempts = t.children(operation.span_context.span_id());
+    assert_eq!(t.finished_spans().len(), 2, "the caller's span and one attempt span");
+    let attempts = t.children(caller.span_context.span_id());
     assert_eq!(attempts.len(), 1);
-    assert_eq!(attempts[0].name, "retryscope.attempt");
-    assert_eq!(attempts[0].span_kind, SpanKind::Client);
-    assert_eq!(span_attr(&attempts[0], names::ATTEMPT).as_deref(), Some("1"));
-    assert_eq!(span_attr(&attempts[0], names::ERROR_TYPE), None);
-    assert_eq!(attempts[0].status, Status::Unset);
+    let attempt = &attempts[0];
+    assert_eq!(attempt.name, "load_user");
+    assert_eq!(attempt.span_kind, SpanKind::Client);
+    assert_eq!(attempt.span_context.trace_id(), caller.span_context.trace_id());
+    assert_eq!(span_attr(attempt, names::ATTEMPT).as_deref(), Some("1"));
+    assert_eq!(span_attr(attempt, names::DEPENDENCY).as_deref(), Some("db"));
+    assert_eq!(span_attr(attempt, names::OPERATION).as_deref(), Some("load_user"));
+    assert_eq!(span_attr(attempt, names::ERROR_TYPE), None);
+    assert_eq!(span_attr(attempt, names::OUTCOME), None, "a success says nothing more");
+    assert_eq!(attempt.status, Status::Unset);
+    assert!(attempt.events.is_empty(), "no waits");
+    assert!(caller.events.is_empty());
 
     let common = [(names::DEPENDENCY, "db"), (names::OPERATION, "load_user")];
     assert_eq!(t.counter(names::REQUESTS), [(attrs(&common), 1)].into());
@@ -107,17 +107,22 @@ async fn success_at_once() {
 async fn success_on_the_third_attempt() {
     let t = Telemetry::new();
     let calls = Cell::new(0);
-    let result =
-        op(&calls, 3).retry(policy(5)).classify(by_status).observe(t.observer.clone()).dependency("db").await;
+    let result = op(&calls, 3)
+        .retry(policy(5))
+        .classify(by_status)
+        .observe(t.observer.clone())
+        .dependency("db")
+        .into_future()
+        .instrument(tracing::info_span!("caller"))
+        .await;
     assert_eq!(result.unwrap(), 3);
 
-    // Without an operation name the span is named after the dependency.
-    let operation = t.span("retry db");
-    assert_eq!(span_attr(&operation, names::OPERATION), None);
-    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("3"));
-    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("success"));
-
-    let attempts = t.children(operation.span_context.span_id());
+    // Three sibling attempt spans under the caller, and no other span. Without
+    // an operation name, they are named after the dependency.
+    let caller = t.span("caller");
+    assert_eq!(t.finished_spans().len(), 4, "the caller's span and three attempts");
+    let attempts = t.children(caller.span_context.span_id());
+    assert!(attempts.iter().all(|s| s.name == "db" && span_attr(s, names::OPERATION).is_none()));
     let summary: Vec<_> = attempts
         .iter()
         .map(|s| {
@@ -134,11 +139,19 @@ async fn success_on_the_third_attempt() {
         summary,
         [failed("1"), failed("2"), (SpanKind::Client, Some("3".to_owned()), None, Status::Unset)]
     );
-    assert!(attempts.iter().all(|s| s.span_context.trace_id() == operation.span_context.trace_id()));
+    assert!(attempts.iter().all(|s| s.span_context.trace_id() == caller.span_context.trace_id()));
 
-    // One backoff event per wait, on the operation span.
-    let events: Vec<_> =
-        operation.events.iter().map(|e| (e.name.to_string(), to_attrs(&e.attributes))).collect();
+    // One backoff event per wait, on the attempt that failed, whose own ids it
+    // carries; the attempt that succeeded has none.
+    let events: Vec<_> = attempts
+        .iter()
+        .flat_map(|attempt| {
+            let ids =
+                (attempt.span_context.trace_id().to_string(), attempt.span_context.span_id().to_string());
+            attempt.events.iter().map(move |e| (e.name.to_string(), to_attrs(&e.attributes), ids.clone()))
+        })
+        .collect();
+    assert_eq!(attempts[2].events.len(), 0);
     let event = |attempt: &str, delay: &str| {
         (
             names::BACKOFF_EVENT.to_owned(),
@@ -155,12 +168,11 @@ async fn success_on_the_third_attempt() {
     };
     let events: Vec<_> = events
         .into_iter()
-        .map(|(name, mut a)| {
+        .map(|(name, mut a, (trace, span))| {
             // The bridge adds the event's source location and level; they are not ours.
             a.retain(|k, _| !k.starts_with("code.") && k != "level" && k != "target");
-            // The failed attempt's ids vary per run: present, 32 and 16 hex digits.
-            let ids = (a.remove("trace_id"), a.remove("span_id"));
-            assert!(matches!(&ids, (Some(t), Some(s)) if t.len() == 32 && s.len() == 16), "{ids:?}");
+            // The event names the attempt it is an event of.
+            assert_eq!((a.remove("trace_id"), a.remove("span_id")), (Some(trace), Some(span)));
             (name, a)
         })
         .collect();
@@ -200,13 +212,26 @@ async fn exhausted() {
         .unwrap_err();
     assert_eq!(err.reason(), StopReason::AttemptsExhausted);
 
-    let operation = t.span("retry db");
-    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("exhausted"));
-    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("3"));
-    assert_eq!(operation.status, Status::error(""));
-    let attempts = t.children(operation.span_context.span_id());
+    // Called outside any span: each attempt is the root of its own trace, as
+    // in the HTTP conventions' example with no trace started upfront.
+    let attempts = t.finished_spans();
     assert_eq!(attempts.len(), 3);
-    assert!(attempts.iter().all(|s| s.status == Status::error("")));
+    assert!(attempts.iter().all(|s| s.status == Status::error("") && s.parent_span_id == SpanId::INVALID));
+    assert_eq!(
+        attempts.iter().map(|s| s.span_context.trace_id()).collect::<std::collections::HashSet<_>>().len(),
+        3
+    );
+    // The outcome is the give-up event's, on the last attempt.
+    let events = |s: &opentelemetry_sdk::trace::SpanData| -> Vec<String> {
+        s.events.iter().map(|e| e.name.to_string()).collect()
+    };
+    assert_eq!(events(&attempts[0]), [names::BACKOFF_EVENT]);
+    assert_eq!(events(&attempts[1]), [names::BACKOFF_EVENT]);
+    assert_eq!(events(&attempts[2]), [names::GAVE_UP_EVENT]);
+    let gave_up = to_attrs(&attempts[2].events[0].attributes);
+    assert_eq!(gave_up[names::OUTCOME], "exhausted");
+    assert_eq!(gave_up["retryscope.stop_reason"], "attempts_exhausted");
+    assert_eq!(gave_up[names::ATTEMPTS], "3");
 
     let db = (names::DEPENDENCY, "db");
     assert_eq!(t.counter(names::RETRIES), [(attrs(&[db, (names::RETRY_REASON, "503")]), 2)].into());
@@ -227,12 +252,12 @@ async fn permanent_error() {
         .unwrap_err();
     assert_eq!(err.reason(), StopReason::Permanent);
 
-    let operation = t.span("retry api");
-    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("failure"));
-    assert_eq!(operation.status, Status::error(""));
-    let attempt = &t.children(operation.span_context.span_id())[0];
-    assert_eq!(span_attr(attempt, names::ERROR_TYPE).as_deref(), Some("404"));
+    // The one attempt says it all: a first attempt's permanent failure is the
+    // caller's answer, not a give-up, and has no event.
+    let attempt = t.span("api");
+    assert_eq!(span_attr(&attempt, names::ERROR_TYPE).as_deref(), Some("404"));
     assert_eq!(attempt.status, Status::error(""));
+    assert!(attempt.events.is_empty());
 
     let api = (names::DEPENDENCY, "api");
     assert!(t.counter(names::RETRIES).is_empty());
@@ -265,8 +290,12 @@ async fn throttled_by_the_budget() {
         .unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::BudgetExhausted, 1));
 
-    let operation = t.span("retry db");
-    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("throttled"));
+    let attempt = t.span("db");
+    let gave_up = to_attrs(&attempt.events[0].attributes);
+    assert_eq!(
+        (gave_up[names::OUTCOME].as_str(), gave_up["retryscope.stop_reason"].as_str()),
+        ("throttled", "budget_exhausted")
+    );
     let db = (names::DEPENDENCY, "db");
     assert_eq!(t.counter(names::THROTTLED), [(attrs(&[db, (names::THROTTLE_REASON, "budget")]), 1)].into());
     assert!(t.counter(names::RETRIES).is_empty(), "the refused retry never started");
@@ -296,14 +325,20 @@ async fn refused_by_an_open_breaker() {
         .breaker(&breaker)
         .observe(t.observer.clone())
         .dependency("db")
+        .into_future()
+        .instrument(tracing::info_span!("caller"))
         .await
         .unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 0));
 
-    let operation = t.span("retry db");
-    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("throttled"));
-    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("0"));
-    assert!(t.children(operation.span_context.span_id()).is_empty(), "no attempt ran");
+    // No attempt ran: the give-up event is the caller's span's.
+    let caller = t.span("caller");
+    assert_eq!(t.finished_spans().len(), 1, "no attempt span");
+    assert_eq!(caller.events.len(), 1);
+    let gave_up = to_attrs(&caller.events[0].attributes);
+    assert_eq!(caller.events[0].name, names::GAVE_UP_EVENT);
+    assert_eq!(gave_up[names::OUTCOME], "throttled");
+    assert_eq!(gave_up[names::ATTEMPTS], "0");
     let db = (names::DEPENDENCY, "db");
     assert_eq!(t.counter(names::REQUESTS), [(attrs(&[db]), 1)].into());
     assert_eq!(
@@ -337,8 +372,9 @@ async fn a_retry_after_wait_reports_its_source() {
     // Retry-After is a floor with up to a fifth of it on top: 1.5 s to 1.8 s.
     let (count, seconds) = delays[&attrs(&[db, (names::DELAY_SOURCE, "retry_after")])];
     assert!(count == 1 && (1.5..=1.8).contains(&seconds), "{delays:?}");
-    let operation = t.span("retry db");
-    let event = to_attrs(&operation.events[0].attributes);
+    let failed = &t.finished_spans()[0];
+    assert_eq!(span_attr(failed, names::ATTEMPT).as_deref(), Some("1"));
+    let event = to_attrs(&failed.events[0].attributes);
     assert_eq!(event[names::DELAY_SOURCE], "retry_after");
     let delay_ms: u64 = event["delay_ms"].parse().expect("whole milliseconds");
     assert_eq!(delay_ms, (seconds * 1e3) as u64);
@@ -417,11 +453,11 @@ async fn a_dropped_operation_is_cancelled() {
     .dependency("db");
     assert!(tokio::time::timeout(ms(50), slow).await.is_err());
 
-    let operation = t.span("retry db");
-    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("cancelled"));
-    assert_eq!(operation.status, Status::Unset, "the caller gave up; the operation did not fail");
-    let attempt = &t.children(operation.span_context.span_id())[0];
-    assert_eq!(span_attr(attempt, names::ERROR_TYPE).as_deref(), Some("cancelled"));
+    let attempt = t.span("db");
+    assert_eq!(span_attr(&attempt, names::ERROR_TYPE).as_deref(), Some("cancelled"));
+    assert!(attempt.events.is_empty(), "the caller gave up; the operation did not");
+    let request = attrs(&[(names::DEPENDENCY, "db"), (names::OUTCOME, "cancelled"), (names::ATTEMPTS, "1")]);
+    assert_eq!(t.histogram(names::REQUEST_DURATION)[&request].0, 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -436,10 +472,8 @@ async fn code_inside_an_attempt_runs_in_the_attempt_span() {
     .retry_any_error()
     .observe(t.observer.clone())
     .await;
-    let operation = t.span("retry unknown");
-    let attempt = &t.children(operation.span_context.span_id())[0];
     assert_eq!(seen.get(), Some("retryscope.attempt"), "the attempt span is current inside the attempt");
-    assert_eq!(attempt.name, "retryscope.attempt");
+    assert_eq!(t.span("unknown").span_kind, SpanKind::Client);
 }
 
 #[tokio::test(start_paused = true)]
@@ -469,10 +503,11 @@ async fn integrations_can_shape_attempt_spans() {
     .classify(by_status_unit)
     .observe(observer)
     .dependency("api.example.com")
+    .into_future()
+    .instrument(tracing::info_span!("caller"))
     .await;
 
-    let operation = t.span("retry api.example.com");
-    let attempts = t.children(operation.span_context.span_id());
+    let attempts = t.children(t.span("caller").span_context.span_id());
     let summary: Vec<_> = attempts
         .iter()
         .map(|s| {
@@ -529,4 +564,89 @@ fn gauges_report_breaker_state_and_budget() {
         .expect("budget gauge");
     assert_eq!(unit, "{retry}");
     assert_eq!(points, [(attrs(&[(names::DEPENDENCY, "db")]), 0.0)]);
+}
+
+/// With operation spans, every call keeps today's tree: an INTERNAL span named
+/// after the operation under the caller's span, the attempts under it, and the
+/// retry log's events on it.
+#[tokio::test(start_paused = true)]
+async fn operation_spans_put_one_internal_span_above_the_attempts() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let result = op(&calls, 2)
+        .retry(policy(3))
+        .classify(by_status)
+        .observe(t.observer.clone().with_operation_spans())
+        .dependency("db")
+        .operation("load_user")
+        .into_future()
+        .instrument(tracing::info_span!("caller"))
+        .await;
+    assert_eq!(result.unwrap(), 2);
+
+    let caller = t.span("caller");
+    let operation = t
+        .finished_spans()
+        .into_iter()
+        .find(|s| s.span_kind == SpanKind::Internal && s.name == "load_user")
+        .expect("an operation span");
+    assert_eq!(operation.parent_span_id, caller.span_context.span_id(), "child of the caller's span");
+    assert_eq!(span_attr(&operation, names::DEPENDENCY).as_deref(), Some("db"));
+    assert_eq!(span_attr(&operation, names::OPERATION).as_deref(), Some("load_user"));
+    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("2"));
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("success"));
+    assert_eq!(operation.status, Status::Unset);
+    let events: Vec<_> = operation.events.iter().map(|e| e.name.to_string()).collect();
+    assert_eq!(events, [names::BACKOFF_EVENT]);
+
+    let attempts = t.children(operation.span_context.span_id());
+    let summary: Vec<_> = attempts
+        .iter()
+        .map(|s| (s.span_kind.clone(), span_attr(s, names::ATTEMPT), s.events.len()))
+        .collect();
+    assert_eq!(summary, [(SpanKind::Client, Some("1".into()), 0), (SpanKind::Client, Some("2".into()), 0)]);
+    assert!(t.children(caller.span_context.span_id()).iter().all(|s| s.span_kind == SpanKind::Internal));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operation_span_records_how_the_operation_ended() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let err = op(&calls, u32::MAX)
+        .retry(policy(3))
+        .classify(by_status)
+        .observe(t.observer.clone().with_operation_spans())
+        .dependency("db")
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), StopReason::AttemptsExhausted);
+
+    // Without an operation name, `retry {dependency}`.
+    let operation = t.span("retry db");
+    assert_eq!(operation.span_kind, SpanKind::Internal);
+    assert_eq!(span_attr(&operation, names::OUTCOME).as_deref(), Some("exhausted"));
+    assert_eq!(span_attr(&operation, names::ATTEMPTS).as_deref(), Some("3"));
+    assert_eq!(operation.status, Status::error(""));
+    let events: Vec<_> = operation.events.iter().map(|e| e.name.to_string()).collect();
+    assert_eq!(events, [names::BACKOFF_EVENT, names::BACKOFF_EVENT, names::GAVE_UP_EVENT]);
+    let attempts = t.children(operation.span_context.span_id());
+    assert_eq!(attempts.len(), 3);
+    assert!(attempts.iter().all(|s| s.status == Status::error("") && s.events.is_empty()));
+    assert!(attempts.iter().all(|s| s.span_context.trace_id() == operation.span_context.trace_id()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_the_retry_log_off_a_failed_attempt_has_no_events() {
+    let t = Telemetry::new();
+    let calls = Cell::new(0);
+    let _ = op(&calls, 2)
+        .retry(policy(3))
+        .classify(by_status)
+        .observe(t.observer.clone().no_retry_log())
+        .dependency("db")
+        .await;
+    let spans = t.finished_spans();
+    assert_eq!(spans.len(), 2);
+    assert!(spans.iter().all(|s| s.events.is_empty()));
+    assert_eq!(span_attr(&spans[0], names::ERROR_TYPE).as_deref(), Some("503"));
 }

@@ -52,18 +52,23 @@ fn run(protocol: Protocol) {
     let tracer = telemetry.tracer_provider().tracer_with_scope(scope());
     let subscriber = tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
     let observer = OtelObserver::from_meter(&telemetry.meter_provider().meter_with_scope(scope()));
-    tracing::subscriber::with_default(subscriber, || succeed_on_the_third_attempt(&observer));
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::info_span!("checkout").in_scope(|| succeed_on_the_third_attempt(&observer));
+    });
 
     telemetry.shutdown().expect("the collector is up: everything is flushed");
     let output = collector
         .wait_for(&[
             // rotel's detailed debug log, one line per field.
-            "Name           : retryscope.attempt",
+            // The attempts, named after the operation, under the caller's span.
+            "Name           : reserve",
             "Kind           : SPAN_KIND_CLIENT",
             "-> retryscope.attempt: Int(3)",
+            "-> retryscope.dependency: Str(inventory)",
+            "-> retryscope.operation: Str(reserve)",
             "-> error.type: Str(503)",
-            "Name           : reserve",
-            "-> retryscope.outcome: Str(success)",
+            "Name           : checkout",
+            // The failed attempts' events.
             "-> Name: retryscope.backoff",
             "-> Name: retryscope.retries",
             "-> retryscope.retry.reason: Str(503)",
@@ -75,7 +80,7 @@ fn run(protocol: Protocol) {
     save_fixture(tag, &output);
 }
 
-/// Two 503s, then success: three attempt spans, two retries.
+/// Two 503s, then success: three attempt spans (no operation span), two retries.
 fn succeed_on_the_third_attempt(observer: &OtelObserver) {
     let policy = Policy::builder()
         .max_attempts(3)

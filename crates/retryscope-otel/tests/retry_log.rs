@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
@@ -251,7 +252,8 @@ async fn the_log_alone_stays_on_without_spans_or_metrics_and_names_the_callers_t
 }
 
 /// A call the pacer holds: an INFO line that says why and how long, an event
-/// of the operation span; a call it refuses gives up as `rate_limited`.
+/// of the caller's span (no attempt has run yet); a call it refuses gives up as
+/// `rate_limited`.
 #[tokio::test(start_paused = true)]
 async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
     use retryscope::pace::{PaceSignal, Quota};
@@ -263,6 +265,8 @@ async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
         .pacer(&pacer)
         .observe(OtelObserver::global())
         .dependency("quota")
+        .into_future()
+        .instrument(tracing::info_span!("caller"))
         .await;
     assert!(ok.is_ok());
     let held = service.log.events(names::HELD_EVENT);
@@ -273,14 +277,14 @@ async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
     assert_eq!(held[0].get("retryscope.pace.source"), Some("rate_limit"));
     let held_ms: u64 = held[0].get("retryscope.pace.held_ms").and_then(|v| v.parse().ok()).expect("held_ms");
     assert!((2_000..=2_400).contains(&held_ms), "{held_ms}");
-    let operation = service
+    let caller = service
         .spans
         .get_finished_spans()
         .unwrap_or_default()
         .into_iter()
-        .find(|s| s.span_kind == opentelemetry::trace::SpanKind::Internal)
-        .expect("the operation span");
-    assert!(operation.events.iter().any(|e| e.name == names::HELD_EVENT), "{:?}", operation.events);
+        .find(|s| s.name == "caller")
+        .expect("the caller's span");
+    assert!(caller.events.iter().any(|e| e.name == names::HELD_EVENT), "{:?}", caller.events);
 
     pacer.learn(&PaceSignal::none().with_quota(Quota::new(0, Duration::from_secs(60))));
     let short = Policy::builder().max_attempts(2).deadline(Duration::from_secs(1)).build().expect("policy");

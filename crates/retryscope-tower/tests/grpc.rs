@@ -36,7 +36,7 @@ fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService
     client_with(server, layer(server, telemetry, GrpcRetry::new(policy())))
 }
 
-/// The attempt spans (CLIENT spans under the operation span), in start order.
+/// The attempt spans (CLIENT spans under the caller's span), in start order.
 fn attempt_spans(telemetry: &Telemetry) -> Vec<SpanData> {
     let mut spans: Vec<SpanData> = telemetry
         .spans()

@@ -37,8 +37,14 @@ fn main() {
         .unwrap_or_else(|missing| panic!("{missing}"));
     let previous: Vec<Option<&str>> = calls.iter().map(|c| c.previous_attempts.as_deref()).collect();
     assert_eq!(previous, [None, Some("1"), Some("2")]);
-    let spans: Vec<&str> =
-        printed.split("Span #").skip(1).filter(|b| b.contains("Kind           : SPAN_KIND_CLIENT")).collect();
+    // Each span's block ends where the next span or the next resource's output
+    // (the metrics that follow the last span) begins.
+    let spans: Vec<&str> = printed
+        .split("Span #")
+        .skip(1)
+        .map(|block| block.split("\nResource").next().unwrap_or(block))
+        .filter(|b| b.contains("Kind           : SPAN_KIND_CLIENT"))
+        .collect();
     for (attempt, call) in (1..).zip(&calls) {
         let traceparent =
             call.traceparent.as_deref().unwrap_or_else(|| panic!("attempt {attempt}: no traceparent"));
