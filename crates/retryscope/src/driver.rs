@@ -176,6 +176,22 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
     }
 
+    /// Whether the next attempt is a quiet first attempt with no pacer to ask:
+    /// the front ends' fast path, which starts it with
+    /// [`start_quietly`](Self::start_quietly).
+    #[inline]
+    pub(crate) fn quiet_first(&self) -> bool {
+        self.quiet && self.started.is_none() && self.setup.pacer.is_none()
+    }
+
+    /// Starts the quiet first attempt at `now` (see
+    /// [`quiet_first`](Self::quiet_first)); returns its time limit, if any.
+    #[inline]
+    pub(crate) fn start_quietly(&mut self, now: Instant) -> Option<Duration> {
+        self.count_request(now);
+        self.attempt_limit(self.setup.policy.deadline())
+    }
+
     /// Whether the front end must ask [`pace`](Self::pace) before each
     /// attempt: a branch on the path of every call, the pacing itself off it.
     #[inline]

@@ -143,64 +143,130 @@ where
 {
     type Output = Result<T, RetryError<E>>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // The fast path: a quiet first attempt (a silent observer, no breaker,
+        // no pacer) that is ready at once costs its poll, its classification
+        // and the budget's count, in a small function; anything else goes on
+        // in `drive`, the whole state machine, out of line.
+        let this = self.as_mut().project();
+        if !(this.driver.quiet_first() && matches!(*this.state, State::Idle)) {
+            return self.drive(cx, None);
+        }
+        let mut state = this.state;
+        let now = this.driver.now();
+        let limit = this.driver.start_quietly(now);
+        // Outside any scope: a quiet attempt has none (see `Driver::in_scope`).
+        state.set(State::Attempt { fut: (this.op)(), quiet: Some(now), limit_at: None });
+        let StateProj::Attempt { fut, quiet, .. } = state.as_mut().project() else {
+            unreachable!("the attempt was just started")
+        };
+        let step = match fut.poll(cx) {
+            Poll::Ready(result) => settle(this.driver, this.classifier, this.notify, result, quiet.take()),
+            Poll::Pending => {
+                // Not ready at once: only now is its time limit armed.
+                let Some(limit) = limit else { return Poll::Pending };
+                let mut timer = this.timer;
+                timer.set(Some(this.sleeper.sleep_until(now + limit)));
+                if !timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                    return Poll::Pending;
+                }
+                timer.set(None);
+                settle_timeout(this.driver, this.classifier, quiet.take())
+            }
+        };
+        match step {
+            Step::Finished(output) => {
+                state.set(State::Done);
+                Poll::Ready(output)
+            }
+            step => self.drive(cx, Some(step)),
+        }
+    }
+}
+
+impl<Op, Fut, T, E, C, O, N, S> RetryFuture<'_, Op, Fut, C, O, N, S>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+    S: Sleeper,
+{
+    /// The state machine: runs from the current state, or first acts on
+    /// `step`, what the attempt that just ended calls for.
+    #[inline(never)]
+    fn drive(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut first: Option<Step<T, E>>,
+    ) -> Poll<Result<T, RetryError<E>>> {
         let mut this = self.project();
         loop {
-            let step = match this.state.as_mut().project() {
-                StateProj::Idle => {
-                    let now = this.driver.now();
-                    let held = if this.driver.paced() { this.driver.pace(now) } else { Ok(None) };
-                    let started = match held {
-                        Ok(None) => this.driver.start_attempt(now),
-                        Ok(Some(wait)) => {
-                            this.timer.set(Some(this.sleeper.sleep(wait)));
-                            this.state.set(State::Waiting);
-                            continue;
-                        }
-                        Err(reason) => Err(reason),
-                    };
-                    let Started { limit, quiet } = match started {
-                        Ok(started) => started,
-                        Err(reason) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(final_result(this.driver, reason, this.last.take()));
-                        }
-                    };
-                    // The limit counts from the same instant the deadline was
-                    // checked at, whatever the operation does first.
-                    let limit_at = limit.map(|l| now + l);
-                    let fut = this.driver.in_scope(&mut *this.op);
-                    this.state.set(State::Attempt { fut, quiet, limit_at });
-                    continue;
-                }
-                StateProj::Attempt { fut, quiet, limit_at } => {
-                    let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        settle(this.driver, this.classifier, this.notify, result, quiet.take())
-                    } else {
-                        if let Some(at) = limit_at.take() {
-                            this.timer.set(Some(this.sleeper.sleep_until(at)));
-                        }
-                        if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                            settle_timeout(this.driver, this.classifier, quiet.take())
+            let step = if let Some(step) = first.take() {
+                step
+            } else {
+                match this.state.as_mut().project() {
+                    StateProj::Idle => {
+                        let now = this.driver.now();
+                        let held = if this.driver.paced() { this.driver.pace(now) } else { Ok(None) };
+                        let started = match held {
+                            Ok(None) => this.driver.start_attempt(now),
+                            Ok(Some(wait)) => {
+                                this.timer.set(Some(this.sleeper.sleep(wait)));
+                                this.state.set(State::Waiting);
+                                continue;
+                            }
+                            Err(reason) => Err(reason),
+                        };
+                        let Started { limit, quiet } = match started {
+                            Ok(started) => started,
+                            Err(reason) => {
+                                this.state.set(State::Done);
+                                return Poll::Ready(final_result(this.driver, reason, this.last.take()));
+                            }
+                        };
+                        // The limit counts from the same instant the deadline was
+                        // checked at, whatever the operation does first.
+                        let limit_at = limit.map(|l| now + l);
+                        // Built outside the attempt's scope: the contract is that the
+                        // attempt's code sees its scope while it is *polled*, and
+                        // entering a span costs (~2 k instructions with the OTel
+                        // observer) for what an `async` body would not run yet anyway.
+                        let fut = (this.op)();
+                        this.state.set(State::Attempt { fut, quiet, limit_at });
+                        continue;
+                    }
+                    StateProj::Attempt { fut, quiet, limit_at } => {
+                        let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
+                            settle(this.driver, this.classifier, this.notify, result, quiet.take())
                         } else {
-                            return Poll::Pending;
+                            if let Some(at) = limit_at.take() {
+                                this.timer.set(Some(this.sleeper.sleep_until(at)));
+                            }
+                            if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                                settle_timeout(this.driver, this.classifier, quiet.take())
+                            } else {
+                                return Poll::Pending;
+                            }
+                        };
+                        // The attempt is over: so is its time limit.
+                        if this.timer.is_some() {
+                            this.timer.set(None);
                         }
-                    };
-                    // The attempt is over: so is its time limit.
-                    if this.timer.is_some() {
-                        this.timer.set(None);
+                        step
                     }
-                    step
-                }
-                StateProj::Waiting => {
-                    if let Some(sleep) = this.timer.as_mut().as_pin_mut() {
-                        ready!(sleep.poll(cx));
-                        this.timer.set(None);
+                    StateProj::Waiting => {
+                        if let Some(sleep) = this.timer.as_mut().as_pin_mut() {
+                            ready!(sleep.poll(cx));
+                            this.timer.set(None);
+                        }
+                        this.state.set(State::Idle);
+                        continue;
                     }
-                    this.state.set(State::Idle);
-                    continue;
+                    StateProj::Done => panic!("RetryFuture polled after completion"),
                 }
-                StateProj::Done => panic!("RetryFuture polled after completion"),
             };
             match step {
                 Step::Finished(output) => {
