@@ -176,19 +176,12 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
     }
 
-    /// Whether the next attempt is a quiet first attempt with no pacer to ask:
-    /// the front ends' fast path, which starts it with
-    /// [`start_quietly`](Self::start_quietly).
-    #[inline]
-    pub(crate) fn quiet_first(&self) -> bool {
-        self.quiet && self.started.is_none() && self.setup.pacer.is_none()
-    }
-
-    /// Starts the quiet first attempt at `now` (see
-    /// [`quiet_first`](Self::quiet_first)); returns its time limit, if any.
-    #[inline]
-    pub(crate) fn start_quietly(&mut self, now: Instant) -> Option<Duration> {
-        self.count_request(now);
+    /// The quiet first attempt started at `started` without this driver (the
+    /// async front end's fast path, which counted the request): take over
+    /// from there, as [`start_attempt`](Self::start_attempt) would have left
+    /// it. Returns the attempt's time limit, if any.
+    pub(crate) fn resume_quiet(&mut self, started: Instant) -> Option<Duration> {
+        self.started = Some(started);
         self.attempt_limit(self.setup.policy.deadline())
     }
 
@@ -524,7 +517,7 @@ impl<O: Observer> Drop for Driver<'_, O> {
 
 /// The instant that stands for "now" when nothing needs the time.
 #[inline]
-fn untimed_instant() -> Instant {
+pub(crate) fn untimed_instant() -> Instant {
     static UNTIMED: OnceLock<Instant> = OnceLock::new();
     *UNTIMED.get_or_init(Instant::now)
 }

@@ -223,13 +223,32 @@ pub(crate) fn settle<T, E, O: Observer>(
     result: Result<T, E>,
     quiet: Option<Instant>,
 ) -> Step<T, E> {
-    // Each result is classified once: a classifier may count what it sees.
-    let verdict = match (classifier.classify(&result), &result) {
+    let verdict = verdict_of(classifier, &result);
+    settle_verdict(driver, classifier, notify, result, verdict, quiet)
+}
+
+/// What `classifier` makes of an attempt's `result`. Each result is
+/// classified once: a classifier may count what it sees.
+#[inline]
+pub(crate) fn verdict_of<T, E>(classifier: &mut impl Classify<T, E>, result: &Result<T, E>) -> Verdict {
+    match (classifier.classify(result), result) {
         // An `Err` is never a success: the caller gets an error, and the
         // telemetry, the breaker and the budget must say the same.
         (Verdict::Success, Err(_)) => Verdict::permanent(ErrorType::OTHER),
         (verdict, _) => verdict,
-    };
+    }
+}
+
+/// [`settle`] once the result is classified as `verdict` (by [`verdict_of`]).
+#[inline]
+pub(crate) fn settle_verdict<T, E, O: Observer>(
+    driver: &mut Driver<'_, O>,
+    classifier: &mut impl Classify<T, E>,
+    notify: &mut impl Notify<E>,
+    result: Result<T, E>,
+    verdict: Verdict,
+    quiet: Option<Instant>,
+) -> Step<T, E> {
     if let Some(started) = quiet {
         if verdict == Verdict::Success {
             driver.quiet_success();
