@@ -22,7 +22,7 @@ use crate::outcome::{Outcome, StopReason};
 use crate::pace::{Admission, Held, Pacer};
 use crate::policy::Policy;
 use crate::random::JitterRng;
-use crate::shared::Shared;
+use crate::shared::{MaybeShared, Shared};
 use crate::throttle::Throttle;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use crate::wait::{Curve, next_wait};
@@ -57,10 +57,10 @@ pub(crate) struct Started {
 pub(crate) struct Setup<'a> {
     pub(crate) policy: Policy,
     pub(crate) dependency: Shared<'a, str>,
-    pub(crate) operation: Option<Shared<'a, str>>,
-    pub(crate) throttle: Option<Shared<'a, dyn Throttle + 'a>>,
-    pub(crate) breaker: Option<Shared<'a, CircuitBreaker>>,
-    pub(crate) pacer: Option<Shared<'a, Pacer>>,
+    pub(crate) operation: MaybeShared<'a, str>,
+    pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
+    pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
+    pub(crate) pacer: MaybeShared<'a, Pacer>,
     pub(crate) seed: Option<u64>,
 }
 
@@ -69,10 +69,10 @@ impl<'a> Setup<'a> {
         Self {
             policy,
             dependency: Shared::Borrowed("unknown"),
-            operation: None,
-            throttle: None,
-            breaker: None,
-            pacer: None,
+            operation: MaybeShared::None,
+            throttle: MaybeShared::None,
+            breaker: MaybeShared::None,
+            pacer: MaybeShared::None,
             seed: None,
         }
     }
@@ -257,7 +257,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// the first attempt starts quietly or booked.
     #[inline]
     fn count_request(&mut self, now: Instant) {
-        if let Some(throttle) = &self.setup.throttle {
+        if let Some(throttle) = self.setup.throttle.as_deref() {
             throttle.request_started();
         }
         self.started = Some(now);
@@ -265,7 +265,7 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     /// The quiet first attempt succeeded: the operation is over.
     pub(crate) fn quiet_success(&mut self) {
-        if let Some(throttle) = &self.setup.throttle {
+        if let Some(throttle) = self.setup.throttle.as_deref() {
             throttle.attempt_finished(true);
         }
     }
@@ -481,7 +481,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             _ => wait,
         };
         self.paced = self.setup.pacer.is_some();
-        if let Some(throttle) = &self.setup.throttle
+        if let Some(throttle) = self.setup.throttle.as_deref()
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);

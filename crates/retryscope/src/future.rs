@@ -1,12 +1,15 @@
 //! Awaiting a [`Retry`]: the async state machine.
 //!
 //! Hand-written rather than an `async fn` so that the future has a nameable type
-//! (for `IntoFuture`) and no heap allocation: an operation that succeeds at once
-//! costs one poll of the operation plus a few branches (see the driver's quiet
-//! first attempt), and a timer is armed only for an attempt that is not ready
-//! at once. It waits with a
-//! [`Sleeper`]: tokio's for `.await`, any runtime's through
-//! [`Retry::with_sleeper`].
+//! (for `IntoFuture`) and no heap allocation. Most calls succeed at once, so
+//! `poll` is a small fast path for the driver's quiet first attempt (a silent
+//! observer, no breaker, no pacer): it runs that attempt without building the
+//! driver at all, and an operation that succeeds at once costs one poll of the
+//! operation, its classification and a budget's count. Everything else — a
+//! failure, an attempt not ready at once, an observed or guarded call — goes
+//! to `drive`, the whole state machine, out of line; a timer is armed only for
+//! an attempt that is not ready at once. It waits with a [`Sleeper`]: tokio's
+//! for `.await`, any runtime's through [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
 use crate::clock::Clock;
@@ -210,7 +213,7 @@ where
         };
         // Read the clock only if something uses the time (see `Driver::now`).
         let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
-        if let Some(throttle) = &setup.throttle {
+        if let Some(throttle) = setup.throttle.as_deref() {
             throttle.request_started();
         }
         let (mut state, mut timer) = (this.state, this.timer);
@@ -226,7 +229,7 @@ where
                 match result {
                     Ok(value) if verdict == Verdict::Success => {
                         if let Phase::Fresh { setup, .. } = &*this.phase
-                            && let Some(throttle) = &setup.throttle
+                            && let Some(throttle) = setup.throttle.as_deref()
                         {
                             throttle.attempt_finished(true);
                         }

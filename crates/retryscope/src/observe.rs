@@ -9,7 +9,11 @@
 //! Every attempt's future is polled inside its [`AttemptScope`], so an
 //! implementation can make a tracing span current for exactly the attempt's
 //! duration (and code inside the attempt, such as an HTTP client injecting
-//! `traceparent`, sees it).
+//! `traceparent`, sees it). An async attempt's future is *built* (the
+//! operation closure called) outside the scope: an `async` body runs only
+//! when polled, and entering a span costs a few thousand instructions. Do
+//! what must see the attempt's span inside the future, not in the closure
+//! before it. A blocking attempt runs entirely inside its scope.
 
 use crate::outcome::{Outcome, StopReason};
 pub use crate::pace::Held;
@@ -64,7 +68,8 @@ pub trait OperationObserver {
     fn finished(self, finish: &Finish);
 }
 
-/// Runs the code of one attempt (each poll of its future) in a context.
+/// Runs the code of one attempt (each poll of its future, not the call that
+/// builds it) in a context.
 pub trait AttemptScope {
     /// Runs `f` in this attempt's context. The default runs it as is.
     fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {

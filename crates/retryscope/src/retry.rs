@@ -141,7 +141,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// Names the logical operation (`retryscope.operation`): a `&str` or an
     /// `Arc<str>`.
     pub fn operation(mut self, operation: impl Into<Shared<'a, str>>) -> Self {
-        self.setup.operation = Some(operation.into());
+        self.setup.operation = operation.into().into();
         self
     }
 
@@ -149,14 +149,14 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// [`TokenBucket`](crate::TokenBucket)) before every retry: a reference, or
     /// an `Arc` for a `'static` retry.
     pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Throttle + 'a>>) -> Self {
-        self.setup.throttle = Some(throttle.into());
+        self.setup.throttle = throttle.into().into();
         self
     }
 
     /// Asks `breaker` before every attempt and tells it how each ended: a
     /// reference, or an `Arc` for a `'static` retry.
     pub fn breaker(mut self, breaker: impl Into<Shared<'a, CircuitBreaker>>) -> Self {
-        self.setup.breaker = Some(breaker.into());
+        self.setup.breaker = breaker.into().into();
         self
     }
 
@@ -166,7 +166,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// with [`StopReason::RateLimited`](crate::StopReason::RateLimited). Feed
     /// the pacer with [`Pacer::learn`](crate::Pacer::learn).
     pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
-        self.setup.pacer = Some(pacer.into());
+        self.setup.pacer = pacer.into().into();
         self
     }
 
