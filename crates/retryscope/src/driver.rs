@@ -11,7 +11,10 @@
 //! observer, no breaker) it starts the first attempt *quietly* — the budget
 //! counts the request, nothing else is recorded — and books that attempt only
 //! if it fails. Booked late, it is indistinguishable from one booked first:
-//! nobody could have seen the difference.
+//! nobody could have seen the difference. The async front end goes further:
+//! without a pacer either, it runs that first attempt before building a driver
+//! at all, and hands over ([`Driver::resume_quiet`]) only if the attempt fails
+//! or is not ready at once.
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
