@@ -366,6 +366,15 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
     }
 
+    /// Runs `f`, the call that builds the current attempt's future, as its
+    /// scope says (see [`AttemptScope::in_build_scope`]).
+    pub(crate) fn in_build_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.scope {
+            Some(scope) => scope.in_build_scope(f),
+            None => f(),
+        }
+    }
+
     /// Runs `f` inside the current attempt's scope.
     pub(crate) fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         match &self.scope {

@@ -337,11 +337,11 @@ where
                     // The limit counts from the same instant the deadline was
                     // checked at, whatever the operation does first.
                     let limit_at = limit.map(|l| now + l);
-                    // Built outside the attempt's scope: the contract is that the
-                    // attempt's code sees its scope while it is *polled*, and
-                    // entering a span costs (~2 k instructions with the OTel
-                    // observer) for what an `async` body would not run yet anyway.
-                    let fut = (this.op)();
+                    // Built in the scope only if the scope asks for it: its
+                    // contract may cover only the polls, and entering a span
+                    // costs (~2 k instructions with the OTel observer) for what
+                    // an `async` body would not run yet anyway.
+                    let fut = driver.in_build_scope(&mut *this.op);
                     this.state.set(State::Attempt { fut, quiet, limit_at });
                     continue;
                 }
