@@ -769,3 +769,82 @@ async fn a_quiet_first_attempt_that_hangs_is_cut_at_its_time_limit() {
     assert_eq!(started.elapsed(), ms(150));
     assert_eq!(throttle.heard(), ["request", "failure", "retry?", "success"]);
 }
+
+thread_local! {
+    /// Whether the code running now is inside an attempt's scope.
+    static IN_SCOPE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A scope that marks its code as inside it; `polls_only` says whether it
+/// covers only the polls of the attempt's future, not the call that builds it.
+struct MarkingScope {
+    polls_only: bool,
+}
+
+impl retryscope::observe::AttemptScope for MarkingScope {
+    fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        let outer = IN_SCOPE.with(|s| s.replace(true));
+        let result = f();
+        IN_SCOPE.with(|s| s.set(outer));
+        result
+    }
+
+    fn in_build_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.polls_only { f() } else { self.in_scope(f) }
+    }
+}
+
+struct Marking {
+    polls_only: bool,
+}
+
+impl retryscope::observe::Observer for Marking {
+    type Operation = Marking;
+
+    fn start(&self, _: &retryscope::observe::OperationInfo<'_>) -> Marking {
+        Marking { polls_only: self.polls_only }
+    }
+}
+
+impl retryscope::observe::OperationObserver for Marking {
+    type Attempt = MarkingScope;
+
+    fn attempt_started(&mut self, _: &AttemptStart) -> MarkingScope {
+        MarkingScope { polls_only: self.polls_only }
+    }
+
+    fn attempt_finished(&mut self, _: MarkingScope, _: &AttemptEnd) {}
+
+    fn waiting(&mut self, _: &Wait) {}
+
+    fn finished(self, _: &retryscope::observe::Finish) {}
+}
+
+/// Every poll of an attempt's future runs in its scope; the call that builds
+/// the future does too, unless the scope says its contract covers only the
+/// polls (`AttemptScope::in_build_scope`), for every attempt.
+#[tokio::test(start_paused = true)]
+async fn the_attempt_future_is_built_in_its_scope_unless_the_scope_opts_out() {
+    for polls_only in [false, true] {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let calls = Cell::new(0);
+        let answer = (|| {
+            seen.borrow_mut().push(("build", IN_SCOPE.with(Cell::get)));
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            let seen = &seen;
+            async move {
+                seen.borrow_mut().push(("poll", IN_SCOPE.with(Cell::get)));
+                if n < 2 { Err("busy") } else { Ok(n) }
+            }
+        })
+        .retry(plain())
+        .retry_any_error()
+        .observe(Marking { polls_only })
+        .await;
+        assert_eq!(answer, Ok(2));
+        let built = !polls_only;
+        assert_eq!(*seen.borrow(), [("build", built), ("poll", true), ("build", built), ("poll", true)]);
+        assert!(!IN_SCOPE.with(Cell::get), "the scope is left after each attempt");
+    }
+}
