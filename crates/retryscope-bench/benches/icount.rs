@@ -50,6 +50,7 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("happy_direct", || poll_once(Flaky::new(0).call()).is_ok()),
     ("happy_retryscope", happy_retryscope),
     ("happy_retryscope_deadline", happy_retryscope_deadline),
+    ("happy_retryscope_interactive", happy_retryscope_interactive),
     ("happy_retryscope_budget", happy_retryscope_budget),
     ("happy_retryscope_booked", happy_retryscope_booked),
     ("happy_backon", || {
@@ -79,6 +80,15 @@ fn happy_retryscope() -> bool {
 fn happy_retryscope_deadline() -> bool {
     let flaky = Flaky::new(0);
     let policy = *DEADLINE_POLICY;
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), policy)).is_ok()
+}
+
+/// The README's preset as it ships, `Policy::interactive()`: a 15 s deadline
+/// and a 5 s limit per attempt, so the clock is read once per call (the timer
+/// is armed only for an attempt that is not ready at once, so none here).
+fn happy_retryscope_interactive() -> bool {
+    let flaky = Flaky::new(0);
+    let policy = *INTERACTIVE_POLICY;
     poll_once(retryscope::Retryable::retry(|| flaky.call(), policy)).is_ok()
 }
 
@@ -134,6 +144,7 @@ thread_local! {
 // configuration (and as the time-based `peers` bench does).
 static POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_policy);
 static DEADLINE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_deadline_policy);
+static INTERACTIVE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope::Policy::interactive);
 
 fn with_budget<R>(f: impl FnOnce(&RetryBudget) -> R) -> R {
     BUDGET.with(f)

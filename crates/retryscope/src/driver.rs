@@ -11,7 +11,10 @@
 //! observer, no breaker) it starts the first attempt *quietly* — the budget
 //! counts the request, nothing else is recorded — and books that attempt only
 //! if it fails. Booked late, it is indistinguishable from one booked first:
-//! nobody could have seen the difference.
+//! nobody could have seen the difference. The async front end goes further:
+//! without a pacer either, it runs that first attempt before building a driver
+//! at all, and hands over ([`Driver::resume_quiet`]) only if the attempt fails
+//! or is not ready at once.
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
@@ -22,7 +25,7 @@ use crate::outcome::{Outcome, StopReason};
 use crate::pace::{Admission, Held, Pacer};
 use crate::policy::Policy;
 use crate::random::JitterRng;
-use crate::shared::Shared;
+use crate::shared::{MaybeShared, Shared};
 use crate::throttle::Throttle;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use crate::wait::{Curve, next_wait};
@@ -57,10 +60,10 @@ pub(crate) struct Started {
 pub(crate) struct Setup<'a> {
     pub(crate) policy: Policy,
     pub(crate) dependency: Shared<'a, str>,
-    pub(crate) operation: Option<Shared<'a, str>>,
-    pub(crate) throttle: Option<Shared<'a, dyn Throttle + 'a>>,
-    pub(crate) breaker: Option<Shared<'a, CircuitBreaker>>,
-    pub(crate) pacer: Option<Shared<'a, Pacer>>,
+    pub(crate) operation: MaybeShared<'a, str>,
+    pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
+    pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
+    pub(crate) pacer: MaybeShared<'a, Pacer>,
     pub(crate) seed: Option<u64>,
 }
 
@@ -69,10 +72,10 @@ impl<'a> Setup<'a> {
         Self {
             policy,
             dependency: Shared::Borrowed("unknown"),
-            operation: None,
-            throttle: None,
-            breaker: None,
-            pacer: None,
+            operation: MaybeShared::None,
+            throttle: MaybeShared::None,
+            breaker: MaybeShared::None,
+            pacer: MaybeShared::None,
             seed: None,
         }
     }
@@ -176,6 +179,15 @@ impl<'a, O: Observer> Driver<'a, O> {
         }
     }
 
+    /// The quiet first attempt started at `started` without this driver (the
+    /// async front end's fast path, which counted the request): take over
+    /// from there, as [`start_attempt`](Self::start_attempt) would have left
+    /// it. Returns the attempt's time limit, if any.
+    pub(crate) fn resume_quiet(&mut self, started: Instant) -> Option<Duration> {
+        self.started = Some(started);
+        self.attempt_limit(self.setup.policy.deadline())
+    }
+
     /// Whether the front end must ask [`pace`](Self::pace) before each
     /// attempt: a branch on the path of every call, the pacing itself off it.
     #[inline]
@@ -248,7 +260,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// the first attempt starts quietly or booked.
     #[inline]
     fn count_request(&mut self, now: Instant) {
-        if let Some(throttle) = &self.setup.throttle {
+        if let Some(throttle) = self.setup.throttle.as_deref() {
             throttle.request_started();
         }
         self.started = Some(now);
@@ -256,7 +268,7 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     /// The quiet first attempt succeeded: the operation is over.
     pub(crate) fn quiet_success(&mut self) {
-        if let Some(throttle) = &self.setup.throttle {
+        if let Some(throttle) = self.setup.throttle.as_deref() {
             throttle.attempt_finished(true);
         }
     }
@@ -351,6 +363,15 @@ impl<'a, O: Observer> Driver<'a, O> {
         match (self.setup.policy.attempt_timeout(), remaining) {
             (Some(t), Some(r)) => Some(t.min(r)),
             (t, r) => t.or(r),
+        }
+    }
+
+    /// Runs `f`, the call that builds the current attempt's future, as its
+    /// scope says (see [`AttemptScope::in_build_scope`]).
+    pub(crate) fn in_build_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        match &self.scope {
+            Some(scope) => scope.in_build_scope(f),
+            None => f(),
         }
     }
 
@@ -472,7 +493,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             _ => wait,
         };
         self.paced = self.setup.pacer.is_some();
-        if let Some(throttle) = &self.setup.throttle
+        if let Some(throttle) = self.setup.throttle.as_deref()
             && !throttle.try_acquire_retry()
         {
             return Err(StopReason::BudgetExhausted);
@@ -508,7 +529,7 @@ impl<O: Observer> Drop for Driver<'_, O> {
 
 /// The instant that stands for "now" when nothing needs the time.
 #[inline]
-fn untimed_instant() -> Instant {
+pub(crate) fn untimed_instant() -> Instant {
     static UNTIMED: OnceLock<Instant> = OnceLock::new();
     *UNTIMED.get_or_init(Instant::now)
 }

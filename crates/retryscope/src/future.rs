@@ -1,24 +1,29 @@
 //! Awaiting a [`Retry`]: the async state machine.
 //!
 //! Hand-written rather than an `async fn` so that the future has a nameable type
-//! (for `IntoFuture`) and no heap allocation: an operation that succeeds at once
-//! costs one poll of the operation plus a few branches (see the driver's quiet
-//! first attempt), and a timer is armed only for an attempt that is not ready
-//! at once. It waits with a
-//! [`Sleeper`]: tokio's for `.await`, any runtime's through
-//! [`Retry::with_sleeper`].
+//! (for `IntoFuture`) and no heap allocation. Most calls succeed at once, so
+//! `poll` is a small fast path for the driver's quiet first attempt (a silent
+//! observer, no breaker, no pacer): it runs that attempt without building the
+//! driver at all, and an operation that succeeds at once costs one poll of the
+//! operation, its classification and a budget's count. Everything else — a
+//! failure, an attempt not ready at once, an observed or guarded call — goes
+//! to `drive`, the whole state machine, out of line; a timer is armed only for
+//! an attempt that is not ready at once. It waits with a [`Sleeper`]: tokio's
+//! for `.await`, any runtime's through [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
-use crate::driver::{Driver, Started};
+use crate::clock::Clock;
+use crate::driver::{Driver, Setup, Started, untimed_instant};
 use crate::error::RetryError;
 use crate::observe::Observer;
-use crate::retry::{Notify, Retry, Step, final_result, settle, settle_timeout};
+use crate::retry::{Notify, Retry, Step, final_result, settle, settle_timeout, settle_verdict, verdict_of};
 use crate::sleep::Sleeper;
+use crate::verdict::Verdict;
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pin_project! {
     #[project = StateProj]
@@ -35,6 +40,51 @@ pin_project! {
         Waiting,
         // Finished; polling again is a caller bug.
         Done,
+    }
+}
+
+/// The engine's side of a retry: its settings until something needs more
+/// than the fast path (see `RetryFuture::poll`), then the driver.
+enum Phase<'a, O: Observer> {
+    /// No attempt has needed the driver: before the first poll, and after a
+    /// quiet first attempt that succeeded at once. Such a call never builds
+    /// one: a dozen fields written and dropped that it would never read.
+    Fresh {
+        setup: Setup<'a>,
+        observer: O,
+    },
+    Running(Driver<'a, O>),
+    /// Only while `Fresh` turns into `Running`.
+    Moving,
+}
+
+/// Whether a retry with `setup`, observed by an `O`, starts quietly (see
+/// [`Driver::start_attempt`]) with no pacer to ask: what the fast path runs.
+#[inline]
+fn quiet_start<O: Observer>(setup: &Setup<'_>) -> bool {
+    O::SILENT && setup.breaker.is_none() && setup.pacer.is_none()
+}
+
+impl<'a, O: Observer> Phase<'a, O> {
+    /// The driver, built now if it was not yet.
+    #[inline]
+    fn driver(&mut self, clock: &'a dyn Clock) -> &mut Driver<'a, O> {
+        if !matches!(self, Phase::Running(_)) {
+            self.build(clock);
+        }
+        match self {
+            Phase::Running(driver) => driver,
+            // `build` leaves a running driver.
+            Phase::Fresh { .. } | Phase::Moving => unreachable!("the driver was just built"),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn build(&mut self, clock: &'a dyn Clock) {
+        if let Phase::Fresh { setup, observer } = std::mem::replace(self, Phase::Moving) {
+            *self = Phase::Running(Driver::new(setup, observer, clock));
+        }
     }
 }
 
@@ -55,7 +105,7 @@ pin_project! {
         classifier: C,
         notify: N,
         sleeper: S,
-        driver: Driver<'a, O>,
+        phase: Phase<'a, O>,
         // The last failed attempt's result while waiting, in case the next
         // attempt is refused (breaker opened, deadline passed).
         last: Option<Fut::Output>,
@@ -127,8 +177,15 @@ where
     /// ```
     #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
-        let (op, classifier, notify, driver) = self.into_parts(sleeper.clock());
-        RetryFuture { op, classifier, notify, sleeper, driver, last: None, timer: None, state: State::Idle }
+        let Retry { op, classifier, observer, notify, setup } = self;
+        // Only a retry the fast path can run starts without its driver: for any
+        // other, building it later would cost a move of the whole phase.
+        let phase = if quiet_start::<O>(&setup) {
+            Phase::Fresh { setup, observer }
+        } else {
+            Phase::Running(Driver::new(setup, observer, sleeper.clock()))
+        };
+        RetryFuture { op, classifier, notify, sleeper, phase, last: None, timer: None, state: State::Idle }
     }
 }
 
@@ -143,15 +200,126 @@ where
 {
     type Output = Result<T, RetryError<E>>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // The fast path: the quiet first attempt (a silent observer, no
+        // breaker, no pacer) runs without a driver; one that is ready at once
+        // and succeeds costs its poll, its classification and the budget's
+        // count, in this small function. Anything else goes on in `drive`,
+        // the whole state machine, out of line.
+        let this = self.as_mut().project();
+        let (Phase::Fresh { setup, .. }, State::Idle) = (&*this.phase, &*this.state) else {
+            return self.drive(cx);
+        };
+        // Read the clock only if something uses the time (see `Driver::now`).
+        let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
+        if let Some(throttle) = setup.throttle.as_deref() {
+            throttle.request_started();
+        }
+        let (mut state, mut timer) = (this.state, this.timer);
+        // Built and polled outside any scope: a quiet attempt has none.
+        state.set(State::Attempt { fut: (this.op)(), quiet: None, limit_at: None });
+        let StateProj::Attempt { fut, quiet, .. } = state.as_mut().project() else {
+            unreachable!("the attempt was just started")
+        };
+        let clock = this.sleeper.clock();
+        let step = match fut.poll(cx) {
+            Poll::Ready(result) => {
+                let verdict = verdict_of(this.classifier, &result);
+                match result {
+                    Ok(value) if verdict == Verdict::Success => {
+                        if let Phase::Fresh { setup, .. } = &*this.phase
+                            && let Some(throttle) = setup.throttle.as_deref()
+                        {
+                            throttle.attempt_finished(true);
+                        }
+                        state.set(State::Done);
+                        return Poll::Ready(Ok(value));
+                    }
+                    result => {
+                        // It failed: the driver takes over, and books the attempt.
+                        let started = start.unwrap_or_else(untimed_instant);
+                        let driver = this.phase.driver(clock);
+                        driver.resume_quiet(started);
+                        settle_verdict(driver, this.classifier, this.notify, result, verdict, Some(started))
+                    }
+                }
+            }
+            Poll::Pending => {
+                // Not ready at once: the driver takes over, and only now is the
+                // attempt's time limit armed, from the instant it started.
+                let started = start.unwrap_or_else(untimed_instant);
+                let driver = this.phase.driver(clock);
+                *quiet = Some(started);
+                let Some(limit) = driver.resume_quiet(started) else { return Poll::Pending };
+                timer.set(Some(this.sleeper.sleep_until(started + limit)));
+                if !timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                    return Poll::Pending;
+                }
+                timer.set(None);
+                settle_timeout(driver, this.classifier, quiet.take())
+            }
+        };
+        match step {
+            Step::Finished(output) => {
+                state.set(State::Done);
+                return Poll::Ready(output);
+            }
+            Step::Wait { delay, last } => {
+                *this.last = last;
+                let driver = this.phase.driver(clock);
+                schedule(driver, this.sleeper, timer, state, delay);
+            }
+        }
+        self.drive(cx)
+    }
+}
+
+/// Sets up the wait of `delay` before the next attempt.
+fn schedule<Fut, O: Observer, S: Sleeper>(
+    driver: &Driver<'_, O>,
+    sleeper: &S,
+    mut timer: Pin<&mut Option<S::Sleep>>,
+    mut state: Pin<&mut State<Fut>>,
+    delay: Duration,
+) {
+    // A zero wait (e.g. `Retry-After: 0`) needs no timer.
+    if delay.is_zero() {
+        state.set(State::Idle);
+        return;
+    }
+    let sleep = if driver.timed() {
+        // From the instant the decision was taken, so the wait cannot push
+        // the next attempt past the deadline.
+        sleeper.sleep_until(driver.now() + delay)
+    } else {
+        sleeper.sleep(delay)
+    };
+    timer.set(Some(sleep));
+    state.set(State::Waiting);
+}
+
+impl<Op, Fut, T, E, C, O, N, S> RetryFuture<'_, Op, Fut, C, O, N, S>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+    S: Sleeper,
+{
+    /// The state machine, from the current state.
+    #[inline(never)]
+    fn drive(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, RetryError<E>>> {
         let mut this = self.project();
+        let driver = this.phase.driver(this.sleeper.clock());
         loop {
             let step = match this.state.as_mut().project() {
                 StateProj::Idle => {
-                    let now = this.driver.now();
-                    let held = if this.driver.paced() { this.driver.pace(now) } else { Ok(None) };
+                    let now = driver.now();
+                    let held = if driver.paced() { driver.pace(now) } else { Ok(None) };
                     let started = match held {
-                        Ok(None) => this.driver.start_attempt(now),
+                        Ok(None) => driver.start_attempt(now),
                         Ok(Some(wait)) => {
                             this.timer.set(Some(this.sleeper.sleep(wait)));
                             this.state.set(State::Waiting);
@@ -163,25 +331,29 @@ where
                         Ok(started) => started,
                         Err(reason) => {
                             this.state.set(State::Done);
-                            return Poll::Ready(final_result(this.driver, reason, this.last.take()));
+                            return Poll::Ready(final_result(driver, reason, this.last.take()));
                         }
                     };
                     // The limit counts from the same instant the deadline was
                     // checked at, whatever the operation does first.
                     let limit_at = limit.map(|l| now + l);
-                    let fut = this.driver.in_scope(&mut *this.op);
+                    // Built in the scope only if the scope asks for it: its
+                    // contract may cover only the polls, and entering a span
+                    // costs (~2 k instructions with the OTel observer) for what
+                    // an `async` body would not run yet anyway.
+                    let fut = driver.in_build_scope(&mut *this.op);
                     this.state.set(State::Attempt { fut, quiet, limit_at });
                     continue;
                 }
                 StateProj::Attempt { fut, quiet, limit_at } => {
-                    let step = if let Poll::Ready(result) = this.driver.in_scope(|| fut.poll(cx)) {
-                        settle(this.driver, this.classifier, this.notify, result, quiet.take())
+                    let step = if let Poll::Ready(result) = driver.in_scope(|| fut.poll(cx)) {
+                        settle(driver, this.classifier, this.notify, result, quiet.take())
                     } else {
                         if let Some(at) = limit_at.take() {
                             this.timer.set(Some(this.sleeper.sleep_until(at)));
                         }
                         if this.timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                            settle_timeout(this.driver, this.classifier, quiet.take())
+                            settle_timeout(driver, this.classifier, quiet.take())
                         } else {
                             return Poll::Pending;
                         }
@@ -209,20 +381,7 @@ where
                 }
                 Step::Wait { delay, last } => {
                     *this.last = last;
-                    // A zero wait (e.g. `Retry-After: 0`) needs no timer.
-                    if !delay.is_zero() {
-                        let sleep = if this.driver.timed() {
-                            // From the instant the decision was taken, so the wait
-                            // cannot push the next attempt past the deadline.
-                            this.sleeper.sleep_until(this.driver.now() + delay)
-                        } else {
-                            this.sleeper.sleep(delay)
-                        };
-                        this.timer.set(Some(sleep));
-                        this.state.set(State::Waiting);
-                    } else {
-                        this.state.set(State::Idle);
-                    }
+                    schedule(driver, this.sleeper, this.timer.as_mut(), this.state.as_mut(), delay);
                 }
             }
         }

@@ -141,7 +141,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// Names the logical operation (`retryscope.operation`): a `&str` or an
     /// `Arc<str>`.
     pub fn operation(mut self, operation: impl Into<Shared<'a, str>>) -> Self {
-        self.setup.operation = Some(operation.into());
+        self.setup.operation = operation.into().into();
         self
     }
 
@@ -149,14 +149,14 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// [`TokenBucket`](crate::TokenBucket)) before every retry: a reference, or
     /// an `Arc` for a `'static` retry.
     pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Throttle + 'a>>) -> Self {
-        self.setup.throttle = Some(throttle.into());
+        self.setup.throttle = throttle.into().into();
         self
     }
 
     /// Asks `breaker` before every attempt and tells it how each ended: a
     /// reference, or an `Arc` for a `'static` retry.
     pub fn breaker(mut self, breaker: impl Into<Shared<'a, CircuitBreaker>>) -> Self {
-        self.setup.breaker = Some(breaker.into());
+        self.setup.breaker = breaker.into().into();
         self
     }
 
@@ -166,7 +166,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// with [`StopReason::RateLimited`](crate::StopReason::RateLimited). Feed
     /// the pacer with [`Pacer::learn`](crate::Pacer::learn).
     pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
-        self.setup.pacer = Some(pacer.into());
+        self.setup.pacer = pacer.into().into();
         self
     }
 
@@ -223,13 +223,32 @@ pub(crate) fn settle<T, E, O: Observer>(
     result: Result<T, E>,
     quiet: Option<Instant>,
 ) -> Step<T, E> {
-    // Each result is classified once: a classifier may count what it sees.
-    let verdict = match (classifier.classify(&result), &result) {
+    let verdict = verdict_of(classifier, &result);
+    settle_verdict(driver, classifier, notify, result, verdict, quiet)
+}
+
+/// What `classifier` makes of an attempt's `result`. Each result is
+/// classified once: a classifier may count what it sees.
+#[inline]
+pub(crate) fn verdict_of<T, E>(classifier: &mut impl Classify<T, E>, result: &Result<T, E>) -> Verdict {
+    match (classifier.classify(result), result) {
         // An `Err` is never a success: the caller gets an error, and the
         // telemetry, the breaker and the budget must say the same.
         (Verdict::Success, Err(_)) => Verdict::permanent(ErrorType::OTHER),
         (verdict, _) => verdict,
-    };
+    }
+}
+
+/// [`settle`] once the result is classified as `verdict` (by [`verdict_of`]).
+#[inline]
+pub(crate) fn settle_verdict<T, E, O: Observer>(
+    driver: &mut Driver<'_, O>,
+    classifier: &mut impl Classify<T, E>,
+    notify: &mut impl Notify<E>,
+    result: Result<T, E>,
+    verdict: Verdict,
+    quiet: Option<Instant>,
+) -> Step<T, E> {
     if let Some(started) = quiet {
         if verdict == Verdict::Success {
             driver.quiet_success();

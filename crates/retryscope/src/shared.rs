@@ -101,3 +101,57 @@ impl<'a, T: Throttle + 'a> From<Arc<T>> for Shared<'a, dyn Throttle + 'a> {
         Shared::Owned(value)
     }
 }
+
+/// An optional [`Shared`], flattened: for the engine's optional handles
+/// (budget, breaker, pacer, operation name), which most calls leave unset.
+/// As `Option<Shared<..>>` its drop and each look-up test two tags (set? then
+/// owned?); flattened, one.
+pub(crate) enum MaybeShared<'a, T: ?Sized> {
+    /// Not set.
+    None,
+    /// Borrowed for `'a`.
+    Borrowed(&'a T),
+    /// Shared through an [`Arc`].
+    Owned(Arc<T>),
+}
+
+impl<'a, T: ?Sized> MaybeShared<'a, T> {
+    /// The value, if set.
+    #[inline]
+    pub(crate) fn as_deref(&self) -> Option<&T> {
+        match self {
+            MaybeShared::None => None,
+            MaybeShared::Borrowed(value) => Some(value),
+            MaybeShared::Owned(value) => Some(value),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_none(&self) -> bool {
+        matches!(self, MaybeShared::None)
+    }
+
+    #[inline]
+    pub(crate) fn is_some(&self) -> bool {
+        !self.is_none()
+    }
+}
+
+impl<T: ?Sized> Clone for MaybeShared<'_, T> {
+    fn clone(&self) -> Self {
+        match self {
+            MaybeShared::None => MaybeShared::None,
+            MaybeShared::Borrowed(value) => MaybeShared::Borrowed(value),
+            MaybeShared::Owned(value) => MaybeShared::Owned(Arc::clone(value)),
+        }
+    }
+}
+
+impl<'a, T: ?Sized> From<Shared<'a, T>> for MaybeShared<'a, T> {
+    fn from(value: Shared<'a, T>) -> Self {
+        match value {
+            Shared::Borrowed(value) => MaybeShared::Borrowed(value),
+            Shared::Owned(value) => MaybeShared::Owned(value),
+        }
+    }
+}

@@ -671,3 +671,181 @@ async fn the_backoff_goes_on_after_a_retry_after_hint() {
     let delays: Vec<_> = rec.waits().iter().map(|w| w.delay).collect();
     assert_eq!(delays, [ms(100), ms(200), ms(400)]);
 }
+
+/// What a throttle heard, in order.
+#[derive(Default)]
+struct HeardThrottle(std::sync::Mutex<Vec<&'static str>>);
+
+impl HeardThrottle {
+    fn heard(&self) -> Vec<&'static str> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn hear(&self, what: &'static str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(what);
+    }
+}
+
+impl retryscope::throttle::Throttle for HeardThrottle {
+    fn request_started(&self) {
+        self.hear("request");
+    }
+
+    fn attempt_finished(&self, success: bool) {
+        self.hear(if success { "success" } else { "failure" });
+    }
+
+    fn try_acquire_retry(&self) -> bool {
+        self.hear("retry?");
+        true
+    }
+
+    fn available(&self) -> f64 {
+        1.0
+    }
+}
+
+/// The fast path (no observer, no breaker, no pacer) runs the first attempt
+/// without the engine's driver; a budget must still hear exactly what it
+/// hears on the full path: one request, then each attempt's end and each
+/// retry asked for — whether the first attempt succeeds at once, fails at
+/// once, or is not ready at once.
+#[tokio::test(start_paused = true)]
+async fn a_budget_hears_the_same_from_a_quiet_first_attempt() {
+    // The first attempts' results, whether each attempt is slow, what the
+    // budget must hear.
+    type Case = (&'static [Result<(), &'static str>], bool, &'static [&'static str]);
+    let cases: [Case; 4] = [
+        (&[Ok(())], false, &["request", "success"]),
+        (&[Ok(())], true, &["request", "success"]),
+        (&[Err("busy"), Ok(())], false, &["request", "failure", "retry?", "success"]),
+        (&[Err("busy"), Ok(())], true, &["request", "failure", "retry?", "success"]),
+    ];
+    for (results, slow, expected) in cases {
+        let throttle = HeardThrottle::default();
+        let calls = Cell::new(0);
+        let answer = (|| {
+            let result = results[calls.get()];
+            calls.set(calls.get() + 1);
+            async move {
+                if slow {
+                    tokio::time::sleep(ms(10)).await;
+                }
+                result
+            }
+        })
+        .retry(plain())
+        .retry_any_error()
+        .budget(&throttle)
+        .await;
+        assert_eq!(answer, Ok(()), "{results:?}, slow: {slow}");
+        assert_eq!(throttle.heard(), expected, "{results:?}, slow: {slow}");
+    }
+}
+
+/// A first attempt cut by its time limit on the fast path counts the limit
+/// from when it started, and a budget hears its failure.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_first_attempt_that_hangs_is_cut_at_its_time_limit() {
+    let policy = plain().to_builder().attempt_timeout(ms(50)).build().unwrap();
+    let throttle = HeardThrottle::default();
+    let calls = Cell::new(0);
+    let started = Instant::now();
+    let answer = (|| {
+        calls.set(calls.get() + 1);
+        let n = calls.get();
+        async move {
+            if n == 1 {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            }
+            Ok::<_, &str>(n)
+        }
+    })
+    .retry(policy)
+    .retry_any_error()
+    .budget(&throttle)
+    .await;
+    assert_eq!(answer, Ok(2));
+    // 50 ms limit, 100 ms backoff, then the second attempt at once.
+    assert_eq!(started.elapsed(), ms(150));
+    assert_eq!(throttle.heard(), ["request", "failure", "retry?", "success"]);
+}
+
+thread_local! {
+    /// Whether the code running now is inside an attempt's scope.
+    static IN_SCOPE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A scope that marks its code as inside it; `polls_only` says whether it
+/// covers only the polls of the attempt's future, not the call that builds it.
+struct MarkingScope {
+    polls_only: bool,
+}
+
+impl retryscope::observe::AttemptScope for MarkingScope {
+    fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        let outer = IN_SCOPE.with(|s| s.replace(true));
+        let result = f();
+        IN_SCOPE.with(|s| s.set(outer));
+        result
+    }
+
+    fn in_build_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.polls_only { f() } else { self.in_scope(f) }
+    }
+}
+
+struct Marking {
+    polls_only: bool,
+}
+
+impl retryscope::observe::Observer for Marking {
+    type Operation = Marking;
+
+    fn start(&self, _: &retryscope::observe::OperationInfo<'_>) -> Marking {
+        Marking { polls_only: self.polls_only }
+    }
+}
+
+impl retryscope::observe::OperationObserver for Marking {
+    type Attempt = MarkingScope;
+
+    fn attempt_started(&mut self, _: &AttemptStart) -> MarkingScope {
+        MarkingScope { polls_only: self.polls_only }
+    }
+
+    fn attempt_finished(&mut self, _: MarkingScope, _: &AttemptEnd) {}
+
+    fn waiting(&mut self, _: &Wait) {}
+
+    fn finished(self, _: &retryscope::observe::Finish) {}
+}
+
+/// Every poll of an attempt's future runs in its scope; the call that builds
+/// the future does too, unless the scope says its contract covers only the
+/// polls (`AttemptScope::in_build_scope`), for every attempt.
+#[tokio::test(start_paused = true)]
+async fn the_attempt_future_is_built_in_its_scope_unless_the_scope_opts_out() {
+    for polls_only in [false, true] {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let calls = Cell::new(0);
+        let answer = (|| {
+            seen.borrow_mut().push(("build", IN_SCOPE.with(Cell::get)));
+            calls.set(calls.get() + 1);
+            let n = calls.get();
+            let seen = &seen;
+            async move {
+                seen.borrow_mut().push(("poll", IN_SCOPE.with(Cell::get)));
+                if n < 2 { Err("busy") } else { Ok(n) }
+            }
+        })
+        .retry(plain())
+        .retry_any_error()
+        .observe(Marking { polls_only })
+        .await;
+        assert_eq!(answer, Ok(2));
+        let built = !polls_only;
+        assert_eq!(*seen.borrow(), [("build", built), ("poll", true), ("build", built), ("poll", true)]);
+        assert!(!IN_SCOPE.with(Cell::get), "the scope is left after each attempt");
+    }
+}
