@@ -122,9 +122,9 @@ pub(crate) fn serve_http() -> Result<(), CallError> {
 
 fn answer<B>(request: &Request<B>, failed: &AtomicU64) -> Response<Full<Bytes>> {
     let path = request.uri().path();
-    let scripted = [("/fail-once/", false), ("/fail-once-retry-after/", true)]
-        .into_iter()
-        .find_map(|(prefix, retry_after)| Some((path.strip_prefix(prefix)?.parse::<u64>().ok()?, retry_after)));
+    let scripted = [("/fail-once/", false), ("/fail-once-retry-after/", true)].into_iter().find_map(
+        |(prefix, retry_after)| Some((path.strip_prefix(prefix)?.parse::<u64>().ok()?, retry_after)),
+    );
     let mut response = Response::new(Full::new(Bytes::from_static(b"ok")));
     match scripted {
         Some((n, retry_after)) if failed.swap(n, Ordering::Relaxed) != n => {

@@ -85,26 +85,36 @@ fn reqwest_retry(script: Script) -> RetryTransientMiddleware<ExponentialBackoff>
 fn retryscope_middleware(script: Script) -> Result<retryscope_reqwest::RetryMiddleware, CallError> {
     Ok(match script {
         Script::Ok => retryscope_reqwest::RetryMiddleware::new(Policy::interactive()),
-        Script::FailOnce | Script::FailOnceRetryAfter => retryscope_reqwest::RetryMiddleware::builder(zero_wait()?)
-            .budget_per_dependency(|| retryscope::RetryBudget::builder().ratio(1.0).build().unwrap_or_default())
-            .breaker_per_dependency(|| {
-                retryscope::CircuitBreaker::builder().failure_ratio(0.9).build().unwrap_or_default()
-            })
-            .build(),
+        Script::FailOnce | Script::FailOnceRetryAfter => {
+            retryscope_reqwest::RetryMiddleware::builder(zero_wait()?)
+                .budget_per_dependency(|| {
+                    retryscope::RetryBudget::builder().ratio(1.0).build().unwrap_or_default()
+                })
+                .breaker_per_dependency(|| {
+                    retryscope::CircuitBreaker::builder().failure_ratio(0.9).build().unwrap_or_default()
+                })
+                .build()
+        }
     })
 }
 
 /// Builds `name` against `servers` and runs `job` with it. The SDK, when the
 /// variant uses it, is installed first (the integrations read the global
 /// providers when built) and left running until the process exits.
-pub(crate) fn with_variant(name: &str, servers: &Servers, runtime: &Runtime, job: impl Job) -> Result<(), CallError> {
+pub(crate) fn with_variant(
+    name: &str,
+    servers: &Servers,
+    runtime: &Runtime,
+    job: impl Job,
+) -> Result<(), CallError> {
     let (family, rest) = name.split_once('_').ok_or_else(|| format!("unknown variant {name:?}"))?;
     let script = match (family, rest.starts_with("after_")) {
         ("fail", true) => Script::FailOnceRetryAfter,
         ("fail", false) => Script::FailOnce,
         _ => Script::Ok,
     };
-    let telemetry = if name.ends_with("_sdk") || name.ends_with("_hand_rolled") { Some(install_sdk()?) } else { None };
+    let telemetry =
+        if name.ends_with("_sdk") || name.ends_with("_hand_rolled") { Some(install_sdk()?) } else { None };
     // tonic's channel spawns its worker on the current runtime: this one.
     let _entered = runtime.enter();
     let url = || Url::new(servers.http, script);
@@ -112,31 +122,45 @@ pub(crate) fn with_variant(name: &str, servers: &Servers, runtime: &Runtime, job
     let middleware = |builder: ClientBuilder| http::Call { client: builder.build(), url: url() };
     let outcome = match name {
         "http_plain" => job.run(runtime, http::Call { client: reqwest, url: url() }),
-        "fail_by_hand" | "fail_after_by_hand" => job.run(runtime, http::TwiceByHand { client: reqwest, url: url() }),
+        "fail_by_hand" | "fail_after_by_hand" => {
+            job.run(runtime, http::TwiceByHand { client: reqwest, url: url() })
+        }
         "http_middleware" => job.run(runtime, middleware(ClientBuilder::new(reqwest))),
         "http_reqwest_retry" | "fail_reqwest_retry" | "fail_after_reqwest_retry" => {
             job.run(runtime, middleware(ClientBuilder::new(reqwest).with(reqwest_retry(script))))
         }
         "http_reqwest_own_retry" => {
             // reqwest's own retries (0.13): scoped to the host, 503 retryable.
-            let retries = reqwest::retry::for_host(servers.http.ip().to_string()).classify_fn(|attempt| {
-                match attempt.status() {
+            let retries =
+                reqwest::retry::for_host(servers.http.ip().to_string()).classify_fn(|attempt| match attempt
+                    .status()
+                {
                     Some(reqwest::StatusCode::SERVICE_UNAVAILABLE) => attempt.retryable(),
                     _ => attempt.success(),
-                }
-            });
+                });
             let client = reqwest::Client::builder().no_proxy().retry(retries).build()?;
             job.run(runtime, http::Call { client, url: url() })
         }
-        "http_retryscope" | "http_retryscope_sdk" | "fail_retryscope" | "fail_retryscope_sdk"
-        | "fail_after_retryscope" | "fail_after_retryscope_sdk" => {
+        "http_retryscope"
+        | "http_retryscope_sdk"
+        | "fail_retryscope"
+        | "fail_retryscope_sdk"
+        | "fail_after_retryscope"
+        | "fail_after_retryscope_sdk" => {
             job.run(runtime, middleware(ClientBuilder::new(reqwest).with(retryscope_middleware(script)?)))
         }
         "http_hand_rolled" => job.run(
             runtime,
-            http::HandRolledCall { client: reqwest, url: url(), server: servers.http, metrics: HandRolled::new("http") },
+            http::HandRolledCall {
+                client: reqwest,
+                url: url(),
+                server: servers.http,
+                metrics: HandRolled::new("http"),
+            },
         ),
-        "grpc_plain" => job.run(runtime, grpc::Call { client: EchoClient::new(grpc::channel(servers.grpc)?.0) }),
+        "grpc_plain" => {
+            job.run(runtime, grpc::Call { client: EchoClient::new(grpc::channel(servers.grpc)?.0) })
+        }
         "grpc_retryscope" | "grpc_retryscope_sdk" => {
             let (channel, origin) = grpc::channel(servers.grpc)?;
             let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).origin(origin).build();
