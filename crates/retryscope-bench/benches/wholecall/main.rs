@@ -4,7 +4,8 @@
 //! histogram, and the tonic equivalents, each against a real server running in
 //! another process.
 //!
-//! - `wholecall` lists the variants (after checking that each one works);
+//! - `wholecall` lists the variants (each runs in a process of its own, and a
+//!   variant whose call does not end as expected fails its run);
 //! - `wholecall serve-http` / `serve-grpc` are the servers ([`servers`]): the
 //!   client spawns them itself, so callgrind, which traces only the process it
 //!   starts, never counts them;
