@@ -53,7 +53,10 @@
 //!     println!("{stock} in stock");
 //!
 //!     // Flushes and shuts down the providers (dropping the guard does too).
-//!     telemetry.shutdown()?;
+//!     if let Err(error) = telemetry.shutdown() {
+//!         // The collector was down or slow: the telemetry is lost, not the work.
+//!         tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
+//!     }
 //!     Ok(())
 //! }
 //! # }
@@ -120,6 +123,19 @@ pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
 pub use propagate::inject_context;
 #[cfg(feature = "otlp")]
-pub use setup::{OtlpConfig, Protocol, SetupError, TelemetryGuard, init_otlp};
+pub use setup::{
+    OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry, init_otlp,
+};
 pub use spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, default_attempt_span};
 pub use upstream::Upstream;
+
+// The OpenTelemetry crates this API is bound to, re-exported so that a program
+// uses the same versions: an `opentelemetry` one minor version apart is another
+// crate to the compiler, and its global providers are not ours (telemetry
+// through them goes nowhere, silently).
+pub use opentelemetry;
+#[cfg(any(feature = "otlp", feature = "prometheus"))]
+pub use opentelemetry_sdk;
+pub use tracing_opentelemetry;
+#[cfg(feature = "otlp")]
+pub use tracing_subscriber;
