@@ -60,6 +60,11 @@ use tracing_subscriber::filter::{FilterExt as _, filter_fn};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+/// The stderr log's filter when neither `RUST_LOG` nor the code sets one: one
+/// line per retry and per give-up, and the OpenTelemetry SDK's own lines only
+/// from warnings up (it says at INFO that it installed its globals).
+const DEFAULT_LOG: &str = "info,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry_otlp=warn";
+
 /// Sets up telemetry for a program that has none yet: builds the providers,
 /// installs a `tracing` subscriber (retryscope's [layer](Telemetry::layer)
 /// plus a stderr log), and sets the OpenTelemetry globals: the providers and
@@ -171,7 +176,8 @@ impl OtlpConfig {
     }
 
     /// The filter of [`init`](Self::init)'s stderr log when `RUST_LOG` is unset
-    /// (default `info`, which prints one line per retry). Programs that retry a
+    /// (default `info`, which prints one line per retry, with the OpenTelemetry
+    /// crates at `warn`). Programs that retry a
     /// lot may prefer `warn`.
     pub fn default_log_filter(mut self, directives: impl Into<String>) -> Self {
         self.default_log_filter = Some(directives.into());
@@ -293,7 +299,7 @@ impl OtlpConfig {
             (false, _) => None,
             (true, default) => Some(match EnvFilter::try_from_default_env() {
                 Ok(filter) => filter,
-                Err(_) => EnvFilter::try_new(default.as_deref().unwrap_or("info")).map_err(SetupError::Filter)?,
+                Err(_) => EnvFilter::try_new(default.as_deref().unwrap_or(DEFAULT_LOG)).map_err(SetupError::Filter)?,
             }),
         };
         let telemetry = self.build_with(meters)?;
