@@ -63,6 +63,26 @@
 //! # fn main() {}
 //! ```
 //!
+//! # An existing service
+//!
+//! A service with its own `tracing` subscriber keeps it: `OtlpConfig::build`
+//! installs nothing and returns a `Telemetry` whose `layer()` joins the
+//! service's `registry()` with a filter of its own (retryscope's spans are INFO,
+//! target `retryscope`; keep the service's filter on its fmt layer), then
+//! `install_globals()` sets the providers and the propagator. `init_otlp` in
+//! such a program fails with `SetupError::SubscriberExists`, which says so. See
+//! `OtlpConfig::build` for the snippet, and `OtlpConfig::with_prometheus` for a
+//! Prometheus scrape beside OTLP, to mount on the service's router (features
+//! `otlp` and `prometheus`).
+//!
+//! # Versions
+//!
+//! This crate is bound to opentelemetry 0.33, opentelemetry_sdk 0.33,
+//! opentelemetry-otlp 0.33 and tracing-opentelemetry 0.34, re-exported here
+//! ([`opentelemetry`], `opentelemetry_sdk`, [`tracing_opentelemetry`],
+//! `tracing_subscriber`): providers or layers of another version are other
+//! types, and telemetry sent through them never reaches retryscope's.
+//!
 //! Without the `otlp` feature, install any OpenTelemetry SDK yourself and pass a
 //! [`Meter`](opentelemetry::metrics::Meter) to [`OtelObserver::from_meter`]; add
 //! `tracing_opentelemetry::layer()` to your subscriber for the spans, and install a

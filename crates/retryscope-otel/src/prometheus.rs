@@ -18,9 +18,9 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
+use opentelemetry_prometheus::PrometheusExporter;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{MeterProviderBuilder, SdkMeterProvider};
-use opentelemetry_prometheus::PrometheusExporter;
 use prometheus::{Registry, TextEncoder};
 use std::convert::Infallible;
 use std::error::Error;
@@ -85,7 +85,9 @@ impl PrometheusMetrics {
     ) -> Result<Self, PrometheusSetupError> {
         let registry = Registry::new();
         let provider = meters(
-            SdkMeterProvider::builder().with_reader(reader(&registry)?).with_resource(Resource::builder().build()),
+            SdkMeterProvider::builder()
+                .with_reader(reader(&registry)?)
+                .with_resource(Resource::builder().build()),
         )
         .build();
         Ok(Self { registry, provider })
@@ -146,7 +148,9 @@ impl PrometheusMetrics {
         match self.render() {
             Ok(text) => {
                 let mut response = Response::new(text);
-                response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(prometheus::TEXT_FORMAT));
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static(prometheus::TEXT_FORMAT));
                 response
             }
             Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),

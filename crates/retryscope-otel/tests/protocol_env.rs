@@ -61,7 +61,8 @@ fn main() {
     let _ = shutdown(telemetry);
     let seen = seen.lock().unwrap().clone();
     let metrics = seen.iter().find(|(path, _, _)| path == "/v1/metrics");
-    let (_, content_type, body) = metrics.unwrap_or_else(|| panic!("no metrics export reached the fake: {seen:?}"));
+    let (_, content_type, body) =
+        metrics.unwrap_or_else(|| panic!("no metrics export reached the fake: {seen:?}"));
     assert_eq!(content_type, "application/json");
     assert!(body.contains("\"retryscope.requests\""), "{body}");
     println!("protocol_env: 1 passed, 0 failed");
@@ -69,7 +70,9 @@ fn main() {
 
 fn shutdown(telemetry: Telemetry) -> Result<(), String> {
     let (done, finished) = std::sync::mpsc::channel();
-    std::thread::spawn(move || done.send(telemetry.shutdown().map_err(|e| format!("{e}: {:?}", e.failures()))));
+    std::thread::spawn(move || {
+        done.send(telemetry.shutdown().map_err(|e| format!("{e}: {:?}", e.failures())))
+    });
     finished.recv_timeout(Duration::from_secs(30)).unwrap()
 }
 
@@ -116,11 +119,19 @@ async fn fake_collector(seen: Arc<Mutex<Vec<(String, String, String)>>>) -> std:
                         .unwrap_or_default()
                         .to_owned();
                     let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                    seen.lock().unwrap().push((path, content_type, String::from_utf8_lossy(&body).into_owned()));
-                    Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(bytes::Bytes::new())))
+                    seen.lock().unwrap().push((
+                        path,
+                        content_type,
+                        String::from_utf8_lossy(&body).into_owned(),
+                    ));
+                    Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(
+                        bytes::Bytes::new(),
+                    )))
                 }
             });
-            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service),
+            );
         }
     });
     addr

@@ -90,7 +90,9 @@ async fn service() -> Vec<HashMap<String, String>> {
 /// The README's "existing service" snippet, line for line (keep the two in
 /// step), with the service's call and the `?`s of its `main`.
 async fn readme_existing_service(url: String) -> Result<(), Box<dyn std::error::Error>> {
-    use tracing_subscriber::{EnvFilter, Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+    use tracing_subscriber::{
+        EnvFilter, Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _,
+    };
 
     let telemetry = retryscope_otel::OtlpConfig::default().build()?; // reads OTEL_*, installs nothing
     tracing_subscriber::registry()

@@ -67,7 +67,10 @@ impl fmt::Display for SetupError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SetupError::UnknownProtocol { variable: Some(variable), value } => {
-                write!(f, "{variable}={value:?} names no OTLP protocol (use grpc, http/protobuf or http/json)")
+                write!(
+                    f,
+                    "{variable}={value:?} names no OTLP protocol (use grpc, http/protobuf or http/json)"
+                )
             }
             SetupError::UnknownProtocol { variable: None, value } => {
                 write!(f, "{value:?} names no OTLP protocol (use grpc, http/protobuf or http/json)")
@@ -100,7 +103,9 @@ impl Error for SetupError {
             SetupError::SubscriberExists(e) => Some(e),
             #[cfg(feature = "prometheus")]
             SetupError::Prometheus(e) => Some(e),
-            SetupError::UnknownProtocol { .. } | SetupError::FeatureMissing { .. } | SetupError::Runtime(_) => None,
+            SetupError::UnknownProtocol { .. }
+            | SetupError::FeatureMissing { .. }
+            | SetupError::Runtime(_) => None,
         }
     }
 }

@@ -15,30 +15,6 @@
 //! thread (`OTEL_METRIC_EXPORT_INTERVAL`, 60 s by default). A collector that is
 //! down or slow therefore costs lost telemetry, never a slower or hung request,
 //! and [`Telemetry::shutdown`]'s error is to be logged, not returned from `main`.
-//!
-//! # An existing service
-//!
-//! Its filter goes on its own fmt layer, so that it filters logs only;
-//! retryscope's layer brings its own (a filter added with `.with(filter)` on the
-//! registry would filter every layer, and drop retryscope's INFO spans at `warn`):
-//!
-//! ```no_run
-//! use tracing_subscriber::{EnvFilter, Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
-//!
-//! # fn main() -> Result<(), retryscope_otel::SetupError> {
-//! let telemetry = retryscope_otel::OtlpConfig::default().build()?;
-//! tracing_subscriber::registry()
-//!     .with(tracing_subscriber::fmt::layer().with_filter(EnvFilter::new("warn")))
-//!     .with(telemetry.layer())
-//!     .init();
-//! telemetry.install_globals(); // before building clients
-//! // … serve; at exit:
-//! if let Err(error) = telemetry.shutdown() {
-//!     tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
-//! }
-//! # Ok(())
-//! # }
-//! ```
 
 mod error;
 mod protocol;
@@ -219,7 +195,30 @@ impl OtlpConfig {
 
     /// Builds the providers and installs nothing: for a service that composes
     /// [`Telemetry::layer`] into its own subscriber and calls
-    /// [`Telemetry::install_globals`] (see the [module docs](self)), and for tests.
+    /// [`Telemetry::install_globals`], and for tests.
+    ///
+    /// The service's filter goes on its own fmt layer, so that it filters its
+    /// logs only; retryscope's layer brings its own. (A filter added with
+    /// `.with(filter)` on the registry filters every layer, and at `warn` drops
+    /// retryscope's INFO spans.)
+    ///
+    /// ```no_run
+    /// use tracing_subscriber::{EnvFilter, Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+    ///
+    /// # fn main() -> Result<(), retryscope_otel::SetupError> {
+    /// let telemetry = retryscope_otel::OtlpConfig::default().build()?; // installs nothing
+    /// tracing_subscriber::registry()
+    ///     .with(tracing_subscriber::fmt::layer().with_filter(EnvFilter::new("warn"))) // the service's own
+    ///     .with(telemetry.layer()) // retryscope's spans, with a filter of their own
+    ///     .init();
+    /// telemetry.install_globals(); // before building clients
+    /// // … serve; at exit:
+    /// if let Err(error) = telemetry.shutdown() {
+    ///     tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn build(self) -> Result<Telemetry, SetupError> {
         self.build_with(|meters| meters)
     }
@@ -299,7 +298,8 @@ impl OtlpConfig {
             (false, _) => None,
             (true, default) => Some(match EnvFilter::try_from_default_env() {
                 Ok(filter) => filter,
-                Err(_) => EnvFilter::try_new(default.as_deref().unwrap_or(DEFAULT_LOG)).map_err(SetupError::Filter)?,
+                Err(_) => EnvFilter::try_new(default.as_deref().unwrap_or(DEFAULT_LOG))
+                    .map_err(SetupError::Filter)?,
             }),
         };
         let telemetry = self.build_with(meters)?;
@@ -350,7 +350,10 @@ macro_rules! build_exporter {
             }
             #[cfg(not(feature = "otlp-grpc"))]
             Protocol::Grpc => {
-                return Err(SetupError::FeatureMissing { what: "OTLP/gRPC", feature: Protocol::Grpc.feature() });
+                return Err(SetupError::FeatureMissing {
+                    what: "OTLP/gRPC",
+                    feature: Protocol::Grpc.feature(),
+                });
             }
             Protocol::HttpProtobuf | Protocol::HttpJson => {
                 let protocol = match route.protocol {

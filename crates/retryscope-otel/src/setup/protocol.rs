@@ -170,7 +170,10 @@ impl Route {
         };
         let https = endpoint.trim_start().to_ascii_lowercase().starts_with("https:");
         if https && protocol.is_http() && !cfg!(feature = "otlp-tls") {
-            return Err(SetupError::FeatureMissing { what: "OTLP/HTTP to an https endpoint", feature: "otlp-tls" });
+            return Err(SetupError::FeatureMissing {
+                what: "OTLP/HTTP to an https endpoint",
+                feature: "otlp-tls",
+            });
         }
         if https && !protocol.is_http() && !cfg!(feature = "otlp-grpc-tls") {
             return Err(SetupError::FeatureMissing {
@@ -196,7 +199,9 @@ fn var(name: &str) -> Option<String> {
 fn protocol_from_env(signal: Signal) -> Result<Protocol, SetupError> {
     for variable in [signal.protocol_var(), PROTOCOL_VAR] {
         if let Some(value) = var(variable) {
-            return value.parse().map_err(|_| SetupError::UnknownProtocol { variable: Some(variable), value });
+            return value
+                .parse()
+                .map_err(|_| SetupError::UnknownProtocol { variable: Some(variable), value });
         }
     }
     Ok(Protocol::HttpProtobuf)
@@ -272,8 +277,9 @@ mod tests {
     #[cfg(not(feature = "otlp-tls"))]
     #[test]
     fn https_without_tls_is_refused_naming_the_feature() {
-        let error = Route::resolve(Signal::Traces, Some(Protocol::HttpProtobuf), Some("https://collector:4318"))
-            .expect_err("no TLS in this build");
+        let error =
+            Route::resolve(Signal::Traces, Some(Protocol::HttpProtobuf), Some("https://collector:4318"))
+                .expect_err("no TLS in this build");
         assert!(error.to_string().contains("`otlp-tls`"), "{error}");
     }
 }
