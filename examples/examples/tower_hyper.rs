@@ -42,7 +42,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let body = response.into_body().collect().await?.to_bytes();
     println!("{url} -> {status} {body:?}");
 
-    telemetry.shutdown()?;
+    // Flush spans and metrics before exiting. A collector that is down loses
+    // the telemetry, not the work: log it, and exit as usual.
+    if let Err(error) = telemetry.shutdown() {
+        tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
+    }
     Ok(())
 }
 

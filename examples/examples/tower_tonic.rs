@@ -56,7 +56,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let reply = client.say_hello(greeter::HelloRequest { name: "retryscope".into() }).await?;
     println!("{}", reply.into_inner().message);
 
-    telemetry.shutdown()?;
+    // Flush spans and metrics before exiting. A collector that is down loses
+    // the telemetry, not the work: log it, and exit as usual.
+    if let Err(error) = telemetry.shutdown() {
+        tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
+    }
     Ok(())
 }
 

@@ -56,12 +56,35 @@
 //!     println!("{stock} in stock");
 //!
 //!     // Flushes and shuts down the providers (dropping the guard does too).
-//!     telemetry.shutdown()?;
+//!     if let Err(error) = telemetry.shutdown() {
+//!         // The collector was down or slow: the telemetry is lost, not the work.
+//!         tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
+//!     }
 //!     Ok(())
 //! }
 //! # }
 //! # fn main() {}
 //! ```
+//!
+//! # An existing service
+//!
+//! A service with its own `tracing` subscriber keeps it: `OtlpConfig::build`
+//! installs nothing and returns a `Telemetry` whose `layer()` joins the
+//! service's `registry()` with a filter of its own (retryscope's spans are INFO,
+//! target `retryscope`; keep the service's filter on its fmt layer), then
+//! `install_globals()` sets the providers and the propagator. `init_otlp` in
+//! such a program fails with `SetupError::SubscriberExists`, which says so. See
+//! `OtlpConfig::build` for the snippet, and `OtlpConfig::with_prometheus` for a
+//! Prometheus scrape beside OTLP, to mount on the service's router (features
+//! `otlp` and `prometheus`).
+//!
+//! # Versions
+//!
+//! This crate is bound to opentelemetry 0.33, opentelemetry_sdk 0.33,
+//! opentelemetry-otlp 0.33 and tracing-opentelemetry 0.34, re-exported here
+//! ([`opentelemetry`], `opentelemetry_sdk`, [`tracing_opentelemetry`],
+//! `tracing_subscriber`): providers or layers of another version are other
+//! types, and telemetry sent through them never reaches retryscope's.
 //!
 //! Without the `otlp` feature, install any OpenTelemetry SDK yourself and pass a
 //! [`Meter`](opentelemetry::metrics::Meter) to [`OtelObserver::from_meter`]; add
@@ -123,6 +146,19 @@ pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
 pub use propagate::inject_context;
 #[cfg(feature = "otlp")]
-pub use setup::{OtlpConfig, Protocol, SetupError, TelemetryGuard, init_otlp};
+pub use setup::{
+    OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry, init_otlp,
+};
 pub use spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, default_attempt_span};
 pub use upstream::Upstream;
+
+// The OpenTelemetry crates this API is bound to, re-exported so that a program
+// uses the same versions: an `opentelemetry` one minor version apart is another
+// crate to the compiler, and its global providers are not ours (telemetry
+// through them goes nowhere, silently).
+pub use opentelemetry;
+#[cfg(any(feature = "otlp", feature = "prometheus"))]
+pub use opentelemetry_sdk;
+pub use tracing_opentelemetry;
+#[cfg(feature = "otlp")]
+pub use tracing_subscriber;

@@ -18,6 +18,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
+use opentelemetry_prometheus::PrometheusExporter;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{MeterProviderBuilder, SdkMeterProvider};
 use prometheus::{Registry, TextEncoder};
@@ -83,15 +84,20 @@ impl PrometheusMetrics {
         meters: impl FnOnce(MeterProviderBuilder) -> MeterProviderBuilder,
     ) -> Result<Self, PrometheusSetupError> {
         let registry = Registry::new();
-        let exporter = opentelemetry_prometheus::exporter()
-            .with_registry(registry.clone())
-            .build()
-            .map_err(|e| PrometheusSetupError { what: "cannot build", source: Box::new(e) })?;
         let provider = meters(
-            SdkMeterProvider::builder().with_reader(exporter).with_resource(Resource::builder().build()),
+            SdkMeterProvider::builder()
+                .with_reader(reader(&registry)?)
+                .with_resource(Resource::builder().build()),
         )
         .build();
         Ok(Self { registry, provider })
+    }
+
+    /// The metrics `registry` holds, read by `provider` (which has a
+    /// [`reader`] on that registry).
+    #[cfg(feature = "otlp")]
+    pub(crate) fn from_parts(registry: Registry, provider: SdkMeterProvider) -> Self {
+        Self { registry, provider }
     }
 
     /// The meter provider, e.g. to set it as the global one.
@@ -114,6 +120,41 @@ impl PrometheusMetrics {
         TextEncoder::new()
             .encode_to_string(&self.registry.gather())
             .map_err(|e| PrometheusSetupError { what: "cannot render", source: Box::new(e) })
+    }
+
+    /// The answer to a scrape: [`render`](Self::render)'s text with the
+    /// Prometheus content type, or `500` with the error. Mount it on the
+    /// service's own router, no server of this crate needed; an
+    /// `http::Response<String>` is a response for axum and hyper alike.
+    ///
+    /// With axum:
+    ///
+    /// ```no_run
+    /// use axum::routing::get;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let metrics = retryscope_otel::PrometheusMetrics::new()?;
+    /// let observer = metrics.observer(); // `.observe(observer.clone())` on retries
+    /// # drop(observer);
+    /// let app: axum::Router = axum::Router::new()
+    ///     .route("/metrics", get(move || async move { metrics.scrape() }));
+    /// # drop(app);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// With hyper, in a `service_fn`: `Ok::<_, Infallible>(metrics.scrape())`.
+    pub fn scrape(&self) -> http::Response<String> {
+        match self.render() {
+            Ok(text) => {
+                let mut response = Response::new(text);
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static(prometheus::TEXT_FORMAT));
+                response
+            }
+            Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),
+        }
     }
 
     /// Serves [`render`](Self::render) on `GET /metrics` at `addr` from a
@@ -193,26 +234,28 @@ async fn serve_connection(stream: TcpStream, metrics: PrometheusMetrics, _slot: 
 /// The answer to one request: the metrics for `GET /metrics`, 404 for other
 /// paths, 405 for other methods on `/metrics`.
 fn answer(metrics: &PrometheusMetrics, request: &Request<Incoming>) -> Response<String> {
-    let plain = |status: StatusCode, body: &str| {
-        let mut response = Response::new(body.to_owned());
-        *response.status_mut() = status;
-        response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-        response
-    };
     if request.uri().path() != "/metrics" {
         return plain(StatusCode::NOT_FOUND, "not found\n");
     }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
     }
-    match metrics.render() {
-        Ok(text) => {
-            let mut response = Response::new(text);
-            response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(prometheus::TEXT_FORMAT));
-            response
-        }
-        Err(e) => plain(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),
-    }
+    metrics.scrape()
+}
+
+fn plain(status: StatusCode, body: &str) -> Response<String> {
+    let mut response = Response::new(body.to_owned());
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+/// A Prometheus reader on `registry`, for a meter provider.
+pub(crate) fn reader(registry: &Registry) -> Result<PrometheusExporter, PrometheusSetupError> {
+    opentelemetry_prometheus::exporter()
+        .with_registry(registry.clone())
+        .build()
+        .map_err(|e| PrometheusSetupError { what: "cannot build", source: Box::new(e) })
 }
 
 /// A running `GET /metrics` server; dropping it stops the server.

@@ -67,6 +67,7 @@ enum Fault {
     Overloaded,
 }
 
+#[cfg(feature = "otlp-grpc")]
 #[test]
 fn a_grpc_collector_that_never_answers_costs_nothing() {
     scenario(Protocol::Grpc, Fault::Silent);
@@ -77,6 +78,7 @@ fn an_http_collector_that_never_answers_costs_nothing() {
     scenario(Protocol::HttpProtobuf, Fault::Silent);
 }
 
+#[cfg(feature = "otlp-grpc")]
 #[test]
 fn a_grpc_collector_answering_resource_exhausted_costs_nothing() {
     scenario(Protocol::Grpc, Fault::Overloaded);

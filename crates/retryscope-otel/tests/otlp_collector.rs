@@ -20,6 +20,7 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use retryscope_test_support::rotel;
 
+#[cfg(feature = "otlp-grpc")]
 #[test]
 fn spans_and_metrics_arrive_over_grpc() {
     run(Protocol::Grpc);

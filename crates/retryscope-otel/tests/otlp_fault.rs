@@ -10,7 +10,7 @@ use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use retryscope::clock::ManualClock;
 use retryscope::{ErrorType, Jitter, Policy, Retryable, Verdict};
-use retryscope_otel::{OtelObserver, OtlpConfig, Protocol, TelemetryGuard, scope};
+use retryscope_otel::{OtelObserver, OtlpConfig, Protocol, Telemetry, scope};
 use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ const OPERATIONS: u32 = 10_000;
 /// A hang guard, not a performance target.
 const HANG_GUARD: Duration = Duration::from_secs(30);
 
+#[cfg(feature = "otlp-grpc")]
 #[test]
 fn a_dead_grpc_collector_never_blocks_calls() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -59,7 +60,7 @@ fn run(protocol: Protocol) {
 
 /// Every operation fails once and succeeds on its second attempt: two attempt
 /// spans, one wait, one retry each.
-fn call_many(telemetry: &TelemetryGuard) {
+fn call_many(telemetry: &Telemetry) {
     let tracer = telemetry.tracer_provider().tracer_with_scope(scope());
     let subscriber = tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
     let observer = OtelObserver::from_meter(&telemetry.meter_provider().meter_with_scope(scope()));

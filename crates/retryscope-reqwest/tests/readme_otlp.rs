@@ -76,7 +76,9 @@ async fn readme() -> (Vec<HashMap<String, String>>, String) {
 
     let response = client.get(server.url("/inventory")).send().await.unwrap();
     assert_eq!(response.status(), 200);
-    telemetry.shutdown().unwrap();
+    if let Err(error) = telemetry.shutdown() {
+        tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
+    }
 
     let seen = server.seen().into_iter().map(|s| s.headers).collect();
     (seen, format!("127.0.0.1:{}", server.addr.port()))

@@ -104,3 +104,55 @@ impl Drop for Collector {
 fn free_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
+
+/// A span as rotel's detailed debug log printed it.
+#[derive(Debug, Clone)]
+pub struct PrintedSpan {
+    pub trace_id: String,
+    /// Empty for a root span.
+    pub parent_id: String,
+    pub id: String,
+    pub name: String,
+    /// `SPAN_KIND_CLIENT`, `SPAN_KIND_INTERNAL`, …
+    pub kind: String,
+    /// The attribute lines, `key: Value(..)`, as printed.
+    pub attributes: Vec<String>,
+}
+
+impl PrintedSpan {
+    /// The printed value of attribute `key` (`Int(2)`, `Str(x)`), if any.
+    pub fn attribute(&self, key: &str) -> Option<&str> {
+        self.attributes.iter().find_map(|a| a.strip_prefix(key)?.strip_prefix(": "))
+    }
+}
+
+/// Every span in rotel's detailed output.
+pub fn spans(printed: &str) -> Vec<PrintedSpan> {
+    printed
+        .split("Span #")
+        .skip(1)
+        .filter_map(|block| {
+            // A block ends where the next section (a scope, a resource) begins.
+            let block = block.split("ScopeSpans #").next().unwrap_or(block);
+            let block = block.split("ResourceSpans #").next().unwrap_or(block);
+            let field = |prefix: &str| {
+                block.lines().find_map(|l| l.trim().strip_prefix(prefix)).map(|v| v.trim().to_owned())
+            };
+            let attributes = block
+                .lines()
+                .skip_while(|l| !l.starts_with("Attributes:"))
+                .skip(1)
+                .take_while(|l| l.trim_start().starts_with("->"))
+                .map(|l| l.trim_start().trim_start_matches("->").trim().to_owned())
+                .collect();
+            Some(PrintedSpan {
+                trace_id: field("Trace ID       :")?,
+                parent_id: field("Parent ID      :").unwrap_or_default(),
+                id: field("ID             :")?,
+                name: field("Name           :")?,
+                kind: field("Kind           :")?,
+                attributes,
+            })
+        })
+        .collect()
+}

@@ -7,7 +7,7 @@ use crate::storm::server::SLICE;
 use crate::storm::{StormError, error};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
-use retryscope_otel::{MetricsServer, OtlpConfig, PrometheusMetrics, TelemetryGuard};
+use retryscope_otel::{MetricsServer, OtlpConfig, PrometheusMetrics, Telemetry as OtlpTelemetry};
 
 /// The storm's telemetry, alive as long as this value is.
 pub(crate) struct Telemetry {
@@ -16,7 +16,7 @@ pub(crate) struct Telemetry {
     /// The report's view of the metrics.
     pub(crate) reader: InProcessReader,
     provider: SdkMeterProvider,
-    _otlp: Option<TelemetryGuard>,
+    _otlp: Option<OtlpTelemetry>,
     _scrape: Option<(PrometheusMetrics, MetricsServer)>,
 }
 

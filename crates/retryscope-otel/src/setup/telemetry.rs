@@ -1,0 +1,192 @@
+//! What a setup hands back: the providers, the propagator and the `tracing`
+//! layer, for a service to compose with its own subscriber, or installed in one
+//! call by [`init`](super::OtlpConfig::init).
+
+use super::error::{ShutdownError, SignalFailure};
+use super::protocol::Route;
+use crate::observer::{OtelObserver, scope};
+use opentelemetry::metrics::{Meter, MeterProvider as _};
+use opentelemetry::propagation::TextMapCompositePropagator;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use std::time::Duration;
+use tracing::Subscriber;
+use tracing_opentelemetry::OpenTelemetryLayer;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Filtered;
+use tracing_subscriber::registry::LookupSpan;
+
+/// How long [`Telemetry::shutdown`] waits for each provider's last export.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Crates whose own `tracing` output must not reach the OpenTelemetry layer: they
+/// carry the exports, and tracing the exporter would feed it its own spans.
+pub(crate) const EXPORTER_CRATES: &str = "h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off";
+
+/// The layer [`Telemetry::layer`] returns: tracing-opentelemetry's, behind a
+/// filter of its own.
+pub type SpanLayer<S> = Filtered<OpenTelemetryLayer<S, SdkTracer>, EnvFilter, S>;
+
+/// The telemetry a setup built: SDK tracer and meter providers exporting over
+/// OTLP (and to Prometheus, if asked), plus what a service needs to wire them
+/// into its own `tracing` subscriber.
+///
+/// [`OtlpConfig::build`](super::OtlpConfig::build) installs nothing: add
+/// [`layer`](Self::layer) to your subscriber and call
+/// [`install_globals`](Self::install_globals).
+/// [`init_otlp`](super::init_otlp) does both. Keep the value alive as long as
+/// the program exports; at exit call [`shutdown`](Self::shutdown) and log its
+/// error (dropping the value shuts down too, silently).
+#[derive(Debug)]
+#[must_use = "dropping the telemetry shuts its providers down"]
+pub struct Telemetry {
+    pub(crate) tracer_provider: SdkTracerProvider,
+    pub(crate) meter_provider: SdkMeterProvider,
+    /// Where traces, then metrics, go: named by shutdown errors.
+    pub(crate) routes: [Route; 2],
+    /// The directives of [`layer`](Self::layer)'s filter, checked at build.
+    pub(crate) span_filter: String,
+    pub(crate) keep_propagator: bool,
+    #[cfg(feature = "prometheus")]
+    pub(crate) prometheus: Option<crate::PrometheusMetrics>,
+    pub(crate) shut_down: bool,
+}
+
+impl Telemetry {
+    /// The tracer provider.
+    pub fn tracer_provider(&self) -> &SdkTracerProvider {
+        &self.tracer_provider
+    }
+
+    /// The meter provider: the OTLP reader's, and the Prometheus reader's when
+    /// the setup asked for one.
+    pub fn meter_provider(&self) -> &SdkMeterProvider {
+        &self.meter_provider
+    }
+
+    /// A meter with this crate's instrumentation scope.
+    pub fn meter(&self) -> Meter {
+        self.meter_provider.meter_with_scope(scope())
+    }
+
+    /// An observer recording into this meter provider, for engine retries
+    /// (`.observe(..)`) in a program that does not install the globals.
+    pub fn observer(&self) -> OtelObserver {
+        OtelObserver::from_meter(&self.meter())
+    }
+
+    /// The W3C TraceContext and Baggage propagators, composed: what
+    /// [`install_globals`](Self::install_globals) installs unless told to keep
+    /// the program's own.
+    pub fn propagator() -> TextMapCompositePropagator {
+        TextMapCompositePropagator::new(vec![
+            Box::new(TraceContextPropagator::new()),
+            Box::new(BaggagePropagator::new()),
+        ])
+    }
+
+    /// The `tracing` layer that turns spans into OpenTelemetry spans exported
+    /// by this tracer provider, for the program's own
+    /// `tracing_subscriber::registry()`.
+    ///
+    /// It carries a filter of its own (a per-layer filter), so what the program
+    /// filters for its logs does not decide what is exported: retryscope's spans
+    /// and events (target `retryscope`, level INFO) always pass, the exporter's
+    /// own crates (hyper, reqwest, tonic, h2, tower, opentelemetry) never do, and
+    /// the rest passes at the span filter ([`OtlpConfig::span_filter`], `info` by
+    /// default). A filter added to the registry *globally* (`.with(EnvFilter)`
+    /// rather than `.with(fmt.with_filter(EnvFilter))`) still applies to every
+    /// layer: give it a `retryscope=info` directive, or put it on the fmt layer.
+    ///
+    /// What the layer records, on purpose, is only what the telemetry contract
+    /// names: no source locations (`code.*`), thread names or ids, nor busy and
+    /// idle times (`busy_ns`, `idle_ns`, which cost two clock reads per poll of
+    /// an attempt).
+    ///
+    /// [`OtlpConfig::span_filter`]: super::OtlpConfig::span_filter
+    pub fn layer<S>(&self) -> SpanLayer<S>
+    where
+        S: Subscriber + for<'span> LookupSpan<'span>,
+    {
+        let tracer = self.tracer_provider.tracer_with_scope(scope());
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_filter(span_filter(&self.span_filter))
+    }
+
+    /// Sets the tracer and meter providers as the OpenTelemetry globals, and the
+    /// [`propagator`](Self::propagator) as the global text-map propagator unless
+    /// the setup said [`keep_propagator`](super::OtlpConfig::keep_propagator).
+    ///
+    /// Call it before building clients and observers: their instruments bind to
+    /// the meter provider that is global when they are created. Without a
+    /// propagator no `traceparent` leaves the process.
+    pub fn install_globals(&self) {
+        opentelemetry::global::set_tracer_provider(self.tracer_provider.clone());
+        opentelemetry::global::set_meter_provider(self.meter_provider.clone());
+        if !self.keep_propagator {
+            opentelemetry::global::set_text_map_propagator(Self::propagator());
+        }
+    }
+
+    /// The Prometheus side of a setup made with
+    /// [`OtlpConfig::with_prometheus`](super::OtlpConfig::with_prometheus): render
+    /// or mount it on the service's router. `None` otherwise.
+    #[cfg(feature = "prometheus")]
+    pub fn prometheus(&self) -> Option<&crate::PrometheusMetrics> {
+        self.prometheus.as_ref()
+    }
+
+    /// Flushes and shuts down both providers, waiting at most 5 s for each.
+    /// Both are shut down even if one fails.
+    ///
+    /// # Errors
+    ///
+    /// A signal's last export failed (the collector is down, slow, or refused
+    /// it). The error names each signal and its endpoint, with the SDK's error
+    /// as the source. Log it and exit normally: no program should fail because
+    /// its collector is down.
+    pub fn shutdown(mut self) -> Result<(), ShutdownError> {
+        self.shut_down = true;
+        let [traces, metrics] = &self.routes;
+        let mut failures = Vec::with_capacity(2);
+        if let Err(e) = self.tracer_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
+            failures.push(SignalFailure::new(traces.signal, &traces.endpoint, e));
+        }
+        if let Err(e) = self.meter_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
+            failures.push(SignalFailure::new(metrics.signal, &metrics.endpoint, e));
+        }
+        match ShutdownError::new(failures) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if !self.shut_down {
+            // Errors have nowhere to go from a destructor; `shutdown` reports them.
+            let _ = self.tracer_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
+            let _ = self.meter_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
+        }
+    }
+}
+
+/// The layer's filter: retryscope's spans first, so that a span filter that
+/// names `retryscope` itself replaces that directive; the exporter's crates off.
+pub(crate) fn span_filter_directives(span_filter: &str) -> String {
+    format!("{}=info,{EXPORTER_CRATES},{span_filter}", crate::names::TARGET)
+}
+
+fn span_filter(span_filter: &str) -> EnvFilter {
+    // The directives were parsed when the telemetry was built (`try_new`), so
+    // nothing is lost here.
+    EnvFilter::builder().parse_lossy(span_filter_directives(span_filter))
+}
