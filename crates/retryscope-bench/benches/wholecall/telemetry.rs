@@ -4,7 +4,7 @@
 use crate::CallError;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram};
-use retryscope_otel::{OtlpConfig, Protocol, TelemetryGuard};
+use retryscope_otel::{OtlpConfig, Protocol, Telemetry};
 use std::net::TcpListener;
 
 /// The SDK set up by retryscope-otel's own setup, the documented path
@@ -17,7 +17,7 @@ use std::net::TcpListener;
 /// queueing its spans, recording its metrics) does not depend on whether the
 /// export later succeeds. One function, so a change of the setup API is one
 /// change here.
-pub(crate) fn install_sdk() -> Result<TelemetryGuard, CallError> {
+pub(crate) fn install_sdk() -> Result<Telemetry, CallError> {
     Ok(OtlpConfig::default()
         .protocol(Protocol::HttpProtobuf)
         .endpoint(format!("http://{}", unused_port()?))
