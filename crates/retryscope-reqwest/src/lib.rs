@@ -34,6 +34,7 @@ mod error;
 mod middleware;
 mod redact;
 mod release;
+mod source;
 mod target;
 mod transport;
 
