@@ -354,7 +354,9 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
         if find(&servers).is_none() {
             let known = servers.len();
             match servers.get_mut(host) {
-                Some(ports) if ports.len() < MAX_PORTS_PER_HOST => ports.push((named_port, Arc::clone(&guards))),
+                Some(ports) if ports.len() < MAX_PORTS_PER_HOST => {
+                    ports.push((named_port, Arc::clone(&guards)))
+                }
                 Some(_) => {}
                 None if known < MAX_DEPENDENCIES => {
                     servers.insert(host.into(), vec![(named_port, Arc::clone(&guards))]);

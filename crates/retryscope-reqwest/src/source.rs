@@ -9,11 +9,7 @@ use std::sync::{Mutex, PoisonError};
 #[derive(Debug)]
 pub(crate) enum RequestSource {
     Replayable(Request),
-    Once {
-        method: Method,
-        url: Url,
-        request: Mutex<Option<Request>>,
-    },
+    Once { method: Method, url: Url, request: Mutex<Option<Request>> },
 }
 
 impl RequestSource {
