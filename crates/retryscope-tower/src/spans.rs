@@ -56,10 +56,10 @@ pub(crate) struct AttemptSpan {
 
 impl MakeAttemptSpan for AttemptSpan {
     fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
-        let server = server(&self.uri, self.origin.as_ref());
         if self.grpc {
-            return grpc_span(&server, self.uri.path(), info);
+            return grpc_span(self, info);
         }
+        let server = server(&self.uri, self.origin.as_ref());
         HttpTarget {
             method: &self.method,
             address: server.address,
@@ -80,9 +80,11 @@ pub(crate) fn rpc_method(path: &str) -> &str {
 /// `rpc.grpc.status_code` is recorded when the status arrives, which for a
 /// committed call may be after the attempt handed its response over (the span
 /// stays open until then).
-fn grpc_span(server: &Server<'_>, path: &str, info: &AttemptInfo<'_>) -> Span {
+fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
     // Evaluated by the macro only for a span some subscriber wants.
+    let path = request.uri.path();
     let split = || rpc_method(path).split_once('/').unwrap_or(("", path));
+    let server = || server(&request.uri, request.origin.as_ref());
     tracing::info_span!(
         target: retryscope_otel::names::TARGET,
         parent: info.parent,
@@ -96,8 +98,8 @@ fn grpc_span(server: &Server<'_>, path: &str, info: &AttemptInfo<'_>) -> Span {
         "rpc.service" = split().0,
         "rpc.method" = split().1,
         "rpc.grpc.status_code" = Empty,
-        "server.address" = server.address,
-        "server.port" = server.port().map(i64::from),
+        "server.address" = server().address,
+        "server.port" = server().port().map(i64::from),
     )
 }
 
