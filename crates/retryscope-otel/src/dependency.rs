@@ -179,11 +179,14 @@ impl<T> Clone for DependencyGuards<T> {
     }
 }
 
+/// Each host's guards, by the port in its dependency name (`None`: the scheme's).
+type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>;
+
 struct Registry<T> {
     guards: RwLock<HashMap<Arc<str>, Arc<Guards<T>>>>,
     /// The guards found for each server (host, then the port in its name), so
     /// that a request finds its dependency without building the name.
-    servers: RwLock<HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>>,
+    servers: RwLock<Servers<T>>,
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
@@ -343,7 +346,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     /// ```
     pub fn for_server(&self, host: &str, port: Option<u16>, default_port: Option<u16>) -> Arc<Guards<T>> {
         let named_port = port.filter(|port| Some(*port) != default_port);
-        let find = |servers: &HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>| {
+        let find = |servers: &Servers<T>| {
             servers.get(host)?.iter().find(|(p, _)| *p == named_port).map(|(_, guards)| Arc::clone(guards))
         };
         if let Some(found) = find(&self.inner.servers.read().unwrap_or_else(PoisonError::into_inner)) {

@@ -106,7 +106,8 @@ async fn a_grpc_call_is_reported_as_its_method_not_its_address() {
     let operation = spans
         .iter()
         .find(|s| {
-            s.span_kind == opentelemetry::trace::SpanKind::Internal && attr(s, "retryscope.dependency").is_some()
+            s.span_kind == opentelemetry::trace::SpanKind::Internal
+                && attr(s, "retryscope.dependency").is_some()
         })
         .expect("an operation span");
     assert_eq!(operation.name, "helloworld.Greeter/SayHello");
