@@ -2,6 +2,7 @@
 
 use http::Method;
 use retryscope_otel::AttemptInfo;
+use std::fmt;
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -15,38 +16,26 @@ pub fn known_method(method: &Method) -> Option<&'static str> {
     KNOWN.into_iter().find(|known| *known == method.as_str())
 }
 
-/// What an HTTP attempt span says about the request, computed once per request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpTarget {
-    /// The method, or `_OTHER` for an extension method.
-    pub method: &'static str,
-    /// An extension method as sent.
-    pub method_original: Option<String>,
+/// What an HTTP attempt span says about the request: borrowed from the
+/// request, nothing computed ahead. The span's field values — the redacted
+/// `url.full` above all, which is written out — are built only when a
+/// subscriber takes the span, so a process without one pays nothing for them.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpTarget<'a, U> {
+    /// The method as sent.
+    pub method: &'a Method,
     /// `server.address`.
-    pub address: String,
+    pub address: &'a str,
     /// `server.port`.
     pub port: Option<u16>,
-    /// `url.full`, already redacted.
-    pub url: String,
+    /// `url.full`: writes the request's URL, redacted.
+    pub url: U,
 }
 
-impl HttpTarget {
-    /// The target of a request with `method`, to `address:port`, at the
-    /// redacted `url`.
-    pub fn new(method: &Method, address: String, port: Option<u16>, url: String) -> Self {
-        let known = known_method(method);
-        Self {
-            method: known.unwrap_or(OTHER_METHOD),
-            method_original: known.is_none().then(|| method.as_str().to_owned()),
-            address,
-            port,
-            url,
-        }
-    }
-
+impl<U: fmt::Display> HttpTarget<'_, U> {
     /// `{method}`, or `HTTP` for an extension method.
     pub fn span_name(&self) -> &'static str {
-        if self.method_original.is_some() { "HTTP" } else { self.method }
+        known_method(self.method).unwrap_or("HTTP")
     }
 
     /// The attempt's span: named after the method, with `http.request.method`,
@@ -60,7 +49,8 @@ impl HttpTarget {
     /// The response status is not known when the attempt starts: the field is
     /// declared empty and recorded by the integration from inside the attempt.
     pub fn span(&self, info: &AttemptInfo<'_>) -> Span {
-        let resend_count = (info.attempt > 1).then(|| i64::from(info.attempt) - 1);
+        // The macro evaluates these only for a span some subscriber wants.
+        let known = || known_method(self.method);
         tracing::info_span!(
             target: retryscope_otel::names::TARGET,
             parent: info.parent,
@@ -70,13 +60,13 @@ impl HttpTarget {
             otel.status_code = Empty,
             retryscope.attempt = info.attempt_value(),
             "error.type" = Empty,
-            "http.request.method" = self.method,
-            "http.request.method_original" = self.method_original.as_deref(),
-            "server.address" = self.address.as_str(),
+            "http.request.method" = known().unwrap_or(OTHER_METHOD),
+            "http.request.method_original" = known().is_none().then(|| self.method.as_str()),
+            "server.address" = self.address,
             "server.port" = self.port.map(i64::from),
-            "url.full" = self.url.as_str(),
+            "url.full" = tracing::field::display(&self.url),
             "http.response.status_code" = Empty,
-            "http.request.resend_count" = resend_count,
+            "http.request.resend_count" = (info.attempt > 1).then(|| i64::from(info.attempt) - 1),
         )
     }
 }
@@ -85,12 +75,15 @@ impl HttpTarget {
 mod tests {
     use super::*;
 
+    fn target(method: &Method) -> HttpTarget<'_, &'static str> {
+        HttpTarget { method, address: "a", port: None, url: "u" }
+    }
+
     #[test]
-    fn an_extension_method_is_reported_as_other_with_its_original() {
-        let target =
-            HttpTarget::new(&Method::from_bytes(b"PURGE").expect("a token"), "a".into(), None, "u".into());
-        assert_eq!((target.method, target.method_original.as_deref()), (OTHER_METHOD, Some("PURGE")));
-        assert_eq!(target.span_name(), "HTTP");
-        assert_eq!(HttpTarget::new(&Method::PATCH, "a".into(), None, "u".into()).span_name(), "PATCH");
+    fn an_extension_method_names_its_span_http() {
+        let purge = Method::from_bytes(b"PURGE").expect("a token");
+        assert_eq!(target(&purge).span_name(), "HTTP");
+        assert_eq!(known_method(&purge), None);
+        assert_eq!(target(&Method::PATCH).span_name(), "PATCH");
     }
 }

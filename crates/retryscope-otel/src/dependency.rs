@@ -20,6 +20,9 @@ use std::sync::{Arc, LazyLock, PoisonError, RwLock, Weak};
 /// process reports. Further names are reported, and guarded, as [`OVERFLOW`].
 pub const MAX_DEPENDENCIES: usize = 1_000;
 
+/// How many ports of one host [`DependencyGuards::for_server`] remembers.
+pub const MAX_PORTS_PER_HOST: usize = 16;
+
 /// The name that stands for every dependency (or operation) beyond
 /// [`MAX_DEPENDENCIES`], as the semantic conventions spell "other".
 pub const OVERFLOW: &str = "_OTHER";
@@ -176,8 +179,14 @@ impl<T> Clone for DependencyGuards<T> {
     }
 }
 
+/// Each host's guards, by the port in its dependency name (`None`: the scheme's).
+type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>;
+
 struct Registry<T> {
     guards: RwLock<HashMap<Arc<str>, Arc<Guards<T>>>>,
+    /// The guards found for each server (host, then the port in its name), so
+    /// that a request finds its dependency without building the name.
+    servers: RwLock<Servers<T>>,
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
@@ -250,6 +259,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     pub fn build(self) -> DependencyGuards<T> {
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
+            servers: RwLock::default(),
             budget: self.budget,
             breaker: self.breaker,
             pacer: self.pacer,
@@ -315,6 +325,49 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
         let mut guards = self.inner.guards.write().unwrap_or_else(PoisonError::into_inner);
         let entry = guards.entry(Arc::clone(&name)).or_insert_with(|| Arc::new(self.inner.make(name)));
         Arc::clone(entry)
+    }
+
+    /// The guards of the server at `host` and `port`, named as
+    /// [`dependency_name`] names it (`default_port` is the scheme's): the same
+    /// guards as `get(&dependency_name(host, port, default_port))`, found
+    /// without building the name once the server has been seen. At most
+    /// [`MAX_DEPENDENCIES`] hosts and [`MAX_PORTS_PER_HOST`] ports per host are
+    /// remembered; further servers are looked up by name, as [`get`](Self::get)
+    /// does.
+    ///
+    /// ```
+    /// use retryscope::RetryBudget;
+    /// use retryscope_otel::DependencyGuards;
+    ///
+    /// let guards = DependencyGuards::builder().budget(RetryBudget::new).build();
+    /// let server = guards.for_server("127.0.0.1", Some(8080), Some(80));
+    /// assert_eq!(server.dependency(), "127.0.0.1:8080");
+    /// assert!(std::sync::Arc::ptr_eq(&server, &guards.get("127.0.0.1:8080")));
+    /// ```
+    pub fn for_server(&self, host: &str, port: Option<u16>, default_port: Option<u16>) -> Arc<Guards<T>> {
+        let named_port = port.filter(|port| Some(*port) != default_port);
+        let find = |servers: &Servers<T>| {
+            servers.get(host)?.iter().find(|(p, _)| *p == named_port).map(|(_, guards)| Arc::clone(guards))
+        };
+        if let Some(found) = find(&self.inner.servers.read().unwrap_or_else(PoisonError::into_inner)) {
+            return found;
+        }
+        let guards = self.get(&dependency_name(host, port, default_port));
+        let mut servers = self.inner.servers.write().unwrap_or_else(PoisonError::into_inner);
+        if find(&servers).is_none() {
+            let known = servers.len();
+            match servers.get_mut(host) {
+                Some(ports) if ports.len() < MAX_PORTS_PER_HOST => {
+                    ports.push((named_port, Arc::clone(&guards)))
+                }
+                Some(_) => {}
+                None if known < MAX_DEPENDENCIES => {
+                    servers.insert(host.into(), vec![(named_port, Arc::clone(&guards))]);
+                }
+                None => {}
+            }
+        }
+        guards
     }
 
     /// How many dependencies have guards.
@@ -387,6 +440,23 @@ mod tests {
     fn interned_names_are_shared() {
         let table = NameTable::new(10);
         assert!(Arc::ptr_eq(&table.intern("inventory"), &table.intern("inventory")));
+    }
+
+    #[test]
+    fn a_server_finds_the_guards_of_its_name_and_remembers_a_bounded_number() {
+        let guards = DependencyGuards::<retryscope::RetryBudget>::builder().build();
+        let plain = guards.for_server("inventory", Some(80), Some(80));
+        assert_eq!(plain.dependency(), "inventory");
+        assert!(Arc::ptr_eq(&plain, &guards.for_server("inventory", None, Some(80))));
+        let other = guards.for_server("inventory", Some(8080), Some(80));
+        assert_eq!(other.dependency(), "inventory:8080");
+        assert!(Arc::ptr_eq(&other, &guards.get("inventory:8080")));
+        for port in 0..40 {
+            let found = guards.for_server("many", Some(port), None);
+            assert_eq!(found.dependency(), format!("many:{port}"));
+        }
+        let servers = guards.inner.servers.read().map(|s| s["many"].len()).unwrap_or_default();
+        assert_eq!(servers, MAX_PORTS_PER_HOST);
     }
 
     #[test]

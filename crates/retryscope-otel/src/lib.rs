@@ -130,8 +130,8 @@ mod spans;
 mod upstream;
 
 pub use dependency::{
-    DependencyGuards, DependencyGuardsBuilder, Factory, Guards, MAX_DEPENDENCIES, OVERFLOW,
-    bounded_dependency, bounded_operation, dependency_name,
+    DependencyGuards, DependencyGuardsBuilder, Factory, Guards, MAX_DEPENDENCIES, MAX_PORTS_PER_HOST,
+    OVERFLOW, bounded_dependency, bounded_operation, dependency_name,
 };
 pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
 pub use incoming::{

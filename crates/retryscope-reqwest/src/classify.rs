@@ -92,23 +92,3 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
 pub(crate) fn is_replayable(request: &Request) -> bool {
     request.body().is_none_or(|body| body.as_bytes().is_some())
 }
-
-/// Hands out the request for each attempt: clones of a replayable request, or a
-/// streaming request exactly once.
-pub(crate) enum RequestSource {
-    Replayable(Request),
-    Once(Option<Request>),
-}
-
-impl RequestSource {
-    pub(crate) fn new(request: Request) -> Self {
-        if is_replayable(&request) { Self::Replayable(request) } else { Self::Once(Some(request)) }
-    }
-
-    pub(crate) fn next(&mut self) -> Option<Request> {
-        match self {
-            Self::Replayable(request) => request.try_clone(),
-            Self::Once(request) => request.take(),
-        }
-    }
-}

@@ -35,6 +35,7 @@ mod middleware;
 mod read_ahead;
 mod redact;
 mod release;
+mod source;
 mod target;
 mod transport;
 

@@ -1,10 +1,11 @@
 //! The middleware: retries, classification, guards and telemetry per request.
 
 use crate::builder::RetryMiddlewareBuilder;
-use crate::classify::{RequestClassifier, RequestSource};
+use crate::classify::RequestClassifier;
 use crate::error::NotRetried;
 use crate::read_ahead;
-use crate::target::{HttpAttemptSpan, Target};
+use crate::source::RequestSource;
+use crate::target::HttpAttemptSpan;
 use http::Extensions;
 use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response};
@@ -173,8 +174,9 @@ impl Middleware for RetryMiddleware {
         // The caller's timeout is the whole call's: attempts and waits together.
         let policy = options.policy_override().unwrap_or(self.policy);
         let policy = request.timeout().map_or(policy, |timeout| policy.with_deadline_within(*timeout));
-        let target = Target::of(&request);
-        let guards = self.dependencies.get(&target.dependency);
+        let url = request.url();
+        // `Url::port` is `None` for the scheme's default port.
+        let guards = self.dependencies.for_server(url.host_str().unwrap_or_default(), url.port(), None);
         let upstream = Upstream::current();
         let mut classifier =
             RequestClassifier::for_request(self.classifier, self.rule.clone(), &request, &options);
@@ -182,11 +184,11 @@ impl Middleware for RetryMiddleware {
             classifier.one_layer(upstream.as_ref());
         }
         let replayable = classifier.safety.replayable;
-        let mut source = RequestSource::new(request);
+        let source = RequestSource::new(request);
         let stop = StopRecorder::default();
         let snapshot = extensions.clone();
         let telemetry =
-            self.telemetry.clone().map(|o| o.with_attempt_spans(HttpAttemptSpan { target: &target }));
+            self.telemetry.clone().map(|o| o.with_attempt_spans(HttpAttemptSpan { source: &source }));
 
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();
@@ -205,7 +207,10 @@ impl Middleware for RetryMiddleware {
                 if !replayable {
                     tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
                 }
-                retryscope_otel::inject_context(request.headers_mut());
+                // A span no subscriber took has no context to propagate.
+                if !span.is_disabled() {
+                    retryscope_otel::inject_context(request.headers_mut());
+                }
                 if let Some((name, value)) = announce {
                     request.headers_mut().insert(name, value);
                 }

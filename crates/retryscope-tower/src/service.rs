@@ -4,7 +4,7 @@ use crate::body::{ReplayBody, ResponseBody, Source};
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
 use crate::settings::Settings;
-use crate::spans::{AttemptSpan, Target};
+use crate::spans::AttemptSpan;
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
@@ -113,8 +113,8 @@ where
     let (parts, body) = request.into_parts();
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
     let call = Call::plan(&settings, &parts, &options);
-    let target = Arc::new(Target::of(&parts, settings.origin.as_ref(), call.grpc));
-    let guards = settings.guards.get(&target.dependency);
+    let server = crate::spans::server(&parts.uri, settings.origin.as_ref());
+    let guards = settings.guards.for_server(server.address, server.uri.port_u16(), server.default_port);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
     let upstream = retryscope_otel::Upstream::current();
@@ -126,8 +126,22 @@ where
         (_, false) => Layers::default(),
     };
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
-    let telemetry =
-        settings.telemetry.clone().map(|o| o.with_attempt_spans(AttemptSpan(Arc::clone(&target))));
+    let telemetry = settings.telemetry.clone().map(|o| {
+        o.with_attempt_spans(AttemptSpan {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            origin: settings.origin.clone(),
+            grpc: call.grpc,
+        })
+    });
+    // A gRPC call is the method it calls, unless the caller named it.
+    let operation = match options.operation_name() {
+        Some(operation) => Some(retryscope_otel::bounded_operation(operation)),
+        None if call.grpc => {
+            Some(retryscope_otel::bounded_operation(crate::spans::rpc_method(parts.uri.path())))
+        }
+        None => None,
+    };
     let stop = StopRecorder::default();
     // gRPC's own metrics (A66, A96) follow the call to the caller.
     #[cfg(feature = "grpc")]
@@ -159,23 +173,22 @@ where
         .with_classifier(classifier)
         .observe((((telemetry, settings.retry_log), stop.clone()), observed))
         // The registry's interned name: an `Arc`, found without copying it.
-        .dependency(retryscope_otel::bounded_dependency(guards.dependency()));
-    // The guards are handles on shared state: the clones below are the same
-    // budget and breaker as every other call's to this dependency.
+        .dependency(guards.dependency());
+    // Borrowed from the dependency's guards, which this call holds.
     let retry = match guards.budget() {
-        Some(budget) => retry.budget(Arc::new(budget.clone())),
+        Some(budget) => retry.budget(budget),
         None => retry,
     };
     let retry = match guards.breaker() {
-        Some(breaker) => retry.breaker(Arc::new(breaker.clone())),
+        Some(breaker) => retry.breaker(breaker),
         None => retry,
     };
     let retry = match guards.pacer() {
-        Some(pacer) => retry.pacer(Arc::new(pacer.clone())),
+        Some(pacer) => retry.pacer(pacer),
         None => retry,
     };
-    let retry = match options.operation_name() {
-        Some(operation) => retry.operation(retryscope_otel::bounded_operation(operation)),
+    let retry = match operation {
+        Some(operation) => retry.operation(operation),
         None => retry,
     };
     let started = tokio::time::Instant::now();
@@ -448,7 +461,10 @@ where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
 {
-    retryscope_otel::inject_context(request.headers_mut());
+    // A span no subscriber took has no context to propagate.
+    if !Span::current().is_disabled() {
+        retryscope_otel::inject_context(request.headers_mut());
+    }
     poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
     service.call(request).await.map_err(Into::into)
 }

@@ -1,139 +1,168 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
-use http::Uri;
-use http::request::Parts;
+use http::{Method, Uri};
 use retryscope_http::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
-use std::sync::Arc;
+use std::fmt;
 use tracing::Span;
 use tracing::field::Empty;
 
-/// What the attempt spans say about the request, computed once per request.
-#[derive(Debug)]
-pub(crate) struct Target {
-    /// `method`, `server.*` and `url.full`: what the shared HTTP span says.
-    pub(crate) http: HttpTarget,
-    /// `server.address`, with `:port` when the port is not the scheme's default.
-    pub(crate) dependency: String,
-    /// The gRPC path (`/package.Service/Method`) when the call is gRPC.
-    pub(crate) rpc: Option<String>,
+/// The server a request goes to: the request's own authority, or `origin` for
+/// a URI without one (tonic clients send only the path).
+pub(crate) fn server<'a>(request: &'a Uri, origin: Option<&'a Uri>) -> Server<'a> {
+    let uri = match (request.authority(), origin) {
+        (None, Some(origin)) => origin,
+        _ => request,
+    };
+    let default_port = match uri.scheme_str() {
+        Some("https") => Some(443),
+        Some("http") | None => Some(80),
+        Some(_) => None,
+    };
+    Server { uri, address: uri.host().unwrap_or("unknown"), default_port }
 }
 
-impl Target {
-    /// The target of `parts`; `origin` stands in for a URI without authority
-    /// (tonic clients send only the path).
-    pub(crate) fn of(parts: &Parts, origin: Option<&Uri>, grpc: bool) -> Self {
-        let uri = match (parts.uri.authority(), origin) {
-            (None, Some(origin)) => origin,
-            _ => &parts.uri,
-        };
-        let address = uri.host().unwrap_or("unknown");
-        let default_port = match uri.scheme_str() {
-            Some("https") => Some(443),
-            Some("http") | None => Some(80),
-            Some(_) => None,
-        };
-        Self {
-            http: HttpTarget::new(
-                &parts.method,
-                address.to_owned(),
-                uri.port_u16().or(default_port),
-                redacted_url(uri, &parts.uri),
-            ),
-            dependency: retryscope_otel::dependency_name(address, uri.port_u16(), default_port),
-            rpc: grpc.then(|| parts.uri.path().to_owned()),
-        }
+/// Where a request goes, as the attempt spans and the guards name it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Server<'a> {
+    /// The URI with the scheme and authority.
+    pub(crate) uri: &'a Uri,
+    /// `server.address`.
+    pub(crate) address: &'a str,
+    /// The scheme's port, which the dependency name leaves out.
+    pub(crate) default_port: Option<u16>,
+}
+
+impl Server<'_> {
+    /// `server.port`: the URI's, or the scheme's.
+    pub(crate) fn port(&self) -> Option<u16> {
+        self.uri.port_u16().or(self.default_port)
     }
 }
 
-/// The attempt span of one request.
+/// The attempt span of one request: what it needs of the request, kept
+/// without working anything out, since the span's fields are computed only
+/// when a subscriber takes the span.
 #[derive(Debug, Clone)]
-pub(crate) struct AttemptSpan(pub(crate) Arc<Target>);
+pub(crate) struct AttemptSpan {
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    /// The layer's origin, for a URI without authority.
+    pub(crate) origin: Option<Uri>,
+    /// An RPC span (`/package.Service/Method` is the path) rather than HTTP.
+    pub(crate) grpc: bool,
+}
 
 impl MakeAttemptSpan for AttemptSpan {
     fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
-        let target = &*self.0;
-        match &target.rpc {
-            Some(path) => grpc_span(target, path, info),
-            None => target.http.span(info),
+        if self.grpc {
+            return grpc_span(self, info);
         }
+        let server = server(&self.uri, self.origin.as_ref());
+        HttpTarget {
+            method: &self.method,
+            address: server.address,
+            port: server.port(),
+            url: RedactedUrl { origin: server.uri, request: &self.uri },
+        }
+        .span(info)
     }
 }
 
-/// `{rpc.service}/{rpc.method}` with the RPC attributes; `rpc.grpc.status_code`
-/// is recorded when the status arrives, which for a committed call may be after
-/// the attempt handed its response over (the span stays open until then).
-fn grpc_span(target: &Target, path: &str, info: &AttemptInfo<'_>) -> Span {
-    let (service, method) = path.strip_prefix('/').and_then(|p| p.split_once('/')).unwrap_or(("", path));
+/// `package.Service/Method` from a gRPC path: the RPC span name of the
+/// semantic conventions, and the operation a gRPC call is reported as.
+pub(crate) fn rpc_method(path: &str) -> &str {
+    path.strip_prefix('/').unwrap_or(path)
+}
+
+/// Named `{rpc.method}` (`package.Service/Method`), with the RPC attributes;
+/// `rpc.grpc.status_code` is recorded when the status arrives, which for a
+/// committed call may be after the attempt handed its response over (the span
+/// stays open until then).
+fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
+    // Evaluated by the macro only for a span some subscriber wants.
+    let path = request.uri.path();
+    let split = || rpc_method(path).split_once('/').unwrap_or(("", path));
+    let server = || server(&request.uri, request.origin.as_ref());
     tracing::info_span!(
         target: retryscope_otel::names::TARGET,
         parent: info.parent,
         "gRPC",
-        otel.name = path.strip_prefix('/').unwrap_or(path),
+        otel.name = rpc_method(path),
         otel.kind = "client",
         otel.status_code = Empty,
         retryscope.attempt = info.attempt_value(),
         "error.type" = Empty,
         "rpc.system" = "grpc",
-        "rpc.service" = service,
-        "rpc.method" = method,
+        "rpc.service" = split().0,
+        "rpc.method" = split().1,
         "rpc.grpc.status_code" = Empty,
-        "server.address" = target.http.address.as_str(),
-        "server.port" = target.http.port.map(i64::from),
+        "server.address" = server().address,
+        "server.port" = server().port().map(i64::from),
     )
 }
 
 /// `url.full` without credentials and without query values: the scheme and host
 /// of `origin`, the path of `request`, and each query key with its value
 /// replaced by `REDACTED` (the conventions ask that sensitive values never
-/// reach telemetry, and the layer cannot know which are).
-fn redacted_url(origin: &Uri, request: &Uri) -> String {
-    let scheme = origin.scheme_str().unwrap_or("http");
-    let host = origin.host().unwrap_or("unknown");
-    let port = origin.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
-    let mut url = format!("{scheme}://{host}{port}{}", request.path());
-    if let Some(query) = request.query() {
-        let keys: Vec<String> = query
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| match pair.split_once('=') {
-                Some((key, _)) => format!("{key}=REDACTED"),
-                None => pair.to_owned(),
-            })
-            .collect();
-        url.push('?');
-        url.push_str(&keys.join("&"));
+/// reach telemetry, and the layer cannot know which are). Written straight
+/// into the span's field, never kept.
+struct RedactedUrl<'a> {
+    origin: &'a Uri,
+    request: &'a Uri,
+}
+
+impl fmt::Display for RedactedUrl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = self.origin.scheme_str().unwrap_or("http");
+        write!(f, "{scheme}://{}", self.origin.host().unwrap_or("unknown"))?;
+        if let Some(port) = self.origin.port_u16() {
+            write!(f, ":{port}")?;
+        }
+        f.write_str(self.request.path())?;
+        if let Some(query) = self.request.query() {
+            let mut separator = "?";
+            for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+                f.write_str(separator)?;
+                match pair.split_once('=') {
+                    Some((key, _)) => write!(f, "{key}=REDACTED")?,
+                    None => f.write_str(pair)?,
+                }
+                separator = "&";
+            }
+        }
+        Ok(())
     }
-    url
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn target(uri: &str) -> Target {
-        let (parts, ()) = http::Request::get(uri).body(()).expect("valid request").into_parts();
-        Target::of(&parts, None, false)
+    fn url(uri: &str) -> (String, String, Option<u16>) {
+        let uri: Uri = uri.parse().expect("valid uri");
+        let server = server(&uri, None);
+        let name = retryscope_otel::dependency_name(server.address, uri.port_u16(), server.default_port);
+        (name, RedactedUrl { origin: server.uri, request: &uri }.to_string(), server.port())
     }
 
     #[test]
     fn dependency_names_and_ports() {
-        let t = target("http://user:secret@127.0.0.1:8080/a/b?token=abc&flag");
-        assert_eq!((t.dependency.as_str(), t.http.port), ("127.0.0.1:8080", Some(8080)));
-        assert_eq!(t.http.url, "http://127.0.0.1:8080/a/b?token=REDACTED&flag");
-        let t = target("https://payments.internal/charge");
-        assert_eq!((t.dependency.as_str(), t.http.port), ("payments.internal", Some(443)));
-        assert_eq!(t.http.url, "https://payments.internal/charge");
+        let (name, full, port) = url("http://user:secret@127.0.0.1:8080/a/b?token=abc&flag");
+        assert_eq!((name.as_str(), port), ("127.0.0.1:8080", Some(8080)));
+        assert_eq!(full, "http://127.0.0.1:8080/a/b?token=REDACTED&flag");
+        let (name, full, port) = url("https://payments.internal/charge");
+        assert_eq!((name.as_str(), port), ("payments.internal", Some(443)));
+        assert_eq!(full, "https://payments.internal/charge");
     }
 
     #[test]
     fn a_path_only_uri_takes_the_origin() {
-        let (parts, ()) =
-            http::Request::post("/helloworld.Greeter/SayHello").body(()).expect("valid").into_parts();
+        let request: Uri = "/helloworld.Greeter/SayHello".parse().expect("valid");
         let origin: Uri = "http://127.0.0.1:50051".parse().expect("valid");
-        let t = Target::of(&parts, Some(&origin), true);
-        assert_eq!(t.dependency, "127.0.0.1:50051");
-        assert_eq!(t.rpc.as_deref(), Some("/helloworld.Greeter/SayHello"));
+        let server = server(&request, Some(&origin));
+        assert_eq!((server.address, server.port()), ("127.0.0.1", Some(50051)));
+        assert_eq!(rpc_method(request.path()), "helloworld.Greeter/SayHello");
     }
 }

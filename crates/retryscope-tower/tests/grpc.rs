@@ -95,6 +95,36 @@ async fn unavailable_twice_then_ok_takes_three_attempts_with_a_span_each() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_grpc_call_is_reported_as_its_method_not_its_address() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None)]).await;
+    let mut client = client(&server, &telemetry);
+
+    client.say_hello(echo("hello")).await.expect("the retry succeeds");
+
+    // The operation span, where the observer makes one, is named after the
+    // method too (the default observer may make none: attempts then sit under
+    // the caller's span).
+    let spans = telemetry.spans();
+    let operations: Vec<_> = spans
+        .iter()
+        .filter(|s| {
+            s.span_kind == opentelemetry::trace::SpanKind::Internal
+                && attr(s, "retryscope.dependency").is_some()
+        })
+        .collect();
+    for operation in operations {
+        assert_eq!(operation.name, "helloworld.Greeter/SayHello");
+        assert_eq!(attr(operation, "retryscope.operation").as_deref(), Some("helloworld.Greeter/SayHello"));
+    }
+    let names: Vec<String> = attempt_spans(&telemetry).iter().map(|s| s.name.to_string()).collect();
+    assert_eq!(names, ["helloworld.Greeter/SayHello"; 2]);
+    let method = [("retryscope.operation", "helloworld.Greeter/SayHello")];
+    assert_eq!(telemetry.counter("retryscope.requests", &method), 1);
+    assert_eq!(telemetry.counter("retryscope.retries", &method), 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn codes_outside_the_retryable_set_are_not_retried() {
     let telemetry = Telemetry::install();
     for code in [Code::ResourceExhausted, Code::InvalidArgument] {
