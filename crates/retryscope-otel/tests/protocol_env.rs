@@ -45,7 +45,7 @@ fn main() {
     shutdown(telemetry).expect("rotel is up on both ports: everything is flushed");
     collector
         .wait_for(&[
-            "Name           : retryscope.attempt",
+            "-> retryscope.attempt: Int(2)",
             "-> service.name: Str(protocol-env-test)",
             "-> Name: retryscope.requests",
             "-> Name: retryscope.retries",
