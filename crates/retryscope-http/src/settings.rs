@@ -48,6 +48,10 @@ pub struct ClientSettings {
     /// Whether the retry log is written: on unless turned off itself, whatever
     /// `telemetry` says.
     pub retry_log: bool,
+    /// Whether each call gets an INTERNAL operation span over its attempts
+    /// ([`OtelObserver::with_operation_spans`]); off: attempts hang under the
+    /// caller's span.
+    pub operation_spans: bool,
     /// Makes each dependency's budget; `None` retries without one.
     pub budget: Option<Factory<RetryBudget>>,
     /// Makes each dependency's breaker; `None` calls without one.
@@ -71,6 +75,7 @@ impl Default for ClientSettings {
             body_rule: None,
             telemetry: Telemetry::Global,
             retry_log: true,
+            operation_spans: false,
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
             pacer: Some(Arc::new(Pacer::new)),
@@ -88,12 +93,14 @@ impl ClientSettings {
     pub fn observers(
         telemetry: Telemetry,
         retry_log: bool,
+        operation_spans: bool,
     ) -> (Option<Meter>, Option<OtelObserver>, Option<RetryLog>) {
         let meter = telemetry.meter();
         let observer = meter
             .as_ref()
             .map(OtelObserver::from_meter)
-            .map(|o| if retry_log { o } else { o.no_retry_log() });
+            .map(|o| if retry_log { o } else { o.no_retry_log() })
+            .map(|o| if operation_spans { o.with_operation_spans() } else { o });
         let log = (observer.is_none() && retry_log).then_some(RetryLog);
         (meter, observer, log)
     }
@@ -107,6 +114,7 @@ impl fmt::Debug for ClientSettings {
             .field("body_rule", &self.body_rule)
             .field("telemetry", &self.telemetry)
             .field("retry_log", &self.retry_log)
+            .field("operation_spans", &self.operation_spans)
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
@@ -120,7 +128,7 @@ impl fmt::Debug for ClientSettings {
 /// `impl` block of a builder with a `ClientSettings` field, to the setters of
 /// the groups named.
 ///
-/// - `telemetry`: `meter`, `no_telemetry` (and the deprecated `without_telemetry`);
+/// - `telemetry`: `meter`, `no_telemetry`, `no_retry_log`, `operation_spans` (and the deprecated `without_telemetry`);
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
@@ -147,6 +155,15 @@ macro_rules! shared_setters {
         /// `retryscope.gave_up` event per give-up, whether or not telemetry is on.
         pub fn no_retry_log(mut self) -> Self {
             self.$($field).+.retry_log = false;
+            self
+        }
+
+        /// Opens an INTERNAL operation span per call, with the call's attempts
+        /// under it, instead of hanging the attempts under the caller's span
+        /// (the default: a call that needs no retry costs one span). See
+        /// `OtelObserver::with_operation_spans`.
+        pub fn operation_spans(mut self) -> Self {
+            self.$($field).+.operation_spans = true;
             self
         }
 

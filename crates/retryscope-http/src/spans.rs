@@ -59,6 +59,10 @@ impl<U: fmt::Display> HttpTarget<'_, U> {
             otel.kind = "client",
             otel.status_code = Empty,
             retryscope.attempt = info.attempt_value(),
+            // What groups a call's attempts now that they hang under the caller's
+            // span, and what the dashboards' trace links search by.
+            retryscope.dependency = info.dependency,
+            retryscope.operation = info.operation,
             "error.type" = Empty,
             "http.request.method" = known().unwrap_or(OTHER_METHOD),
             "http.request.method_original" = known().is_none().then(|| self.method.as_str()),

@@ -50,7 +50,8 @@ impl RetryMiddlewareBuilder {
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
         let settings = self.settings;
-        let (meter, telemetry, retry_log) = ClientSettings::observers(settings.telemetry, settings.retry_log);
+        let (meter, telemetry, retry_log) =
+            ClientSettings::observers(settings.telemetry, settings.retry_log, settings.operation_spans);
         let guards = DependencyGuards::builder()
             .budget_factory(settings.budget)
             .breaker_factory(settings.breaker)

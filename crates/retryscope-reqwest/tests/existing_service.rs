@@ -60,12 +60,20 @@ fn main() {
             .unwrap_or_else(|| panic!("{traceparent} names no attempt span: {attempts:#?}"));
         assert_eq!(span.trace_id, trace_id, "attempt {attempt}");
         assert_eq!(span.attribute("retryscope.attempt"), Some(format!("Int({attempt})").as_str()));
-        assert_eq!(span.attribute("retryscope.dependency").map(|d| d.contains("127.0.0.1")), Some(true), "{span:#?}");
+        assert_eq!(
+            span.attribute("retryscope.dependency").map(|d| d.contains("127.0.0.1")),
+            Some(true),
+            "{span:#?}"
+        );
         // Under the service's own span, the handler that made the call, in its trace.
         let parent = by_id
             .get(span.parent_id.as_str())
             .unwrap_or_else(|| panic!("attempt {attempt}'s parent {:?} never arrived", span.parent_id));
-        assert_eq!((parent.kind.as_str(), parent.name.as_str()), ("SPAN_KIND_INTERNAL", HANDLER), "{parent:#?}");
+        assert_eq!(
+            (parent.kind.as_str(), parent.name.as_str()),
+            ("SPAN_KIND_INTERNAL", HANDLER),
+            "{parent:#?}"
+        );
         assert_eq!(parent.trace_id, trace_id);
         // Nothing nobody asked for.
         for absent in ["code.file.path", "thread.id", "thread.name", "busy_ns", "idle_ns"] {

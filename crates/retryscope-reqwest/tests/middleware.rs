@@ -75,6 +75,7 @@ async fn two_503s_then_200_take_three_attempts_with_spans_and_metrics() {
         assert_eq!(span.parent_span_id, caller.span_context.span_id());
         assert_eq!(span.span_context.trace_id(), caller.span_context.trace_id());
         assert_eq!(attr(span, "retryscope.attempt"), Some((i + 1).to_string()));
+        assert_eq!(attr(span, "retryscope.dependency"), Some(dependency.clone()), "what groups them");
         assert_eq!(attr(span, "http.request.method").as_deref(), Some("GET"));
         assert_eq!(attr(span, "server.address").as_deref(), Some("127.0.0.1"));
         assert_eq!(attr(span, "server.port"), Some(port.clone()));
@@ -101,6 +102,34 @@ async fn two_503s_then_200_take_three_attempts_with_spans_and_metrics() {
     assert_eq!(t.histogram_count("retryscope.attempt.duration", &[("error.type", "503")]), 2);
     assert_eq!(t.histogram_count("retryscope.request.duration", &[("retryscope.outcome", "success")]), 1);
     server.assert_no_unsafe_request_ran_twice();
+}
+
+#[tokio::test(start_paused = true)]
+async fn operation_spans_put_one_internal_span_over_the_attempts() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/flaky", [Reply::status(503), Reply::ok("fine")]);
+    let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+    let middleware = RetryMiddleware::builder(policy()).meter(&t.meter).operation_spans().build();
+    let client = ClientBuilder::new(inner).with(middleware).build();
+
+    let response = client
+        .get(server.url("/flaky"))
+        .send()
+        .instrument(tracing::info_span!("caller"))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
+
+    let spans = t.spans();
+    let caller = spans.iter().find(|s| s.name == "caller").expect("the caller's span");
+    let operations: Vec<_> =
+        spans.iter().filter(|s| s.span_kind == SpanKind::Internal && s.name != "caller").collect();
+    let [operation] = operations[..] else { panic!("one operation span: {spans:#?}") };
+    assert_eq!(operation.parent_span_id, caller.span_context.span_id());
+    let attempts: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Client).collect();
+    assert_eq!(attempts.len(), 2);
+    assert!(attempts.iter().all(|a| a.parent_span_id == operation.span_context.span_id()), "{spans:#?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -99,7 +99,8 @@ impl TowerSettings {
     /// The layer, with gRPC semantics when `grpc` is given.
     pub(crate) fn build(self, policy: Policy, grpc: Option<GrpcConfig>) -> RetryLayer {
         let shared = self.shared;
-        let (meter, telemetry, retry_log) = ClientSettings::observers(shared.telemetry, shared.retry_log);
+        let (meter, telemetry, retry_log) =
+            ClientSettings::observers(shared.telemetry, shared.retry_log, shared.operation_spans);
         let budget: Option<Factory<Guard>> = match shared.budget {
             Some(make) => Some(Arc::new(move || Guard::Budget(make()))),
             None => None,

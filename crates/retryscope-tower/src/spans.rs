@@ -93,6 +93,10 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
         otel.kind = "client",
         otel.status_code = Empty,
         retryscope.attempt = info.attempt_value(),
+        // What groups a call's attempts now that they hang under the caller's
+        // span, and what the dashboards' trace links search by.
+        retryscope.dependency = info.dependency,
+        retryscope.operation = info.operation,
         "error.type" = Empty,
         "rpc.system" = "grpc",
         "rpc.service" = split().0,
