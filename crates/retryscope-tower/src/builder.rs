@@ -25,11 +25,20 @@ pub(crate) struct TowerSettings {
     pub(crate) shared: ClientSettings,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Uri>,
+    /// Whether a gRPC layer records gRPC's own metrics (A66, A96) too.
+    #[cfg(feature = "grpc")]
+    pub(crate) grpc_metrics: bool,
 }
 
 impl Default for TowerSettings {
     fn default() -> Self {
-        Self { shared: ClientSettings::default(), replay_limit: DEFAULT_REPLAY_LIMIT, origin: None }
+        Self {
+            shared: ClientSettings::default(),
+            replay_limit: DEFAULT_REPLAY_LIMIT,
+            origin: None,
+            #[cfg(feature = "grpc")]
+            grpc_metrics: false,
+        }
     }
 }
 
@@ -120,7 +129,7 @@ impl TowerSettings {
         let _: Option<GrpcConfig> = grpc;
         #[cfg(feature = "grpc")]
         let grpc_metrics = match (&grpc, &meter) {
-            (Some(_), Some(meter)) => {
+            (Some(_), Some(meter)) if self.grpc_metrics => {
                 Some(crate::grpc::metrics::GrpcMetrics::new(meter, self.origin.as_ref()))
             }
             _ => None,

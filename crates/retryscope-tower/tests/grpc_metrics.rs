@@ -52,8 +52,11 @@ fn policy() -> Policy {
 }
 
 fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService<Channel>> {
-    let layer =
-        RetryLayer::grpc(GrpcRetry::new(policy())).origin(server.uri()).meter(&telemetry.meter).build();
+    let layer = RetryLayer::grpc(GrpcRetry::new(policy()))
+        .origin(server.uri())
+        .meter(&telemetry.meter)
+        .grpc_metrics()
+        .build();
     EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }
 
@@ -86,6 +89,24 @@ fn point(
     let found = matching.next().unwrap_or_else(|| panic!("{name}: no point with {labels:?}"));
     assert!(matching.next().is_none(), "{name}: two points with {labels:?}");
     found
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_metrics_are_recorded_only_when_asked() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None)]).await;
+    let layer =
+        RetryLayer::grpc(GrpcRetry::new(policy())).origin(server.uri()).meter(&telemetry.meter).build();
+    let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
+    client.unary(echo("hello")).await.expect("the second attempt succeeds");
+    assert_eq!(server.calls().len(), 2);
+
+    // retryscope's own metrics, and none of gRPC's.
+    assert_eq!(telemetry.counter("retryscope.requests", &[]), 1);
+    assert_eq!(telemetry.counter("retryscope.retries", &[]), 1);
+    for name in ["grpc.client.attempt.started", "grpc.client.attempt.duration", "grpc.client.call.duration"] {
+        assert_eq!(telemetry.unit(name), None, "{name} is recorded without .grpc_metrics()");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -117,6 +117,19 @@ impl GrpcRetryLayerBuilder {
         self
     }
 
+    /// Records gRPC's own client metrics too — the per-attempt and per-call
+    /// instruments of gRFC A66 and the retry instruments of A96
+    /// (`grpc.client.attempt.started`, `grpc.client.call.duration`, …; the
+    /// list is in docs/telemetry.md), on the layer's meter, so that gRPC
+    /// dashboards work. Off by default, as in gRPC's own libraries, which record
+    /// them only once their OpenTelemetry plugin is registered: they repeat
+    /// what the `retryscope.*` metrics say, and record five more instruments
+    /// per attempt.
+    pub fn grpc_metrics(mut self) -> Self {
+        self.tower.grpc_metrics = true;
+        self
+    }
+
     /// The layer.
     pub fn build(self) -> RetryLayer {
         // Every call takes the policy of its method (or its `RetryOptions`),
