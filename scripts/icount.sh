@@ -21,22 +21,11 @@ BASELINE="crates/retryscope-bench/icount-baseline.txt"
 ITERATIONS=10000
 THRESHOLD_PERCENT=10
 
-if ! command -v valgrind >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-  else
-    echo "icount: valgrind is missing (apt-get install valgrind)" >&2
-    exit 1
-  fi
-fi
-
-binary="$(cargo bench -p retryscope-bench --bench icount --no-run --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "icount" and m.get("executable"):
-        print(m["executable"])')"
-[ -x "$binary" ] || { echo "icount: could not build the icount bench" >&2; exit 1; }
+TOOL=icount
+# shellcheck source=scripts/callgrind-lib.sh
+source "$ROOT/scripts/callgrind-lib.sh"
+need_valgrind
+binary="$(bench_binary icount)"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/icount.XXXXXX")"
 trap 'rm -rf "$work"' EXIT

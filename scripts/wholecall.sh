@@ -48,22 +48,11 @@ TARGETS=(
   "grpc-no-provider-halved           grpc_retryscope      const:29919         0.50 missed"
 )
 
-if ! command -v valgrind >/dev/null 2>&1; then
-  if [ "$(id -u)" -eq 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-  else
-    echo "wholecall: valgrind is missing (apt-get install valgrind)" >&2
-    exit 1
-  fi
-fi
-
-binary="$(cargo bench -p retryscope-bench --bench wholecall --no-run --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "wholecall" and m.get("executable"):
-        print(m["executable"])')"
-[ -x "$binary" ] || { echo "wholecall: could not build the wholecall bench" >&2; exit 1; }
+TOOL=wholecall
+# shellcheck source=scripts/callgrind-lib.sh
+source "$ROOT/scripts/callgrind-lib.sh"
+need_valgrind
+binary="$(bench_binary wholecall)"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/wholecall.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
