@@ -286,7 +286,9 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
             retryscope.dependency = self.common.dependency(),
             retryscope.attempt = i64::from(held.attempt),
             retryscope.pace.source = source,
-            retryscope.pace.held_ms = log::millis(held.wait),
+            // `crate::`: with tracing's `log` feature on (sqlx turns it on), a
+            // bare `log::` inside the macro names the `log` crate.
+            retryscope.pace.held_ms = crate::log::millis(held.wait),
             "{}",
             names::HELD_EVENT,
         );

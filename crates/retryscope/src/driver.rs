@@ -89,8 +89,9 @@ enum Health {
     /// It answered with a permanent error: healthy, but no success to reward.
     Answered,
     /// It asked the client to slow down (429, `RESOURCE_EXHAUSTED`): a rate
-    /// limit, not an outage. The breaker hears nothing; a retry budget counts
-    /// it as the failure it is for the caller.
+    /// limit, not an outage; or it rolled back a conflicting transaction
+    /// (`40001`, `40P01`), which is no outage either. The breaker hears
+    /// nothing; a retry budget counts it as the failure it is for the caller.
     Throttling,
     /// It failed transiently.
     Unhealthy,
@@ -397,7 +398,8 @@ impl<'a, O: Observer> Driver<'a, O> {
             Verdict::Success => Health::Healthy,
             // A 404 is a healthy server answering.
             Verdict::Permanent { .. } => Health::Answered,
-            Verdict::Retryable { error, .. } if error.is_throttling() => Health::Throttling,
+            // A database conflict is a healthy server answering too.
+            Verdict::Retryable { error, .. } if error.is_throttling() || error.is_conflict() => Health::Throttling,
             Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
                 Health::Unhealthy
             }

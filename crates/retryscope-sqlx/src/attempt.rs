@@ -1,0 +1,100 @@
+//! What the transaction and statement helpers share: the engine's verdict on
+//! each attempt, and the retry run with the database's guards and telemetry.
+
+use crate::database::Database;
+use crate::error::Failure;
+use crate::spans::{DbAttemptSpan, record_sqlstate};
+use retryscope::classify::Classify;
+use retryscope::{ErrorType, Policy, RetryError, Retryable, Verdict};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The future of the caller's work on a transaction or a connection: boxed,
+/// so that it may borrow what it is given and still be `Send`.
+pub type WorkFuture<'t, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 't>>;
+
+/// Whether the running attempt is at a point where being cut short (by the
+/// attempt timeout or the deadline) leaves its effect unknown.
+#[derive(Debug, Default)]
+pub(crate) struct Exposure(AtomicBool);
+
+impl Exposure {
+    pub(crate) fn set(&self, exposed: bool) {
+        self.0.store(exposed, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The engine's view of an attempt's [`Failure`].
+pub(crate) struct Judge<'a> {
+    /// Whether the work may run again after a lost connection.
+    pub(crate) repeatable: bool,
+    pub(crate) exposure: &'a Exposure,
+    /// What an attempt cut short while exposed is reported as.
+    pub(crate) exposed_cut: ErrorType,
+}
+
+impl<T> Classify<T, Failure> for Judge<'_> {
+    fn classify(&mut self, result: &Result<T, Failure>) -> Verdict {
+        match result {
+            Ok(_) => Verdict::Success,
+            Err(failure) => failure.verdict(self.repeatable),
+        }
+    }
+
+    fn timeout(&mut self) -> Verdict {
+        if self.exposure.get() {
+            Verdict::unrepeatable(self.exposed_cut)
+        } else {
+            Verdict::retryable(ErrorType::TIMEOUT)
+        }
+    }
+}
+
+/// A failure made from sqlx's error, its SQLSTATE recorded on the attempt's span.
+pub(crate) fn failure(make: fn(sqlx::Error) -> Failure) -> impl Fn(sqlx::Error) -> Failure {
+    move |error| {
+        record_sqlstate(&error);
+        make(error)
+    }
+}
+
+/// Runs `attempt` under `policy` with the database's budget, breaker and
+/// telemetry.
+pub(crate) async fn run<T, Op, Fut>(
+    db: &Database,
+    policy: Policy,
+    operation: Option<&str>,
+    judge: Judge<'_>,
+    attempt: Op,
+) -> Result<T, RetryError<Failure>>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let inner = &db.inner;
+    let observer =
+        inner.observer.clone().map(|o| o.with_attempt_spans(DbAttemptSpan { target: &inner.target }));
+    let guards = &inner.guards;
+    let retry = attempt
+        .retry(policy)
+        .with_classifier(judge)
+        .observe((observer, inner.retry_log.clone()))
+        .dependency(guards.dependency());
+    let retry = match guards.budget() {
+        Some(budget) => retry.budget(budget),
+        None => retry,
+    };
+    let retry = match guards.breaker() {
+        Some(breaker) => retry.breaker(breaker),
+        None => retry,
+    };
+    match operation {
+        Some(operation) => retry.operation(operation).await,
+        None => retry.await,
+    }
+}

@@ -1,0 +1,221 @@
+//! A pool with its retry guards and telemetry: what every transaction and
+//! statement run through it shares.
+
+use crate::spans::Target;
+use crate::statement::StatementBuilder;
+use crate::transaction::TransactionBuilder;
+use opentelemetry::metrics::Meter;
+use retryscope::{CircuitBreaker, Policy, RetryBudget};
+use retryscope_otel::{DependencyGuards, Factory, Guards, OtelObserver, RetryLog};
+use sqlx::PgPool;
+use std::fmt;
+use std::sync::Arc;
+
+/// A PostgreSQL pool whose transactions and statements are retried when, and
+/// only when, PostgreSQL says a retry can succeed (see
+/// [`classify`](crate::classify) for the SQLSTATE table), with one
+/// [`RetryBudget`] and one [`CircuitBreaker`] for the database, and the
+/// OpenTelemetry database conventions on every attempt's span.
+///
+/// Create it once, after installing the OpenTelemetry providers (its
+/// instruments bind to the providers global at that time), and clone it: the
+/// clones share the pool, the guards and the instruments.
+///
+/// The database is one dependency, `retryscope.dependency` =
+/// `host:port/database` (e.g. `127.0.0.1:5432/shop`), unless
+/// [`dependency`](DatabaseBuilder::dependency) names it otherwise.
+///
+/// ```no_run
+/// use retryscope::Policy;
+/// use retryscope_sqlx::Database;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = sqlx::PgPool::connect("postgres://app:secret@127.0.0.1:5432/shop").await?;
+/// let db = Database::new(pool);
+/// let orders: i64 = db
+///     .statement(Policy::interactive())
+///     .operation("SELECT")
+///     .idempotent()
+///     .run(|conn| Box::pin(async move { sqlx::query_scalar("SELECT count(*) FROM orders").fetch_one(conn).await }))
+///     .await?;
+/// # let _ = orders;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Database {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: PgPool,
+    pub(crate) target: Target,
+    pub(crate) guards: Arc<Guards<RetryBudget>>,
+    /// Keeps the budget and breaker gauges alive (they hold it weakly).
+    _registry: DependencyGuards<RetryBudget>,
+    pub(crate) observer: Option<OtelObserver>,
+    /// The retry log on its own, when telemetry is off but the log is not.
+    pub(crate) retry_log: Option<RetryLog>,
+}
+
+impl Database {
+    /// `pool`, with a default budget and breaker, instrumented through the
+    /// global OpenTelemetry providers.
+    pub fn new(pool: PgPool) -> Self {
+        Self::builder(pool).build()
+    }
+
+    /// Configures a database.
+    pub fn builder(pool: PgPool) -> DatabaseBuilder {
+        DatabaseBuilder {
+            pool,
+            dependency: None,
+            meter: MeterChoice::Global,
+            retry_log: true,
+            budget: Some(Arc::new(RetryBudget::new)),
+            breaker: Some(Arc::new(CircuitBreaker::new)),
+        }
+    }
+
+    /// A transaction run under `policy`, replayed from the start on a
+    /// conflict or a lost connection: see [`TransactionBuilder`].
+    pub fn transaction(&self, policy: Policy) -> TransactionBuilder<'_> {
+        TransactionBuilder::new(self, policy)
+    }
+
+    /// Work on one pooled connection outside a transaction (a statement, say)
+    /// under `policy`: see [`StatementBuilder`].
+    pub fn statement(&self, policy: Policy) -> StatementBuilder<'_> {
+        StatementBuilder::new(self, policy)
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// The dependency label the database is reported under.
+    pub fn dependency(&self) -> &str {
+        self.inner.guards.dependency()
+    }
+}
+
+impl fmt::Debug for Database {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Database")
+            .field("dependency", &self.dependency())
+            .field("budget", &self.inner.guards.budget().is_some())
+            .field("breaker", &self.inner.guards.breaker().is_some())
+            .field("telemetry", &self.inner.observer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum MeterChoice {
+    Global,
+    Meter(Meter),
+    Off,
+}
+
+/// Configures a [`Database`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct DatabaseBuilder {
+    pool: PgPool,
+    dependency: Option<String>,
+    meter: MeterChoice,
+    retry_log: bool,
+    budget: Option<Factory<RetryBudget>>,
+    breaker: Option<Factory<CircuitBreaker>>,
+}
+
+impl DatabaseBuilder {
+    /// Reports the database as `name` (`retryscope.dependency`) instead of
+    /// `host:port/database`. Keep it low-cardinality.
+    pub fn dependency(mut self, name: impl Into<String>) -> Self {
+        self.dependency = Some(name.into());
+        self
+    }
+
+    /// Records metrics, and the budget and breaker gauges, with `meter`
+    /// instead of the global meter provider's.
+    pub fn meter(mut self, meter: &Meter) -> Self {
+        self.meter = MeterChoice::Meter(meter.clone());
+        self
+    }
+
+    /// Records no metrics and no spans. The retry log stays on (see
+    /// [`no_retry_log`](Self::no_retry_log)).
+    pub fn no_telemetry(mut self) -> Self {
+        self.meter = MeterChoice::Off;
+        self
+    }
+
+    /// Writes no retry log (`retryscope.backoff`, `retryscope.gave_up` events).
+    pub fn no_retry_log(mut self) -> Self {
+        self.retry_log = false;
+        self
+    }
+
+    /// The database's retry budget, made by `make` (default:
+    /// [`RetryBudget::new`]).
+    pub fn budget(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
+        self.budget = Some(Arc::new(make));
+        self
+    }
+
+    /// Retries without a budget: only the policy bounds them.
+    pub fn no_budget(mut self) -> Self {
+        self.budget = None;
+        self
+    }
+
+    /// The database's circuit breaker, made by `make` (default:
+    /// [`CircuitBreaker::new`]). Conflicts (`40001`, `40P01`) are not counted
+    /// as failures: a busy database that answers is not down.
+    pub fn breaker(mut self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
+        self.breaker = Some(Arc::new(make));
+        self
+    }
+
+    /// Calls the database however often it fails: no circuit breaker.
+    pub fn no_breaker(mut self) -> Self {
+        self.breaker = None;
+        self
+    }
+
+    /// The database.
+    pub fn build(self) -> Database {
+        let target = Target::of(&self.pool);
+        let meter = match self.meter {
+            MeterChoice::Global => Some(opentelemetry::global::meter_with_scope(retryscope_otel::scope())),
+            MeterChoice::Meter(meter) => Some(meter),
+            MeterChoice::Off => None,
+        };
+        let observer = meter
+            .as_ref()
+            .map(OtelObserver::from_meter)
+            .map(|o| if self.retry_log { o } else { o.no_retry_log() });
+        let retry_log = (observer.is_none() && self.retry_log).then_some(RetryLog);
+        let mut registry =
+            DependencyGuards::builder().budget_factory(self.budget).breaker_factory(self.breaker);
+        if let Some(meter) = meter {
+            registry = registry.meter(meter);
+        }
+        let registry = registry.build();
+        let guards = registry.get(self.dependency.as_deref().unwrap_or(&target.dependency));
+        let inner = Inner { pool: self.pool, target, guards, _registry: registry, observer, retry_log };
+        Database { inner: Arc::new(inner) }
+    }
+}
+
+impl fmt::Debug for DatabaseBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatabaseBuilder")
+            .field("dependency", &self.dependency)
+            .field("meter", &self.meter)
+            .field("retry_log", &self.retry_log)
+            .field("budget", &self.budget.is_some())
+            .field("breaker", &self.breaker.is_some())
+            .finish_non_exhaustive()
+    }
+}
