@@ -14,6 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// so that it may borrow what it is given and still be `Send`.
 pub type WorkFuture<'t, T> = Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 't>>;
 
+/// One attempt's future, boxed: the engine's future holds it, and a spawned
+/// call needs that to be `Send`, which the compiler cannot see through an
+/// unboxed future borrowing the helper's state (rust-lang/rust#110338).
+pub(crate) type AttemptFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'a>>;
+
 /// Whether the running attempt is at a point where being cut short (by the
 /// attempt timeout or the deadline) leaves its effect unknown.
 #[derive(Debug, Default)]

@@ -2,7 +2,7 @@
 //! on a failure to connect, and — when the caller says it is safe to run
 //! twice — on a lost connection.
 
-use crate::attempt::{self, Exposure, Judge, WorkFuture, failure};
+use crate::attempt::{self, AttemptFuture, Exposure, Judge, WorkFuture, failure};
 use crate::database::Database;
 use crate::error::Failure;
 use retryscope::{ErrorType, Policy, RetryError};
@@ -54,19 +54,22 @@ impl<'a> StatementBuilder<'a> {
     /// `|conn| Box::pin(async move { sqlx::query(…).execute(conn).await })`.
     pub async fn run<T, F>(self, work: F) -> Result<T, RetryError<Failure>>
     where
-        F: for<'c> FnMut(&'c mut PgConnection) -> WorkFuture<'c, T>,
+        F: for<'c> FnMut(&'c mut PgConnection) -> WorkFuture<'c, T> + Send,
+        T: Send,
     {
         let Self { db, policy, operation, idempotent } = self;
         let (work, exposure) = (Mutex::new(work), Exposure::default());
         let judge = Judge { repeatable: idempotent, exposure: &exposure, exposed_cut: ErrorType::TIMEOUT };
         let pool = &db.inner.pool;
-        let attempt = || async {
+        let attempt = || -> AttemptFuture<'_, T> {
+            Box::pin(async {
             exposure.set(false);
             let mut conn = pool.acquire().await.map_err(failure(Failure::Connect))?;
             // From here on the statement may reach the server.
             exposure.set(!idempotent);
             let future = (work.lock().unwrap_or_else(PoisonError::into_inner))(&mut conn);
             future.await.map_err(failure(Failure::Statement))
+            })
         };
         attempt::run(db, policy, operation, judge, attempt).await
     }

@@ -1,12 +1,12 @@
 //! Whole transactions, replayed from the start on a conflict or a lost
 //! connection.
 
-use crate::attempt::{self, Exposure, Judge, WorkFuture, failure};
+use crate::attempt::{self, AttemptFuture, Exposure, Judge, WorkFuture, failure};
 use crate::database::Database;
 use crate::error::{Failure, IN_FAILED_SQL_TRANSACTION};
 use crate::labels::COMMIT_OUTCOME_UNKNOWN;
 use retryscope::{Policy, RetryError};
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::{Executor, PgPool, Postgres, Transaction};
 use std::sync::{Mutex, PoisonError};
 
 /// The transaction isolation level (`BEGIN ISOLATION LEVEL …`).
@@ -98,7 +98,8 @@ impl<'a> TransactionBuilder<'a> {
     /// `|tx| Box::pin(async move { …; Ok(value) })`.
     pub async fn run<T, F>(self, work: F) -> Result<T, RetryError<Failure>>
     where
-        F: for<'t> FnMut(&'t mut Transaction<'static, Postgres>) -> WorkFuture<'t, T>,
+        F: for<'t> FnMut(&'t mut Transaction<'static, Postgres>) -> WorkFuture<'t, T> + Send,
+        T: Send,
     {
         let Self { db, policy, isolation, operation } = self;
         let begin = isolation.map(Isolation::begin_statement);
@@ -111,48 +112,52 @@ impl<'a> TransactionBuilder<'a> {
 }
 
 /// One attempt: begin, the work, the check that no error was swallowed, commit.
-async fn once<T, F>(
-    pool: &PgPool,
+fn once<'a, T, F>(
+    pool: &'a PgPool,
     begin: Option<&'static str>,
-    work: &Mutex<F>,
-    exposure: &Exposure,
-) -> Result<T, Failure>
+    work: &'a Mutex<F>,
+    exposure: &'a Exposure,
+) -> AttemptFuture<'a, T>
 where
-    F: for<'t> FnMut(&'t mut Transaction<'static, Postgres>) -> WorkFuture<'t, T>,
+    F: for<'t> FnMut(&'t mut Transaction<'static, Postgres>) -> WorkFuture<'t, T> + Send,
+    T: Send + 'a,
 {
-    exposure.set(false);
-    let tx = match begin {
-        Some(statement) => pool.begin_with(statement).await,
-        None => pool.begin().await,
-    };
-    let mut tx = tx.map_err(failure(Failure::Connect))?;
-    // The lock is held only while the closure makes its future: attempts
-    // never overlap, and the future borrows the transaction, not the closure.
-    let future = (work.lock().unwrap_or_else(PoisonError::into_inner))(&mut tx);
-    let result = match future.await {
-        // A transaction a failed statement aborted answers 25P02 to anything
-        // but ROLLBACK; a COMMIT would roll it back without an error.
-        Ok(value) => sqlx::raw_sql("SELECT 1").execute(&mut *tx).await.map(|_| value),
-        Err(error) => Err(error),
-    };
-    let value = match result {
-        Ok(value) => value,
-        Err(error) => {
-            // Before anything else runs on the connection. A failed rollback
-            // means a broken connection, which the pool discards.
-            let _ = tx.rollback().await;
-            let swallowed = crate::classify::sqlstate(&error).is_some_and(|c| c == IN_FAILED_SQL_TRANSACTION);
-            return Err(failure(if swallowed { Failure::SwallowedError } else { Failure::Statement })(error));
+    Box::pin(async move {
+        exposure.set(false);
+        let tx = match begin {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        };
+        let mut tx = tx.map_err(failure(Failure::Connect))?;
+        // The lock is held only while the closure makes its future: attempts
+        // never overlap, and the future borrows the transaction, not the closure.
+        let future = (work.lock().unwrap_or_else(PoisonError::into_inner))(&mut tx);
+        let result = match future.await {
+            // A transaction a failed statement aborted answers 25P02 to anything
+            // but ROLLBACK; a COMMIT would roll it back without an error.
+            Ok(value) => tx.execute("SELECT 1").await.map(|_| value),
+            Err(error) => Err(error),
+        };
+        let value = match result {
+            Ok(value) => value,
+            Err(error) => {
+                // Before anything else runs on the connection. A failed rollback
+                // means a broken connection, which the pool discards.
+                let _ = tx.rollback().await;
+                let swallowed =
+                    crate::classify::sqlstate(&error).is_some_and(|c| c == IN_FAILED_SQL_TRANSACTION);
+                return Err(failure(if swallowed { Failure::SwallowedError } else { Failure::Statement })(error));
+            }
+        };
+        exposure.set(true);
+        let committed = tx.commit().await;
+        exposure.set(false);
+        match committed {
+            Ok(()) => Ok(value),
+            Err(error) if crate::classify::commit_outcome_unknown(&error) => {
+                Err(failure(Failure::CommitOutcomeUnknown)(error))
+            }
+            Err(error) => Err(failure(Failure::Commit)(error)),
         }
-    };
-    exposure.set(true);
-    let committed = tx.commit().await;
-    exposure.set(false);
-    match committed {
-        Ok(()) => Ok(value),
-        Err(error) if crate::classify::commit_outcome_unknown(&error) => {
-            Err(failure(Failure::CommitOutcomeUnknown)(error))
-        }
-        Err(error) => Err(failure(Failure::Commit)(error)),
-    }
+    })
 }

@@ -18,14 +18,7 @@ const POLL: Duration = Duration::from_millis(50);
 /// says it was skipped — except under CI, which installs rotel and must never
 /// pass a test without running it.
 pub fn binary() -> Option<PathBuf> {
-    match std::env::var_os("RETRYSCOPE_ROTEL") {
-        Some(path) => Some(PathBuf::from(path)),
-        None => {
-            assert!(std::env::var_os("CI").is_none(), "CI must set RETRYSCOPE_ROTEL (path to rotel-agent)");
-            println!("skipped: RETRYSCOPE_ROTEL not set (path to rotel-agent)");
-            None
-        }
-    }
+    crate::external::required("RETRYSCOPE_ROTEL", "path to rotel-agent").map(PathBuf::from)
 }
 
 /// A rotel-agent process on free loopback ports, killed on drop.
