@@ -88,7 +88,7 @@ where
     let retry = attempt
         .retry(policy)
         .with_classifier(judge)
-        .observe((observer, inner.retry_log.clone()))
+        .observe((observer, inner.retry_log))
         .dependency(guards.dependency());
     let retry = match guards.budget() {
         Some(budget) => retry.budget(budget),

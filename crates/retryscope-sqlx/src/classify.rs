@@ -81,7 +81,9 @@ pub fn classify(error: &sqlx::Error) -> Classification {
     let permanent = |error_type| Classification { class: Class::Permanent, error_type };
     match error {
         sqlx::Error::Database(database) => match database.code() {
-            Some(code) => Classification { class: sqlstate_class(&code), error_type: sqlstate_error_type(&code) },
+            Some(code) => {
+                Classification { class: sqlstate_class(&code), error_type: sqlstate_error_type(&code) }
+            }
             None => permanent(ErrorType::OTHER),
         },
         // On a database connection any I/O error loses the connection: what
@@ -90,9 +92,13 @@ pub fn classify(error: &sqlx::Error) -> Classification {
             class: Class::Connection,
             error_type: io_error(io.kind()).error_type().unwrap_or(ErrorType::OTHER),
         },
-        sqlx::Error::PoolTimedOut => Classification { class: Class::Connection, error_type: labels::POOL_TIMEOUT },
+        sqlx::Error::PoolTimedOut => {
+            Classification { class: Class::Connection, error_type: labels::POOL_TIMEOUT }
+        }
         // The background worker of a connection died: the connection is gone.
-        sqlx::Error::WorkerCrashed => Classification { class: Class::Connection, error_type: ErrorType::RESET },
+        sqlx::Error::WorkerCrashed => {
+            Classification { class: Class::Connection, error_type: ErrorType::RESET }
+        }
         sqlx::Error::PoolClosed => permanent(labels::POOL_CLOSED),
         sqlx::Error::Protocol(_) => permanent(labels::PROTOCOL),
         sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => permanent(labels::CONFIGURATION),
@@ -118,9 +124,8 @@ pub fn sqlstate(error: &sqlx::Error) -> Option<std::borrow::Cow<'_, str>> {
 /// transaction was rolled back.
 pub(crate) fn commit_outcome_unknown(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::Database(_) => sqlstate(error).is_some_and(|code| {
-            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")
-        }),
+        sqlx::Error::Database(_) => sqlstate(error)
+            .is_some_and(|code| code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")),
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
         _ => false,
     }
@@ -135,10 +140,14 @@ mod tests {
         for code in ["40001", "40P01"] {
             assert_eq!(sqlstate_class(code), Class::Conflict, "{code}");
         }
-        for code in ["08000", "08003", "08006", "08001", "08004", "08P01", "53300", "57P01", "57P02", "57P03"] {
+        for code in ["08000", "08003", "08006", "08001", "08004", "08P01", "53300", "57P01", "57P02", "57P03"]
+        {
             assert_eq!(sqlstate_class(code), Class::Connection, "{code}");
         }
-        for code in ["23505", "23503", "23502", "42601", "42P01", "42501", "22P02", "22012", "25P02", "53100", "57014", "XX000"] {
+        for code in [
+            "23505", "23503", "23502", "42601", "42P01", "42501", "22P02", "22012", "25P02", "53100",
+            "57014", "XX000",
+        ] {
             assert_eq!(sqlstate_class(code), Class::Permanent, "{code}");
         }
     }

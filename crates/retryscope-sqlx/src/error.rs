@@ -133,3 +133,41 @@ impl Error for Failure {
 pub fn commit_outcome_unknown(error: &RetryError<Failure>) -> bool {
     error.error_type() == Some(labels::COMMIT_OUTCOME_UNKNOWN)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::ErrorKind;
+
+    fn io(kind: ErrorKind) -> sqlx::Error {
+        sqlx::Error::Io(kind.into())
+    }
+
+    #[test]
+    fn nothing_sent_is_retried_whatever_the_work_and_a_lost_statement_only_when_repeatable() {
+        let no_connection = Failure::Connect(sqlx::Error::PoolTimedOut);
+        assert_eq!(no_connection.verdict(false), Verdict::retryable(labels::POOL_TIMEOUT));
+        let lost = Failure::Statement(io(ErrorKind::ConnectionReset));
+        assert_eq!(lost.verdict(true), Verdict::retryable(ErrorType::RESET));
+        assert_eq!(lost.verdict(false), Verdict::unrepeatable(ErrorType::RESET));
+        assert_eq!(
+            Failure::Statement(sqlx::Error::RowNotFound).verdict(true),
+            Verdict::permanent(ErrorType::OTHER)
+        );
+        assert_eq!(
+            Failure::Connect(sqlx::Error::PoolClosed).verdict(true),
+            Verdict::permanent(labels::POOL_CLOSED)
+        );
+    }
+
+    #[test]
+    fn a_lost_commit_is_never_retried_and_says_why() {
+        let lost = Failure::CommitOutcomeUnknown(io(ErrorKind::UnexpectedEof));
+        assert_eq!(lost.verdict(true), Verdict::unrepeatable(labels::COMMIT_OUTCOME_UNKNOWN));
+        assert_eq!(lost.source().map(ToString::to_string), Some(io(ErrorKind::UnexpectedEof).to_string()));
+        assert!(
+            !lost.to_string().contains(&io(ErrorKind::UnexpectedEof).to_string()),
+            "Display never repeats the source"
+        );
+    }
+}

@@ -21,7 +21,8 @@ pub const CODEC: ErrorType = ErrorType::Kind("codec");
 
 /// The named kinds this crate reports besides SQLSTATEs (and besides the
 /// engine's own `connect`, `reset`, `timeout` and `_OTHER`).
-pub const KINDS: [ErrorType; 6] = [POOL_TIMEOUT, POOL_CLOSED, COMMIT_OUTCOME_UNKNOWN, PROTOCOL, CONFIGURATION, CODEC];
+pub const KINDS: [ErrorType; 6] =
+    [POOL_TIMEOUT, POOL_CLOSED, COMMIT_OUTCOME_UNKNOWN, PROTOCOL, CONFIGURATION, CODEC];
 
 /// How many distinct SQLSTATEs one process reports; further codes are
 /// reported as `_OTHER` (the span's `db.response.status_code` still says which).

@@ -63,12 +63,12 @@ impl<'a> StatementBuilder<'a> {
         let pool = &db.inner.pool;
         let attempt = || -> AttemptFuture<'_, T> {
             Box::pin(async {
-            exposure.set(false);
-            let mut conn = pool.acquire().await.map_err(failure(Failure::Connect))?;
-            // From here on the statement may reach the server.
-            exposure.set(!idempotent);
-            let future = (work.lock().unwrap_or_else(PoisonError::into_inner))(&mut conn);
-            future.await.map_err(failure(Failure::Statement))
+                exposure.set(false);
+                let mut conn = pool.acquire().await.map_err(failure(Failure::Connect))?;
+                // From here on the statement may reach the server.
+                exposure.set(!idempotent);
+                let future = (work.lock().unwrap_or_else(PoisonError::into_inner))(&mut conn);
+                future.await.map_err(failure(Failure::Statement))
             })
         };
         attempt::run(db, policy, operation, judge, attempt).await

@@ -146,7 +146,9 @@ where
                 let _ = tx.rollback().await;
                 let swallowed =
                     crate::classify::sqlstate(&error).is_some_and(|c| c == IN_FAILED_SQL_TRANSACTION);
-                return Err(failure(if swallowed { Failure::SwallowedError } else { Failure::Statement })(error));
+                return Err(failure(if swallowed { Failure::SwallowedError } else { Failure::Statement })(
+                    error,
+                ));
             }
         };
         exposure.set(true);

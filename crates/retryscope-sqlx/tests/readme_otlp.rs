@@ -28,14 +28,19 @@ fn main() {
     let url = runtime.block_on(prepare(&url));
     runtime.block_on(readme(&url)).expect("the README's transaction");
 
-    let printed =
-        collector.wait_for(&["Str(23505)", "Str(40001)", "Str(transfer"]).unwrap_or_else(|missing| panic!("{missing}"));
+    let printed = collector
+        .wait_for(&["Str(23505)", "Str(40001)", "Str(transfer"])
+        .unwrap_or_else(|missing| panic!("{missing}"));
     let spans: Vec<_> = rotel::spans(&printed).into_iter().filter(|s| s.kind == "SPAN_KIND_CLIENT").collect();
     let by_operation = |operation: &str| -> Vec<&rotel::PrintedSpan> {
         let value = format!("Str({operation})");
         spans.iter().filter(|s| s.attribute("db.operation.name") == Some(value.as_str())).collect()
     };
-    let common = [("db.system.name", "Str(postgresql)"), ("db.namespace", "Str(retryscope)"), ("server.address", "Str(127.0.0.1)")];
+    let common = [
+        ("db.system.name", "Str(postgresql)"),
+        ("db.namespace", "Str(retryscope)"),
+        ("server.address", "Str(127.0.0.1)"),
+    ];
     for span in &spans {
         for (key, value) in common {
             assert_eq!(span.attribute(key), Some(value), "{key} on {span:#?}");
@@ -88,14 +93,21 @@ async fn readme(url: &str) -> Result<(), Box<dyn std::error::Error>> {
         .transaction(Policy::interactive())
         .isolation(Isolation::Serializable)
         .operation("transfer")
-        .run(|tx| Box::pin(async move {
-            sqlx::query("UPDATE accounts SET balance = balance - 10 WHERE id = 1").execute(&mut **tx).await?;
-            sqlx::query("UPDATE accounts SET balance = balance + 10 WHERE id = 2").execute(&mut **tx).await?;
-            Ok(10)
-        }))
+        .run(|tx| {
+            Box::pin(async move {
+                sqlx::query("UPDATE accounts SET balance = balance - 10 WHERE id = 1")
+                    .execute(&mut **tx)
+                    .await?;
+                sqlx::query("UPDATE accounts SET balance = balance + 10 WHERE id = 2")
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(10)
+            })
+        })
         .await?;
     assert_eq!(moved, 10);
-    let balances: Vec<i32> = sqlx::query_scalar("SELECT balance FROM accounts ORDER BY id").fetch_all(db.pool()).await?;
+    let balances: Vec<i32> =
+        sqlx::query_scalar("SELECT balance FROM accounts ORDER BY id").fetch_all(db.pool()).await?;
     assert_eq!(balances, [90, 110]);
 
     // A serialization failure on the first attempt only: replayed.

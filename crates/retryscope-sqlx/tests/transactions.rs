@@ -90,7 +90,11 @@ async fn two_transactions_locking_rows_in_opposite_order_deadlock_once_and_both_
     assert_eq!(runs, [1, 2], "one transfer committed at once, the deadlock's victim on its replay");
     assert_eq!(attempts.load(Ordering::SeqCst), 3);
     assert_eq!(scalar(&pool, "SELECT sum(balance)::int8 FROM accounts").await, 200);
-    assert_eq!(scalar(&pool, "SELECT count(*) FROM accounts WHERE balance = 100").await, 2, "each moved 10 each way");
+    assert_eq!(
+        scalar(&pool, "SELECT count(*) FROM accounts WHERE balance = 100").await,
+        2,
+        "each moved 10 each way"
+    );
     let deadlocks = [(names::ERROR_TYPE, "40P01")];
     assert_eq!(telemetry.histogram_count(names::ATTEMPT_DURATION, &deadlocks), 1);
     assert_eq!(telemetry.counter(names::RETRIES, &[(names::RETRY_REASON, "40P01")]), 1);
@@ -101,9 +105,11 @@ async fn two_transactions_locking_rows_in_opposite_order_deadlock_once_and_both_
 async fn eight_serializable_read_modify_writes_of_one_counter_all_commit_and_the_count_is_exact() {
     let Some(url) = common::url() else { return };
     let pool = common::pool(&url, "t_serializable", 8).await;
-    pool.execute("CREATE TABLE counter (id int PRIMARY KEY, n int NOT NULL); INSERT INTO counter VALUES (1, 0)")
-        .await
-        .expect("set up");
+    pool.execute(
+        "CREATE TABLE counter (id int PRIMARY KEY, n int NOT NULL); INSERT INTO counter VALUES (1, 0)",
+    )
+    .await
+    .expect("set up");
     let telemetry = Telemetry::install();
     let db = database(pool.clone(), &telemetry);
     // Every first attempt reads before any writes: all but one must fail.
@@ -127,7 +133,10 @@ async fn eight_serializable_read_modify_writes_of_one_counter_all_commit_and_the
                             if first.swap(0, Ordering::SeqCst) == 1 {
                                 barrier.wait().await;
                             }
-                            sqlx::query("UPDATE counter SET n = $1 WHERE id = 1").bind(n + 1).execute(&mut **tx).await?;
+                            sqlx::query("UPDATE counter SET n = $1 WHERE id = 1")
+                                .bind(n + 1)
+                                .execute(&mut **tx)
+                                .await?;
                             Ok(())
                         })
                     })
@@ -150,14 +159,14 @@ async fn eight_serializable_read_modify_writes_of_one_counter_all_commit_and_the
 async fn a_unique_violation_a_syntax_error_and_a_bad_input_value_are_each_tried_once() {
     let Some(url) = common::url() else { return };
     let pool = common::pool(&url, "t_permanent", 2).await;
-    pool.execute("CREATE TABLE users (id int PRIMARY KEY); INSERT INTO users VALUES (1)").await.expect("set up");
+    pool.execute("CREATE TABLE users (id int PRIMARY KEY); INSERT INTO users VALUES (1)")
+        .await
+        .expect("set up");
     let telemetry = Telemetry::install();
     let db = database(pool.clone(), &telemetry);
-    for (statement, sqlstate) in [
-        ("INSERT INTO users VALUES (1)", "23505"),
-        ("SELEC 1", "42601"),
-        ("SELECT 'one'::int", "22P02"),
-    ] {
+    for (statement, sqlstate) in
+        [("INSERT INTO users VALUES (1)", "23505"), ("SELEC 1", "42601"), ("SELECT 'one'::int", "22P02")]
+    {
         let runs = AtomicU32::new(0);
         let error = db
             .transaction(Policy::interactive())
@@ -242,7 +251,9 @@ async fn a_backend_terminated_between_transactions_is_retried_on_a_new_connectio
     let db = database(pool.clone(), &telemetry);
     let backend = || {
         db.transaction(Policy::interactive()).operation("whoami").run(|tx| {
-            Box::pin(async move { sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(&mut **tx).await })
+            Box::pin(async move {
+                sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(&mut **tx).await
+            })
         })
     };
     let first = backend().await.expect("the first transaction");
@@ -326,7 +337,9 @@ async fn a_role_out_of_connections_is_retried_within_the_deadline_then_fails_cle
     holder.close().await.expect("release the role's connection");
     let one = db
         .transaction(Policy::interactive())
-        .run(|tx| Box::pin(async move { sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&mut **tx).await }))
+        .run(|tx| {
+            Box::pin(async move { sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&mut **tx).await })
+        })
         .await
         .expect("a free connection");
     assert_eq!(one, 1);
@@ -374,7 +387,11 @@ async fn a_connection_lost_during_commit_ends_the_call_with_commit_outcome_unkno
                 .await
                 .expect("read pg_stat_activity");
                 if committing == 1 {
-                    sqlx::query("SELECT pg_terminate_backend($1)").bind(backend).execute(&admin).await.expect("kill");
+                    sqlx::query("SELECT pg_terminate_backend($1)")
+                        .bind(backend)
+                        .execute(&admin)
+                        .await
+                        .expect("kill");
                     return;
                 }
                 assert!(Instant::now() < deadline, "COMMIT never showed up");
@@ -457,7 +474,11 @@ async fn a_statement_cut_by_a_lost_connection_is_retried_only_when_idempotent() 
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let backend = pid.load(Ordering::SeqCst);
-                sqlx::query("SELECT pg_terminate_backend($1)").bind(backend).execute(&admin).await.expect("kill");
+                sqlx::query("SELECT pg_terminate_backend($1)")
+                    .bind(backend)
+                    .execute(&admin)
+                    .await
+                    .expect("kill");
             })
         };
         let statement = db.statement(Policy::interactive()).operation("SELECT");
@@ -468,7 +489,8 @@ async fn a_statement_cut_by_a_lost_connection_is_retried_only_when_idempotent() 
                 Box::pin(async move {
                     let run = runs.fetch_add(1, Ordering::SeqCst) + 1;
                     if run == 1 {
-                        let backend: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *conn).await?;
+                        let backend: i32 =
+                            sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut *conn).await?;
                         pid.store(backend, Ordering::SeqCst);
                         sqlx::query("SELECT pg_sleep(5)").execute(&mut *conn).await?;
                     }

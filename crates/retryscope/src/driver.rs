@@ -399,7 +399,9 @@ impl<'a, O: Observer> Driver<'a, O> {
             // A 404 is a healthy server answering.
             Verdict::Permanent { .. } => Health::Answered,
             // A database conflict is a healthy server answering too.
-            Verdict::Retryable { error, .. } if error.is_throttling() || error.is_conflict() => Health::Throttling,
+            Verdict::Retryable { error, .. } if error.is_throttling() || error.is_conflict() => {
+                Health::Throttling
+            }
             Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
                 Health::Unhealthy
             }

@@ -5,7 +5,10 @@ mod common;
 use common::Recorder;
 use retryscope::breaker::BreakerState;
 use retryscope::clock::ManualClock;
-use retryscope::{CircuitBreaker, Jitter, Outcome, Policy, RetryBudget, Retryable, StopReason, TokenBucket};
+use retryscope::{
+    CircuitBreaker, ErrorType, Jitter, Outcome, Policy, RetryBudget, Retryable, StopReason, TokenBucket,
+    Verdict,
+};
 use std::time::Duration;
 
 fn policy() -> Policy {
@@ -172,4 +175,32 @@ async fn the_last_error_survives_a_breaker_that_opens_during_the_wait() {
     let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
     assert_eq!(err.last_error(), Some(&"unavailable"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn database_conflicts_are_retried_but_never_open_the_breaker() {
+    // Opens at half of four calls failing; 40001 and 40P01 are conflicts the
+    // database resolved, not failures, so 40 of them leave it closed.
+    let breaker = CircuitBreaker::builder()
+        .failure_ratio(0.5)
+        .min_calls(4)
+        .clock(ManualClock::new())
+        .build()
+        .expect("valid settings");
+    for code in ["40001", "40P01"] {
+        for _ in 0..10 {
+            let err = (|| std::future::ready(Err::<(), _>("conflict")))
+                .retry(policy())
+                .classify(|_: &Result<(), &str>| Verdict::retryable(ErrorType::Kind(code)))
+                .breaker(&breaker)
+                .await
+                .unwrap_err();
+            assert_eq!((err.reason(), err.attempts()), (StopReason::AttemptsExhausted, 4));
+        }
+    }
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    // Four failures of another kind open it.
+    let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::AttemptsExhausted, 4));
+    assert_eq!(breaker.state(), BreakerState::Open);
 }
