@@ -11,8 +11,8 @@
 //! | `PoolClosed`, `Protocol`, `Configuration`, `Tls`, decoding and encoding errors, `RowNotFound`, … | the program's or the setup's mistake | [`Permanent`](Class::Permanent) | no | no |
 //!
 //! Every failure is reported with `error.type` = its SQLSTATE (see
-//! [`sqlstate_error_type`](crate::sqlstate_error_type)), or, without one, one of
-//! [`labels::KINDS`](crate::labels::KINDS) or the engine's `connect`, `reset`,
+//! [`sqlstate_error_type`]), or, without one, one of
+//! [`labels::KINDS`] or the engine's `connect`, `reset`,
 //! `timeout`, `incomplete`, `_OTHER` for I/O errors.
 
 use crate::labels::{self, sqlstate_error_type};

@@ -21,6 +21,22 @@ use std::sync::{Mutex, PoisonError};
 /// otherwise the call ends with the failure, as an attempt cut short by the
 /// attempt timeout after it was sent does. For several statements that must
 /// apply together, use a [transaction](Database::transaction).
+///
+/// ```no_run
+/// use retryscope::Policy;
+/// use retryscope_sqlx::Database;
+///
+/// # async fn demo(db: Database) -> Result<(), Box<dyn std::error::Error>> {
+/// // Safe to run twice: retried even when the connection drops mid-statement.
+/// let name: String = db
+///     .statement(Policy::interactive())
+///     .operation("SELECT")
+///     .idempotent()
+///     .run(|conn| Box::pin(async move { sqlx::query_scalar("SELECT name FROM users WHERE id = 1").fetch_one(conn).await }))
+///     .await?;
+/// # let _ = name;
+/// # Ok(()) }
+/// ```
 #[must_use = "a statement does nothing until `run` is awaited"]
 #[derive(Debug)]
 pub struct StatementBuilder<'a> {

@@ -60,6 +60,35 @@ impl Isolation {
 ///   says so for both).
 /// - **Side effects.** The closure runs once per attempt: keep what it does
 ///   outside the database (sending mail, say) out of it.
+///
+/// ```no_run
+/// use retryscope::{Policy, StopReason};
+/// use retryscope_sqlx::{Database, Failure, Isolation};
+///
+/// # async fn demo(db: Database) -> Result<(), Box<dyn std::error::Error>> {
+/// let placed = db
+///     .transaction(Policy::interactive())
+///     .isolation(Isolation::Serializable)
+///     .operation("place_order")
+///     .run(|tx| Box::pin(async move {
+///         let stock: i32 = sqlx::query_scalar("SELECT stock FROM items WHERE id = 7 FOR UPDATE")
+///             .fetch_one(&mut **tx)
+///             .await?;
+///         sqlx::query("UPDATE items SET stock = $1 WHERE id = 7").bind(stock - 1).execute(&mut **tx).await?;
+///         Ok(stock - 1)
+///     }))
+///     .await;
+/// match placed {
+///     Ok(left) => println!("{left} left"),
+///     // Not run again: look before placing it twice.
+///     Err(error) if retryscope_sqlx::commit_outcome_unknown(&error) => eprintln!("{error}: check the order"),
+///     Err(error) if matches!(error.last_error(), Some(Failure::Statement(_))) => {
+///         eprintln!("{error}, after {} attempt(s)", error.attempts())
+///     }
+///     Err(error) => return Err(error.into()),
+/// }
+/// # Ok(()) }
+/// ```
 #[must_use = "a transaction does nothing until `run` is awaited"]
 #[derive(Debug)]
 pub struct TransactionBuilder<'a> {
