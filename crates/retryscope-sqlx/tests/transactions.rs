@@ -275,6 +275,7 @@ async fn a_backend_terminated_between_transactions_is_retried_on_a_new_connectio
         .filter(|kind| telemetry.counter(names::RETRIES, &[(names::RETRY_REASON, kind)]) == 1)
         .collect();
     assert_eq!(failed.len(), 1, "the lost connection is reported as one of them");
+    println!("the lost connection was reported as {failed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
