@@ -24,6 +24,10 @@ use super::builder::Hedge;
 
 type Scope<O> = <<O as Observer>::Operation as OperationObserver>::Attempt;
 
+/// A copy after the first: its future, boxed so that it stays pinned while
+/// the list of copies changes, and its slot.
+type Later<Fut, A> = (Pin<Box<Fut>>, Slot<A>);
+
 /// What is known of one copy in flight, beside its future.
 struct Slot<A> {
     number: u32,
@@ -45,9 +49,8 @@ pub(crate) struct Calls<'a, Fut, O: Observer> {
     /// The first copy's slot: its future lives inline in the [`HedgeFuture`],
     /// so that a call the first copy answers allocates nothing.
     first: Option<Slot<Scope<O>>>,
-    /// Every later copy, boxed so that it stays pinned while the list changes
-    /// (allocated when the first hedge goes).
-    copies: Vec<(Pin<Box<Fut>>, Slot<Scope<O>>)>,
+    /// Every later copy (the list allocated when the first hedge goes).
+    copies: Vec<Later<Fut, Scope<O>>>,
     started: Option<Instant>,
     deadline_at: Option<Instant>,
     /// Copies sent so far.
