@@ -90,8 +90,23 @@ pub struct GrpcRetry {
 #[derive(Debug, Clone)]
 struct MethodRetry {
     names: Vec<MethodName>,
+    /// The retry policy; for a hedged method, one attempt per copy within the
+    /// method's timeout.
     policy: Policy,
+    /// The retryable codes, or for a hedged method the non-fatal ones.
     codes: CodeSet,
+    /// A6 `hedgingPolicy`, when the method is hedged rather than retried.
+    hedging: Option<Hedging>,
+}
+
+/// A method's A6 `hedgingPolicy`: how many copies, how far apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hedging {
+    /// Copies in all, the first included (`maxAttempts`, at most 5).
+    pub(crate) max_copies: u32,
+    /// `hedgingDelay`: from one copy to the next, unless a non-fatal status
+    /// sends the next one at once.
+    pub(crate) delay: std::time::Duration,
 }
 
 /// A `name` entry of a method config: every method of every service (both
@@ -121,6 +136,7 @@ impl MethodName {
 pub(crate) struct CallRetry {
     pub(crate) policy: Policy,
     pub(crate) codes: CodeSet,
+    pub(crate) hedging: Option<Hedging>,
 }
 
 impl GrpcRetry {
@@ -128,7 +144,7 @@ impl GrpcRetry {
     pub fn new(policy: Policy) -> Self {
         let all = MethodName { service: None, method: None };
         Self {
-            methods: vec![MethodRetry { names: vec![all], policy, codes: CodeSet::UNAVAILABLE }],
+            methods: vec![MethodRetry { names: vec![all], policy, codes: CodeSet::UNAVAILABLE, hedging: None }],
             throttling: None,
         }
     }
@@ -157,8 +173,9 @@ impl GrpcRetry {
         Ok(self)
     }
 
-    /// Loads the `methodConfig[].retryPolicy` (and `timeout`) and `retryThrottling`
-    /// of a gRPC service config (the JSON form of `grpc.service_config.ServiceConfig`).
+    /// Loads the `methodConfig[].retryPolicy` or `hedgingPolicy` (and `timeout`)
+    /// and `retryThrottling` of a gRPC service config (the JSON form of
+    /// `grpc.service_config.ServiceConfig`).
     ///
     /// Each retry policy becomes a [`Policy`]: `maxAttempts` (capped at 5, as gRPC
     /// does), `initialBackoff`, `maxBackoff` and `backoffMultiplier` (any number
@@ -171,8 +188,16 @@ impl GrpcRetry {
     /// config without `retryPolicy` only sets the deadline; one without `name`
     /// applies to no method and is skipped, as gRPC skips it.
     ///
-    /// What the layer cannot honour is refused, never ignored: a
-    /// `hedgingPolicy` (hedging is not supported), `perAttemptRecvTimeout`, a
+    /// A `hedgingPolicy` hedges its methods (see **Hedging** on [`GrpcRetry`]):
+    /// `maxAttempts` copies in all (2 or more, capped at 5), `hedgingDelay`
+    /// apart (0 s when absent: every copy at once), `nonFatalStatusCodes` the
+    /// statuses that let the next copy go at once. That list is optional, as
+    /// gRPC's documentation and grpc-java take it (A6's schema calls it
+    /// required): absent, every status but OK is fatal. A method config with
+    /// both a `retryPolicy` and a `hedgingPolicy` is refused (A6: one or the
+    /// other).
+    ///
+    /// What the layer cannot honour is refused, never ignored: `perAttemptRecvTimeout`, a
     /// fractional `maxTokens`, a `tokenRatio` below 0.001 (its three decimals
     /// are 0).
     ///
@@ -235,7 +260,7 @@ impl GrpcRetry {
                 Some((r, _)) if r >= rank => best,
                 _ => Some((rank, m)),
             })
-            .map(|(_, m)| CallRetry { policy: m.policy, codes: m.codes })
+            .map(|(_, m)| CallRetry { policy: m.policy, codes: m.codes, hedging: m.hedging })
     }
 
     /// A new, full bucket as the retry throttling configures it, if it does (the
