@@ -151,6 +151,10 @@ fn method_config(value: &Value, at: &str, seen: &mut HashSet<MethodName>) -> Res
         None => builder.no_deadline(),
     };
     let policy = builder.build().map_err(|e| ServiceConfigError::new(at, e.to_string()))?;
+    if let Some(hedging) = hedging {
+        // Checked now so that every call can build it.
+        hedging.policy(&policy).map_err(|e| ServiceConfigError::new(format!("{at}.hedgingPolicy"), e.to_string()))?;
+    }
     Ok(Some(MethodRetry { names, policy, codes, hedging }))
 }
 

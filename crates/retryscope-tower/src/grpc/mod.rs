@@ -19,6 +19,7 @@ pub use stop::{
 };
 
 use retryscope::budget::{BudgetError, TokenBucketBuilder};
+use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError};
 use retryscope::{Policy, TokenBucket};
 use tonic::Code;
 
@@ -73,8 +74,26 @@ use tonic::Code;
 /// [`NOT_RETRIED`] in its metadata; otherwise the last attempt's status,
 /// unchanged.
 ///
-/// Differences from A6 worth knowing: hedging is not supported (a service
-/// config with a `hedgingPolicy` is refused); a failure where
+/// **Hedging.** A method whose config has a `hedgingPolicy` is hedged, not
+/// retried: its first copy goes at once, and each `hedgingDelay` without an
+/// answer sends another, up to `maxAttempts` copies in all. The call commits
+/// at the first response headers that are not a Trailers-Only non-fatal
+/// status — an OK answer, the headers of a stream, or a fatal status — and the
+/// other copies are cancelled (the server sees their HTTP/2 streams reset). A
+/// Trailers-Only status in `nonFatalStatusCodes` sends the next copy at once;
+/// a pushback (`grpc-retry-pushback-ms`) sends it after the server's delay,
+/// and one that says not to retry sends no further copy (copies in flight go
+/// on). When every copy has failed non-fatally the caller gets the last
+/// status. Every copy carries `grpc-previous-rpc-attempts` (the copies sent
+/// before it; absent on the first, as A6 says). Retry throttling applies: a
+/// copy beyond the first is sent only while the server's token bucket is above
+/// half, and a refused one is reported as a throttled retry is, with
+/// [`NOT_RETRIED_THROTTLED`]. A body that cannot be sent again (streamed, or
+/// over the replay limit) makes the call a single attempt, as A6's buffer
+/// limit commits it; a call given its own policy (`RetryOptions::policy`) is
+/// retried under it instead. A hedged call is not held by a pacer.
+///
+/// Differences from A6 worth knowing: a failure where
 /// nothing left the client (a refused connection) is retried within the
 /// policy's attempts rather than outside them; a method config's `timeout`
 /// bounds the call locally but is not sent as `grpc-timeout`; the layer gives
@@ -107,6 +126,24 @@ pub(crate) struct Hedging {
     /// `hedgingDelay`: from one copy to the next, unless a non-fatal status
     /// sends the next one at once.
     pub(crate) delay: std::time::Duration,
+}
+
+impl Hedging {
+    /// The engine's policy for a call whose retry policy is `within`: its
+    /// deadline bounds the whole call and its attempt timeout each copy, as
+    /// they bound a retried call's attempts.
+    pub(crate) fn policy(self, within: &Policy) -> Result<HedgePolicy, HedgePolicyError> {
+        let builder = HedgePolicy::builder().max_copies(self.max_copies).delay(HedgeDelay::fixed(self.delay));
+        let builder = match within.deadline() {
+            Some(deadline) => builder.deadline(deadline),
+            None => builder.no_deadline(),
+        };
+        let builder = match within.attempt_timeout() {
+            Some(timeout) => builder.attempt_timeout(timeout),
+            None => builder.no_attempt_timeout(),
+        };
+        builder.build()
+    }
 }
 
 /// A `name` entry of a method config: every method of every service (both
@@ -242,9 +279,32 @@ impl GrpcRetry {
         self.for_path(path).map(|c| c.policy)
     }
 
-    /// The retryable codes of a call to `path`, if any method config names it.
+    /// The retryable codes of a call to `path`, if any method config names it;
+    /// for a hedged method, its non-fatal codes.
     pub fn codes_for(&self, path: &str) -> Option<CodeSet> {
         self.for_path(path).map(|c| c.codes)
+    }
+
+    /// The hedging policy of a call to `path` when its method config has a
+    /// `hedgingPolicy`: `maxAttempts` copies, `hedgingDelay` apart, within the
+    /// method's `timeout`. `None` for a method that is retried, or sent once.
+    ///
+    /// ```
+    /// use retryscope_tower::grpc::GrpcRetry;
+    /// use std::time::Duration;
+    ///
+    /// let retry = GrpcRetry::from_service_config(r#"{"methodConfig": [{
+    ///   "name": [{"service": "helloworld.Greeter", "method": "SayHello"}],
+    ///   "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "1s"}
+    /// }]}"#)?;
+    /// let hedge = retry.hedging_for("/helloworld.Greeter/SayHello").expect("hedged");
+    /// assert_eq!(hedge.max_copies(), 3);
+    /// assert!(retry.policy_for("/helloworld.Greeter/SayHello").is_some_and(|p| p.max_attempts() == 1));
+    /// # Ok::<(), retryscope_tower::grpc::ServiceConfigError>(())
+    /// ```
+    pub fn hedging_for(&self, path: &str) -> Option<HedgePolicy> {
+        let call = self.for_path(path)?;
+        call.hedging.and_then(|h| h.policy(&call.policy).ok())
     }
 
     pub(crate) fn for_path(&self, path: &str) -> Option<CallRetry> {
