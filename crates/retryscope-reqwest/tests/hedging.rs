@@ -13,12 +13,17 @@ use support::telemetry::{Telemetry, attr};
 use support::{Reply, Server};
 
 fn hedge(delay: Duration) -> HedgePolicy {
-    HedgePolicy::builder().max_copies(3).delay(HedgeDelay::fixed(delay)).build().expect("valid hedging policy")
+    HedgePolicy::builder()
+        .max_copies(3)
+        .delay(HedgeDelay::fixed(delay))
+        .build()
+        .expect("valid hedging policy")
 }
 
 fn client(telemetry: &Telemetry, hedge: HedgePolicy) -> ClientWithMiddleware {
     let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
-    let middleware = RetryMiddleware::builder(Policy::interactive()).hedge(hedge).meter(&telemetry.meter).build();
+    let middleware =
+        RetryMiddleware::builder(Policy::interactive()).hedge(hedge).meter(&telemetry.meter).build();
     ClientBuilder::new(inner).with(middleware).build()
 }
 
@@ -62,7 +67,10 @@ async fn a_stalled_get_is_answered_by_its_second_copy_and_the_first_connection_i
         assert_eq!(attr(span, "http.request.method").as_deref(), Some("GET"));
     }
     let outcomes: Vec<Option<String>> = spans.iter().map(|s| attr(s, "retryscope.hedge.outcome")).collect();
-    assert!(outcomes.contains(&Some("won".into())) && outcomes.contains(&Some("cancelled".into())), "{outcomes:?}");
+    assert!(
+        outcomes.contains(&Some("won".into())) && outcomes.contains(&Some("cancelled".into())),
+        "{outcomes:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,8 +3,8 @@
 use crate::guard::Guard;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
-use retryscope::hedge::HedgePolicy;
 use retryscope::classify::HttpClassifier;
+use retryscope::hedge::HedgePolicy;
 use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::rule::SharedRule;
 use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog};

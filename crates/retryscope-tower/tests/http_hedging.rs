@@ -51,7 +51,8 @@ async fn a_stalled_get_is_answered_by_its_second_copy_and_the_first_connection_i
     let mut client = client(&telemetry);
 
     let started = Instant::now();
-    let response = client.ready().await.expect("ready").call(request(Method::GET, &server.url("/item"))).await;
+    let response =
+        client.ready().await.expect("ready").call(request(Method::GET, &server.url("/item"))).await;
     let took = started.elapsed();
     let body = response.expect("the second copy answers").into_body().collect().await.expect("body");
     assert_eq!(body.to_bytes(), "from the second copy");
@@ -90,11 +91,13 @@ async fn a_503_sends_the_next_copy_at_once_and_a_404_ends_the_call() {
     let mut client = layer.layer(Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>());
 
     let started = Instant::now();
-    let response = client.ready().await.expect("ready").call(request(Method::GET, &server.url("/item"))).await;
+    let response =
+        client.ready().await.expect("ready").call(request(Method::GET, &server.url("/item"))).await;
     assert_eq!(response.expect("the second copy answers").status(), 200);
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 
-    let response = client.ready().await.expect("ready").call(request(Method::GET, &server.url("/gone"))).await;
+    let response =
+        client.ready().await.expect("ready").call(request(Method::GET, &server.url("/gone"))).await;
     assert_eq!(response.expect("a 404 is an answer").status(), 404);
     assert_eq!(server.seen().iter().filter(|s| s.path == "/gone").count(), 1);
 }

@@ -144,7 +144,7 @@ fn what_a6_refuses_or_the_layer_cannot_honour_is_refused_naming_the_field() {
     let cases: Vec<(String, String, &str)> = vec![
         // A hedging policy is loaded (tests/grpc_hedging.rs), but never beside a retry policy.
         (
-            format!(r#"{{"methodConfig": [{{"name": [{{"service": "s"}}], "hedgingPolicy": {{"maxAttempts": 1}}}}]}}"#),
+            r#"{"methodConfig": [{"name": [{"service": "s"}], "hedgingPolicy": {"maxAttempts": 1}}]}"#.to_owned(),
             "methodConfig[0].hedgingPolicy.maxAttempts".into(),
             "2 or more",
         ),

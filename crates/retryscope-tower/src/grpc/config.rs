@@ -153,7 +153,9 @@ fn method_config(value: &Value, at: &str, seen: &mut HashSet<MethodName>) -> Res
     let policy = builder.build().map_err(|e| ServiceConfigError::new(at, e.to_string()))?;
     if let Some(hedging) = hedging {
         // Checked now so that every call can build it.
-        hedging.policy(&policy).map_err(|e| ServiceConfigError::new(format!("{at}.hedgingPolicy"), e.to_string()))?;
+        hedging
+            .policy(&policy)
+            .map_err(|e| ServiceConfigError::new(format!("{at}.hedgingPolicy"), e.to_string()))?;
     }
     Ok(Some(MethodRetry { names, policy, codes, hedging }))
 }
@@ -238,7 +240,10 @@ fn hedging_policy(value: &Value, at: &str) -> Result<(Hedging, CodeSet)> {
     let copies = whole_number(required(policy, "maxAttempts", at)?)
         .ok_or_else(|| ServiceConfigError::new(field("maxAttempts"), "must be a whole number"))?;
     if copies < 2 {
-        return Err(ServiceConfigError::new(field("maxAttempts"), format!("must be 2 or more, got {copies}")));
+        return Err(ServiceConfigError::new(
+            field("maxAttempts"),
+            format!("must be 2 or more, got {copies}"),
+        ));
     }
     let delay = match policy.get("hedgingDelay") {
         Some(delay) => duration(delay, &field("hedgingDelay"))?,
@@ -451,9 +456,10 @@ mod tests {
         // One attempt per copy: a hedged call is never retried after them.
         assert_eq!(call.policy.max_attempts(), 1);
 
-        let config =
-            parse(&hedged(r#""maxAttempts": 4, "hedgingDelay": ".5s", "nonFatalStatusCodes": ["UNAVAILABLE", 13]"#))
-                .expect("valid");
+        let config = parse(&hedged(
+            r#""maxAttempts": 4, "hedgingDelay": ".5s", "nonFatalStatusCodes": ["UNAVAILABLE", 13]"#,
+        ))
+        .expect("valid");
         let call = config.for_path("/s/m").expect("configured");
         assert_eq!(call.hedging, Some(Hedging { max_copies: 4, delay: Duration::from_millis(500) }));
         assert!(call.codes.contains(tonic::Code::Unavailable) && call.codes.contains(tonic::Code::Internal));
@@ -466,8 +472,14 @@ mod tests {
             (hedged(r#""hedgingDelay": "1s""#), "methodConfig[0].hedgingPolicy.maxAttempts"),
             (hedged(r#""maxAttempts": 1"#), "methodConfig[0].hedgingPolicy.maxAttempts"),
             (hedged(r#""maxAttempts": "3""#), "methodConfig[0].hedgingPolicy.maxAttempts"),
-            (hedged(r#""maxAttempts": 3, "hedgingDelay": "1""#), "methodConfig[0].hedgingPolicy.hedgingDelay"),
-            (hedged(r#""maxAttempts": 3, "hedgingDelay": "-1s""#), "methodConfig[0].hedgingPolicy.hedgingDelay"),
+            (
+                hedged(r#""maxAttempts": 3, "hedgingDelay": "1""#),
+                "methodConfig[0].hedgingPolicy.hedgingDelay",
+            ),
+            (
+                hedged(r#""maxAttempts": 3, "hedgingDelay": "-1s""#),
+                "methodConfig[0].hedgingPolicy.hedgingDelay",
+            ),
             (
                 hedged(r#""maxAttempts": 3, "nonFatalStatusCodes": "UNAVAILABLE""#),
                 "methodConfig[0].hedgingPolicy.nonFatalStatusCodes",
@@ -476,7 +488,10 @@ mod tests {
                 hedged(r#""maxAttempts": 3, "nonFatalStatusCodes": ["UNAVAILABLE", "NOPE"]"#),
                 "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[1]",
             ),
-            (r#"{"methodConfig": [{"name": [{}], "hedgingPolicy": 3}]}"#.to_owned(), "methodConfig[0].hedgingPolicy"),
+            (
+                r#"{"methodConfig": [{"name": [{}], "hedgingPolicy": 3}]}"#.to_owned(),
+                "methodConfig[0].hedgingPolicy",
+            ),
             (
                 format!(
                     r#"{{"methodConfig": [{{"name": [{{}}], "hedgingPolicy": {{"maxAttempts": 2}}, "retryPolicy": {{{GOOD}}}}}]}}"#

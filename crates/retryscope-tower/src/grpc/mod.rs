@@ -181,7 +181,12 @@ impl GrpcRetry {
     pub fn new(policy: Policy) -> Self {
         let all = MethodName { service: None, method: None };
         Self {
-            methods: vec![MethodRetry { names: vec![all], policy, codes: CodeSet::UNAVAILABLE, hedging: None }],
+            methods: vec![MethodRetry {
+                names: vec![all],
+                policy,
+                codes: CodeSet::UNAVAILABLE,
+                hedging: None,
+            }],
             throttling: None,
         }
     }

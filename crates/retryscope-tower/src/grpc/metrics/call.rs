@@ -149,7 +149,9 @@ impl CallMetrics {
         let mut state = self.state();
         match (error, hedge) {
             (Some(error), _) => self.0.end_attempt(&mut state, number, status_of_error(error)),
-            (None, Some(HedgeOutcome::Cancelled)) => self.0.end_attempt(&mut state, number, code::name(CANCELLED)),
+            (None, Some(HedgeOutcome::Cancelled)) => {
+                self.0.end_attempt(&mut state, number, code::name(CANCELLED))
+            }
             (None, _) => state.answered = Some(number),
         }
     }
@@ -463,7 +465,10 @@ mod tests {
             .into_iter()
             .map(|p| (p.attributes["grpc.status"].clone(), p.sum))
             .collect();
-        assert!(sizes.contains(&("CANCELLED".into(), 3.0)) && sizes.contains(&("OK".into(), 4.0)), "{sizes:?}");
+        assert!(
+            sizes.contains(&("CANCELLED".into(), 3.0)) && sizes.contains(&("OK".into(), 4.0)),
+            "{sizes:?}"
+        );
         let hedges = telemetry.histogram(names::CALL_HEDGES);
         assert_eq!(hedges.iter().map(|p| (p.count, p.sum)).collect::<Vec<_>>(), [(1, 1.0)]);
         assert_eq!(hedges[0].unit, "{hedge}");
