@@ -113,3 +113,24 @@ async fn a_dead_dependency_is_hedged_only_within_its_retry_budget() {
     // Without the budget every call would send 3 copies (200 hedges in all).
     assert!(hedges > 0 && hedges <= 11, "{hedges} hedges for {calls} calls");
 }
+
+/// The README's "Hedging over HTTP" lines, as written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_hedging_example_works_as_written() -> Result<(), Box<dyn std::error::Error>> {
+    let server = Server::start().await;
+    server.script("/inventory", [Reply::StallUntilClosed, Reply::ok("in stock")]);
+
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
+
+    let hedge = HedgePolicy::builder().max_copies(2).delay(HedgeDelay::percentile(0.95)).build()?;
+    let middleware =
+        retryscope_reqwest::RetryMiddleware::builder(retryscope::Policy::interactive()).hedge(hedge).build();
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).with(middleware).build();
+
+    // Nothing measured yet: the percentile delay's fallback sends the second copy.
+    let body = client.get(server.url("/inventory")).send().await?.text().await?;
+    assert_eq!(body, "in stock");
+    assert_eq!(server.seen().len(), 2);
+    assert_eq!(closed(&server, 1).await, ["/inventory"]);
+    Ok(())
+}

@@ -236,3 +236,33 @@ async fn a_call_given_its_own_policy_is_retried_not_hedged() {
     client.unary(request).await.expect("the one attempt answers");
     assert_eq!(server.calls().len(), 1);
 }
+
+/// The README's "Hedging over gRPC" service config, as written there.
+const README_CONFIG: &str = r#"{"methodConfig": [{"name": [{"service": "helloworld.Greeter", "method": "SayHello"}],
+                   "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "1s"}}],
+ "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_hedging_config_hedges_and_grpc_metrics_count_the_hedge() {
+    let telemetry = Telemetry::install();
+    let retry = GrpcRetry::from_service_config(README_CONFIG).expect("the README's config is valid");
+    let server = EchoServer::start(vec![Behaviour::Delay(Duration::from_secs(30))]).await;
+    let layer = RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).grpc_metrics().build();
+    let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
+
+    client.say_hello(echo("hello")).await.expect("the second copy answers");
+    assert_eq!(server.calls().len(), 2);
+    assert_eq!(cancelled(&server, 1).await, [0]);
+
+    // A96: one hedge, no retry; A66: two attempts, the loser CANCELLED.
+    let hedges = telemetry.histogram("grpc.client.call.hedges");
+    assert_eq!(hedges.iter().map(|p| (p.count, p.sum)).collect::<Vec<_>>(), [(1, 1.0)]);
+    assert!(telemetry.histogram("grpc.client.call.retries").is_empty());
+    let method = ("grpc.method", "helloworld.Greeter/SayHello");
+    assert_eq!(telemetry.counter("grpc.client.attempt.started", &[method]), 2);
+    let cancelled_attempts = [method, ("grpc.status", "CANCELLED")];
+    assert_eq!(telemetry.histogram_count("grpc.client.attempt.duration", &cancelled_attempts), 1);
+    let answered = [method, ("grpc.status", "OK")];
+    assert_eq!(telemetry.histogram_count("grpc.client.attempt.duration", &answered), 1);
+    assert_eq!(telemetry.histogram_count("grpc.client.call.duration", &answered), 1);
+}
