@@ -115,7 +115,16 @@ async fn grpc_javas_hedging_example_sends_a_second_copy_after_a_second_and_cance
     for span in &spans {
         assert_eq!(span.name, "helloworld.Greeter/SayHello");
         assert_eq!(attr(span, "retryscope.hedge").as_deref(), Some("true"), "{span:#?}");
+        assert_eq!(attr(span, "rpc.method").as_deref(), Some("SayHello"));
     }
+    let mut outcomes: Vec<(Option<String>, Option<String>)> =
+        spans.iter().map(|s| (attr(s, "retryscope.attempt"), attr(s, "retryscope.hedge.outcome"))).collect();
+    outcomes.sort();
+    let expected = [("1", "cancelled"), ("2", "won")].map(|(a, o)| (Some(a.to_owned()), Some(o.to_owned())));
+    assert_eq!(outcomes, expected);
+    // The cancelled copy was no failure: its span carries no error.
+    let first = spans.iter().find(|s| attr(s, "retryscope.attempt").as_deref() == Some("1")).expect("copy 1");
+    assert_eq!(attr(first, "error.type"), None, "{first:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
