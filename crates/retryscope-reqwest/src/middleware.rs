@@ -71,6 +71,16 @@ use std::fmt;
 /// error is a `reqwest_middleware::Error::Middleware` holding a
 /// [`RetryError`] that says why and keeps the last error as its source.
 ///
+/// **Hedging.** With [`hedge`](RetryMiddlewareBuilder::hedge), a request that
+/// may run twice at once (an idempotent method, an `Idempotency-Key`, or
+/// marked [`safe_to_retry`](RetryOptions::safe_to_retry)) and whose body is not
+/// a stream is hedged instead of retried: further copies after the policy's
+/// delay, the first acceptable answer wins, and the other copies are dropped,
+/// which closes their HTTP/1.1 connection (or resets their HTTP/2 stream).
+/// Every copy beyond the first is charged to the dependency's budget. A hedged
+/// request's own timeout bounds each copy (reqwest applies it to every send);
+/// the hedging policy's deadline bounds the whole call.
+///
 /// **Time limits.** A request's own timeout (`RequestBuilder::timeout`) is the
 /// deadline of the whole call, attempts and waits together: the policy's
 /// deadline is brought forward to it ([`Policy::with_deadline_within`]), each
