@@ -275,3 +275,41 @@ async fn the_readmes_hedging_config_hedges_and_grpc_metrics_count_the_hedge() {
     assert_eq!(telemetry.histogram_count("grpc.client.attempt.duration", &answered), 1);
     assert_eq!(telemetry.histogram_count("grpc.client.call.duration", &answered), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_stream_that_cannot_be_sent_again_is_sent_once_not_hedged() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(Vec::new()).await;
+    let mut client = client(&server, &telemetry, hedged(3, "0.05s"));
+
+    // The messages come later than the hedging delay: the body is a live
+    // stream, which no copy could send again (A6 commits such a call).
+    let (sender, receiver) = tokio::sync::mpsc::channel(2);
+    let feeder = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for word in ["one", "two"] {
+            sender.send(echo(word)).await.expect("the call is listening");
+        }
+    });
+    let reply = client
+        .collect(tokio_stream::wrappers::ReceiverStream::new(receiver))
+        .await
+        .expect("the one attempt answers");
+    assert_eq!(reply.into_inner().message, "one two");
+    feeder.await.expect("fed");
+    assert_eq!(server.calls().len(), 1, "{:?}", server.calls());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_commits_at_its_response_headers_and_is_never_hedged_after() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(Vec::new()).await;
+    let mut client = client(&server, &telemetry, hedged(3, "0.2s"));
+
+    // `Watch` sends its headers at once and its first message only after
+    // 1.5 s: the headers commit the call (A6), so no copy follows.
+    let mut stream = client.watch(echo("config")).await.expect("the headers arrive").into_inner();
+    let first = stream.message().await.expect("a message").expect("not the end");
+    assert_eq!(first.message, "config changed");
+    assert_eq!(server.calls().len(), 1, "{:?}", server.calls());
+}
