@@ -96,6 +96,7 @@ async fn grpc_javas_hedging_example_sends_a_second_copy_after_a_second_and_cance
     let started = Instant::now();
     let reply = client.say_hello(echo("hello")).await.expect("the second copy answers");
     let took = started.elapsed();
+    eprintln!("hedged call answered by its second copy in {took:?} (hedgingDelay 1s)");
     assert_eq!(reply.into_inner().message, "hello");
     assert!(took >= Duration::from_secs(1) && took < Duration::from_secs(5), "{took:?}");
 
@@ -226,6 +227,7 @@ async fn retry_throttling_holds_the_hedges_of_a_dead_dependency() {
     // Ten tokens, half of them the threshold: every failed copy takes one,
     // so a handful of hedges go out, then each call sends its first copy only.
     let hedges: usize = copies.iter().map(|c| c - 1).sum();
+    eprintln!("copies per call under a dead dependency: {copies:?}");
     assert!(hedges > 0 && hedges <= 5, "{copies:?}");
     assert!(copies[5..].iter().all(|&c| c == 1), "{copies:?}");
     // The caller is told why the call was not hedged further.
