@@ -51,5 +51,6 @@ pub mod __private {
     pub use http::HeaderName;
     pub use opentelemetry::metrics::Meter;
     pub use retryscope::classify::HttpClassifier;
+    pub use retryscope::hedge::HedgePolicy;
     pub use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 }

@@ -6,6 +6,7 @@ use crate::rule::SharedRule;
 use http::HeaderName;
 use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
+use retryscope::hedge::HedgePolicy;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, Factory, OtelObserver, RetryLog};
 use std::fmt;
@@ -63,6 +64,9 @@ pub struct ClientSettings {
     pub attempt_header: Option<HeaderName>,
     /// Retry only where no other layer of the call chain retries.
     pub one_layer: bool,
+    /// Hedges the idempotent requests with a body that can be sent again,
+    /// instead of retrying them; `None` hedges nothing.
+    pub hedge: Option<HedgePolicy>,
 }
 
 impl Default for ClientSettings {
@@ -81,6 +85,7 @@ impl Default for ClientSettings {
             pacer: Some(Arc::new(Pacer::new)),
             attempt_header: Some(ATTEMPT_HEADER),
             one_layer: false,
+            hedge: None,
         }
     }
 }
@@ -120,6 +125,7 @@ impl fmt::Debug for ClientSettings {
             .field("pacer", &self.pacer.is_some())
             .field("attempt_header", &self.attempt_header)
             .field("one_layer", &self.one_layer)
+            .field("hedge", &self.hedge)
             .finish()
     }
 }
@@ -132,7 +138,7 @@ impl fmt::Debug for ClientSettings {
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
-///   `attempt_header`, `no_attempt_header` — what only HTTP semantics use.
+///   `attempt_header`, `no_attempt_header`, `hedge` — what only HTTP semantics use.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! shared_setters {
@@ -283,6 +289,28 @@ macro_rules! shared_setters {
         /// Sends no attempt header.
         pub fn no_attempt_header(mut self) -> Self {
             self.$($field).+.attempt_header = None;
+            self
+        }
+
+        /// Hedges idempotent requests instead of retrying them: a request
+        /// that may run twice at once (GET, HEAD, OPTIONS, PUT, DELETE,
+        /// TRACE, or one with an idempotency key) and whose body can be sent
+        /// again gets a second copy when the first has not answered after
+        /// the policy's delay, up to its `max_copies`; the first acceptable
+        /// answer wins and the other copies are cancelled (their connection
+        /// or stream reset). A retryable failure (a 503, a reset) sends the
+        /// next copy at once; a permanent one (a 404) ends the call. Every
+        /// copy beyond the first is charged to the dependency's budget like a
+        /// retry, and a refused one is not sent.
+        ///
+        /// Hedging replaces retries for those requests (gRPC's A6: a call is
+        /// hedged or retried, never both): the builder's retry policy still
+        /// serves every other request — a POST without an idempotency key, a
+        /// streamed body — and a request given its own policy through
+        /// `RetryOptions`. A hedged request is not held by the dependency's
+        /// pacer (the engine offers a hedge none).
+        pub fn hedge(mut self, policy: $crate::__private::HedgePolicy) -> Self {
+            self.$($field).+.hedge = Some(policy);
             self
         }
     };

@@ -63,6 +63,9 @@ impl<U: fmt::Display> HttpTarget<'_, U> {
             // span, and what the dashboards' trace links search by.
             retryscope.dependency = info.dependency,
             retryscope.operation = info.operation,
+            // Recorded by the observer on the copies of a hedged call.
+            retryscope.hedge = Empty,
+            retryscope.hedge.outcome = Empty,
             "error.type" = Empty,
             "http.request.method" = known().unwrap_or(OTHER_METHOD),
             "http.request.method_original" = known().is_none().then(|| self.method.as_str()),

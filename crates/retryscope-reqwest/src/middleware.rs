@@ -11,6 +11,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
+use retryscope::hedge::{Hedge, HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
 use retryscope_http::body_rule::SharedBodyRule;
@@ -69,6 +70,16 @@ use std::fmt;
 /// reason (attempts, deadline, budget, breaker, an over-long server hint) the
 /// error is a `reqwest_middleware::Error::Middleware` holding a
 /// [`RetryError`] that says why and keeps the last error as its source.
+///
+/// **Hedging.** With [`hedge`](RetryMiddlewareBuilder::hedge), a request that
+/// may run twice at once (an idempotent method, an `Idempotency-Key`, or
+/// marked [`safe_to_retry`](RetryOptions::safe_to_retry)) and whose body is not
+/// a stream is hedged instead of retried: further copies after the policy's
+/// delay, the first acceptable answer wins, and the other copies are dropped,
+/// which closes their HTTP/1.1 connection (or resets their HTTP/2 stream).
+/// Every copy beyond the first is charged to the dependency's budget. A hedged
+/// request's own timeout bounds each copy (reqwest applies it to every send);
+/// the hedging policy's deadline bounds the whole call.
 ///
 /// **Time limits.** A request's own timeout (`RequestBuilder::timeout`) is the
 /// deadline of the whole call, attempts and waits together: the policy's
@@ -134,6 +145,8 @@ pub struct RetryMiddleware {
     pub(crate) attempt_header: Option<HeaderName>,
     /// Retry only where no other layer does.
     pub(crate) one_layer: bool,
+    /// Hedges idempotent requests instead of retrying them.
+    pub(crate) hedge: Option<HedgePolicy>,
 }
 
 impl RetryMiddleware {
@@ -231,16 +244,38 @@ impl Middleware for RetryMiddleware {
                 }
             }
         };
-        let outcome = guarded(
-            attempt
-                .retry(policy)
-                .with_classifier(&mut classifier)
-                .observe(((telemetry, self.retry_log), stop.clone()))
-                .dependency(guards.dependency()),
-            &guards,
-            options.operation_name(),
-        )
-        .await;
+        // Hedged instead of retried: a request that may run twice at once,
+        // with a body that can be sent again, unless given its own policy.
+        let hedge = self.hedge.as_ref().filter(|_| {
+            classifier.safety.safe_after_sent && replayable && options.policy_override().is_none()
+        });
+        let observer = ((telemetry, self.retry_log), stop.clone());
+        let outcome = match hedge {
+            Some(hedge) => {
+                hedged(
+                    attempt
+                        .hedge(hedge)
+                        .with_classifier(&mut classifier)
+                        .observe(observer)
+                        .dependency(guards.dependency()),
+                    &guards,
+                    options.operation_name(),
+                )
+                .await
+            }
+            None => {
+                guarded(
+                    attempt
+                        .retry(policy)
+                        .with_classifier(&mut classifier)
+                        .observe(observer)
+                        .dependency(guards.dependency()),
+                    &guards,
+                    options.operation_name(),
+                )
+                .await
+            }
+        };
         let stop = stop.stopped();
         if let Some(upstream) = &upstream {
             // So that the server we run in tells its own caller not to retry.
@@ -276,6 +311,27 @@ fn guarded<'a, Op, C, O, N>(
 
 /// Turns the engine's result into what reqwest-middleware callers expect: the
 /// shared decision ([`shape`]) in reqwest-middleware's error type.
+/// A hedged call under the dependency's budget (every copy beyond the first
+/// is charged like a retry) and breaker. The engine gives a hedge no pacer.
+fn hedged<'a, Op, C, O>(
+    hedge: Hedge<'a, Op, C, O>,
+    guards: &'a Guards<RetryBudget>,
+    operation: Option<&'a str>,
+) -> Hedge<'a, Op, C, O> {
+    let hedge = match guards.budget() {
+        Some(budget) => hedge.budget(budget),
+        None => hedge,
+    };
+    let hedge = match guards.breaker() {
+        Some(breaker) => hedge.breaker(breaker),
+        None => hedge,
+    };
+    match operation {
+        Some(operation) => hedge.operation(operation),
+        None => hedge,
+    }
+}
+
 fn finish(
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
     stop: Option<(StopReason, u32)>,

@@ -52,7 +52,9 @@ pub enum Behaviour {
     /// Streaming only: send the headers, then fail with this code in the
     /// trailers, before any message.
     FailAfterHeaders(Code),
-    /// Unary only: answer OK after this long.
+    /// Unary only: answer OK after this long. A call the client cancels first
+    /// (its HTTP/2 stream reset, so that the server drops the handler) is
+    /// recorded: see [`EchoServer::cancelled`].
     Delay(std::time::Duration),
 }
 
@@ -73,6 +75,9 @@ pub struct Call {
 struct State {
     script: Mutex<VecDeque<Behaviour>>,
     calls: Mutex<Vec<Call>>,
+    /// The indices (in `calls`) of the delayed calls whose handler was
+    /// dropped before it answered.
+    cancelled: Mutex<Vec<usize>>,
 }
 
 /// The running server; it stops when the test's runtime does.
@@ -87,7 +92,11 @@ impl EchoServer {
     pub async fn start(script: Vec<Behaviour>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
-        let state = Arc::new(State { script: Mutex::new(script.into()), calls: Mutex::default() });
+        let state = Arc::new(State {
+            script: Mutex::new(script.into()),
+            calls: Mutex::default(),
+            cancelled: Mutex::default(),
+        });
         let service = EchoService { state: Arc::clone(&state) };
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
         tokio::spawn(tonic::transport::Server::builder().serve_with_incoming(service, incoming));
@@ -100,6 +109,13 @@ impl EchoServer {
 
     pub fn calls(&self) -> Vec<Call> {
         self.state.calls.lock().expect("lock").clone()
+    }
+
+    /// The calls (their indices in [`calls`](Self::calls)) whose
+    /// [`Behaviour::Delay`] handler the server dropped before it answered:
+    /// the client reset their stream.
+    pub fn cancelled(&self) -> Vec<usize> {
+        self.state.cancelled.lock().expect("lock").clone()
     }
 
     /// Replaces the rest of the script.
@@ -115,15 +131,22 @@ struct EchoService {
 
 impl State {
     fn record(&self, path: &str, metadata: &MetadataMap) -> Behaviour {
+        self.record_indexed(path, metadata).1
+    }
+
+    /// Records the call; returns its index in `calls` and what to do.
+    fn record_indexed(&self, path: &str, metadata: &MetadataMap) -> (usize, Behaviour) {
         let text = |key: &str| metadata.get(key).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        self.calls.lock().expect("lock").push(Call {
+        let mut calls = self.calls.lock().expect("lock");
+        calls.push(Call {
             path: path.to_owned(),
             previous_attempts: text("grpc-previous-rpc-attempts"),
             timeout: text("grpc-timeout"),
             traceparent: text("traceparent"),
             at: tokio::time::Instant::now(),
         });
-        self.script.lock().expect("lock").pop_front().unwrap_or(Behaviour::Ok)
+        let index = calls.len() - 1;
+        (index, self.script.lock().expect("lock").pop_front().unwrap_or(Behaviour::Ok))
     }
 }
 
@@ -137,12 +160,28 @@ fn failure(code: Code, pushback: Option<&'static str>) -> Status {
 
 struct Unary(Arc<State>);
 
+/// Records its call as cancelled if dropped while still armed.
+struct CancelGuard {
+    state: Arc<State>,
+    index: usize,
+    armed: bool,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.state.cancelled.lock().expect("lock").push(self.index);
+        }
+    }
+}
+
 impl tonic::server::UnaryService<EchoRequest> for Unary {
     type Response = EchoReply;
     type Future = BoxFuture<tonic::Response<EchoReply>, Status>;
 
     fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
-        let behaviour = self.0.record("unary", request.metadata());
+        let (index, behaviour) = self.0.record_indexed("unary", request.metadata());
+        let state = Arc::clone(&self.0);
         let message = request.into_inner().message;
         Box::pin(async move {
             match behaviour {
@@ -152,7 +191,9 @@ impl tonic::server::UnaryService<EchoRequest> for Unary {
                     Err(failure(code, None))
                 }
                 Behaviour::Delay(delay) => {
+                    let mut guard = CancelGuard { state, index, armed: true };
                     tokio::time::sleep(delay).await;
+                    guard.armed = false;
                     Ok(tonic::Response::new(EchoReply { message }))
                 }
             }

@@ -19,6 +19,9 @@ pub enum Reply {
     DropMidResponse,
     /// Read the request and never answer.
     Stall,
+    /// Read the request, never answer, and record when the client closes the
+    /// connection (see [`Server::closed`]): a cancelled HTTP/1.1 request.
+    StallUntilClosed,
 }
 
 impl Reply {
@@ -49,6 +52,8 @@ pub struct Seen {
 struct State {
     script: Mutex<HashMap<String, VecDeque<Reply>>>,
     seen: Mutex<Vec<Seen>>,
+    /// Stalled requests whose connection the client closed, by path.
+    closed: Mutex<Vec<String>>,
 }
 
 /// The running server; it stops when the test's runtime does.
@@ -89,6 +94,12 @@ impl Server {
         self.state.seen.lock().expect("server state").clone()
     }
 
+    /// The paths of the [`Reply::StallUntilClosed`] requests whose
+    /// connection the client has closed.
+    pub fn closed(&self) -> Vec<String> {
+        self.state.closed.lock().expect("server state").clone()
+    }
+
     /// How many times the server received requests carrying `x-request-id: id`.
     pub fn executions(&self, id: &str) -> usize {
         self.seen().iter().filter(|s| s.headers.get("x-request-id").map(String::as_str) == Some(id)).count()
@@ -122,6 +133,7 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
         .get_mut(&seen.path)
         .and_then(VecDeque::pop_front)
         .unwrap_or(Reply::ok("ok"));
+    let path = seen.path.clone();
     state.seen.lock().expect("server state").push(seen);
     match reply {
         Reply::Status(code, headers, body) => {
@@ -139,6 +151,17 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
             // Dropping the stream closes the connection in the middle of the headers.
         }
         Reply::Stall => std::future::pending::<()>().await,
+        Reply::StallUntilClosed => {
+            let mut rest = [0u8; 1024];
+            // Whatever more the client sends is ignored; end of stream (or a
+            // reset) is the client closing the connection.
+            while let Ok(n) = stream.read(&mut rest).await {
+                if n == 0 {
+                    break;
+                }
+            }
+            state.closed.lock().expect("server state").push(path);
+        }
     }
 }
 

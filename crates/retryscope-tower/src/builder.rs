@@ -145,6 +145,7 @@ impl TowerSettings {
         RetryLayer {
             settings: Arc::new(Settings {
                 policy,
+                hedge: shared.hedge,
                 classifier: shared.classifier,
                 rule: shared.rule,
                 body_rule: shared.body_rule,

@@ -66,6 +66,12 @@ use tower_layer::Layer;
 ///   ([`TokenBucket`](retryscope::TokenBucket)) when it has one, and no
 ///   budget, breaker or pacer unless asked for (see `GrpcRetryLayerBuilder`
 ///   in the `grpc` module, with the `grpc` feature).
+/// - **Hedging**: [`hedge`](crate::RetryLayerBuilder::hedge) sends further
+///   copies of a slow idempotent request with a replayable body instead of
+///   retrying it (the first acceptable answer wins, the others are dropped,
+///   which closes their connection or resets their stream); with `grpc`, a
+///   method whose service config has a `hedgingPolicy` is hedged as A6 says.
+///   Each copy is its own attempt span marked `retryscope.hedge`.
 /// - **Every attempt** gets a fresh `poll_ready` on its own clone of the inner
 ///   service; dropping the response future cancels the running attempt or the
 ///   wait, and no attempt starts after.

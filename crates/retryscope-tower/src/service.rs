@@ -8,6 +8,7 @@ use crate::spans::AttemptSpan;
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
+use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Pacer, Policy, RetryError, Retryable, StopReason, hints};
 use retryscope_http::RetryOptions;
@@ -168,31 +169,60 @@ where
         #[cfg(feature = "grpc")]
         metrics: metrics.clone(),
     };
-    let retry = (move || attempts.next())
-        .retry(call.policy)
-        .with_classifier(classifier)
-        .observe((((telemetry, settings.retry_log), stop.clone()), observed))
-        // The registry's interned name: an `Arc`, found without copying it.
-        .dependency(guards.dependency());
-    // Borrowed from the dependency's guards, which this call holds.
-    let retry = match guards.budget() {
-        Some(budget) => retry.budget(budget),
-        None => retry,
-    };
-    let retry = match guards.breaker() {
-        Some(breaker) => retry.breaker(breaker),
-        None => retry,
-    };
-    let retry = match guards.pacer() {
-        Some(pacer) => retry.pacer(pacer),
-        None => retry,
-    };
-    let retry = match operation {
-        Some(operation) => retry.operation(operation),
-        None => retry,
-    };
+    let observer = (((telemetry, settings.retry_log), stop.clone()), observed);
     let started = tokio::time::Instant::now();
-    let outcome = retry.await;
+    let outcome = match hedging(&settings, &call, replayable) {
+        // Copies overlap: each is an attempt of its own (its body, its span,
+        // its `grpc-previous-rpc-attempts`), and the first acceptable one wins.
+        Some(policy) => {
+            let hedge = (move || attempts.next())
+                .hedge(&policy)
+                .with_classifier(classifier)
+                .observe(observer)
+                .dependency(guards.dependency());
+            // Every copy beyond the first is charged like a retry.
+            let hedge = match guards.budget() {
+                Some(budget) => hedge.budget(budget),
+                None => hedge,
+            };
+            let hedge = match guards.breaker() {
+                Some(breaker) => hedge.breaker(breaker),
+                None => hedge,
+            };
+            // No pacer: the engine offers none to a hedged call (see `hedging`).
+            let hedge = match operation {
+                Some(operation) => hedge.operation(operation),
+                None => hedge,
+            };
+            hedge.await
+        }
+        None => {
+            let retry = (move || attempts.next())
+                .retry(call.policy)
+                .with_classifier(classifier)
+                .observe(observer)
+                // The registry's interned name: an `Arc`, found without copying it.
+                .dependency(guards.dependency());
+            // Borrowed from the dependency's guards, which this call holds.
+            let retry = match guards.budget() {
+                Some(budget) => retry.budget(budget),
+                None => retry,
+            };
+            let retry = match guards.breaker() {
+                Some(breaker) => retry.breaker(breaker),
+                None => retry,
+            };
+            let retry = match guards.pacer() {
+                Some(pacer) => retry.pacer(pacer),
+                None => retry,
+            };
+            let retry = match operation {
+                Some(operation) => retry.operation(operation),
+                None => retry,
+            };
+            retry.await
+        }
+    };
     let stop = stop.stopped();
     if let Some(upstream) = &upstream {
         // So that the server this runs in tells its own caller not to retry.
@@ -227,12 +257,47 @@ fn follow_metrics<B: Body>(
     result
 }
 
+/// The hedging policy a request runs with, if it is hedged: a gRPC method
+/// whose service config has a `hedgingPolicy`, or — when the layer hedges —
+/// an idempotent HTTP request (GET, HEAD, OPTIONS, PUT, DELETE, TRACE, or one
+/// with an idempotency key). Either only with a body that can be sent again:
+/// every copy needs it. Other requests take the retry path.
+///
+/// A hedged call is not held by the dependency's pacer: the engine gives a
+/// hedge none (hedging answers a slow dependency, not one that asked to be
+/// called less), which the layer's docs say.
+fn hedging(settings: &Settings, call: &Call, replayable: bool) -> Option<HedgePolicy> {
+    if !replayable {
+        return None;
+    }
+    match call.hedged? {
+        Hedged::Layer => settings.hedge.clone(),
+        // Loaded and checked with the service config; the deadline is the
+        // call's (its `grpc-timeout` included).
+        #[cfg(feature = "grpc")]
+        Hedged::Method(hedging) => hedging.policy(&call.policy).ok(),
+    }
+}
+
+/// Where a hedged request's hedging policy comes from.
+#[derive(Debug, Clone, Copy)]
+enum Hedged {
+    /// The HTTP layer's `.hedge(..)`.
+    Layer,
+    /// The gRPC method's `hedgingPolicy`.
+    #[cfg(feature = "grpc")]
+    Method(crate::grpc::Hedging),
+}
+
 /// How one request is retried: its policy and semantics.
 #[derive(Debug, Clone, Copy)]
 struct Call {
     policy: Policy,
     mode: Mode,
     grpc: bool,
+    /// Whether the request is hedged rather than retried (a body that cannot
+    /// be sent again makes it retried after all: see [`hedging`]).
+    hedged: Option<Hedged>,
     /// Whether the call's deadline goes on the wire as `grpc-timeout`: only a
     /// deadline the caller set itself does. The policy's own deadline (a
     /// preset's 15 s) bounds the retries here and is nobody else's business —
@@ -246,14 +311,21 @@ impl Call {
         #[cfg(feature = "grpc")]
         if let Some(grpc) = &settings.grpc {
             let method = grpc.for_path(parts.uri.path());
-            let policy = options.policy_override().or(method.map(|m| m.policy)).unwrap_or_else(send_once);
+            let policy =
+                options.policy_override().or(method.as_ref().map(|m| m.policy)).unwrap_or_else(send_once);
             // A policy given for one call retries what gRPC usually retries.
             let unlisted = if options.policy_override().is_some() {
                 crate::grpc::CodeSet::UNAVAILABLE
             } else {
                 crate::grpc::CodeSet::EMPTY
             };
-            let codes = method.map_or(unlisted, |m| m.codes);
+            let codes = method.as_ref().map_or(unlisted, |m| m.codes);
+            // A policy given for one call retries it instead.
+            let hedged = method
+                .as_ref()
+                .and_then(|m| m.hedging)
+                .filter(|_| options.policy_override().is_none())
+                .map(Hedged::Method);
             // The caller's `grpc-timeout` is the deadline of the whole call.
             let timeout = crate::grpc::headers::timeout(&parts.headers);
             let policy = match timeout {
@@ -264,15 +336,21 @@ impl Call {
                 policy,
                 mode: Mode::Grpc { codes },
                 grpc: true,
+                hedged,
                 sends_deadline: timeout.is_some(),
             };
         }
         let safe_after_sent =
             retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
+        // Hedging only what may run twice at once; a policy given for one
+        // request retries it instead.
+        let hedged = (settings.hedge.is_some() && safe_after_sent && options.policy_override().is_none())
+            .then_some(Hedged::Layer);
         Self {
             policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
             grpc: false,
+            hedged,
             #[cfg(feature = "grpc")]
             sends_deadline: false,
         }

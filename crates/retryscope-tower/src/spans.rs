@@ -97,6 +97,9 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
         // span, and what the dashboards' trace links search by.
         retryscope.dependency = info.dependency,
         retryscope.operation = info.operation,
+        // Recorded by the observer on the copies of a hedged call.
+        retryscope.hedge = Empty,
+        retryscope.hedge.outcome = Empty,
         "error.type" = Empty,
         "rpc.system" = "grpc",
         "rpc.service" = split().0,

@@ -142,11 +142,11 @@ fn what_a6_refuses_or_the_layer_cannot_honour_is_refused_naming_the_field() {
     let hedging = r#""hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "0.5s", "nonFatalStatusCodes": ["UNAVAILABLE"]}"#;
     let p = "methodConfig[0].retryPolicy";
     let cases: Vec<(String, String, &str)> = vec![
-        // Hedging alone is refused, never loaded as "send once".
+        // A hedging policy is loaded (tests/grpc_hedging.rs), but never beside a retry policy.
         (
-            format!(r#"{{"methodConfig": [{{"name": [{{"service": "s"}}], {hedging}}}]}}"#),
-            "methodConfig[0].hedgingPolicy".into(),
-            "hedging is not supported",
+            r#"{"methodConfig": [{"name": [{"service": "s"}], "hedgingPolicy": {"maxAttempts": 1}}]}"#.to_owned(),
+            "methodConfig[0].hedgingPolicy.maxAttempts".into(),
+            "2 or more",
         ),
         (
             format!(r#"{{"methodConfig": [{{"name": [{{"service": "s"}}], "retryPolicy": {{{POLICY}}}, {hedging}}}]}}"#),

@@ -5,7 +5,7 @@
 //! the exact field (`methodConfig[1].retryPolicy.maxBackoff`).
 
 use super::code::{CodeSet, by_name, code_number};
-use super::{GrpcRetry, MethodName, MethodRetry};
+use super::{GrpcRetry, Hedging, MethodName, MethodRetry};
 use retryscope::budget::{MAX_TOKENS, TokenBucket, TokenBucketBuilder};
 use retryscope::{Jitter, MAX_DURATION, Policy};
 use serde_json::{Map, Value};
@@ -122,38 +122,42 @@ fn method_config(value: &Value, at: &str, seen: &mut HashSet<MethodName>) -> Res
             Ok(name)
         })
         .collect::<Result<Vec<_>>>()?;
-    match (config.contains_key("retryPolicy"), config.contains_key("hedgingPolicy")) {
-        (true, true) => {
-            return Err(ServiceConfigError::new(
-                format!("{at}.hedgingPolicy"),
-                "only one of retryPolicy and hedgingPolicy may be set (gRFC A6)",
-            ));
-        }
-        // Never loaded as "send once": a hedged method would silently lose the
-        // copies its owner asked for.
-        (false, true) => {
-            return Err(ServiceConfigError::new(
-                format!("{at}.hedgingPolicy"),
-                "hedging is not supported: configure a retryPolicy for this method instead",
-            ));
-        }
-        _ => {}
+    if config.contains_key("retryPolicy") && config.contains_key("hedgingPolicy") {
+        return Err(ServiceConfigError::new(
+            format!("{at}.hedgingPolicy"),
+            "only one of retryPolicy and hedgingPolicy may be set (gRFC A6)",
+        ));
     }
     let timeout = match config.get("timeout") {
         Some(t) => Some(positive(duration(t, &format!("{at}.timeout"))?, &format!("{at}.timeout"))?),
         None => None,
     };
-    let (builder, codes) = match config.get("retryPolicy") {
-        Some(policy) => retry_policy(policy, &format!("{at}.retryPolicy"))?,
+    let (builder, codes, hedging) = match (config.get("retryPolicy"), config.get("hedgingPolicy")) {
+        (Some(policy), _) => {
+            let (builder, codes) = retry_policy(policy, &format!("{at}.retryPolicy"))?;
+            (builder, codes, None)
+        }
+        // A hedged call is never retried after its copies: one attempt each,
+        // within the method's timeout.
+        (None, Some(policy)) => {
+            let (hedging, codes) = hedging_policy(policy, &format!("{at}.hedgingPolicy"))?;
+            (Policy::builder().max_attempts(1), codes, Some(hedging))
+        }
         // Named but not retried: sent once, within its timeout.
-        None => (Policy::builder().max_attempts(1), CodeSet::EMPTY),
+        (None, None) => (Policy::builder().max_attempts(1), CodeSet::EMPTY, None),
     };
     let builder = match timeout {
         Some(t) => builder.deadline(t),
         None => builder.no_deadline(),
     };
     let policy = builder.build().map_err(|e| ServiceConfigError::new(at, e.to_string()))?;
-    Ok(Some(MethodRetry { names, policy, codes }))
+    if let Some(hedging) = hedging {
+        // Checked now so that every call can build it.
+        hedging
+            .policy(&policy)
+            .map_err(|e| ServiceConfigError::new(format!("{at}.hedgingPolicy"), e.to_string()))?;
+    }
+    Ok(Some(MethodRetry { names, policy, codes, hedging }))
 }
 
 fn method_name(value: &Value, at: &str) -> Result<MethodName> {
@@ -224,6 +228,36 @@ fn retry_policy(value: &Value, at: &str) -> Result<(retryscope::PolicyBuilder, C
         .multiplier(multiplier)
         .jitter(Jitter::Grpc);
     Ok((builder, set))
+}
+
+/// A6 `hedgingPolicy`: `maxAttempts` (required, 2 or more, above 5 taken as
+/// 5), `hedgingDelay` (0 s when absent: every copy at once) and
+/// `nonFatalStatusCodes` (optional, as gRPC's documentation and grpc-java take
+/// it: absent or empty, every status but OK is fatal).
+fn hedging_policy(value: &Value, at: &str) -> Result<(Hedging, CodeSet)> {
+    let policy = object(value, at)?;
+    let field = |key: &str| format!("{at}.{key}");
+    let copies = whole_number(required(policy, "maxAttempts", at)?)
+        .ok_or_else(|| ServiceConfigError::new(field("maxAttempts"), "must be a whole number"))?;
+    if copies < 2 {
+        return Err(ServiceConfigError::new(
+            field("maxAttempts"),
+            format!("must be 2 or more, got {copies}"),
+        ));
+    }
+    let delay = match policy.get("hedgingDelay") {
+        Some(delay) => duration(delay, &field("hedgingDelay"))?,
+        None => Duration::ZERO,
+    };
+    let mut codes = CodeSet::EMPTY;
+    if let Some(listed) = policy.get("nonFatalStatusCodes") {
+        let codes_at = field("nonFatalStatusCodes");
+        for (i, code) in array(listed, &codes_at)?.iter().enumerate() {
+            codes = codes.with(status_code(code, &format!("{codes_at}[{i}]"))?);
+        }
+    }
+    let max_copies = u32::try_from(copies.min(MAX_ATTEMPTS)).unwrap_or(5);
+    Ok((Hedging { max_copies, delay }, codes))
 }
 
 /// A status code by name in any case (`"UNAVAILABLE"`, `"unavailable"`) or by
@@ -406,6 +440,68 @@ mod tests {
             let e = err(json);
             assert_eq!(e.field(), field, "{json}: {e}");
             assert!(e.to_string().starts_with("invalid gRPC service config: "), "{e}");
+        }
+    }
+
+    fn hedged(fields: &str) -> String {
+        format!(r#"{{"methodConfig": [{{"name": [{{"service": "s"}}], "hedgingPolicy": {{{fields}}}}}]}}"#)
+    }
+
+    #[test]
+    fn a_hedging_policy_is_loaded_with_its_defaults_and_its_cap() {
+        let config = parse(&hedged(r#""maxAttempts": 9"#)).expect("valid");
+        let call = config.for_path("/s/m").expect("configured");
+        assert_eq!(call.hedging, Some(Hedging { max_copies: 5, delay: Duration::ZERO }));
+        assert_eq!(call.codes, CodeSet::EMPTY);
+        // One attempt per copy: a hedged call is never retried after them.
+        assert_eq!(call.policy.max_attempts(), 1);
+
+        let config = parse(&hedged(
+            r#""maxAttempts": 4, "hedgingDelay": ".5s", "nonFatalStatusCodes": ["UNAVAILABLE", 13]"#,
+        ))
+        .expect("valid");
+        let call = config.for_path("/s/m").expect("configured");
+        assert_eq!(call.hedging, Some(Hedging { max_copies: 4, delay: Duration::from_millis(500) }));
+        assert!(call.codes.contains(tonic::Code::Unavailable) && call.codes.contains(tonic::Code::Internal));
+        assert!(!call.codes.contains(tonic::Code::Aborted));
+    }
+
+    #[test]
+    fn every_bad_hedging_field_is_named() {
+        let cases = [
+            (hedged(r#""hedgingDelay": "1s""#), "methodConfig[0].hedgingPolicy.maxAttempts"),
+            (hedged(r#""maxAttempts": 1"#), "methodConfig[0].hedgingPolicy.maxAttempts"),
+            (hedged(r#""maxAttempts": "3""#), "methodConfig[0].hedgingPolicy.maxAttempts"),
+            (
+                hedged(r#""maxAttempts": 3, "hedgingDelay": "1""#),
+                "methodConfig[0].hedgingPolicy.hedgingDelay",
+            ),
+            (
+                hedged(r#""maxAttempts": 3, "hedgingDelay": "-1s""#),
+                "methodConfig[0].hedgingPolicy.hedgingDelay",
+            ),
+            (
+                hedged(r#""maxAttempts": 3, "nonFatalStatusCodes": "UNAVAILABLE""#),
+                "methodConfig[0].hedgingPolicy.nonFatalStatusCodes",
+            ),
+            (
+                hedged(r#""maxAttempts": 3, "nonFatalStatusCodes": ["UNAVAILABLE", "NOPE"]"#),
+                "methodConfig[0].hedgingPolicy.nonFatalStatusCodes[1]",
+            ),
+            (
+                r#"{"methodConfig": [{"name": [{}], "hedgingPolicy": 3}]}"#.to_owned(),
+                "methodConfig[0].hedgingPolicy",
+            ),
+            (
+                format!(
+                    r#"{{"methodConfig": [{{"name": [{{}}], "hedgingPolicy": {{"maxAttempts": 2}}, "retryPolicy": {{{GOOD}}}}}]}}"#
+                ),
+                "methodConfig[0].hedgingPolicy",
+            ),
+        ];
+        for (json, field) in cases {
+            let e = err(&json);
+            assert_eq!(e.field(), field, "{json}: {e}");
         }
     }
 

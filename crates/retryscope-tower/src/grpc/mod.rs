@@ -19,6 +19,7 @@ pub use stop::{
 };
 
 use retryscope::budget::{BudgetError, TokenBucketBuilder};
+use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError};
 use retryscope::{Policy, TokenBucket};
 use tonic::Code;
 
@@ -73,8 +74,26 @@ use tonic::Code;
 /// [`NOT_RETRIED`] in its metadata; otherwise the last attempt's status,
 /// unchanged.
 ///
-/// Differences from A6 worth knowing: hedging is not supported (a service
-/// config with a `hedgingPolicy` is refused); a failure where
+/// **Hedging.** A method whose config has a `hedgingPolicy` is hedged, not
+/// retried: its first copy goes at once, and each `hedgingDelay` without an
+/// answer sends another, up to `maxAttempts` copies in all. The call commits
+/// at the first response headers that are not a Trailers-Only non-fatal
+/// status — an OK answer, the headers of a stream, or a fatal status — and the
+/// other copies are cancelled (the server sees their HTTP/2 streams reset). A
+/// Trailers-Only status in `nonFatalStatusCodes` sends the next copy at once;
+/// a pushback (`grpc-retry-pushback-ms`) sends it after the server's delay,
+/// and one that says not to retry sends no further copy (copies in flight go
+/// on). When every copy has failed non-fatally the caller gets the last
+/// status. Every copy carries `grpc-previous-rpc-attempts` (the copies sent
+/// before it; absent on the first, as A6 says). Retry throttling applies: a
+/// copy beyond the first is sent only while the server's token bucket is above
+/// half, and a refused one is reported as a throttled retry is, with
+/// [`NOT_RETRIED_THROTTLED`]. A body that cannot be sent again (streamed, or
+/// over the replay limit) makes the call a single attempt, as A6's buffer
+/// limit commits it; a call given its own policy (`RetryOptions::policy`) is
+/// retried under it instead. A hedged call is not held by a pacer.
+///
+/// Differences from A6 worth knowing: a failure where
 /// nothing left the client (a refused connection) is retried within the
 /// policy's attempts rather than outside them; a method config's `timeout`
 /// bounds the call locally but is not sent as `grpc-timeout`; the layer gives
@@ -90,8 +109,41 @@ pub struct GrpcRetry {
 #[derive(Debug, Clone)]
 struct MethodRetry {
     names: Vec<MethodName>,
+    /// The retry policy; for a hedged method, one attempt per copy within the
+    /// method's timeout.
     policy: Policy,
+    /// The retryable codes, or for a hedged method the non-fatal ones.
     codes: CodeSet,
+    /// A6 `hedgingPolicy`, when the method is hedged rather than retried.
+    hedging: Option<Hedging>,
+}
+
+/// A method's A6 `hedgingPolicy`: how many copies, how far apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hedging {
+    /// Copies in all, the first included (`maxAttempts`, at most 5).
+    pub(crate) max_copies: u32,
+    /// `hedgingDelay`: from one copy to the next, unless a non-fatal status
+    /// sends the next one at once.
+    pub(crate) delay: std::time::Duration,
+}
+
+impl Hedging {
+    /// The engine's policy for a call whose retry policy is `within`: its
+    /// deadline bounds the whole call and its attempt timeout each copy, as
+    /// they bound a retried call's attempts.
+    pub(crate) fn policy(self, within: &Policy) -> Result<HedgePolicy, HedgePolicyError> {
+        let builder = HedgePolicy::builder().max_copies(self.max_copies).delay(HedgeDelay::fixed(self.delay));
+        let builder = match within.deadline() {
+            Some(deadline) => builder.deadline(deadline),
+            None => builder.no_deadline(),
+        };
+        let builder = match within.attempt_timeout() {
+            Some(timeout) => builder.attempt_timeout(timeout),
+            None => builder.no_attempt_timeout(),
+        };
+        builder.build()
+    }
 }
 
 /// A `name` entry of a method config: every method of every service (both
@@ -121,6 +173,7 @@ impl MethodName {
 pub(crate) struct CallRetry {
     pub(crate) policy: Policy,
     pub(crate) codes: CodeSet,
+    pub(crate) hedging: Option<Hedging>,
 }
 
 impl GrpcRetry {
@@ -128,7 +181,12 @@ impl GrpcRetry {
     pub fn new(policy: Policy) -> Self {
         let all = MethodName { service: None, method: None };
         Self {
-            methods: vec![MethodRetry { names: vec![all], policy, codes: CodeSet::UNAVAILABLE }],
+            methods: vec![MethodRetry {
+                names: vec![all],
+                policy,
+                codes: CodeSet::UNAVAILABLE,
+                hedging: None,
+            }],
             throttling: None,
         }
     }
@@ -157,8 +215,9 @@ impl GrpcRetry {
         Ok(self)
     }
 
-    /// Loads the `methodConfig[].retryPolicy` (and `timeout`) and `retryThrottling`
-    /// of a gRPC service config (the JSON form of `grpc.service_config.ServiceConfig`).
+    /// Loads the `methodConfig[].retryPolicy` or `hedgingPolicy` (and `timeout`)
+    /// and `retryThrottling` of a gRPC service config (the JSON form of
+    /// `grpc.service_config.ServiceConfig`).
     ///
     /// Each retry policy becomes a [`Policy`]: `maxAttempts` (capped at 5, as gRPC
     /// does), `initialBackoff`, `maxBackoff` and `backoffMultiplier` (any number
@@ -171,8 +230,16 @@ impl GrpcRetry {
     /// config without `retryPolicy` only sets the deadline; one without `name`
     /// applies to no method and is skipped, as gRPC skips it.
     ///
-    /// What the layer cannot honour is refused, never ignored: a
-    /// `hedgingPolicy` (hedging is not supported), `perAttemptRecvTimeout`, a
+    /// A `hedgingPolicy` hedges its methods (see **Hedging** on [`GrpcRetry`]):
+    /// `maxAttempts` copies in all (2 or more, capped at 5), `hedgingDelay`
+    /// apart (0 s when absent: every copy at once), `nonFatalStatusCodes` the
+    /// statuses that let the next copy go at once. That list is optional, as
+    /// gRPC's documentation and grpc-java take it (A6's schema calls it
+    /// required): absent, every status but OK is fatal. A method config with
+    /// both a `retryPolicy` and a `hedgingPolicy` is refused (A6: one or the
+    /// other).
+    ///
+    /// What the layer cannot honour is refused, never ignored: `perAttemptRecvTimeout`, a
     /// fractional `maxTokens`, a `tokenRatio` below 0.001 (its three decimals
     /// are 0).
     ///
@@ -217,9 +284,32 @@ impl GrpcRetry {
         self.for_path(path).map(|c| c.policy)
     }
 
-    /// The retryable codes of a call to `path`, if any method config names it.
+    /// The retryable codes of a call to `path`, if any method config names it;
+    /// for a hedged method, its non-fatal codes.
     pub fn codes_for(&self, path: &str) -> Option<CodeSet> {
         self.for_path(path).map(|c| c.codes)
+    }
+
+    /// The hedging policy of a call to `path` when its method config has a
+    /// `hedgingPolicy`: `maxAttempts` copies, `hedgingDelay` apart, within the
+    /// method's `timeout`. `None` for a method that is retried, or sent once.
+    ///
+    /// ```
+    /// use retryscope_tower::grpc::GrpcRetry;
+    /// use std::time::Duration;
+    ///
+    /// let retry = GrpcRetry::from_service_config(r#"{"methodConfig": [{
+    ///   "name": [{"service": "helloworld.Greeter", "method": "SayHello"}],
+    ///   "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "1s"}
+    /// }]}"#)?;
+    /// let hedge = retry.hedging_for("/helloworld.Greeter/SayHello").expect("hedged");
+    /// assert_eq!(hedge.max_copies(), 3);
+    /// assert!(retry.policy_for("/helloworld.Greeter/SayHello").is_some_and(|p| p.max_attempts() == 1));
+    /// # Ok::<(), retryscope_tower::grpc::ServiceConfigError>(())
+    /// ```
+    pub fn hedging_for(&self, path: &str) -> Option<HedgePolicy> {
+        let call = self.for_path(path)?;
+        call.hedging.and_then(|h| h.policy(&call.policy).ok())
     }
 
     pub(crate) fn for_path(&self, path: &str) -> Option<CallRetry> {
@@ -235,7 +325,7 @@ impl GrpcRetry {
                 Some((r, _)) if r >= rank => best,
                 _ => Some((rank, m)),
             })
-            .map(|(_, m)| CallRetry { policy: m.policy, codes: m.codes })
+            .map(|(_, m)| CallRetry { policy: m.policy, codes: m.codes, hedging: m.hedging })
     }
 
     /// A new, full bucket as the retry throttling configures it, if it does (the

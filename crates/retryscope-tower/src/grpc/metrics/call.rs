@@ -9,7 +9,7 @@ use bytes::Buf;
 use http::{HeaderMap, Response};
 use opentelemetry::KeyValue;
 use retryscope::observe::{
-    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+    AttemptEnd, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver, Wait,
 };
 use retryscope::outcome::ErrorType;
 use std::fmt;
@@ -40,10 +40,16 @@ struct Call {
 }
 
 struct State {
-    /// The running attempt.
-    attempt: Option<Attempt>,
-    /// Attempts the engine started (the first and its retries).
+    /// The running attempts, by number: one at a time for a retried call, up
+    /// to five overlapping copies for a hedged one.
+    running: Vec<(u32, Attempt)>,
+    /// The attempt whose answer the caller gets (a hedged call's winner).
+    answered: Option<u32>,
+    /// Attempts the engine started (the first and its retries, or copies).
     engine_attempts: u32,
+    /// Whether the attempts are hedged copies (A96: `grpc.client.call.hedges`,
+    /// not `retries`).
+    hedged: bool,
     transparent_retries: u32,
     /// When the last attempt ended (the call's start before the first): the
     /// time until the next one starts is retry delay.
@@ -71,8 +77,10 @@ impl CallMetrics {
             labels: [KeyValue::new(names::METHOD, method), KeyValue::new(names::TARGET, target)],
             started: now,
             state: Mutex::new(State {
-                attempt: None,
+                running: Vec::new(),
+                answered: None,
                 engine_attempts: 0,
+                hedged: false,
                 transparent_retries: 0,
                 idle_since: Some(now),
                 retry_delay: Duration::ZERO,
@@ -86,11 +94,16 @@ impl CallMetrics {
         self.0.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An attempt starts (the engine's hook).
-    fn attempt_started(&self) {
+    /// Attempt `number` starts (the engine's hook).
+    fn attempt_started(&self, number: u32) {
         let mut state = self.state();
         state.engine_attempts = state.engine_attempts.saturating_add(1);
-        self.0.start_attempt(&mut state);
+        self.0.start_attempt(&mut state, number);
+    }
+
+    /// The call's attempts are hedged copies.
+    fn hedged(&self) {
+        self.state().hedged = true;
     }
 
     /// A transparent retry starts: the attempt that ran ends `UNAVAILABLE` (what
@@ -107,9 +120,10 @@ impl CallMetrics {
     /// meter adds to: `sent`, from [`transparent_meter`](Self::transparent_meter).
     pub(crate) fn transparent_retry_started(&self, sent: Arc<AtomicU64>) {
         let mut state = self.state();
-        self.0.end_attempt(&mut state, code::name(UNAVAILABLE));
+        // Only the first attempt is resent transparently.
+        self.0.end_attempt(&mut state, FIRST, code::name(UNAVAILABLE));
         state.transparent_retries = state.transparent_retries.saturating_add(1);
-        self.0.start_attempt_counting(&mut state, sent);
+        self.0.start_attempt_counting(&mut state, FIRST, sent);
     }
 
     /// A meter for the body of a transparent retry that may follow, and the
@@ -120,20 +134,33 @@ impl CallMetrics {
         (MessageMeter::new(Arc::clone(&sent)), sent)
     }
 
-    /// Counts the request message bytes the running attempt's body sends.
+    /// Counts the request message bytes the body of the attempt that started
+    /// last sends (the service makes each body right after its attempt starts).
     pub(crate) fn sent_meter(&self) -> MessageMeter {
-        let sent = self.state().attempt.as_ref().map(|a| Arc::clone(&a.sent)).unwrap_or_default();
+        let sent = self.state().running.last().map(|(_, a)| Arc::clone(&a.sent)).unwrap_or_default();
         MessageMeter::new(sent)
     }
 
-    /// The attempt ended with `error` (the engine's hook). An attempt that
-    /// succeeded in the engine's eyes stays open: its status is OK in the
-    /// headers, or comes in the trailers, and the response body ends it.
-    fn attempt_finished(&self, error: Option<ErrorType>) {
-        if let Some(error) = error {
-            let mut state = self.state();
-            self.0.end_attempt(&mut state, status_of_error(error));
+    /// Attempt `number` ended with `error` (the engine's hook); a hedged copy
+    /// may have been cancelled instead. An attempt that succeeded in the
+    /// engine's eyes stays open: its status is OK in the headers, or comes in
+    /// the trailers, and the response body ends it.
+    fn attempt_finished(&self, number: u32, error: Option<ErrorType>, hedge: Option<HedgeOutcome>) {
+        let mut state = self.state();
+        match (error, hedge) {
+            (Some(error), _) => self.0.end_attempt(&mut state, number, status_of_error(error)),
+            (None, Some(HedgeOutcome::Cancelled)) => {
+                self.0.end_attempt(&mut state, number, code::name(CANCELLED))
+            }
+            (None, _) => state.answered = Some(number),
         }
+    }
+
+    /// The attempt whose answer goes to the caller: the one that succeeded,
+    /// else the one that started last.
+    fn answering(state: &State) -> Option<&Attempt> {
+        let answered = state.answered.and_then(|n| state.running.iter().find(|(number, _)| *number == n));
+        answered.or(state.running.last()).map(|(_, attempt)| attempt)
     }
 
     /// The call's outcome is known to the layer: a response goes on to the
@@ -153,7 +180,7 @@ impl CallMetrics {
                     self.end(code::name(status));
                     return None;
                 }
-                let rcvd = self.state().attempt.as_ref().map(|a| Arc::clone(&a.rcvd)).unwrap_or_default();
+                let rcvd = Self::answering(&self.state()).map(|a| Arc::clone(&a.rcvd)).unwrap_or_default();
                 Some(ResponseTail { call: self, rcvd: MessageMeter::new(rcvd) })
             }
             Err(error) => {
@@ -172,12 +199,12 @@ impl CallMetrics {
 }
 
 impl Call {
-    fn start_attempt(&self, state: &mut State) {
-        self.start_attempt_counting(state, Arc::default());
+    fn start_attempt(&self, state: &mut State, number: u32) {
+        self.start_attempt_counting(state, number, Arc::default());
     }
 
-    /// Starts an attempt whose sent message bytes add to `sent`.
-    fn start_attempt_counting(&self, state: &mut State, sent: Arc<AtomicU64>) {
+    /// Starts attempt `number`, whose sent message bytes add to `sent`.
+    fn start_attempt_counting(&self, state: &mut State, number: u32, sent: Arc<AtomicU64>) {
         let now = Instant::now();
         if let Some(idle) = state.idle_since.take() {
             // The call's own setup before the first attempt is not retry delay.
@@ -186,18 +213,28 @@ impl Call {
             }
         }
         self.instruments.attempt_started.add(1, &self.labels);
-        state.attempt = Some(Attempt { started: now, sent, rcvd: Arc::default() });
+        // Bounded: the engine runs at most five copies at once, and ends each.
+        state.running.retain(|(running, _)| *running != number);
+        state.running.push((number, Attempt { started: now, sent, rcvd: Arc::default() }));
     }
 
-    fn end_attempt(&self, state: &mut State, status: &'static str) {
-        let Some(attempt) = state.attempt.take() else { return };
+    fn end_attempt(&self, state: &mut State, number: u32, status: &'static str) {
+        let Some(at) = state.running.iter().position(|(running, _)| *running == number) else { return };
+        let (_, attempt) = state.running.remove(at);
+        self.record_attempt(state, attempt, status);
+    }
+
+    fn record_attempt(&self, state: &mut State, attempt: Attempt, status: &'static str) {
         let now = Instant::now();
         let labels = self.with_status(status);
         let seconds = now.saturating_duration_since(attempt.started).as_secs_f64();
         self.instruments.attempt_duration.record(seconds, &labels);
         self.instruments.attempt_sent.record(attempt.sent.load(Ordering::Relaxed), &labels);
         self.instruments.attempt_rcvd.record(attempt.rcvd.load(Ordering::Relaxed), &labels);
-        state.idle_since = Some(now);
+        // Retry delay is time with no attempt running at all.
+        if state.running.is_empty() {
+            state.idle_since = Some(now);
+        }
         state.last_status = Some(status);
     }
 
@@ -206,13 +243,17 @@ impl Call {
             return;
         }
         state.ended = true;
-        self.end_attempt(state, status);
+        for (_, attempt) in std::mem::take(&mut state.running) {
+            self.record_attempt(state, attempt, status);
+        }
         let seconds = Instant::now().saturating_duration_since(self.started).as_secs_f64();
         self.instruments.call_duration.record(seconds, &self.with_status(status));
         let retries = state.engine_attempts.saturating_sub(1);
-        // A96: "If there were no retries, 0 is not reported."
-        if retries > 0 {
-            self.instruments.call_retries.record(u64::from(retries), &self.labels);
+        // A96: "If there were no retries, 0 is not reported" (nor hedges).
+        match (retries, state.hedged) {
+            (0, _) => {}
+            (hedges, true) => self.instruments.call_hedges.record(u64::from(hedges), &self.labels),
+            (retries, false) => self.instruments.call_retries.record(u64::from(retries), &self.labels),
         }
         if state.transparent_retries > 0 {
             self.instruments
@@ -235,8 +276,10 @@ impl Drop for Call {
         let mut state = std::mem::replace(
             self.state.get_mut().unwrap_or_else(PoisonError::into_inner),
             State {
-                attempt: None,
+                running: Vec::new(),
+                answered: None,
                 engine_attempts: 0,
+                hedged: false,
                 transparent_retries: 0,
                 idle_since: None,
                 retry_delay: Duration::ZERO,
@@ -248,6 +291,8 @@ impl Drop for Call {
     }
 }
 
+/// The first attempt's number, the only one resent transparently.
+const FIRST: u32 = 1;
 const CANCELLED: u8 = 1;
 const UNKNOWN: u8 = 2;
 const UNAVAILABLE: u8 = 14;
@@ -283,7 +328,10 @@ fn status_of_call_error(error: &(dyn std::error::Error + 'static)) -> Option<&'s
 impl Observer for CallMetrics {
     type Operation = CallMetrics;
 
-    fn start(&self, _: &OperationInfo<'_>) -> CallMetrics {
+    fn start(&self, info: &OperationInfo<'_>) -> CallMetrics {
+        if info.hedged {
+            self.hedged();
+        }
         self.clone()
     }
 }
@@ -291,12 +339,12 @@ impl Observer for CallMetrics {
 impl OperationObserver for CallMetrics {
     type Attempt = ();
 
-    fn attempt_started(&mut self, _: &AttemptStart) {
-        CallMetrics::attempt_started(self);
+    fn attempt_started(&mut self, attempt: &AttemptStart) {
+        CallMetrics::attempt_started(self, attempt.number);
     }
 
     fn attempt_finished(&mut self, (): (), attempt: &AttemptEnd) {
-        CallMetrics::attempt_finished(self, attempt.error);
+        CallMetrics::attempt_finished(self, attempt.number, attempt.error, attempt.hedge);
     }
 
     fn waiting(&mut self, _: &Wait) {}
@@ -358,13 +406,13 @@ mod tests {
         let origin = Uri::from_static("http://127.0.0.1:50051");
         let metrics = GrpcMetrics::new(&telemetry.meter, Some(&origin));
         let call = metrics.call("/s.S/M", &Uri::from_static("/s.S/M"));
-        call.attempt_started();
+        call.attempt_started(1);
         let mut sent = call.sent_meter();
         sent.count(&message(b"first"));
         let (mut resent, counter) = CallMetrics::transparent_meter();
         call.transparent_retry_started(counter);
         resent.count(&message(b"second"));
-        call.attempt_finished(None);
+        call.attempt_finished(1, None, None);
         drop(call);
 
         let with = |status| {
@@ -385,6 +433,45 @@ mod tests {
         );
         let transparent = telemetry.histogram(names::CALL_TRANSPARENT_RETRIES);
         assert_eq!(transparent.iter().map(|p| (p.count, p.sum)).collect::<Vec<_>>(), [(1, 1.0)]);
+        assert!(telemetry.histogram(names::CALL_RETRIES).is_empty());
+    }
+
+    /// A hedged call's copies overlap: each is an attempt of its own, the
+    /// losers end CANCELLED, the winner's answer ends the call, and the
+    /// copies beyond the first are hedges (A96), not retries.
+    #[test]
+    fn a_hedged_calls_copies_are_attempts_and_its_extra_copies_hedges() {
+        let telemetry = retryscope_test_support::telemetry::Telemetry::install();
+        let origin = Uri::from_static("http://127.0.0.1:50051");
+        let metrics = GrpcMetrics::new(&telemetry.meter, Some(&origin));
+        let call = metrics.call("/s.S/M", &Uri::from_static("/s.S/M"));
+        call.hedged();
+        call.attempt_started(1);
+        call.sent_meter().count(&message(b"one"));
+        call.attempt_started(2);
+        call.sent_meter().count(&message(b"copy"));
+        call.attempt_finished(2, None, Some(HedgeOutcome::Won));
+        call.attempt_finished(1, None, Some(HedgeOutcome::Cancelled));
+        call.end("OK");
+
+        let with = |status| {
+            [("grpc.method", "s.S/M"), ("grpc.target", "http://127.0.0.1:50051"), ("grpc.status", status)]
+        };
+        assert_eq!(telemetry.counter(names::ATTEMPT_STARTED, &with("OK")[..2]), 2);
+        assert_eq!(telemetry.histogram_count(names::ATTEMPT_DURATION, &with("CANCELLED")), 1);
+        assert_eq!(telemetry.histogram_count(names::ATTEMPT_DURATION, &with("OK")), 1);
+        let sizes: Vec<(String, f64)> = telemetry
+            .histogram(names::ATTEMPT_SENT_SIZE)
+            .into_iter()
+            .map(|p| (p.attributes["grpc.status"].clone(), p.sum))
+            .collect();
+        assert!(
+            sizes.contains(&("CANCELLED".into(), 3.0)) && sizes.contains(&("OK".into(), 4.0)),
+            "{sizes:?}"
+        );
+        let hedges = telemetry.histogram(names::CALL_HEDGES);
+        assert_eq!(hedges.iter().map(|p| (p.count, p.sum)).collect::<Vec<_>>(), [(1, 1.0)]);
+        assert_eq!(hedges[0].unit, "{hedge}");
         assert!(telemetry.histogram(names::CALL_RETRIES).is_empty());
     }
 

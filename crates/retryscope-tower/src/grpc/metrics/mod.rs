@@ -49,6 +49,7 @@ pub(super) struct Instruments {
     pub(super) call_duration: Histogram<f64>,
     pub(super) call_retries: Histogram<u64>,
     pub(super) call_transparent_retries: Histogram<u64>,
+    pub(super) call_hedges: Histogram<u64>,
     pub(super) call_retry_delay: Histogram<f64>,
 }
 
@@ -111,6 +112,12 @@ impl GrpcMetrics {
                 "{transparent_retry}",
                 "Number of transparent retries during the client call, when there were any.",
                 &names::TRANSPARENT_RETRY_BUCKETS,
+            ),
+            call_hedges: counts(
+                names::CALL_HEDGES,
+                "{hedge}",
+                "Number of hedges during the client call, when there were any.",
+                &names::RETRY_BUCKETS,
             ),
             call_retry_delay: seconds(
                 names::CALL_RETRY_DELAY,

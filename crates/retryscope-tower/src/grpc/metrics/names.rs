@@ -14,6 +14,9 @@ pub(crate) const CALL_DURATION: &str = "grpc.client.call.duration";
 pub(crate) const CALL_RETRIES: &str = "grpc.client.call.retries";
 /// A96: transparent retries of a call that had any (histogram, `{transparent_retry}`).
 pub(crate) const CALL_TRANSPARENT_RETRIES: &str = "grpc.client.call.transparent_retries";
+/// A96: hedges (copies beyond the first) of a hedged call that had any
+/// (histogram, `{hedge}`).
+pub(crate) const CALL_HEDGES: &str = "grpc.client.call.hedges";
 /// A96: a call's time with no attempt running (histogram, `s`).
 pub(crate) const CALL_RETRY_DELAY: &str = "grpc.client.call.retry_delay";
 
