@@ -421,14 +421,17 @@ async fn instruments_have_the_contract_names_units_and_buckets() {
 #[test]
 fn attribute_values_stay_bounded() {
     let t = Telemetry::new();
-    let info = OperationInfo { dependency: "db", operation: None, max_attempts: 2 };
+    let info = OperationInfo { dependency: "db", operation: None, max_attempts: 2, hedged: false };
     let mut operation = t.observer.start(&info);
     // An engine never exceeds the limit, but the attribute must not grow if one did.
-    let scope =
-        operation.attempt_started(&AttemptStart { number: 7, retry_of: Some(ErrorType::Status(999)) });
+    let scope = operation.attempt_started(&AttemptStart {
+        number: 7,
+        retry_of: Some(ErrorType::Status(999)),
+        hedge: false,
+    });
     operation.attempt_finished(
         scope,
-        &AttemptEnd { number: 7, duration: ms(5), error: Some(ErrorType::Status(42)) },
+        &AttemptEnd { number: 7, duration: ms(5), error: Some(ErrorType::Status(42)), hedge: None },
     );
     operation.finished(&Finish { outcome: Outcome::Exhausted, reason: None, attempts: 7, duration: ms(5) });
 

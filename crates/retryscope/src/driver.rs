@@ -325,7 +325,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             }
         }
         self.attempts += 1;
-        let start = AttemptStart { number: self.attempts, retry_of: self.last_error };
+        let start = AttemptStart { number: self.attempts, retry_of: self.last_error, hedge: false };
         if let Some(operation) = self.operation.as_mut() {
             self.scope = Some(operation.attempt_started(&start));
         }
@@ -342,6 +342,7 @@ impl<'a, O: Observer> Driver<'a, O> {
                 dependency: &self.setup.dependency,
                 operation: self.setup.operation.as_deref(),
                 max_attempts: self.setup.policy.max_attempts(),
+                hedged: false,
             }));
         }
     }
@@ -461,6 +462,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             number: self.attempts,
             duration: self.attempt_started.map_or(Duration::ZERO, |s| Self::since(s, now)),
             error,
+            hedge: None,
         };
         if let Some(op) = self.operation.as_mut() {
             op.attempt_finished(scope, &end);

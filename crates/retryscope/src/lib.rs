@@ -53,6 +53,9 @@
 //!   is down.
 //! - [`pace`]: pacing every call to a dependency by what it answers;
 //!   [`pace::adaptive::AdaptiveRate`] is the AWS SDKs' adaptive mode.
+//! - [`hedge`]: hedged calls for slow dependencies — a second copy after a
+//!   delay (fixed, or a recent latency percentile), the first answer wins,
+//!   the budget charged for every extra copy.
 //! - [`observe`]: the hook instrumentation implements (see `retryscope-otel`).
 //! - [`Shared`]: budgets, breakers and names borrowed, or shared through an
 //!   `Arc` so that a retry can be `'static` (spawned, or returned by a tower
@@ -95,6 +98,7 @@ pub mod clock;
 mod driver;
 mod error;
 mod future;
+pub mod hedge;
 #[cfg(feature = "http")]
 pub mod hints;
 pub mod jobs;

@@ -96,8 +96,12 @@ pub struct OperationInfo<'a> {
     pub dependency: &'a str,
     /// An optional logical operation name (`retryscope.operation`).
     pub operation: Option<&'a str>,
-    /// The policy's attempt limit: attempt numbers never exceed it.
+    /// The policy's attempt limit: attempt numbers never exceed it. For a
+    /// hedged call, its copy limit.
     pub max_attempts: u32,
+    /// Whether the attempts are hedged copies that overlap in time (see
+    /// [`hedge`](crate::hedge)) rather than retries that follow each other.
+    pub hedged: bool,
 }
 
 /// An attempt is starting.
@@ -105,8 +109,12 @@ pub struct OperationInfo<'a> {
 pub struct AttemptStart {
     /// The attempt number, from 1.
     pub number: u32,
-    /// For a retry, the `error.type` of the failure that caused it.
+    /// For a retry, the `error.type` of the failure that caused it; for a
+    /// hedged copy sent at once after a non-fatal failure, that failure's.
     pub retry_of: Option<ErrorType>,
+    /// Whether this attempt is a copy of a hedged call (every copy is, the
+    /// first included): copies overlap, and end as a [`HedgeOutcome`].
+    pub hedge: bool,
 }
 
 /// An attempt has ended.
@@ -116,8 +124,45 @@ pub struct AttemptEnd {
     pub number: u32,
     /// How long the attempt ran.
     pub duration: Duration,
-    /// The failure's `error.type`, or `None` on success.
+    /// The failure's `error.type`, or `None` on success (and for a hedged
+    /// copy that was cancelled: it did not fail).
     pub error: Option<ErrorType>,
+    /// For a copy of a hedged call, how it ended; `None` for a retry's attempt.
+    pub hedge: Option<HedgeOutcome>,
+}
+
+/// How one copy of a hedged call ended (`retryscope.hedge.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HedgeOutcome {
+    /// Its answer was the call's: the first acceptable result.
+    Won,
+    /// It was dropped before it answered: another copy won, a fatal failure
+    /// or the deadline ended the call, or the caller dropped it. Not a failure.
+    Cancelled,
+    /// It failed (a non-fatal failure, which let the next copy go, a fatal
+    /// one, or its attempt timeout).
+    Failed,
+}
+
+impl HedgeOutcome {
+    /// Every outcome, in the order above: what dashboards and alerts may see.
+    pub const ALL: [HedgeOutcome; 3] = [HedgeOutcome::Won, HedgeOutcome::Cancelled, HedgeOutcome::Failed];
+
+    /// The attribute value used in telemetry: `won`, `cancelled` or `failed`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HedgeOutcome::Won => "won",
+            HedgeOutcome::Cancelled => "cancelled",
+            HedgeOutcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for HedgeOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The engine will wait before the next attempt.

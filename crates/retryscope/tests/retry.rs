@@ -48,10 +48,10 @@ async fn success_at_once_runs_one_attempt_and_never_waits() {
     let events = rec.events();
     assert_eq!(events.len(), 4, "{events:?}");
     assert_eq!(events[0], Event::Start { dependency: "db".into(), operation: None, max_attempts: 5 });
-    assert_eq!(events[1], Event::AttemptStarted(AttemptStart { number: 1, retry_of: None }));
+    assert_eq!(events[1], Event::AttemptStarted(AttemptStart { number: 1, retry_of: None, hedge: false }));
     assert_eq!(
         events[2],
-        Event::AttemptFinished(AttemptEnd { number: 1, duration: Duration::ZERO, error: None })
+        Event::AttemptFinished(AttemptEnd { number: 1, duration: Duration::ZERO, error: None, hedge: None })
     );
     let finish = rec.finish();
     assert_eq!((finish.outcome, finish.reason, finish.attempts), (Outcome::Success, None, 1));
@@ -77,10 +77,11 @@ async fn success_on_the_third_attempt_waits_the_exponential_delays() {
     let finish = rec.finish();
     assert_eq!((finish.outcome, finish.attempts, finish.duration), (Outcome::Success, 3, ms(300)));
     // Retries carry the failure that caused them.
-    assert!(
-        rec.events()
-            .contains(&Event::AttemptStarted(AttemptStart { number: 3, retry_of: Some(ErrorType::OTHER) }))
-    );
+    assert!(rec.events().contains(&Event::AttemptStarted(AttemptStart {
+        number: 3,
+        retry_of: Some(ErrorType::OTHER),
+        hedge: false
+    })));
 }
 
 #[tokio::test(start_paused = true)]
@@ -201,7 +202,7 @@ async fn the_per_attempt_timeout_fires_then_the_engine_retries() {
     assert_eq!(started.elapsed(), ms(150)); // 50 ms timeout + 100 ms backoff
     assert_eq!(
         rec.attempts()[0],
-        AttemptEnd { number: 1, duration: ms(50), error: Some(ErrorType::TIMEOUT) }
+        AttemptEnd { number: 1, duration: ms(50), error: Some(ErrorType::TIMEOUT), hedge: None }
     );
 }
 
@@ -411,7 +412,7 @@ async fn dropping_the_future_mid_attempt_reports_the_attempt() {
     assert!(tokio::time::timeout(ms(20), retry).await.is_err());
     assert_eq!(
         rec.attempts(),
-        [AttemptEnd { number: 1, duration: ms(20), error: Some(ErrorType::Kind("cancelled")) }]
+        [AttemptEnd { number: 1, duration: ms(20), error: Some(ErrorType::Kind("cancelled")), hedge: None }]
     );
     assert_eq!(rec.finish().outcome, Outcome::Cancelled);
 }

@@ -1,0 +1,157 @@
+//! The hedge builder: `op.hedge(&policy).budget(..).when(..).await`.
+
+use super::future::{Calls, HedgeFuture};
+use super::policy::HedgePolicy;
+use crate::breaker::CircuitBreaker;
+use crate::classify::{Classify, ClassifyFn, When};
+use crate::error::RetryError;
+use crate::observe::{NoObserver, Observer};
+use crate::shared::{MaybeShared, Shared};
+use crate::sleep::Sleeper;
+use crate::throttle::Throttle;
+use crate::transient::TransientErrors;
+use std::future::Future;
+
+/// Adds [`hedge`](Hedgeable::hedge) to every `FnMut()` closure that returns a
+/// future: the operation factory, called once per copy.
+///
+/// The factory must be idempotent: copies run at the same time (see
+/// [the module](super)).
+///
+/// ```
+/// use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(20))).build()?;
+/// let answer = (|| async { Ok::<_, std::io::Error>("fast") }).hedge(&policy).await?;
+/// assert_eq!(answer, "fast");
+/// # Ok(())
+/// # }
+/// ```
+pub trait Hedgeable<R>: FnMut() -> R + Sized {
+    /// Hedges this operation under `policy` (cloned: clones share a
+    /// percentile delay's latencies). Only the errors whose type says they
+    /// are transient ([`Transient`](crate::Transient)) are non-fatal; say
+    /// otherwise with [`when`](Hedge::when) or [`classify`](Hedge::classify).
+    fn hedge<'a>(self, policy: &HedgePolicy) -> Hedge<'a, Self> {
+        Hedge {
+            op: self,
+            classifier: TransientErrors,
+            observer: NoObserver,
+            setup: HedgeSetup {
+                policy: policy.clone(),
+                dependency: Shared::Borrowed("unknown"),
+                operation: MaybeShared::None,
+                throttle: MaybeShared::None,
+                breaker: MaybeShared::None,
+            },
+        }
+    }
+}
+
+impl<R, F: FnMut() -> R> Hedgeable<R> for F {}
+
+/// Settings that do not depend on the operation's types.
+pub(crate) struct HedgeSetup<'a> {
+    pub(crate) policy: HedgePolicy,
+    pub(crate) dependency: Shared<'a, str>,
+    pub(crate) operation: MaybeShared<'a, str>,
+    pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
+    pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
+}
+
+/// A configured hedged call. Await it (on tokio, feature `tokio`), or run it
+/// on another runtime with [`with_sleeper`](Self::with_sleeper).
+#[must_use = "a hedged call does nothing until awaited"]
+pub struct Hedge<'a, Op, C = TransientErrors, O = NoObserver> {
+    op: Op,
+    classifier: C,
+    observer: O,
+    setup: HedgeSetup<'a>,
+}
+
+impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
+    /// Makes the errors `predicate` accepts non-fatal (the next copy goes at
+    /// once); other errors are fatal and end the call.
+    pub fn when<P>(self, predicate: P) -> Hedge<'a, Op, When<P>, O> {
+        self.with_classifier(When(predicate))
+    }
+
+    /// Classifies each copy's result with `f` (see the table in
+    /// [the module](super)).
+    pub fn classify<F>(self, f: F) -> Hedge<'a, Op, ClassifyFn<F>, O> {
+        self.with_classifier(ClassifyFn(f))
+    }
+
+    /// Classifies each copy's result with a [`Classify`] implementation.
+    pub fn with_classifier<C2>(self, classifier: C2) -> Hedge<'a, Op, C2, O> {
+        Hedge { op: self.op, classifier, observer: self.observer, setup: self.setup }
+    }
+
+    /// Reports every copy and the outcome to `observer`.
+    pub fn observe<O2: Observer>(self, observer: O2) -> Hedge<'a, Op, C, O2> {
+        Hedge { op: self.op, classifier: self.classifier, observer, setup: self.setup }
+    }
+
+    /// Names the dependency called (`retryscope.dependency`): a `&str` or an
+    /// `Arc<str>`. Keep it low-cardinality.
+    pub fn dependency(mut self, dependency: impl Into<Shared<'a, str>>) -> Self {
+        self.setup.dependency = dependency.into();
+        self
+    }
+
+    /// Names the logical operation (`retryscope.operation`).
+    pub fn operation(mut self, operation: impl Into<Shared<'a, str>>) -> Self {
+        self.setup.operation = operation.into().into();
+        self
+    }
+
+    /// Charges every copy beyond the first to `throttle` (a
+    /// [`RetryBudget`](crate::RetryBudget) or [`TokenBucket`](crate::TokenBucket)),
+    /// as a retry would be; a refusal sends no further copies.
+    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Throttle + 'a>>) -> Self {
+        self.setup.throttle = throttle.into().into();
+        self
+    }
+
+    /// Asks `breaker` before every copy and tells it how each finished one
+    /// ended.
+    pub fn breaker(mut self, breaker: impl Into<Shared<'a, CircuitBreaker>>) -> Self {
+        self.setup.breaker = breaker.into().into();
+        self
+    }
+}
+
+/// Awaiting a hedged call waits on tokio's timer.
+#[cfg(feature = "tokio")]
+impl<'a, Op, Fut, T, E, C, O> std::future::IntoFuture for Hedge<'a, Op, C, O>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+{
+    type Output = Result<T, RetryError<E>>;
+    type IntoFuture = HedgeFuture<'a, Op, Fut, C, O, crate::TokioSleeper>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        self.with_sleeper(crate::TokioSleeper)
+    }
+}
+
+impl<'a, Op, Fut, T, E, C, O> Hedge<'a, Op, C, O>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+{
+    /// The hedged call as a future that times its delays and limits with
+    /// `sleeper` (see [`Retry::with_sleeper`](crate::Retry::with_sleeper)).
+    pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> HedgeFuture<'a, Op, Fut, C, O, S> {
+        let calls = Calls::new(self.setup, self.observer, sleeper.clock());
+        HedgeFuture::new(self.op, self.classifier, sleeper, calls)
+    }
+}

@@ -1,0 +1,107 @@
+//! Hedged calls: a second copy of a slow idempotent request, the first
+//! acceptable answer wins, the rest are cancelled.
+//!
+//! Retries answer failures; hedges answer slowness. A hedged call sends its
+//! first copy, and if no answer has come after the [`HedgeDelay`] sends
+//! another, up to [`HedgePolicy::max_copies`] in all (gRFC A6's
+//! `hedgingPolicy`, tower's `hedge`). The copies run concurrently inside the
+//! one future (nothing is spawned); the first acceptable result is the
+//! call's, and the other copies' futures are dropped at once, which cancels
+//! them (an HTTP client resets the stream or closes the connection).
+//!
+//! ```
+//! use retryscope::RetryBudget;
+//! use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // One policy and one budget per dependency, shared by every call.
+//! let policy = HedgePolicy::builder()
+//!     .max_copies(3)
+//!     .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+//!     .build()?;
+//! let budget = RetryBudget::new();
+//!
+//! let mut copies = 0;
+//! let answer = (|| {
+//!     copies += 1;
+//!     let copy = copies;
+//!     async move {
+//!         // The first copy is stuck; the second answers in 10 ms.
+//!         let took = if copy == 1 { Duration::from_secs(60) } else { Duration::from_millis(10) };
+//!         tokio::time::sleep(took).await;
+//!         Ok::<_, std::io::Error>(copy)
+//!     }
+//! })
+//! .hedge(&policy)
+//! .budget(&budget)
+//! .dependency("inventory")
+//! .await?;
+//! assert_eq!(answer, 2);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Which results end the call
+//!
+//! Each copy's result is classified as a retry's is: the default
+//! ([`Transient`](crate::Transient)), [`when`](Hedge::when),
+//! [`classify`](Hedge::classify) or [`with_classifier`](Hedge::with_classifier).
+//!
+//! | verdict | meaning for a hedge |
+//! |---|---|
+//! | `Success` | the call's answer: the other copies are cancelled |
+//! | `Retryable` | non-fatal (A6 `nonFatalStatusCodes`): the next copy goes at once, or after the [`Hint`](crate::Hint)'s delay if it carries one (gRPC pushback); copies in flight go on |
+//! | `Unrepeatable`, `RetriedElsewhere` | "stop" (A6's pushback that says not to retry): no further copies, copies in flight go on |
+//! | `Permanent` | fatal: the call ends with it, the other copies are cancelled |
+//!
+//! A copy cut at the attempt timeout is judged by the classifier's
+//! [`timeout`](crate::classify::Classify::timeout) verdict, non-fatal by
+//! default. When every copy has been sent and failed non-fatally, the call
+//! ends with [`StopReason::AttemptsExhausted`](crate::StopReason) and the last
+//! failure, as a retry does.
+//!
+//! # Idempotent requests only
+//!
+//! The engine cannot know whether running the operation twice at once is
+//! safe: **the operation factory must be idempotent** (a read, a `PUT`, a call
+//! with an idempotency key). The HTTP and gRPC integrations refuse to hedge
+//! requests that are not.
+//!
+//! # Load, deadlines, breaker
+//!
+//! - Every copy beyond the first is charged to the [`budget`](Hedge::budget)
+//!   like a retry ([`Throttle::try_acquire_retry`](crate::throttle::Throttle::try_acquire_retry));
+//!   a refusal sends no further copies, so hedging cannot amplify an outage
+//!   beyond the budget's share. Finished copies report to the budget as
+//!   attempts do; cancelled ones report nothing.
+//! - The policy's deadline bounds the whole call and its attempt timeout each
+//!   copy, by default (15 s and 5 s).
+//! - A [`breaker`](Hedge::breaker) is asked before each copy: an open breaker
+//!   sends nothing, and each finished copy reports to it. A cancelled copy's
+//!   permit is released without a verdict.
+//! - There is no pacer on a hedged call: hedging is for a dependency that is
+//!   slow, not one that asked to be called less; a pacer is refused at
+//!   compile time (`Hedge` has no `.pacer(..)`).
+//!
+//! # What the observer hears
+//!
+//! The same [`Observer`](crate::observe::Observer) as for retries, with
+//! [`OperationInfo::hedged`](crate::observe::OperationInfo::hedged) set:
+//! every copy is an attempt ([`AttemptStart::hedge`](crate::observe::AttemptStart::hedge)
+//! set, numbered from 1), attempts overlap, and each ends with its
+//! [`HedgeOutcome`](crate::observe::HedgeOutcome): `won`, `cancelled` (no
+//! error) or `failed`. There are no `waiting` events: a hedge's delay runs
+//! while copies are in flight.
+
+mod builder;
+mod future;
+mod latency;
+mod policy;
+
+pub use builder::{Hedge, Hedgeable};
+pub use future::HedgeFuture;
+pub use policy::{
+    HedgeDelay, HedgePolicy, HedgePolicyBuilder, HedgePolicyError, MAX_COPIES, PercentileDelay,
+};

@@ -1,0 +1,417 @@
+//! The hedging policy: how many copies, after what delay, within what time.
+
+use super::latency::LatencyTracker;
+use crate::error::SettingValue;
+use crate::policy::MAX_DURATION;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most copies a hedged call may send, the first included: gRFC A6 caps
+/// `hedgingPolicy.maxAttempts` at 5, and a policy asking for more is refused
+/// rather than silently capped.
+pub const MAX_COPIES: u32 = 5;
+
+/// When the next copy of a hedged call goes out while the earlier ones are
+/// still running.
+///
+/// [`fixed`](Self::fixed) waits the same delay every time;
+/// [`percentile`](Self::percentile) waits as long as the given share of the
+/// dependency's recent successful calls took, so that only the slowest calls
+/// are hedged.
+///
+/// ```
+/// use retryscope::hedge::HedgeDelay;
+/// use std::time::Duration;
+///
+/// let fixed = HedgeDelay::fixed(Duration::from_millis(50));
+/// let p95 = HedgeDelay::percentile(0.95)
+///     .fallback(Duration::from_millis(50))
+///     .clamp(Duration::from_millis(5), Duration::from_millis(500));
+/// # drop((fixed, p95));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[must_use = "a delay does nothing until given to `HedgePolicyBuilder::delay`"]
+pub enum HedgeDelay {
+    /// The same delay before every copy after the first. Zero sends every
+    /// copy at once (gRFC A6's `hedgingDelay: "0s"`).
+    Fixed(Duration),
+    /// A percentile of the dependency's recent latencies.
+    Percentile(PercentileDelay),
+}
+
+impl HedgeDelay {
+    /// The same `delay` before every copy after the first.
+    pub const fn fixed(delay: Duration) -> Self {
+        HedgeDelay::Fixed(delay)
+    }
+
+    /// The `quantile` (above 0, below 1: `0.95` for p95) of the latencies of
+    /// the dependency's recent successful copies, with the defaults of
+    /// [`PercentileDelay`]; refine it with its methods.
+    pub const fn percentile(quantile: f64) -> Self {
+        HedgeDelay::Percentile(PercentileDelay::new(quantile))
+    }
+
+    /// With `fallback` as the delay while too few latencies are known (a
+    /// percentile delay); a fixed delay is unchanged.
+    pub const fn fallback(self, fallback: Duration) -> Self {
+        match self {
+            HedgeDelay::Percentile(p) => HedgeDelay::Percentile(PercentileDelay { fallback, ..p }),
+            fixed => fixed,
+        }
+    }
+
+    /// Keeps a percentile delay within `[min, max]` whatever the latencies say
+    /// (a fixed delay is unchanged).
+    pub const fn clamp(self, min: Duration, max: Duration) -> Self {
+        match self {
+            HedgeDelay::Percentile(p) => HedgeDelay::Percentile(PercentileDelay { min, max, ..p }),
+            fixed => fixed,
+        }
+    }
+
+    /// Uses a percentile only once its window holds `samples` latencies
+    /// (a fixed delay is unchanged).
+    pub const fn min_samples(self, samples: u32) -> Self {
+        match self {
+            HedgeDelay::Percentile(p) => {
+                HedgeDelay::Percentile(PercentileDelay { min_samples: samples, ..p })
+            }
+            fixed => fixed,
+        }
+    }
+
+    /// Computes the percentile over windows of `window`, the last complete
+    /// one of which is in force (a fixed delay is unchanged).
+    pub const fn window(self, window: Duration) -> Self {
+        match self {
+            HedgeDelay::Percentile(p) => HedgeDelay::Percentile(PercentileDelay { window, ..p }),
+            fixed => fixed,
+        }
+    }
+}
+
+/// A delay read from the dependency's recent latencies, as tower's `hedge`
+/// middleware does: what [`HedgeDelay::percentile`] makes.
+///
+/// The latencies of successful copies are counted in a fixed histogram of
+/// 224 buckets (about 12 % wide, from 1 µs to 18 minutes): bounded memory,
+/// whatever the traffic. Every [`window`](Self::window) the histogram is read
+/// and cleared; the percentile it gave is the delay until the next window ends.
+/// A window that counted fewer than [`min_samples`](Self::min_samples)
+/// latencies gives the [`fallback`](Self::fallback) instead, as does the time
+/// before the first window ends. The delay is kept within
+/// [`min`](Self::min)..=[`max`](Self::max).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PercentileDelay {
+    quantile: f64,
+    fallback: Duration,
+    min: Duration,
+    max: Duration,
+    min_samples: u32,
+    window: Duration,
+}
+
+impl PercentileDelay {
+    /// The defaults: a 100 ms fallback, clamped to [1 ms, 1 s], 20 samples, a
+    /// 10 s window.
+    const fn new(quantile: f64) -> Self {
+        Self {
+            quantile,
+            fallback: Duration::from_millis(100),
+            min: Duration::from_millis(1),
+            max: Duration::from_secs(1),
+            min_samples: 20,
+            window: Duration::from_secs(10),
+        }
+    }
+
+    /// The quantile, above 0 and below 1.
+    pub const fn quantile(&self) -> f64 {
+        self.quantile
+    }
+
+    /// The delay while too few latencies are known.
+    pub const fn fallback(&self) -> Duration {
+        self.fallback
+    }
+
+    /// The shortest delay the percentile may give.
+    pub const fn min(&self) -> Duration {
+        self.min
+    }
+
+    /// The longest delay the percentile may give.
+    pub const fn max(&self) -> Duration {
+        self.max
+    }
+
+    /// How many latencies a window needs before its percentile is used.
+    pub const fn min_samples(&self) -> u32 {
+        self.min_samples
+    }
+
+    /// How long each window of latencies lasts.
+    pub const fn window(&self) -> Duration {
+        self.window
+    }
+}
+
+/// A validated hedging policy: build one with [`HedgePolicy::builder`].
+///
+/// Clones share the latency tracker of a [percentile delay](HedgeDelay::percentile):
+/// build one policy per dependency and clone it into every call.
+///
+/// ```
+/// use retryscope::hedge::{HedgeDelay, HedgePolicy};
+/// use std::time::Duration;
+///
+/// let policy = HedgePolicy::builder()
+///     .max_copies(3)
+///     .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+///     .attempt_timeout(Duration::from_secs(2))
+///     .deadline(Duration::from_secs(5))
+///     .build()?;
+/// assert_eq!(policy.max_copies(), 3);
+/// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+/// ```
+#[derive(Clone)]
+pub struct HedgePolicy {
+    max_copies: u32,
+    delay: HedgeDelay,
+    tracker: Option<Arc<LatencyTracker>>,
+    deadline: Option<Duration>,
+    attempt_timeout: Option<Duration>,
+}
+
+impl HedgePolicy {
+    /// A builder with the defaults: 2 copies, a p95 delay
+    /// ([`HedgeDelay::percentile`]`(0.95)` with its defaults), each copy cut
+    /// at 5 s and the whole call at 15 s (as [`Policy::interactive`](crate::Policy::interactive)).
+    pub const fn builder() -> HedgePolicyBuilder {
+        HedgePolicyBuilder {
+            max_copies: 2,
+            delay: HedgeDelay::percentile(0.95),
+            deadline: Some(Duration::from_secs(15)),
+            attempt_timeout: Some(Duration::from_secs(5)),
+        }
+    }
+
+    /// The most copies a call sends, the first included.
+    pub const fn max_copies(&self) -> u32 {
+        self.max_copies
+    }
+
+    /// How the delay before each further copy is chosen.
+    pub const fn delay(&self) -> HedgeDelay {
+        self.delay
+    }
+
+    /// The time limit of the whole call, copies and delays included.
+    pub const fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// The time limit of each copy.
+    pub const fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+
+    /// The delay before the next copy, as of `now`.
+    pub(crate) fn current_delay(&self, now: std::time::Instant) -> Duration {
+        match (&self.delay, &self.tracker) {
+            (HedgeDelay::Percentile(p), Some(tracker)) => tracker.delay(p, now),
+            (HedgeDelay::Fixed(delay), _)
+            | (HedgeDelay::Percentile(PercentileDelay { fallback: delay, .. }), None) => *delay,
+        }
+    }
+
+    /// A successful copy took `latency`: the percentile tracker counts it.
+    pub(crate) fn record(&self, latency: Duration) {
+        if let Some(tracker) = &self.tracker {
+            tracker.record(latency);
+        }
+    }
+
+    /// The percentile delay the tracker would give now, for tests and
+    /// dashboards: `None` for a fixed delay.
+    ///
+    /// ```
+    /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let policy = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
+    /// // Nothing measured yet: the fallback.
+    /// assert_eq!(policy.percentile_delay(Instant::now()), Some(Duration::from_millis(100)));
+    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// ```
+    pub fn percentile_delay(&self, now: std::time::Instant) -> Option<Duration> {
+        match (&self.delay, &self.tracker) {
+            (HedgeDelay::Percentile(p), Some(tracker)) => Some(tracker.delay(p, now)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Debug for HedgePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HedgePolicy")
+            .field("max_copies", &self.max_copies)
+            .field("delay", &self.delay)
+            .field("deadline", &self.deadline)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`HedgePolicy`]; see [`HedgePolicy::builder`] for the defaults.
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct HedgePolicyBuilder {
+    max_copies: u32,
+    delay: HedgeDelay,
+    deadline: Option<Duration>,
+    attempt_timeout: Option<Duration>,
+}
+
+impl HedgePolicyBuilder {
+    /// The most copies a call sends, the first included: 1 (no hedging) to
+    /// [`MAX_COPIES`].
+    pub const fn max_copies(mut self, copies: u32) -> Self {
+        self.max_copies = copies;
+        self
+    }
+
+    /// How long to wait for an answer before sending the next copy.
+    pub const fn delay(mut self, delay: HedgeDelay) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// The time limit of the whole call: at most [`MAX_DURATION`].
+    pub const fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// No time limit on the whole call (each copy still has its attempt
+    /// timeout unless that is off too).
+    pub const fn no_deadline(mut self) -> Self {
+        self.deadline = None;
+        self
+    }
+
+    /// The time limit of each copy: at most [`MAX_DURATION`]. A copy cut
+    /// short counts as a non-fatal failure (the classifier's
+    /// [`timeout`](crate::classify::Classify::timeout) verdict says).
+    pub const fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// No time limit on each copy.
+    pub const fn no_attempt_timeout(mut self) -> Self {
+        self.attempt_timeout = None;
+        self
+    }
+
+    /// Checks the settings and returns the policy.
+    pub fn build(self) -> Result<HedgePolicy, HedgePolicyError> {
+        let within = |setting: &'static str, value: Duration, min: Duration, max: Duration| {
+            if value < min || value > max {
+                Err(HedgePolicyError::OutOfRange {
+                    setting,
+                    value: SettingValue::Duration(value),
+                    min: SettingValue::Duration(min),
+                    max: SettingValue::Duration(max),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let tiny = Duration::from_nanos(1);
+        if !(1..=MAX_COPIES).contains(&self.max_copies) {
+            return Err(HedgePolicyError::OutOfRange {
+                setting: "max_copies",
+                value: SettingValue::Count(self.max_copies),
+                min: SettingValue::Count(1),
+                max: SettingValue::Count(MAX_COPIES),
+            });
+        }
+        if let Some(deadline) = self.deadline {
+            within("deadline", deadline, tiny, MAX_DURATION)?;
+        }
+        if let Some(timeout) = self.attempt_timeout {
+            within("attempt_timeout", timeout, tiny, MAX_DURATION)?;
+        }
+        let tracker = match self.delay {
+            HedgeDelay::Fixed(delay) => {
+                within("delay", delay, Duration::ZERO, MAX_DURATION)?;
+                None
+            }
+            HedgeDelay::Percentile(p) => {
+                if !(p.quantile > 0.0 && p.quantile < 1.0) {
+                    return Err(HedgePolicyError::OutOfRange {
+                        setting: "quantile",
+                        value: SettingValue::Number(p.quantile),
+                        min: SettingValue::Number(0.0),
+                        max: SettingValue::Number(1.0),
+                    });
+                }
+                within("max", p.max, Duration::ZERO, MAX_DURATION)?;
+                within("min", p.min, Duration::ZERO, p.max)?;
+                within("fallback", p.fallback, Duration::ZERO, MAX_DURATION)?;
+                within("window", p.window, Duration::from_millis(1), MAX_DURATION)?;
+                if p.min_samples == 0 {
+                    return Err(HedgePolicyError::OutOfRange {
+                        setting: "min_samples",
+                        value: SettingValue::Count(0),
+                        min: SettingValue::Count(1),
+                        max: SettingValue::Count(u32::MAX),
+                    });
+                }
+                Some(Arc::new(LatencyTracker::new(p.window)))
+            }
+        };
+        Ok(HedgePolicy {
+            max_copies: self.max_copies,
+            delay: self.delay,
+            tracker,
+            deadline: self.deadline,
+            attempt_timeout: self.attempt_timeout,
+        })
+    }
+}
+
+/// Why a [`HedgePolicyBuilder`] refused its settings.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HedgePolicyError {
+    /// A setting was outside `min..=max` (for `quantile`, strictly between).
+    OutOfRange {
+        /// The setting's name, as its builder method spells it.
+        setting: &'static str,
+        /// The value given.
+        value: SettingValue,
+        /// The smallest value accepted.
+        min: SettingValue,
+        /// The largest value accepted.
+        max: SettingValue,
+    },
+}
+
+impl fmt::Display for HedgePolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HedgePolicyError::OutOfRange { setting: "quantile", value, min, max } => {
+                write!(f, "quantile must be above {min} and below {max}, got {value}")
+            }
+            HedgePolicyError::OutOfRange { setting, value, min, max } => {
+                write!(f, "{setting} must be at least {min} and at most {max}, got {value}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for HedgePolicyError {}

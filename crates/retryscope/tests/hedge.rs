@@ -1,0 +1,438 @@
+//! Hedged calls, specified with tokio's paused clock where the claim is about
+//! arithmetic (delays, limits, counts), and the wall clock where it is about
+//! real time (the last test).
+
+mod common;
+
+use common::{Event, Recorder};
+use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable, MAX_COPIES};
+use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
+use retryscope::{CircuitBreaker, ErrorType, Hint, Outcome, RetryBudget, SettingValue, StopReason, Verdict};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::time::{Instant, sleep};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// `copies` copies at most, a fixed `delay`, no deadline, no attempt timeout.
+fn fixed(copies: u32, delay: Duration) -> HedgePolicy {
+    HedgePolicy::builder()
+        .max_copies(copies)
+        .delay(HedgeDelay::fixed(delay))
+        .no_deadline()
+        .no_attempt_timeout()
+        .build()
+        .expect("valid policy")
+}
+
+/// What the copies of one scripted operation did: how many were sent, and
+/// how many were dropped before they answered.
+#[derive(Clone, Default)]
+struct Copies {
+    sent: Arc<AtomicU32>,
+    dropped: Arc<AtomicU32>,
+}
+
+/// Counts its copy as dropped unless it answered.
+struct DropGuard(Arc<AtomicU32>, bool);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+type Answer = Pin<Box<dyn Future<Output = Result<u32, &'static str>> + Send>>;
+
+impl Copies {
+    fn sent(&self) -> u32 {
+        self.sent.load(Ordering::SeqCst)
+    }
+
+    fn dropped(&self) -> u32 {
+        self.dropped.load(Ordering::SeqCst)
+    }
+
+    /// An operation whose copy `n` (from 1) answers `answer(n)` after `took(n)`.
+    fn op(
+        &self,
+        took: impl Fn(u32) -> Duration,
+        answer: impl Fn(u32) -> Result<u32, &'static str>,
+    ) -> impl FnMut() -> Answer {
+        let copies = self.clone();
+        move || {
+            let n = copies.sent.fetch_add(1, Ordering::SeqCst) + 1;
+            let (took, answer) = (took(n), answer(n));
+            let guard = DropGuard(copies.dropped.clone(), false);
+            Box::pin(async move {
+                // The whole guard lives in the future, not just its field.
+                let mut guard = guard;
+                sleep(took).await;
+                guard.1 = true;
+                answer
+            })
+        }
+    }
+}
+
+/// A copy that never answers.
+const FOREVER: Duration = Duration::from_secs(3_600);
+
+fn ends(rec: &Recorder) -> Vec<AttemptEnd> {
+    rec.attempts()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_first_copy_loses_to_the_second_after_the_delay_and_is_dropped() {
+    let copies = Copies::default();
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let answer = copies
+        .op(|n| if n == 1 { FOREVER } else { ms(10) }, Ok)
+        .hedge(&fixed(3, ms(50)))
+        .when(|_: &&str| true)
+        .observe(rec.clone())
+        .dependency("inventory")
+        .await;
+    assert_eq!(answer, Ok(2));
+    // The second copy went at 50 ms and answered 10 ms later.
+    assert_eq!(started.elapsed(), ms(60));
+    assert_eq!((copies.sent(), copies.dropped()), (2, 1), "the first copy was dropped");
+    let events = rec.events();
+    assert_eq!(events[1], Event::AttemptStarted(AttemptStart { number: 1, retry_of: None, hedge: true }));
+    assert_eq!(events[2], Event::AttemptStarted(AttemptStart { number: 2, retry_of: None, hedge: true }));
+    assert_eq!(
+        ends(&rec),
+        [
+            AttemptEnd { number: 2, duration: ms(10), error: None, hedge: Some(HedgeOutcome::Won) },
+            AttemptEnd { number: 1, duration: ms(60), error: None, hedge: Some(HedgeOutcome::Cancelled) },
+        ]
+    );
+    let finish = rec.finish();
+    assert_eq!((finish.outcome, finish.reason, finish.attempts), (Outcome::Success, None, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_copy_that_answers_before_the_delay_is_the_only_one_sent() {
+    let copies = Copies::default();
+    let started = Instant::now();
+    let answer = copies.op(|_| ms(20), Ok).hedge(&fixed(3, ms(50))).when(|_: &&str| true).await;
+    assert_eq!(answer, Ok(1));
+    assert_eq!(started.elapsed(), ms(20));
+    assert_eq!((copies.sent(), copies.dropped()), (1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_non_fatal_failure_sends_the_next_copy_at_once() {
+    let copies = Copies::default();
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let answer = copies
+        .op(|n| if n == 1 { ms(5) } else { ms(10) }, |n| if n == 1 { Err("unavailable") } else { Ok(n) })
+        .hedge(&fixed(3, ms(50)))
+        .when(|e: &&str| *e == "unavailable")
+        .observe(rec.clone())
+        .await;
+    assert_eq!(answer, Ok(2));
+    // Not 50 ms: the failure at 5 ms let the second copy go at once.
+    assert_eq!(started.elapsed(), ms(15));
+    assert_eq!(copies.sent(), 2);
+    assert!(rec.events().contains(&Event::AttemptStarted(AttemptStart {
+        number: 2,
+        retry_of: Some(ErrorType::OTHER),
+        hedge: true
+    })));
+    assert_eq!(ends(&rec)[0].hedge, Some(HedgeOutcome::Failed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fatal_failure_ends_the_call_and_drops_the_other_copies() {
+    let copies = Copies::default();
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let error = copies
+        .op(|n| if n == 2 { ms(10) } else { FOREVER }, |n| if n == 2 { Err("denied") } else { Ok(n) })
+        .hedge(&fixed(3, ms(50)))
+        .when(|e: &&str| *e == "unavailable")
+        .observe(rec.clone())
+        .await
+        .expect_err("a fatal failure ends the call");
+    assert_eq!(
+        (error.reason(), error.attempts(), error.last_error()),
+        (StopReason::Permanent, 2, Some(&"denied"))
+    );
+    assert_eq!(started.elapsed(), ms(60));
+    assert_eq!((copies.sent(), copies.dropped()), (2, 1), "no third copy; the first was dropped");
+    let outcomes: Vec<_> = ends(&rec).iter().map(|e| (e.number, e.hedge)).collect();
+    assert_eq!(outcomes, [(2, Some(HedgeOutcome::Failed)), (1, Some(HedgeOutcome::Cancelled))]);
+    assert_eq!(rec.finish().outcome, Outcome::Failure);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_more_than_max_copies_are_sent_and_each_is_cut_at_its_attempt_timeout() {
+    let copies = Copies::default();
+    let policy = HedgePolicy::builder()
+        .max_copies(3)
+        .delay(HedgeDelay::fixed(ms(10)))
+        .attempt_timeout(ms(100))
+        .no_deadline()
+        .build()
+        .expect("valid policy");
+    let started = Instant::now();
+    let error = copies
+        .op(|_| FOREVER, Ok)
+        .hedge(&policy)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("every copy timed out");
+    assert_eq!((error.reason(), error.attempts()), (StopReason::AttemptsExhausted, 3));
+    assert_eq!(error.error_type(), Some(ErrorType::TIMEOUT));
+    // Copies at 0, 10 and 20 ms; the last is cut at 120 ms.
+    assert_eq!(started.elapsed(), ms(120));
+    assert_eq!((copies.sent(), copies.dropped()), (3, 3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_the_call_with_every_copy_dropped() {
+    let copies = Copies::default();
+    let policy = HedgePolicy::builder()
+        .max_copies(2)
+        .delay(HedgeDelay::fixed(ms(50)))
+        .attempt_timeout(Duration::from_secs(5))
+        .deadline(ms(300))
+        .build()
+        .expect("valid policy");
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let error = copies
+        .op(|_| FOREVER, Ok)
+        .hedge(&policy)
+        .when(|_: &&str| true)
+        .observe(rec.clone())
+        .await
+        .expect_err("nothing answered");
+    assert_eq!((error.reason(), error.attempts()), (StopReason::DeadlineExceeded, 2));
+    assert_eq!(started.elapsed(), ms(300));
+    assert_eq!(copies.dropped(), 2);
+    assert!(ends(&rec).iter().all(|e| e.hedge == Some(HedgeOutcome::Cancelled) && e.error.is_none()));
+    assert_eq!(rec.finish().outcome, Outcome::Exhausted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_hint_delays_the_next_copy_and_a_stop_sends_no_more() {
+    // A pushback of 30 ms: the second copy goes at 5 + 30 ms, not at once.
+    let copies = Copies::default();
+    let started = Instant::now();
+    let answer = copies
+        .op(|n| if n == 1 { ms(5) } else { ms(10) }, |n| if n == 1 { Err("pushback") } else { Ok(n) })
+        .hedge(&fixed(3, ms(100)))
+        .classify(|r: &Result<u32, &str>| match r {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::Retryable {
+                error: ErrorType::Kind("UNAVAILABLE"),
+                hint: Some(Hint::grpc_pushback(ms(30))),
+            },
+        })
+        .await;
+    assert_eq!((answer, started.elapsed()), (Ok(2), ms(45)));
+
+    // A "stop" (unrepeatable): no further copy, but the one in flight may win.
+    let copies = Copies::default();
+    let started = Instant::now();
+    let answer = copies
+        .op(|n| if n == 1 { ms(200) } else { ms(5) }, |n| if n == 2 { Err("stop") } else { Ok(n) })
+        .hedge(&fixed(3, ms(50)))
+        .classify(|r: &Result<u32, &str>| match r {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::unrepeatable(ErrorType::Kind("UNAVAILABLE")),
+        })
+        .await;
+    assert_eq!((answer, started.elapsed(), copies.sent()), (Ok(1), ms(200), 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
+    // 10 % of requests, no per-second allowance: 200 calls may hedge about 20 times.
+    let budget = RetryBudget::builder().ratio(0.1).min_per_second(0).build().expect("valid budget");
+    let policy = HedgePolicy::builder()
+        .max_copies(3)
+        .delay(HedgeDelay::fixed(ms(20)))
+        .attempt_timeout(ms(100))
+        .deadline(ms(150))
+        .build()
+        .expect("valid policy");
+    let copies = Copies::default();
+    let calls: Vec<_> = (0..200)
+        .map(|_| {
+            let (policy, budget, copies) = (policy.clone(), &budget, copies.clone());
+            async move { copies.op(|_| FOREVER, Ok).hedge(&policy).budget(budget).when(|_: &&str| true).await }
+        })
+        .collect();
+    let results = futures_join_all(calls).await;
+    let refused = results
+        .iter()
+        .filter(|r| r.as_ref().is_err_and(|e| e.reason() == StopReason::BudgetExhausted))
+        .count();
+    let hedges = copies.sent() - 200;
+    // Without the budget: 400 hedges (two per call).
+    assert!(hedges <= 21, "{hedges} hedges for 200 calls");
+    assert!(hedges >= 1, "the budget allowed some");
+    assert!(refused > 150, "{refused} calls were refused their hedges");
+}
+
+/// Polls every future on this task until all are done.
+async fn futures_join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<_> = futures.into_iter().map(Box::pin).map(Some).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if let Some(fut) = slot {
+                match fut.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => {
+                        *output = Some(value);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    outputs.into_iter().map(|o| o.expect("every future finished")).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_sends_nothing() {
+    let breaker = CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker");
+    breaker.try_acquire().expect("closed").failure();
+    let copies = Copies::default();
+    let error = copies
+        .op(|_| ms(1), Ok)
+        .hedge(&fixed(3, ms(10)))
+        .breaker(&breaker)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("the breaker is open");
+    assert_eq!((error.reason(), error.attempts(), copies.sent()), (StopReason::CircuitOpen, 0, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_call_cancels_every_copy_and_reports_it() {
+    let copies = Copies::default();
+    let rec = Recorder::default();
+    let call = copies.op(|_| FOREVER, Ok).hedge(&fixed(2, ms(10))).when(|_: &&str| true).observe(rec.clone());
+    assert!(tokio::time::timeout(ms(50), call).await.is_err());
+    assert_eq!((copies.sent(), copies.dropped()), (2, 2));
+    assert_eq!(ends(&rec).len(), 2);
+    assert!(ends(&rec).iter().all(|e| e.hedge == Some(HedgeOutcome::Cancelled)));
+    assert_eq!(rec.finish().outcome, Outcome::Cancelled);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_percentile_delay_follows_a_latency_shift() {
+    let policy = HedgePolicy::builder()
+        .max_copies(2)
+        .delay(HedgeDelay::percentile(0.9).window(Duration::from_secs(1)).min_samples(10).fallback(ms(77)))
+        .build()
+        .expect("valid policy");
+    let now = || Instant::now().into_std();
+    assert_eq!(policy.percentile_delay(now()), Some(ms(77)), "the fallback before any window ends");
+    // Calls answering in 10 ms for two windows: p90 ≈ 10 ms (bucket bound, ≤ 12.5 % above).
+    let copies = Copies::default();
+    let run = |latency: Duration, copies: &Copies| {
+        let (policy, copies) = (policy.clone(), copies.clone());
+        async move {
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(2) {
+                let answer = copies.op(move |_| latency, Ok).hedge(&policy).when(|_: &&str| true).await;
+                assert!(answer.is_ok());
+            }
+        }
+    };
+    run(ms(10), &copies).await;
+    let delay = policy.percentile_delay(now()).expect("a percentile delay");
+    assert!(delay >= ms(10) && delay <= ms(12), "{delay:?}");
+    // The dependency slows to 40 ms: the delay follows within two windows.
+    run(ms(40), &copies).await;
+    let delay = policy.percentile_delay(now()).expect("a percentile delay");
+    assert!(delay >= ms(40) && delay <= ms(46), "{delay:?}");
+    // A quiet window (fewer than 10 samples): the fallback again.
+    sleep(Duration::from_secs(1)).await;
+    let _ = policy.percentile_delay(now());
+    sleep(Duration::from_secs(1)).await;
+    assert_eq!(policy.percentile_delay(now()), Some(ms(77)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_percentile_delay_is_clamped() {
+    let policy = HedgePolicy::builder()
+        .delay(HedgeDelay::percentile(0.5).window(ms(100)).min_samples(1).clamp(ms(5), ms(20)))
+        .build()
+        .expect("valid policy");
+    let copies = Copies::default();
+    for _ in 0..3 {
+        copies.op(|_| ms(1), Ok).hedge(&policy).when(|_: &&str| true).await.expect("answers");
+    }
+    sleep(ms(100)).await;
+    assert_eq!(policy.percentile_delay(Instant::now().into_std()), Some(ms(5)), "raised to the minimum");
+}
+
+#[test]
+fn settings_out_of_range_are_refused() {
+    let copies = HedgePolicy::builder().max_copies(MAX_COPIES + 1).build().expect_err("6 copies");
+    assert_eq!(
+        copies,
+        HedgePolicyError::OutOfRange {
+            setting: "max_copies",
+            value: SettingValue::Count(6),
+            min: SettingValue::Count(1),
+            max: SettingValue::Count(5),
+        }
+    );
+    assert_eq!(copies.to_string(), "max_copies must be at least 1 and at most 5, got 6");
+    assert!(HedgePolicy::builder().max_copies(0).build().is_err());
+    let quantile = HedgePolicy::builder().delay(HedgeDelay::percentile(1.0)).build().expect_err("p100");
+    assert_eq!(quantile.to_string(), "quantile must be above 0 and below 1, got 1");
+    assert!(HedgePolicy::builder().delay(HedgeDelay::percentile(f64::NAN)).build().is_err());
+    let clamp = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9).clamp(ms(20), ms(10))).build();
+    assert!(clamp.is_err(), "min above max");
+    assert!(HedgePolicy::builder().deadline(Duration::ZERO).build().is_err());
+    assert!(HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::ZERO)).build().is_ok(), "all at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_delay_sends_every_copy_at_once() {
+    let copies = Copies::default();
+    let answer = copies
+        .op(|n| ms(u64::from(40 - 10 * n)), Ok)
+        .hedge(&fixed(3, Duration::ZERO))
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.sent(), copies.dropped()), (Ok(3), 3, 2));
+}
+
+/// Real time: on the wall clock, a stalled copy costs the caller the hedging
+/// delay, not the stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_wall_clock_a_stalled_copy_costs_the_delay_not_the_stall() {
+    let copies = Copies::default();
+    let started = std::time::Instant::now();
+    let answer = copies
+        .op(|n| if n == 1 { Duration::from_secs(30) } else { ms(5) }, Ok)
+        .hedge(&fixed(2, ms(50)))
+        .when(|_: &&str| true)
+        .await;
+    let took = started.elapsed();
+    assert_eq!(answer, Ok(2));
+    assert!(took >= ms(55) && took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(copies.dropped(), 1);
+}
