@@ -53,6 +53,8 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("happy_retryscope_interactive", happy_retryscope_interactive),
     ("happy_retryscope_budget", happy_retryscope_budget),
     ("happy_retryscope_booked", happy_retryscope_booked),
+    ("happy_hedge_fixed", happy_hedge_fixed),
+    ("happy_hedge_percentile", happy_hedge_percentile),
     ("happy_backon", || {
         let flaky = Flaky::new(0);
         poll_once(backon::Retryable::retry(|| flaky.call(), backon_builder())).is_ok()
@@ -108,6 +110,22 @@ fn happy_retryscope_booked() -> bool {
     poll_once(retryscope::Retryable::retry(|| flaky.call(), *POLICY).observe(Unsaid)).is_ok()
 }
 
+/// A hedged call whose first copy answers before the hedging delay (the
+/// common case by design): one copy, no timer. 2 copies, 50 ms fixed delay,
+/// the default 5 s attempt timeout and 15 s deadline.
+fn happy_hedge_fixed() -> bool {
+    let flaky = Flaky::new(0);
+    HEDGE_FIXED.with(|policy| poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy)).is_ok())
+}
+
+/// The same with a p95 delay: the policy's shared latency tracker counts the
+/// copy's latency.
+fn happy_hedge_percentile() -> bool {
+    let flaky = Flaky::new(0);
+    HEDGE_PERCENTILE
+        .with(|policy| poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy)).is_ok())
+}
+
 /// An observer that ignores everything, without declaring itself silent.
 struct Unsaid;
 
@@ -138,6 +156,15 @@ thread_local! {
         .unwrap_or_default();
     static BUCKET: TokenBucket = TokenBucket::new();
     static BREAKER: CircuitBreaker = CircuitBreaker::new();
+    // A service holds one hedging policy per dependency and clones it per call.
+    static HEDGE_FIXED: retryscope::hedge::HedgePolicy = retryscope::hedge::HedgePolicy::builder()
+        .delay(retryscope::hedge::HedgeDelay::fixed(std::time::Duration::from_millis(50)))
+        .build()
+        .expect("a valid hedging policy");
+    static HEDGE_PERCENTILE: retryscope::hedge::HedgePolicy = retryscope::hedge::HedgePolicy::builder()
+        .delay(retryscope::hedge::HedgeDelay::percentile(0.95))
+        .build()
+        .expect("a valid hedging policy");
 }
 
 // Validated once and copied per call, as a service holds its policy in its

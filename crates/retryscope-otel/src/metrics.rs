@@ -9,7 +9,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The retry instruments: counters for requests, retries and refusals, and
+/// The retry instruments: counters for requests, retries, refusals and
+/// hedges, and
 /// histograms for attempt durations, operation durations and waits.
 ///
 /// Create it once per [`Meter`] and share it: it is an [`Arc`] inside, so
@@ -34,6 +35,8 @@ struct Instruments {
     requests: Counter<u64>,
     retries: Counter<u64>,
     throttled: Counter<u64>,
+    hedges: Counter<u64>,
+    hedge_wins: Counter<u64>,
     attempt_duration: Histogram<f64>,
     request_duration: Histogram<f64>,
     backoff_delay: Histogram<f64>,
@@ -63,6 +66,16 @@ impl RetryMetrics {
                 names::UNIT_RETRY,
                 "Retries (or calls) refused by the retry budget, the circuit breaker or the pacer.",
             ),
+            hedges: counter(
+                names::HEDGES,
+                names::UNIT_HEDGE,
+                "Copies of hedged calls sent beyond the first.",
+            ),
+            hedge_wins: counter(
+                names::HEDGE_WINS,
+                names::UNIT_HEDGE,
+                "Hedged calls won by a copy other than the first.",
+            ),
             attempt_duration: histogram(names::ATTEMPT_DURATION, "Duration of each attempt."),
             request_duration: histogram(
                 names::REQUEST_DURATION,
@@ -85,6 +98,14 @@ impl RetryMetrics {
         with_attrs!(common, [KeyValue::new(names::RETRY_REASON, reason)], |attrs: &[KeyValue]| {
             self.inner.retries.add(1, attrs);
         });
+    }
+
+    pub(crate) fn hedge_sent(&self, common: &Common) {
+        with_attrs!(common, [], |attrs: &[KeyValue]| self.inner.hedges.add(1, attrs));
+    }
+
+    pub(crate) fn hedge_won(&self, common: &Common) {
+        with_attrs!(common, [], |attrs: &[KeyValue]| self.inner.hedge_wins.add(1, attrs));
     }
 
     pub(crate) fn attempt_finished(

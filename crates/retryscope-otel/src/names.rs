@@ -33,6 +33,10 @@ pub const PACE_HELD: &str = "retryscope.pace.held";
 /// Observable gauge `{request}/s`: the send rate a dependency's pacer allows
 /// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise.
 pub const PACE_RATE: &str = "retryscope.pace.rate";
+/// Counter `{hedge}`: one per copy of a hedged call sent beyond the first.
+pub const HEDGES: &str = "retryscope.hedges";
+/// Counter `{hedge}`: one per hedged call won by a copy other than the first.
+pub const HEDGE_WINS: &str = "retryscope.hedge.wins";
 /// Observable gauge `{retry}`: how many retries the budget would allow now.
 pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 
@@ -40,6 +44,8 @@ pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 pub const UNIT_REQUEST: &str = "{request}";
 /// Unit of [`RETRIES`], [`THROTTLED`] and [`BUDGET_AVAILABLE`].
 pub const UNIT_RETRY: &str = "{retry}";
+/// Unit of [`HEDGES`] and [`HEDGE_WINS`].
+pub const UNIT_HEDGE: &str = "{hedge}";
 /// Unit of [`PACE_RATE`].
 pub const UNIT_RATE: &str = "{request}/s";
 /// Unit of [`BREAKER_STATE`].
@@ -53,6 +59,18 @@ pub const DEPENDENCY: &str = "retryscope.dependency";
 pub const OPERATION: &str = "retryscope.operation";
 /// The attempt number, from 1, clamped to the policy's attempt limit.
 pub const ATTEMPT: &str = "retryscope.attempt";
+/// On the span of every copy of a hedged call: `true`.
+pub const HEDGE: &str = "retryscope.hedge";
+/// On the span of every copy of a hedged call, at its end: [`HEDGE_WON`],
+/// [`HEDGE_CANCELLED`] or [`HEDGE_FAILED`] (every value:
+/// `retryscope::observe::HedgeOutcome::ALL`).
+pub const HEDGE_OUTCOME: &str = "retryscope.hedge.outcome";
+/// [`HEDGE_OUTCOME`] of the copy whose answer was the call's.
+pub const HEDGE_WON: &str = "won";
+/// [`HEDGE_OUTCOME`] of a copy dropped before it answered (not an error).
+pub const HEDGE_CANCELLED: &str = "cancelled";
+/// [`HEDGE_OUTCOME`] of a copy that failed.
+pub const HEDGE_FAILED: &str = "failed";
 /// How many attempts an operation started.
 pub const ATTEMPTS: &str = "retryscope.attempts";
 /// How an operation ended: `success`, `failure`, `exhausted`, `throttled`, `cancelled`.

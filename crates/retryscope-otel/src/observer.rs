@@ -15,7 +15,8 @@ use crate::spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, operation_s
 use opentelemetry::InstrumentationScope;
 use opentelemetry::metrics::Meter;
 use retryscope::observe::{
-    AttemptEnd, AttemptScope, AttemptStart, Finish, Held, Observer, OperationInfo, OperationObserver, Wait,
+    AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Held, Observer, OperationInfo,
+    OperationObserver, Wait,
 };
 use retryscope::{ErrorType, Outcome, StopReason};
 use tracing::Span;
@@ -125,8 +126,14 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
     fn start(&self, info: &OperationInfo<'_>) -> OtelOperation<S> {
         let common = Common::new(info.dependency, info.operation);
         self.metrics.request_started(&common);
-        let parent =
-            if self.operation_spans { Parent::Operation(operation_span(info)) } else { Parent::caller() };
+        // A hedged call's copies overlap: without a span of their own to
+        // group them, they would be siblings of everything else the caller
+        // does, so a hedged call always gets its operation span.
+        let parent = if self.operation_spans || info.hedged {
+            Parent::Operation(operation_span(info))
+        } else {
+            Parent::caller()
+        };
         OtelOperation {
             metrics: self.metrics.clone(),
             spans: self.spans.clone(),
@@ -222,8 +229,12 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         // starts; should it ever not, the failed attempt's span ends here.
         self.failed = None;
         if attempt.number > 1 {
-            let reason = error_type_str(attempt.retry_of.unwrap_or(ErrorType::OTHER));
-            self.metrics.retry_started(&self.common, reason);
+            if attempt.hedge {
+                self.metrics.hedge_sent(&self.common);
+            } else {
+                let reason = error_type_str(attempt.retry_of.unwrap_or(ErrorType::OTHER));
+                self.metrics.retry_started(&self.common, reason);
+            }
         }
         let info = AttemptInfo {
             parent: self.parent.span(),
@@ -231,14 +242,32 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
             operation: self.common.operation(),
             attempt: attempt.number,
             max_attempts: self.max_attempts,
+            hedge: attempt.hedge,
         };
-        OtelAttempt { span: self.spans.make_span(&info) }
+        let span = self.spans.make_span(&info);
+        if attempt.hedge {
+            span.record(names::HEDGE, true);
+        }
+        OtelAttempt { span }
     }
 
     fn attempt_finished(&mut self, scope: OtelAttempt, attempt: &AttemptEnd) {
         let error = attempt.error.map(error_type_str);
         let number = attempt_value(attempt.number, self.max_attempts);
-        self.metrics.attempt_finished(&self.common, number, error, attempt.duration);
+        match attempt.hedge {
+            Some(outcome) => {
+                scope.span.record(names::HEDGE_OUTCOME, outcome.as_str());
+                if outcome == HedgeOutcome::Won && attempt.number > 1 {
+                    self.metrics.hedge_won(&self.common);
+                }
+                // A cancelled copy did not finish: its duration is ours (how
+                // long until another copy won), not the dependency's.
+                if outcome != HedgeOutcome::Cancelled {
+                    self.metrics.attempt_finished(&self.common, number, error, attempt.duration);
+                }
+            }
+            None => self.metrics.attempt_finished(&self.common, number, error, attempt.duration),
+        }
         if let Some(error) = error {
             scope.span.record(names::ERROR_TYPE, error);
             scope.span.record("otel.status_code", "ERROR");

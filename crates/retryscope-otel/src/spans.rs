@@ -29,8 +29,11 @@ pub struct AttemptInfo<'a> {
     pub operation: Option<&'a str>,
     /// The attempt number, from 1.
     pub attempt: u32,
-    /// The policy's attempt limit.
+    /// The policy's attempt limit (a hedged call's copy limit).
     pub max_attempts: u32,
+    /// Whether the attempt is a copy of a hedged call: the observer records
+    /// `retryscope.hedge` and, at its end, `retryscope.hedge.outcome` on it.
+    pub hedge: bool,
 }
 
 impl AttemptInfo<'_> {
@@ -50,6 +53,9 @@ impl AttemptInfo<'_> {
 /// - declare the fields `error.type` and `otel.status_code` (as
 ///   [`tracing::field::Empty`]), which the observer records when the attempt
 ///   fails: `tracing` ignores a field that was not declared;
+/// - declare `retryscope.hedge` and `retryscope.hedge.outcome` (as
+///   [`tracing::field::Empty`]), which the observer records on the copies of
+///   a hedged call ([`AttemptInfo::hedge`]);
 /// - set `otel.kind = "client"` for a call to another service;
 /// - carry `retryscope.attempt` ([`AttemptInfo::attempt_value`]) and, so that
 ///   the attempts of one operation can be grouped without an operation span,
@@ -84,7 +90,8 @@ impl MakeAttemptSpan for DefaultAttemptSpan {
 
 /// A CLIENT span with `retryscope.attempt`, `retryscope.dependency`,
 /// `retryscope.operation` (when named), and `error.type` plus status Error when
-/// the attempt fails.
+/// the attempt fails; on the copies of a hedged call, `retryscope.hedge` and
+/// `retryscope.hedge.outcome`.
 ///
 /// Its OpenTelemetry name is the operation's name when one is given (it is
 /// low-cardinality by contract), else the dependency's (bounded likewise): the
@@ -102,6 +109,8 @@ pub fn default_attempt_span(info: &AttemptInfo<'_>) -> Span {
         retryscope.operation = info.operation,
         "error.type" = Empty,
         otel.status_code = Empty,
+        retryscope.hedge = Empty,
+        retryscope.hedge.outcome = Empty,
     )
 }
 
@@ -110,8 +119,9 @@ pub fn default_attempt_span(info: &AttemptInfo<'_>) -> Span {
 /// [`OtelObserver::with_operation_spans`](crate::OtelObserver::with_operation_spans)).
 ///
 /// Its OpenTelemetry name is the operation's name when one is given (it is
-/// low-cardinality by contract), else `retry {dependency}`. Attempts and outcome
-/// are recorded when the operation finishes.
+/// low-cardinality by contract), else `retry {dependency}` (`hedge {dependency}`
+/// for a hedged call). Attempts and outcome are recorded when the operation
+/// finishes.
 pub(crate) fn operation_span(info: &OperationInfo<'_>) -> Span {
     tracing::info_span!(
         target: names::TARGET,
@@ -133,6 +143,7 @@ impl fmt::Display for SpanName<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0.operation {
             Some(operation) => f.write_str(operation),
+            None if self.0.hedged => write!(f, "hedge {}", self.0.dependency),
             None => write!(f, "retry {}", self.0.dependency),
         }
     }

@@ -107,6 +107,91 @@ fn succeed_on_the_third_attempt(observer: &OtelObserver) {
     assert_eq!(result.unwrap(), 3);
 }
 
+/// A hedged call over OTLP/HTTP: its operation span, and one CLIENT span per
+/// copy under it, marked as hedges and ended with their outcomes, as the
+/// collector printed them; and the hedge counters.
+#[test]
+fn a_hedged_call_arrives_as_one_span_per_copy_under_its_operation_span() {
+    let Some(binary) = rotel::binary() else { return };
+    let collector = Collector::start(&binary, "hedge");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let _context = runtime.enter();
+    let telemetry = OtlpConfig::default()
+        .protocol(Protocol::HttpProtobuf)
+        .endpoint(format!("http://{}", collector.http))
+        .service_name("retryscope-otel-test")
+        .build()
+        .unwrap();
+    let tracer = telemetry.tracer_provider().tracer_with_scope(scope());
+    let subscriber = tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+    let observer = OtelObserver::from_meter(&telemetry.meter_provider().meter_with_scope(scope()));
+    let _default = tracing::subscriber::set_default(subscriber);
+    runtime
+        .block_on(tracing::Instrument::instrument(hedged_call(&observer), tracing::info_span!("checkout")));
+    telemetry.shutdown().expect("the collector is up: everything is flushed");
+
+    let output = collector
+        .wait_for(&[
+            "-> retryscope.hedge.outcome: Str(won)",
+            "-> retryscope.hedge.outcome: Str(cancelled)",
+            "-> Name: retryscope.hedges",
+            "-> Name: retryscope.hedge.wins",
+            "-> Unit: {hedge}",
+        ])
+        .unwrap_or_else(|missing| panic!("{missing}"));
+    let spans = rotel::spans(&output);
+    let operation = spans
+        .iter()
+        .find(|s| s.name == "get_item" && s.kind == "SPAN_KIND_INTERNAL")
+        .unwrap_or_else(|| panic!("no operation span in {spans:#?}"));
+    let checkout = spans.iter().find(|s| s.name == "checkout").expect("the caller's span");
+    assert_eq!(operation.parent_id, checkout.id);
+    assert_eq!(operation.attribute("retryscope.attempts"), Some("Int(2)"));
+    let mut copies: Vec<_> = spans.iter().filter(|s| s.parent_id == operation.id).collect();
+    copies.sort_by_key(|s| s.attribute("retryscope.attempt").map(str::to_owned));
+    let summary: Vec<_> = copies
+        .iter()
+        .map(|s| {
+            (
+                s.kind.as_str(),
+                s.attribute("retryscope.attempt"),
+                s.attribute("retryscope.hedge"),
+                s.attribute("retryscope.hedge.outcome"),
+                s.attribute("error.type"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("SPAN_KIND_CLIENT", Some("Int(1)"), Some("Bool(true)"), Some("Str(cancelled)"), None),
+            ("SPAN_KIND_CLIENT", Some("Int(2)"), Some("Bool(true)"), Some("Str(won)"), None),
+        ]
+    );
+    save_fixture("hedge", &output);
+}
+
+/// The first copy stalls; the second, sent after 20 ms, answers in 5 ms.
+async fn hedged_call(observer: &OtelObserver) {
+    use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+    let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(20))).build().unwrap();
+    let mut copies = 0;
+    let answer = (|| {
+        copies += 1;
+        let took = if copies == 1 { Duration::from_secs(10) } else { Duration::from_millis(5) };
+        async move {
+            tokio::time::sleep(took).await;
+            Ok::<_, std::io::Error>(copies)
+        }
+    })
+    .hedge(&policy)
+    .observe(observer.clone())
+    .dependency("inventory")
+    .operation("get_item")
+    .await;
+    assert_eq!(answer.unwrap(), 2);
+}
+
 /// Keeps what the collector printed, for the docs: the lead quotes one span and
 /// one metric. Written next to the sources only when asked to.
 fn save_fixture(tag: &str, output: &str) {

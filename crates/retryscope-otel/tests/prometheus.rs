@@ -267,3 +267,34 @@ fn connections_beyond_the_limit_are_closed_at_once() {
     });
     assert!(answered, "no scrape answered after the idle connections closed");
 }
+
+/// The hedge counters' series, as hedge-lab's rules read them.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_shows_as_hedges_and_wins_total() {
+    use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+    let prometheus = PrometheusMetrics::new().expect("exporter");
+    let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(50))).build().unwrap();
+    let mut copies = 0;
+    let answer = (|| {
+        copies += 1;
+        let stall = if copies == 1 { Duration::from_secs(3_600) } else { Duration::from_millis(5) };
+        async move {
+            tokio::time::sleep(stall).await;
+            Ok::<_, std::io::Error>(())
+        }
+    })
+    .hedge(&policy)
+    .observe(prometheus.observer())
+    .dependency("inventory")
+    .await;
+    assert!(answer.is_ok());
+    let text = prometheus.render().expect("render");
+    for series in ["retryscope_hedges_total", "retryscope_hedge_wins_total", "retryscope_requests_total"] {
+        let found = text.lines().any(|l| {
+            l.starts_with(&format!("{series}{{"))
+                && l.contains(r#"retryscope_dependency="inventory""#)
+                && l.ends_with("} 1")
+        });
+        assert!(found, "no {series} = 1 in:\n{text}");
+    }
+}

@@ -85,3 +85,29 @@ fn a_breaker_with_its_full_bookkeeping_allocates_nothing_either() {
     assert_eq!(output, Ok(3));
     assert_eq!(allocations, 0);
 }
+
+/// A hedged call its first copy answers before the delay allocates nothing:
+/// that copy lives inline in the future, and the list of further copies is
+/// allocated only when the first hedge goes. With a percentile delay too (the
+/// tracker counts the latency in place).
+#[test]
+fn a_hedged_call_the_first_copy_answers_allocates_nothing() {
+    use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
+    let _context = runtime.enter();
+    let budget = RetryBudget::new();
+    for delay in [HedgeDelay::fixed(std::time::Duration::from_millis(50)), HedgeDelay::percentile(0.95)] {
+        let policy = HedgePolicy::builder().delay(delay).build().expect("valid");
+        let (allocations, output) = allocations_of(
+            (|| async { Ok::<_, ()>(4) })
+                .hedge(&policy)
+                .when(|_: &()| true)
+                .budget(&budget)
+                .dependency("db")
+                .into_future(),
+        );
+        assert_eq!(output, Ok(4));
+        assert_eq!(allocations, 0, "{delay:?}");
+    }
+}

@@ -436,3 +436,48 @@ async fn on_the_wall_clock_a_stalled_copy_costs_the_delay_not_the_stall() {
     assert!(took >= ms(55) && took < Duration::from_secs(5), "{took:?}");
     assert_eq!(copies.dropped(), 1);
 }
+
+/// Many callers on a multi-threaded runtime share one policy (and its
+/// latency tracker) and one budget, through `Arc`s: the hedged calls are
+/// `'static` and `Send`, so they can be spawned (what a tower service needs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
+    use std::future::IntoFuture;
+    let policy = HedgePolicy::builder()
+        .delay(HedgeDelay::percentile(0.5).window(ms(100)).min_samples(5))
+        .build()
+        .expect("valid policy");
+    let budget = Arc::new(RetryBudget::new());
+    let dependency: Arc<str> = Arc::from("inventory");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (policy, budget, dependency) = (policy.clone(), budget.clone(), dependency.clone());
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let mut answered = 0;
+                while started.elapsed() < ms(300) {
+                    let call = (|| async {
+                        sleep(ms(1)).await;
+                        Ok::<_, std::io::Error>(())
+                    })
+                    .hedge(&policy)
+                    .budget(budget.clone())
+                    .dependency(dependency.clone())
+                    .into_future();
+                    call.await.expect("answers");
+                    answered += 1;
+                }
+                answered
+            })
+        })
+        .collect();
+    let mut answered = 0;
+    for task in tasks {
+        answered += task.await.expect("the task ran");
+    }
+    assert!(answered > 50, "{answered} calls");
+    // The copies' latencies (about 1 ms each, more on a busy machine) set the
+    // delay; generous bounds, since this is the wall clock.
+    let delay = policy.percentile_delay(Instant::now().into_std()).expect("a percentile delay");
+    assert!(delay >= ms(1) && delay <= ms(100), "{delay:?}");
+}

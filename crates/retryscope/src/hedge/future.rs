@@ -24,10 +24,12 @@ use super::builder::Hedge;
 
 type Scope<O> = <<O as Observer>::Operation as OperationObserver>::Attempt;
 
-/// One copy in flight.
-struct InFlight<Fut, A> {
-    /// Boxed so that it stays pinned while the list of copies changes.
-    fut: Pin<Box<Fut>>,
+/// A copy after the first: its future, boxed so that it stays pinned while
+/// the list of copies changes, and its slot.
+type Later<Fut, A> = (Pin<Box<Fut>>, Slot<A>);
+
+/// What is known of one copy in flight, beside its future.
+struct Slot<A> {
     number: u32,
     started: Instant,
     /// When its attempt timeout cuts it.
@@ -44,7 +46,11 @@ pub(crate) struct Calls<'a, Fut, O: Observer> {
     clock: &'static dyn Clock,
     observer: O,
     operation: Option<O::Operation>,
-    copies: Vec<InFlight<Fut, Scope<O>>>,
+    /// The first copy's slot: its future lives inline in the [`HedgeFuture`],
+    /// so that a call the first copy answers allocates nothing.
+    first: Option<Slot<Scope<O>>>,
+    /// Every later copy (the list allocated when the first hedge goes).
+    copies: Vec<Later<Fut, Scope<O>>>,
     started: Option<Instant>,
     deadline_at: Option<Instant>,
     /// Copies sent so far.
@@ -73,6 +79,7 @@ impl<'a, Fut, O: Observer> Calls<'a, Fut, O> {
             clock,
             observer,
             operation: None,
+            first: None,
             copies: Vec::new(),
             started: None,
             deadline_at: None,
@@ -116,11 +123,10 @@ impl<'a, Fut, O: Observer> Calls<'a, Fut, O> {
         Ok(permit)
     }
 
-    /// Books a copy that just ended with `verdict` at `now`.
-    fn settle(&mut self, copy: InFlight<Fut, Scope<O>>, verdict: Verdict, now: Instant) -> Settled {
-        let InFlight { fut, number, started, scope, permit, .. } = copy;
-        // Done with, or cut at its time limit: either way it goes now.
-        drop(fut);
+    /// Books a copy that just ended with `verdict` at `now` (its future
+    /// already dropped).
+    fn settle(&mut self, copy: Slot<Scope<O>>, verdict: Verdict, now: Instant) -> Settled {
+        let Slot { number, started, scope, permit, .. } = copy;
         let healthy = match verdict {
             Verdict::Success => Some(true),
             Verdict::Permanent { .. } => None,
@@ -172,10 +178,15 @@ impl<'a, Fut, O: Observer> Calls<'a, Fut, O> {
         Settled::Continue
     }
 
-    /// Drops every copy still in flight: they end as cancelled.
+    /// Drops every later copy still in flight, and reports them and the
+    /// first (whose future the caller has dropped) as cancelled.
     fn cancel_all(&mut self, now: Instant) {
-        for InFlight { fut, number, started, scope, permit, .. } in self.copies.drain(..) {
+        let later = std::mem::take(&mut self.copies);
+        let slots = self.first.take().into_iter().chain(later.into_iter().map(|(fut, slot)| {
             drop(fut);
+            slot
+        }));
+        for Slot { number, started, scope, permit, .. } in slots {
             // Released unsettled: a cancelled copy says nothing of the dependency.
             drop(permit);
             if let (Some(op), Some(scope)) = (self.operation.as_mut(), scope) {
@@ -186,8 +197,13 @@ impl<'a, Fut, O: Observer> Calls<'a, Fut, O> {
         }
     }
 
-    /// The call is over at `now`: the copies left are cancelled, the observer
-    /// hears how it ended.
+    /// Whether any copy is in flight.
+    fn in_flight(&self) -> bool {
+        self.first.is_some() || !self.copies.is_empty()
+    }
+
+    /// The call is over at `now`: the copies left are cancelled (the first's
+    /// future dropped by the caller), the observer hears how it ended.
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         self.cancel_all(now);
         if let Some(op) = self.operation.take() {
@@ -200,7 +216,8 @@ impl<'a, Fut, O: Observer> Calls<'a, Fut, O> {
     /// limit or the deadline.
     fn next_event(&self) -> Option<Instant> {
         let next_copy = self.next_at.filter(|_| self.sent < self.setup.policy.max_copies());
-        let limits = self.copies.iter().filter_map(|c| c.limit_at);
+        let limits =
+            self.first.iter().chain(self.copies.iter().map(|(_, slot)| slot)).filter_map(|c| c.limit_at);
         next_copy.into_iter().chain(limits).chain(self.deadline_at).min()
     }
 }
@@ -229,6 +246,10 @@ pin_project! {
         op: Op,
         classifier: C,
         sleeper: S,
+        // The first copy's future, inline. Declared before `calls`, so that
+        // dropping the future mid-flight drops it before `calls` reports it.
+        #[pin]
+        first: Option<Fut>,
         calls: Calls<'a, Fut, O>,
         // The last non-fatal failure's result, handed back if no copy wins.
         last: Option<Fut::Output>,
@@ -247,7 +268,17 @@ where
     S: Sleeper,
 {
     pub(crate) fn new(op: Op, classifier: C, sleeper: S, calls: Calls<'a, Fut, O>) -> Self {
-        Self { op, classifier, sleeper, calls, last: None, timer: None, timer_at: None, done: false }
+        Self {
+            op,
+            classifier,
+            sleeper,
+            first: None,
+            calls,
+            last: None,
+            timer: None,
+            timer_at: None,
+            done: false,
+        }
     }
 }
 
@@ -266,36 +297,43 @@ where
         assert!(!*this.done, "HedgeFuture polled after completion");
         let calls = this.calls;
         let clock = calls.clock;
+        let mut now = clock.now();
         if calls.started.is_none() {
-            calls.begin(clock.now());
+            calls.begin(now);
         }
         loop {
-            let now = clock.now();
-            // Every copy in flight, in the order sent.
+            // Every copy in flight, in the order sent: the first, then the others.
             let mut index = 0;
-            while index < calls.copies.len() {
-                let copy = &mut calls.copies[index];
-                let fut = copy.fut.as_mut();
-                let polled = match &copy.scope {
-                    Some(scope) => scope.in_scope(|| fut.poll(cx)),
-                    None => fut.poll(cx),
-                };
-                let (verdict, result) = match polled {
-                    Poll::Ready(result) => (verdict_of(this.classifier, &result), Some(result)),
-                    Poll::Pending if copy.limit_at.is_some_and(|at| at <= now) => {
-                        match this.classifier.timeout() {
-                            // No result to hand back: a timeout is never the answer.
-                            Verdict::Success => (Verdict::retryable(ErrorType::TIMEOUT), None),
-                            verdict => (verdict, None),
-                        }
-                    }
-                    Poll::Pending => {
+            loop {
+                let polled = if index == 0 {
+                    let (Some(fut), Some(slot)) = (this.first.as_mut().as_pin_mut(), calls.first.as_ref())
+                    else {
                         index += 1;
                         continue;
-                    }
+                    };
+                    poll_copy(fut, slot, this.classifier, cx, now)
+                } else {
+                    let Some((fut, slot)) = calls.copies.get_mut(index - 1) else { break };
+                    poll_copy(fut.as_mut(), slot, this.classifier, cx, now)
                 };
-                let copy = calls.copies.remove(index);
-                match (calls.settle(copy, verdict, now), result) {
+                let Some((verdict, result)) = polled else {
+                    index += 1;
+                    continue;
+                };
+                // Done with, or cut at its time limit: either way its future goes now.
+                let slot = if index == 0 {
+                    this.first.set(None);
+                    calls.first.take()
+                } else {
+                    Some(calls.copies.remove(index - 1).1)
+                };
+                let Some(slot) = slot else { break };
+                let settled = calls.settle(slot, verdict, now);
+                if !matches!(settled, Settled::Continue) {
+                    // The call is over: the first copy, if still in flight, is dropped.
+                    this.first.set(None);
+                }
+                match (settled, result) {
                     (Settled::Won, Some(Ok(value))) => {
                         calls.finish(now, Outcome::Success, None);
                         *this.done = true;
@@ -317,8 +355,13 @@ where
                     }
                     (Settled::Continue, None) => {}
                 }
+                // The slot at `index` now holds the next copy (or none).
+                if index == 0 {
+                    index = 1;
+                }
             }
             if calls.deadline_at.is_some_and(|at| at <= now) {
+                this.first.set(None);
                 return Poll::Ready(end(
                     calls,
                     this.done,
@@ -342,18 +385,17 @@ where
                             Some(scope) => scope.in_build_scope(&mut *this.op),
                             None => (this.op)(),
                         };
-                        if calls.copies.capacity() == 0 {
-                            calls.copies.reserve_exact(calls.setup.policy.max_copies() as usize);
-                        }
                         let limit_at = calls.setup.policy.attempt_timeout().map(|t| now + t);
-                        calls.copies.push(InFlight {
-                            fut: Box::pin(fut),
-                            number,
-                            started: now,
-                            limit_at,
-                            scope,
-                            permit,
-                        });
+                        let slot = Slot { number, started: now, limit_at, scope, permit };
+                        if calls.first.is_none() && this.first.is_none() && number == 1 {
+                            this.first.set(Some(fut));
+                            calls.first = Some(slot);
+                        } else {
+                            if calls.copies.capacity() == 0 {
+                                calls.copies.reserve_exact(calls.setup.policy.max_copies() as usize - 1);
+                            }
+                            calls.copies.push((Box::pin(fut), slot));
+                        }
                         calls.next_at = Some(now + calls.setup.policy.current_delay(now));
                         // Poll it (and the others) at once.
                         continue;
@@ -365,7 +407,7 @@ where
                 }
             }
             let can_send = calls.next_at.is_some() && calls.sent < calls.setup.policy.max_copies();
-            if calls.copies.is_empty() && !can_send {
+            if !calls.in_flight() && !can_send {
                 let reason = calls.held_back.unwrap_or(StopReason::AttemptsExhausted);
                 return Poll::Ready(end(calls, this.done, now, reason, this.last.take()));
             }
@@ -378,10 +420,38 @@ where
                 Some(Poll::Ready(())) => {
                     this.timer.set(None);
                     *this.timer_at = None;
+                    now = clock.now();
                 }
                 _ => return Poll::Pending,
             }
         }
+    }
+}
+
+/// Polls one copy in its scope: its verdict and result once it is ready, or
+/// its timeout verdict once its time limit has passed at `now`.
+fn poll_copy<Fut, T, E, A: AttemptScope>(
+    fut: Pin<&mut Fut>,
+    slot: &Slot<A>,
+    classifier: &mut impl Classify<T, E>,
+    cx: &mut Context<'_>,
+    now: Instant,
+) -> Option<(Verdict, Option<Result<T, E>>)>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    let polled = match &slot.scope {
+        Some(scope) => scope.in_scope(|| fut.poll(cx)),
+        None => fut.poll(cx),
+    };
+    match polled {
+        Poll::Ready(result) => Some((verdict_of(classifier, &result), Some(result))),
+        Poll::Pending if slot.limit_at.is_some_and(|at| at <= now) => match classifier.timeout() {
+            // No result to hand back: a timeout is never the answer.
+            Verdict::Success => Some((Verdict::retryable(ErrorType::TIMEOUT), None)),
+            verdict => Some((verdict, None)),
+        },
+        Poll::Pending => None,
     }
 }
 

@@ -181,4 +181,24 @@ mod tests {
         assert!((90_000..=90_000 + 90_000 / 8).contains(&p90), "{p90}");
         assert_eq!(percentile(&counts, 0.9, 101), None, "too few samples");
     }
+
+    #[test]
+    fn memory_stays_the_same_whatever_the_traffic() {
+        // The tracker holds no collection that grows: its size is its memory.
+        assert!(size_of::<LatencyTracker>() <= 1_024, "{} bytes", size_of::<LatencyTracker>());
+        let tracker = LatencyTracker::new(Duration::from_secs(1));
+        let settings = match super::super::HedgeDelay::percentile(0.99) {
+            super::super::HedgeDelay::Percentile(p) => p,
+            super::super::HedgeDelay::Fixed(_) => unreachable!("a percentile"),
+        };
+        let start = Instant::now();
+        // The first look starts the first window (as the engine's first copy does).
+        assert_eq!(tracker.delay(&settings, start), settings.fallback());
+        for i in 0..1_000_000u64 {
+            tracker.record(Duration::from_micros(i % 10_000));
+        }
+        let delay = tracker.delay(&settings, start + Duration::from_secs(1));
+        // p99 of 0..10 ms, within a bucket's width.
+        assert!(delay >= Duration::from_micros(9_900) && delay <= Duration::from_micros(11_200), "{delay:?}");
+    }
 }
