@@ -1,5 +1,5 @@
-//! The slow-tail storm as a picture: each policy's latency by percentile, from
-//! the median to p99.9, and the load each put on the server over time.
+//! The slow-tail storm as a picture: each policy's latency by percentile, up
+//! to p99.9, and the load each put on the server over time.
 
 use crate::storm::chart::{Series, panel, y_max};
 use crate::storm::slow_tail::report::{TailRun, TailSummary};
@@ -45,11 +45,12 @@ fn latency_panel(
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d(nines(0.5)..NINES, (0.5_f64..top_ms * 2.0).log_scale())
+        .build_cartesian_2d(0.0..NINES, (0.5_f64..top_ms * 2.0).log_scale())
         .map_err(|e| e.to_string())?;
     chart
         .configure_mesh()
         .x_desc("percentile")
+        .x_labels(4)
         .x_label_formatter(&|x| format!("p{}", trim(100.0 * (1.0 - 10f64.powf(-x)))))
         .y_desc("ms")
         .draw()
@@ -59,7 +60,7 @@ fn latency_panel(
         let n = run.latencies_s.len() as f64;
         let points = run.latencies_s.iter().enumerate().filter_map(|(k, &s)| {
             let q = (k as f64 + 1.0) / n;
-            (q >= 0.5 && nines(q) <= NINES).then(|| (nines(q), (s * 1_000.0).max(0.5)))
+            (nines(q) <= NINES).then(|| (nines(q), (s * 1_000.0).max(0.5)))
         });
         let row = rows.iter().find(|r| r.policy == run.policy);
         let label = row.map_or_else(
