@@ -4,7 +4,6 @@ use super::future::{Calls, HedgeFuture};
 use super::policy::HedgePolicy;
 use crate::breaker::CircuitBreaker;
 use crate::classify::{Classify, ClassifyFn, When};
-use crate::error::RetryError;
 use crate::observe::{NoObserver, Observer};
 use crate::shared::{MaybeShared, Shared};
 use crate::sleep::Sleeper;
@@ -133,7 +132,7 @@ where
     C: Classify<T, E>,
     O: Observer,
 {
-    type Output = Result<T, RetryError<E>>;
+    type Output = Result<T, crate::error::RetryError<E>>;
     type IntoFuture = HedgeFuture<'a, Op, Fut, C, O, crate::TokioSleeper>;
 
     fn into_future(self) -> Self::IntoFuture {

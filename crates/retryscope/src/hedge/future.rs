@@ -141,7 +141,12 @@ impl<'a, Fut, O: Observer> Calls<'a, Fut, O> {
         if let (Some(throttle), Some(healthy)) = (self.setup.throttle.as_deref(), healthy) {
             throttle.attempt_finished(healthy);
         }
-        let duration = now.saturating_duration_since(started);
+        // Only an observer that uses durations, or a percentile delay, needs it.
+        let duration = if O::TIMED || self.setup.policy.tracks_latency() {
+            now.saturating_duration_since(started)
+        } else {
+            Duration::ZERO
+        };
         let outcome = if verdict == Verdict::Success { HedgeOutcome::Won } else { HedgeOutcome::Failed };
         let error = verdict.error_type();
         if let (Some(op), Some(scope)) = (self.operation.as_mut(), scope) {
@@ -205,9 +210,14 @@ impl<'a, Fut, O: Observer> Calls<'a, Fut, O> {
     /// The call is over at `now`: the copies left are cancelled (the first's
     /// future dropped by the caller), the observer hears how it ended.
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
-        self.cancel_all(now);
+        if self.in_flight() {
+            self.cancel_all(now);
+        }
         if let Some(op) = self.operation.take() {
-            let duration = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+            let duration = match self.started {
+                Some(started) if O::TIMED => now.saturating_duration_since(started),
+                _ => Duration::ZERO,
+            };
             op.finished(&Finish { outcome, reason, attempts: self.sent, duration });
         }
     }

@@ -227,6 +227,11 @@ impl HedgePolicy {
         }
     }
 
+    /// Whether successful copies' latencies are counted (a percentile delay).
+    pub(crate) fn tracks_latency(&self) -> bool {
+        self.tracker.is_some()
+    }
+
     /// A successful copy took `latency`: the percentile tracker counts it.
     pub(crate) fn record(&self, latency: Duration) {
         if let Some(tracker) = &self.tracker {
