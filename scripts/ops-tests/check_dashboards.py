@@ -47,6 +47,8 @@ CONTRACT = {
     "retryscope_budget_available": [],
     "retryscope_pace_rate_per_second": [],
     "retryscope_server_requests_total": ["retryscope_attempt", "http_route"],
+    "retryscope_hedges_total": [],
+    "retryscope_hedge_wins_total": [],
 }
 for _h, _labels in HISTOGRAMS.items():
     CONTRACT[_h + "_bucket"] = _labels + ["le"]
@@ -339,6 +341,8 @@ def synthetic_series():
                                ("worker", "w-1", "payments", "refund")):
         base = {"job": job, "instance": inst, "retryscope_dependency": dep, "retryscope_operation": op}
         counter("retryscope_requests_total", base, 150)
+        counter("retryscope_hedges_total", base, 6)
+        counter("retryscope_hedge_wins_total", base, 4)
         for reason, k in (("503", 20), ("timeout", 10)):
             counter("retryscope_retries_total", {**base, "retryscope_retry_reason": reason}, k)
         for attempt, err, k, med in (("1", "", 120, 0.05), ("1", "503", 30, 0.02),

@@ -347,10 +347,29 @@ def overview():
         [target(f"min by ({BY}) (retryscope_pace_rate_per_second{{{SEL}}})",
                 "{{job}} → {{retryscope_dependency}}", "A")],
         {"h": 8, "w": 8, "x": 16, "y": 79}, unit="reqps", min_=0))
+
+    p.append(row(105, "Hedging: slow tails", 87))
+    p.append(timeseries(
+        19, "Hedge-to-request ratio (extra load)",
+        "Copies sent beyond the first (retryscope_hedges_total) per logical request (recording rule "
+        "retryscope:hedge_ratio:rate5m): the load hedging adds, 0.05 = 5 % more requests reach the "
+        "dependency. Line: 10 % (HedgeLoadHigh, warning, for 10 minutes). 0 for a dependency that is "
+        "called without hedging.",
+        [target(f"retryscope:hedge_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 0, "y": 88}, unit="percentunit", th=thresholds((0.1, "orange")),
+        th_style="line", links=[trace_link()]))
+    p.append(timeseries(
+        20, "Hedges that won",
+        "Calls won by a later copy (retryscope_hedge_wins_total) per hedge sent (recording rule "
+        "retryscope:hedge_win_ratio:rate5m). High: hedges cut slow calls short. Low with a high hedge "
+        "ratio: the first copy wins anyway and the hedging delay is too short for this dependency. "
+        "No line: no hedge was sent.",
+        [target(f"retryscope:hedge_win_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 12, "y": 88}, unit="percentunit", max_=1))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, and how dependencies' rate limits pace the calls. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, and what hedging adds to the load and wins back. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

@@ -13,7 +13,11 @@ instrumentation, each serving its metrics on its own endpoint:
   * a rate-limited gateway (`storm --rate-limited`, the pacer holding and
     refusing calls), still loading when the queries run, so that the pacing
     panels — the pacer's time held and its allowed rate, a gauge reported only
-    while a pace is in force — have something to show.
+    while a pace is in force — have something to show;
+  * a slow tail under percentile hedging (`storm --slow-tail`, 2 % of the
+    requests taking a second), still loading when the queries run, so that
+    the hedging panels — hedges per request and the share that won — have
+    something to show.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -90,8 +94,10 @@ def main(argv):
     if not prometheus:
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
-    prom_port, short_port, sustained_port, paced_port = free_port(), free_port(), free_port(), free_port()
-    targets = f"'127.0.0.1:{short_port}', '127.0.0.1:{sustained_port}', '127.0.0.1:{paced_port}'"
+    prom_port, short_port, sustained_port, paced_port, hedged_port = (
+        free_port(), free_port(), free_port(), free_port(), free_port())
+    ports = (short_port, sustained_port, paced_port, hedged_port)
+    targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
         f"rule_files: ['{kit.RULES.resolve()}']\n"
@@ -123,9 +129,16 @@ def main(argv):
              "--rate-policies", "pacer", "--duration", "600", "--out", str(work / "paced"),
              "--prometheus", f"127.0.0.1:{paced_port}", "--linger", "900"],
             stdout=open(work / "paced.log", "w"), stderr=subprocess.STDOUT))
+        # A slow tail hedged at its p95, 20 calls/s; it outlasts the checks too.
+        procs.append(subprocess.Popen(
+            [str(lab), "storm", "--slow-tail", "--clients", "5", "--rate", "4", "--hedge-policies", "percentile",
+             "--duration", "600", "--out", str(work / "hedged"),
+             "--prometheus", f"127.0.0.1:{hedged_port}", "--linger", "900"],
+            stdout=open(work / "hedged.log", "w"), stderr=subprocess.STDOUT))
         check("the lab is scraped", wait_until(
-            "a successful scrape of the three runs",
-            lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"]) == 3,
+            f"a successful scrape of the {len(ports)} runs",
+            lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"])
+            == len(ports),
             60))
 
         fired_after = None

@@ -9,7 +9,9 @@
 //! With `--layers N`, the struggling server is the bottom of a [`chain`] of
 //! services, each calling the next through the middleware: see [`layers`].
 //! With `--rate-limited`, the server is a gateway with a quota instead, and the
-//! policies compared are ways of pacing: see [`rate_limited`].
+//! policies compared are ways of pacing: see [`rate_limited`]. With
+//! `--slow-tail`, the server is healthy but slow now and then, and the
+//! policies compared are ways of hedging: see [`slow_tail`].
 
 pub mod chain;
 mod chart;
@@ -20,6 +22,7 @@ mod policies;
 pub mod rate_limited;
 pub mod report;
 pub mod server;
+pub mod slow_tail;
 mod telemetry;
 
 pub use policies::StormPolicy;
@@ -37,24 +40,27 @@ use std::time::Duration;
 /// Flags of `retryscope storm`.
 #[derive(Debug, Clone, Args)]
 pub struct StormArgs {
-    /// Concurrent clients (10 by default with --layers, 40 with --rate-limited).
+    /// Concurrent clients (10 by default with --layers, 40 with --rate-limited,
+    /// 32 with --slow-tail).
     #[arg(
         long,
         default_value_t = 50,
         default_value_if("layers", ArgPredicate::IsPresent, "10"),
-        default_value_if("rate_limited", "true", "40")
+        default_value_if("rate_limited", "true", "40"),
+        default_value_if("slow_tail", "true", "32")
     )]
     pub clients: u32,
     /// Logical requests per second per client.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
-    /// Seconds of load per policy (8 by default with --layers, 10 with
-    /// --rate-limited).
+    /// Seconds of load per policy (8 by default with --layers and with
+    /// --slow-tail, 10 with --rate-limited).
     #[arg(
         long,
         default_value_t = 16.0,
         default_value_if("layers", ArgPredicate::IsPresent, "8"),
-        default_value_if("rate_limited", "true", "10")
+        default_value_if("rate_limited", "true", "10"),
+        default_value_if("slow_tail", "true", "8")
     )]
     pub duration: f64,
     /// The outage as START:LENGTH in seconds from the start of each policy's run
@@ -121,12 +127,47 @@ pub struct StormArgs {
     /// Policies the rate-limited storm compares, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "per-call,pacer,adaptive", requires = "rate_limited")]
     pub rate_policies: Vec<rate_limited::RatePolicy>,
+    /// Run the slow-tail storm instead: a healthy server that answers a small
+    /// share of requests (--slow-share) slowly (--slow-ms), the clients'
+    /// calls hedged through the engine; compares --hedge-policies, not
+    /// --policies. The other storms' server, outage and policy flags do not
+    /// apply, and are refused.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "rate_limited", "layers", "layer_policies", "policies", "outage", "capacity", "server",
+            "service_ms", "queue"
+        ]
+    )]
+    pub slow_tail: bool,
+    /// Share of the slow-tail server's requests that are slow, drawn per
+    /// request (a hedge is slow with the same probability).
+    #[arg(long, default_value_t = 0.02, requires = "slow_tail")]
+    pub slow_share: f64,
+    /// Milliseconds a slow request of --slow-tail takes.
+    #[arg(long, default_value_t = 1_000, requires = "slow_tail")]
+    pub slow_ms: u32,
+    /// The other requests of --slow-tail take between this and twice this,
+    /// in milliseconds.
+    #[arg(long, default_value_t = 2, requires = "slow_tail")]
+    pub fast_ms: u32,
+    /// The hedging delay of the `fixed` policy, in milliseconds; the
+    /// `percentile` policy's until it has a window of latencies to read.
+    #[arg(long, default_value_t = 50, requires = "slow_tail")]
+    pub hedge_delay_ms: u32,
+    /// The quantile of the `percentile` policy's delay, above 0 and below 1.
+    #[arg(long, default_value_t = slow_tail::policies::QUANTILE, requires = "slow_tail")]
+    pub hedge_quantile: f64,
+    /// Policies the slow-tail storm compares, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "none,fixed,percentile", requires = "slow_tail")]
+    pub hedge_policies: Vec<slow_tail::HedgingPolicy>,
     /// Seeds the clients' start phases.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Where the chart (storm.svg) and the summary (storm.json) go; with
     /// --layers, storm-layers.svg and storm-layers.json; with --rate-limited,
-    /// storm-rate-limited.svg and storm-rate-limited.json.
+    /// storm-rate-limited.svg and storm-rate-limited.json; with --slow-tail,
+    /// slow-tail.svg and slow-tail.json.
     #[arg(long, default_value = "out/storm")]
     pub out: PathBuf,
     /// Serve the metrics for Prometheus on this address, e.g. 127.0.0.1:9464.
