@@ -2,6 +2,7 @@
 //! ([`shared_setters!`](crate::shared_setters)).
 
 use crate::body_rule::SharedBodyRule;
+use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
 use opentelemetry::metrics::Meter;
@@ -63,6 +64,9 @@ pub struct ClientSettings {
     pub attempt_header: Option<HeaderName>,
     /// Retry only where no other layer of the call chain retries.
     pub one_layer: bool,
+    /// Which header carries idempotency keys, and whether requests without
+    /// one get one.
+    pub idempotency: IdempotencyKeys,
 }
 
 impl Default for ClientSettings {
@@ -81,6 +85,7 @@ impl Default for ClientSettings {
             pacer: Some(Arc::new(Pacer::new)),
             attempt_header: Some(ATTEMPT_HEADER),
             one_layer: false,
+            idempotency: IdempotencyKeys::default(),
         }
     }
 }
@@ -120,6 +125,7 @@ impl fmt::Debug for ClientSettings {
             .field("pacer", &self.pacer.is_some())
             .field("attempt_header", &self.attempt_header)
             .field("one_layer", &self.one_layer)
+            .field("idempotency", &self.idempotency)
             .finish()
     }
 }
@@ -132,7 +138,8 @@ impl fmt::Debug for ClientSettings {
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
-///   `attempt_header`, `no_attempt_header` — what only HTTP semantics use.
+///   `attempt_header`, `no_attempt_header`, `idempotency_keys`, `idempotency_key_header`
+///   — what only HTTP semantics use.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! shared_setters {
@@ -283,6 +290,31 @@ macro_rules! shared_setters {
         /// Sends no attempt header.
         pub fn no_attempt_header(mut self) -> Self {
             self.$($field).+.attempt_header = None;
+            self
+        }
+
+        /// Gives every non-idempotent request (POST, PATCH, …) that carries no
+        /// idempotency key a fresh one (a UUID v4, as an RFC 8941 String),
+        /// once per call: every attempt sends the same key, and the request is
+        /// thereby retried on transient failures as an idempotent one is. A
+        /// key the request carries is kept unchanged; a streamed body gets
+        /// none and is still sent once. Per request, an
+        /// [`IdempotencyKey`](retryscope_http::idempotency::IdempotencyKey)
+        /// extension supplies a key or suppresses this. Requests marked
+        /// `safe_to_retry` get a key too. Retrying is then only as safe as the
+        /// server's handling of keys: it must answer a repeated key with the
+        /// stored response (see `retryscope-idempotency`).
+        pub fn idempotency_keys(mut self) -> Self {
+            self.$($field).+.idempotency = self.$($field).+.idempotency.clone().generate();
+            self
+        }
+
+        /// Names the header that carries idempotency keys (default
+        /// `Idempotency-Key`, the draft's): the one looked for on requests —
+        /// a request carrying it may be retried — and the one supplied and
+        /// generated keys are sent in.
+        pub fn idempotency_key_header(mut self, name: $crate::__private::HeaderName) -> Self {
+            self.$($field).+.idempotency = self.$($field).+.idempotency.clone().header(name);
             self
         }
     };

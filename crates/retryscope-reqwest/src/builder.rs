@@ -70,6 +70,7 @@ impl RetryMiddlewareBuilder {
             dependencies: guards.build(),
             attempt_header: settings.attempt_header,
             one_layer: settings.one_layer,
+            idempotency: settings.idempotency,
         }
     }
 }
