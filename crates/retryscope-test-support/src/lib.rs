@@ -10,6 +10,7 @@
 //!   stream and a bidirectional chat;
 //! - [`h2_server`]: a raw HTTP/2 server that resets streams with a chosen reason;
 //! - [`telemetry`]: the in-memory trace and metric pipeline;
+//! - [`keys`]: what an idempotency key on the wire must look like;
 //! - [`net`]: a port nobody listens on, and a server that never answers.
 // Fixtures, not an API: their names and their tests say what they do.
 #![allow(missing_docs)]
@@ -18,6 +19,7 @@ pub mod body_server;
 pub mod echo;
 pub mod h2_server;
 pub mod http_server;
+pub mod keys;
 pub mod net;
 pub mod rotel;
 pub mod scripted;
