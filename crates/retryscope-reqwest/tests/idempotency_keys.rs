@@ -253,6 +253,23 @@ async fn attempt_spans_say_whether_the_key_was_generated_never_what_it_is() {
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_readme_snippet_retries_a_lost_order_with_one_key() -> Result<(), Box<dyn std::error::Error>> {
+    let server = Server::start().await;
+    server.script("/orders", [Reply::DropMidResponse, Reply::ok("created")]);
+    let url = server.url("/orders");
+    // The README's lines, with the server's address in place of 127.0.0.1:8080.
+    let middleware = RetryMiddleware::builder(Policy::interactive()).idempotency_keys().build();
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).with(middleware).build();
+    let response = client.post(&url).body(r#"{"sku":7}"#).send().await?;
+    assert_eq!(response.text().await?, "created");
+    let keys = keys_seen(&server, "/orders", "idempotency-key");
+    assert_eq!(keys.len(), 2);
+    assert!(keys[0].as_deref().and_then(uuid_v4_in_sf_string).is_some(), "{keys:?}");
+    assert_eq!(keys[0], keys[1]);
+    Ok(())
+}
+
 /// A stream over chunks, without pulling in a stream crate.
 struct Chunks<I>(I);
 
