@@ -11,12 +11,14 @@
 //! - [`h2_server`]: a raw HTTP/2 server that resets streams with a chosen reason;
 //! - [`telemetry`]: the in-memory trace and metric pipeline;
 //! - [`keys`]: what an idempotency key on the wire must look like;
-//! - [`net`]: a port nobody listens on, and a server that never answers.
+//! - [`net`]: a port nobody listens on, and a server that never answers;
+//! - [`external`]: services named by an environment variable (skipped, or failing under CI).
 // Fixtures, not an API: their names and their tests say what they do.
 #![allow(missing_docs)]
 
 pub mod body_server;
 pub mod echo;
+pub mod external;
 pub mod h2_server;
 pub mod http_server;
 pub mod keys;
