@@ -10,11 +10,15 @@
 //! services, each calling the next through the middleware: see [`layers`].
 //! With `--rate-limited`, the server is a gateway with a quota instead, and the
 //! policies compared are ways of pacing: see [`rate_limited`].
+//! With `--lost-responses`, the server does its work and then loses a share
+//! of the answers, and the policies compared retry a POST with and without an
+//! idempotency key: see [`lost_responses`].
 
 pub mod chain;
 mod chart;
 pub mod layers;
 mod load;
+pub mod lost_responses;
 pub mod metrics;
 mod policies;
 pub mod rate_limited;
@@ -37,12 +41,14 @@ use std::time::Duration;
 /// Flags of `retryscope storm`.
 #[derive(Debug, Clone, Args)]
 pub struct StormArgs {
-    /// Concurrent clients (10 by default with --layers, 40 with --rate-limited).
+    /// Concurrent clients (10 by default with --layers, 40 with --rate-limited,
+    /// 16 with --lost-responses).
     #[arg(
         long,
         default_value_t = 50,
         default_value_if("layers", ArgPredicate::IsPresent, "10"),
-        default_value_if("rate_limited", "true", "40")
+        default_value_if("rate_limited", "true", "40"),
+        default_value_if("lost_responses", "true", "16")
     )]
     pub clients: u32,
     /// Logical requests per second per client.
@@ -121,12 +127,41 @@ pub struct StormArgs {
     /// Policies the rate-limited storm compares, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "per-call,pacer,adaptive", requires = "rate_limited")]
     pub rate_policies: Vec<rate_limited::RatePolicy>,
-    /// Seeds the clients' start phases.
+    /// Run the lost-responses storm instead: a server that runs every POST,
+    /// then loses --loss of its responses (the connection closed, or a 503,
+    /// after the work); --operations POSTs, --clients at a time, compared over
+    /// --lost-policies. The other storms' load, server and outage flags do not
+    /// apply, and are refused.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "layers", "layer_policies", "policies", "outage", "capacity", "server", "service_ms", "queue",
+            "rate_limited", "rate", "duration"
+        ]
+    )]
+    pub lost_responses: bool,
+    /// Logical operations (one POST each) per policy of --lost-responses.
+    #[arg(long, default_value_t = 400, requires = "lost_responses")]
+    pub operations: u32,
+    /// The share of responses the server of --lost-responses loses, 0 to 0.6.
+    #[arg(long, default_value_t = 0.3, requires = "lost_responses")]
+    pub loss: f64,
+    /// Policies the lost-responses storm compares, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "no-retry,retry-no-keys,retry-keys",
+        requires = "lost_responses"
+    )]
+    pub lost_policies: Vec<lost_responses::LostPolicy>,
+    /// Seeds the clients' start phases (with --lost-responses, which responses
+    /// are lost).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Where the chart (storm.svg) and the summary (storm.json) go; with
     /// --layers, storm-layers.svg and storm-layers.json; with --rate-limited,
-    /// storm-rate-limited.svg and storm-rate-limited.json.
+    /// storm-rate-limited.svg and storm-rate-limited.json; with
+    /// --lost-responses, lost-responses.svg and lost-responses.json.
     #[arg(long, default_value = "out/storm")]
     pub out: PathBuf,
     /// Serve the metrics for Prometheus on this address, e.g. 127.0.0.1:9464.
