@@ -279,7 +279,8 @@ impl<B: Send + 'static> Service<Request<B>> for Work {
             .map(|n| n.fetch_add(1, Ordering::Relaxed) + 1);
         Box::pin(async move {
             let Some(execution) = counted else { return Ok(respond(StatusCode::BAD_REQUEST)) };
-            let mut response = Response::new(Full::new(Bytes::from(format!("{{\"execution\":{execution}}}"))));
+            let mut response =
+                Response::new(Full::new(Bytes::from(format!("{{\"execution\":{execution}}}"))));
             *response.status_mut() = StatusCode::CREATED;
             response.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
             Ok(response)

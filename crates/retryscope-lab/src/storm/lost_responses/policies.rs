@@ -30,7 +30,8 @@ pub enum LostPolicy {
 
 impl LostPolicy {
     /// Every policy, in the order the report shows them.
-    pub const ALL: [LostPolicy; 3] = [LostPolicy::NoRetry, LostPolicy::RetryWithoutKeys, LostPolicy::RetryWithKeys];
+    pub const ALL: [LostPolicy; 3] =
+        [LostPolicy::NoRetry, LostPolicy::RetryWithoutKeys, LostPolicy::RetryWithKeys];
 
     /// The name used on the command line, in reports and as `retryscope.operation`.
     pub const fn name(self) -> &'static str {
