@@ -28,6 +28,12 @@
 //! - **Keyed methods**: POST and PATCH ([`methods`](IdempotencyLayer::methods)).
 //! - **A 5xx or an error** from the service releases the key: the operation said
 //!   it failed, so a retry runs it again. Other statuses (4xx included) are kept.
+//!   *A deviation*: the draft says a retry SHOULD get "the result of the
+//!   previously completed operation, success or an error";
+//!   [`keep_server_errors`](IdempotencyLayer::keep_server_errors) follows it.
+//! - **The fingerprint** covers the method and the path and query as well as the
+//!   payload the draft names, so a key reused on another resource is a mismatch
+//!   (422), never the other resource's response.
 //! - **A response too large to keep** (or with trailers, or slower than the body
 //!   timeout) is sent to the caller whole; the key is then *not replayable*:
 //!   repeats get 409 (`#not-replayable`) and the request never runs twice.

@@ -214,7 +214,7 @@ where
             return Err(error);
         }
     };
-    if response.status().is_server_error() {
+    if response.status().is_server_error() && !shared.settings.keep_server_errors {
         // The operation says it failed: a retry runs it again.
         claim.release().await;
         return Ok(response.map(ResponseBody::passthrough));

@@ -53,6 +53,12 @@ async fn the_same_key_with_another_body_gets_422() {
     let other = send(addr, "/orders", Some("\"k\""), "sku=8").await;
     assert_eq!(other.status, 422);
     assert!(other.body.contains("#mismatch"), "{}", other.body);
+    assert!(
+        other.body.contains("\"title\":\"Idempotency-Key is already used\""),
+        "the draft's title: {}",
+        other.body
+    );
+    assert_eq!(other.headers["content-language"], "en");
     assert_eq!(executions.count(), 1);
 }
 
@@ -215,4 +221,14 @@ async fn a_full_store_makes_room_from_expired_keys_only() {
     tokio::time::advance(ttl).await;
     assert!(matches!(store.claim(&key("c"), print, ttl).await, Ok(Claim::Claimed(_))));
     assert_eq!(store.len(), 1, "both expired keys were dropped");
+}
+
+#[tokio::test]
+async fn keep_server_errors_replays_a_5xx_as_the_draft_says() {
+    let (router, executions) = app(IdempotencyLayer::new(MemoryStore::default()).keep_server_errors(), QUICK);
+    let addr = serve(router).await;
+    assert_eq!(send(addr, "/fail/503", Some("\"s\""), "").await.status, 503);
+    let retry = send(addr, "/fail/503", Some("\"s\""), "").await;
+    assert_eq!((retry.status, retry.replayed()), (503, true));
+    assert_eq!(executions.count(), 1);
 }
