@@ -45,6 +45,11 @@
 //!   could not be recorded.
 //! - **A claimed request runs to its end** in a task of its own even when the
 //!   caller goes away, so that the retry of a lost response finds it.
+//! - **A claim is leased** ([`lease`](IdempotencyLayer::lease), 5 min): a process
+//!   that dies mid-request (a shared store outlives it) holds the key for that
+//!   long — repeats get 409 — and then frees it, so a retry runs the request
+//!   again. The entry of a completed request lives for the `ttl` from its
+//!   completion, the draft's documented expiry.
 //! - **Keys are not scoped** per client: a service with several tenants should
 //!   prefix them (or give each tenant its own key space) before this layer.
 //!
