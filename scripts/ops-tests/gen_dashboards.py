@@ -347,10 +347,24 @@ def overview():
         [target(f"min by ({BY}) (retryscope_pace_rate_per_second{{{SEL}}})",
                 "{{job}} → {{retryscope_dependency}}", "A")],
         {"h": 8, "w": 8, "x": 16, "y": 79}, unit="reqps", min_=0))
+
+    # Issue 25: the server side of idempotency keys (retryscope-idempotency).
+    p.append(row(140, "Idempotency keys: the server side", 96))
+    p.append(timeseries(
+        40, "Keyed requests by what the server did",
+        "Requests of keyed methods (POST, PATCH) per second seen by the idempotency layer "
+        "(retryscope_idempotency_requests_total), by retryscope_idempotency_outcome: executed (ran once), "
+        "replayed (a retry answered from the store), conflict (409: the first still running), mismatch "
+        "(422: the key reused for another request), missing_key / invalid_key (400), unkeyed (passed "
+        "through), not_replayable, body_refused, store_full and store_error (503). Replays are retries that "
+        "did not run twice.",
+        [target('sum by (job, retryscope_idempotency_outcome) (rate(retryscope_idempotency_requests_total'
+                f'{{job=~"$job"}}[{RI}]))', "{{job}}: {{retryscope_idempotency_outcome}}", "A")],
+        {"h": 8, "w": 24, "x": 0, "y": 97}, unit="reqps", stack=True))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, and how dependencies' rate limits pace the calls. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, and what servers' idempotency layers replay. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

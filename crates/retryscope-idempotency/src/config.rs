@@ -20,6 +20,7 @@ pub(crate) struct Settings {
     pub(crate) header: HeaderName,
     pub(crate) methods: Vec<Method>,
     pub(crate) require_key: bool,
+    pub(crate) keep_server_errors: bool,
     pub(crate) ttl: Duration,
     pub(crate) lease: Duration,
     pub(crate) max_body: usize,
@@ -48,6 +49,7 @@ impl Default for Settings {
             header: IDEMPOTENCY_KEY,
             methods: vec![Method::POST, Method::PATCH],
             require_key: false,
+            keep_server_errors: false,
             ttl: Self::DEFAULT_TTL,
             lease: Self::DEFAULT_LEASE,
             max_body: Self::DEFAULT_MAX_BODY,
@@ -65,6 +67,7 @@ impl fmt::Debug for Settings {
             .field("header", &self.header)
             .field("methods", &self.methods)
             .field("require_key", &self.require_key)
+            .field("keep_server_errors", &self.keep_server_errors)
             .field("ttl", &self.ttl)
             .field("lease", &self.lease)
             .field("max_body", &self.max_body)

@@ -43,8 +43,9 @@ impl IdempotencyKey {
         if !value.is_ascii() {
             return Err(KeyError::NotAscii);
         }
-        let item =
-            sfv::Parser::new(value).parse::<sfv::Item>().map_err(|source| KeyError::NotAString { source })?;
+        let item = sfv::Parser::new(value)
+            .parse::<sfv::Item>()
+            .map_err(|source| KeyError::NotAString { source: source.into() })?;
         let Some(string) = item.bare_item.as_string() else {
             return Err(KeyError::WrongType);
         };
@@ -103,8 +104,9 @@ pub enum KeyError {
     NotAscii,
     /// The value is not a valid Structured Field Item.
     NotAString {
-        /// What the Structured Field parser found wrong.
-        source: sfv::Error,
+        /// What the Structured Field parser found wrong (its type is the
+        /// parser's, not part of this API).
+        source: Box<dyn Error + Send + Sync>,
     },
     /// The value is an Item of another type (a Token, an Integer, …): the draft
     /// asks for a String, in quotes.
@@ -131,7 +133,7 @@ impl fmt::Display for KeyError {
 impl Error for KeyError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
-            Self::NotAString { source } => Some(source),
+            Self::NotAString { source } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -59,6 +59,16 @@ impl<St: IdempotencyStore> IdempotencyLayer<St> {
         self
     }
 
+    /// Keeps and replays 5xx responses like any other, as the draft asks ("the
+    /// result of the previously completed operation, success or an error").
+    /// By default a 5xx frees the key instead, so that the retry runs again:
+    /// a service that answers 5xx has said the operation failed, and a
+    /// replayed 5xx would make every retry of it fail the same way.
+    pub fn keep_server_errors(mut self) -> Self {
+        self.settings.keep_server_errors = true;
+        self
+    }
+
     /// Reads the key from `name` instead of `Idempotency-Key`.
     pub fn header_name(mut self, name: HeaderName) -> Self {
         self.settings.header = name;

@@ -28,6 +28,12 @@
 //! - **Keyed methods**: POST and PATCH ([`methods`](IdempotencyLayer::methods)).
 //! - **A 5xx or an error** from the service releases the key: the operation said
 //!   it failed, so a retry runs it again. Other statuses (4xx included) are kept.
+//!   *A deviation*: the draft says a retry SHOULD get "the result of the
+//!   previously completed operation, success or an error";
+//!   [`keep_server_errors`](IdempotencyLayer::keep_server_errors) follows it.
+//! - **The fingerprint** covers the method and the path and query as well as the
+//!   payload the draft names, so a key reused on another resource is a mismatch
+//!   (422), never the other resource's response.
 //! - **A response too large to keep** (or with trailers, or slower than the body
 //!   timeout) is sent to the caller whole; the key is then *not replayable*:
 //!   repeats get 409 (`#not-replayable`) and the request never runs twice.
@@ -39,6 +45,11 @@
 //!   could not be recorded.
 //! - **A claimed request runs to its end** in a task of its own even when the
 //!   caller goes away, so that the retry of a lost response finds it.
+//! - **A claim is leased** ([`lease`](IdempotencyLayer::lease), 5 min): a process
+//!   that dies mid-request (a shared store outlives it) holds the key for that
+//!   long — repeats get 409 — and then frees it, so a retry runs the request
+//!   again. The entry of a completed request lives for the `ttl` from its
+//!   completion, the draft's documented expiry.
 //! - **Keys are not scoped** per client: a service with several tenants should
 //!   prefix them (or give each tenant its own key space) before this layer.
 //!

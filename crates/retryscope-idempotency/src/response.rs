@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
+use http::header::{CONTENT_LANGUAGE, CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 
 /// The header a replayed response carries: `Idempotency-Replayed: true`. The
@@ -44,7 +44,8 @@ impl StoredResponse {
     }
 }
 
-/// One of the layer's own refusals, with its problem type and status.
+/// One of the layer's own refusals, with its problem type and status. The
+/// draft's three (400 missing, 422 reused, 409 outstanding) carry its titles.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Problem {
     MissingKey,
@@ -75,8 +76,8 @@ impl Problem {
         match self {
             Self::MissingKey => "Idempotency-Key is missing",
             Self::InvalidKey => "Idempotency-Key is invalid",
-            Self::Conflict => "A request with this Idempotency-Key is still being processed",
-            Self::Mismatch => "Idempotency-Key is already used for a different request",
+            Self::Conflict => "A request is outstanding for this Idempotency-Key",
+            Self::Mismatch => "Idempotency-Key is already used",
             Self::NotReplayable => {
                 "The request with this Idempotency-Key completed, but its response was not kept"
             }
@@ -120,6 +121,8 @@ impl Problem {
         let mut response = Response::new(Bytes::from(body));
         *response.status_mut() = self.status();
         response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        // As the draft's examples: the titles are English.
+        response.headers_mut().insert(CONTENT_LANGUAGE, HeaderValue::from_static("en"));
         let retry_after = match self {
             Self::StoreFull { retry_after } => Some(retry_after.as_secs().max(1)),
             Self::StoreUnavailable => Some(1),

@@ -139,40 +139,64 @@ where
     let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
     let fingerprint = Fingerprint::of(&parts.method, path, &body);
 
+    // Claim and run in a task of their own: once the store has the claim,
+    // the request runs to its end and its completion is recorded even if the
+    // caller goes away meanwhile (the lost response a retry will ask for).
+    let request = Request::from_parts(parts, RequestBody::buffered(body));
+    let task = tokio::spawn(claim_and_run(inner, Arc::clone(&shared), key, fingerprint, request));
+    match task.await {
+        Ok((outcome, answer)) => {
+            shared.telemetry.record(outcome, route.as_deref());
+            answer
+        }
+        Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+        // Only a runtime shutting down cancels the task; its guard released any claim.
+        Err(_) => answer(Outcome::StoreError, Problem::StoreUnavailable.response(None)),
+    }
+}
+
+/// Claims the key, then runs the request or answers from what the key holds.
+async fn claim_and_run<S, St, B, ResBody>(
+    inner: S,
+    shared: Arc<Shared<St>>,
+    key: IdempotencyKey,
+    fingerprint: Fingerprint,
+    request: Request<RequestBody<B>>,
+) -> (Outcome, Answer<ResBody, S::Error>)
+where
+    S: Service<Request<RequestBody<B>>, Response = Response<ResBody>>,
+    St: IdempotencyStore,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let settings = &shared.settings;
+    let refuse =
+        |outcome: Outcome, response: Response<Bytes>| (outcome, Ok(response.map(ResponseBody::full)));
     let claim =
         timeout(settings.store_timeout, shared.store.claim(&key, fingerprint, settings.lease())).await;
     let ticket = match claim.unwrap_or_else(|_| Err(StoreError::timeout("claim"))) {
         Ok(Claim::Claimed(ticket)) => ticket,
         Ok(Claim::Held(entry)) if entry.fingerprint != fingerprint => {
-            return answer(Outcome::Mismatch, Problem::Mismatch.response(None));
+            return refuse(Outcome::Mismatch, Problem::Mismatch.response(None));
         }
         Ok(Claim::Held(entry)) => {
             return match entry.state {
-                EntryState::Completed(stored) => answer(Outcome::Replayed, stored.replay()),
-                EntryState::InFlight => answer(Outcome::Conflict, Problem::Conflict.response(None)),
+                EntryState::Completed(stored) => refuse(Outcome::Replayed, stored.replay()),
+                EntryState::InFlight => refuse(Outcome::Conflict, Problem::Conflict.response(None)),
                 EntryState::NotReplayable => {
-                    answer(Outcome::NotReplayable, Problem::NotReplayable.response(None))
+                    refuse(Outcome::NotReplayable, Problem::NotReplayable.response(None))
                 }
             };
         }
         Ok(Claim::Full { retry_after }) => {
-            return answer(Outcome::StoreFull, Problem::StoreFull { retry_after }.response(None));
+            return refuse(Outcome::StoreFull, Problem::StoreFull { retry_after }.response(None));
         }
         Err(error) => {
             tracing::warn!(error = %chain(&error), "idempotency store unavailable: the request is not run");
-            return answer(Outcome::StoreError, Problem::StoreUnavailable.response(None));
+            return refuse(Outcome::StoreError, Problem::StoreUnavailable.response(None));
         }
     };
-
-    shared.telemetry.record(Outcome::Executed, route.as_deref());
-    let request = Request::from_parts(parts, RequestBody::buffered(body));
-    let run = tokio::spawn(run_claimed(inner, Arc::clone(&shared), ticket, request));
-    match run.await {
-        Ok(answer) => answer,
-        Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
-        // Only a runtime shutting down cancels the task; its guard released the claim.
-        Err(_) => Ok(Problem::StoreUnavailable.response(None).map(ResponseBody::full)),
-    }
+    (Outcome::Executed, run_claimed(inner, Arc::clone(&shared), ticket, request).await)
 }
 
 /// Reads a keyed request's body, bounded in size and time.
@@ -214,7 +238,7 @@ where
             return Err(error);
         }
     };
-    if response.status().is_server_error() {
+    if response.status().is_server_error() && !shared.settings.keep_server_errors {
         // The operation says it failed: a retry runs it again.
         claim.release().await;
         return Ok(response.map(ResponseBody::passthrough));

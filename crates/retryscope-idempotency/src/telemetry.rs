@@ -12,6 +12,13 @@ pub const OUTCOME: &str = "retryscope.idempotency.outcome";
 
 /// What the layer did with a request of a keyed method (every value is in
 /// [`Outcome::ALL`]).
+///
+/// ```
+/// use retryscope_idempotency::telemetry::Outcome;
+///
+/// assert_eq!(Outcome::Replayed.as_str(), "replayed");
+/// assert!(Outcome::ALL.contains(&Outcome::StoreFull));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Outcome {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use retryscope_idempotency::store::{Claim, Completion, EntryState};
 use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyLayer, IdempotencyStore, MemoryStore};
-use support::{app, send, send_and_lose_the_response, send_with, serve};
+use support::{app, send, send_and_hang_up, send_and_lose_the_response, send_with, serve};
 
 const QUICK: Duration = Duration::ZERO;
 
@@ -22,6 +22,20 @@ async fn a_post_whose_response_is_lost_is_retried_with_its_key_and_runs_once() {
     assert_eq!(retry.body, "order 1: sku=7");
     assert_eq!(retry.headers["location"], "/orders/1");
     assert!(retry.headers.get("x-request-id").is_none(), "only the chosen headers are replayed");
+    assert_eq!(executions.count(), 1);
+}
+
+#[tokio::test]
+async fn a_caller_that_hangs_up_mid_request_still_gets_the_stored_response_on_retry() {
+    let (router, executions) = app(IdempotencyLayer::new(MemoryStore::default()), Duration::from_millis(300));
+    let addr = serve(router).await;
+    send_and_hang_up(addr, "\"gone\"", "sku=7").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let during = send(addr, "/orders", Some("\"gone\""), "sku=7").await;
+    assert_eq!(during.status, 409, "the first still runs, though its caller left: {during:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let retry = send(addr, "/orders", Some("\"gone\""), "sku=7").await;
+    assert_eq!((retry.status, retry.replayed(), retry.body.as_str()), (201, true, "order 1: sku=7"));
     assert_eq!(executions.count(), 1);
 }
 
@@ -53,6 +67,12 @@ async fn the_same_key_with_another_body_gets_422() {
     let other = send(addr, "/orders", Some("\"k\""), "sku=8").await;
     assert_eq!(other.status, 422);
     assert!(other.body.contains("#mismatch"), "{}", other.body);
+    assert!(
+        other.body.contains("\"title\":\"Idempotency-Key is already used\""),
+        "the draft's title: {}",
+        other.body
+    );
+    assert_eq!(other.headers["content-language"], "en");
     assert_eq!(executions.count(), 1);
 }
 
@@ -215,4 +235,14 @@ async fn a_full_store_makes_room_from_expired_keys_only() {
     tokio::time::advance(ttl).await;
     assert!(matches!(store.claim(&key("c"), print, ttl).await, Ok(Claim::Claimed(_))));
     assert_eq!(store.len(), 1, "both expired keys were dropped");
+}
+
+#[tokio::test]
+async fn keep_server_errors_replays_a_5xx_as_the_draft_says() {
+    let (router, executions) = app(IdempotencyLayer::new(MemoryStore::default()).keep_server_errors(), QUICK);
+    let addr = serve(router).await;
+    assert_eq!(send(addr, "/fail/503", Some("\"s\""), "").await.status, 503);
+    let retry = send(addr, "/fail/503", Some("\"s\""), "").await;
+    assert_eq!((retry.status, retry.replayed()), (503, true));
+    assert_eq!(executions.count(), 1);
 }

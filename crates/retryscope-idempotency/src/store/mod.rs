@@ -19,6 +19,33 @@ pub use redis::RedisStore;
 /// A store of idempotency keys. Each operation must be atomic for a key: of
 /// any number of concurrent [`claim`](Self::claim)s of one free key, across
 /// every process sharing the store, exactly one gets [`Claim::Claimed`].
+///
+/// What the layer does with a store, step by step:
+///
+/// ```
+/// use std::time::Duration;
+/// use retryscope_idempotency::store::{Claim, Completion, EntryState};
+/// use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, MemoryStore, StoredResponse};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::default();
+/// let key = IdempotencyKey::parse(br#""order-7""#)?;
+/// let print = Fingerprint::of(&http::Method::POST, "/orders", b"sku=7");
+/// let Claim::Claimed(ticket) = store.claim(&key, print, Duration::from_secs(60)).await? else {
+///     unreachable!("a free key")
+/// };
+/// // ... the request runs ...
+/// let response = StoredResponse { status: http::StatusCode::CREATED, headers: vec![], body: "done".into() };
+/// store.complete(&ticket, Completion::Response(response.clone()), Duration::from_secs(3600)).await?;
+///
+/// let Claim::Held(entry) = store.claim(&key, print, Duration::from_secs(60)).await? else {
+///     unreachable!("the key is held")
+/// };
+/// assert_eq!(entry.state, EntryState::Completed(response));
+/// # Ok(())
+/// # }
+/// ```
 pub trait IdempotencyStore: Send + Sync + 'static {
     /// Claims `key` for a request with `fingerprint` for at most `lease` (so a
     /// process that dies while running frees the key), or returns what the key

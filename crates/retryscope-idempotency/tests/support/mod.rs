@@ -151,3 +151,15 @@ pub async fn send_and_lose_the_response(addr: SocketAddr, key: &str, body: &str)
     assert_eq!(&first, b"HTTP");
     drop(stream);
 }
+
+/// Sends a keyed POST and hangs up at once, before any answer (hyper then
+/// drops the request's future).
+pub async fn send_and_hang_up(addr: SocketAddr, key: &str, body: &str) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "POST /orders HTTP/1.1\r\nhost: {addr}\r\nidempotency-key: {key}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("the request is sent");
+    drop(stream);
+}

@@ -6,8 +6,8 @@
 //! The loss sits in front of everything else, where a proxy or the network
 //! loses responses: behind it, the operation ran and (behind the idempotency
 //! layer) its response was stored. A handler that itself answered 503 after
-//! committing would be wrong under the draft: a 5xx says the operation failed,
-//! and the layer frees the key so that the retry runs it again.
+//! committing would be run again: by default the layer frees the key of a
+//! 5xx, taking it to say that the operation failed.
 //!
 //! Which attempts lose their response is a function of the seed, the
 //! operation and the attempt's number at the server, so every policy meets
