@@ -7,12 +7,13 @@
 #   grpc_metadata     grpc-retry-pushback-ms and grpc-timeout (retryscope-tower)
 #   service_config    the gRPC service config JSON (retryscope-tower)
 #   incoming_attempt  retry-attempt and the Envoy and gRPC attempt headers
+#   idempotency_key   the Idempotency-Key header (retryscope-idempotency)
 # Each target asserts properties (see the top of each fuzz_targets/*.rs), so a
 # run fails on a wrong answer as well as on a panic.
 #
 # Needs the nightly toolchain (sanitizers) and cargo-fuzz, installed here from
 # crates.io when missing. FUZZ_SECONDS sets the time per target (default 30,
-# three and a half minutes for the seven).
+# four minutes for the eight).
 # Seeds come from fuzz/seeds/TARGET (real headers and URLs, committed); what the
 # fuzzer learns goes to target/fuzz/corpus/TARGET, crashes to
 # target/fuzz/artifacts/.
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-30}"
-TARGETS=(retry_after rate_limit pace_signal redact_url grpc_metadata service_config incoming_attempt)
+TARGETS=(retry_after rate_limit pace_signal redact_url grpc_metadata service_config incoming_attempt idempotency_key)
 
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   echo "fuzz: the nightly toolchain is missing (rustup toolchain install nightly)" >&2

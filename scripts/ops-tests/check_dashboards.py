@@ -49,6 +49,7 @@ CONTRACT = {
     "retryscope_server_requests_total": ["retryscope_attempt", "http_route"],
     "retryscope_hedges_total": [],
     "retryscope_hedge_wins_total": [],
+    "retryscope_idempotency_requests_total": ["retryscope_idempotency_outcome", "http_route"],
 }
 for _h, _labels in HISTOGRAMS.items():
     CONTRACT[_h + "_bucket"] = _labels + ["le"]
@@ -370,6 +371,10 @@ def synthetic_series():
         for attempt, k in (("1", 120), ("2", 20), ("3", 8), ("4+", 4), ("unknown", 1)):
             counter("retryscope_server_requests_total",
                     {"job": job, "instance": inst, "retryscope_attempt": attempt, "http_route": "/orders"}, k)
+        for outcome, k in (("executed", 100), ("replayed", 12), ("conflict", 3), ("mismatch", 1)):
+            counter("retryscope_idempotency_requests_total",
+                    {"job": job, "instance": inst, "retryscope_idempotency_outcome": outcome,
+                     "http_route": "/orders"}, k)
     return out
 
 

@@ -366,10 +366,23 @@ def overview():
         "No line: no hedge was sent.",
         [target(f"retryscope:hedge_win_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
         {"h": 8, "w": W, "x": 12, "y": 88}, unit="percentunit", max_=1))
+    # Issue 25: the server side of idempotency keys (retryscope-idempotency).
+    p.append(row(140, "Idempotency keys: the server side", 96))
+    p.append(timeseries(
+        40, "Keyed requests by what the server did",
+        "Requests of keyed methods (POST, PATCH) per second seen by the idempotency layer "
+        "(retryscope_idempotency_requests_total), by retryscope_idempotency_outcome: executed (ran once), "
+        "replayed (a retry answered from the store), conflict (409: the first still running), mismatch "
+        "(422: the key reused for another request), missing_key / invalid_key (400), unkeyed (passed "
+        "through), not_replayable, body_refused, store_full and store_error (503). Replays are retries that "
+        "did not run twice.",
+        [target('sum by (job, retryscope_idempotency_outcome) (rate(retryscope_idempotency_requests_total'
+                f'{{job=~"$job"}}[{RI}]))', "{{job}}: {{retryscope_idempotency_outcome}}", "A")],
+        {"h": 8, "w": 24, "x": 0, "y": 97}, unit="reqps", stack=True))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, and what hedging adds to the load and wins back. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, and what servers' idempotency layers replay. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

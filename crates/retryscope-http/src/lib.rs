@@ -5,7 +5,8 @@
 //! caller may override per request ([`RetryOptions`]), where the metrics go
 //! ([`Telemetry`]), whether running a request again is safe ([`safety`]), what a
 //! transport failure means ([`transport`]), what an HTTP attempt span says
-//! ([`spans`]), what the caller gets when the engine stops ([`shape`]), and
+//! ([`spans`]), which idempotency key a request carries on every attempt
+//! ([`idempotency`]), what the caller gets when the engine stops ([`shape`]), and
 //! how a user's own rules for responses join the built-in ones ([`rule`],
 //! [`body_rule`]). This
 //! crate holds each of those once; the integrations add only what their
@@ -31,6 +32,7 @@
 
 pub mod body_rule;
 mod error;
+pub mod idempotency;
 mod options;
 pub mod release;
 pub mod rule;

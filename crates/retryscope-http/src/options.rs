@@ -47,7 +47,10 @@ impl RetryOptions {
     }
 
     /// Declares that running this request twice is harmless even though its method
-    /// is not idempotent and it carries no `Idempotency-Key`.
+    /// is not idempotent and it carries no `Idempotency-Key`. It is then retried
+    /// with no key at all — unless the integration's `.idempotency_keys()` is on,
+    /// which gives it one like any other POST, so that a server honouring keys
+    /// runs it once anyway.
     pub fn safe_to_retry(mut self) -> Self {
         self.safe_to_retry = true;
         self

@@ -2,6 +2,7 @@
 //! whether its body can be sent again at all.
 
 use crate::RetryOptions;
+use crate::idempotency::KeySource;
 use http::{HeaderMap, Method};
 use retryscope::classify::{Stage, may_retry};
 use retryscope::outcome::Verdict;
@@ -10,7 +11,8 @@ use retryscope::outcome::Verdict;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Safety {
     /// Whether the request may run again after it reached the server: an
-    /// idempotent method, an `Idempotency-Key`, or the caller's
+    /// idempotent method, an idempotency key (the caller's or one
+    /// [generated](crate::idempotency)), or the caller's
     /// [`safe_to_retry`](RetryOptions::safe_to_retry).
     pub safe_after_sent: bool,
     /// Whether the body can be sent again at all.
@@ -29,6 +31,15 @@ impl Safety {
             replayable,
             retried_upstream: false,
         }
+    }
+
+    /// Marks the request safe to run again when it carries an idempotency key
+    /// under the integration's configured header (see
+    /// [`IdempotencyKeys::apply`](crate::idempotency::IdempotencyKeys::apply)):
+    /// the draft's `Idempotency-Key` counts already, a renamed header only so.
+    pub fn with_key(mut self, key: Option<KeySource>) -> Self {
+        self.safe_after_sent |= key.is_some();
+        self
     }
 
     /// Turns a retryable verdict into an unrepeatable one when retrying could
@@ -51,10 +62,25 @@ impl Safety {
 /// Whether a request with `method` and `headers` may run again after it
 /// reached the server: an idempotent method, an `Idempotency-Key`, or the
 /// caller's [`safe_to_retry`](RetryOptions::safe_to_retry).
+///
+/// `safe_to_retry` vouches that a duplicate is harmless: it retries with no
+/// key at all. With the integration's `.idempotency_keys()` on, such a
+/// request gets a key too, so that a server that honours keys runs it once.
 pub fn safe_after_sent(method: &Method, headers: &HeaderMap, options: &RetryOptions) -> bool {
     // `Stage::Sent`: the question is whether it may run again once the server
     // may have seen it; before that, any request may.
     may_retry(method, headers, options.is_safe_to_retry(), Stage::Sent)
+}
+
+/// Whether a request may be hedged, that is run twice *at once*: only an
+/// idempotent method (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT,
+/// DELETE). An idempotency key or `safe_to_retry` makes a request safe to run
+/// again after an attempt failed, not concurrently with it: a server that
+/// follows the idempotency-key draft answers a copy that arrives while the
+/// first still runs with 409 Conflict, which would end the call. Such a
+/// request is retried instead.
+pub fn may_hedge(method: &Method) -> bool {
+    method.is_idempotent()
 }
 
 #[cfg(test)]
@@ -68,6 +94,24 @@ mod tests {
         let retryable = Verdict::retryable(ErrorType::CONNECT);
         assert_eq!(safety.guard(retryable, Stage::Sent), Verdict::unrepeatable(ErrorType::CONNECT));
         assert_eq!(safety.guard(retryable, Stage::NotSent), retryable);
+    }
+
+    #[test]
+    fn a_post_with_a_key_under_a_renamed_header_may_run_again() {
+        let safety = Safety::of(&Method::POST, &HeaderMap::new(), &RetryOptions::new(), true)
+            .with_key(Some(KeySource::Generated));
+        let retryable = Verdict::retryable(ErrorType::CONNECT);
+        assert_eq!(safety.guard(retryable, Stage::Sent), retryable);
+    }
+
+    #[test]
+    fn only_idempotent_methods_are_hedged_a_key_makes_a_post_retryable_not_hedgeable() {
+        for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE, Method::PUT, Method::DELETE] {
+            assert!(may_hedge(&method), "{method}");
+        }
+        for method in [Method::POST, Method::PATCH, Method::CONNECT] {
+            assert!(!may_hedge(&method), "{method}");
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! ([`shared_setters!`](crate::shared_setters)).
 
 use crate::body_rule::SharedBodyRule;
+use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
 use opentelemetry::metrics::Meter;
@@ -67,6 +68,9 @@ pub struct ClientSettings {
     /// Hedges the idempotent requests with a body that can be sent again,
     /// instead of retrying them; `None` hedges nothing.
     pub hedge: Option<HedgePolicy>,
+    /// Which header carries idempotency keys, and whether requests without
+    /// one get one.
+    pub idempotency: IdempotencyKeys,
 }
 
 impl Default for ClientSettings {
@@ -86,6 +90,7 @@ impl Default for ClientSettings {
             attempt_header: Some(ATTEMPT_HEADER),
             one_layer: false,
             hedge: None,
+            idempotency: IdempotencyKeys::default(),
         }
     }
 }
@@ -126,6 +131,7 @@ impl fmt::Debug for ClientSettings {
             .field("attempt_header", &self.attempt_header)
             .field("one_layer", &self.one_layer)
             .field("hedge", &self.hedge)
+            .field("idempotency", &self.idempotency)
             .finish()
     }
 }
@@ -138,7 +144,8 @@ impl fmt::Debug for ClientSettings {
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
-///   `attempt_header`, `no_attempt_header`, `hedge` — what only HTTP semantics use.
+///   `attempt_header`, `no_attempt_header`, `hedge`, `idempotency_keys`,
+///   `idempotency_key_header` — what only HTTP semantics use.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! shared_setters {
@@ -294,7 +301,9 @@ macro_rules! shared_setters {
 
         /// Hedges idempotent requests instead of retrying them: a request
         /// that may run twice at once (GET, HEAD, OPTIONS, PUT, DELETE,
-        /// TRACE, or one with an idempotency key) and whose body can be sent
+        /// TRACE: [`may_hedge`](retryscope_http::safety::may_hedge); a POST
+        /// with an idempotency key is retried, not hedged, since a server
+        /// honouring keys answers a concurrent copy with 409) and whose body can be sent
         /// again gets a second copy when the first has not answered after
         /// the policy's delay, up to its `max_copies`; the first acceptable
         /// answer wins and the other copies are cancelled (their connection
@@ -311,6 +320,31 @@ macro_rules! shared_setters {
         /// pacer (the engine offers a hedge none).
         pub fn hedge(mut self, policy: $crate::__private::HedgePolicy) -> Self {
             self.$($field).+.hedge = Some(policy);
+            self
+        }
+
+        /// Gives every non-idempotent request (POST, PATCH, …) that carries no
+        /// idempotency key a fresh one (a UUID v4, as an RFC 8941 String),
+        /// once per call: every attempt sends the same key, and the request is
+        /// thereby retried on transient failures as an idempotent one is. A
+        /// key the request carries is kept unchanged; a streamed body gets
+        /// none and is still sent once. Per request, an
+        /// [`IdempotencyKey`](retryscope_http::idempotency::IdempotencyKey)
+        /// extension supplies a key or suppresses this. Requests marked
+        /// `safe_to_retry` get a key too. Retrying is then only as safe as the
+        /// server's handling of keys: it must answer a repeated key with the
+        /// stored response (see `retryscope-idempotency`).
+        pub fn idempotency_keys(mut self) -> Self {
+            self.$($field).+.idempotency = self.$($field).+.idempotency.clone().generate();
+            self
+        }
+
+        /// Names the header that carries idempotency keys (default
+        /// `Idempotency-Key`, the draft's): the one looked for on requests —
+        /// a request carrying it may be retried — and the one supplied and
+        /// generated keys are sent in.
+        pub fn idempotency_key_header(mut self, name: $crate::__private::HeaderName) -> Self {
+            self.$($field).+.idempotency = self.$($field).+.idempotency.clone().header(name);
             self
         }
     };

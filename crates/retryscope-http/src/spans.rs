@@ -1,5 +1,6 @@
 //! HTTP client attempt spans, as the OpenTelemetry HTTP conventions ask.
 
+use crate::idempotency::KeySource;
 use http::Method;
 use retryscope_otel::AttemptInfo;
 use std::fmt;
@@ -30,6 +31,9 @@ pub struct HttpTarget<'a, U> {
     pub port: Option<u16>,
     /// `url.full`: writes the request's URL, redacted.
     pub url: U,
+    /// Where the request's idempotency key came from, if it has one:
+    /// `retryscope.idempotency_key.generated`.
+    pub idempotency_key: Option<KeySource>,
 }
 
 impl<U: fmt::Display> HttpTarget<'_, U> {
@@ -74,6 +78,7 @@ impl<U: fmt::Display> HttpTarget<'_, U> {
             "url.full" = tracing::field::display(&self.url),
             "http.response.status_code" = Empty,
             "http.request.resend_count" = (info.attempt > 1).then(|| i64::from(info.attempt) - 1),
+            "retryscope.idempotency_key.generated" = self.idempotency_key.map(KeySource::generated),
         )
     }
 }
@@ -83,7 +88,7 @@ mod tests {
     use super::*;
 
     fn target(method: &Method) -> HttpTarget<'_, &'static str> {
-        HttpTarget { method, address: "a", port: None, url: "u" }
+        HttpTarget { method, address: "a", port: None, url: "u", idempotency_key: None }
     }
 
     #[test]

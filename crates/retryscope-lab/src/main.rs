@@ -36,6 +36,9 @@ fn main() -> ExitCode {
         Command::Storm(args) if args.slow_tail => {
             retryscope_lab::storm::slow_tail::run(&args).map(drop).map_err(|e| chain(&e))
         }
+        Command::Storm(args) if args.lost_responses => {
+            retryscope_lab::storm::lost_responses::run(&args).map(drop).map_err(|e| chain(&e))
+        }
         Command::Storm(args) if args.layers.is_some() => {
             retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| chain(&e))
         }

@@ -195,8 +195,16 @@ impl IncomingRequests {
     }
 }
 
-/// `route` as a label, bounded like dependency names by a table of its own.
-fn bounded_route(route: &str) -> Arc<str> {
+/// `route` as an `http.route` label, bounded like dependency names by a table
+/// of its own: the table `retryscope.server.requests` uses, shared with the
+/// other server-side metrics (retryscope-idempotency) so that a route has one
+/// label everywhere.
+///
+/// ```
+/// let label = retryscope_otel::bounded_route("/orders/{id}");
+/// assert_eq!(&*label, "/orders/{id}");
+/// ```
+pub fn bounded_route(route: &str) -> Arc<str> {
     static ROUTES: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(crate::MAX_DEPENDENCIES));
     ROUTES.intern(route)
 }

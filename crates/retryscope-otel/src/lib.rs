@@ -136,7 +136,7 @@ pub use dependency::{
 pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
 pub use incoming::{
     ATTEMPT_HEADER, ENVOY_ATTEMPT_HEADER, EXHAUSTED_HEADER, GRPC_PREVIOUS_ATTEMPTS, IncomingAttempt,
-    IncomingRequests, MAX_TRUSTED_ATTEMPT,
+    IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,
 };
 pub use labels::error_type_str;
 pub use log::{RetryLog, RetryLogOperation, stop_reason_str};

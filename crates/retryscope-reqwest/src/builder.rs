@@ -71,6 +71,7 @@ impl RetryMiddlewareBuilder {
             attempt_header: settings.attempt_header,
             one_layer: settings.one_layer,
             hedge: settings.hedge,
+            idempotency: settings.idempotency,
         }
     }
 }

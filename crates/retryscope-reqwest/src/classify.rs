@@ -6,6 +6,7 @@ use retryscope::ErrorType;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
 use retryscope::outcome::Verdict;
 use retryscope_http::RetryOptions;
+use retryscope_http::idempotency::KeySource;
 use retryscope_http::rule::{self, SharedRule};
 use retryscope_http::safety::Safety;
 use retryscope_otel::{EXHAUSTED_HEADER, Upstream};
@@ -29,8 +30,10 @@ impl RequestClassifier {
         rule: Option<SharedRule>,
         request: &Request,
         options: &RetryOptions,
+        key: Option<KeySource>,
     ) -> Self {
-        let safety = Safety::of(request.method(), request.headers(), options, is_replayable(request));
+        let safety =
+            Safety::of(request.method(), request.headers(), options, is_replayable(request)).with_key(key);
         Self { http, rule, safety, honour_exhausted: false }
     }
 

@@ -50,6 +50,9 @@ pub use retryscope_http::RetryOptions;
 /// Your own retry rule that reads the bodies it selects (defined in
 /// `retryscope-http`, shared with `retryscope-tower`).
 pub use retryscope_http::body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
+/// Idempotency keys per request: supply one or suppress generation (defined
+/// in `retryscope-http`, shared with `retryscope-tower`).
+pub use retryscope_http::idempotency::{IdempotencyKey, InvalidIdempotencyKey};
 /// Your own retry rule for responses (defined in `retryscope-http`, shared
 /// with `retryscope-tower`).
 pub use retryscope_http::rule::{ResponseRule, rule_fn};

@@ -15,6 +15,7 @@ use retryscope::hedge::{Hedge, HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
 use retryscope_http::body_rule::SharedBodyRule;
+use retryscope_http::idempotency::IdempotencyKeys;
 use retryscope_http::rule::SharedRule;
 use retryscope_http::shape::{Shaped, shape};
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
@@ -34,6 +35,11 @@ use std::fmt;
 ///   requests marked [`safe_to_retry`](RetryOptions::safe_to_retry), and — for any
 ///   method — failures to connect, where nothing reached the server. A request
 ///   whose body is a stream is sent once.
+/// - **Idempotency keys** (opt-in,
+///   [`idempotency_keys`](RetryMiddlewareBuilder::idempotency_keys)): a POST
+///   or PATCH without a key gets a fresh one, the same on every attempt, and
+///   is retried like an idempotent request; per request,
+///   [`IdempotencyKey`](crate::IdempotencyKey) supplies one or suppresses it.
 /// - **Your own rule**: [`retry_rule`](RetryMiddlewareBuilder::retry_rule)
 ///   asks a [`ResponseRule`](retryscope_http::rule::ResponseRule) about each
 ///   response's status and headers before the built-in statuses;
@@ -147,6 +153,8 @@ pub struct RetryMiddleware {
     pub(crate) one_layer: bool,
     /// Hedges idempotent requests instead of retrying them.
     pub(crate) hedge: Option<HedgePolicy>,
+    /// Which header carries idempotency keys, and whether they are generated.
+    pub(crate) idempotency: IdempotencyKeys,
 }
 
 impl RetryMiddleware {
@@ -179,10 +187,14 @@ impl fmt::Debug for RetryMiddleware {
 impl Middleware for RetryMiddleware {
     async fn handle(
         &self,
-        request: Request,
+        mut request: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
+        // Once per call, before any attempt: every attempt clones these headers.
+        let method = request.method().clone();
+        let replayable = crate::classify::is_replayable(&request);
+        let key = self.idempotency.apply(&method, request.headers_mut(), extensions, replayable);
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
         // The caller's timeout is the whole call's: attempts and waits together.
         let policy = options.policy_override().unwrap_or(self.policy);
@@ -192,16 +204,17 @@ impl Middleware for RetryMiddleware {
         let guards = self.dependencies.for_server(url.host_str().unwrap_or_default(), url.port(), None);
         let upstream = Upstream::current();
         let mut classifier =
-            RequestClassifier::for_request(self.classifier, self.rule.clone(), &request, &options);
+            RequestClassifier::for_request(self.classifier, self.rule.clone(), &request, &options, key);
         if self.one_layer {
             classifier.one_layer(upstream.as_ref());
         }
-        let replayable = classifier.safety.replayable;
         let source = RequestSource::new(request);
         let stop = StopRecorder::default();
         let snapshot = extensions.clone();
-        let telemetry =
-            self.telemetry.clone().map(|o| o.with_attempt_spans(HttpAttemptSpan { source: &source }));
+        let telemetry = self
+            .telemetry
+            .clone()
+            .map(|o| o.with_attempt_spans(HttpAttemptSpan { source: &source, idempotency_key: key }));
 
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();
@@ -247,7 +260,7 @@ impl Middleware for RetryMiddleware {
         // Hedged instead of retried: a request that may run twice at once,
         // with a body that can be sent again, unless given its own policy.
         let hedge = self.hedge.as_ref().filter(|_| {
-            classifier.safety.safe_after_sent && replayable && options.policy_override().is_none()
+            retryscope_http::safety::may_hedge(&method) && replayable && options.policy_override().is_none()
         });
         let observer = ((telemetry, self.retry_log), stop.clone());
         let outcome = match hedge {

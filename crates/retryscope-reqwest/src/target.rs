@@ -4,6 +4,7 @@
 
 use crate::source::RequestSource;
 use reqwest::Url;
+use retryscope_http::idempotency::KeySource;
 use retryscope_http::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::fmt;
@@ -13,6 +14,8 @@ use tracing::Span;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HttpAttemptSpan<'a> {
     pub(crate) source: &'a RequestSource,
+    /// Where the request's idempotency key came from, if it has one.
+    pub(crate) idempotency_key: Option<KeySource>,
 }
 
 impl MakeAttemptSpan for HttpAttemptSpan<'_> {
@@ -23,6 +26,7 @@ impl MakeAttemptSpan for HttpAttemptSpan<'_> {
             address: url.host_str().unwrap_or_default(),
             port: url.port_or_known_default(),
             url: Redacted(url),
+            idempotency_key: self.idempotency_key,
         }
         .span(info)
     }

@@ -1,4 +1,4 @@
-//! External services a test needs (a collector, a database), named by an
+//! External services a test needs (a collector, a database, Redis), named by an
 //! environment variable: without it the test says it was skipped and passes —
 //! except under CI, which provides every service and must never pass a test
 //! without running it.

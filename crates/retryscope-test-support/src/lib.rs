@@ -10,8 +10,9 @@
 //!   stream and a bidirectional chat;
 //! - [`h2_server`]: a raw HTTP/2 server that resets streams with a chosen reason;
 //! - [`telemetry`]: the in-memory trace and metric pipeline;
+//! - [`keys`]: what an idempotency key on the wire must look like;
 //! - [`net`]: a port nobody listens on, and a server that never answers;
-//! - [`external`]: services named by environment variables (rotel, PostgreSQL),
+//! - [`external`]: services named by environment variables (rotel, PostgreSQL, Redis),
 //!   skipped outside CI when unset.
 // Fixtures, not an API: their names and their tests say what they do.
 #![allow(missing_docs)]
@@ -21,6 +22,7 @@ pub mod echo;
 pub mod external;
 pub mod h2_server;
 pub mod http_server;
+pub mod keys;
 pub mod net;
 pub mod rotel;
 pub mod scripted;

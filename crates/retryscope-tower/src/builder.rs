@@ -156,6 +156,7 @@ impl TowerSettings {
                 origin: self.origin,
                 attempt_header: shared.attempt_header,
                 one_layer: shared.one_layer,
+                idempotency: shared.idempotency,
                 #[cfg(feature = "grpc")]
                 grpc,
                 #[cfg(feature = "grpc")]

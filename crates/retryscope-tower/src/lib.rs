@@ -82,6 +82,9 @@ pub use retryscope_http::RetryOptions;
 /// Your own retry rule that reads the bodies it selects (defined in
 /// `retryscope-http`, shared with `retryscope-reqwest`; HTTP mode).
 pub use retryscope_http::body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
+/// Idempotency keys per request: supply one or suppress generation (defined
+/// in `retryscope-http`, shared with `retryscope-reqwest`).
+pub use retryscope_http::idempotency::{IdempotencyKey, InvalidIdempotencyKey};
 /// Your own retry rule for HTTP responses (defined in `retryscope-http`,
 /// shared with `retryscope-reqwest`).
 pub use retryscope_http::rule::{ResponseRule, rule_fn};

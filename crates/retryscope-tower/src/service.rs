@@ -13,6 +13,7 @@ use retryscope::observe::StopRecorder;
 use retryscope::{Pacer, Policy, RetryError, Retryable, StopReason, hints};
 use retryscope_http::RetryOptions;
 use retryscope_http::body_rule::SharedBodyRule;
+use retryscope_http::idempotency::KeySource;
 use retryscope_http::shape::{Shaped, shape};
 use std::fmt;
 use std::future::{Future, poll_fn};
@@ -111,13 +112,20 @@ where
     ResB::Data: Send,
     ResB::Error: Into<BoxError>,
 {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-    let call = Call::plan(&settings, &parts, &options);
+    let mut call = Call::plan(&settings, &parts, &options);
     let server = crate::spans::server(&parts.uri, settings.origin.as_ref());
     let guards = settings.guards.for_server(server.address, server.uri.port_u16(), server.default_port);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
+    // Once per call, before any attempt: every attempt clones these headers.
+    // gRPC calls get none: A6 retries what the service config opts in.
+    let key = match call.grpc {
+        true => None,
+        false => settings.idempotency.apply(&parts.method, &mut parts.headers, &parts.extensions, replayable),
+    };
+    call.keyed(key);
     let upstream = retryscope_otel::Upstream::current();
     let layers = match (&upstream, settings.one_layer) {
         (upstream, true) => Layers {
@@ -133,6 +141,7 @@ where
             uri: parts.uri.clone(),
             origin: settings.origin.clone(),
             grpc: call.grpc,
+            idempotency_key: key,
         })
     });
     // A gRPC call is the method it calls, unless the caller named it.
@@ -259,8 +268,9 @@ fn follow_metrics<B: Body>(
 
 /// The hedging policy a request runs with, if it is hedged: a gRPC method
 /// whose service config has a `hedgingPolicy`, or — when the layer hedges —
-/// an idempotent HTTP request (GET, HEAD, OPTIONS, PUT, DELETE, TRACE, or one
-/// with an idempotency key). Either only with a body that can be sent again:
+/// an HTTP request with an idempotent method
+/// ([`may_hedge`](retryscope_http::safety::may_hedge); a keyed POST is retried,
+/// not hedged). Either only with a body that can be sent again:
 /// every copy needs it. Other requests take the retry path.
 ///
 /// A hedged call is not held by the dependency's pacer: the engine gives a
@@ -344,7 +354,9 @@ impl Call {
             retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
         // Hedging only what may run twice at once; a policy given for one
         // request retries it instead.
-        let hedged = (settings.hedge.is_some() && safe_after_sent && options.policy_override().is_none())
+        let hedged = (settings.hedge.is_some()
+            && retryscope_http::safety::may_hedge(&parts.method)
+            && options.policy_override().is_none())
             .then_some(Hedged::Layer);
         Self {
             policy: options.policy_override().unwrap_or(settings.policy),
@@ -353,6 +365,15 @@ impl Call {
             hedged,
             #[cfg(feature = "grpc")]
             sends_deadline: false,
+        }
+    }
+}
+
+impl Call {
+    /// An HTTP request with an idempotency key may run again once sent.
+    fn keyed(&mut self, key: Option<KeySource>) {
+        if let (Mode::Http { safe_after_sent, .. }, Some(_)) = (&mut self.mode, key) {
+            *safe_after_sent = true;
         }
     }
 }

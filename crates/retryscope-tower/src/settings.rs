@@ -6,6 +6,7 @@ use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
 use retryscope_http::body_rule::SharedBodyRule;
+use retryscope_http::idempotency::IdempotencyKeys;
 use retryscope_http::rule::SharedRule;
 use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog};
 
@@ -33,6 +34,9 @@ pub(crate) struct Settings {
     pub(crate) attempt_header: Option<HeaderName>,
     /// Retry only where no other layer of the call chain retries.
     pub(crate) one_layer: bool,
+    /// Which header carries idempotency keys, and whether HTTP requests
+    /// without one get one.
+    pub(crate) idempotency: IdempotencyKeys,
     #[cfg(feature = "grpc")]
     pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
     /// gRPC's own metrics (gRFC A66, A96), for a gRPC layer with telemetry on.

@@ -2,6 +2,7 @@
 //! the RPC conventions.
 
 use http::{Method, Uri};
+use retryscope_http::idempotency::KeySource;
 use retryscope_http::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::fmt;
@@ -52,6 +53,8 @@ pub(crate) struct AttemptSpan {
     pub(crate) origin: Option<Uri>,
     /// An RPC span (`/package.Service/Method` is the path) rather than HTTP.
     pub(crate) grpc: bool,
+    /// Where the request's idempotency key came from, if it has one (HTTP).
+    pub(crate) idempotency_key: Option<KeySource>,
 }
 
 impl MakeAttemptSpan for AttemptSpan {
@@ -65,6 +68,7 @@ impl MakeAttemptSpan for AttemptSpan {
             address: server.address,
             port: server.port(),
             url: RedactedUrl { origin: server.uri, request: &self.uri },
+            idempotency_key: self.idempotency_key,
         }
         .span(info)
     }

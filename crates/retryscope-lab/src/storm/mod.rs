@@ -12,11 +12,15 @@
 //! policies compared are ways of pacing: see [`rate_limited`]. With
 //! `--slow-tail`, the server is healthy but slow now and then, and the
 //! policies compared are ways of hedging: see [`slow_tail`].
+//! With `--lost-responses`, the server does its work and then loses a share
+//! of the answers, and the policies compared retry a POST with and without an
+//! idempotency key: see [`lost_responses`].
 
 pub mod chain;
 mod chart;
 pub mod layers;
 mod load;
+pub mod lost_responses;
 pub mod metrics;
 mod policies;
 pub mod rate_limited;
@@ -41,13 +45,14 @@ use std::time::Duration;
 #[derive(Debug, Clone, Args)]
 pub struct StormArgs {
     /// Concurrent clients (10 by default with --layers, 40 with --rate-limited,
-    /// 32 with --slow-tail).
+    /// 32 with --slow-tail, 16 with --lost-responses).
     #[arg(
         long,
         default_value_t = 50,
         default_value_if("layers", ArgPredicate::IsPresent, "10"),
         default_value_if("rate_limited", "true", "40"),
-        default_value_if("slow_tail", "true", "32")
+        default_value_if("slow_tail", "true", "32"),
+        default_value_if("lost_responses", "true", "16")
     )]
     pub clients: u32,
     /// Logical requests per second per client.
@@ -161,13 +166,42 @@ pub struct StormArgs {
     /// Policies the slow-tail storm compares, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "none,fixed,percentile", requires = "slow_tail")]
     pub hedge_policies: Vec<slow_tail::HedgingPolicy>,
-    /// Seeds the clients' start phases.
+    /// Run the lost-responses storm instead: a server that runs every POST,
+    /// then loses --loss of its responses (the connection closed, or a 503,
+    /// after the work); --operations POSTs, --clients at a time, compared over
+    /// --lost-policies. The other storms' load, server and outage flags do not
+    /// apply, and are refused.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "layers", "layer_policies", "policies", "outage", "capacity", "server", "service_ms", "queue",
+            "rate_limited", "slow_tail", "rate", "duration"
+        ]
+    )]
+    pub lost_responses: bool,
+    /// Logical operations (one POST each) per policy of --lost-responses.
+    #[arg(long, default_value_t = 400, requires = "lost_responses")]
+    pub operations: u32,
+    /// The share of responses the server of --lost-responses loses, 0 to 0.6.
+    #[arg(long, default_value_t = 0.3, requires = "lost_responses")]
+    pub loss: f64,
+    /// Policies the lost-responses storm compares, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "no-retry,retry-no-keys,retry-keys",
+        requires = "lost_responses"
+    )]
+    pub lost_policies: Vec<lost_responses::LostPolicy>,
+    /// Seeds the clients' start phases (with --lost-responses, which responses
+    /// are lost).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Where the chart (storm.svg) and the summary (storm.json) go; with
     /// --layers, storm-layers.svg and storm-layers.json; with --rate-limited,
     /// storm-rate-limited.svg and storm-rate-limited.json; with --slow-tail,
-    /// slow-tail.svg and slow-tail.json.
+    /// slow-tail.svg and slow-tail.json; with --lost-responses,
+    /// lost-responses.svg and lost-responses.json.
     #[arg(long, default_value = "out/storm")]
     pub out: PathBuf,
     /// Serve the metrics for Prometheus on this address, e.g. 127.0.0.1:9464.

@@ -65,9 +65,11 @@
 //! # Idempotent requests only
 //!
 //! The engine cannot know whether running the operation twice at once is
-//! safe: **the operation factory must be idempotent** (a read, a `PUT`, a call
-//! with an idempotency key). The HTTP and gRPC integrations refuse to hedge
-//! requests that are not.
+//! safe: **the operation factory must be idempotent** (a read, a `PUT`) and
+//! safe to run *concurrently*. The HTTP integrations hedge only idempotent
+//! methods (a POST with an idempotency key is retried, not hedged: a server
+//! honouring keys answers a concurrent copy with 409), and gRPC only the
+//! methods whose service config has a `hedgingPolicy`.
 //!
 //! # Load, deadlines, breaker
 //!

@@ -1,0 +1,143 @@
+//! Where keys and their responses are kept: the [`IdempotencyStore`] trait,
+//! an in-memory store and (feature `redis`) a Redis store.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::{Fingerprint, IdempotencyKey, StoreError, StoredResponse};
+
+mod memory;
+#[cfg(feature = "redis")]
+mod record;
+#[cfg(feature = "redis")]
+mod redis;
+
+pub use memory::MemoryStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
+
+/// A store of idempotency keys. Each operation must be atomic for a key: of
+/// any number of concurrent [`claim`](Self::claim)s of one free key, across
+/// every process sharing the store, exactly one gets [`Claim::Claimed`].
+///
+/// What the layer does with a store, step by step:
+///
+/// ```
+/// use std::time::Duration;
+/// use retryscope_idempotency::store::{Claim, Completion, EntryState};
+/// use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, MemoryStore, StoredResponse};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::default();
+/// let key = IdempotencyKey::parse(br#""order-7""#)?;
+/// let print = Fingerprint::of(&http::Method::POST, "/orders", b"sku=7");
+/// let Claim::Claimed(ticket) = store.claim(&key, print, Duration::from_secs(60)).await? else {
+///     unreachable!("a free key")
+/// };
+/// // ... the request runs ...
+/// let response = StoredResponse { status: http::StatusCode::CREATED, headers: vec![], body: "done".into() };
+/// store.complete(&ticket, Completion::Response(response.clone()), Duration::from_secs(3600)).await?;
+///
+/// let Claim::Held(entry) = store.claim(&key, print, Duration::from_secs(60)).await? else {
+///     unreachable!("the key is held")
+/// };
+/// assert_eq!(entry.state, EntryState::Completed(response));
+/// # Ok(())
+/// # }
+/// ```
+pub trait IdempotencyStore: Send + Sync + 'static {
+    /// Claims `key` for a request with `fingerprint` for at most `lease` (so a
+    /// process that dies while running frees the key), or returns what the key
+    /// already holds.
+    fn claim(
+        &self,
+        key: &IdempotencyKey,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// Records how the claimed request ended, kept for `ttl` from now. Does
+    /// nothing when the claim is no longer the ticket's (its lease ran out and
+    /// another request claimed the key).
+    fn complete(
+        &self,
+        ticket: &Ticket,
+        completion: Completion,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Frees the key, when the claim is still the ticket's, so that a retry
+    /// runs the request again.
+    fn release(&self, ticket: &Ticket) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// What a [`claim`](IdempotencyStore::claim) found.
+#[derive(Debug)]
+pub enum Claim {
+    /// The key was free and is now the caller's: run the request.
+    Claimed(Ticket),
+    /// The key is held.
+    Held(Entry),
+    /// The store holds as many keys as it may; `retry_after` is when the
+    /// first of them expires (at least a second).
+    Full {
+        /// How long until room is likely.
+        retry_after: Duration,
+    },
+}
+
+/// What a held key holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The fingerprint of the request that claimed it.
+    pub fingerprint: Fingerprint,
+    /// How far that request got.
+    pub state: EntryState,
+}
+
+/// How far the request that claimed a key got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EntryState {
+    /// Still running (or its process died, until the lease ends).
+    InFlight,
+    /// Completed; its response is kept.
+    Completed(StoredResponse),
+    /// Completed, with a response too large to keep: it is not run again, and
+    /// not replayed.
+    NotReplayable,
+}
+
+/// How a claimed request ended, for [`complete`](IdempotencyStore::complete).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// With this response, to replay.
+    Response(StoredResponse),
+    /// With a response too large to keep.
+    NotReplayable,
+}
+
+/// Proof of a claim: the key and a token only this claim holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ticket {
+    key: IdempotencyKey,
+    token: u64,
+}
+
+impl Ticket {
+    /// A ticket for `key`; `token` tells this claim from a later one of the
+    /// same key (a store picks it, unique per claim).
+    pub const fn new(key: IdempotencyKey, token: u64) -> Self {
+        Self { key, token }
+    }
+
+    /// The claimed key.
+    pub const fn key(&self) -> &IdempotencyKey {
+        &self.key
+    }
+
+    /// The claim's token.
+    pub const fn token(&self) -> u64 {
+        self.token
+    }
+}

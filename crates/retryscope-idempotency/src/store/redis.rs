@@ -1,0 +1,190 @@
+//! The Redis store: keys shared by every instance of a service, with Redis's
+//! own expiry. Needs Redis 7.0 or later (`SET … NX GET`).
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::record::{self, CLAIM_PREFIX_LEN};
+use super::{Claim, Completion, IdempotencyStore, Ticket};
+use crate::{Fingerprint, IdempotencyKey, StoreError};
+
+/// Replaces an in-flight record by a completed one, only while the claim is
+/// still the ticket's: ARGV[1] the claim's prefix, ARGV[2] the completed
+/// record's first bytes, ARGV[3] what follows the fingerprint, ARGV[4] the ttl
+/// in milliseconds.
+const COMPLETE: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current and string.sub(current, 1, 10) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2] .. string.sub(current, 3, 42) .. ARGV[3], 'PX', ARGV[4])
+  return 1
+end
+return 0
+";
+
+/// Deletes an in-flight record, only while the claim is the ticket's.
+const RELEASE: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current and string.sub(current, 1, 10) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// How long one Redis command or connection attempt may take.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Keys kept in Redis, shared by every process of a service.
+///
+/// A claim is one `SET key record NX GET PX lease` (atomic: one claimant
+/// wins, the others read what it holds); a completion and a release are
+/// scripts that act only while the claim is still the ticket's; expiry is
+/// Redis's own (`PX`). Records are a compact binary format (status, kept
+/// headers, body). Keys are named `PREFIX + key`, the prefix
+/// `retryscope:idempotency:` unless [`prefix`](Self::prefix) says otherwise.
+///
+/// Bounded like the memory store by Redis's own `maxmemory`: configure it
+/// with a `volatile-*` eviction policy or `noeviction` (then a full Redis
+/// answers an error, and the layer 503).
+///
+/// ```no_run
+/// use retryscope_idempotency::{IdempotencyLayer, RedisStore};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+/// let layer = IdempotencyLayer::new(RedisStore::connect(client).await?);
+/// # drop(layer);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    connection: ConnectionManager,
+    prefix: String,
+    complete: redis::Script,
+    release: redis::Script,
+}
+
+impl RedisStore {
+    /// The default key prefix.
+    pub const DEFAULT_PREFIX: &str = "retryscope:idempotency:";
+
+    /// Connects to the Redis of `client` (once now, and again whenever the
+    /// connection is lost); an error when it cannot be reached.
+    pub async fn connect(client: redis::Client) -> Result<Self, StoreError> {
+        let connection = ConnectionManager::new_with_config(client, config())
+            .await
+            .map_err(|error| StoreError::new("connect", error))?;
+        Ok(Self::with_connection(connection))
+    }
+
+    /// A store that connects on its first use (a service can start while
+    /// Redis is still coming up; until then the layer answers 503). Must be
+    /// called inside a tokio runtime.
+    pub fn new(client: redis::Client) -> Result<Self, StoreError> {
+        let connection = ConnectionManager::new_lazy_with_config(client, config())
+            .map_err(|error| StoreError::new("connect", error))?;
+        Ok(Self::with_connection(connection))
+    }
+
+    fn with_connection(connection: ConnectionManager) -> Self {
+        Self {
+            connection,
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            complete: redis::Script::new(COMPLETE),
+            release: redis::Script::new(RELEASE),
+        }
+    }
+
+    /// Names keys `prefix + key` (to keep services or tenants apart).
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    fn redis_key(&self, key: &IdempotencyKey) -> String {
+        format!("{}{}", self.prefix, key.as_str())
+    }
+}
+
+fn config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(REDIS_TIMEOUT))
+        .set_connection_timeout(Some(REDIS_TIMEOUT))
+        .set_number_of_retries(2)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore").field("prefix", &self.prefix).finish_non_exhaustive()
+    }
+}
+
+impl IdempotencyStore for RedisStore {
+    async fn claim(
+        &self,
+        key: &IdempotencyKey,
+        fingerprint: Fingerprint,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let token: u64 = rand::random();
+        let mut connection = self.connection.clone();
+        let held: Option<Vec<u8>> = redis::cmd("SET")
+            .arg(self.redis_key(key))
+            .arg(record::in_flight(token, fingerprint))
+            .arg("NX")
+            .arg("GET")
+            .arg("PX")
+            .arg(millis(lease))
+            .query_async(&mut connection)
+            .await
+            .map_err(|error| StoreError::new("claim", error))?;
+        match held {
+            None => Ok(Claim::Claimed(Ticket::new(key.clone(), token))),
+            Some(bytes) => {
+                record::decode(&bytes).map(Claim::Held).map_err(|error| StoreError::new("claim", error))
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        ticket: &Ticket,
+        completion: Completion,
+        ttl: Duration,
+    ) -> Result<(), StoreError> {
+        let (head, tail) = record::completion_parts(&completion);
+        let prefix: [u8; CLAIM_PREFIX_LEN] = record::claim_prefix(ticket.token());
+        let mut connection = self.connection.clone();
+        let _: i64 = self
+            .complete
+            .key(self.redis_key(ticket.key()))
+            .arg(&prefix[..])
+            .arg(&head[..])
+            .arg(tail)
+            .arg(millis(ttl))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|error| StoreError::new("complete", error))?;
+        Ok(())
+    }
+
+    async fn release(&self, ticket: &Ticket) -> Result<(), StoreError> {
+        let prefix = record::claim_prefix(ticket.token());
+        let mut connection = self.connection.clone();
+        let _: i64 = self
+            .release
+            .key(self.redis_key(ticket.key()))
+            .arg(&prefix[..])
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|error| StoreError::new("release", error))?;
+        Ok(())
+    }
+}

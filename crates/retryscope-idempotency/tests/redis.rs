@@ -1,0 +1,117 @@
+//! The layer with the Redis store, against a real Redis (`RETRYSCOPE_REDIS_URL`)
+//! and real axum servers on 127.0.0.1 — two of them where the claim is about
+//! several instances sharing one store.
+
+mod support;
+
+use std::time::Duration;
+
+use retryscope_idempotency::{IdempotencyLayer, RedisStore};
+use retryscope_test_support::external;
+use support::{app, send, send_and_lose_the_response, serve};
+
+const QUICK: Duration = Duration::ZERO;
+
+fn redis_url() -> Option<String> {
+    external::required("RETRYSCOPE_REDIS_URL", "a Redis 7, e.g. redis://127.0.0.1:6399/")
+}
+
+/// A store whose keys no other test (or earlier run) shares.
+async fn store(url: &str, test: &str) -> RedisStore {
+    let client = redis::Client::open(url).expect("a Redis URL");
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_nanos();
+    RedisStore::connect(client).await.expect("Redis answers").prefix(format!("test:{test}:{nanos}:"))
+}
+
+#[tokio::test]
+async fn a_post_whose_response_is_lost_is_retried_and_runs_once_with_redis() {
+    let Some(url) = redis_url() else { return };
+    let (router, executions) = app(IdempotencyLayer::new(store(&url, "lost").await), QUICK);
+    let addr = serve(router).await;
+    send_and_lose_the_response(addr, "\"order-1\"", "sku=7").await;
+    let retry = send(addr, "/orders", Some("\"order-1\""), "sku=7").await;
+    assert_eq!((retry.status, retry.replayed()), (201, true), "{retry:?}");
+    assert_eq!(retry.body, "order 1: sku=7");
+    assert_eq!(retry.headers["location"], "/orders/1");
+    assert_eq!(executions.count(), 1);
+}
+
+#[tokio::test]
+async fn twenty_duplicates_spread_over_two_instances_run_once() {
+    let Some(url) = redis_url() else { return };
+    let shared = store(&url, "dup").await;
+    let (first, runs_a) = app(IdempotencyLayer::new(shared.clone()), Duration::from_millis(200));
+    let (second, runs_b) = app(IdempotencyLayer::new(shared), Duration::from_millis(200));
+    let instances = [serve(first).await, serve(second).await];
+    let calls = (0..20).map(|i| {
+        let addr = instances[i % 2];
+        tokio::spawn(async move { send(addr, "/orders", Some("\"dup\""), "one").await })
+    });
+    let mut executed = 0;
+    for call in calls {
+        let answer = call.await.expect("the caller finishes");
+        match (answer.status, answer.replayed()) {
+            (201, false) => executed += 1,
+            (201, true) => assert_eq!(answer.body, "order 1: one"),
+            (409, _) => assert!(answer.body.contains("#conflict"), "{}", answer.body),
+            other => panic!("unexpected answer {other:?}: {answer:?}"),
+        }
+    }
+    assert_eq!(executed, 1);
+    assert_eq!(runs_a.count() + runs_b.count(), 1);
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_body_gets_422_with_redis() {
+    let Some(url) = redis_url() else { return };
+    let (router, executions) = app(IdempotencyLayer::new(store(&url, "mismatch").await), QUICK);
+    let addr = serve(router).await;
+    assert_eq!(send(addr, "/orders", Some("\"k\""), "sku=7").await.status, 201);
+    assert_eq!(send(addr, "/orders", Some("\"k\""), "sku=8").await.status, 422);
+    assert_eq!(executions.count(), 1);
+}
+
+#[tokio::test]
+async fn redis_expires_an_entry_after_its_real_ttl() {
+    let Some(url) = redis_url() else { return };
+    let layer = IdempotencyLayer::new(store(&url, "ttl").await).ttl(Duration::from_millis(300));
+    let (router, executions) = app(layer, QUICK);
+    let addr = serve(router).await;
+    assert_eq!(send(addr, "/orders", Some("\"t\""), "").await.status, 201);
+    assert!(send(addr, "/orders", Some("\"t\""), "").await.replayed(), "kept within the ttl");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let later = send(addr, "/orders", Some("\"t\""), "").await;
+    assert_eq!((later.status, later.replayed()), (201, false), "expired: runs again");
+    assert_eq!(executions.count(), 2);
+}
+
+#[tokio::test]
+async fn a_5xx_releases_the_key_in_redis() {
+    let Some(url) = redis_url() else { return };
+    let (router, executions) = app(IdempotencyLayer::new(store(&url, "5xx").await), QUICK);
+    let addr = serve(router).await;
+    assert_eq!(send(addr, "/fail/500", Some("\"f\""), "").await.status, 500);
+    assert_eq!(send(addr, "/fail/500", Some("\"f\""), "").await.status, 500);
+    assert_eq!(executions.count(), 2);
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_gets_503_and_nothing_runs() {
+    let port = retryscope_test_support::net::closed_port().await;
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("a Redis URL");
+    let layer = IdempotencyLayer::new(RedisStore::new(client).expect("a lazy store"));
+    let (router, executions) = app(layer, QUICK);
+    let addr = serve(router).await;
+    let started = std::time::Instant::now();
+    let answer = send(addr, "/orders", Some("\"down\""), "").await;
+    assert_eq!(answer.status, 503);
+    assert!(answer.body.contains("#store-unavailable"), "{}", answer.body);
+    assert_eq!(answer.headers["retry-after"], "1");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded by the store timeout: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(executions.count(), 0);
+}
