@@ -17,7 +17,10 @@ instrumentation, each serving its metrics on its own endpoint:
   * a slow tail under percentile hedging (`storm --slow-tail`, 2 % of the
     requests taking a second), still loading when the queries run, so that
     the hedging panels — hedges per request and the share that won — have
-    something to show.
+    something to show;
+  * POSTs with lost responses retried with idempotency keys against a server
+    behind `IdempotencyLayer` (`storm --lost-responses`), for the panel of
+    what the server's idempotency layer did.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -94,9 +97,9 @@ def main(argv):
     if not prometheus:
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
-    prom_port, short_port, sustained_port, paced_port, hedged_port = (
-        free_port(), free_port(), free_port(), free_port(), free_port())
-    ports = (short_port, sustained_port, paced_port, hedged_port)
+    prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port = (
+        free_port(), free_port(), free_port(), free_port(), free_port(), free_port())
+    ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port)
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
@@ -135,6 +138,14 @@ def main(argv):
              "--duration", "600", "--out", str(work / "hedged"),
              "--prometheus", f"127.0.0.1:{hedged_port}", "--linger", "900"],
             stdout=open(work / "hedged.log", "w"), stderr=subprocess.STDOUT))
+        # POSTs whose responses get lost, retried with idempotency keys against a
+        # server behind IdempotencyLayer: its outcomes (executed, replayed, …) for
+        # the idempotency panel. The run is over in seconds; it lingers, serving
+        # its final counts.
+        procs.append(subprocess.Popen(
+            [str(lab), "storm", "--lost-responses", "--lost-policies", "retry-keys", "--operations", "2000",
+             "--out", str(work / "keyed"), "--prometheus", f"127.0.0.1:{keyed_port}", "--linger", "900"],
+            stdout=open(work / "keyed.log", "w"), stderr=subprocess.STDOUT))
         check("the lab is scraped", wait_until(
             f"a successful scrape of the {len(ports)} runs",
             lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"])

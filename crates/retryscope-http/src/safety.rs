@@ -106,7 +106,8 @@ mod tests {
 
     #[test]
     fn only_idempotent_methods_are_hedged_a_key_makes_a_post_retryable_not_hedgeable() {
-        for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE, Method::PUT, Method::DELETE] {
+        for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE, Method::PUT, Method::DELETE]
+        {
             assert!(may_hedge(&method), "{method}");
         }
         for method in [Method::POST, Method::PATCH, Method::CONNECT] {

@@ -357,7 +357,7 @@ impl Call {
         let hedged = (settings.hedge.is_some()
             && retryscope_http::safety::may_hedge(&parts.method)
             && options.policy_override().is_none())
-            .then_some(Hedged::Layer);
+        .then_some(Hedged::Layer);
         Self {
             policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },

@@ -22,6 +22,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use opentelemetry::metrics::Meter;
 use retryscope_idempotency::{IDEMPOTENCY_REPLAYED, IdempotencyLayer, IdempotencyService, MemoryStore};
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -135,14 +136,21 @@ impl Drop for LossyServer {
 
 impl LossyServer {
     /// Serves `operations` operations, behind the idempotency layer when
-    /// `keyed`, losing responses as `losses` says.
-    pub async fn start(operations: usize, keyed: bool, losses: Losses) -> std::io::Result<Self> {
+    /// `keyed` (reporting to `meter`, the storm's: `--prometheus` serves its
+    /// `retryscope_idempotency_requests_total`), losing responses as `losses`
+    /// says.
+    pub async fn start(
+        operations: usize,
+        keyed: bool,
+        losses: Losses,
+        meter: &Meter,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let ledger = Arc::new(Ledger::new(operations));
         let work = Work { ledger: Arc::clone(&ledger) };
         let app = match keyed {
-            true => App::Keyed(IdempotencyLayer::new(MemoryStore::default()).layer(work)),
+            true => App::Keyed(IdempotencyLayer::new(MemoryStore::default()).meter(meter).layer(work)),
             false => App::Plain(work),
         };
         let front = Front { app, ledger: Arc::clone(&ledger), losses };

@@ -112,7 +112,7 @@ async fn run_policy(
     meter: &Meter,
 ) -> Result<LostRun, StormError> {
     let operations = usize::try_from(args.operations).map_err(|e| error("--operations", e))?;
-    let server = LossyServer::start(operations, policy.keyed_server(), losses)
+    let server = LossyServer::start(operations, policy.keyed_server(), losses, meter)
         .await
         .map_err(|e| error("starting the server", e))?;
     let middleware = policy.middleware().map_err(|e| error("building the policy", e))?.meter(meter).build();
