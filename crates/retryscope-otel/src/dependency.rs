@@ -10,8 +10,9 @@
 
 use crate::gauges;
 use opentelemetry::metrics::Meter;
+use retryscope::hedge::Hedge;
 use retryscope::throttle::Throttle;
-use retryscope::{CircuitBreaker, Pacer};
+use retryscope::{CircuitBreaker, Pacer, Retry, Shared};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock, Weak};
@@ -129,6 +130,60 @@ impl<T> Guards<T> {
     /// The dependency's pacer, if it has one.
     pub fn pacer(&self) -> Option<&Pacer> {
         self.pacer.as_ref()
+    }
+}
+
+impl<T: Throttle> Guards<T> {
+    /// Puts this dependency on `retry`: its name, budget, breaker and pacer,
+    /// borrowed from these guards, and the caller's `operation` if it names
+    /// one. What every integration does to each call, written once.
+    pub fn guard<'a, Op, C, O, N>(
+        &'a self,
+        retry: Retry<'a, Op, C, O, N>,
+        operation: Option<impl Into<Shared<'a, str>>>,
+    ) -> Retry<'a, Op, C, O, N> {
+        // The interned name: an `Arc`, found without copying it.
+        let retry = retry.dependency(self.dependency());
+        let retry = match self.budget() {
+            Some(budget) => retry.budget(budget),
+            None => retry,
+        };
+        let retry = match self.breaker() {
+            Some(breaker) => retry.breaker(breaker),
+            None => retry,
+        };
+        let retry = match self.pacer() {
+            Some(pacer) => retry.pacer(pacer),
+            None => retry,
+        };
+        match operation {
+            Some(operation) => retry.operation(operation),
+            None => retry,
+        }
+    }
+
+    /// [`guard`](Self::guard) for a hedged call: every copy beyond the first
+    /// is charged to the budget like a retry, and the breaker is asked before
+    /// each. No pacer: the engine gives a hedge none (hedging answers a slow
+    /// dependency, not one that asked to be called less).
+    pub fn guard_hedge<'a, Op, C, O>(
+        &'a self,
+        hedge: Hedge<'a, Op, C, O>,
+        operation: Option<impl Into<Shared<'a, str>>>,
+    ) -> Hedge<'a, Op, C, O> {
+        let hedge = hedge.dependency(self.dependency());
+        let hedge = match self.budget() {
+            Some(budget) => hedge.budget(budget),
+            None => hedge,
+        };
+        let hedge = match self.breaker() {
+            Some(breaker) => hedge.breaker(breaker),
+            None => hedge,
+        };
+        match operation {
+            Some(operation) => hedge.operation(operation),
+            None => hedge,
+        }
     }
 }
 

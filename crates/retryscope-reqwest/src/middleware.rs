@@ -11,7 +11,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
-use retryscope::hedge::{Hedge, HedgePolicy, Hedgeable};
+use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
 use retryscope_http::body_rule::SharedBodyRule;
@@ -19,7 +19,7 @@ use retryscope_http::idempotency::IdempotencyKeys;
 use retryscope_http::rule::SharedRule;
 use retryscope_http::shape::{Shaped, shape};
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
-use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog, Upstream};
+use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog, Upstream};
 use std::fmt;
 
 /// Retries requests of an existing reqwest client, correctly and visibly.
@@ -265,28 +265,12 @@ impl Middleware for RetryMiddleware {
         let observer = ((telemetry, self.retry_log), stop.clone());
         let outcome = match hedge {
             Some(hedge) => {
-                hedged(
-                    attempt
-                        .hedge(hedge)
-                        .with_classifier(&mut classifier)
-                        .observe(observer)
-                        .dependency(guards.dependency()),
-                    &guards,
-                    options.operation_name(),
-                )
-                .await
+                let hedge = attempt.hedge(hedge).with_classifier(&mut classifier).observe(observer);
+                guards.guard_hedge(hedge, options.operation_name()).await
             }
             None => {
-                guarded(
-                    attempt
-                        .retry(policy)
-                        .with_classifier(&mut classifier)
-                        .observe(observer)
-                        .dependency(guards.dependency()),
-                    &guards,
-                    options.operation_name(),
-                )
-                .await
+                let retry = attempt.retry(policy).with_classifier(&mut classifier).observe(observer);
+                guards.guard(retry, options.operation_name()).await
             }
         };
         let stop = stop.stopped();
@@ -298,53 +282,8 @@ impl Middleware for RetryMiddleware {
     }
 }
 
-/// Attaches the dependency's guards and the operation name.
-fn guarded<'a, Op, C, O, N>(
-    retry: retryscope::Retry<'a, Op, C, O, N>,
-    guards: &'a Guards<RetryBudget>,
-    operation: Option<&'a str>,
-) -> retryscope::Retry<'a, Op, C, O, N> {
-    let retry = match guards.budget() {
-        Some(budget) => retry.budget(budget),
-        None => retry,
-    };
-    let retry = match guards.breaker() {
-        Some(breaker) => retry.breaker(breaker),
-        None => retry,
-    };
-    let retry = match guards.pacer() {
-        Some(pacer) => retry.pacer(pacer),
-        None => retry,
-    };
-    match operation {
-        Some(operation) => retry.operation(operation),
-        None => retry,
-    }
-}
-
 /// Turns the engine's result into what reqwest-middleware callers expect: the
 /// shared decision ([`shape`]) in reqwest-middleware's error type.
-/// A hedged call under the dependency's budget (every copy beyond the first
-/// is charged like a retry) and breaker. The engine gives a hedge no pacer.
-fn hedged<'a, Op, C, O>(
-    hedge: Hedge<'a, Op, C, O>,
-    guards: &'a Guards<RetryBudget>,
-    operation: Option<&'a str>,
-) -> Hedge<'a, Op, C, O> {
-    let hedge = match guards.budget() {
-        Some(budget) => hedge.budget(budget),
-        None => hedge,
-    };
-    let hedge = match guards.breaker() {
-        Some(breaker) => hedge.breaker(breaker),
-        None => hedge,
-    };
-    match operation {
-        Some(operation) => hedge.operation(operation),
-        None => hedge,
-    }
-}
-
 fn finish(
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
     stop: Option<(StopReason, u32)>,

@@ -84,22 +84,7 @@ where
     let inner = &db.inner;
     let observer =
         inner.observer.clone().map(|o| o.with_attempt_spans(DbAttemptSpan { target: &inner.target }));
-    let guards = &inner.guards;
-    let retry = attempt
-        .retry(policy)
-        .with_classifier(judge)
-        .observe((observer, inner.retry_log))
-        .dependency(guards.dependency());
-    let retry = match guards.budget() {
-        Some(budget) => retry.budget(budget),
-        None => retry,
-    };
-    let retry = match guards.breaker() {
-        Some(breaker) => retry.breaker(breaker),
-        None => retry,
-    };
-    match operation {
-        Some(operation) => retry.operation(operation).await,
-        None => retry.await,
-    }
+    let retry = attempt.retry(policy).with_classifier(judge).observe((observer, inner.retry_log));
+    // The database's budget and breaker (it has no pacer).
+    inner.guards.guard(retry, operation).await
 }

@@ -184,51 +184,18 @@ where
         // Copies overlap: each is an attempt of its own (its body, its span,
         // its `grpc-previous-rpc-attempts`), and the first acceptable one wins.
         Some(policy) => {
-            let hedge = (move || attempts.next())
-                .hedge(&policy)
-                .with_classifier(classifier)
-                .observe(observer)
-                .dependency(guards.dependency());
-            // Every copy beyond the first is charged like a retry.
-            let hedge = match guards.budget() {
-                Some(budget) => hedge.budget(budget),
-                None => hedge,
-            };
-            let hedge = match guards.breaker() {
-                Some(breaker) => hedge.breaker(breaker),
-                None => hedge,
-            };
-            // No pacer: the engine offers none to a hedged call (see `hedging`).
-            let hedge = match operation {
-                Some(operation) => hedge.operation(operation),
-                None => hedge,
-            };
+            let hedge =
+                (move || attempts.next()).hedge(&policy).with_classifier(classifier).observe(observer);
+            // Every copy beyond the first is charged like a retry; no pacer
+            // (see `hedging`).
+            let hedge = guards.guard_hedge(hedge, operation);
             hedge.await
         }
         None => {
-            let retry = (move || attempts.next())
-                .retry(call.policy)
-                .with_classifier(classifier)
-                .observe(observer)
-                // The registry's interned name: an `Arc`, found without copying it.
-                .dependency(guards.dependency());
+            let retry =
+                (move || attempts.next()).retry(call.policy).with_classifier(classifier).observe(observer);
             // Borrowed from the dependency's guards, which this call holds.
-            let retry = match guards.budget() {
-                Some(budget) => retry.budget(budget),
-                None => retry,
-            };
-            let retry = match guards.breaker() {
-                Some(breaker) => retry.breaker(breaker),
-                None => retry,
-            };
-            let retry = match guards.pacer() {
-                Some(pacer) => retry.pacer(pacer),
-                None => retry,
-            };
-            let retry = match operation {
-                Some(operation) => retry.operation(operation),
-                None => retry,
-            };
+            let retry = guards.guard(retry, operation);
             retry.await
         }
     };
