@@ -261,6 +261,16 @@ impl std::error::Error for StormError {
     }
 }
 
+/// Runs one storm to its end on a multi-threaded runtime of its own: what every
+/// storm's `run` does once its flags are checked.
+pub(crate) fn block_on<T>(storm: impl Future<Output = Result<T, StormError>>) -> Result<T, StormError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| error("starting the runtime", e))?;
+    runtime.block_on(storm)
+}
+
 /// What the storm was doing (`context`) when `e` happened; `e` stays the source.
 pub(crate) fn error(context: &str, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StormError {
     StormError { message: context.to_owned(), source: Some(e.into()) }
@@ -368,11 +378,7 @@ impl StormArgs {
 /// for `--layers`).
 pub fn run(args: &StormArgs) -> Result<Vec<Summary>, StormError> {
     let timeline = args.validate()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| error("starting the runtime", e))?;
-    runtime.block_on(storm(args, timeline))
+    block_on(storm(args, timeline))
 }
 
 async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, StormError> {

@@ -32,11 +32,7 @@ pub fn run(args: &StormArgs) -> Result<Vec<LayerSummary>, StormError> {
     let services = args.layers.ok_or_else(|| StormError::new("the layered storm needs --layers"))?;
     let services = usize::try_from(services).map_err(|e| error("--layers", e))?;
     let timeline = args.validate()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| error("starting the runtime", e))?;
-    runtime.block_on(storm(args, services, timeline))
+    crate::storm::block_on(storm(args, services, timeline))
 }
 
 async fn storm(

@@ -43,11 +43,7 @@ pub const MAX_LOSS: f64 = 0.6;
 /// Runs the lost-responses storm (`--lost-responses`) and prints the report.
 pub fn run(args: &StormArgs) -> Result<Vec<LostSummary>, StormError> {
     validate(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| error("starting the runtime", e))?;
-    runtime.block_on(storm(args))
+    crate::storm::block_on(storm(args))
 }
 
 fn validate(args: &StormArgs) -> Result<(), StormError> {

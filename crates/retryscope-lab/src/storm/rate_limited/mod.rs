@@ -43,11 +43,7 @@ pub const MAX_CALLS: f64 = 1_000_000.0;
 /// Runs the rate-limited storm (`--rate-limited`) and prints the report.
 pub fn run(args: &StormArgs) -> Result<Vec<RateSummary>, StormError> {
     validate(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| error("starting the runtime", e))?;
-    runtime.block_on(storm(args))
+    crate::storm::block_on(storm(args))
 }
 
 fn validate(args: &StormArgs) -> Result<(), StormError> {

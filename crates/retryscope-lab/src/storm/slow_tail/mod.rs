@@ -45,11 +45,7 @@ pub const DEPENDENCY: &str = "slow-tail";
 /// Runs the slow-tail storm (`--slow-tail`) and prints the report.
 pub fn run(args: &StormArgs) -> Result<Vec<TailSummary>, StormError> {
     validate(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| error("starting the runtime", e))?;
-    runtime.block_on(storm(args))
+    crate::storm::block_on(storm(args))
 }
 
 fn validate(args: &StormArgs) -> Result<(), StormError> {
