@@ -5,7 +5,9 @@
 //! (compared decoded, case-insensitively) keeps a value other than the
 //! placeholder; every other parameter survives unchanged, in order; and the
 //! output has no part besides scheme, placeholder userinfo, host, port, path
-//! (all as in the input) and that query, so no secret hides anywhere else.
+//! (all as in the input) and that query, so no secret hides anywhere else
+//! (checked on inputs whose serialisation reads back as themselves: the URL
+//! standard's is not always idempotent).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -40,6 +42,14 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     assert_eq!(after, expected, "{url} → {redacted}");
 
+    // The URL standard's serialisation does not always read back as the same
+    // URL (`file:j:%2E` is `file:///j:/%2E`, which reads back as `file:///j:/`,
+    // the `%2E` taken for a `.` segment). The redacted text is exactly that
+    // serialisation, so for such inputs the secrets are checked above and the
+    // exact shape below is checked only on inputs that read back as themselves.
+    if Url::parse(url.as_str()).ok().as_ref() != Some(&url) {
+        return;
+    }
     // The rest of the output is the input's own, unchanged: with the checks
     // above, every part of the redacted URL is accounted for, so no secret can
     // hide anywhere in it.
