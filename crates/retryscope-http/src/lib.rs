@@ -44,7 +44,7 @@ pub mod transport;
 
 pub use error::NotReplayable;
 pub use options::RetryOptions;
-pub use settings::{ClientSettings, Telemetry};
+pub use settings::{ClientSettings, Telemetry, telemetry_state};
 
 /// Paths the [`shared_setters!`] macro expands to, so that an integration needs
 /// no extra dependency to use it.

@@ -36,6 +36,20 @@ impl Telemetry {
     }
 }
 
+/// Whether an integration's builder still records telemetry: its type
+/// parameter, `On` unless [`no_telemetry`](telemetry_state::Off) was called.
+/// The settings that only telemetry reads exist in `On` alone, so that a
+/// setting which could only be ignored does not compile.
+pub mod telemetry_state {
+    /// Telemetry on (the default): every telemetry setting is offered.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct On;
+
+    /// After `no_telemetry()`: no metrics and no spans, so no setting about them.
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Off;
+}
+
 /// The settings of an integration's builder that both integrations share.
 #[derive(Clone)]
 pub struct ClientSettings {
@@ -140,7 +154,9 @@ impl fmt::Debug for ClientSettings {
 /// `impl` block of a builder with a `ClientSettings` field, to the setters of
 /// the groups named.
 ///
-/// - `telemetry`: `meter`, `no_telemetry`, `no_retry_log`, `operation_spans` (and the deprecated `without_telemetry`);
+/// - `telemetry`: `no_retry_log`, in every [telemetry state](telemetry_state);
+/// - `telemetry_on => BuilderInOff`: `meter`, `no_telemetry`, `operation_spans` (and the deprecated
+///   `without_telemetry`), in the builder's [`telemetry_state::On`] impl only;
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
@@ -150,6 +166,19 @@ impl fmt::Debug for ClientSettings {
 #[macro_export]
 macro_rules! shared_setters {
     ($($field:ident).+ : telemetry) => {
+        /// Writes no retry log: no `retryscope.backoff` event per retry and no
+        /// `retryscope.gave_up` event per give-up, whether or not telemetry is on.
+        pub fn no_retry_log(mut self) -> Self {
+            self.$($field).+.retry_log = false;
+            self
+        }
+    };
+    // The settings that only mean something while telemetry is on, for the
+    // builder's `telemetry_state::On` impl: `no_telemetry` returns the builder
+    // in state `Off` ($off), where they do not exist, so that none of them can
+    // be set and then ignored. The builder provides
+    // `fn into_telemetry_state<U>(self) -> Builder<U>`.
+    ($($field:ident).+ : telemetry_on => $off:ty) => {
         /// Records metrics, and each dependency's budget and breaker gauges,
         /// with `meter` instead of the global meter provider's.
         pub fn meter(mut self, meter: &$crate::__private::Meter) -> Self {
@@ -159,16 +188,15 @@ macro_rules! shared_setters {
 
         /// Records no metrics and no spans. The retry log stays on (see
         /// [`no_retry_log`](Self::no_retry_log)).
-        pub fn no_telemetry(mut self) -> Self {
+        ///
+        /// The settings that only telemetry reads (`meter`, `operation_spans`
+        /// and, on a gRPC layer, `grpc_metrics`) are not offered after it:
+        /// they could only be ignored, so setting one does not compile. Set
+        /// before it, they are overridden by it, as any setting is by a later one.
+        pub fn no_telemetry(mut self) -> $off {
             self.$($field).+.telemetry = $crate::Telemetry::Off;
-            self
-        }
-
-        /// Writes no retry log: no `retryscope.backoff` event per retry and no
-        /// `retryscope.gave_up` event per give-up, whether or not telemetry is on.
-        pub fn no_retry_log(mut self) -> Self {
-            self.$($field).+.retry_log = false;
-            self
+            self.$($field).+.operation_spans = false;
+            self.into_telemetry_state()
         }
 
         /// Opens an INTERNAL operation span per call, with the call's attempts
@@ -182,7 +210,7 @@ macro_rules! shared_setters {
 
         /// Records no telemetry at all.
         #[deprecated(since = "0.1.0", note = "renamed `no_telemetry`, like the other `no_*` settings")]
-        pub fn without_telemetry(self) -> Self {
+        pub fn without_telemetry(self) -> $off {
             self.no_telemetry()
         }
     };

@@ -3,17 +3,38 @@
 use crate::middleware::RetryMiddleware;
 use retryscope::{CircuitBreaker, Policy, RetryBudget};
 use retryscope_http::ClientSettings;
+use retryscope_http::telemetry_state::{Off, On};
 use retryscope_otel::DependencyGuards;
+use std::marker::PhantomData;
 
-/// Builds a [`RetryMiddleware`].
+/// Builds a [`RetryMiddleware`]. Its [telemetry state](retryscope_http::telemetry_state)
+/// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
+/// that only telemetry reads are not offered:
+///
+/// ```compile_fail
+/// use retryscope::Policy;
+/// use retryscope_reqwest::RetryMiddleware;
+///
+/// // No spans are recorded at all: an operation span could only be ignored.
+/// let middleware = RetryMiddleware::builder(Policy::interactive()).no_telemetry().operation_spans();
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
 #[derive(Debug)]
-pub struct RetryMiddlewareBuilder {
+pub struct RetryMiddlewareBuilder<T = On> {
     pub(crate) policy: Policy,
     pub(crate) settings: ClientSettings,
+    pub(crate) telemetry: PhantomData<T>,
 }
 
-impl RetryMiddlewareBuilder {
+impl RetryMiddlewareBuilder<On> {
+    retryscope_http::shared_setters!(settings: telemetry_on => RetryMiddlewareBuilder<Off>);
+}
+
+impl<T> RetryMiddlewareBuilder<T> {
+    fn into_telemetry_state<U>(self) -> RetryMiddlewareBuilder<U> {
+        RetryMiddlewareBuilder { policy: self.policy, settings: self.settings, telemetry: PhantomData }
+    }
+
     retryscope_http::shared_setters!(settings: telemetry);
     retryscope_http::shared_setters!(settings: breaker);
     retryscope_http::shared_setters!(settings: pacer);

@@ -167,7 +167,11 @@ impl RetryMiddleware {
 
     /// Configures a middleware.
     pub fn builder(policy: Policy) -> RetryMiddlewareBuilder {
-        RetryMiddlewareBuilder { policy, settings: ClientSettings::default() }
+        RetryMiddlewareBuilder {
+            policy,
+            settings: ClientSettings::default(),
+            telemetry: std::marker::PhantomData,
+        }
     }
 }
 

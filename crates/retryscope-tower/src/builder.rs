@@ -8,16 +8,29 @@ use crate::settings::Settings;
 use http::Uri;
 use retryscope::Policy;
 use retryscope_http::ClientSettings;
+use retryscope_http::telemetry_state::{Off, On};
 use retryscope_otel::{DependencyGuards, Factory};
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, `RetryLayer::grpc`
-/// (feature `grpc`).
+/// (feature `grpc`). Its [telemetry state](retryscope_http::telemetry_state)
+/// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
+/// that only telemetry reads are not offered:
+///
+/// ```compile_fail
+/// use retryscope::Policy;
+/// use retryscope_tower::RetryLayer;
+///
+/// // No spans are recorded at all: an operation span could only be ignored.
+/// let layer = RetryLayer::builder(Policy::interactive()).no_telemetry().operation_spans();
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct RetryLayerBuilder {
+pub struct RetryLayerBuilder<T = On> {
     policy: Policy,
     pub(crate) tower: TowerSettings,
+    telemetry: PhantomData<T>,
 }
 
 /// What both of tower's builders configure.
@@ -42,7 +55,7 @@ impl Default for TowerSettings {
     }
 }
 
-impl fmt::Debug for RetryLayerBuilder {
+impl<T> fmt::Debug for RetryLayerBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryLayerBuilder")
             .field("policy", &self.policy)
@@ -87,9 +100,17 @@ macro_rules! tower_setters {
 #[cfg(feature = "grpc")]
 pub(crate) use tower_setters;
 
-impl RetryLayerBuilder {
+impl RetryLayerBuilder<On> {
     pub(crate) fn new(policy: Policy) -> Self {
-        Self { policy, tower: TowerSettings::default() }
+        Self { policy, tower: TowerSettings::default(), telemetry: PhantomData }
+    }
+
+    retryscope_http::shared_setters!(tower.shared: telemetry_on => RetryLayerBuilder<Off>);
+}
+
+impl<T> RetryLayerBuilder<T> {
+    fn into_telemetry_state<U>(self) -> RetryLayerBuilder<U> {
+        RetryLayerBuilder { policy: self.policy, tower: self.tower, telemetry: PhantomData }
     }
 
     retryscope_http::shared_setters!(tower.shared: telemetry);

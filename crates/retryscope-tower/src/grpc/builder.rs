@@ -4,7 +4,9 @@ use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
 use crate::layer::RetryLayer;
 use retryscope::Policy;
+use retryscope_http::telemetry_state::{Off, On};
 use std::fmt;
+use std::marker::PhantomData;
 
 /// Builds a [`RetryLayer`] with gRPC semantics (A6): made by
 /// [`RetryLayer::grpc`].
@@ -69,6 +71,17 @@ use std::fmt;
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_attempt_header();
 /// ```
 ///
+/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](retryscope_http::telemetry_state)
+/// is then `Off`), the settings that only telemetry reads are not offered:
+/// gRPC's own metrics could only be ignored.
+///
+/// ```compile_fail
+/// use retryscope::Policy;
+/// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+///
+/// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_telemetry().grpc_metrics();
+/// ```
+///
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry, rule_fn};
@@ -77,12 +90,13 @@ use std::fmt;
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).retry_rule(rule);
 /// ```
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct GrpcRetryLayerBuilder {
+pub struct GrpcRetryLayerBuilder<T = On> {
     retry: GrpcRetry,
     tower: TowerSettings,
+    telemetry: PhantomData<T>,
 }
 
-impl fmt::Debug for GrpcRetryLayerBuilder {
+impl<T> fmt::Debug for GrpcRetryLayerBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GrpcRetryLayerBuilder")
             .field("retry", &self.retry)
@@ -91,14 +105,35 @@ impl fmt::Debug for GrpcRetryLayerBuilder {
     }
 }
 
-impl GrpcRetryLayerBuilder {
+impl GrpcRetryLayerBuilder<On> {
     pub(crate) fn new(retry: GrpcRetry) -> Self {
         let mut tower = TowerSettings::default();
         // A6's guards only: the token bucket, when the config throttles.
         tower.shared.breaker = None;
         tower.shared.budget = None;
         tower.shared.pacer = None;
-        Self { retry, tower }
+        Self { retry, tower, telemetry: PhantomData }
+    }
+
+    retryscope_http::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off>);
+
+    /// Records gRPC's own client metrics too — the per-attempt and per-call
+    /// instruments of gRFC A66 and the retry instruments of A96
+    /// (`grpc.client.attempt.started`, `grpc.client.call.duration`, …; the
+    /// list is in docs/telemetry.md), on the layer's meter, so that gRPC
+    /// dashboards work. Off by default, as in gRPC's own libraries, which record
+    /// them only once their OpenTelemetry plugin is registered: they repeat
+    /// what the `retryscope.*` metrics say, and record five more instruments
+    /// per attempt. Not offered after [`no_telemetry`](Self::no_telemetry).
+    pub fn grpc_metrics(mut self) -> Self {
+        self.tower.grpc_metrics = true;
+        self
+    }
+}
+
+impl<T> GrpcRetryLayerBuilder<T> {
+    fn into_telemetry_state<U>(self) -> GrpcRetryLayerBuilder<U> {
+        GrpcRetryLayerBuilder { retry: self.retry, tower: self.tower, telemetry: PhantomData }
     }
 
     retryscope_http::shared_setters!(tower.shared: telemetry);
@@ -114,19 +149,6 @@ impl GrpcRetryLayerBuilder {
         make: impl Fn() -> retryscope::RetryBudget + Send + Sync + 'static,
     ) -> Self {
         self.tower.shared.budget = Some(std::sync::Arc::new(make));
-        self
-    }
-
-    /// Records gRPC's own client metrics too — the per-attempt and per-call
-    /// instruments of gRFC A66 and the retry instruments of A96
-    /// (`grpc.client.attempt.started`, `grpc.client.call.duration`, …; the
-    /// list is in docs/telemetry.md), on the layer's meter, so that gRPC
-    /// dashboards work. Off by default, as in gRPC's own libraries, which record
-    /// them only once their OpenTelemetry plugin is registered: they repeat
-    /// what the `retryscope.*` metrics say, and record five more instruments
-    /// per attempt.
-    pub fn grpc_metrics(mut self) -> Self {
-        self.tower.grpc_metrics = true;
         self
     }
 
