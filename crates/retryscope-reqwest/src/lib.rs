@@ -56,3 +56,7 @@ pub use retryscope_http::idempotency::{IdempotencyKey, InvalidIdempotencyKey};
 /// Your own retry rule for responses (defined in `retryscope-http`, shared
 /// with `retryscope-tower`).
 pub use retryscope_http::rule::{ResponseRule, rule_fn};
+/// The builder's telemetry states, to name a builder after `no_telemetry()`
+/// (re-exported from `retryscope-http`).
+#[doc(inline)]
+pub use retryscope_http::telemetry_state;
