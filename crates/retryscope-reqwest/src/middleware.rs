@@ -235,7 +235,7 @@ impl Middleware for RetryMiddleware {
                 }
                 // A span no subscriber took has no context to propagate.
                 if !span.is_disabled() {
-                    retryscope_otel::inject_context(request.headers_mut());
+                    retryscope_otel::inject_span_context(&span, request.headers_mut());
                 }
                 if let Some((name, value)) = announce {
                     request.headers_mut().insert(name, value);
