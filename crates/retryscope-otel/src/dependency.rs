@@ -144,17 +144,24 @@ impl<T: Throttle> Guards<T> {
     ) -> Retry<'a, Op, C, O, N> {
         // The interned name: an `Arc`, found without copying it.
         let retry = retry.dependency(self.dependency());
-        let retry = match self.budget() {
-            Some(budget) => retry.budget(budget),
-            None => retry,
-        };
-        let retry = match self.breaker() {
-            Some(breaker) => retry.breaker(breaker),
-            None => retry,
-        };
-        let retry = match self.pacer() {
-            Some(pacer) => retry.pacer(pacer),
-            None => retry,
+        let retry = match (self.budget(), self.breaker(), self.pacer()) {
+            // The default guards, in one chain: each step of the conditional
+            // chain below moves the whole builder once more.
+            (Some(budget), Some(breaker), Some(pacer)) => retry.budget(budget).breaker(breaker).pacer(pacer),
+            (budget, breaker, pacer) => {
+                let retry = match budget {
+                    Some(budget) => retry.budget(budget),
+                    None => retry,
+                };
+                let retry = match breaker {
+                    Some(breaker) => retry.breaker(breaker),
+                    None => retry,
+                };
+                match pacer {
+                    Some(pacer) => retry.pacer(pacer),
+                    None => retry,
+                }
+            }
         };
         match operation {
             Some(operation) => retry.operation(operation),

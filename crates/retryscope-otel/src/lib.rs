@@ -144,10 +144,11 @@ pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 #[cfg(feature = "prometheus")]
 pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
-pub use propagate::inject_context;
+pub use propagate::{inject_context, inject_span_context};
 #[cfg(feature = "otlp")]
 pub use setup::{
-    OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry, init_otlp,
+    OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry, W3cPropagator,
+    init_otlp,
 };
 pub use spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, default_attempt_span};
 pub use upstream::Upstream;

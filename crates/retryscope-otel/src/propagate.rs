@@ -24,7 +24,20 @@ static BAGGAGE: HeaderName = HeaderName::from_static("baggage");
 /// retryscope_otel::inject_context(&mut headers); // inside an attempt: its span
 /// ```
 pub fn inject_context(headers: &mut HeaderMap) {
-    let context = tracing::Span::current().context();
+    inject_span_context(&tracing::Span::current(), headers);
+}
+
+/// [`inject_context`] for a span the caller already holds (the attempt's own,
+/// taken once inside the attempt): the same headers, without looking the
+/// current span up again.
+///
+/// ```
+/// let span = tracing::Span::current();
+/// let mut headers = http::HeaderMap::new();
+/// retryscope_otel::inject_span_context(&span, &mut headers);
+/// ```
+pub fn inject_span_context(span: &tracing::Span, headers: &mut HeaderMap) {
+    let context = span.context();
     opentelemetry::global::get_text_map_propagator(|propagator| {
         propagator.inject_context(&context, &mut HeaderInjector(headers));
     });

@@ -12,12 +12,12 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::{HedgePolicy, Hedgeable};
-use retryscope::observe::StopRecorder;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
 use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::idempotency::IdempotencyKeys;
 use retryscope_http::rule::SharedRule;
 use retryscope_http::shape::{Shaped, shape};
+use retryscope_http::stop::StopSlot;
 use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
 use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog, Upstream};
 use std::fmt;
@@ -213,7 +213,7 @@ impl Middleware for RetryMiddleware {
             classifier.one_layer(upstream.as_ref());
         }
         let source = RequestSource::new(request);
-        let stop = StopRecorder::default();
+        let stop = StopSlot::default();
         let snapshot = extensions.clone();
         let telemetry = self
             .telemetry
@@ -239,7 +239,7 @@ impl Middleware for RetryMiddleware {
                 }
                 // A span no subscriber took has no context to propagate.
                 if !span.is_disabled() {
-                    retryscope_otel::inject_context(request.headers_mut());
+                    retryscope_otel::inject_span_context(&span, request.headers_mut());
                 }
                 if let Some((name, value)) = announce {
                     request.headers_mut().insert(name, value);
@@ -266,7 +266,7 @@ impl Middleware for RetryMiddleware {
         let hedge = self.hedge.as_ref().filter(|_| {
             retryscope_http::safety::may_hedge(&method) && replayable && options.policy_override().is_none()
         });
-        let observer = ((telemetry, self.retry_log), stop.clone());
+        let observer = ((telemetry, self.retry_log), &stop);
         let outcome = match hedge {
             Some(hedge) => {
                 let hedge = attempt.hedge(hedge).with_classifier(&mut classifier).observe(observer);

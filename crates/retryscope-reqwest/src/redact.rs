@@ -5,6 +5,7 @@
 //! OpenTelemetry HTTP conventions ask for exactly this redaction.
 
 use reqwest::Url;
+use std::borrow::Cow;
 
 /// Query parameters whose values are credentials (compared case-insensitively).
 const SENSITIVE_PARAMS: &[&str] = &[
@@ -68,6 +69,19 @@ pub fn redact_url(url: &Url) -> String {
     clean.into()
 }
 
+/// [`redact_url`] without its copy when there is nothing to redact — no
+/// userinfo, no fragment, no sensitive query parameter, the common case —
+/// where the URL is used as it is.
+pub(crate) fn redacted(url: &Url) -> Cow<'_, str> {
+    let has_secret_query = url.query().is_some() && url.query_pairs().any(|(name, _)| is_sensitive(&name));
+    if url.username().is_empty() && url.password().is_none() && url.fragment().is_none() && !has_secret_query
+    {
+        Cow::Borrowed(url.as_str())
+    } else {
+        Cow::Owned(redact_url(url))
+    }
+}
+
 /// Whether a query parameter named `name` (decoded) carries a credential, so
 /// that [`redact_url`] replaces its value. Exposed for the fuzz targets, which
 /// check that no such value survives redaction; not part of the stable API.
@@ -87,6 +101,30 @@ mod tests {
     #[test]
     fn plain_urls_are_unchanged() {
         assert_eq!(redact("http://127.0.0.1:8080/a/b?page=2&q=x"), "http://127.0.0.1:8080/a/b?page=2&q=x");
+    }
+
+    #[test]
+    fn the_uncopied_url_is_the_redacted_one_and_only_a_clean_url_goes_uncopied() {
+        for (url, clean) in [
+            ("http://127.0.0.1:8080/a/b?page=2&q=x", true),
+            ("http://127.0.0.1:8080/ok", true),
+            ("https://h.example/?", true),
+            ("https://h.example/p?", true),
+            ("https://alice:hunter2@h.example/p", false),
+            ("https://alice@h.example/p", false),
+            ("https://:pw@h.example/p", false),
+            ("https://h.example/p#top", false),
+            ("https://h.example/p#", false),
+            ("https://h.example/?page=1&%74oken=t", false),
+            ("https://h.example/?X-Amz-Signature=s", false),
+            ("file:///etc/hosts", true),
+            ("mailto:someone@example.com", true),
+        ] {
+            let url = Url::parse(url).unwrap();
+            let fast = redacted(&url);
+            assert_eq!(fast, redact_url(&url), "{url}");
+            assert_eq!(matches!(fast, Cow::Borrowed(_)), clean, "{url}");
+        }
     }
 
     #[test]

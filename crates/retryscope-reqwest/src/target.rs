@@ -38,6 +38,6 @@ struct Redacted<'a>(&'a Url);
 
 impl fmt::Display for Redacted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::redact::redact_url(self.0))
+        f.write_str(&crate::redact::redacted(self.0))
     }
 }

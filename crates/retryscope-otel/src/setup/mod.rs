@@ -17,10 +17,12 @@
 //! and [`Telemetry::shutdown`]'s error is to be logged, not returned from `main`.
 
 mod error;
+mod propagator;
 mod protocol;
 mod telemetry;
 
 pub use error::{SetupError, ShutdownError, SignalFailure};
+pub use propagator::W3cPropagator;
 pub use protocol::Protocol;
 pub use telemetry::{SpanLayer, Telemetry};
 

@@ -3,13 +3,12 @@
 //! call by [`init`](super::OtlpConfig::init).
 
 use super::error::{ShutdownError, SignalFailure};
+use super::propagator::W3cPropagator;
 use super::protocol::Route;
 use crate::observer::{OtelObserver, scope};
 use opentelemetry::metrics::{Meter, MeterProvider as _};
-use opentelemetry::propagation::TextMapCompositePropagator;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
-use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use std::time::Duration;
 use tracing::Subscriber;
@@ -78,14 +77,11 @@ impl Telemetry {
         OtelObserver::from_meter(&self.meter())
     }
 
-    /// The W3C TraceContext and Baggage propagators, composed: what
-    /// [`install_globals`](Self::install_globals) installs unless told to keep
-    /// the program's own.
-    pub fn propagator() -> TextMapCompositePropagator {
-        TextMapCompositePropagator::new(vec![
-            Box::new(TraceContextPropagator::new()),
-            Box::new(BaggagePropagator::new()),
-        ])
+    /// The W3C TraceContext and Baggage propagators, as one
+    /// ([`W3cPropagator`]): what [`install_globals`](Self::install_globals)
+    /// installs unless told to keep the program's own.
+    pub fn propagator() -> W3cPropagator {
+        W3cPropagator::new()
     }
 
     /// The `tracing` layer that turns spans into OpenTelemetry spans exported

@@ -62,12 +62,23 @@ const EPOCH_MILLIS_FROM: f64 = 1e12;
 /// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota::new(5, Duration::from_secs(20))));
 /// ```
 pub fn quota(headers: &HeaderMap, now: SystemTime) -> Option<Quota> {
+    // Most responses carry no quota at all: one pass over their few names
+    // spares them the lookups and parsing below.
+    if !headers.keys().any(names_a_quota) {
+        return None;
+    }
     let pairs = [(RATELIMIT_REMAINING, RATELIMIT_RESET), (X_RATELIMIT_REMAINING, X_RATELIMIT_RESET)];
     ietf_quotas(headers)
         .into_iter()
         .flatten()
         .chain(pairs.iter().filter_map(|(remaining, reset)| vendor_quota(headers, remaining, reset, now)))
         .reduce(|strictest, quota| if quota.is_stricter_than(&strictest) { quota } else { strictest })
+}
+
+/// Whether `name` is a field without which [`quota`] finds nothing:
+/// `RateLimit`, or the `*-Remaining` half of a vendor pair.
+fn names_a_quota(name: &HeaderName) -> bool {
+    [&RATELIMIT, &RATELIMIT_REMAINING, &X_RATELIMIT_REMAINING].contains(&name)
 }
 
 /// Each item of `RateLimit` as a quota; `None` if the field is absent or
@@ -253,5 +264,24 @@ mod tests {
         );
         let malformed = headers(&[(&RATELIMIT, r#""default";r=-1;t=3"#)]);
         assert_eq!(quota(&malformed, now), None);
+    }
+
+    #[test]
+    fn quota_headers_are_found_among_any_others_and_a_response_without_them_has_none() {
+        let now = UNIX_EPOCH + NOW;
+        let date = HeaderName::from_static("date");
+        let server = HeaderName::from_static("server");
+        let plain = headers(&[(&date, "Thu, 01 Jan 2026 00:00:00 GMT"), (&server, "hyper")]);
+        assert_eq!(quota(&plain, now), None);
+        let only_resets =
+            headers(&[(&RATELIMIT_RESET, "5"), (&X_RATELIMIT_RESET, "5"), (&RATELIMIT_POLICY, "x")]);
+        assert_eq!(quota(&only_resets, now), None);
+        let among = headers(&[
+            (&date, "Thu, 01 Jan 2026 00:00:00 GMT"),
+            (&server, "hyper"),
+            (&X_RATELIMIT_RESET, "20"),
+            (&X_RATELIMIT_REMAINING, "3"),
+        ]);
+        assert_eq!(quota(&among, now), Some(Quota::new(3, Duration::from_secs(20))));
     }
 }
