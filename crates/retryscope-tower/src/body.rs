@@ -102,6 +102,15 @@ impl<B> fmt::Debug for Replay<B> {
     }
 }
 
+impl<B: ReplayBody> Replay<B> {
+    /// The body of type `B` that sends this, with `sent` counting the message
+    /// bytes it sends.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn metered(self, sent: Option<crate::grpc::metrics::MessageMeter>) -> B {
+        B::from_replay(Replay { sent, ..self })
+    }
+}
+
 impl<B: Body<Data = Bytes>> Replay<B> {
     fn next_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match &mut self.kind {
@@ -254,11 +263,7 @@ impl<B: ReplayBody> Source<B> {
 
     fn next_replay(&mut self) -> Option<Replay<B>> {
         match self {
-            Self::Replayable { data, trailers } => Some(Replay {
-                kind: Kind::Buffered { data: data.clone(), trailers: trailers.clone() },
-                #[cfg(feature = "grpc")]
-                sent: None,
-            }),
+            Self::Replayable { .. } => self.spare(),
             Self::Once(replay) => replay.take(),
         }
     }
@@ -266,7 +271,20 @@ impl<B: ReplayBody> Source<B> {
     /// [`next`](Self::next), with `sent` counting the message bytes it sends.
     #[cfg(feature = "grpc")]
     pub(crate) fn next_metered(&mut self, sent: Option<crate::grpc::metrics::MessageMeter>) -> Option<B> {
-        self.next_replay().map(|replay| B::from_replay(Replay { sent, ..replay }))
+        self.next_replay().map(|replay| replay.metered(sent))
+    }
+
+    /// A body for an attempt that may follow, if every attempt can get the
+    /// body: the bytes held in memory, shared, not copied.
+    pub(crate) fn spare(&self) -> Option<Replay<B>> {
+        match self {
+            Self::Replayable { data, trailers } => Some(Replay {
+                kind: Kind::Buffered { data: data.clone(), trailers: trailers.clone() },
+                #[cfg(feature = "grpc")]
+                sent: None,
+            }),
+            Self::Once(_) => None,
+        }
     }
 }
 

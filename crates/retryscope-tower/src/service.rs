@@ -1,5 +1,7 @@
 //! The service: one logical request, its attempts, and what the caller gets.
 
+#[cfg(feature = "grpc")]
+use crate::body::Replay;
 use crate::body::{ReplayBody, ResponseBody, Source};
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
@@ -166,7 +168,7 @@ where
     let mut attempts = Attempts {
         ready: Some(ready),
         template,
-        parts,
+        parts: Arc::new(parts),
         source,
         number: 0,
         call,
@@ -364,7 +366,8 @@ fn within(policy: Policy, timeout: std::time::Duration) -> Policy {
 struct Attempts<S, B> {
     ready: Option<S>,
     template: S,
-    parts: Parts,
+    /// The request's head, shared with a transparent retry.
+    parts: Arc<Parts>,
     source: Source<B>,
     number: u32,
     call: Call,
@@ -408,7 +411,7 @@ where
         #[cfg(not(feature = "grpc"))]
         let body = self.source.next();
         let replayable = self.source.is_replayable();
-        let mut parts = self.parts.clone();
+        let mut parts = Parts::clone(&self.parts);
         #[cfg(feature = "grpc")]
         if self.call.grpc {
             self.grpc_metadata(&mut parts, number);
@@ -421,35 +424,13 @@ where
         let body_rule = self.body_rule.clone().filter(|_| !grpc);
         // A6's transparent retry: a first attempt the server refused before
         // processing it is sent once more at once, whatever the retry policy,
-        // and not counted as an attempt. It needs the body again.
+        // and not counted as an attempt. It needs the body again; what it
+        // needs is kept (the shared head, the body's bytes) and the request is
+        // made only if the server refuses the first one.
         #[cfg(feature = "grpc")]
-        let (resend_meter, resend_counter) = match &self.metrics {
-            Some(_) => {
-                let (meter, counter) = crate::grpc::metrics::CallMetrics::transparent_meter();
-                (Some(meter), Some(counter))
-            }
-            None => (None, None),
-        };
-        #[cfg(feature = "grpc")]
-        let resend = (self.metrics.clone(), resend_counter);
+        let transparent = (grpc && number == 1).then(|| self.transparent()).flatten();
         #[cfg(not(feature = "grpc"))]
-        let resend = ();
-        let transparent = (grpc && number == 1 && replayable)
-            .then(|| {
-                #[cfg(feature = "grpc")]
-                let body = self.source.next_metered(resend_meter);
-                #[cfg(not(feature = "grpc"))]
-                let body = self.source.next();
-                body.map(|body| (self.ready_clone(), Request::from_parts(parts.clone(), body)))
-            })
-            .flatten();
-        // The call's deadline, if it goes on the wire: the transparent retry
-        // carries what is left of it when it is sent.
-        #[cfg(feature = "grpc")]
-        let call_deadline =
-            self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline));
-        #[cfg(not(feature = "grpc"))]
-        let call_deadline: Option<(tokio::time::Instant, std::time::Duration)> = None;
+        let transparent: Option<std::convert::Infallible> = None;
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
             let span = Span::current();
@@ -460,13 +441,14 @@ where
                     "the request body is streamed or larger than the replay limit: it is sent once and never retried"
                 );
             }
-            let response = match send(service, Request::from_parts(parts, body)).await {
+            // Kept for the transparent retry, which asks it afresh.
+            let mut service = service;
+            let response = match send(&mut service, Request::from_parts(parts, body)).await {
                 Err(error) => match (transparent, unprocessed(&error)) {
-                    (Some((service, mut request)), Some(why)) => {
+                    #[cfg(feature = "grpc")]
+                    (Some(transparent), Some(why)) => {
                         tracing::info!(parent: &span, "transparent retry: {why}");
-                        count_transparent_retry(resend);
-                        refresh_timeout(&mut request, call_deadline);
-                        send(service, request).await?
+                        send(&mut service, transparent.request()).await?
                     }
                     _ => return Err(error),
                 },
@@ -502,6 +484,20 @@ where
         self.template.clone()
     }
 
+    /// What the first attempt's transparent retry needs, if its body can be
+    /// sent again.
+    #[cfg(feature = "grpc")]
+    fn transparent(&self) -> Option<Transparent<B>> {
+        Some(Transparent {
+            parts: Arc::clone(&self.parts),
+            body: self.source.spare()?,
+            metrics: self.metrics.clone(),
+            // The call's deadline, if it goes on the wire: the transparent
+            // retry carries what is left of it when it is sent.
+            deadline: self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline)),
+        })
+    }
+
     /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
     /// a deadline — `grpc-timeout` set to what is left of it.
     #[cfg(feature = "grpc")]
@@ -522,7 +518,7 @@ where
 /// One attempt on the wire: a fresh readiness check (a retry must not bypass
 /// the inner service's backpressure: a buffer, a concurrency limit), the W3C
 /// context of the attempt span, and the call.
-async fn send<S, B, ResB>(mut service: S, mut request: Request<B>) -> Result<Response<ResB>, BoxError>
+async fn send<S, B, ResB>(service: &mut S, mut request: Request<B>) -> Result<Response<ResB>, BoxError>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
@@ -535,39 +531,39 @@ where
     service.call(request).await.map_err(Into::into)
 }
 
-/// Tells gRPC's call metrics that a transparent retry starts (A96), with the
-/// counter its body's meter adds to.
+/// What A6's transparent retry of a first attempt needs to make its request
+/// if the server refuses the first one unprocessed: the request's head (shared
+/// with the attempts), a copy of the body held in memory (its bytes are
+/// shared), gRPC's call metrics, and the call's deadline if it goes on the
+/// wire (the instant the call started and the deadline's length).
 #[cfg(feature = "grpc")]
-fn count_transparent_retry(
-    (metrics, counter): (
-        Option<crate::grpc::metrics::CallMetrics>,
-        Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
-    ),
-) {
-    if let (Some(metrics), Some(counter)) = (metrics, counter) {
-        metrics.transparent_retry_started(counter);
-    }
+struct Transparent<B> {
+    parts: Arc<Parts>,
+    body: Replay<B>,
+    metrics: Option<crate::grpc::metrics::CallMetrics>,
+    deadline: Option<(tokio::time::Instant, std::time::Duration)>,
 }
 
-#[cfg(not(feature = "grpc"))]
-fn count_transparent_retry(_: ()) {}
-
-/// Sets `grpc-timeout` to what is left now of the call's deadline, given as
-/// the instant the call started and the deadline's length.
 #[cfg(feature = "grpc")]
-fn refresh_timeout<B>(
-    request: &mut Request<B>,
-    call_deadline: Option<(tokio::time::Instant, std::time::Duration)>,
-) {
-    use crate::grpc::headers;
-    if let Some((started, deadline)) = call_deadline {
-        let remaining = deadline.saturating_sub(started.elapsed());
-        request.headers_mut().insert(headers::TIMEOUT, headers::timeout_value(remaining));
+impl<B: ReplayBody> Transparent<B> {
+    /// The request sent again: `grpc-timeout` set to what is left now of the
+    /// call's deadline, and the call's metrics told that a transparent retry
+    /// starts (A96), with the counter its body's meter adds to.
+    fn request(self) -> Request<B> {
+        use crate::grpc::headers;
+        let meter = self.metrics.map(|metrics| {
+            let (meter, counter) = crate::grpc::metrics::CallMetrics::transparent_meter();
+            metrics.transparent_retry_started(counter);
+            meter
+        });
+        let mut parts = Parts::clone(&self.parts);
+        if let Some((started, deadline)) = self.deadline {
+            let remaining = deadline.saturating_sub(started.elapsed());
+            parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
+        }
+        Request::from_parts(parts, self.body.metered(meter))
     }
 }
-
-#[cfg(not(feature = "grpc"))]
-fn refresh_timeout<B>(_: &mut Request<B>, _: Option<(tokio::time::Instant, std::time::Duration)>) {}
 
 /// Whether a failed attempt never reached the server's application (gRPC
 /// only: an HTTP request gets no transparent retry).
