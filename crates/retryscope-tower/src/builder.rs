@@ -161,6 +161,7 @@ impl TowerSettings {
                 grpc,
                 #[cfg(feature = "grpc")]
                 grpc_metrics,
+                origin_guards: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -117,8 +117,7 @@ where
     let (mut parts, body) = request.into_parts();
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
     let mut call = Call::plan(&settings, &parts, &options);
-    let server = crate::spans::server(&parts.uri, settings.origin.as_ref());
-    let guards = settings.guards.for_server(server.address, server.uri.port_u16(), server.default_port);
+    let guards = settings.guards_for(&parts.uri);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
     // Once per call, before any attempt: every attempt clones these headers.
@@ -588,7 +587,7 @@ fn read_status<ResB: Body>(
 ) -> Response<ResponseBody<ResB>> {
     use crate::body::TrailersHook;
     use crate::grpc::status;
-    match status::received(&response) {
+    match status::read(&mut response) {
         Some(received) => status::record_code(span, received.code),
         None => response
             .body_mut()
