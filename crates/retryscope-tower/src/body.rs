@@ -86,9 +86,11 @@ pub struct Replay<B> {
     sent: Option<crate::grpc::metrics::MessageMeter>,
 }
 
+// Trailers are boxed: a request seldom has any, and the bodies are moved with
+// every attempt.
 enum Kind<B> {
-    Buffered { data: Bytes, trailers: Option<HeaderMap> },
-    Streaming { prefix: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Pin<Box<B>>> },
+    Buffered { data: Bytes, trailers: Option<Box<HeaderMap>> },
+    Streaming { prefix: VecDeque<Bytes>, trailers: Option<Box<HeaderMap>>, rest: Option<Pin<Box<B>>> },
 }
 
 impl<B> fmt::Debug for Replay<B> {
@@ -118,14 +120,14 @@ impl<B: Body<Data = Bytes>> Replay<B> {
                 if !data.is_empty() {
                     return Poll::Ready(Some(Ok(Frame::data(std::mem::take(data)))));
                 }
-                Poll::Ready(trailers.take().map(|t| Ok(Frame::trailers(t))))
+                Poll::Ready(trailers.take().map(|t| Ok(Frame::trailers(*t))))
             }
             Kind::Streaming { prefix, trailers, rest } => {
                 if let Some(chunk) = prefix.pop_front() {
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));
                 }
                 if let Some(t) = trailers.take() {
-                    return Poll::Ready(Some(Ok(Frame::trailers(t))));
+                    return Poll::Ready(Some(Ok(Frame::trailers(*t))));
                 }
                 match rest {
                     Some(body) => body.as_mut().poll_frame(cx),
@@ -180,7 +182,7 @@ impl<B: Body<Data = Bytes>> Body for Replay<B> {
 /// first attempt gets the stream.
 pub(crate) enum Source<B> {
     /// Held in memory: any number of attempts.
-    Replayable { data: Bytes, trailers: Option<HeaderMap> },
+    Replayable(Held),
     /// Sent once: `None` after the first attempt took it.
     Once(Option<Replay<B>>),
 }
@@ -199,14 +201,14 @@ impl<B: ReplayBody> Source<B> {
     /// The body's own error, if reading it failed before anything was sent.
     pub(crate) async fn read(body: B, limit: usize) -> Result<Self, B::Error> {
         if body.is_end_stream() {
-            return Ok(Self::Replayable { data: Bytes::new(), trailers: None });
+            return Ok(Self::Replayable(Held { data: Bytes::new(), trailers: None }));
         }
         let mut body = Box::pin(body);
         if body.size_hint().lower() > limit as u64 {
             return Ok(Self::once(VecDeque::new(), None, Some(body)));
         }
         let mut chunks = ReadAhead::default();
-        let mut trailers: Option<HeaderMap> = None;
+        let mut trailers: Option<Box<HeaderMap>> = None;
         loop {
             let next = poll_fn(|cx| Poll::Ready(body.as_mut().poll_frame(cx))).await;
             let frame = match next {
@@ -225,7 +227,7 @@ impl<B: ReplayBody> Source<B> {
                     if let Ok(more) = frame.into_trailers() {
                         match &mut trailers {
                             Some(t) => t.extend(more),
-                            None => trailers = Some(more),
+                            None => trailers = Some(Box::new(more)),
                         }
                     }
                 }
@@ -234,10 +236,10 @@ impl<B: ReplayBody> Source<B> {
                 break;
             }
         }
-        Ok(Self::Replayable { data: chunks.into_bytes(), trailers })
+        Ok(Self::Replayable(Held { data: chunks.into_bytes(), trailers }))
     }
 
-    fn once(prefix: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Pin<Box<B>>>) -> Self {
+    fn once(prefix: VecDeque<Bytes>, trailers: Option<Box<HeaderMap>>, rest: Option<Pin<Box<B>>>) -> Self {
         Self::Once(Some(Replay {
             kind: Kind::Streaming { prefix, trailers, rest },
             #[cfg(feature = "grpc")]
@@ -261,7 +263,7 @@ impl<B: ReplayBody> Source<B> {
 
     fn next_replay(&mut self) -> Option<Replay<B>> {
         match self {
-            Self::Replayable { .. } => self.spare(),
+            Self::Replayable(held) => Some(held.replay()),
             Self::Once(replay) => replay.take(),
         }
     }
@@ -272,16 +274,32 @@ impl<B: ReplayBody> Source<B> {
         self.next_replay().map(|replay| replay.metered(sent))
     }
 
-    /// A body for an attempt that may follow, if every attempt can get the
-    /// body: the bytes held in memory, shared, not copied.
-    pub(crate) fn spare(&self) -> Option<Replay<B>> {
+    /// The body held in memory, for an attempt that may follow, if every
+    /// attempt can get it: shared, not copied.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn spare(&self) -> Option<Held> {
         match self {
-            Self::Replayable { data, trailers } => Some(Replay {
-                kind: Kind::Buffered { data: data.clone(), trailers: trailers.clone() },
-                #[cfg(feature = "grpc")]
-                sent: None,
-            }),
+            Self::Replayable(held) => Some(held.clone()),
             Self::Once(_) => None,
+        }
+    }
+}
+
+/// A request body held in memory: its bytes, and its trailers if it had any.
+/// A clone shares them.
+#[derive(Clone)]
+pub(crate) struct Held {
+    data: Bytes,
+    trailers: Option<Box<HeaderMap>>,
+}
+
+impl Held {
+    /// The body of one attempt: the bytes again.
+    pub(crate) fn replay<B>(&self) -> Replay<B> {
+        Replay {
+            kind: Kind::Buffered { data: self.data.clone(), trailers: self.trailers.clone() },
+            #[cfg(feature = "grpc")]
+            sent: None,
         }
     }
 }

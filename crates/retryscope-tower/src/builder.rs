@@ -153,7 +153,7 @@ impl TowerSettings {
                 retry_log,
                 guards: guards.build(),
                 replay_limit: self.replay_limit,
-                origin: self.origin,
+                origin: self.origin.map(Arc::new),
                 attempt_header: shared.attempt_header,
                 one_layer: shared.one_layer,
                 idempotency: shared.idempotency,

@@ -1,7 +1,7 @@
 //! The service: one logical request, its attempts, and what the caller gets.
 
 #[cfg(feature = "grpc")]
-use crate::body::Replay;
+use crate::body::Held;
 use crate::body::{ReplayBody, ResponseBody, Source};
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
@@ -127,6 +127,8 @@ where
         false => settings.idempotency.apply(&parts.method, &mut parts.headers, &parts.extensions, replayable),
     };
     call.keyed(key);
+    // Shared by the attempts and their spans from here on.
+    let parts = Arc::new(parts);
     let upstream = retryscope_otel::Upstream::current();
     let layers = match (&upstream, settings.one_layer) {
         (upstream, true) => Layers {
@@ -138,8 +140,7 @@ where
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
     let telemetry = settings.telemetry.clone().map(|o| {
         o.with_attempt_spans(AttemptSpan {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
+            request: Arc::clone(&parts),
             origin: settings.origin.clone(),
             grpc: call.grpc,
             idempotency_key: key,
@@ -167,7 +168,7 @@ where
     let mut attempts = Attempts {
         ready: Some(ready),
         template,
-        parts: Arc::new(parts),
+        parts,
         source,
         number: 0,
         call,
@@ -401,7 +402,8 @@ where
     ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>> + Send + use<S, B, ResB> {
         self.number += 1;
         let number = self.number;
-        let service = match self.ready.take() {
+        // Kept by the attempt for its transparent retry, which asks it afresh.
+        let mut service = match self.ready.take() {
             Some(ready) => ready,
             None => self.ready_clone(),
         };
@@ -440,13 +442,16 @@ where
                     "the request body is streamed or larger than the replay limit: it is sent once and never retried"
                 );
             }
-            // Kept for the transparent retry, which asks it afresh.
-            let mut service = service;
-            let response = match send(&mut service, Request::from_parts(parts, body)).await {
-                Err(error) => match (transparent, unprocessed(&error)) {
+            let sent = match ready(&mut service).await {
+                Ok(()) => send(&mut service, Request::from_parts(parts, body)).await,
+                Err(error) => Err(error),
+            };
+            let response = match sent {
+                Err(error) => match (&transparent, unprocessed(&error)) {
                     #[cfg(feature = "grpc")]
                     (Some(transparent), Some(why)) => {
                         tracing::info!(parent: &span, "transparent retry: {why}");
+                        ready(&mut service).await?;
                         send(&mut service, transparent.request()).await?
                     }
                     _ => return Err(error),
@@ -467,12 +472,11 @@ where
                 pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
             }
             match body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
-                // Inside the attempt: its timeout bounds the read.
-                Some(rule) => {
-                    let (parts, mut body) = response.into_parts();
-                    body.judge(&rule, parts.status, &parts.headers).await.map_err(Into::into)?;
-                    Ok(Response::from_parts(parts, body))
-                }
+                // Inside the attempt: its timeout bounds the read. Boxed: the
+                // read's state would otherwise take room in every attempt's
+                // future, which is moved many times, for a rule few responses
+                // meet.
+                Some(rule) => Box::pin(judge(response, rule)).await,
                 None => Ok(response),
             }
         }
@@ -486,7 +490,7 @@ where
     /// What the first attempt's transparent retry needs, if its body can be
     /// sent again.
     #[cfg(feature = "grpc")]
-    fn transparent(&self) -> Option<Transparent<B>> {
+    fn transparent(&self) -> Option<Transparent> {
         Some(Transparent {
             parts: Arc::clone(&self.parts),
             body: self.source.spare()?,
@@ -514,10 +518,38 @@ where
     }
 }
 
-/// One attempt on the wire: a fresh readiness check (a retry must not bypass
-/// the inner service's backpressure: a buffer, a concurrency limit), the W3C
-/// context of the attempt span, and the call.
-async fn send<S, B, ResB>(service: &mut S, mut request: Request<B>) -> Result<Response<ResB>, BoxError>
+/// Reads ahead in `response` for the body rule, which judges it.
+async fn judge<ResB>(
+    response: Response<ResponseBody<ResB>>,
+    rule: SharedBodyRule,
+) -> Result<Response<ResponseBody<ResB>>, BoxError>
+where
+    ResB: Body + Send + 'static,
+    ResB::Error: Into<BoxError>,
+{
+    let (parts, mut body) = response.into_parts();
+    body.judge(&rule, parts.status, &parts.headers).await.map_err(Into::into)?;
+    Ok(Response::from_parts(parts, body))
+}
+
+/// A fresh readiness check before every send: a retry must not bypass the
+/// inner service's backpressure (a buffer, a concurrency limit).
+async fn ready<S, B>(service: &mut S) -> Result<(), BoxError>
+where
+    S: Service<Request<B>>,
+    S::Error: Into<BoxError>,
+{
+    poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)
+}
+
+/// One attempt on the wire, once the service is [`ready`]: the W3C context of
+/// the attempt span, and the call. Not an `async fn`: its future holds only
+/// the inner service's, not the request a second time (it is moved many
+/// times with the attempt's).
+fn send<S, B, ResB>(
+    service: &mut S,
+    mut request: Request<B>,
+) -> impl Future<Output = Result<Response<ResB>, BoxError>> + use<S, B, ResB>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
@@ -526,8 +558,8 @@ where
     if !Span::current().is_disabled() {
         retryscope_otel::inject_context(request.headers_mut());
     }
-    poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
-    service.call(request).await.map_err(Into::into)
+    let call = service.call(request);
+    async move { call.await.map_err(Into::into) }
 }
 
 /// What A6's transparent retry of a first attempt needs to make its request
@@ -536,21 +568,21 @@ where
 /// shared), gRPC's call metrics, and the call's deadline if it goes on the
 /// wire (the instant the call started and the deadline's length).
 #[cfg(feature = "grpc")]
-struct Transparent<B> {
+struct Transparent {
     parts: Arc<Parts>,
-    body: Replay<B>,
+    body: Held,
     metrics: Option<crate::grpc::metrics::CallMetrics>,
     deadline: Option<(tokio::time::Instant, std::time::Duration)>,
 }
 
 #[cfg(feature = "grpc")]
-impl<B: ReplayBody> Transparent<B> {
+impl Transparent {
     /// The request sent again: `grpc-timeout` set to what is left now of the
     /// call's deadline, and the call's metrics told that a transparent retry
     /// starts (A96), with the counter its body's meter adds to.
-    fn request(self) -> Request<B> {
+    fn request<B: ReplayBody>(&self) -> Request<B> {
         use crate::grpc::headers;
-        let meter = self.metrics.map(|metrics| {
+        let meter = self.metrics.as_ref().map(|metrics| {
             let (meter, counter) = crate::grpc::metrics::CallMetrics::transparent_meter();
             metrics.transparent_retry_started(counter);
             meter
@@ -560,7 +592,7 @@ impl<B: ReplayBody> Transparent<B> {
             let remaining = deadline.saturating_sub(started.elapsed());
             parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
         }
-        Request::from_parts(parts, self.body.metered(meter))
+        Request::from_parts(parts, self.body.replay().metered(meter))
     }
 }
 

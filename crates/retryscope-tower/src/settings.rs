@@ -29,7 +29,7 @@ pub(crate) struct Settings {
     pub(crate) retry_log: Option<RetryLog>,
     pub(crate) guards: DependencyGuards<Guard>,
     pub(crate) replay_limit: usize,
-    pub(crate) origin: Option<Uri>,
+    pub(crate) origin: Option<Arc<Uri>>,
     /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
     /// (gRPC calls always send `grpc-previous-rpc-attempts`, as A6 says.)
     pub(crate) attempt_header: Option<HeaderName>,
@@ -54,7 +54,7 @@ impl Settings {
     /// guards it handed out, so the origin's are looked up once.
     pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<Guard>> {
         let find = || {
-            let server = crate::spans::server(uri, self.origin.as_ref());
+            let server = crate::spans::server(uri, self.origin.as_deref());
             self.guards.for_server(server.address, server.uri.port_u16(), server.default_port)
         };
         match (uri.authority(), &self.origin) {
