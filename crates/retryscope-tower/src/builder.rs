@@ -161,6 +161,8 @@ impl TowerSettings {
                 grpc,
                 #[cfg(feature = "grpc")]
                 grpc_metrics,
+                #[cfg(feature = "grpc")]
+                methods: crate::grpc::methods::Methods::default(),
                 origin_guards: std::sync::OnceLock::new(),
             }),
         }

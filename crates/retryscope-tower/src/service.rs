@@ -116,7 +116,7 @@ where
 {
     let (mut parts, body) = request.into_parts();
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-    let mut call = Call::plan(&settings, &parts, &options);
+    let (mut call, method) = Call::plan(&settings, &parts, &options);
     let guards = settings.guards_for(&parts.uri);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
@@ -149,10 +149,10 @@ where
     // A gRPC call is the method it calls, unless the caller named it.
     let operation = match options.operation_name() {
         Some(operation) => Some(retryscope_otel::bounded_operation(operation)),
-        None if call.grpc => {
-            Some(retryscope_otel::bounded_operation(crate::spans::rpc_method(parts.uri.path())))
-        }
-        None => None,
+        #[cfg(feature = "grpc")]
+        None => method.map(|method| method.operation()),
+        #[cfg(not(feature = "grpc"))]
+        None => method.map(|never| match never {}),
     };
     let stop = StopRecorder::default();
     // gRPC's own metrics (A66, A96) follow the call to the caller.
@@ -258,6 +258,13 @@ fn hedging(settings: &Settings, call: &Call, replayable: bool) -> Option<HedgePo
     }
 }
 
+/// The gRPC method a call calls, as the layer knows it.
+#[cfg(feature = "grpc")]
+type Called = Arc<crate::grpc::methods::Method>;
+/// Without `grpc`, no call calls a method.
+#[cfg(not(feature = "grpc"))]
+type Called = std::convert::Infallible;
+
 /// Where a hedged request's hedging policy comes from.
 #[derive(Debug, Clone, Copy)]
 enum Hedged {
@@ -286,10 +293,12 @@ struct Call {
 }
 
 impl Call {
-    fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> Self {
+    /// How `parts` is retried, and for a gRPC call the method it calls.
+    fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Self, Option<Called>) {
         #[cfg(feature = "grpc")]
         if let Some(grpc) = &settings.grpc {
-            let method = grpc.for_path(parts.uri.path());
+            let called = settings.methods.get(grpc, parts.uri.path());
+            let method = called.retry;
             let policy =
                 options.policy_override().or(method.as_ref().map(|m| m.policy)).unwrap_or_else(send_once);
             // A policy given for one call retries what gRPC usually retries.
@@ -311,13 +320,14 @@ impl Call {
                 Some(timeout) => within(policy, timeout),
                 None => policy,
             };
-            return Self {
+            let call = Self {
                 policy,
                 mode: Mode::Grpc { codes },
                 grpc: true,
                 hedged,
                 sends_deadline: timeout.is_some(),
             };
+            return (call, Some(called));
         }
         let safe_after_sent =
             retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
@@ -327,14 +337,15 @@ impl Call {
             && retryscope_http::safety::may_hedge(&parts.method)
             && options.policy_override().is_none())
         .then_some(Hedged::Layer);
-        Self {
+        let call = Self {
             policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
             grpc: false,
             hedged,
             #[cfg(feature = "grpc")]
             sends_deadline: false,
-        }
+        };
+        (call, None)
     }
 }
 

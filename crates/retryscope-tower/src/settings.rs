@@ -40,6 +40,9 @@ pub(crate) struct Settings {
     pub(crate) idempotency: IdempotencyKeys,
     #[cfg(feature = "grpc")]
     pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
+    /// The methods a gRPC layer has called, with their settings.
+    #[cfg(feature = "grpc")]
+    pub(crate) methods: crate::grpc::methods::Methods,
     /// gRPC's own metrics (gRFC A66, A96), for a gRPC layer with telemetry on.
     #[cfg(feature = "grpc")]
     pub(crate) grpc_metrics: Option<crate::grpc::metrics::GrpcMetrics>,

@@ -6,6 +6,7 @@ use http::request::Parts;
 use retryscope_http::idempotency::KeySource;
 use retryscope_http::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
+use std::cell::OnceCell;
 use std::fmt;
 use std::sync::Arc;
 use tracing::Span;
@@ -90,8 +91,10 @@ pub(crate) fn rpc_method(path: &str) -> &str {
 fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
     // Evaluated by the macro only for a span some subscriber wants.
     let path = request.request.uri.path();
-    let split = || rpc_method(path).split_once('/').unwrap_or(("", path));
-    let server = || server(&request.request.uri, request.origin.as_deref());
+    // Each worked out once, and only if a subscriber wants the span.
+    let (service_method, to) = (OnceCell::new(), OnceCell::new());
+    let split = || *service_method.get_or_init(|| rpc_method(path).split_once('/').unwrap_or(("", path)));
+    let server = || *to.get_or_init(|| server(&request.request.uri, request.origin.as_deref()));
     tracing::info_span!(
         target: retryscope_otel::names::TARGET,
         parent: info.parent,
