@@ -454,7 +454,7 @@ where
                 );
             }
             let sent = match ready(&mut service).await {
-                Ok(()) => send(&mut service, Request::from_parts(parts, body)).await,
+                Ok(()) => send(&mut service, Request::from_parts(parts, body), &span).await,
                 Err(error) => Err(error),
             };
             let response = match sent {
@@ -463,7 +463,7 @@ where
                     (Some(transparent), Some(why)) => {
                         tracing::info!(parent: &span, "transparent retry: {why}");
                         ready(&mut service).await?;
-                        send(&mut service, transparent.request()).await?
+                        send(&mut service, transparent.request(), &span).await?
                     }
                     _ => return Err(error),
                 },
@@ -554,19 +554,20 @@ where
 }
 
 /// One attempt on the wire, once the service is [`ready`]: the W3C context of
-/// the attempt span, and the call. Not an `async fn`: its future holds only
-/// the inner service's, not the request a second time (it is moved many
-/// times with the attempt's).
+/// the attempt span (`span`, the current one), and the call. Not an `async
+/// fn`: its future holds only the inner service's, not the request a second
+/// time (it is moved many times with the attempt's).
 fn send<S, B, ResB>(
     service: &mut S,
     mut request: Request<B>,
+    span: &Span,
 ) -> impl Future<Output = Result<Response<ResB>, BoxError>> + use<S, B, ResB>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
 {
     // A span no subscriber took has no context to propagate.
-    if !Span::current().is_disabled() {
+    if !span.is_disabled() {
         retryscope_otel::inject_context(request.headers_mut());
     }
     let call = service.call(request);
