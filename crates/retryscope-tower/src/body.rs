@@ -12,7 +12,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use retryscope::outcome::Verdict;
-use retryscope_http::body_rule::SharedBodyRule;
+use retryscope_http::body_rule::{Judged, SharedBodyRule};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
@@ -86,9 +86,11 @@ pub struct Replay<B> {
     sent: Option<crate::grpc::metrics::MessageMeter>,
 }
 
+// Trailers are boxed: a request seldom has any, and the bodies are moved with
+// every attempt.
 enum Kind<B> {
-    Buffered { data: Bytes, trailers: Option<HeaderMap> },
-    Streaming { prefix: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Pin<Box<B>>> },
+    Buffered { data: Bytes, trailers: Option<Box<HeaderMap>> },
+    Streaming { prefix: VecDeque<Bytes>, trailers: Option<Box<HeaderMap>>, rest: Option<Pin<Box<B>>> },
 }
 
 impl<B> fmt::Debug for Replay<B> {
@@ -102,6 +104,15 @@ impl<B> fmt::Debug for Replay<B> {
     }
 }
 
+impl<B: ReplayBody> Replay<B> {
+    /// The body of type `B` that sends this, with `sent` counting the message
+    /// bytes it sends.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn metered(self, sent: Option<crate::grpc::metrics::MessageMeter>) -> B {
+        B::from_replay(Replay { sent, ..self })
+    }
+}
+
 impl<B: Body<Data = Bytes>> Replay<B> {
     fn next_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match &mut self.kind {
@@ -109,14 +120,14 @@ impl<B: Body<Data = Bytes>> Replay<B> {
                 if !data.is_empty() {
                     return Poll::Ready(Some(Ok(Frame::data(std::mem::take(data)))));
                 }
-                Poll::Ready(trailers.take().map(|t| Ok(Frame::trailers(t))))
+                Poll::Ready(trailers.take().map(|t| Ok(Frame::trailers(*t))))
             }
             Kind::Streaming { prefix, trailers, rest } => {
                 if let Some(chunk) = prefix.pop_front() {
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));
                 }
                 if let Some(t) = trailers.take() {
-                    return Poll::Ready(Some(Ok(Frame::trailers(t))));
+                    return Poll::Ready(Some(Ok(Frame::trailers(*t))));
                 }
                 match rest {
                     Some(body) => body.as_mut().poll_frame(cx),
@@ -171,7 +182,7 @@ impl<B: Body<Data = Bytes>> Body for Replay<B> {
 /// first attempt gets the stream.
 pub(crate) enum Source<B> {
     /// Held in memory: any number of attempts.
-    Replayable { data: Bytes, trailers: Option<HeaderMap> },
+    Replayable(Held),
     /// Sent once: `None` after the first attempt took it.
     Once(Option<Replay<B>>),
 }
@@ -190,35 +201,33 @@ impl<B: ReplayBody> Source<B> {
     /// The body's own error, if reading it failed before anything was sent.
     pub(crate) async fn read(body: B, limit: usize) -> Result<Self, B::Error> {
         if body.is_end_stream() {
-            return Ok(Self::Replayable { data: Bytes::new(), trailers: None });
+            return Ok(Self::Replayable(Held { data: Bytes::new(), trailers: None }));
         }
         let mut body = Box::pin(body);
         if body.size_hint().lower() > limit as u64 {
             return Ok(Self::once(VecDeque::new(), None, Some(body)));
         }
-        let mut chunks = VecDeque::new();
-        let mut trailers: Option<HeaderMap> = None;
-        let mut read = 0usize;
+        let mut chunks = ReadAhead::default();
+        let mut trailers: Option<Box<HeaderMap>> = None;
         loop {
             let next = poll_fn(|cx| Poll::Ready(body.as_mut().poll_frame(cx))).await;
             let frame = match next {
-                Poll::Pending => return Ok(Self::once(chunks, trailers, Some(body))),
+                Poll::Pending => return Ok(Self::once(chunks.into_prefix(), trailers, Some(body))),
                 Poll::Ready(None) => break,
                 Poll::Ready(Some(frame)) => frame?,
             };
             match frame.into_data() {
                 Ok(data) => {
-                    read = read.saturating_add(data.len());
-                    chunks.push_back(data);
-                    if read > limit {
-                        return Ok(Self::once(chunks, trailers, Some(body)));
+                    chunks.push(data);
+                    if chunks.len > limit {
+                        return Ok(Self::once(chunks.into_prefix(), trailers, Some(body)));
                     }
                 }
                 Err(frame) => {
                     if let Ok(more) = frame.into_trailers() {
                         match &mut trailers {
                             Some(t) => t.extend(more),
-                            None => trailers = Some(more),
+                            None => trailers = Some(Box::new(more)),
                         }
                     }
                 }
@@ -227,10 +236,10 @@ impl<B: ReplayBody> Source<B> {
                 break;
             }
         }
-        Ok(Self::Replayable { data: concat(chunks, read), trailers })
+        Ok(Self::Replayable(Held { data: chunks.into_bytes(), trailers }))
     }
 
-    fn once(prefix: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Pin<Box<B>>>) -> Self {
+    fn once(prefix: VecDeque<Bytes>, trailers: Option<Box<HeaderMap>>, rest: Option<Pin<Box<B>>>) -> Self {
         Self::Once(Some(Replay {
             kind: Kind::Streaming { prefix, trailers, rest },
             #[cfg(feature = "grpc")]
@@ -254,11 +263,7 @@ impl<B: ReplayBody> Source<B> {
 
     fn next_replay(&mut self) -> Option<Replay<B>> {
         match self {
-            Self::Replayable { data, trailers } => Some(Replay {
-                kind: Kind::Buffered { data: data.clone(), trailers: trailers.clone() },
-                #[cfg(feature = "grpc")]
-                sent: None,
-            }),
+            Self::Replayable(held) => Some(held.replay()),
             Self::Once(replay) => replay.take(),
         }
     }
@@ -266,7 +271,36 @@ impl<B: ReplayBody> Source<B> {
     /// [`next`](Self::next), with `sent` counting the message bytes it sends.
     #[cfg(feature = "grpc")]
     pub(crate) fn next_metered(&mut self, sent: Option<crate::grpc::metrics::MessageMeter>) -> Option<B> {
-        self.next_replay().map(|replay| B::from_replay(Replay { sent, ..replay }))
+        self.next_replay().map(|replay| replay.metered(sent))
+    }
+
+    /// The body held in memory, for an attempt that may follow, if every
+    /// attempt can get it: shared, not copied.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn spare(&self) -> Option<Held> {
+        match self {
+            Self::Replayable(held) => Some(held.clone()),
+            Self::Once(_) => None,
+        }
+    }
+}
+
+/// A request body held in memory: its bytes, and its trailers if it had any.
+/// A clone shares them.
+#[derive(Clone)]
+pub(crate) struct Held {
+    data: Bytes,
+    trailers: Option<Box<HeaderMap>>,
+}
+
+impl Held {
+    /// The body of one attempt: the bytes again.
+    pub(crate) fn replay<B>(&self) -> Replay<B> {
+        Replay {
+            kind: Kind::Buffered { data: self.data.clone(), trailers: self.trailers.clone() },
+            #[cfg(feature = "grpc")]
+            sent: None,
+        }
     }
 }
 
@@ -281,14 +315,46 @@ fn grow(hint: SizeHint, extra: u64) -> SizeHint {
     grown
 }
 
-/// One `Bytes` from the chunks read: the chunk itself when there is one.
-fn concat(mut chunks: VecDeque<Bytes>, len: usize) -> Bytes {
-    if chunks.len() <= 1 {
-        return chunks.pop_front().unwrap_or_default();
+/// The chunks of a body read ahead. The first is kept apart: most bodies are
+/// one chunk (a unary gRPC message, a JSON document), which then needs no
+/// queue.
+#[derive(Default)]
+struct ReadAhead {
+    first: Option<Bytes>,
+    rest: VecDeque<Bytes>,
+    /// Bytes read in all.
+    len: usize,
+}
+
+impl ReadAhead {
+    fn push(&mut self, chunk: Bytes) {
+        self.len = self.len.saturating_add(chunk.len());
+        match self.first {
+            None => self.first = Some(chunk),
+            Some(_) => self.rest.push_back(chunk),
+        }
     }
-    let mut all = BytesMut::with_capacity(len);
-    chunks.iter().for_each(|chunk| all.extend_from_slice(chunk));
-    all.freeze()
+
+    /// The chunks in order, to send before the rest of the body.
+    fn into_prefix(self) -> VecDeque<Bytes> {
+        let mut prefix = self.rest;
+        if let Some(first) = self.first {
+            prefix.push_front(first);
+        }
+        prefix
+    }
+
+    /// One `Bytes`: the chunk itself when there is one.
+    fn into_bytes(self) -> Bytes {
+        let Some(first) = self.first else { return Bytes::new() };
+        if self.rest.is_empty() {
+            return first;
+        }
+        let mut all = BytesMut::with_capacity(self.len);
+        all.extend_from_slice(&first);
+        self.rest.iter().for_each(|chunk| all.extend_from_slice(chunk));
+        all.freeze()
+    }
 }
 
 /// What to do with the trailers of a response that was handed to the caller
@@ -309,14 +375,17 @@ pub struct ResponseBody<B: Body> {
     // Boxed so the layer can release it from a response it keeps through a
     // backoff wait, whatever `B` is; `None` once released (see `release`).
     inner: Option<Pin<Box<B>>>,
-    /// What a body rule read ahead, given back before the rest of `inner`.
-    read: VecDeque<Frame<B::Data>>,
-    /// The body rule's verdict, for the classifier.
-    judged: Option<Verdict>,
+    /// What a body rule read ahead, given back before the rest of `inner`,
+    /// and its verdict, for the classifier. Boxed, as the rarer fields are:
+    /// a response is moved from the attempt to the caller many times.
+    judged: Option<Box<Judged<B::Data>>>,
     hook: Option<TrailersHook>,
     /// gRPC's call metrics, which end when the status reaches the caller.
     #[cfg(feature = "grpc")]
-    tail: Option<crate::grpc::metrics::ResponseTail>,
+    tail: Option<Box<crate::grpc::metrics::ResponseTail>>,
+    /// What the response's gRPC headers said, once the attempt read them.
+    #[cfg(feature = "grpc")]
+    grpc_head: Option<crate::grpc::status::Head>,
 }
 
 // No field is ever pinned in place: the inner body is behind its own `Pin<Box>`.
@@ -332,11 +401,12 @@ impl<B: Body> ResponseBody<B> {
     pub(crate) fn new(inner: B) -> Self {
         Self {
             inner: Some(Box::pin(inner)),
-            read: VecDeque::new(),
             judged: None,
             hook: None,
             #[cfg(feature = "grpc")]
             tail: None,
+            #[cfg(feature = "grpc")]
+            grpc_head: None,
         }
     }
 
@@ -344,7 +414,9 @@ impl<B: Body> ResponseBody<B> {
     /// failed response kept through a backoff wait gives up, so that its
     /// connection is not pinned for the wait.
     pub(crate) fn release(&mut self) -> Option<Pin<Box<B>>> {
-        self.read.clear();
+        if let Some(judged) = &mut self.judged {
+            judged.read.clear();
+        }
         self.inner.take()
     }
 
@@ -359,14 +431,13 @@ impl<B: Body> ResponseBody<B> {
     ) -> Result<(), B::Error> {
         let Some(inner) = self.inner.as_mut() else { return Ok(()) };
         let judged = rule.judge(status, headers, inner).await?;
-        self.read = judged.read;
-        self.judged = judged.verdict;
+        self.judged = (judged.verdict.is_some() || !judged.read.is_empty()).then(|| Box::new(judged));
         Ok(())
     }
 
     /// The body rule's verdict on this response, if it gave one.
     pub(crate) fn judged(&self) -> Option<Verdict> {
-        self.judged
+        self.judged.as_ref().and_then(|judged| judged.verdict)
     }
 
     /// Calls `hook` when the trailers pass by on their way to the caller.
@@ -375,11 +446,23 @@ impl<B: Body> ResponseBody<B> {
         self.hook = Some(hook);
     }
 
+    /// What the response's gRPC headers said, if the attempt read them.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn grpc_head(&self) -> Option<crate::grpc::status::Head> {
+        self.grpc_head
+    }
+
+    /// Keeps what the response's gRPC headers said.
+    #[cfg(feature = "grpc")]
+    pub(crate) fn set_grpc_head(&mut self, head: crate::grpc::status::Head) {
+        self.grpc_head = Some(head);
+    }
+
     /// Follows the response to the caller for gRPC's call metrics: counts its
     /// message bytes and ends the call with its status.
     #[cfg(feature = "grpc")]
     pub(crate) fn follow(&mut self, tail: crate::grpc::metrics::ResponseTail) {
-        self.tail = Some(tail);
+        self.tail = Some(Box::new(tail));
     }
 }
 
@@ -418,7 +501,8 @@ impl<B: Body> Body for ResponseBody<B> {
     ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         // Every field is `Unpin` (the inner body is boxed).
         let this = &mut *self;
-        let next = match (this.read.pop_front(), this.inner.as_mut()) {
+        let read = this.judged.as_mut().and_then(|judged| judged.read.pop_front());
+        let next = match (read, this.inner.as_mut()) {
             (Some(read), _) => Poll::Ready(Some(Ok(read))),
             (None, Some(inner)) => inner.as_mut().poll_frame(cx),
             (None, None) => Poll::Ready(None),
@@ -439,12 +523,15 @@ impl<B: Body> Body for ResponseBody<B> {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.read.is_empty() && self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
+        self.judged.as_ref().is_none_or(|judged| judged.read.is_empty())
+            && self.inner.as_ref().is_none_or(|inner| inner.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
         let rest = self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), |inner| inner.size_hint());
-        let read = self.read.iter().filter_map(Frame::data_ref).map(|data| data.remaining() as u64).sum();
+        let read = self.judged.as_ref().map_or(0, |judged| {
+            judged.read.iter().filter_map(Frame::data_ref).map(|data| data.remaining() as u64).sum()
+        });
         grow(rest, read)
     }
 }

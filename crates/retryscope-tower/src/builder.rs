@@ -174,7 +174,7 @@ impl TowerSettings {
                 retry_log,
                 guards: guards.build(),
                 replay_limit: self.replay_limit,
-                origin: self.origin,
+                origin: self.origin.map(Arc::new),
                 attempt_header: shared.attempt_header,
                 one_layer: shared.one_layer,
                 idempotency: shared.idempotency,
@@ -182,6 +182,9 @@ impl TowerSettings {
                 grpc,
                 #[cfg(feature = "grpc")]
                 grpc_metrics,
+                #[cfg(feature = "grpc")]
+                methods: crate::grpc::methods::Methods::default(),
+                origin_guards: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -1,5 +1,7 @@
 //! The service: one logical request, its attempts, and what the caller gets.
 
+#[cfg(feature = "grpc")]
+use crate::body::Held;
 use crate::body::{ReplayBody, ResponseBody, Source};
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
@@ -114,9 +116,8 @@ where
 {
     let (mut parts, body) = request.into_parts();
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-    let mut call = Call::plan(&settings, &parts, &options);
-    let server = crate::spans::server(&parts.uri, settings.origin.as_ref());
-    let guards = settings.guards.for_server(server.address, server.uri.port_u16(), server.default_port);
+    let (mut call, method) = Call::plan(&settings, &parts, &options);
+    let guards = settings.guards_for(&parts.uri);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
     // Once per call, before any attempt: every attempt clones these headers.
@@ -126,6 +127,8 @@ where
         false => settings.idempotency.apply(&parts.method, &mut parts.headers, &parts.extensions, replayable),
     };
     call.keyed(key);
+    // Shared by the attempts and their spans from here on.
+    let parts = Arc::new(parts);
     let upstream = retryscope_otel::Upstream::current();
     let layers = match (&upstream, settings.one_layer) {
         (upstream, true) => Layers {
@@ -137,8 +140,7 @@ where
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
     let telemetry = settings.telemetry.clone().map(|o| {
         o.with_attempt_spans(AttemptSpan {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
+            request: Arc::clone(&parts),
             origin: settings.origin.clone(),
             grpc: call.grpc,
             idempotency_key: key,
@@ -147,10 +149,10 @@ where
     // A gRPC call is the method it calls, unless the caller named it.
     let operation = match options.operation_name() {
         Some(operation) => Some(retryscope_otel::bounded_operation(operation)),
-        None if call.grpc => {
-            Some(retryscope_otel::bounded_operation(crate::spans::rpc_method(parts.uri.path())))
-        }
-        None => None,
+        #[cfg(feature = "grpc")]
+        None => method.map(|method| method.operation()),
+        #[cfg(not(feature = "grpc"))]
+        None => method.map(|never| match never {}),
     };
     let stop = StopRecorder::default();
     // gRPC's own metrics (A66, A96) follow the call to the caller.
@@ -256,6 +258,13 @@ fn hedging(settings: &Settings, call: &Call, replayable: bool) -> Option<HedgePo
     }
 }
 
+/// The gRPC method a call calls, as the layer knows it.
+#[cfg(feature = "grpc")]
+type Called = Arc<crate::grpc::methods::Method>;
+/// Without `grpc`, no call calls a method.
+#[cfg(not(feature = "grpc"))]
+type Called = std::convert::Infallible;
+
 /// Where a hedged request's hedging policy comes from.
 #[derive(Debug, Clone, Copy)]
 enum Hedged {
@@ -284,10 +293,12 @@ struct Call {
 }
 
 impl Call {
-    fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> Self {
+    /// How `parts` is retried, and for a gRPC call the method it calls.
+    fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Self, Option<Called>) {
         #[cfg(feature = "grpc")]
         if let Some(grpc) = &settings.grpc {
-            let method = grpc.for_path(parts.uri.path());
+            let called = settings.methods.get(grpc, parts.uri.path());
+            let method = called.retry;
             let policy =
                 options.policy_override().or(method.as_ref().map(|m| m.policy)).unwrap_or_else(send_once);
             // A policy given for one call retries what gRPC usually retries.
@@ -309,13 +320,14 @@ impl Call {
                 Some(timeout) => within(policy, timeout),
                 None => policy,
             };
-            return Self {
+            let call = Self {
                 policy,
                 mode: Mode::Grpc { codes },
                 grpc: true,
                 hedged,
                 sends_deadline: timeout.is_some(),
             };
+            return (call, Some(called));
         }
         let safe_after_sent =
             retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
@@ -325,14 +337,15 @@ impl Call {
             && retryscope_http::safety::may_hedge(&parts.method)
             && options.policy_override().is_none())
         .then_some(Hedged::Layer);
-        Self {
+        let call = Self {
             policy: options.policy_override().unwrap_or(settings.policy),
             mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
             grpc: false,
             hedged,
             #[cfg(feature = "grpc")]
             sends_deadline: false,
-        }
+        };
+        (call, None)
     }
 }
 
@@ -364,7 +377,8 @@ fn within(policy: Policy, timeout: std::time::Duration) -> Policy {
 struct Attempts<S, B> {
     ready: Option<S>,
     template: S,
-    parts: Parts,
+    /// The request's head, shared with a transparent retry.
+    parts: Arc<Parts>,
     source: Source<B>,
     number: u32,
     call: Call,
@@ -399,7 +413,8 @@ where
     ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>> + Send + use<S, B, ResB> {
         self.number += 1;
         let number = self.number;
-        let service = match self.ready.take() {
+        // Kept by the attempt for its transparent retry, which asks it afresh.
+        let mut service = match self.ready.take() {
             Some(ready) => ready,
             None => self.ready_clone(),
         };
@@ -408,7 +423,7 @@ where
         #[cfg(not(feature = "grpc"))]
         let body = self.source.next();
         let replayable = self.source.is_replayable();
-        let mut parts = self.parts.clone();
+        let mut parts = Parts::clone(&self.parts);
         #[cfg(feature = "grpc")]
         if self.call.grpc {
             self.grpc_metadata(&mut parts, number);
@@ -421,35 +436,13 @@ where
         let body_rule = self.body_rule.clone().filter(|_| !grpc);
         // A6's transparent retry: a first attempt the server refused before
         // processing it is sent once more at once, whatever the retry policy,
-        // and not counted as an attempt. It needs the body again.
+        // and not counted as an attempt. It needs the body again; what it
+        // needs is kept (the shared head, the body's bytes) and the request is
+        // made only if the server refuses the first one.
         #[cfg(feature = "grpc")]
-        let (resend_meter, resend_counter) = match &self.metrics {
-            Some(_) => {
-                let (meter, counter) = crate::grpc::metrics::CallMetrics::transparent_meter();
-                (Some(meter), Some(counter))
-            }
-            None => (None, None),
-        };
-        #[cfg(feature = "grpc")]
-        let resend = (self.metrics.clone(), resend_counter);
+        let transparent = (grpc && number == 1).then(|| self.transparent()).flatten();
         #[cfg(not(feature = "grpc"))]
-        let resend = ();
-        let transparent = (grpc && number == 1 && replayable)
-            .then(|| {
-                #[cfg(feature = "grpc")]
-                let body = self.source.next_metered(resend_meter);
-                #[cfg(not(feature = "grpc"))]
-                let body = self.source.next();
-                body.map(|body| (self.ready_clone(), Request::from_parts(parts.clone(), body)))
-            })
-            .flatten();
-        // The call's deadline, if it goes on the wire: the transparent retry
-        // carries what is left of it when it is sent.
-        #[cfg(feature = "grpc")]
-        let call_deadline =
-            self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline));
-        #[cfg(not(feature = "grpc"))]
-        let call_deadline: Option<(tokio::time::Instant, std::time::Duration)> = None;
+        let transparent: Option<std::convert::Infallible> = None;
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
             let span = Span::current();
@@ -460,13 +453,17 @@ where
                     "the request body is streamed or larger than the replay limit: it is sent once and never retried"
                 );
             }
-            let response = match send(service, Request::from_parts(parts, body)).await {
-                Err(error) => match (transparent, unprocessed(&error)) {
-                    (Some((service, mut request)), Some(why)) => {
+            let sent = match ready(&mut service).await {
+                Ok(()) => send(&mut service, Request::from_parts(parts, body), &span).await,
+                Err(error) => Err(error),
+            };
+            let response = match sent {
+                Err(error) => match (&transparent, unprocessed(&error)) {
+                    #[cfg(feature = "grpc")]
+                    (Some(transparent), Some(why)) => {
                         tracing::info!(parent: &span, "transparent retry: {why}");
-                        count_transparent_retry(resend);
-                        refresh_timeout(&mut request, call_deadline);
-                        send(service, request).await?
+                        ready(&mut service).await?;
+                        send(&mut service, transparent.request(), &span).await?
                     }
                     _ => return Err(error),
                 },
@@ -486,12 +483,11 @@ where
                 pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
             }
             match body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
-                // Inside the attempt: its timeout bounds the read.
-                Some(rule) => {
-                    let (parts, mut body) = response.into_parts();
-                    body.judge(&rule, parts.status, &parts.headers).await.map_err(Into::into)?;
-                    Ok(Response::from_parts(parts, body))
-                }
+                // Inside the attempt: its timeout bounds the read. Boxed: the
+                // read's state would otherwise take room in every attempt's
+                // future, which is moved many times, for a rule few responses
+                // meet.
+                Some(rule) => Box::pin(judge(response, rule)).await,
                 None => Ok(response),
             }
         }
@@ -500,6 +496,20 @@ where
     /// A clone of the service for a retry; readiness is awaited in the attempt.
     fn ready_clone(&self) -> S {
         self.template.clone()
+    }
+
+    /// What the first attempt's transparent retry needs, if its body can be
+    /// sent again.
+    #[cfg(feature = "grpc")]
+    fn transparent(&self) -> Option<Transparent> {
+        Some(Transparent {
+            parts: Arc::clone(&self.parts),
+            body: self.source.spare()?,
+            metrics: self.metrics.clone(),
+            // The call's deadline, if it goes on the wire: the transparent
+            // retry carries what is left of it when it is sent.
+            deadline: self.started.zip(self.call.policy.deadline().filter(|_| self.call.sends_deadline)),
+        })
     }
 
     /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
@@ -519,55 +529,84 @@ where
     }
 }
 
-/// One attempt on the wire: a fresh readiness check (a retry must not bypass
-/// the inner service's backpressure: a buffer, a concurrency limit), the W3C
-/// context of the attempt span, and the call.
-async fn send<S, B, ResB>(mut service: S, mut request: Request<B>) -> Result<Response<ResB>, BoxError>
+/// Reads ahead in `response` for the body rule, which judges it.
+async fn judge<ResB>(
+    response: Response<ResponseBody<ResB>>,
+    rule: SharedBodyRule,
+) -> Result<Response<ResponseBody<ResB>>, BoxError>
+where
+    ResB: Body + Send + 'static,
+    ResB::Error: Into<BoxError>,
+{
+    let (parts, mut body) = response.into_parts();
+    body.judge(&rule, parts.status, &parts.headers).await.map_err(Into::into)?;
+    Ok(Response::from_parts(parts, body))
+}
+
+/// A fresh readiness check before every send: a retry must not bypass the
+/// inner service's backpressure (a buffer, a concurrency limit).
+async fn ready<S, B>(service: &mut S) -> Result<(), BoxError>
+where
+    S: Service<Request<B>>,
+    S::Error: Into<BoxError>,
+{
+    poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)
+}
+
+/// One attempt on the wire, once the service is [`ready`]: the W3C context of
+/// the attempt span (`span`, the current one), and the call. Not an `async
+/// fn`: its future holds only the inner service's, not the request a second
+/// time (it is moved many times with the attempt's).
+fn send<S, B, ResB>(
+    service: &mut S,
+    mut request: Request<B>,
+    span: &Span,
+) -> impl Future<Output = Result<Response<ResB>, BoxError>> + use<S, B, ResB>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
 {
     // A span no subscriber took has no context to propagate.
-    if !Span::current().is_disabled() {
+    if !span.is_disabled() {
         retryscope_otel::inject_context(request.headers_mut());
     }
-    poll_fn(|cx| service.poll_ready(cx)).await.map_err(Into::into)?;
-    service.call(request).await.map_err(Into::into)
+    let call = service.call(request);
+    async move { call.await.map_err(Into::into) }
 }
 
-/// Tells gRPC's call metrics that a transparent retry starts (A96), with the
-/// counter its body's meter adds to.
+/// What A6's transparent retry of a first attempt needs to make its request
+/// if the server refuses the first one unprocessed: the request's head (shared
+/// with the attempts), a copy of the body held in memory (its bytes are
+/// shared), gRPC's call metrics, and the call's deadline if it goes on the
+/// wire (the instant the call started and the deadline's length).
 #[cfg(feature = "grpc")]
-fn count_transparent_retry(
-    (metrics, counter): (
-        Option<crate::grpc::metrics::CallMetrics>,
-        Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
-    ),
-) {
-    if let (Some(metrics), Some(counter)) = (metrics, counter) {
-        metrics.transparent_retry_started(counter);
+struct Transparent {
+    parts: Arc<Parts>,
+    body: Held,
+    metrics: Option<crate::grpc::metrics::CallMetrics>,
+    deadline: Option<(tokio::time::Instant, std::time::Duration)>,
+}
+
+#[cfg(feature = "grpc")]
+impl Transparent {
+    /// The request sent again: `grpc-timeout` set to what is left now of the
+    /// call's deadline, and the call's metrics told that a transparent retry
+    /// starts (A96), with the counter its body's meter adds to.
+    fn request<B: ReplayBody>(&self) -> Request<B> {
+        use crate::grpc::headers;
+        let meter = self.metrics.as_ref().map(|metrics| {
+            let (meter, counter) = crate::grpc::metrics::CallMetrics::transparent_meter();
+            metrics.transparent_retry_started(counter);
+            meter
+        });
+        let mut parts = Parts::clone(&self.parts);
+        if let Some((started, deadline)) = self.deadline {
+            let remaining = deadline.saturating_sub(started.elapsed());
+            parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
+        }
+        Request::from_parts(parts, self.body.replay().metered(meter))
     }
 }
-
-#[cfg(not(feature = "grpc"))]
-fn count_transparent_retry(_: ()) {}
-
-/// Sets `grpc-timeout` to what is left now of the call's deadline, given as
-/// the instant the call started and the deadline's length.
-#[cfg(feature = "grpc")]
-fn refresh_timeout<B>(
-    request: &mut Request<B>,
-    call_deadline: Option<(tokio::time::Instant, std::time::Duration)>,
-) {
-    use crate::grpc::headers;
-    if let Some((started, deadline)) = call_deadline {
-        let remaining = deadline.saturating_sub(started.elapsed());
-        request.headers_mut().insert(headers::TIMEOUT, headers::timeout_value(remaining));
-    }
-}
-
-#[cfg(not(feature = "grpc"))]
-fn refresh_timeout<B>(_: &mut Request<B>, _: Option<(tokio::time::Instant, std::time::Duration)>) {}
 
 /// Whether a failed attempt never reached the server's application (gRPC
 /// only: an HTTP request gets no transparent retry).
@@ -592,7 +631,7 @@ fn read_status<ResB: Body>(
 ) -> Response<ResponseBody<ResB>> {
     use crate::body::TrailersHook;
     use crate::grpc::status;
-    match status::received(&response) {
+    match status::read(&mut response) {
         Some(received) => status::record_code(span, received.code),
         None => response
             .body_mut()

@@ -8,7 +8,8 @@ use retryscope::hedge::HedgePolicy;
 use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::idempotency::IdempotencyKeys;
 use retryscope_http::rule::SharedRule;
-use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog};
+use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog};
+use std::sync::{Arc, OnceLock};
 
 /// What every request of a layer shares.
 pub(crate) struct Settings {
@@ -28,7 +29,7 @@ pub(crate) struct Settings {
     pub(crate) retry_log: Option<RetryLog>,
     pub(crate) guards: DependencyGuards<Guard>,
     pub(crate) replay_limit: usize,
-    pub(crate) origin: Option<Uri>,
+    pub(crate) origin: Option<Arc<Uri>>,
     /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
     /// (gRPC calls always send `grpc-previous-rpc-attempts`, as A6 says.)
     pub(crate) attempt_header: Option<HeaderName>,
@@ -39,7 +40,29 @@ pub(crate) struct Settings {
     pub(crate) idempotency: IdempotencyKeys,
     #[cfg(feature = "grpc")]
     pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
+    /// The methods a gRPC layer has called, with their settings.
+    #[cfg(feature = "grpc")]
+    pub(crate) methods: crate::grpc::methods::Methods,
     /// gRPC's own metrics (gRFC A66, A96), for a gRPC layer with telemetry on.
     #[cfg(feature = "grpc")]
     pub(crate) grpc_metrics: Option<crate::grpc::metrics::GrpcMetrics>,
+    /// The guards of `origin`, found at the first request without an
+    /// authority of its own (a tonic channel's every call), kept for the next.
+    pub(crate) origin_guards: OnceLock<Arc<Guards<Guard>>>,
+}
+
+impl Settings {
+    /// The guards of the dependency `uri` goes to: its authority's, or the
+    /// origin's for a URI without one. A registry never drops or replaces the
+    /// guards it handed out, so the origin's are looked up once.
+    pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<Guard>> {
+        let find = || {
+            let server = crate::spans::server(uri, self.origin.as_deref());
+            self.guards.for_server(server.address, server.uri.port_u16(), server.default_port)
+        };
+        match (uri.authority(), &self.origin) {
+            (None, Some(_)) => Arc::clone(self.origin_guards.get_or_init(find)),
+            _ => find(),
+        }
+    }
 }

@@ -1,11 +1,14 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
-use http::{Method, Uri};
+use http::Uri;
+use http::request::Parts;
 use retryscope_http::idempotency::KeySource;
 use retryscope_http::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
+use std::cell::OnceCell;
 use std::fmt;
+use std::sync::Arc;
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -47,10 +50,10 @@ impl Server<'_> {
 /// when a subscriber takes the span.
 #[derive(Debug, Clone)]
 pub(crate) struct AttemptSpan {
-    pub(crate) method: Method,
-    pub(crate) uri: Uri,
+    /// The request's method and URI, shared with its attempts.
+    pub(crate) request: Arc<Parts>,
     /// The layer's origin, for a URI without authority.
-    pub(crate) origin: Option<Uri>,
+    pub(crate) origin: Option<Arc<Uri>>,
     /// An RPC span (`/package.Service/Method` is the path) rather than HTTP.
     pub(crate) grpc: bool,
     /// Where the request's idempotency key came from, if it has one (HTTP).
@@ -62,12 +65,13 @@ impl MakeAttemptSpan for AttemptSpan {
         if self.grpc {
             return grpc_span(self, info);
         }
-        let server = server(&self.uri, self.origin.as_ref());
+        let uri = &self.request.uri;
+        let server = server(uri, self.origin.as_deref());
         HttpTarget {
-            method: &self.method,
+            method: &self.request.method,
             address: server.address,
             port: server.port(),
-            url: RedactedUrl { origin: server.uri, request: &self.uri },
+            url: RedactedUrl { origin: server.uri, request: uri },
             idempotency_key: self.idempotency_key,
         }
         .span(info)
@@ -86,9 +90,11 @@ pub(crate) fn rpc_method(path: &str) -> &str {
 /// stays open until then).
 fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
     // Evaluated by the macro only for a span some subscriber wants.
-    let path = request.uri.path();
-    let split = || rpc_method(path).split_once('/').unwrap_or(("", path));
-    let server = || server(&request.uri, request.origin.as_ref());
+    let path = request.request.uri.path();
+    // Each worked out once, and only if a subscriber wants the span.
+    let (service_method, to) = (OnceCell::new(), OnceCell::new());
+    let split = || *service_method.get_or_init(|| rpc_method(path).split_once('/').unwrap_or(("", path)));
+    let server = || *to.get_or_init(|| server(&request.request.uri, request.origin.as_deref()));
     tracing::info_span!(
         target: retryscope_otel::names::TARGET,
         parent: info.parent,

@@ -1,26 +1,29 @@
 //! gRPC's metadata: the status, the server's pushback, the call's timeout and
 //! the previous-attempts count.
 
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use retryscope::outcome::Hint;
 use retryscope::pace::PaceSignal;
 use std::time::Duration;
 
+// Header names, not strings: a map looked up by a string parses it into a
+// name first, on every call.
+
 /// `grpc-status`, in the headers of a Trailers-Only response or in the trailers.
-pub(crate) const STATUS: &str = "grpc-status";
+pub(crate) const STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// `grpc-retry-pushback-ms`: how long the server asks the client to wait.
-pub(crate) const PUSHBACK: &str = "grpc-retry-pushback-ms";
+pub(crate) const PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
 /// `grpc-previous-rpc-attempts`: sent on every retry.
-pub(crate) const PREVIOUS_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
+pub(crate) const PREVIOUS_ATTEMPTS: HeaderName = HeaderName::from_static("grpc-previous-rpc-attempts");
 /// `grpc-timeout`: the call's deadline, relative.
-pub(crate) const TIMEOUT: &str = "grpc-timeout";
+pub(crate) const TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// The status code in `metadata`, if it carries one, read exactly as tonic
 /// reads it (`Code::from_bytes`): one or two ASCII digits naming a code, and
 /// anything else (`" 14"`, `"14 "`, `"+14"`, `"014"`, `"17"`) `UNKNOWN`, so the
 /// layer never retries a status the caller's client will not see as retryable.
 pub(crate) fn status(metadata: &HeaderMap) -> Option<u8> {
-    let value = metadata.get(STATUS)?;
+    let value = metadata.get(&STATUS)?;
     Some(tonic::Code::from_bytes(value.as_bytes()) as u8)
 }
 
@@ -56,7 +59,7 @@ pub(crate) enum Pushback {
 /// and so does this. A wait above the policy's `max_server_delay` or the
 /// deadline stops the retries in the engine.
 pub(crate) fn pushback(metadata: &HeaderMap) -> Option<Pushback> {
-    let mut values = metadata.get_all(PUSHBACK).iter();
+    let mut values = metadata.get_all(&PUSHBACK).iter();
     let value = values.next()?;
     if values.next().is_some() {
         return Some(Pushback::Stop);
@@ -93,7 +96,7 @@ pub(crate) fn pace_signal(metadata: &HeaderMap) -> PaceSignal {
 /// `grpc-timeout` (`TimeoutValue TimeoutUnit`: up to 8 digits and one of `H M S m
 /// u n`) as a duration. A malformed value is ignored, as gRPC servers do.
 pub(crate) fn timeout(metadata: &HeaderMap) -> Option<Duration> {
-    let value = metadata.get(TIMEOUT)?.to_str().ok()?;
+    let value = metadata.get(&TIMEOUT)?.to_str().ok()?;
     let (digits, unit) = value.split_at_checked(value.len().checked_sub(1)?)?;
     if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -138,7 +141,7 @@ pub(crate) fn previous_attempts(previous: u32) -> HeaderValue {
 mod tests {
     use super::*;
 
-    fn with(name: &'static str, value: &'static str) -> HeaderMap {
+    fn with(name: HeaderName, value: &'static str) -> HeaderMap {
         let mut map = HeaderMap::new();
         map.insert(name, HeaderValue::from_static(value));
         map

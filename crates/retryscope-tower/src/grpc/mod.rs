@@ -6,6 +6,7 @@ mod builder;
 pub(crate) mod code;
 mod config;
 pub(crate) mod headers;
+pub(crate) mod methods;
 pub(crate) mod metrics;
 pub(crate) mod reset;
 pub(crate) mod status;

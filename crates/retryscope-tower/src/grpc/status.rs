@@ -18,12 +18,39 @@ pub(crate) struct Received {
     pub(crate) pushback: Option<Pushback>,
 }
 
+/// What the headers of a gRPC response say, read once per attempt (by
+/// [`read`]) and kept with its body for the classifier and the call's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Head {
+    /// A status with the headers.
+    Status(Received),
+    /// No status: the call is committed (A6); its status comes in the trailers.
+    Committed,
+}
+
 /// The status `response` carries in its headers, if any: a Trailers-Only
 /// answer (`grpc-status` in the headers), or an HTTP status other than 200
 /// mapped as gRPC maps it. `None` for response headers without a status: the
 /// call is committed there (A6) and handed to the caller at once; its status
 /// comes later, in the trailers.
 pub(crate) fn received<B: Body>(response: &Response<ResponseBody<B>>) -> Option<Received> {
+    match response.body().grpc_head() {
+        Some(Head::Status(received)) => Some(received),
+        Some(Head::Committed) => None,
+        None => from_headers(response),
+    }
+}
+
+/// [`received`], read from the headers and kept with the body, so that
+/// nothing reads them again.
+pub(crate) fn read<B: Body>(response: &mut Response<ResponseBody<B>>) -> Option<Received> {
+    let received = from_headers(response);
+    let head = received.map_or(Head::Committed, Head::Status);
+    response.body_mut().set_grpc_head(head);
+    received
+}
+
+fn from_headers<B: Body>(response: &Response<ResponseBody<B>>) -> Option<Received> {
     let metadata = response.headers();
     if let Some(code) = headers::status(metadata) {
         return Some(Received { code, pushback: headers::pushback(metadata) });

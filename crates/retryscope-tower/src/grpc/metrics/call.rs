@@ -115,9 +115,9 @@ impl CallMetrics {
     /// (outside the policy's attempts), before it makes the new attempt's body
     /// with [`sent_meter`](Self::sent_meter).
     ///
-    /// The resend's body was made before the first attempt was sent (the
-    /// attempt cannot reach back for another), so it brings the counter its
-    /// meter adds to: `sent`, from [`transparent_meter`](Self::transparent_meter).
+    /// The resend's body is made from a copy the attempt kept (it cannot reach
+    /// back to the call's body), so it brings the counter its meter adds to:
+    /// `sent`, from [`transparent_meter`](Self::transparent_meter).
     pub(crate) fn transparent_retry_started(&self, sent: Arc<AtomicU64>) {
         let mut state = self.state();
         // Only the first attempt is resent transparently.
