@@ -40,7 +40,6 @@ pub mod safety;
 mod settings;
 pub mod shape;
 pub mod spans;
-pub mod stop;
 pub mod transport;
 
 pub use error::NotReplayable;

@@ -366,6 +366,8 @@ impl<A: AttemptScope> AttemptScope for Option<A> {
 /// server's last response when retries ran out, say.
 ///
 /// Clones share what they record; pair it with another observer as a tuple.
+/// A caller that owns the call's future can borrow a [`StopSlot`] instead,
+/// with no `Arc` to allocate.
 ///
 /// ```
 /// use retryscope::observe::StopRecorder;
@@ -379,13 +381,13 @@ impl<A: AttemptScope> AttemptScope for Option<A> {
 /// assert_eq!(stop.stopped(), Some((StopReason::AttemptsExhausted, 4)));
 /// ```
 #[derive(Clone, Default)]
-pub struct StopRecorder(std::sync::Arc<std::sync::Mutex<Option<(StopReason, u32)>>>);
+pub struct StopRecorder(std::sync::Arc<StopSlot>);
 
 impl StopRecorder {
     /// Why the engine stopped and after how many attempts; `None` before the
     /// operation ended, or when it succeeded.
     pub fn stopped(&self) -> Option<(StopReason, u32)> {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.0.stopped()
     }
 }
 
@@ -409,13 +411,69 @@ impl OperationObserver for StopRecorder {
     fn waiting(&mut self, _: &Wait) {}
 
     fn finished(self, finish: &Finish) {
-        let stopped = finish.reason.map(|reason| (reason, finish.attempts));
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = stopped;
+        self.0.record(finish);
     }
 }
 
 impl std::fmt::Debug for StopRecorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("StopRecorder").field(&self.stopped()).finish()
+    }
+}
+
+/// Where the engine's stop reason lands, borrowed for one call (`&StopSlot`
+/// is the observer) and read with [`stopped`](Self::stopped) after it: what
+/// [`StopRecorder`] does, on the caller's stack instead of behind an `Arc`.
+///
+/// ```
+/// use retryscope::observe::StopSlot;
+/// use retryscope::{Policy, Retryable, StopReason};
+///
+/// let stop = StopSlot::default();
+/// let _ = (|| Err::<(), _>("busy")).retry(Policy::interactive()).retry_any_error().observe(&stop).call_with(
+///     &retryscope::clock::ManualClock::new(),
+///     |_| {},
+/// );
+/// assert_eq!(stop.stopped(), Some((StopReason::AttemptsExhausted, 4)));
+/// ```
+#[derive(Debug, Default)]
+pub struct StopSlot(std::sync::Mutex<Option<(StopReason, u32)>>);
+
+impl StopSlot {
+    /// Why the engine stopped and after how many attempts; `None` before the
+    /// operation ended, or when it succeeded.
+    pub fn stopped(&self) -> Option<(StopReason, u32)> {
+        // A poisoned lock only means a panic while writing a `Copy` value:
+        // whatever is there is whole.
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn record(&self, finish: &Finish) {
+        let stopped = finish.reason.map(|reason| (reason, finish.attempts));
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = stopped;
+    }
+}
+
+impl<'a> Observer for &'a StopSlot {
+    type Operation = &'a StopSlot;
+
+    const TIMED: bool = false;
+
+    fn start(&self, _: &OperationInfo<'_>) -> &'a StopSlot {
+        self
+    }
+}
+
+impl OperationObserver for &StopSlot {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+
+    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
+
+    fn waiting(&mut self, _: &Wait) {}
+
+    fn finished(self, finish: &Finish) {
+        self.record(finish);
     }
 }

@@ -850,3 +850,22 @@ async fn the_attempt_future_is_built_in_its_scope_unless_the_scope_opts_out() {
         assert!(!IN_SCOPE.with(Cell::get), "the scope is left after each attempt");
     }
 }
+
+/// A borrowed `StopSlot` says why a call stopped, and stays empty when it succeeded.
+#[tokio::test(start_paused = true)]
+async fn a_stop_slot_stays_empty_on_success_and_names_a_permanent_error() {
+    use retryscope::observe::StopSlot;
+
+    let stop = StopSlot::default();
+    let ok =
+        (|| async { Ok::<_, &str>(1) }).retry(Policy::interactive()).retry_any_error().observe(&stop).await;
+    assert_eq!(ok.ok(), Some(1));
+    assert_eq!(stop.stopped(), None);
+    let refused = (|| async { Err::<(), _>("no") })
+        .retry(Policy::interactive())
+        .when(|_: &&str| false)
+        .observe(&stop)
+        .await;
+    assert!(refused.is_err());
+    assert_eq!(stop.stopped(), Some((StopReason::Permanent, 1)));
+}
