@@ -568,7 +568,7 @@ where
 {
     // A span no subscriber took has no context to propagate.
     if !span.is_disabled() {
-        retryscope_otel::inject_context(request.headers_mut());
+        retryscope_otel::inject_span_context(span, request.headers_mut());
     }
     let call = service.call(request);
     async move { call.await.map_err(Into::into) }
