@@ -53,7 +53,7 @@ fn run(protocol: Protocol) {
     let tracer = telemetry.tracer_provider().tracer_with_scope(scope());
     let subscriber = tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
     let observer = OtelObserver::from_meter(&telemetry.meter_provider().meter_with_scope(scope()));
-    tracing::subscriber::with_default(subscriber, || {
+    retryscope_test_support::telemetry::with_default(subscriber, || {
         tracing::info_span!("checkout").in_scope(|| succeed_on_the_third_attempt(&observer));
     });
 
@@ -125,7 +125,7 @@ fn a_hedged_call_arrives_as_one_span_per_copy_under_its_operation_span() {
     let tracer = telemetry.tracer_provider().tracer_with_scope(scope());
     let subscriber = tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
     let observer = OtelObserver::from_meter(&telemetry.meter_provider().meter_with_scope(scope()));
-    let _default = tracing::subscriber::set_default(subscriber);
+    let _default = retryscope_test_support::telemetry::set_default(subscriber);
     runtime
         .block_on(tracing::Instrument::instrument(hedged_call(&observer), tracing::info_span!("checkout")));
     telemetry.shutdown().expect("the collector is up: everything is flushed");

@@ -71,7 +71,7 @@ fn call_many(telemetry: &Telemetry) {
         .build()
         .unwrap();
     let clock = ManualClock::new();
-    tracing::subscriber::with_default(subscriber, || {
+    retryscope_test_support::telemetry::with_default(subscriber, || {
         for _ in 0..OPERATIONS {
             let mut calls = 0;
             let result = (|| {

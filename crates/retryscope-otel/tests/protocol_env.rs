@@ -80,7 +80,7 @@ fn shutdown(telemetry: Telemetry) -> Result<(), String> {
 fn retried_call(telemetry: &Telemetry) {
     let subscriber = tracing_subscriber::registry().with(telemetry.layer());
     let observer: OtelObserver = telemetry.observer();
-    tracing::subscriber::with_default(subscriber, || {
+    retryscope_test_support::telemetry::with_default(subscriber, || {
         let policy = Policy::builder().max_attempts(3).jitter(Jitter::None).build().unwrap();
         let clock = ManualClock::new();
         let mut calls = 0;

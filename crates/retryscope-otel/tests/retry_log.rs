@@ -79,7 +79,12 @@ impl Service {
         let subscriber = tracing_subscriber::registry()
             .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("service")))
             .with(log.clone());
-        Self { spans, log, _guard: tracing::subscriber::set_default(subscriber), _provider: provider }
+        Self {
+            spans,
+            log,
+            _guard: retryscope_test_support::telemetry::set_default(subscriber),
+            _provider: provider,
+        }
     }
 
     /// The finished attempt spans (CLIENT children of `retry …`), in order.

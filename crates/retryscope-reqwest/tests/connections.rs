@@ -32,6 +32,11 @@ struct Server {
     base: String,
     open: watch::Receiver<usize>,
     accepted: Arc<AtomicUsize>,
+    /// The most connections ever open at once: unlike `open`, not lowered by
+    /// whatever the client closes after the fact.
+    peak: Arc<AtomicUsize>,
+    /// `/ok` requests served on a connection that had carried a `/busy` one.
+    reused: Arc<AtomicUsize>,
 }
 
 impl Server {
@@ -43,19 +48,24 @@ impl Server {
         let (open_tx, open) = watch::channel(0_usize);
         let open_tx = Arc::new(open_tx);
         let accepted = Arc::new(AtomicUsize::new(0));
-        let counted = accepted.clone();
+        let peak = Arc::new(AtomicUsize::new(0));
+        let reused = Arc::new(AtomicUsize::new(0));
+        let (counted, peaked, reuses) = (accepted.clone(), peak.clone(), reused.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 counted.fetch_add(1, Ordering::SeqCst);
-                open_tx.send_modify(|n| *n += 1);
-                let open_tx = open_tx.clone();
+                open_tx.send_modify(|n| {
+                    *n += 1;
+                    peaked.fetch_max(*n, Ordering::SeqCst);
+                });
+                let (open_tx, reuses) = (open_tx.clone(), reuses.clone());
                 tokio::spawn(async move {
-                    serve(stream).await;
+                    serve(stream, &reuses).await;
                     open_tx.send_modify(|n| *n -= 1);
                 });
             }
         });
-        Self { base, open, accepted }
+        Self { base, open, accepted, peak, reused }
     }
 
     fn open(&self) -> usize {
@@ -65,11 +75,20 @@ impl Server {
     fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
+
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+
+    fn reused(&self) -> usize {
+        self.reused.load(Ordering::SeqCst)
+    }
 }
 
 /// Answers requests on one connection until the client closes it.
-async fn serve(mut stream: TcpStream) {
+async fn serve(mut stream: TcpStream, reused: &AtomicUsize) {
     let mut buffered = Vec::new();
+    let mut carried_busy = false;
     loop {
         let head_end = loop {
             if let Some(at) = buffered.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -89,6 +108,7 @@ async fn serve(mut stream: TcpStream) {
         let path = head.split_whitespace().nth(1).unwrap_or_default();
         let response = match path.strip_prefix("/busy/").and_then(|n| n.parse::<usize>().ok()) {
             Some(len) => {
+                carried_busy = true;
                 let mut r = format!(
                     "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 30\r\nContent-Length: {len}\r\n\r\n"
                 )
@@ -96,7 +116,12 @@ async fn serve(mut stream: TcpStream) {
                 r.resize(r.len() + len, b'x');
                 r
             }
-            None => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+            None => {
+                if carried_busy {
+                    reused.fetch_add(1, Ordering::SeqCst);
+                }
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()
+            }
         };
         if stream.write_all(&response).await.is_err() {
             return;
@@ -216,10 +241,18 @@ async fn a_short_error_body_is_drained_and_its_connection_reused_during_the_wait
     let first_wave = server.accepted();
     assert!((1..=CONCURRENT).contains(&first_wave), "{first_wave} connections for {CONCURRENT} requests");
 
-    // During the 30 s wait, 100 more requests find the idle connections.
+    // During the 30 s wait, 100 more requests find the idle connections. A
+    // drained connection goes back to the pool from its own task, after the
+    // middleware's event; on a loaded machine that can lag, so the second
+    // wave comes a moment into the wait, as real traffic would.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     second_wave(&client, &server.base).await;
-    assert_eq!(server.accepted(), first_wave, "the second wave opened connections of its own");
-    assert!(server.open() <= CONCURRENT, "{} open", server.open());
+    // Nearly every second-wave request was served on a connection a waiting
+    // call had used. Not always every one: when the first wave needed fewer
+    // than 100 connections, 100 concurrent requests can outnumber the idle
+    // ones, and the pool then connects as well.
+    assert!(server.reused() >= CONCURRENT * 9 / 10, "{} of {CONCURRENT} reused", server.reused());
+    assert!(server.peak() <= CONCURRENT, "{} open at once", server.peak());
     waiting.iter().for_each(JoinHandle::abort);
 }
 
@@ -240,9 +273,14 @@ async fn a_long_error_body_is_dropped_and_its_connection_closed_during_the_wait(
         .await
         .unwrap_or_else(|_| panic!("{} connections still open during the wait", server.open()))
         .expect("server alive");
+    // Closed, so never reused: one connection per first-wave request.
+    assert_eq!(server.accepted(), CONCURRENT);
     second_wave(&client, &server.base).await;
-    assert_eq!(server.accepted(), 2 * CONCURRENT);
-    assert!(server.open() <= CONCURRENT, "{} open", server.open());
+    assert_eq!(server.reused(), 0, "a closed connection carried a request");
+    // The second wave connects afresh; how many connections it needs depends
+    // on how its requests interleave, never more than one each.
+    assert!(server.accepted() > CONCURRENT, "the second wave reused closed connections");
+    assert!(server.peak() <= CONCURRENT, "{} open at once", server.peak());
     waiting.iter().for_each(JoinHandle::abort);
 }
 
@@ -265,14 +303,15 @@ async fn unread_responses_pin_their_connections() {
             kept.push(request.await.expect("no panic"));
         }
         second_wave(&ClientBuilder::new(client).build(), &server.base).await;
-        // Nearly every request of the second wave needed a connection of its own.
-        // Not exactly all: on a loaded machine hyper has been seen to finish
-        // reading a kept body or two before the second wave asked (198 of 200,
-        // twice), which frees their connections; the contrast with the
-        // middleware (no new connection at all) is what this control shows.
-        let accepted = server.accepted();
-        assert!(accepted > CONCURRENT + CONCURRENT * 9 / 10, "{len}-byte bodies: {accepted} connections");
-        assert!(server.open() > CONCURRENT + CONCURRENT / 2, "{len}-byte bodies: {} open", server.open());
+        // Next to none of the second wave could use a kept response's
+        // connection. Not always none: on a loaded machine hyper has been seen
+        // to finish reading a kept body or two before the second wave asked,
+        // which frees their connections. The middleware's tests show the
+        // contrast: there nearly every second-wave request uses one.
+        assert!(server.reused() <= CONCURRENT / 10, "{len}-byte bodies: {} reused", server.reused());
+        // While the kept responses held their connections, the second wave
+        // opened connections of its own beside them.
+        assert!(server.peak() > CONCURRENT, "{len}-byte bodies: {} open at once", server.peak());
         drop(kept);
     }
 }

@@ -187,7 +187,9 @@ async fn the_retry_log_stays_on_when_telemetry_is_off_until_it_is_turned_off_its
     for (log_off, expected) in [(false, (1, 1)), (true, (0, 0))] {
         let (url, _) = serve(|_| Some((Duration::ZERO, "503 Service Unavailable"))).await;
         let lines = LogLines::default();
-        let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(lines.clone()));
+        let _guard = retryscope_test_support::telemetry::set_default(
+            tracing_subscriber::registry().with(lines.clone()),
+        );
         let policy =
             Policy::builder().max_attempts(2).base_delay(Duration::from_millis(1)).build().expect("valid");
         let builder = RetryMiddleware::builder(policy).no_telemetry();

@@ -7,7 +7,39 @@ use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMe
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use std::sync::OnceLock;
+use tracing::Dispatch;
+use tracing::subscriber::{DefaultGuard, NoSubscriber};
 use tracing_subscriber::layer::SubscriberExt;
+
+/// `tracing::subscriber::set_default`, safe beside tests that run without a
+/// subscriber on other threads of the same binary.
+///
+/// While exactly one `Dispatch` exists in the process, tracing-core works out
+/// a callsite's interest from the *registering thread's* default
+/// (tokio-rs/tracing#3611). A sibling test with no subscriber that reaches a
+/// span first then caches `Interest::never()` for the life of the process, and
+/// this thread's subscriber never sees that span. A second dispatch kept alive
+/// for the whole process sends every registration down the general path, which
+/// asks each live dispatch: `never` from the idle one and `always` from a test's
+/// combine to `sometimes`, so the span is decided per thread, as intended.
+pub fn set_default<S>(subscriber: S) -> DefaultGuard
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    static IDLE: OnceLock<Dispatch> = OnceLock::new();
+    IDLE.get_or_init(|| Dispatch::new(NoSubscriber::default()));
+    tracing::subscriber::set_default(subscriber)
+}
+
+/// [`set_default`] for the duration of `f`.
+pub fn with_default<S, T>(subscriber: S, f: impl FnOnce() -> T) -> T
+where
+    S: tracing::Subscriber + Send + Sync + 'static,
+{
+    let _guard = set_default(subscriber);
+    f()
+}
 
 pub struct Telemetry {
     spans: InMemorySpanExporter,
@@ -15,7 +47,7 @@ pub struct Telemetry {
     metrics: InMemoryMetricExporter,
     meter_provider: SdkMeterProvider,
     pub meter: Meter,
-    _subscriber: tracing::subscriber::DefaultGuard,
+    _subscriber: DefaultGuard,
 }
 
 impl Telemetry {
@@ -37,7 +69,7 @@ impl Telemetry {
             metrics,
             meter_provider,
             meter,
-            _subscriber: tracing::subscriber::set_default(subscriber),
+            _subscriber: set_default(subscriber),
         }
     }
 

@@ -54,7 +54,7 @@ impl Telemetry {
             tracer_provider,
             meter_provider,
             observer,
-            _subscriber: tracing::subscriber::set_default(subscriber),
+            _subscriber: retryscope_test_support::telemetry::set_default(subscriber),
         }
     }
 
