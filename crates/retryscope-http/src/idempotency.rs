@@ -47,10 +47,10 @@ use std::fmt;
 /// The draft's header, `Idempotency-Key` (lowercase, as [`HeaderMap`] keeps it).
 pub const DEFAULT_HEADER: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
 
-/// The longest key [`IdempotencyKey::new`] accepts, in bytes (before quoting).
-/// The draft sets no limit; servers do (Stripe's is 255), and a key is a
-/// correlation id, not a payload.
-pub const MAX_KEY_LEN: usize = 255;
+/// The longest key [`IdempotencyKey::new`] accepts, in bytes (before quoting):
+/// [`retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN`], the limit the server
+/// layer (retryscope-idempotency) accepts too.
+pub const MAX_KEY_LEN: usize = retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
 
 /// What the integration does with idempotency keys: which header carries them,
 /// and whether it makes one for a request that has none.

@@ -8,12 +8,12 @@ use std::fmt;
 use http::header::{HeaderMap, HeaderName};
 
 /// The header the draft defines, and the layer's default.
-pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
 
 /// The longest key accepted, in characters (the String's content, after
-/// unescaping). The draft sets no bound; 255 holds a UUID with room for a
-/// prefix, and keeps what a store holds per key small.
-pub const MAX_KEY_LEN: usize = 255;
+/// unescaping): [`retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN`], the limit
+/// retryscope's clients hold their keys to as well.
+pub const MAX_KEY_LEN: usize = retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
 
 /// The longest header value read at all: a key of [`MAX_KEY_LEN`] characters,
 /// every one escaped, in quotes. Anything longer is refused before it is parsed.

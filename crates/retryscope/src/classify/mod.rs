@@ -152,6 +152,8 @@ mod tests;
 
 pub use io::io_error;
 #[cfg(feature = "http")]
-pub use safety::{IDEMPOTENCY_KEY, Stage, has_idempotency_key, is_idempotent_method, may_retry};
+pub use safety::{
+    IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN, Stage, has_idempotency_key, is_idempotent_method, may_retry,
+};
 #[cfg(feature = "http")]
 pub use status::{HttpClassifier, status};
