@@ -6,15 +6,8 @@
 
 mod common;
 
-use common::{SpanCount, reach_a_cold_span};
-
 #[test]
 fn with_one_dispatch_a_span_reached_first_elsewhere_is_lost_to_ours() {
-    let count = SpanCount::default();
-    let _guard = tracing::subscriber::set_default(count.subscriber());
-
-    std::thread::spawn(reach_a_cold_span).join().expect("sibling thread");
-    reach_a_cold_span();
-
-    assert_eq!(count.get(), 0, "tracing-core still caches the sibling thread's `never`");
+    let seen = common::spans_seen_after_a_thread_without_a_subscriber(tracing::subscriber::set_default);
+    assert_eq!(seen, 0, "tracing-core still caches the other thread's `never`");
 }

@@ -3,8 +3,24 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 
+/// How many of its spans this thread's subscriber, set by `install`, sees
+/// when another thread, one without a subscriber, reached the span's callsite
+/// first.
+pub(crate) fn spans_seen_after_a_thread_without_a_subscriber(
+    install: impl FnOnce(SpanCounter) -> tracing::subscriber::DefaultGuard,
+) -> usize {
+    let count = SpanCount::default();
+    let _guard = install(count.subscriber());
+    std::thread::spawn(reach_a_cold_span).join().expect("sibling thread");
+    reach_a_cold_span();
+    count.get()
+}
+
+/// The counting subscriber `install` is given.
+pub(crate) type SpanCounter = tracing_subscriber::layer::Layered<SpanCount, tracing_subscriber::Registry>;
+
 /// Opens and closes a span whose callsite no other code reaches.
-pub(crate) fn reach_a_cold_span() {
+fn reach_a_cold_span() {
     let _span = tracing::info_span!("cold").entered();
 }
 
@@ -13,11 +29,11 @@ pub(crate) fn reach_a_cold_span() {
 pub(crate) struct SpanCount(Arc<AtomicUsize>);
 
 impl SpanCount {
-    pub(crate) fn subscriber(&self) -> impl tracing::Subscriber + Send + Sync + 'static {
+    fn subscriber(&self) -> SpanCounter {
         tracing_subscriber::registry().with(self.clone())
     }
 
-    pub(crate) fn get(&self) -> usize {
+    fn get(&self) -> usize {
         self.0.load(Ordering::SeqCst)
     }
 }
