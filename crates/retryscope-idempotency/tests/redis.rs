@@ -115,3 +115,82 @@ async fn an_unreachable_redis_gets_503_and_nothing_runs() {
     );
     assert_eq!(executions.count(), 0);
 }
+
+/// A `redis-server` of this test's own (the one CI installs), on a free port,
+/// killed when dropped: the test moves its memory limit, which would refuse
+/// every other test's writes on a shared one.
+struct OwnRedis {
+    child: std::process::Child,
+    url: String,
+}
+
+impl OwnRedis {
+    async fn start() -> Self {
+        let port = retryscope_test_support::net::closed_port().await;
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--maxmemory-policy", "noeviction"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server on PATH (.ci/run installs Debian's)");
+        let redis = Self { child, url: format!("redis://127.0.0.1:{port}/") };
+        let client = redis::Client::open(redis.url.as_str()).expect("a Redis URL");
+        for _ in 0..100 {
+            if let Ok(mut connection) = client.get_multiplexed_async_connection().await
+                && redis::cmd("PING").query_async::<String>(&mut connection).await.is_ok()
+            {
+                return redis;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("redis-server did not answer on port {port} within 5 s");
+    }
+
+    /// `CONFIG SET maxmemory`: 1 byte is a Redis that is full (with
+    /// `noeviction`, every write is refused with OOM); 0 is no limit.
+    async fn set_maxmemory(&self, bytes: u64) {
+        let client = redis::Client::open(self.url.as_str()).expect("a Redis URL");
+        let mut connection = client.get_multiplexed_async_connection().await.expect("Redis answers");
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(bytes)
+            .query_async::<()>(&mut connection)
+            .await
+            .expect("CONFIG SET maxmemory");
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_full_redis_gets_503_and_nothing_runs_then_the_retry_runs_once() {
+    // Where Redis is provided, so is `redis-server`; this test starts its own.
+    if redis_url().is_none() {
+        return;
+    }
+    let redis = OwnRedis::start().await;
+    let client = redis::Client::open(redis.url.as_str()).expect("a Redis URL");
+    let layer = IdempotencyLayer::new(RedisStore::connect(client).await.expect("Redis answers"));
+    let (router, executions) = app(layer, QUICK);
+    let addr = serve(router).await;
+
+    redis.set_maxmemory(1).await;
+    let refused = send(addr, "/orders", Some("\"full\""), "sku=7").await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert!(refused.body.contains("#store-unavailable"), "{}", refused.body);
+    assert_eq!(refused.headers["retry-after"], "1");
+    assert_eq!(executions.count(), 0, "nothing runs that the store could not record");
+
+    redis.set_maxmemory(0).await;
+    let retry = send(addr, "/orders", Some("\"full\""), "sku=7").await;
+    assert_eq!((retry.status, retry.replayed()), (201, false), "{retry:?}");
+    let again = send(addr, "/orders", Some("\"full\""), "sku=7").await;
+    assert_eq!((again.status, again.replayed()), (201, true), "{again:?}");
+    assert_eq!(executions.count(), 1);
+}
