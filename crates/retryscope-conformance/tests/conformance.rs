@@ -1,23 +1,16 @@
 //! The behaviours retryscope-reqwest and retryscope-tower share, each specified
 //! once and run against both, on tokio's paused clock.
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use retryscope::{ErrorType, Policy, StopReason, Verdict};
-use retryscope_reqwest::RetryMiddleware;
 use retryscope_test_support as support;
 use retryscope_test_support::net::closed_port;
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_test_support::{Reply, Server};
-use retryscope_tower::{BoxError, RetryLayer};
 use std::time::Duration;
-use tower::{Service, ServiceBuilder, ServiceExt};
 
 mod common;
 
-use common::{Answer, BOTH, Integration};
+use common::{Answer, BOTH, Call, Integration, Setup};
 
 fn policy() -> Policy {
     support::quick_policy()
@@ -41,44 +34,14 @@ fn a_503_is_final(status: http::StatusCode, _: &http::HeaderMap) -> Option<Verdi
 
 impl Integration {
     async fn send(self, telemetry: &Telemetry, method: http::Method, url: &str) -> Answer {
-        self.send_with(telemetry, method, url, None).await
+        self.client(Setup::new(policy()).meter(telemetry)).answer(Call::new(method, url)).await
     }
 
-    /// Sends through a client with `rule`, when given, as its retry rule.
-    async fn send_with(
-        self,
-        telemetry: &Telemetry,
-        method: http::Method,
-        url: &str,
-        rule: Option<Rule>,
-    ) -> Answer {
-        match self {
-            Integration::Reqwest => {
-                let builder = RetryMiddleware::builder(policy()).meter(&telemetry.meter);
-                let builder = match rule {
-                    Some(rule) => builder.retry_rule(rule),
-                    None => builder,
-                };
-                let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-                    .with(builder.build())
-                    .build();
-                Answer::of_reqwest(client.request(method, url).send().await)
-            }
-            Integration::Tower => {
-                let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-                let builder = RetryLayer::builder(policy()).meter(&telemetry.meter);
-                let layer = match rule {
-                    Some(rule) => builder.retry_rule(rule),
-                    None => builder,
-                }
-                .build();
-                let mut client = ServiceBuilder::new().layer(layer).service(client);
-                let request = http::Request::builder().method(method).uri(url).body(Full::default());
-                let request = request.expect("valid request");
-                let result: Result<_, BoxError> = async { client.ready().await?.call(request).await }.await;
-                Answer::of_tower(result)
-            }
-        }
+    /// Sends through a client with `rule` as its retry rule.
+    async fn send_with(self, telemetry: &Telemetry, method: http::Method, url: &str, rule: Rule) -> Answer {
+        self.client(Setup::new(policy()).meter(telemetry).retry_rule(rule))
+            .answer(Call::new(method, url))
+            .await
     }
 }
 
@@ -179,7 +142,7 @@ async fn a_rule_retries_a_200_its_server_marked_with_x_retry() {
         let server = Server::start().await;
         server.script("/report", [Reply::with_header(200, "x-retry", "please"), Reply::ok("the report")]);
         let answer = integration
-            .send_with(&telemetry, http::Method::GET, &server.url("/report"), Some(retry_when_asked))
+            .send_with(&telemetry, http::Method::GET, &server.url("/report"), retry_when_asked)
             .await;
         assert_eq!(answer, Answer::Status(200), "{integration:?}");
         assert_eq!(server.seen().len(), 2, "{integration:?}");
@@ -193,7 +156,7 @@ async fn a_rule_that_makes_a_503_permanent_returns_it_after_one_attempt() {
         let server = Server::start().await;
         server.script("/maintenance", [Reply::status(503), Reply::ok("must not be reached")]);
         let url = server.url("/maintenance");
-        let answer = integration.send_with(&telemetry, http::Method::GET, &url, Some(a_503_is_final)).await;
+        let answer = integration.send_with(&telemetry, http::Method::GET, &url, a_503_is_final).await;
         assert_eq!(answer, Answer::Status(503), "{integration:?}");
         assert_eq!(server.seen().len(), 1, "{integration:?}");
     }
@@ -206,8 +169,7 @@ async fn a_rule_cannot_make_a_post_run_again_after_it_was_sent() {
         let server = Server::start().await;
         server.script("/orders", [Reply::with_header(200, "x-retry", "please"), Reply::ok("a second order")]);
         let url = server.url("/orders");
-        let answer =
-            integration.send_with(&telemetry, http::Method::POST, &url, Some(retry_when_asked)).await;
+        let answer = integration.send_with(&telemetry, http::Method::POST, &url, retry_when_asked).await;
         assert_eq!(answer, Answer::Status(200), "{integration:?}: the first answer, as it came");
         assert_eq!(server.seen().len(), 1, "{integration:?}");
         server.assert_no_unsafe_request_ran_twice();
