@@ -79,6 +79,14 @@ async fn retry_after_is_honoured() {
         let answer = integration.send(&telemetry, http::Method::GET, &server.url("/slow")).await;
         assert_eq!(answer, Answer::Status(200), "{integration:?}");
         assert!(started.elapsed() >= Duration::from_secs(2), "{integration:?}: {:?}", started.elapsed());
+        // The hint replaced the computed delay: the server saw the retry 2 s after the first attempt.
+        let seen = server.seen();
+        assert_eq!(seen.len(), 2, "{integration:?}");
+        assert!(
+            seen[1].at - seen[0].at >= Duration::from_secs(2),
+            "{integration:?}: {:?}",
+            seen[1].at - seen[0].at
+        );
     }
 }
 

@@ -2,8 +2,7 @@
 //! built from one [`Setup`], the [`Call`] it sends, and what the caller got
 //! ([`Response`] or [`Failure`], or in short an [`Answer`]), in terms both can
 //! be compared on.
-// Each test binary uses its own part of this module.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses its own part of this module")]
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -44,12 +43,13 @@ pub(crate) struct Setup {
     body_rule: Option<(BodyLimit, Arc<dyn BodyRule>)>,
     idempotency_keys: bool,
     idempotency_key_header: Option<HeaderName>,
-    budget: Option<fn() -> RetryBudget>,
+    budget: Option<Box<dyn Fn() -> RetryBudget + Send + Sync>>,
     no_budget: bool,
-    breaker: Option<fn() -> CircuitBreaker>,
+    breaker: Option<Box<dyn Fn() -> CircuitBreaker + Send + Sync>>,
     no_breaker: bool,
     pacer: Option<fn() -> Pacer>,
     hedge: Option<HedgePolicy>,
+    retry_at_one_layer: bool,
 }
 
 impl Setup {
@@ -69,6 +69,7 @@ impl Setup {
             no_breaker: false,
             pacer: None,
             hedge: None,
+            retry_at_one_layer: false,
         }
     }
 
@@ -103,8 +104,11 @@ impl Setup {
         self
     }
 
-    pub(crate) fn budget_per_dependency(mut self, make: fn() -> RetryBudget) -> Setup {
-        self.budget = Some(make);
+    pub(crate) fn budget_per_dependency(
+        mut self,
+        make: impl Fn() -> RetryBudget + Send + Sync + 'static,
+    ) -> Setup {
+        self.budget = Some(Box::new(make));
         self
     }
 
@@ -113,8 +117,11 @@ impl Setup {
         self
     }
 
-    pub(crate) fn breaker_per_dependency(mut self, make: fn() -> CircuitBreaker) -> Setup {
-        self.breaker = Some(make);
+    pub(crate) fn breaker_per_dependency(
+        mut self,
+        make: impl Fn() -> CircuitBreaker + Send + Sync + 'static,
+    ) -> Setup {
+        self.breaker = Some(Box::new(make));
         self
     }
 
@@ -130,6 +137,11 @@ impl Setup {
 
     pub(crate) fn hedge(mut self, policy: HedgePolicy) -> Setup {
         self.hedge = Some(policy);
+        self
+    }
+
+    pub(crate) fn retry_at_one_layer(mut self) -> Setup {
+        self.retry_at_one_layer = true;
         self
     }
 }
@@ -160,13 +172,13 @@ macro_rules! configure {
             builder = builder.idempotency_key_header(name);
         }
         if let Some(make) = setup.budget {
-            builder = builder.budget_per_dependency(make);
+            builder = builder.budget_per_dependency(move || make());
         }
         if setup.no_budget {
             builder = builder.no_budget();
         }
         if let Some(make) = setup.breaker {
-            builder = builder.breaker_per_dependency(make);
+            builder = builder.breaker_per_dependency(move || make());
         }
         if setup.no_breaker {
             builder = builder.no_breaker();
@@ -176,6 +188,9 @@ macro_rules! configure {
         }
         if let Some(policy) = setup.hedge {
             builder = builder.hedge(policy);
+        }
+        if setup.retry_at_one_layer {
+            builder = builder.retry_at_one_layer();
         }
         match setup.meter {
             Some(meter) => {
