@@ -605,6 +605,7 @@ async fn a_rule_cannot_make_a_post_run_twice_after_it_was_sent() {
         let response = client.send(post).await.expect("response");
         assert_eq!(response.status, 200, "{integration:?}: the first answer, as it came");
         assert!(response.headers.contains_key("x-retry"), "{integration:?}");
+        assert_eq!(server.seen().len(), 1, "{integration:?}");
         assert_eq!(server.executions("order-7"), 1, "{integration:?}");
         server.assert_no_unsafe_request_ran_twice();
     }

@@ -513,11 +513,27 @@ pub(crate) enum Answer {
 }
 
 impl Answer {
+    /// What a reqwest-middleware caller got.
+    pub(crate) fn of_reqwest(result: reqwest_middleware::Result<reqwest::Response>) -> Answer {
+        match result {
+            Ok(response) => Answer::Status(response.status().as_u16()),
+            Err(error) => Answer::of(Err(Failure::of_reqwest(&error))),
+        }
+    }
+
+    /// What a tower caller got.
+    pub(crate) fn of_tower<B>(result: Result<http::Response<B>, BoxError>) -> Answer {
+        match result {
+            Ok(response) => Answer::Status(response.status().as_u16()),
+            Err(error) => Answer::of(Err(Failure::of_tower(&error))),
+        }
+    }
+
     pub(crate) fn of(result: Result<Response, Failure>) -> Answer {
         match result {
             Ok(response) => Answer::Status(response.status),
             Err(Failure { stopped: Some(stopped), .. }) => Answer::GaveUp(stopped.reason, stopped.error_type),
-            Err(failure) => Answer::Other(failure.chain.join(": ")),
+            Err(failure) => Answer::Other(failure.chain.first().cloned().unwrap_or_default()),
         }
     }
 }
