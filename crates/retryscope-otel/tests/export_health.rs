@@ -30,7 +30,9 @@ fn main() {
 
     a_closed_port_is_reported_once_and_every_lost_span_counted(&lines);
     match rotel::binary() {
-        Some(binary) => a_collector_stopped_mid_run_is_reported_when_it_stops_and_when_it_is_back(&lines, &binary),
+        Some(binary) => {
+            a_collector_stopped_mid_run_is_reported_when_it_stops_and_when_it_is_back(&lines, &binary)
+        }
         None => println!("export_health: the rotel scenario skipped"),
     }
     println!("export_health: passed");
@@ -131,10 +133,19 @@ struct Restarted {
 
 impl Restarted {
     fn start(binary: &std::path::Path, grpc: SocketAddr, http: SocketAddr) -> Self {
-        let output = std::env::temp_dir().join(format!("retryscope-export-health-{}.out", std::process::id()));
+        let output =
+            std::env::temp_dir().join(format!("retryscope-export-health-{}.out", std::process::id()));
         let stdout = std::fs::File::create(&output).unwrap();
         let child = Command::new(binary)
-            .args(["start", "--exporter", "blackhole", "--debug-log", "traces", "--debug-log-verbosity", "detailed"])
+            .args([
+                "start",
+                "--exporter",
+                "blackhole",
+                "--debug-log",
+                "traces",
+                "--debug-log-verbosity",
+                "detailed",
+            ])
             .args(["--otlp-grpc-endpoint", &grpc.to_string(), "--otlp-http-endpoint", &http.to_string()])
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
@@ -157,7 +168,10 @@ impl Restarted {
             if printed.contains(needle) {
                 return printed;
             }
-            assert!(Instant::now() < deadline, "the restarted collector never printed {needle:?}:\n{printed}");
+            assert!(
+                Instant::now() < deadline,
+                "the restarted collector never printed {needle:?}:\n{printed}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }

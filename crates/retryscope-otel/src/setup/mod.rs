@@ -266,7 +266,8 @@ impl OtlpConfig {
         };
         let meter_provider = meters(builder).build();
         // The meter provider first: the span exporter counts what it loses in it.
-        let spans = ReportingExporter::new(spans, &traces.endpoint, &meter_provider.meter_with_scope(scope()));
+        let spans =
+            ReportingExporter::new(spans, &traces.endpoint, &meter_provider.meter_with_scope(scope()));
         let tracer_provider =
             SdkTracerProvider::builder().with_batch_exporter(spans).with_resource(resource.clone()).build();
         Ok(Telemetry {
