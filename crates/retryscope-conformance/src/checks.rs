@@ -25,6 +25,7 @@ pub fn reqwest_attempts_reached(collector: &Collector, server: &Server) {
     let spans = client_spans(&printed);
     let seen = server.seen();
     assert_eq!(seen.len(), 2, "503, then 200");
+    assert_eq!(spans.len(), 2, "one attempt span per request: {spans:#?}");
     for (attempt, request) in (1..).zip(&seen) {
         let traceparent =
             request.headers.get("traceparent").unwrap_or_else(|| panic!("attempt {attempt}: no traceparent"));
@@ -139,20 +140,31 @@ pub fn sqlx_attempts_reached(collector: &Collector) {
     assert_eq!(refused[0].attribute("error.type"), Some("Str(23505)"));
 }
 
-/// Every CLIENT span the collector received has `parent`'s span as its parent,
-/// in `parent`'s trace: the span the calls ran in reached the collector too.
+/// Every CLIENT span the collector received has `parent`'s span (an INTERNAL
+/// span) as its parent, in `parent`'s trace: the span the calls ran in reached
+/// the collector too. And neither carries what nobody asked for (source
+/// locations, threads, busy and idle times).
 pub fn attempts_are_children_of(collector: &Collector, parent: &str) {
     let printed = printed(collector, &[&format!("Name           : {parent}"), "SPAN_KIND_CLIENT"]);
     let all = spans(&printed);
     let parent_span =
         all.iter().find(|s| s.name == parent).unwrap_or_else(|| panic!("no span {parent:?} in\n{printed}"));
+    assert_eq!(parent_span.kind, "SPAN_KIND_INTERNAL", "{parent_span:#?}");
     let attempts = client_spans(&printed);
     assert!(!attempts.is_empty(), "no attempt span in\n{printed}");
-    for attempt in attempts {
+    for attempt in &attempts {
         assert_eq!(
             (attempt.trace_id.as_str(), attempt.parent_id.as_str()),
             (parent_span.trace_id.as_str(), parent_span.id.as_str()),
             "the attempt span is a child of {parent:?}: {attempt:#?}"
         );
+        assert!(
+            attempt.attribute("retryscope.dependency").is_some_and(|d| d.contains("127.0.0.1")),
+            "{attempt:#?}"
+        );
+        for absent in ["code.file.path", "thread.id", "thread.name", "busy_ns", "idle_ns"] {
+            assert_eq!(attempt.attribute(absent), None, "an attempt span carries {absent}");
+            assert_eq!(parent_span.attribute(absent), None, "{parent:?} carries {absent}");
+        }
     }
 }
