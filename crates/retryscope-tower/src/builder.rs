@@ -1,7 +1,7 @@
 //! The HTTP layer's builder, and what it shares with the gRPC one
 //! ([`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
 
-use crate::body::DEFAULT_REPLAY_LIMIT;
+use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::guard::Guard;
 use crate::layer::RetryLayer;
 use crate::settings::Settings;

@@ -1,7 +1,7 @@
 //! What one attempt's result means: statuses, transport failures, and whether
 //! running the request again is safe and possible.
 
-use crate::body::ResponseBody;
+use crate::response::ResponseBody;
 use crate::error::BoxError;
 use http::Response;
 use http_body::Body;

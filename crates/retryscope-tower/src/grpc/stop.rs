@@ -19,7 +19,7 @@
 use super::code::{CodeSet, name};
 use super::headers::Pushback;
 use super::status;
-use crate::body::ResponseBody;
+use crate::response::ResponseBody;
 use crate::error::{BoxError, GaveUp};
 use http::{HeaderValue, Response};
 use http_body::Body;
