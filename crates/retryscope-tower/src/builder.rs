@@ -1,9 +1,9 @@
 //! The HTTP layer's builder, and what it shares with the gRPC one
 //! ([`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
 
-use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::guard::Guard;
 use crate::layer::RetryLayer;
+use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::settings::Settings;
 use http::Uri;
 use retryscope::Policy;

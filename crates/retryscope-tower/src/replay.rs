@@ -250,10 +250,6 @@ impl<B: ReplayBody> Source<B> {
     }
 
     /// The body of the next attempt, or `None` if it was sent already.
-    #[cfg_attr(
-        all(feature = "grpc", not(test)),
-        expect(dead_code, reason = "with `grpc` the service meters every body: `next_metered`")
-    )]
     pub(crate) fn next(&mut self) -> Option<B> {
         self.next_replay().map(B::from_replay)
     }

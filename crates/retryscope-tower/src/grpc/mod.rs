@@ -3,6 +3,7 @@
 //! throttling.
 
 mod builder;
+pub(crate) mod call;
 pub(crate) mod code;
 mod config;
 pub(crate) mod headers;

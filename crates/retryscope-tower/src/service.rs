@@ -1,0 +1,89 @@
+//! The service: tower's ready-service dance, handing each request to its call
+//! ([`call::run`](crate::call::run)).
+
+use crate::call;
+use crate::error::BoxError;
+use crate::replay::ReplayBody;
+use crate::response::ResponseBody;
+use crate::settings::Settings;
+use http::{Request, Response};
+use http_body::Body;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+/// A tower service whose requests are retried: made by [`RetryLayer`](crate::RetryLayer).
+#[derive(Clone)]
+pub struct RetryService<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> RetryService<S> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        Self { inner, settings }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RetryService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryService").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+/// The future of a [`RetryService`] call. Dropping it cancels the running
+/// attempt (or the wait before the next one); no attempt starts after.
+pub struct ResponseFuture<T> {
+    inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>,
+}
+
+impl<T> Future for ResponseFuture<T> {
+    type Output = Result<T, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<T> fmt::Debug for ResponseFuture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<S, B, ResB> Service<Request<B>> for RetryService<S>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    B::Error: Into<BoxError>,
+    ResB: Body + Send + 'static,
+    ResB::Data: Send,
+    ResB::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody<ResB>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<Self::Response>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        // The service made ready by `poll_ready` serves the first attempt; a clone
+        // takes its place for the caller's next request (tower's usual dance).
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let settings = Arc::clone(&self.settings);
+        ResponseFuture { inner: Box::pin(call::run(settings, ready, request)) }
+    }
+}
