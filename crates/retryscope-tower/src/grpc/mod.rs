@@ -13,7 +13,7 @@ pub(crate) mod reset;
 pub(crate) mod status;
 pub(crate) mod stop;
 
-pub use builder::GrpcRetryLayerBuilder;
+pub use builder::{GrpcRetryLayerBuilder, origin_state};
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
 pub use stop::{
