@@ -8,7 +8,7 @@ use retryscope_test_support as support;
 use http::HeaderName;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use retryscope::{Jitter, Policy};
-use retryscope_reqwest::{IdempotencyKey, RetryMiddleware, RetryMiddlewareBuilder, RetryOptions};
+use retryscope_reqwest::{KeyChoice, RetryMiddleware, RetryMiddlewareBuilder, RetryOptions};
 use std::collections::HashSet;
 use std::time::Duration;
 use support::keys::uuid_v4_in_sf_string;
@@ -103,7 +103,7 @@ async fn a_key_supplied_as_an_extension_goes_out_as_an_sf_string_on_every_attemp
     // Without `.idempotency_keys()`: a supplied key makes the POST retryable on its own.
     client(RetryMiddleware::builder(policy()))
         .post(server.url("/orders"))
-        .with_extension(IdempotencyKey::new("order-7781").expect("printable ASCII"))
+        .with_extension(KeyChoice::new("order-7781").expect("printable ASCII"))
         .body("{}")
         .send()
         .await
@@ -118,7 +118,7 @@ async fn a_suppressed_key_leaves_the_post_sent_once() {
     server.script("/orders", [Reply::status(503), Reply::ok("created")]);
     let response = keyed_client()
         .post(server.url("/orders"))
-        .with_extension(IdempotencyKey::suppress())
+        .with_extension(KeyChoice::suppress())
         .body("{}")
         .send()
         .await
@@ -128,12 +128,12 @@ async fn a_suppressed_key_leaves_the_post_sent_once() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn safe_to_retry_with_the_option_gets_a_key_too() {
+async fn a_request_marked_idempotent_gets_a_key_too() {
     let server = Server::start().await;
     server.script("/events", [Reply::status(503), Reply::ok("stored")]);
     keyed_client()
         .post(server.url("/events"))
-        .with_extension(RetryOptions::new().safe_to_retry())
+        .with_extension(RetryOptions::new().idempotent())
         .body("{}")
         .send()
         .await

@@ -225,7 +225,7 @@ async fn a_post_marked_safe_is_retried() {
         .post(server.url("/search"))
         .header("x-request-id", "search-1")
         .header("x-marked-safe", "1")
-        .with_extension(RetryOptions::new().safe_to_retry().operation("search"))
+        .with_extension(RetryOptions::new().idempotent().operation("search"))
         .body("{}")
         .send()
         .await
@@ -292,7 +292,10 @@ async fn a_streaming_body_that_was_not_retried_prints_its_failure_once() {
         .await
         .expect_err("nothing listens");
     let links = chain(&error);
-    assert_eq!(links[0], "not retried: the request body is a stream and cannot be sent again", "{links:#?}");
+    assert_eq!(
+        links[0], "not retried: the request body cannot be sent again, so it was sent once",
+        "{links:#?}"
+    );
     assert!(links[1].contains("error sending request"), "{links:#?}");
     let joined = links.join(": ");
     assert_eq!(joined.matches(&links[1]).count(), 1, "{joined}");
@@ -423,7 +426,10 @@ async fn a_streaming_body_that_cannot_connect_fails_with_a_reason() {
         .expect_err("nothing listens");
     let reqwest_middleware::Error::Middleware(inner) = &error else { panic!("{error:?}") };
     let not_retried = inner.downcast_ref::<NotRetried>().expect("NotRetried");
-    assert!(error.to_string().contains("not retried: the request body is a stream"), "{error}");
+    assert!(
+        error.to_string().contains("not retried: the request body cannot be sent again, so it was sent once"),
+        "{error}"
+    );
     let source = std::error::Error::source(not_retried).expect("the transport error");
     assert!(source.to_string().contains("error sending request"), "{source}");
 }

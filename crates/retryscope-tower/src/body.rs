@@ -11,8 +11,8 @@
 use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
-use retryscope::outcome::Verdict;
-use retryscope_http::body_rule::{Judged, SharedBodyRule};
+use retryscope::Verdict;
+use retryscope_http::__private::body_rule::{Judged, SharedBodyRule};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;

@@ -13,10 +13,10 @@ use http_body::Body;
 use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Pacer, Policy, RetryError, Retryable, StopReason, hints};
+use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::shape::{Shaped, shape};
 use retryscope_http::RetryOptions;
-use retryscope_http::body_rule::SharedBodyRule;
-use retryscope_http::idempotency::KeySource;
-use retryscope_http::shape::{Shaped, shape};
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -238,7 +238,7 @@ fn follow_metrics<B: Body>(
 /// The hedging policy a request runs with, if it is hedged: a gRPC method
 /// whose service config has a `hedgingPolicy`, or — when the layer hedges —
 /// an HTTP request with an idempotent method
-/// ([`may_hedge`](retryscope_http::safety::may_hedge); a keyed POST is retried,
+/// ([`may_hedge`](retryscope_http::__private::safety::may_hedge); a keyed POST is retried,
 /// not hedged). Either only with a body that can be sent again:
 /// every copy needs it. Other requests take the retry path.
 ///
@@ -330,11 +330,11 @@ impl Call {
             return (call, Some(called));
         }
         let safe_after_sent =
-            retryscope_http::safety::safe_after_sent(&parts.method, &parts.headers, options);
+            retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
         // Hedging only what may run twice at once; a policy given for one
         // request retries it instead.
         let hedged = (settings.hedge.is_some()
-            && retryscope_http::safety::may_hedge(&parts.method)
+            && retryscope_http::__private::safety::may_hedge(&parts.method)
             && options.policy_override().is_none())
         .then_some(Hedged::Layer);
         let call = Self {

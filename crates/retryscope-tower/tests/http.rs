@@ -92,7 +92,7 @@ async fn two_503s_then_200_take_three_attempts_with_http_spans() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_post_runs_once_unless_it_is_safe_to_retry() {
+async fn a_post_runs_once_unless_it_is_idempotent() {
     let telemetry = Telemetry::install();
     let server = HttpServer::start(&[503, 503, 503, 503, 503]).await;
     let mut client = layer(&telemetry).layer(hyper_client());
@@ -109,7 +109,7 @@ async fn a_post_runs_once_unless_it_is_safe_to_retry() {
     assert_eq!(server.seen().len(), 4);
 
     let mut marked = post();
-    marked.extensions_mut().insert(RetryOptions::new().safe_to_retry());
+    marked.extensions_mut().insert(RetryOptions::new().idempotent());
     assert_eq!(send(&mut client, marked).await.expect("retried").status(), StatusCode::OK);
     assert_eq!(server.seen().len(), 6);
     assert!(server.seen().iter().all(|s| s.method == "POST" && s.body_len == 2));
@@ -219,8 +219,7 @@ async fn a_streaming_body_that_was_not_retried_prints_its_failure_once() {
 
     let links = chain(&*error);
     assert_eq!(
-        links[0],
-        "not retried: the request body was streamed or larger than the replay limit, so it was sent once",
+        links[0], "not retried: the request body cannot be sent again, so it was sent once",
         "{links:#?}"
     );
     assert!(links.len() > 1, "the failure is the source: {links:#?}");

@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use retryscope::{Jitter, Policy};
-use retryscope_tower::{BoxError, IdempotencyKey, RetryLayer, RetryLayerBuilder, RetryService};
+use retryscope_tower::{BoxError, KeyChoice, RetryLayer, RetryLayerBuilder, RetryService};
 use std::collections::HashSet;
 use std::time::Duration;
 use support::keys::uuid_v4_in_sf_string;
@@ -100,13 +100,13 @@ async fn a_supplied_key_is_used_and_a_suppressed_one_leaves_the_post_sent_once()
     server.script("/supplied", [Reply::status(503), Reply::ok("created")]);
     server.script("/suppressed", [Reply::status(503), Reply::ok("created")]);
     let mut supplied = post(server.url("/supplied"), "{}");
-    supplied.extensions_mut().insert(IdempotencyKey::new("order 7781").expect("printable ASCII"));
+    supplied.extensions_mut().insert(KeyChoice::new("order 7781").expect("printable ASCII"));
     assert_eq!(status(client(RetryLayer::builder(policy())), supplied).await.expect("response"), 200);
     let keys = keys_seen(&server, "/supplied", "idempotency-key");
     assert_eq!(keys, [Some("\"order 7781\"".to_owned()), Some("\"order 7781\"".to_owned())]);
 
     let mut suppressed = post(server.url("/suppressed"), "{}");
-    suppressed.extensions_mut().insert(IdempotencyKey::suppress());
+    suppressed.extensions_mut().insert(KeyChoice::suppress());
     assert_eq!(status(client(keyed()), suppressed).await.expect("the 503 comes back"), 503);
     assert_eq!(keys_seen(&server, "/suppressed", "idempotency-key"), [None]);
 }

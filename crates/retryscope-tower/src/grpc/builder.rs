@@ -3,8 +3,8 @@
 use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
 use crate::layer::RetryLayer;
+use crate::telemetry_state::{Off, On};
 use retryscope::Policy;
-use retryscope_http::telemetry_state::{Off, On};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -71,7 +71,7 @@ use std::marker::PhantomData;
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_attempt_header();
 /// ```
 ///
-/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](retryscope_http::telemetry_state)
+/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](crate::telemetry_state)
 /// is then `Off`), the settings that only telemetry reads are not offered:
 /// gRPC's own metrics could only be ignored.
 ///
@@ -115,7 +115,7 @@ impl GrpcRetryLayerBuilder<On> {
         Self { retry, tower, telemetry: PhantomData }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off>);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off>);
 
     /// Records gRPC's own client metrics too — the per-attempt and per-call
     /// instruments of gRFC A66 and the retry instruments of A96
@@ -136,9 +136,9 @@ impl<T> GrpcRetryLayerBuilder<T> {
         GrpcRetryLayerBuilder { retry: self.retry, tower: self.tower, telemetry: PhantomData }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry);
-    retryscope_http::shared_setters!(tower.shared: breaker);
-    retryscope_http::shared_setters!(tower.shared: pacer);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
+    retryscope_http::__private::shared_setters!(tower.shared: breaker);
+    retryscope_http::__private::shared_setters!(tower.shared: pacer);
     tower_setters!();
 
     /// Gives each server a retry budget made by `make` (none by default: A6
