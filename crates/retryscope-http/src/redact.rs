@@ -99,6 +99,12 @@ fn redact(url: &str, values: Values) -> Cow<'_, str> {
             }
             clean.push_str(&before_query[end..]);
         }
+        // The URL standard drops an opaque path's trailing spaces (`mailto:a #x`)
+        // with its fragment when there is no query: so must the text, or it
+        // would not read back as the URL it says.
+        None if fragment && query.is_none() && has_opaque_path(before_query) => {
+            clean.push_str(before_query.trim_end_matches(' '))
+        }
         None => clean.push_str(before_query),
     }
     if let Some(query) = query {
@@ -132,6 +138,16 @@ fn userinfo(url: &str) -> Option<(usize, usize)> {
     let authority_end = url[start..].find('/').map_or(url.len(), |end| start + end);
     let at = url[start..authority_end].rfind('@')?;
     Some((start, start + at))
+}
+
+/// Whether `url` (without query and fragment) has an opaque path: its
+/// scheme's `:` is not followed by `/` (`mailto:`, `data:`).
+fn has_opaque_path(url: &str) -> bool {
+    url.split_once(':').is_some_and(|(scheme, rest)| {
+        !scheme.is_empty()
+            && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+            && !rest.starts_with('/')
+    })
 }
 
 /// A query's `name=value` pairs, as written; a pair without `=` has no value.
@@ -256,5 +272,7 @@ mod tests {
     #[test]
     fn fragments_are_dropped() {
         assert_eq!(redact("https://h.example/p#access_token=abc"), "https://h.example/p");
+        // As the URL standard drops them: an opaque path's trailing spaces go too.
+        assert_eq!(redact("mailto:a #x"), "mailto:a");
     }
 }
