@@ -61,7 +61,7 @@ use std::time::SystemTime;
 /// The rule's verdict goes through the same request-safety guard as the
 /// built-in one: a
 /// rule that says "retry" for a POST without an `Idempotency-Key` (and not
-/// marked [`safe_to_retry`](crate::RetryOptions::safe_to_retry)) makes it
+/// marked [`idempotent`](crate::RetryOptions::idempotent)) makes it
 /// unrepeatable, and the POST runs once. A body that cannot be sent again is
 /// never retried either, and retrying at one layer still applies. The policy,
 /// the deadline, the budget and the breaker bound the retries a rule asks for,

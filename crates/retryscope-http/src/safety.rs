@@ -12,7 +12,7 @@ use retryscope::classify::{Stage, may_retry};
 pub struct Safety {
     /// Whether the request may run again after it reached the server: an
     /// idempotent method, an idempotency key (the caller's or one
-    /// [generated](crate::idempotency)), or the caller's
+    /// generated), or the caller's
     /// [`idempotent`](RetryOptions::idempotent).
     pub safe_after_sent: bool,
     /// Whether the body can be sent again at all.

@@ -102,7 +102,7 @@ use std::fmt;
 /// read; one that says so only in the body (`{"status":"try again"}`) is
 /// retried by a body rule, which reads the JSON 200s it selects, up to 4 KiB
 /// here, and hands the caller the whole body whatever it decides
-/// ([what that costs](retryscope_http::body_rule)):
+/// ([what that costs](retryscope_http::BodyRule)):
 ///
 /// ```no_run
 /// use http::StatusCode;
