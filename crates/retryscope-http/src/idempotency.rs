@@ -62,7 +62,7 @@ pub struct IdempotencyKeys {
 }
 
 impl Default for IdempotencyKeys {
-    /// The [`DEFAULT_HEADER`], no key generated.
+    /// The draft's `Idempotency-Key` header, no key generated.
     fn default() -> Self {
         Self { header: DEFAULT_HEADER, generate: false }
     }
