@@ -9,7 +9,7 @@ use retryscope::{Jitter, Policy};
 use retryscope_test_support::keys::uuid_v4_in_sf_string;
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_test_support::{Reply, Server};
-use retryscope_tower::{IdempotencyKey, RetryOptions};
+use retryscope_tower::{KeyChoice, RetryOptions};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -119,7 +119,7 @@ async fn a_key_supplied_as_an_extension_goes_out_as_an_sf_string_on_every_attemp
         {
             server.script(path, [Reply::status(503), Reply::ok("created")]);
             let post = Call::post(server.url(path))
-                .extension(IdempotencyKey::new(key).expect("printable ASCII"))
+                .extension(KeyChoice::new(key).expect("printable ASCII"))
                 .body("{}");
             // Without `.idempotency_keys()`: a supplied key makes the POST retryable on its own.
             let response = integration.client(Setup::new(policy())).send(post).await.expect("response");
@@ -135,7 +135,7 @@ async fn a_suppressed_key_leaves_the_post_sent_once() {
     for integration in BOTH {
         let server = Server::start().await;
         server.script("/orders", [Reply::status(503), Reply::ok("created")]);
-        let post = Call::post(server.url("/orders")).extension(IdempotencyKey::suppress()).body("{}");
+        let post = Call::post(server.url("/orders")).extension(KeyChoice::suppress()).body("{}");
         let response = integration.client(keyed()).send(post).await.expect("the 503 comes back");
         assert_eq!(response.status, 503, "{integration:?}");
         assert_eq!(keys_seen(&server, "/orders", "idempotency-key"), [None], "{integration:?}");
@@ -143,12 +143,11 @@ async fn a_suppressed_key_leaves_the_post_sent_once() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn safe_to_retry_with_the_option_gets_a_key_too() {
+async fn a_request_marked_idempotent_gets_a_key_too() {
     for integration in BOTH {
         let server = Server::start().await;
         server.script("/events", [Reply::status(503), Reply::ok("stored")]);
-        let post =
-            Call::post(server.url("/events")).extension(RetryOptions::new().safe_to_retry()).body("{}");
+        let post = Call::post(server.url("/events")).extension(RetryOptions::new().idempotent()).body("{}");
         integration.client(keyed()).send(post).await.expect("response");
         let keys = keys_seen(&server, "/events", "idempotency-key");
         assert_eq!(keys.len(), 2, "{integration:?}");

@@ -266,7 +266,7 @@ async fn a_post_marked_safe_is_retried_with_its_whole_body_each_time() {
         let post = Call::post(server.url("/search"))
             .header("x-request-id", "search-1")
             .header("x-marked-safe", "1")
-            .extension(RetryOptions::new().safe_to_retry().operation("search"))
+            .extension(RetryOptions::new().idempotent().operation("search"))
             .body("{}");
         let response = client(integration, &t, policy()).send(post).await.expect("response");
         assert_eq!(response.status, 200, "{integration:?}");
@@ -316,17 +316,13 @@ async fn a_give_up_prints_the_last_error_once_in_its_chain() {
     }
 }
 
-/// What each integration's `NotRetried` says of a streamed body, and how its
-/// transport's error starts.
+/// What `NotRetried` (one type, retryscope-http's, in both integrations) says
+/// of a streamed body, and how each integration's transport error starts.
 fn not_retried(integration: Integration) -> (&'static str, &'static str) {
+    let says = "not retried: the request body cannot be sent again, so it was sent once";
     match integration {
-        Integration::Reqwest => {
-            ("not retried: the request body is a stream and cannot be sent again", "error sending request")
-        }
-        Integration::Tower => (
-            "not retried: the request body was streamed or larger than the replay limit, so it was sent once",
-            "client error",
-        ),
+        Integration::Reqwest => (says, "error sending request"),
+        Integration::Tower => (says, "client error"),
     }
 }
 

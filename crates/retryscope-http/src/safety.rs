@@ -4,16 +4,16 @@
 use crate::RetryOptions;
 use crate::idempotency::KeySource;
 use http::{HeaderMap, Method};
+use retryscope::Verdict;
 use retryscope::classify::{Stage, may_retry};
-use retryscope::outcome::Verdict;
 
 /// What decides whether one request may be retried, computed once per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Safety {
     /// Whether the request may run again after it reached the server: an
     /// idempotent method, an idempotency key (the caller's or one
-    /// [generated](crate::idempotency)), or the caller's
-    /// [`safe_to_retry`](RetryOptions::safe_to_retry).
+    /// generated), or the caller's
+    /// [`idempotent`](RetryOptions::idempotent).
     pub safe_after_sent: bool,
     /// Whether the body can be sent again at all.
     pub replayable: bool,
@@ -61,20 +61,20 @@ impl Safety {
 
 /// Whether a request with `method` and `headers` may run again after it
 /// reached the server: an idempotent method, an `Idempotency-Key`, or the
-/// caller's [`safe_to_retry`](RetryOptions::safe_to_retry).
+/// caller's [`idempotent`](RetryOptions::idempotent).
 ///
-/// `safe_to_retry` vouches that a duplicate is harmless: it retries with no
+/// `idempotent` vouches that a duplicate is harmless: it retries with no
 /// key at all. With the integration's `.idempotency_keys()` on, such a
 /// request gets a key too, so that a server that honours keys runs it once.
 pub fn safe_after_sent(method: &Method, headers: &HeaderMap, options: &RetryOptions) -> bool {
     // `Stage::Sent`: the question is whether it may run again once the server
     // may have seen it; before that, any request may.
-    may_retry(method, headers, options.is_safe_to_retry(), Stage::Sent)
+    may_retry(method, headers, options.is_idempotent(), Stage::Sent)
 }
 
 /// Whether a request may be hedged, that is run twice *at once*: only an
 /// idempotent method (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT,
-/// DELETE). An idempotency key or `safe_to_retry` makes a request safe to run
+/// DELETE). An idempotency key or `idempotent` makes a request safe to run
 /// again after an attempt failed, not concurrently with it: a server that
 /// follows the idempotency-key draft answers a copy that arrives while the
 /// first still runs with 409 Conflict, which would end the call. Such a

@@ -23,7 +23,8 @@
 //!
 //! # Where the draft leaves the choice (and what this layer chose)
 //!
-//! - **The key** is a Structured Field String of 1 to [`MAX_KEY_LEN`] printable
+//! - **The key** is a Structured Field String of 1 to
+//!   [`MAX_IDEMPOTENCY_KEY_LEN`](retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN) printable
 //!   ASCII characters; parameters are ignored; a header sent twice is refused.
 //! - **Keyed methods**: POST and PATCH ([`methods`](IdempotencyLayer::methods)).
 //! - **A 5xx or an error** from the service releases the key: the operation said
@@ -75,7 +76,8 @@ pub mod telemetry;
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use error::StoreError;
 pub use fingerprint::Fingerprint;
-pub use key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, MAX_KEY_LEN};
+pub(crate) use key::IDEMPOTENCY_KEY;
+pub use key::{IdempotencyKey, KeyHeaderError};
 pub use layer::IdempotencyLayer;
 pub use response::{IDEMPOTENCY_REPLAYED, StoredResponse};
 pub use service::IdempotencyService;

@@ -127,6 +127,7 @@ mod propagate;
 #[cfg(feature = "otlp")]
 mod setup;
 mod spans;
+pub mod telemetry_state;
 mod upstream;
 
 pub use dependency::{

@@ -3,12 +3,12 @@
 use crate::{read_ahead, release, transport};
 use reqwest::{Request, Response};
 use retryscope::ErrorType;
+use retryscope::Verdict;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
-use retryscope::outcome::Verdict;
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::rule::{self, SharedRule};
+use retryscope_http::__private::safety::Safety;
 use retryscope_http::RetryOptions;
-use retryscope_http::idempotency::KeySource;
-use retryscope_http::rule::{self, SharedRule};
-use retryscope_http::safety::Safety;
 use retryscope_otel::{EXHAUSTED_HEADER, Upstream};
 use std::time::SystemTime;
 

@@ -5,17 +5,17 @@ use crate::guard::Guard;
 use crate::layer::RetryLayer;
 use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::settings::Settings;
+use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
-use retryscope_http::ClientSettings;
-use retryscope_http::telemetry_state::{Off, On};
+use retryscope_http::__private::ClientSettings;
 use retryscope_otel::{DependencyGuards, Factory};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, `RetryLayer::grpc`
-/// (feature `grpc`). Its [telemetry state](retryscope_http::telemetry_state)
+/// (feature `grpc`). Its [telemetry state](crate::telemetry_state)
 /// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
 /// that only telemetry reads are not offered:
 ///
@@ -95,7 +95,7 @@ impl RetryLayerBuilder<On> {
         Self { policy, tower: TowerSettings::default(), telemetry: PhantomData }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry_on => RetryLayerBuilder<Off>);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => RetryLayerBuilder<Off>);
 }
 
 impl<T> RetryLayerBuilder<T> {
@@ -103,10 +103,10 @@ impl<T> RetryLayerBuilder<T> {
         RetryLayerBuilder { policy: self.policy, tower: self.tower, telemetry: PhantomData }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry);
-    retryscope_http::shared_setters!(tower.shared: breaker);
-    retryscope_http::shared_setters!(tower.shared: pacer);
-    retryscope_http::shared_setters!(tower.shared: http);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
+    retryscope_http::__private::shared_setters!(tower.shared: breaker);
+    retryscope_http::__private::shared_setters!(tower.shared: pacer);
+    retryscope_http::__private::shared_setters!(tower.shared: http);
     tower_setters!();
 
     /// The server called, for requests whose URI carries no authority (a

@@ -19,7 +19,7 @@ use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, Retryable};
 use retryscope_http::RetryOptions;
-use retryscope_http::idempotency::KeySource;
+use retryscope_http::__private::idempotency::KeySource;
 use retryscope_otel::{OtelObserver, Upstream};
 use std::sync::Arc;
 use tower_service::Service;
@@ -155,7 +155,7 @@ fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
 /// The hedging policy a request runs with, if it is hedged — decided here
 /// and nowhere else: a gRPC method whose service config has a
 /// `hedgingPolicy`, or — when the layer hedges — an HTTP request with an
-/// idempotent method ([`may_hedge`](retryscope_http::safety::may_hedge); a
+/// idempotent method ([`may_hedge`](retryscope_http::__private::safety::may_hedge); a
 /// keyed POST is retried, not hedged). Either only with a body that can be
 /// sent again (every copy needs it), and never when the request brings its
 /// own policy (it is retried under it instead). Other requests take the retry
@@ -179,6 +179,6 @@ fn hedging(
         // Loaded and checked with the service config; the deadline is the
         // call's (its `grpc-timeout` included).
         Some(grpc) => grpc.hedging(&call.policy),
-        None => settings.hedge.clone().filter(|_| retryscope_http::safety::may_hedge(&parts.method)),
+        None => settings.hedge.clone().filter(|_| retryscope_http::__private::safety::may_hedge(&parts.method)),
     }
 }

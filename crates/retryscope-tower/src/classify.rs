@@ -6,11 +6,11 @@ use crate::response::ResponseBody;
 use http::Response;
 use http_body::Body;
 use retryscope::ErrorType;
+use retryscope::Verdict;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
-use retryscope::outcome::Verdict;
-use retryscope_http::rule::{self, SharedRule};
-use retryscope_http::safety::Safety;
-use retryscope_http::transport::{Refused, walk};
+use retryscope_http::__private::rule::{self, SharedRule};
+use retryscope_http::__private::safety::Safety;
+use retryscope_http::__private::transport::{Refused, walk};
 use retryscope_otel::EXHAUSTED_HEADER;
 use std::time::SystemTime;
 
@@ -165,7 +165,7 @@ where
         // lose: its status is in the headers, which stay.
         kept.map(|mut response| {
             if let Some(body) = response.body_mut().release() {
-                retryscope_http::release::drain_in_background(body);
+                retryscope_http::__private::release::drain_in_background(body);
             }
             response
         })

@@ -46,14 +46,14 @@ use tower_layer::Layer;
 ///   selects, read ahead up to a limit, before either (example below).
 ///   Request safety still applies to their verdicts.
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
-///   requests marked [`safe_to_retry`](crate::RetryOptions::safe_to_retry), and —
+///   requests marked [`idempotent`](crate::RetryOptions::idempotent), and —
 ///   for any method — a refused connection, where nothing reached the server.
 ///   gRPC calls are retried whatever their method, as A6 specifies.
 /// - **Idempotency keys** (HTTP, opt-in:
 ///   [`idempotency_keys`](crate::RetryLayerBuilder::idempotency_keys)): a POST
 ///   or PATCH without a key gets a fresh one, the same on every attempt, and
 ///   is retried like an idempotent request; per request,
-///   [`IdempotencyKey`](crate::IdempotencyKey) supplies one or suppresses it.
+///   [`KeyChoice`](crate::KeyChoice) supplies one or suppresses it.
 /// - **Only when possible**: the body is kept in memory while it is there at
 ///   once and fits the replay limit (256 KiB by default); a streamed or larger
 ///   body is sent once and never retried — the attempt span says so, and a

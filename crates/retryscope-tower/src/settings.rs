@@ -5,9 +5,9 @@ use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
-use retryscope_http::body_rule::SharedBodyRule;
-use retryscope_http::idempotency::IdempotencyKeys;
-use retryscope_http::rule::SharedRule;
+use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::idempotency::IdempotencyKeys;
+use retryscope_http::__private::rule::SharedRule;
 use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog};
 use std::sync::{Arc, OnceLock};
 

@@ -282,7 +282,7 @@ impl Call {
         self
     }
 
-    /// A request extension (`RetryOptions`, `IdempotencyKey`), as
+    /// A request extension (`RetryOptions`, `KeyChoice`), as
     /// reqwest-middleware's `with_extension` and `http::Request`'s
     /// `extensions_mut` carry it.
     pub(crate) fn extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Call {

@@ -3,9 +3,9 @@
 use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
 use crate::layer::RetryLayer;
+use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
-use retryscope_http::telemetry_state::{Off, On};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -105,7 +105,7 @@ use origin_state::{HasOrigin, NoOrigin};
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_attempt_header();
 /// ```
 ///
-/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](retryscope_http::telemetry_state)
+/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](crate::telemetry_state)
 /// is then `Off`), the settings that only telemetry reads are not offered:
 /// gRPC's own metrics could only be ignored.
 ///
@@ -169,7 +169,7 @@ impl<T> GrpcRetryLayerBuilder<T, NoOrigin> {
 }
 
 impl<O> GrpcRetryLayerBuilder<On, O> {
-    retryscope_http::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off, O>);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off, O>);
 
     /// Records gRPC's own client metrics too — the per-attempt and per-call
     /// instruments of gRFC A66 and the retry instruments of A96
@@ -195,9 +195,9 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
         }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry);
-    retryscope_http::shared_setters!(tower.shared: breaker);
-    retryscope_http::shared_setters!(tower.shared: pacer);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
+    retryscope_http::__private::shared_setters!(tower.shared: breaker);
+    retryscope_http::__private::shared_setters!(tower.shared: pacer);
     tower_setters!();
 
     /// Gives each server a retry budget made by `make` (none by default: A6
