@@ -339,7 +339,11 @@ impl Call {
         .then_some(Hedged::Layer);
         let call = Self {
             policy: options.policy_override().unwrap_or(settings.policy),
-            mode: Mode::Http { classifier: settings.classifier, safe_after_sent },
+            mode: Mode::Http {
+                classifier: settings.classifier,
+                safe_after_sent,
+                keyed: retryscope::classify::has_idempotency_key(&parts.headers),
+            },
             grpc: false,
             hedged,
             #[cfg(feature = "grpc")]
@@ -352,8 +356,9 @@ impl Call {
 impl Call {
     /// An HTTP request with an idempotency key may run again once sent.
     fn keyed(&mut self, key: Option<KeySource>) {
-        if let (Mode::Http { safe_after_sent, .. }, Some(_)) = (&mut self.mode, key) {
+        if let (Mode::Http { safe_after_sent, keyed, .. }, Some(_)) = (&mut self.mode, key) {
             *safe_after_sent = true;
+            *keyed = true;
         }
     }
 }
