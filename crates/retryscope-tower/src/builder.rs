@@ -1,9 +1,9 @@
 //! The HTTP layer's builder, and what it shares with the gRPC one
 //! ([`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
 
-use crate::body::DEFAULT_REPLAY_LIMIT;
 use crate::guard::Guard;
 use crate::layer::RetryLayer;
+use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::settings::Settings;
 use http::Uri;
 use retryscope::Policy;
@@ -74,16 +74,6 @@ macro_rules! tower_setters {
             self
         }
 
-        /// The server called, for requests whose URI carries no authority — tonic
-        /// clients send only the path, and the channel adds its origin below this
-        /// layer. Names the dependency (and so picks its budget and breaker) and
-        /// fills `server.address`/`server.port`. Without it such requests share the
-        /// dependency `unknown`.
-        pub fn origin(mut self, origin: http::Uri) -> Self {
-            self.tower.origin = Some(origin);
-            self
-        }
-
         /// Retries only where no other layer of the call chain retries (off by
         /// default): inside a request served behind [`IncomingLayer`](crate::IncomingLayer),
         /// a request that is itself a retry makes one attempt downstream, and a
@@ -118,6 +108,16 @@ impl<T> RetryLayerBuilder<T> {
     retryscope_http::shared_setters!(tower.shared: pacer);
     retryscope_http::shared_setters!(tower.shared: http);
     tower_setters!();
+
+    /// The server called, for requests whose URI carries no authority (a
+    /// client that sends only the path). Names the dependency (and so picks
+    /// its budget and breaker) and fills `server.address`/`server.port`.
+    /// Without it such requests share the dependency `unknown`; a request
+    /// with an authority of its own is always reported as that.
+    pub fn origin(mut self, origin: Uri) -> Self {
+        self.tower.origin = Some(origin);
+        self
+    }
 
     /// The layer.
     pub fn build(self) -> RetryLayer {

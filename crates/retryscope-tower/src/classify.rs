@@ -1,8 +1,8 @@
 //! What one attempt's result means: statuses, transport failures, and whether
 //! running the request again is safe and possible.
 
-use crate::body::ResponseBody;
 use crate::error::BoxError;
+use crate::response::ResponseBody;
 use http::Response;
 use http_body::Body;
 use retryscope::ErrorType;
@@ -28,6 +28,13 @@ pub(crate) enum Mode {
     /// gRPC statuses (A6).
     #[cfg(feature = "grpc")]
     Grpc { codes: crate::grpc::CodeSet },
+}
+
+impl Mode {
+    /// Whether the request is a gRPC call.
+    pub(crate) fn is_grpc(self) -> bool {
+        !matches!(self, Mode::Http { .. })
+    }
 }
 
 /// Classifies every attempt of one request.

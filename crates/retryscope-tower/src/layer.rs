@@ -140,10 +140,10 @@ impl RetryLayer {
     }
 
     /// Configures a layer that retries gRPC calls as `retry` says (A6), with
-    /// A6's retry throttling as its only guard unless asked for more. For a
-    /// tonic channel, set its [`origin`](crate::grpc::GrpcRetryLayerBuilder::origin):
-    /// tonic sends only the path, and without an origin every call is reported
-    /// and guarded as `unknown`.
+    /// A6's retry throttling as its only guard unless asked for more. The
+    /// builder needs the channel's [`origin`](crate::grpc::GrpcRetryLayerBuilder::origin)
+    /// before it builds: tonic sends only the path, and the origin is the
+    /// server every call is reported and guarded as.
     #[cfg(feature = "grpc")]
     #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
     pub fn grpc(retry: crate::grpc::GrpcRetry) -> crate::grpc::GrpcRetryLayerBuilder {

@@ -59,24 +59,37 @@
 //! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod body;
+mod attempt;
 mod builder;
+mod call;
 mod classify;
 mod error;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;
+/// The gRPC side of a call, or without the feature its stand-in, whose types
+/// have no values: the code both protocols share needs no `cfg` of its own.
+#[cfg(feature = "grpc")]
+use grpc::call as grpc_call;
+#[cfg(not(feature = "grpc"))]
+#[path = "without_grpc.rs"]
+mod grpc_call;
 mod guard;
+mod http_call;
 mod layer;
+mod replay;
+mod response;
+mod send;
 mod server;
 mod service;
 mod settings;
 mod spans;
 
-pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
 pub use builder::RetryLayerBuilder;
 pub use error::{BoxError, GaveUp, NotRetried};
 pub use layer::RetryLayer;
+pub use replay::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody};
+pub use response::ResponseBody;
 /// Per-request overrides; shared with `retryscope-reqwest` (defined in `retryscope-http`).
 pub use retryscope_http::RetryOptions;
 /// Your own retry rule that reads the bodies it selects (defined in

@@ -4,7 +4,7 @@
 
 use super::code::{CodeSet, name};
 use super::headers::{self, Pushback};
-use crate::body::ResponseBody;
+use crate::response::ResponseBody;
 use http::{HeaderMap, Response, StatusCode};
 use http_body::Body;
 use retryscope::outcome::{ErrorType, Hint, Verdict};
