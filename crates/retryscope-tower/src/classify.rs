@@ -22,6 +22,8 @@ pub(crate) enum Mode {
         classifier: HttpClassifier,
         /// Whether the request may run again after it reached the server.
         safe_after_sent: bool,
+        /// Whether it carries an idempotency key (see [`Safety::keyed`]).
+        keyed: bool,
     },
     /// gRPC statuses (A6).
     #[cfg(feature = "grpc")]
@@ -62,18 +64,22 @@ impl AttemptClassifier {
     /// the request twice, or could not resend it. The failure still counts
     /// against the dependency's breaker and budget.
     fn guard(&self, verdict: Verdict, stage: Stage) -> Verdict {
-        let safe_after_sent = match self.mode {
-            Mode::Http { safe_after_sent, .. } => safe_after_sent,
+        self.safety().guard(verdict, stage)
+    }
+
+    fn safety(&self) -> Safety {
+        let (safe_after_sent, keyed) = match self.mode {
+            Mode::Http { safe_after_sent, keyed, .. } => (safe_after_sent, keyed),
             // A6: the service config's author opted the method in.
             #[cfg(feature = "grpc")]
-            Mode::Grpc { .. } => true,
+            Mode::Grpc { .. } => (true, false),
         };
-        let safety = Safety {
+        Safety {
             safe_after_sent,
+            keyed,
             replayable: self.replayable,
             retried_upstream: self.layers.retried_upstream,
-        };
-        safety.guard(verdict, stage)
+        }
     }
 
     fn failure(&self, error: &BoxError) -> Verdict {
@@ -124,14 +130,18 @@ where
             // The user's body rule (its verdict came with the body), then the
             // head rule, then the built-in statuses; the safety guard below
             // applies to any of them.
-            Mode::Http { classifier, .. } => rule::classify_response(
-                response.body().judged(),
-                self.rule.as_ref(),
-                classifier,
-                response.status(),
-                response.headers(),
-                SystemTime::now(),
-            ),
+            Mode::Http { classifier, .. } => {
+                let now = SystemTime::now();
+                let verdict = rule::classify_response(
+                    response.body().judged(),
+                    self.rule.as_ref(),
+                    classifier,
+                    response.status(),
+                    response.headers(),
+                    now,
+                );
+                self.safety().key_in_flight(verdict, response.headers(), now)
+            }
             #[cfg(feature = "grpc")]
             Mode::Grpc { codes } => match crate::grpc::status::received(response) {
                 Some(status) => crate::grpc::status::verdict(status, codes),

@@ -24,7 +24,8 @@ use tracing::Span;
 pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, Mode) {
     let safe_after_sent = retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
     let policy = options.policy_override().unwrap_or(settings.policy);
-    (policy, Mode::Http { classifier: settings.classifier, safe_after_sent })
+    let keyed = retryscope::classify::has_idempotency_key(&parts.headers);
+    (policy, Mode::Http { classifier: settings.classifier, safe_after_sent, keyed })
 }
 
 /// Once per call, before any attempt (every attempt clones these headers):
@@ -37,8 +38,9 @@ pub(crate) fn keyed(
     replayable: bool,
 ) -> Option<KeySource> {
     let key = settings.idempotency.apply(&parts.method, &mut parts.headers, &parts.extensions, replayable);
-    if let (Mode::Http { safe_after_sent, .. }, Some(_)) = (mode, key) {
+    if let (Mode::Http { safe_after_sent, keyed, .. }, Some(_)) = (mode, key) {
         *safe_after_sent = true;
+        *keyed = true;
     }
     key
 }
