@@ -47,6 +47,13 @@ pub const HEDGE_WINS: &str = "retryscope.hedge.wins";
 /// Observable gauge `{retry}`: how many retries the budget would allow now.
 pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 
+/// Counter `{span}`: spans dropped because their export to the collector
+/// failed (the `otlp` feature's exporter counts them, and logs once when
+/// exports start failing and once when they recover).
+pub const SPANS_LOST: &str = "retryscope.telemetry.spans.lost";
+
+/// Unit of [`SPANS_LOST`].
+pub const UNIT_SPAN: &str = "{span}";
 /// Unit of [`REQUESTS`] and [`REFUSED`].
 pub const UNIT_REQUEST: &str = "{request}";
 /// Unit of [`RETRIES`], [`THROTTLED`] and [`BUDGET_AVAILABLE`].

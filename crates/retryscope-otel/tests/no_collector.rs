@@ -37,7 +37,7 @@ fn main() {
     println!("no_collector: 1 passed, 0 failed");
 }
 
-/// What a user's program does: the README's one-call setup, one retried call,
+/// What a user's program does: the guide's one-call setup, one retried call,
 /// shutdown with the error logged.
 fn program() {
     let telemetry = retryscope_otel::init_otlp().unwrap();

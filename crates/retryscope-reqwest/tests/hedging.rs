@@ -1,4 +1,4 @@
-//! The README's "Hedging over HTTP" lines, as written there, against a real
+//! The "Hedging over HTTP" lines of docs/guide/hedging.md, as written there, against a real
 //! HTTP/1.1 server on 127.0.0.1, on the wall clock. What hedging does is
 //! specified once for both integrations, in retryscope-conformance's
 //! `tests/hedging.rs`.
@@ -15,7 +15,7 @@ async fn closed(server: &Server, n: usize) -> Vec<String> {
     server.closed()
 }
 
-/// The README's "Hedging over HTTP" lines, as written there.
+/// The "Hedging over HTTP" lines of docs/guide/hedging.md, as written there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_hedging_example_works_as_written() -> Result<(), Box<dyn std::error::Error>> {
     let server = Server::start().await;

@@ -1,4 +1,4 @@
-//! The README's `.idempotency_keys()` lines, as written there, against a real
+//! The `.idempotency_keys()` lines of docs/guide/idempotency.md, as written there, against a real
 //! HTTP server on 127.0.0.1 that loses the first response. What the option
 //! does is specified once for both integrations, in retryscope-conformance's
 //! `tests/idempotency_keys.rs`. Paused clock: the claims are about which
@@ -19,7 +19,7 @@ async fn the_readme_snippet_retries_a_lost_order_with_one_key() -> Result<(), Bo
     let server = Server::start().await;
     server.script("/orders", [Reply::DropMidResponse, Reply::ok("created")]);
     let url = server.url("/orders");
-    // The README's lines, with the server's address in place of 127.0.0.1:8080.
+    // The guide's lines, with the server's address in place of 127.0.0.1:8080.
     let middleware = RetryMiddleware::builder(Policy::interactive()).idempotency_keys().build();
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).with(middleware).build();
     let response = client.post(&url).body(r#"{"sku":7}"#).send().await?;

@@ -248,7 +248,7 @@ async fn a_call_given_its_own_policy_is_retried_not_hedged() {
     assert_eq!(server.calls().len(), 1);
 }
 
-/// The README's "Hedging over gRPC" service config, as written there.
+/// The "Hedging over gRPC" service config of docs/guide/hedging.md, as written there.
 const README_CONFIG: &str = r#"{"methodConfig": [{"name": [{"service": "helloworld.Greeter", "method": "SayHello"}],
                    "hedgingPolicy": {"maxAttempts": 3, "hedgingDelay": "1s"}}],
  "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1}}"#;
@@ -256,7 +256,7 @@ const README_CONFIG: &str = r#"{"methodConfig": [{"name": [{"service": "hellowor
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_hedging_config_hedges_and_grpc_metrics_count_the_hedge() {
     let telemetry = Telemetry::install();
-    let retry = GrpcRetry::from_service_config(README_CONFIG).expect("the README's config is valid");
+    let retry = GrpcRetry::from_service_config(README_CONFIG).expect("the guide's config is valid");
     let server = EchoServer::start(vec![Behaviour::Delay(Duration::from_secs(30))]).await;
     let layer = RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).grpc_metrics().build();
     let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));

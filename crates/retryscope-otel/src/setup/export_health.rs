@@ -9,7 +9,7 @@
 //! say it once per batch). Spans the processor drops *before* an export, when
 //! its queue is full, are not counted here.
 
-use crate::names::TARGET;
+use crate::names::{SPANS_LOST, TARGET, UNIT_SPAN};
 use opentelemetry::metrics::{Counter, Meter};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -17,9 +17,6 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The counter of spans whose export failed (Prometheus:
-/// `retryscope_telemetry_spans_lost_total`; docs/telemetry.md).
-pub(crate) const SPANS_LOST: &str = "retryscope.telemetry.spans.lost";
 
 /// A span exporter that reports its inner exporter's failures as they happen.
 #[derive(Debug)]
@@ -38,7 +35,7 @@ impl<E> ReportingExporter<E> {
     pub(crate) fn new(inner: E, endpoint: &str, meter: &Meter) -> Self {
         let lost = meter
             .u64_counter(SPANS_LOST)
-            .with_unit("{span}")
+            .with_unit(UNIT_SPAN)
             .with_description("Spans dropped because their export to the collector failed")
             .build();
         ReportingExporter {
