@@ -300,9 +300,13 @@ async fn a_role_out_of_connections_is_retried_within_the_deadline_then_fails_cle
         .connect_lazy_with(options);
     let telemetry = Telemetry::install();
     let db = database(pool, &telemetry);
+    // No jitter: the waits (50, 100, 200, 400, 800 ms between 200 ms attempts)
+    // put the last attempt past 2.5 s, and the next wait (1.6 s) cannot fit. A
+    // random draw could stop the call before 2 s, with the deadline still ahead.
     let policy = Policy::builder()
         .max_attempts(20)
         .base_delay(Duration::from_millis(50))
+        .jitter(retryscope::Jitter::None)
         .deadline(Duration::from_secs(3))
         .build()
         .expect("a valid policy");
