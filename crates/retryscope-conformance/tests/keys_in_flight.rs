@@ -22,8 +22,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-// The shared vocabulary; this file compares answers of its own.
-#[allow(dead_code)]
 mod common;
 
 use common::{BOTH, Integration};

@@ -12,17 +12,18 @@ use http::request::Parts;
 use http::{HeaderName, Response};
 use http_body::Body;
 use retryscope::{Pacer, Policy, RetryError, StopReason, hints};
-use retryscope_http::RetryOptions;
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
+use retryscope_http::RetryOptions;
 use tracing::Span;
 
 /// How an HTTP request is retried: the layer's policy unless the request
 /// brings its own, HTTP's statuses, and whether its method lets it run again
 /// once sent.
 pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, Mode) {
-    let safe_after_sent = retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
+    let safe_after_sent =
+        retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
     let policy = options.policy_override().unwrap_or(settings.policy);
     let keyed = retryscope::classify::has_idempotency_key(&parts.headers);
     (policy, Mode::Http { classifier: settings.classifier, safe_after_sent, keyed })

@@ -17,7 +17,6 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-
 /// A span exporter that reports its inner exporter's failures as they happen.
 #[derive(Debug)]
 pub(crate) struct ReportingExporter<E> {
