@@ -4,7 +4,7 @@
 //! [`Policy::builder`], or start from a preset: [`Policy::interactive`] for calls a
 //! person is waiting on, [`Policy::background`] for work nobody watches.
 
-use crate::error::SettingValue;
+use crate::setting::SettingValue;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;

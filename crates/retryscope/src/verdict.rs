@@ -166,6 +166,11 @@ pub struct Hint {
     pub source: DelaySource,
 }
 
+/// The widest random spread added on top of a server's `Retry-After` or
+/// `RateLimit` hint: 5 s, the width the AWS SDKs allow above the backoff
+/// (`clamp(hint, backoff, backoff + 5 s)`).
+pub const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
+
 impl Hint {
     /// A `Retry-After` hint: the next attempt waits at least `delay`.
     pub const fn retry_after(delay: Duration) -> Self {

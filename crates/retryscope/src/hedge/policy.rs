@@ -1,8 +1,8 @@
 //! The hedging policy: how many copies, after what delay, within what time.
 
 use super::latency::LatencyTracker;
-use crate::error::SettingValue;
 use crate::policy::MAX_DURATION;
+use crate::setting::SettingValue;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
