@@ -96,7 +96,7 @@ async fn a_stalled_first_copy_loses_to_the_second_after_the_delay_and_is_dropped
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { FOREVER } else { ms(10) }, Ok)
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .when(|_: &&str| true)
         .observe(rec.clone())
         .dependency("inventory")
@@ -123,7 +123,7 @@ async fn a_stalled_first_copy_loses_to_the_second_after_the_delay_and_is_dropped
 async fn a_first_copy_that_answers_before_the_delay_is_the_only_one_sent() {
     let copies = Copies::default();
     let started = Instant::now();
-    let answer = copies.op(|_| ms(20), Ok).hedge(&fixed(3, ms(50))).when(|_: &&str| true).await;
+    let answer = copies.op(|_| ms(20), Ok).hedge(fixed(3, ms(50))).when(|_: &&str| true).await;
     assert_eq!(answer, Ok(1));
     assert_eq!(started.elapsed(), ms(20));
     assert_eq!((copies.sent(), copies.dropped()), (1, 0));
@@ -136,7 +136,7 @@ async fn a_non_fatal_failure_sends_the_next_copy_at_once() {
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { ms(5) } else { ms(10) }, |n| if n == 1 { Err("unavailable") } else { Ok(n) })
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .when(|e: &&str| *e == "unavailable")
         .observe(rec.clone())
         .await;
@@ -159,7 +159,7 @@ async fn a_fatal_failure_ends_the_call_and_drops_the_other_copies() {
     let started = Instant::now();
     let error = copies
         .op(|n| if n == 2 { ms(10) } else { FOREVER }, |n| if n == 2 { Err("denied") } else { Ok(n) })
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .when(|e: &&str| *e == "unavailable")
         .observe(rec.clone())
         .await
@@ -188,7 +188,7 @@ async fn no_more_than_max_copies_are_sent_and_each_is_cut_at_its_attempt_timeout
     let started = Instant::now();
     let error = copies
         .op(|_| FOREVER, Ok)
-        .hedge(&policy)
+        .hedge(policy.clone())
         .when(|_: &&str| true)
         .await
         .expect_err("every copy timed out");
@@ -213,7 +213,7 @@ async fn the_deadline_ends_the_call_with_every_copy_dropped() {
     let started = Instant::now();
     let error = copies
         .op(|_| FOREVER, Ok)
-        .hedge(&policy)
+        .hedge(policy.clone())
         .when(|_: &&str| true)
         .observe(rec.clone())
         .await
@@ -232,7 +232,7 @@ async fn a_server_hint_delays_the_next_copy_and_a_stop_sends_no_more() {
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { ms(5) } else { ms(10) }, |n| if n == 1 { Err("pushback") } else { Ok(n) })
-        .hedge(&fixed(3, ms(100)))
+        .hedge(fixed(3, ms(100)))
         .classify(|r: &Result<u32, &str>| match r {
             Ok(_) => Verdict::Success,
             Err(_) => Verdict::Retryable {
@@ -248,7 +248,7 @@ async fn a_server_hint_delays_the_next_copy_and_a_stop_sends_no_more() {
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { ms(200) } else { ms(5) }, |n| if n == 2 { Err("stop") } else { Ok(n) })
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .classify(|r: &Result<u32, &str>| match r {
             Ok(_) => Verdict::Success,
             Err(_) => Verdict::unrepeatable(ErrorType::Kind("UNAVAILABLE")),
@@ -272,7 +272,9 @@ async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
     let calls: Vec<_> = (0..200)
         .map(|_| {
             let (policy, budget, copies) = (policy.clone(), &budget, copies.clone());
-            async move { copies.op(|_| FOREVER, Ok).hedge(&policy).budget(budget).when(|_: &&str| true).await }
+            async move {
+                copies.op(|_| FOREVER, Ok).hedge(policy.clone()).budget(budget).when(|_: &&str| true).await
+            }
         })
         .collect();
     let results = futures_join_all(calls).await;
@@ -317,7 +319,7 @@ async fn an_open_breaker_sends_nothing() {
     let copies = Copies::default();
     let error = copies
         .op(|_| ms(1), Ok)
-        .hedge(&fixed(3, ms(10)))
+        .hedge(fixed(3, ms(10)))
         .breaker(&breaker)
         .when(|_: &&str| true)
         .await
@@ -329,7 +331,7 @@ async fn an_open_breaker_sends_nothing() {
 async fn dropping_the_call_cancels_every_copy_and_reports_it() {
     let copies = Copies::default();
     let rec = Recorder::default();
-    let call = copies.op(|_| FOREVER, Ok).hedge(&fixed(2, ms(10))).when(|_: &&str| true).observe(rec.clone());
+    let call = copies.op(|_| FOREVER, Ok).hedge(fixed(2, ms(10))).when(|_: &&str| true).observe(rec.clone());
     assert!(tokio::time::timeout(ms(50), call).await.is_err());
     assert_eq!((copies.sent(), copies.dropped()), (2, 2));
     assert_eq!(ends(&rec).len(), 2);
@@ -353,7 +355,8 @@ async fn a_percentile_delay_follows_a_latency_shift() {
         async move {
             let started = Instant::now();
             while started.elapsed() < Duration::from_secs(2) {
-                let answer = copies.op(move |_| latency, Ok).hedge(&policy).when(|_: &&str| true).await;
+                let answer =
+                    copies.op(move |_| latency, Ok).hedge(policy.clone()).when(|_: &&str| true).await;
                 assert!(answer.is_ok());
             }
         }
@@ -380,7 +383,7 @@ async fn a_percentile_delay_is_clamped() {
         .expect("valid policy");
     let copies = Copies::default();
     for _ in 0..3 {
-        copies.op(|_| ms(1), Ok).hedge(&policy).when(|_: &&str| true).await.expect("answers");
+        copies.op(|_| ms(1), Ok).hedge(policy.clone()).when(|_: &&str| true).await.expect("answers");
     }
     sleep(ms(100)).await;
     assert_eq!(policy.percentile_delay(Instant::now().into_std()), Some(ms(5)), "raised to the minimum");
@@ -414,7 +417,7 @@ async fn a_zero_delay_sends_every_copy_at_once() {
     let copies = Copies::default();
     let answer = copies
         .op(|n| ms(u64::from(40 - 10 * n)), Ok)
-        .hedge(&fixed(3, Duration::ZERO))
+        .hedge(fixed(3, Duration::ZERO))
         .when(|_: &&str| true)
         .await;
     assert_eq!((answer, copies.sent(), copies.dropped()), (Ok(3), 3, 2));
@@ -428,7 +431,7 @@ async fn on_the_wall_clock_a_stalled_copy_costs_the_delay_not_the_stall() {
     let started = std::time::Instant::now();
     let answer = copies
         .op(|n| if n == 1 { Duration::from_secs(30) } else { ms(5) }, Ok)
-        .hedge(&fixed(2, ms(50)))
+        .hedge(fixed(2, ms(50)))
         .when(|_: &&str| true)
         .await;
     let took = started.elapsed();
@@ -460,7 +463,7 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
                         sleep(ms(1)).await;
                         Ok::<_, std::io::Error>(())
                     })
-                    .hedge(&policy)
+                    .hedge(policy.clone())
                     .budget(budget.clone())
                     .dependency(dependency.clone())
                     .into_future();

@@ -1,7 +1,7 @@
 //! The hedging policy: how many copies, after what delay, within what time.
 
 use super::latency::LatencyTracker;
-use crate::policy::MAX_DURATION;
+use crate::policy::{MAX_DURATION, Policy};
 use crate::setting::SettingValue;
 use std::fmt;
 use std::sync::Arc;
@@ -161,7 +161,10 @@ impl PercentileDelay {
 /// A validated hedging policy: build one with [`HedgePolicy::builder`].
 ///
 /// Clones share the latency tracker of a [percentile delay](HedgeDelay::percentile):
-/// build one policy per dependency and clone it into every call.
+/// build one policy per dependency and clone it into every call. A client that
+/// calls many dependencies keeps one policy as a template and gives each
+/// dependency its own [`fresh`](Self::fresh) copy, as the HTTP integrations'
+/// per-dependency guards do.
 ///
 /// ```
 /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
@@ -183,6 +186,9 @@ pub struct HedgePolicy {
     tracker: Option<Arc<LatencyTracker>>,
     deadline: Option<Duration>,
     attempt_timeout: Option<Duration>,
+    /// What the driver runs the copies under: the copy limit, the deadline
+    /// and the attempt timeout as a retry policy's.
+    driven: Policy,
 }
 
 impl HedgePolicy {
@@ -218,6 +224,32 @@ impl HedgePolicy {
         self.attempt_timeout
     }
 
+    /// The same settings with a latency tracker of its own, that learns
+    /// nothing from this policy's calls nor this policy from its: one per
+    /// dependency, so that a slow host's latencies do not set a fast host's
+    /// delay. A fixed delay has no tracker: the copy is a plain clone.
+    ///
+    /// ```
+    /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    /// use std::time::Instant;
+    ///
+    /// let template = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
+    /// let fast_host = template.fresh();
+    /// assert_eq!(fast_host.max_copies(), template.max_copies());
+    /// assert_eq!(fast_host.percentile_delay(Instant::now()), template.percentile_delay(Instant::now()));
+    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// ```
+    #[must_use]
+    pub fn fresh(&self) -> Self {
+        let tracker = self.tracker.as_ref().map(|tracker| Arc::new(LatencyTracker::new(tracker.window())));
+        Self { tracker, ..self.clone() }
+    }
+
+    /// The settings the driver runs the copies under.
+    pub(crate) const fn driven(&self) -> Policy {
+        self.driven
+    }
+
     /// The delay before the next copy, as of `now`.
     pub(crate) fn current_delay(&self, now: std::time::Instant) -> Duration {
         match (&self.delay, &self.tracker) {
@@ -225,11 +257,6 @@ impl HedgePolicy {
             (HedgeDelay::Fixed(delay), _)
             | (HedgeDelay::Percentile(PercentileDelay { fallback: delay, .. }), None) => *delay,
         }
-    }
-
-    /// Whether successful copies' latencies are counted (a percentile delay).
-    pub(crate) fn tracks_latency(&self) -> bool {
-        self.tracker.is_some()
     }
 
     /// A successful copy took `latency`: the percentile tracker counts it.
@@ -385,6 +412,7 @@ impl HedgePolicyBuilder {
             tracker,
             deadline: self.deadline,
             attempt_timeout: self.attempt_timeout,
+            driven: Policy::of_copies(self.max_copies, self.deadline, self.attempt_timeout),
         })
     }
 }
