@@ -7,6 +7,7 @@ mod common;
 use common::{Event, Recorder};
 use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable, MAX_COPIES};
 use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
+use retryscope::pace::{PaceSignal, Pacer, Quota};
 use retryscope::{CircuitBreaker, ErrorType, Hint, Outcome, RetryBudget, SettingValue, StopReason, Verdict};
 use std::future::Future;
 use std::pin::Pin;
@@ -483,4 +484,98 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
     // delay; generous bounds, since this is the wall clock.
     let delay = policy.percentile_delay(Instant::now().into_std()).expect("a percentile delay");
     assert!(delay >= ms(1) && delay <= ms(100), "{delay:?}");
+}
+
+/// A pacer that has spent its quota on one send: the next slot is 10 s away.
+fn pacer_with_one_slot_per_10s() -> Pacer {
+    let pacer = Pacer::new();
+    pacer.learn(&PaceSignal::none().with_quota(Quota::new(1, Duration::from_secs(10))));
+    pacer
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dependency_the_pacer_holds_gets_no_hedge_copy() {
+    // Without a pacer the stalled first copy is hedged at 50 ms.
+    let copies = Copies::default();
+    let answer = copies
+        .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
+        .hedge(fixed(2, ms(50)))
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.sent()), (Ok(2), 2));
+
+    // The first copy takes the quota's slot; the hedge's would be 10 s away,
+    // so none is sent before the first copy answers.
+    let pacer = pacer_with_one_slot_per_10s();
+    let copies = Copies::default();
+    let started = Instant::now();
+    let answer = copies
+        .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
+        .hedge(fixed(2, ms(50)))
+        .pacer(&pacer)
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.sent(), started.elapsed()), (Ok(1), 1, ms(200)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_copy_the_pacer_would_hold_past_the_deadline_is_not_sent() {
+    let policy = HedgePolicy::builder()
+        .max_copies(3)
+        .delay(HedgeDelay::fixed(ms(50)))
+        .no_attempt_timeout()
+        .deadline(Duration::from_secs(2))
+        .build()
+        .expect("valid policy");
+    let pacer = pacer_with_one_slot_per_10s();
+    let copies = Copies::default();
+    let error = copies
+        .op(|_| ms(200), |_| Err("unavailable"))
+        .hedge(policy)
+        .pacer(&pacer)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("the only copy failed");
+    // No copy after the refused one, not even after the first copy failed.
+    assert!(matches!(error.reason(), StopReason::RateLimited { .. }), "{:?}", error.reason());
+    assert_eq!((error.attempts(), copies.sent()), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_budget_sends_no_hedge_copy() {
+    // No request counted yet and no per-second allowance: no token for a hedge.
+    let budget = RetryBudget::builder().ratio(0.1).min_per_second(0).build().expect("valid budget");
+    let copies = Copies::default();
+    let answer = copies
+        .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
+        .hedge(fixed(3, ms(50)))
+        .budget(&budget)
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.sent()), (Ok(1), 1));
+
+    // A failed first copy cannot be replaced either: the call stops and says why.
+    let copies = Copies::default();
+    let error = copies
+        .op(|_| ms(5), |_| Err("unavailable"))
+        .hedge(fixed(3, ms(50)))
+        .budget(&budget)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("no copy answered");
+    assert_eq!((error.reason(), error.attempts(), copies.sent()), (StopReason::BudgetExhausted, 1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opened_by_one_copy_refuses_the_next() {
+    let breaker = CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker");
+    let copies = Copies::default();
+    let error = copies
+        .op(|_| ms(5), |_| Err("unavailable"))
+        .hedge(fixed(3, ms(50)))
+        .breaker(&breaker)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("the breaker opened");
+    assert_eq!((error.reason(), error.attempts(), copies.sent()), (StopReason::CircuitOpen, 1, 1));
 }
