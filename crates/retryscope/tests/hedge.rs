@@ -579,3 +579,25 @@ async fn a_breaker_opened_by_one_copy_refuses_the_next() {
         .expect_err("the breaker opened");
     assert_eq!((error.reason(), error.attempts(), copies.sent()), (StopReason::CircuitOpen, 1, 1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_copy_cancelled_by_a_later_winner_counts_its_time_in_flight() {
+    let policy = HedgePolicy::builder()
+        .max_copies(2)
+        .delay(HedgeDelay::percentile(0.9).window(ms(100)).min_samples(1).fallback(ms(10)))
+        .build()
+        .expect("valid policy");
+    // The first copy stalls; the hedge, sent at 10 ms, answers in 5 ms.
+    let copies = Copies::default();
+    let answer = copies
+        .op(|n| if n == 1 { FOREVER } else { ms(5) }, Ok)
+        .hedge(policy.clone())
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.dropped()), (Ok(2), 1));
+    sleep(ms(100)).await;
+    // Counted: the winner's 5 ms and the stalled copy's 15 ms in flight. The
+    // winners alone would make the p90 5 ms, too short for this dependency.
+    let delay = policy.percentile_delay(Instant::now().into_std()).expect("a percentile delay");
+    assert!(delay >= ms(15) && delay <= ms(17), "{delay:?}");
+}

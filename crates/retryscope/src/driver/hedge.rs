@@ -59,6 +59,8 @@ pub(crate) struct HedgeDriver<'a, O: Observer> {
     /// Why no further copies are sent, if something other than the copy
     /// limit stopped them: the call's reason if every copy in flight fails.
     held_back: Option<StopReason>,
+    /// When the copy that won was sent.
+    winner_sent: Option<Instant>,
 }
 
 impl<'a, O: Observer> HedgeDriver<'a, O> {
@@ -74,6 +76,7 @@ impl<'a, O: Observer> HedgeDriver<'a, O> {
             held_until: None,
             retry_of: None,
             held_back: None,
+            winner_sent: None,
         }
     }
 
@@ -142,7 +145,8 @@ impl<'a, O: Observer> HedgeDriver<'a, O> {
     /// Settles a copy that ended with `verdict` at `now` (its future already
     /// dropped) and says what it means for the call.
     pub(crate) fn settle(&mut self, sent: Sent<Scope<O>>, verdict: Verdict, now: Instant) -> Settled {
-        let latency = sent.flight.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+        let started = sent.flight.started;
+        let latency = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let error = verdict.error_type();
         let outcome = if verdict == Verdict::Success { HedgeOutcome::Won } else { HedgeOutcome::Failed };
         self.driver.record(sent.flight, now, error, Health::of(verdict), Some(outcome));
@@ -152,6 +156,7 @@ impl<'a, O: Observer> HedgeDriver<'a, O> {
         match verdict {
             Verdict::Success => {
                 self.policy.record(latency);
+                self.winner_sent = started;
                 Settled::Won
             }
             Verdict::Permanent { .. } => Settled::Fatal(StopReason::Permanent),
@@ -182,7 +187,19 @@ impl<'a, O: Observer> HedgeDriver<'a, O> {
     /// A copy still in flight is cancelled at `now` (its future dropped): it
     /// says nothing of the dependency's health, so its breaker permit is
     /// released without a verdict and the budget hears nothing.
+    ///
+    /// A copy sent before the one that won ran longer than the winner and
+    /// had not answered: its latency is at least the time it was in flight,
+    /// and a percentile delay counts that lower bound. Counting only winners
+    /// would learn from the fast answers alone, and set the delay too short
+    /// for a dependency whose slow calls are the reason to hedge. A copy sent
+    /// after the winner says nothing of the kind, and counts nothing.
     pub(crate) fn cancel(&mut self, sent: Sent<Scope<O>>, now: Instant) {
+        if let (Some(started), Some(winner)) = (sent.flight.started, self.winner_sent)
+            && started < winner
+        {
+            self.policy.record(now.saturating_duration_since(started));
+        }
         self.driver.record(sent.flight, now, None, Health::Unknown, Some(HedgeOutcome::Cancelled));
     }
 

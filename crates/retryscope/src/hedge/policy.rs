@@ -95,7 +95,9 @@ impl HedgeDelay {
 /// A delay read from the dependency's recent latencies, as tower's `hedge`
 /// middleware does: what [`HedgeDelay::percentile`] makes.
 ///
-/// The latencies of successful copies are counted in a fixed histogram of
+/// The latencies of successful copies, and for a copy cancelled because a
+/// later one won its time in flight (a lower bound of its latency), are
+/// counted in a fixed histogram of
 /// 224 buckets (about 12 % wide, from 1 µs to 18 minutes): bounded memory,
 /// whatever the traffic. Every [`window`](Self::window) the histogram is read
 /// and cleared; the percentile it gave is the delay until the next window ends.
@@ -259,7 +261,8 @@ impl HedgePolicy {
         }
     }
 
-    /// A successful copy took `latency`: the percentile tracker counts it.
+    /// A copy took `latency` (a success), or at least that (a slow copy
+    /// cancelled when a later one won): the percentile tracker counts it.
     pub(crate) fn record(&self, latency: Duration) {
         if let Some(tracker) = &self.tracker {
             tracker.record(latency);
