@@ -209,7 +209,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     }
 
     /// The guards of `dependency`, created on first use. A name beyond the
-    /// process's [`MAX_DEPENDENCIES`] gets the guards of [`OVERFLOW`].
+    /// process's [`MAX_DEPENDENCIES`] gets the guards of [`OVERFLOW`](crate::OVERFLOW).
     pub fn get(&self, dependency: &str) -> Arc<Guards<T>> {
         if let Some(found) = self.find(dependency) {
             return found;

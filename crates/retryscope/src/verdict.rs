@@ -148,7 +148,7 @@ impl fmt::Display for DelaySource {
 /// `Retry-After` and `RateLimit` hints are *floors*: the wait is at least the
 /// hint and at least the policy's computed backoff. When the hint is the longer
 /// of the two, a random spread of up to a fifth of the hint (at most
-/// [`HINT_SPREAD_MAX`](crate::HINT_SPREAD_MAX)) is added on top, so that the
+/// [`HINT_SPREAD_MAX`]) is added on top, so that the
 /// many clients one server told "come back in 1 s" at the same moment do not
 /// come back in the same millisecond. The spread never takes the wait past the
 /// deadline or the policy's `max_server_delay`. A hint shorter than the backoff

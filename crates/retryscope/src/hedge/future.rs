@@ -22,6 +22,10 @@ use std::time::Instant;
 #[cfg(doc)]
 use super::builder::Hedge;
 
+/// A copy after the first: its future, boxed so that it stays pinned while
+/// the list of copies changes, and its token.
+type Later<Fut, O> = (Pin<Box<Fut>>, Sent<Scope<O>>);
+
 /// The copies in flight, each beside the token the driver gave it, and the
 /// driver. Dropping it before the call ended reports the copies cancelled,
 /// then the driver (dropped next) reports the call cancelled.
@@ -31,9 +35,8 @@ pub(crate) struct Copies<'a, Fut, O: Observer> {
     /// [`HedgeFuture`], so that a call the first copy answers allocates
     /// nothing.
     first: Option<Sent<Scope<O>>>,
-    /// Every later copy, its future boxed so that it stays pinned while the
-    /// list changes (allocated when the first hedge goes).
-    later: Vec<(Pin<Box<Fut>>, Sent<Scope<O>>)>,
+    /// Every later copy (the list allocated when the first hedge goes).
+    later: Vec<Later<Fut, O>>,
 }
 
 impl<'a, Fut, O: Observer> Copies<'a, Fut, O> {

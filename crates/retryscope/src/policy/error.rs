@@ -5,7 +5,7 @@ use crate::setting::SettingValue;
 use std::fmt;
 use std::time::Duration;
 
-/// Why a [`PolicyBuilder`] refused its settings.
+/// Why a [`PolicyBuilder`](super::PolicyBuilder) refused its settings.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum PolicyError {
@@ -14,7 +14,7 @@ pub enum PolicyError {
     /// A setting was outside what it accepts, in the shape every builder's
     /// refusal has (`BreakerError::OutOfRange`, `BudgetError::OutOfRange`),
     /// with the bound it was checked against: a duration must be above zero
-    /// and at most `limit` ([`MAX_DURATION`], or [`MAX_JOB_DURATION`] for a job
+    /// and at most `limit` ([`MAX_DURATION`](super::MAX_DURATION), or [`MAX_JOB_DURATION`](super::MAX_JOB_DURATION) for a job
     /// policy); `multiplier` must be finite and above `limit` (0).
     OutOfRange {
         /// The setting's name, as its builder method spells it.
