@@ -14,11 +14,30 @@
 use super::attempt::Health;
 use super::{Driver, Flight, Scope, Setup};
 use crate::clock::Clock;
-use crate::hedge::HedgePolicy;
 use crate::observe::{HedgeOutcome, Observer};
 use crate::outcome::{Outcome, StopReason};
+use crate::policy::Policy;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
+
+/// What the driver asks of a hedging policy
+/// ([`HedgePolicy`](crate::hedge::HedgePolicy)): the limits, and when the
+/// next copy goes. A trait, so that the driver needs nothing of the hedge
+/// module that builds on it.
+pub(crate) trait CopyPolicy {
+    /// The most copies a call sends, the first included.
+    fn max_copies(&self) -> u32;
+    /// The time limit of the whole call.
+    fn deadline(&self) -> Option<Duration>;
+    /// The time limit of each copy.
+    fn attempt_timeout(&self) -> Option<Duration>;
+    /// The limits above as the settings the driver runs the copies under.
+    fn driven(&self) -> Policy;
+    /// The delay before the next copy, as of `now`.
+    fn next_delay(&self, now: Instant) -> Duration;
+    /// A copy took `latency`, or at least that: what a learned delay learns.
+    fn record(&self, latency: Duration);
+}
 
 /// A copy the driver let go: its token until it is settled or cancelled.
 pub(crate) struct Sent<A> {
@@ -44,9 +63,9 @@ pub(crate) enum Settled {
     Continue,
 }
 
-pub(crate) struct HedgeDriver<'a, O: Observer> {
+pub(crate) struct HedgeDriver<'a, O: Observer, P> {
     driver: Driver<'a, O>,
-    policy: HedgePolicy,
+    policy: P,
     /// When the call began; `None` before its first poll.
     began: Option<Instant>,
     deadline_at: Option<Instant>,
@@ -63,8 +82,8 @@ pub(crate) struct HedgeDriver<'a, O: Observer> {
     winner_sent: Option<Instant>,
 }
 
-impl<'a, O: Observer> HedgeDriver<'a, O> {
-    pub(crate) fn new(mut setup: Setup<'a>, policy: HedgePolicy, observer: O, clock: &'a dyn Clock) -> Self {
+impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
+    pub(crate) fn new(mut setup: Setup<'a>, policy: P, observer: O, clock: &'a dyn Clock) -> Self {
         setup.policy = policy.driven();
         setup.hedged = true;
         Self {
@@ -128,7 +147,7 @@ impl<'a, O: Observer> HedgeDriver<'a, O> {
         match self.driver.admit(now, self.retry_of.take()) {
             Ok((flight, _)) => {
                 let limit_at = self.policy.attempt_timeout().map(|t| now + t);
-                self.next_at = Some(now + self.policy.current_delay(now));
+                self.next_at = Some(now + self.policy.next_delay(now));
                 Some(Sent { flight, limit_at })
             }
             Err(reason) => self.stop_sending(reason),

@@ -23,21 +23,20 @@
 mod attempt;
 pub(crate) mod hedge;
 mod quiet;
+mod setup;
 
 pub(crate) use attempt::{Flight, Scope};
+pub(crate) use setup::Setup;
 
-use crate::breaker::{BreakerPermit, CircuitBreaker};
+use crate::breaker::BreakerPermit;
 use crate::clock::Clock;
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver,
     Wait,
 };
 use crate::outcome::{Outcome, StopReason};
-use crate::pace::{Held, Pacer};
-use crate::policy::Policy;
+use crate::pace::Held;
 use crate::random::JitterRng;
-use crate::shared::{MaybeShared, Shared};
-use crate::throttle::Throttle;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use crate::wait::pace::{self, Hold};
 use crate::wait::{Curve, next_wait};
@@ -65,36 +64,6 @@ pub(crate) struct Started {
     /// [`Driver::start_attempt`]): the front end must then hand its result to
     /// [`settle`](crate::retry::settle) with this instant.
     pub(crate) quiet: Option<Instant>,
-}
-
-/// Settings that do not depend on the operation's types. Borrowed handles cost
-/// nothing; shared ones let the operation be `'static`.
-#[derive(Clone)]
-pub(crate) struct Setup<'a> {
-    pub(crate) policy: Policy,
-    pub(crate) dependency: Shared<'a, str>,
-    pub(crate) operation: MaybeShared<'a, str>,
-    pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
-    pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
-    pub(crate) pacer: MaybeShared<'a, Pacer>,
-    pub(crate) seed: Option<u64>,
-    /// Whether the attempts overlap (a hedged call): what the observer hears.
-    pub(crate) hedged: bool,
-}
-
-impl<'a> Setup<'a> {
-    pub(crate) fn new(policy: Policy) -> Self {
-        Self {
-            policy,
-            dependency: Shared::Borrowed("unknown"),
-            operation: MaybeShared::None,
-            throttle: MaybeShared::None,
-            breaker: MaybeShared::None,
-            pacer: MaybeShared::None,
-            seed: None,
-            hedged: false,
-        }
-    }
 }
 
 pub(crate) struct Driver<'a, O: Observer> {

@@ -5,7 +5,7 @@ use super::policy::HedgePolicy;
 use crate::breaker::CircuitBreaker;
 use crate::classify::{Classify, ClassifyFn, When};
 use crate::driver::Setup;
-use crate::driver::hedge::HedgeDriver;
+use crate::driver::hedge::{CopyPolicy, HedgeDriver};
 use crate::observe::{NoObserver, Observer};
 use crate::pace::Pacer;
 use crate::shared::Shared;

@@ -3,6 +3,7 @@
 //! decision — whether a copy may go, what its result means, how the call
 //! ends — is the driver's ([`HedgeDriver`]).
 
+use super::policy::HedgePolicy;
 use crate::classify::Classify;
 use crate::clock::Clock;
 use crate::driver::Scope;
@@ -30,7 +31,7 @@ type Later<Fut, O> = (Pin<Box<Fut>>, Sent<Scope<O>>);
 /// driver. Dropping it before the call ended reports the copies cancelled,
 /// then the driver (dropped next) reports the call cancelled.
 pub(crate) struct Copies<'a, Fut, O: Observer> {
-    driver: HedgeDriver<'a, O>,
+    driver: HedgeDriver<'a, O, HedgePolicy>,
     /// The first copy's token: its future lives inline in the
     /// [`HedgeFuture`], so that a call the first copy answers allocates
     /// nothing.
@@ -40,7 +41,7 @@ pub(crate) struct Copies<'a, Fut, O: Observer> {
 }
 
 impl<'a, Fut, O: Observer> Copies<'a, Fut, O> {
-    pub(crate) fn new(driver: HedgeDriver<'a, O>) -> Self {
+    pub(crate) fn new(driver: HedgeDriver<'a, O, HedgePolicy>) -> Self {
         Self { driver, first: None, later: Vec::new() }
     }
 
@@ -302,7 +303,7 @@ fn end<Fut, O: Observer, T, E>(
 /// copy's result: an `Ok` value as it came (a non-fatal response is still the
 /// server's answer), an error wrapped with why, as a retry's.
 fn give_up<O: Observer, T, E>(
-    driver: &HedgeDriver<'_, O>,
+    driver: &HedgeDriver<'_, O, HedgePolicy>,
     reason: StopReason,
     last: Option<Result<T, E>>,
 ) -> Result<T, RetryError<E>> {

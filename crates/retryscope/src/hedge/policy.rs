@@ -1,11 +1,13 @@
 //! The hedging policy: how many copies, after what delay, within what time.
 
 use super::latency::LatencyTracker;
+use crate::driver::hedge::CopyPolicy;
 use crate::policy::{MAX_DURATION, Policy};
 use crate::setting::SettingValue;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 /// The most copies a hedged call may send, the first included: gRFC A6 caps
 /// `hedgingPolicy.maxAttempts` at 5, and a policy asking for more is refused
@@ -247,28 +249,6 @@ impl HedgePolicy {
         Self { tracker, ..self.clone() }
     }
 
-    /// The settings the driver runs the copies under.
-    pub(crate) const fn driven(&self) -> Policy {
-        self.driven
-    }
-
-    /// The delay before the next copy, as of `now`.
-    pub(crate) fn current_delay(&self, now: std::time::Instant) -> Duration {
-        match (&self.delay, &self.tracker) {
-            (HedgeDelay::Percentile(p), Some(tracker)) => tracker.delay(p, now),
-            (HedgeDelay::Fixed(delay), _)
-            | (HedgeDelay::Percentile(PercentileDelay { fallback: delay, .. }), None) => *delay,
-        }
-    }
-
-    /// A copy took `latency` (a success), or at least that (a slow copy
-    /// cancelled when a later one won): the percentile tracker counts it.
-    pub(crate) fn record(&self, latency: Duration) {
-        if let Some(tracker) = &self.tracker {
-            tracker.record(latency);
-        }
-    }
-
     /// The percentile delay the tracker would give now, for tests and
     /// dashboards: `None` for a fixed delay.
     ///
@@ -285,6 +265,38 @@ impl HedgePolicy {
         match (&self.delay, &self.tracker) {
             (HedgeDelay::Percentile(p), Some(tracker)) => Some(tracker.delay(p, now)),
             _ => None,
+        }
+    }
+}
+
+impl CopyPolicy for HedgePolicy {
+    fn max_copies(&self) -> u32 {
+        self.max_copies
+    }
+
+    fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+
+    fn driven(&self) -> Policy {
+        self.driven
+    }
+
+    fn next_delay(&self, now: Instant) -> Duration {
+        match (&self.delay, &self.tracker) {
+            (HedgeDelay::Percentile(p), Some(tracker)) => tracker.delay(p, now),
+            (HedgeDelay::Fixed(delay), _)
+            | (HedgeDelay::Percentile(PercentileDelay { fallback: delay, .. }), None) => *delay,
+        }
+    }
+
+    fn record(&self, latency: Duration) {
+        if let Some(tracker) = &self.tracker {
+            tracker.record(latency);
         }
     }
 }
