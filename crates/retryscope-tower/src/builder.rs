@@ -158,7 +158,8 @@ impl TowerSettings {
         let guards = DependencyGuards::builder()
             .budget_factory(budget)
             .breaker_factory(shared.breaker)
-            .pacer_factory(shared.pacer);
+            .pacer_factory(shared.pacer)
+            .hedge_template(shared.hedge.clone());
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,

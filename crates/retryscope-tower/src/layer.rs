@@ -139,6 +139,17 @@ impl RetryLayer {
         RetryLayerBuilder::new(policy)
     }
 
+    /// The hedging delay `dependency` (`host`, or `host:port` off the
+    /// scheme's port, as the spans name it) has learned from its own
+    /// latencies, as of now: `None` without a
+    /// [percentile delay](retryscope::hedge::HedgeDelay::percentile) or before
+    /// the first request to it. Every service this layer made shares it. For
+    /// tests and dashboards.
+    pub fn hedge_delay(&self, dependency: &str) -> Option<std::time::Duration> {
+        // The clock the engine times the copies with: tokio's.
+        self.settings.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
+    }
+
     /// Configures a layer that retries gRPC calls as `retry` says (A6), with
     /// A6's retry throttling as its only guard unless asked for more. For a
     /// tonic channel, set its [`origin`](crate::grpc::GrpcRetryLayerBuilder::origin):

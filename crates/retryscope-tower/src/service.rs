@@ -5,6 +5,7 @@ use crate::body::Held;
 use crate::body::{ReplayBody, ResponseBody, Source};
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::{BoxError, GaveUp, NotReplayable, NotRetried};
+use crate::guard::Guard;
 use crate::settings::Settings;
 use crate::spans::AttemptSpan;
 use http::request::Parts;
@@ -17,6 +18,7 @@ use retryscope_http::RetryOptions;
 use retryscope_http::body_rule::SharedBodyRule;
 use retryscope_http::idempotency::KeySource;
 use retryscope_http::shape::{Shaped, shape};
+use retryscope_otel::Guards;
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
@@ -182,15 +184,14 @@ where
     };
     let observer = (((telemetry, settings.retry_log), stop.clone()), observed);
     let started = tokio::time::Instant::now();
-    let outcome = match hedging(&settings, &call, replayable) {
+    let outcome = match hedging(&guards, &call, replayable) {
         // Copies overlap: each is an attempt of its own (its body, its span,
         // its `grpc-previous-rpc-attempts`), and the first acceptable one wins.
         Some(policy) => {
-            let hedge =
-                (move || attempts.next()).hedge(&policy).with_classifier(classifier).observe(observer);
-            // Every copy beyond the first is charged like a retry; no pacer
-            // (see `hedging`).
-            let hedge = guards.guard_hedge(hedge, operation);
+            let hedge = (move || attempts.next()).hedge(policy).with_classifier(classifier).observe(observer);
+            // Every copy is admitted as a retry's attempt is: the pacer
+            // before each, the budget for every copy beyond the first.
+            let hedge = guards.guard(hedge, operation);
             hedge.await
         }
         None => {
@@ -242,15 +243,15 @@ fn follow_metrics<B: Body>(
 /// not hedged). Either only with a body that can be sent again:
 /// every copy needs it. Other requests take the retry path.
 ///
-/// A hedged call is not held by the dependency's pacer: the engine gives a
-/// hedge none (hedging answers a slow dependency, not one that asked to be
-/// called less), which the layer's docs say.
-fn hedging(settings: &Settings, call: &Call, replayable: bool) -> Option<HedgePolicy> {
+/// The layer's policy is the dependency's own copy of it (its guards'), so
+/// that a percentile delay learns from that server's latencies alone; a gRPC
+/// method's is built from its `hedgingPolicy`, whose delay is fixed.
+fn hedging(guards: &Guards<Guard>, call: &Call, replayable: bool) -> Option<HedgePolicy> {
     if !replayable {
         return None;
     }
     match call.hedged? {
-        Hedged::Layer => settings.hedge.clone(),
+        Hedged::Layer => guards.hedge().cloned(),
         // Loaded and checked with the service config; the deadline is the
         // call's (its `grpc-timeout` included).
         #[cfg(feature = "grpc")]
