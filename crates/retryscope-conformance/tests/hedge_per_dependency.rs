@@ -84,7 +84,7 @@ async fn host(latency: Duration) -> SocketAddr {
 /// read each dependency's learned delay.
 enum Client {
     Reqwest(reqwest_middleware::ClientWithMiddleware, Arc<RetryMiddleware>),
-    Tower(RetryService<HyperClient<HttpConnector, Full<Bytes>>>, RetryLayer),
+    Tower(Box<RetryService<HyperClient<HttpConnector, Full<Bytes>>>>, RetryLayer),
 }
 
 impl Integration {
@@ -103,7 +103,7 @@ impl Integration {
                 let layer =
                     RetryLayer::builder(Policy::interactive()).hedge(template()).no_telemetry().build();
                 let inner = HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-                Client::Tower(ServiceBuilder::new().layer(layer.clone()).service(inner), layer)
+                Client::Tower(Box::new(ServiceBuilder::new().layer(layer.clone()).service(inner)), layer)
             }
         }
     }
@@ -116,7 +116,7 @@ impl Client {
             Client::Reqwest(client, _) => client.get(url).send().await.expect("a response").status().as_u16(),
             Client::Tower(service, _) => {
                 let request = http::Request::get(url).body(Full::default()).expect("valid request");
-                let mut service = service.clone();
+                let mut service = (**service).clone();
                 let response = service.ready().await.expect("ready").call(request).await.expect("a response");
                 response.status().as_u16()
             }
