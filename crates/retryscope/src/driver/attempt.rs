@@ -26,6 +26,7 @@ pub(crate) enum Health {
 
 impl Health {
     /// What an attempt that ended with `verdict` says about the dependency.
+    #[inline]
     pub(super) fn of(verdict: Verdict) -> Self {
         match verdict {
             Verdict::Success => Health::Healthy,

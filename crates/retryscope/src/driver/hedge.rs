@@ -35,6 +35,9 @@ pub(crate) trait CopyPolicy {
     fn driven(&self) -> Policy;
     /// The delay before the next copy, as of `now`.
     fn next_delay(&self, now: Instant) -> Duration;
+    /// Whether the delay is learned from latencies: whether a copy's must
+    /// be measured at all.
+    fn learns(&self) -> bool;
     /// A copy took `latency`, or at least that: what a learned delay learns.
     fn record(&self, latency: Duration);
 }
@@ -83,8 +86,10 @@ pub(crate) struct HedgeDriver<'a, O: Observer, P> {
 }
 
 impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
+    #[inline]
+    /// A hedged call with `setup`, whose policy is `policy`'s
+    /// [`driven`](CopyPolicy::driven) one.
     pub(crate) fn new(mut setup: Setup<'a>, policy: P, observer: O, clock: &'a dyn Clock) -> Self {
-        setup.policy = policy.driven();
         setup.hedged = true;
         Self {
             driver: Driver::new(setup, observer, clock),
@@ -129,14 +134,17 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
     /// copy), then the budget for every copy beyond the first, then the
     /// deadline and the breaker. `None`: no copy now.
     pub(crate) fn send(&mut self, now: Instant) -> Option<Sent<Scope<O>>> {
-        match self.driver.ask_pacer(now) {
-            Ok(None) => {}
-            Ok(Some(wait)) => {
-                self.held_until = Some(now + wait);
-                self.next_at = self.held_until;
-                return None;
+        // A branch on every copy's path, the pacing itself off it.
+        if self.driver.paced() {
+            match self.driver.ask_pacer(now) {
+                Ok(None) => {}
+                Ok(Some(wait)) => {
+                    self.held_until = Some(now + wait);
+                    self.next_at = self.held_until;
+                    return None;
+                }
+                Err(reason) => return self.stop_sending(reason),
             }
-            Err(reason) => return self.stop_sending(reason),
         }
         if self.driver.attempts() > 0
             && let Some(throttle) = self.driver.setup.throttle.as_deref()
@@ -165,7 +173,6 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
     /// dropped) and says what it means for the call.
     pub(crate) fn settle(&mut self, sent: Sent<Scope<O>>, verdict: Verdict, now: Instant) -> Settled {
         let started = sent.flight.started;
-        let latency = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let error = verdict.error_type();
         let outcome = if verdict == Verdict::Success { HedgeOutcome::Won } else { HedgeOutcome::Failed };
         self.driver.record(sent.flight, now, error, Health::of(verdict), Some(outcome));
@@ -174,8 +181,14 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
         }
         match verdict {
             Verdict::Success => {
-                self.policy.record(latency);
-                self.winner_sent = started;
+                // Only a learned delay needs the latency: reading instants
+                // costs more than the rest of a copy that answers at once.
+                if self.policy.learns()
+                    && let Some(started) = started
+                {
+                    self.policy.record(now.saturating_duration_since(started));
+                    self.winner_sent = Some(started);
+                }
                 Settled::Won
             }
             Verdict::Permanent { .. } => Settled::Fatal(StopReason::Permanent),

@@ -223,6 +223,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// request, the deadline and the breaker may refuse, the observer hears it
     /// start (as a retry of `retry_of`). Returns the attempt and what is left
     /// of the deadline; a refusal does not stop the operation.
+    #[inline]
     fn admit(
         &mut self,
         now: Instant,
@@ -374,6 +375,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// success or a cancelled copy): the one place where the breaker, the
     /// budget and the observer hear how an attempt ended. `hedge`: how a
     /// hedge's copy ended.
+    #[inline]
     fn record(
         &mut self,
         flight: Flight<Scope<O>>,

@@ -137,6 +137,7 @@ where
     type Output = Result<T, crate::error::RetryError<E>>;
     type IntoFuture = HedgeFuture<'a, Op, Fut, C, O, crate::TokioSleeper>;
 
+    #[inline]
     fn into_future(self) -> Self::IntoFuture {
         self.with_sleeper(crate::TokioSleeper)
     }
@@ -151,6 +152,7 @@ where
 {
     /// The hedged call as a future that times its delays and limits with
     /// `sleeper` (see [`Retry::with_sleeper`](crate::Retry::with_sleeper)).
+    #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> HedgeFuture<'a, Op, Fut, C, O, S> {
         let driver = HedgeDriver::new(self.setup, self.policy, self.observer, sleeper.clock());
         HedgeFuture::new(self.op, self.classifier, sleeper, Copies::new(driver))

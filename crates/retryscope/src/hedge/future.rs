@@ -41,6 +41,7 @@ pub(crate) struct Copies<'a, Fut, O: Observer> {
 }
 
 impl<'a, Fut, O: Observer> Copies<'a, Fut, O> {
+    #[inline]
     pub(crate) fn new(driver: HedgeDriver<'a, O, HedgePolicy>) -> Self {
         Self { driver, first: None, later: Vec::new() }
     }
@@ -50,6 +51,9 @@ impl<'a, Fut, O: Observer> Copies<'a, Fut, O> {
     fn cancel_all(&mut self, now: Instant) {
         if let Some(first) = self.first.take() {
             self.driver.cancel(first, now);
+        }
+        if self.later.is_empty() {
+            return;
         }
         for (fut, sent) in std::mem::take(&mut self.later) {
             drop(fut);
@@ -65,7 +69,9 @@ impl<'a, Fut, O: Observer> Copies<'a, Fut, O> {
     /// The call is over at `now`: the copies left are cancelled (the first's
     /// future dropped by the caller), the observer hears how it ended.
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
-        self.cancel_all(now);
+        if self.in_flight() {
+            self.cancel_all(now);
+        }
         self.driver.finish(now, outcome, reason);
     }
 
@@ -124,6 +130,7 @@ where
     O: Observer,
     S: Sleeper,
 {
+    #[inline]
     pub(crate) fn new(op: Op, classifier: C, sleeper: S, copies: Copies<'a, Fut, O>) -> Self {
         Self {
             op,

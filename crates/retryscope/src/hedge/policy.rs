@@ -190,8 +190,8 @@ pub struct HedgePolicy {
     tracker: Option<Arc<LatencyTracker>>,
     deadline: Option<Duration>,
     attempt_timeout: Option<Duration>,
-    /// What the driver runs the copies under: the copy limit, the deadline
-    /// and the attempt timeout as a retry policy's.
+    /// What the driver runs the copies under, made once: the copy limit, the
+    /// deadline and the attempt timeout as a retry policy's.
     driven: Policy,
 }
 
@@ -292,6 +292,10 @@ impl CopyPolicy for HedgePolicy {
             (HedgeDelay::Fixed(delay), _)
             | (HedgeDelay::Percentile(PercentileDelay { fallback: delay, .. }), None) => *delay,
         }
+    }
+
+    fn learns(&self) -> bool {
+        self.tracker.is_some()
     }
 
     fn record(&self, latency: Duration) {
