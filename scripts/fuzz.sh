@@ -3,7 +3,7 @@
 #   retry_after   Retry-After (delay-seconds and HTTP-date)
 #   rate_limit    RateLimit / RateLimit-Policy (Structured Fields)
 #   pace_signal   every header the pacer reads, through a Pacer
-#   redact_url    the url.full redaction of retryscope-reqwest
+#   redact_url    the url.full redaction of retryscope-http (both integrations)
 #   grpc_metadata     grpc-retry-pushback-ms and grpc-timeout (retryscope-tower)
 #   service_config    the gRPC service config JSON (retryscope-tower)
 #   incoming_attempt  retry-attempt and the Envoy and gRPC attempt headers

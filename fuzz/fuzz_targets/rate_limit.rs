@@ -15,7 +15,7 @@
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use retryscope::hints::{RATELIMIT, RATELIMIT_POLICY, rate_limit};
-use retryscope::outcome::Hint;
+use retryscope::Hint;
 use std::time::Duration;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,12 +12,13 @@
 
 use libfuzzer_sys::fuzz_target;
 use reqwest::Url;
-use retryscope_reqwest::{REDACTED, is_sensitive_query_param as is_sensitive, redact_url};
+use retryscope_http::__private::redact::is_sensitive;
+use retryscope_http::{REDACTED, redact_url};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(url) = Url::parse(text) else { return };
-    let redacted = redact_url(&url);
+    let redacted = redact_url(url.as_str());
     let out = match Url::parse(&redacted) {
         Ok(out) => out,
         Err(e) => panic!("{url} redacted to {redacted:?}, which is no URL: {e}"),

@@ -10,7 +10,7 @@
 use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 use libfuzzer_sys::fuzz_target;
 use retryscope::hints::{from_headers, retry_after};
-use retryscope::outcome::Hint;
+use retryscope::Hint;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fuzz_target!(|data: &[u8]| {

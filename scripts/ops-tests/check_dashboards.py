@@ -43,6 +43,7 @@ CONTRACT = {
     "retryscope_requests_total": [],
     "retryscope_retries_total": ["retryscope_retry_reason"],
     "retryscope_throttled_total": ["retryscope_throttle_reason"],
+    "retryscope_refused_total": ["retryscope_outcome", "retryscope_throttle_reason"],
     "retryscope_breaker_state": [],
     "retryscope_budget_available": [],
     "retryscope_pace_rate_per_second": [],
@@ -362,6 +363,12 @@ def synthetic_series():
             histogram("retryscope_backoff_delay_seconds", {**base, "retryscope_delay_source": src}, k, med)
         for reason, k in (("budget", 3), ("circuit_open", 1), ("rate_limited", 1)):
             counter("retryscope_throttled_total", {**base, "retryscope_throttle_reason": reason}, k)
+        for outcome, reason, k in (("throttled", "circuit_open", 1), ("throttled", "rate_limited", 1),
+                                   ("cancelled", "", 1)):
+            lbl = {**base, "retryscope_outcome": outcome}
+            if reason:
+                lbl["retryscope_throttle_reason"] = reason
+            counter("retryscope_refused_total", lbl, k)
         for src, k, med in (("retry_after", 3, 1.5), ("rate_limit", 6, 0.3), ("adaptive", 2, 0.1)):
             histogram("retryscope_pace_held_seconds", {**base, "retryscope_pace_source": src}, k, med)
         gauge("retryscope_pace_rate_per_second", base, "5x40 0x10 2-0.01x29")

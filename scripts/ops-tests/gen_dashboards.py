@@ -172,7 +172,7 @@ def quantile(q, metric, by):
 
 
 OUTCOME_COLORS = [("success", "green"), ("failure", "orange"), ("exhausted", "red"),
-                  ("throttled", "purple"), ("cancelled", "text")]
+                  ("throttled", "purple"), ("cancelled", "text"), ("refused", "dark-purple")]
 BREAKER_MAPPINGS = [{"type": "value", "options": {
     "0": {"text": "closed", "color": "green", "index": 0},
     "1": {"text": "half-open", "color": "yellow", "index": 1},
@@ -209,9 +209,12 @@ def overview():
     p.append(timeseries(
         4, "Outcomes",
         "Finished operations per second by retryscope_outcome (success, failure = permanent error, "
-        "exhausted = attempts or deadline used up, throttled = budget or breaker, cancelled).",
+        "exhausted = attempts or deadline used up, throttled = budget or breaker, cancelled), and "
+        "refused = calls that ended before any attempt was sent (retryscope_refused_total: an open "
+        "breaker, a spent budget, the pacer, or the caller giving up while held).",
         [target(rate("retryscope_request_duration_seconds_count", by="retryscope_outcome"),
-                "{{retryscope_outcome}}", "A")],
+                "{{retryscope_outcome}}", "A"),
+         target(f"sum(rate(retryscope_refused_total{{{SEL}}}[{RI}]))", "refused", "B")],
         {"h": 8, "w": W, "x": 12, "y": 9}, unit="reqps", stack=True,
         overrides=[color_override(n, c) for n, c in OUTCOME_COLORS]))
     p.append(timeseries(

@@ -177,6 +177,15 @@ def main(argv):
                     query = query.replace(k, SUBST[k])
                 data = api(prom_port, "/api/v1/query", query=query)
                 check(f"{dash['title']} / {title} / {ref} returns data", bool(data["result"]), query)
+        # The guarded storm's open breaker and the paced gateway refuse calls
+        # before any attempt: counted apart, never as operations with 0 attempts
+        # (which the attempt figures would read as "needed a retry").
+        zero = api(prom_port, "/api/v1/query",
+                   query='retryscope_request_duration_seconds_count{retryscope_attempts="0"}')["result"]
+        check("no operation is recorded with 0 attempts", not zero, json.dumps(zero)[:1000])
+        refused = api(prom_port, "/api/v1/query", query="sum(retryscope_refused_total)")["result"]
+        check("calls refused before any attempt are counted in retryscope_refused_total",
+              bool(refused) and float(refused[0]["value"][1]) > 0, json.dumps(refused))
     finally:
         for p in procs:
             p.terminate()

@@ -2,65 +2,25 @@
 //! of a client shared by many callers — for both integrations. Arithmetic on
 //! tokio's paused clock; the herd's return on the wall clock.
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use retryscope::{Pacer, Policy, StopReason};
-use retryscope_reqwest::RetryMiddleware;
 use retryscope_test_support::{Reply, Server};
-use retryscope_tower::{RetryLayer, RetryService};
 use std::time::Duration;
 use tokio::time::Instant;
-use tower::{Service, ServiceBuilder, ServiceExt};
 
 mod common;
 
-use common::{Answer, BOTH, Integration};
-
-/// One client of either integration, cloned by every caller, as a service
-/// shares one: the guards behind it are the same for all.
-#[derive(Clone)]
-enum Client {
-    Reqwest(reqwest_middleware::ClientWithMiddleware),
-    Tower(Box<RetryService<HyperClient<HttpConnector, Full<Bytes>>>>),
-}
+use common::{Answer, BOTH, Client, Integration, Setup};
 
 impl Integration {
     /// A client with `policy` and default guards (budget, breaker, pacer),
     /// without telemetry.
-    fn client(self, policy: Policy) -> Client {
+    fn pacing_client(self, policy: Policy) -> Client {
         self.client_pacing_with(policy, Pacer::new)
     }
 
     /// The same client, its pacers made by `pacer`.
     fn client_pacing_with(self, policy: Policy, pacer: fn() -> Pacer) -> Client {
-        match self {
-            Integration::Reqwest => Client::Reqwest(
-                reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
-                    .with(RetryMiddleware::builder(policy).pacer_per_dependency(pacer).no_telemetry().build())
-                    .build(),
-            ),
-            Integration::Tower => {
-                let inner = HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-                let layer = RetryLayer::builder(policy).pacer_per_dependency(pacer).no_telemetry().build();
-                Client::Tower(Box::new(ServiceBuilder::new().layer(layer).service(inner)))
-            }
-        }
-    }
-}
-
-impl Client {
-    async fn get(&self, url: &str) -> Answer {
-        match self {
-            Client::Reqwest(client) => Answer::of_reqwest(client.get(url).send().await),
-            Client::Tower(service) => {
-                let request = http::Request::get(url).body(Full::default()).expect("valid request");
-                let mut service = (**service).clone();
-                Answer::of_tower(async { service.ready().await?.call(request).await }.await)
-            }
-        }
+        self.client(Setup::new(policy).pacer_per_dependency(pacer))
     }
 }
 
@@ -101,7 +61,7 @@ async fn one_429_holds_back_every_caller_and_they_return_spread() {
     for integration in BOTH {
         let server = Server::start().await;
         server.script("/api", [Reply::with_header(429, "retry-after", "2")]);
-        let client = integration.client(once());
+        let client = integration.pacing_client(once());
         let url = server.url("/api");
         let told = client.get(&url).await;
         assert_eq!(told, Answer::Status(429), "{integration:?}");
@@ -134,7 +94,7 @@ async fn a_quota_on_a_success_paces_the_calls_that_follow() {
             "/api",
             [Reply::Status(200, vec![("ratelimit", r#""default";r=2;t=3"#.to_owned())], "first")],
         );
-        let client = integration.client(policy(Duration::from_secs(15)));
+        let client = integration.pacing_client(policy(Duration::from_secs(15)));
         let url = server.url("/api");
         assert_eq!(client.get(&url).await, Answer::Status(200), "{integration:?}");
         let reported_at = server.seen()[0].at;
@@ -162,13 +122,13 @@ async fn an_exhausted_quota_is_waited_out_or_refused_at_once() {
         server.script("/api", [exhausted(), exhausted(), exhausted()]);
         let url = server.url("/api");
 
-        let patient = integration.client(policy(Duration::from_secs(15)));
+        let patient = integration.pacing_client(policy(Duration::from_secs(15)));
         assert_eq!(patient.get(&url).await, Answer::Status(200), "{integration:?}");
         let start = Instant::now();
         assert_eq!(patient.get(&url).await, Answer::Status(200), "{integration:?}");
         assert!(start.elapsed() >= Duration::from_secs(2), "{integration:?}: {:?}", start.elapsed());
 
-        let hurried = integration.client(policy(Duration::from_millis(500)));
+        let hurried = integration.pacing_client(policy(Duration::from_millis(500)));
         assert_eq!(hurried.get(&url).await, Answer::Status(200), "{integration:?}");
         let seen = server.seen().len();
         let start = Instant::now();
@@ -204,7 +164,7 @@ async fn malformed_quota_headers_change_nothing() {
             "/api",
             malformed.iter().map(|(name, value)| Reply::Status(200, vec![(name, (*value).to_owned())], "ok")),
         );
-        let client = integration.client(policy(Duration::from_secs(15)));
+        let client = integration.pacing_client(policy(Duration::from_secs(15)));
         let url = server.url("/api");
         let start = Instant::now();
         for _ in 0..=malformed.len() {
@@ -226,7 +186,7 @@ async fn a_wave_of_429s_never_opens_the_breaker_and_an_outage_does() {
         for (status, opens) in [(429, false), (503, true)] {
             let server = Server::start().await;
             server.script("/api", (0..40).map(|_| Reply::status(status)));
-            let client = integration.client(once());
+            let client = integration.pacing_client(once());
             let url = server.url("/api");
             let mut refused = 0;
             for _ in 0..41 {
@@ -254,7 +214,7 @@ async fn a_call_cancelled_while_held_sends_nothing() {
     for integration in BOTH {
         let server = Server::start().await;
         server.script("/api", [Reply::with_header(503, "retry-after", "5")]);
-        let client = integration.client(once());
+        let client = integration.pacing_client(once());
         let url = server.url("/api");
         assert_eq!(client.get(&url).await, Answer::Status(503), "{integration:?}");
         let cancelled = tokio::time::timeout(Duration::from_secs(1), client.get(&url)).await;
@@ -297,7 +257,7 @@ async fn a_retrying_caller_does_not_lift_the_gate_for_the_others() {
     for integration in BOTH {
         let server = Server::start().await;
         server.script("/api", [Reply::with_header(429, "retry-after", "2")]);
-        let client = integration.client(policy(Duration::from_secs(15)));
+        let client = integration.pacing_client(policy(Duration::from_secs(15)));
         let url = server.url("/api");
         let told = tokio::spawn({
             let (client, url) = (client.clone(), url.clone());

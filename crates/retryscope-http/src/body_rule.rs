@@ -1,92 +1,11 @@
 //! Your own retry rule that reads the body: opt-in, for the responses it
 //! selects by their head, and bounded.
-//!
-//! A [`BodyRule`] is for the server that answers `200 {"status":"try again"}`
-//! and cannot be changed to say so in its head. It is asked in two steps:
-//!
-//! 1. [`wants_body`](BodyRule::wants_body) sees the status and headers. Only a
-//!    response it selects is read ahead; any other one — a download, a stream
-//!    of server-sent events — goes to the caller untouched, as without a rule.
-//! 2. The selected body is read up to the [`BodyLimit`] (at most
-//!    [`BodyLimit::MAX`], 1 MiB), and, if it ended within the limit,
-//!    [`verdict`](BodyRule::verdict) judges it. A longer body is not judged
-//!    (there is no `truncated` call: a rule that decides on half a JSON
-//!    document decides on a guess), and the other rules decide.
-//!
-//! # Nothing is lost
-//!
-//! When the response goes to the caller — the rule said success or permanent,
-//! gave no verdict, or the body was over the limit — it keeps its status,
-//! headers and URL, and its body is what was read ahead followed by the rest
-//! of the stream, byte for byte. Only a response the rule retries is dropped,
-//! with what was read of it.
-//!
-//! # What it costs
-//!
-//! - **Memory**: up to the limit per selected response in flight (the bytes
-//!   as they came; a body in several chunks is copied once more into one
-//!   buffer for the rule).
-//! - **Latency**: a selected response reaches the caller only once its body
-//!   ended or passed the limit — the caller can no longer start on the first
-//!   bytes early. Select narrowly: `status == 200` and a JSON content type,
-//!   not every response.
-//! - **Time**: the read is part of the attempt, so the policy's attempt
-//!   timeout (and its deadline) bound it: a server that sends its head and
-//!   then stalls the body fails the attempt as a timeout, retried as any
-//!   timeout is. A read error is a transport failure of the attempt
-//!   (`incomplete`, as the built-in transport rules say). The presets set
-//!   both; a policy with neither (`no_deadline` and no `attempt_timeout`)
-//!   leaves a stalled body to hold the call, as it would hold your own read.
-//!
-//! # Order of the rules
-//!
-//! The body rule first (it knows the most), then the head
-//! [`ResponseRule`](crate::rule::ResponseRule), then the built-in status
-//! rules: the first that gives a verdict decides. The request-safety guard
-//! then applies to whatever was decided, as for every rule: a POST without an
-//! `Idempotency-Key` is not run twice because its body said "try again".
-//!
-//! # Example
-//!
-//! ```
-//! use http::{HeaderMap, StatusCode};
-//! use retryscope::{ErrorType, Verdict};
-//! use retryscope_http::body_rule::{BodyLimit, BodyRule, body_rule_fn};
-//!
-//! // Read only 200s that say they are JSON; retry those that ask for it.
-//! let rule = body_rule_fn(
-//!     |status, headers| {
-//!         let json = headers.get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-//!         status == StatusCode::OK && json
-//!     },
-//!     |_status, _headers, body| {
-//!         let asked = body.windows(9).any(|w| w == b"try again");
-//!         asked.then_some(Verdict::retryable(ErrorType::Kind("try_again")))
-//!     },
-//! );
-//! let limit = BodyLimit::new(4 * 1024)?;
-//!
-//! let mut headers = HeaderMap::new();
-//! assert!(!rule.wants_body(StatusCode::OK, &headers), "not JSON: never read");
-//! headers.insert(http::header::CONTENT_TYPE, "application/json".parse()?);
-//! assert!(rule.wants_body(StatusCode::OK, &headers));
-//! let verdict = rule.verdict(StatusCode::OK, &headers, br#"{"status":"try again"}"#);
-//! assert_eq!(verdict, Some(Verdict::retryable(ErrorType::Kind("try_again"))));
-//!
-//! assert!(BodyLimit::new(0).is_err() && BodyLimit::new(BodyLimit::MAX + 1).is_err());
-//! # let _ = limit;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-//!
-//! Then `RetryMiddleware::builder(policy).retry_on_body(limit, rule)`
-//! (reqwest) or `RetryLayer::builder(policy).retry_on_body(limit, rule)`
-//! (tower, HTTP mode).
 
 use bytes::Buf;
 use http::{HeaderMap, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use retryscope::outcome::Verdict;
+use retryscope::Verdict;
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::error::Error as StdError;
@@ -98,9 +17,90 @@ use std::sync::Arc;
 ///
 /// Both methods are called on the task that made the request: keep them
 /// quick and free of I/O. The verdict means what a
-/// [`ResponseRule`](crate::rule::ResponseRule)'s does, and its `error.type`
+/// [`ResponseRule`](crate::ResponseRule)'s does, and its `error.type`
 /// must likewise be a fixed name (`ErrorType::Kind("try_again")`), never a
 /// value taken from the body.
+///
+/// A [`BodyRule`] is for the server that answers `200 {"status":"try again"}`
+/// and cannot be changed to say so in its head. It is asked in two steps:
+///
+/// 1. [`wants_body`](BodyRule::wants_body) sees the status and headers. Only a
+///    response it selects is read ahead; any other one — a download, a stream
+///    of server-sent events — goes to the caller untouched, as without a rule.
+/// 2. The selected body is read up to the [`BodyLimit`] (at most
+///    [`BodyLimit::MAX`], 1 MiB), and, if it ended within the limit,
+///    [`verdict`](BodyRule::verdict) judges it. A longer body is not judged
+///    (there is no `truncated` call: a rule that decides on half a JSON
+///    document decides on a guess), and the other rules decide.
+///
+/// # Nothing is lost
+///
+/// When the response goes to the caller — the rule said success or permanent,
+/// gave no verdict, or the body was over the limit — it keeps its status,
+/// headers and URL, and its body is what was read ahead followed by the rest
+/// of the stream, byte for byte. Only a response the rule retries is dropped,
+/// with what was read of it.
+///
+/// # What it costs
+///
+/// - **Memory**: up to the limit per selected response in flight (the bytes
+///   as they came; a body in several chunks is copied once more into one
+///   buffer for the rule).
+/// - **Latency**: a selected response reaches the caller only once its body
+///   ended or passed the limit — the caller can no longer start on the first
+///   bytes early. Select narrowly: `status == 200` and a JSON content type,
+///   not every response.
+/// - **Time**: the read is part of the attempt, so the policy's attempt
+///   timeout (and its deadline) bound it: a server that sends its head and
+///   then stalls the body fails the attempt as a timeout, retried as any
+///   timeout is. A read error is a transport failure of the attempt
+///   (`incomplete`, as the built-in transport rules say). The presets set
+///   both; a policy with neither (`no_deadline` and no `attempt_timeout`)
+///   leaves a stalled body to hold the call, as it would hold your own read.
+///
+/// # Order of the rules
+///
+/// The body rule first (it knows the most), then the head
+/// [`ResponseRule`](crate::ResponseRule), then the built-in status
+/// rules: the first that gives a verdict decides. The request-safety guard
+/// then applies to whatever was decided, as for every rule: a POST without an
+/// `Idempotency-Key` is not run twice because its body said "try again".
+///
+/// # Example
+///
+/// ```
+/// use http::{HeaderMap, StatusCode};
+/// use retryscope::{ErrorType, Verdict};
+/// use retryscope_http::{BodyLimit, BodyRule, body_rule_fn};
+///
+/// // Read only 200s that say they are JSON; retry those that ask for it.
+/// let rule = body_rule_fn(
+///     |status, headers| {
+///         let json = headers.get(http::header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+///         status == StatusCode::OK && json
+///     },
+///     |_status, _headers, body| {
+///         let asked = body.windows(9).any(|w| w == b"try again");
+///         asked.then_some(Verdict::retryable(ErrorType::Kind("try_again")))
+///     },
+/// );
+/// let limit = BodyLimit::new(4 * 1024)?;
+///
+/// let mut headers = HeaderMap::new();
+/// assert!(!rule.wants_body(StatusCode::OK, &headers), "not JSON: never read");
+/// headers.insert(http::header::CONTENT_TYPE, "application/json".parse()?);
+/// assert!(rule.wants_body(StatusCode::OK, &headers));
+/// let verdict = rule.verdict(StatusCode::OK, &headers, br#"{"status":"try again"}"#);
+/// assert_eq!(verdict, Some(Verdict::retryable(ErrorType::Kind("try_again"))));
+///
+/// assert!(BodyLimit::new(0).is_err() && BodyLimit::new(BodyLimit::MAX + 1).is_err());
+/// # let _ = limit;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// Then `RetryMiddleware::builder(policy).retry_on_body(limit, rule)`
+/// (reqwest) or `RetryLayer::builder(policy).retry_on_body(limit, rule)`
+/// (tower, HTTP mode).
 pub trait BodyRule: Send + Sync + 'static {
     /// Whether the body of a response with this head is read and judged.
     /// Select narrowly: every selected response is held back until its body

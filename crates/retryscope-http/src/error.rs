@@ -1,8 +1,44 @@
-//! The error both integrations return when a bug would otherwise resend a
-//! request that can only be sent once.
+//! The errors both integrations add: a request not retried because its body
+//! cannot be sent again, and the guard against a bug that would resend one.
 
 use std::error::Error as StdError;
 use std::fmt;
+
+/// Any error, boxed: what a failure is held as, whichever client produced it.
+type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// A request failed in a way that would have been retried, but its body could
+/// not be sent again: it was a stream, or (tower) larger than the replay limit.
+/// Its [`source`](StdError::source) is the failure.
+///
+/// In gRPC mode `retryscope-tower` returns a `tonic::Status` instead (a tonic
+/// client reads nothing else): the server's code, its message saying it was
+/// not retried, and `grpc::NOT_RETRIED` (`body-not-replayable`) in its metadata.
+#[derive(Debug)]
+pub struct NotRetried {
+    source: BoxError,
+}
+
+impl NotRetried {
+    /// Wraps the failure that was not retried; for the integrations.
+    #[doc(hidden)]
+    pub fn new(source: impl Into<BoxError>) -> Self {
+        Self { source: source.into() }
+    }
+}
+
+impl fmt::Display for NotRetried {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The failure itself is the source: a reporter that walks the chain prints it next.
+        f.write_str("not retried: the request body cannot be sent again, so it was sent once")
+    }
+}
+
+impl StdError for NotRetried {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&*self.source)
+    }
+}
 
 /// The engine asked for a second attempt of a request that can only be sent
 /// once. The classifiers prevent this; the error exists so that a bug cannot

@@ -9,14 +9,15 @@
 //! then sends the same header, and the request is retried under the usual
 //! transient-only rules, as one with a key of its own always was. A request
 //! that carries the header keeps it unchanged. Per request, an
-//! [`IdempotencyKey`] extension supplies a key or suppresses generation.
+//! [`KeyChoice`] extension supplies a key or suppresses generation.
 //!
 //! The value is an RFC 8941 String (`Idempotency-Key: "8e03978e-…"`), as the
 //! draft specifies.
 //!
 //! ```
 //! use http::{HeaderMap, Method};
-//! use retryscope_http::idempotency::{IdempotencyKey, IdempotencyKeys, KeySource};
+//! use retryscope_http::KeyChoice;
+//! use retryscope_http::__private::idempotency::{IdempotencyKeys, KeySource};
 //!
 //! let keys = IdempotencyKeys::default().generate();
 //!
@@ -29,7 +30,7 @@
 //!
 //! // A key of the caller's own, through the request's extensions.
 //! let mut extensions = http::Extensions::new();
-//! extensions.insert(IdempotencyKey::new("order-7781")?);
+//! extensions.insert(KeyChoice::new("order-7781")?);
 //! let mut headers = HeaderMap::new();
 //! assert_eq!(keys.apply(&Method::POST, &mut headers, &extensions, true), Some(KeySource::Caller));
 //! assert_eq!(headers["idempotency-key"], r#""order-7781""#);
@@ -44,13 +45,13 @@ use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method};
 use retryscope::classify::is_idempotent_method;
 use std::fmt;
 
-/// The draft's header, `Idempotency-Key` (lowercase, as [`HeaderMap`] keeps it).
-pub const DEFAULT_HEADER: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
+/// The draft's header, `Idempotency-Key` (lowercase, as [`HeaderMap`] keeps
+/// it): [`retryscope::classify::IDEMPOTENCY_KEY`] as a header name.
+const DEFAULT_HEADER: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
 
-/// The longest key [`IdempotencyKey::new`] accepts, in bytes (before quoting):
-/// [`retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN`], the limit the server
-/// layer (retryscope-idempotency) accepts too.
-pub const MAX_KEY_LEN: usize = retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
+/// The longest key [`KeyChoice::new`] accepts, in bytes (before quoting): the
+/// limit the server layer (retryscope-idempotency) accepts too.
+const MAX_KEY_LEN: usize = retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
 
 /// What the integration does with idempotency keys: which header carries them,
 /// and whether it makes one for a request that has none.
@@ -61,7 +62,7 @@ pub struct IdempotencyKeys {
 }
 
 impl Default for IdempotencyKeys {
-    /// The [`DEFAULT_HEADER`], no key generated.
+    /// The draft's `Idempotency-Key` header, no key generated.
     fn default() -> Self {
         Self { header: DEFAULT_HEADER, generate: false }
     }
@@ -71,7 +72,7 @@ impl Default for IdempotencyKeys {
 /// (`retryscope.idempotency_key.generated`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KeySource {
-    /// The caller's: on the request already, or an [`IdempotencyKey`] extension.
+    /// The caller's: on the request already, or a [`KeyChoice`] extension.
     Caller,
     /// Made by the integration for this operation.
     Generated,
@@ -112,10 +113,10 @@ impl IdempotencyKeys {
     /// attempt is then sent with `headers` as they are after this), and says
     /// where it came from; `None`: the request goes without one.
     ///
-    /// In order: an [`IdempotencyKey`] in `extensions` with a key replaces the
+    /// In order: a [`KeyChoice`] in `extensions` with a key replaces the
     /// header; a header already there is kept as it is; otherwise, with
     /// generation on, a request whose `method` is not idempotent, whose body
-    /// is `replayable` and which did not [suppress](IdempotencyKey::suppress)
+    /// is `replayable` and which did not [suppress](KeyChoice::suppress)
     /// it gets a fresh UUID v4. A body that cannot be sent again gets no key:
     /// there will be no second attempt for it to protect.
     pub fn apply(
@@ -125,7 +126,7 @@ impl IdempotencyKeys {
         extensions: &Extensions,
         replayable: bool,
     ) -> Option<KeySource> {
-        let choice = extensions.get::<IdempotencyKey>().map(|key| &key.0);
+        let choice = extensions.get::<KeyChoice>().map(|key| &key.0);
         if let Some(Choice::Use(value)) = choice {
             headers.insert(self.header.clone(), value.clone());
             return Some(KeySource::Caller);
@@ -167,19 +168,19 @@ fn fresh_key() -> HeaderValue {
 /// `request.extensions_mut().insert(..)`).
 ///
 /// ```
-/// use retryscope_http::idempotency::IdempotencyKey;
+/// use retryscope_http::KeyChoice;
 ///
 /// let mut request = http::Request::post("http://127.0.0.1:8080/orders").body(())?;
 /// // The key of this order, the same if the caller itself sends it again later.
-/// request.extensions_mut().insert(IdempotencyKey::new("order-7781")?);
+/// request.extensions_mut().insert(KeyChoice::new("order-7781")?);
 ///
 /// let mut upload = http::Request::post("http://127.0.0.1:8080/uploads").body(())?;
 /// // No key for this one: it is sent once, as without `.idempotency_keys()`.
-/// upload.extensions_mut().insert(IdempotencyKey::suppress());
+/// upload.extensions_mut().insert(KeyChoice::suppress());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyKey(Choice);
+pub struct KeyChoice(Choice);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Choice {
@@ -188,20 +189,21 @@ enum Choice {
     Suppress,
 }
 
-impl IdempotencyKey {
+impl KeyChoice {
     /// Sends `key` as this request's idempotency key (an sf-string: quoted,
     /// `"` and `\` escaped), whether or not generation is on, replacing any
-    /// the request carries. `key` must be 1 to [`MAX_KEY_LEN`] bytes of
+    /// the request carries. `key` must be 1 to
+    /// [`MAX_IDEMPOTENCY_KEY_LEN`](retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN) bytes of
     /// printable ASCII (space to `~`), what an RFC 8941 String can hold.
-    pub fn new(key: &str) -> Result<Self, InvalidIdempotencyKey> {
+    pub fn new(key: &str) -> Result<Self, KeyChoiceError> {
         if key.is_empty() {
-            return Err(InvalidIdempotencyKey::Empty);
+            return Err(KeyChoiceError::Empty);
         }
         if key.len() > MAX_KEY_LEN {
-            return Err(InvalidIdempotencyKey::TooLong { len: key.len(), limit: MAX_KEY_LEN });
+            return Err(KeyChoiceError::TooLong { len: key.len(), limit: MAX_KEY_LEN });
         }
         if let Some(at) = key.bytes().position(|b| !(0x20..=0x7e).contains(&b)) {
-            return Err(InvalidIdempotencyKey::NotPrintableAscii { at });
+            return Err(KeyChoiceError::NotPrintableAscii { at });
         }
         let mut quoted = Vec::with_capacity(key.len() + 2);
         quoted.push(b'"');
@@ -214,7 +216,7 @@ impl IdempotencyKey {
         quoted.push(b'"');
         HeaderValue::from_bytes(&quoted)
             .map(|value| Self(Choice::Use(value)))
-            .map_err(|_| InvalidIdempotencyKey::NotPrintableAscii { at: 0 })
+            .map_err(|_| KeyChoiceError::NotPrintableAscii { at: 0 })
     }
 
     /// Makes no key for this request: without one of its own, a
@@ -234,16 +236,16 @@ impl IdempotencyKey {
     }
 }
 
-/// Why [`IdempotencyKey::new`] refused a key.
+/// Why [`KeyChoice::new`] refused a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InvalidIdempotencyKey {
+pub enum KeyChoiceError {
     /// An empty key: the draft's servers reject it.
     Empty,
     /// Longer than `limit` bytes.
     TooLong {
         /// The key's length in bytes.
         len: usize,
-        /// [`MAX_KEY_LEN`].
+        /// [`MAX_IDEMPOTENCY_KEY_LEN`](retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN).
         limit: usize,
     },
     /// A byte outside printable ASCII, at byte offset `at`: an sf-string
@@ -254,7 +256,7 @@ pub enum InvalidIdempotencyKey {
     },
 }
 
-impl fmt::Display for InvalidIdempotencyKey {
+impl fmt::Display for KeyChoiceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Empty => f.write_str("an idempotency key cannot be empty"),
@@ -268,7 +270,7 @@ impl fmt::Display for InvalidIdempotencyKey {
     }
 }
 
-impl std::error::Error for InvalidIdempotencyKey {}
+impl std::error::Error for KeyChoiceError {}
 
 #[cfg(test)]
 mod tests {
@@ -330,7 +332,7 @@ mod tests {
     fn suppression_makes_no_key_but_keeps_the_callers() {
         let keys = IdempotencyKeys::default().generate();
         let mut extensions = Extensions::new();
-        extensions.insert(IdempotencyKey::suppress());
+        extensions.insert(KeyChoice::suppress());
         assert_eq!(apply(&keys, Method::POST, &extensions).0, None);
         let mut headers = HeaderMap::new();
         headers.insert(DEFAULT_HEADER, HeaderValue::from_static("\"mine\""));
@@ -342,7 +344,7 @@ mod tests {
         let name = HeaderName::from_static("x-request-key");
         let keys = IdempotencyKeys::default().header(name.clone());
         let mut extensions = Extensions::new();
-        extensions.insert(IdempotencyKey::new(r#"a"b\c"#).expect("printable"));
+        extensions.insert(KeyChoice::new(r#"a"b\c"#).expect("printable"));
         let mut headers = HeaderMap::new();
         headers.insert(name.clone(), HeaderValue::from_static("old"));
         assert_eq!(keys.apply(&Method::POST, &mut headers, &extensions, true), Some(KeySource::Caller));
@@ -352,15 +354,15 @@ mod tests {
 
     #[test]
     fn unusable_keys_are_refused_with_the_reason() {
-        assert_eq!(IdempotencyKey::new(""), Err(InvalidIdempotencyKey::Empty));
+        assert_eq!(KeyChoice::new(""), Err(KeyChoiceError::Empty));
         assert_eq!(
-            IdempotencyKey::new(&"k".repeat(10_000)),
-            Err(InvalidIdempotencyKey::TooLong { len: 10_000, limit: MAX_KEY_LEN })
+            KeyChoice::new(&"k".repeat(10_000)),
+            Err(KeyChoiceError::TooLong { len: 10_000, limit: MAX_KEY_LEN })
         );
-        assert_eq!(IdempotencyKey::new("clé"), Err(InvalidIdempotencyKey::NotPrintableAscii { at: 2 }));
-        assert_eq!(IdempotencyKey::new("a\tb"), Err(InvalidIdempotencyKey::NotPrintableAscii { at: 1 }));
+        assert_eq!(KeyChoice::new("clé"), Err(KeyChoiceError::NotPrintableAscii { at: 2 }));
+        assert_eq!(KeyChoice::new("a\tb"), Err(KeyChoiceError::NotPrintableAscii { at: 1 }));
         assert_eq!(
-            InvalidIdempotencyKey::TooLong { len: 300, limit: 255 }.to_string(),
+            KeyChoiceError::TooLong { len: 300, limit: 255 }.to_string(),
             "an idempotency key of 300 bytes is longer than the limit of 255"
         );
     }

@@ -2,25 +2,25 @@
 //!
 //! `retryscope-reqwest` (reqwest-middleware) and `retryscope-tower` (tower,
 //! HTTP and gRPC) make the same decisions about every request: which settings a
-//! caller may override per request ([`RetryOptions`]), where the metrics go
-//! ([`Telemetry`]), whether running a request again is safe ([`safety`]), what a
-//! transport failure means ([`transport`]), what an HTTP attempt span says
-//! ([`spans`]), which idempotency key a request carries on every attempt
-//! ([`idempotency`]), what the caller gets when the engine stops ([`shape`]), and
-//! how a user's own rules for responses join the built-in ones ([`rule`],
-//! [`body_rule`]). This
-//! crate holds each of those once; the integrations add only what their
-//! libraries force on them (reqwest's error type and body, tower's service
-//! dance, replay bodies and gRPC).
+//! caller may override per request ([`RetryOptions`]), which idempotency key a
+//! request carries on every attempt ([`KeyChoice`]), how a user's own rules for
+//! responses join the built-in ones ([`ResponseRule`], [`BodyRule`]), what a
+//! request whose body cannot be sent again ends with ([`NotRetried`]), and what
+//! of a URL may reach telemetry ([`redact_url`]). This crate holds each of
+//! those once, and both integrations re-export them: users normally name them
+//! through `retryscope_reqwest` or `retryscope_tower`.
 //!
 //! Why a crate of its own rather than a module of `retryscope-otel`: most of
 //! this is HTTP semantics, not telemetry, and `retryscope-otel` is also used
-//! by code that retries no HTTP at all. Users normally reach these items through
-//! the integration crates, which re-export what they need
-//! ([`retryscope_reqwest::RetryOptions`], [`retryscope_tower::RetryOptions`]).
+//! by code that retries no HTTP at all.
 //!
-//! [`retryscope_reqwest::RetryOptions`]: https://docs.rs/retryscope-reqwest
-//! [`retryscope_tower::RetryOptions`]: https://docs.rs/retryscope-tower
+//! # Not public: the integrations' shared machinery
+//!
+//! The builders' shared settings and their setters, request safety, transport
+//! classification, attempt spans, result shaping and connection release live
+//! under `__private`, hidden from the docs: they are for `retryscope-reqwest`
+//! and `retryscope-tower` only, change with them, and are not covered by
+//! semver (see [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md)).
 //!
 //! # Further reading
 //!
@@ -30,26 +30,76 @@
 //!   [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
 //! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 
-pub mod body_rule;
+mod body_rule;
 mod error;
-pub mod idempotency;
+mod idempotency;
 mod options;
-pub mod release;
-pub mod rule;
-pub mod safety;
+mod redact;
+mod release;
+mod rule;
+mod safety;
 mod settings;
-pub mod shape;
-pub mod spans;
-pub mod transport;
+mod shape;
+mod spans;
+mod transport;
 
-pub use error::NotReplayable;
+pub use body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
+pub use error::NotRetried;
+pub use idempotency::{KeyChoice, KeyChoiceError};
 pub use options::RetryOptions;
-pub use settings::{ClientSettings, Telemetry, telemetry_state};
+pub use redact::{REDACTED, redact_url};
+pub use retryscope_otel::telemetry_state;
+pub use rule::{ResponseRule, rule_fn};
 
-/// Paths the [`shared_setters!`] macro expands to, so that an integration needs
-/// no extra dependency to use it.
+/// What `retryscope-reqwest` and `retryscope-tower` share beyond the public
+/// items: their builders' settings and setters, and the decisions both make
+/// about each request. Not part of the public API: no semver promise, changed
+/// whenever the integrations need.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::__shared_setters as shared_setters;
+    pub use crate::error::NotReplayable;
+    pub use crate::settings::{ClientSettings, Telemetry};
+
+    /// The per-response rules as the builders keep them.
+    pub mod rule {
+        pub use crate::rule::*;
+    }
+    /// The body rule as the builders keep it, and the read-ahead it drives.
+    pub mod body_rule {
+        pub use crate::body_rule::*;
+    }
+    /// Idempotency keys on the client: which header, generated or not.
+    pub mod idempotency {
+        pub use crate::idempotency::*;
+    }
+    /// Failed responses give their connection back before the wait.
+    pub mod release {
+        pub use crate::release::*;
+    }
+    /// Whether one request may run again.
+    pub mod safety {
+        pub use crate::safety::*;
+    }
+    /// What the caller gets when the engine stops.
+    pub mod shape {
+        pub use crate::shape::*;
+    }
+    /// HTTP client attempt spans.
+    pub mod spans {
+        pub use crate::spans::*;
+    }
+    /// What a failed request tells us.
+    pub mod transport {
+        pub use crate::transport::*;
+    }
+    /// The redaction's parts, for the fuzz targets.
+    pub mod redact {
+        pub use crate::redact::{is_sensitive, redact_every_query_value};
+    }
+
+    // Paths the setters expand to, so that an integration needs no extra
+    // dependency to use them.
     pub use http::HeaderName;
     pub use opentelemetry::metrics::Meter;
     pub use retryscope::classify::HttpClassifier;

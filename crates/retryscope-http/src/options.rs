@@ -15,14 +15,14 @@ use std::borrow::Cow;
 /// let mut request = http::Request::post("http://127.0.0.1:8080/invoices").body(()).unwrap();
 /// request
 ///     .extensions_mut()
-///     .insert(RetryOptions::new().operation("create_invoice").safe_to_retry().policy(Policy::background()));
-/// # assert!(request.extensions().get::<RetryOptions>().is_some_and(RetryOptions::is_safe_to_retry));
+///     .insert(RetryOptions::new().operation("create_invoice").idempotent().policy(Policy::background()));
+/// # assert!(request.extensions().get::<RetryOptions>().is_some_and(RetryOptions::is_idempotent));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct RetryOptions {
     policy: Option<Policy>,
     operation: Option<Cow<'static, str>>,
-    safe_to_retry: bool,
+    idempotent: bool,
 }
 
 impl RetryOptions {
@@ -46,13 +46,15 @@ impl RetryOptions {
         self
     }
 
-    /// Declares that running this request twice is harmless even though its method
-    /// is not idempotent and it carries no `Idempotency-Key`. It is then retried
+    /// Declares this request idempotent: running it twice is harmless even though
+    /// its method is not idempotent and it carries no `Idempotency-Key` (the one
+    /// word for "may run twice" in every integration, as sqlx's
+    /// `StatementBuilder::idempotent`). It is then retried
     /// with no key at all — unless the integration's `.idempotency_keys()` is on,
     /// which gives it one like any other POST, so that a server honouring keys
     /// runs it once anyway.
-    pub fn safe_to_retry(mut self) -> Self {
-        self.safe_to_retry = true;
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
         self
     }
 
@@ -66,8 +68,8 @@ impl RetryOptions {
         self.operation.as_deref()
     }
 
-    /// Whether [`safe_to_retry`](Self::safe_to_retry) was called.
-    pub fn is_safe_to_retry(&self) -> bool {
-        self.safe_to_retry
+    /// Whether [`idempotent`](Self::idempotent) was called.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
     }
 }

@@ -1,67 +1,8 @@
 //! Your own retry rule for HTTP responses, asked before the built-in ones.
-//!
-//! A [`ResponseRule`] looks at a response's status and headers and either
-//! decides ([`Some`] verdict) or leaves the decision to the built-in status
-//! rules ([`None`]). Both integrations take one through the same setter,
-//! `retry_rule`: `RetryMiddlewareBuilder::retry_rule` (retryscope-reqwest) and
-//! `RetryLayerBuilder::retry_rule` (retryscope-tower, HTTP mode).
-//!
-//! # Head rules see no body; body rules are opt-in and bounded
-//!
-//! A `ResponseRule` never sees the body: a body is a stream, and judging it
-//! means holding the response back until it has been read — which would break
-//! every streamed response (server-sent events, downloads, long-polling) if
-//! done for all of them. So a head rule costs nothing and reads nothing. When
-//! the server says "a 200 with an error body" in its head (`x-retry: please`,
-//! an error-code header, a `Retry-After` on a 200), a head rule is all you
-//! need, as in the example below.
-//!
-//! When only the body says it, use a [`BodyRule`](crate::body_rule::BodyRule)
-//! (`retry_on_body`): it selects, by the head, the few responses whose body
-//! it reads (a JSON 200, say), reads them up to a limit of at most 1 MiB
-//! within the attempt's timeout, and hands the caller the whole body whatever
-//! it decides. What that costs — the selected responses' bytes held in memory
-//! and their late delivery to the caller — is in
-//! [`body_rule`](crate::body_rule). The body rule is asked first, then the
-//! head rule, then the built-in rules.
-//!
-//! # What a rule cannot override
-//!
-//! The rule's verdict goes through the same request-safety guard as the
-//! built-in one ([`safety::Safety::guard`](crate::safety::Safety::guard)): a
-//! rule that says "retry" for a POST without an `Idempotency-Key` (and not
-//! marked [`safe_to_retry`](crate::RetryOptions::safe_to_retry)) makes it
-//! unrepeatable, and the POST runs once. A body that cannot be sent again is
-//! never retried either, and retrying at one layer still applies. The policy,
-//! the deadline, the budget and the breaker bound the retries a rule asks for,
-//! as they bound all others.
-//!
-//! # Example
-//!
-//! ```
-//! use http::{HeaderMap, StatusCode};
-//! use retryscope::{ErrorType, Verdict};
-//! use retryscope_http::rule::{ResponseRule, rule_fn};
-//!
-//! // The server marks a 200 whose body is an error with `x-retry: please`.
-//! let rule = rule_fn(|status, headers| {
-//!     let asked = headers.get("x-retry").is_some_and(|v| v == "please");
-//!     (status == StatusCode::OK && asked).then_some(Verdict::retryable(ErrorType::Kind("x_retry")))
-//! });
-//!
-//! let mut headers = HeaderMap::new();
-//! assert_eq!(rule.verdict(StatusCode::OK, &headers), None, "the built-in rules decide");
-//! headers.insert("x-retry", "please".parse()?);
-//! assert_eq!(rule.verdict(StatusCode::OK, &headers), Some(Verdict::retryable(ErrorType::Kind("x_retry"))));
-//! # Ok::<(), http::header::InvalidHeaderValue>(())
-//! ```
-//!
-//! Then `RetryMiddleware::builder(policy).retry_rule(rule)` (reqwest) or
-//! `RetryLayer::builder(policy).retry_rule(rule)` (tower).
 
 use http::{HeaderMap, StatusCode};
+use retryscope::Verdict;
 use retryscope::classify::HttpClassifier;
-use retryscope::outcome::Verdict;
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -70,8 +11,8 @@ use std::time::SystemTime;
 /// returns a verdict, or `None` to let the built-in status rules decide.
 ///
 /// Called once per response, on the task that made the request: keep it quick
-/// and free of I/O. It sees no body — see the [module documentation](self)
-/// for why, and [`BodyRule`](crate::body_rule::BodyRule) for a rule that does.
+/// and free of I/O. It sees no body — see [below](#head-rules-see-no-body-body-rules-are-opt-in-and-bounded)
+/// for why, and [`BodyRule`](crate::BodyRule) for a rule that does.
 ///
 /// What the verdict means:
 ///
@@ -89,6 +30,65 @@ use std::time::SystemTime;
 ///
 /// Any `Fn(StatusCode, &HeaderMap) -> Option<Verdict>` closure is a rule;
 /// [`rule_fn`] helps the compiler infer its argument types.
+///
+/// A [`ResponseRule`] looks at a response's status and headers and either
+/// decides ([`Some`] verdict) or leaves the decision to the built-in status
+/// rules ([`None`]). Both integrations take one through the same setter,
+/// `retry_rule`: `RetryMiddlewareBuilder::retry_rule` (retryscope-reqwest) and
+/// `RetryLayerBuilder::retry_rule` (retryscope-tower, HTTP mode).
+///
+/// # Head rules see no body; body rules are opt-in and bounded
+///
+/// A `ResponseRule` never sees the body: a body is a stream, and judging it
+/// means holding the response back until it has been read — which would break
+/// every streamed response (server-sent events, downloads, long-polling) if
+/// done for all of them. So a head rule costs nothing and reads nothing. When
+/// the server says "a 200 with an error body" in its head (`x-retry: please`,
+/// an error-code header, a `Retry-After` on a 200), a head rule is all you
+/// need, as in the example below.
+///
+/// When only the body says it, use a [`BodyRule`](crate::BodyRule)
+/// (`retry_on_body`): it selects, by the head, the few responses whose body
+/// it reads (a JSON 200, say), reads them up to a limit of at most 1 MiB
+/// within the attempt's timeout, and hands the caller the whole body whatever
+/// it decides. What that costs — the selected responses' bytes held in memory
+/// and their late delivery to the caller — is in
+/// [`BodyRule`](crate::BodyRule). The body rule is asked first, then the
+/// head rule, then the built-in rules.
+///
+/// # What a rule cannot override
+///
+/// The rule's verdict goes through the same request-safety guard as the
+/// built-in one: a
+/// rule that says "retry" for a POST without an `Idempotency-Key` (and not
+/// marked [`idempotent`](crate::RetryOptions::idempotent)) makes it
+/// unrepeatable, and the POST runs once. A body that cannot be sent again is
+/// never retried either, and retrying at one layer still applies. The policy,
+/// the deadline, the budget and the breaker bound the retries a rule asks for,
+/// as they bound all others.
+///
+/// # Example
+///
+/// ```
+/// use http::{HeaderMap, StatusCode};
+/// use retryscope::{ErrorType, Verdict};
+/// use retryscope_http::{ResponseRule, rule_fn};
+///
+/// // The server marks a 200 whose body is an error with `x-retry: please`.
+/// let rule = rule_fn(|status, headers| {
+///     let asked = headers.get("x-retry").is_some_and(|v| v == "please");
+///     (status == StatusCode::OK && asked).then_some(Verdict::retryable(ErrorType::Kind("x_retry")))
+/// });
+///
+/// let mut headers = HeaderMap::new();
+/// assert_eq!(rule.verdict(StatusCode::OK, &headers), None, "the built-in rules decide");
+/// headers.insert("x-retry", "please".parse()?);
+/// assert_eq!(rule.verdict(StatusCode::OK, &headers), Some(Verdict::retryable(ErrorType::Kind("x_retry"))));
+/// # Ok::<(), http::header::InvalidHeaderValue>(())
+/// ```
+///
+/// Then `RetryMiddleware::builder(policy).retry_rule(rule)` (reqwest) or
+/// `RetryLayer::builder(policy).retry_rule(rule)` (tower).
 pub trait ResponseRule: Send + Sync + 'static {
     /// The verdict on a response with `status` and `headers`, or `None` to let
     /// the built-in rules decide.
@@ -164,8 +164,8 @@ mod tests {
     use crate::safety::Safety;
     use http::Method;
     use retryscope::ErrorType;
+    use retryscope::Hint;
     use retryscope::classify::Stage;
-    use retryscope::outcome::Hint;
     use std::time::Duration;
 
     const ASKED: ErrorType = ErrorType::Kind("x_retry");

@@ -3,18 +3,24 @@
 
 use crate::RetryOptions;
 use crate::idempotency::KeySource;
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, Method};
-use retryscope::classify::{Stage, may_retry};
-use retryscope::outcome::Verdict;
+use retryscope::classify::{Stage, has_idempotency_key, may_retry};
+use retryscope::{ErrorType, Verdict};
+use std::time::SystemTime;
 
 /// What decides whether one request may be retried, computed once per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Safety {
     /// Whether the request may run again after it reached the server: an
     /// idempotent method, an idempotency key (the caller's or one
-    /// [generated](crate::idempotency)), or the caller's
-    /// [`safe_to_retry`](RetryOptions::safe_to_retry).
+    /// generated), or the caller's
+    /// [`idempotent`](RetryOptions::idempotent).
     pub safe_after_sent: bool,
+    /// Whether the request carries an idempotency key (its own or a
+    /// generated one): a server that honours keys may answer a repeat that
+    /// arrives while the first runs with 409 and a `Retry-After`.
+    pub keyed: bool,
     /// Whether the body can be sent again at all.
     pub replayable: bool,
     /// The request being served is itself a retry (retrying at one layer):
@@ -28,6 +34,7 @@ impl Safety {
     pub fn of(method: &Method, headers: &HeaderMap, options: &RetryOptions, replayable: bool) -> Self {
         Self {
             safe_after_sent: safe_after_sent(method, headers, options),
+            keyed: has_idempotency_key(headers),
             replayable,
             retried_upstream: false,
         }
@@ -39,7 +46,31 @@ impl Safety {
     /// the draft's `Idempotency-Key` counts already, a renamed header only so.
     pub fn with_key(mut self, key: Option<KeySource>) -> Self {
         self.safe_after_sent |= key.is_some();
+        self.keyed |= key.is_some();
         self
+    }
+
+    /// A key in flight is not a failure: on a keyed request, a 409 that
+    /// carries a `Retry-After` is the idempotency-key layer's answer to a
+    /// repeat that arrived while the first request with the key still runs
+    /// (an attempt that timed out, say). Retried after the server's wait, the
+    /// request gets the first one's response replayed, so the verdict becomes
+    /// retryable with that hint (within the deadline, charged to the budget;
+    /// a breaker hears nothing: a 409 is a healthy server answering). Any
+    /// other 409 — without `Retry-After`, or on a request without a key —
+    /// keeps the verdict it had (final by default).
+    pub fn key_in_flight(&self, verdict: Verdict, headers: &HeaderMap, now: SystemTime) -> Verdict {
+        const CONFLICT: ErrorType = ErrorType::Status(409);
+        match verdict {
+            Verdict::Permanent { error: CONFLICT } if self.keyed && headers.contains_key(RETRY_AFTER) => {
+                match retryscope::hints::from_headers(headers, now) {
+                    Some(hint) => Verdict::Retryable { error: CONFLICT, hint: Some(hint) },
+                    // A `Retry-After` that cannot be read says no wait: final as before.
+                    None => verdict,
+                }
+            }
+            verdict => verdict,
+        }
     }
 
     /// Turns a retryable verdict into an unrepeatable one when retrying could
@@ -61,20 +92,20 @@ impl Safety {
 
 /// Whether a request with `method` and `headers` may run again after it
 /// reached the server: an idempotent method, an `Idempotency-Key`, or the
-/// caller's [`safe_to_retry`](RetryOptions::safe_to_retry).
+/// caller's [`idempotent`](RetryOptions::idempotent).
 ///
-/// `safe_to_retry` vouches that a duplicate is harmless: it retries with no
+/// `idempotent` vouches that a duplicate is harmless: it retries with no
 /// key at all. With the integration's `.idempotency_keys()` on, such a
 /// request gets a key too, so that a server that honours keys runs it once.
 pub fn safe_after_sent(method: &Method, headers: &HeaderMap, options: &RetryOptions) -> bool {
     // `Stage::Sent`: the question is whether it may run again once the server
     // may have seen it; before that, any request may.
-    may_retry(method, headers, options.is_safe_to_retry(), Stage::Sent)
+    may_retry(method, headers, options.is_idempotent(), Stage::Sent)
 }
 
 /// Whether a request may be hedged, that is run twice *at once*: only an
 /// idempotent method (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT,
-/// DELETE). An idempotency key or `safe_to_retry` makes a request safe to run
+/// DELETE). An idempotency key or `idempotent` makes a request safe to run
 /// again after an attempt failed, not concurrently with it: a server that
 /// follows the idempotency-key draft answers a copy that arrives while the
 /// first still runs with 409 Conflict, which would end the call. Such a
@@ -102,6 +133,35 @@ mod tests {
             .with_key(Some(KeySource::Generated));
         let retryable = Verdict::retryable(ErrorType::CONNECT);
         assert_eq!(safety.guard(retryable, Stage::Sent), retryable);
+    }
+
+    #[test]
+    fn a_keyed_requests_409_with_retry_after_is_retried_after_it_and_no_other_409_is() {
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let conflict = Verdict::permanent(ErrorType::Status(409));
+        let mut in_flight = HeaderMap::new();
+        in_flight.insert(RETRY_AFTER, http::HeaderValue::from_static("2"));
+        let mut keyed = HeaderMap::new();
+        keyed.insert(retryscope::classify::IDEMPOTENCY_KEY, http::HeaderValue::from_static("\"order-1\""));
+        let safety = Safety::of(&Method::POST, &keyed, &RetryOptions::new(), true);
+        match safety.key_in_flight(conflict, &in_flight, now) {
+            Verdict::Retryable { error: ErrorType::Status(409), hint: Some(hint) } => {
+                assert_eq!(hint.delay, std::time::Duration::from_secs(2));
+            }
+            other => panic!("retryable after the hint, got {other:?}"),
+        }
+        // A generated key counts the same.
+        let generated = Safety::of(&Method::POST, &HeaderMap::new(), &RetryOptions::new(), true)
+            .with_key(Some(KeySource::Generated));
+        assert!(matches!(generated.key_in_flight(conflict, &in_flight, now), Verdict::Retryable { .. }));
+        // No Retry-After (a `#not-replayable` key, an application's conflict): final.
+        assert_eq!(safety.key_in_flight(conflict, &HeaderMap::new(), now), conflict);
+        // No key: a 409 is the application's, final.
+        let unkeyed = Safety::of(&Method::POST, &HeaderMap::new(), &RetryOptions::new(), true);
+        assert_eq!(unkeyed.key_in_flight(conflict, &in_flight, now), conflict);
+        // Other verdicts pass through.
+        let unavailable = Verdict::retryable(ErrorType::Status(503));
+        assert_eq!(safety.key_in_flight(unavailable, &in_flight, now), unavailable);
     }
 
     #[test]

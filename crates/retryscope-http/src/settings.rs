@@ -1,5 +1,5 @@
 //! The builder settings every integration offers, and their one set of setters
-//! ([`shared_setters!`](crate::shared_setters)).
+//! (`__private::shared_setters!`).
 
 use crate::body_rule::SharedBodyRule;
 use crate::idempotency::IdempotencyKeys;
@@ -13,7 +13,8 @@ use retryscope_otel::{ATTEMPT_HEADER, Factory, OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
 
-/// Where an integration's metrics go.
+/// Where an integration's metrics go: the builders' record of the telemetry
+/// choice (not `retryscope_otel::Telemetry`, the providers a program sets up).
 #[derive(Debug, Clone, Default)]
 pub enum Telemetry {
     /// The global meter provider's, as it is when the layer is built.
@@ -34,20 +35,6 @@ impl Telemetry {
             Telemetry::Off => None,
         }
     }
-}
-
-/// Whether an integration's builder still records telemetry: its type
-/// parameter, `On` unless [`no_telemetry`](telemetry_state::Off) was called.
-/// The settings that only telemetry reads exist in `On` alone, so that a
-/// setting which could only be ignored does not compile.
-pub mod telemetry_state {
-    /// Telemetry on (the default): every telemetry setting is offered.
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct On;
-
-    /// After `no_telemetry()`: no metrics and no spans, so no setting about them.
-    #[derive(Debug, Clone, Copy, Default)]
-    pub struct Off;
 }
 
 /// The settings of an integration's builder that both integrations share.
@@ -155,9 +142,9 @@ impl fmt::Debug for ClientSettings {
 /// `impl` block of a builder with a `ClientSettings` field, to the setters of
 /// the groups named.
 ///
-/// - `telemetry`: `no_retry_log`, in every [telemetry state](telemetry_state);
-/// - `telemetry_on => BuilderInOff`: `meter`, `no_telemetry`, `operation_spans` (and the deprecated
-///   `without_telemetry`), in the builder's [`telemetry_state::On`] impl only;
+/// - `telemetry`: `no_retry_log`, in every telemetry state;
+/// - `telemetry_on => BuilderInOff`: `meter`, `no_telemetry`, `operation_spans`, in the
+///   builder's `telemetry_state::On` impl only;
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
@@ -165,7 +152,7 @@ impl fmt::Debug for ClientSettings {
 ///   `idempotency_key_header` — what only HTTP semantics use.
 #[doc(hidden)]
 #[macro_export]
-macro_rules! shared_setters {
+macro_rules! __shared_setters {
     ($($field:ident).+ : telemetry) => {
         /// Writes no retry log: no `retryscope.backoff` event per retry and no
         /// `retryscope.gave_up` event per give-up, whether or not telemetry is on.
@@ -183,7 +170,7 @@ macro_rules! shared_setters {
         /// Records metrics, and each dependency's budget and breaker gauges,
         /// with `meter` instead of the global meter provider's.
         pub fn meter(mut self, meter: &$crate::__private::Meter) -> Self {
-            self.$($field).+.telemetry = $crate::Telemetry::Meter(meter.clone());
+            self.$($field).+.telemetry = $crate::__private::Telemetry::Meter(meter.clone());
             self
         }
 
@@ -195,7 +182,7 @@ macro_rules! shared_setters {
         /// they could only be ignored, so setting one does not compile. Set
         /// before it, they are overridden by it, as any setting is by a later one.
         pub fn no_telemetry(mut self) -> $off {
-            self.$($field).+.telemetry = $crate::Telemetry::Off;
+            self.$($field).+.telemetry = $crate::__private::Telemetry::Off;
             self.$($field).+.operation_spans = false;
             self.into_telemetry_state()
         }
@@ -209,11 +196,6 @@ macro_rules! shared_setters {
             self
         }
 
-        /// Records no telemetry at all.
-        #[deprecated(since = "0.1.0", note = "renamed `no_telemetry`, like the other `no_*` settings")]
-        pub fn without_telemetry(self) -> $off {
-            self.no_telemetry()
-        }
     };
     ($($field:ident).+ : breaker) => {
         /// Gives each dependency a circuit breaker made by `make` (default:
@@ -265,17 +247,17 @@ macro_rules! shared_setters {
         /// Asks `rule` about every response before the built-in status rules:
         /// its verdict, when it gives one, replaces theirs; `None` leaves the
         /// decision to them. The rule sees the status and headers only (see
-        /// [`retryscope_http::rule`](retryscope_http::rule)); for the body, see
+        /// [`ResponseRule`](retryscope_http::ResponseRule)); for the body, see
         /// [`retry_on_body`](Self::retry_on_body).
         /// Request safety still applies to what it says: a POST without an
         /// `Idempotency-Key` is not run again because a rule asked for it.
         /// Setting a rule again replaces the previous one.
         ///
         /// A closure works too: `.retry_rule(rule_fn(|status, headers| ..))`
-        /// (with [`rule_fn`](retryscope_http::rule::rule_fn)), or a closure
+        /// (with [`rule_fn`](retryscope_http::rule_fn)), or a closure
         /// with typed arguments `|status: StatusCode, headers: &HeaderMap| ..`.
-        pub fn retry_rule(mut self, rule: impl $crate::rule::ResponseRule) -> Self {
-            self.$($field).+.rule = Some($crate::rule::SharedRule::new(rule));
+        pub fn retry_rule(mut self, rule: impl $crate::ResponseRule) -> Self {
+            self.$($field).+.rule = Some($crate::__private::rule::SharedRule::new(rule));
             self
         }
 
@@ -286,14 +268,14 @@ macro_rules! shared_setters {
         /// the limit is not judged; the caller always gets the whole body.
         /// The read is part of the attempt, bounded by the policy's attempt
         /// timeout and deadline. Request safety still applies to what the rule
-        /// says. See [`retryscope_http::body_rule`](retryscope_http::body_rule)
-        /// for what it costs. Setting a body rule again replaces the previous one.
+        /// says. See [`BodyRule`](retryscope_http::BodyRule) for what it
+        /// costs. Setting a body rule again replaces the previous one.
         pub fn retry_on_body(
             mut self,
-            limit: $crate::body_rule::BodyLimit,
-            rule: impl $crate::body_rule::BodyRule,
+            limit: $crate::BodyLimit,
+            rule: impl $crate::BodyRule,
         ) -> Self {
-            self.$($field).+.body_rule = Some($crate::body_rule::SharedBodyRule::new(limit, rule));
+            self.$($field).+.body_rule = Some($crate::__private::body_rule::SharedBodyRule::new(limit, rule));
             self
         }
 
@@ -330,7 +312,7 @@ macro_rules! shared_setters {
 
         /// Hedges idempotent requests instead of retrying them: a request
         /// that may run twice at once (GET, HEAD, OPTIONS, PUT, DELETE,
-        /// TRACE: [`may_hedge`](retryscope_http::safety::may_hedge); a POST
+        /// TRACE; a POST
         /// with an idempotency key is retried, not hedged, since a server
         /// honouring keys answers a concurrent copy with 409) and whose body can be sent
         /// again gets a second copy when the first has not answered after
@@ -363,9 +345,9 @@ macro_rules! shared_setters {
         /// thereby retried on transient failures as an idempotent one is. A
         /// key the request carries is kept unchanged; a streamed body gets
         /// none and is still sent once. Per request, an
-        /// [`IdempotencyKey`](retryscope_http::idempotency::IdempotencyKey)
+        /// [`KeyChoice`](retryscope_http::KeyChoice)
         /// extension supplies a key or suppresses this. Requests marked
-        /// `safe_to_retry` get a key too. Retrying is then only as safe as the
+        /// `idempotent` get a key too. Retrying is then only as safe as the
         /// server's handling of keys: it must answer a repeated key with the
         /// stored response (see `retryscope-idempotency`).
         pub fn idempotency_keys(mut self) -> Self {

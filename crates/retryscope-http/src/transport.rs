@@ -1,10 +1,10 @@
 //! What a failed request tells us: its `error.type`, whether it is worth
 //! retrying, and whether it could have reached the server.
 
-use crate::NotReplayable;
+use crate::error::NotReplayable;
 use retryscope::ErrorType;
+use retryscope::Verdict;
 use retryscope::classify::Stage;
-use retryscope::outcome::Verdict;
 use std::error::Error as StdError;
 
 /// The engine's view of one transport failure.

@@ -27,6 +27,7 @@ pub(crate) struct Settings {
     pub(crate) store_headers: Vec<HeaderName>,
     pub(crate) body_timeout: Duration,
     pub(crate) store_timeout: Duration,
+    pub(crate) in_flight_retry_after: Duration,
     pub(crate) route: Option<RouteOf>,
 }
 
@@ -36,6 +37,7 @@ impl Settings {
     pub(crate) const DEFAULT_MAX_BODY: usize = 1024 * 1024;
     pub(crate) const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
     pub(crate) const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(2);
+    pub(crate) const DEFAULT_IN_FLIGHT_RETRY_AFTER: Duration = Duration::from_secs(1);
 
     /// The claim's lease: never longer than the entry's life.
     pub(crate) fn lease(&self) -> Duration {
@@ -56,6 +58,7 @@ impl Default for Settings {
             store_headers: vec![CONTENT_TYPE, LOCATION, CONTENT_LOCATION, ETAG],
             body_timeout: Self::DEFAULT_BODY_TIMEOUT,
             store_timeout: Self::DEFAULT_STORE_TIMEOUT,
+            in_flight_retry_after: Self::DEFAULT_IN_FLIGHT_RETRY_AFTER,
             route: None,
         }
     }
@@ -74,6 +77,7 @@ impl fmt::Debug for Settings {
             .field("store_headers", &self.store_headers)
             .field("body_timeout", &self.body_timeout)
             .field("store_timeout", &self.store_timeout)
+            .field("in_flight_retry_after", &self.in_flight_retry_after)
             .field("route", &self.route.is_some())
             .finish()
     }

@@ -7,20 +7,22 @@ use std::fmt;
 
 use http::header::{HeaderMap, HeaderName};
 
-/// The header the draft defines, and the layer's default.
-pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
+/// The header the draft defines, and the layer's default:
+/// [`retryscope::classify::IDEMPOTENCY_KEY`] as a header name.
+pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
 
 /// The longest key accepted, in characters (the String's content, after
 /// unescaping): [`retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN`], the limit
 /// retryscope's clients hold their keys to as well.
-pub const MAX_KEY_LEN: usize = retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
+const MAX_KEY_LEN: usize = retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
 
 /// The longest header value read at all: a key of [`MAX_KEY_LEN`] characters,
 /// every one escaped, in quotes. Anything longer is refused before it is parsed.
 const MAX_VALUE_LEN: usize = 2 * MAX_KEY_LEN + 2;
 
 /// A valid idempotency key: the content of a non-empty Structured Field String
-/// of at most [`MAX_KEY_LEN`] printable ASCII characters.
+/// of at most [`MAX_IDEMPOTENCY_KEY_LEN`](retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN)
+/// printable ASCII characters.
 ///
 /// ```
 /// use retryscope_idempotency::IdempotencyKey;
@@ -28,7 +30,7 @@ const MAX_VALUE_LEN: usize = 2 * MAX_KEY_LEN + 2;
 /// let key = IdempotencyKey::parse(br#""8e03978e-40d5-43e8-bc93-6894a57f9324""#)?;
 /// assert_eq!(key.as_str(), "8e03978e-40d5-43e8-bc93-6894a57f9324");
 /// assert!(IdempotencyKey::parse(b"8e03978e").is_err()); // a Token, not a String
-/// # Ok::<(), retryscope_idempotency::KeyError>(())
+/// # Ok::<(), retryscope_idempotency::KeyHeaderError>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(String);
@@ -36,25 +38,25 @@ pub struct IdempotencyKey(String);
 impl IdempotencyKey {
     /// Parses one header value. Parameters on the Item are ignored, as RFC 8941
     /// asks of parameters a field does not define (the draft defines none).
-    pub fn parse(value: &[u8]) -> Result<Self, KeyError> {
+    pub fn parse(value: &[u8]) -> Result<Self, KeyHeaderError> {
         if value.len() > MAX_VALUE_LEN {
-            return Err(KeyError::TooLong { limit: MAX_KEY_LEN });
+            return Err(KeyHeaderError::TooLong { limit: MAX_KEY_LEN });
         }
         if !value.is_ascii() {
-            return Err(KeyError::NotAscii);
+            return Err(KeyHeaderError::NotAscii);
         }
         let item = sfv::Parser::new(value)
             .parse::<sfv::Item>()
-            .map_err(|source| KeyError::NotAString { source: source.into() })?;
+            .map_err(|source| KeyHeaderError::NotAString { source: source.into() })?;
         let Some(string) = item.bare_item.as_string() else {
-            return Err(KeyError::WrongType);
+            return Err(KeyHeaderError::WrongType);
         };
         let key = string.as_str();
         if key.is_empty() {
-            return Err(KeyError::Empty);
+            return Err(KeyHeaderError::Empty);
         }
         if key.len() > MAX_KEY_LEN {
-            return Err(KeyError::TooLong { limit: MAX_KEY_LEN });
+            return Err(KeyHeaderError::TooLong { limit: MAX_KEY_LEN });
         }
         Ok(Self(key.to_owned()))
     }
@@ -62,11 +64,11 @@ impl IdempotencyKey {
     /// Reads the key from `headers` under `name`: `Ok(None)` when the header is
     /// absent; an error when it is malformed or sent more than once (an Item
     /// field cannot be combined from several lines).
-    pub fn from_headers(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Self>, KeyError> {
+    pub fn from_headers(headers: &HeaderMap, name: &HeaderName) -> Result<Option<Self>, KeyHeaderError> {
         let mut values = headers.get_all(name).iter();
         let Some(first) = values.next() else { return Ok(None) };
         if values.next().is_some() {
-            return Err(KeyError::Repeated);
+            return Err(KeyHeaderError::Repeated);
         }
         Self::parse(first.as_bytes()).map(Some)
     }
@@ -92,12 +94,12 @@ impl fmt::Display for IdempotencyKey {
 /// Why an `Idempotency-Key` header was refused (the layer answers 400).
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum KeyError {
+pub enum KeyHeaderError {
     /// The String is empty.
     Empty,
     /// The key is longer than `limit` characters.
     TooLong {
-        /// [`MAX_KEY_LEN`].
+        /// [`MAX_IDEMPOTENCY_KEY_LEN`](retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN).
         limit: usize,
     },
     /// The value holds bytes outside ASCII (a Structured Field String cannot).
@@ -115,7 +117,7 @@ pub enum KeyError {
     Repeated,
 }
 
-impl fmt::Display for KeyError {
+impl fmt::Display for KeyHeaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Empty => f.write_str("the idempotency key is empty"),
@@ -130,7 +132,7 @@ impl fmt::Display for KeyError {
     }
 }
 
-impl Error for KeyError {
+impl Error for KeyHeaderError {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         match self {
             Self::NotAString { source } => Some(source.as_ref()),
@@ -153,19 +155,19 @@ mod tests {
 
     #[test]
     fn hostile_values_are_refused_with_their_reason() {
-        assert!(matches!(IdempotencyKey::parse(br#""""#), Err(KeyError::Empty)));
-        assert!(matches!(IdempotencyKey::parse(b""), Err(KeyError::NotAString { .. })));
-        assert!(matches!(IdempotencyKey::parse(b"token"), Err(KeyError::WrongType)));
-        assert!(matches!(IdempotencyKey::parse(b"42"), Err(KeyError::WrongType)));
-        assert!(matches!(IdempotencyKey::parse("\"clé\"".as_bytes()), Err(KeyError::NotAscii)));
-        assert!(matches!(IdempotencyKey::parse(br#""open"#), Err(KeyError::NotAString { .. })));
-        assert!(matches!(IdempotencyKey::parse(br#""a", "b""#), Err(KeyError::NotAString { .. })));
+        assert!(matches!(IdempotencyKey::parse(br#""""#), Err(KeyHeaderError::Empty)));
+        assert!(matches!(IdempotencyKey::parse(b""), Err(KeyHeaderError::NotAString { .. })));
+        assert!(matches!(IdempotencyKey::parse(b"token"), Err(KeyHeaderError::WrongType)));
+        assert!(matches!(IdempotencyKey::parse(b"42"), Err(KeyHeaderError::WrongType)));
+        assert!(matches!(IdempotencyKey::parse("\"clé\"".as_bytes()), Err(KeyHeaderError::NotAscii)));
+        assert!(matches!(IdempotencyKey::parse(br#""open"#), Err(KeyHeaderError::NotAString { .. })));
+        assert!(matches!(IdempotencyKey::parse(br#""a", "b""#), Err(KeyHeaderError::NotAString { .. })));
         let long = format!("\"{}\"", "k".repeat(MAX_KEY_LEN + 1));
-        assert!(matches!(IdempotencyKey::parse(long.as_bytes()), Err(KeyError::TooLong { .. })));
+        assert!(matches!(IdempotencyKey::parse(long.as_bytes()), Err(KeyHeaderError::TooLong { .. })));
         let longest = format!("\"{}\"", "k".repeat(MAX_KEY_LEN));
         assert!(IdempotencyKey::parse(longest.as_bytes()).is_ok());
         let huge = vec![b'k'; 10 * 1024];
-        assert!(matches!(IdempotencyKey::parse(&huge), Err(KeyError::TooLong { .. })));
+        assert!(matches!(IdempotencyKey::parse(&huge), Err(KeyHeaderError::TooLong { .. })));
     }
 
     #[test]
@@ -173,7 +175,10 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.append(IDEMPOTENCY_KEY, http::HeaderValue::from_static("\"a\""));
         headers.append(IDEMPOTENCY_KEY, http::HeaderValue::from_static("\"a\""));
-        assert!(matches!(IdempotencyKey::from_headers(&headers, &IDEMPOTENCY_KEY), Err(KeyError::Repeated)));
+        assert!(matches!(
+            IdempotencyKey::from_headers(&headers, &IDEMPOTENCY_KEY),
+            Err(KeyHeaderError::Repeated)
+        ));
         assert!(matches!(IdempotencyKey::from_headers(&HeaderMap::new(), &IDEMPOTENCY_KEY), Ok(None)));
     }
 }

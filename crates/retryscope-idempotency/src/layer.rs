@@ -128,6 +128,18 @@ impl<St: IdempotencyStore> IdempotencyLayer<St> {
         self
     }
 
+    /// The `Retry-After` of a 409 `#conflict`, the answer to a repeat that
+    /// arrives while the first request with its key still runs (default 1 s;
+    /// rounded up to whole seconds, as `Retry-After` carries them). A key in
+    /// flight is not a failure: retryscope's clients retry a keyed request's
+    /// 409 that carries a `Retry-After` after that wait (within their
+    /// deadline, charged to their budget) and get the first request's
+    /// response replayed; set it near the route's usual running time.
+    pub fn in_flight_retry_after(mut self, wait: Duration) -> Self {
+        self.settings.in_flight_retry_after = wait;
+        self
+    }
+
     /// Names each request's route for `http.route` on
     /// `retryscope.idempotency.requests` (bounded like the route of
     /// `retryscope.server.requests`), e.g. from axum's `MatchedRoute` when the

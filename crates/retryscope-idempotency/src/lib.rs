@@ -10,7 +10,7 @@
 //! |---|---|
 //! | first with a key | runs; its response (status, [kept headers](IdempotencyLayer::store_headers), body up to [`max_body`](IdempotencyLayer::max_body)) is kept for the [`ttl`](IdempotencyLayer::ttl) |
 //! | repeat, after completion | the kept response, with `Idempotency-Replayed: true` |
-//! | repeat, while the first runs | 409 Conflict |
+//! | repeat, while the first runs | 409 Conflict with `Retry-After` ([`in_flight_retry_after`](IdempotencyLayer::in_flight_retry_after), 1 s) |
 //! | same key, another request (method, path and query, body) | 422 Unprocessable Content |
 //! | no key, on a [key-requiring](IdempotencyLayer::require_key) resource | 400 Bad Request |
 //! | a malformed key | 400 Bad Request |
@@ -23,7 +23,8 @@
 //!
 //! # Where the draft leaves the choice (and what this layer chose)
 //!
-//! - **The key** is a Structured Field String of 1 to [`MAX_KEY_LEN`] printable
+//! - **The key** is a Structured Field String of 1 to
+//!   [`MAX_IDEMPOTENCY_KEY_LEN`](retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN) printable
 //!   ASCII characters; parameters are ignored; a header sent twice is refused.
 //! - **Keyed methods**: POST and PATCH ([`methods`](IdempotencyLayer::methods)).
 //! - **A 5xx or an error** from the service releases the key: the operation said
@@ -43,6 +44,12 @@
 //!   evict a live one (which would let its request run twice).
 //! - **A store that fails** gets 503 with `Retry-After: 1`; nothing runs that
 //!   could not be recorded.
+//! - **A repeat while the first runs** gets 409 `#conflict` *with a
+//!   `Retry-After`* (the draft gives the 409 none): a key in flight is not a
+//!   failure, so a client may come back for the first request's response.
+//!   retryscope's clients retry exactly that answer on a keyed request — a 409
+//!   with `Retry-After` — after the wait, and treat every other 409 (a
+//!   `#not-replayable` key, an application's conflict) as final.
 //! - **A claimed request runs to its end** in a task of its own even when the
 //!   caller goes away, so that the retry of a lost response finds it.
 //! - **A claim is leased** ([`lease`](IdempotencyLayer::lease), 5 min): a process
@@ -75,7 +82,8 @@ pub mod telemetry;
 pub use body::{BoxError, RequestBody, ResponseBody};
 pub use error::StoreError;
 pub use fingerprint::Fingerprint;
-pub use key::{IDEMPOTENCY_KEY, IdempotencyKey, KeyError, MAX_KEY_LEN};
+pub(crate) use key::IDEMPOTENCY_KEY;
+pub use key::{IdempotencyKey, KeyHeaderError};
 pub use layer::IdempotencyLayer;
 pub use response::{IDEMPOTENCY_REPLAYED, StoredResponse};
 pub use service::IdempotencyService;

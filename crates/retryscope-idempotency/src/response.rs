@@ -50,7 +50,7 @@ impl StoredResponse {
 pub(crate) enum Problem {
     MissingKey,
     InvalidKey,
-    Conflict,
+    Conflict { retry_after: Duration },
     Mismatch,
     NotReplayable,
     BodyTooLarge,
@@ -64,7 +64,7 @@ impl Problem {
     fn status(self) -> StatusCode {
         match self {
             Self::MissingKey | Self::InvalidKey | Self::BodyUnreadable => StatusCode::BAD_REQUEST,
-            Self::Conflict | Self::NotReplayable => StatusCode::CONFLICT,
+            Self::Conflict { .. } | Self::NotReplayable => StatusCode::CONFLICT,
             Self::Mismatch => StatusCode::UNPROCESSABLE_ENTITY,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -76,7 +76,7 @@ impl Problem {
         match self {
             Self::MissingKey => "Idempotency-Key is missing",
             Self::InvalidKey => "Idempotency-Key is invalid",
-            Self::Conflict => "A request is outstanding for this Idempotency-Key",
+            Self::Conflict { .. } => "A request is outstanding for this Idempotency-Key",
             Self::Mismatch => "Idempotency-Key is already used",
             Self::NotReplayable => {
                 "The request with this Idempotency-Key completed, but its response was not kept"
@@ -94,7 +94,7 @@ impl Problem {
         match self {
             Self::MissingKey => "missing-key",
             Self::InvalidKey => "invalid-key",
-            Self::Conflict => "conflict",
+            Self::Conflict { .. } => "conflict",
             Self::Mismatch => "mismatch",
             Self::NotReplayable => "not-replayable",
             Self::BodyTooLarge => "body-too-large",
@@ -124,7 +124,10 @@ impl Problem {
         // As the draft's examples: the titles are English.
         response.headers_mut().insert(CONTENT_LANGUAGE, HeaderValue::from_static("en"));
         let retry_after = match self {
-            Self::StoreFull { retry_after } => Some(retry_after.as_secs().max(1)),
+            // Whole seconds, rounded up: a shorter wait would be a request too early.
+            Self::Conflict { retry_after } | Self::StoreFull { retry_after } => {
+                Some(retry_after.as_secs().saturating_add(u64::from(retry_after.subsec_nanos() > 0)).max(1))
+            }
             Self::StoreUnavailable => Some(1),
             _ => None,
         };
@@ -165,5 +168,8 @@ mod tests {
         assert!(body.contains(r#""status":400"#), "{body}");
         let full = Problem::StoreFull { retry_after: Duration::from_millis(10) }.response(None);
         assert_eq!(full.headers()[RETRY_AFTER], "1");
+        let in_flight = Problem::Conflict { retry_after: Duration::from_millis(2_100) }.response(None);
+        assert_eq!(in_flight.status(), StatusCode::CONFLICT);
+        assert_eq!(in_flight.headers()[RETRY_AFTER], "3", "rounded up: never a retry too early");
     }
 }

@@ -182,7 +182,10 @@ where
         Ok(Claim::Held(entry)) => {
             return match entry.state {
                 EntryState::Completed(stored) => refuse(Outcome::Replayed, stored.replay()),
-                EntryState::InFlight => refuse(Outcome::Conflict, Problem::Conflict.response(None)),
+                EntryState::InFlight => {
+                    let retry_after = settings.in_flight_retry_after;
+                    refuse(Outcome::Conflict, Problem::Conflict { retry_after }.response(None))
+                }
                 EntryState::NotReplayable => {
                     refuse(Outcome::NotReplayable, Problem::NotReplayable.response(None))
                 }

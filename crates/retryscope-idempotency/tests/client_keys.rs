@@ -1,23 +1,27 @@
 //! Every key retryscope's clients send, this layer accepts: the keys
-//! `IdempotencyKey::new` allows (up to the one shared limit, escapes and all)
+//! `KeyChoice::new` allows (up to the one shared limit, escapes and all)
 //! and the ones `.idempotency_keys()` generates read back here as themselves,
 //! and a key one character over the limit is refused on the client, before
 //! it could be sent and answered 400.
 
-use http::{Extensions, HeaderMap, Method};
-use retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
-use retryscope_http::idempotency::{self as client, IdempotencyKeys, InvalidIdempotencyKey};
-use retryscope_idempotency::{IDEMPOTENCY_KEY, IdempotencyKey};
+use http::{Extensions, HeaderMap, HeaderName, Method};
+use retryscope::classify::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN};
+use retryscope_http::__private::idempotency::IdempotencyKeys;
+use retryscope_http::{KeyChoice, KeyChoiceError};
+use retryscope_idempotency::IdempotencyKey;
+
+/// The header both sides name, as the server layer reads it.
+const HEADER: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
 
 /// The header the client would send for `key`, read as this layer reads it.
 fn as_the_server_reads(
-    key: client::IdempotencyKey,
-) -> Result<Option<IdempotencyKey>, retryscope_idempotency::KeyError> {
+    key: KeyChoice,
+) -> Result<Option<IdempotencyKey>, retryscope_idempotency::KeyHeaderError> {
     let mut extensions = Extensions::new();
     extensions.insert(key);
     let mut headers = HeaderMap::new();
     IdempotencyKeys::default().apply(&Method::POST, &mut headers, &extensions, true);
-    IdempotencyKey::from_headers(&headers, &IDEMPOTENCY_KEY)
+    IdempotencyKey::from_headers(&headers, &HEADER)
 }
 
 #[test]
@@ -27,7 +31,7 @@ fn every_key_the_client_accepts_reads_back_as_itself() {
     // Every character escaped: the longest header value there can be.
     let longest_escaped = "\"\\".repeat(MAX_IDEMPOTENCY_KEY_LEN / 2) + "\"";
     for key in ["a", " leading space", printable.as_str(), longest_plain.as_str(), longest_escaped.as_str()] {
-        let sent = client::IdempotencyKey::new(key).expect("the client accepts it");
+        let sent = KeyChoice::new(key).expect("the client accepts it");
         let read = as_the_server_reads(sent).expect("the server accepts it").expect("a key");
         assert_eq!(read.as_str(), key);
     }
@@ -37,15 +41,12 @@ fn every_key_the_client_accepts_reads_back_as_itself() {
 fn one_character_over_the_limit_is_refused_by_the_client_before_it_is_sent() {
     let key = "k".repeat(MAX_IDEMPOTENCY_KEY_LEN + 1);
     assert_eq!(
-        client::IdempotencyKey::new(&key).err(),
-        Some(InvalidIdempotencyKey::TooLong {
-            len: MAX_IDEMPOTENCY_KEY_LEN + 1,
-            limit: MAX_IDEMPOTENCY_KEY_LEN
-        })
+        KeyChoice::new(&key).err(),
+        Some(KeyChoiceError::TooLong { len: MAX_IDEMPOTENCY_KEY_LEN + 1, limit: MAX_IDEMPOTENCY_KEY_LEN })
     );
     let mut headers = HeaderMap::new();
-    headers.insert(IDEMPOTENCY_KEY, format!("\"{key}\"").parse().expect("a header value"));
-    assert!(IdempotencyKey::from_headers(&headers, &IDEMPOTENCY_KEY).is_err(), "the server refuses it too");
+    headers.insert(HEADER, format!("\"{key}\"").parse().expect("a header value"));
+    assert!(IdempotencyKey::from_headers(&headers, &HEADER).is_err(), "the server refuses it too");
 }
 
 #[test]
@@ -53,6 +54,6 @@ fn a_generated_key_is_accepted() {
     let mut headers = HeaderMap::new();
     let keys = IdempotencyKeys::default().generate();
     keys.apply(&Method::POST, &mut headers, &Extensions::new(), true);
-    let read = IdempotencyKey::from_headers(&headers, &IDEMPOTENCY_KEY).expect("accepted").expect("a key");
+    let read = IdempotencyKey::from_headers(&headers, &HEADER).expect("accepted").expect("a key");
     assert_eq!(read.as_str().len(), 36, "a hyphenated UUID: {read}");
 }

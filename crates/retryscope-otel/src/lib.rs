@@ -129,6 +129,7 @@ mod propagate;
 #[cfg(feature = "otlp")]
 mod setup;
 mod spans;
+pub mod telemetry_state;
 mod upstream;
 
 pub use bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, bounded_operation, dependency_name};

@@ -35,6 +35,7 @@ struct Instruments {
     requests: Counter<u64>,
     retries: Counter<u64>,
     throttled: Counter<u64>,
+    refused: Counter<u64>,
     hedges: Counter<u64>,
     hedge_wins: Counter<u64>,
     attempt_duration: Histogram<f64>,
@@ -65,6 +66,11 @@ impl RetryMetrics {
                 names::THROTTLED,
                 names::UNIT_RETRY,
                 "Retries (or calls) refused by the retry budget, the circuit breaker or the pacer.",
+            ),
+            refused: counter(
+                names::REFUSED,
+                names::UNIT_REQUEST,
+                "Logical operations that ended before any attempt was sent.",
             ),
             hedges: counter(
                 names::HEDGES,
@@ -142,6 +148,19 @@ impl RetryMetrics {
         with_attrs!(common, [outcome, attempts], |attrs: &[KeyValue]| {
             self.inner.request_duration.record(duration.as_secs_f64(), attrs);
         });
+    }
+
+    /// An operation that ended before any attempt was sent: counted apart, so
+    /// that the operation histogram's attempt figures count attempts.
+    pub(crate) fn refused(&self, common: &Common, outcome: &'static str, reason: Option<&'static str>) {
+        let outcome = KeyValue::new(names::OUTCOME, outcome);
+        let add = |attrs: &[KeyValue]| self.inner.refused.add(1, attrs);
+        match reason {
+            Some(reason) => {
+                with_attrs!(common, [outcome, KeyValue::new(names::THROTTLE_REASON, reason)], add)
+            }
+            None => with_attrs!(common, [outcome], add),
+        }
     }
 
     pub(crate) fn throttled(&self, common: &Common, reason: &'static str) {

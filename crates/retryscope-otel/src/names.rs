@@ -18,8 +18,15 @@ pub const RETRIES: &str = "retryscope.retries";
 pub const THROTTLED: &str = "retryscope.throttled";
 /// Histogram `s`: the duration of every attempt.
 pub const ATTEMPT_DURATION: &str = "retryscope.attempt.duration";
-/// Histogram `s`: the duration of every logical operation, waits included.
+/// Histogram `s`: the duration of every logical operation that sent at least
+/// one attempt, waits included.
 pub const REQUEST_DURATION: &str = "retryscope.request.duration";
+/// Counter `{request}`: logical operations that ended before any attempt was
+/// sent (a breaker, budget or pacer refused the first, or the caller gave up
+/// while it was held), by [`OUTCOME`] and, when a guard refused it,
+/// [`THROTTLE_REASON`]. They are kept out of [`REQUEST_DURATION`], whose
+/// [`ATTEMPTS`] figures describe operations that made attempts.
+pub const REFUSED: &str = "retryscope.refused";
 /// Histogram `s`: every wait between attempts.
 pub const BACKOFF_DELAY: &str = "retryscope.backoff.delay";
 /// Counter `{request}`: incoming requests, by the attempt their caller says
@@ -40,7 +47,7 @@ pub const HEDGE_WINS: &str = "retryscope.hedge.wins";
 /// Observable gauge `{retry}`: how many retries the budget would allow now.
 pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 
-/// Unit of [`REQUESTS`].
+/// Unit of [`REQUESTS`] and [`REFUSED`].
 pub const UNIT_REQUEST: &str = "{request}";
 /// Unit of [`RETRIES`], [`THROTTLED`] and [`BUDGET_AVAILABLE`].
 pub const UNIT_RETRY: &str = "{retry}";

@@ -326,8 +326,16 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
     fn finished(self, finish: &Finish) {
         let outcome = finish.outcome.as_str();
         let attempts = i64::from(finish.attempts.min(self.max_attempts));
-        self.metrics.finished(&self.common, outcome, attempts, finish.duration);
-        if let Some(reason) = throttle_reason(finish.reason) {
+        let reason = throttle_reason(finish.reason);
+        // An operation that sent nothing has no attempt figure: recorded with
+        // `retryscope.attempts=0` it would read as "needed a retry" (!= 1) and
+        // sit below every bucket of the attempt quantiles.
+        if finish.attempts == 0 {
+            self.metrics.refused(&self.common, outcome, reason);
+        } else {
+            self.metrics.finished(&self.common, outcome, attempts, finish.duration);
+        }
+        if let Some(reason) = reason {
             self.metrics.throttled(&self.common, reason);
         }
         if let Parent::Operation(span) = &self.parent {

@@ -144,6 +144,69 @@ fn the_scrape_has_the_contract_series() {
     }
 }
 
+/// Calls an open breaker refused before any attempt are counted as refused,
+/// never as operations with 0 attempts: five refused and five single-attempt
+/// calls leave one `retryscope_attempts` value, `1`, so the shipped rules read
+/// a 2+ share of 0 and an attempt p99 of 1 (dashboards/tests/recording_test.yml
+/// evaluates them on these series).
+#[test]
+fn refused_calls_are_counted_apart_from_the_attempt_figures() {
+    let prometheus = PrometheusMetrics::new().expect("exporter");
+    let observer = prometheus.observer();
+    let policy = Policy::builder().max_attempts(3).jitter(Jitter::None).build().unwrap();
+    let classify = |r: &Result<(), u16>| match r {
+        Ok(()) => Verdict::Success,
+        Err(code) => Verdict::retryable(ErrorType::Status(*code)),
+    };
+    let clock = ManualClock::new();
+    let open =
+        retryscope::CircuitBreaker::builder().min_calls(1).clock(clock.clone()).build().expect("breaker");
+    open.try_acquire().expect("closed at first").failure();
+    assert!(open.try_acquire().is_err(), "the breaker is open");
+    for _ in 0..5 {
+        let refused = (|| Ok::<(), u16>(()))
+            .retry(policy)
+            .classify(classify)
+            .breaker(&open)
+            .observe(observer.clone())
+            .dependency("payments")
+            .call_with(&clock, |d| clock.advance(d));
+        assert_eq!(refused.unwrap_err().reason(), retryscope::StopReason::CircuitOpen);
+        let single = (|| Ok::<(), u16>(()))
+            .retry(policy)
+            .classify(classify)
+            .observe(observer.clone())
+            .dependency("payments")
+            .call_with(&clock, |d| clock.advance(d));
+        assert!(single.is_ok());
+    }
+    let server = prometheus.serve("127.0.0.1:0").expect("serve");
+    let response = get(server.local_addr(), "/metrics");
+    let scope =
+        concat!(r#"otel_scope_name="retryscope",otel_scope_version=""#, env!("CARGO_PKG_VERSION"), r#"""#);
+    for (series, labels) in [
+        (
+            "retryscope_refused_total",
+            r#"retryscope_dependency="payments",retryscope_outcome="throttled",retryscope_throttle_reason="circuit_open""#,
+        ),
+        (
+            "retryscope_throttled_total",
+            r#"retryscope_dependency="payments",retryscope_throttle_reason="circuit_open""#,
+        ),
+        (
+            "retryscope_request_duration_seconds_count",
+            r#"retryscope_attempts="1",retryscope_dependency="payments",retryscope_outcome="success""#,
+        ),
+    ] {
+        let line = format!("{series}{{{labels},{scope}}} 5");
+        assert!(response.lines().any(|l| l == line), "no line {line} in:\n{response}");
+    }
+    let attempts: Vec<&str> =
+        response.lines().filter(|l| l.starts_with("retryscope_request_duration_seconds_count{")).collect();
+    assert_eq!(attempts.len(), 1, "one operation series, attempts=1: {attempts:?}");
+    assert!(!response.contains(r#"retryscope_attempts="0""#), "{response}");
+}
+
 fn connect(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect(addr).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");

@@ -4,7 +4,7 @@
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use retryscope::outcome::{ErrorType, Verdict};
+use retryscope::{ErrorType, Verdict};
 use retryscope::{Jitter, Policy, Retryable};
 use retryscope_otel::{OtelObserver, RetryLog, names};
 use std::collections::BTreeMap;

@@ -1,13 +1,13 @@
 //! The middleware's builder: the shared settings, nothing reqwest adds.
 
 use crate::middleware::RetryMiddleware;
-use retryscope::{CircuitBreaker, Policy, RetryBudget};
-use retryscope_http::ClientSettings;
-use retryscope_http::telemetry_state::{Off, On};
+use crate::telemetry_state::{Off, On};
+use retryscope::Policy;
+use retryscope_http::__private::ClientSettings;
 use retryscope_otel::DependencyGuards;
 use std::marker::PhantomData;
 
-/// Builds a [`RetryMiddleware`]. Its [telemetry state](retryscope_http::telemetry_state)
+/// Builds a [`RetryMiddleware`]. Its [telemetry state](crate::telemetry_state)
 /// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
 /// that only telemetry reads are not offered:
 ///
@@ -27,7 +27,7 @@ pub struct RetryMiddlewareBuilder<T = On> {
 }
 
 impl RetryMiddlewareBuilder<On> {
-    retryscope_http::shared_setters!(settings: telemetry_on => RetryMiddlewareBuilder<Off>);
+    retryscope_http::__private::shared_setters!(settings: telemetry_on => RetryMiddlewareBuilder<Off>);
 }
 
 impl<T> RetryMiddlewareBuilder<T> {
@@ -35,10 +35,10 @@ impl<T> RetryMiddlewareBuilder<T> {
         RetryMiddlewareBuilder { policy: self.policy, settings: self.settings, telemetry: PhantomData }
     }
 
-    retryscope_http::shared_setters!(settings: telemetry);
-    retryscope_http::shared_setters!(settings: breaker);
-    retryscope_http::shared_setters!(settings: pacer);
-    retryscope_http::shared_setters!(settings: http);
+    retryscope_http::__private::shared_setters!(settings: telemetry);
+    retryscope_http::__private::shared_setters!(settings: breaker);
+    retryscope_http::__private::shared_setters!(settings: pacer);
+    retryscope_http::__private::shared_setters!(settings: http);
 
     /// Retries only where no other layer of the call chain retries (off by
     /// default). Inside a request served under
@@ -54,18 +54,6 @@ impl<T> RetryMiddlewareBuilder<T> {
     pub fn retry_at_one_layer(mut self) -> Self {
         self.settings.one_layer = true;
         self
-    }
-
-    /// Gives each dependency a budget made by `make`.
-    #[deprecated(since = "0.1.0", note = "renamed `budget_per_dependency`, as in retryscope-tower")]
-    pub fn budget_per_host(self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
-        self.budget_per_dependency(make)
-    }
-
-    /// Gives each dependency a circuit breaker made by `make`.
-    #[deprecated(since = "0.1.0", note = "renamed `breaker_per_dependency`, as in retryscope-tower")]
-    pub fn breaker_per_host(self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
-        self.breaker_per_dependency(make)
     }
 
     /// The middleware.

@@ -3,12 +3,12 @@
 use crate::{read_ahead, release, transport};
 use reqwest::{Request, Response};
 use retryscope::ErrorType;
+use retryscope::Verdict;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
-use retryscope::outcome::Verdict;
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::rule::{self, SharedRule};
+use retryscope_http::__private::safety::Safety;
 use retryscope_http::RetryOptions;
-use retryscope_http::idempotency::KeySource;
-use retryscope_http::rule::{self, SharedRule};
-use retryscope_http::safety::Safety;
 use retryscope_otel::{EXHAUSTED_HEADER, Upstream};
 use std::time::SystemTime;
 
@@ -51,14 +51,16 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
                 // The user's body rule (its verdict came with the response),
                 // then the head rule, then the built-in statuses; the safety
                 // guard below applies to any of them.
+                let now = SystemTime::now();
                 let verdict = rule::classify_response(
                     read_ahead::judged(response),
                     self.rule.as_ref(),
                     self.http,
                     response.status(),
                     response.headers(),
-                    SystemTime::now(),
+                    now,
                 );
+                let verdict = self.safety.key_in_flight(verdict, response.headers(), now);
                 match verdict {
                     Verdict::Retryable { error, .. }
                         if self.honour_exhausted && response.headers().contains_key(EXHAUSTED_HEADER) =>

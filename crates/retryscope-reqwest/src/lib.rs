@@ -30,33 +30,24 @@
 
 mod builder;
 mod classify;
-mod error;
 mod middleware;
 mod read_ahead;
-mod redact;
 mod release;
 mod source;
 mod target;
 mod transport;
 
 pub use builder::RetryMiddlewareBuilder;
-pub use error::NotRetried;
 pub use middleware::RetryMiddleware;
-#[doc(hidden)]
-pub use redact::is_sensitive as is_sensitive_query_param;
-pub use redact::{REDACTED, redact_url};
-/// Per-request overrides; shared with `retryscope-tower` (defined in `retryscope-http`).
-pub use retryscope_http::RetryOptions;
-/// Your own retry rule that reads the bodies it selects (defined in
-/// `retryscope-http`, shared with `retryscope-tower`).
-pub use retryscope_http::body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
-/// Idempotency keys per request: supply one or suppress generation (defined
-/// in `retryscope-http`, shared with `retryscope-tower`).
-pub use retryscope_http::idempotency::{IdempotencyKey, InvalidIdempotencyKey};
-/// Your own retry rule for responses (defined in `retryscope-http`, shared
-/// with `retryscope-tower`).
-pub use retryscope_http::rule::{ResponseRule, rule_fn};
+/// The types both HTTP integrations share, defined once in `retryscope-http`:
+/// per-request overrides, a request's idempotency-key choice, your own retry
+/// rules, the error of a request that could not be sent again, and the
+/// redaction applied to `url.full`.
+pub use retryscope_http::{
+    BodyLimit, BodyLimitError, BodyRule, KeyChoice, KeyChoiceError, NotRetried, REDACTED, ResponseRule,
+    RetryOptions, body_rule_fn, redact_url, rule_fn,
+};
 /// The builder's telemetry states, to name a builder after `no_telemetry()`
-/// (re-exported from `retryscope-http`).
+/// (defined in `retryscope-otel`, one pair for every integration).
 #[doc(inline)]
-pub use retryscope_http::telemetry_state;
+pub use retryscope_otel::telemetry_state;

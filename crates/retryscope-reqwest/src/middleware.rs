@@ -2,7 +2,6 @@
 
 use crate::builder::RetryMiddlewareBuilder;
 use crate::classify::RequestClassifier;
-use crate::error::NotRetried;
 use crate::read_ahead;
 use crate::source::RequestSource;
 use crate::target::HttpAttemptSpan;
@@ -14,11 +13,12 @@ use retryscope::classify::HttpClassifier;
 use retryscope::hedge::Hedgeable;
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
-use retryscope_http::body_rule::SharedBodyRule;
-use retryscope_http::idempotency::IdempotencyKeys;
-use retryscope_http::rule::SharedRule;
-use retryscope_http::shape::{Shaped, shape};
-use retryscope_http::{ClientSettings, NotReplayable, RetryOptions};
+use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::idempotency::IdempotencyKeys;
+use retryscope_http::__private::rule::SharedRule;
+use retryscope_http::__private::shape::{Shaped, shape};
+use retryscope_http::__private::{ClientSettings, NotReplayable};
+use retryscope_http::{NotRetried, RetryOptions};
 use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog, Upstream};
 use std::fmt;
 
@@ -32,19 +32,19 @@ use std::fmt;
 ///   through [`HttpClassifier`]) and transport failures (connect, reset,
 ///   timeout, incomplete response).
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
-///   requests marked [`safe_to_retry`](RetryOptions::safe_to_retry), and — for any
+///   requests marked [`idempotent`](RetryOptions::idempotent), and — for any
 ///   method — failures to connect, where nothing reached the server. A request
 ///   whose body is a stream is sent once.
 /// - **Idempotency keys** (opt-in,
 ///   [`idempotency_keys`](RetryMiddlewareBuilder::idempotency_keys)): a POST
 ///   or PATCH without a key gets a fresh one, the same on every attempt, and
 ///   is retried like an idempotent request; per request,
-///   [`IdempotencyKey`](crate::IdempotencyKey) supplies one or suppresses it.
+///   [`KeyChoice`](crate::KeyChoice) supplies one or suppresses it.
 /// - **Your own rule**: [`retry_rule`](RetryMiddlewareBuilder::retry_rule)
-///   asks a [`ResponseRule`](retryscope_http::rule::ResponseRule) about each
+///   asks a [`ResponseRule`](retryscope_http::__private::rule::ResponseRule) about each
 ///   response's status and headers before the built-in statuses;
 ///   [`retry_on_body`](RetryMiddlewareBuilder::retry_on_body) asks a
-///   [`BodyRule`](retryscope_http::body_rule::BodyRule) about the bodies of
+///   [`BodyRule`](retryscope_http::__private::body_rule::BodyRule) about the bodies of
 ///   the responses it selects, read ahead up to a limit, before either.
 ///   Request safety still applies to their verdicts.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response, for
@@ -79,7 +79,7 @@ use std::fmt;
 ///
 /// **Hedging.** With [`hedge`](RetryMiddlewareBuilder::hedge), a request that
 /// may run twice at once (an idempotent method, an `Idempotency-Key`, or
-/// marked [`safe_to_retry`](RetryOptions::safe_to_retry)) and whose body is not
+/// marked [`idempotent`](RetryOptions::idempotent)) and whose body is not
 /// a stream is hedged instead of retried: further copies after the policy's
 /// delay, the first acceptable answer wins, and the other copies are dropped,
 /// which closes their HTTP/1.1 connection (or resets their HTTP/2 stream).
@@ -102,7 +102,7 @@ use std::fmt;
 /// read; one that says so only in the body (`{"status":"try again"}`) is
 /// retried by a body rule, which reads the JSON 200s it selects, up to 4 KiB
 /// here, and hands the caller the whole body whatever it decides
-/// ([what that costs](retryscope_http::body_rule)):
+/// ([what that costs](retryscope_http::BodyRule)):
 ///
 /// ```no_run
 /// use http::StatusCode;
@@ -273,7 +273,9 @@ impl Middleware for RetryMiddleware {
         // The dependency's own hedging policy: its percentile delay learns
         // from this host's latencies alone.
         let hedge = guards.hedge().filter(|_| {
-            retryscope_http::safety::may_hedge(&method) && replayable && options.policy_override().is_none()
+            retryscope_http::__private::safety::may_hedge(&method)
+                && replayable
+                && options.policy_override().is_none()
         });
         let observer = ((telemetry, self.retry_log), &stop);
         let outcome = match hedge {
@@ -306,7 +308,7 @@ fn finish(
     shape(outcome, stop, replayable, |response| Some(response.status().as_u16())).map_err(|shaped| {
         match shaped {
             Shaped::GaveUp(error) => reqwest_middleware::Error::middleware(error),
-            Shaped::NotRetried(last) => reqwest_middleware::Error::middleware(NotRetried { source: last }),
+            Shaped::NotRetried(last) => reqwest_middleware::Error::middleware(NotRetried::new(last)),
             Shaped::AsItCame(last) => last,
         }
     })

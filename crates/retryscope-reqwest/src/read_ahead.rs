@@ -7,8 +7,8 @@
 //! removes before the caller sees the response.
 
 use reqwest::{Body, Response, ResponseBuilderExt};
-use retryscope::outcome::Verdict;
-use retryscope_http::body_rule::{ReadAhead, SharedBodyRule};
+use retryscope::Verdict;
+use retryscope_http::__private::body_rule::{ReadAhead, SharedBodyRule};
 
 /// The body rule's verdict on the response that carries it.
 #[derive(Debug, Clone, Copy)]

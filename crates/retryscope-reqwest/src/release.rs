@@ -21,7 +21,7 @@ pub(crate) fn release_body(response: Response) -> Response {
     let (parts, body) = http::Response::from(response).into_parts();
     // Without a runtime to drain on (not the case under reqwest's async
     // client), dropping closes the connection, which releases it too.
-    retryscope_http::release::drain_in_background(body);
+    retryscope_http::__private::release::drain_in_background(body);
     // `Response::url` should still say where the answer came from.
     crate::read_ahead::rebuilt(parts, url, Body::from(Vec::new()))
 }

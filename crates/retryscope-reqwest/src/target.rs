@@ -4,8 +4,8 @@
 
 use crate::source::RequestSource;
 use reqwest::Url;
-use retryscope_http::idempotency::KeySource;
-use retryscope_http::spans::HttpTarget;
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::fmt;
 use tracing::Span;
@@ -38,6 +38,6 @@ struct Redacted<'a>(&'a Url);
 
 impl fmt::Display for Redacted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::redact::redacted(self.0))
+        f.write_str(&retryscope_http::redact_url(self.0.as_str()))
     }
 }

@@ -1,10 +1,10 @@
 //! What a failed reqwest request tells us; the source-chain walk is shared
-//! ([`retryscope_http::transport::walk`]).
+//! ([`retryscope_http::__private::transport::walk`]).
 
+use retryscope::Verdict;
 use retryscope::classify::Stage;
-use retryscope::outcome::Verdict;
 use retryscope::{ErrorType, Transient};
-use retryscope_http::transport::{Failure, Refused, walk};
+use retryscope_http::__private::transport::{Failure, Refused, walk};
 
 /// Classifies an error from the middleware stack.
 ///

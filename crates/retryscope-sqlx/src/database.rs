@@ -3,12 +3,14 @@
 
 use crate::spans::Target;
 use crate::statement::StatementBuilder;
+use crate::telemetry_state::{Off, On};
 use crate::transaction::TransactionBuilder;
 use opentelemetry::metrics::Meter;
 use retryscope::{CircuitBreaker, Policy, RetryBudget};
 use retryscope_otel::{DependencyGuards, Factory, Guards, OtelObserver, RetryLog};
 use sqlx::PgPool;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// A PostgreSQL pool whose transactions and statements are retried when, and
@@ -73,6 +75,7 @@ impl Database {
             retry_log: true,
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
+            telemetry: PhantomData,
         }
     }
 
@@ -117,25 +120,30 @@ enum MeterChoice {
     Off,
 }
 
-/// Configures a [`Database`].
+/// Configures a [`Database`]. Its [telemetry state](crate::telemetry_state)
+/// is `On` until [`no_telemetry`](Self::no_telemetry), after which the
+/// setting that only telemetry reads is not offered, as on the HTTP builders:
+///
+/// ```compile_fail
+/// use retryscope_sqlx::Database;
+///
+/// # fn demo(pool: sqlx::PgPool, meter: &opentelemetry::metrics::Meter) {
+/// // No metrics are recorded at all: a meter could only be ignored.
+/// let db = Database::builder(pool).no_telemetry().meter(meter);
+/// # }
+/// ```
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct DatabaseBuilder {
+pub struct DatabaseBuilder<T = On> {
     pool: PgPool,
     dependency: Option<String>,
     meter: MeterChoice,
     retry_log: bool,
     budget: Option<Factory<RetryBudget>>,
     breaker: Option<Factory<CircuitBreaker>>,
+    telemetry: PhantomData<T>,
 }
 
-impl DatabaseBuilder {
-    /// Reports the database as `name` (`retryscope.dependency`) instead of
-    /// `host:port/database`. Keep it low-cardinality.
-    pub fn dependency(mut self, name: impl Into<String>) -> Self {
-        self.dependency = Some(name.into());
-        self
-    }
-
+impl DatabaseBuilder<On> {
     /// Records metrics, and the budget and breaker gauges, with `meter`
     /// instead of the global meter provider's.
     pub fn meter(mut self, meter: &Meter) -> Self {
@@ -145,8 +153,28 @@ impl DatabaseBuilder {
 
     /// Records no metrics and no spans. The retry log stays on (see
     /// [`no_retry_log`](Self::no_retry_log)).
-    pub fn no_telemetry(mut self) -> Self {
-        self.meter = MeterChoice::Off;
+    ///
+    /// The setting that only telemetry reads (`meter`) is not offered after
+    /// it: it could only be ignored, so setting it does not compile. Set
+    /// before it, it is overridden by it, as any setting is by a later one.
+    pub fn no_telemetry(self) -> DatabaseBuilder<Off> {
+        DatabaseBuilder {
+            pool: self.pool,
+            dependency: self.dependency,
+            meter: MeterChoice::Off,
+            retry_log: self.retry_log,
+            budget: self.budget,
+            breaker: self.breaker,
+            telemetry: PhantomData,
+        }
+    }
+}
+
+impl<T> DatabaseBuilder<T> {
+    /// Reports the database as `name` (`retryscope.dependency`) instead of
+    /// `host:port/database`. Keep it low-cardinality.
+    pub fn dependency(mut self, name: impl Into<String>) -> Self {
+        self.dependency = Some(name.into());
         self
     }
 
@@ -156,9 +184,10 @@ impl DatabaseBuilder {
         self
     }
 
-    /// The database's retry budget, made by `make` (default:
-    /// [`RetryBudget::new`]).
-    pub fn budget(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
+    /// Gives the dependency — the database, one for the pool — a retry budget
+    /// made by `make` (default: [`RetryBudget::new`]); the same setting as
+    /// the HTTP integrations' `budget_per_dependency`.
+    pub fn budget_per_dependency(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
         self.budget = Some(Arc::new(make));
         self
     }
@@ -169,10 +198,13 @@ impl DatabaseBuilder {
         self
     }
 
-    /// The database's circuit breaker, made by `make` (default:
-    /// [`CircuitBreaker::new`]). Conflicts (`40001`, `40P01`) are not counted
-    /// as failures: a busy database that answers is not down.
-    pub fn breaker(mut self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
+    /// Gives the dependency — the database — a circuit breaker made by `make`
+    /// (default: [`CircuitBreaker::new`]). Conflicts (`40001`, `40P01`) are not
+    /// counted as failures: a busy database that answers is not down.
+    pub fn breaker_per_dependency(
+        mut self,
+        make: impl Fn() -> CircuitBreaker + Send + Sync + 'static,
+    ) -> Self {
         self.breaker = Some(Arc::new(make));
         self
     }
@@ -208,7 +240,7 @@ impl DatabaseBuilder {
     }
 }
 
-impl fmt::Debug for DatabaseBuilder {
+impl<T> fmt::Debug for DatabaseBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DatabaseBuilder")
             .field("dependency", &self.dependency)

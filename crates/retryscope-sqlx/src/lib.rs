@@ -61,6 +61,10 @@ pub use attempt::WorkFuture;
 pub use database::{Database, DatabaseBuilder};
 pub use error::{Failure, commit_outcome_unknown};
 pub use labels::sqlstate_error_type;
+/// The builder's telemetry states, to name a builder after `no_telemetry()`
+/// (defined in `retryscope-otel`, one pair for every integration).
+#[doc(inline)]
+pub use retryscope_otel::telemetry_state;
 pub use spans::DB_SYSTEM;
 pub use statement::StatementBuilder;
 pub use transaction::{Isolation, TransactionBuilder};

@@ -44,6 +44,8 @@ pub struct Seen {
     pub method: String,
     pub path: String,
     pub headers: HashMap<String, String>,
+    /// The bytes of the body as they came on the wire (chunked framing included).
+    pub body_len: usize,
     /// When the whole request had been read, on tokio's clock (paused or not).
     pub at: tokio::time::Instant,
 }
@@ -198,5 +200,6 @@ async fn read_request(stream: &mut TcpStream) -> Option<Seen> {
         buf.extend_from_slice(&chunk[..n]);
     }
     let path = path.split('?').next().unwrap_or_default().to_owned();
-    Some(Seen { method, path, headers, at: tokio::time::Instant::now() })
+    let body_len = buf.len() - header_end;
+    Some(Seen { method, path, headers, body_len, at: tokio::time::Instant::now() })
 }

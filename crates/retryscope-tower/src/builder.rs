@@ -1,21 +1,21 @@
 //! The HTTP layer's builder, and what it shares with the gRPC one
 //! ([`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
 
-use crate::body::DEFAULT_REPLAY_LIMIT;
 use crate::guard::Guard;
 use crate::layer::RetryLayer;
+use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::settings::Settings;
+use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
-use retryscope_http::ClientSettings;
-use retryscope_http::telemetry_state::{Off, On};
+use retryscope_http::__private::ClientSettings;
 use retryscope_otel::{DependencyGuards, Factory};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, `RetryLayer::grpc`
-/// (feature `grpc`). Its [telemetry state](retryscope_http::telemetry_state)
+/// (feature `grpc`). Its [telemetry state](crate::telemetry_state)
 /// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
 /// that only telemetry reads are not offered:
 ///
@@ -74,16 +74,6 @@ macro_rules! tower_setters {
             self
         }
 
-        /// The server called, for requests whose URI carries no authority — tonic
-        /// clients send only the path, and the channel adds its origin below this
-        /// layer. Names the dependency (and so picks its budget and breaker) and
-        /// fills `server.address`/`server.port`. Without it such requests share the
-        /// dependency `unknown`.
-        pub fn origin(mut self, origin: http::Uri) -> Self {
-            self.tower.origin = Some(origin);
-            self
-        }
-
         /// Retries only where no other layer of the call chain retries (off by
         /// default): inside a request served behind [`IncomingLayer`](crate::IncomingLayer),
         /// a request that is itself a retry makes one attempt downstream, and a
@@ -105,7 +95,7 @@ impl RetryLayerBuilder<On> {
         Self { policy, tower: TowerSettings::default(), telemetry: PhantomData }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry_on => RetryLayerBuilder<Off>);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => RetryLayerBuilder<Off>);
 }
 
 impl<T> RetryLayerBuilder<T> {
@@ -113,11 +103,21 @@ impl<T> RetryLayerBuilder<T> {
         RetryLayerBuilder { policy: self.policy, tower: self.tower, telemetry: PhantomData }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry);
-    retryscope_http::shared_setters!(tower.shared: breaker);
-    retryscope_http::shared_setters!(tower.shared: pacer);
-    retryscope_http::shared_setters!(tower.shared: http);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
+    retryscope_http::__private::shared_setters!(tower.shared: breaker);
+    retryscope_http::__private::shared_setters!(tower.shared: pacer);
+    retryscope_http::__private::shared_setters!(tower.shared: http);
     tower_setters!();
+
+    /// The server called, for requests whose URI carries no authority (a
+    /// client that sends only the path). Names the dependency (and so picks
+    /// its budget and breaker) and fills `server.address`/`server.port`.
+    /// Without it such requests share the dependency `unknown`; a request
+    /// with an authority of its own is always reported as that.
+    pub fn origin(mut self, origin: Uri) -> Self {
+        self.tower.origin = Some(origin);
+        self
+    }
 
     /// The layer.
     pub fn build(self) -> RetryLayer {
@@ -159,7 +159,7 @@ impl TowerSettings {
             .budget_factory(budget)
             .breaker_factory(shared.breaker)
             .pacer_factory(shared.pacer)
-            .hedge_template(shared.hedge.clone());
+            .hedge_template(shared.hedge);
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,
@@ -167,7 +167,6 @@ impl TowerSettings {
         RetryLayer {
             settings: Arc::new(Settings {
                 policy,
-                hedge: shared.hedge,
                 classifier: shared.classifier,
                 rule: shared.rule,
                 body_rule: shared.body_rule,

@@ -1,16 +1,16 @@
 //! What one attempt's result means: statuses, transport failures, and whether
 //! running the request again is safe and possible.
 
-use crate::body::ResponseBody;
 use crate::error::BoxError;
+use crate::response::ResponseBody;
 use http::Response;
 use http_body::Body;
 use retryscope::ErrorType;
+use retryscope::Verdict;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
-use retryscope::outcome::Verdict;
-use retryscope_http::rule::{self, SharedRule};
-use retryscope_http::safety::Safety;
-use retryscope_http::transport::{Refused, walk};
+use retryscope_http::__private::rule::{self, SharedRule};
+use retryscope_http::__private::safety::Safety;
+use retryscope_http::__private::transport::{Refused, walk};
 use retryscope_otel::EXHAUSTED_HEADER;
 use std::time::SystemTime;
 
@@ -22,10 +22,19 @@ pub(crate) enum Mode {
         classifier: HttpClassifier,
         /// Whether the request may run again after it reached the server.
         safe_after_sent: bool,
+        /// Whether it carries an idempotency key (see [`Safety::keyed`]).
+        keyed: bool,
     },
     /// gRPC statuses (A6).
     #[cfg(feature = "grpc")]
     Grpc { codes: crate::grpc::CodeSet },
+}
+
+impl Mode {
+    /// Whether the request is a gRPC call.
+    pub(crate) fn is_grpc(self) -> bool {
+        !matches!(self, Mode::Http { .. })
+    }
 }
 
 /// Classifies every attempt of one request.
@@ -55,18 +64,22 @@ impl AttemptClassifier {
     /// the request twice, or could not resend it. The failure still counts
     /// against the dependency's breaker and budget.
     fn guard(&self, verdict: Verdict, stage: Stage) -> Verdict {
-        let safe_after_sent = match self.mode {
-            Mode::Http { safe_after_sent, .. } => safe_after_sent,
+        self.safety().guard(verdict, stage)
+    }
+
+    fn safety(&self) -> Safety {
+        let (safe_after_sent, keyed) = match self.mode {
+            Mode::Http { safe_after_sent, keyed, .. } => (safe_after_sent, keyed),
             // A6: the service config's author opted the method in.
             #[cfg(feature = "grpc")]
-            Mode::Grpc { .. } => true,
+            Mode::Grpc { .. } => (true, false),
         };
-        let safety = Safety {
+        Safety {
             safe_after_sent,
+            keyed,
             replayable: self.replayable,
             retried_upstream: self.layers.retried_upstream,
-        };
-        safety.guard(verdict, stage)
+        }
     }
 
     fn failure(&self, error: &BoxError) -> Verdict {
@@ -117,14 +130,18 @@ where
             // The user's body rule (its verdict came with the body), then the
             // head rule, then the built-in statuses; the safety guard below
             // applies to any of them.
-            Mode::Http { classifier, .. } => rule::classify_response(
-                response.body().judged(),
-                self.rule.as_ref(),
-                classifier,
-                response.status(),
-                response.headers(),
-                SystemTime::now(),
-            ),
+            Mode::Http { classifier, .. } => {
+                let now = SystemTime::now();
+                let verdict = rule::classify_response(
+                    response.body().judged(),
+                    self.rule.as_ref(),
+                    classifier,
+                    response.status(),
+                    response.headers(),
+                    now,
+                );
+                self.safety().key_in_flight(verdict, response.headers(), now)
+            }
             #[cfg(feature = "grpc")]
             Mode::Grpc { codes } => match crate::grpc::status::received(response) {
                 Some(status) => crate::grpc::status::verdict(status, codes),
@@ -158,7 +175,7 @@ where
         // lose: its status is in the headers, which stay.
         kept.map(|mut response| {
             if let Some(body) = response.body_mut().release() {
-                retryscope_http::release::drain_in_background(body);
+                retryscope_http::__private::release::drain_in_background(body);
             }
             response
         })

@@ -1,4 +1,5 @@
-//! The errors the layer adds: why it gave up, and why it did not retry.
+//! The errors the layer adds: why it gave up, and (defined in
+//! `retryscope-http`, shared with `retryscope-reqwest`) why it did not retry.
 
 use retryscope::{ErrorType, RetryError, StopReason};
 use std::error::Error as StdError;
@@ -57,37 +58,5 @@ impl StdError for GaveUp {
     }
 }
 
-/// A request failed in a way that would have been retried, but its body could
-/// not be sent again: it was a stream, or larger than the replay limit. The
-/// [`source`](StdError::source) is the failure.
-///
-/// In gRPC mode the caller gets a `tonic::Status` instead (a tonic client
-/// reads nothing else): the server's code, its message saying it was not
-/// retried, and `grpc::NOT_RETRIED` (`body-not-replayable`) in its metadata.
-#[derive(Debug)]
-pub struct NotRetried {
-    source: BoxError,
-}
-
-impl NotRetried {
-    pub(crate) fn new(source: BoxError) -> Self {
-        Self { source }
-    }
-}
-
-impl fmt::Display for NotRetried {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The failure itself is the source: a reporter that walks the chain prints it next.
-        f.write_str(
-            "not retried: the request body was streamed or larger than the replay limit, so it was sent once",
-        )
-    }
-}
-
-impl StdError for NotRetried {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&*self.source)
-    }
-}
-
-pub(crate) use retryscope_http::NotReplayable;
+pub(crate) use retryscope_http::__private::NotReplayable;
+pub use retryscope_http::NotRetried;

@@ -46,14 +46,14 @@ use tower_layer::Layer;
 ///   selects, read ahead up to a limit, before either (example below).
 ///   Request safety still applies to their verdicts.
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
-///   requests marked [`safe_to_retry`](crate::RetryOptions::safe_to_retry), and —
+///   requests marked [`idempotent`](crate::RetryOptions::idempotent), and —
 ///   for any method — a refused connection, where nothing reached the server.
 ///   gRPC calls are retried whatever their method, as A6 specifies.
 /// - **Idempotency keys** (HTTP, opt-in:
 ///   [`idempotency_keys`](crate::RetryLayerBuilder::idempotency_keys)): a POST
 ///   or PATCH without a key gets a fresh one, the same on every attempt, and
 ///   is retried like an idempotent request; per request,
-///   [`IdempotencyKey`](crate::IdempotencyKey) supplies one or suppresses it.
+///   [`KeyChoice`](crate::KeyChoice) supplies one or suppresses it.
 /// - **Only when possible**: the body is kept in memory while it is there at
 ///   once and fits the replay limit (256 KiB by default); a streamed or larger
 ///   body is sent once and never retried — the attempt span says so, and a
@@ -76,7 +76,10 @@ use tower_layer::Layer;
 ///   retrying it (the first acceptable answer wins, the others are dropped,
 ///   which closes their connection or resets their stream); with `grpc`, a
 ///   method whose service config has a `hedgingPolicy` is hedged as A6 says.
-///   Each copy is its own attempt span marked `retryscope.hedge`.
+///   Each copy is its own attempt span marked `retryscope.hedge`. Each
+///   dependency hedges with its own copy of the policy, so a percentile delay
+///   is learned per server ([`hedge_delay`](RetryLayer::hedge_delay)), and
+///   every copy asks the dependency's pacer as a retry's attempt does.
 /// - **Every attempt** gets a fresh `poll_ready` on its own clone of the inner
 ///   service; dropping the response future cancels the running attempt or the
 ///   wait, and no attempt starts after.
@@ -151,10 +154,10 @@ impl RetryLayer {
     }
 
     /// Configures a layer that retries gRPC calls as `retry` says (A6), with
-    /// A6's retry throttling as its only guard unless asked for more. For a
-    /// tonic channel, set its [`origin`](crate::grpc::GrpcRetryLayerBuilder::origin):
-    /// tonic sends only the path, and without an origin every call is reported
-    /// and guarded as `unknown`.
+    /// A6's retry throttling as its only guard unless asked for more. The
+    /// builder needs the channel's [`origin`](crate::grpc::GrpcRetryLayerBuilder::origin)
+    /// before it builds: tonic sends only the path, and the origin is the
+    /// server every call is reported and guarded as.
     #[cfg(feature = "grpc")]
     #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
     pub fn grpc(retry: crate::grpc::GrpcRetry) -> crate::grpc::GrpcRetryLayerBuilder {

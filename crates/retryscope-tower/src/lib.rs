@@ -59,38 +59,48 @@
 //! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod body;
+mod attempt;
 mod builder;
+mod call;
 mod classify;
 mod error;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;
+/// The gRPC side of a call, or without the feature its stand-in, whose types
+/// have no values: the code both protocols share needs no `cfg` of its own.
+#[cfg(feature = "grpc")]
+use grpc::call as grpc_call;
+#[cfg(not(feature = "grpc"))]
+#[path = "without_grpc.rs"]
+mod grpc_call;
 mod guard;
+mod http_call;
 mod layer;
+mod replay;
+mod response;
+mod send;
 mod server;
 mod service;
 mod settings;
 mod spans;
 
-pub use body::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody, ResponseBody};
 pub use builder::RetryLayerBuilder;
 pub use error::{BoxError, GaveUp, NotRetried};
 pub use layer::RetryLayer;
-/// Per-request overrides; shared with `retryscope-reqwest` (defined in `retryscope-http`).
-pub use retryscope_http::RetryOptions;
-/// Your own retry rule that reads the bodies it selects (defined in
-/// `retryscope-http`, shared with `retryscope-reqwest`; HTTP mode).
-pub use retryscope_http::body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
-/// Idempotency keys per request: supply one or suppress generation (defined
-/// in `retryscope-http`, shared with `retryscope-reqwest`).
-pub use retryscope_http::idempotency::{IdempotencyKey, InvalidIdempotencyKey};
-/// Your own retry rule for HTTP responses (defined in `retryscope-http`,
-/// shared with `retryscope-reqwest`).
-pub use retryscope_http::rule::{ResponseRule, rule_fn};
-/// The builder's telemetry states, to name a builder after `no_telemetry()`
-/// (re-exported from `retryscope-http`).
+pub use replay::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody};
+pub use response::ResponseBody;
+/// The types both HTTP integrations share, defined once in `retryscope-http`:
+/// per-request overrides, a request's idempotency-key choice and your own
+/// retry rules (HTTP mode), the error of a request that could not be sent
+/// again, and the redaction applied to `url.full`.
+pub use retryscope_http::{
+    BodyLimit, BodyLimitError, BodyRule, KeyChoice, KeyChoiceError, REDACTED, ResponseRule, RetryOptions,
+    body_rule_fn, redact_url, rule_fn,
+};
+/// The builders' telemetry states, to name a builder after `no_telemetry()`
+/// (defined in `retryscope-otel`, one pair for every integration).
 #[doc(inline)]
-pub use retryscope_http::telemetry_state;
+pub use retryscope_otel::telemetry_state;
 pub use server::{IncomingFuture, IncomingLayer, IncomingService};
 pub use service::{ResponseFuture, RetryService};

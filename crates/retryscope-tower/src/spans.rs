@@ -3,8 +3,9 @@
 
 use http::Uri;
 use http::request::Parts;
-use retryscope_http::idempotency::KeySource;
-use retryscope_http::spans::HttpTarget;
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::redact::redact_every_query_value;
+use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::cell::OnceCell;
 use std::fmt;
@@ -123,8 +124,8 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
 /// `url.full` without credentials and without query values: the scheme and host
 /// of `origin`, the path of `request`, and each query key with its value
 /// replaced by `REDACTED` (the conventions ask that sensitive values never
-/// reach telemetry, and the layer cannot know which are). Written straight
-/// into the span's field, never kept.
+/// reach telemetry, and the layer cannot know which are), by the redaction
+/// both integrations share. Worked out only when a span records it.
 struct RedactedUrl<'a> {
     origin: &'a Uri,
     request: &'a Uri,
@@ -133,23 +134,16 @@ struct RedactedUrl<'a> {
 impl fmt::Display for RedactedUrl<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = self.origin.scheme_str().unwrap_or("http");
-        write!(f, "{scheme}://{}", self.origin.host().unwrap_or("unknown"))?;
+        let mut url = format!("{scheme}://{}", self.origin.host().unwrap_or("unknown"));
         if let Some(port) = self.origin.port_u16() {
-            write!(f, ":{port}")?;
+            url.push_str(&format!(":{port}"));
         }
-        f.write_str(self.request.path())?;
+        url.push_str(self.request.path());
         if let Some(query) = self.request.query() {
-            let mut separator = "?";
-            for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-                f.write_str(separator)?;
-                match pair.split_once('=') {
-                    Some((key, _)) => write!(f, "{key}=REDACTED")?,
-                    None => f.write_str(pair)?,
-                }
-                separator = "&";
-            }
+            url.push('?');
+            url.push_str(query);
         }
-        Ok(())
+        f.write_str(&redact_every_query_value(&url))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The errors of hyper-util's client and tonic's `Status` are `Transient`: a
 //! plain `.retry(policy)` around a call retries what may pass.
 
-use retryscope::outcome::{ErrorType, Verdict};
+use retryscope::{ErrorType, Verdict};
 use retryscope::{Retryable, Transient};
 use retryscope_test_support::net::closed_port;
 use retryscope_test_support::quick_policy as policy;

@@ -259,7 +259,7 @@ fn policy_window(policies: &sfv::List, name: &str) -> Option<u64> {
 /// use std::time::{Duration, SystemTime};
 /// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
 /// use retryscope::hints::{from_headers, RATELIMIT};
-/// use retryscope::outcome::Hint;
+/// use retryscope::Hint;
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=0;t=30"#));

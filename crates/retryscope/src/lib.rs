@@ -114,7 +114,7 @@ mod sleep;
 mod sync;
 pub mod throttle;
 pub mod transient;
-pub mod verdict;
+mod verdict;
 mod wait;
 mod window;
 

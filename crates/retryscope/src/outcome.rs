@@ -1,9 +1,10 @@
 //! Why the engine stopped, and how an operation ended.
 
-// The verdict vocabulary lived here first; `retryscope::outcome::Verdict` and
-// its siblings keep working.
 use crate::pace::HoldSource;
-pub use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
+// The verdict vocabulary's one public path is the crate root (`retryscope::Verdict`).
+use crate::verdict::Hint;
+#[cfg(doc)]
+use crate::verdict::Verdict;
 use std::fmt;
 use std::time::Duration;
 

@@ -66,7 +66,7 @@ use std::sync::Arc;
 /// error is treated as permanent: an `Err` is never a success.
 ///
 /// ```
-/// use retryscope::outcome::{ErrorType, Verdict};
+/// use retryscope::{ErrorType, Verdict};
 /// use retryscope::Transient;
 ///
 /// enum DbError { Deadlock, UniqueViolation }

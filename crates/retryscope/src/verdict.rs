@@ -84,13 +84,15 @@ impl ErrorType {
         matches!(self, ErrorType::Status(429) | ErrorType::Kind("RESOURCE_EXHAUSTED"))
     }
 
-    /// Whether this failure is a database's transaction conflict — SQLSTATE
-    /// `40001` serialization_failure or `40P01` deadlock_detected, reported by
-    /// `retryscope-sqlx` — which the server resolved by rolling one
-    /// transaction back: a healthy server answering, so a circuit breaker does
-    /// not count it (a retry budget still does).
+    /// Whether this failure is a conflict the server resolved while healthy:
+    /// a database's transaction conflict — SQLSTATE `40001`
+    /// serialization_failure or `40P01` deadlock_detected, reported by
+    /// `retryscope-sqlx` — rolled back, or an HTTP 409 (retried only when
+    /// configured, or on a keyed request whose first run is still in flight).
+    /// A healthy server answering, so a circuit breaker does not count it (a
+    /// retry budget still does).
     pub fn is_conflict(self) -> bool {
-        matches!(self, ErrorType::Kind("40001" | "40P01"))
+        matches!(self, ErrorType::Kind("40001" | "40P01") | ErrorType::Status(409))
     }
 }
 

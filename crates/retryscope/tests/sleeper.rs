@@ -2,7 +2,7 @@
 //! timer that is one thread per wait, plugged in with `Retry::with_sleeper`.
 //! CI also runs this file with `--no-default-features` (no tokio, no http).
 
-use retryscope::outcome::ErrorType;
+use retryscope::ErrorType;
 use retryscope::{Jitter, Policy, Retryable, Sleeper, StopReason};
 use std::future::Future;
 use std::pin::Pin;

@@ -1,7 +1,7 @@
 //! Transient-only by default: `op.retry(policy)` retries what the error's type
 //! says may pass, and returns the rest at once. Real failures on loopback.
 
-use retryscope::outcome::{ErrorType, Verdict};
+use retryscope::{ErrorType, Verdict};
 use retryscope::{Jitter, Policy, Retryable, Transient};
 use std::cell::Cell;
 use std::io;

@@ -1,11 +1,28 @@
-//! What every conformance test names: the two integrations, and what a caller
-//! got from either, in terms both can be compared on.
+//! What every conformance test names: the two integrations, a client of either
+//! built from one [`Setup`], the [`Call`] it sends, and what the caller got
+//! ([`Response`] or [`Failure`], or in short an [`Answer`]), in terms both can
+//! be compared on.
+#![allow(dead_code, reason = "each test binary uses its own part of this module")]
 
-use retryscope::{ErrorType, RetryError, StopReason};
-use retryscope_tower::{BoxError, GaveUp};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use retryscope::hedge::HedgePolicy;
+use retryscope::{CircuitBreaker, ErrorType, Pacer, Policy, RetryBudget, RetryError, StopReason};
+use retryscope_reqwest::RetryMiddleware;
+use retryscope_test_support::telemetry::Telemetry;
+use retryscope_tower::{BodyLimit, BodyRule, BoxError, ResponseRule, RetryLayer, RetryService};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_stream::StreamExt as _;
+use tower::{Service, ServiceBuilder, ServiceExt};
 
 /// The two integrations under test.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Integration {
     Reqwest,
     Tower,
@@ -13,7 +30,481 @@ pub(crate) enum Integration {
 
 pub(crate) const BOTH: [Integration; 2] = [Integration::Reqwest, Integration::Tower];
 
-/// What a caller got.
+/// A client's settings, the same for either integration: each is the
+/// builder setter of the same name, and whatever is not set keeps the
+/// builder's default.
+#[must_use = "a setup makes no client until `Integration::client` is called"]
+pub(crate) struct Setup {
+    policy: Policy,
+    /// `None`: the builder's `no_telemetry()`.
+    meter: Option<opentelemetry::metrics::Meter>,
+    operation_spans: bool,
+    rule: Option<Arc<dyn ResponseRule>>,
+    body_rule: Option<(BodyLimit, Arc<dyn BodyRule>)>,
+    idempotency_keys: bool,
+    idempotency_key_header: Option<HeaderName>,
+    budget: Option<Box<dyn Fn() -> RetryBudget + Send + Sync>>,
+    no_budget: bool,
+    breaker: Option<Box<dyn Fn() -> CircuitBreaker + Send + Sync>>,
+    no_breaker: bool,
+    pacer: Option<fn() -> Pacer>,
+    hedge: Option<HedgePolicy>,
+    retry_at_one_layer: bool,
+}
+
+impl Setup {
+    /// `policy`, default guards, no telemetry.
+    pub(crate) fn new(policy: Policy) -> Setup {
+        Setup {
+            policy,
+            meter: None,
+            operation_spans: false,
+            rule: None,
+            body_rule: None,
+            idempotency_keys: false,
+            idempotency_key_header: None,
+            budget: None,
+            no_budget: false,
+            breaker: None,
+            no_breaker: false,
+            pacer: None,
+            hedge: None,
+            retry_at_one_layer: false,
+        }
+    }
+
+    /// Spans and metrics into `telemetry`.
+    pub(crate) fn meter(mut self, telemetry: &Telemetry) -> Setup {
+        self.meter = Some(telemetry.meter.clone());
+        self
+    }
+
+    pub(crate) fn operation_spans(mut self) -> Setup {
+        self.operation_spans = true;
+        self
+    }
+
+    pub(crate) fn retry_rule(mut self, rule: impl ResponseRule) -> Setup {
+        self.rule = Some(Arc::new(rule));
+        self
+    }
+
+    pub(crate) fn retry_on_body(mut self, limit: BodyLimit, rule: impl BodyRule) -> Setup {
+        self.body_rule = Some((limit, Arc::new(rule)));
+        self
+    }
+
+    pub(crate) fn idempotency_keys(mut self) -> Setup {
+        self.idempotency_keys = true;
+        self
+    }
+
+    pub(crate) fn idempotency_key_header(mut self, name: HeaderName) -> Setup {
+        self.idempotency_key_header = Some(name);
+        self
+    }
+
+    pub(crate) fn budget_per_dependency(
+        mut self,
+        make: impl Fn() -> RetryBudget + Send + Sync + 'static,
+    ) -> Setup {
+        self.budget = Some(Box::new(make));
+        self
+    }
+
+    pub(crate) fn no_budget(mut self) -> Setup {
+        self.no_budget = true;
+        self
+    }
+
+    pub(crate) fn breaker_per_dependency(
+        mut self,
+        make: impl Fn() -> CircuitBreaker + Send + Sync + 'static,
+    ) -> Setup {
+        self.breaker = Some(Box::new(make));
+        self
+    }
+
+    pub(crate) fn no_breaker(mut self) -> Setup {
+        self.no_breaker = true;
+        self
+    }
+
+    pub(crate) fn pacer_per_dependency(mut self, make: fn() -> Pacer) -> Setup {
+        self.pacer = Some(make);
+        self
+    }
+
+    pub(crate) fn hedge(mut self, policy: HedgePolicy) -> Setup {
+        self.hedge = Some(policy);
+        self
+    }
+
+    pub(crate) fn retry_at_one_layer(mut self) -> Setup {
+        self.retry_at_one_layer = true;
+        self
+    }
+}
+
+/// Calls on one builder, whichever integration's it is, the setters `Setup`
+/// names: the two builders share their setters' names, not a trait.
+macro_rules! configure {
+    ($builder:path, $setup:expr) => {{
+        let setup: Setup = $setup;
+        let mut builder = $builder(setup.policy);
+        if let Some(rule) = setup.rule {
+            builder = builder.retry_rule(move |status, headers: &HeaderMap| rule.verdict(status, headers));
+        }
+        if let Some((limit, rule)) = setup.body_rule {
+            let wants = Arc::clone(&rule);
+            builder = builder.retry_on_body(
+                limit,
+                retryscope_tower::body_rule_fn(
+                    move |status, headers| wants.wants_body(status, headers),
+                    move |status, headers, body| rule.verdict(status, headers, body),
+                ),
+            );
+        }
+        if setup.idempotency_keys {
+            builder = builder.idempotency_keys();
+        }
+        if let Some(name) = setup.idempotency_key_header {
+            builder = builder.idempotency_key_header(name);
+        }
+        if let Some(make) = setup.budget {
+            builder = builder.budget_per_dependency(move || make());
+        }
+        if setup.no_budget {
+            builder = builder.no_budget();
+        }
+        if let Some(make) = setup.breaker {
+            builder = builder.breaker_per_dependency(move || make());
+        }
+        if setup.no_breaker {
+            builder = builder.no_breaker();
+        }
+        if let Some(make) = setup.pacer {
+            builder = builder.pacer_per_dependency(make);
+        }
+        if let Some(policy) = setup.hedge {
+            builder = builder.hedge(policy);
+        }
+        if setup.retry_at_one_layer {
+            builder = builder.retry_at_one_layer();
+        }
+        match setup.meter {
+            Some(meter) => {
+                let builder = builder.meter(&meter);
+                if setup.operation_spans { builder.operation_spans() } else { builder }.build()
+            }
+            None => builder.no_telemetry().build(),
+        }
+    }};
+}
+
+/// The request body type of the tower client: one concrete error type, as a
+/// `dyn` one would make the futures of spawned calls lifetime-generic, which
+/// `tokio::spawn` refuses.
+type TowerBody = BoxBody<Bytes, std::io::Error>;
+
+/// One client of either integration. Cloned, it shares its guards, as the
+/// callers of one service do.
+#[derive(Clone)]
+pub(crate) enum Client {
+    Reqwest(reqwest_middleware::ClientWithMiddleware),
+    Tower(Box<RetryService<HyperClient<HttpConnector, TowerBody>>>),
+}
+
+impl Integration {
+    /// A client of this integration with `setup`: reqwest-middleware over a
+    /// `reqwest::Client`, or the tower layer over a hyper-util client.
+    pub(crate) fn client(self, setup: Setup) -> Client {
+        match self {
+            Integration::Reqwest => {
+                let middleware = configure!(RetryMiddleware::builder, setup);
+                let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+                Client::Reqwest(reqwest_middleware::ClientBuilder::new(inner).with(middleware).build())
+            }
+            Integration::Tower => {
+                let layer = configure!(RetryLayer::builder, setup);
+                let inner = HyperClient::builder(TokioExecutor::new()).build_http::<TowerBody>();
+                Client::Tower(Box::new(ServiceBuilder::new().layer(layer).service(inner)))
+            }
+        }
+    }
+}
+
+/// A request's body.
+#[derive(Debug, Clone)]
+enum Body {
+    Empty,
+    Full(Bytes),
+    /// Chunks that are still being produced when the request starts.
+    Stream(Vec<Bytes>),
+}
+
+/// One request, as a caller of either integration makes it.
+#[derive(Debug)]
+pub(crate) struct Call {
+    method: Method,
+    url: String,
+    headers: HeaderMap,
+    extensions: http::Extensions,
+    body: Body,
+}
+
+impl Call {
+    pub(crate) fn new(method: Method, url: impl Into<String>) -> Call {
+        Call {
+            method,
+            url: url.into(),
+            headers: HeaderMap::new(),
+            extensions: http::Extensions::new(),
+            body: Body::Empty,
+        }
+    }
+
+    pub(crate) fn get(url: impl Into<String>) -> Call {
+        Call::new(Method::GET, url)
+    }
+
+    pub(crate) fn post(url: impl Into<String>) -> Call {
+        Call::new(Method::POST, url)
+    }
+
+    pub(crate) fn put(url: impl Into<String>) -> Call {
+        Call::new(Method::PUT, url)
+    }
+
+    pub(crate) fn header(mut self, name: &'static str, value: impl AsRef<str>) -> Call {
+        let value = HeaderValue::from_str(value.as_ref()).expect("a valid header value");
+        self.headers.insert(HeaderName::from_static(name), value);
+        self
+    }
+
+    /// A request extension (`RetryOptions`, `KeyChoice`), as
+    /// reqwest-middleware's `with_extension` and `http::Request`'s
+    /// `extensions_mut` carry it.
+    pub(crate) fn extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Call {
+        self.extensions.insert(value);
+        self
+    }
+
+    pub(crate) fn body(mut self, body: impl Into<Bytes>) -> Call {
+        self.body = Body::Full(body.into());
+        self
+    }
+
+    /// A streamed body: `chunks`, sent a few milliseconds after the request
+    /// starts. Neither integration can send it again: reqwest never replays a
+    /// stream, and tower replays only what is there at once.
+    pub(crate) fn streamed(mut self, chunks: &[&'static str]) -> Call {
+        self.body = Body::Stream(chunks.iter().map(|c| Bytes::from_static(c.as_bytes())).collect());
+        self
+    }
+}
+
+/// The channel a streamed body is read from, fed by a task of its own.
+fn feed(chunks: Vec<Bytes>) -> tokio_stream::wrappers::ReceiverStream<Result<Bytes, std::io::Error>> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(chunks.len().max(1));
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        for chunk in chunks {
+            if sender.send(Ok(chunk)).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(receiver)
+}
+
+/// A response, its body still to be read.
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    /// The URL reqwest says it answers; an `http::Response` carries none.
+    pub(crate) url: Option<String>,
+    body: ResponseBody,
+}
+
+enum ResponseBody {
+    Reqwest(reqwest::Response),
+    Tower(UnsyncBoxBody<Bytes, BoxError>),
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response").field("status", &self.status).field("headers", &self.headers).finish()
+    }
+}
+
+impl Response {
+    /// The whole body.
+    pub(crate) async fn bytes(self) -> Bytes {
+        match self.body {
+            ResponseBody::Reqwest(response) => response.bytes().await.expect("the body"),
+            ResponseBody::Tower(body) => body.collect().await.expect("the body").to_bytes(),
+        }
+    }
+
+    /// The whole body, as text.
+    pub(crate) async fn text(self) -> String {
+        String::from_utf8(self.bytes().await.to_vec()).expect("a UTF-8 body")
+    }
+
+    /// The next chunk of the body as it arrives (`None` at its end), failing
+    /// the test after 10 s instead of hanging it.
+    pub(crate) async fn chunk(&mut self) -> Option<Bytes> {
+        let next = async {
+            match &mut self.body {
+                ResponseBody::Reqwest(response) => response.chunk().await.expect("a chunk"),
+                ResponseBody::Tower(body) => loop {
+                    match body.frame().await {
+                        None => break None,
+                        Some(frame) => match frame.expect("a frame").into_data() {
+                            Ok(data) => break Some(data),
+                            Err(_trailers) => {}
+                        },
+                    }
+                },
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), next).await.expect("the next chunk hung")
+    }
+}
+
+/// How the integration stopped retrying, when it gave up: reqwest's
+/// `RetryError`, tower's `GaveUp`.
+#[derive(Debug)]
+pub(crate) struct Stopped {
+    pub(crate) reason: StopReason,
+    pub(crate) attempts: u32,
+    pub(crate) error_type: Option<ErrorType>,
+    /// The last attempt's error, as it prints.
+    pub(crate) last_error: Option<String>,
+    /// Whether that error is a failure to connect (reqwest's and hyper-util's `is_connect`).
+    pub(crate) last_error_is_connect: bool,
+}
+
+/// What a caller got instead of a response.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// Set when the integration gave up.
+    pub(crate) stopped: Option<Stopped>,
+    /// Whether the error is the integration's `NotRetried`.
+    pub(crate) not_retried: bool,
+    /// The error and its sources, outermost first, as anyhow's `{:#}` and
+    /// eyre print them.
+    pub(crate) chain: Vec<String>,
+}
+
+/// Every error of the chain, outermost first.
+fn chain(error: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(Some(error), |&e| e.source()).map(ToString::to_string).collect()
+}
+
+impl Failure {
+    fn of_reqwest(error: &reqwest_middleware::Error) -> Failure {
+        let (stopped, not_retried) = match error {
+            reqwest_middleware::Error::Middleware(inner) => {
+                let stopped =
+                    inner.downcast_ref::<RetryError<reqwest_middleware::Error>>().map(|e| Stopped {
+                        reason: e.reason(),
+                        attempts: e.attempts(),
+                        error_type: e.error_type(),
+                        last_error: e.last_error().map(ToString::to_string),
+                        last_error_is_connect: e
+                            .last_error()
+                            .is_some_and(reqwest_middleware::Error::is_connect),
+                    });
+                (stopped, inner.downcast_ref::<retryscope_reqwest::NotRetried>().is_some())
+            }
+            reqwest_middleware::Error::Reqwest(_) => (None, false),
+        };
+        Failure { stopped, not_retried, chain: chain(error) }
+    }
+
+    fn of_tower(error: &BoxError) -> Failure {
+        let stopped = error.downcast_ref::<retryscope_tower::GaveUp>().map(|e| Stopped {
+            reason: e.reason(),
+            attempts: e.attempts(),
+            error_type: e.error_type(),
+            last_error: e.last_error().map(ToString::to_string),
+            last_error_is_connect: e.last_error().is_some_and(|last| {
+                last.downcast_ref::<hyper_util::client::legacy::Error>().is_some_and(|e| e.is_connect())
+            }),
+        });
+        let not_retried = error.downcast_ref::<retryscope_tower::NotRetried>().is_some();
+        Failure { stopped, not_retried, chain: chain(&**error) }
+    }
+}
+
+impl Client {
+    /// Sends `call` and returns what the caller got.
+    pub(crate) async fn send(&self, call: Call) -> Result<Response, Failure> {
+        match self {
+            Client::Reqwest(client) => {
+                let mut request = client.request(call.method, &call.url).headers(call.headers);
+                request.extensions().extend(call.extensions);
+                let request = match call.body {
+                    Body::Empty => request,
+                    Body::Full(bytes) => request.body(bytes),
+                    Body::Stream(chunks) => request.body(reqwest::Body::wrap_stream(feed(chunks))),
+                };
+                match request.send().await {
+                    Ok(response) => Ok(Response {
+                        status: response.status().as_u16(),
+                        headers: response.headers().clone(),
+                        url: Some(response.url().to_string()),
+                        body: ResponseBody::Reqwest(response),
+                    }),
+                    Err(error) => Err(Failure::of_reqwest(&error)),
+                }
+            }
+            Client::Tower(service) => {
+                let body = match call.body {
+                    Body::Empty => BoxBody::new(Full::default().map_err(|never| match never {})),
+                    Body::Full(bytes) => BoxBody::new(Full::new(bytes).map_err(|never| match never {})),
+                    Body::Stream(chunks) => BoxBody::new(StreamBody::new(
+                        feed(chunks).map(|chunk| chunk.map(http_body::Frame::data)),
+                    )),
+                };
+                let mut request = http::Request::builder()
+                    .method(call.method)
+                    .uri(&call.url)
+                    .body(body)
+                    .expect("a valid request");
+                *request.headers_mut() = call.headers;
+                request.extensions_mut().extend(call.extensions);
+                let mut service = (**service).clone();
+                match async { service.ready().await?.call(request).await }.await {
+                    Ok(response) => {
+                        let (parts, body) = response.into_parts();
+                        Ok(Response {
+                            status: parts.status.as_u16(),
+                            headers: parts.headers,
+                            url: None,
+                            body: ResponseBody::Tower(body.map_err(Into::into).boxed_unsync()),
+                        })
+                    }
+                    Err(error) => Err(Failure::of_tower(&error)),
+                }
+            }
+        }
+    }
+
+    /// Sends `call` and returns what the caller got, in short.
+    pub(crate) async fn answer(&self, call: Call) -> Answer {
+        Answer::of(self.send(call).await)
+    }
+
+    /// A GET of `url`, in short.
+    pub(crate) async fn get(&self, url: &str) -> Answer {
+        self.answer(Call::get(url)).await
+    }
+}
+
+/// What a caller got, in short.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Answer {
     Status(u16),
@@ -26,13 +517,7 @@ impl Answer {
     pub(crate) fn of_reqwest(result: reqwest_middleware::Result<reqwest::Response>) -> Answer {
         match result {
             Ok(response) => Answer::Status(response.status().as_u16()),
-            Err(reqwest_middleware::Error::Middleware(error)) => {
-                match error.downcast_ref::<RetryError<reqwest_middleware::Error>>() {
-                    Some(gave_up) => Answer::GaveUp(gave_up.reason(), gave_up.error_type()),
-                    None => Answer::Other(error.to_string()),
-                }
-            }
-            Err(error) => Answer::Other(error.to_string()),
+            Err(error) => Answer::of(Err(Failure::of_reqwest(&error))),
         }
     }
 
@@ -40,10 +525,15 @@ impl Answer {
     pub(crate) fn of_tower<B>(result: Result<http::Response<B>, BoxError>) -> Answer {
         match result {
             Ok(response) => Answer::Status(response.status().as_u16()),
-            Err(error) => match error.downcast_ref::<GaveUp>() {
-                Some(gave_up) => Answer::GaveUp(gave_up.reason(), gave_up.error_type()),
-                None => Answer::Other(error.to_string()),
-            },
+            Err(error) => Answer::of(Err(Failure::of_tower(&error))),
+        }
+    }
+
+    pub(crate) fn of(result: Result<Response, Failure>) -> Answer {
+        match result {
+            Ok(response) => Answer::Status(response.status),
+            Err(Failure { stopped: Some(stopped), .. }) => Answer::GaveUp(stopped.reason, stopped.error_type),
+            Err(failure) => Answer::Other(failure.chain.first().cloned().unwrap_or_default()),
         }
     }
 }

@@ -159,6 +159,18 @@ fn totals_by_operation(metrics: &ResourceMetrics) -> HashMap<String, Totals> {
                     }
                 }
             }
+            // Calls refused before any attempt (an open breaker, the pacer) are
+            // counted apart from the operations that made attempts: they failed
+            // all the same.
+            (names::REFUSED, AggregatedMetrics::U64(MetricData::Sum(sum))) => {
+                for p in sum.data_points() {
+                    let attributes: Vec<&KeyValue> = p.attributes().collect();
+                    let outcome = attribute(&attributes, names::OUTCOME);
+                    if matches!(outcome.as_deref(), Some("exhausted" | "throttled")) {
+                        add(attributes, p.value(), |t| &mut t.failed);
+                    }
+                }
+            }
             _ => {}
         }
     }

@@ -18,26 +18,32 @@
 
 pub mod chain;
 mod chart;
+mod error;
 pub mod layers;
 mod load;
 pub mod lost_responses;
 pub mod metrics;
+mod one_server;
 mod policies;
 pub mod rate_limited;
 pub mod report;
+mod runner;
 pub mod server;
 pub mod slow_tail;
 mod telemetry;
 
+pub use error::StormError;
+pub use one_server::run;
 pub use policies::StormPolicy;
+
+pub(crate) use error::error;
+pub(crate) use runner::{block_on, delta, finish, write_outputs};
 
 use clap::Args;
 use clap::builder::ArgPredicate;
 use layers::LayerPolicy;
-use metrics::{InProcessReader, Totals};
-use report::{PolicyRun, Summary, Timeline};
-use server::{Behaviour, Model, Overload, SLICE, Server};
-use std::fmt;
+use report::Timeline;
+use server::{Model, Overload};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -234,48 +240,6 @@ fn parse_outage(s: &str) -> Result<(f64, f64), String> {
     Ok((number(start)?, number(len)?))
 }
 
-/// Why a storm could not run: a setting out of range, or what it was doing when
-/// something failed, with that failure as its [`source`](std::error::Error::source).
-#[derive(Debug)]
-pub struct StormError {
-    message: String,
-    source: Option<Box<dyn std::error::Error + Send + Sync>>,
-}
-
-impl StormError {
-    /// A refusal with nothing underneath (a setting out of range).
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into(), source: None }
-    }
-}
-
-impl fmt::Display for StormError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for StormError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-/// Runs one storm to its end on a multi-threaded runtime of its own: what every
-/// storm's `run` does once its flags are checked.
-pub(crate) fn block_on<T>(storm: impl Future<Output = Result<T, StormError>>) -> Result<T, StormError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| error("starting the runtime", e))?;
-    runtime.block_on(storm)
-}
-
-/// What the storm was doing (`context`) when `e` happened; `e` stays the source.
-pub(crate) fn error(context: &str, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StormError {
-    StormError { message: context.to_owned(), source: Some(e.into()) }
-}
-
 impl StormArgs {
     fn validate(&self) -> Result<Timeline, StormError> {
         self.validate_load()?;
@@ -371,160 +335,5 @@ impl StormArgs {
             ),
         };
         format!("storm: {load}; server {server}; outage {start}:{len} s of {} s\n", self.duration)
-    }
-}
-
-/// Runs the storm of one server and prints the report (see [`layers::run`]
-/// for `--layers`).
-pub fn run(args: &StormArgs) -> Result<Vec<Summary>, StormError> {
-    let timeline = args.validate()?;
-    block_on(storm(args, timeline))
-}
-
-async fn storm(args: &StormArgs, timeline: Timeline) -> Result<Vec<Summary>, StormError> {
-    let telemetry = telemetry::Telemetry::start(args.prometheus.as_deref())?;
-    let mut runs = Vec::new();
-    // Each policy's client lives as long as the process, as a service's would:
-    // its guards, and so its budget and breaker gauges, are still there for the
-    // scrapes while the lab lingers.
-    let mut clients = Vec::new();
-    for &policy in &args.policies {
-        eprintln!("storm: {policy} …");
-        let (run, client) = run_policy(args, policy, timeline, &telemetry.meter, &telemetry.reader).await?;
-        runs.push(run);
-        clients.push(client);
-    }
-    let rows: Vec<Summary> = runs.iter().map(|r| r.summary(timeline)).collect();
-    print!("{}{}", args.header(), report::table(&rows));
-    let json = serde_json::json!({
-        "header": args.header().trim_end(),
-        "summary": rows,
-        "runs": runs,
-        "slice_ms": SLICE.as_millis() as u64,
-    });
-    write_outputs(args, "storm", &json, |svg| chart::write_svg(svg, &runs, &rows, timeline))?;
-    finish(args, &telemetry).await;
-    drop(clients);
-    Ok(rows)
-}
-
-/// Writes `{stem}.svg` with `chart` and `{stem}.json` with `json` into `--out`.
-pub(crate) fn write_outputs<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
-    args: &StormArgs,
-    stem: &str,
-    json: &serde_json::Value,
-    chart: impl FnOnce(&std::path::Path) -> Result<(), E>,
-) -> Result<(), StormError> {
-    std::fs::create_dir_all(&args.out).map_err(|e| error("creating --out", e))?;
-    let svg = args.out.join(format!("{stem}.svg"));
-    chart(&svg).map_err(|e| error("writing the chart", e))?;
-    let summary = args.out.join(format!("{stem}.json"));
-    std::fs::write(&summary, serde_json::to_string_pretty(json).map_err(|e| error("encoding", e))?)
-        .map_err(|e| error("writing the summary", e))?;
-    eprintln!("storm: wrote {} and {}", svg.display(), summary.display());
-    Ok(())
-}
-
-/// Flushes the telemetry, then keeps serving metrics for `--linger` seconds
-/// (for a last scrape) while the caller still holds its clients.
-pub(crate) async fn finish(args: &StormArgs, telemetry: &telemetry::Telemetry) {
-    telemetry.flush();
-    if args.linger > 0.0 {
-        tokio::time::sleep(Duration::from_secs_f64(args.linger)).await;
-    }
-}
-
-async fn run_policy(
-    args: &StormArgs,
-    policy: StormPolicy,
-    timeline: Timeline,
-    meter: &opentelemetry::metrics::Meter,
-    metrics: &InProcessReader,
-) -> Result<(PolicyRun, reqwest_middleware::ClientWithMiddleware), StormError> {
-    let duration = Duration::from_secs_f64(args.duration);
-    let drain = Duration::from_secs(1);
-    let slices = usize::try_from((duration + drain).as_millis() / SLICE.as_millis()).unwrap_or(0) + 1;
-    let behaviour = Behaviour {
-        capacity: args.capacity,
-        outage_start: timeline.outage_start,
-        outage_len: timeline.outage_end - timeline.outage_start,
-        model: args.model(),
-    };
-    let middleware = policy.middleware().map_err(|e| error("building the policy", e))?.meter(meter).build();
-    // The HTTP client bounds each attempt by the policies' attempt timeout too,
-    // so that no caller waits longer than the server model assumes (its
-    // goodput counts only answers within that timeout).
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(policies::ATTEMPT_TIMEOUT)
-        .build()
-        .map_err(|e| error("building the client", e))?;
-    let client = reqwest_middleware::ClientBuilder::new(http).with(middleware).build();
-    let load = load::Load { clients: args.clients, rate: args.rate, duration, seed: args.seed };
-    let before = latest(metrics, policy).await;
-    // The server's clock, the sampler's and the clients' start together, so the
-    // server's counters and the telemetry share one time axis.
-    let incoming = retryscope_otel::IncomingRequests::from_meter(meter);
-    let server =
-        Server::start(behaviour, slices, incoming).await.map_err(|e| error("starting the server", e))?;
-    let url = format!("http://{}/work", server.addr);
-    let sampler = tokio::spawn(sample(metrics.clone(), policy, slices));
-    let outcomes = load::run(load, client.clone(), url, policy.name(), drain, slices).await;
-    let retries = sampler.await.map_err(|e| error("sampling metrics", e))?;
-    let after = latest(metrics, policy).await;
-    let run = PolicyRun {
-        policy: policy.name(),
-        totals: delta(after, before),
-        server_received: server.counters.received(),
-        server_served: server.counters.served(),
-        started: outcomes.received(),
-        succeeded: outcomes.served(),
-        retries,
-    };
-    Ok((run, client))
-}
-
-/// Retries started per slice, from the instrumentation's cumulative counter.
-async fn sample(metrics: InProcessReader, policy: StormPolicy, slices: usize) -> Vec<u64> {
-    let mut ticks = tokio::time::interval(SLICE);
-    let mut series = Vec::with_capacity(slices);
-    let mut previous = None;
-    for _ in 0..slices {
-        ticks.tick().await;
-        let current = metrics.totals(policy.name()).retries;
-        series.push(current.saturating_sub(previous.unwrap_or(current)));
-        previous = Some(current);
-    }
-    series
-}
-
-/// The newest totals after the reader's next collection.
-async fn latest(metrics: &InProcessReader, policy: StormPolicy) -> Totals {
-    tokio::time::sleep(SLICE * 2).await;
-    metrics.totals(policy.name())
-}
-
-pub(crate) fn delta(after: Totals, before: Totals) -> Totals {
-    Totals {
-        requests: after.requests - before.requests.min(after.requests),
-        retries: after.retries - before.retries.min(after.retries),
-        attempts: after.attempts - before.attempts.min(after.attempts),
-        failed: after.failed - before.failed.min(after.failed),
-        succeeded: after.succeeded - before.succeeded.min(after.succeeded),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::error::Error as _;
-
-    #[test]
-    fn a_failure_is_the_source_of_the_storm_error_and_printed_once() {
-        let cause = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "read-only file system");
-        let e = error("creating --out", cause);
-        assert_eq!(e.to_string(), "creating --out");
-        assert_eq!(e.source().map(ToString::to_string).as_deref(), Some("read-only file system"));
-        assert!(StormError::new("--queue must be between 1 and 100000").source().is_none());
     }
 }

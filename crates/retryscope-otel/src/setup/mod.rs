@@ -15,8 +15,12 @@
 //! thread (`OTEL_METRIC_EXPORT_INTERVAL`, 60 s by default). A collector that is
 //! down or slow therefore costs lost telemetry, never a slower or hung request,
 //! and [`Telemetry::shutdown`]'s error is to be logged, not returned from `main`.
+//! While the program runs, failed span exports are logged when they start and
+//! when they stop failing (target `retryscope`), and the spans they lose are
+//! counted (`retryscope.telemetry.spans.lost`).
 
 mod error;
+mod export_health;
 mod propagator;
 mod protocol;
 mod telemetry;
@@ -26,6 +30,9 @@ pub use propagator::W3cPropagator;
 pub use protocol::Protocol;
 pub use telemetry::{SpanLayer, Telemetry};
 
+use crate::observer::scope;
+use export_health::ReportingExporter;
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_otlp::{MetricExporter, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{MeterProviderBuilder, PeriodicReader, SdkMeterProvider};
@@ -243,13 +250,11 @@ impl OtlpConfig {
         let resource = self.resource();
         let spans = span_exporter(&traces)?;
         let metric_exporter = metric_exporter(&metrics)?;
-        let tracer_provider =
-            SdkTracerProvider::builder().with_batch_exporter(spans).with_resource(resource.clone()).build();
         let mut reader = PeriodicReader::builder(metric_exporter);
         if let Some(interval) = self.metric_interval {
             reader = reader.with_interval(interval);
         }
-        let builder = SdkMeterProvider::builder().with_reader(reader.build()).with_resource(resource);
+        let builder = SdkMeterProvider::builder().with_reader(reader.build()).with_resource(resource.clone());
         #[cfg(feature = "prometheus")]
         let (builder, registry) = match self.prometheus {
             true => {
@@ -260,6 +265,11 @@ impl OtlpConfig {
             false => (builder, None),
         };
         let meter_provider = meters(builder).build();
+        // The meter provider first: the span exporter counts what it loses in it.
+        let spans =
+            ReportingExporter::new(spans, &traces.endpoint, &meter_provider.meter_with_scope(scope()));
+        let tracer_provider =
+            SdkTracerProvider::builder().with_batch_exporter(spans).with_resource(resource.clone()).build();
         Ok(Telemetry {
             #[cfg(feature = "prometheus")]
             prometheus: registry

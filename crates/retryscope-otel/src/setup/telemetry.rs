@@ -95,7 +95,11 @@ impl Telemetry {
     /// the rest passes at the span filter ([`OtlpConfig::span_filter`], `info` by
     /// default). A filter added to the registry *globally* (`.with(EnvFilter)`
     /// rather than `.with(fmt.with_filter(EnvFilter))`) still applies to every
-    /// layer: give it a `retryscope=info` directive, or put it on the fmt layer.
+    /// layer: put it on the fmt layer, or give it a `retryscope=info` directive
+    /// *and* the targets of the spans the calls run in (`checkout=info` for a
+    /// crate `checkout`, `tower_http=info` under tower-http's `TraceLayer`).
+    /// With `retryscope=info` alone the caller's span is filtered out, and each
+    /// attempt span is exported as the root of a trace of its own.
     ///
     /// What the layer records, on purpose, is only what the telemetry contract
     /// names: no source locations (`code.*`), thread names or ids, nor busy and

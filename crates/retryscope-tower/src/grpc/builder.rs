@@ -3,10 +3,26 @@
 use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
 use crate::layer::RetryLayer;
+use crate::telemetry_state::{Off, On};
+use http::Uri;
 use retryscope::Policy;
-use retryscope_http::telemetry_state::{Off, On};
 use std::fmt;
 use std::marker::PhantomData;
+
+/// Whether a [`GrpcRetryLayerBuilder`] has its channel's origin yet: `build`
+/// is offered only once it has.
+pub mod origin_state {
+    /// No origin yet: set one with
+    /// [`origin`](super::GrpcRetryLayerBuilder::origin).
+    #[derive(Debug)]
+    pub enum NoOrigin {}
+
+    /// The origin is set: the builder can [`build`](super::GrpcRetryLayerBuilder::build).
+    #[derive(Debug)]
+    pub enum HasOrigin {}
+}
+
+use origin_state::{HasOrigin, NoOrigin};
 
 /// Builds a [`RetryLayer`] with gRPC semantics (A6): made by
 /// [`RetryLayer::grpc`].
@@ -44,15 +60,33 @@ use std::marker::PhantomData;
 /// happened, its outcome a gRPC status that often arrives only in the trailers;
 /// which codes are retried is the service config's `retryableStatusCodes`.
 ///
+/// **The origin is required.** A tonic client sends only the path
+/// (`/package.Service/Method`): the channel adds its endpoint's scheme and
+/// authority inside itself, below any layer around it. The layer is told the
+/// server by [`origin`](Self::origin) — the endpoint's own URI — and the
+/// builder offers `build` only once it has it ([origin state](origin_state)
+/// `HasOrigin`), so that no call is reported or guarded as an `unknown`
+/// server. (A request that carries an authority of its own is reported as
+/// that.)
+///
 /// ```
 /// use retryscope::Policy;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
 ///
+/// let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive()))
-///     .origin(http::Uri::from_static("http://127.0.0.1:50051"))
+///     .origin(endpoint.uri().clone())
 ///     .no_telemetry()
 ///     .build();
 /// # let _ = layer;
+/// ```
+///
+/// ```compile_fail
+/// use retryscope::Policy;
+/// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+///
+/// // No origin: every call would be an `unknown` server's.
+/// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_telemetry().build();
 /// ```
 ///
 /// ```compile_fail
@@ -71,7 +105,7 @@ use std::marker::PhantomData;
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_attempt_header();
 /// ```
 ///
-/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](retryscope_http::telemetry_state)
+/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](crate::telemetry_state)
 /// is then `Off`), the settings that only telemetry reads are not offered:
 /// gRPC's own metrics could only be ignored.
 ///
@@ -90,13 +124,14 @@ use std::marker::PhantomData;
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).retry_rule(rule);
 /// ```
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct GrpcRetryLayerBuilder<T = On> {
+pub struct GrpcRetryLayerBuilder<T = On, O = NoOrigin> {
     retry: GrpcRetry,
     tower: TowerSettings,
     telemetry: PhantomData<T>,
+    origin: PhantomData<O>,
 }
 
-impl<T> fmt::Debug for GrpcRetryLayerBuilder<T> {
+impl<T, O> fmt::Debug for GrpcRetryLayerBuilder<T, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GrpcRetryLayerBuilder")
             .field("retry", &self.retry)
@@ -105,17 +140,36 @@ impl<T> fmt::Debug for GrpcRetryLayerBuilder<T> {
     }
 }
 
-impl GrpcRetryLayerBuilder<On> {
+impl GrpcRetryLayerBuilder<On, NoOrigin> {
     pub(crate) fn new(retry: GrpcRetry) -> Self {
         let mut tower = TowerSettings::default();
         // A6's guards only: the token bucket, when the config throttles.
         tower.shared.breaker = None;
         tower.shared.budget = None;
         tower.shared.pacer = None;
-        Self { retry, tower, telemetry: PhantomData }
+        Self { retry, tower, telemetry: PhantomData, origin: PhantomData }
     }
+}
 
-    retryscope_http::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off>);
+impl<T> GrpcRetryLayerBuilder<T, NoOrigin> {
+    /// The server the channel calls, as the URI of its endpoint
+    /// (`endpoint.uri().clone()`): its scheme and authority. Names the
+    /// dependency (and so picks its guards), fills `server.address` and
+    /// `server.port`, and is gRPC's `grpc.target`. Required: `build` is
+    /// offered only after it.
+    pub fn origin(mut self, origin: Uri) -> GrpcRetryLayerBuilder<T, HasOrigin> {
+        self.tower.origin = Some(origin);
+        GrpcRetryLayerBuilder {
+            retry: self.retry,
+            tower: self.tower,
+            telemetry: PhantomData,
+            origin: PhantomData,
+        }
+    }
+}
+
+impl<O> GrpcRetryLayerBuilder<On, O> {
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off, O>);
 
     /// Records gRPC's own client metrics too — the per-attempt and per-call
     /// instruments of gRFC A66 and the retry instruments of A96
@@ -131,14 +185,19 @@ impl GrpcRetryLayerBuilder<On> {
     }
 }
 
-impl<T> GrpcRetryLayerBuilder<T> {
-    fn into_telemetry_state<U>(self) -> GrpcRetryLayerBuilder<U> {
-        GrpcRetryLayerBuilder { retry: self.retry, tower: self.tower, telemetry: PhantomData }
+impl<T, O> GrpcRetryLayerBuilder<T, O> {
+    fn into_telemetry_state<U>(self) -> GrpcRetryLayerBuilder<U, O> {
+        GrpcRetryLayerBuilder {
+            retry: self.retry,
+            tower: self.tower,
+            telemetry: PhantomData,
+            origin: PhantomData,
+        }
     }
 
-    retryscope_http::shared_setters!(tower.shared: telemetry);
-    retryscope_http::shared_setters!(tower.shared: breaker);
-    retryscope_http::shared_setters!(tower.shared: pacer);
+    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
+    retryscope_http::__private::shared_setters!(tower.shared: breaker);
+    retryscope_http::__private::shared_setters!(tower.shared: pacer);
     tower_setters!();
 
     /// Gives each server a retry budget made by `make` (none by default: A6
@@ -151,7 +210,9 @@ impl<T> GrpcRetryLayerBuilder<T> {
         self.tower.shared.budget = Some(std::sync::Arc::new(make));
         self
     }
+}
 
+impl<T> GrpcRetryLayerBuilder<T, HasOrigin> {
     /// The layer.
     pub fn build(self) -> RetryLayer {
         // Every call takes the policy of its method (or its `RetryOptions`),

@@ -2,7 +2,7 @@
 //! the previous-attempts count.
 
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use retryscope::outcome::Hint;
+use retryscope::Hint;
 use retryscope::pace::PaceSignal;
 use std::time::Duration;
 

@@ -3,6 +3,7 @@
 //! throttling.
 
 mod builder;
+pub(crate) mod call;
 pub(crate) mod code;
 mod config;
 pub(crate) mod headers;
@@ -12,7 +13,7 @@ pub(crate) mod reset;
 pub(crate) mod status;
 pub(crate) mod stop;
 
-pub use builder::GrpcRetryLayerBuilder;
+pub use builder::{GrpcRetryLayerBuilder, origin_state};
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
 pub use stop::{

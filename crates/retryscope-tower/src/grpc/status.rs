@@ -4,10 +4,10 @@
 
 use super::code::{CodeSet, name};
 use super::headers::{self, Pushback};
-use crate::body::ResponseBody;
+use crate::response::ResponseBody;
 use http::{HeaderMap, Response, StatusCode};
 use http_body::Body;
-use retryscope::outcome::{ErrorType, Hint, Verdict};
+use retryscope::{ErrorType, Hint, Verdict};
 use tracing::Span;
 
 /// A status received with the response headers: a Trailers-Only answer, or an

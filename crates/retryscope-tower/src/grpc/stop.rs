@@ -19,8 +19,8 @@
 use super::code::{CodeSet, name};
 use super::headers::Pushback;
 use super::status;
-use crate::body::ResponseBody;
 use crate::error::{BoxError, GaveUp};
+use crate::response::ResponseBody;
 use http::{HeaderValue, Response};
 use http_body::Body;
 use retryscope::{RetryError, StopReason};

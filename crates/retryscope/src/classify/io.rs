@@ -16,7 +16,7 @@ use crate::verdict::{ErrorType, Verdict};
 /// ```
 /// use std::io::ErrorKind;
 /// use retryscope::classify::io_error;
-/// use retryscope::outcome::{ErrorType, Verdict};
+/// use retryscope::{ErrorType, Verdict};
 ///
 /// assert_eq!(
 ///     io_error(ErrorKind::ConnectionRefused),

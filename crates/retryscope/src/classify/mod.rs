@@ -74,7 +74,7 @@ pub trait Classify<T, E> {
     ///
     /// ```
     /// use retryscope::classify::Classify;
-    /// use retryscope::outcome::{ErrorType, Verdict};
+    /// use retryscope::{ErrorType, Verdict};
     ///
     /// /// A response: a status and a body that holds a connection.
     /// struct Reply { status: u16, body: Option<Vec<u8>> }

@@ -24,7 +24,7 @@ const MAX_CODE: u16 = 599;
 /// ```
 /// use http::StatusCode;
 /// use retryscope::classify::status;
-/// use retryscope::outcome::{ErrorType, Verdict};
+/// use retryscope::{ErrorType, Verdict};
 ///
 /// assert_eq!(status(StatusCode::OK), Verdict::Success);
 /// assert_eq!(status(StatusCode::FOUND), Verdict::Success);
@@ -52,7 +52,7 @@ pub fn status(status: StatusCode) -> Verdict {
 /// ```
 /// use http::StatusCode;
 /// use retryscope::classify::HttpClassifier;
-/// use retryscope::outcome::{ErrorType, Verdict};
+/// use retryscope::{ErrorType, Verdict};
 ///
 /// const CLASSIFIER: HttpClassifier = HttpClassifier::new()
 ///     .retry_conflict(true)      // 409: retry an optimistic-locking conflict
@@ -139,7 +139,7 @@ impl HttpClassifier {
     /// ```
     /// use http::StatusCode;
     /// use retryscope::classify::HttpClassifier;
-    /// use retryscope::outcome::{ErrorType, Verdict};
+    /// use retryscope::{ErrorType, Verdict};
     ///
     /// let c = HttpClassifier::new();
     /// assert_eq!(
@@ -171,7 +171,7 @@ impl HttpClassifier {
     /// use std::time::{Duration, SystemTime};
     /// use http::{HeaderMap, HeaderValue, StatusCode, header::RETRY_AFTER};
     /// use retryscope::classify::HttpClassifier;
-    /// use retryscope::outcome::{ErrorType, Hint, Verdict};
+    /// use retryscope::{ErrorType, Hint, Verdict};
     ///
     /// let mut headers = HeaderMap::new();
     /// headers.insert(RETRY_AFTER, HeaderValue::from_static("120"));

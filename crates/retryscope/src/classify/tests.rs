@@ -1,7 +1,7 @@
 //! The HTTP classifier and the request-safety rules.
 
 use super::*;
-use crate::outcome::Hint;
+use crate::Hint;
 use http::HeaderValue;
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, Method, StatusCode};

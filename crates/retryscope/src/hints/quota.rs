@@ -183,7 +183,7 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 /// use std::time::{Duration, SystemTime};
 /// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
 /// use retryscope::hints::pace_signal;
-/// use retryscope::outcome::Hint;
+/// use retryscope::Hint;
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert(RETRY_AFTER, HeaderValue::from_static("5"));

@@ -1,7 +1,7 @@
 //! The `Retry-After` and `RateLimit` parsers, specified on fixed clocks and header values.
 
 use super::*;
-use crate::outcome::DelaySource;
+use crate::DelaySource;
 use proptest::prelude::*;
 use std::time::UNIX_EPOCH;
 

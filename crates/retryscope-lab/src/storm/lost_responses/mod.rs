@@ -9,7 +9,7 @@
 //! real reqwest client carrying
 //! [`RetryMiddleware`](retryscope_reqwest::RetryMiddleware), one
 //! [`LostPolicy`] after another, each against a fresh server: no retry, a
-//! blind retry (`safe_to_retry`, no key), and `.idempotency_keys()` against
+//! blind retry (`idempotent`, no key), and `.idempotency_keys()` against
 //! the server behind `retryscope_idempotency::IdempotencyLayer`.
 //!
 //! Without a retry the operations whose response was lost fail though they

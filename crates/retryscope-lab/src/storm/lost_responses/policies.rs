@@ -19,7 +19,7 @@ pub enum LostPolicy {
     /// One attempt: a lost response is a failed operation, though the server
     /// did the work.
     NoRetry,
-    /// Every POST marked [`safe_to_retry`](RetryOptions::safe_to_retry) and
+    /// Every POST marked [`idempotent`](RetryOptions::idempotent) and
     /// no key: what "just retry it" does to an operation that is not idempotent.
     RetryWithoutKeys,
     /// [`idempotency_keys`](RetryMiddlewareBuilder::idempotency_keys) on the
@@ -82,7 +82,7 @@ impl LostPolicy {
     /// What each request of this policy carries in its extensions.
     pub fn options(self) -> Option<RetryOptions> {
         match self {
-            LostPolicy::RetryWithoutKeys => Some(RetryOptions::new().safe_to_retry()),
+            LostPolicy::RetryWithoutKeys => Some(RetryOptions::new().idempotent()),
             LostPolicy::NoRetry | LostPolicy::RetryWithKeys => None,
         }
     }

@@ -8,10 +8,10 @@ use crate::grpc::{code, headers};
 use bytes::Buf;
 use http::{HeaderMap, Response};
 use opentelemetry::KeyValue;
+use retryscope::ErrorType;
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver, Wait,
 };
-use retryscope::outcome::ErrorType;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

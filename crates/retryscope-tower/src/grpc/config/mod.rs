@@ -4,81 +4,23 @@
 //! The JSON is walked by hand rather than derived so that every error can name
 //! the exact field (`methodConfig[1].retryPolicy.maxBackoff`).
 
-use super::code::{CodeSet, by_name, code_number};
+mod error;
+mod json;
+
+pub use error::ServiceConfigError;
+
+use super::code::CodeSet;
 use super::{GrpcRetry, Hedging, MethodName, MethodRetry};
+use error::Result;
+use json::{array, duration, object, positive, required, status_code, whole_number};
 use retryscope::budget::{MAX_TOKENS, TokenBucket, TokenBucketBuilder};
-use retryscope::{Jitter, MAX_DURATION, Policy};
-use serde_json::{Map, Value};
+use retryscope::{Jitter, Policy};
+use serde_json::Value;
 use std::collections::HashSet;
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// gRPC clients treat a `maxAttempts` above 5 as 5 (A6).
 const MAX_ATTEMPTS: u64 = 5;
-/// Method configs and names are bounded: a config is operator input, but an
-/// absurd one should be refused, not held.
-const MAX_ENTRIES: usize = 10_000;
-
-/// A service config the layer refused, naming the field. A JSON syntax error
-/// keeps serde_json's error (with its line and column) as its
-/// [`source`](std::error::Error::source).
-#[derive(Debug, Clone)]
-pub struct ServiceConfigError {
-    field: String,
-    problem: String,
-    // Shared so that the error stays `Clone`; serde_json's error is not.
-    syntax: Option<Arc<serde_json::Error>>,
-}
-
-/// Equal when they name the same field and problem; the syntax error's source is
-/// not compared (serde_json's error has no equality).
-impl PartialEq for ServiceConfigError {
-    fn eq(&self, other: &Self) -> bool {
-        self.field == other.field && self.problem == other.problem
-    }
-}
-
-impl Eq for ServiceConfigError {}
-
-impl ServiceConfigError {
-    fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self { field: field.into(), problem: problem.into(), syntax: None }
-    }
-
-    fn syntax(error: serde_json::Error) -> Self {
-        Self { field: String::new(), problem: "not valid JSON".to_owned(), syntax: Some(Arc::new(error)) }
-    }
-
-    /// The JSON path of the bad field (`methodConfig[0].retryPolicy.maxAttempts`),
-    /// or empty for a syntax error.
-    pub fn field(&self) -> &str {
-        &self.field
-    }
-
-    /// What is wrong with it.
-    pub fn problem(&self) -> &str {
-        &self.problem
-    }
-}
-
-impl fmt::Display for ServiceConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "invalid gRPC service config: {}", self.problem)
-        } else {
-            write!(f, "invalid gRPC service config: {}: {}", self.field, self.problem)
-        }
-    }
-}
-
-impl std::error::Error for ServiceConfigError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.syntax.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-type Result<T> = std::result::Result<T, ServiceConfigError>;
 
 pub(super) fn parse(json: &str) -> Result<GrpcRetry> {
     let root: Value = serde_json::from_str(json).map_err(ServiceConfigError::syntax)?;
@@ -260,30 +202,6 @@ fn hedging_policy(value: &Value, at: &str) -> Result<(Hedging, CodeSet)> {
     Ok((Hedging { max_copies, delay }, codes))
 }
 
-/// A status code by name in any case (`"UNAVAILABLE"`, `"unavailable"`) or by
-/// number (`14`, or `14.0` as grpc-java reads JSON numbers). `OK` is accepted,
-/// as grpc-go accepts it, and never retried: an OK answer is a success.
-fn status_code(value: &Value, at: &str) -> Result<u8> {
-    let code = match value {
-        Value::String(name) => by_name(name),
-        Value::Number(_) => whole_number(value).filter(|n| *n <= 16).map(|n| code_number(n as i64)),
-        _ => None,
-    };
-    code.ok_or_else(|| ServiceConfigError::new(at, format!("not a gRPC status code: {value}")))
-}
-
-/// A JSON number that is a whole number at or above 0: `3`, or `3.0` (gRPC's
-/// Java and C++ read every JSON number as a double and accept integral ones).
-fn whole_number(value: &Value) -> Option<u64> {
-    value.as_u64().or_else(|| {
-        value
-            .as_f64()
-            // 2^53: above it a double no longer holds every whole number.
-            .filter(|f| f.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(f))
-            .map(|f| f as u64)
-    })
-}
-
 fn throttling(value: &Value, at: &str) -> Result<TokenBucketBuilder> {
     let throttling = object(value, at)?;
     let tokens_at = format!("{at}.maxTokens");
@@ -324,50 +242,6 @@ fn throttling(value: &Value, at: &str) -> Result<TokenBucketBuilder> {
         )
     })?;
     Ok(builder)
-}
-
-/// A protobuf JSON `Duration`: decimal seconds with an `s` suffix (`"0.1s"`,
-/// `".01s"`, `"120s"`), at most nine fractional digits.
-fn duration(value: &Value, at: &str) -> Result<Duration> {
-    let bad = || ServiceConfigError::new(at, format!("must be a duration such as \"0.1s\", got {value}"));
-    let text = value.as_str().ok_or_else(bad)?;
-    let number = text.strip_suffix('s').ok_or_else(bad)?;
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if (whole.is_empty() && fraction.is_empty())
-        || fraction.len() > 9
-        || !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit())
-    {
-        return Err(bad());
-    }
-    let secs: u64 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| bad())? };
-    let nanos: u32 =
-        if fraction.is_empty() { 0 } else { format!("{fraction:0<9}").parse().map_err(|_| bad())? };
-    let d = Duration::new(secs, 0).checked_add(Duration::from_nanos(u64::from(nanos))).ok_or_else(bad)?;
-    if d > MAX_DURATION {
-        return Err(ServiceConfigError::new(at, format!("must be at most {MAX_DURATION:?}, got {text}")));
-    }
-    Ok(d)
-}
-
-fn positive(d: Duration, at: &str) -> Result<Duration> {
-    if d.is_zero() { Err(ServiceConfigError::new(at, "must be above 0")) } else { Ok(d) }
-}
-
-fn object<'a>(value: &'a Value, at: &str) -> Result<&'a Map<String, Value>> {
-    value.as_object().ok_or_else(|| ServiceConfigError::new(at, "must be a JSON object"))
-}
-
-fn array<'a>(value: &'a Value, at: &str) -> Result<&'a Vec<Value>> {
-    let items = value.as_array().ok_or_else(|| ServiceConfigError::new(at, "must be a JSON array"))?;
-    if items.len() > MAX_ENTRIES {
-        return Err(ServiceConfigError::new(at, format!("more than {MAX_ENTRIES} entries")));
-    }
-    Ok(items)
-}
-
-fn required<'a>(map: &'a Map<String, Value>, key: &str, at: &str) -> Result<&'a Value> {
-    let path = if at.is_empty() { key.to_owned() } else { format!("{at}.{key}") };
-    map.get(key).ok_or_else(|| ServiceConfigError::new(path, "is required"))
 }
 
 #[cfg(test)]

@@ -1,0 +1,30 @@
+//! The README and every guide page, doctested from the files themselves: each
+//! Rust block compiles and runs as written (`cargo test -p
+//! retryscope-conformance --doc`), so nothing a reader copies is a hand-made
+//! copy that drifts. The blocks' hidden lines (`# …`) start what their text
+//! says they need, from [`crate::services`], and check it with [`crate::checks`].
+
+#[doc = include_str!("../../../README.md")]
+mod readme {}
+
+macro_rules! guide {
+    ($($page:ident => $file:literal),* $(,)?) => {
+        $(
+            #[doc = include_str!(concat!("../../../docs/guide/", $file))]
+            mod $page {}
+        )*
+    };
+}
+
+guide! {
+    engine => "engine.md",
+    existing_services => "existing-services.md",
+    grpc => "grpc.md",
+    hedging => "hedging.md",
+    rate_limits => "rate-limits.md",
+    idempotency => "idempotency.md",
+    databases => "databases.md",
+    call_chains => "call-chains.md",
+    lab => "lab.md",
+    operations => "operations.md",
+}

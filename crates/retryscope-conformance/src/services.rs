@@ -1,0 +1,76 @@
+//! The services the README's and the guide's doctests say they need, started
+//! the way CI provides them: a real collector (rotel, `RETRYSCOPE_ROTEL`),
+//! PostgreSQL (`RETRYSCOPE_POSTGRES_URL`), Redis (`RETRYSCOPE_REDIS_URL`), and
+//! the loopback servers their text describes. Without one of the variables a
+//! doctest prints `skipped: … not set` and passes, except under `CI`.
+
+use retryscope_test_support::echo::{Behaviour, EchoServer};
+use retryscope_test_support::{Reply, Server, external, rotel};
+use sqlx::Executor as _;
+
+pub use retryscope_test_support::rotel::Collector;
+
+/// A rotel collector on free loopback ports, with the standard variables
+/// pointing at it: `OTEL_EXPORTER_OTLP_ENDPOINT` (OTLP/HTTP) and
+/// `OTEL_SERVICE_NAME` (`tag`). `None` when `RETRYSCOPE_ROTEL` is not set.
+///
+/// Call it first in `main`, before any other thread exists: it sets the
+/// process environment, as a user's shell would have.
+pub fn collector(tag: &str) -> Option<Collector> {
+    let binary = rotel::binary()?;
+    let collector = Collector::start(&binary, tag);
+    // SAFETY: the doctest calls this before it starts a runtime or any thread,
+    // so nothing reads the environment while it changes.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", collector.http));
+        std::env::set_var("OTEL_SERVICE_NAME", tag);
+    }
+    Some(collector)
+}
+
+/// A loopback HTTP server whose `/inventory` answers 503, then `7 in stock`.
+pub async fn inventory() -> Server {
+    let server = Server::start().await;
+    server.script("/inventory", [Reply::status(503), Reply::ok("7 in stock")]);
+    server
+}
+
+/// A loopback `helloworld.Greeter` that answers `UNAVAILABLE` twice, then
+/// echoes the greeting.
+pub async fn greeter() -> EchoServer {
+    EchoServer::start(vec![Behaviour::Fail(tonic::Code::Unavailable, None); 2]).await
+}
+
+/// The PostgreSQL server named by `RETRYSCOPE_POSTGRES_URL`.
+pub fn postgres_url() -> Option<String> {
+    external::required(
+        "RETRYSCOPE_POSTGRES_URL",
+        "a PostgreSQL superuser's URL; `bash scripts/postgres.sh start` prints one",
+    )
+}
+
+/// A fresh schema `schema` on `url` holding the table the guide's transfer
+/// moves money between (`accounts`: ids 1 and 2, 100 each); the URL whose
+/// connections work in it.
+pub async fn accounts(url: &str, schema: &str) -> Result<String, sqlx::Error> {
+    let admin = sqlx::PgPool::connect(url).await?;
+    admin
+        .execute(
+            format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
+                 CREATE TABLE {schema}.accounts (id int PRIMARY KEY, balance int NOT NULL);
+                 INSERT INTO {schema}.accounts VALUES (1, 100), (2, 100)"
+            )
+            .as_str(),
+        )
+        .await?;
+    admin.close().await;
+    let separator = if url.contains('?') { '&' } else { '?' };
+    Ok(format!("{url}{separator}options=-c%20search_path%3D{schema}"))
+}
+
+/// The Redis server (7.0 or later) named by `RETRYSCOPE_REDIS_URL`.
+pub fn redis_url() -> Option<String> {
+    external::required("RETRYSCOPE_REDIS_URL", "a Redis 7 URL, redis://127.0.0.1:6379/")
+}

@@ -1,0 +1,186 @@
+//! One logical request, from the caller's request to what the caller gets:
+//! its plan, its attempts driven by the engine (retried, or hedged), and its
+//! end. What only HTTP or gRPC does is theirs ([`crate::http_call`], and
+//! `grpc::call` with the `grpc` feature).
+
+use crate::attempt::{Attempts, Side};
+use crate::classify::{AttemptClassifier, Layers, Mode};
+use crate::error::BoxError;
+use crate::grpc_call::{self, GrpcCall};
+use crate::guard::Guard;
+use crate::http_call::{self, HttpAttempts};
+use crate::replay::{ReplayBody, Source};
+use crate::response::ResponseBody;
+use crate::settings::Settings;
+use crate::spans::AttemptSpan;
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use retryscope::hedge::{HedgePolicy, Hedgeable};
+use retryscope::observe::StopRecorder;
+use retryscope::{Policy, Retryable};
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::RetryOptions;
+use retryscope_otel::{Guards, OtelObserver, Upstream};
+use std::sync::Arc;
+use tower_service::Service;
+
+/// How one request is retried: its policy and its semantics.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call {
+    pub(crate) policy: Policy,
+    /// HTTP's semantics or gRPC's: the one place that says which.
+    pub(crate) mode: Mode,
+}
+
+/// One logical request, from the caller's request to its response.
+pub(crate) async fn run<S, B, ResB>(
+    settings: Arc<Settings>,
+    ready: S,
+    request: Request<B>,
+) -> Result<Response<ResponseBody<ResB>>, BoxError>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: ReplayBody,
+    B::Error: Into<BoxError>,
+    ResB: Body + Send + 'static,
+    ResB::Data: Send,
+    ResB::Error: Into<BoxError>,
+{
+    let (mut parts, body) = request.into_parts();
+    let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+    let (mut call, mut grpc) = plan(&settings, &parts, &options);
+    let guards = settings.guards_for(&parts.uri);
+    let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
+    let replayable = source.is_replayable();
+    // gRPC calls get no idempotency key: A6 retries what the service config opts in.
+    let key = match grpc {
+        Some(_) => None,
+        None => http_call::keyed(&settings, &mut parts, &mut call.mode, replayable),
+    };
+    let hedging = hedging(&guards, &call, grpc.as_ref(), &parts, &options, replayable);
+    // Shared by the attempts and their spans from here on.
+    let parts = Arc::new(parts);
+    let upstream = Upstream::current();
+    let layers = layers(&settings, upstream.as_ref());
+    let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
+    let telemetry = telemetry(&settings, &call, &parts, key);
+    let operation = operation(&options, grpc.as_ref());
+    let stop = StopRecorder::default();
+    // gRPC's own metrics (A66, A96) follow the call to the caller.
+    let metrics = grpc.as_mut().and_then(|grpc| grpc.start_metrics(&settings, &parts));
+    let side = match &grpc {
+        Some(grpc) => Side::Grpc(grpc.attempts(&call)),
+        None => Side::Http(HttpAttempts::new(&settings)),
+    };
+    let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), side);
+    let observer = (((telemetry, settings.retry_log), stop.clone()), metrics);
+    let started = tokio::time::Instant::now();
+    let outcome = match hedging {
+        // Copies overlap: each is an attempt of its own (its body, its span,
+        // its `grpc-previous-rpc-attempts`), and the first acceptable one wins.
+        // Every copy is admitted as a retry's attempt is: the pacer before
+        // each, the budget for every copy beyond the first.
+        Some(policy) => {
+            let hedge = (move || attempts.next()).hedge(policy).with_classifier(classifier).observe(observer);
+            guards.guard(hedge, operation).await
+        }
+        // Borrowed from the dependency's guards, which this call holds.
+        None => {
+            let retry =
+                (move || attempts.next()).retry(call.policy).with_classifier(classifier).observe(observer);
+            guards.guard(retry, operation).await
+        }
+    };
+    let stop = stop.stopped();
+    if let Some(upstream) = &upstream {
+        // So that the server this runs in tells its own caller not to retry.
+        upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
+    }
+    match grpc {
+        Some(grpc) => grpc.finish(outcome, stop, &call, replayable, started, &guards),
+        None => http_call::finish(outcome, stop, replayable),
+    }
+}
+
+/// How `parts` is retried, and for a gRPC call what only gRPC needs of it.
+fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Call, Option<GrpcCall>) {
+    if let Some((policy, mode, grpc)) = grpc_call::plan(settings, parts, options) {
+        return (Call { policy, mode }, Some(grpc));
+    }
+    let (policy, mode) = http_call::plan(settings, parts, options);
+    (Call { policy, mode }, None)
+}
+
+/// The layer's telemetry, with this request's attempt spans.
+fn telemetry(
+    settings: &Settings,
+    call: &Call,
+    parts: &Arc<Parts>,
+    key: Option<KeySource>,
+) -> Option<OtelObserver<AttemptSpan>> {
+    settings.telemetry.clone().map(|o| {
+        o.with_attempt_spans(AttemptSpan {
+            request: Arc::clone(parts),
+            origin: settings.origin.clone(),
+            grpc: call.mode.is_grpc(),
+            idempotency_key: key,
+        })
+    })
+}
+
+/// The operation the call is reported as: the caller's name for it, else a
+/// gRPC call's method.
+fn operation(options: &RetryOptions, grpc: Option<&GrpcCall>) -> Option<Arc<str>> {
+    match options.operation_name() {
+        Some(operation) => Some(retryscope_otel::bounded_operation(operation)),
+        None => grpc.map(GrpcCall::operation),
+    }
+}
+
+/// Where this request's retries happen: with `retry_at_one_layer`, nowhere
+/// below a caller that retries already.
+fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
+    match settings.one_layer {
+        true => Layers {
+            retried_upstream: upstream.is_some_and(|u| u.attempt().is_retry()),
+            honour_exhausted: true,
+        },
+        false => Layers::default(),
+    }
+}
+
+/// The hedging policy a request runs with, if it is hedged — decided here
+/// and nowhere else: a gRPC method whose service config has a
+/// `hedgingPolicy`, or — when the layer hedges — an HTTP request with an
+/// idempotent method ([`may_hedge`](retryscope_http::__private::safety::may_hedge); a
+/// keyed POST is retried, not hedged). Either only with a body that can be
+/// sent again (every copy needs it), and never when the request brings its
+/// own policy (it is retried under it instead). Other requests take the retry
+/// path.
+///
+/// The layer's policy is the dependency's own copy of it (its guards'), so
+/// that a percentile delay learns from that server's latencies alone; a gRPC
+/// method's is built from its `hedgingPolicy`, whose delay is fixed.
+fn hedging(
+    guards: &Guards<Guard>,
+    call: &Call,
+    grpc: Option<&GrpcCall>,
+    parts: &Parts,
+    options: &RetryOptions,
+    replayable: bool,
+) -> Option<HedgePolicy> {
+    if !replayable || options.policy_override().is_some() {
+        return None;
+    }
+    match grpc {
+        // Loaded and checked with the service config; the deadline is the
+        // call's (its `grpc-timeout` included).
+        Some(grpc) => grpc.hedging(&call.policy),
+        None => {
+            guards.hedge().cloned().filter(|_| retryscope_http::__private::safety::may_hedge(&parts.method))
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The gRPC call: its plan (the method's policy and codes, the caller's
+//! `grpc-timeout`), the metadata each attempt carries, A6's transparent retry,
+//! the status an attempt reads, gRPC's call metrics, and the status the caller
+//! gets.
+
+use super::headers;
+use super::methods::Method;
+use super::metrics::CallMetrics;
+use super::{CodeSet, reset, status};
+use crate::call::Call;
+use crate::classify::Mode;
+use crate::error::BoxError;
+use crate::guard::Guard;
+use crate::replay::{Held, ReplayBody, Source};
+use crate::response::{ResponseBody, TrailersHook};
+use crate::send::{ready, send};
+use crate::settings::Settings;
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use retryscope::hedge::HedgePolicy;
+use retryscope::{Pacer, Policy, RetryError, StopReason};
+use retryscope_http::RetryOptions;
+use retryscope_otel::Guards;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tower_service::Service;
+use tracing::Span;
+
+/// What only gRPC needs of one call: the method it calls, whether its
+/// deadline goes on the wire, and gRPC's own metrics of it.
+pub(crate) struct GrpcCall {
+    method: Arc<Method>,
+    /// gRPC's own metrics of the call (A66, A96), once started.
+    metrics: Option<CallMetrics>,
+    /// Whether the call's deadline goes on the wire as `grpc-timeout`: only a
+    /// deadline the caller set itself does. The policy's own deadline (a
+    /// preset's 15 s) bounds the retries here and is nobody else's business —
+    /// a server would otherwise end a long-lived stream at it.
+    sends_deadline: bool,
+}
+
+/// How a call is retried when the layer is a gRPC one (`None` otherwise):
+/// its method's policy and codes, or the caller's own policy, within the
+/// caller's `grpc-timeout`.
+pub(crate) fn plan(
+    settings: &Settings,
+    parts: &Parts,
+    options: &RetryOptions,
+) -> Option<(Policy, Mode, GrpcCall)> {
+    let grpc = settings.grpc.as_ref()?;
+    let method = settings.methods.get(grpc, parts.uri.path());
+    let retry = method.retry;
+    let policy = options.policy_override().or(retry.as_ref().map(|m| m.policy)).unwrap_or_else(send_once);
+    // A policy given for one call retries what gRPC usually retries.
+    let unlisted = match options.policy_override() {
+        Some(_) => CodeSet::UNAVAILABLE,
+        None => CodeSet::EMPTY,
+    };
+    let codes = retry.as_ref().map_or(unlisted, |m| m.codes);
+    // The caller's `grpc-timeout` is the deadline of the whole call.
+    let timeout = headers::timeout(&parts.headers);
+    let policy = match timeout {
+        Some(timeout) => within(policy, timeout),
+        None => policy,
+    };
+    Some((
+        policy,
+        Mode::Grpc { codes },
+        GrpcCall { method, metrics: None, sends_deadline: timeout.is_some() },
+    ))
+}
+
+/// One attempt and no wait.
+fn send_once() -> Policy {
+    Policy::builder().max_attempts(1).no_deadline().build().unwrap_or_default()
+}
+
+/// `policy` with its deadline shortened to `timeout` (never lengthened).
+fn within(policy: Policy, timeout: Duration) -> Policy {
+    let deadline = policy.deadline().map_or(timeout, |d| d.min(timeout));
+    // A zero or over-long timeout makes no valid policy: keep the one we have.
+    policy.to_builder().deadline(deadline).build().unwrap_or(policy)
+}
+
+impl GrpcCall {
+    /// The method, as the operation the call is reported as.
+    pub(crate) fn operation(&self) -> Arc<str> {
+        self.method.operation()
+    }
+
+    /// The method's `hedgingPolicy` within the call's `policy`, if it has one
+    /// (whether the call is hedged is `call::hedging`'s to decide).
+    pub(crate) fn hedging(&self, policy: &Policy) -> Option<HedgePolicy> {
+        self.method.retry.and_then(|retry| retry.hedging).and_then(|hedging| hedging.policy(policy).ok())
+    }
+
+    /// Starts gRPC's own metrics of the call (A66, A96), when the layer
+    /// records them: they follow the call to the caller.
+    pub(crate) fn start_metrics(&mut self, settings: &Settings, parts: &Parts) -> Option<CallMetrics> {
+        self.metrics =
+            settings.grpc_metrics.as_ref().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
+        self.metrics.clone()
+    }
+
+    /// What the call's attempts carry; its metrics count what they send.
+    pub(crate) fn attempts(&self, call: &Call) -> GrpcAttempts {
+        let deadline = call.policy.deadline().filter(|_| self.sends_deadline);
+        GrpcAttempts { started: None, deadline, metrics: self.metrics.clone() }
+    }
+
+    /// The engine's result as a gRPC caller gets it (`grpc::stop`), with the
+    /// call's metrics handed to the response, which ends them when its status
+    /// reaches the caller (an error ends them now).
+    pub(crate) fn finish<B: Body>(
+        self,
+        outcome: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
+        stop: Option<(StopReason, u32)>,
+        call: &Call,
+        replayable: bool,
+        started: Instant,
+        guards: &Guards<Guard>,
+    ) -> Result<Response<ResponseBody<B>>, BoxError> {
+        let codes = match call.mode {
+            Mode::Grpc { codes } => codes,
+            // Not planned: a gRPC call's mode is gRPC's (`plan`).
+            Mode::Http { .. } => CodeSet::EMPTY,
+        };
+        let ending = super::stop::Ending {
+            replayable,
+            expired: call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
+            codes,
+            guard: guards.budget().map(Guard::name),
+        };
+        let mut result = super::stop::finish(outcome, stop, ending);
+        if let Some(tail) = self.metrics.and_then(|m| m.outcome(&result))
+            && let Ok(response) = &mut result
+        {
+            response.body_mut().follow(tail);
+        }
+        result
+    }
+}
+
+/// What a gRPC call's attempts carry besides the request.
+pub(crate) struct GrpcAttempts {
+    /// When the first attempt started: `grpc-timeout` counts from there.
+    started: Option<Instant>,
+    /// The call's deadline, if it goes on the wire.
+    deadline: Option<Duration>,
+    /// gRPC's call metrics; each attempt's body counts what it sends. A
+    /// transparent retry calls `CallMetrics::transparent_retry_started` before
+    /// making its body.
+    metrics: Option<CallMetrics>,
+}
+
+impl GrpcAttempts {
+    /// The body of attempt `number`, its metadata added to `parts`, and what it
+    /// will do with its answer. `shared` is the request's head, which a
+    /// transparent retry of the first attempt is made from.
+    pub(crate) fn attempt<B: ReplayBody>(
+        &mut self,
+        parts: &mut Parts,
+        number: u32,
+        shared: &Arc<Parts>,
+        source: &mut Source<B>,
+        pacer: Option<Pacer>,
+    ) -> (Option<B>, GrpcAnswer) {
+        let body = source.next_metered(self.metrics.as_ref().map(CallMetrics::sent_meter));
+        self.metadata(parts, number);
+        // A6's transparent retry: a first attempt the server refused before
+        // processing it is sent once more at once, whatever the retry policy,
+        // and not counted as an attempt. It needs the body again; what it
+        // needs is kept (the shared head, the body's bytes) and the request is
+        // made only if the server refuses the first one.
+        let transparent = (number == 1).then(|| self.transparent(shared, source)).flatten();
+        (body, GrpcAnswer { pacer, transparent })
+    }
+
+    /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
+    /// a deadline — `grpc-timeout` set to what is left of it.
+    fn metadata(&mut self, parts: &mut Parts, number: u32) {
+        let now = Instant::now();
+        let started = *self.started.get_or_insert(now);
+        if number > 1 {
+            parts.headers.insert(headers::PREVIOUS_ATTEMPTS, headers::previous_attempts(number - 1));
+        }
+        if let Some(deadline) = self.deadline {
+            let remaining = deadline.saturating_sub(now.saturating_duration_since(started));
+            parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
+        }
+    }
+
+    /// What the first attempt's transparent retry needs, if its body can be
+    /// sent again.
+    fn transparent<B: ReplayBody>(&self, shared: &Arc<Parts>, source: &Source<B>) -> Option<Transparent> {
+        Some(Transparent {
+            parts: Arc::clone(shared),
+            body: source.spare()?,
+            metrics: self.metrics.clone(),
+            // The call's deadline, if it goes on the wire: the transparent
+            // retry carries what is left of it when it is sent.
+            deadline: self.started.zip(self.deadline),
+        })
+    }
+}
+
+/// What a gRPC attempt does with its answer.
+pub(crate) struct GrpcAnswer {
+    pacer: Option<Pacer>,
+    transparent: Option<Transparent>,
+}
+
+impl GrpcAnswer {
+    /// A refused first attempt sent again at once (its transparent retry);
+    /// the server's pace told to the pacer; the status in the headers
+    /// recorded, or the span handed to the body for the trailers'.
+    pub(crate) async fn answer<S, B, ResB>(
+        self,
+        sent: Result<Response<ResB>, BoxError>,
+        service: &mut S,
+        span: &Span,
+    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
+    where
+        S: Service<Request<B>, Response = Response<ResB>>,
+        S::Error: Into<BoxError>,
+        B: ReplayBody,
+        ResB: Body,
+    {
+        let response = match sent {
+            Ok(response) => response,
+            Err(error) => match (&self.transparent, unprocessed(&error)) {
+                (Some(transparent), Some(why)) => {
+                    tracing::info!(parent: span, "transparent retry: {why}");
+                    ready(service).await?;
+                    send(service, transparent.request(), span).await?
+                }
+                _ => return Err(error),
+            },
+        };
+        let response = response.map(ResponseBody::new);
+        if let Some(pacer) = &self.pacer {
+            pacer.learn(&headers::pace_signal(response.headers()));
+        }
+        Ok(read_status(response, span))
+    }
+}
+
+/// What A6's transparent retry of a first attempt needs to make its request
+/// if the server refuses the first one unprocessed: the request's head (shared
+/// with the attempts), a copy of the body held in memory (its bytes are
+/// shared), gRPC's call metrics, and the call's deadline if it goes on the
+/// wire (the instant the call started and the deadline's length).
+struct Transparent {
+    parts: Arc<Parts>,
+    body: Held,
+    metrics: Option<CallMetrics>,
+    deadline: Option<(Instant, Duration)>,
+}
+
+impl Transparent {
+    /// The request sent again: `grpc-timeout` set to what is left now of the
+    /// call's deadline, and the call's metrics told that a transparent retry
+    /// starts (A96), with the counter its body's meter adds to.
+    fn request<B: ReplayBody>(&self) -> Request<B> {
+        let meter = self.metrics.as_ref().map(|metrics| {
+            let (meter, counter) = CallMetrics::transparent_meter();
+            metrics.transparent_retry_started(counter);
+            meter
+        });
+        let mut parts = Parts::clone(&self.parts);
+        if let Some((started, deadline)) = self.deadline {
+            let remaining = deadline.saturating_sub(started.elapsed());
+            parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
+        }
+        Request::from_parts(parts, self.body.replay().metered(meter))
+    }
+}
+
+/// Whether a failed attempt never reached the server's application.
+fn unprocessed(error: &BoxError) -> Option<&'static str> {
+    reset::unprocessed(error).map(reset::Unprocessed::describe)
+}
+
+/// Records the status a gRPC response carries in its headers on the attempt
+/// span; a response whose headers carry none is committed (A6) and goes to the
+/// caller at once, its body unread, with the span handed to the body, which
+/// records the status when the trailers arrive.
+fn read_status<ResB: Body>(
+    mut response: Response<ResponseBody<ResB>>,
+    span: &Span,
+) -> Response<ResponseBody<ResB>> {
+    match status::read(&mut response) {
+        Some(received) => status::record_code(span, received.code),
+        None => response
+            .body_mut()
+            .on_trailers(TrailersHook { span: span.clone(), call: status::record_trailers }),
+    }
+    response
+}

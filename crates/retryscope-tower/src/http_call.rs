@@ -1,0 +1,147 @@
+//! The HTTP call: its plan (policy, statuses, whether it may run again once
+//! sent), its idempotency key, what each attempt adds to the request, what an
+//! attempt does with its response (the status, the pacer, the body rule), and
+//! what the caller gets.
+
+use crate::classify::Mode;
+use crate::error::{BoxError, GaveUp, NotRetried};
+use crate::replay::{ReplayBody, Source};
+use crate::response::ResponseBody;
+use crate::settings::Settings;
+use http::request::Parts;
+use http::{HeaderName, Response};
+use http_body::Body;
+use retryscope::{Pacer, Policy, RetryError, StopReason, hints};
+use retryscope_http::RetryOptions;
+use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::shape::{Shaped, shape};
+use tracing::Span;
+
+/// How an HTTP request is retried: the layer's policy unless the request
+/// brings its own, HTTP's statuses, and whether its method lets it run again
+/// once sent.
+pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, Mode) {
+    let safe_after_sent = retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
+    let policy = options.policy_override().unwrap_or(settings.policy);
+    let keyed = retryscope::classify::has_idempotency_key(&parts.headers);
+    (policy, Mode::Http { classifier: settings.classifier, safe_after_sent, keyed })
+}
+
+/// Once per call, before any attempt (every attempt clones these headers):
+/// the request's idempotency key, if the layer gives it one or it has one.
+/// An HTTP request with a key may run again once sent.
+pub(crate) fn keyed(
+    settings: &Settings,
+    parts: &mut Parts,
+    mode: &mut Mode,
+    replayable: bool,
+) -> Option<KeySource> {
+    let key = settings.idempotency.apply(&parts.method, &mut parts.headers, &parts.extensions, replayable);
+    if let (Mode::Http { safe_after_sent, keyed, .. }, Some(_)) = (mode, key) {
+        *safe_after_sent = true;
+        *keyed = true;
+    }
+    key
+}
+
+/// What an HTTP request's attempts add: the attempt header, and the body rule.
+pub(crate) struct HttpAttempts {
+    /// The header that tells an HTTP server which attempt a retry is.
+    attempt_header: Option<HeaderName>,
+    /// The user's rule that reads selected bodies.
+    body_rule: Option<SharedBodyRule>,
+}
+
+impl HttpAttempts {
+    pub(crate) fn new(settings: &Settings) -> Self {
+        Self { attempt_header: settings.attempt_header.clone(), body_rule: settings.body_rule.clone() }
+    }
+
+    /// The body of attempt `number`, its head completed in `parts`, and what
+    /// it will do with its response.
+    pub(crate) fn attempt<B: ReplayBody>(
+        &self,
+        parts: &mut Parts,
+        number: u32,
+        source: &mut Source<B>,
+        pacer: Option<Pacer>,
+    ) -> (Option<B>, HttpAnswer) {
+        let body = source.next();
+        if let Some(name) = self.attempt_header.as_ref().filter(|_| number > 1) {
+            parts.headers.insert(name.clone(), http::HeaderValue::from(number));
+        }
+        (body, HttpAnswer { pacer, body_rule: self.body_rule.clone() })
+    }
+}
+
+/// What an HTTP attempt does with its response.
+pub(crate) struct HttpAnswer {
+    pacer: Option<Pacer>,
+    body_rule: Option<SharedBodyRule>,
+}
+
+impl HttpAnswer {
+    /// Records the status on the attempt span, tells the pacer what the
+    /// response says about pace, and lets the body rule read what it selects.
+    pub(crate) async fn answer<ResB>(
+        self,
+        response: Response<ResponseBody<ResB>>,
+        span: &Span,
+    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
+    where
+        ResB: Body + Send + 'static,
+        ResB::Error: Into<BoxError>,
+    {
+        span.record("http.response.status_code", i64::from(response.status().as_u16()));
+        if let Some(pacer) = &self.pacer {
+            let now = std::time::SystemTime::now();
+            pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
+        }
+        match self.body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
+            // Inside the attempt: its timeout bounds the read. Boxed: the
+            // read's state would otherwise take room in every attempt's
+            // future, which is moved many times, for a rule few responses
+            // meet.
+            Some(rule) => Box::pin(judge(response, rule)).await,
+            None => Ok(response),
+        }
+    }
+}
+
+/// Reads ahead in `response` for the body rule, which judges it.
+async fn judge<ResB>(
+    response: Response<ResponseBody<ResB>>,
+    rule: SharedBodyRule,
+) -> Result<Response<ResponseBody<ResB>>, BoxError>
+where
+    ResB: Body + Send + 'static,
+    ResB::Error: Into<BoxError>,
+{
+    let (parts, mut body) = response.into_parts();
+    body.judge(&rule, parts.status, &parts.headers).await.map_err(Into::into)?;
+    Ok(Response::from_parts(parts, body))
+}
+
+/// Turns the engine's result into what the caller gets: the shared decision
+/// ([`shape`]) in tower's error types.
+///
+/// A response is returned as it came, also when retries ran out on it (a
+/// 503): it is the server's answer. A response whose server asked for a wait
+/// the layer will not make becomes a [`GaveUp`] error that says so, with the
+/// status as its `error.type`. Errors the engine judged permanent pass through
+/// as they came; a retryable failure of a request that could not be sent
+/// again is wrapped in [`NotRetried`]; any other stop is a [`GaveUp`] holding
+/// the last error. (A gRPC caller gets a status instead: `grpc::stop`.)
+pub(crate) fn finish<B>(
+    outcome: Result<Response<B>, RetryError<BoxError>>,
+    stop: Option<(StopReason, u32)>,
+    replayable: bool,
+) -> Result<Response<B>, BoxError> {
+    let status = |response: &Response<B>| Some(response.status().as_u16());
+    shape(outcome, stop, replayable, status).map_err(|shaped| match shaped {
+        Shaped::GaveUp(error) => GaveUp::new(error).into(),
+        Shaped::NotRetried(last) => NotRetried::new(last).into(),
+        Shaped::AsItCame(last) => last,
+    })
+}
