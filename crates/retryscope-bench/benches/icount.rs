@@ -112,18 +112,22 @@ fn happy_retryscope_booked() -> bool {
 
 /// A hedged call whose first copy answers before the hedging delay (the
 /// common case by design): one copy, no timer. 2 copies, 50 ms fixed delay,
-/// the default 5 s attempt timeout and 15 s deadline.
+/// the default 5 s attempt timeout and 15 s deadline. The policy is passed by
+/// value, a clone of the dependency's, as every caller passes it.
 fn happy_hedge_fixed() -> bool {
     let flaky = Flaky::new(0);
-    HEDGE_FIXED.with(|policy| poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy)).is_ok())
+    HEDGE_FIXED.with(|policy| {
+        poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy.clone())).is_ok()
+    })
 }
 
 /// The same with a p95 delay: the policy's shared latency tracker counts the
 /// copy's latency.
 fn happy_hedge_percentile() -> bool {
     let flaky = Flaky::new(0);
-    HEDGE_PERCENTILE
-        .with(|policy| poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy)).is_ok())
+    HEDGE_PERCENTILE.with(|policy| {
+        poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy.clone())).is_ok()
+    })
 }
 
 /// An observer that ignores everything, without declaring itself silent.

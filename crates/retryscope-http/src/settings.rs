@@ -67,7 +67,8 @@ pub struct ClientSettings {
     /// Retry only where no other layer of the call chain retries.
     pub one_layer: bool,
     /// Hedges the idempotent requests with a body that can be sent again,
-    /// instead of retrying them; `None` hedges nothing.
+    /// instead of retrying them, each dependency with its own copy of this
+    /// policy; `None` hedges nothing.
     pub hedge: Option<HedgePolicy>,
     /// Which header carries idempotency keys, and whether requests without
     /// one get one.
@@ -320,14 +321,19 @@ macro_rules! __shared_setters {
         /// or stream reset). A retryable failure (a 503, a reset) sends the
         /// next copy at once; a permanent one (a 404) ends the call. Every
         /// copy beyond the first is charged to the dependency's budget like a
-        /// retry, and a refused one is not sent.
+        /// retry, and a refused one is not sent. `policy` is a template: each
+        /// dependency (host) hedges with its own copy of it
+        /// ([`HedgePolicy::fresh`](retryscope::hedge::HedgePolicy::fresh)),
+        /// so a percentile delay is learned per host, not over every host the
+        /// client calls.
         ///
         /// Hedging replaces retries for those requests (gRPC's A6: a call is
         /// hedged or retried, never both): the builder's retry policy still
         /// serves every other request — a POST without an idempotency key, a
         /// streamed body — and a request given its own policy through
-        /// `RetryOptions`. A hedged request is not held by the dependency's
-        /// pacer (the engine offers a hedge none).
+        /// `RetryOptions`. Every copy asks the dependency's pacer as a retry
+        /// does: a dependency that asked to be called less gets no extra copy
+        /// while it holds calls back.
         pub fn hedge(mut self, policy: $crate::__private::HedgePolicy) -> Self {
             self.$($field).+.hedge = Some(policy);
             self

@@ -1,209 +1,23 @@
-//! Dependency names from traffic, bounded, and the guards kept per dependency.
-//!
-//! Integrations name the dependency after the server they call
-//! ([`dependency_name`]: `server.address`, with `:port` when the port is not the
-//! scheme's default). Those names come from traffic — a crawler or per-tenant
-//! subdomains can produce any number of them — so every label value and every
-//! per-dependency guard goes through one process-wide table that admits at most
-//! [`MAX_DEPENDENCIES`] names and folds the rest into [`OVERFLOW`]. Operation
-//! names get a table of their own with the same bound.
+//! The guards kept per dependency: one registry per client, bounded by the
+//! process's table of dependency names ([`bounded_dependency`]).
 
+use crate::bounded::{MAX_DEPENDENCIES, bounded_dependency, dependency_name};
 use crate::gauges;
+use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
-use retryscope::hedge::Hedge;
+use retryscope::hedge::HedgePolicy;
 use retryscope::throttle::Throttle;
-use retryscope::{CircuitBreaker, Pacer, Retry, Shared};
-use std::collections::{HashMap, HashSet};
+use retryscope::{CircuitBreaker, Pacer};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, LazyLock, PoisonError, RwLock, Weak};
-
-/// How many distinct dependency names (and, separately, operation names) one
-/// process reports. Further names are reported, and guarded, as [`OVERFLOW`].
-pub const MAX_DEPENDENCIES: usize = 1_000;
+use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 /// How many ports of one host [`DependencyGuards::for_server`] remembers.
 pub const MAX_PORTS_PER_HOST: usize = 16;
 
-/// The name that stands for every dependency (or operation) beyond
-/// [`MAX_DEPENDENCIES`], as the semantic conventions spell "other".
-pub const OVERFLOW: &str = "_OTHER";
-
-/// The dependency name of a server: `host`, or `host:port` when `port` is not
-/// `default_port`, the scheme's own (80 for `http`, 443 for `https`). Two
-/// services on one host are two dependencies; the default port adds nothing.
-///
-/// ```
-/// use retryscope_otel::dependency_name;
-///
-/// assert_eq!(dependency_name("payments.internal", Some(443), Some(443)), "payments.internal");
-/// assert_eq!(dependency_name("127.0.0.1", Some(8080), Some(80)), "127.0.0.1:8080");
-/// assert_eq!(dependency_name("[::1]", Some(50051), None), "[::1]:50051");
-/// assert_eq!(dependency_name("inventory", None, Some(80)), "inventory");
-/// ```
-pub fn dependency_name(host: &str, port: Option<u16>, default_port: Option<u16>) -> String {
-    match port {
-        Some(port) if Some(port) != default_port => format!("{host}:{port}"),
-        _ => host.to_owned(),
-    }
-}
-
-/// `name` as a dependency label: the name itself while fewer than
-/// [`MAX_DEPENDENCIES`] distinct names have been seen by this process (or it was
-/// seen before), else [`OVERFLOW`]. Names are interned: a name seen before costs
-/// a shared lookup and no allocation.
-///
-/// ```
-/// let label = retryscope_otel::bounded_dependency("inventory");
-/// assert_eq!(&*label, "inventory");
-/// ```
-pub fn bounded_dependency(name: &str) -> Arc<str> {
-    static DEPENDENCIES: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DEPENDENCIES));
-    DEPENDENCIES.intern(name)
-}
-
-/// `name` as an operation label, bounded like [`bounded_dependency`] by a table
-/// of its own.
-pub fn bounded_operation(name: &str) -> Arc<str> {
-    static OPERATIONS: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DEPENDENCIES));
-    OPERATIONS.intern(name)
-}
-
-/// A set of at most `limit` names; the rest are [`OVERFLOW`].
-pub(crate) struct NameTable {
-    names: RwLock<HashSet<Arc<str>>>,
-    overflow: Arc<str>,
-    limit: usize,
-}
-
-impl NameTable {
-    pub(crate) fn new(limit: usize) -> Self {
-        Self { names: RwLock::default(), overflow: Arc::from(OVERFLOW), limit }
-    }
-
-    pub(crate) fn intern(&self, name: &str) -> Arc<str> {
-        // A poisoned lock only means a thread panicked while inserting a name;
-        // the set itself is still consistent.
-        if let Some(known) = self.names.read().unwrap_or_else(PoisonError::into_inner).get(name) {
-            return Arc::clone(known);
-        }
-        let mut names = self.names.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(known) = names.get(name) {
-            return Arc::clone(known);
-        }
-        if names.len() >= self.limit || name == OVERFLOW {
-            return Arc::clone(&self.overflow);
-        }
-        let interned: Arc<str> = Arc::from(name);
-        names.insert(Arc::clone(&interned));
-        interned
-    }
-}
-
 /// Makes a budget or a breaker for a newly seen dependency.
 pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
-
-/// The guards of one dependency: a retry budget (any [`Throttle`]), a circuit
-/// breaker and a [`Pacer`], each optional.
-pub struct Guards<T> {
-    dependency: Arc<str>,
-    budget: Option<T>,
-    breaker: Option<CircuitBreaker>,
-    pacer: Option<Pacer>,
-}
-
-impl<T> Guards<T> {
-    /// The dependency's bounded name: the label to report it under.
-    pub fn dependency(&self) -> &str {
-        &self.dependency
-    }
-
-    /// The dependency's retry budget, if it has one.
-    pub fn budget(&self) -> Option<&T> {
-        self.budget.as_ref()
-    }
-
-    /// The dependency's circuit breaker, if it has one.
-    pub fn breaker(&self) -> Option<&CircuitBreaker> {
-        self.breaker.as_ref()
-    }
-
-    /// The dependency's pacer, if it has one.
-    pub fn pacer(&self) -> Option<&Pacer> {
-        self.pacer.as_ref()
-    }
-}
-
-impl<T: Throttle> Guards<T> {
-    /// Puts this dependency on `retry`: its name, budget, breaker and pacer,
-    /// borrowed from these guards, and the caller's `operation` if it names
-    /// one. What every integration does to each call, written once.
-    pub fn guard<'a, Op, C, O, N>(
-        &'a self,
-        retry: Retry<'a, Op, C, O, N>,
-        operation: Option<impl Into<Shared<'a, str>>>,
-    ) -> Retry<'a, Op, C, O, N> {
-        // The interned name: an `Arc`, found without copying it.
-        let retry = retry.dependency(self.dependency());
-        let retry = match (self.budget(), self.breaker(), self.pacer()) {
-            // The default guards, in one chain: each step of the conditional
-            // chain below moves the whole builder once more.
-            (Some(budget), Some(breaker), Some(pacer)) => retry.budget(budget).breaker(breaker).pacer(pacer),
-            (budget, breaker, pacer) => {
-                let retry = match budget {
-                    Some(budget) => retry.budget(budget),
-                    None => retry,
-                };
-                let retry = match breaker {
-                    Some(breaker) => retry.breaker(breaker),
-                    None => retry,
-                };
-                match pacer {
-                    Some(pacer) => retry.pacer(pacer),
-                    None => retry,
-                }
-            }
-        };
-        match operation {
-            Some(operation) => retry.operation(operation),
-            None => retry,
-        }
-    }
-
-    /// [`guard`](Self::guard) for a hedged call: every copy beyond the first
-    /// is charged to the budget like a retry, and the breaker is asked before
-    /// each. No pacer: the engine gives a hedge none (hedging answers a slow
-    /// dependency, not one that asked to be called less).
-    pub fn guard_hedge<'a, Op, C, O>(
-        &'a self,
-        hedge: Hedge<'a, Op, C, O>,
-        operation: Option<impl Into<Shared<'a, str>>>,
-    ) -> Hedge<'a, Op, C, O> {
-        let hedge = hedge.dependency(self.dependency());
-        let hedge = match self.budget() {
-            Some(budget) => hedge.budget(budget),
-            None => hedge,
-        };
-        let hedge = match self.breaker() {
-            Some(breaker) => hedge.breaker(breaker),
-            None => hedge,
-        };
-        match operation {
-            Some(operation) => hedge.operation(operation),
-            None => hedge,
-        }
-    }
-}
-
-impl<T> fmt::Debug for Guards<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Guards")
-            .field("dependency", &self.dependency)
-            .field("budget", &self.budget.is_some())
-            .field("breaker", &self.breaker.is_some())
-            .field("pacer", &self.pacer.is_some())
-            .finish()
-    }
-}
 
 /// One budget, one breaker and one pacer per dependency, created on first use and shared
 /// by every clone — what a client keeps so that a failing dependency cannot
@@ -252,6 +66,8 @@ struct Registry<T> {
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
+    /// The client's hedging policy, of which each dependency gets a fresh copy.
+    hedge: Option<HedgePolicy>,
 }
 
 /// Configures a [`DependencyGuards`]: which guards each dependency gets, and
@@ -261,6 +77,7 @@ pub struct DependencyGuardsBuilder<T> {
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
+    hedge: Option<HedgePolicy>,
     meter: Option<Meter>,
 }
 
@@ -270,6 +87,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
+            .field("hedge", &self.hedge.is_some())
             .field("meter", &self.meter.is_some())
             .finish()
     }
@@ -303,6 +121,21 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
         self
     }
 
+    /// Gives each dependency a hedging policy of its own made from
+    /// `template` ([`HedgePolicy::fresh`]): the template's settings, a latency
+    /// tracker per dependency, so that a percentile delay is learned per
+    /// dependency rather than over every host a client calls.
+    pub fn hedge(self, template: HedgePolicy) -> Self {
+        self.hedge_template(Some(template))
+    }
+
+    /// Sets (or, with `None`, removes) the hedging policy each dependency's
+    /// is made from.
+    pub fn hedge_template(mut self, template: Option<HedgePolicy>) -> Self {
+        self.hedge = template;
+        self
+    }
+
     /// Sets (or, with `None`, removes) the shared breaker factory.
     pub fn breaker_factory(mut self, make: Option<Factory<CircuitBreaker>>) -> Self {
         self.breaker = make;
@@ -325,6 +158,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             budget: self.budget,
             breaker: self.breaker,
             pacer: self.pacer,
+            hedge: self.hedge,
         });
         if let Some(meter) = &self.meter {
             register_gauges(meter, &inner);
@@ -371,11 +205,11 @@ fn register_gauges<T: Throttle + 'static>(meter: &Meter, registry: &Arc<Registry
 impl<T: Throttle + 'static> DependencyGuards<T> {
     /// A registry with no guards and no gauges yet: see the builder's methods.
     pub fn builder() -> DependencyGuardsBuilder<T> {
-        DependencyGuardsBuilder { budget: None, breaker: None, pacer: None, meter: None }
+        DependencyGuardsBuilder { budget: None, breaker: None, pacer: None, hedge: None, meter: None }
     }
 
     /// The guards of `dependency`, created on first use. A name beyond the
-    /// process's [`MAX_DEPENDENCIES`] gets the guards of [`OVERFLOW`].
+    /// process's [`MAX_DEPENDENCIES`] gets the guards of [`OVERFLOW`](crate::OVERFLOW).
     pub fn get(&self, dependency: &str) -> Arc<Guards<T>> {
         if let Some(found) = self.find(dependency) {
             return found;
@@ -432,6 +266,30 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
         guards
     }
 
+    /// The hedging delay `dependency` has learned as of `now` (a percentile
+    /// delay's, from that dependency's own latencies): `None` when the
+    /// registry hedges with a fixed delay or not at all, or the dependency
+    /// has not been called. For tests and dashboards; `now` must come from
+    /// the clock the calls run on (tokio's, under a paused clock).
+    ///
+    /// ```
+    /// use retryscope::RetryBudget;
+    /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    /// use retryscope_otel::DependencyGuards;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let template = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
+    /// let guards = DependencyGuards::<RetryBudget>::builder().hedge(template).build();
+    /// assert_eq!(guards.hedge_delay("payments", Instant::now()), None);
+    /// let _ = guards.get("payments");
+    /// // Nothing measured yet: the fallback.
+    /// assert_eq!(guards.hedge_delay("payments", Instant::now()), Some(Duration::from_millis(100)));
+    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// ```
+    pub fn hedge_delay(&self, dependency: &str, now: Instant) -> Option<Duration> {
+        self.find(dependency)?.hedge()?.percentile_delay(now)
+    }
+
     /// How many dependencies have guards.
     pub fn len(&self) -> usize {
         self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).len()
@@ -456,6 +314,7 @@ impl<T> Registry<T> {
             budget: self.budget.as_ref().map(|make| make()),
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer: self.pacer.as_ref().map(|make| make()),
+            hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
         }
     }
 }
@@ -480,6 +339,7 @@ impl<T> fmt::Debug for DependencyGuards<T> {
             .field("budget", &self.inner.budget.is_some())
             .field("breaker", &self.inner.breaker.is_some())
             .field("pacer", &self.inner.pacer.is_some())
+            .field("hedge", &self.inner.hedge.is_some())
             .finish()
     }
 }
@@ -487,22 +347,6 @@ impl<T> fmt::Debug for DependencyGuards<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_full_table_folds_new_names_and_keeps_old_ones() {
-        let table = NameTable::new(2);
-        assert_eq!(&*table.intern("a"), "a");
-        assert_eq!(&*table.intern("b"), "b");
-        assert_eq!(&*table.intern("c"), OVERFLOW);
-        assert_eq!(&*table.intern("a"), "a");
-        assert_eq!(table.names.read().map(|n| n.len()).unwrap_or_default(), 2);
-    }
-
-    #[test]
-    fn interned_names_are_shared() {
-        let table = NameTable::new(10);
-        assert!(Arc::ptr_eq(&table.intern("inventory"), &table.intern("inventory")));
-    }
 
     #[test]
     fn a_server_finds_the_guards_of_its_name_and_remembers_a_bounded_number() {
@@ -519,12 +363,5 @@ mod tests {
         }
         let servers = guards.inner.servers.read().map(|s| s["many"].len()).unwrap_or_default();
         assert_eq!(servers, MAX_PORTS_PER_HOST);
-    }
-
-    #[test]
-    fn the_overflow_name_takes_no_slot() {
-        let table = NameTable::new(1);
-        assert_eq!(&*table.intern(OVERFLOW), OVERFLOW);
-        assert_eq!(&*table.intern("a"), "a");
     }
 }

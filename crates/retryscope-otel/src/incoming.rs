@@ -8,7 +8,7 @@
 //! so an operator sees the share of a service's traffic that is retries of
 //! retries next to its own retry ratio.
 
-use crate::dependency::NameTable;
+use crate::bounded::NameTable;
 use crate::names;
 use crate::observer::scope;
 use http::{HeaderMap, HeaderName};

@@ -1,6 +1,6 @@
 //! Bounded attribute values, built without allocating on the hot path.
 
-use crate::dependency::{bounded_dependency, bounded_operation};
+use crate::bounded::{bounded_dependency, bounded_operation};
 use crate::names;
 use opentelemetry::KeyValue;
 use retryscope::ErrorType;

@@ -113,8 +113,10 @@
 //! [docs/telemetry.md]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod bounded;
 mod dependency;
 mod gauges;
+mod guards;
 mod incoming;
 mod labels;
 mod log;
@@ -130,11 +132,10 @@ mod spans;
 pub mod telemetry_state;
 mod upstream;
 
-pub use dependency::{
-    DependencyGuards, DependencyGuardsBuilder, Factory, Guards, MAX_DEPENDENCIES, MAX_PORTS_PER_HOST,
-    OVERFLOW, bounded_dependency, bounded_operation, dependency_name,
-};
+pub use bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, bounded_operation, dependency_name};
+pub use dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, MAX_PORTS_PER_HOST};
 pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
+pub use guards::{Guardable, Guards};
 pub use incoming::{
     ATTEMPT_HEADER, ENVOY_ATTEMPT_HEADER, EXHAUSTED_HEADER, GRPC_PREVIOUS_ATTEMPTS, IncomingAttempt,
     IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,

@@ -63,7 +63,7 @@ async fn every_copy_is_a_client_span_under_the_operation_span_with_its_outcome()
         2 => (ms(10), Err(503)),
         _ => (ms(20), Ok(n)),
     })
-    .hedge(&policy())
+    .hedge(policy())
     .classify(by_status)
     .observe(t.observer.clone())
     .dependency("inventory")
@@ -137,7 +137,7 @@ async fn a_call_the_first_copy_answers_counts_no_hedge_and_no_win() {
     let t = Telemetry::new();
     let sent = Cell::new(0);
     let answer = copies(&sent, |n| (ms(5), Ok(n)))
-        .hedge(&policy())
+        .hedge(policy())
         .classify(by_status)
         .observe(t.observer.clone())
         .dependency("inventory")

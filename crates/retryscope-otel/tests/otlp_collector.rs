@@ -184,7 +184,7 @@ async fn hedged_call(observer: &OtelObserver) {
             Ok::<_, std::io::Error>(copies)
         }
     })
-    .hedge(&policy)
+    .hedge(policy.clone())
     .observe(observer.clone())
     .dependency("inventory")
     .operation("get_item")

@@ -346,7 +346,7 @@ async fn a_hedged_call_shows_as_hedges_and_wins_total() {
             Ok::<_, std::io::Error>(())
         }
     })
-    .hedge(&policy)
+    .hedge(policy.clone())
     .observe(prometheus.observer())
     .dependency("inventory")
     .await;

@@ -64,7 +64,8 @@ impl<T> RetryMiddlewareBuilder<T> {
         let guards = DependencyGuards::builder()
             .budget_factory(settings.budget)
             .breaker_factory(settings.breaker)
-            .pacer_factory(settings.pacer);
+            .pacer_factory(settings.pacer)
+            .hedge_template(settings.hedge);
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,
@@ -79,7 +80,6 @@ impl<T> RetryMiddlewareBuilder<T> {
             dependencies: guards.build(),
             attempt_header: settings.attempt_header,
             one_layer: settings.one_layer,
-            hedge: settings.hedge,
             idempotency: settings.idempotency,
         }
     }

@@ -10,7 +10,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
-use retryscope::hedge::{HedgePolicy, Hedgeable};
+use retryscope::hedge::Hedgeable;
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
 use retryscope_http::__private::body_rule::SharedBodyRule;
@@ -151,8 +151,6 @@ pub struct RetryMiddleware {
     pub(crate) attempt_header: Option<HeaderName>,
     /// Retry only where no other layer does.
     pub(crate) one_layer: bool,
-    /// Hedges idempotent requests instead of retrying them.
-    pub(crate) hedge: Option<HedgePolicy>,
     /// Which header carries idempotency keys, and whether they are generated.
     pub(crate) idempotency: IdempotencyKeys,
 }
@@ -172,6 +170,15 @@ impl RetryMiddleware {
             settings: ClientSettings::default(),
             telemetry: std::marker::PhantomData,
         }
+    }
+
+    /// The hedging delay `dependency` (a host, `host:port` off the scheme's
+    /// port, as the spans name it) has learned from its own latencies, as of
+    /// now: `None` without a [percentile delay](retryscope::hedge::HedgeDelay::percentile)
+    /// or before the first request to it. For tests and dashboards.
+    pub fn hedge_delay(&self, dependency: &str) -> Option<std::time::Duration> {
+        // The clock the engine times the copies with: tokio's.
+        self.dependencies.hedge_delay(dependency, tokio::time::Instant::now().into_std())
     }
 }
 
@@ -263,7 +270,9 @@ impl Middleware for RetryMiddleware {
         };
         // Hedged instead of retried: a request that may run twice at once,
         // with a body that can be sent again, unless given its own policy.
-        let hedge = self.hedge.as_ref().filter(|_| {
+        // The dependency's own hedging policy: its percentile delay learns
+        // from this host's latencies alone.
+        let hedge = guards.hedge().filter(|_| {
             retryscope_http::__private::safety::may_hedge(&method)
                 && replayable
                 && options.policy_override().is_none()
@@ -271,8 +280,8 @@ impl Middleware for RetryMiddleware {
         let observer = ((telemetry, self.retry_log), &stop);
         let outcome = match hedge {
             Some(hedge) => {
-                let hedge = attempt.hedge(hedge).with_classifier(&mut classifier).observe(observer);
-                guards.guard_hedge(hedge, options.operation_name()).await
+                let hedge = attempt.hedge(hedge.clone()).with_classifier(&mut classifier).observe(observer);
+                guards.guard(hedge, options.operation_name()).await
             }
             None => {
                 let retry = attempt.retry(policy).with_classifier(&mut classifier).observe(observer);

@@ -158,7 +158,8 @@ impl TowerSettings {
         let guards = DependencyGuards::builder()
             .budget_factory(budget)
             .breaker_factory(shared.breaker)
-            .pacer_factory(shared.pacer);
+            .pacer_factory(shared.pacer)
+            .hedge_template(shared.hedge);
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,
@@ -166,7 +167,6 @@ impl TowerSettings {
         RetryLayer {
             settings: Arc::new(Settings {
                 policy,
-                hedge: shared.hedge,
                 classifier: shared.classifier,
                 rule: shared.rule,
                 body_rule: shared.body_rule,

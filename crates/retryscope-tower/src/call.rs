@@ -7,6 +7,7 @@ use crate::attempt::{Attempts, Side};
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::BoxError;
 use crate::grpc_call::{self, GrpcCall};
+use crate::guard::Guard;
 use crate::http_call::{self, HttpAttempts};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
@@ -20,7 +21,7 @@ use retryscope::observe::StopRecorder;
 use retryscope::{Policy, Retryable};
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::RetryOptions;
-use retryscope_otel::{OtelObserver, Upstream};
+use retryscope_otel::{Guards, OtelObserver, Upstream};
 use std::sync::Arc;
 use tower_service::Service;
 
@@ -59,7 +60,7 @@ where
         Some(_) => None,
         None => http_call::keyed(&settings, &mut parts, &mut call.mode, replayable),
     };
-    let hedging = hedging(&settings, &call, grpc.as_ref(), &parts, &options, replayable);
+    let hedging = hedging(&guards, &call, grpc.as_ref(), &parts, &options, replayable);
     // Shared by the attempts and their spans from here on.
     let parts = Arc::new(parts);
     let upstream = Upstream::current();
@@ -80,12 +81,11 @@ where
     let outcome = match hedging {
         // Copies overlap: each is an attempt of its own (its body, its span,
         // its `grpc-previous-rpc-attempts`), and the first acceptable one wins.
-        // Every copy beyond the first is charged like a retry; no pacer (see
-        // `hedging`).
+        // Every copy is admitted as a retry's attempt is: the pacer before
+        // each, the budget for every copy beyond the first.
         Some(policy) => {
-            let hedge =
-                (move || attempts.next()).hedge(&policy).with_classifier(classifier).observe(observer);
-            guards.guard_hedge(hedge, operation).await
+            let hedge = (move || attempts.next()).hedge(policy).with_classifier(classifier).observe(observer);
+            guards.guard(hedge, operation).await
         }
         // Borrowed from the dependency's guards, which this call holds.
         None => {
@@ -161,11 +161,11 @@ fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
 /// own policy (it is retried under it instead). Other requests take the retry
 /// path.
 ///
-/// A hedged call is not held by the dependency's pacer: the engine gives a
-/// hedge none (hedging answers a slow dependency, not one that asked to be
-/// called less), which the layer's docs say.
+/// The layer's policy is the dependency's own copy of it (its guards'), so
+/// that a percentile delay learns from that server's latencies alone; a gRPC
+/// method's is built from its `hedgingPolicy`, whose delay is fixed.
 fn hedging(
-    settings: &Settings,
+    guards: &Guards<Guard>,
     call: &Call,
     grpc: Option<&GrpcCall>,
     parts: &Parts,
@@ -180,7 +180,7 @@ fn hedging(
         // call's (its `grpc-timeout` included).
         Some(grpc) => grpc.hedging(&call.policy),
         None => {
-            settings.hedge.clone().filter(|_| retryscope_http::__private::safety::may_hedge(&parts.method))
+            guards.hedge().cloned().filter(|_| retryscope_http::__private::safety::may_hedge(&parts.method))
         }
     }
 }

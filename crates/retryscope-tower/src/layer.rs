@@ -76,7 +76,10 @@ use tower_layer::Layer;
 ///   retrying it (the first acceptable answer wins, the others are dropped,
 ///   which closes their connection or resets their stream); with `grpc`, a
 ///   method whose service config has a `hedgingPolicy` is hedged as A6 says.
-///   Each copy is its own attempt span marked `retryscope.hedge`.
+///   Each copy is its own attempt span marked `retryscope.hedge`. Each
+///   dependency hedges with its own copy of the policy, so a percentile delay
+///   is learned per server ([`hedge_delay`](RetryLayer::hedge_delay)), and
+///   every copy asks the dependency's pacer as a retry's attempt does.
 /// - **Every attempt** gets a fresh `poll_ready` on its own clone of the inner
 ///   service; dropping the response future cancels the running attempt or the
 ///   wait, and no attempt starts after.
@@ -137,6 +140,17 @@ impl RetryLayer {
     /// Configures a layer for HTTP.
     pub fn builder(policy: Policy) -> RetryLayerBuilder {
         RetryLayerBuilder::new(policy)
+    }
+
+    /// The hedging delay `dependency` (`host`, or `host:port` off the
+    /// scheme's port, as the spans name it) has learned from its own
+    /// latencies, as of now: `None` without a
+    /// [percentile delay](retryscope::hedge::HedgeDelay::percentile) or before
+    /// the first request to it. Every service this layer made shares it. For
+    /// tests and dashboards.
+    pub fn hedge_delay(&self, dependency: &str) -> Option<std::time::Duration> {
+        // The clock the engine times the copies with: tokio's.
+        self.settings.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
     }
 
     /// Configures a layer that retries gRPC calls as `retry` says (A6), with

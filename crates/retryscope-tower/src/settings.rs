@@ -4,7 +4,6 @@ use crate::guard::Guard;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
-use retryscope::hedge::HedgePolicy;
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::idempotency::IdempotencyKeys;
 use retryscope_http::__private::rule::SharedRule;
@@ -14,8 +13,6 @@ use std::sync::{Arc, OnceLock};
 /// What every request of a layer shares.
 pub(crate) struct Settings {
     pub(crate) policy: Policy,
-    /// Hedges idempotent HTTP requests instead of retrying them (`.hedge(..)`).
-    pub(crate) hedge: Option<HedgePolicy>,
     pub(crate) classifier: HttpClassifier,
     /// The user's rule for HTTP responses, asked before `classifier`. The gRPC
     /// builder offers none: a gRPC answer's HTTP status is 200 whatever

@@ -4,7 +4,6 @@ use crate::outcome::StopReason;
 use crate::verdict::ErrorType;
 use std::error::Error;
 use std::fmt;
-use std::time::Duration;
 
 /// The error returned when the engine gives up.
 ///
@@ -86,30 +85,5 @@ impl<E> fmt::Display for RetryError<E> {
 impl<E: Error + 'static> Error for RetryError<E> {
     fn source(&self) -> Option<&(dyn Error + 'static)> {
         self.last.as_ref().map(|e| e as &(dyn Error + 'static))
-    }
-}
-
-/// The value a builder refused, as it was given: what an `OutOfRange` error
-/// ([`BreakerError`](crate::breaker::BreakerError),
-/// [`BudgetError`](crate::budget::BudgetError)) carries beside the setting's
-/// name.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum SettingValue {
-    /// A duration (a window, a cool-down).
-    Duration(Duration),
-    /// A number (a ratio).
-    Number(f64),
-    /// A count (calls, probes, tokens).
-    Count(u32),
-}
-
-impl fmt::Display for SettingValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SettingValue::Duration(d) => write!(f, "{d:?}"),
-            SettingValue::Number(n) => write!(f, "{n}"),
-            SettingValue::Count(c) => write!(f, "{c}"),
-        }
     }
 }

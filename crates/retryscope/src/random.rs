@@ -2,6 +2,7 @@
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use std::time::Duration;
 
 /// The random-number generator jitter draws from.
 ///
@@ -50,4 +51,19 @@ impl Default for JitterRng {
     fn default() -> Self {
         Self::from_entropy()
     }
+}
+
+/// A uniformly distributed duration in `[low, high]`, at nanosecond resolution.
+pub(crate) fn uniform(rng: &mut JitterRng, low: Duration, high: Duration) -> Duration {
+    let low_ns = saturating_nanos(low);
+    let high_ns = saturating_nanos(high);
+    if high_ns <= low_ns {
+        return low;
+    }
+    Duration::from_nanos(rng.between(low_ns, high_ns))
+}
+
+/// Nanoseconds in `d`, saturating at `u64::MAX` (584 years).
+fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

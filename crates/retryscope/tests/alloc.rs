@@ -101,7 +101,7 @@ fn a_hedged_call_the_first_copy_answers_allocates_nothing() {
         let policy = HedgePolicy::builder().delay(delay).build().expect("valid");
         let (allocations, output) = allocations_of(
             (|| async { Ok::<_, ()>(4) })
-                .hedge(&policy)
+                .hedge(policy.clone())
                 .when(|_: &()| true)
                 .budget(&budget)
                 .dependency("db")

@@ -7,6 +7,7 @@ mod common;
 use common::{Event, Recorder};
 use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable, MAX_COPIES};
 use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
+use retryscope::pace::{PaceSignal, Pacer, Quota};
 use retryscope::{CircuitBreaker, ErrorType, Hint, Outcome, RetryBudget, SettingValue, StopReason, Verdict};
 use std::future::Future;
 use std::pin::Pin;
@@ -96,7 +97,7 @@ async fn a_stalled_first_copy_loses_to_the_second_after_the_delay_and_is_dropped
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { FOREVER } else { ms(10) }, Ok)
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .when(|_: &&str| true)
         .observe(rec.clone())
         .dependency("inventory")
@@ -123,7 +124,7 @@ async fn a_stalled_first_copy_loses_to_the_second_after_the_delay_and_is_dropped
 async fn a_first_copy_that_answers_before_the_delay_is_the_only_one_sent() {
     let copies = Copies::default();
     let started = Instant::now();
-    let answer = copies.op(|_| ms(20), Ok).hedge(&fixed(3, ms(50))).when(|_: &&str| true).await;
+    let answer = copies.op(|_| ms(20), Ok).hedge(fixed(3, ms(50))).when(|_: &&str| true).await;
     assert_eq!(answer, Ok(1));
     assert_eq!(started.elapsed(), ms(20));
     assert_eq!((copies.sent(), copies.dropped()), (1, 0));
@@ -136,7 +137,7 @@ async fn a_non_fatal_failure_sends_the_next_copy_at_once() {
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { ms(5) } else { ms(10) }, |n| if n == 1 { Err("unavailable") } else { Ok(n) })
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .when(|e: &&str| *e == "unavailable")
         .observe(rec.clone())
         .await;
@@ -159,7 +160,7 @@ async fn a_fatal_failure_ends_the_call_and_drops_the_other_copies() {
     let started = Instant::now();
     let error = copies
         .op(|n| if n == 2 { ms(10) } else { FOREVER }, |n| if n == 2 { Err("denied") } else { Ok(n) })
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .when(|e: &&str| *e == "unavailable")
         .observe(rec.clone())
         .await
@@ -188,7 +189,7 @@ async fn no_more_than_max_copies_are_sent_and_each_is_cut_at_its_attempt_timeout
     let started = Instant::now();
     let error = copies
         .op(|_| FOREVER, Ok)
-        .hedge(&policy)
+        .hedge(policy.clone())
         .when(|_: &&str| true)
         .await
         .expect_err("every copy timed out");
@@ -213,7 +214,7 @@ async fn the_deadline_ends_the_call_with_every_copy_dropped() {
     let started = Instant::now();
     let error = copies
         .op(|_| FOREVER, Ok)
-        .hedge(&policy)
+        .hedge(policy.clone())
         .when(|_: &&str| true)
         .observe(rec.clone())
         .await
@@ -232,7 +233,7 @@ async fn a_server_hint_delays_the_next_copy_and_a_stop_sends_no_more() {
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { ms(5) } else { ms(10) }, |n| if n == 1 { Err("pushback") } else { Ok(n) })
-        .hedge(&fixed(3, ms(100)))
+        .hedge(fixed(3, ms(100)))
         .classify(|r: &Result<u32, &str>| match r {
             Ok(_) => Verdict::Success,
             Err(_) => Verdict::Retryable {
@@ -248,7 +249,7 @@ async fn a_server_hint_delays_the_next_copy_and_a_stop_sends_no_more() {
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { ms(200) } else { ms(5) }, |n| if n == 2 { Err("stop") } else { Ok(n) })
-        .hedge(&fixed(3, ms(50)))
+        .hedge(fixed(3, ms(50)))
         .classify(|r: &Result<u32, &str>| match r {
             Ok(_) => Verdict::Success,
             Err(_) => Verdict::unrepeatable(ErrorType::Kind("UNAVAILABLE")),
@@ -272,7 +273,9 @@ async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
     let calls: Vec<_> = (0..200)
         .map(|_| {
             let (policy, budget, copies) = (policy.clone(), &budget, copies.clone());
-            async move { copies.op(|_| FOREVER, Ok).hedge(&policy).budget(budget).when(|_: &&str| true).await }
+            async move {
+                copies.op(|_| FOREVER, Ok).hedge(policy.clone()).budget(budget).when(|_: &&str| true).await
+            }
         })
         .collect();
     let results = futures_join_all(calls).await;
@@ -317,7 +320,7 @@ async fn an_open_breaker_sends_nothing() {
     let copies = Copies::default();
     let error = copies
         .op(|_| ms(1), Ok)
-        .hedge(&fixed(3, ms(10)))
+        .hedge(fixed(3, ms(10)))
         .breaker(&breaker)
         .when(|_: &&str| true)
         .await
@@ -329,7 +332,7 @@ async fn an_open_breaker_sends_nothing() {
 async fn dropping_the_call_cancels_every_copy_and_reports_it() {
     let copies = Copies::default();
     let rec = Recorder::default();
-    let call = copies.op(|_| FOREVER, Ok).hedge(&fixed(2, ms(10))).when(|_: &&str| true).observe(rec.clone());
+    let call = copies.op(|_| FOREVER, Ok).hedge(fixed(2, ms(10))).when(|_: &&str| true).observe(rec.clone());
     assert!(tokio::time::timeout(ms(50), call).await.is_err());
     assert_eq!((copies.sent(), copies.dropped()), (2, 2));
     assert_eq!(ends(&rec).len(), 2);
@@ -353,7 +356,8 @@ async fn a_percentile_delay_follows_a_latency_shift() {
         async move {
             let started = Instant::now();
             while started.elapsed() < Duration::from_secs(2) {
-                let answer = copies.op(move |_| latency, Ok).hedge(&policy).when(|_: &&str| true).await;
+                let answer =
+                    copies.op(move |_| latency, Ok).hedge(policy.clone()).when(|_: &&str| true).await;
                 assert!(answer.is_ok());
             }
         }
@@ -380,7 +384,7 @@ async fn a_percentile_delay_is_clamped() {
         .expect("valid policy");
     let copies = Copies::default();
     for _ in 0..3 {
-        copies.op(|_| ms(1), Ok).hedge(&policy).when(|_: &&str| true).await.expect("answers");
+        copies.op(|_| ms(1), Ok).hedge(policy.clone()).when(|_: &&str| true).await.expect("answers");
     }
     sleep(ms(100)).await;
     assert_eq!(policy.percentile_delay(Instant::now().into_std()), Some(ms(5)), "raised to the minimum");
@@ -414,7 +418,7 @@ async fn a_zero_delay_sends_every_copy_at_once() {
     let copies = Copies::default();
     let answer = copies
         .op(|n| ms(u64::from(40 - 10 * n)), Ok)
-        .hedge(&fixed(3, Duration::ZERO))
+        .hedge(fixed(3, Duration::ZERO))
         .when(|_: &&str| true)
         .await;
     assert_eq!((answer, copies.sent(), copies.dropped()), (Ok(3), 3, 2));
@@ -428,7 +432,7 @@ async fn on_the_wall_clock_a_stalled_copy_costs_the_delay_not_the_stall() {
     let started = std::time::Instant::now();
     let answer = copies
         .op(|n| if n == 1 { Duration::from_secs(30) } else { ms(5) }, Ok)
-        .hedge(&fixed(2, ms(50)))
+        .hedge(fixed(2, ms(50)))
         .when(|_: &&str| true)
         .await;
     let took = started.elapsed();
@@ -460,7 +464,7 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
                         sleep(ms(1)).await;
                         Ok::<_, std::io::Error>(())
                     })
-                    .hedge(&policy)
+                    .hedge(policy.clone())
                     .budget(budget.clone())
                     .dependency(dependency.clone())
                     .into_future();
@@ -480,4 +484,120 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
     // delay; generous bounds, since this is the wall clock.
     let delay = policy.percentile_delay(Instant::now().into_std()).expect("a percentile delay");
     assert!(delay >= ms(1) && delay <= ms(100), "{delay:?}");
+}
+
+/// A pacer that has spent its quota on one send: the next slot is 10 s away.
+fn pacer_with_one_slot_per_10s() -> Pacer {
+    let pacer = Pacer::new();
+    pacer.learn(&PaceSignal::none().with_quota(Quota::new(1, Duration::from_secs(10))));
+    pacer
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dependency_the_pacer_holds_gets_no_hedge_copy() {
+    // Without a pacer the stalled first copy is hedged at 50 ms.
+    let copies = Copies::default();
+    let answer = copies
+        .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
+        .hedge(fixed(2, ms(50)))
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.sent()), (Ok(2), 2));
+
+    // The first copy takes the quota's slot; the hedge's would be 10 s away,
+    // so none is sent before the first copy answers.
+    let pacer = pacer_with_one_slot_per_10s();
+    let copies = Copies::default();
+    let started = Instant::now();
+    let answer = copies
+        .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
+        .hedge(fixed(2, ms(50)))
+        .pacer(&pacer)
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.sent(), started.elapsed()), (Ok(1), 1, ms(200)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_copy_the_pacer_would_hold_past_the_deadline_is_not_sent() {
+    let policy = HedgePolicy::builder()
+        .max_copies(3)
+        .delay(HedgeDelay::fixed(ms(50)))
+        .no_attempt_timeout()
+        .deadline(Duration::from_secs(2))
+        .build()
+        .expect("valid policy");
+    let pacer = pacer_with_one_slot_per_10s();
+    let copies = Copies::default();
+    let error = copies
+        .op(|_| ms(200), |_| Err("unavailable"))
+        .hedge(policy)
+        .pacer(&pacer)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("the only copy failed");
+    // No copy after the refused one, not even after the first copy failed.
+    assert!(matches!(error.reason(), StopReason::RateLimited { .. }), "{:?}", error.reason());
+    assert_eq!((error.attempts(), copies.sent()), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_budget_sends_no_hedge_copy() {
+    // No request counted yet and no per-second allowance: no token for a hedge.
+    let budget = RetryBudget::builder().ratio(0.1).min_per_second(0).build().expect("valid budget");
+    let copies = Copies::default();
+    let answer = copies
+        .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
+        .hedge(fixed(3, ms(50)))
+        .budget(&budget)
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.sent()), (Ok(1), 1));
+
+    // A failed first copy cannot be replaced either: the call stops and says why.
+    let copies = Copies::default();
+    let error = copies
+        .op(|_| ms(5), |_| Err("unavailable"))
+        .hedge(fixed(3, ms(50)))
+        .budget(&budget)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("no copy answered");
+    assert_eq!((error.reason(), error.attempts(), copies.sent()), (StopReason::BudgetExhausted, 1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_opened_by_one_copy_refuses_the_next() {
+    let breaker = CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker");
+    let copies = Copies::default();
+    let error = copies
+        .op(|_| ms(5), |_| Err("unavailable"))
+        .hedge(fixed(3, ms(50)))
+        .breaker(&breaker)
+        .when(|_: &&str| true)
+        .await
+        .expect_err("the breaker opened");
+    assert_eq!((error.reason(), error.attempts(), copies.sent()), (StopReason::CircuitOpen, 1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_copy_cancelled_by_a_later_winner_counts_its_time_in_flight() {
+    let policy = HedgePolicy::builder()
+        .max_copies(2)
+        .delay(HedgeDelay::percentile(0.9).window(ms(100)).min_samples(1).fallback(ms(10)))
+        .build()
+        .expect("valid policy");
+    // The first copy stalls; the hedge, sent at 10 ms, answers in 5 ms.
+    let copies = Copies::default();
+    let answer = copies
+        .op(|n| if n == 1 { FOREVER } else { ms(5) }, Ok)
+        .hedge(policy.clone())
+        .when(|_: &&str| true)
+        .await;
+    assert_eq!((answer, copies.dropped()), (Ok(2), 1));
+    sleep(ms(100)).await;
+    // Counted: the winner's 5 ms and the stalled copy's 15 ms in flight. The
+    // winners alone would make the p90 5 ms, too short for this dependency.
+    let delay = policy.percentile_delay(Instant::now().into_std()).expect("a percentile delay");
+    assert!(delay >= ms(15) && delay <= ms(17), "{delay:?}");
 }

@@ -93,7 +93,8 @@ use tonic::Code;
 /// [`NOT_RETRIED_THROTTLED`]. A body that cannot be sent again (streamed, or
 /// over the replay limit) makes the call a single attempt, as A6's buffer
 /// limit commits it; a call given its own policy (`RetryOptions::policy`) is
-/// retried under it instead. A hedged call is not held by a pacer.
+/// retried under it instead. Every copy asks the dependency's pacer, if the
+/// layer has one, as a retry's attempt does.
 ///
 /// Differences from A6 worth knowing: a failure where
 /// nothing left the client (a refused connection) is retried within the

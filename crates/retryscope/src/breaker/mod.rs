@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
 use crate::clock::{GuardClock, Timeline};
-use crate::error::SettingValue;
+use crate::setting::SettingValue;
 use crate::window::SlottedWindow;
 
 /// The longest cool-down a [`CircuitBreaker`] accepts.

@@ -2,7 +2,7 @@
 
 use super::{MAX_COOL_DOWN, MAX_HALF_OPEN_PROBES, MAX_PROBE_TIMEOUT, MIN_PROBE_TIMEOUT};
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
-use crate::error::SettingValue;
+use crate::setting::SettingValue;
 
 use std::fmt;
 use std::time::Duration;

@@ -15,7 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::SettingValue;
+use crate::setting::SettingValue;
 
 /// Fixed-point scale: budgets count in thousandths of a token so that
 /// fractional deposits (`ratio` per request) stay integral inside atomics.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::{BudgetError, MAX_MIN_PER_SECOND, MAX_WINDOW, MILLI, MIN_WINDOW, to_milli};
 use crate::clock::{Clock, GuardClock, Timeline};
-use crate::error::SettingValue;
+use crate::setting::SettingValue;
 use crate::throttle::Throttle;
 use crate::window::{Ledger, Reserved, SlotLength, SlottedWindow};
 

@@ -3,7 +3,7 @@
 use super::retry_budget::{DepositsSeen, SEEN_TOKEN_MASK};
 use super::*;
 use crate::clock::ManualClock;
-use crate::error::SettingValue;
+use crate::setting::SettingValue;
 use crate::sync::Ordering;
 use crate::throttle::Throttle;
 use proptest::prelude::*;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{BudgetError, MAX_TOKENS, MILLI};
-use crate::error::SettingValue;
+use crate::setting::SettingValue;
 use crate::throttle::Throttle;
 
 /// gRPC-style retry throttling (gRFC A6).

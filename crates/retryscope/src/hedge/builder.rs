@@ -1,11 +1,14 @@
-//! The hedge builder: `op.hedge(&policy).budget(..).when(..).await`.
+//! The hedge builder: `op.hedge(policy).budget(..).when(..).await`.
 
-use super::future::{Calls, HedgeFuture};
+use super::future::{Copies, HedgeFuture};
 use super::policy::HedgePolicy;
 use crate::breaker::CircuitBreaker;
 use crate::classify::{Classify, ClassifyFn, When};
+use crate::driver::Setup;
+use crate::driver::hedge::{CopyPolicy, HedgeDriver};
 use crate::observe::{NoObserver, Observer};
-use crate::shared::{MaybeShared, Shared};
+use crate::pace::Pacer;
+use crate::shared::Shared;
 use crate::sleep::Sleeper;
 use crate::throttle::Throttle;
 use crate::transient::TransientErrors;
@@ -24,42 +27,30 @@ use std::future::Future;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(20))).build()?;
-/// let answer = (|| async { Ok::<_, std::io::Error>("fast") }).hedge(&policy).await?;
+/// let answer = (|| async { Ok::<_, std::io::Error>("fast") }).hedge(policy).await?;
 /// assert_eq!(answer, "fast");
 /// # Ok(())
 /// # }
 /// ```
 pub trait Hedgeable<R>: FnMut() -> R + Sized {
-    /// Hedges this operation under `policy` (cloned: clones share a
-    /// percentile delay's latencies). Only the errors whose type says they
-    /// are transient ([`Transient`](crate::Transient)) are non-fatal; say
-    /// otherwise with [`when`](Hedge::when) or [`classify`](Hedge::classify).
-    fn hedge<'a>(self, policy: &HedgePolicy) -> Hedge<'a, Self> {
+    /// Hedges this operation under `policy`, taken by value as
+    /// [`retry`](crate::Retryable::retry) takes its policy: pass a clone of
+    /// the dependency's policy (clones share a percentile delay's
+    /// latencies). Only the errors whose type says they are transient
+    /// ([`Transient`](crate::Transient)) are non-fatal; say otherwise with
+    /// [`when`](Hedge::when) or [`classify`](Hedge::classify).
+    fn hedge<'a>(self, policy: HedgePolicy) -> Hedge<'a, Self> {
         Hedge {
             op: self,
             classifier: TransientErrors,
             observer: NoObserver,
-            setup: HedgeSetup {
-                policy: policy.clone(),
-                dependency: Shared::Borrowed("unknown"),
-                operation: MaybeShared::None,
-                throttle: MaybeShared::None,
-                breaker: MaybeShared::None,
-            },
+            setup: Setup::new(policy.driven()),
+            policy,
         }
     }
 }
 
 impl<R, F: FnMut() -> R> Hedgeable<R> for F {}
-
-/// Settings that do not depend on the operation's types.
-pub(crate) struct HedgeSetup<'a> {
-    pub(crate) policy: HedgePolicy,
-    pub(crate) dependency: Shared<'a, str>,
-    pub(crate) operation: MaybeShared<'a, str>,
-    pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
-    pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
-}
 
 /// A configured hedged call. Await it (on tokio, feature `tokio`), or run it
 /// on another runtime with [`with_sleeper`](Self::with_sleeper).
@@ -68,7 +59,9 @@ pub struct Hedge<'a, Op, C = TransientErrors, O = NoObserver> {
     op: Op,
     classifier: C,
     observer: O,
-    setup: HedgeSetup<'a>,
+    /// The guards and names, as a retry's.
+    setup: Setup<'a>,
+    policy: HedgePolicy,
 }
 
 impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
@@ -86,12 +79,12 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
 
     /// Classifies each copy's result with a [`Classify`] implementation.
     pub fn with_classifier<C2>(self, classifier: C2) -> Hedge<'a, Op, C2, O> {
-        Hedge { op: self.op, classifier, observer: self.observer, setup: self.setup }
+        Hedge { op: self.op, classifier, observer: self.observer, setup: self.setup, policy: self.policy }
     }
 
     /// Reports every copy and the outcome to `observer`.
     pub fn observe<O2: Observer>(self, observer: O2) -> Hedge<'a, Op, C, O2> {
-        Hedge { op: self.op, classifier: self.classifier, observer, setup: self.setup }
+        Hedge { op: self.op, classifier: self.classifier, observer, setup: self.setup, policy: self.policy }
     }
 
     /// Names the dependency called (`retryscope.dependency`): a `&str` or an
@@ -121,6 +114,15 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
         self.setup.breaker = breaker.into().into();
         self
     }
+
+    /// Asks the dependency's `pacer` before every copy, as a retry asks it
+    /// before every attempt: a copy the pacer holds is not sent until the
+    /// hold is over, and one that would not fit the deadline is not sent at
+    /// all (see [the module](super)).
+    pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
+        self.setup.pacer = pacer.into().into();
+        self
+    }
 }
 
 /// Awaiting a hedged call waits on tokio's timer.
@@ -135,6 +137,7 @@ where
     type Output = Result<T, crate::error::RetryError<E>>;
     type IntoFuture = HedgeFuture<'a, Op, Fut, C, O, crate::TokioSleeper>;
 
+    #[inline]
     fn into_future(self) -> Self::IntoFuture {
         self.with_sleeper(crate::TokioSleeper)
     }
@@ -149,8 +152,9 @@ where
 {
     /// The hedged call as a future that times its delays and limits with
     /// `sleeper` (see [`Retry::with_sleeper`](crate::Retry::with_sleeper)).
+    #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> HedgeFuture<'a, Op, Fut, C, O, S> {
-        let calls = Calls::new(self.setup, self.observer, sleeper.clock());
-        HedgeFuture::new(self.op, self.classifier, sleeper, calls)
+        let driver = HedgeDriver::new(self.setup, self.policy, self.observer, sleeper.clock());
+        HedgeFuture::new(self.op, self.classifier, sleeper, Copies::new(driver))
     }
 }

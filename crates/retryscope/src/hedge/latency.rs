@@ -48,6 +48,11 @@ impl LatencyTracker {
         }
     }
 
+    /// How long each window lasts.
+    pub(crate) fn window(&self) -> Duration {
+        self.window
+    }
+
     /// Counts one successful copy's latency.
     pub(crate) fn record(&self, latency: Duration) {
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);

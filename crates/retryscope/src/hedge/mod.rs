@@ -34,7 +34,7 @@
 //!         Ok::<_, std::io::Error>(copy)
 //!     }
 //! })
-//! .hedge(&policy)
+//! .hedge(policy.clone())
 //! .budget(&budget)
 //! .dependency("inventory")
 //! .await?;
@@ -83,9 +83,16 @@
 //! - A [`breaker`](Hedge::breaker) is asked before each copy: an open breaker
 //!   sends nothing, and each finished copy reports to it. A cancelled copy's
 //!   permit is released without a verdict.
-//! - There is no pacer on a hedged call: hedging is for a dependency that is
-//!   slow, not one that asked to be called less; a pacer is refused at
-//!   compile time (`Hedge` has no `.pacer(..)`).
+//! - A [`pacer`](Hedge::pacer) is asked before every copy, as before every
+//!   retry: a hedge answers a slow dependency, and a dependency that asked to
+//!   be called less gets no extra copy while it holds calls back. A copy the
+//!   pacer holds waits out the hold (the observer hears it, as a retry's
+//!   hold) and goes only if no copy has answered by then; one that would not
+//!   fit the deadline is not sent, and no copy after it. Every copy sent
+//!   takes its slot of a quota, as any call does.
+//!
+//! A hedged call is the engine's retry driver with overlapping attempts:
+//! the same admission, the same settling of each copy, the same end.
 //!
 //! # What the observer hears
 //!

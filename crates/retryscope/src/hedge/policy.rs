@@ -1,11 +1,13 @@
 //! The hedging policy: how many copies, after what delay, within what time.
 
 use super::latency::LatencyTracker;
-use crate::error::SettingValue;
-use crate::policy::MAX_DURATION;
+use crate::driver::hedge::CopyPolicy;
+use crate::policy::{MAX_DURATION, Policy};
+use crate::setting::SettingValue;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 /// The most copies a hedged call may send, the first included: gRFC A6 caps
 /// `hedgingPolicy.maxAttempts` at 5, and a policy asking for more is refused
@@ -95,7 +97,9 @@ impl HedgeDelay {
 /// A delay read from the dependency's recent latencies, as tower's `hedge`
 /// middleware does: what [`HedgeDelay::percentile`] makes.
 ///
-/// The latencies of successful copies are counted in a fixed histogram of
+/// The latencies of successful copies, and for a copy cancelled because a
+/// later one won its time in flight (a lower bound of its latency), are
+/// counted in a fixed histogram of
 /// 224 buckets (about 12 % wide, from 1 µs to 18 minutes): bounded memory,
 /// whatever the traffic. Every [`window`](Self::window) the histogram is read
 /// and cleared; the percentile it gave is the delay until the next window ends.
@@ -161,7 +165,10 @@ impl PercentileDelay {
 /// A validated hedging policy: build one with [`HedgePolicy::builder`].
 ///
 /// Clones share the latency tracker of a [percentile delay](HedgeDelay::percentile):
-/// build one policy per dependency and clone it into every call.
+/// build one policy per dependency and clone it into every call. A client that
+/// calls many dependencies keeps one policy as a template and gives each
+/// dependency its own [`fresh`](Self::fresh) copy, as the HTTP integrations'
+/// per-dependency guards do.
 ///
 /// ```
 /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
@@ -183,6 +190,9 @@ pub struct HedgePolicy {
     tracker: Option<Arc<LatencyTracker>>,
     deadline: Option<Duration>,
     attempt_timeout: Option<Duration>,
+    /// What the driver runs the copies under, made once: the copy limit, the
+    /// deadline and the attempt timeout as a retry policy's.
+    driven: Policy,
 }
 
 impl HedgePolicy {
@@ -218,25 +228,25 @@ impl HedgePolicy {
         self.attempt_timeout
     }
 
-    /// The delay before the next copy, as of `now`.
-    pub(crate) fn current_delay(&self, now: std::time::Instant) -> Duration {
-        match (&self.delay, &self.tracker) {
-            (HedgeDelay::Percentile(p), Some(tracker)) => tracker.delay(p, now),
-            (HedgeDelay::Fixed(delay), _)
-            | (HedgeDelay::Percentile(PercentileDelay { fallback: delay, .. }), None) => *delay,
-        }
-    }
-
-    /// Whether successful copies' latencies are counted (a percentile delay).
-    pub(crate) fn tracks_latency(&self) -> bool {
-        self.tracker.is_some()
-    }
-
-    /// A successful copy took `latency`: the percentile tracker counts it.
-    pub(crate) fn record(&self, latency: Duration) {
-        if let Some(tracker) = &self.tracker {
-            tracker.record(latency);
-        }
+    /// The same settings with a latency tracker of its own, that learns
+    /// nothing from this policy's calls nor this policy from its: one per
+    /// dependency, so that a slow host's latencies do not set a fast host's
+    /// delay. A fixed delay has no tracker: the copy is a plain clone.
+    ///
+    /// ```
+    /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    /// use std::time::Instant;
+    ///
+    /// let template = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
+    /// let fast_host = template.fresh();
+    /// assert_eq!(fast_host.max_copies(), template.max_copies());
+    /// assert_eq!(fast_host.percentile_delay(Instant::now()), template.percentile_delay(Instant::now()));
+    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// ```
+    #[must_use]
+    pub fn fresh(&self) -> Self {
+        let tracker = self.tracker.as_ref().map(|tracker| Arc::new(LatencyTracker::new(tracker.window())));
+        Self { tracker, ..self.clone() }
     }
 
     /// The percentile delay the tracker would give now, for tests and
@@ -255,6 +265,42 @@ impl HedgePolicy {
         match (&self.delay, &self.tracker) {
             (HedgeDelay::Percentile(p), Some(tracker)) => Some(tracker.delay(p, now)),
             _ => None,
+        }
+    }
+}
+
+impl CopyPolicy for HedgePolicy {
+    fn max_copies(&self) -> u32 {
+        self.max_copies
+    }
+
+    fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+
+    fn driven(&self) -> Policy {
+        self.driven
+    }
+
+    fn next_delay(&self, now: Instant) -> Duration {
+        match (&self.delay, &self.tracker) {
+            (HedgeDelay::Percentile(p), Some(tracker)) => tracker.delay(p, now),
+            (HedgeDelay::Fixed(delay), _)
+            | (HedgeDelay::Percentile(PercentileDelay { fallback: delay, .. }), None) => *delay,
+        }
+    }
+
+    fn learns(&self) -> bool {
+        self.tracker.is_some()
+    }
+
+    fn record(&self, latency: Duration) {
+        if let Some(tracker) = &self.tracker {
+            tracker.record(latency);
         }
     }
 }
@@ -385,6 +431,7 @@ impl HedgePolicyBuilder {
             tracker,
             deadline: self.deadline,
             attempt_timeout: self.attempt_timeout,
+            driven: Policy::of_copies(self.max_copies, self.deadline, self.attempt_timeout),
         })
     }
 }

@@ -2,9 +2,8 @@
 //! and the spacing that makes a reported quota last until its reset.
 
 use super::signal::{HoldSource, PaceSignal, Quota, QuotaPolicy};
-use crate::random::JitterRng;
-use crate::wait::HINT_SPREAD_MAX;
-use crate::wait::uniform;
+use crate::random::{JitterRng, uniform};
+use crate::verdict::HINT_SPREAD_MAX;
 use std::time::{Duration, Instant};
 
 /// The longest wait, or quota window, a hint may set: a value beyond it is

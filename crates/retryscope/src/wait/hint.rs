@@ -2,15 +2,9 @@
 //! with a random spread on top, so that the clients one server told "come back
 //! in 1 s" do not all come back in the same millisecond.
 
-use crate::random::JitterRng;
-use crate::verdict::{DelaySource, Hint};
-use crate::wait::jitter::uniform;
+use crate::random::{JitterRng, uniform};
+use crate::verdict::{DelaySource, HINT_SPREAD_MAX, Hint};
 use std::time::Duration;
-
-/// The widest random spread added on top of a server's `Retry-After` or
-/// `RateLimit` hint: 5 s, the width the AWS SDKs allow above the backoff
-/// (`clamp(hint, backoff, backoff + 5 s)`).
-pub const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
 
 impl Hint {
     /// The wait this hint implies when the policy alone would wait `computed`,

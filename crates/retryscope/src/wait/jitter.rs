@@ -8,7 +8,7 @@
 //! fifth as A6 specifies.
 
 use crate::policy::Jitter;
-use crate::random::JitterRng;
+use crate::random::{JitterRng, uniform};
 use std::time::Duration;
 
 /// A6's jitter: "plus or minus 0.2" around the capped exponential delay.
@@ -51,19 +51,4 @@ impl Jitter {
         };
         delay.min(step.cap)
     }
-}
-
-/// A uniformly distributed duration in `[low, high]`, at nanosecond resolution.
-pub(crate) fn uniform(rng: &mut JitterRng, low: Duration, high: Duration) -> Duration {
-    let low_ns = saturating_nanos(low);
-    let high_ns = saturating_nanos(high);
-    if high_ns <= low_ns {
-        return low;
-    }
-    Duration::from_nanos(rng.between(low_ns, high_ns))
-}
-
-/// Nanoseconds in `d`, saturating at `u64::MAX` (584 years).
-pub(crate) fn saturating_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -9,16 +9,15 @@
 //! gRPC pushback restarts.
 //!
 //! Every rule about the length of a wait belongs in this folder, so that a
-//! change to one lands once for both callers: a pacer's answer would be one
-//! more bound here, applied before the deadline check.
+//! change to one lands once for every caller: the dependency's pace, which
+//! can only add to a wait or refuse a send, is decided here too ([`pace`]).
 
 mod backoff;
 mod hint;
 mod jitter;
+pub(crate) mod pace;
 
 pub use backoff::Backoff;
-pub use hint::HINT_SPREAD_MAX;
-pub(crate) use jitter::uniform;
 
 use crate::outcome::StopReason;
 use crate::policy::Policy;

@@ -219,7 +219,7 @@ impl Caller {
                 if status.is_success() { Ok(()) } else { Err(CallError::Status(status)) }
             }
         })
-        .hedge(&self.policy)
+        .hedge(self.policy.clone())
         .when(|_: &CallError| true)
         .budget(&self.budget)
         .dependency(DEPENDENCY)

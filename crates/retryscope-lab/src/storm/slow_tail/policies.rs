@@ -26,7 +26,7 @@ pub const QUANTILE: f64 = 0.95;
 pub const WINDOW: Duration = Duration::from_secs(1);
 
 /// One contender in the slow-tail storm. Every one goes through the same
-/// engine (`.hedge(&policy)`) with its own retry budget (the default: 10 % of
+/// engine (`.hedge(policy)`) with its own retry budget (the default: 10 % of
 /// requests, at least 10 per second), the same attempt timeout and deadline;
 /// they differ only in when a hedge goes out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,20 +15,32 @@
 //! without a pacer either, it runs that first attempt before building a driver
 //! at all, and hands over ([`Driver::resume_quiet`]) only if the attempt fails
 //! or is not ready at once.
+//!
+//! A hedged call is the same driver with overlapping attempts ([`hedge`]):
+//! every copy is admitted, settled and reported by the functions a retry's
+//! attempt goes through, and the call finishes once, here.
 
-use crate::breaker::{BreakerPermit, CircuitBreaker};
+mod attempt;
+pub(crate) mod hedge;
+mod quiet;
+mod setup;
+
+pub(crate) use attempt::{Flight, Scope};
+pub(crate) use setup::Setup;
+
+use crate::breaker::BreakerPermit;
 use crate::clock::Clock;
 use crate::observe::{
-    AttemptEnd, AttemptScope, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
+    AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver,
+    Wait,
 };
 use crate::outcome::{Outcome, StopReason};
-use crate::pace::{Admission, Held, Pacer};
-use crate::policy::Policy;
+use crate::pace::Held;
 use crate::random::JitterRng;
-use crate::shared::{MaybeShared, Shared};
-use crate::throttle::Throttle;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
+use crate::wait::pace::{self, Hold};
 use crate::wait::{Curve, next_wait};
+use attempt::Health;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -52,51 +64,6 @@ pub(crate) struct Started {
     /// [`Driver::start_attempt`]): the front end must then hand its result to
     /// [`settle`](crate::retry::settle) with this instant.
     pub(crate) quiet: Option<Instant>,
-}
-
-/// Settings that do not depend on the operation's types. Borrowed handles cost
-/// nothing; shared ones let the operation be `'static`.
-#[derive(Clone)]
-pub(crate) struct Setup<'a> {
-    pub(crate) policy: Policy,
-    pub(crate) dependency: Shared<'a, str>,
-    pub(crate) operation: MaybeShared<'a, str>,
-    pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
-    pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
-    pub(crate) pacer: MaybeShared<'a, Pacer>,
-    pub(crate) seed: Option<u64>,
-}
-
-impl<'a> Setup<'a> {
-    pub(crate) fn new(policy: Policy) -> Self {
-        Self {
-            policy,
-            dependency: Shared::Borrowed("unknown"),
-            operation: MaybeShared::None,
-            throttle: MaybeShared::None,
-            breaker: MaybeShared::None,
-            pacer: MaybeShared::None,
-            seed: None,
-        }
-    }
-}
-
-/// What an attempt's end says about the dependency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Health {
-    /// It succeeded.
-    Healthy,
-    /// It answered with a permanent error: healthy, but no success to reward.
-    Answered,
-    /// It asked the client to slow down (429, `RESOURCE_EXHAUSTED`): a rate
-    /// limit, not an outage; or it rolled back a conflicting transaction
-    /// (`40001`, `40P01`), which is no outage either. The breaker hears
-    /// nothing; a retry budget counts it as the failure it is for the caller.
-    Throttling,
-    /// It failed transiently.
-    Unhealthy,
-    /// Nobody knows: the attempt was abandoned.
-    Unknown,
 }
 
 pub(crate) struct Driver<'a, O: Observer> {
@@ -163,32 +130,6 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.timed
     }
 
-    /// Starts the next attempt at `now`, or says why none may start.
-    ///
-    /// The first attempt of a quiet operation (a silent observer, no breaker)
-    /// starts with only what must happen before it: the budget counts the
-    /// request. The rest of its bookkeeping matters only if it fails, and
-    /// [`book_quiet_attempt`](Self::book_quiet_attempt) does it then; a success
-    /// needs only [`quiet_success`](Self::quiet_success).
-    ///
-    /// With a pacer, the front end asks [`pace`](Self::pace) first.
-    #[inline]
-    pub(crate) fn start_attempt(&mut self, now: Instant) -> Result<Started, StopReason> {
-        match self.begin_quietly(now) {
-            Some(limit) => Ok(Started { limit, quiet: Some(now) }),
-            None => Ok(Started { limit: self.begin_attempt(now)?, quiet: None }),
-        }
-    }
-
-    /// The quiet first attempt started at `started` without this driver (the
-    /// async front end's fast path, which counted the request): take over
-    /// from there, as [`start_attempt`](Self::start_attempt) would have left
-    /// it. Returns the attempt's time limit, if any.
-    pub(crate) fn resume_quiet(&mut self, started: Instant) -> Option<Duration> {
-        self.started = Some(started);
-        self.attempt_limit(self.setup.policy.deadline())
-    }
-
     /// Whether the front end must ask [`pace`](Self::pace) before each
     /// attempt: a branch on the path of every call, the pacing itself off it.
     #[inline]
@@ -198,63 +139,50 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     /// Asks the pacer, if any, whether the next attempt may be sent now:
     /// `Some` wait when it is held back (then ask again after it), or why it
-    /// is not sent at all. The schedule is asked once per attempt (a retry's
-    /// plan already asked it); the adaptive limiter's token last, at the
-    /// moment of sending, and again after any hold.
+    /// is not sent at all (the operation then stops). The schedule is asked
+    /// once per attempt (a retry's plan already asked it); the adaptive
+    /// limiter's token last, at the moment of sending, and again after any
+    /// hold.
     #[inline(never)]
     pub(crate) fn pace(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        match self.ask_pacer(now) {
+            Ok(hold) => Ok(hold),
+            Err(reason) => Err(self.stop(now, reason)),
+        }
+    }
+
+    /// [`pace`](Self::pace) without stopping the operation on a refusal: for
+    /// a hedge's copy, whose siblings may still be in flight.
+    fn ask_pacer(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
         let scheduled = std::mem::take(&mut self.paced);
         if pacer.is_idle() {
             return Ok(None);
         }
         let remaining = self.remaining(now);
-        let admission = if scheduled {
-            pacer.take_token(remaining)
-        } else {
-            let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
-            match pacer.admit(Duration::ZERO, remaining, rng) {
-                Admission::Now => pacer.take_token(remaining),
-                held => held,
-            }
-        };
-        if admission == Admission::Now {
-            return Ok(None);
+        let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
+        let hold = pace::before_send(pacer, scheduled, remaining, rng);
+        if !matches!(hold, Ok(None)) {
+            self.open(now);
         }
-        self.open(now);
-        self.held(admission, remaining.unwrap_or(Duration::MAX)).map_err(|reason| self.stop(now, reason))
+        Ok(self.held(hold?))
     }
 
-    /// What the pacer's answer means for the next attempt: the extra wait, or
-    /// why it is not sent. Reports a hold to the observer.
-    fn held(&mut self, admission: Admission, limit: Duration) -> Result<Option<Duration>, StopReason> {
-        match admission {
-            Admission::Now => Ok(None),
-            Admission::Hold { wait, source } => {
-                self.paced = true;
-                if let Some(op) = self.operation.as_mut() {
-                    op.held(&Held { attempt: self.attempts + 1, wait, source });
-                }
-                Ok(Some(wait))
-            }
-            Admission::Refused { wait, source } => Err(StopReason::RateLimited { source, wait, limit }),
+    /// Reports the pacer's hold of the next attempt, if it holds it: the extra
+    /// wait.
+    fn held(&mut self, hold: Hold) -> Option<Duration> {
+        let (wait, source) = hold?;
+        self.paced = true;
+        if let Some(op) = self.operation.as_mut() {
+            op.held(&Held { attempt: self.attempts + 1, wait, source });
         }
+        Some(wait)
     }
 
     /// What is left of the deadline at `now`, if there is one.
     fn remaining(&self, now: Instant) -> Option<Duration> {
         let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed))
-    }
-
-    /// Starts a quiet first attempt; `None` when this attempt is not one.
-    #[inline]
-    fn begin_quietly(&mut self, now: Instant) -> Option<Option<Duration>> {
-        if !self.quiet || self.started.is_some() {
-            return None;
-        }
-        self.count_request(now);
-        Some(self.attempt_limit(self.setup.policy.deadline()))
     }
 
     /// The operation starts at `now`: the budget counts one request, whether
@@ -265,24 +193,6 @@ impl<'a, O: Observer> Driver<'a, O> {
             throttle.request_started();
         }
         self.started = Some(now);
-    }
-
-    /// The quiet first attempt succeeded: the operation is over.
-    pub(crate) fn quiet_success(&mut self) {
-        if let Some(throttle) = self.setup.throttle.as_deref() {
-            throttle.attempt_finished(true);
-        }
-    }
-
-    /// The quiet first attempt, started at `started`, did not succeed: book it
-    /// as [`begin_attempt`](Self::begin_attempt) would have, so that
-    /// [`end_attempt`](Self::end_attempt) can judge it.
-    pub(crate) fn book_quiet_attempt(&mut self, started: Instant) {
-        // Neither a breaker (a quiet operation has none) nor the deadline (it
-        // has only just started) can refuse a first attempt.
-        if let Err(reason) = self.begin_attempt(started) {
-            unreachable_refusal(reason)
-        }
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -298,6 +208,27 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// start. On success returns the attempt's time limit, if any.
     #[inline(never)]
     fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        let (flight, remaining) = match self.admit(now, self.last_error) {
+            Ok(admitted) => admitted,
+            Err(reason) => return Err(self.stop(now, reason)),
+        };
+        self.scope = flight.scope;
+        self.permit = flight.permit;
+        self.attempt_started = flight.started;
+        Ok(self.attempt_limit(remaining))
+    }
+
+    /// Admits the next attempt at `now`, the one admission of every attempt,
+    /// a retry's or a hedge's copy: the budget counts the operation's
+    /// request, the deadline and the breaker may refuse, the observer hears it
+    /// start (as a retry of `retry_of`). Returns the attempt and what is left
+    /// of the deadline; a refusal does not stop the operation.
+    #[inline]
+    fn admit(
+        &mut self,
+        now: Instant,
+        retry_of: Option<ErrorType>,
+    ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
         self.observe_operation();
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
@@ -312,26 +243,21 @@ impl<'a, O: Observer> Driver<'a, O> {
                     .deadline()
                     .map(|d| d.saturating_sub(now.saturating_duration_since(started)));
                 if remaining == Some(Duration::ZERO) {
-                    return Err(self.stop(now, StopReason::DeadlineExceeded));
+                    return Err(StopReason::DeadlineExceeded);
                 }
                 remaining
             }
         };
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
-        if let Some(breaker) = self.setup.breaker.as_deref() {
-            match breaker.try_acquire() {
-                Ok(permit) => self.permit = Some(permit),
-                Err(_) => return Err(self.stop(now, StopReason::CircuitOpen)),
-            }
-        }
+        let permit = match self.setup.breaker.as_deref() {
+            Some(breaker) => Some(breaker.try_acquire().map_err(|_| StopReason::CircuitOpen)?),
+            None => None,
+        };
         self.attempts += 1;
-        let start = AttemptStart { number: self.attempts, retry_of: self.last_error, hedge: false };
-        if let Some(operation) = self.operation.as_mut() {
-            self.scope = Some(operation.attempt_started(&start));
-        }
-        self.attempt_started = Some(now);
-        Ok(self.attempt_limit(remaining))
+        let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged };
+        let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
+        Ok((Flight { number: self.attempts, started: Some(now), scope, permit }, remaining))
     }
 
     /// The observer hears of the operation before its first attempt starts,
@@ -343,7 +269,7 @@ impl<'a, O: Observer> Driver<'a, O> {
                 dependency: &self.setup.dependency,
                 operation: self.setup.operation.as_deref(),
                 max_attempts: self.setup.policy.max_attempts(),
-                hedged: false,
+                hedged: self.setup.hedged,
             }));
         }
     }
@@ -395,19 +321,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         } else {
             self.attempt_started.unwrap_or_else(untimed_instant)
         };
-        let health = match verdict {
-            Verdict::Success => Health::Healthy,
-            // A 404 is a healthy server answering.
-            Verdict::Permanent { .. } => Health::Answered,
-            // A database conflict is a healthy server answering too.
-            Verdict::Retryable { error, .. } if error.is_throttling() || error.is_conflict() => {
-                Health::Throttling
-            }
-            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
-                Health::Unhealthy
-            }
-        };
-        self.record_attempt(now, verdict.error_type(), health);
+        self.record_attempt(now, verdict.error_type(), Health::of(verdict));
         if let Some(error) = verdict.error_type() {
             self.last_error = Some(error);
         }
@@ -445,9 +359,33 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.finish(now, Outcome::Cancelled, None);
     }
 
+    /// Settles the running attempt, if one runs (see [`record`](Self::record)).
     fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, health: Health) {
         let Some(scope) = self.scope.take() else { return };
-        match (self.permit.take(), health) {
+        let flight = Flight {
+            number: self.attempts,
+            started: self.attempt_started,
+            scope: Some(scope),
+            permit: self.permit.take(),
+        };
+        self.record(flight, now, error, health, None);
+    }
+
+    /// Settles `flight`, which ended at `now` with `error` (none for a
+    /// success or a cancelled copy): the one place where the breaker, the
+    /// budget and the observer hear how an attempt ended. `hedge`: how a
+    /// hedge's copy ended.
+    #[inline]
+    fn record(
+        &mut self,
+        flight: Flight<Scope<O>>,
+        now: Instant,
+        error: Option<ErrorType>,
+        health: Health,
+        hedge: Option<HedgeOutcome>,
+    ) {
+        let Flight { number, started, scope, permit } = flight;
+        match (permit, health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
             // A rate limit says nothing of the dependency's health: dropped,
             // the permit records nothing (and frees a half-open probe slot).
@@ -462,13 +400,9 @@ impl<'a, O: Observer> Driver<'a, O> {
             (Some(throttle), Health::Unhealthy | Health::Throttling) => throttle.attempt_finished(false),
             _ => {}
         }
-        let end = AttemptEnd {
-            number: self.attempts,
-            duration: self.attempt_started.map_or(Duration::ZERO, |s| Self::since(s, now)),
-            error,
-            hedge: None,
-        };
-        if let Some(op) = self.operation.as_mut() {
+        let duration = started.map_or(Duration::ZERO, |s| Self::since(s, now));
+        let end = AttemptEnd { number, duration, error, hedge };
+        if let (Some(op), Some(scope)) = (self.operation.as_mut(), scope) {
             op.attempt_finished(scope, &end);
         }
     }
@@ -493,8 +427,8 @@ impl<'a, O: Observer> Driver<'a, O> {
         let delay = match self.setup.pacer.as_deref() {
             Some(pacer) if !pacer.is_idle() => {
                 let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
-                let admission = pacer.admit(wait, limit, rng);
-                wait + self.held(admission, limit.unwrap_or(Duration::MAX))?.unwrap_or(Duration::ZERO)
+                let hold = pace::after_wait(pacer, wait, limit, rng)?;
+                wait + self.held(hold).unwrap_or(Duration::ZERO)
             }
             _ => wait,
         };
@@ -542,11 +476,4 @@ pub(crate) fn untimed_instant() -> Instant {
 
 fn new_rng(seed: Option<u64>) -> JitterRng {
     seed.map_or_else(JitterRng::from_entropy, JitterRng::seeded)
-}
-
-#[cold]
-fn unreachable_refusal(reason: StopReason) -> ! {
-    // See `book_quiet_attempt`: reaching this is a bug in the driver, not
-    // something a caller can provoke.
-    unreachable!("a quiet first attempt was refused: {reason:?}")
 }

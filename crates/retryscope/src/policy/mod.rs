@@ -4,7 +4,11 @@
 //! [`Policy::builder`], or start from a preset: [`Policy::interactive`] for calls a
 //! person is waiting on, [`Policy::background`] for work nobody watches.
 
-use crate::error::SettingValue;
+mod error;
+
+pub use error::PolicyError;
+
+use crate::setting::SettingValue;
 use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;
@@ -287,6 +291,22 @@ impl Policy {
     pub(crate) const fn is_timed(&self) -> bool {
         self.deadline.is_some() || self.attempt_timeout.is_some()
     }
+
+    /// The policy the driver runs a hedged call under: `copies` attempts
+    /// (the first included) within `deadline`, each cut at `attempt_timeout`,
+    /// all checked by the hedge's builder. Its backoff is never used: a copy
+    /// goes after the hedge's delay, not after a failure's wait.
+    pub(crate) const fn of_copies(
+        copies: u32,
+        deadline: Option<Duration>,
+        attempt_timeout: Option<Duration>,
+    ) -> Self {
+        let mut settings = Self::interactive().settings();
+        settings.max_attempts = copies;
+        settings.deadline = deadline;
+        settings.attempt_timeout = attempt_timeout;
+        settings.policy()
+    }
 }
 
 /// How a backoff delay is randomised.
@@ -466,66 +486,3 @@ impl PolicyBuilder {
         Ok(p.policy())
     }
 }
-
-/// Why a [`PolicyBuilder`] refused its settings.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum PolicyError {
-    /// `max_attempts` was 0: not even the first attempt could run.
-    ZeroAttempts,
-    /// A setting was outside what it accepts, in the shape every builder's
-    /// refusal has (`BreakerError::OutOfRange`, `BudgetError::OutOfRange`),
-    /// with the bound it was checked against: a duration must be above zero
-    /// and at most `limit` ([`MAX_DURATION`], or [`MAX_JOB_DURATION`] for a job
-    /// policy); `multiplier` must be finite and above `limit` (0).
-    OutOfRange {
-        /// The setting's name, as its builder method spells it.
-        setting: &'static str,
-        /// The value given.
-        value: SettingValue,
-        /// The bound it was checked against.
-        limit: SettingValue,
-    },
-    /// The base delay was longer than the cap.
-    BaseAboveCap {
-        /// The base delay given.
-        base: Duration,
-        /// The cap given.
-        cap: Duration,
-    },
-    /// A jitter parameter was negative, infinite or NaN.
-    Jitter(Jitter),
-}
-
-impl PolicyError {
-    /// The refusal of a duration `setting`, given `value`, checked against `limit`.
-    const fn out_of_range(setting: &'static str, value: Duration, limit: Duration) -> Self {
-        Self::OutOfRange {
-            setting,
-            value: SettingValue::Duration(value),
-            limit: SettingValue::Duration(limit),
-        }
-    }
-}
-
-impl fmt::Display for PolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PolicyError::ZeroAttempts => f.write_str("max_attempts must be at least 1"),
-            PolicyError::OutOfRange { setting: "multiplier", value, limit } => {
-                write!(f, "multiplier must be a finite number above {limit}, got {value}")
-            }
-            PolicyError::OutOfRange { setting, value, limit } => {
-                write!(f, "{setting} must be above zero and at most {limit}, got {value}")
-            }
-            PolicyError::BaseAboveCap { base, cap } => {
-                write!(f, "base_delay ({base:?}) must not exceed max_delay ({cap:?})")
-            }
-            PolicyError::Jitter(j) => {
-                write!(f, "jitter parameter must be finite and non-negative, got {j:?}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for PolicyError {}
