@@ -83,9 +83,10 @@ use std::fmt;
 /// a stream is hedged instead of retried: further copies after the policy's
 /// delay, the first acceptable answer wins, and the other copies are dropped,
 /// which closes their HTTP/1.1 connection (or resets their HTTP/2 stream).
-/// Every copy beyond the first is charged to the dependency's budget. A hedged
-/// request's own timeout bounds each copy (reqwest applies it to every send);
-/// the hedging policy's deadline bounds the whole call.
+/// Every copy beyond the first is charged to the dependency's budget, and
+/// every copy asks the dependency's pacer. A hedged request's own timeout is
+/// the whole call's deadline, as for a retried one (the hedging policy's
+/// deadline brought forward to it).
 ///
 /// **Time limits.** A request's own timeout (`RequestBuilder::timeout`) is the
 /// deadline of the whole call, attempts and waits together: the policy's
@@ -209,7 +210,8 @@ impl Middleware for RetryMiddleware {
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
         // The caller's timeout is the whole call's: attempts and waits together.
         let policy = options.policy_override().unwrap_or(self.policy);
-        let policy = request.timeout().map_or(policy, |timeout| policy.with_deadline_within(*timeout));
+        let request_timeout = request.timeout().copied();
+        let policy = request_timeout.map_or(policy, |timeout| policy.with_deadline_within(timeout));
         let url = request.url();
         // `Url::port` is `None` for the scheme's default port.
         let guards = self.dependencies.for_server(url.host_str().unwrap_or_default(), url.port(), None);
@@ -280,7 +282,12 @@ impl Middleware for RetryMiddleware {
         let observer = ((telemetry, self.retry_log), &stop);
         let outcome = match hedge {
             Some(hedge) => {
-                let hedge = attempt.hedge(hedge.clone()).with_classifier(&mut classifier).observe(observer);
+                // The caller's timeout bounds the whole hedged call, as it bounds a retried one.
+                let hedge = match request_timeout {
+                    Some(limit) => hedge.with_deadline_within(limit),
+                    None => hedge.clone(),
+                };
+                let hedge = attempt.hedge(hedge).with_classifier(&mut classifier).observe(observer);
                 guards.guard(hedge, options.operation_name()).await
             }
             None => {

@@ -35,3 +35,35 @@ async fn the_readmes_hedging_example_works_as_written() -> Result<(), Box<dyn st
     assert_eq!(closed(&server, 1).await, ["/inventory"]);
     Ok(())
 }
+
+/// The caller's own timeout is the whole hedged call's deadline, as it is a
+/// retried call's: against a server that never answers, a hedged GET with a
+/// 300 ms timeout ends after 300 ms with the deadline as its reason. Before,
+/// reqwest applied the timeout to each copy, and the call ran one timeout per
+/// copy (600 ms for two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedged_requests_own_timeout_bounds_the_whole_call() -> Result<(), Box<dyn std::error::Error>> {
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    use retryscope::{RetryError, StopReason};
+
+    let server = Server::start().await;
+    server.script("/stalled", [Reply::Stall, Reply::Stall, Reply::Stall]);
+    // A second copy after 200 ms; each copy allowed 5 s, the call 15 s.
+    let hedge =
+        HedgePolicy::builder().max_copies(2).delay(HedgeDelay::fixed(Duration::from_millis(200))).build()?;
+    let middleware = retryscope_reqwest::RetryMiddleware::builder(retryscope::Policy::interactive())
+        .no_telemetry()
+        .hedge(hedge)
+        .build();
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new()).with(middleware).build();
+
+    let started = Instant::now();
+    let result = client.get(server.url("/stalled")).timeout(Duration::from_millis(300)).send().await;
+    let took = started.elapsed();
+    let Err(reqwest_middleware::Error::Middleware(error)) = result else { panic!("no answer: {result:?}") };
+    let gave_up = error.downcast_ref::<RetryError<reqwest_middleware::Error>>().expect("the engine's error");
+    assert_eq!(gave_up.reason(), StopReason::DeadlineExceeded, "{gave_up}");
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(500), "{took:?}");
+    assert_eq!(server.seen().len(), 2, "the second copy went at 200 ms, within the deadline");
+    Ok(())
+}

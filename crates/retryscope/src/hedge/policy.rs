@@ -249,6 +249,29 @@ impl HedgePolicy {
         Self { tracker, ..self.clone() }
     }
 
+    /// The same policy (sharing its latency tracker) whose deadline is at
+    /// most `limit`: a caller's own timeout as the whole hedged call's
+    /// deadline, copies and delays included, as
+    /// [`Policy::with_deadline_within`] does for a retried call. A longer
+    /// limit leaves the policy's own deadline.
+    ///
+    /// ```
+    /// use retryscope::hedge::HedgePolicy;
+    /// use std::time::Duration;
+    ///
+    /// let policy = HedgePolicy::builder().build()?; // a 15 s deadline
+    /// let call = policy.with_deadline_within(Duration::from_millis(800));
+    /// assert_eq!(call.deadline(), Some(Duration::from_millis(800)));
+    /// let call = policy.with_deadline_within(Duration::from_secs(60));
+    /// assert_eq!(call.deadline(), Some(Duration::from_secs(15)));
+    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// ```
+    #[must_use]
+    pub fn with_deadline_within(&self, limit: Duration) -> Self {
+        let driven = self.driven.with_deadline_within(limit);
+        Self { deadline: driven.deadline(), driven, ..self.clone() }
+    }
+
     /// The percentile delay the tracker would give now, for tests and
     /// dashboards: `None` for a fixed delay.
     ///
