@@ -20,9 +20,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-#[cfg(doc)]
-use super::builder::Hedge;
-
 /// A copy after the first: its future, boxed so that it stays pinned while
 /// the list of copies changes, and its token.
 type Later<Fut, O> = (Pin<Box<Fut>>, Sent<Scope<O>>);
@@ -95,7 +92,7 @@ impl<Fut, O: Observer> Drop for Copies<'_, Fut, O> {
 }
 
 pin_project! {
-    /// The future of an awaited [`Hedge`].
+    /// The future of an awaited [`Hedge`](super::Hedge).
     ///
     /// Dropping it mid-flight cancels every copy in flight; the observer
     /// hears [`Outcome::Cancelled`].

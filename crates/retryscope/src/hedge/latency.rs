@@ -6,7 +6,7 @@
 //! percentile out of it, keeps it as the delay in force, and clears it. That is
 //! tower's rotating histogram with the read side reduced to its one answer.
 
-use super::policy::PercentileDelay;
+use super::delay::PercentileDelay;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

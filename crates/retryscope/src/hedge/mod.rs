@@ -105,12 +105,12 @@
 //! while copies are in flight.
 
 mod builder;
+mod delay;
 mod future;
 mod latency;
 mod policy;
 
 pub use builder::{Hedge, Hedgeable};
+pub use delay::{HedgeDelay, PercentileDelay};
 pub use future::HedgeFuture;
-pub use policy::{
-    HedgeDelay, HedgePolicy, HedgePolicyBuilder, HedgePolicyError, MAX_COPIES, PercentileDelay,
-};
+pub use policy::{HedgePolicy, HedgePolicyBuilder, HedgePolicyError, MAX_COPIES};
