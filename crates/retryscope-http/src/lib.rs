@@ -59,7 +59,8 @@ pub use rule::{ResponseRule, rule_fn};
 pub mod __private {
     pub use crate::__shared_setters as shared_setters;
     pub use crate::error::NotReplayable;
-    pub use crate::settings::{ClientSettings, Telemetry};
+    pub use crate::settings::ClientSettings;
+    pub use retryscope_otel::MeterChoice;
 
     /// The per-response rules as the builders keep them.
     pub mod rule {

@@ -9,33 +9,9 @@ use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
-use retryscope_otel::{ATTEMPT_HEADER, Factory, OtelObserver, RetryLog};
+use retryscope_otel::{ATTEMPT_HEADER, Factory, MeterChoice, OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
-
-/// Where an integration's metrics go: the builders' record of the telemetry
-/// choice (not `retryscope_otel::Telemetry`, the providers a program sets up).
-#[derive(Debug, Clone, Default)]
-pub enum Telemetry {
-    /// The global meter provider's, as it is when the layer is built.
-    #[default]
-    Global,
-    /// This meter.
-    Meter(Meter),
-    /// Nowhere: no telemetry at all.
-    Off,
-}
-
-impl Telemetry {
-    /// The meter to record with, if any.
-    pub fn meter(self) -> Option<Meter> {
-        match self {
-            Telemetry::Global => Some(opentelemetry::global::meter_with_scope(retryscope_otel::scope())),
-            Telemetry::Meter(meter) => Some(meter),
-            Telemetry::Off => None,
-        }
-    }
-}
 
 /// The settings of an integration's builder that both integrations share.
 #[derive(Clone)]
@@ -47,7 +23,7 @@ pub struct ClientSettings {
     /// The user's rule that reads selected bodies, asked before `rule`.
     pub body_rule: Option<SharedBodyRule>,
     /// Where the metrics go.
-    pub telemetry: Telemetry,
+    pub telemetry: MeterChoice,
     /// Whether the retry log is written: on unless turned off itself, whatever
     /// `telemetry` says.
     pub retry_log: bool,
@@ -83,7 +59,7 @@ impl Default for ClientSettings {
             classifier: HttpClassifier::new(),
             rule: None,
             body_rule: None,
-            telemetry: Telemetry::Global,
+            telemetry: MeterChoice::Global,
             retry_log: true,
             operation_spans: false,
             budget: Some(Arc::new(RetryBudget::new)),
@@ -103,18 +79,11 @@ impl ClientSettings {
     /// writes the log itself (unless `retry_log` is false); with it off, the
     /// log stays on alone unless turned off too.
     pub fn observers(
-        telemetry: Telemetry,
+        telemetry: MeterChoice,
         retry_log: bool,
         operation_spans: bool,
     ) -> (Option<Meter>, Option<OtelObserver>, Option<RetryLog>) {
-        let meter = telemetry.meter();
-        let observer = meter
-            .as_ref()
-            .map(OtelObserver::from_meter)
-            .map(|o| if retry_log { o } else { o.no_retry_log() })
-            .map(|o| if operation_spans { o.with_operation_spans() } else { o });
-        let log = (observer.is_none() && retry_log).then_some(RetryLog);
-        (meter, observer, log)
+        telemetry.observers(retry_log, operation_spans)
     }
 }
 
@@ -170,7 +139,7 @@ macro_rules! __shared_setters {
         /// Records metrics, and each dependency's budget and breaker gauges,
         /// with `meter` instead of the global meter provider's.
         pub fn meter(mut self, meter: &$crate::__private::Meter) -> Self {
-            self.$($field).+.telemetry = $crate::__private::Telemetry::Meter(meter.clone());
+            self.$($field).+.telemetry = $crate::__private::MeterChoice::Meter(meter.clone());
             self
         }
 
@@ -182,7 +151,7 @@ macro_rules! __shared_setters {
         /// they could only be ignored, so setting one does not compile. Set
         /// before it, they are overridden by it, as any setting is by a later one.
         pub fn no_telemetry(mut self) -> $off {
-            self.$($field).+.telemetry = $crate::__private::Telemetry::Off;
+            self.$($field).+.telemetry = $crate::__private::MeterChoice::Off;
             self.$($field).+.operation_spans = false;
             self.into_telemetry_state()
         }

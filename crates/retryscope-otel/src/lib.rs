@@ -120,6 +120,7 @@ mod guards;
 mod incoming;
 mod labels;
 mod log;
+mod meter_choice;
 mod metrics;
 pub mod names;
 mod observer;
@@ -142,6 +143,7 @@ pub use incoming::{
 };
 pub use labels::error_type_str;
 pub use log::{RetryLog, RetryLogOperation, stop_reason_str};
+pub use meter_choice::MeterChoice;
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 #[cfg(feature = "prometheus")]

@@ -7,7 +7,7 @@ use crate::telemetry_state::{Off, On};
 use crate::transaction::TransactionBuilder;
 use opentelemetry::metrics::Meter;
 use retryscope::{CircuitBreaker, Policy, RetryBudget};
-use retryscope_otel::{DependencyGuards, Factory, Guards, OtelObserver, RetryLog};
+use retryscope_otel::{DependencyGuards, Factory, Guards, MeterChoice, OtelObserver, RetryLog};
 use sqlx::PgPool;
 use std::fmt;
 use std::marker::PhantomData;
@@ -113,13 +113,6 @@ impl fmt::Debug for Database {
     }
 }
 
-#[derive(Debug, Clone)]
-enum MeterChoice {
-    Global,
-    Meter(Meter),
-    Off,
-}
-
 /// Configures a [`Database`]. Its [telemetry state](crate::telemetry_state)
 /// is `On` until [`no_telemetry`](Self::no_telemetry), after which the
 /// setting that only telemetry reads is not offered, as on the HTTP builders:
@@ -218,16 +211,7 @@ impl<T> DatabaseBuilder<T> {
     /// The database.
     pub fn build(self) -> Database {
         let target = Target::of(&self.pool);
-        let meter = match self.meter {
-            MeterChoice::Global => Some(opentelemetry::global::meter_with_scope(retryscope_otel::scope())),
-            MeterChoice::Meter(meter) => Some(meter),
-            MeterChoice::Off => None,
-        };
-        let observer = meter
-            .as_ref()
-            .map(OtelObserver::from_meter)
-            .map(|o| if self.retry_log { o } else { o.no_retry_log() });
-        let retry_log = (observer.is_none() && self.retry_log).then_some(RetryLog);
+        let (meter, observer, retry_log) = self.meter.observers(self.retry_log, false);
         let mut registry =
             DependencyGuards::builder().budget_factory(self.budget).breaker_factory(self.breaker);
         if let Some(meter) = meter {
