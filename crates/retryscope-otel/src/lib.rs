@@ -148,8 +148,8 @@ pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
 pub use propagate::{inject_context, inject_span_context};
 #[cfg(feature = "otlp")]
 pub use setup::{
-    OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry, W3cPropagator,
-    init_otlp,
+    ExportFilter, OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry,
+    W3cPropagator, init_otlp,
 };
 pub use spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, default_attempt_span};
 pub use upstream::Upstream;
