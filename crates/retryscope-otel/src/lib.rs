@@ -124,6 +124,7 @@ mod observer;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod propagate;
+mod service;
 #[cfg(feature = "otlp")]
 mod setup;
 mod spans;
@@ -140,7 +141,7 @@ pub use incoming::{
     IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,
 };
 pub use labels::error_type_str;
-pub use log::{RetryLog, RetryLogOperation, stop_reason_str};
+pub use log::{RetryLog, RetryLogOperation, request_id, stop_reason_str};
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 #[cfg(feature = "prometheus")]

@@ -269,6 +269,10 @@ impl OtlpConfig {
         ExportFilter::new(&span_filter, self.event_filter.as_deref())?;
 
         let resource = self.resource();
+        // The retry log's `service`, for the observers built from here on.
+        if let Some(name) = resource.get(&opentelemetry::Key::from_static_str("service.name")) {
+            crate::service::set(name.as_str().as_ref());
+        }
         let spans = span_exporter(&traces)?;
         let metric_exporter = metric_exporter(&metrics)?;
         let mut reader = PeriodicReader::builder(metric_exporter);
