@@ -141,7 +141,7 @@ pub use incoming::{
     IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,
 };
 pub use labels::error_type_str;
-pub use log::{RetryLog, RetryLogOperation, request_id, stop_reason_str};
+pub use log::{REQUEST_ID_HEADER, RetryLog, RetryLogOperation, request_id, stop_reason_str};
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
 #[cfg(feature = "prometheus")]

@@ -76,6 +76,11 @@ impl Subject<'_> {
     }
 }
 
+/// The header the HTTP integrations read the retry log's `request_id` from
+/// unless told another (`request_id_header` on their builders): the most
+/// common name (Heroku, Envoy, nginx's `$request_id`, many frameworks).
+pub const REQUEST_ID_HEADER: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
 /// A request id as the retry log records it: 1 to
 /// [`MAX_REQUEST_ID_LEN`](names::MAX_REQUEST_ID_LEN) bytes of visible ASCII
 /// (`!` to `~`), else `None`: what a caller sends is not written to the log

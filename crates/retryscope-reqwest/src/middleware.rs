@@ -149,6 +149,8 @@ pub struct RetryMiddleware {
     /// The header that tells the next hop which attempt it receives; `None`
     /// sends nothing.
     pub(crate) attempt_header: Option<HeaderName>,
+    /// The header the retry log's `request_id` is read from.
+    pub(crate) request_id_header: HeaderName,
     /// Retry only where no other layer does.
     pub(crate) one_layer: bool,
     /// Hedges idempotent requests instead of retrying them.
@@ -218,7 +220,13 @@ impl Middleware for RetryMiddleware {
         let telemetry = self
             .telemetry
             .clone()
-            .map(|o| o.with_attempt_spans(HttpAttemptSpan { source: &source, idempotency_key: key }));
+            .map(|o| {
+            o.with_attempt_spans(HttpAttemptSpan {
+                source: &source,
+                idempotency_key: key,
+                request_id_header: &self.request_id_header,
+            })
+        });
 
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();

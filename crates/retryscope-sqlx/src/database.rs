@@ -227,7 +227,7 @@ impl<T> DatabaseBuilder<T> {
             .as_ref()
             .map(OtelObserver::from_meter)
             .map(|o| if self.retry_log { o } else { o.no_retry_log() });
-        let retry_log = (observer.is_none() && self.retry_log).then_some(RetryLog);
+        let retry_log = (observer.is_none() && self.retry_log).then(RetryLog::new);
         let mut registry =
             DependencyGuards::builder().budget_factory(self.budget).breaker_factory(self.breaker);
         if let Some(meter) = meter {

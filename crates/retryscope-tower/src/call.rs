@@ -127,6 +127,7 @@ fn telemetry(
             origin: settings.origin.clone(),
             grpc: call.mode.is_grpc(),
             idempotency_key: key,
+            request_id_header: settings.request_id_header.clone(),
         })
     })
 }
