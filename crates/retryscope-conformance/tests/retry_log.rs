@@ -57,12 +57,17 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
 /// Sends `call` (to `/orders`, which answers 503 then 200) through a client
 /// of `integration` built from `setup` with telemetry on; returns the
 /// `request_id` of the one retry's `retryscope.backoff` line.
-async fn logged_request_id(integration: Integration, setup: Setup, call: impl FnOnce(&str) -> Call) -> Option<String> {
+async fn logged_request_id(
+    integration: Integration,
+    setup: Setup,
+    call: impl FnOnce(&str) -> Call,
+) -> Option<String> {
     let server = Server::start().await;
     server.script("/orders", [Reply::status(503), Reply::ok("done")]);
     let telemetry = Telemetry::install();
     let log = Capture::default();
-    let _guard = retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(log.clone()));
+    let _guard =
+        retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(log.clone()));
     let client = integration.client(setup.meter(&telemetry));
     let answer = client.answer(call(&server.url("/orders"))).await;
     assert_eq!(answer, Answer::Status(200), "{integration:?}");

@@ -194,7 +194,14 @@ impl OperationObserver for RetryLogOperation {
 
     fn finished(self, finish: &Finish) {
         if gave_up(finish) {
-            give_up(&Span::current(), &self.common, self.max_attempts, finish, &self.last_failure, self.subject());
+            give_up(
+                &Span::current(),
+                &self.common,
+                self.max_attempts,
+                finish,
+                &self.last_failure,
+                self.subject(),
+            );
         }
     }
 }

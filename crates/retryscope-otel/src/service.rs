@@ -58,7 +58,9 @@ fn from_env(service_name: Option<String>, attributes: Option<String>) -> Option<
     service_name.or_else(|| {
         attributes?.split(',').find_map(|pair| {
             let (key, value) = pair.split_once('=')?;
-            (key.trim() == "service.name").then(|| percent_decode(value.trim())).filter(|name| !name.is_empty())
+            (key.trim() == "service.name")
+                .then(|| percent_decode(value.trim()))
+                .filter(|name| !name.is_empty())
         })
     })
 }

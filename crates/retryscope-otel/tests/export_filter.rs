@@ -26,7 +26,8 @@ fn exported_events(filter: ExportFilter) -> Vec<String> {
         });
     });
     let finished = spans.get_finished_spans().expect("the in-memory exporter answers");
-    let attempt = finished.iter().find(|span| span.name == "retryscope.attempt").expect("the attempt span is exported");
+    let attempt =
+        finished.iter().find(|span| span.name == "retryscope.attempt").expect("the attempt span is exported");
     attempt.events.iter().map(|event| event.name.to_string()).collect()
 }
 

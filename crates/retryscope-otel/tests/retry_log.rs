@@ -360,7 +360,8 @@ async fn a_request_id_too_long_or_not_visible_ascii_is_not_logged() {
 async fn without_the_opentelemetry_layer_the_ids_come_from_the_current_context() {
     use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
     let log = Capture::default();
-    let _guard = retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(log.clone()));
+    let _guard =
+        retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(log.clone()));
     let remote = SpanContext::new(
         TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").expect("hex"),
         SpanId::from_hex("00f067aa0ba902b7").expect("hex"),
@@ -412,7 +413,8 @@ async fn the_service_is_the_name_the_setup_built_its_resource_with() {
         .observe(RetryLog::new())
         .dependency("ledger")
         .await;
-    let events = [service.log.events(names::BACKOFF_EVENT), service.log.events(names::GAVE_UP_EVENT)].concat();
+    let events =
+        [service.log.events(names::BACKOFF_EVENT), service.log.events(names::GAVE_UP_EVENT)].concat();
     assert_eq!(events.len(), 4, "{events:#?}");
     for event in &events {
         assert_eq!(event.get("service"), Some("retry-log-checkout"), "{event:?}");

@@ -217,10 +217,7 @@ impl Middleware for RetryMiddleware {
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
         let snapshot = extensions.clone();
-        let telemetry = self
-            .telemetry
-            .clone()
-            .map(|o| {
+        let telemetry = self.telemetry.clone().map(|o| {
             o.with_attempt_spans(HttpAttemptSpan {
                 source: &source,
                 idempotency_key: key,

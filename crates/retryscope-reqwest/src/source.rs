@@ -11,7 +11,9 @@ use std::sync::{Mutex, PoisonError};
 #[derive(Debug)]
 pub(crate) enum RequestSource {
     Replayable(Request),
-    Once { method: Method, url: Url, headers: HeaderMap, request: Mutex<Option<Request>> },
+    // The headers boxed: the variant is rare, and would otherwise double the
+    // size of every call's source.
+    Once { method: Method, url: Url, headers: Box<HeaderMap>, request: Mutex<Option<Request>> },
 }
 
 impl RequestSource {
@@ -23,7 +25,7 @@ impl RequestSource {
             Self::Once {
                 method: request.method().clone(),
                 url: request.url().clone(),
-                headers: request.headers().clone(),
+                headers: Box::new(request.headers().clone()),
                 request: Mutex::new(Some(request)),
             }
         }

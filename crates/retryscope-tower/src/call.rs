@@ -18,8 +18,8 @@ use http_body::Body;
 use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, Retryable};
-use retryscope_http::RetryOptions;
 use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::RetryOptions;
 use retryscope_otel::{OtelObserver, Upstream};
 use std::sync::Arc;
 use tower_service::Service;
@@ -180,6 +180,8 @@ fn hedging(
         // Loaded and checked with the service config; the deadline is the
         // call's (its `grpc-timeout` included).
         Some(grpc) => grpc.hedging(&call.policy),
-        None => settings.hedge.clone().filter(|_| retryscope_http::__private::safety::may_hedge(&parts.method)),
+        None => {
+            settings.hedge.clone().filter(|_| retryscope_http::__private::safety::may_hedge(&parts.method))
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
-use http::{HeaderName, Uri};
 use http::request::Parts;
+use http::{HeaderName, Uri};
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::redact::redact_every_query_value;
 use retryscope_http::__private::spans::HttpTarget;

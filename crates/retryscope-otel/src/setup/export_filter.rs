@@ -91,15 +91,11 @@ impl ExportFilter {
 /// Whether `target` is retryscope's own: `retryscope` or one of its
 /// submodules, not merely a name starting with the same letters.
 fn is_own(target: &str) -> bool {
-    target
-        .strip_prefix(names::TARGET)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    target.strip_prefix(names::TARGET).is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
 }
 
 fn is_query_text(target: &str) -> bool {
-    target
-        .strip_prefix(QUERY_TEXT_TARGET)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+    target.strip_prefix(QUERY_TEXT_TARGET).is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
 }
 
 fn is_own_event(meta: &Metadata<'_>) -> bool {

@@ -3,6 +3,7 @@
 //! call by [`init`](super::OtlpConfig::init).
 
 use super::error::{ShutdownError, SignalFailure};
+use super::export_filter::ExportFilter;
 use super::propagator::W3cPropagator;
 use super::protocol::Route;
 use crate::observer::{OtelObserver, scope};
@@ -13,7 +14,6 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use std::time::Duration;
 use tracing::Subscriber;
 use tracing_opentelemetry::OpenTelemetryLayer;
-use super::export_filter::ExportFilter;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Filtered;
 use tracing_subscriber::registry::LookupSpan;
