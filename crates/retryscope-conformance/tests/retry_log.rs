@@ -87,6 +87,24 @@ async fn a_request_carrying_x_request_id_is_logged_with_it() {
     }
 }
 
+/// A client built with `no_telemetry()` keeps the retry log, and the log the
+/// request's id.
+#[tokio::test]
+async fn with_telemetry_off_the_log_alone_still_has_the_request_id() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        server.script("/orders", [Reply::status(503), Reply::ok("done")]);
+        let log = Capture::default();
+        let _guard =
+            retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(log.clone()));
+        let client = integration.client(Setup::new(quick_policy()));
+        let call = Call::get(server.url("/orders")).header("x-request-id", "req-no-telemetry");
+        assert_eq!(client.answer(call).await, Answer::Status(200), "{integration:?}");
+        let ids = log.request_ids(names::BACKOFF_EVENT);
+        assert_eq!(ids, [Some("req-no-telemetry".to_owned())], "{integration:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_request_without_one_is_logged_without_a_request_id() {
     for integration in BOTH {

@@ -110,9 +110,9 @@ pub(crate) struct LastFailure {
 /// [`OtelObserver`](crate::OtelObserver) writes the same events; combine
 /// neither with the other. Without attempt spans, each event carries the trace
 /// and span ids of the caller's span, if an OpenTelemetry layer gave it any
-/// (else of the current OpenTelemetry context), and no `request_id`: attempt
-/// spans are what read it from the request. `service` is the name known when
-/// the log is built ([`RetryLog::new`]).
+/// (else of the current OpenTelemetry context). `service` is the name known
+/// when the log is built ([`RetryLog::new`]); `request_id`, the value the
+/// integration gave it for the call ([`RetryLog::with_request_id`]).
 ///
 /// ```
 /// use retryscope::{Policy, Retryable};
@@ -128,9 +128,11 @@ pub(crate) struct LastFailure {
 /// assert_eq!(answer.unwrap(), 42);
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryLog {
     service: Option<&'static str>,
+    /// The call's request id, as its request-id header carried it.
+    request_id: Option<http::HeaderValue>,
 }
 
 impl RetryLog {
@@ -139,7 +141,18 @@ impl RetryLog {
     /// else `OTEL_SERVICE_NAME`, else `service.name` in
     /// `OTEL_RESOURCE_ATTRIBUTES`; none if none is set.
     pub fn new() -> Self {
-        Self { service: crate::service::name() }
+        Self { service: crate::service::name(), request_id: None }
+    }
+
+    /// The same log for one call whose request carries `value` in its
+    /// request-id header: what the HTTP integrations do with the log alone
+    /// (telemetry off), where no attempt span reads the request. Recorded as
+    /// `request_id` when [`request_id`](crate::request_id) accepts it.
+    #[must_use]
+    pub fn with_request_id(mut self, value: Option<&http::HeaderValue>) -> Self {
+        // A clone of the header's bytes, shared with the request: no copy.
+        self.request_id = value.cloned();
+        self
     }
 }
 
@@ -158,6 +171,7 @@ impl Observer for RetryLog {
             max_attempts: info.max_attempts,
             last_failure: LastFailure::default(),
             service: self.service,
+            request_id: self.request_id.clone(),
         }
     }
 }
@@ -169,11 +183,13 @@ pub struct RetryLogOperation {
     max_attempts: u32,
     last_failure: LastFailure,
     service: Option<&'static str>,
+    request_id: Option<http::HeaderValue>,
 }
 
 impl RetryLogOperation {
-    fn subject(&self) -> Subject<'static> {
-        Subject { service: self.service, request_id: None }
+    fn subject(&self) -> Subject<'_> {
+        let request_id = self.request_id.as_ref().and_then(|value| value.to_str().ok());
+        Subject { service: self.service, request_id }
     }
 }
 

@@ -273,7 +273,13 @@ impl Middleware for RetryMiddleware {
                 && replayable
                 && options.policy_override().is_none()
         });
-        let observer = ((telemetry, self.retry_log), &stop);
+        // The log alone (telemetry off) has no attempt span to read the
+        // request's id: it is handed the header's value.
+        let retry_log = self
+            .retry_log
+            .clone()
+            .map(|log| log.with_request_id(source.headers().get(&self.request_id_header)));
+        let observer = ((telemetry, retry_log), &stop);
         let outcome = match hedge {
             Some(hedge) => {
                 let hedge = attempt.hedge(hedge).with_classifier(&mut classifier).observe(observer);
