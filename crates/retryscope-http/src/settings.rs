@@ -9,7 +9,7 @@ use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
-use retryscope_otel::{ATTEMPT_HEADER, Factory, MeterChoice, OtelObserver, RetryLog};
+use retryscope_otel::{ATTEMPT_HEADER, Factory, MeterChoice, OtelObserver, REQUEST_ID_HEADER, RetryLog};
 use std::fmt;
 use std::sync::Arc;
 
@@ -40,6 +40,8 @@ pub struct ClientSettings {
     pub pacer: Option<Factory<Pacer>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub attempt_header: Option<HeaderName>,
+    /// The request header the retry log's `request_id` is read from.
+    pub request_id_header: HeaderName,
     /// Retry only where no other layer of the call chain retries.
     pub one_layer: bool,
     /// Hedges the idempotent requests with a body that can be sent again,
@@ -66,6 +68,7 @@ impl Default for ClientSettings {
             breaker: Some(Arc::new(CircuitBreaker::new)),
             pacer: Some(Arc::new(Pacer::new)),
             attempt_header: Some(ATTEMPT_HEADER),
+            request_id_header: REQUEST_ID_HEADER,
             one_layer: false,
             hedge: None,
             idempotency: IdempotencyKeys::default(),
@@ -100,6 +103,7 @@ impl fmt::Debug for ClientSettings {
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
             .field("attempt_header", &self.attempt_header)
+            .field("request_id_header", &self.request_id_header)
             .field("one_layer", &self.one_layer)
             .field("hedge", &self.hedge)
             .field("idempotency", &self.idempotency)
@@ -117,8 +121,8 @@ impl fmt::Debug for ClientSettings {
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
-///   `attempt_header`, `no_attempt_header`, `hedge`, `idempotency_keys`,
-///   `idempotency_key_header` — what only HTTP semantics use.
+///   `attempt_header`, `no_attempt_header`, `request_id_header`, `hedge`,
+///   `idempotency_keys`, `idempotency_key_header` — what only HTTP semantics use.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __shared_setters {
@@ -276,6 +280,16 @@ macro_rules! __shared_setters {
         /// Sends no attempt header.
         pub fn no_attempt_header(mut self) -> Self {
             self.$($field).+.attempt_header = None;
+            self
+        }
+
+        /// Names the request header whose value the retry log records as
+        /// `request_id` (default
+        /// [`x-request-id`](retryscope_otel::REQUEST_ID_HEADER)), e.g.
+        /// `x-correlation-id`. A value longer than 128 bytes, or not visible
+        /// ASCII, is not recorded.
+        pub fn request_id_header(mut self, name: $crate::__private::HeaderName) -> Self {
+            self.$($field).+.request_id_header = name;
             self
         }
 

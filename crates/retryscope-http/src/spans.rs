@@ -1,7 +1,7 @@
 //! HTTP client attempt spans, as the OpenTelemetry HTTP conventions ask.
 
 use crate::idempotency::KeySource;
-use http::Method;
+use http::{HeaderMap, HeaderName, Method};
 use retryscope_otel::AttemptInfo;
 use std::fmt;
 use tracing::Span;
@@ -15,6 +15,15 @@ pub const OTHER_METHOD: &str = "_OTHER";
 pub fn known_method(method: &Method) -> Option<&'static str> {
     const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
     KNOWN.into_iter().find(|known| *known == method.as_str())
+}
+
+/// The request's id for the retry log (`request_id`): the value of header
+/// `name`, if it is one the log accepts ([`retryscope_otel::request_id`]: 1 to
+/// 128 bytes of visible ASCII). Both integrations' attempt-span makers answer
+/// `MakeAttemptSpan::request_id` with it.
+pub fn request_id<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+    let value = headers.get(name)?.to_str().ok()?;
+    retryscope_otel::request_id(value)
 }
 
 /// What an HTTP attempt span says about the request: borrowed from the
@@ -89,6 +98,22 @@ mod tests {
 
     fn target(method: &Method) -> HttpTarget<'_, &'static str> {
         HttpTarget { method, address: "a", port: None, url: "u", idempotency_key: None }
+    }
+
+    #[test]
+    fn the_request_id_is_the_header_s_value_when_the_log_accepts_it() {
+        let name = retryscope_otel::REQUEST_ID_HEADER;
+        let mut headers = HeaderMap::new();
+        assert_eq!(request_id(&headers, &name), None);
+        headers.insert(&name, http::HeaderValue::from_static("req-42"));
+        assert_eq!(request_id(&headers, &name), Some("req-42"));
+        headers.insert(&name, http::HeaderValue::from_static("has space"));
+        assert_eq!(request_id(&headers, &name), None);
+        let long = "r".repeat(retryscope_otel::names::MAX_REQUEST_ID_LEN + 1);
+        headers.insert(&name, http::HeaderValue::from_str(&long).expect("visible ASCII"));
+        assert_eq!(request_id(&headers, &name), None);
+        headers.insert(&name, http::HeaderValue::from_bytes(b"caf\xc3\xa9").expect("opaque bytes"));
+        assert_eq!(request_id(&headers, &name), None);
     }
 
     #[test]

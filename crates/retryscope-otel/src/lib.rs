@@ -127,6 +127,7 @@ mod observer;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod propagate;
+mod service;
 #[cfg(feature = "otlp")]
 mod setup;
 mod spans;
@@ -142,7 +143,7 @@ pub use incoming::{
     IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,
 };
 pub use labels::error_type_str;
-pub use log::{RetryLog, RetryLogOperation, stop_reason_str};
+pub use log::{REQUEST_ID_HEADER, RetryLog, RetryLogOperation, request_id, stop_reason_str};
 pub use meter_choice::MeterChoice;
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
@@ -151,8 +152,8 @@ pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
 pub use propagate::{inject_context, inject_span_context};
 #[cfg(feature = "otlp")]
 pub use setup::{
-    OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry, W3cPropagator,
-    init_otlp,
+    ExportFilter, OtlpConfig, Protocol, SetupError, ShutdownError, SignalFailure, SpanLayer, Telemetry,
+    W3cPropagator, init_otlp,
 };
 pub use spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, default_attempt_span};
 pub use upstream::Upstream;

@@ -28,10 +28,16 @@ pub(crate) struct Correlation {
 }
 
 impl Correlation {
-    /// The ids of `span`, or nothing if no OpenTelemetry layer gave it any.
+    /// The ids of `span`; if no tracing-opentelemetry layer gave it any, those
+    /// of the current OpenTelemetry context (a program or a framework that
+    /// attaches contexts itself, without the layer), else nothing.
     pub(crate) fn of(span: &Span) -> Self {
         let context = span.context();
-        Self::from_context(context.span().span_context())
+        let of_span = Self::from_context(context.span().span_context());
+        match of_span.context {
+            Some(_) => of_span,
+            None => Self::from_context(opentelemetry::Context::current().span().span_context()),
+        }
     }
 
     /// The ids of the span the caller is in.
@@ -54,6 +60,42 @@ impl Correlation {
     }
 }
 
+/// Who retries, and for which request: the `service` and `request_id` fields.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Subject<'a> {
+    /// The service's name, copied when the observer was built.
+    pub(crate) service: Option<&'static str>,
+    /// The request's id, as the attempt-span maker read it from the request:
+    /// recorded only when [`request_id`] accepts it.
+    pub(crate) request_id: Option<&'a str>,
+}
+
+impl Subject<'_> {
+    fn request_id(&self) -> Option<&str> {
+        self.request_id.and_then(request_id)
+    }
+}
+
+/// The header the HTTP integrations read the retry log's `request_id` from
+/// unless told another (`request_id_header` on their builders): the most
+/// common name (Heroku, Envoy, nginx's `$request_id`, many frameworks).
+pub const REQUEST_ID_HEADER: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
+/// A request id as the retry log records it: 1 to
+/// [`MAX_REQUEST_ID_LEN`](names::MAX_REQUEST_ID_LEN) bytes of visible ASCII
+/// (`!` to `~`), else `None`: what a caller sends is not written to the log
+/// unbounded, nor with control characters that would forge log lines.
+///
+/// ```
+/// assert_eq!(retryscope_otel::request_id("f3c1-42"), Some("f3c1-42"));
+/// assert_eq!(retryscope_otel::request_id("two words"), None);
+/// assert_eq!(retryscope_otel::request_id(&"x".repeat(129)), None);
+/// ```
+pub fn request_id(value: &str) -> Option<&str> {
+    let visible = value.bytes().all(|b| b.is_ascii_graphic());
+    (visible && !value.is_empty() && value.len() <= names::MAX_REQUEST_ID_LEN).then_some(value)
+}
+
 /// What the log says about one logical operation: its names and, once an
 /// attempt has failed, which failure and which attempt span.
 #[derive(Debug, Clone, Copy, Default)]
@@ -67,7 +109,10 @@ pub(crate) struct LastFailure {
 ///
 /// [`OtelObserver`](crate::OtelObserver) writes the same events; combine
 /// neither with the other. Without attempt spans, each event carries the trace
-/// and span ids of the caller's span, if an OpenTelemetry layer gave it any.
+/// and span ids of the caller's span, if an OpenTelemetry layer gave it any
+/// (else of the current OpenTelemetry context). `service` is the name known
+/// when the log is built ([`RetryLog::new`]); `request_id`, the value the
+/// integration gave it for the call ([`RetryLog::with_request_id`]).
 ///
 /// ```
 /// use retryscope::{Policy, Retryable};
@@ -77,14 +122,45 @@ pub(crate) struct LastFailure {
 /// # async fn main() {
 /// let answer = (|| async { Ok::<_, std::io::Error>(42) })
 ///     .retry(Policy::interactive())
-///     .observe(RetryLog)
+///     .observe(RetryLog::new())
 ///     .dependency("inventory")
 ///     .await;
 /// assert_eq!(answer.unwrap(), 42);
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RetryLog;
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryLog {
+    service: Option<&'static str>,
+    /// The call's request id, as its request-id header carried it.
+    request_id: Option<http::HeaderValue>,
+}
+
+impl RetryLog {
+    /// The retry log, its `service` field the service's name as known now:
+    /// the one an [`OtlpConfig`](crate::OtlpConfig) built its resource with,
+    /// else `OTEL_SERVICE_NAME`, else `service.name` in
+    /// `OTEL_RESOURCE_ATTRIBUTES`; none if none is set.
+    pub fn new() -> Self {
+        Self { service: crate::service::name(), request_id: None }
+    }
+
+    /// The same log for one call whose request carries `value` in its
+    /// request-id header: what the HTTP integrations do with the log alone
+    /// (telemetry off), where no attempt span reads the request. Recorded as
+    /// `request_id` when [`request_id`](crate::request_id) accepts it.
+    #[must_use]
+    pub fn with_request_id(mut self, value: Option<&http::HeaderValue>) -> Self {
+        // A clone of the header's bytes, shared with the request: no copy.
+        self.request_id = value.cloned();
+        self
+    }
+}
+
+impl Default for RetryLog {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl Observer for RetryLog {
     type Operation = RetryLogOperation;
@@ -94,6 +170,8 @@ impl Observer for RetryLog {
             common: Common::new(info.dependency, info.operation),
             max_attempts: info.max_attempts,
             last_failure: LastFailure::default(),
+            service: self.service,
+            request_id: self.request_id.clone(),
         }
     }
 }
@@ -104,6 +182,15 @@ pub struct RetryLogOperation {
     common: Common,
     max_attempts: u32,
     last_failure: LastFailure,
+    service: Option<&'static str>,
+    request_id: Option<http::HeaderValue>,
+}
+
+impl RetryLogOperation {
+    fn subject(&self) -> Subject<'_> {
+        let request_id = self.request_id.as_ref().and_then(|value| value.to_str().ok());
+        Subject { service: self.service, request_id }
+    }
 }
 
 impl OperationObserver for RetryLogOperation {
@@ -118,22 +205,38 @@ impl OperationObserver for RetryLogOperation {
     }
 
     fn waiting(&mut self, wait: &Wait) {
-        retry(&Span::current(), &self.common, self.max_attempts, wait, &self.last_failure);
+        retry(&Span::current(), &self.common, self.max_attempts, wait, &self.last_failure, self.subject());
     }
 
     fn finished(self, finish: &Finish) {
         if gave_up(finish) {
-            give_up(&Span::current(), &self.common, self.max_attempts, finish, &self.last_failure);
+            give_up(
+                &Span::current(),
+                &self.common,
+                self.max_attempts,
+                finish,
+                &self.last_failure,
+                self.subject(),
+            );
         }
     }
 }
 
 /// One retry is about to wait: INFO `retryscope.backoff`.
-pub(crate) fn retry(parent: &Span, common: &Common, max_attempts: u32, wait: &Wait, failed: &LastFailure) {
+pub(crate) fn retry(
+    parent: &Span,
+    common: &Common,
+    max_attempts: u32,
+    wait: &Wait,
+    failed: &LastFailure,
+    subject: Subject<'_>,
+) {
     tracing::event!(
         target: names::TARGET,
         parent: parent,
         tracing::Level::INFO,
+        service = subject.service,
+        request_id = subject.request_id(),
         retryscope.dependency = common.dependency(),
         retryscope.operation = common.operation(),
         retryscope.attempt = i64::from(wait.next_attempt.min(max_attempts)),
@@ -168,12 +271,15 @@ pub(crate) fn give_up(
     max_attempts: u32,
     finish: &Finish,
     last: &LastFailure,
+    subject: Subject<'_>,
 ) {
     let error = last.error.map(error_type_str);
     tracing::event!(
         target: names::TARGET,
         parent: parent,
         tracing::Level::WARN,
+        service = subject.service,
+        request_id = subject.request_id(),
         retryscope.dependency = common.dependency(),
         retryscope.operation = common.operation(),
         retryscope.attempts = i64::from(finish.attempts),

@@ -53,7 +53,7 @@ impl MeterChoice {
             .map(OtelObserver::from_meter)
             .map(|o| if retry_log { o } else { o.no_retry_log() })
             .map(|o| if operation_spans { o.with_operation_spans() } else { o });
-        let log = (observer.is_none() && retry_log).then_some(RetryLog);
+        let log = (observer.is_none() && retry_log).then(RetryLog::new);
         (meter, observer, log)
     }
 }

@@ -162,3 +162,7 @@ pub const TARGET: &str = "retryscope";
 /// Histogram bucket boundaries in seconds, shared by all duration histograms.
 pub const DURATION_BUCKETS: [f64; 17] =
     [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0];
+
+/// The longest request id the retry log records (`request_id`), in bytes: a
+/// UUID is 36, a W3C trace id 32; anything longer is not an id to log.
+pub const MAX_REQUEST_ID_LEN: usize = 128;

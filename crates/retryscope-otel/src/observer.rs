@@ -8,7 +8,7 @@
 //! above its attempts.
 
 use crate::labels::{Common, attempt_value, error_type_str};
-use crate::log::{self, Correlation, LastFailure};
+use crate::log::{self, Correlation, LastFailure, Subject};
 use crate::metrics::RetryMetrics;
 use crate::names;
 use crate::spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, operation_span};
@@ -58,12 +58,20 @@ pub struct OtelObserver<S = DefaultAttemptSpan> {
     log: bool,
     /// Whether each operation gets an INTERNAL span above its attempts.
     operation_spans: bool,
+    /// The retry log's `service`, copied when the observer is built.
+    service: Option<&'static str>,
 }
 
 impl OtelObserver {
     /// An observer recording into `metrics`, with the default attempt spans.
     pub fn new(metrics: RetryMetrics) -> Self {
-        Self { metrics, spans: DefaultAttemptSpan, log: true, operation_spans: false }
+        Self {
+            metrics,
+            spans: DefaultAttemptSpan,
+            log: true,
+            operation_spans: false,
+            service: crate::service::name(),
+        }
     }
 
     /// An observer whose instruments are created on `meter`.
@@ -86,7 +94,13 @@ impl<S> OtelObserver<S> {
     /// Replaces the attempt-span factory, keeping the metrics. See
     /// [`MakeAttemptSpan`] for what a span must declare.
     pub fn with_attempt_spans<S2: MakeAttemptSpan + Clone>(self, spans: S2) -> OtelObserver<S2> {
-        OtelObserver { metrics: self.metrics, spans, log: self.log, operation_spans: self.operation_spans }
+        OtelObserver {
+            metrics: self.metrics,
+            spans,
+            log: self.log,
+            operation_spans: self.operation_spans,
+            service: self.service,
+        }
     }
 
     /// Opens an INTERNAL span per operation, a child of the caller's span,
@@ -143,6 +157,7 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
             max_attempts: info.max_attempts,
             last_failure: LastFailure::default(),
             log: self.log,
+            service: self.service,
         }
     }
 }
@@ -184,6 +199,7 @@ pub struct OtelOperation<S = DefaultAttemptSpan> {
     max_attempts: u32,
     last_failure: LastFailure,
     log: bool,
+    service: Option<&'static str>,
 }
 
 impl<S> OtelOperation<S> {
@@ -198,6 +214,14 @@ impl<S> OtelOperation<S> {
     /// its span is still open, else the attempts' parent.
     fn event_parent(&self) -> &Span {
         self.failed.as_ref().unwrap_or_else(|| self.parent.span())
+    }
+}
+
+impl<S: MakeAttemptSpan> OtelOperation<S> {
+    /// The log's `service` and `request_id`: the request's id is looked up
+    /// only now, for a line that is written.
+    fn subject(&self) -> Subject<'_> {
+        Subject { service: self.service, request_id: self.spans.request_id() }
     }
 }
 
@@ -293,7 +317,14 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         // One event serves as the span event of the failed attempt (or of the
         // operation span) and as the structured log line of the retry.
         if self.log {
-            log::retry(self.event_parent(), &self.common, self.max_attempts, wait, &self.last_failure);
+            log::retry(
+                self.event_parent(),
+                &self.common,
+                self.max_attempts,
+                wait,
+                &self.last_failure,
+                self.subject(),
+            );
         }
         // The failed attempt's span has said all it will: close it.
         self.failed = None;
@@ -348,7 +379,14 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         // Without an operation span, the outcome and the stop reason are the
         // give-up event's: a success says nothing the attempt span does not.
         if self.log && log::gave_up(finish) {
-            log::give_up(self.event_parent(), &self.common, self.max_attempts, finish, &self.last_failure);
+            log::give_up(
+                self.event_parent(),
+                &self.common,
+                self.max_attempts,
+                finish,
+                &self.last_failure,
+                self.subject(),
+            );
         }
     }
 }

@@ -70,6 +70,16 @@ impl AttemptInfo<'_> {
 pub trait MakeAttemptSpan {
     /// Makes the span of the attempt `info` describes.
     fn make_span(&self, info: &AttemptInfo<'_>) -> Span;
+
+    /// The id of the request the attempts send, for the retry log's
+    /// `request_id` field: an integration that sees the request reads it from
+    /// a request-id header (the HTTP integrations' `request_id_header`,
+    /// `x-request-id` by default). Asked only when a line is logged; a value
+    /// that [`request_id`](crate::request_id) refuses (empty, over 128 bytes,
+    /// not visible ASCII) is not recorded. None by default.
+    fn request_id(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl<F: Fn(&AttemptInfo<'_>) -> Span> MakeAttemptSpan for F {

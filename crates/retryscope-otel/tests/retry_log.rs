@@ -239,7 +239,7 @@ async fn the_log_alone_stays_on_without_spans_or_metrics_and_names_the_callers_t
     let _ = tracing::Instrument::instrument(
         (|| tokio::net::TcpStream::connect(address))
             .retry(policy(2))
-            .observe(RetryLog)
+            .observe(RetryLog::new())
             .dependency("ledger")
             .into_future(),
         request,
@@ -305,4 +305,119 @@ async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
     assert_eq!(gave_up[0].get("retryscope.stop_reason"), Some("rate_limited"));
     assert_eq!(gave_up[0].get("retryscope.outcome"), Some("throttled"));
     assert_eq!(gave_up[0].get("retryscope.attempts"), Some("0"));
+}
+
+/// An attempt-span maker that knows the request's id, as the HTTP
+/// integrations' do (they read it from `x-request-id`).
+#[derive(Clone)]
+struct WithRequestId(&'static str);
+
+impl retryscope_otel::MakeAttemptSpan for WithRequestId {
+    fn make_span(&self, info: &retryscope_otel::AttemptInfo<'_>) -> tracing::Span {
+        retryscope_otel::default_attempt_span(info)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        Some(self.0)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_request_id_the_attempt_spans_know_is_on_the_retry_and_the_give_up() {
+    let service = Service::start();
+    let address = closed_port();
+    let _ = (|| tokio::net::TcpStream::connect(address))
+        .retry(policy(2))
+        .observe(OtelObserver::global().with_attempt_spans(WithRequestId("req-7f3a")))
+        .dependency("ledger")
+        .await;
+    let retry = &service.log.events(names::BACKOFF_EVENT)[0];
+    let gave_up = &service.log.events(names::GAVE_UP_EVENT)[0];
+    assert_eq!(retry.get("request_id"), Some("req-7f3a"));
+    assert_eq!(gave_up.get("request_id"), Some("req-7f3a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_id_too_long_or_not_visible_ascii_is_not_logged() {
+    let long: &'static str = Box::leak("x".repeat(names::MAX_REQUEST_ID_LEN + 1).into_boxed_str());
+    for refused in [long, "two words", "line\nbreak", ""] {
+        let service = Service::start();
+        let address = closed_port();
+        let _ = (|| tokio::net::TcpStream::connect(address))
+            .retry(policy(2))
+            .observe(OtelObserver::global().with_attempt_spans(WithRequestId(refused)))
+            .dependency("ledger")
+            .await;
+        let retry = &service.log.events(names::BACKOFF_EVENT)[0];
+        assert_eq!(retry.get("request_id"), None, "{refused:?}");
+    }
+    assert_eq!(retryscope_otel::request_id(&long[1..]), Some(&long[1..]), "128 bytes are an id");
+}
+
+/// A program that attaches OpenTelemetry contexts itself, with no
+/// tracing-opentelemetry layer: the log takes the ids from the current context.
+#[tokio::test(start_paused = true)]
+async fn without_the_opentelemetry_layer_the_ids_come_from_the_current_context() {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
+    let log = Capture::default();
+    let _guard =
+        retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(log.clone()));
+    let remote = SpanContext::new(
+        TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").expect("hex"),
+        SpanId::from_hex("00f067aa0ba902b7").expect("hex"),
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    let _attached = opentelemetry::Context::current().with_remote_span_context(remote).attach();
+    let address = closed_port();
+    // The current-thread test runtime polls the call on this thread, where the
+    // context is attached.
+    let _ = (|| tokio::net::TcpStream::connect(address))
+        .retry(policy(2))
+        .observe(RetryLog::new())
+        .dependency("ledger")
+        .await;
+    let _ = (|| tokio::net::TcpStream::connect(address))
+        .retry(policy(2))
+        .observe(OtelObserver::global())
+        .dependency("ledger")
+        .await;
+    let events = [log.events(names::BACKOFF_EVENT), log.events(names::GAVE_UP_EVENT)].concat();
+    assert_eq!(events.len(), 4, "{events:#?}");
+    for event in &events {
+        assert_eq!(event.get("trace_id"), Some("4bf92f3577b34da6a3ce929d0e0e4736"), "{event:?}");
+        assert_eq!(event.get("span_id"), Some("00f067aa0ba902b7"), "{event:?}");
+    }
+}
+
+/// `service` is the name the resource was built with; the observers built
+/// after the setup carry it.
+#[cfg(feature = "otlp")]
+#[tokio::test(start_paused = true)]
+async fn the_service_is_the_name_the_setup_built_its_resource_with() {
+    let telemetry = retryscope_otel::OtlpConfig::default()
+        .endpoint("http://127.0.0.1:4318")
+        .service_name("retry-log-checkout")
+        .build()
+        .expect("builds without a collector");
+    let service = Service::start();
+    let address = closed_port();
+    let _ = (|| tokio::net::TcpStream::connect(address))
+        .retry(policy(2))
+        .observe(OtelObserver::global())
+        .dependency("ledger")
+        .await;
+    let _ = (|| tokio::net::TcpStream::connect(address))
+        .retry(policy(2))
+        .observe(RetryLog::new())
+        .dependency("ledger")
+        .await;
+    let events =
+        [service.log.events(names::BACKOFF_EVENT), service.log.events(names::GAVE_UP_EVENT)].concat();
+    assert_eq!(events.len(), 4, "{events:#?}");
+    for event in &events {
+        assert_eq!(event.get("service"), Some("retry-log-checkout"), "{event:?}");
+    }
+    drop(telemetry);
 }

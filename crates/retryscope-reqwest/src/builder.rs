@@ -79,6 +79,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             retry_log,
             dependencies: guards.build(),
             attempt_header: settings.attempt_header,
+            request_id_header: settings.request_id_header,
             one_layer: settings.one_layer,
             idempotency: settings.idempotency,
         }

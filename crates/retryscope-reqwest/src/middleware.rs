@@ -150,6 +150,8 @@ pub struct RetryMiddleware {
     /// The header that tells the next hop which attempt it receives; `None`
     /// sends nothing.
     pub(crate) attempt_header: Option<HeaderName>,
+    /// The header the retry log's `request_id` is read from.
+    pub(crate) request_id_header: HeaderName,
     /// Retry only where no other layer does.
     pub(crate) one_layer: bool,
     /// Which header carries idempotency keys, and whether they are generated.
@@ -224,10 +226,13 @@ impl Middleware for RetryMiddleware {
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
         let snapshot = extensions.clone();
-        let telemetry = self
-            .telemetry
-            .clone()
-            .map(|o| o.with_attempt_spans(HttpAttemptSpan { source: &source, idempotency_key: key }));
+        let telemetry = self.telemetry.clone().map(|o| {
+            o.with_attempt_spans(HttpAttemptSpan {
+                source: &source,
+                idempotency_key: key,
+                request_id_header: &self.request_id_header,
+            })
+        });
 
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();
@@ -279,7 +284,13 @@ impl Middleware for RetryMiddleware {
                 && replayable
                 && options.policy_override().is_none()
         });
-        let observer = ((telemetry, self.retry_log), &stop);
+        // The log alone (telemetry off) has no attempt span to read the
+        // request's id: it is handed the header's value.
+        let retry_log = self
+            .retry_log
+            .clone()
+            .map(|log| log.with_request_id(source.headers().get(&self.request_id_header)));
+        let observer = ((telemetry, retry_log), &stop);
         let outcome = match hedge {
             Some(hedge) => {
                 // The caller's timeout bounds the whole hedged call, as it bounds a retried one.

@@ -1,15 +1,19 @@
 //! The request of each attempt, and what the attempt spans read from it.
 
+use reqwest::header::HeaderMap;
 use reqwest::{Method, Request, Url};
 use std::sync::{Mutex, PoisonError};
 
 /// Hands out the request for each attempt: clones of a replayable request, or a
 /// streaming request exactly once. Shared (`&self`), so that the attempt spans
-/// read the method and URL from the request itself rather than from a copy.
+/// read the method, URL and headers from the request itself rather than from a
+/// copy.
 #[derive(Debug)]
 pub(crate) enum RequestSource {
     Replayable(Request),
-    Once { method: Method, url: Url, request: Mutex<Option<Request>> },
+    // The headers boxed: the variant is rare, and would otherwise double the
+    // size of every call's source.
+    Once { method: Method, url: Url, headers: Box<HeaderMap>, request: Mutex<Option<Request>> },
 }
 
 impl RequestSource {
@@ -21,6 +25,7 @@ impl RequestSource {
             Self::Once {
                 method: request.method().clone(),
                 url: request.url().clone(),
+                headers: Box::new(request.headers().clone()),
                 request: Mutex::new(Some(request)),
             }
         }
@@ -40,6 +45,14 @@ impl RequestSource {
         match self {
             Self::Replayable(request) => (request.method(), request.url()),
             Self::Once { method, url, .. } => (method, url),
+        }
+    }
+
+    /// The headers every attempt is sent with (before the middleware's own).
+    pub(crate) fn headers(&self) -> &HeaderMap {
+        match self {
+            Self::Replayable(request) => request.headers(),
+            Self::Once { headers, .. } => headers,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::source::RequestSource;
 use reqwest::Url;
+use reqwest::header::HeaderName;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
@@ -16,6 +17,8 @@ pub(crate) struct HttpAttemptSpan<'a> {
     pub(crate) source: &'a RequestSource,
     /// Where the request's idempotency key came from, if it has one.
     pub(crate) idempotency_key: Option<KeySource>,
+    /// The header the retry log's `request_id` is read from.
+    pub(crate) request_id_header: &'a HeaderName,
 }
 
 impl MakeAttemptSpan for HttpAttemptSpan<'_> {
@@ -29,6 +32,10 @@ impl MakeAttemptSpan for HttpAttemptSpan<'_> {
             idempotency_key: self.idempotency_key,
         }
         .span(info)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        retryscope_http::__private::spans::request_id(self.source.headers(), self.request_id_header)
     }
 }
 

@@ -84,7 +84,7 @@ where
     let inner = &db.inner;
     let observer =
         inner.observer.clone().map(|o| o.with_attempt_spans(DbAttemptSpan { target: &inner.target }));
-    let retry = attempt.retry(policy).with_classifier(judge).observe((observer, inner.retry_log));
+    let retry = attempt.retry(policy).with_classifier(judge).observe((observer, inner.retry_log.clone()));
     // The database's budget and breaker (it has no pacer).
     inner.guards.guard(retry, operation).await
 }

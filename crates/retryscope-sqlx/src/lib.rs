@@ -39,7 +39,12 @@
 //! `db.operation.name` (the [`operation`](TransactionBuilder::operation) you
 //! name), `db.namespace` (the database), `db.response.status_code` (the
 //! SQLSTATE of a failure), `error.type`, `server.address`, `server.port`; the
-//! query text is never recorded. The metrics are the contract's, with
+//! query text is never recorded. Nor is it exported by way of sqlx's own log:
+//! sqlx logs a statement slower than 1 s at WARN (target `sqlx::query`, the SQL
+//! in `summary` and `db.statement`) while the attempt span is current, and
+//! `retryscope_otel::Telemetry::layer()` never exports those events
+//! (`retryscope_otel::ExportFilter`); a tracing-opentelemetry layer of your own
+//! should carry that filter, or turn `sqlx::query` off. The metrics are the contract's, with
 //! `error.type` the SQLSTATE and `retryscope.dependency` = `host:port/database`.
 //!
 //! # Further reading

@@ -176,6 +176,7 @@ impl TowerSettings {
                 replay_limit: self.replay_limit,
                 origin: self.origin.map(Arc::new),
                 attempt_header: shared.attempt_header,
+                request_id_header: shared.request_id_header,
                 one_layer: shared.one_layer,
                 idempotency: shared.idempotency,
                 #[cfg(feature = "grpc")]

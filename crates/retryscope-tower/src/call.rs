@@ -75,8 +75,14 @@ where
         Some(grpc) => Side::Grpc(grpc.attempts(&call)),
         None => Side::Http(HttpAttempts::new(&settings)),
     };
+    // The log alone (telemetry off) has no attempt span to read the
+    // request's id: it is handed the header's value.
+    let retry_log = settings
+        .retry_log
+        .clone()
+        .map(|log| log.with_request_id(parts.headers.get(&settings.request_id_header)));
     let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), side);
-    let observer = (((telemetry, settings.retry_log), stop.clone()), metrics);
+    let observer = (((telemetry, retry_log), stop.clone()), metrics);
     let started = tokio::time::Instant::now();
     let outcome = match hedging {
         // Copies overlap: each is an attempt of its own (its body, its span,
@@ -127,6 +133,7 @@ fn telemetry(
             origin: settings.origin.clone(),
             grpc: call.mode.is_grpc(),
             idempotency_key: key,
+            request_id_header: settings.request_id_header.clone(),
         })
     })
 }

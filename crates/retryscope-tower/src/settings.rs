@@ -30,6 +30,9 @@ pub(crate) struct Settings {
     /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
     /// (gRPC calls always send `grpc-previous-rpc-attempts`, as A6 says.)
     pub(crate) attempt_header: Option<HeaderName>,
+    /// The request header the retry log's `request_id` is read from (HTTP
+    /// headers or gRPC metadata).
+    pub(crate) request_id_header: HeaderName,
     /// Retry only where no other layer of the call chain retries.
     pub(crate) one_layer: bool,
     /// Which header carries idempotency keys, and whether HTTP requests

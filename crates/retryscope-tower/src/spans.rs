@@ -1,8 +1,8 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
-use http::Uri;
 use http::request::Parts;
+use http::{HeaderName, Uri};
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::redact::redact_every_query_value;
 use retryscope_http::__private::spans::HttpTarget;
@@ -59,6 +59,8 @@ pub(crate) struct AttemptSpan {
     pub(crate) grpc: bool,
     /// Where the request's idempotency key came from, if it has one (HTTP).
     pub(crate) idempotency_key: Option<KeySource>,
+    /// The header the retry log's `request_id` is read from.
+    pub(crate) request_id_header: HeaderName,
 }
 
 impl MakeAttemptSpan for AttemptSpan {
@@ -76,6 +78,10 @@ impl MakeAttemptSpan for AttemptSpan {
             idempotency_key: self.idempotency_key,
         }
         .span(info)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        retryscope_http::__private::spans::request_id(&self.request.headers, &self.request_id_header)
     }
 }
 

@@ -43,6 +43,7 @@ pub(crate) struct Setup {
     body_rule: Option<(BodyLimit, Arc<dyn BodyRule>)>,
     idempotency_keys: bool,
     idempotency_key_header: Option<HeaderName>,
+    request_id_header: Option<HeaderName>,
     budget: Option<Box<dyn Fn() -> RetryBudget + Send + Sync>>,
     no_budget: bool,
     breaker: Option<Box<dyn Fn() -> CircuitBreaker + Send + Sync>>,
@@ -63,6 +64,7 @@ impl Setup {
             body_rule: None,
             idempotency_keys: false,
             idempotency_key_header: None,
+            request_id_header: None,
             budget: None,
             no_budget: false,
             breaker: None,
@@ -101,6 +103,11 @@ impl Setup {
 
     pub(crate) fn idempotency_key_header(mut self, name: HeaderName) -> Setup {
         self.idempotency_key_header = Some(name);
+        self
+    }
+
+    pub(crate) fn request_id_header(mut self, name: HeaderName) -> Setup {
+        self.request_id_header = Some(name);
         self
     }
 
@@ -170,6 +177,9 @@ macro_rules! configure {
         }
         if let Some(name) = setup.idempotency_key_header {
             builder = builder.idempotency_key_header(name);
+        }
+        if let Some(name) = setup.request_id_header {
+            builder = builder.request_id_header(name);
         }
         if let Some(make) = setup.budget {
             builder = builder.budget_per_dependency(move || make());

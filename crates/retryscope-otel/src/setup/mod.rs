@@ -20,12 +20,14 @@
 //! counted (`retryscope.telemetry.spans.lost`).
 
 mod error;
+mod export_filter;
 mod export_health;
 mod propagator;
 mod protocol;
 mod telemetry;
 
 pub use error::{SetupError, ShutdownError, SignalFailure};
+pub use export_filter::ExportFilter;
 pub use propagator::W3cPropagator;
 pub use protocol::Protocol;
 pub use telemetry::{SpanLayer, Telemetry};
@@ -110,6 +112,7 @@ pub struct OtlpConfig {
     default_log_filter: Option<String>,
     log: bool,
     span_filter: Option<String>,
+    event_filter: Option<String>,
     keep_propagator: bool,
     #[cfg(feature = "prometheus")]
     prometheus: bool,
@@ -125,6 +128,7 @@ impl Default for OtlpConfig {
             default_log_filter: None,
             log: true,
             span_filter: None,
+            event_filter: None,
             keep_propagator: false,
             #[cfg(feature = "prometheus")]
             prometheus: false,
@@ -181,6 +185,22 @@ impl OtlpConfig {
     /// spans only.
     pub fn span_filter(mut self, directives: impl Into<String>) -> Self {
         self.span_filter = Some(directives.into());
+        self
+    }
+
+    /// Which events, besides retryscope's own (which always pass), the
+    /// [layer](Telemetry::layer) exports as span events: `tracing` filter
+    /// directives naming the program's own targets, e.g. `checkout=info`. None
+    /// by default: a log line of another crate is not telemetry retryscope
+    /// was asked to export, and may carry what must not leave the process.
+    ///
+    /// Events of target `sqlx::query` (and its submodules) are never
+    /// exported, even when the directives name them: sqlx puts the statement's
+    /// text in them (`summary`, `db.statement`), and retryscope records no
+    /// query text. Directives that do not parse are refused by
+    /// [`build`](Self::build) ([`SetupError::Filter`]).
+    pub fn event_filter(mut self, directives: impl Into<String>) -> Self {
+        self.event_filter = Some(directives.into());
         self
     }
 
@@ -245,9 +265,14 @@ impl OtlpConfig {
             check_grpc_runtime()?;
         }
         let span_filter = self.span_filter.clone().unwrap_or_else(|| "info".to_owned());
-        EnvFilter::try_new(telemetry::span_filter_directives(&span_filter)).map_err(SetupError::Filter)?;
+        // Refused here, loudly, rather than half-applied by the layer.
+        ExportFilter::new(&span_filter, self.event_filter.as_deref())?;
 
         let resource = self.resource();
+        // The retry log's `service`, for the observers built from here on.
+        if let Some(name) = resource.get(&opentelemetry::Key::from_static_str("service.name")) {
+            crate::service::set(name.as_str().as_ref());
+        }
         let spans = span_exporter(&traces)?;
         let metric_exporter = metric_exporter(&metrics)?;
         let mut reader = PeriodicReader::builder(metric_exporter);
@@ -278,6 +303,7 @@ impl OtlpConfig {
             meter_provider,
             routes: [traces, metrics],
             span_filter,
+            event_filter: self.event_filter,
             keep_propagator: self.keep_propagator,
             shut_down: false,
         })

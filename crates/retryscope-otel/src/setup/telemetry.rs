@@ -3,6 +3,7 @@
 //! call by [`init`](super::OtlpConfig::init).
 
 use super::error::{ShutdownError, SignalFailure};
+use super::export_filter::ExportFilter;
 use super::propagator::W3cPropagator;
 use super::protocol::Route;
 use crate::observer::{OtelObserver, scope};
@@ -13,7 +14,6 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use std::time::Duration;
 use tracing::Subscriber;
 use tracing_opentelemetry::OpenTelemetryLayer;
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Filtered;
 use tracing_subscriber::registry::LookupSpan;
@@ -26,8 +26,8 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const EXPORTER_CRATES: &str = "h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,reqwest=off,opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off";
 
 /// The layer [`Telemetry::layer`] returns: tracing-opentelemetry's, behind a
-/// filter of its own.
-pub type SpanLayer<S> = Filtered<OpenTelemetryLayer<S, SdkTracer>, EnvFilter, S>;
+/// filter of its own ([`ExportFilter`]).
+pub type SpanLayer<S> = Filtered<OpenTelemetryLayer<S, SdkTracer>, ExportFilter, S>;
 
 /// The telemetry a setup built: SDK tracer and meter providers exporting over
 /// OTLP (and to Prometheus, if asked), plus what a service needs to wire them
@@ -48,6 +48,8 @@ pub struct Telemetry {
     pub(crate) routes: [Route; 2],
     /// The directives of [`layer`](Self::layer)'s filter, checked at build.
     pub(crate) span_filter: String,
+    /// The events the program opted in to export, checked at build.
+    pub(crate) event_filter: Option<String>,
     pub(crate) keep_propagator: bool,
     #[cfg(feature = "prometheus")]
     pub(crate) prometheus: Option<crate::PrometheusMetrics>,
@@ -88,12 +90,22 @@ impl Telemetry {
     /// by this tracer provider, for the program's own
     /// `tracing_subscriber::registry()`.
     ///
-    /// It carries a filter of its own (a per-layer filter), so what the program
-    /// filters for its logs does not decide what is exported: retryscope's spans
-    /// and events (target `retryscope`, level INFO) always pass, the exporter's
-    /// own crates (hyper, reqwest, tonic, h2, tower, opentelemetry) never do, and
-    /// the rest passes at the span filter ([`OtlpConfig::span_filter`], `info` by
-    /// default). A filter added to the registry *globally* (`.with(EnvFilter)`
+    /// It carries a filter of its own (a per-layer filter, [`ExportFilter`]), so
+    /// what the program filters for its logs does not decide what is exported:
+    ///
+    /// - **Spans**: retryscope's (target `retryscope`, level INFO) always pass,
+    ///   the exporter's own crates (hyper, reqwest, tonic, h2, tower,
+    ///   opentelemetry) never do, and the rest passes at the span filter
+    ///   ([`OtlpConfig::span_filter`], `info` by default).
+    /// - **Events** (they become span events of the span current when they are
+    ///   emitted): only retryscope's own — the retry log and the export-health
+    ///   lines, target `retryscope` — and those the program opts in to with
+    ///   [`OtlpConfig::event_filter`]. Another crate's log line is never
+    ///   exported by default, even when it is logged inside an attempt span;
+    ///   sqlx's statement log (target `sqlx::query`, which holds the statement's
+    ///   text) never is, even when opted in.
+    ///
+    /// A filter added to the registry *globally* (`.with(EnvFilter)`
     /// rather than `.with(fmt.with_filter(EnvFilter))`) still applies to every
     /// layer: put it on the fmt layer, or give it a `retryscope=info` directive
     /// *and* the targets of the spans the calls run in (`checkout=info` for a
@@ -107,6 +119,7 @@ impl Telemetry {
     /// an attempt).
     ///
     /// [`OtlpConfig::span_filter`]: super::OtlpConfig::span_filter
+    /// [`OtlpConfig::event_filter`]: super::OtlpConfig::event_filter
     pub fn layer<S>(&self) -> SpanLayer<S>
     where
         S: Subscriber + for<'span> LookupSpan<'span>,
@@ -117,7 +130,7 @@ impl Telemetry {
             .with_location(false)
             .with_threads(false)
             .with_tracked_inactivity(false)
-            .with_filter(span_filter(&self.span_filter))
+            .with_filter(ExportFilter::checked(&self.span_filter, self.event_filter.as_deref()))
     }
 
     /// Sets the tracer and meter providers as the OpenTelemetry globals, and the
@@ -177,16 +190,4 @@ impl Drop for Telemetry {
             let _ = self.meter_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
         }
     }
-}
-
-/// The layer's filter: retryscope's spans first, so that a span filter that
-/// names `retryscope` itself replaces that directive; the exporter's crates off.
-pub(crate) fn span_filter_directives(span_filter: &str) -> String {
-    format!("{}=info,{EXPORTER_CRATES},{span_filter}", crate::names::TARGET)
-}
-
-fn span_filter(span_filter: &str) -> EnvFilter {
-    // The directives were parsed when the telemetry was built (`try_new`), so
-    // nothing is lost here.
-    EnvFilter::builder().parse_lossy(span_filter_directives(span_filter))
 }
