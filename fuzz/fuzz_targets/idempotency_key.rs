@@ -7,7 +7,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use retryscope_idempotency::{IdempotencyKey, MAX_KEY_LEN};
+use retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN as MAX_KEY_LEN;
+use retryscope_idempotency::IdempotencyKey;
 
 /// `text` as a Structured Field String.
 fn quote(text: &str) -> String {
