@@ -80,8 +80,11 @@ fn redact(url: &str, values: Values) -> Cow<'_, str> {
         None => (rest, None),
     };
     let userinfo = userinfo(before_query);
-    let secret_query =
-        query.is_some_and(|query| pairs(query).any(|(name, value)| value.is_some() && secret(name)));
+    // A sensitive name is redacted even without a value (`?sig`): its value
+    // is the placeholder, as for every other sensitive parameter.
+    let secret_query = query.is_some_and(|query| {
+        pairs(query).any(|(name, value)| (value.is_some() && secret(name)) || is_sensitive_encoded(name))
+    });
     if !fragment && userinfo.is_none() && !secret_query {
         return Cow::Borrowed(url);
     }
@@ -116,6 +119,10 @@ fn redact(url: &str, values: Values) -> Cow<'_, str> {
             clean.push_str(name);
             match value {
                 Some(_) if secret(name) => {
+                    clean.push('=');
+                    clean.push_str(REDACTED);
+                }
+                None if is_sensitive_encoded(name) => {
                     clean.push('=');
                     clean.push_str(REDACTED);
                 }
@@ -224,6 +231,16 @@ mod tests {
             assert_eq!(matches!(redacted, Cow::Borrowed(_)), clean, "{url}");
             assert_eq!(redacted == url, clean, "{url}: {redacted}");
         }
+    }
+
+    #[test]
+    fn a_sensitive_name_without_a_value_gets_the_placeholder_too() {
+        // The fuzz target's seed: no sensitive name may keep anything but the placeholder.
+        assert_eq!(
+            redact("https://h.example/?token=abc+def&token=%20secret%20&sig"),
+            "https://h.example/?token=REDACTED&token=REDACTED&sig=REDACTED"
+        );
+        assert_eq!(redact("https://h.example/?sig&page"), "https://h.example/?sig=REDACTED&page");
     }
 
     #[test]
