@@ -141,7 +141,13 @@ fn redact(url: &str, values: Values) -> Cow<'_, str> {
 /// range before its `@`; `None` for a URL without an authority or without
 /// userinfo.
 fn userinfo(url: &str) -> Option<(usize, usize)> {
-    let start = url.find("://")? + 3;
+    // The authority follows the scheme's `:` and `//` at once: a `://` later
+    // on is part of a path (`x:/a://b@c`), which holds no userinfo.
+    let (scheme, rest) = url.split_once(':')?;
+    if !rest.starts_with("//") {
+        return None;
+    }
+    let start = scheme.len() + 3;
     let authority_end = url[start..].find('/').map_or(url.len(), |end| start + end);
     let at = url[start..authority_end].rfind('@')?;
     Some((start, start + at))
@@ -241,6 +247,13 @@ mod tests {
             "https://h.example/?token=REDACTED&token=REDACTED&sig=REDACTED"
         );
         assert_eq!(redact("https://h.example/?sig&page"), "https://h.example/?sig=REDACTED&page");
+    }
+
+    #[test]
+    fn a_path_that_looks_like_an_authority_is_left_alone() {
+        // The fuzz target's find: an opaque path holding `://…@` has no userinfo.
+        assert_eq!(redact("ttp:/%s://h.e@h.example/?page=1"), "ttp:/%s://h.e@h.example/?page=1");
+        assert_eq!(redact("https://a@h.example/x://b@c"), "https://REDACTED@h.example/x://b@c");
     }
 
     #[test]
