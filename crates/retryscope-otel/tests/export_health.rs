@@ -35,7 +35,10 @@ fn main() {
         }
         // CI provides rotel: there, a missing collector fails the test instead of skipping it.
         None => {
-            assert!(std::env::var_os("CI").is_none(), "CI must set RETRYSCOPE_ROTEL (the rotel-agent binary)");
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must set RETRYSCOPE_ROTEL (the rotel-agent binary)"
+            );
             println!("export_health: the rotel scenario skipped (RETRYSCOPE_ROTEL not set)");
         }
     }
