@@ -1,10 +1,11 @@
 //! What a response says about pace, from untrusted headers, through the pacer.
 //!
-//! The first byte chooses the status (429, 503 or 200); the rest is header
-//! lines `name: value`, split on newlines, over the headers the pacer reads.
+//! The first byte chooses the status (429, 503, 200 or 403); the rest is
+//! header values, split on newlines, each line the value of the next of the
+//! headers the pacer reads (`NAMES`, in turn).
 //!
-//! Properties: reading is total; only a 429 or 503 closes the dependency
-//! (`not_before`); a pacer that learned the signal never holds a call longer
+//! Properties: reading is total; only a 429, a 503 or GitHub's 403 (with
+//! `x-ratelimit-resource`) closes the dependency (`not_before`); a pacer that learned the signal never holds a call longer
 //! than `MAX_PACE` plus the widest spread, and reports a finite, non-negative
 //! rate.
 #![no_main]
@@ -17,7 +18,7 @@ use retryscope::pace::MAX_PACE;
 use retryscope::{HINT_SPREAD_MAX, Pacer, Policy, Retryable};
 use std::time::{Duration, UNIX_EPOCH};
 
-const NAMES: [&str; 7] = [
+const NAMES: [&str; 17] = [
     "ratelimit",
     "ratelimit-policy",
     "retry-after",
@@ -25,11 +26,23 @@ const NAMES: [&str; 7] = [
     "ratelimit-reset",
     "x-ratelimit-remaining",
     "x-ratelimit-reset",
+    // The vendors' dialects (hints::quota's table), after the seven above so
+    // that the older seeds keep their meaning.
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-output-tokens-remaining",
+    "anthropic-ratelimit-output-tokens-reset",
+    "retry-after-ms",
+    "x-ratelimit-resource",
 ];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else { return };
-    let status = [429, 503, 200][usize::from(which % 3)];
+    let status = [429, 503, 200, 403][usize::from(which % 4)];
     let mut headers = HeaderMap::new();
     for (i, line) in rest.split(|b| *b == b'\n').enumerate() {
         let name = HeaderName::from_static(NAMES[i % NAMES.len()]);
@@ -39,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let now = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
     let signal = pace_signal(status, &headers, now);
-    if status == 200 {
+    if status == 200 || (status == 403 && !headers.contains_key("x-ratelimit-resource")) {
         assert!(signal.not_before.is_none(), "{headers:?}");
     }
     assert_eq!(signal.throttled, status == 429);

@@ -13,7 +13,8 @@
 //!
 //! Beyond the next attempt of one call, a response's quota headers — the
 //! draft's `RateLimit`, its earlier `RateLimit-Remaining` / `-Reset` and the
-//! vendors' `X-RateLimit-*` — pace every call to the dependency: [`quota`],
+//! vendors' `X-RateLimit-*` and their own dialects (OpenAI's, Anthropic's:
+//! see the table at [`quota`]) — pace every call to the dependency: [`quota`],
 //! [`pace_signal`] and the [`Pacer`](crate::Pacer).
 //!
 //! Every parser here is total: a malformed header is ignored (`None`), never an
@@ -119,6 +120,29 @@ fn delay_seconds(digits: &str) -> Duration {
 /// ```
 pub fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     headers.get_all(RETRY_AFTER).iter().find_map(|value| retry_after(value, now))
+}
+
+/// How long a response asks the client to wait before it tries again: the
+/// vendors' millisecond headers first — `retry-after-ms` and
+/// `x-ms-retry-after-ms` (OpenAI, Azure), `x-amz-retry-after` (AWS), more
+/// precise than whole seconds, and what those vendors' own SDKs read first —
+/// then `Retry-After` ([`retry_after_from`]).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
+/// use retryscope::hints::{retry_delay, RETRY_AFTER_MS};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+/// assert_eq!(retry_delay(&headers, SystemTime::now()), Some(Duration::from_secs(2)));
+/// headers.insert(RETRY_AFTER_MS, HeaderValue::from_static("1250"));
+/// assert_eq!(retry_delay(&headers, SystemTime::now()), Some(Duration::from_millis(1250)));
+/// ```
+pub fn retry_delay(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    dialects::retry_after_millis(headers).or_else(|| retry_after_from(headers, now))
 }
 
 /// How long `RateLimit` / `RateLimit-Policy` headers ask the client to wait
@@ -248,8 +272,8 @@ fn policy_window(policies: &sfv::List, name: &str) -> Option<u64> {
 
 /// The server hint carried by a response's headers, if any.
 ///
-/// `Retry-After` wins ([`Hint::retry_after`]: the next attempt waits exactly that
-/// long); otherwise an exhausted `RateLimit` quota gives [`Hint::rate_limit`] (the
+/// A wait wins ([`retry_delay`]: `Retry-After` or a vendor's millisecond
+/// header; [`Hint::retry_after`]: the next attempt waits exactly that long); otherwise an exhausted `RateLimit` quota gives [`Hint::rate_limit`] (the
 /// next attempt waits at least that long); otherwise `None`. Malformed headers
 /// are ignored.
 ///
@@ -270,15 +294,18 @@ fn policy_window(policies: &sfv::List, name: &str) -> Option<u64> {
 /// assert_eq!(from_headers(&headers, now), Some(Hint::retry_after(Duration::from_secs(5))));
 /// ```
 pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Hint> {
-    if let Some(delay) = retry_after_from(headers, now) {
+    if let Some(delay) = retry_delay(headers, now) {
         return Some(Hint::retry_after(delay));
     }
     rate_limit(headers).map(Hint::rate_limit)
 }
 
+mod dialects;
 mod quota;
+pub use dialects::{RETRY_AFTER_MS, X_AMZ_RETRY_AFTER, X_MS_RETRY_AFTER_MS};
 pub use quota::{
-    RATELIMIT_REMAINING, RATELIMIT_RESET, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, pace_signal, quota,
+    RATELIMIT_REMAINING, RATELIMIT_RESET, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, X_RATELIMIT_RESOURCE,
+    pace_signal, quota,
 };
 
 #[cfg(test)]

@@ -1,9 +1,8 @@
 //! Quota headers, on any response: how many requests are left until when, for
 //! the [`Pacer`](crate::Pacer).
 
-use super::{
-    RATELIMIT, RATELIMIT_POLICY, non_negative, parse_list, policy_name, policy_window, retry_after_from,
-};
+use super::dialects::{names_a_vendor_quota, vendor_quotas};
+use super::{RATELIMIT, RATELIMIT_POLICY, non_negative, parse_list, policy_name, policy_window, retry_delay};
 use crate::pace::{PaceSignal, Quota, QuotaPolicy};
 use crate::verdict::Hint;
 use http::header::{HeaderMap, HeaderName};
@@ -18,6 +17,11 @@ pub const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset`, as GitHub, Stripe and many gateways send it.
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// `X-RateLimit-Resource`: which of GitHub's quotas (`core`, `search`,
+/// `graphql`, …) the response's `X-RateLimit-*` describe. GitHub's own
+/// header, so a 403 that carries it is one of GitHub's rate-limit answers.
+pub const X_RATELIMIT_RESOURCE: HeaderName = HeaderName::from_static("x-ratelimit-resource");
 
 /// A reset at or above this many is a Unix time in seconds, not a delay: no
 /// quota window lasts 31 years (10⁹ s is September 2001).
@@ -36,6 +40,13 @@ const EPOCH_MILLIS_FROM: f64 = 1e12;
 /// | `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10) | each item's `r` | its `t`, else the `w` of its policy in `RateLimit-Policy` |
 /// | `RateLimit-Remaining` + `RateLimit-Reset` (the draft's revisions -00 to -06) | the integer | see below |
 /// | `X-RateLimit-Remaining` + `X-RateLimit-Reset` (GitHub, Stripe, many gateways) | the integer | see below |
+/// | `x-ratelimit-remaining-requests` + `x-ratelimit-reset-requests` (OpenAI, Azure OpenAI) | the integer | a Go duration: `1s`, `6m0s`, `12ms` |
+/// | `anthropic-ratelimit-requests-remaining` + `-reset` (Anthropic) | the integer | an RFC 3339 time: `2025-08-21T12:40:59Z` |
+/// | the same vendors' token quotas (`…-tokens`, Anthropic's `…-input-tokens`, `…-output-tokens`) | the integer, **only when 0** | as for requests |
+///
+/// A token quota paces only once exhausted: how many *requests* a count of
+/// tokens allows depends on each request's size, which the client does not
+/// know, while an exhausted one forbids every request until its reset.
 ///
 /// A `Reset` value is a non-negative decimal number. Vendors send either a
 /// delay or a Unix time, and the value itself tells which: below 10⁹ it is a
@@ -72,13 +83,15 @@ pub fn quota(headers: &HeaderMap, now: SystemTime) -> Option<Quota> {
         .into_iter()
         .flatten()
         .chain(pairs.iter().filter_map(|(remaining, reset)| vendor_quota(headers, remaining, reset, now)))
+        .chain(vendor_quotas(headers, now))
         .reduce(|strictest, quota| if quota.is_stricter_than(&strictest) { quota } else { strictest })
 }
 
 /// Whether `name` is a field without which [`quota`] finds nothing:
-/// `RateLimit`, or the `*-Remaining` half of a vendor pair.
+/// `RateLimit`, the `*-Remaining` half of a vendor pair, or a dialect's
+/// (see [`dialects`](super::dialects)).
 fn names_a_quota(name: &HeaderName) -> bool {
-    [&RATELIMIT, &RATELIMIT_REMAINING, &X_RATELIMIT_REMAINING].contains(&name)
+    [&RATELIMIT, &RATELIMIT_REMAINING, &X_RATELIMIT_REMAINING].contains(&name) || names_a_vendor_quota(name)
 }
 
 /// Each item of `RateLimit` as a quota; `None` if the field is absent or
@@ -137,7 +150,7 @@ fn vendor_quota(
 }
 
 /// The one value of `name`, trimmed; `None` if absent, repeated or not text.
-fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+pub(super) fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     if values.next().is_some() {
@@ -173,9 +186,12 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 /// What a response says about pace (see [`Pacer`](crate::Pacer)): for
 /// [`Pacer::learn`](crate::Pacer::learn).
 ///
-/// - a `Retry-After` on a **429 or 503** closes the dependency for that long
-///   (RFC 9110 §10.2.3 pairs it with those; on other statuses it concerns
-///   only the call that got it, and stays the call's own hint);
+/// - a wait ([`retry_delay`](super::retry_delay): `Retry-After` or a
+///   vendor's millisecond header) on a **429 or 503** closes the dependency
+///   for that long (RFC 9110 §10.2.3 pairs it with those; on other statuses it
+///   concerns only the call that got it, and stays the call's own hint) — and
+///   on a **403 from GitHub** (it carries `x-ratelimit-resource`), whose
+///   secondary rate limits answer 403 with a `Retry-After`;
 /// - the strictest [`quota`] on **any** status paces the calls that follow;
 /// - a **429** is a throttling answer.
 ///
@@ -195,8 +211,8 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 /// ```
 pub fn pace_signal(status: u16, headers: &HeaderMap, now: SystemTime) -> PaceSignal {
     let mut signal = PaceSignal::none().with_throttled(status == 429);
-    if matches!(status, 429 | 503)
-        && let Some(delay) = retry_after_from(headers, now)
+    if (matches!(status, 429 | 503) || (status == 403 && headers.contains_key(X_RATELIMIT_RESOURCE)))
+        && let Some(delay) = retry_delay(headers, now)
     {
         signal = signal.with_not_before(Hint::retry_after(delay));
     }
