@@ -19,6 +19,13 @@
 //! (`botocore/retries/adaptive.py`, `throttling.py`, `bucket.py`), the Go v2 SDK
 //! and smithy-rs (`aws-smithy-runtime`'s `ClientRateLimiter`) share, and this
 //! module reproduces their published test vectors (see `adaptive/tests.rs`).
+//! On a throttle the curve's new peak (`last_max_rate`) is the rate sent at
+//! *before* the cut, as the cross-SDK "new retries" specification's test
+//! cases say (the Java v2, .NET, C++, Kotlin and Swift SDKs assert them:
+//! 6.606547753887045 at 9 s after two throttles); the Go v2 and smithy-rs
+//! tests of the same case make the cut rate the peak in their hand-driven
+//! harness (4.670125557970046) while their limiters do not — both tables are
+//! kept, with the reason.
 //! Two choices where the SDKs differ, both botocore's and Go's: a send costs
 //! one token whether it is a first attempt or a retry (smithy-rs charges
 //! retries five; here the retry budget already prices retries), and time is
