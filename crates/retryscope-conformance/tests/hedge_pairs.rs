@@ -90,7 +90,8 @@ async fn a_hedged_get_whose_first_body_stalls_is_answered_by_the_next_copy() {
         let t = Telemetry::install();
         let (sender, receiver) = feed();
         let server =
-            BodyServer::start(vec![Serve::Fed("application/json", receiver), Serve::Json(r#"{"n":2}"#)]).await;
+            BodyServer::start(vec![Serve::Fed("application/json", receiver), Serve::Json(r#"{"n":2}"#)])
+                .await;
         sender.send(Bytes::from_static(b"{\"n\":")).await.expect("the first chunk");
         let setup = Setup::new(Policy::interactive())
             .hedge(hedge(Duration::from_millis(200)))
@@ -102,7 +103,10 @@ async fn a_hedged_get_whose_first_body_stalls_is_answered_by_the_next_copy() {
         let took = started.elapsed();
         assert_eq!(response.text().await, r#"{"n":2}"#, "{integration:?}");
         eprintln!("{integration:?}: stalled body replaced in {took:?}");
-        assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(5), "{integration:?}: {took:?}");
+        assert!(
+            took >= Duration::from_millis(200) && took < Duration::from_secs(5),
+            "{integration:?}: {took:?}"
+        );
         let outcomes: Vec<_> = t
             .spans()
             .iter()
@@ -126,8 +130,10 @@ async fn a_hedged_call_has_one_operation_span_over_its_copies() {
         let t = Telemetry::install();
         let server = Server::start().await;
         server.script("/item", [Reply::StallUntilClosed, Reply::ok("second")]);
-        let setup =
-            Setup::new(Policy::interactive()).hedge(hedge(Duration::from_millis(100))).meter(&t).operation_spans();
+        let setup = Setup::new(Policy::interactive())
+            .hedge(hedge(Duration::from_millis(100)))
+            .meter(&t)
+            .operation_spans();
         let client = integration.client(setup);
         let call = client.send(Call::get(server.url("/item")));
         let response = call.instrument(tracing::info_span!("caller")).await.expect("the second copy answers");
@@ -150,7 +156,9 @@ async fn a_hedged_call_has_one_operation_span_over_its_copies() {
         let sent: Vec<String> = server
             .seen()
             .iter()
-            .filter_map(|s| s.headers.get("traceparent").and_then(|tp| tp.split('-').nth(2)).map(str::to_owned))
+            .filter_map(|s| {
+                s.headers.get("traceparent").and_then(|tp| tp.split('-').nth(2)).map(str::to_owned)
+            })
             .collect();
         let ids: Vec<String> = copies.iter().map(|c| c.span_context.span_id().to_string()).collect();
         assert_eq!(sent.len(), 2, "{integration:?}: {sent:?}");
