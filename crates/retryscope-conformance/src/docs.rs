@@ -27,4 +27,5 @@ guide! {
     call_chains => "call-chains.md",
     lab => "lab.md",
     operations => "operations.md",
+    where_features_meet => "where-features-meet.md",
 }

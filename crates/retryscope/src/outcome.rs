@@ -31,7 +31,10 @@ pub enum StopReason {
     },
     /// The retry budget or token bucket refused the retry.
     BudgetExhausted,
-    /// The circuit breaker is open.
+    /// The circuit breaker is open. A retry planned while the breaker stays
+    /// open past the retry's wait is refused at once, at the failure: the
+    /// caller does not wait for a refusal, and the budget is not asked (when
+    /// both would refuse, the breaker's is the reason given).
     CircuitOpen,
     /// The dependency asked the client to slow down (see
     /// [`pace`](crate::pace)), and the call's next send would come after its

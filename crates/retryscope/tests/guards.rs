@@ -171,7 +171,7 @@ async fn the_last_error_survives_a_breaker_that_opens_during_the_wait() {
         .clock(ManualClock::new())
         .build()
         .expect("valid settings");
-    // The first failure opens the breaker; the retry after the wait is refused.
+    // The first failure opens the breaker; its retry is refused.
     let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
     assert_eq!(err.last_error(), Some(&"unavailable"));
@@ -203,4 +203,50 @@ async fn database_conflicts_are_retried_but_never_open_the_breaker() {
     let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::AttemptsExhausted, 4));
     assert_eq!(breaker.state(), BreakerState::Open);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_the_open_breaker_would_refuse_is_refused_before_its_wait_and_costs_no_budget() {
+    use retryscope::throttle::Throttle;
+    // Open for 5 s (its default cool-down) after the first failure, far past
+    // the 10 ms backoff: waiting would only end in the same refusal.
+    let breaker = CircuitBreaker::builder()
+        .min_calls(1)
+        .failure_ratio(0.5)
+        .clock(ManualClock::new())
+        .build()
+        .expect("valid settings");
+    let budget = RetryBudget::builder().clock(ManualClock::new()).build().expect("valid settings");
+    let before = budget.available();
+    let start = tokio::time::Instant::now();
+    let err = always_failing()
+        .retry(policy())
+        .retry_any_error()
+        .budget(&budget)
+        .breaker(&breaker)
+        .await
+        .unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
+    assert_eq!(start.elapsed(), Duration::ZERO, "waited for a refusal");
+    assert!(
+        budget.available() >= before,
+        "a retry never sent spent the budget: {before} -> {}",
+        budget.available()
+    );
+
+    // A cool-down shorter than the wait: the retry is planned, and after
+    // the wait it is the half-open breaker's probe.
+    let brief = CircuitBreaker::builder()
+        .min_calls(1)
+        .failure_ratio(0.5)
+        .cool_down(Duration::from_millis(5))
+        .build()
+        .expect("valid settings");
+    let calls = std::cell::Cell::new(0);
+    let flaky = || {
+        calls.set(calls.get() + 1);
+        std::future::ready(if calls.get() == 1 { Err("unavailable") } else { Ok("up") })
+    };
+    let up = flaky.retry(policy()).retry_any_error().breaker(&brief).await;
+    assert_eq!((up, calls.get()), (Ok("up"), 2));
 }

@@ -519,10 +519,14 @@ impl retryscope::classify::Classify<Reply, &'static str> for ReleasingBodies<'_>
 
 #[tokio::test(start_paused = true)]
 async fn the_result_kept_through_a_wait_is_released_first() {
-    // The first 503 opens the breaker; after the wait the next attempt is
-    // refused, and the caller gets the reply kept through the wait.
+    // The first 503 opens the breaker, for less than the 100 ms wait: the
+    // retry is planned. The breaker's clock stands still, so after the wait
+    // it is still open and the next attempt is refused: the caller gets the
+    // reply kept through the wait. (A breaker open past the wait refuses the
+    // retry at once, before any wait: nothing is kept then.)
     let breaker = retryscope::CircuitBreaker::builder()
         .min_calls(1)
+        .cool_down(ms(50))
         .clock(retryscope::clock::ManualClock::new())
         .build()
         .expect("valid breaker");

@@ -261,6 +261,8 @@ pub(crate) struct Call {
     headers: HeaderMap,
     extensions: http::Extensions,
     body: Body,
+    /// reqwest's `RequestBuilder::timeout`: the caller's own limit on the call.
+    timeout: Option<Duration>,
 }
 
 impl Call {
@@ -271,6 +273,7 @@ impl Call {
             headers: HeaderMap::new(),
             extensions: http::Extensions::new(),
             body: Body::Empty,
+            timeout: None,
         }
     }
 
@@ -297,6 +300,15 @@ impl Call {
     /// `extensions_mut` carry it.
     pub(crate) fn extension<T: Clone + Send + Sync + 'static>(mut self, value: T) -> Call {
         self.extensions.insert(value);
+        self
+    }
+
+    /// The caller's own timeout, as reqwest's `RequestBuilder::timeout`
+    /// sets it. An `http::Request` has no such field: a tower caller gives
+    /// its call a deadline with `RetryOptions::policy` instead, so the tower
+    /// client panics rather than silently dropping it.
+    pub(crate) fn timeout(mut self, timeout: Duration) -> Call {
+        self.timeout = Some(timeout);
         self
     }
 
@@ -456,6 +468,9 @@ impl Client {
             Client::Reqwest(client) => {
                 let mut request = client.request(call.method, &call.url).headers(call.headers);
                 request.extensions().extend(call.extensions);
+                if let Some(timeout) = call.timeout {
+                    request = request.timeout(timeout);
+                }
                 let request = match call.body {
                     Body::Empty => request,
                     Body::Full(bytes) => request.body(bytes),
@@ -472,6 +487,10 @@ impl Client {
                 }
             }
             Client::Tower(service) => {
+                assert!(
+                    call.timeout.is_none(),
+                    "a tower request has no timeout of its own: use RetryOptions"
+                );
                 let body = match call.body {
                     Body::Empty => BoxBody::new(Full::default().map_err(|never| match never {})),
                     Body::Full(bytes) => BoxBody::new(Full::new(bytes).map_err(|never| match never {})),

@@ -283,6 +283,20 @@ impl CircuitBreaker {
         }
     }
 
+    /// How much of its cool-down an open breaker has left, without asking
+    /// for a permit: `None` when it is closed, half-open, or its cool-down is
+    /// over (the next caller becomes a probe). A retry planned now that waits
+    /// less than this would only wait to be refused.
+    pub(crate) fn open_for(&self) -> Option<Duration> {
+        match Word::unpack(self.inner.state.load(Ordering::SeqCst)).phase {
+            Phase::Open { until_ms } => {
+                let left = Inner::remaining(until_ms, self.inner.elapsed());
+                (!left.is_zero()).then_some(left)
+            }
+            Phase::Closed | Phase::HalfOpen { .. } => None,
+        }
+    }
+
     /// The current state. See [`BreakerState`] for why an expired cool-down
     /// still reads as `Open`.
     #[must_use]

@@ -28,7 +28,7 @@ mod setup;
 pub(crate) use attempt::{Flight, Scope};
 pub(crate) use setup::Setup;
 
-use crate::breaker::BreakerPermit;
+use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver,
@@ -433,6 +433,12 @@ impl<'a, O: Observer> Driver<'a, O> {
             _ => wait,
         };
         self.paced = self.setup.pacer.is_some();
+        // A breaker that is open past the wait would refuse the retry after
+        // it: refused now, before the budget spends a token on it and the
+        // caller waits for nothing.
+        if self.setup.breaker.as_deref().and_then(CircuitBreaker::open_for).is_some_and(|left| left > delay) {
+            return Err(StopReason::CircuitOpen);
+        }
         if let Some(throttle) = self.setup.throttle.as_deref()
             && !throttle.try_acquire_retry()
         {
