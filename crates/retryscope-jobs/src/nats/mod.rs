@@ -159,6 +159,27 @@ impl NatsQueue {
         })
     }
 
+    /// Opens an existing queue (streams and consumer made by [`open`](Self::open)),
+    /// changing nothing: what an operator's tool does to list, inspect and
+    /// replay dead letters. `config`'s names are read; its other settings are
+    /// the consumer's own.
+    ///
+    /// # Errors
+    ///
+    /// When a stream or the consumer does not exist.
+    pub async fn attach(client: async_nats::Client, config: &NatsQueueConfig) -> Result<Self, BrokerError> {
+        let js = jetstream::new(client);
+        let jobs = js.get_stream(&config.stream).await.map_err(|e| BrokerError::new("get_stream", e))?;
+        let dead =
+            js.get_stream(&config.dead_stream).await.map_err(|e| BrokerError::new("get_dead_stream", e))?;
+        let mut consumer: PullConsumer =
+            jobs.get_consumer(&config.consumer).await.map_err(|e| BrokerError::new("get_consumer", e))?;
+        let info = consumer.info().await.map_err(|e| BrokerError::new("consumer_info", e))?;
+        let (ack_wait, max_deliver) =
+            (info.config.ack_wait, u64::try_from(info.config.max_deliver).unwrap_or(u64::MAX));
+        Ok(Self { js, consumer, dead, dead_prefix: config.dead_prefix.clone(), ack_wait, max_deliver })
+    }
+
     /// The JetStream context, for what this type does not wrap.
     pub fn context(&self) -> &Context {
         &self.js
