@@ -6,5 +6,6 @@
 //!   through the instrumentation.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod jobs;
 pub mod sim;
 pub mod storm;

@@ -17,6 +17,8 @@ enum Command {
     Storm(retryscope_lab::storm::StormArgs),
     /// Deterministic simulations in virtual time that reproduce published experiments.
     Simulate(retryscope_lab::sim::SimulateArgs),
+    /// Job queues (retryscope-jobs on NATS JetStream): `jobs dead-letters list|inspect|replay`.
+    Jobs(retryscope_lab::jobs::JobsArgs),
 }
 
 /// The error and its sources, outermost first, as one line: "context: cause: cause's cause".
@@ -39,11 +41,15 @@ fn main() -> ExitCode {
         Command::Storm(args) if args.lost_responses => {
             retryscope_lab::storm::lost_responses::run(&args).map(drop).map_err(|e| chain(&e))
         }
+        Command::Storm(args) if args.jobs => {
+            retryscope_lab::storm::jobs::run(&args).map(drop).map_err(|e| chain(&e))
+        }
         Command::Storm(args) if args.layers.is_some() => {
             retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| chain(&e))
         }
         Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| chain(&e)),
         Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| chain(&e)),
+        Command::Jobs(args) => retryscope_lab::jobs::run(&args).map_err(|e| chain(&e)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,10 +15,13 @@
 //! With `--lost-responses`, the server does its work and then loses a share
 //! of the answers, and the policies compared retry a POST with and without an
 //! idempotency key: see [`lost_responses`].
+//! With `--jobs`, job workers on a real nats-server take jobs whose dependency
+//! is down for longer than a naive worker's retry window: see [`jobs`].
 
 pub mod chain;
 mod chart;
 mod error;
+pub mod jobs;
 pub mod layers;
 mod load;
 pub mod lost_responses;
@@ -199,6 +202,27 @@ pub struct StormArgs {
         requires = "lost_responses"
     )]
     pub lost_policies: Vec<lost_responses::LostPolicy>,
+    /// Run the jobs storm instead: `--job-count` jobs on a real nats-server
+    /// (`--nats-url`, or one started from PATH), calling a dependency down for
+    /// the first `--down` seconds; a naive worker against the retryscope
+    /// worker. The other storms' flags do not apply, and are refused.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "layers", "layer_policies", "policies", "outage", "capacity", "server", "service_ms", "queue",
+            "rate_limited", "slow_tail", "lost_responses", "rate", "duration"
+        ]
+    )]
+    pub jobs: bool,
+    /// Jobs the jobs storm enqueues per worker.
+    #[arg(long, default_value_t = 200, requires = "jobs")]
+    pub job_count: u32,
+    /// Seconds the jobs storm's dependency is down from the start.
+    #[arg(long, default_value_t = 3.0, requires = "jobs")]
+    pub down: f64,
+    /// The nats-server of the jobs storm (default: start one from PATH).
+    #[arg(long, requires = "jobs")]
+    pub nats_url: Option<String>,
     /// Seeds the clients' start phases (with --lost-responses, which responses
     /// are lost).
     #[arg(long, default_value_t = 42)]

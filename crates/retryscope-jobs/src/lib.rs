@@ -1,0 +1,36 @@
+//! Job retries on a real broker: workers that requeue a failed job with a
+//! run-at from [`Policy::schedule`](retryscope::Policy::schedule), dead-letter
+//! what cannot succeed, run each job key once, and hold jobs — without
+//! spending their attempts — while the dependency they call is down.
+//!
+//! The broker is NATS JetStream ([`nats::NatsQueue`]) behind a small
+//! [`Broker`] trait. How a delivery is decided:
+//!
+//! | the delivery | what the worker does |
+//! |---|---|
+//! | before its run-at | `Nak` with the time left (not an attempt) |
+//! | the dependency's breaker open, pacer gate closed, budget spent | `Nak` with the hold (not an attempt) |
+//! | its key already processed | ack, without running it |
+//! | handler succeeded | key recorded, ack |
+//! | transient failure, the policy allows another | the next attempt published (attempt + 1, run-at), then ack |
+//! | permanent, attempts spent, deadline passed, headers malformed | dead letter published and stored, then `Term` |
+//!
+//! Attempt count, first-attempt time and previous delay travel in headers
+//! ([`meta`]), since a broker's delivery count cannot tell a hold from an
+//! attempt. See `docs/guide/jobs.md` for a walkthrough.
+
+pub mod broker;
+pub mod dead;
+mod job;
+pub mod meta;
+pub mod nats;
+mod producer;
+pub mod telemetry;
+mod worker;
+
+pub use broker::{Broker, BrokerError, DeadLetterStore, Delivery, Outgoing, Published};
+pub use dead::{DeadLetter, DeadReason, Replayed};
+pub use job::{Handler, HandlerFuture, Job, JobOutcome, WorkerStats};
+pub use producer::Producer;
+pub use worker::builder_error::WorkerError;
+pub use worker::{Classifier, Worker, WorkerBuilder, max_deliver_for};

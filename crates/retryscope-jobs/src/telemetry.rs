@@ -1,0 +1,146 @@
+//! What a worker reports, through the OpenTelemetry API (no SDK here): a
+//! span per delivery attempt in the messaging conventions, linked to the
+//! producer's span, and the job metrics (see docs/telemetry.md, *Jobs*).
+
+use crate::broker::Delivery;
+use crate::dead::{DeadReason, TRACEPARENT};
+use crate::job::{Job, JobOutcome};
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram};
+use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+use retryscope_otel::tracing_opentelemetry::OpenTelemetrySpanExt;
+use std::time::Duration;
+
+/// Deliveries by how they ended (`retryscope.job.outcome`).
+pub const DELIVERIES: &str = "retryscope.job.deliveries";
+/// Attempts a job took, recorded when it succeeds.
+pub const ATTEMPTS: &str = "retryscope.job.attempts";
+/// Time from a job's first attempt to its success, in seconds.
+pub const AGE: &str = "retryscope.job.age";
+/// Jobs sent to the dead letters, by `retryscope.job.dead_reason`.
+pub const DEAD_LETTERS: &str = "retryscope.job.dead_letters";
+/// Jobs replayed from the dead letters.
+pub const REPLAYS: &str = "retryscope.job.replays";
+/// The outcome attribute.
+pub const OUTCOME_ATTR: &str = "retryscope.job.outcome";
+/// The dead-letter reason attribute.
+pub const DEAD_REASON_ATTR: &str = "retryscope.job.dead_reason";
+/// The OpenTelemetry messaging destination attribute.
+pub const DESTINATION_ATTR: &str = "messaging.destination.name";
+/// The messaging system, as the conventions name NATS.
+pub const SYSTEM: &str = "nats";
+
+/// The job instruments, from the global meter provider.
+pub(crate) struct JobTelemetry {
+    deliveries: Counter<u64>,
+    attempts: Histogram<u64>,
+    age: Histogram<f64>,
+    dead: Counter<u64>,
+}
+
+impl JobTelemetry {
+    pub(crate) fn global() -> Self {
+        let meter = opentelemetry::global::meter("retryscope-jobs");
+        Self {
+            deliveries: meter
+                .u64_counter(DELIVERIES)
+                .with_description("Job deliveries by how they ended")
+                .build(),
+            attempts: meter
+                .u64_histogram(ATTEMPTS)
+                .with_description("Attempts a job took, at its success")
+                .with_boundaries(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0])
+                .build(),
+            age: meter
+                .f64_histogram(AGE)
+                .with_unit("s")
+                .with_description("Time from a job's first attempt to its success")
+                .with_boundaries(vec![
+                    0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0,
+                ])
+                .build(),
+            dead: meter.u64_counter(DEAD_LETTERS).with_description("Jobs sent to the dead letters").build(),
+        }
+    }
+
+    pub(crate) fn outcome(&self, outcome: JobOutcome, subject: &str) {
+        self.deliveries.add(
+            1,
+            &[
+                KeyValue::new(OUTCOME_ATTR, outcome.as_str()),
+                KeyValue::new(DESTINATION_ATTR, subject.to_owned()),
+            ],
+        );
+    }
+
+    pub(crate) fn completed(&self, subject: &str, attempts: u32, age: Duration) {
+        let attrs = [KeyValue::new(DESTINATION_ATTR, subject.to_owned())];
+        self.attempts.record(u64::from(attempts), &attrs);
+        self.age.record(age.as_secs_f64(), &attrs);
+    }
+
+    pub(crate) fn dead_lettered(&self, subject: &str, reason: DeadReason) {
+        self.dead.add(
+            1,
+            &[
+                KeyValue::new(DEAD_REASON_ATTR, reason.as_str()),
+                KeyValue::new(DESTINATION_ATTR, subject.to_owned()),
+            ],
+        );
+    }
+
+    /// A CONSUMER span for one attempt, `process <subject>`, linked to the
+    /// producer's span when the job carries its `traceparent`.
+    pub(crate) fn attempt_span<D: Delivery>(&self, delivery: &D, job: &Job) -> AttemptSpan {
+        let span = tracing::info_span!(
+            "process",
+            otel.name = format!("process {}", job.subject),
+            otel.kind = "consumer",
+            messaging.system = SYSTEM,
+            messaging.destination.name = %job.subject,
+            messaging.message.id = %delivery.message_id(),
+            messaging.operation.type = "process",
+            messaging.operation.name = "process",
+            retryscope.attempt = job.attempt,
+            retryscope.job.key = job.key.as_deref().unwrap_or(""),
+            retryscope.job.outcome = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        if let Some(context) = delivery.header(TRACEPARENT).and_then(parse_traceparent) {
+            span.add_link(context);
+        }
+        AttemptSpan(span)
+    }
+}
+
+/// A delivery attempt's span, ended with its outcome.
+pub(crate) struct AttemptSpan(tracing::Span);
+
+impl AttemptSpan {
+    pub(crate) fn span(&self) -> &tracing::Span {
+        &self.0
+    }
+
+    pub(crate) fn end(self, outcome: &'static str, error_type: Option<&str>) {
+        self.0.record("retryscope.job.outcome", outcome);
+        if let Some(kind) = error_type {
+            self.0.record("error.type", kind);
+        }
+    }
+}
+
+/// The span context a W3C `traceparent` names (`00-<trace>-<span>-<flags>`).
+pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
+    let mut parts = value.trim().split('-');
+    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version != "00" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
+        return None;
+    }
+    let trace = TraceId::from_hex(trace).ok()?;
+    let span = SpanId::from_hex(span).ok()?;
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    if trace == TraceId::INVALID || span == SpanId::INVALID {
+        return None;
+    }
+    Some(SpanContext::new(trace, span, TraceFlags::new(flags), true, TraceState::default()))
+}

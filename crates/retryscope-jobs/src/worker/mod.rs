@@ -1,0 +1,137 @@
+//! The worker: pulls deliveries with bounded concurrency and settles each one
+//! (see [`process`] for how a delivery is decided).
+
+mod builder;
+pub(crate) mod builder_error {
+    pub use super::builder::WorkerError;
+}
+mod keys;
+mod process;
+
+pub use builder::{Classifier, WorkerBuilder};
+
+use crate::broker::Broker;
+use crate::job::{Handler, WorkerStats};
+use keys::Keys;
+use retryscope::jobs::JobPolicy;
+use retryscope::{Policy, RetryBudget};
+use retryscope_idempotency::IdempotencyStore;
+use retryscope_otel::Guards;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// A job worker on a [`Broker`]: see the [crate docs](crate).
+pub struct Worker<B: Broker, E, S = retryscope_idempotency::MemoryStore> {
+    inner: Arc<Inner<B, E, S>>,
+}
+
+pub(crate) struct Inner<B: Broker, E, S> {
+    pub(crate) broker: B,
+    pub(crate) handler: Box<dyn Handler<E>>,
+    pub(crate) classify: Classifier<E>,
+    pub(crate) policy: JobPolicy,
+    /// One delivery is one attempt: the engine runs it under the handler
+    /// timeout, the dependency's guards and the classification.
+    pub(crate) attempt_policy: Policy,
+    pub(crate) guards: Option<Arc<Guards<RetryBudget>>>,
+    pub(crate) keys: Keys<S>,
+    pub(crate) concurrency: usize,
+    pub(crate) hold: Duration,
+    pub(crate) fetch_wait: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) stats: Arc<WorkerStats>,
+    pub(crate) warned_bare: AtomicBool,
+    pub(crate) telemetry: crate::telemetry::JobTelemetry,
+}
+
+impl<B: Broker, E, S> Worker<B, E, S>
+where
+    E: std::fmt::Display + Send + 'static,
+    S: IdempotencyStore,
+{
+    /// What this worker has done so far.
+    pub fn stats(&self) -> Arc<WorkerStats> {
+        Arc::clone(&self.inner.stats)
+    }
+
+    /// Runs until `shutdown` completes, then stops pulling and lets the jobs
+    /// in hand finish for the grace period (default 10 s). A job still
+    /// running after it is dropped unsettled: the broker delivers it again
+    /// after its AckWait, and the key store keeps a completed one from running
+    /// twice.
+    pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
+        let inner = self.inner;
+        let slots = Arc::new(Semaphore::new(inner.concurrency));
+        let mut tasks = JoinSet::new();
+        let mut failures = 0u32;
+        tokio::pin!(shutdown);
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let first = tokio::select! {
+                () = &mut shutdown => break,
+                slot = Arc::clone(&slots).acquire_owned() => match slot { Ok(slot) => slot, Err(_) => break },
+            };
+            let free = 1 + slots.available_permits();
+            let batch = tokio::select! {
+                () = &mut shutdown => break,
+                batch = inner.broker.fetch(free, inner.fetch_wait) => batch,
+            };
+            match batch {
+                Ok(batch) => {
+                    failures = 0;
+                    let mut first = Some(first);
+                    for delivery in batch {
+                        let slot = match first.take() {
+                            Some(slot) => slot,
+                            None => match Arc::clone(&slots).acquire_owned().await {
+                                Ok(slot) => slot,
+                                Err(_) => break,
+                            },
+                        };
+                        let inner = Arc::clone(&inner);
+                        tasks.spawn(async move {
+                            process::process(&inner, delivery).await;
+                            drop(slot);
+                        });
+                    }
+                }
+                Err(error) => {
+                    // A broker restart: back off (bounded), keep the worker alive.
+                    failures = failures.saturating_add(1);
+                    let wait = Duration::from_millis(50u64.saturating_mul(1 << failures.min(5)));
+                    tracing::warn!(error = %error, source = ?std::error::Error::source(&error), ?wait, "job fetch failed");
+                    drop(first);
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                }
+            }
+        }
+        let drained =
+            tokio::time::timeout(inner.grace, async { while tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(
+                running = tasks.len(),
+                "jobs still running after the shutdown grace period are dropped unsettled"
+            );
+            tasks.abort_all();
+        }
+    }
+}
+
+/// The `max_deliver` a consumer for `policy` gets: one delivery per attempt
+/// would be enough were it not for the worker's own redeliveries (a run-at
+/// wait, a hold), a crashed worker and an expired AckWait. Each retry is a new
+/// message, so one message needs few deliveries; four spare ones absorb
+/// crashes, and the worker republishes a held job before it reaches the
+/// last. On that last delivery the worker dead-letters the job
+/// ([`DeadReason::MaxDeliveries`](crate::DeadReason::MaxDeliveries)) instead
+/// of running it: JetStream never drops one silently.
+pub fn max_deliver_for(policy: &JobPolicy) -> u64 {
+    u64::from(policy.max_attempts().max(1)) + 4
+}

@@ -1,0 +1,372 @@
+//! One delivery, decided: run it (once per key), retry it with a run-at,
+//! hold it while the dependency is down, or dead-letter it — and settle it
+//! with the broker only after whatever replaces it is stored.
+
+use super::Inner;
+use super::keys::Claimed;
+use crate::broker::{Broker, Delivery, Outgoing};
+use crate::dead::{DeadLetter, DeadReason, TRACEPARENT, header_safe};
+use crate::job::{Job, JobOutcome};
+use crate::meta::JobMeta;
+use rand::RngExt;
+use retryscope::jobs::{JobFailure, Schedule};
+use retryscope::{JitterRng, Retryable, StopReason, Verdict};
+use retryscope_idempotency::IdempotencyStore;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+use tracing::Instrument;
+
+/// The header a NATS producer's de-duplication id travels in.
+const NATS_MSG_ID: &str = "Nats-Msg-Id";
+
+pub(crate) async fn process<B: Broker, E, S>(inner: &Inner<B, E, S>, delivery: B::Delivery)
+where
+    E: std::fmt::Display + Send + 'static,
+    S: IdempotencyStore,
+{
+    let outcome = decide(inner, &delivery).await;
+    inner.stats.record(outcome);
+    inner.telemetry.outcome(outcome, delivery.subject());
+}
+
+async fn decide<B: Broker, E, S>(inner: &Inner<B, E, S>, delivery: &B::Delivery) -> JobOutcome
+where
+    E: std::fmt::Display + Send + 'static,
+    S: IdempotencyStore,
+{
+    let now = SystemTime::now();
+    let meta = match JobMeta::read(|name| delivery.header(name)) {
+        Ok(Some(meta)) => meta,
+        Ok(None) => {
+            if !inner.warned_bare.swap(true, Ordering::Relaxed) {
+                tracing::info!(
+                    subject = delivery.subject(),
+                    "a job without retryscope's headers runs as attempt 1 (logged once per worker)"
+                );
+            }
+            JobMeta::first(delivery.header(NATS_MSG_ID).map(str::to_owned))
+        }
+        Err(invalid) => {
+            let letter =
+                letter(delivery, JobMeta::first(delivery.header(NATS_MSG_ID).map(str::to_owned)), now);
+            let letter = DeadLetter {
+                reason: DeadReason::InvalidJobMetadata,
+                last_error: Some(invalid.to_string()),
+                ..letter
+            };
+            return dead_letter(inner, delivery, letter).await;
+        }
+    };
+    if let Some(max) = inner.broker.max_deliver()
+        && delivery.delivered() >= max
+    {
+        // The broker's last delivery of it: every earlier one went unsettled.
+        let letter = DeadLetter { reason: DeadReason::MaxDeliveries, ..letter(delivery, meta, now) };
+        return dead_letter(inner, delivery, letter).await;
+    }
+    if let Some(run_at) = meta.run_at
+        && let Ok(early) = run_at.duration_since(now)
+        && !early.is_zero()
+    {
+        return put_back(inner, delivery, &meta, early, JobOutcome::Waiting).await;
+    }
+    if let Some(hold) = guard_hold(inner, &meta) {
+        return put_back(inner, delivery, &meta, hold, JobOutcome::Held).await;
+    }
+    let ticket = match inner.keys.claim(meta.key.as_deref(), delivery.subject(), delivery.payload()).await {
+        Claimed::Run(ticket) => ticket,
+        Claimed::Done => {
+            return match delivery.ack().await {
+                Ok(()) => JobOutcome::Deduplicated,
+                Err(_) => JobOutcome::Unsettled,
+            };
+        }
+        Claimed::Later(wait) => return put_back(inner, delivery, &meta, wait, JobOutcome::Held).await,
+    };
+    let first_attempt_at = meta.first_attempt_at.unwrap_or(now);
+    let job = Job {
+        key: meta.key.as_deref().map(Arc::from),
+        subject: Arc::from(delivery.subject()),
+        payload: delivery.payload().clone(),
+        attempt: meta.attempt,
+        first_attempt_at,
+        replays: meta.replays,
+    };
+    let span = inner.telemetry.attempt_span(delivery, &job);
+    let (result, verdict) = attempt(inner, delivery, job).instrument(span.span().clone()).await;
+    let ended = SystemTime::now();
+    let meta = JobMeta { first_attempt_at: Some(first_attempt_at), ..meta };
+    match result {
+        Ok(()) => {
+            inner.keys.complete(ticket).await;
+            span.end("succeeded", None);
+            let age = ended.duration_since(first_attempt_at).unwrap_or_default();
+            inner.telemetry.completed(delivery.subject(), meta.attempt, age);
+            match delivery.ack().await {
+                Ok(()) => JobOutcome::Succeeded,
+                // The key is recorded: the redelivery is acked without running.
+                Err(_) => JobOutcome::Unsettled,
+            }
+        }
+        Err(error) if error.attempts() == 0 => {
+            // The engine refused to start it (breaker open, pacer gate past
+            // the attempt's deadline): a hold, not an attempt.
+            inner.keys.release(ticket).await;
+            span.end("held", None);
+            let wait = match error.reason() {
+                StopReason::RateLimited { wait, .. } => wait,
+                StopReason::CircuitOpen => breaker_wait(inner).unwrap_or(inner.hold),
+                _ => inner.hold,
+            };
+            put_back(inner, delivery, &meta, wait, JobOutcome::Held).await
+        }
+        Err(error) => {
+            inner.keys.release(ticket).await;
+            let error_type =
+                verdict.and_then(|v| v.error_type()).map(|t| retryscope_otel::error_type_str(t).to_owned());
+            let last_error = error.last_error().map(|e| header_safe(&e.to_string()));
+            let transient = match verdict {
+                // A timed-out attempt reports no verdict from the classifier.
+                None => true,
+                Some(v) => matches!(v, Verdict::Retryable { .. } | Verdict::RetriedElsewhere { .. }),
+            };
+            let reason = if transient {
+                let hint = match verdict {
+                    Some(Verdict::Retryable { hint, .. }) => hint,
+                    _ => None,
+                };
+                let failure = JobFailure {
+                    attempt: meta.attempt,
+                    previous_delay: meta.previous_delay,
+                    first_attempt_at,
+                    hint,
+                };
+                let mut rng = JitterRng::from_entropy();
+                match inner.policy.schedule(&failure, ended, &mut rng) {
+                    Schedule::RetryAt { at, delay, .. } => {
+                        span.end("retried", error_type.as_deref());
+                        return requeue(inner, delivery, meta, at, delay).await;
+                    }
+                    Schedule::DeadLetter(reason) => {
+                        DeadReason::from_stop(reason).unwrap_or(DeadReason::AttemptsExhausted)
+                    }
+                }
+            } else {
+                DeadReason::from_stop(error.reason()).unwrap_or(DeadReason::Permanent)
+            };
+            span.end("dead_lettered", error_type.as_deref());
+            let letter = DeadLetter { reason, error_type, last_error, ..letter(delivery, meta, ended) };
+            dead_letter(inner, delivery, letter).await
+        }
+    }
+}
+
+/// Runs one attempt through the engine — the classification, the attempt
+/// timeout and the dependency's budget, breaker and pacer — sending
+/// in-progress acks while it runs, so the broker never redelivers a running job.
+async fn attempt<B: Broker, E, S>(
+    inner: &Inner<B, E, S>,
+    delivery: &B::Delivery,
+    job: Job,
+) -> (Result<(), retryscope::RetryError<E>>, Option<Verdict>)
+where
+    E: std::fmt::Display + Send + 'static,
+{
+    let verdict: Mutex<Option<Verdict>> = Mutex::new(None);
+    let result = {
+        let op = || {
+            inner.stats.executed();
+            inner.handler.call(job.clone())
+        };
+        let retry = op.retry(inner.attempt_policy).classify(|result: &Result<(), E>| {
+            let v = match result {
+                Ok(()) => Verdict::Success,
+                Err(e) => (inner.classify)(e),
+            };
+            *verdict.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(v);
+            v
+        });
+        let running = async {
+            match &inner.guards {
+                Some(guards) => guards.guard(retry, None::<&str>).await,
+                None => retry.await,
+            }
+        };
+        tokio::pin!(running);
+        // Three progress acks per AckWait: one may be lost and the next still in time.
+        let period = (inner.broker.ack_wait() / 3).max(Duration::from_millis(10));
+        let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        loop {
+            tokio::select! {
+                result = &mut running => break result,
+                _ = progress.tick() => {
+                    if let Err(error) = delivery.in_progress().await {
+                        tracing::debug!(error = %error, "an in-progress ack failed");
+                    }
+                }
+            }
+        }
+    };
+    let verdict = *verdict.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    (result, verdict)
+}
+
+/// A hold the dependency's guards ask for before the job runs, if any: a
+/// closed pacer gate, or a retry the budget refuses. (An open breaker is the
+/// engine's to refuse: see the `attempts() == 0` arm above.)
+fn guard_hold<B: Broker, E, S>(inner: &Inner<B, E, S>, meta: &JobMeta) -> Option<Duration> {
+    let guards = inner.guards.as_ref()?;
+    if let Some(pacer) = guards.pacer()
+        && pacer.allowed_rate() == Some(0.0)
+    {
+        return Some(inner.hold);
+    }
+    if meta.attempt > 1
+        && let Some(budget) = guards.budget()
+        && !retryscope::throttle::Throttle::try_acquire_retry(budget)
+    {
+        return Some(inner.hold);
+    }
+    None
+}
+
+/// How long the open breaker stays open, asked without taking a probe slot
+/// for long: a granted permit is dropped unused, which frees its slot.
+fn breaker_wait<B: Broker, E, S>(inner: &Inner<B, E, S>) -> Option<Duration> {
+    let breaker = inner.guards.as_ref()?.breaker()?;
+    match breaker.try_acquire() {
+        Err(open) => Some(open.retry_in),
+        Ok(permit) => {
+            drop(permit);
+            None
+        }
+    }
+}
+
+/// Puts a job back for `wait` without counting an attempt: a `Nak` with
+/// the wait as delay, or — when the broker's delivery limit is near — a new
+/// message with a run-at, so that holds never exhaust `max_deliver`.
+async fn put_back<B: Broker, E, S>(
+    inner: &Inner<B, E, S>,
+    delivery: &B::Delivery,
+    meta: &JobMeta,
+    wait: Duration,
+    outcome: JobOutcome,
+) -> JobOutcome {
+    // Spread the held jobs, so that they do not all come back at once.
+    let wait = if outcome == JobOutcome::Held { spread(wait) } else { wait };
+    let near_limit = inner.broker.max_deliver().is_some_and(|max| delivery.delivered() + 2 >= max);
+    if !near_limit {
+        return match delivery.nak(wait).await {
+            Ok(()) => outcome,
+            Err(_) => JobOutcome::Unsettled,
+        };
+    }
+    let run_at = SystemTime::now().checked_add(wait);
+    let meta = JobMeta { run_at, ..meta.clone() };
+    let message = outgoing(delivery, &meta, None);
+    match inner.broker.publish(message).await {
+        Ok(_) => match delivery.ack().await {
+            Ok(()) => outcome,
+            Err(_) => JobOutcome::Unsettled,
+        },
+        Err(error) => {
+            tracing::warn!(error = %error, "a held job could not be put back: it comes again after AckWait");
+            JobOutcome::Unsettled
+        }
+    }
+}
+
+fn spread(wait: Duration) -> Duration {
+    let factor: f64 = rand::rng().random_range(1.0..1.2);
+    wait.mul_f64(factor)
+}
+
+/// Queues the next attempt as a new message (its headers say which attempt,
+/// since when, and from when), then acks this one: the retry is stored
+/// before the original goes. The id `key#r<replays>a<attempt>` makes a
+/// republish after a crash between the two a duplicate the broker drops.
+async fn requeue<B: Broker, E, S>(
+    inner: &Inner<B, E, S>,
+    delivery: &B::Delivery,
+    meta: JobMeta,
+    at: SystemTime,
+    delay: Duration,
+) -> JobOutcome {
+    let next = JobMeta { attempt: meta.attempt + 1, previous_delay: Some(delay), run_at: Some(at), ..meta };
+    let dedup = next.key.as_ref().map(|key| format!("{key}#r{}a{}", next.replays, next.attempt));
+    let message = outgoing(delivery, &next, dedup);
+    match inner.broker.publish(message).await {
+        Ok(_) => match delivery.ack().await {
+            Ok(()) => JobOutcome::Retried,
+            // The next attempt is stored: the original's redelivery republishes
+            // it under the same id, which the broker drops.
+            Err(_) => JobOutcome::Unsettled,
+        },
+        Err(error) => {
+            tracing::warn!(error = %error, "a retry could not be queued: the job comes again after a hold");
+            match delivery.nak(inner.hold).await {
+                Ok(()) => JobOutcome::Held,
+                Err(_) => JobOutcome::Unsettled,
+            }
+        }
+    }
+}
+
+/// Stores the dead letter, waits for the broker's ack, and only then
+/// terminates the original: a dead letter that cannot be stored leaves the
+/// job to come again.
+async fn dead_letter<B: Broker, E, S>(
+    inner: &Inner<B, E, S>,
+    delivery: &B::Delivery,
+    letter: DeadLetter,
+) -> JobOutcome {
+    let message = letter.to_outgoing();
+    match inner.broker.publish_dead(message).await {
+        Ok(_) => {
+            inner.telemetry.dead_lettered(delivery.subject(), letter.reason);
+            match delivery.term().await {
+                Ok(()) => JobOutcome::DeadLettered,
+                Err(_) => JobOutcome::Unsettled,
+            }
+        }
+        Err(error) => {
+            tracing::warn!(error = %error, "a dead letter could not be stored: the job comes again");
+            match delivery.nak(inner.hold).await {
+                Ok(()) => JobOutcome::Unsettled,
+                Err(_) => JobOutcome::Unsettled,
+            }
+        }
+    }
+}
+
+fn letter<D: Delivery>(delivery: &D, meta: JobMeta, at: SystemTime) -> DeadLetter {
+    DeadLetter {
+        subject: delivery.subject().to_owned(),
+        payload: delivery.payload().clone(),
+        meta,
+        reason: DeadReason::Permanent,
+        error_type: None,
+        last_error: None,
+        last_attempt_at: at,
+        traceparent: delivery.header(TRACEPARENT).map(str::to_owned),
+    }
+}
+
+fn outgoing<D: Delivery>(delivery: &D, meta: &JobMeta, dedup_id: Option<String>) -> Outgoing {
+    let mut headers: Vec<(String, String)> =
+        meta.to_headers().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    for name in [TRACEPARENT, "tracestate"] {
+        if let Some(value) = delivery.header(name) {
+            headers.push((name.to_owned(), value.to_owned()));
+        }
+    }
+    Outgoing {
+        subject: delivery.subject().to_owned(),
+        payload: delivery.payload().clone(),
+        headers,
+        dedup_id,
+    }
+}
