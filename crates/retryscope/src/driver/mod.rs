@@ -156,6 +156,10 @@ impl<'a, O: Observer> Driver<'a, O> {
     fn ask_pacer(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
         let scheduled = std::mem::take(&mut self.paced);
+        // A send that no retry's plan nor hold counted yet.
+        if !scheduled {
+            pacer.offered();
+        }
         if pacer.is_idle() {
             return Ok(None);
         }
@@ -424,6 +428,9 @@ impl<'a, O: Observer> Driver<'a, O> {
         let (wait, source) = next_wait(&self.setup.policy, self.attempts, self.curve, elapsed, hint, rng)?;
         // The pace in force when the wait is over, before the budget spends a
         // token on a retry the pacer may refuse.
+        if let Some(pacer) = self.setup.pacer.as_deref() {
+            pacer.offered();
+        }
         let delay = match self.setup.pacer.as_deref() {
             Some(pacer) if !pacer.is_idle() => {
                 let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
