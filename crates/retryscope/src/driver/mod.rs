@@ -100,7 +100,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         Self {
             curve: Curve::START,
             timed,
-            quiet: O::SILENT && setup.breaker.is_none(),
+            quiet: O::SILENT && !setup.admits(),
             setup,
             clock,
             observer,
@@ -252,6 +252,15 @@ impl<'a, O: Observer> Driver<'a, O> {
                 remaining
             }
         };
+        // The adaptive throttle counts every attempt meant to be sent, the
+        // ones it rejects too; it is asked before the breaker, so that a
+        // rejected attempt takes no probe slot.
+        if let Some(throttle) = self.setup.adaptive_throttle.as_deref() {
+            let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
+            if !throttle.admit(rng.unit()) {
+                return Err(StopReason::RejectedLocally);
+            }
+        }
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
         let permit = match self.setup.breaker.as_deref() {
@@ -396,6 +405,13 @@ impl<'a, O: Observer> Driver<'a, O> {
             (Some(permit), Health::Unhealthy) => permit.failure(),
             // Dropping the permit frees a half-open probe slot and records nothing.
             (permit, _) => drop(permit),
+        }
+        // The adaptive throttle counts what the dependency accepted: any
+        // answer but a transient failure or a request to slow down.
+        if let Some(throttle) = self.setup.adaptive_throttle.as_deref()
+            && matches!(health, Health::Healthy | Health::Answered)
+        {
+            throttle.accepted();
         }
         // gRPC's throttling rule: successes earn tokens, transient failures cost
         // one; a permanent error says nothing either way.
