@@ -8,6 +8,7 @@ use http::HeaderName;
 use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
+use retryscope::overload::AdaptiveThrottle;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, Factory, MeterChoice, OtelObserver, REQUEST_ID_HEADER, RetryLog};
 use std::fmt;
@@ -38,6 +39,9 @@ pub struct ClientSettings {
     /// Makes each dependency's pacer; `None` leaves every call to its own
     /// server hints.
     pub pacer: Option<Factory<Pacer>>,
+    /// Makes each dependency's client-side adaptive throttle; `None` (the
+    /// default) rejects nothing locally.
+    pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.
@@ -67,6 +71,7 @@ impl Default for ClientSettings {
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
             pacer: Some(Arc::new(Pacer::new)),
+            adaptive_throttle: None,
             attempt_header: Some(ATTEMPT_HEADER),
             request_id_header: REQUEST_ID_HEADER,
             one_layer: false,
@@ -102,6 +107,7 @@ impl fmt::Debug for ClientSettings {
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
+            .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("attempt_header", &self.attempt_header)
             .field("request_id_header", &self.request_id_header)
             .field("one_layer", &self.one_layer)
@@ -120,6 +126,7 @@ impl fmt::Debug for ClientSettings {
 ///   builder's `telemetry_state::On` impl only;
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
+/// - `overload`: `adaptive_throttle_per_dependency`, `no_adaptive_throttle`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header`, `request_id_header`, `hedge`,
 ///   `idempotency_keys`, `idempotency_key_header` — what only HTTP semantics use.
@@ -207,6 +214,27 @@ macro_rules! __shared_setters {
         /// its own responses.
         pub fn no_pacer(mut self) -> Self {
             self.$($field).+.pacer = None;
+            self
+        }
+    };
+    ($($field:ident).+ : overload) => {
+        /// Gives each dependency a client-side adaptive throttle made by
+        /// `make` (the SRE book's, [`AdaptiveThrottle::new`](retryscope::overload::AdaptiveThrottle::new):
+        /// `K` = 2 over two minutes): an attempt is rejected locally, never
+        /// sent, with a probability that grows as the dependency accepts
+        /// fewer of the client's requests (see
+        /// [`retryscope::overload`](retryscope::overload)). Off by default.
+        pub fn adaptive_throttle_per_dependency(
+            mut self,
+            make: impl Fn() -> $crate::__private::AdaptiveThrottle + Send + Sync + 'static,
+        ) -> Self {
+            self.$($field).+.adaptive_throttle = Some(::std::sync::Arc::new(make));
+            self
+        }
+
+        /// Rejects nothing locally: no adaptive throttle (the default).
+        pub fn no_adaptive_throttle(mut self) -> Self {
+            self.$($field).+.adaptive_throttle = None;
             self
         }
     };

@@ -6,6 +6,7 @@ use crate::gauges;
 use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
 use retryscope::hedge::HedgePolicy;
+use retryscope::overload::AdaptiveThrottle;
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer};
 use std::collections::HashMap;
@@ -66,6 +67,7 @@ struct Registry<T> {
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
+    adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.
     hedge: Option<HedgePolicy>,
 }
@@ -77,6 +79,7 @@ pub struct DependencyGuardsBuilder<T> {
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
+    adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     hedge: Option<HedgePolicy>,
     meter: Option<Meter>,
 }
@@ -87,6 +90,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
+            .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("hedge", &self.hedge.is_some())
             .field("meter", &self.meter.is_some())
             .finish()
@@ -112,6 +116,17 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     /// Sets (or, with `None`, removes) the shared pacer factory.
     pub fn pacer_factory(mut self, make: Option<Factory<Pacer>>) -> Self {
         self.pacer = make;
+        self
+    }
+
+    /// Gives each dependency a client-side adaptive throttle made by `make`.
+    pub fn adaptive_throttle(self, make: impl Fn() -> AdaptiveThrottle + Send + Sync + 'static) -> Self {
+        self.adaptive_throttle_factory(Some(Arc::new(make)))
+    }
+
+    /// Sets (or, with `None`, removes) the shared adaptive throttle factory.
+    pub fn adaptive_throttle_factory(mut self, make: Option<Factory<AdaptiveThrottle>>) -> Self {
+        self.adaptive_throttle = make;
         self
     }
 
@@ -158,6 +173,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             budget: self.budget,
             breaker: self.breaker,
             pacer: self.pacer,
+            adaptive_throttle: self.adaptive_throttle,
             hedge: self.hedge,
         });
         if let Some(meter) = &self.meter {
@@ -200,12 +216,31 @@ fn register_gauges<T: Throttle + 'static>(meter: &Meter, registry: &Arc<Registry
             }
         });
     }
+    if registry.adaptive_throttle.is_some() {
+        let registry = Arc::downgrade(registry);
+        gauges::accept_ratio_gauge(meter, move |observe| {
+            for guards in live(&registry) {
+                if let Some(ratio) =
+                    guards.adaptive_throttle.as_ref().and_then(AdaptiveThrottle::accept_ratio)
+                {
+                    observe(ratio, &guards.dependency);
+                }
+            }
+        });
+    }
 }
 
 impl<T: Throttle + 'static> DependencyGuards<T> {
     /// A registry with no guards and no gauges yet: see the builder's methods.
     pub fn builder() -> DependencyGuardsBuilder<T> {
-        DependencyGuardsBuilder { budget: None, breaker: None, pacer: None, hedge: None, meter: None }
+        DependencyGuardsBuilder {
+            budget: None,
+            breaker: None,
+            pacer: None,
+            adaptive_throttle: None,
+            hedge: None,
+            meter: None,
+        }
     }
 
     /// The guards of `dependency`, created on first use. A name beyond the
@@ -314,6 +349,7 @@ impl<T> Registry<T> {
             budget: self.budget.as_ref().map(|make| make()),
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer: self.pacer.as_ref().map(|make| make()),
+            adaptive_throttle: self.adaptive_throttle.as_ref().map(|make| make()),
             hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
         }
     }
@@ -339,6 +375,7 @@ impl<T> fmt::Debug for DependencyGuards<T> {
             .field("budget", &self.inner.budget.is_some())
             .field("breaker", &self.inner.breaker.is_some())
             .field("pacer", &self.inner.pacer.is_some())
+            .field("adaptive_throttle", &self.inner.adaptive_throttle.is_some())
             .field("hedge", &self.inner.hedge.is_some())
             .finish()
     }

@@ -113,6 +113,23 @@ pub(crate) fn pace_gauge(
         .build()
 }
 
+/// `retryscope.overload.accepted` with a callback that reports any
+/// number of dependencies: `report` calls `observe(ratio, dependency)` for
+/// each whose adaptive throttle's window holds requests.
+pub(crate) fn accept_ratio_gauge(
+    meter: &Meter,
+    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+) -> ObservableGauge<f64> {
+    meter
+        .f64_observable_gauge(names::OVERLOAD_ACCEPT_RATIO)
+        .with_unit(names::UNIT_RATIO)
+        .with_description(
+            "The share of the client's requests the dependency accepted over the adaptive throttle's window.",
+        )
+        .with_callback(move |gauge| report(&mut |ratio, dependency| gauge.observe(ratio, &attrs(dependency))))
+        .build()
+}
+
 /// The gauges' one attribute; the name is shared, not copied.
 fn attrs(dependency: &Arc<str>) -> [KeyValue; 1] {
     [KeyValue::new(names::DEPENDENCY, Arc::clone(dependency))]

@@ -2,6 +2,7 @@
 //! call: [`Guards::guard`], for a retry and a hedge alike.
 
 use retryscope::hedge::{Hedge, HedgePolicy};
+use retryscope::overload::AdaptiveThrottle;
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer, Retry, Shared};
 use std::fmt;
@@ -16,6 +17,7 @@ pub struct Guards<T> {
     pub(crate) budget: Option<T>,
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) pacer: Option<Pacer>,
+    pub(crate) adaptive_throttle: Option<AdaptiveThrottle>,
     pub(crate) hedge: Option<HedgePolicy>,
 }
 
@@ -38,6 +40,11 @@ impl<T> Guards<T> {
     /// The dependency's pacer, if it has one.
     pub fn pacer(&self) -> Option<&Pacer> {
         self.pacer.as_ref()
+    }
+
+    /// The dependency's client-side adaptive throttle, if it has one.
+    pub fn adaptive_throttle(&self) -> Option<&AdaptiveThrottle> {
+        self.adaptive_throttle.as_ref()
     }
 
     /// The dependency's hedging policy, if the client hedges: clone it into
@@ -80,6 +87,11 @@ impl<T: Throttle> Guards<T> {
                 }
             }
         };
+        // Opt-in, so off the default chain above.
+        let call = match self.adaptive_throttle() {
+            Some(throttle) => call.adaptive_throttle(throttle),
+            None => call,
+        };
         match operation {
             Some(operation) => call.operation(operation.into()),
             None => call,
@@ -101,6 +113,8 @@ pub trait Guardable<'a>: sealed::Sealed + Sized {
     fn breaker(self, breaker: &'a CircuitBreaker) -> Self;
     /// Asks `pacer` before every attempt.
     fn pacer(self, pacer: &'a Pacer) -> Self;
+    /// Asks `throttle` before every attempt.
+    fn adaptive_throttle(self, throttle: &'a AdaptiveThrottle) -> Self;
 }
 
 mod sealed {
@@ -128,6 +142,9 @@ macro_rules! guardable {
             fn pacer(self, pacer: &'a Pacer) -> Self {
                 <$call>::pacer(self, pacer)
             }
+            fn adaptive_throttle(self, throttle: &'a AdaptiveThrottle) -> Self {
+                <$call>::adaptive_throttle(self, throttle)
+            }
         }
     )*};
 }
@@ -144,6 +161,7 @@ impl<T> fmt::Debug for Guards<T> {
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
+            .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("hedge", &self.hedge.is_some())
             .finish()
     }

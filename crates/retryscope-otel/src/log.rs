@@ -315,6 +315,7 @@ pub fn stop_reason_str(reason: StopReason) -> &'static str {
         StopReason::CircuitOpen => names::STOP_CIRCUIT_OPEN,
         StopReason::RateLimited { .. } => names::STOP_RATE_LIMITED,
         StopReason::UpstreamRetry => names::STOP_UPSTREAM_RETRY,
+        StopReason::RejectedLocally => names::STOP_REJECTED_LOCALLY,
         // A reason this crate does not know yet: bounded, never a new value.
         _ => crate::labels::OTHER,
     }
@@ -376,6 +377,7 @@ mod tests {
                 limit: Duration::ZERO,
             },
             StopReason::UpstreamRetry,
+            StopReason::RejectedLocally,
         ];
         let names: Vec<_> = reasons.into_iter().map(stop_reason_str).collect();
         assert_eq!(names, names::STOP_REASONS);

@@ -40,6 +40,10 @@ pub const PACE_HELD: &str = "retryscope.pace.held";
 /// Observable gauge `{request}/s`: the send rate a dependency's pacer allows
 /// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise.
 pub const PACE_RATE: &str = "retryscope.pace.rate";
+/// Observable gauge `1`: the share of the client's requests a dependency
+/// accepted over its adaptive throttle's window (the SRE book's
+/// `accepts / requests`); absent while the window holds none.
+pub const OVERLOAD_ACCEPT_RATIO: &str = "retryscope.overload.accepted";
 /// Counter `{hedge}`: one per copy of a hedged call sent beyond the first.
 pub const HEDGES: &str = "retryscope.hedges";
 /// Counter `{hedge}`: one per hedged call won by a copy other than the first.
@@ -62,6 +66,8 @@ pub const UNIT_RETRY: &str = "{retry}";
 pub const UNIT_HEDGE: &str = "{hedge}";
 /// Unit of [`PACE_RATE`].
 pub const UNIT_RATE: &str = "{request}/s";
+/// Unit of [`OVERLOAD_ACCEPT_RATIO`].
+pub const UNIT_RATIO: &str = "1";
 /// Unit of [`BREAKER_STATE`].
 pub const UNIT_STATE: &str = "{state}";
 /// Unit of the duration histograms.
@@ -98,7 +104,7 @@ pub const DELAY_SOURCE: &str = "retryscope.delay.source";
 /// or `adaptive` (every value: `retryscope::pace::HoldSource::ALL`).
 pub const PACE_SOURCE: &str = "retryscope.pace.source";
 /// Why a retry was refused: [`THROTTLED_BY_BUDGET`], [`THROTTLED_BY_BREAKER`],
-/// [`THROTTLED_BY_PACER`] or [`THROTTLED_BY_UPSTREAM`].
+/// [`THROTTLED_BY_PACER`], [`THROTTLED_BY_UPSTREAM`] or [`THROTTLED_LOCALLY`].
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
 /// [`THROTTLE_REASON`] when the retry budget (or token bucket) refused.
 pub const THROTTLED_BY_BUDGET: &str = "budget";
@@ -111,6 +117,9 @@ pub const THROTTLED_BY_PACER: &str = "rate_limited";
 /// another layer: the request being served is itself a retry, or the layer
 /// below already retried.
 pub const THROTTLED_BY_UPSTREAM: &str = "upstream_retry";
+/// [`THROTTLE_REASON`] when the client's adaptive throttle rejected the
+/// attempt locally (the SRE book's client-side throttling).
+pub const THROTTLED_LOCALLY: &str = "rejected_locally";
 /// The route template of an incoming request (OpenTelemetry's `http.route`).
 pub const HTTP_ROUTE: &str = "http.route";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
@@ -143,8 +152,10 @@ pub const STOP_CIRCUIT_OPEN: &str = "circuit_open";
 pub const STOP_UPSTREAM_RETRY: &str = "upstream_retry";
 /// `retryscope.stop_reason`: the pacer's next slot came after the deadline.
 pub const STOP_RATE_LIMITED: &str = "rate_limited";
+/// `retryscope.stop_reason`: the adaptive throttle rejected the attempt locally.
+pub const STOP_REJECTED_LOCALLY: &str = "rejected_locally";
 /// Every `retryscope.stop_reason` value, in the order of `StopReason`.
-pub const STOP_REASONS: [&str; 9] = [
+pub const STOP_REASONS: [&str; 10] = [
     STOP_PERMANENT,
     STOP_UNREPEATABLE,
     STOP_ATTEMPTS_EXHAUSTED,
@@ -154,6 +165,7 @@ pub const STOP_REASONS: [&str; 9] = [
     STOP_CIRCUIT_OPEN,
     STOP_RATE_LIMITED,
     STOP_UPSTREAM_RETRY,
+    STOP_REJECTED_LOCALLY,
 ];
 
 /// The `tracing` target of every span and event this crate emits.

@@ -398,6 +398,7 @@ fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
         StopReason::CircuitOpen => Some(names::THROTTLED_BY_BREAKER),
         StopReason::RateLimited { .. } => Some(names::THROTTLED_BY_PACER),
         StopReason::UpstreamRetry => Some(names::THROTTLED_BY_UPSTREAM),
+        StopReason::RejectedLocally => Some(names::THROTTLED_LOCALLY),
         _ => None,
     }
 }

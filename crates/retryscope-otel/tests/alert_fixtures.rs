@@ -433,6 +433,7 @@ fn vocabulary(label_name: &str) -> Option<BTreeSet<String>> {
             names::THROTTLED_BY_BREAKER,
             names::THROTTLED_BY_PACER,
             names::THROTTLED_BY_UPSTREAM,
+            names::THROTTLED_LOCALLY,
         ]),
         l if l == label(names::PACE_SOURCE) => {
             Some(retryscope::pace::HoldSource::ALL.iter().map(|s| s.as_str().to_owned()).collect())

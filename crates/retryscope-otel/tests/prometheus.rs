@@ -7,8 +7,9 @@ mod common;
 
 use common::Refuse;
 use retryscope::clock::ManualClock;
+use retryscope::overload::AdaptiveThrottle;
 use retryscope::pace::{PaceSignal, Quota};
-use retryscope::{ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, Verdict};
+use retryscope::{ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, StopReason, Verdict};
 use retryscope_otel::{DependencyGuards, PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -90,6 +91,39 @@ fn the_scrape_has_the_contract_series() {
         assert!(sent.is_ok());
     }
 
+    // A dependency that accepted one request of four: the adaptive throttle
+    // rejects the next with probability (4 − 2·1) / 5, and this seed's draw
+    // falls below it: refused locally, never sent.
+    let overloaded = DependencyGuards::<RetryBudget>::builder()
+        .adaptive_throttle({
+            let clock = clock.clone();
+            move || AdaptiveThrottle::builder().clock(clock.clone()).build().expect("valid")
+        })
+        .meter(meter.clone())
+        .build();
+    let guards_of = overloaded.get("overloaded");
+    let throttle = guards_of.adaptive_throttle().expect("a throttle per dependency");
+    for n in 0..4 {
+        assert!(throttle.admit(1.0));
+        if n == 0 {
+            throttle.accepted();
+        }
+    }
+    let mut sent = false;
+    let rejected = (|| {
+        sent = true;
+        Ok::<(), u16>(())
+    })
+    .retry(policy)
+    .classify(classify)
+    .adaptive_throttle(throttle)
+    .seed(3)
+    .observe(prometheus.observer())
+    .dependency("overloaded")
+    .call_with(&clock, |d| clock.advance(d));
+    assert_eq!(rejected.map_err(|e| e.reason()), Err(StopReason::RejectedLocally));
+    assert!(!sent);
+
     let server = prometheus.serve("127.0.0.1:0").expect("serve");
     let response = get(server.local_addr(), "/metrics");
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
@@ -107,6 +141,7 @@ fn the_scrape_has_the_contract_series() {
         "retryscope_budget_available{",
         "retryscope_pace_held_seconds_bucket{",
         "retryscope_pace_rate_per_second{",
+        "retryscope_overload_accepted_ratio{",
     ] {
         assert!(response.lines().any(|l| l.starts_with(series)), "no {series} in:\n{response}");
     }
@@ -133,6 +168,13 @@ fn the_scrape_has_the_contract_series() {
             "2",
         ),
         ("retryscope_pace_rate_per_second", r#"retryscope_dependency="api""#, "0.5"),
+        // One accepted of five counted: the rejected call counts as a request.
+        ("retryscope_overload_accepted_ratio", r#"retryscope_dependency="overloaded""#, "0.2"),
+        (
+            "retryscope_refused_total",
+            r#"retryscope_dependency="overloaded",retryscope_outcome="throttled",retryscope_throttle_reason="rejected_locally""#,
+            "1",
+        ),
     ] {
         let line = format!("{series}{{{labels},{scope}}} {value}");
         assert!(response.lines().any(|l| l == line), "no line {line} in:\n{response}");

@@ -38,6 +38,7 @@ impl<T> RetryMiddlewareBuilder<T> {
     retryscope_http::__private::shared_setters!(settings: telemetry);
     retryscope_http::__private::shared_setters!(settings: breaker);
     retryscope_http::__private::shared_setters!(settings: pacer);
+    retryscope_http::__private::shared_setters!(settings: overload);
     retryscope_http::__private::shared_setters!(settings: http);
 
     /// Retries only where no other layer of the call chain retries (off by
@@ -65,6 +66,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             .budget_factory(settings.budget)
             .breaker_factory(settings.breaker)
             .pacer_factory(settings.pacer)
+            .adaptive_throttle_factory(settings.adaptive_throttle)
             .hedge_template(settings.hedge);
         let guards = match meter {
             Some(meter) => guards.meter(meter),

@@ -106,6 +106,7 @@ impl<T> RetryLayerBuilder<T> {
     retryscope_http::__private::shared_setters!(tower.shared: telemetry);
     retryscope_http::__private::shared_setters!(tower.shared: breaker);
     retryscope_http::__private::shared_setters!(tower.shared: pacer);
+    retryscope_http::__private::shared_setters!(tower.shared: overload);
     retryscope_http::__private::shared_setters!(tower.shared: http);
     tower_setters!();
 
@@ -159,6 +160,7 @@ impl TowerSettings {
             .budget_factory(budget)
             .breaker_factory(shared.breaker)
             .pacer_factory(shared.pacer)
+            .adaptive_throttle_factory(shared.adaptive_throttle)
             .hedge_template(shared.hedge);
         let guards = match meter {
             Some(meter) => guards.meter(meter),

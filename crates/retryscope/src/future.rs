@@ -62,7 +62,7 @@ enum Phase<'a, O: Observer> {
 /// [`Driver::start_attempt`]) with no pacer to ask: what the fast path runs.
 #[inline]
 fn quiet_start<O: Observer>(setup: &Setup<'_>) -> bool {
-    O::SILENT && setup.breaker.is_none() && setup.pacer.is_none()
+    O::SILENT && !setup.admits() && setup.pacer.is_none()
 }
 
 impl<'a, O: Observer> Phase<'a, O> {

@@ -104,6 +104,7 @@ pub mod hints;
 pub mod jobs;
 pub mod observe;
 pub mod outcome;
+pub mod overload;
 pub mod pace;
 mod policy;
 mod random;

@@ -51,6 +51,10 @@ pub enum StopReason {
     /// served is itself a retry, or the layer below already retried (see
     /// [`Verdict::RetriedElsewhere`]).
     UpstreamRetry,
+    /// The client's adaptive throttle rejected the attempt locally, without
+    /// sending it: the dependency has been accepting too few of the client's
+    /// requests (see [`overload`](crate::overload)).
+    RejectedLocally,
 }
 
 impl StopReason {
@@ -64,7 +68,8 @@ impl StopReason {
             StopReason::BudgetExhausted
             | StopReason::CircuitOpen
             | StopReason::RateLimited { .. }
-            | StopReason::UpstreamRetry => Outcome::Throttled,
+            | StopReason::UpstreamRetry
+            | StopReason::RejectedLocally => Outcome::Throttled,
         }
     }
 }
@@ -90,6 +95,9 @@ impl fmt::Display for StopReason {
                 "the dependency is rate-limited ({source}): the next send is {wait:?} away, past the {limit:?} left"
             ),
             StopReason::UpstreamRetry => f.write_str("retries happen at another layer of the call chain"),
+            StopReason::RejectedLocally => {
+                f.write_str("rejected locally: the dependency accepts too few of this client's requests")
+            }
         }
     }
 }

@@ -41,6 +41,11 @@ impl JitterRng {
     }
 
     /// A uniformly distributed value in `low..=high` (`low` when `high < low`).
+    /// A uniform number in `[0, 1)`, from the top 53 bits of the next value.
+    pub(crate) fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1_u64 << 53) as f64)
+    }
+
     pub(crate) fn between(&mut self, low: u64, high: u64) -> u64 {
         if high <= low { low } else { self.0.random_range(low..=high) }
     }

@@ -12,6 +12,7 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use retryscope::hedge::HedgePolicy;
+use retryscope::overload::AdaptiveThrottle;
 use retryscope::{CircuitBreaker, ErrorType, Pacer, Policy, RetryBudget, RetryError, StopReason};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_test_support::telemetry::Telemetry;
@@ -49,6 +50,7 @@ pub(crate) struct Setup {
     breaker: Option<Box<dyn Fn() -> CircuitBreaker + Send + Sync>>,
     no_breaker: bool,
     pacer: Option<fn() -> Pacer>,
+    adaptive_throttle: Option<fn() -> AdaptiveThrottle>,
     hedge: Option<HedgePolicy>,
     retry_at_one_layer: bool,
 }
@@ -70,6 +72,7 @@ impl Setup {
             breaker: None,
             no_breaker: false,
             pacer: None,
+            adaptive_throttle: None,
             hedge: None,
             retry_at_one_layer: false,
         }
@@ -142,6 +145,11 @@ impl Setup {
         self
     }
 
+    pub(crate) fn adaptive_throttle_per_dependency(mut self, make: fn() -> AdaptiveThrottle) -> Setup {
+        self.adaptive_throttle = Some(make);
+        self
+    }
+
     pub(crate) fn hedge(mut self, policy: HedgePolicy) -> Setup {
         self.hedge = Some(policy);
         self
@@ -195,6 +203,9 @@ macro_rules! configure {
         }
         if let Some(make) = setup.pacer {
             builder = builder.pacer_per_dependency(make);
+        }
+        if let Some(make) = setup.adaptive_throttle {
+            builder = builder.adaptive_throttle_per_dependency(make);
         }
         if let Some(policy) = setup.hedge {
             builder = builder.hedge(policy);

@@ -17,7 +17,8 @@ pub use builder::{GrpcRetryLayerBuilder, origin_state};
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
 pub use stop::{
-    NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_RATE_LIMITED, NOT_RETRIED_THROTTLED,
+    NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_RATE_LIMITED,
+    NOT_RETRIED_REJECTED_LOCALLY, NOT_RETRIED_THROTTLED,
 };
 
 use retryscope::budget::{BudgetError, TokenBucketBuilder};

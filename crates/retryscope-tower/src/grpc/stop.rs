@@ -41,6 +41,9 @@ pub const NOT_RETRIED_CIRCUIT_OPEN: &str = "circuit-open";
 /// [`NOT_RETRIED`]: the dependency's pacer (opt-in in gRPC mode) holds every
 /// call for longer than the call's deadline allows.
 pub const NOT_RETRIED_RATE_LIMITED: &str = "rate-limited";
+/// [`NOT_RETRIED`]: the dependency's adaptive throttle (opt-in) rejected the
+/// attempt locally: the dependency accepts too few of this client's requests.
+pub const NOT_RETRIED_REJECTED_LOCALLY: &str = "rejected-locally";
 
 /// Why a retryable failure was not retried.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +52,7 @@ enum Held {
     Throttled(&'static str),
     CircuitOpen,
     RateLimited,
+    RejectedLocally,
 }
 
 impl Held {
@@ -59,6 +63,7 @@ impl Held {
             Held::Throttled(_) => NOT_RETRIED_THROTTLED,
             Held::CircuitOpen => NOT_RETRIED_CIRCUIT_OPEN,
             Held::RateLimited => NOT_RETRIED_RATE_LIMITED,
+            Held::RejectedLocally => NOT_RETRIED_REJECTED_LOCALLY,
         }
     }
 
@@ -71,6 +76,9 @@ impl Held {
             Held::CircuitOpen => format!("(not retried: the circuit breaker opened after {attempts} attempt(s))"),
             Held::RateLimited => format!(
                 "(not sent again: the server's pushback holds every call past this call's deadline, after {attempts} attempt(s))"
+            ),
+            Held::RejectedLocally => format!(
+                "(not sent again: rejected locally, the dependency accepts too few of this client's requests, after {attempts} attempt(s))"
             ),
         }
     }
@@ -143,6 +151,7 @@ fn answered<B: Body>(
         }
         Some((StopReason::CircuitOpen, _)) => Some(Held::CircuitOpen),
         Some((StopReason::RateLimited { .. }, _)) => Some(Held::RateLimited),
+        Some((StopReason::RejectedLocally, _)) => Some(Held::RejectedLocally),
         _ => None,
     };
     if let Some(held) = held {
@@ -206,6 +215,15 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
             ),
             (StopReason::RateLimited { .. }, Some(last)) => {
                 Held::RateLimited.mark(&Status::unavailable(last.message()), attempts)
+            }
+            (StopReason::RejectedLocally, None) => Held::RejectedLocally.mark(
+                &Status::unavailable(
+                    "retryscope: rejected locally: the dependency accepts too few of this client's requests: it was not sent",
+                ),
+                attempts,
+            ),
+            (StopReason::RejectedLocally, Some(last)) => {
+                Held::RejectedLocally.mark(&Status::unavailable(last.message()), attempts)
             }
             (StopReason::BudgetExhausted, last) => {
                 let said = last.as_ref().map_or("", |l| l.message());
@@ -282,7 +300,9 @@ mod tests {
     #[test]
     fn the_not_retried_messages_need_no_percent_encoding() {
         let guards = ["retry budget", "retry throttling (token bucket)", "retry guard"];
-        let held = [Held::Body, Held::CircuitOpen].into_iter().chain(guards.map(Held::Throttled));
+        let held = [Held::Body, Held::CircuitOpen, Held::RateLimited, Held::RejectedLocally]
+            .into_iter()
+            .chain(guards.map(Held::Throttled));
         for held in held {
             let message = held.message(12);
             assert!(message.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'%'), "{message}");

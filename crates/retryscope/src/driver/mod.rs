@@ -100,7 +100,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         Self {
             curve: Curve::START,
             timed,
-            quiet: O::SILENT && setup.breaker.is_none(),
+            quiet: O::SILENT && !setup.admits(),
             setup,
             clock,
             observer,
@@ -156,6 +156,10 @@ impl<'a, O: Observer> Driver<'a, O> {
     fn ask_pacer(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
         let scheduled = std::mem::take(&mut self.paced);
+        // A send that no retry's plan nor hold counted yet.
+        if !scheduled {
+            pacer.offered();
+        }
         if pacer.is_idle() {
             return Ok(None);
         }
@@ -248,6 +252,15 @@ impl<'a, O: Observer> Driver<'a, O> {
                 remaining
             }
         };
+        // The adaptive throttle counts every attempt meant to be sent, the
+        // ones it rejects too; it is asked before the breaker, so that a
+        // rejected attempt takes no probe slot.
+        if let Some(throttle) = self.setup.adaptive_throttle.as_deref() {
+            let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
+            if !throttle.admit(rng.unit()) {
+                return Err(StopReason::RejectedLocally);
+            }
+        }
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
         let permit = match self.setup.breaker.as_deref() {
@@ -393,6 +406,13 @@ impl<'a, O: Observer> Driver<'a, O> {
             // Dropping the permit frees a half-open probe slot and records nothing.
             (permit, _) => drop(permit),
         }
+        // The adaptive throttle counts what the dependency accepted: any
+        // answer but a transient failure or a request to slow down.
+        if let Some(throttle) = self.setup.adaptive_throttle.as_deref()
+            && matches!(health, Health::Healthy | Health::Answered)
+        {
+            throttle.accepted();
+        }
         // gRPC's throttling rule: successes earn tokens, transient failures cost
         // one; a permanent error says nothing either way.
         match (self.setup.throttle.as_deref(), health) {
@@ -424,6 +444,9 @@ impl<'a, O: Observer> Driver<'a, O> {
         let (wait, source) = next_wait(&self.setup.policy, self.attempts, self.curve, elapsed, hint, rng)?;
         // The pace in force when the wait is over, before the budget spends a
         // token on a retry the pacer may refuse.
+        if let Some(pacer) = self.setup.pacer.as_deref() {
+            pacer.offered();
+        }
         let delay = match self.setup.pacer.as_deref() {
             Some(pacer) if !pacer.is_idle() => {
                 let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));

@@ -2,6 +2,7 @@
 //! its names and its guards.
 
 use crate::breaker::CircuitBreaker;
+use crate::overload::AdaptiveThrottle;
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::{MaybeShared, Shared};
@@ -17,6 +18,9 @@ pub(crate) struct Setup<'a> {
     pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
     pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
     pub(crate) pacer: MaybeShared<'a, Pacer>,
+    /// The client-side adaptive throttle, asked in the admission as the
+    /// breaker is.
+    pub(crate) adaptive_throttle: MaybeShared<'a, AdaptiveThrottle>,
     pub(crate) seed: Option<u64>,
     /// Whether the attempts overlap (a hedged call): what the observer hears.
     pub(crate) hedged: bool,
@@ -31,8 +35,15 @@ impl<'a> Setup<'a> {
             throttle: MaybeShared::None,
             breaker: MaybeShared::None,
             pacer: MaybeShared::None,
+            adaptive_throttle: MaybeShared::None,
             seed: None,
             hedged: false,
         }
+    }
+
+    /// Whether a guard asks about every attempt before it starts (a breaker,
+    /// an adaptive throttle): then no attempt may start quietly.
+    pub(crate) fn admits(&self) -> bool {
+        self.breaker.is_some() || self.adaptive_throttle.is_some()
     }
 }

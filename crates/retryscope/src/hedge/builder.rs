@@ -7,6 +7,7 @@ use crate::classify::{Classify, ClassifyFn, When};
 use crate::driver::Setup;
 use crate::driver::hedge::{CopyPolicy, HedgeDriver};
 use crate::observe::{NoObserver, Observer};
+use crate::overload::AdaptiveThrottle;
 use crate::pace::Pacer;
 use crate::shared::Shared;
 use crate::sleep::Sleeper;
@@ -121,6 +122,14 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
     /// all (see [the module](super)).
     pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
         self.setup.pacer = pacer.into().into();
+        self
+    }
+
+    /// Asks `throttle`, the dependency's client-side adaptive throttle (see
+    /// [`overload`](crate::overload)), before every copy: a copy it rejects
+    /// is not sent.
+    pub fn adaptive_throttle(mut self, throttle: impl Into<Shared<'a, AdaptiveThrottle>>) -> Self {
+        self.setup.adaptive_throttle = throttle.into().into();
         self
     }
 }

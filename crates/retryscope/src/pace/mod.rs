@@ -10,10 +10,18 @@
 //!
 //! - **A dependency-wide gate.** A `Retry-After` on a 429 or 503, gRPC
 //!   pushback, an exhausted quota (`RateLimit: "default";r=0;t=5`): no call is
-//!   sent before it has passed, and each held call comes back at a random
-//!   point of a fifth of the wait after it (at most
-//!   [`HINT_SPREAD_MAX`](crate::HINT_SPREAD_MAX)), so that twenty
-//!   callers told "in 2 s" do not return in the same millisecond.
+//!   sent before it has passed. **A gentle return**: the held calls come back
+//!   one after another at no more than the rate calls were offered at before
+//!   the hold (a moving average of call starts, [`offered_rate`](Pacer::offered_rate);
+//!   four fifths of it), starting at a quarter of that and ramping up to it
+//!   over a fifth of the wait (at most [`HINT_SPREAD_MAX`](crate::HINT_SPREAD_MAX)),
+//!   as TCP's slow start does: a server that asked for less never gets the
+//!   whole backlog at once. New calls after the gate go at once, so the two
+//!   together stay within twice the offered rate. Without a rate (too few
+//!   calls yet), each held call comes back at a random point of that fifth
+//!   of the wait, so that twenty callers told "in 2 s" do not return in the
+//!   same millisecond. A held call whose slot would not fit in its deadline
+//!   is refused, as below.
 //! - **Quota spacing.** A quota of `r` requests over `t` seconds, on *any*
 //!   response: sends are spaced `t / r` apart, so the quota lasts until the
 //!   reset instead of running out before it. Later reports of the same window
@@ -62,6 +70,7 @@
 //! ```
 
 pub mod adaptive;
+mod offered;
 mod schedule;
 mod signal;
 
@@ -73,6 +82,7 @@ pub use signal::{Held, HoldSource, PaceSignal, Quota, QuotaPolicy};
 use crate::clock::{Clock, DefaultClock};
 use crate::random::JitterRng;
 use adaptive::{AdaptiveRate, Answer};
+use offered::OfferedRate;
 use schedule::Schedule;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,6 +105,8 @@ struct Inner {
     schedule: Mutex<Schedule>,
     /// The adaptive limiter, in adaptive mode.
     adaptive: Option<AdaptiveRate>,
+    /// The rate calls are offered at: what held calls come back at.
+    offered: OfferedRate,
     clock: Arc<dyn Clock>,
 }
 
@@ -130,6 +142,7 @@ impl Pacer {
                 idle: AtomicBool::new(true),
                 schedule: Mutex::new(Schedule::default()),
                 adaptive,
+                offered: OfferedRate::default(),
                 clock,
             }),
         }
@@ -149,9 +162,24 @@ impl Pacer {
             return;
         }
         let now = self.inner.clock.now();
+        let offered = self.inner.offered.rate(now);
         let mut schedule = self.schedule();
-        schedule.learn(now, signal);
+        schedule.learn(now, signal, offered);
         self.settle_idle(&schedule);
+    }
+
+    /// A call (or retry) is about to be sent, or held: counted in the rate
+    /// the dependency is offered, which held calls come back at after a gate.
+    /// One atomic add, and a coarse clock reading every few calls.
+    #[inline]
+    pub(crate) fn offered(&self) {
+        self.inner.offered.call(&*self.inner.clock);
+    }
+
+    /// The rate the dependency is offered calls at, in calls per second:
+    /// `None` until a few calls were counted over some time.
+    pub fn offered_rate(&self) -> Option<f64> {
+        self.inner.offered.rate(self.inner.clock.now())
     }
 
     /// Whether this pacer is in adaptive mode.

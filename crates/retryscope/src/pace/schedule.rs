@@ -21,14 +21,57 @@ pub(crate) enum Admission {
     Refused { wait: Duration, source: HoldSource },
 }
 
-/// No call before `at`; each held call comes back at a random point of the
-/// `spread` after it, so that the callers one server told "later" do not all
+/// No call before `at`. The held calls come back in a [`Release`] when the
+/// rate offered before the hold is known; else each at a random point of the
+/// `spread` after `at`, so that the callers one server told "later" do not all
 /// return in the same millisecond.
 #[derive(Debug, Clone, Copy)]
 struct Gate {
     at: Instant,
     spread: Duration,
     source: HoldSource,
+    release: Option<Release>,
+}
+
+/// How held calls come back after a gate: one after another, at no more than
+/// `rate`, the rate the dependency was offered calls at before the hold,
+/// starting at a quarter of it and ramping up to it over `ramp` (TCP's slow
+/// start, linear; `rate` is [`RELEASE_SHARE`] of the offered rate): a server that asked for less gets no spike when the gate
+/// opens, only the calls it would have had, late. New calls after the gate
+/// go at once, as they would have: the two together stay within twice the
+/// offered rate.
+#[derive(Debug, Clone, Copy)]
+struct Release {
+    rate: f64,
+    ramp: Duration,
+    /// The next free slot.
+    next: Instant,
+}
+
+/// The share of the offered rate the release starts at.
+const RAMP_START: f64 = 0.25;
+
+/// The share of the offered rate the release ramps up to: under all of it,
+/// so that the estimate's error and the jitter of the new calls arriving
+/// beside the released ones (a busy runtime wakes timers in bunches) keep the
+/// two within twice the offered rate in every 100 ms. The backlog then drains
+/// in a quarter more than the hold's length.
+const RELEASE_SHARE: f64 = 0.8;
+
+impl Release {
+    /// The release rate at `slot`, `gate` being when the gate opens.
+    fn rate_at(&self, gate: Instant, slot: Instant) -> f64 {
+        let ramp = self.ramp.as_secs_f64();
+        let into = slot.saturating_duration_since(gate).as_secs_f64();
+        let share = if ramp > 0.0 { (RAMP_START + (1.0 - RAMP_START) * into / ramp).min(1.0) } else { 1.0 };
+        self.rate * share
+    }
+
+    /// The slot after `slot`.
+    fn after(&self, gate: Instant, slot: Instant) -> Instant {
+        let gap = 1.0 / self.rate_at(gate, slot).max(f64::MIN_POSITIVE);
+        slot + Duration::try_from_secs_f64(gap).unwrap_or(MAX_PACE)
+    }
 }
 
 /// Sends at least `interval` apart: the quota a server reported, spread over
@@ -67,23 +110,25 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
-    /// Takes in what one response said at `now`.
-    pub(crate) fn learn(&mut self, now: Instant, signal: &PaceSignal) {
+    /// Takes in what one response said at `now`. `offered`: the rate the
+    /// dependency is offered calls at, in calls per second, when known: what
+    /// held calls come back at when a gate opens.
+    pub(crate) fn learn(&mut self, now: Instant, signal: &PaceSignal, offered: Option<f64>) {
         if let Some(hint) = signal.not_before {
-            self.close_until(now, hint.delay, HoldSource::of(hint));
+            self.close_until(now, hint.delay, HoldSource::of(hint), offered);
         }
         if let Some(quota) = signal.quota {
-            self.spread_quota(now, quota);
+            self.spread_quota(now, quota, offered);
         }
     }
 
-    fn spread_quota(&mut self, now: Instant, quota: Quota) {
+    fn spread_quota(&mut self, now: Instant, quota: Quota, offered: Option<f64>) {
         let Quota { remaining, reset, policy } = quota;
         if reset.is_zero() || reset > MAX_PACE {
             return;
         }
         if remaining == 0 {
-            self.close_until(now, reset, HoldSource::RateLimit);
+            self.close_until(now, reset, HoldSource::RateLimit, offered);
             return;
         }
         // More than 2^32 requests left is no limit worth pacing.
@@ -107,7 +152,7 @@ impl Schedule {
         self.spacing = Some(Spacing { interval, until, remaining, beyond });
     }
 
-    fn close_until(&mut self, now: Instant, wait: Duration, source: HoldSource) {
+    fn close_until(&mut self, now: Instant, wait: Duration, source: HoldSource, offered: Option<f64>) {
         if wait.is_zero() || wait > MAX_PACE {
             return;
         }
@@ -116,7 +161,16 @@ impl Schedule {
         if self.gate.is_some_and(|gate| gate.at >= at) {
             return;
         }
-        self.gate = Some(Gate { at, spread: (wait / 5).min(HINT_SPREAD_MAX), source });
+        let spread = (wait / 5).min(HINT_SPREAD_MAX);
+        // The slots an earlier gate gave out stay taken: the new release
+        // starts after them, never beside them.
+        let taken = self.gate.and_then(|gate| gate.release).map_or(at, |release| release.next.max(at));
+        let release = offered.filter(|rate| rate.is_finite() && *rate > 0.0).map(|rate| Release {
+            rate: rate * RELEASE_SHARE,
+            ramp: spread,
+            next: taken,
+        });
+        self.gate = Some(Gate { at, spread, source, release });
     }
 
     /// When a call that wants to send at `at` (now, or after its backoff
@@ -135,8 +189,15 @@ impl Schedule {
     ) -> Admission {
         self.expire(now);
         let (mut earliest, mut source) = (at, HoldSource::RateLimit);
+        let mut released = false;
         if let Some(gate) = self.gate.filter(|gate| at < gate.at) {
-            earliest = gate.at + uniform(rng, Duration::ZERO, gate.spread);
+            earliest = match gate.release {
+                Some(release) => {
+                    released = true;
+                    release.next
+                }
+                None => gate.at + uniform(rng, Duration::ZERO, gate.spread),
+            };
             source = gate.source;
         }
         if let (Some(spacing), Some(last)) = (self.spacing, self.last_slot) {
@@ -155,6 +216,15 @@ impl Schedule {
         }
         if self.spacing.is_some() {
             self.last_slot = Some(earliest);
+        }
+        // The release slot is taken only now that the call is not refused;
+        // the next one follows the slot the call really took (spacing may
+        // have put it later).
+        if released
+            && let Some(gate) = self.gate.as_mut()
+            && let Some(release) = gate.release.as_mut()
+        {
+            release.next = release.after(gate.at, earliest);
         }
         if wait.is_zero() { Admission::Now } else { Admission::Hold { wait, source } }
     }
@@ -207,7 +277,7 @@ mod tests {
     fn a_retry_after_gate_holds_every_call_and_spreads_their_return() {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(1));
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(2.0))));
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(2.0))), None);
         let waits: Vec<_> = (0..20).map(|_| wait_of(schedule.admit(start, start, None, &mut rng))).collect();
         assert!(waits.iter().all(|w| *w >= secs(2.0) && *w <= secs(2.4)), "{waits:?}");
         let (min, max) = (waits.iter().min().copied(), waits.iter().max().copied());
@@ -217,10 +287,62 @@ mod tests {
     }
 
     #[test]
+    fn held_calls_come_back_at_the_offered_rate_ramping_up_to_it() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(10));
+        let mut schedule = Schedule::default();
+        // 80 calls a second were offered; a 5 s gate; the calls go on
+        // arriving 12.5 ms apart throughout it, each held.
+        let signal = PaceSignal::none().with_not_before(Hint::retry_after(secs(5.0)));
+        schedule.learn(start, &signal, Some(80.0));
+        let slots: Vec<Instant> = (0..400)
+            .map(|n| {
+                let now = start + secs(0.0125 * f64::from(n));
+                now + wait_of(schedule.admit(now, now, None, &mut rng))
+            })
+            .collect();
+        let open = start + secs(5.0);
+        assert_eq!(slots[0], open);
+        // In order, never two in the same instant, never before the gate.
+        assert!(slots.windows(2).all(|pair| pair[1] > pair[0]));
+        // Per 100 ms after the gate: a quarter of the rate at first, ramping
+        // over the first second (a fifth of the wait) to at most the 8
+        // offered (6.4: four fifths of it).
+        let mut windows = [0_usize; 80];
+        for slot in &slots {
+            let into = slot.duration_since(open).as_secs_f64();
+            windows[(into / 0.1) as usize] += 1;
+        }
+        assert!(windows[0] <= 3, "{windows:?}");
+        assert!(windows.iter().all(|n| *n <= 8), "{windows:?}");
+        let (first, later) = (windows[..3].iter().sum::<usize>(), windows[10..13].iter().sum::<usize>());
+        assert!(first * 2 <= later, "not a ramp: {windows:?}");
+        assert!(windows[12..60].iter().all(|n| *n >= 6), "{windows:?}");
+        // The first call was held the 5 s; the last, 5 s later, waits for the
+        // backlog released at four fifths of its rate: a quarter more, and
+        // the ramp's shortfall (0.4 s). None waits anywhere near twice.
+        let longest = (0..400).map(|n| slots[n] - (start + secs(0.0125 * n as f64))).max();
+        assert!(longest.is_some_and(|wait| wait < secs(5.0 * 1.25 + 0.5)), "{longest:?}");
+    }
+
+    #[test]
+    fn a_held_call_whose_release_slot_is_past_its_deadline_is_refused_and_takes_no_slot() {
+        let (start, mut rng) = (Instant::now(), JitterRng::seeded(11));
+        let mut schedule = Schedule::default();
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(1.0))), Some(10.0));
+        // The first slot at 1 s; the next 500 ms on (a quarter of four
+        // fifths of 10/s).
+        assert_eq!(wait_of(schedule.admit(start, start, Some(secs(3.0)), &mut rng)), secs(1.0));
+        let refused = schedule.admit(start, start, Some(secs(1.5)), &mut rng);
+        assert!(matches!(refused, Admission::Refused { source: HoldSource::RetryAfter, .. }), "{refused:?}");
+        let held = wait_of(schedule.admit(start, start, Some(secs(10.0)), &mut rng));
+        assert_eq!(held, secs(1.5));
+    }
+
+    #[test]
     fn a_quota_is_spread_until_its_reset_and_its_rate_goes_on() {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(2));
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(2, secs(3.0))));
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(2, secs(3.0))), None);
         let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, start, None, &mut rng))).collect();
         assert_eq!(waits, [secs(0.0), secs(1.5), secs(3.0), secs(4.5)]);
         assert_eq!(schedule.allowed_rate(start), Some(1.0 / 1.5));
@@ -230,7 +352,7 @@ mod tests {
     fn a_wait_past_the_deadline_is_refused_and_takes_no_slot() {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(3));
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(0, secs(2.0))));
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(0, secs(2.0))), None);
         let refused = schedule.admit(start, start, Some(secs(1.0)), &mut rng);
         assert!(
             matches!(refused, Admission::Refused { wait, source: HoldSource::RateLimit }
@@ -249,16 +371,16 @@ mod tests {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(7));
         let mut schedule = Schedule::default();
         // The window opens: 200 left in its 1 s.
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(200, secs(1.0))));
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(200, secs(1.0))), None);
         // Half a second on: 100 left, and `t` is still 1, rounded up.
         let mid = start + secs(0.5);
-        schedule.learn(mid, &PaceSignal::none().with_quota(Quota::new(100, secs(1.0))));
+        schedule.learn(mid, &PaceSignal::none().with_quota(Quota::new(100, secs(1.0))), None);
         assert_eq!(schedule.admit(mid, mid, None, &mut rng), Admission::Now);
         // 100 over the 0.5 s really left: 5 ms apart, not 10.
         assert_eq!(wait_of(schedule.admit(mid, mid, None, &mut rng)), secs(0.005));
         // The next window: more left than before, a later end.
         let next = start + secs(1.0);
-        schedule.learn(next, &PaceSignal::none().with_quota(Quota::new(199, secs(1.0))));
+        schedule.learn(next, &PaceSignal::none().with_quota(Quota::new(199, secs(1.0))), None);
         let rate = schedule.allowed_rate(next).expect("a pace in force");
         assert!((rate - 199.0).abs() < 0.01, "{rate}");
     }
@@ -271,7 +393,7 @@ mod tests {
         // The window's last moment: 2 left in 10 ms, as a vendor's precise
         // reset says it: 5 ms apart inside the window, 100 ms beyond it.
         let quota = Quota::new(2, secs(0.01)).with_policy(policy);
-        schedule.learn(start, &PaceSignal::none().with_quota(quota));
+        schedule.learn(start, &PaceSignal::none().with_quota(quota), None);
         let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, start, None, &mut rng))).collect();
         assert_eq!(waits, [secs(0.0), secs(0.005), secs(0.01), secs(0.11)]);
     }
@@ -280,7 +402,7 @@ mod tests {
     fn a_slot_must_leave_the_attempt_half_its_time_up_to_a_second() {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(9));
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(1, secs(0.6))));
+        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(1, secs(0.6))), None);
         assert_eq!(schedule.admit(start, start, Some(secs(1.0)), &mut rng), Admission::Now);
         // The next slot, 0.6 s on, would leave 0.4 s of a 1 s deadline.
         assert!(matches!(schedule.admit(start, start, Some(secs(1.0)), &mut rng), Admission::Refused { .. }));
@@ -291,7 +413,7 @@ mod tests {
         );
         // A long deadline keeps 1 s, not half: 10 s of wait (and up to 2 s of
         // spread) fit in 13.5 s.
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::rate_limit(secs(10.0))));
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::rate_limit(secs(10.0))), None);
         assert!(matches!(schedule.admit(start, start, Some(secs(13.5)), &mut rng), Admission::Hold { .. }));
     }
 
@@ -308,7 +430,7 @@ mod tests {
             PaceSignal::none().with_quota(Quota::new(0, MAX_PACE * 2)),
             PaceSignal::none().with_quota(Quota::new(u64::MAX, secs(1.0))),
         ] {
-            schedule.learn(start, &signal);
+            schedule.learn(start, &signal, Some(80.0));
             assert!(schedule.is_idle(), "{signal:?}");
             assert_eq!(schedule.admit(start, start, None, &mut rng), Admission::Now);
         }
@@ -318,7 +440,7 @@ mod tests {
     fn a_slot_asked_for_later_does_not_lift_the_gate_now() {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(6));
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::grpc_pushback(secs(2.0))));
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::grpc_pushback(secs(2.0))), None);
         // The call that was pushed back asks for its retry's slot, 2 s on: free.
         assert_eq!(schedule.admit(start, start + secs(2.0), None, &mut rng), Admission::Now);
         // Everyone else is still held now.
@@ -330,8 +452,8 @@ mod tests {
     fn the_later_gate_stands() {
         let (start, mut rng) = (Instant::now(), JitterRng::seeded(5));
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(10.0))));
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(1.0))));
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(10.0))), None);
+        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(1.0))), None);
         assert!(wait_of(schedule.admit(start, start, None, &mut rng)) >= secs(10.0));
     }
 

@@ -1,0 +1,336 @@
+//! The Google SRE book's client-side adaptive throttling (ch. 21, "Handling
+//! Overload").
+
+use crate::clock::{Clock, GuardClock, Timeline};
+use crate::setting::SettingValue;
+use crate::window::SlottedWindow;
+use std::fmt;
+use std::time::Duration;
+
+/// `K` unless set: the SRE book's 2 ("In general, we prefer the 2x
+/// multiplier"): the client sends up to twice what the dependency accepts.
+pub const DEFAULT_K: f64 = 2.0;
+/// The smallest `K`: 1 rejects as soon as anything is refused, and below it
+/// a client would reject requests a healthy dependency accepts.
+pub const MIN_K: f64 = 1.0;
+/// The largest `K`: beyond it the throttle hardly ever rejects.
+pub const MAX_K: f64 = 100.0;
+/// The window unless set: the SRE book's two minutes.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(120);
+/// The shortest window: the same bounds as the other guards' windows.
+pub const MIN_WINDOW: Duration = crate::budget::MIN_WINDOW;
+/// The longest window.
+pub const MAX_WINDOW: Duration = crate::budget::MAX_WINDOW;
+
+const REQUESTS: usize = 0;
+const ACCEPTS: usize = 1;
+
+/// Client-side adaptive throttling, per dependency: before every attempt, the
+/// client rejects it locally with probability
+///
+/// ```text
+/// max(0, (requests − K · accepts) / (requests + 1))
+/// ```
+///
+/// over a sliding window (two minutes by default), where `requests` counts
+/// every attempt the client meant to send (rejected ones included) and
+/// `accepts` those the dependency accepted: any answer but a transient
+/// failure or a throttling one (a 404 is the dependency accepting the
+/// request; a 503, a 429, a timeout or a reset is not). While the dependency
+/// accepts everything, nothing is rejected; when it accepts nothing, the
+/// client sends about `1/K` of its requests... and fewer as the window fills
+/// with its own rejections: `requests` grows while `accepts` does not.
+///
+/// Give one to every call to a dependency ([`Retry::adaptive_throttle`](crate::Retry::adaptive_throttle));
+/// clones share one state. The driver asks it in its one admission, as it asks
+/// the breaker, with the call's own random number generator (seeded with
+/// [`Retry::seed`](crate::Retry::seed) for a reproducible run).
+///
+/// ```
+/// use retryscope::clock::ManualClock;
+/// use retryscope::overload::AdaptiveThrottle;
+///
+/// # fn main() -> Result<(), retryscope::overload::OverloadError> {
+/// let throttle = AdaptiveThrottle::builder().clock(ManualClock::new()).build()?;
+/// // 100 requests, 20 accepted: (100 − 2·20) / 101 of the next are rejected.
+/// for n in 0..100 {
+///     assert!(throttle.admit(1.0 - f64::EPSILON)); // a draw of ~1 is never rejected
+///     if n < 20 {
+///         throttle.accepted();
+///     }
+/// }
+/// assert_eq!(throttle.rejection_probability(), 60.0 / 101.0);
+/// assert_eq!(throttle.accept_ratio(), Some(0.2));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct AdaptiveThrottle {
+    inner: std::sync::Arc<Inner>,
+}
+
+struct Inner {
+    k: f64,
+    window: SlottedWindow<2>,
+    time: Timeline,
+}
+
+impl AdaptiveThrottle {
+    /// `K` = 2 over two minutes, on the default clock.
+    pub fn new() -> Self {
+        Self::from_settings(DEFAULT_K, DEFAULT_WINDOW, GuardClock::default())
+    }
+
+    /// Settings other than the defaults.
+    pub fn builder() -> AdaptiveThrottleBuilder {
+        AdaptiveThrottleBuilder::default()
+    }
+
+    fn from_settings(k: f64, window: Duration, clock: GuardClock) -> Self {
+        Self {
+            inner: std::sync::Arc::new(Inner { k, window: SlottedWindow::new(window), time: clock.start() }),
+        }
+    }
+
+    fn epoch(&self) -> u64 {
+        self.inner.window.epoch(self.inner.time.coarse_nanos())
+    }
+
+    /// The window's counts now: requests, accepts.
+    fn counts(&self) -> (f64, f64) {
+        let [requests, accepts] = self.inner.window.totals(self.epoch());
+        (requests as f64, accepts as f64)
+    }
+
+    /// The probability that the next request is rejected locally, now.
+    pub fn rejection_probability(&self) -> f64 {
+        let (requests, accepts) = self.counts();
+        probability(requests, accepts, self.inner.k)
+    }
+
+    /// The share of the window's requests the dependency accepted, `None`
+    /// while the window holds none: the `retryscope.overload.accepted`
+    /// gauge.
+    pub fn accept_ratio(&self) -> Option<f64> {
+        let (requests, accepts) = self.counts();
+        (requests > 0.0).then(|| (accepts / requests).min(1.0))
+    }
+
+    /// `K`, the multiplier of accepts the client may send.
+    pub fn k(&self) -> f64 {
+        self.inner.k
+    }
+
+    /// A request is about to be sent: counted, and admitted unless `draw`, a
+    /// uniform random number in `[0, 1)`, falls below the rejection
+    /// probability. `false`: reject it locally, do not send it.
+    pub fn admit(&self, draw: f64) -> bool {
+        let epoch = self.epoch();
+        let [requests, accepts] = self.inner.window.totals(epoch);
+        self.inner.window.add(epoch, REQUESTS, 1);
+        draw >= probability(requests as f64, accepts as f64, self.inner.k)
+    }
+
+    /// The dependency accepted a request (it answered, whatever the answer,
+    /// except a transient failure or a request to slow down).
+    pub fn accepted(&self) {
+        self.inner.window.add(self.epoch(), ACCEPTS, 1);
+    }
+}
+
+/// The SRE book's formula.
+fn probability(requests: f64, accepts: f64, k: f64) -> f64 {
+    ((requests - k * accepts) / (requests + 1.0)).max(0.0)
+}
+
+impl Default for AdaptiveThrottle {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for AdaptiveThrottle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (requests, accepts) = self.counts();
+        f.debug_struct("AdaptiveThrottle")
+            .field("k", &self.inner.k)
+            .field("requests", &requests)
+            .field("accepts", &accepts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`AdaptiveThrottle`]; see [`AdaptiveThrottle::builder`].
+#[derive(Clone)]
+#[must_use = "a builder makes no throttle until `build` is called"]
+pub struct AdaptiveThrottleBuilder {
+    k: f64,
+    window: Duration,
+    clock: Option<GuardClock>,
+}
+
+impl Default for AdaptiveThrottleBuilder {
+    fn default() -> Self {
+        Self { k: DEFAULT_K, window: DEFAULT_WINDOW, clock: None }
+    }
+}
+
+impl AdaptiveThrottleBuilder {
+    /// `K`, within [`MIN_K`]`..=`[`MAX_K`] (default [`DEFAULT_K`], 2): the
+    /// client sends up to `K` times what the dependency accepts. Lower is
+    /// more aggressive.
+    pub fn k(mut self, k: f64) -> Self {
+        self.k = k;
+        self
+    }
+
+    /// The sliding window, within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`] (default
+    /// [`DEFAULT_WINDOW`], two minutes). Counts expire between 0.9 and 1
+    /// window after they were made.
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// The clock to read time from (default: tokio's with the `tokio`
+    /// feature, else the system's).
+    pub fn clock(mut self, clock: impl Clock + 'static) -> Self {
+        self.clock = Some(GuardClock::new(clock));
+        self
+    }
+
+    /// The throttle, or the setting that is out of range.
+    pub fn build(self) -> Result<AdaptiveThrottle, OverloadError> {
+        if !(MIN_K..=MAX_K).contains(&self.k) {
+            return Err(OverloadError::OutOfRange { setting: "k", value: SettingValue::Number(self.k) });
+        }
+        if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
+            return Err(OverloadError::OutOfRange {
+                setting: "window",
+                value: SettingValue::Duration(self.window),
+            });
+        }
+        Ok(AdaptiveThrottle::from_settings(self.k, self.window, self.clock.unwrap_or_default()))
+    }
+}
+
+impl fmt::Debug for AdaptiveThrottleBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveThrottleBuilder").field("k", &self.k).field("window", &self.window).finish()
+    }
+}
+
+/// A setting an overload guard's builder refused.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OverloadError {
+    /// A setting was outside what it accepts: the adaptive throttle's `k`
+    /// within [`MIN_K`]`..=`[`MAX_K`], its `window` within
+    /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`].
+    OutOfRange {
+        /// The setting's name, as its builder method spells it.
+        setting: &'static str,
+        /// The value given.
+        value: SettingValue,
+    },
+}
+
+impl fmt::Display for OverloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self::OutOfRange { setting, value } = self;
+        match *setting {
+            "k" => write!(f, "adaptive throttle k must be within {MIN_K}..={MAX_K}, got {value}"),
+            "window" => {
+                write!(
+                    f,
+                    "adaptive throttle window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {value}"
+                )
+            }
+            other => write!(f, "{other} is out of range: {value}"),
+        }
+    }
+}
+
+impl std::error::Error for OverloadError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn throttle(clock: &ManualClock) -> AdaptiveThrottle {
+        AdaptiveThrottle::builder().clock(clock.clone()).build().expect("defaults are valid")
+    }
+
+    /// `requests` requests, the first `accepts` of them accepted; none rejected.
+    fn feed(throttle: &AdaptiveThrottle, requests: u32, accepts: u32) {
+        for n in 0..requests {
+            assert!(throttle.admit(1.0));
+            if n < accepts {
+                throttle.accepted();
+            }
+        }
+    }
+
+    #[test]
+    fn the_rejection_probability_is_the_sre_formula() {
+        for (requests, accepts, expected) in [
+            (0, 0, 0.0),
+            (10, 10, 0.0),
+            (10, 5, 0.0),
+            (10, 4, 2.0 / 11.0),
+            (100, 0, 100.0 / 101.0),
+            (100, 20, 60.0 / 101.0),
+            (1_000, 499, 2.0 / 1_001.0),
+        ] {
+            let clock = ManualClock::new();
+            let throttle = throttle(&clock);
+            feed(&throttle, requests, accepts);
+            assert_eq!(throttle.rejection_probability(), expected, "{requests} requests, {accepts} accepts");
+        }
+    }
+
+    #[test]
+    fn k_changes_the_slack_and_the_window_forgets() {
+        let clock = ManualClock::new();
+        let throttle = AdaptiveThrottle::builder()
+            .k(1.5)
+            .window(Duration::from_secs(10))
+            .clock(clock.clone())
+            .build()
+            .expect("valid");
+        feed(&throttle, 100, 40);
+        assert_eq!(throttle.rejection_probability(), 40.0 / 101.0);
+        assert_eq!(throttle.accept_ratio(), Some(0.4));
+        clock.advance(Duration::from_secs(10));
+        assert_eq!(throttle.rejection_probability(), 0.0);
+        assert_eq!(throttle.accept_ratio(), None);
+    }
+
+    #[test]
+    fn a_draw_below_the_probability_is_rejected_and_still_counted() {
+        let clock = ManualClock::new();
+        let throttle = throttle(&clock);
+        feed(&throttle, 10, 0);
+        let p = throttle.rejection_probability();
+        assert_eq!(p, 10.0 / 11.0);
+        assert!(!throttle.admit(p - 1e-9));
+        // The rejected request counts: 11 requests now.
+        assert_eq!(throttle.rejection_probability(), 11.0 / 12.0);
+        assert!(throttle.admit(11.0 / 12.0));
+    }
+
+    #[test]
+    fn settings_out_of_range_are_refused() {
+        for (builder, setting) in [
+            (AdaptiveThrottle::builder().k(0.5), "k"),
+            (AdaptiveThrottle::builder().k(f64::NAN), "k"),
+            (AdaptiveThrottle::builder().k(1_000.0), "k"),
+            (AdaptiveThrottle::builder().window(Duration::from_millis(10)), "window"),
+            (AdaptiveThrottle::builder().window(Duration::from_secs(7_200)), "window"),
+        ] {
+            let error = builder.build().expect_err("out of range");
+            assert!(matches!(error, OverloadError::OutOfRange { setting: s, .. } if s == setting), "{error}");
+        }
+    }
+}
