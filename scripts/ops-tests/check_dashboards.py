@@ -51,6 +51,7 @@ CONTRACT = {
     "retryscope_hedges_total": [],
     "retryscope_hedge_wins_total": [],
     "retryscope_idempotency_requests_total": ["retryscope_idempotency_outcome", "http_route"],
+    "retryscope_faults_injected_total": ["retryscope_fault_kind"],
 }
 for _h, _labels in HISTOGRAMS.items():
     CONTRACT[_h + "_bucket"] = _labels + ["le"]
@@ -345,6 +346,8 @@ def synthetic_series():
         counter("retryscope_requests_total", base, 150)
         counter("retryscope_hedges_total", base, 6)
         counter("retryscope_hedge_wins_total", base, 4)
+        for kind, k in (("status", 12), ("reset", 3), ("latency", 5)):
+            counter("retryscope_faults_injected_total", {**base, "retryscope_fault_kind": kind}, k)
         for reason, k in (("503", 20), ("timeout", 10)):
             counter("retryscope_retries_total", {**base, "retryscope_retry_reason": reason}, k)
         for attempt, err, k, med in (("1", "", 120, 0.05), ("1", "503", 30, 0.02),

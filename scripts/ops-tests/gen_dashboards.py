@@ -382,10 +382,29 @@ def overview():
         [target('sum by (job, retryscope_idempotency_outcome) (rate(retryscope_idempotency_requests_total'
                 f'{{job=~"$job"}}[{RI}]))', "{{job}}: {{retryscope_idempotency_outcome}}", "A")],
         {"h": 8, "w": 24, "x": 0, "y": 97}, unit="reqps", stack=True))
+    # Issue 37: fault injection (retryscope_http::fault), injected failures apart from real ones.
+    injected = (f'sum by ({BY}) (rate(retryscope_faults_injected_total{{{SEL}, '
+                f'retryscope_fault_kind!~"latency|slow_body"}}[{RI}]))')
+    failed = (f'sum by ({BY}) (rate(retryscope_attempt_duration_seconds_count{{{SEL}, '
+              f'error_type!=""}}[{RI}]))')
+    p.append(row(150, "Fault injection: injected versus real failures", 105))
+    p.append(timeseries(
+        50, "Injected versus real failed attempts",
+        "Failed attempts per second, split into those a fault layer injected "
+        "(retryscope_faults_injected_total, by retryscope_fault_kind; latency and slow_body delay "
+        "an attempt without failing it and are left out) and the rest, the real failures (failed "
+        "attempts, retryscope_attempt_duration_seconds_count with an error_type, minus the injected "
+        "ones). During a game day the injected line is the drill; a real line that rises with it "
+        "is an outage the drill caused. No injected line: no fault layer is enabled.",
+        [target(f'sum by ({BY}, retryscope_fault_kind) (rate(retryscope_faults_injected_total{{{SEL}}}[{RI}]))',
+                "injected {{retryscope_fault_kind}}: {{job}} → {{retryscope_dependency}}", "A"),
+         target(f"{failed} - ({injected} or 0 * {failed})",
+                "real: {{job}} → {{retryscope_dependency}}", "B")],
+        {"h": 8, "w": 24, "x": 0, "y": 106}, unit="reqps", links=[trace_link()]))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, and what servers' idempotency layers replay. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, and which failures a fault layer injected. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

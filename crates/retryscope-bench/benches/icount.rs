@@ -71,7 +71,22 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("guard_retry_budget", || with_budget(|b| b.request_started_and_retry())),
     ("guard_token_bucket", || with_bucket(|b| b.success_and_retry())),
     ("guard_circuit_breaker", || with_breaker(|b| b.try_acquire().map(|permit| permit.success()).is_ok())),
+    ("fault_disabled", fault_disabled),
 ];
+
+/// Faults built (off, as always) with a rule that would inject into every
+/// call: what every call through a fault layer pays while they stay off.
+static FAULTS: LazyLock<retryscope_http::fault::Faults> = LazyLock::new(|| {
+    use retryscope_http::fault::{FaultKind, FaultRate, FaultRule, Faults};
+    Faults::builder().rule(FaultRule::new(FaultKind::unavailable(), FaultRate::ALWAYS)).no_metrics().build()
+});
+
+/// The fault layers' decision while off (`Faults::decide`): granted when
+/// nothing is injected.
+fn fault_disabled() -> bool {
+    let target = retryscope_http::fault::Target::new("payments.internal", "/charge");
+    FAULTS.decide(black_box(&target)).is_none()
+}
 
 fn happy_retryscope() -> bool {
     let flaky = Flaky::new(0);

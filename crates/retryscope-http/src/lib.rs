@@ -32,6 +32,7 @@
 
 mod body_rule;
 mod error;
+pub mod fault;
 mod idempotency;
 mod options;
 mod redact;

@@ -79,6 +79,8 @@ impl<U: fmt::Display> HttpTarget<'_, U> {
             // Recorded by the observer on the copies of a hedged call.
             retryscope.hedge = Empty,
             retryscope.hedge.outcome = Empty,
+            // Recorded by a fault layer below the retry layer (fault injection).
+            retryscope.fault.injected = Empty,
             "error.type" = Empty,
             "http.request.method" = known().unwrap_or(OTHER_METHOD),
             "http.request.method_original" = known().is_none().then(|| self.method.as_str()),

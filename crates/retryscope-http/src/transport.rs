@@ -2,6 +2,7 @@
 //! retrying, and whether it could have reached the server.
 
 use crate::error::NotReplayable;
+use crate::fault::InjectedFault;
 use retryscope::ErrorType;
 use retryscope::Verdict;
 use retryscope::classify::Stage;
@@ -41,6 +42,7 @@ pub enum Refused {
 /// | in the chain | `error.type` | verdict | reached the server? |
 /// |---|---|---|---|
 /// | [`NotReplayable`] | `_OTHER` | permanent | — |
+/// | an injected refusal ([`InjectedFault`]) | `connect` | retryable | no |
 /// | connection refused, with [`Refused::NotSent`] | `connect` | retryable | no |
 /// | other I/O errors (even "unreachable" on an open connection) | per [`io_error`](retryscope::classify::io_error) | per [`io_error`](retryscope::classify::io_error) | maybe |
 /// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
@@ -51,6 +53,11 @@ pub fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failur
     std::iter::successors(Some(error), |&e| e.source()).find_map(|cause| {
         if cause.is::<NotReplayable>() {
             return Some(Failure::sent(Verdict::permanent(ErrorType::OTHER)));
+        }
+        // An injected refusal sent nothing, whatever the library could tell
+        // of a real one: judged as the library's own connect failure is.
+        if cause.downcast_ref::<InjectedFault>().is_some_and(InjectedFault::refused) {
+            return Some(Failure { verdict: Verdict::retryable(ErrorType::CONNECT), stage: Stage::NotSent });
         }
         let verdict = retryscope::transient::cause_verdict(cause)?;
         // Which failure it was is the engine's rule; where it happened is ours.

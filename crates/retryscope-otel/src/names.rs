@@ -51,6 +51,10 @@ pub const HEDGE_WINS: &str = "retryscope.hedge.wins";
 /// Observable gauge `{retry}`: how many retries the budget would allow now.
 pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 
+/// Counter `{fault}`: faults injected below the retry layer (fault injection,
+/// `retryscope_http::fault`), by [`DEPENDENCY`] and [`FAULT_KIND`].
+pub const FAULTS_INJECTED: &str = "retryscope.faults.injected";
+
 /// Counter `{span}`: spans dropped because their export to the collector
 /// failed (the `otlp` feature's exporter counts them, and logs once when
 /// exports start failing and once when they recover).
@@ -58,6 +62,8 @@ pub const SPANS_LOST: &str = "retryscope.telemetry.spans.lost";
 
 /// Unit of [`SPANS_LOST`].
 pub const UNIT_SPAN: &str = "{span}";
+/// Unit of [`FAULTS_INJECTED`].
+pub const UNIT_FAULT: &str = "{fault}";
 /// Unit of [`REQUESTS`] and [`REFUSED`].
 pub const UNIT_REQUEST: &str = "{request}";
 /// Unit of [`RETRIES`], [`THROTTLED`] and [`BUDGET_AVAILABLE`].
@@ -91,6 +97,11 @@ pub const HEDGE_WON: &str = "won";
 pub const HEDGE_CANCELLED: &str = "cancelled";
 /// [`HEDGE_OUTCOME`] of a copy that failed.
 pub const HEDGE_FAILED: &str = "failed";
+/// On the span of an attempt a fault was injected into: the fault's kind
+/// (every value: `retryscope_http::fault::FaultKind::ALL`).
+pub const FAULT_INJECTED: &str = "retryscope.fault.injected";
+/// The kind of an injected fault on [`FAULTS_INJECTED`] (the values of [`FAULT_INJECTED`]).
+pub const FAULT_KIND: &str = "retryscope.fault.kind";
 /// How many attempts an operation started.
 pub const ATTEMPTS: &str = "retryscope.attempts";
 /// How an operation ended: `success`, `failure`, `exhausted`, `throttled`, `cancelled`.

@@ -121,6 +121,8 @@ pub fn default_attempt_span(info: &AttemptInfo<'_>) -> Span {
         otel.status_code = Empty,
         retryscope.hedge = Empty,
         retryscope.hedge.outcome = Empty,
+        // Recorded by a fault layer below the retry layer (fault injection).
+        retryscope.fault.injected = Empty,
     )
 }
 

@@ -30,6 +30,7 @@
 
 mod builder;
 mod classify;
+pub mod fault;
 mod middleware;
 mod read_ahead;
 mod release;

@@ -64,6 +64,7 @@ mod builder;
 mod call;
 mod classify;
 mod error;
+pub mod fault;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;

@@ -117,6 +117,8 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
         // Recorded by the observer on the copies of a hedged call.
         retryscope.hedge = Empty,
         retryscope.hedge.outcome = Empty,
+        // Recorded by a fault layer below the retry layer (fault injection).
+        retryscope.fault.injected = Empty,
         "error.type" = Empty,
         "rpc.system" = "grpc",
         "rpc.service" = split().0,

@@ -15,7 +15,9 @@ use retryscope::hedge::HedgePolicy;
 use retryscope::overload::AdaptiveThrottle;
 use retryscope::{CircuitBreaker, ErrorType, Pacer, Policy, RetryBudget, RetryError, StopReason};
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::fault::FaultMiddleware;
 use retryscope_test_support::telemetry::Telemetry;
+use retryscope_tower::fault::{FaultLayer, FaultService, Faults};
 use retryscope_tower::{BodyLimit, BodyRule, BoxError, ResponseRule, RetryLayer, RetryService};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +55,10 @@ pub(crate) struct Setup {
     adaptive_throttle: Option<fn() -> AdaptiveThrottle>,
     hedge: Option<HedgePolicy>,
     retry_at_one_layer: bool,
+    /// Injected below the retries (`FaultMiddleware`, `FaultLayer`); every
+    /// client has the layer, disabled faults when none are set, so that
+    /// every conformance test also shows that disabled faults change nothing.
+    faults: Option<Faults>,
 }
 
 impl Setup {
@@ -75,6 +81,7 @@ impl Setup {
             adaptive_throttle: None,
             hedge: None,
             retry_at_one_layer: false,
+            faults: None,
         }
     }
 
@@ -159,6 +166,12 @@ impl Setup {
         self.retry_at_one_layer = true;
         self
     }
+
+    /// Injects `faults` below the retries.
+    pub(crate) fn faults(mut self, faults: Faults) -> Setup {
+        self.faults = Some(faults);
+        self
+    }
 }
 
 /// Calls on one builder, whichever integration's it is, the setters `Setup`
@@ -233,7 +246,7 @@ type TowerBody = BoxBody<Bytes, std::io::Error>;
 #[derive(Clone)]
 pub(crate) enum Client {
     Reqwest(reqwest_middleware::ClientWithMiddleware),
-    Tower(Box<RetryService<HyperClient<HttpConnector, TowerBody>>>),
+    Tower(Box<RetryService<FaultService<HyperClient<HttpConnector, TowerBody>>>>),
 }
 
 impl Integration {
@@ -242,14 +255,19 @@ impl Integration {
     pub(crate) fn client(self, setup: Setup) -> Client {
         match self {
             Integration::Reqwest => {
+                let faults = setup.faults.clone().unwrap_or_else(|| Faults::builder().build());
                 let middleware = configure!(RetryMiddleware::builder, setup);
                 let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
-                Client::Reqwest(reqwest_middleware::ClientBuilder::new(inner).with(middleware).build())
+                let client = reqwest_middleware::ClientBuilder::new(inner).with(middleware);
+                Client::Reqwest(client.with(FaultMiddleware::new(faults)).build())
             }
             Integration::Tower => {
+                let faults = setup.faults.clone().unwrap_or_else(|| Faults::builder().build());
                 let layer = configure!(RetryLayer::builder, setup);
                 let inner = HyperClient::builder(TokioExecutor::new()).build_http::<TowerBody>();
-                Client::Tower(Box::new(ServiceBuilder::new().layer(layer).service(inner)))
+                let service =
+                    ServiceBuilder::new().layer(layer).layer(FaultLayer::new(faults)).service(inner);
+                Client::Tower(Box::new(service))
             }
         }
     }
@@ -383,6 +401,14 @@ impl Response {
     /// The whole body, as text.
     pub(crate) async fn text(self) -> String {
         String::from_utf8(self.bytes().await.to_vec()).expect("a UTF-8 body")
+    }
+
+    /// The whole body, or the error its read ended with (its chain, outermost first).
+    pub(crate) async fn read(self) -> Result<Bytes, Vec<String>> {
+        match self.body {
+            ResponseBody::Reqwest(response) => response.bytes().await.map_err(|e| chain(&e)),
+            ResponseBody::Tower(body) => body.collect().await.map(|b| b.to_bytes()).map_err(|e| chain(&*e)),
+        }
     }
 
     /// The next chunk of the body as it arrives (`None` at its end), failing
