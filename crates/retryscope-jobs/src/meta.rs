@@ -70,7 +70,7 @@ impl JobMeta {
         let previous_delay = parse_opt(&header, PREVIOUS_DELAY_HEADER)?.map(Duration::from_millis);
         let run_at = parse_opt(&header, RUN_AT_HEADER)?.map(from_millis);
         let replays = parse_opt(&header, REPLAYS_HEADER)?
-            .map_or(Ok(0), |n| u32::try_from(n))
+            .map_or(Ok(0), u32::try_from)
             .map_err(|_| InvalidMeta { header: REPLAYS_HEADER })?;
         if attempt > 1 && first_attempt_at.is_none() {
             // A retry that does not say when the job started cannot be held to its deadline.

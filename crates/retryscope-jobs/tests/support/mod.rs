@@ -30,7 +30,7 @@ pub async fn queue(url: &str, test: &str, policy: &JobPolicy, ack_wait: Duration
     let client = async_nats::connect(url).await.expect("nats-server answers");
     let stream = unique(test).to_uppercase();
     let subject = format!("{}.work", stream.to_lowercase());
-    let config = NatsQueueConfig::new(&stream, [format!("{subject}")], "workers")
+    let config = NatsQueueConfig::new(&stream, [subject.to_string()], "workers")
         .ack_wait(ack_wait)
         .dead_letters(format!("{stream}_DEAD"), format!("dead_{}", stream.to_lowercase()));
     let queue = NatsQueue::open(client.clone(), config, policy).await.expect("streams and consumer");
