@@ -19,8 +19,6 @@ pub const ATTEMPTS: &str = "retryscope.job.attempts";
 pub const AGE: &str = "retryscope.job.age";
 /// Jobs sent to the dead letters, by `retryscope.job.dead_reason`.
 pub const DEAD_LETTERS: &str = "retryscope.job.dead_letters";
-/// Jobs replayed from the dead letters.
-pub const REPLAYS: &str = "retryscope.job.replays";
 /// The outcome attribute.
 pub const OUTCOME_ATTR: &str = "retryscope.job.outcome";
 /// The dead-letter reason attribute.
