@@ -17,7 +17,10 @@
 //!
 //! Attempt count, first-attempt time and previous delay travel in headers
 //! ([`meta`]), since a broker's delivery count cannot tell a hold from an
-//! attempt. See `docs/guide/jobs.md` for a walkthrough.
+//! attempt.
+//!
+//! - The telemetry contract: [docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md).
+//! - The runbook: [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
 
 pub mod broker;
 pub mod dead;
