@@ -17,6 +17,9 @@
 //!   failing server.
 //! - [`collapse`]: a load-sensitive server tipped into metastable failure by a
 //!   spike, with and without backoff and a retry budget.
+//! - [`metastable`]: a published metastable retry case — one of two
+//!   servers down for 5 s, naive retries overloaded long after — with the
+//!   retry budget and the SRE book's adaptive throttle.
 //! - [`layers`]: retries multiplying down a call chain (Google SRE book,
 //!   "Handling Overload"), and retrying at one layer only.
 //! - [`told`]: the herd's "server-told" scenario — clients one server told the
@@ -28,6 +31,7 @@ pub mod collapse;
 pub mod events;
 pub mod herd;
 pub mod layers;
+pub mod metastable;
 pub mod output;
 pub mod rng;
 pub mod server;
@@ -58,6 +62,8 @@ pub enum Experiment {
     Amplify(amplify::AmplifyArgs),
     /// Metastable collapse of a load-sensitive server after a spike, and its cure.
     Collapse(collapse::CollapseArgs),
+    /// One of two servers down for 5 s: naive retries stay overloaded after it, throttled clients recover.
+    Metastable(metastable::MetastableArgs),
     /// Retries multiplying down a call chain, and retrying at one layer only (SRE book).
     Layers(layers::LayersArgs),
     /// Clients told the same Retry-After at once: exactly as told, or spread by the engine's hint rule.
@@ -144,6 +150,7 @@ pub fn run(args: &SimulateArgs) -> Result<(), SimError> {
         Experiment::Herd(a) => herd::report(a)?,
         Experiment::Amplify(a) => amplify::report(a)?,
         Experiment::Collapse(a) => collapse::report(a)?,
+        Experiment::Metastable(a) => metastable::report(a)?,
         Experiment::Layers(a) => layers::report(a)?,
         Experiment::Told(a) => told::report(a)?,
     };
