@@ -1,6 +1,7 @@
 //! The policies the storm compares, from naive to fully guarded.
 
 use retryscope::breaker::CircuitBreakerBuilder;
+use retryscope::overload::{AdaptiveThrottle, AdaptiveThrottleBuilder};
 use retryscope::{CircuitBreaker, Jitter, Policy, PolicyError, RetryBudget};
 use retryscope_reqwest::{RetryMiddleware, RetryMiddlewareBuilder};
 use std::fmt;
@@ -25,16 +26,20 @@ pub enum StormPolicy {
     Budget,
     /// Full jitter, a budget and a circuit breaker per host.
     Breaker,
+    /// Full jitter and the SRE book's client-side adaptive throttle per host,
+    /// which rejects first attempts too, locally, as the host accepts fewer.
+    Throttled,
 }
 
 impl StormPolicy {
     /// Every policy, in the order the report shows them.
-    pub const ALL: [StormPolicy; 5] = [
+    pub const ALL: [StormPolicy; 6] = [
         StormPolicy::Naive,
         StormPolicy::Backoff,
         StormPolicy::FullJitter,
         StormPolicy::Budget,
         StormPolicy::Breaker,
+        StormPolicy::Throttled,
     ];
 
     /// The name used on the command line, in reports and as `retryscope.operation`.
@@ -45,6 +50,7 @@ impl StormPolicy {
             StormPolicy::FullJitter => "full-jitter",
             StormPolicy::Budget => "budget",
             StormPolicy::Breaker => "breaker",
+            StormPolicy::Throttled => "throttled",
         }
     }
 
@@ -59,7 +65,7 @@ impl StormPolicy {
                 .jitter(Jitter::None)
                 .build(),
             StormPolicy::Backoff => exponential(base).jitter(Jitter::None).build(),
-            StormPolicy::FullJitter | StormPolicy::Budget | StormPolicy::Breaker => {
+            StormPolicy::FullJitter | StormPolicy::Budget | StormPolicy::Breaker | StormPolicy::Throttled => {
                 exponential(base).jitter(Jitter::Full).build()
             }
         }
@@ -73,6 +79,14 @@ impl StormPolicy {
                 builder.no_budget().no_breaker()
             }
             StormPolicy::Budget => builder.budget_per_dependency(RetryBudget::new).no_breaker(),
+            StormPolicy::Throttled => {
+                // Checked once here, so the per-host factory below cannot fail.
+                throttle().build().map_err(|e| e.to_string())?;
+                builder
+                    .no_budget()
+                    .no_breaker()
+                    .adaptive_throttle_per_dependency(|| throttle().build().unwrap_or_default())
+            }
             StormPolicy::Breaker => {
                 let breaker = breaker();
                 // Checked once here, so the per-host factory below cannot fail.
@@ -94,6 +108,15 @@ fn breaker() -> CircuitBreakerBuilder {
         .window(Duration::from_secs(2))
         .cool_down(Duration::from_secs(1))
         .half_open_probes(3)
+}
+
+/// The SRE book's throttle (K = 2) judging the last 2 s, sized for a storm of
+/// a few seconds as the breaker is: its default two-minute window outlasts the
+/// whole run, and a throttle counts its own rejections as requests, so a
+/// window still full of the outage keeps rejecting long after it (see
+/// `retryscope simulate metastable --throttle-window`).
+fn throttle() -> AdaptiveThrottleBuilder {
+    AdaptiveThrottle::builder().window(Duration::from_secs(2))
 }
 
 /// 6 attempts, 100 ms doubling to 2 s.

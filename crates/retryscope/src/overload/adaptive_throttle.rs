@@ -21,6 +21,13 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_secs(120);
 pub const MIN_WINDOW: Duration = crate::budget::MIN_WINDOW;
 /// The longest window.
 pub const MAX_WINDOW: Duration = crate::budget::MAX_WINDOW;
+/// The rejection probability's ceiling unless set: Envoy's admission control
+/// default (`max_rejection_probability`, 80 %). Uncapped, the formula
+/// approaches 1 while a dependency accepts nothing, the client sends about one
+/// request per window, and after the dependency is back the accepts that let
+/// more through double only once per window or so; capped, a fifth of the
+/// requests keep probing, and the client follows the recovery within a window.
+pub const DEFAULT_MAX_REJECTION: f64 = 0.8;
 
 const REQUESTS: usize = 0;
 const ACCEPTS: usize = 1;
@@ -29,7 +36,7 @@ const ACCEPTS: usize = 1;
 /// client rejects it locally with probability
 ///
 /// ```text
-/// max(0, (requests − K · accepts) / (requests + 1))
+/// min(max_rejection, max(0, (requests − K · accepts) / (requests + 1)))
 /// ```
 ///
 /// over a sliding window (two minutes by default), where `requests` counts
@@ -39,7 +46,10 @@ const ACCEPTS: usize = 1;
 /// request; a 503, a 429, a timeout or a reset is not). While the dependency
 /// accepts everything, nothing is rejected; when it accepts nothing, the
 /// client sends about `1/K` of its requests... and fewer as the window fills
-/// with its own rejections: `requests` grows while `accepts` does not.
+/// with its own rejections (`requests` grows while `accepts` does not), down
+/// to `1 − max_rejection`: a fifth by default, Envoy's ceiling, so that the
+/// client sees the dependency come back (the SRE book's formula has none;
+/// [`AdaptiveThrottleBuilder::max_rejection_probability`]`(1.0)` restores it).
 ///
 /// Give one to every call to a dependency ([`Retry::adaptive_throttle`](crate::Retry::adaptive_throttle));
 /// clones share one state. The driver asks it in its one admission, as it asks
@@ -71,6 +81,7 @@ pub struct AdaptiveThrottle {
 
 struct Inner {
     k: f64,
+    max_rejection: f64,
     window: SlottedWindow<2>,
     time: Timeline,
 }
@@ -78,7 +89,7 @@ struct Inner {
 impl AdaptiveThrottle {
     /// `K` = 2 over two minutes, on the default clock.
     pub fn new() -> Self {
-        Self::from_settings(DEFAULT_K, DEFAULT_WINDOW, GuardClock::default())
+        Self::from_settings(DEFAULT_K, DEFAULT_MAX_REJECTION, DEFAULT_WINDOW, GuardClock::default())
     }
 
     /// Settings other than the defaults.
@@ -86,10 +97,9 @@ impl AdaptiveThrottle {
         AdaptiveThrottleBuilder::default()
     }
 
-    fn from_settings(k: f64, window: Duration, clock: GuardClock) -> Self {
-        Self {
-            inner: std::sync::Arc::new(Inner { k, window: SlottedWindow::new(window), time: clock.start() }),
-        }
+    fn from_settings(k: f64, max_rejection: f64, window: Duration, clock: GuardClock) -> Self {
+        let window = SlottedWindow::new(window);
+        Self { inner: std::sync::Arc::new(Inner { k, max_rejection, window, time: clock.start() }) }
     }
 
     fn epoch(&self) -> u64 {
@@ -105,7 +115,7 @@ impl AdaptiveThrottle {
     /// The probability that the next request is rejected locally, now.
     pub fn rejection_probability(&self) -> f64 {
         let (requests, accepts) = self.counts();
-        probability(requests, accepts, self.inner.k)
+        self.probability(requests, accepts)
     }
 
     /// The share of the window's requests the dependency accepted, `None`
@@ -128,7 +138,7 @@ impl AdaptiveThrottle {
         let epoch = self.epoch();
         let [requests, accepts] = self.inner.window.totals(epoch);
         self.inner.window.add(epoch, REQUESTS, 1);
-        draw >= probability(requests as f64, accepts as f64, self.inner.k)
+        draw >= self.probability(requests as f64, accepts as f64)
     }
 
     /// The dependency accepted a request (it answered, whatever the answer,
@@ -136,11 +146,11 @@ impl AdaptiveThrottle {
     pub fn accepted(&self) {
         self.inner.window.add(self.epoch(), ACCEPTS, 1);
     }
-}
 
-/// The SRE book's formula.
-fn probability(requests: f64, accepts: f64, k: f64) -> f64 {
-    ((requests - k * accepts) / (requests + 1.0)).max(0.0)
+    /// The SRE book's formula, capped at the ceiling.
+    fn probability(&self, requests: f64, accepts: f64) -> f64 {
+        ((requests - self.inner.k * accepts) / (requests + 1.0)).clamp(0.0, self.inner.max_rejection)
+    }
 }
 
 impl Default for AdaptiveThrottle {
@@ -165,13 +175,14 @@ impl fmt::Debug for AdaptiveThrottle {
 #[must_use = "a builder makes no throttle until `build` is called"]
 pub struct AdaptiveThrottleBuilder {
     k: f64,
+    max_rejection: f64,
     window: Duration,
     clock: Option<GuardClock>,
 }
 
 impl Default for AdaptiveThrottleBuilder {
     fn default() -> Self {
-        Self { k: DEFAULT_K, window: DEFAULT_WINDOW, clock: None }
+        Self { k: DEFAULT_K, max_rejection: DEFAULT_MAX_REJECTION, window: DEFAULT_WINDOW, clock: None }
     }
 }
 
@@ -181,6 +192,16 @@ impl AdaptiveThrottleBuilder {
     /// more aggressive.
     pub fn k(mut self, k: f64) -> Self {
         self.k = k;
+        self
+    }
+
+    /// The ceiling of the rejection probability, within `0.0..=1.0` (default
+    /// [`DEFAULT_MAX_REJECTION`], 0.8, as Envoy's admission control): at
+    /// least `1 − max` of the requests are sent even while the dependency
+    /// accepts none, so the client sees it come back. `1.0` is the SRE book's
+    /// formula uncapped.
+    pub fn max_rejection_probability(mut self, max: f64) -> Self {
+        self.max_rejection = max;
         self
     }
 
@@ -204,19 +225,34 @@ impl AdaptiveThrottleBuilder {
         if !(MIN_K..=MAX_K).contains(&self.k) {
             return Err(OverloadError::OutOfRange { setting: "k", value: SettingValue::Number(self.k) });
         }
+        if !(0.0..=1.0).contains(&self.max_rejection) {
+            return Err(OverloadError::OutOfRange {
+                setting: "max_rejection_probability",
+                value: SettingValue::Number(self.max_rejection),
+            });
+        }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
             return Err(OverloadError::OutOfRange {
                 setting: "window",
                 value: SettingValue::Duration(self.window),
             });
         }
-        Ok(AdaptiveThrottle::from_settings(self.k, self.window, self.clock.unwrap_or_default()))
+        Ok(AdaptiveThrottle::from_settings(
+            self.k,
+            self.max_rejection,
+            self.window,
+            self.clock.unwrap_or_default(),
+        ))
     }
 }
 
 impl fmt::Debug for AdaptiveThrottleBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AdaptiveThrottleBuilder").field("k", &self.k).field("window", &self.window).finish()
+        f.debug_struct("AdaptiveThrottleBuilder")
+            .field("k", &self.k)
+            .field("max_rejection", &self.max_rejection)
+            .field("window", &self.window)
+            .finish()
     }
 }
 
@@ -225,7 +261,8 @@ impl fmt::Debug for AdaptiveThrottleBuilder {
 #[non_exhaustive]
 pub enum OverloadError {
     /// A setting was outside what it accepts: the adaptive throttle's `k`
-    /// within [`MIN_K`]`..=`[`MAX_K`], its `window` within
+    /// within [`MIN_K`]`..=`[`MAX_K`], its `max_rejection_probability`
+    /// within `0.0..=1.0`, its `window` within
     /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`].
     OutOfRange {
         /// The setting's name, as its builder method spells it.
@@ -258,8 +295,13 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
 
+    /// The SRE book's formula as printed: no ceiling.
     fn throttle(clock: &ManualClock) -> AdaptiveThrottle {
-        AdaptiveThrottle::builder().clock(clock.clone()).build().expect("defaults are valid")
+        AdaptiveThrottle::builder()
+            .max_rejection_probability(1.0)
+            .clock(clock.clone())
+            .build()
+            .expect("valid settings")
     }
 
     /// `requests` requests, the first `accepts` of them accepted; none rejected.
@@ -288,6 +330,18 @@ mod tests {
             feed(&throttle, requests, accepts);
             assert_eq!(throttle.rejection_probability(), expected, "{requests} requests, {accepts} accepts");
         }
+    }
+
+    #[test]
+    fn by_default_the_probability_stops_at_envoys_ceiling_so_a_fifth_still_probes() {
+        let clock = ManualClock::new();
+        let throttle = AdaptiveThrottle::builder().clock(clock.clone()).build().expect("defaults are valid");
+        feed(&throttle, 100, 20);
+        assert_eq!(throttle.rejection_probability(), 60.0 / 101.0, "below the ceiling: the formula");
+        feed(&throttle, 1_000, 0);
+        assert_eq!(throttle.rejection_probability(), DEFAULT_MAX_REJECTION);
+        assert!(throttle.admit(DEFAULT_MAX_REJECTION), "a draw at the ceiling is sent");
+        assert!(!throttle.admit(DEFAULT_MAX_REJECTION - 1e-9));
     }
 
     #[test]
@@ -326,6 +380,9 @@ mod tests {
             (AdaptiveThrottle::builder().k(0.5), "k"),
             (AdaptiveThrottle::builder().k(f64::NAN), "k"),
             (AdaptiveThrottle::builder().k(1_000.0), "k"),
+            (AdaptiveThrottle::builder().max_rejection_probability(1.5), "max_rejection_probability"),
+            (AdaptiveThrottle::builder().max_rejection_probability(-0.1), "max_rejection_probability"),
+            (AdaptiveThrottle::builder().max_rejection_probability(f64::NAN), "max_rejection_probability"),
             (AdaptiveThrottle::builder().window(Duration::from_millis(10)), "window"),
             (AdaptiveThrottle::builder().window(Duration::from_secs(7_200)), "window"),
         ] {

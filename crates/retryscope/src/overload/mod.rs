@@ -13,6 +13,6 @@
 mod adaptive_throttle;
 
 pub use adaptive_throttle::{
-    AdaptiveThrottle, AdaptiveThrottleBuilder, DEFAULT_K, DEFAULT_WINDOW, MAX_K, MAX_WINDOW, MIN_K,
-    MIN_WINDOW, OverloadError,
+    AdaptiveThrottle, AdaptiveThrottleBuilder, DEFAULT_K, DEFAULT_MAX_REJECTION, DEFAULT_WINDOW, MAX_K,
+    MAX_WINDOW, MIN_K, MIN_WINDOW, OverloadError,
 };
