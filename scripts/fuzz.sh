@@ -4,7 +4,7 @@
 #   rate_limit    RateLimit / RateLimit-Policy (Structured Fields)
 #   pace_signal   every header the pacer reads, through a Pacer
 #   redact_url    the url.full redaction of retryscope-http (both integrations)
-#   grpc_metadata     grpc-retry-pushback-ms and grpc-timeout (retryscope-tower)
+#   grpc_metadata     grpc-retry-pushback-ms, grpc-timeout and RetryInfo in grpc-status-details-bin (retryscope-tower)
 #   service_config    the gRPC service config JSON (retryscope-tower)
 #   incoming_attempt  retry-attempt and the Envoy and gRPC attempt headers
 #   idempotency_key   the Idempotency-Key header (retryscope-idempotency)

@@ -1,4 +1,5 @@
-//! `grpc-retry-pushback-ms` and `grpc-timeout` from untrusted bytes.
+//! `grpc-retry-pushback-ms`, `grpc-timeout` and `grpc-status-details-bin`
+//! from untrusted bytes.
 //!
 //! The first byte chooses the header, the rest is its value.
 //!
@@ -8,7 +9,9 @@
 //! 32-bit integer, grpc-go takes any), and the wait is exactly that many
 //! milliseconds; anything else means "do not retry". A `grpc-timeout` is
 //! honoured only in its grammar (1 to 8 digits and one of `H M S m u n`) and
-//! is exactly that long.
+//! is exactly that long. Status details are total too (tonic's own
+//! `Status::from_header_map` panics on a value that is not base64): without
+//! A6's header they give no pushback or a `RetryInfo` wait above zero.
 #![no_main]
 
 use http::header::{HeaderMap, HeaderValue};
@@ -20,7 +23,15 @@ fuzz_target!(|data: &[u8]| {
     let Some((&which, value)) = data.split_first() else { return };
     let Ok(value) = HeaderValue::from_bytes(value) else { return };
     let mut metadata = HeaderMap::new();
-    if which % 2 == 0 {
+    if which % 3 == 2 {
+        metadata.insert("grpc-status", HeaderValue::from_static("14"));
+        metadata.insert("grpc-status-details-bin", value);
+        match pushback(&metadata) {
+            None => {}
+            Some(Some(wait)) => assert!(!wait.is_zero()),
+            Some(None) => panic!("status details never say \"do not retry\""),
+        }
+    } else if which % 3 == 0 {
         metadata.insert("grpc-retry-pushback-ms", value.clone());
         let parsed = pushback(&metadata);
         let expected = expected_pushback(value.as_bytes()).map(Duration::from_millis);

@@ -47,6 +47,10 @@ pub enum Behaviour {
     /// Fail with this code before any message, with an optional
     /// `grpc-retry-pushback-ms`.
     Fail(Code, Option<&'static str>),
+    /// Fail with this code before any message, with a `google.rpc.RetryInfo`
+    /// of this delay in `grpc-status-details-bin`, as tonic-types' richer
+    /// error model writes it.
+    FailRetryInfo(Code, std::time::Duration),
     /// Streaming only: one reply, then fail with this code.
     ReplyThenFail(Code),
     /// Streaming only: send the headers, then fail with this code in the
@@ -158,6 +162,11 @@ fn failure(code: Code, pushback: Option<&'static str>) -> Status {
     Status::with_metadata(code, "scripted failure", metadata)
 }
 
+fn retry_info(code: Code, delay: std::time::Duration) -> Status {
+    use tonic_types::{ErrorDetails, StatusExt};
+    Status::with_error_details(code, "scripted failure", ErrorDetails::with_retry_info(Some(delay)))
+}
+
 struct Unary(Arc<State>);
 
 /// Records its call as cancelled if dropped while still armed.
@@ -187,6 +196,7 @@ impl tonic::server::UnaryService<EchoRequest> for Unary {
             match behaviour {
                 Behaviour::Ok => Ok(tonic::Response::new(EchoReply { message })),
                 Behaviour::Fail(code, pushback) => Err(failure(code, pushback)),
+                Behaviour::FailRetryInfo(code, delay) => Err(retry_info(code, delay)),
                 Behaviour::ReplyThenFail(code) | Behaviour::FailAfterHeaders(code) => {
                     Err(failure(code, None))
                 }
@@ -219,6 +229,9 @@ impl tonic::server::ServerStreamingService<EchoRequest> for ServerStream {
             // The handler fails: a Trailers-Only answer, the status in the headers.
             Behaviour::Fail(code, pushback) => {
                 return Box::pin(async move { Err(failure(code, pushback)) });
+            }
+            Behaviour::FailRetryInfo(code, delay) => {
+                return Box::pin(async move { Err(retry_info(code, delay)) });
             }
             // Headers go out first, so the status travels in the trailers.
             Behaviour::FailAfterHeaders(code) => vec![Err(failure(code, None))],

@@ -17,6 +17,9 @@ pub(crate) const PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-push
 pub(crate) const PREVIOUS_ATTEMPTS: HeaderName = HeaderName::from_static("grpc-previous-rpc-attempts");
 /// `grpc-timeout`: the call's deadline, relative.
 pub(crate) const TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+/// `grpc-status-details-bin`: the status's details, a serialized
+/// `google.rpc.Status` (gRPC's richer error model).
+pub(crate) const STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
 
 /// The status code in `metadata`, if it carries one, read exactly as tonic
 /// reads it (`Code::from_bytes`): one or two ASCII digits naming a code, and
@@ -47,6 +50,10 @@ pub(crate) enum Pushback {
     Wait(Duration),
     /// Do not retry (a negative or unparseable value, per gRFC A6).
     Stop,
+    /// Wait at least this long: `google.rpc.RetryInfo`'s `retry_delay` in the
+    /// status details (AIP-194: "clients should wait at least"), a floor under
+    /// the backoff as `Retry-After` is.
+    AtLeast(Duration),
 }
 
 /// `grpc-retry-pushback-ms` in `metadata`, if present, read as grpc-go reads
@@ -58,9 +65,15 @@ pub(crate) enum Pushback {
 /// A6 calls the value a signed 32-bit integer; grpc-go accepts any 64-bit one,
 /// and so does this. A wait above the policy's `max_server_delay` or the
 /// deadline stops the retries in the engine.
+///
+/// Without that header, a `google.rpc.RetryInfo` in the status details is the
+/// server's pushback ([`Pushback::AtLeast`]); A6's header, when present,
+/// decides alone.
 pub(crate) fn pushback(metadata: &HeaderMap) -> Option<Pushback> {
     let mut values = metadata.get_all(&PUSHBACK).iter();
-    let value = values.next()?;
+    let Some(value) = values.next() else {
+        return retry_info(metadata).map(Pushback::AtLeast);
+    };
     if values.next().is_some() {
         return Some(Pushback::Stop);
     }
@@ -71,6 +84,28 @@ pub(crate) fn pushback(metadata: &HeaderMap) -> Option<Pushback> {
         Some(ms) => Pushback::Wait(Duration::from_millis(ms)),
         None => Pushback::Stop,
     })
+}
+
+/// `google.rpc.RetryInfo`'s `retry_delay` in `grpc-status-details-bin`, if
+/// the details decode (as tonic-types decodes them: a negative delay is zero)
+/// and the delay is not zero; anything malformed is ignored, as a malformed
+/// `Retry-After` is. An answer without details costs one lookup.
+pub(crate) fn retry_info(metadata: &HeaderMap) -> Option<Duration> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    use tonic_types::StatusExt;
+    // gRPC's `-bin` values: standard base64, padded or not ("implementations
+    // MUST accept padded and un-padded values"). Decoded here rather than by
+    // tonic's `Status::from_header_map`, which panics on a value that is not
+    // base64: a server must not be able to crash its client.
+    const BIN: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let value = metadata.get(&STATUS_DETAILS)?;
+    let details = BIN.decode(value.as_bytes()).ok()?;
+    let status = tonic::Status::with_details(tonic::Code::Unknown, "", details.into());
+    status.get_details_retry_info()?.retry_delay.filter(|delay| !delay.is_zero())
 }
 
 /// What an answer's headers say about pace, for the dependency's pacer (see
@@ -88,6 +123,9 @@ pub(crate) fn pace_signal(metadata: &HeaderMap) -> PaceSignal {
     match pushback(metadata) {
         Some(Pushback::Wait(wait)) if matches!(code, RESOURCE_EXHAUSTED | UNAVAILABLE) && !wait.is_zero() => {
             signal.with_not_before(Hint::grpc_pushback(wait))
+        }
+        Some(Pushback::AtLeast(wait)) if matches!(code, RESOURCE_EXHAUSTED | UNAVAILABLE) => {
+            signal.with_not_before(Hint::retry_after(wait))
         }
         _ => signal,
     }
@@ -139,6 +177,43 @@ pub(crate) fn previous_attempts(previous: u32) -> HeaderValue {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_retry_info_in_the_status_details_is_a_pushback_of_at_least_its_delay() {
+        use tonic_types::{ErrorDetails, StatusExt};
+        let status = |details: ErrorDetails| {
+            let status = tonic::Status::with_error_details(tonic::Code::Unavailable, "busy", details);
+            let mut metadata = HeaderMap::new();
+            status.add_header(&mut metadata).expect("a valid status");
+            metadata
+        };
+        let told = status(ErrorDetails::with_retry_info(Some(Duration::from_millis(1_250))));
+        assert_eq!(pushback(&told), Some(Pushback::AtLeast(Duration::from_millis(1_250))));
+        assert_eq!(pushback(&status(ErrorDetails::with_retry_info(Some(Duration::ZERO)))), None);
+        assert_eq!(pushback(&status(ErrorDetails::with_retry_info(None))), None);
+        assert_eq!(pushback(&status(ErrorDetails::with_quota_failure(vec![]))), None);
+        // Padded base64 as well as tonic's unpadded.
+        use base64::Engine as _;
+        let raw = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(told[&STATUS_DETAILS].as_bytes())
+            .expect("tonic writes unpadded base64");
+        let mut padded = told.clone();
+        let padded_value = base64::engine::general_purpose::STANDARD.encode(raw);
+        padded
+            .insert(STATUS_DETAILS, HeaderValue::from_str(&padded_value).expect("base64 is a header value"));
+        assert_eq!(pushback(&padded), Some(Pushback::AtLeast(Duration::from_millis(1_250))));
+        // A6's own header decides alone.
+        let mut both = told.clone();
+        both.insert(PUSHBACK, HeaderValue::from_static("-1"));
+        assert_eq!(pushback(&both), Some(Pushback::Stop));
+        // Details that are not base64, or not a `google.rpc.Status`: ignored.
+        for garbage in ["%%%", "AAAA", "CAESBGJ1c3kaBgoAEgIIAQ"] {
+            let mut broken = HeaderMap::new();
+            broken.insert(STATUS, HeaderValue::from_static("14"));
+            broken.insert(STATUS_DETAILS, HeaderValue::from_static(garbage));
+            assert_eq!(pushback(&broken), None, "{garbage}");
+        }
+    }
+
     use super::*;
 
     fn with(name: HeaderName, value: &'static str) -> HeaderMap {

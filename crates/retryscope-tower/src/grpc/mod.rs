@@ -364,7 +364,7 @@ pub mod fuzzing {
     /// retry", `Some(Some(wait))` otherwise.
     pub fn pushback(metadata: &HeaderMap) -> Option<Option<Duration>> {
         headers::pushback(metadata).map(|p| match p {
-            Pushback::Wait(wait) => Some(wait),
+            Pushback::Wait(wait) | Pushback::AtLeast(wait) => Some(wait),
             Pushback::Stop => None,
         })
     }

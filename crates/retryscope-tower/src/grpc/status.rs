@@ -73,6 +73,7 @@ pub(crate) fn verdict(status: Received, retryable: CodeSet) -> Verdict {
     match status.pushback {
         None => Verdict::retryable(error),
         Some(Pushback::Wait(delay)) => Verdict::Retryable { error, hint: Some(Hint::grpc_pushback(delay)) },
+        Some(Pushback::AtLeast(delay)) => Verdict::Retryable { error, hint: Some(Hint::retry_after(delay)) },
         // The server asked not to retry: a failure all the same, so it still
         // counts against the throttle and the breaker.
         Some(Pushback::Stop) => Verdict::unrepeatable(error),
