@@ -10,8 +10,9 @@ mod process;
 
 pub use builder::{Classifier, WorkerBuilder};
 
-use crate::broker::Broker;
+use crate::broker::{Broker, DeadLetterStore};
 use crate::job::{Handler, WorkerStats};
+use crate::telemetry::{self, DeadLetterDepth};
 use keys::Keys;
 use retryscope::jobs::JobPolicy;
 use retryscope::{Policy, RetryBudget};
@@ -43,6 +44,7 @@ pub(crate) struct Inner<B: Broker, E, S> {
     pub(crate) hold: Duration,
     pub(crate) fetch_wait: Duration,
     pub(crate) grace: Duration,
+    pub(crate) depth_every: Duration,
     pub(crate) stats: Arc<WorkerStats>,
     pub(crate) warned_bare: AtomicBool,
     pub(crate) telemetry: crate::telemetry::JobTelemetry,
@@ -57,7 +59,13 @@ where
     pub fn stats(&self) -> Arc<WorkerStats> {
         Arc::clone(&self.inner.stats)
     }
+}
 
+impl<B: Broker + DeadLetterStore, E, S> Worker<B, E, S>
+where
+    E: std::fmt::Display + Send + 'static,
+    S: IdempotencyStore,
+{
     /// Runs until `shutdown` completes, then stops pulling and lets the jobs
     /// in hand finish for the grace period (default 10 s). A job still
     /// running after it is dropped unsettled: the broker delivers it again
@@ -65,6 +73,9 @@ where
     /// twice.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let inner = self.inner;
+        let depth = Arc::new(DeadLetterDepth::default());
+        let _gauge = telemetry::register_depth(inner.broker.dead_letters_name(), Arc::downgrade(&depth));
+        let refresh = tokio::spawn(refresh_depth(Arc::clone(&inner), Arc::clone(&depth)));
         let slots = Arc::new(Semaphore::new(inner.concurrency));
         let mut tasks = JoinSet::new();
         let mut failures = 0u32;
@@ -121,6 +132,39 @@ where
             );
             tasks.abort_all();
         }
+        refresh.abort();
+    }
+}
+
+/// Reads the dead-letter depth every `depth_every`, each read bounded by the
+/// same interval, for the gauge's callback to report without a broker round trip.
+async fn refresh_depth<B: Broker + DeadLetterStore, E, S>(
+    inner: Arc<Inner<B, E, S>>,
+    depth: Arc<DeadLetterDepth>,
+) {
+    let every = inner.depth_every;
+    let mut warned = false;
+    loop {
+        match tokio::time::timeout(every, inner.broker.dead_depth()).await {
+            Ok(Ok(n)) => {
+                depth.set(n);
+                warned = false;
+            }
+            // Once per run of failures: a broker restart should not flood the log.
+            Ok(Err(error)) if !warned => {
+                warned = true;
+                tracing::warn!(error = %error, "the dead-letter depth could not be read; the gauge keeps the last value");
+            }
+            Err(_) if !warned => {
+                warned = true;
+                tracing::warn!(
+                    ?every,
+                    "reading the dead-letter depth timed out; the gauge keeps the last value"
+                );
+            }
+            _ => {}
+        }
+        tokio::time::sleep(every).await;
     }
 }
 
