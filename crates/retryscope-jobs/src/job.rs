@@ -60,7 +60,8 @@ pub enum JobOutcome {
     Deduplicated,
     /// The delivery came before the job's run-at: put back until then.
     Waiting,
-    /// The broker failed while the delivery was settled: it will come again.
+    /// The broker failed while the delivery was settled, or the job was
+    /// abandoned at shutdown after the grace period: it will come again.
     Unsettled,
     /// A dead letter was queued again as attempt 1 ([`dead::replay`](crate::dead::replay)):
     /// reported by the replay, not by a worker's delivery.

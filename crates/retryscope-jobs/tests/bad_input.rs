@@ -1,7 +1,7 @@
 //! Messages retryscope did not write, against a real nats-server: without its
 //! headers a job is attempt 1 and the worker says so once, not per message;
-//! with headers that do not parse it is a dead letter, `invalid_job_metadata`,
-//! whichever header is wrong.
+//! with headers that do not parse, or a run-at no policy could set, it is a
+//! dead letter, `invalid_job_metadata`, whichever header is wrong.
 
 mod support;
 
@@ -9,7 +9,7 @@ use retryscope_jobs::meta::{ATTEMPT_HEADER, FIRST_ATTEMPT_HEADER, REPLAYS_HEADER
 use retryscope_jobs::{DeadReason, Job, JobOutcome, Worker, dead};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::{TestError, fast_policy, nats_url, queue, wait_for};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -102,12 +102,16 @@ async fn each_malformed_header_is_a_dead_letter_never_a_run() {
     let running = tokio::spawn(worker.run(async {
         let _ = stopped.await;
     }));
-    let cases: [&[(&str, &str)]; 5] = [
+    // Ten years ahead: it parses, but no policy schedules that far (28 days at most).
+    let far = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_millis() + 315_360_000_000;
+    let far = far.to_string();
+    let cases: [&[(&str, &str)]; 6] = [
         &[(ATTEMPT_HEADER, "-1")],
         &[(ATTEMPT_HEADER, "3")], // a retry that does not say when the job started
         &[(ATTEMPT_HEADER, "2"), (FIRST_ATTEMPT_HEADER, "yesterday")],
         &[(ATTEMPT_HEADER, "1"), (RUN_AT_HEADER, "18446744073709551616")], // past u64
         &[(ATTEMPT_HEADER, "1"), (REPLAYS_HEADER, "🙂")],
+        &[(ATTEMPT_HEADER, "1"), (RUN_AT_HEADER, far.as_str())],
     ];
     let js = q.queue.context();
     for headers in cases {
@@ -121,18 +125,16 @@ async fn each_malformed_header_is_a_dead_letter_never_a_run() {
             .await
             .expect("stored");
     }
-    assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 5).await);
+    assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 6).await);
     let _ = stop.send(());
     running.await.expect("the worker stops");
     assert_eq!(runs.load(Ordering::SeqCst), 0, "a job whose headers do not parse never runs");
     let letters = dead::list(&q.queue, 0, 10).await.expect("listed");
-    assert_eq!(letters.len(), 5);
+    assert_eq!(letters.len(), 6);
     for listed in &letters {
         let letter = listed.letter.as_ref().expect("a dead letter the worker wrote is readable");
         assert_eq!(letter.reason, DeadReason::InvalidJobMetadata);
-        assert!(
-            letter.last_error.as_deref().is_some_and(|e| e.contains("header is malformed")),
-            "{letter:?}"
-        );
+        let error = letter.last_error.as_deref().unwrap_or("");
+        assert!(error.contains("header is malformed") || error.contains("days ahead"), "{letter:?}");
     }
 }

@@ -262,6 +262,7 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
                 depth_every: self.depth_every,
                 stats: Arc::new(WorkerStats::default()),
                 warned_bare: AtomicBool::new(false),
+                abandon: tokio::sync::watch::channel(false).0,
                 telemetry,
             }),
         })

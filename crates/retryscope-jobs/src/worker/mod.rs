@@ -47,6 +47,9 @@ pub(crate) struct Inner<B: Broker, E, S> {
     pub(crate) depth_every: Duration,
     pub(crate) stats: Arc<WorkerStats>,
     pub(crate) warned_bare: AtomicBool,
+    /// Set when the shutdown grace period is over: a job still running is
+    /// abandoned and its delivery put back at once.
+    pub(crate) abandon: tokio::sync::watch::Sender<bool>,
     pub(crate) telemetry: crate::telemetry::JobTelemetry,
 }
 
@@ -68,9 +71,11 @@ where
 {
     /// Runs until `shutdown` completes, then stops pulling and lets the jobs
     /// in hand finish for the grace period (default 10 s). A job still
-    /// running after it is dropped unsettled: the broker delivers it again
-    /// after its AckWait, and the key store keeps a completed one from running
-    /// twice.
+    /// running after it is abandoned (its handler future dropped) and put
+    /// back with a `Nak` without delay, its key released, so another worker
+    /// takes it at once; one the broker could not be told of within 2 s more
+    /// is delivered again after its AckWait. Either way the key store keeps a
+    /// job that did complete from running twice.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let inner = self.inner;
         let depth = Arc::new(DeadLetterDepth::default());
@@ -126,15 +131,31 @@ where
         let drained =
             tokio::time::timeout(inner.grace, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
+            // Give the jobs in hand back to the broker now (a `Nak` without delay,
+            // their keys released), rather than leave them for AckWait to expire.
             tracing::warn!(
                 running = tasks.len(),
-                "jobs still running after the shutdown grace period are dropped unsettled"
+                "jobs still running after the shutdown grace period are abandoned and put back"
             );
-            tasks.abort_all();
+            inner.abandon.send_replace(true);
+            let put_back =
+                tokio::time::timeout(ABANDON_WAIT, async { while tasks.join_next().await.is_some() {} })
+                    .await;
+            if put_back.is_err() {
+                tracing::warn!(
+                    running = tasks.len(),
+                    "jobs not put back in time are dropped unsettled: the broker delivers them again after AckWait"
+                );
+                tasks.abort_all();
+            }
         }
         refresh.abort();
     }
 }
+
+/// How long abandoned jobs have to be put back after the grace period: one
+/// broker round trip each, at once.
+const ABANDON_WAIT: Duration = Duration::from_secs(2);
 
 /// Reads the dead-letter depth every `depth_every`, each read bounded by the
 /// same interval, for the gauge's callback to report without a broker round trip.
