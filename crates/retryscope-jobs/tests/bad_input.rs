@@ -14,6 +14,9 @@ use support::{TestError, fast_policy, nats_url, queue, wait_for};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
+/// The (key, attempt) of each job the handler ran.
+type Seen = Arc<Mutex<Vec<(Option<String>, u32)>>>;
+
 /// Counts the events whose message contains `needle`.
 struct CountEvents {
     needle: &'static str,
@@ -50,7 +53,7 @@ async fn jobs_without_headers_are_attempt_one_and_logged_once_per_worker() {
         retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(layer));
     let policy = fast_policy(3);
     let q = queue(&url, "bare", &policy.into(), Duration::from_secs(5)).await;
-    let attempts: Arc<Mutex<Vec<(Option<String>, u32)>>> = Arc::default();
+    let attempts: Seen = Arc::default();
     let seen = Arc::clone(&attempts);
     let worker = Worker::builder(q.queue.clone(), policy, move |job: Job| {
         seen.lock().expect("not poisoned").push((job.key.as_deref().map(str::to_owned), job.attempt));
