@@ -119,7 +119,7 @@ where
                     // A broker restart: back off (bounded), keep the worker alive.
                     failures = failures.saturating_add(1);
                     let wait = Duration::from_millis(50u64.saturating_mul(1 << failures.min(5)));
-                    tracing::warn!(error = %error, source = ?std::error::Error::source(&error), ?wait, "job fetch failed");
+                    tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, source = ?std::error::Error::source(&error), ?wait, "job fetch failed");
                     drop(first);
                     tokio::select! {
                         () = &mut shutdown => break,
@@ -133,7 +133,7 @@ where
         if drained.is_err() {
             // Give the jobs in hand back to the broker now (a `Nak` without delay,
             // their keys released), rather than leave them for AckWait to expire.
-            tracing::warn!(
+            tracing::warn!(target: retryscope_otel::names::TARGET,
                 running = tasks.len(),
                 "jobs still running after the shutdown grace period are abandoned and put back"
             );
@@ -142,7 +142,7 @@ where
                 tokio::time::timeout(ABANDON_WAIT, async { while tasks.join_next().await.is_some() {} })
                     .await;
             if put_back.is_err() {
-                tracing::warn!(
+                tracing::warn!(target: retryscope_otel::names::TARGET,
                     running = tasks.len(),
                     "jobs not put back in time are dropped unsettled: the broker delivers them again after AckWait"
                 );
@@ -174,11 +174,11 @@ async fn refresh_depth<B: Broker + DeadLetterStore, E, S>(
             // Once per run of failures: a broker restart should not flood the log.
             Ok(Err(error)) if !warned => {
                 warned = true;
-                tracing::warn!(error = %error, "the dead-letter depth could not be read; the gauge keeps the last value");
+                tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "the dead-letter depth could not be read; the gauge keeps the last value");
             }
             Err(_) if !warned => {
                 warned = true;
-                tracing::warn!(
+                tracing::warn!(target: retryscope_otel::names::TARGET,
                     ?every,
                     "reading the dead-letter depth timed out; the gauge keeps the last value"
                 );

@@ -41,7 +41,7 @@ where
         Ok(Some(meta)) => meta,
         Ok(None) => {
             if !inner.warned_bare.swap(true, Ordering::Relaxed) {
-                tracing::info!(
+                tracing::info!(target: retryscope_otel::names::TARGET,
                     subject = delivery.subject(),
                     "a job without retryscope's headers runs as attempt 1 (logged once per worker)"
                 );
@@ -114,7 +114,7 @@ where
         inner.keys.release(ticket).await;
         span.end("unsettled", None);
         if let Err(error) = delivery.nak(Duration::ZERO).await {
-            tracing::debug!(error = %error, "an abandoned job could not be put back: it comes again after AckWait");
+            tracing::debug!(target: retryscope_otel::names::TARGET, error = %error, "an abandoned job could not be put back: it comes again after AckWait");
         }
         return JobOutcome::Unsettled;
     };
@@ -228,7 +228,7 @@ where
                 true = async { abandon.wait_for(|abandoned| *abandoned).await.is_ok() } => return None,
                 _ = progress.tick() => {
                     if let Err(error) = delivery.in_progress().await {
-                        tracing::debug!(error = %error, "an in-progress ack failed");
+                        tracing::debug!(target: retryscope_otel::names::TARGET, error = %error, "an in-progress ack failed");
                     }
                 }
             }
@@ -298,7 +298,7 @@ async fn put_back<B: Broker, E, S>(
             Err(_) => JobOutcome::Unsettled,
         },
         Err(error) => {
-            tracing::warn!(error = %error, "a held job could not be put back: it comes again after AckWait");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "a held job could not be put back: it comes again after AckWait");
             JobOutcome::Unsettled
         }
     }
@@ -331,7 +331,7 @@ async fn requeue<B: Broker, E, S>(
             Err(_) => JobOutcome::Unsettled,
         },
         Err(error) => {
-            tracing::warn!(error = %error, "a retry could not be queued: the job comes again after a hold");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "a retry could not be queued: the job comes again after a hold");
             match delivery.nak(inner.hold).await {
                 Ok(()) => JobOutcome::Held,
                 Err(_) => JobOutcome::Unsettled,
@@ -358,7 +358,7 @@ async fn dead_letter<B: Broker, E, S>(
             }
         }
         Err(error) => {
-            tracing::warn!(error = %error, "a dead letter could not be stored: the job comes again");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "a dead letter could not be stored: the job comes again");
             match delivery.nak(inner.hold).await {
                 Ok(()) => JobOutcome::Unsettled,
                 Err(_) => JobOutcome::Unsettled,
