@@ -38,6 +38,8 @@ HISTOGRAMS = {
     "retryscope_request_duration_seconds": ["retryscope_outcome", "retryscope_attempts"],
     "retryscope_backoff_delay_seconds": ["retryscope_delay_source"],
     "retryscope_pace_held_seconds": ["retryscope_pace_source"],
+    "retryscope_job_age_seconds": ["messaging_destination_name"],
+    "retryscope_job_attempts": ["messaging_destination_name"],
 }
 CONTRACT = {
     "retryscope_requests_total": [],
@@ -52,6 +54,9 @@ CONTRACT = {
     "retryscope_hedge_wins_total": [],
     "retryscope_idempotency_requests_total": ["retryscope_idempotency_outcome", "http_route"],
     "retryscope_faults_injected_total": ["retryscope_fault_kind"],
+    "retryscope_job_deliveries_total": ["retryscope_job_outcome", "messaging_destination_name"],
+    "retryscope_job_dead_letters_total": ["retryscope_job_dead_reason", "messaging_destination_name"],
+    "retryscope_job_dead_letter_depth": ["messaging_destination_name"],
 }
 for _h, _labels in HISTOGRAMS.items():
     CONTRACT[_h + "_bucket"] = _labels + ["le"]
@@ -385,6 +390,20 @@ def synthetic_series():
             counter("retryscope_idempotency_requests_total",
                     {"job": job, "instance": inst, "retryscope_idempotency_outcome": outcome,
                      "http_route": "/orders"}, k)
+    # Job workers (retryscope-jobs): series by subject, not by dependency; values
+    # as JobOutcome::as_str and DeadReason::as_str spell them.
+    for job, inst, subject, dead in (("worker", "w-1", "orders.created", "ORDERS_DEAD"),
+                                     ("worker", "w-2", "orders.created", "ORDERS_DEAD")):
+        base = {"job": job, "instance": inst, "messaging_destination_name": subject}
+        for outcome, k in (("succeeded", 60), ("retried", 9), ("held", 30), ("dead_lettered", 1),
+                           ("deduplicated", 1), ("waiting", 3), ("replayed", 1)):
+            counter("retryscope_job_deliveries_total", {**base, "retryscope_job_outcome": outcome}, k)
+        for reason, k in (("attempts_exhausted", 1), ("permanent", 1)):
+            counter("retryscope_job_dead_letters_total", {**base, "retryscope_job_dead_reason": reason}, k)
+        histogram("retryscope_job_age_seconds", base, 60, 2.0)
+        histogram("retryscope_job_attempts", base, 60, 1.5)
+        gauge("retryscope_job_dead_letter_depth",
+              {"job": job, "instance": inst, "messaging_destination_name": dead}, "0+1x80")
     return out
 
 

@@ -401,10 +401,63 @@ def overview():
          target(f"{failed} - ({injected} or 0 * {failed})",
                 "real: {{job}} → {{retryscope_dependency}}", "B")],
         {"h": 8, "w": 24, "x": 0, "y": 106}, unit="reqps", links=[trace_link()]))
+    # Issue 39: job workers on a broker (retryscope-jobs). Their series carry the job's
+    # subject (messaging_destination_name), not a dependency: only $job applies.
+    jsel = 'job=~"$job"'
+    p.append(row(160, "Jobs", 115))
+    p.append(timeseries(
+        60, "Jobs by outcome",
+        "Job deliveries per second (retryscope_job_deliveries_total) by retryscope_job_outcome: "
+        "succeeded, retried (the next attempt queued with a run-at), held (the dependency's breaker, "
+        "pacer or budget refused it: not an attempt), dead_lettered, deduplicated (its key was already "
+        "processed: acked without running), waiting (before its run-at), unsettled (the broker failed "
+        "while it was settled: it comes again), and replayed (a dead letter queued again).",
+        [target(f"sum by (job, retryscope_job_outcome) (rate(retryscope_job_deliveries_total{{{jsel}}}[{RI}]))",
+                "{{job}}: {{retryscope_job_outcome}}", "A")],
+        {"h": 8, "w": 12, "x": 0, "y": 116}, unit="ops", links=[trace_link()]))
+    p.append(timeseries(
+        61, "Dead letters by reason",
+        "Jobs given up per second (retryscope_job_dead_letters_total, counted once the dead letter is "
+        "stored) by retryscope_job_dead_reason: permanent, unrepeatable, attempts_exhausted, "
+        "deadline_exceeded, hint_too_long, invalid_job_metadata, max_deliveries. A hold never is one.",
+        [target(f"sum by (job, retryscope_job_dead_reason) (rate(retryscope_job_dead_letters_total{{{jsel}}}[{RI}]))",
+                "{{job}}: {{retryscope_job_dead_reason}}", "A")],
+        {"h": 8, "w": 12, "x": 12, "y": 116}, unit="ops"))
+    p.append(timeseries(
+        62, "Dead letters kept",
+        "Dead letters in each dead-letter stream (recording rule retryscope:job_dead_letter_depth:max, "
+        "from the gauge retryscope_job_dead_letter_depth every running worker reads). Growing for 20 "
+        "minutes: JobDeadLettersGrowing. A replay removes the letter it queues again.",
+        [target(f"retryscope:job_dead_letter_depth:max{{{jsel}}}",
+                "{{job}}: {{messaging_destination_name}}", "A")],
+        {"h": 8, "w": 8, "x": 0, "y": 124}, legend_calcs=["lastNotNull", "max"]))
+    p.append(timeseries(
+        63, "Held share of deliveries",
+        "Deliveries that were holds, per job subject (recording rule retryscope:job_held_ratio:rate5m): "
+        "the dependency the jobs call is refusing them, and the worker waits instead of spending their "
+        "attempts. Line: 50 % (JobsHeldLong, warning, for 15 minutes).",
+        [target(f"retryscope:job_held_ratio:rate5m{{{jsel}}}",
+                "{{job}}: {{messaging_destination_name}}", "A")],
+        {"h": 8, "w": 8, "x": 8, "y": 124}, unit="percentunit", max_=1, th=thresholds((0.5, "orange")),
+        th_style="line"))
+    p.append(timeseries(
+        64, "Job age at completion",
+        "Time from a job's first attempt to its success (retryscope_job_age_seconds), p50 and p99, and "
+        "the attempts it took (retryscope_job_attempts), p99, a count (series C). A long hold shows "
+        "here as age, not as attempts.",
+        [target(f"histogram_quantile(0.5, sum by (le, job) (rate(retryscope_job_age_seconds_bucket{{{jsel}}}[{RI}])))",
+                "p50 age: {{job}}", "A"),
+         target(f"histogram_quantile(0.99, sum by (le, job) (rate(retryscope_job_age_seconds_bucket{{{jsel}}}[{RI}])))",
+                "p99 age: {{job}}", "B"),
+         target(f"histogram_quantile(0.99, sum by (le, job) (rate(retryscope_job_attempts_bucket{{{jsel}}}[{RI}])))",
+                "p99 attempts: {{job}}", "C")],
+        {"h": 8, "w": 8, "x": 16, "y": 124}, unit="s",
+        overrides=[{"matcher": {"id": "byFrameRefID", "options": "C"},
+                    "properties": [{"id": "unit", "value": "short"}]}]))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, and which failures a fault layer injected. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, which failures a fault layer injected, and how job workers retry, hold and dead-letter their jobs. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

@@ -20,7 +20,14 @@ instrumentation, each serving its metrics on its own endpoint:
     something to show;
   * POSTs with lost responses retried with idempotency keys against a server
     behind `IdempotencyLayer` (`storm --lost-responses`), for the panel of
-    what the server's idempotency layer did.
+    what the server's idempotency layer did;
+  * job workers on a real nats-server (`storm --jobs`: a naive worker that
+    dead-letters every job, the retryscope worker that holds them through the
+    outage of 45 s), started once RetryStorm fired so that it is over by the
+    time the sustained run is and its five-minute rates are live when the
+    queries run, for the *Jobs* row. Its workers keep reading their
+    dead-letter depth while the run lingers. It needs `nats-server` on PATH
+    (CI installs it); it adds no time unless RetryStorm fires late.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -97,9 +104,9 @@ def main(argv):
     if not prometheus:
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
-    prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port = (
-        free_port(), free_port(), free_port(), free_port(), free_port(), free_port())
-    ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port)
+    prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port = (
+        free_port(), free_port(), free_port(), free_port(), free_port(), free_port(), free_port())
+    ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port)
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
@@ -147,9 +154,9 @@ def main(argv):
              "--out", str(work / "keyed"), "--prometheus", f"127.0.0.1:{keyed_port}", "--linger", "900"],
             stdout=open(work / "keyed.log", "w"), stderr=subprocess.STDOUT))
         check("the lab is scraped", wait_until(
-            f"a successful scrape of the {len(ports)} runs",
+            f"a successful scrape of the {len(ports) - 1} runs",
             lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"])
-            == len(ports),
+            == len(ports) - 1,
             60))
 
         fired_after = None
@@ -164,10 +171,21 @@ def main(argv):
               (work / "sustained.log").read_text()[-2000:])
         if fired_after is not None:
             print(f"live_check: RetryStorm fired {fired_after:.0f} s after the runs started (outage from 10 s)")
+        # Job workers on a nats-server of their own, started now so that they are done by
+        # the time the sustained run is and the queries run within their five-minute rates:
+        # 200 jobs, the dependency down for 45 s, so that the retryscope worker's holds span
+        # three scrapes (a counter that appears with its final value between two scrapes has
+        # a rate of 0, and the held share none).
+        procs.append(subprocess.Popen(
+            [str(lab), "storm", "--jobs", "--job-count", "200", "--down", "45", "--out", str(work / "jobs"),
+             "--prometheus", f"127.0.0.1:{jobs_port}", "--linger", "900"],
+            stdout=open(work / "jobs.log", "w"), stderr=subprocess.STDOUT))
         finished = wait_until("both runs to finish",
                               lambda: all((work / run / "storm.json").exists() for run in ("short", "sustained")),
                               330)
         check("both storm runs finished", finished, (work / "sustained.log").read_text()[-2000:])
+        jobs_done = wait_until("the jobs run to finish", lambda: (work / "jobs" / "storm-jobs.json").exists(), 150)
+        check("the jobs run finished", jobs_done, (work / "jobs.log").read_text()[-2000:])
         time.sleep(20)  # a last scrape and rule evaluation after the final counts
 
         for _, dash in kit.load_dashboards():

@@ -168,3 +168,28 @@ pub fn attempts_are_children_of(collector: &Collector, parent: &str) {
         }
     }
 }
+
+/// Waits up to `within` until a job worker's `stats` count `want` deliveries
+/// that ended with `outcome`; panics with the counts it saw otherwise.
+pub async fn jobs_reached(
+    stats: &retryscope_jobs::WorkerStats,
+    outcome: retryscope_jobs::JobOutcome,
+    want: u64,
+    within: std::time::Duration,
+) {
+    let start = std::time::Instant::now();
+    while stats.count(outcome) < want {
+        if start.elapsed() > within {
+            let counts: Vec<String> = retryscope_jobs::JobOutcome::ALL
+                .iter()
+                .map(|o| format!("{}={}", o.as_str(), stats.count(*o)))
+                .collect();
+            panic!(
+                "{want} deliveries {} expected within {within:?}; saw {}",
+                outcome.as_str(),
+                counts.join(", ")
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -24,6 +24,7 @@ guide! {
     rate_limits => "rate-limits.md",
     idempotency => "idempotency.md",
     databases => "databases.md",
+    jobs => "jobs.md",
     call_chains => "call-chains.md",
     lab => "lab.md",
     operations => "operations.md",

@@ -1,6 +1,7 @@
 //! The services the README's and the guide's doctests say they need, started
 //! the way CI provides them: a real collector (rotel, `RETRYSCOPE_ROTEL`),
-//! PostgreSQL (`RETRYSCOPE_POSTGRES_URL`), Redis (`RETRYSCOPE_REDIS_URL`), and
+//! PostgreSQL (`RETRYSCOPE_POSTGRES_URL`), Redis (`RETRYSCOPE_REDIS_URL`), a
+//! nats-server with JetStream (`RETRYSCOPE_NATS_URL`), and
 //! the loopback servers their text describes. Without one of the variables a
 //! doctest prints `skipped: … not set` and passes, except under `CI`.
 
@@ -73,4 +74,20 @@ pub async fn accounts(url: &str, schema: &str) -> Result<String, sqlx::Error> {
 /// The Redis server (7.0 or later) named by `RETRYSCOPE_REDIS_URL`.
 pub fn redis_url() -> Option<String> {
     external::required("RETRYSCOPE_REDIS_URL", "a Redis 7 URL, redis://127.0.0.1:6379/")
+}
+
+/// The nats-server (2.9 or later, started with `-js`) named by `RETRYSCOPE_NATS_URL`.
+pub fn nats_url() -> Option<String> {
+    external::required(
+        "RETRYSCOPE_NATS_URL",
+        "a nats-server 2.9+ with JetStream (-js), nats://127.0.0.1:4222",
+    )
+}
+
+/// `prefix` and the current time in nanoseconds: a stream name no earlier run
+/// used (JetStream keeps streams, and their de-duplication windows, across runs).
+pub fn fresh_name(prefix: &str) -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{prefix}_{nanos}")
 }

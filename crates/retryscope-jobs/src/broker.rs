@@ -104,6 +104,9 @@ pub trait DeadLetterStore: Send + Sync + 'static {
     fn remove_dead(&self, id: u64) -> impl Future<Output = Result<bool, BrokerError>> + Send;
     /// How many dead letters are kept.
     fn dead_depth(&self) -> impl Future<Output = Result<u64, BrokerError>> + Send;
+    /// The name of the store (JetStream: the dead-letter stream): the
+    /// `messaging.destination.name` of `retryscope.job.dead_letter.depth`.
+    fn dead_letters_name(&self) -> &str;
 }
 
 /// A broker operation failed. Its source is the client's error.

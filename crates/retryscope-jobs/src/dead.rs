@@ -3,10 +3,12 @@
 
 use crate::broker::{Broker, BrokerError, DeadLetterStore, Outgoing, Published, StoredDead};
 use crate::meta::{self, JobMeta};
+use crate::telemetry;
 use bytes::Bytes;
 use retryscope::StopReason;
 use std::fmt;
 use std::time::SystemTime;
+use tracing::Instrument;
 
 /// The header holding why the job is dead ([`DeadReason::as_str`]).
 pub const REASON_HEADER: &str = "Retryscope-Dead-Reason";
@@ -244,6 +246,10 @@ pub enum Replayed {
 /// # Errors
 ///
 /// The broker's, if the publish or the removal fails.
+///
+/// A replay is visible in telemetry: a PRODUCER span `replay <subject>`
+/// (linked to the job's producer) and `retryscope.job.deliveries` with outcome
+/// `replayed` (docs/telemetry.md, *Jobs*).
 pub async fn replay<B: Broker + DeadLetterStore>(broker: &B, id: u64) -> Result<Replayed, BrokerError> {
     let Some(stored) = broker.get_dead(id).await? else { return Ok(Replayed::NotFound) };
     let letter = match DeadLetter::from_stored(&stored) {
@@ -251,6 +257,20 @@ pub async fn replay<B: Broker + DeadLetterStore>(broker: &B, id: u64) -> Result<
         Err(invalid) => return Ok(Replayed::Unreadable(invalid)),
     };
     let replays = letter.meta.replays.saturating_add(1);
+    let span = telemetry::replay_span(id, &letter, replays);
+    let replayed = requeue(broker, id, letter, replays, &span).instrument(span.clone()).await;
+    span.record("retryscope.job.outcome", if replayed.is_ok() { "replayed" } else { "failed" });
+    replayed
+}
+
+/// The replay's publish and removal, under its span.
+async fn requeue<B: Broker + DeadLetterStore>(
+    broker: &B,
+    id: u64,
+    letter: DeadLetter,
+    replays: u32,
+    span: &tracing::Span,
+) -> Result<Replayed, BrokerError> {
     let meta = JobMeta { replays, ..JobMeta::first(letter.meta.key.clone()) };
     let mut headers: Vec<(String, String)> =
         meta.to_headers().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
@@ -268,6 +288,8 @@ pub async fn replay<B: Broker + DeadLetterStore>(broker: &B, id: u64) -> Result<
             dedup_id,
         })
         .await?;
+    span.record("messaging.message.id", published.sequence);
     broker.remove_dead(id).await?;
+    telemetry::replayed(&letter.subject);
     Ok(Replayed::Queued { published, key: letter.meta.key, replays })
 }

@@ -60,13 +60,17 @@ pub enum JobOutcome {
     Deduplicated,
     /// The delivery came before the job's run-at: put back until then.
     Waiting,
-    /// The broker failed while the delivery was settled: it will come again.
+    /// The broker failed while the delivery was settled, or the job was
+    /// abandoned at shutdown after the grace period: it will come again.
     Unsettled,
+    /// A dead letter was queued again as attempt 1 ([`dead::replay`](crate::dead::replay)):
+    /// reported by the replay, not by a worker's delivery.
+    Replayed,
 }
 
 impl JobOutcome {
     /// Every outcome.
-    pub const ALL: [JobOutcome; 7] = [
+    pub const ALL: [JobOutcome; 8] = [
         JobOutcome::Succeeded,
         JobOutcome::Retried,
         JobOutcome::Held,
@@ -74,6 +78,7 @@ impl JobOutcome {
         JobOutcome::Deduplicated,
         JobOutcome::Waiting,
         JobOutcome::Unsettled,
+        JobOutcome::Replayed,
     ];
 
     /// The attribute value.
@@ -86,6 +91,7 @@ impl JobOutcome {
             JobOutcome::Deduplicated => "deduplicated",
             JobOutcome::Waiting => "waiting",
             JobOutcome::Unsettled => "unsettled",
+            JobOutcome::Replayed => "replayed",
         }
     }
 
@@ -98,6 +104,7 @@ impl JobOutcome {
             JobOutcome::Deduplicated => 4,
             JobOutcome::Waiting => 5,
             JobOutcome::Unsettled => 6,
+            JobOutcome::Replayed => 7,
         }
     }
 }
@@ -105,7 +112,7 @@ impl JobOutcome {
 /// Counts of what a worker did, shared with whoever asks.
 #[derive(Debug, Default)]
 pub struct WorkerStats {
-    outcomes: [AtomicU64; 7],
+    outcomes: [AtomicU64; JobOutcome::ALL.len()],
     executions: AtomicU64,
 }
 

@@ -13,12 +13,14 @@
 //! | its key already processed | ack, without running it |
 //! | handler succeeded | key recorded, ack |
 //! | transient failure, the policy allows another | the next attempt published (attempt + 1, run-at), then ack |
-//! | permanent, attempts spent, deadline passed, headers malformed | dead letter published and stored, then `Term` |
+//! | permanent, attempts spent, deadline passed, headers malformed (a run-at past [`MAX_JOB_DURATION`](retryscope::MAX_JOB_DURATION) included) | dead letter published and stored, then `Term` |
 //!
 //! Attempt count, first-attempt time and previous delay travel in headers
 //! ([`meta`]), since a broker's delivery count cannot tell a hold from an
 //! attempt.
 //!
+//! - The walkthrough (producer, worker, the hold, dead letters and replay, the
+//!   lab's `storm --jobs`): [docs/guide/jobs.md](https://github.com/retryscope/retryscope/blob/main/docs/guide/jobs.md).
 //! - The telemetry contract: [docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md).
 //! - The runbook: [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
 

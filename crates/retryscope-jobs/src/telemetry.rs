@@ -3,12 +3,14 @@
 //! producer's span, and the job metrics (see docs/telemetry.md, *Jobs*).
 
 use crate::broker::Delivery;
-use crate::dead::{DeadReason, TRACEPARENT};
+use crate::dead::{DeadLetter, DeadReason, TRACEPARENT};
 use crate::job::{Job, JobOutcome};
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram};
+use opentelemetry::metrics::{Counter, Histogram, ObservableGauge};
 use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
 use retryscope_otel::tracing_opentelemetry::OpenTelemetrySpanExt;
+use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Deliveries by how they ended (`retryscope.job.outcome`).
@@ -19,11 +21,16 @@ pub const ATTEMPTS: &str = "retryscope.job.attempts";
 pub const AGE: &str = "retryscope.job.age";
 /// Jobs sent to the dead letters, by `retryscope.job.dead_reason`.
 pub const DEAD_LETTERS: &str = "retryscope.job.dead_letters";
+/// Dead letters kept, as the worker last read it from the dead-letter store.
+pub const DEAD_LETTER_DEPTH: &str = "retryscope.job.dead_letter.depth";
 /// The outcome attribute.
 pub const OUTCOME_ATTR: &str = "retryscope.job.outcome";
 /// The dead-letter reason attribute.
 pub const DEAD_REASON_ATTR: &str = "retryscope.job.dead_reason";
-/// The OpenTelemetry messaging destination attribute.
+/// The OpenTelemetry messaging destination attribute: on metrics, the
+/// subject bounded by [`retryscope_otel::bounded_destination`] (at most
+/// [`retryscope_otel::MAX_DESTINATIONS`] values, then `_OTHER`); on spans, the
+/// subject itself.
 pub const DESTINATION_ATTR: &str = "messaging.destination.name";
 /// The messaging system, as the conventions name NATS.
 pub const SYSTEM: &str = "nats";
@@ -62,35 +69,24 @@ impl JobTelemetry {
     }
 
     pub(crate) fn outcome(&self, outcome: JobOutcome, subject: &str) {
-        self.deliveries.add(
-            1,
-            &[
-                KeyValue::new(OUTCOME_ATTR, outcome.as_str()),
-                KeyValue::new(DESTINATION_ATTR, subject.to_owned()),
-            ],
-        );
+        self.deliveries.add(1, &[KeyValue::new(OUTCOME_ATTR, outcome.as_str()), destination(subject)]);
     }
 
     pub(crate) fn completed(&self, subject: &str, attempts: u32, age: Duration) {
-        let attrs = [KeyValue::new(DESTINATION_ATTR, subject.to_owned())];
+        let attrs = [destination(subject)];
         self.attempts.record(u64::from(attempts), &attrs);
         self.age.record(age.as_secs_f64(), &attrs);
     }
 
     pub(crate) fn dead_lettered(&self, subject: &str, reason: DeadReason) {
-        self.dead.add(
-            1,
-            &[
-                KeyValue::new(DEAD_REASON_ATTR, reason.as_str()),
-                KeyValue::new(DESTINATION_ATTR, subject.to_owned()),
-            ],
-        );
+        self.dead.add(1, &[KeyValue::new(DEAD_REASON_ATTR, reason.as_str()), destination(subject)]);
     }
 
     /// A CONSUMER span for one attempt, `process <subject>`, linked to the
     /// producer's span when the job carries its `traceparent`.
     pub(crate) fn attempt_span<D: Delivery>(&self, delivery: &D, job: &Job) -> AttemptSpan {
         let span = tracing::info_span!(
+            target: retryscope_otel::names::TARGET,
             "process",
             otel.name = format!("process {}", job.subject),
             otel.kind = "consumer",
@@ -109,6 +105,80 @@ impl JobTelemetry {
         }
         AttemptSpan(span)
     }
+}
+
+/// A metric's `messaging.destination.name`: the subject, bounded.
+fn destination(subject: &str) -> KeyValue {
+    KeyValue::new(
+        DESTINATION_ATTR,
+        opentelemetry::StringValue::from(retryscope_otel::bounded_destination(subject)),
+    )
+}
+
+/// The dead-letter depth as the worker last read it: written by the worker's
+/// refresh task, read by the gauge's callback, which therefore never waits on
+/// the broker.
+#[derive(Debug, Default)]
+pub(crate) struct DeadLetterDepth {
+    value: AtomicU64,
+    known: AtomicBool,
+}
+
+impl DeadLetterDepth {
+    pub(crate) fn set(&self, depth: u64) {
+        self.value.store(depth, Ordering::Relaxed);
+        self.known.store(true, Ordering::Release);
+    }
+
+    fn get(&self) -> Option<u64> {
+        self.known.load(Ordering::Acquire).then(|| self.value.load(Ordering::Relaxed))
+    }
+}
+
+/// Registers `retryscope.job.dead_letter.depth` for the dead-letter store
+/// `name`. The callback holds `depth` weakly: once the worker stops, it
+/// reports nothing rather than a stale value forever.
+pub(crate) fn register_depth(name: &str, depth: Weak<DeadLetterDepth>) -> ObservableGauge<u64> {
+    let attrs = [KeyValue::new(DESTINATION_ATTR, name.to_owned())];
+    opentelemetry::global::meter("retryscope-jobs")
+        .u64_observable_gauge(DEAD_LETTER_DEPTH)
+        .with_description("Dead letters kept, as the worker last read it from the dead-letter store")
+        .with_callback(move |observer| {
+            if let Some(value) = depth.upgrade().and_then(|d| d.get()) {
+                observer.observe(value, &attrs);
+            }
+        })
+        .build()
+}
+
+/// A PRODUCER span for a replay from the dead letters, `replay <subject>`,
+/// linked to the job's producer when the letter kept its `traceparent`.
+pub(crate) fn replay_span(id: u64, letter: &DeadLetter, replays: u32) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: retryscope_otel::names::TARGET,
+        "replay",
+        otel.name = format!("replay {}", letter.subject),
+        otel.kind = "producer",
+        messaging.system = SYSTEM,
+        messaging.destination.name = %letter.subject,
+        messaging.message.id = tracing::field::Empty,
+        messaging.operation.type = "send",
+        messaging.operation.name = "replay",
+        retryscope.job.key = letter.meta.key.as_deref().unwrap_or(""),
+        retryscope.job.replays = replays,
+        retryscope.job.dead_reason = letter.reason.as_str(),
+        retryscope.job.dead_letter.id = id,
+        retryscope.job.outcome = tracing::field::Empty,
+    );
+    if let Some(context) = letter.traceparent.as_deref().and_then(parse_traceparent) {
+        span.add_link(context);
+    }
+    span
+}
+
+/// Counts a replay in `retryscope.job.deliveries` (outcome `replayed`).
+pub(crate) fn replayed(subject: &str) {
+    JobTelemetry::global().outcome(JobOutcome::Replayed, subject);
 }
 
 /// A delivery attempt's span, ended with its outcome.

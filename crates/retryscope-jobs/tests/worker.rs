@@ -202,3 +202,48 @@ async fn a_job_without_headers_is_attempt_one_and_malformed_headers_are_a_dead_l
     assert_eq!(letter.reason.as_str(), "invalid_job_metadata");
     assert_eq!(letter.payload.as_ref(), b"bad");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deadline_counts_from_the_first_attempt_across_requeues() {
+    let Some(url) = nats_url() else { return };
+    // 20 attempts 100 ms apart would take 1.9 s; the deadline, 700 ms from the
+    // first attempt, ends the job first, though each retry is a new message.
+    let deadline = Duration::from_millis(700);
+    let policy = retryscope::Policy::builder()
+        .max_attempts(20)
+        .base_delay(Duration::from_millis(100))
+        .max_delay(Duration::from_millis(100))
+        .jitter(retryscope::Jitter::None)
+        .deadline(deadline)
+        .build()
+        .expect("a valid policy");
+    let q = queue(&url, "deadline", &policy.into(), Duration::from_secs(5)).await;
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    let worker = Worker::builder(q.queue.clone(), policy, move |_job: Job| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        async { Err::<(), _>(TestError::Busy) }
+    })
+    .build()
+    .expect("valid settings");
+    let stats = worker.stats();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run(async {
+        let _ = stopped.await;
+    }));
+    Producer::new(q.queue.clone()).enqueue(&q.subject, "order-9", "x").await.expect("stored");
+    assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 1).await);
+    let _ = stop.send(());
+    running.await.expect("the worker stops");
+    let letters = dead::list(&q.queue, 0, 10).await.expect("listed");
+    let letter = letters[0].letter.as_ref().expect("readable");
+    assert_eq!(letter.reason, DeadReason::DeadlineExceeded);
+    let attempts = calls.load(Ordering::SeqCst);
+    assert_eq!(letter.meta.attempt, attempts);
+    assert!((3..20).contains(&attempts), "{attempts} attempts, each its own message");
+    let first = letter.meta.first_attempt_at.expect("the first attempt's time, carried across requeues");
+    let span = letter.last_attempt_at.duration_since(first).expect("the last attempt after the first");
+    assert!(span <= deadline, "the last attempt {span:?} after the first: within the deadline");
+    println!("deadline {deadline:?}: {attempts} attempts over {span:?}, then deadline_exceeded");
+    assert_eq!(stats.count(JobOutcome::Retried), u64::from(attempts) - 1);
+}

@@ -134,7 +134,10 @@ mod spans;
 pub mod telemetry_state;
 mod upstream;
 
-pub use bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, bounded_operation, dependency_name};
+pub use bounded::{
+    MAX_DEPENDENCIES, MAX_DESTINATIONS, OVERFLOW, bounded_dependency, bounded_destination, bounded_operation,
+    dependency_name,
+};
 pub use dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, MAX_PORTS_PER_HOST};
 pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
 pub use guards::{Guardable, Guards};

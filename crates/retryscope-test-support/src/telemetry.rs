@@ -79,8 +79,34 @@ impl Telemetry {
     }
 
     fn latest(&self) -> ResourceMetrics {
+        self.latest_if_any().expect("one collection")
+    }
+
+    /// The last collection, `None` while nothing was recorded (an observable
+    /// gauge whose callback observed nothing yet).
+    fn latest_if_any(&self) -> Option<ResourceMetrics> {
         self.meter_provider.force_flush().expect("flush metrics");
-        self.metrics.get_finished_metrics().expect("metrics").pop().expect("one collection")
+        self.metrics.get_finished_metrics().expect("metrics").pop()
+    }
+
+    /// Makes this meter provider the global one as well, for libraries that
+    /// record through `opentelemetry::global::meter` (retryscope-jobs).
+    pub fn install_global_meter(&self) {
+        opentelemetry::global::set_meter_provider(self.meter_provider.clone());
+    }
+
+    /// The value of a `u64` gauge's point whose attributes include all of
+    /// `with`, if the last collection has one.
+    pub fn gauge_u64(&self, name: &str, with: &[(&str, &str)]) -> Option<u64> {
+        let rm = self.latest_if_any()?;
+        rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == name).find_map(|metric| {
+            match metric.data() {
+                AggregatedMetrics::U64(MetricData::Gauge(g)) => {
+                    g.data_points().find(|p| matches(p.attributes(), with)).map(|p| p.value())
+                }
+                _ => None,
+            }
+        })
     }
 
     /// Sum of a counter's points whose attributes include all of `with`.
@@ -153,6 +179,9 @@ impl Telemetry {
                     g.data_points().for_each(|p| note(p.attributes().collect()))
                 }
                 AggregatedMetrics::I64(MetricData::Gauge(g)) => {
+                    g.data_points().for_each(|p| note(p.attributes().collect()))
+                }
+                AggregatedMetrics::U64(MetricData::Gauge(g)) => {
                     g.data_points().for_each(|p| note(p.attributes().collect()))
                 }
                 other => panic!("{name}: unexpected kind {other:?}"),

@@ -89,6 +89,7 @@ pub struct NatsQueue {
     js: Context,
     consumer: PullConsumer,
     dead: Stream,
+    dead_stream: String,
     dead_prefix: String,
     ack_wait: Duration,
     max_deliver: u64,
@@ -153,6 +154,7 @@ impl NatsQueue {
             js,
             consumer,
             dead,
+            dead_stream: config.dead_stream,
             dead_prefix: config.dead_prefix,
             ack_wait: config.ack_wait,
             max_deliver,
@@ -177,7 +179,15 @@ impl NatsQueue {
         let info = consumer.info().await.map_err(|e| BrokerError::new("consumer_info", e))?;
         let (ack_wait, max_deliver) =
             (info.config.ack_wait, u64::try_from(info.config.max_deliver).unwrap_or(u64::MAX));
-        Ok(Self { js, consumer, dead, dead_prefix: config.dead_prefix.clone(), ack_wait, max_deliver })
+        Ok(Self {
+            js,
+            consumer,
+            dead,
+            dead_stream: config.dead_stream.clone(),
+            dead_prefix: config.dead_prefix.clone(),
+            ack_wait,
+            max_deliver,
+        })
     }
 
     /// The JetStream context, for what this type does not wrap.
@@ -303,5 +313,9 @@ impl DeadLetterStore for NatsQueue {
     async fn dead_depth(&self) -> Result<u64, BrokerError> {
         let info = self.dead.get_info().await.map_err(|e| BrokerError::new("dead_depth", e))?;
         Ok(info.state.messages)
+    }
+
+    fn dead_letters_name(&self) -> &str {
+        &self.dead_stream
     }
 }

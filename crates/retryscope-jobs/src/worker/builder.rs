@@ -32,7 +32,11 @@ pub struct WorkerBuilder<B: Broker, E, S = MemoryStore> {
     hold: Duration,
     fetch_wait: Duration,
     grace: Duration,
+    depth_every: Duration,
 }
+
+/// The shortest and longest interval at which a worker reads the dead-letter depth.
+const DEPTH_EVERY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(3_600));
 
 /// A setting out of range, refused by [`WorkerBuilder::build`].
 #[derive(Debug)]
@@ -105,6 +109,7 @@ impl<B: Broker, E: 'static> WorkerBuilder<B, E, MemoryStore> {
             hold: Duration::from_secs(1),
             fetch_wait: Duration::from_secs(1),
             grace: Duration::from_secs(10),
+            depth_every: Duration::from_secs(15),
         }
     }
 }
@@ -154,6 +159,7 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
             hold: self.hold,
             fetch_wait: self.fetch_wait,
             grace: self.grace,
+            depth_every: self.depth_every,
         }
     }
 
@@ -195,12 +201,21 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
         self
     }
 
+    /// How often the worker reads how many dead letters are kept, for the
+    /// `retryscope.job.dead_letter.depth` gauge (default 15 s, a Prometheus
+    /// scrape; 100 ms to 1 h). The gauge reports the last value read: reading
+    /// it never waits on the broker.
+    pub fn dead_letter_depth_every(mut self, every: Duration) -> Self {
+        self.depth_every = every;
+        self
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
     ///
     /// [`WorkerError::OutOfRange`] for a zero concurrency, hold or fetch wait,
-    /// or a broker whose `max_deliver` is lower than the policy needs (the
+    /// a dead-letter depth interval outside 100 ms to 1 h, or a broker whose `max_deliver` is lower than the policy needs (the
     /// broker would drop jobs the policy still retries).
     pub fn build(self) -> Result<Worker<B, E, S>, WorkerError> {
         if self.concurrency == 0 || self.concurrency > 10_000 {
@@ -208,6 +223,12 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
         }
         if self.hold.is_zero() || self.fetch_wait.is_zero() {
             return Err(WorkerError::OutOfRange { setting: "hold/fetch_wait", limit: "above zero" });
+        }
+        if !(DEPTH_EVERY.0..=DEPTH_EVERY.1).contains(&self.depth_every) {
+            return Err(WorkerError::OutOfRange {
+                setting: "dead_letter_depth_every",
+                limit: "100 ms to 1 h",
+            });
         }
         if let Some(max) = self.broker.max_deliver()
             && max < super::max_deliver_for(&self.policy)
@@ -238,8 +259,10 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
                 hold: self.hold,
                 fetch_wait: self.fetch_wait,
                 grace: self.grace,
+                depth_every: self.depth_every,
                 stats: Arc::new(WorkerStats::default()),
                 warned_bare: AtomicBool::new(false),
+                abandon: tokio::sync::watch::channel(false).0,
                 telemetry,
             }),
         })

@@ -28,7 +28,7 @@ impl<S: IdempotencyStore> Keys<S> {
     pub(crate) async fn claim(&self, key: Option<&str>, subject: &str, payload: &[u8]) -> Claimed {
         let (Some(store), Some(key)) = (&self.store, key) else { return Claimed::Run(None) };
         let Some(key) = store_key(key) else {
-            tracing::warn!(key, "a job key the store cannot hold runs without de-duplication");
+            tracing::warn!(target: retryscope_otel::names::TARGET, key, "a job key the store cannot hold runs without de-duplication");
             return Claimed::Run(None);
         };
         // The job's subject and body are its fingerprint: a key is the job's
@@ -42,7 +42,7 @@ impl<S: IdempotencyStore> Keys<S> {
             },
             Ok(Claim::Full { retry_after }) => Claimed::Later(retry_after),
             Err(error) => {
-                tracing::warn!(error = %error, "the processed-key store failed: the job waits");
+                tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "the processed-key store failed: the job waits");
                 Claimed::Later(Duration::from_secs(1))
             }
         }
@@ -53,7 +53,7 @@ impl<S: IdempotencyStore> Keys<S> {
             && let Err(error) = store.complete(&ticket, Completion::NotReplayable, self.ttl).await
         {
             // The job is acked anyway: only a lost ack on top would run it twice.
-            tracing::warn!(error = %error, "the processed-key store did not record a completed job");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "the processed-key store did not record a completed job");
         }
     }
 
@@ -61,7 +61,7 @@ impl<S: IdempotencyStore> Keys<S> {
         if let (Some(store), Some(ticket)) = (&self.store, ticket)
             && let Err(error) = store.release(&ticket).await
         {
-            tracing::warn!(error = %error, "the processed-key store did not free a job key (its lease will)");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "the processed-key store did not free a job key (its lease will)");
         }
     }
 }

@@ -10,8 +10,9 @@ mod process;
 
 pub use builder::{Classifier, WorkerBuilder};
 
-use crate::broker::Broker;
+use crate::broker::{Broker, DeadLetterStore};
 use crate::job::{Handler, WorkerStats};
+use crate::telemetry::{self, DeadLetterDepth};
 use keys::Keys;
 use retryscope::jobs::JobPolicy;
 use retryscope::{Policy, RetryBudget};
@@ -43,8 +44,12 @@ pub(crate) struct Inner<B: Broker, E, S> {
     pub(crate) hold: Duration,
     pub(crate) fetch_wait: Duration,
     pub(crate) grace: Duration,
+    pub(crate) depth_every: Duration,
     pub(crate) stats: Arc<WorkerStats>,
     pub(crate) warned_bare: AtomicBool,
+    /// Set when the shutdown grace period is over: a job still running is
+    /// abandoned and its delivery put back at once.
+    pub(crate) abandon: tokio::sync::watch::Sender<bool>,
     pub(crate) telemetry: crate::telemetry::JobTelemetry,
 }
 
@@ -57,14 +62,25 @@ where
     pub fn stats(&self) -> Arc<WorkerStats> {
         Arc::clone(&self.inner.stats)
     }
+}
 
+impl<B: Broker + DeadLetterStore, E, S> Worker<B, E, S>
+where
+    E: std::fmt::Display + Send + 'static,
+    S: IdempotencyStore,
+{
     /// Runs until `shutdown` completes, then stops pulling and lets the jobs
     /// in hand finish for the grace period (default 10 s). A job still
-    /// running after it is dropped unsettled: the broker delivers it again
-    /// after its AckWait, and the key store keeps a completed one from running
-    /// twice.
+    /// running after it is abandoned (its handler future dropped) and put
+    /// back with a `Nak` without delay, its key released, so another worker
+    /// takes it at once; one the broker could not be told of within 2 s more
+    /// is delivered again after its AckWait. Either way the key store keeps a
+    /// job that did complete from running twice.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         let inner = self.inner;
+        let depth = Arc::new(DeadLetterDepth::default());
+        let _gauge = telemetry::register_depth(inner.broker.dead_letters_name(), Arc::downgrade(&depth));
+        let refresh = tokio::spawn(refresh_depth(Arc::clone(&inner), Arc::clone(&depth)));
         let slots = Arc::new(Semaphore::new(inner.concurrency));
         let mut tasks = JoinSet::new();
         let mut failures = 0u32;
@@ -103,7 +119,7 @@ where
                     // A broker restart: back off (bounded), keep the worker alive.
                     failures = failures.saturating_add(1);
                     let wait = Duration::from_millis(50u64.saturating_mul(1 << failures.min(5)));
-                    tracing::warn!(error = %error, source = ?std::error::Error::source(&error), ?wait, "job fetch failed");
+                    tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, source = ?std::error::Error::source(&error), ?wait, "job fetch failed");
                     drop(first);
                     tokio::select! {
                         () = &mut shutdown => break,
@@ -115,12 +131,61 @@ where
         let drained =
             tokio::time::timeout(inner.grace, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
-            tracing::warn!(
+            // Give the jobs in hand back to the broker now (a `Nak` without delay,
+            // their keys released), rather than leave them for AckWait to expire.
+            tracing::warn!(target: retryscope_otel::names::TARGET,
                 running = tasks.len(),
-                "jobs still running after the shutdown grace period are dropped unsettled"
+                "jobs still running after the shutdown grace period are abandoned and put back"
             );
-            tasks.abort_all();
+            inner.abandon.send_replace(true);
+            let put_back =
+                tokio::time::timeout(ABANDON_WAIT, async { while tasks.join_next().await.is_some() {} })
+                    .await;
+            if put_back.is_err() {
+                tracing::warn!(target: retryscope_otel::names::TARGET,
+                    running = tasks.len(),
+                    "jobs not put back in time are dropped unsettled: the broker delivers them again after AckWait"
+                );
+                tasks.abort_all();
+            }
         }
+        refresh.abort();
+    }
+}
+
+/// How long abandoned jobs have to be put back after the grace period: one
+/// broker round trip each, at once.
+const ABANDON_WAIT: Duration = Duration::from_secs(2);
+
+/// Reads the dead-letter depth every `depth_every`, each read bounded by the
+/// same interval, for the gauge's callback to report without a broker round trip.
+async fn refresh_depth<B: Broker + DeadLetterStore, E, S>(
+    inner: Arc<Inner<B, E, S>>,
+    depth: Arc<DeadLetterDepth>,
+) {
+    let every = inner.depth_every;
+    let mut warned = false;
+    loop {
+        match tokio::time::timeout(every, inner.broker.dead_depth()).await {
+            Ok(Ok(n)) => {
+                depth.set(n);
+                warned = false;
+            }
+            // Once per run of failures: a broker restart should not flood the log.
+            Ok(Err(error)) if !warned => {
+                warned = true;
+                tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "the dead-letter depth could not be read; the gauge keeps the last value");
+            }
+            Err(_) if !warned => {
+                warned = true;
+                tracing::warn!(target: retryscope_otel::names::TARGET,
+                    ?every,
+                    "reading the dead-letter depth timed out; the gauge keeps the last value"
+                );
+            }
+            _ => {}
+        }
+        tokio::time::sleep(every).await;
     }
 }
 

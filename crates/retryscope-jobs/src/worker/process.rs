@@ -41,7 +41,7 @@ where
         Ok(Some(meta)) => meta,
         Ok(None) => {
             if !inner.warned_bare.swap(true, Ordering::Relaxed) {
-                tracing::info!(
+                tracing::info!(target: retryscope_otel::names::TARGET,
                     subject = delivery.subject(),
                     "a job without retryscope's headers runs as attempt 1 (logged once per worker)"
                 );
@@ -70,6 +70,20 @@ where
         && let Ok(early) = run_at.duration_since(now)
         && !early.is_zero()
     {
+        if early > retryscope::MAX_JOB_DURATION {
+            // No valid policy schedules that far ahead: a producer's bug, and a
+            // job that would otherwise wait in the queue for ever.
+            let letter = DeadLetter {
+                reason: DeadReason::InvalidJobMetadata,
+                last_error: Some(format!(
+                    "the job's {} header is more than {} days ahead",
+                    crate::meta::RUN_AT_HEADER,
+                    retryscope::MAX_JOB_DURATION.as_secs() / 86_400
+                )),
+                ..letter(delivery, meta, now)
+            };
+            return dead_letter(inner, delivery, letter).await;
+        }
         return put_back(inner, delivery, &meta, early, JobOutcome::Waiting).await;
     }
     if let Some(hold) = guard_hold(inner, &meta) {
@@ -95,7 +109,15 @@ where
         replays: meta.replays,
     };
     let span = inner.telemetry.attempt_span(delivery, &job);
-    let (result, verdict) = attempt(inner, delivery, job).instrument(span.span().clone()).await;
+    let Some((result, verdict)) = attempt(inner, delivery, job).instrument(span.span().clone()).await else {
+        // Shutdown's grace period is over: give the job back at once.
+        inner.keys.release(ticket).await;
+        span.end("unsettled", None);
+        if let Err(error) = delivery.nak(Duration::ZERO).await {
+            tracing::debug!(target: retryscope_otel::names::TARGET, error = %error, "an abandoned job could not be put back: it comes again after AckWait");
+        }
+        return JobOutcome::Unsettled;
+    };
     let ended = SystemTime::now();
     let meta = JobMeta { first_attempt_at: Some(first_attempt_at), ..meta };
     match result {
@@ -166,11 +188,12 @@ where
 /// Runs one attempt through the engine — the classification, the attempt
 /// timeout and the dependency's budget, breaker and pacer — sending
 /// in-progress acks while it runs, so the broker never redelivers a running job.
+/// `None`: abandoned at shutdown, after the grace period.
 async fn attempt<B: Broker, E, S>(
     inner: &Inner<B, E, S>,
     delivery: &B::Delivery,
     job: Job,
-) -> (Result<(), retryscope::RetryError<E>>, Option<Verdict>)
+) -> Option<(Result<(), retryscope::RetryError<E>>, Option<Verdict>)>
 where
     E: std::fmt::Display + Send + 'static,
 {
@@ -198,19 +221,21 @@ where
         // Three progress acks per AckWait: one may be lost and the next still in time.
         let period = (inner.broker.ack_wait() / 3).max(Duration::from_millis(10));
         let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let mut abandon = inner.abandon.subscribe();
         loop {
             tokio::select! {
                 result = &mut running => break result,
+                true = async { abandon.wait_for(|abandoned| *abandoned).await.is_ok() } => return None,
                 _ = progress.tick() => {
                     if let Err(error) = delivery.in_progress().await {
-                        tracing::debug!(error = %error, "an in-progress ack failed");
+                        tracing::debug!(target: retryscope_otel::names::TARGET, error = %error, "an in-progress ack failed");
                     }
                 }
             }
         }
     };
     let verdict = *verdict.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    (result, verdict)
+    Some((result, verdict))
 }
 
 /// A hold the dependency's guards ask for before the job runs, if any: a
@@ -273,7 +298,7 @@ async fn put_back<B: Broker, E, S>(
             Err(_) => JobOutcome::Unsettled,
         },
         Err(error) => {
-            tracing::warn!(error = %error, "a held job could not be put back: it comes again after AckWait");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "a held job could not be put back: it comes again after AckWait");
             JobOutcome::Unsettled
         }
     }
@@ -306,7 +331,7 @@ async fn requeue<B: Broker, E, S>(
             Err(_) => JobOutcome::Unsettled,
         },
         Err(error) => {
-            tracing::warn!(error = %error, "a retry could not be queued: the job comes again after a hold");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "a retry could not be queued: the job comes again after a hold");
             match delivery.nak(inner.hold).await {
                 Ok(()) => JobOutcome::Held,
                 Err(_) => JobOutcome::Unsettled,
@@ -333,7 +358,7 @@ async fn dead_letter<B: Broker, E, S>(
             }
         }
         Err(error) => {
-            tracing::warn!(error = %error, "a dead letter could not be stored: the job comes again");
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "a dead letter could not be stored: the job comes again");
             match delivery.nak(inner.hold).await {
                 Ok(()) => JobOutcome::Unsettled,
                 Err(_) => JobOutcome::Unsettled,

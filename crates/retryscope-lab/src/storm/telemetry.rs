@@ -50,6 +50,12 @@ impl Telemetry {
         Ok(Telemetry { meter, reader, provider, _otlp: otlp, _scrape: scrape })
     }
 
+    /// Makes the storm's meter provider the global one, for libraries that
+    /// record through `opentelemetry::global::meter` (retryscope-jobs).
+    pub(crate) fn install_global_meter(&self) {
+        opentelemetry::global::set_meter_provider(self.provider.clone());
+    }
+
     /// Flushes what is buffered (the OTLP guard flushes when dropped).
     pub(crate) fn flush(&self) {
         let _ = self.provider.force_flush();

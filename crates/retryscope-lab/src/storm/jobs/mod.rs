@@ -21,6 +21,8 @@ mod chart;
 pub mod report;
 mod server;
 
+use crate::storm::runner::finish;
+use crate::storm::telemetry::Telemetry;
 use crate::storm::{StormArgs, StormError, error};
 use report::JobsRun;
 use retryscope::{CircuitBreaker, ErrorType, Jitter, Policy, RetryBudget, Transient, Verdict};
@@ -99,6 +101,9 @@ pub fn run(args: &StormArgs) -> Result<Vec<report::JobsSummary>, StormError> {
     if !(args.down.is_finite() && (0.0..=600.0).contains(&args.down)) {
         return Err(StormError::new("--down must be between 0 and 600 seconds"));
     }
+    if !(args.linger.is_finite() && (0.0..=3_600.0).contains(&args.linger)) {
+        return Err(StormError::new("--linger must be between 0 and 3600 seconds"));
+    }
     crate::storm::block_on(storm(args))
 }
 
@@ -113,10 +118,16 @@ pub fn header(args: &StormArgs) -> String {
 
 async fn storm(args: &StormArgs) -> Result<Vec<report::JobsSummary>, StormError> {
     let nats = server::Nats::start(args.nats_url.as_deref()).await?;
+    // The job metrics go through the global meter: to the scrape endpoint with --prometheus.
+    let telemetry = Telemetry::start(args.prometheus.as_deref())?;
+    telemetry.install_global_meter();
     let mut runs = Vec::new();
+    let mut workers = Vec::new();
     for worker in [JobWorker::Naive, JobWorker::Retryscope] {
         eprintln!("storm: jobs, {} worker …", worker.name());
-        runs.push(run_worker(args, &nats.url, worker).await?);
+        let (run, running) = run_worker(args, &nats.url, worker).await?;
+        runs.push(run);
+        workers.push(running);
     }
     let rows: Vec<report::JobsSummary> = runs.iter().map(JobsRun::summary).collect();
     print!("{}{}", header(args), report::table(&rows));
@@ -128,10 +139,29 @@ async fn storm(args: &StormArgs) -> Result<Vec<report::JobsSummary>, StormError>
         "runs": runs,
     });
     crate::storm::write_outputs(args, "storm-jobs", &json, |svg| chart::write_svg(svg, &runs))?;
+    // The workers, idle now, keep reading their dead-letter depth through the
+    // linger, so that a last scrape sees it; then they stop.
+    finish(args, &telemetry).await;
+    for running in workers {
+        running.stop().await?;
+    }
     Ok(rows)
 }
 
-async fn run_worker(args: &StormArgs, url: &str, kind: JobWorker) -> Result<JobsRun, StormError> {
+/// A worker still running (idle once its jobs are settled).
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) -> Result<(), StormError> {
+        let _ = self.stop.send(());
+        self.task.await.map_err(|e| error("stopping the worker", e))
+    }
+}
+
+async fn run_worker(args: &StormArgs, url: &str, kind: JobWorker) -> Result<(JobsRun, Running), StormError> {
     let client = async_nats::connect(url).await.map_err(|e| error("connecting to nats-server", e))?;
     let policy = kind.policy().map_err(|e| error("building the policy", e))?;
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
@@ -207,11 +237,9 @@ async fn run_worker(args: &StormArgs, url: &str, kind: JobWorker) -> Result<Jobs
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let elapsed = start.elapsed();
-    let _ = stop.send(());
-    running.await.map_err(|e| error("stopping the worker", e))?;
     let dead_depth = queue.dead_depth().await.map_err(|e| error("counting dead letters", e))?;
     let ledger = ledger.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok(JobsRun {
+    let run = JobsRun {
         worker: kind.name(),
         jobs: total,
         succeeded: stats.count(JobOutcome::Succeeded),
@@ -224,7 +252,8 @@ async fn run_worker(args: &StormArgs, url: &str, kind: JobWorker) -> Result<Jobs
         max_executions: ledger.executions.values().copied().max().unwrap_or(0),
         ages_ms: ledger.ages_ms.clone(),
         seconds: elapsed.as_secs_f64(),
-    })
+    };
+    Ok((run, Running { stop, task: running }))
 }
 
 #[derive(Default)]
