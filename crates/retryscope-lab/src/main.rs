@@ -44,6 +44,9 @@ fn main() -> ExitCode {
         Command::Storm(args) if args.jobs => {
             retryscope_lab::storm::jobs::run(&args).map(drop).map_err(|e| chain(&e))
         }
+        Command::Storm(args) if args.chaos.is_some() => {
+            retryscope_lab::storm::chaos::run(&args).map(drop).map_err(|e| chain(&e))
+        }
         Command::Storm(args) if args.layers.is_some() => {
             retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| chain(&e))
         }
