@@ -14,7 +14,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// A live retry storm on loopback: every policy against the same struggling server.
-    Storm(retryscope_lab::storm::StormArgs),
+    Storm(Box<retryscope_lab::storm::StormArgs>),
     /// Deterministic simulations in virtual time that reproduce published experiments.
     Simulate(retryscope_lab::sim::SimulateArgs),
     /// Job queues (retryscope-jobs on NATS JetStream): `jobs dead-letters list|inspect|replay`.
