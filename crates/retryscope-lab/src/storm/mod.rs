@@ -229,8 +229,8 @@ pub struct StormArgs {
     pub nats_url: Option<String>,
     /// Run the chaos storm instead: the server stays healthy and the outage
     /// is injected into the clients, below their retries, as SPEC says:
-    /// fault rules, comma-separated, each KIND@PERCENT[@DEPENDENCY][/ROUTE]
-    /// with an optional window :FROM-TO of each policy's run, e.g.
+    /// fault rules, comma-separated, each `KIND@PERCENT[@DEPENDENCY][/ROUTE]`
+    /// with an optional window `:FROM-TO` of each policy's run, e.g.
     /// `503@30%:0s-4s,stall@5%`. Compares --policies. The outage flag and the
     /// other storms' flags do not apply, and are refused.
     #[arg(

@@ -2,7 +2,7 @@
 //!
 //! The server is healthy throughout (the storm's server, no outage). What fails
 //! is injected into the clients: each rule of the [SPEC](spec) is a
-//! [`FaultMiddleware`] *below* the policy's [`RetryMiddleware`], armed during
+//! [`FaultMiddleware`] *below* the policy's [`RetryMiddleware`](retryscope_reqwest::RetryMiddleware), armed during
 //! its window, so the retries, budgets and breakers meet the faults exactly as
 //! they would meet real ones — and the server receives what the retries add.
 //! The same policies as the plain storm are compared, one after another, each
