@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PUBLISHED="retryscope retryscope-otel retryscope-reqwest retryscope-tower retryscope-sqlx"
+PUBLISHED="retryscope retryscope-otel retryscope-reqwest retryscope-tower retryscope-sqlx retryscope-testkit"
 
 echo "std APIs (clippy::incompatible_msrv, all features, all targets)"
 cargo clippy --quiet --workspace --all-targets --all-features -- -A clippy::all -D clippy::incompatible_msrv

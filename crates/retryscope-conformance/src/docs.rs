@@ -29,4 +29,5 @@ guide! {
     lab => "lab.md",
     operations => "operations.md",
     where_features_meet => "where-features-meet.md",
+    testing => "testing.md",
 }

@@ -14,7 +14,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// A live retry storm on loopback: every policy against the same struggling server.
-    Storm(retryscope_lab::storm::StormArgs),
+    Storm(Box<retryscope_lab::storm::StormArgs>),
     /// Deterministic simulations in virtual time that reproduce published experiments.
     Simulate(retryscope_lab::sim::SimulateArgs),
     /// Job queues (retryscope-jobs on NATS JetStream): `jobs dead-letters list|inspect|replay`.
@@ -43,6 +43,9 @@ fn main() -> ExitCode {
         }
         Command::Storm(args) if args.jobs => {
             retryscope_lab::storm::jobs::run(&args).map(drop).map_err(|e| chain(&e))
+        }
+        Command::Storm(args) if args.chaos.is_some() => {
+            retryscope_lab::storm::chaos::run(&args).map(drop).map_err(|e| chain(&e))
         }
         Command::Storm(args) if args.layers.is_some() => {
             retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| chain(&e))

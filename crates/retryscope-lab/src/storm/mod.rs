@@ -17,8 +17,11 @@
 //! idempotency key: see [`lost_responses`].
 //! With `--jobs`, job workers on a real nats-server take jobs whose dependency
 //! is down for longer than a naive worker's retry window: see [`jobs`].
+//! With `--chaos SPEC`, the server stays healthy and the outage is injected
+//! into the clients, below their retries: see [`chaos`].
 
 pub mod chain;
+pub mod chaos;
 mod chart;
 mod error;
 pub mod jobs;
@@ -67,12 +70,13 @@ pub struct StormArgs {
     /// Logical requests per second per client.
     #[arg(long, default_value_t = 10.0)]
     pub rate: f64,
-    /// Seconds of load per policy (8 by default with --layers and with
-    /// --slow-tail, 10 with --rate-limited).
+    /// Seconds of load per policy (8 by default with --layers, with
+    /// --slow-tail and with --chaos, 10 with --rate-limited).
     #[arg(
         long,
         default_value_t = 16.0,
         default_value_if("layers", ArgPredicate::IsPresent, "8"),
+        default_value_if("chaos", ArgPredicate::IsPresent, "8"),
         default_value_if("rate_limited", "true", "10"),
         default_value_if("slow_tail", "true", "8")
     )]
@@ -223,12 +227,27 @@ pub struct StormArgs {
     /// The nats-server of the jobs storm (default: start one from PATH).
     #[arg(long, requires = "jobs")]
     pub nats_url: Option<String>,
+    /// Run the chaos storm instead: the server stays healthy and the outage
+    /// is injected into the clients, below their retries, as SPEC says:
+    /// fault rules, comma-separated, each `KIND@PERCENT[@DEPENDENCY][/ROUTE]`
+    /// with an optional window `:FROM-TO` of each policy's run, e.g.
+    /// `503@30%:0s-4s,stall@5%`. Compares --policies. The outage flag and the
+    /// other storms' flags do not apply, and are refused.
+    #[arg(
+        long,
+        value_name = "SPEC",
+        conflicts_with_all = [
+            "layers", "layer_policies", "outage", "rate_limited", "slow_tail", "lost_responses", "jobs"
+        ]
+    )]
+    pub chaos: Option<String>,
     /// Seeds the clients' start phases (with --lost-responses, which responses
-    /// are lost).
+    /// are lost; with --chaos, which attempts meet a fault).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Where the chart (storm.svg) and the summary (storm.json) go; with
-    /// --layers, storm-layers.svg and storm-layers.json; with --rate-limited,
+    /// --layers, storm-layers.svg and storm-layers.json; with --chaos,
+    /// chaos.svg and chaos.json; with --rate-limited,
     /// storm-rate-limited.svg and storm-rate-limited.json; with --slow-tail,
     /// slow-tail.svg and slow-tail.json; with --lost-responses,
     /// lost-responses.svg and lost-responses.json.

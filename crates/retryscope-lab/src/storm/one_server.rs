@@ -95,7 +95,7 @@ async fn run_policy(
 }
 
 /// Retries started per slice, from the instrumentation's cumulative counter.
-async fn sample(metrics: InProcessReader, policy: StormPolicy, slices: usize) -> Vec<u64> {
+pub(crate) async fn sample(metrics: InProcessReader, policy: StormPolicy, slices: usize) -> Vec<u64> {
     let mut ticks = tokio::time::interval(SLICE);
     let mut series = Vec::with_capacity(slices);
     let mut previous = None;
@@ -109,7 +109,7 @@ async fn sample(metrics: InProcessReader, policy: StormPolicy, slices: usize) ->
 }
 
 /// The newest totals after the reader's next collection.
-async fn latest(metrics: &InProcessReader, policy: StormPolicy) -> Totals {
+pub(crate) async fn latest(metrics: &InProcessReader, policy: StormPolicy) -> Totals {
     tokio::time::sleep(SLICE * 2).await;
     metrics.totals(policy.name())
 }

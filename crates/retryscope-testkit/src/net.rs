@@ -4,7 +4,12 @@
 use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
-/// A port on which nothing listens: bound, read, then closed again.
+/// A port on which nothing listens: bound, read, then closed again. A
+/// connection to it is refused, as a dependency that is down refuses it.
+///
+/// # Panics
+///
+/// If no loopback port can be bound.
 pub async fn closed_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     listener.local_addr().expect("local addr").port()
@@ -19,6 +24,11 @@ pub struct StalledServer {
 }
 
 impl StalledServer {
+    /// Starts listening on a free loopback port.
+    ///
+    /// # Panics
+    ///
+    /// If no loopback port can be bound.
     pub async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
@@ -33,10 +43,12 @@ impl StalledServer {
         Self { addr, task }
     }
 
+    /// Where it listens.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
+    /// `http://127.0.0.1:PORT{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

@@ -1,5 +1,6 @@
-//! A real tonic gRPC server on 127.0.0.1 and its client, written by hand (the
-//! generated code of a two-method service, without needing protoc).
+//! The scripted gRPC dependency: a real tonic server on 127.0.0.1 and its
+//! client, written by hand (the generated code of a small service, without
+//! needing protoc).
 //!
 //! `test.Echo/Unary` and `test.Echo/Stream` (server streaming) play a script of
 //! behaviours, one per call, and record what each call's metadata said.
@@ -9,6 +10,22 @@
 //! and says nothing before the client's first message; `test.Echo/Collect`
 //! (client streaming) answers once the client's stream ends, with its
 //! messages joined by spaces.
+//!
+//! ```
+//! use retryscope_testkit::echo::{Behaviour, EchoClient, EchoServer, echo};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let server = EchoServer::start(vec![Behaviour::Fail(tonic::Code::Unavailable, Some("250"))]).await;
+//! let channel = tonic::transport::Endpoint::from(server.uri()).connect().await.unwrap();
+//! let mut client = EchoClient::new(channel);
+//! let refused = client.unary(echo("hi")).await.unwrap_err();
+//! assert_eq!(refused.code(), tonic::Code::Unavailable);
+//! assert_eq!(refused.metadata().get("grpc-retry-pushback-ms").unwrap(), "250");
+//! assert_eq!(client.unary(echo("hi")).await.unwrap().into_inner().message, "hi");
+//! assert_eq!(server.calls().len(), 2);
+//! # }
+//! ```
 
 use bytes::Bytes;
 use http_body::Body as HttpBody;
@@ -25,16 +42,22 @@ use tonic::codegen::{BoxFuture, StdError};
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::{Code, IntoRequest, Status};
 
+/// The request of every `test.Echo` method.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct EchoRequest {
+    /// What to echo.
     #[prost(string, tag = "1")]
     pub message: String,
+    /// Bytes that make the request as large as a test needs (a message too
+    /// large to buffer for a retry, say).
     #[prost(bytes = "vec", tag = "2")]
     pub padding: Vec<u8>,
 }
 
+/// The reply of every `test.Echo` method.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct EchoReply {
+    /// The request's message, as the method words it.
     #[prost(string, tag = "1")]
     pub message: String,
 }
@@ -67,11 +90,17 @@ pub const WATCH_FIRST_MESSAGE: std::time::Duration = std::time::Duration::from_m
 
 /// One call as the server saw it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Call {
+    /// Which method (`unary`, `/test.Echo/Stream`, …).
     pub path: String,
+    /// Its `grpc-previous-rpc-attempts` metadata: retries say how many came before.
     pub previous_attempts: Option<String>,
+    /// Its `grpc-timeout` metadata.
     pub timeout: Option<String>,
+    /// Its `traceparent` metadata.
     pub traceparent: Option<String>,
+    /// When it arrived, on tokio's clock (paused or not).
     pub at: tokio::time::Instant,
 }
 
@@ -87,12 +116,17 @@ struct State {
 /// The running server; it stops when the test's runtime does.
 #[derive(Clone)]
 pub struct EchoServer {
+    /// Where it listens (127.0.0.1, a free port).
     pub addr: SocketAddr,
     state: Arc<State>,
 }
 
 impl EchoServer {
     /// Plays `script`, one behaviour per call, then answers OK.
+    ///
+    /// # Panics
+    ///
+    /// If no loopback port can be bound.
     pub async fn start(script: Vec<Behaviour>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let addr = listener.local_addr().expect("local addr");
@@ -107,10 +141,12 @@ impl EchoServer {
         Self { addr, state }
     }
 
+    /// `http://127.0.0.1:PORT`, for a tonic `Endpoint`.
     pub fn uri(&self) -> http::Uri {
         format!("http://{}", self.addr).parse().expect("valid uri")
     }
 
+    /// Every call so far, in order.
     pub fn calls(&self) -> Vec<Call> {
         self.state.calls.lock().expect("lock").clone()
     }
@@ -297,7 +333,7 @@ impl tonic::server::StreamingService<EchoRequest> for Chat {
     }
 }
 
-impl tower::Service<http::Request<Body>> for EchoService {
+impl tower_service::Service<http::Request<Body>> for EchoService {
     type Response = http::Response<Body>;
     type Error = Infallible;
     type Future = BoxFuture<Self::Response, Infallible>;
@@ -338,6 +374,7 @@ where
     T::ResponseBody: HttpBody<Data = Bytes> + Send + 'static,
     <T::ResponseBody as HttpBody>::Error: Into<StdError> + Send,
 {
+    /// A client over `inner`.
     pub fn new(inner: T) -> Self {
         Self { inner: tonic::client::Grpc::new(inner) }
     }
@@ -346,6 +383,7 @@ where
         self.inner.ready().await.map_err(|e| Status::unknown(format!("service was not ready: {}", e.into())))
     }
 
+    /// `test.Echo/Unary`: the script's next behaviour.
     pub async fn unary(
         &mut self,
         request: impl IntoRequest<EchoRequest>,
@@ -365,6 +403,7 @@ where
         self.inner.unary(request.into_request(), path, tonic_prost::ProstCodec::default()).await
     }
 
+    /// `test.Echo/Stream` (server streaming): the script's next behaviour.
     pub async fn stream(
         &mut self,
         request: impl IntoRequest<EchoRequest>,

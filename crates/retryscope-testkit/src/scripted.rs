@@ -1,17 +1,44 @@
-//! A real HTTP/1.1 server on 127.0.0.1 that plays a script.
+//! The scripted HTTP dependency: a real HTTP/1.1 server on 127.0.0.1 that
+//! plays a script of outcomes per path.
 //!
-//! Hand-rolled on tokio's TCP types rather than a framework because the tests
+//! Hand-rolled on tokio's TCP types rather than a framework because tests
 //! need what frameworks make hard on purpose: closing a connection halfway
-//! through a response, or never answering at all. Every request is recorded,
+//! through a response, resetting it, or never answering at all. Every request
+//! is recorded (with the time it arrived, on tokio's clock, paused or not),
 //! and executions are counted per `x-request-id`, so tests can prove that no
 //! unsafe request ran twice.
+//!
+//! ```
+//! use retryscope_testkit::scripted::{Reply, Server};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let server = Server::start().await;
+//! server.script("/inventory", [
+//!     Reply::status(503).header("retry-after", "1"),
+//!     Reply::status(200).body("7 in stock").after(Duration::from_millis(5)),
+//! ]);
+//! let client = reqwest::Client::new();
+//! let first = client.get(server.url("/inventory")).send().await.unwrap();
+//! assert_eq!((first.status().as_u16(), first.headers()["retry-after"].to_str().unwrap()), (503, "1"));
+//! let second = client.get(server.url("/inventory")).send().await.unwrap();
+//! assert_eq!(second.text().await.unwrap(), "7 in stock");
+//! assert_eq!(server.seen().len(), 2);
+//! # }
+//! ```
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// One scripted answer.
+/// One scripted answer. Build it with [`Reply::status`] (then
+/// [`header`](Reply::header), [`body`](Reply::body)), [`Reply::ok`],
+/// [`Reply::reset`], [`Reply::stall`]; delay any of them with
+/// [`after`](Reply::after).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Reply {
     /// A complete response with a status, extra headers and a body.
     Status(u16, Vec<(&'static str, String)>, &'static str),
@@ -22,27 +49,81 @@ pub enum Reply {
     /// Read the request, never answer, and record when the client closes the
     /// connection (see [`Server::closed`]): a cancelled HTTP/1.1 request.
     StallUntilClosed,
+    /// Read the request, then reset the connection (TCP RST) without a byte
+    /// of answer: what a crashed or overloaded proxy does.
+    Reset,
+    /// Wait this long after reading the request, then play the inner reply.
+    After(Duration, Box<Reply>),
 }
 
 impl Reply {
+    /// A response with this status, no extra header and an empty body.
     pub fn status(code: u16) -> Self {
         Reply::Status(code, Vec::new(), "")
     }
 
+    /// 200 with this body.
     pub fn ok(body: &'static str) -> Self {
         Reply::Status(200, Vec::new(), body)
     }
 
+    /// A response with this status and one header (`Retry-After`, say).
     pub fn with_header(code: u16, name: &'static str, value: impl Into<String>) -> Self {
         Reply::Status(code, vec![(name, value.into())], "")
+    }
+
+    /// Adds a header to a [`Status`](Reply::Status) reply (and to the reply a
+    /// delayed one plays); other replies send no headers and are unchanged.
+    #[must_use]
+    pub fn header(self, name: &'static str, value: impl Into<String>) -> Self {
+        match self {
+            Reply::Status(code, mut headers, body) => {
+                headers.push((name, value.into()));
+                Reply::Status(code, headers, body)
+            }
+            Reply::After(delay, inner) => Reply::After(delay, Box::new(inner.header(name, value))),
+            other => other,
+        }
+    }
+
+    /// Sets the body of a [`Status`](Reply::Status) reply (and of the reply a
+    /// delayed one plays); other replies are unchanged.
+    #[must_use]
+    pub fn body(self, body: &'static str) -> Self {
+        match self {
+            Reply::Status(code, headers, _) => Reply::Status(code, headers, body),
+            Reply::After(delay, inner) => Reply::After(delay, Box::new(inner.body(body))),
+            other => other,
+        }
+    }
+
+    /// The connection reset after the request is read.
+    pub fn reset() -> Self {
+        Reply::Reset
+    }
+
+    /// No answer, ever: the client's attempt timeout must cut it.
+    pub fn stall() -> Self {
+        Reply::Stall
+    }
+
+    /// This reply, played `delay` after the request was read (on tokio's
+    /// clock: instant under `tokio::time::pause()`).
+    #[must_use]
+    pub fn after(self, delay: Duration) -> Self {
+        Reply::After(delay, Box::new(self))
     }
 }
 
 /// A request as the server saw it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Seen {
+    /// `GET`, `POST`, …
     pub method: String,
+    /// The path, without the query.
     pub path: String,
+    /// The headers, names in lower case.
     pub headers: HashMap<String, String>,
     /// The bytes of the body as they came on the wire (chunked framing included).
     pub body_len: usize,
@@ -58,17 +139,25 @@ struct State {
     closed: Mutex<Vec<String>>,
 }
 
-/// The running server; it stops when the test's runtime does.
+/// The running server; it stops when the test's runtime does. Clones share
+/// the script and the record.
 #[derive(Clone)]
 pub struct Server {
+    /// Where it listens (127.0.0.1, a free port).
     pub addr: std::net::SocketAddr,
     state: Arc<State>,
 }
 
 impl Server {
+    /// Starts a server on a free loopback port; every path answers 200 `ok`
+    /// until [`script`](Self::script) says otherwise.
+    ///
+    /// # Panics
+    ///
+    /// If no loopback port can be bound: a test cannot run without one.
     pub async fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-        let addr = listener.local_addr().expect("local addr");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let addr = listener.local_addr().expect("a bound listener's address");
         let state = Arc::new(State::default());
         let server = Server { addr, state: Arc::clone(&state) };
         tokio::spawn(async move {
@@ -88,10 +177,12 @@ impl Server {
             .insert(path.to_owned(), replies.into_iter().collect());
     }
 
+    /// `http://127.0.0.1:PORT{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Every request read so far, in order.
     pub fn seen(&self) -> Vec<Seen> {
         self.state.seen.lock().expect("server state").clone()
     }
@@ -137,6 +228,14 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
         .unwrap_or(Reply::ok("ok"));
     let path = seen.path.clone();
     state.seen.lock().expect("server state").push(seen);
+    play(stream, reply, path, state).await;
+}
+
+async fn play(mut stream: TcpStream, mut reply: Reply, path: String, state: Arc<State>) {
+    while let Reply::After(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
     match reply {
         Reply::Status(code, headers, body) => {
             let mut head =
@@ -164,6 +263,13 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
             }
             state.closed.lock().expect("server state").push(path);
         }
+        Reply::Reset => {
+            // A zero linger makes the close an RST rather than a FIN; with
+            // zero it never blocks, which is what the deprecation warns of.
+            #[allow(deprecated)]
+            let _ = stream.set_linger(Some(Duration::ZERO));
+        }
+        Reply::After(..) => unreachable!("unwrapped above"),
     }
 }
 

@@ -1,4 +1,40 @@
-//! In-process OpenTelemetry SDK for assertions: spans and metrics in memory.
+//! In-memory capture of retryscope's spans and metrics: an OpenTelemetry SDK
+//! in the test's process, read back by the names of the telemetry contract
+//! ([docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md),
+//! the constants of `retryscope_otel::names`).
+//!
+//! [`Telemetry::install`] bridges this thread's `tracing` spans to an
+//! in-memory span exporter and gives a [`Meter`](Telemetry::meter) to hand to
+//! the integrations; then [`requests`](Telemetry::requests),
+//! [`retries`](Telemetry::retries), [`faults_injected`](Telemetry::faults_injected),
+//! [`attempt_spans`](Telemetry::attempt_spans) and the general
+//! [`counter`](Telemetry::counter), [`histogram`](Telemetry::histogram) and
+//! [`attr`] read what was recorded.
+//!
+//! ```
+//! use retryscope::{Policy, Retryable};
+//! use retryscope_otel::{OtelObserver, RetryMetrics};
+//! use retryscope_testkit::telemetry::Telemetry;
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let telemetry = Telemetry::install();
+//! let mut calls = 0;
+//! let answer = (|| {
+//!     calls += 1;
+//!     let outcome = if calls < 3 { Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) } else { Ok(calls) };
+//!     async move { outcome }
+//! })
+//!     .retry(Policy::builder().base_delay(Duration::from_millis(10)).build().unwrap())
+//!     .dependency("inventory")
+//!     .observe(OtelObserver::new(RetryMetrics::new(&telemetry.meter)))
+//!     .await;
+//! assert_eq!(answer.unwrap(), 3);
+//! assert_eq!((telemetry.requests("inventory"), telemetry.retries("inventory")), (1, 2));
+//! assert_eq!(telemetry.attempt_spans("inventory").len(), 3);
+//! # }
+//! ```
 
 use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;
@@ -7,6 +43,7 @@ use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMe
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use retryscope_otel::names;
 use std::sync::OnceLock;
 use tracing::Dispatch;
 use tracing::subscriber::{DefaultGuard, NoSubscriber};
@@ -41,11 +78,15 @@ where
     f()
 }
 
+/// The in-memory pipeline of one test: spans of this thread, metrics of
+/// [`meter`](Self::meter). Dropping it uninstalls the subscriber.
 pub struct Telemetry {
     spans: InMemorySpanExporter,
     tracer_provider: SdkTracerProvider,
     metrics: InMemoryMetricExporter,
     meter_provider: SdkMeterProvider,
+    /// The meter to give the integrations (`.meter(..)` on their builders,
+    /// `OtelObserver::new`, `Faults::builder().meter(..)`).
     pub meter: Meter,
     _subscriber: DefaultGuard,
 }
@@ -73,6 +114,7 @@ impl Telemetry {
         }
     }
 
+    /// Every span finished so far, in the order they ended.
     pub fn spans(&self) -> Vec<SpanData> {
         self.tracer_provider.force_flush().expect("flush spans");
         self.spans.get_finished_spans().expect("finished spans")
@@ -107,6 +149,47 @@ impl Telemetry {
                 _ => None,
             }
         })
+    }
+
+    /// `retryscope.requests` of `dependency`: logical operations started.
+    pub fn requests(&self, dependency: &str) -> u64 {
+        self.counter(names::REQUESTS, &[(names::DEPENDENCY, dependency)])
+    }
+
+    /// `retryscope.retries` of `dependency`: retries started (attempts after
+    /// the first).
+    pub fn retries(&self, dependency: &str) -> u64 {
+        self.counter(names::RETRIES, &[(names::DEPENDENCY, dependency)])
+    }
+
+    /// `retryscope.faults.injected` of `dependency` with
+    /// `retryscope.fault.kind` = `kind` (`status`, `reset`, … as
+    /// `FaultKind::label` names them), or of every kind when `kind` is `None`.
+    pub fn faults_injected(&self, dependency: &str, kind: Option<&str>) -> u64 {
+        match kind {
+            Some(kind) => self.counter(
+                names::FAULTS_INJECTED,
+                &[(names::DEPENDENCY, dependency), (names::FAULT_KIND, kind)],
+            ),
+            None => self.counter(names::FAULTS_INJECTED, &[(names::DEPENDENCY, dependency)]),
+        }
+    }
+
+    /// The attempt spans of `dependency` (those carrying `retryscope.attempt`
+    /// and `retryscope.dependency` = `dependency`), in the order they ended.
+    pub fn attempt_spans(&self, dependency: &str) -> Vec<SpanData> {
+        self.spans()
+            .into_iter()
+            .filter(|s| {
+                attr(s, names::ATTEMPT).is_some() && attr(s, names::DEPENDENCY).as_deref() == Some(dependency)
+            })
+            .collect()
+    }
+
+    /// The attempt spans of `dependency` marked `retryscope.fault.injected`:
+    /// their fault kinds, in order.
+    pub fn fault_marks(&self, dependency: &str) -> Vec<String> {
+        self.attempt_spans(dependency).iter().filter_map(|s| attr(s, names::FAULT_INJECTED)).collect()
     }
 
     /// Sum of a counter's points whose attributes include all of `with`.
@@ -193,11 +276,17 @@ impl Telemetry {
 
 /// One point of a histogram (f64 or u64), with what describes it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct HistogramPoint {
+    /// The instrument's unit (`s`).
     pub unit: String,
+    /// The point's attributes, values as text.
     pub attributes: std::collections::BTreeMap<String, String>,
+    /// How many values were recorded.
     pub count: u64,
+    /// Their sum.
     pub sum: f64,
+    /// The bucket boundaries.
     pub bounds: Vec<f64>,
 }
 
