@@ -27,7 +27,10 @@ instrumentation, each serving its metrics on its own endpoint:
     time the sustained run is and its five-minute rates are live when the
     queries run, for the *Jobs* row. Its workers keep reading their
     dead-letter depth while the run lingers. It needs `nats-server` on PATH
-    (CI installs it); it adds no time unless RetryStorm fires late.
+    (CI installs it); it adds no time unless RetryStorm fires late;
+  * a healthy server behind 503s injected into 30 % of the attempts below the
+    retries (`storm --chaos 503@30%`, budgeted), for the panel of injected
+    versus real failed attempts.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -104,9 +107,9 @@ def main(argv):
     if not prometheus:
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
-    prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port = (
-        free_port(), free_port(), free_port(), free_port(), free_port(), free_port(), free_port())
-    ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port)
+    prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port = (
+        free_port(), free_port(), free_port(), free_port(), free_port(), free_port(), free_port(), free_port())
+    ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port)
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
@@ -153,6 +156,14 @@ def main(argv):
             [str(lab), "storm", "--lost-responses", "--lost-policies", "retry-keys", "--operations", "2000",
              "--out", str(work / "keyed"), "--prometheus", f"127.0.0.1:{keyed_port}", "--linger", "900"],
             stdout=open(work / "keyed.log", "w"), stderr=subprocess.STDOUT))
+        # A healthy server, 503s injected into a third of the attempts below the
+        # retries (storm --chaos): the injected failures the fault panel shows
+        # apart from the real ones. It outlasts the checks and is stopped with them.
+        procs.append(subprocess.Popen(
+            [str(lab), "storm", "--chaos", "503@30%", "--clients", "5", "--rate", "4", "--policies", "budget",
+             "--duration", "600", "--out", str(work / "chaos"),
+             "--prometheus", f"127.0.0.1:{chaos_port}", "--linger", "900"],
+            stdout=open(work / "chaos.log", "w"), stderr=subprocess.STDOUT))
         check("the lab is scraped", wait_until(
             f"a successful scrape of the {len(ports) - 1} runs",
             lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"])
