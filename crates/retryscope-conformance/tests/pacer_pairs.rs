@@ -63,8 +63,13 @@ async fn a_call_held_by_the_pacer_gets_its_whole_attempt_timeout_and_the_hold_co
         let first_attempt = sends[1] - sends[0];
         eprintln!("{integration:?}: held {held:?}, first attempt ran {first_attempt:?}, call {took:?}");
         assert!(held >= Duration::from_millis(950), "{integration:?}: sent during the hold: {held:?}");
+        // Seen by the server: the gap between the two arrivals is the 300 ms
+        // timeout plus the 10 ms backoff, less however late the first arrival
+        // was seen on a loaded machine (299.4 ms measured under a parallel
+        // build). An attempt cut by the hold it waited out would have run next
+        // to nothing.
         assert!(
-            first_attempt >= Duration::from_millis(300) && first_attempt < Duration::from_millis(800),
+            first_attempt >= Duration::from_millis(250) && first_attempt < Duration::from_millis(800),
             "{integration:?}: the stalled attempt ran {first_attempt:?}, not its 300 ms"
         );
 
