@@ -399,6 +399,7 @@ fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
         StopReason::RateLimited { .. } => Some(names::THROTTLED_BY_PACER),
         StopReason::UpstreamRetry => Some(names::THROTTLED_BY_UPSTREAM),
         StopReason::RejectedLocally => Some(names::THROTTLED_LOCALLY),
+        StopReason::ConcurrencyLimited { .. } => Some(names::THROTTLED_BY_LIMIT),
         _ => None,
     }
 }

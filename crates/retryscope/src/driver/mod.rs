@@ -35,6 +35,7 @@ use crate::observe::{
     Wait,
 };
 use crate::outcome::{Outcome, StopReason};
+use crate::overload::{LimitPermit, SLOT_POLL};
 use crate::pace::Held;
 use crate::random::JitterRng;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
@@ -92,11 +93,17 @@ pub(crate) struct Driver<'a, O: Observer> {
     /// Whether the pacer has already admitted the next attempt (its hold, or
     /// the retry's wait, included the pace).
     paced: bool,
+    /// The concurrency limit's slot of the next attempt (taken by `pace`,
+    /// moved into the attempt by `admit`) or of the running one.
+    slot: Option<LimitPermit>,
+    /// Since when the next attempt has waited for a slot, while it waits.
+    slot_wait: Option<Instant>,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
-        let timed = O::TIMED || setup.policy.is_timed();
+        // A concurrency limit learns from round trips: it needs the time.
+        let timed = O::TIMED || setup.policy.is_timed() || setup.limiter.is_some();
         Self {
             curve: Curve::START,
             timed,
@@ -113,6 +120,8 @@ impl<'a, O: Observer> Driver<'a, O> {
             last_error: None,
             rng: None,
             paced: false,
+            slot: None,
+            slot_wait: None,
         }
     }
 
@@ -131,10 +140,11 @@ impl<'a, O: Observer> Driver<'a, O> {
     }
 
     /// Whether the front end must ask [`pace`](Self::pace) before each
-    /// attempt: a branch on the path of every call, the pacing itself off it.
+    /// attempt (a pacer, a concurrency limit): a branch on the path of every
+    /// call, the pacing itself off it.
     #[inline]
     pub(crate) fn paced(&self) -> bool {
-        self.setup.pacer.is_some()
+        self.setup.pacer.is_some() || self.setup.limiter.is_some()
     }
 
     /// Asks the pacer, if any, whether the next attempt may be sent now:
@@ -142,7 +152,9 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// is not sent at all (the operation then stops). The schedule is asked
     /// once per attempt (a retry's plan already asked it); the adaptive
     /// limiter's token last, at the moment of sending, and again after any
-    /// hold.
+    /// hold. The concurrency limit's slot is taken after the pacer lets the
+    /// attempt go: a full limit holds it for [`SLOT_POLL`] at a time, up to
+    /// the limiter's `max_wait`, then refuses it.
     #[inline(never)]
     pub(crate) fn pace(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         match self.ask_pacer(now) {
@@ -154,6 +166,46 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// [`pace`](Self::pace) without stopping the operation on a refusal: for
     /// a hedge's copy, whose siblings may still be in flight.
     fn ask_pacer(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        match self.ask_schedule(now)? {
+            None => self.ask_limiter(now),
+            hold => Ok(hold),
+        }
+    }
+
+    /// Takes the concurrency limit's slot for the next attempt, if the
+    /// dependency has a limit: `Some` wait when it is full (ask again after
+    /// it), or [`StopReason::ConcurrencyLimited`] once the attempt has waited
+    /// as long as it may.
+    fn ask_limiter(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        let Some(limiter) = self.setup.limiter.as_deref() else { return Ok(None) };
+        if self.slot.is_some() {
+            return Ok(None);
+        }
+        if let Some(slot) = limiter.try_acquire(self.setup.priority) {
+            self.slot = Some(slot);
+            self.slot_wait = None;
+            return Ok(None);
+        }
+        let (max_wait, limit) = (limiter.max_wait(), limiter.limit());
+        self.open(now);
+        let since = *self.slot_wait.get_or_insert(now);
+        let waited = now.saturating_duration_since(since);
+        let mut left = max_wait.saturating_sub(waited);
+        if let Some(remaining) = self.remaining(now) {
+            left = left.min(remaining);
+        }
+        if left.is_zero() {
+            self.slot_wait = None;
+            return Err(StopReason::ConcurrencyLimited { limit, waited });
+        }
+        // The schedule let this attempt go already: after the wait, only the
+        // adaptive rate's token is asked again.
+        self.paced = self.setup.pacer.is_some();
+        Ok(Some(left.min(SLOT_POLL)))
+    }
+
+    /// The pacer's part of [`ask_pacer`](Self::ask_pacer).
+    fn ask_schedule(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
         let scheduled = std::mem::take(&mut self.paced);
         // A send that no retry's plan nor hold counted yet.
@@ -218,6 +270,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         };
         self.scope = flight.scope;
         self.permit = flight.permit;
+        self.slot = flight.slot;
         self.attempt_started = flight.started;
         Ok(self.attempt_limit(remaining))
     }
@@ -234,6 +287,8 @@ impl<'a, O: Observer> Driver<'a, O> {
         retry_of: Option<ErrorType>,
     ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
         self.observe_operation();
+        // Taken first, so that any refusal below frees it.
+        let slot = self.slot.take();
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
             None => {
@@ -257,7 +312,10 @@ impl<'a, O: Observer> Driver<'a, O> {
         // rejected attempt takes no probe slot.
         if let Some(throttle) = self.setup.adaptive_throttle.as_deref() {
             let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
-            if !throttle.admit(rng.unit()) {
+            // A sheddable attempt draws zero: rejected whenever the throttle
+            // rejects anything.
+            let draw = if self.setup.priority.is_sheddable() { 0.0 } else { rng.unit() };
+            if !throttle.admit(draw) {
                 return Err(StopReason::RejectedLocally);
             }
         }
@@ -270,7 +328,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.attempts += 1;
         let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged };
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
-        Ok((Flight { number: self.attempts, started: Some(now), scope, permit }, remaining))
+        Ok((Flight { number: self.attempts, started: Some(now), scope, permit, slot }, remaining))
     }
 
     /// The observer hears of the operation before its first attempt starts,
@@ -329,7 +387,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         // A success ends the operation: the end time then matters only to an
         // observer that measures durations. Anything else may need it for the
         // deadline or the next wait.
-        let now = if O::TIMED || verdict != Verdict::Success {
+        let now = if O::TIMED || verdict != Verdict::Success || self.slot.is_some() {
             self.now()
         } else {
             self.attempt_started.unwrap_or_else(untimed_instant)
@@ -380,6 +438,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             started: self.attempt_started,
             scope: Some(scope),
             permit: self.permit.take(),
+            slot: self.slot.take(),
         };
         self.record(flight, now, error, health, None);
     }
@@ -397,7 +456,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         health: Health,
         hedge: Option<HedgeOutcome>,
     ) {
-        let Flight { number, started, scope, permit } = flight;
+        let Flight { number, started, scope, permit, slot } = flight;
         match (permit, health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
             // A rate limit says nothing of the dependency's health: dropped,
@@ -405,6 +464,17 @@ impl<'a, O: Observer> Driver<'a, O> {
             (Some(permit), Health::Unhealthy) => permit.failure(),
             // Dropping the permit frees a half-open probe slot and records nothing.
             (permit, _) => drop(permit),
+        }
+        // The concurrency limit learns from the round trip: an answer is a
+        // sample, a transient failure or a request to slow down a drop, a
+        // cancelled attempt nothing.
+        if let Some(slot) = slot {
+            let rtt = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+            match health {
+                Health::Healthy | Health::Answered => slot.success(rtt),
+                Health::Unhealthy | Health::Throttling => slot.dropped(rtt),
+                Health::Unknown => drop(slot),
+            }
         }
         // The adaptive throttle counts what the dependency accepted: any
         // answer but a transient failure or a request to slow down.
