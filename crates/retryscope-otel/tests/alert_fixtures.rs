@@ -434,6 +434,7 @@ fn vocabulary(label_name: &str) -> Option<BTreeSet<String>> {
             names::THROTTLED_BY_PACER,
             names::THROTTLED_BY_UPSTREAM,
             names::THROTTLED_LOCALLY,
+            names::THROTTLED_BY_LIMIT,
         ]),
         l if l == label(names::PACE_SOURCE) => {
             Some(retryscope::pace::HoldSource::ALL.iter().map(|s| s.as_str().to_owned()).collect())
