@@ -141,6 +141,10 @@ pub const THROTTLED_LOCALLY: &str = "rejected_locally";
 /// [`THROTTLE_REASON`] when the dependency's adaptive concurrency limit
 /// stayed full for the attempt as long as it could wait.
 pub const THROTTLED_BY_LIMIT: &str = "concurrency_limited";
+/// The call's priority on a guard's refusal (`retryscope.refused`,
+/// `retryscope.throttled`) and on the operation span: `critical` or
+/// `sheddable` (every value: `retryscope::overload::Priority::ALL`).
+pub const PRIORITY: &str = "retryscope.priority";
 /// The route template of an incoming request (OpenTelemetry's `http.route`).
 pub const HTTP_ROUTE: &str = "http.route";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
