@@ -3,7 +3,6 @@
 
 use crate::breaker::BreakerPermit;
 use crate::observe::{AttemptScope, Observer, OperationObserver};
-use crate::overload::LimitPermit;
 use crate::verdict::Verdict;
 use std::time::Instant;
 
@@ -53,8 +52,6 @@ pub(crate) struct Flight<A> {
     pub(super) started: Option<Instant>,
     pub(super) scope: Option<A>,
     pub(super) permit: Option<BreakerPermit>,
-    /// Its slot of the concurrency limit, if the dependency has one.
-    pub(super) slot: Option<LimitPermit>,
 }
 
 impl<A: AttemptScope> Flight<A> {

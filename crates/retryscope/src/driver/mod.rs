@@ -271,11 +271,14 @@ impl<'a, O: Observer> Driver<'a, O> {
     fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let (flight, remaining) = match self.admit(now, self.last_error) {
             Ok(admitted) => admitted,
-            Err(reason) => return Err(self.stop(now, reason)),
+            Err(reason) => {
+                // Refused after it took its slot: the slot goes back unused.
+                self.slot = None;
+                return Err(self.stop(now, reason));
+            }
         };
         self.scope = flight.scope;
         self.permit = flight.permit;
-        self.slot = flight.slot;
         self.attempt_started = flight.started;
         Ok(self.attempt_limit(remaining))
     }
@@ -292,8 +295,6 @@ impl<'a, O: Observer> Driver<'a, O> {
         retry_of: Option<ErrorType>,
     ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
         self.observe_operation();
-        // Taken first, so that any refusal below frees it.
-        let slot = self.slot.take();
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
             None => {
@@ -333,7 +334,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.attempts += 1;
         let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged };
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
-        Ok((Flight { number: self.attempts, started: Some(now), scope, permit, slot }, remaining))
+        Ok((Flight { number: self.attempts, started: Some(now), scope, permit }, remaining))
     }
 
     /// The observer hears of the operation before its first attempt starts,
@@ -444,9 +445,23 @@ impl<'a, O: Observer> Driver<'a, O> {
             started: self.attempt_started,
             scope: Some(scope),
             permit: self.permit.take(),
-            slot: self.slot.take(),
         };
+        // The attempt's slot (a retry's attempt holds it here, a hedge's copy
+        // in its `Sent`) goes back with what its end says.
+        if self.slot.is_some() {
+            self.release_slot(health, flight.started, now);
+        }
         self.record(flight, now, error, health, None);
+    }
+
+    /// Gives the running attempt's slot back (see [`release`]): cold, so
+    /// that settling an attempt without a limit carries nothing of it.
+    #[cold]
+    #[inline(never)]
+    fn release_slot(&mut self, health: Health, started: Option<Instant>, now: Instant) {
+        if let Some(slot) = self.slot.take() {
+            release(slot, health, started, now);
+        }
     }
 
     /// Settles `flight`, which ended at `now` with `error` (none for a
@@ -462,7 +477,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         health: Health,
         hedge: Option<HedgeOutcome>,
     ) {
-        let Flight { number, started, scope, permit, slot } = flight;
+        let Flight { number, started, scope, permit } = flight;
         match (permit, health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
             // A rate limit says nothing of the dependency's health: dropped,
@@ -470,12 +485,6 @@ impl<'a, O: Observer> Driver<'a, O> {
             (Some(permit), Health::Unhealthy) => permit.failure(),
             // Dropping the permit frees a half-open probe slot and records nothing.
             (permit, _) => drop(permit),
-        }
-        // The concurrency limit learns from the round trip: an answer is a
-        // sample, a transient failure or a request to slow down a drop, a
-        // cancelled attempt nothing.
-        if let Some(slot) = slot {
-            release(slot, health, started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s)));
         }
         // The adaptive throttle counts what the dependency accepted: any
         // answer but a transient failure or a request to slow down.
@@ -574,10 +583,14 @@ pub(crate) fn untimed_instant() -> Instant {
     *UNTIMED.get_or_init(Instant::now)
 }
 
-/// Gives a concurrency limit's slot back with what the attempt's end says:
-/// out of line, so that the calls without a limit carry none of it.
+/// Gives back the concurrency limit's slot of an attempt that started at
+/// `started` and ended at `now` with `health`: the limit learns from its
+/// round trip (an answer is a sample, a transient failure or a request to
+/// slow down a drop, a cancelled attempt nothing). Out of line, so that the
+/// calls without a limit carry none of it.
 #[inline(never)]
-fn release(slot: LimitPermit, health: Health, rtt: Duration) {
+pub(crate) fn release(slot: LimitPermit, health: Health, started: Option<Instant>, now: Instant) {
+    let rtt = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
     match health {
         Health::Healthy | Health::Answered => slot.success(rtt),
         Health::Unhealthy | Health::Throttling => slot.dropped(rtt),

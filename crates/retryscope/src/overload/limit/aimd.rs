@@ -36,13 +36,14 @@ pub const AIMD_BACKOFF_RATIO_RANGE: (f64, f64) = (0.5, 1.0);
 /// let limiter = ConcurrencyLimiter::builder(aimd).build()?;
 /// let permits: Vec<_> = (0..5).filter_map(|_| limiter.try_acquire(Default::default())).collect();
 /// assert_eq!((limiter.limit(), limiter.in_flight()), (10, 5));
+/// // Only the fifth was sent with half the limit in flight (5 · 2 ≥ 10): +1.
 /// for permit in permits {
-///     permit.success(Duration::from_millis(20)); // 5 in flight of 10: in use, +1 each
+///     permit.success(Duration::from_millis(20));
 /// }
-/// assert_eq!(limiter.limit(), 15);
+/// assert_eq!(limiter.limit(), 11);
 /// let slow = limiter.try_acquire(Default::default()).expect("a free slot");
-/// slow.success(Duration::from_secs(1)); // past the timeout: a drop, 15 · 0.9
-/// assert_eq!(limiter.limit(), 13);
+/// slow.success(Duration::from_secs(1)); // past the timeout: a drop, ⌊11 · 0.9⌋
+/// assert_eq!(limiter.limit(), 9);
 /// # Ok(())
 /// # }
 /// ```
