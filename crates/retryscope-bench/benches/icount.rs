@@ -71,6 +71,14 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("guard_retry_budget", || with_budget(|b| b.request_started_and_retry())),
     ("guard_token_bucket", || with_bucket(|b| b.success_and_retry())),
     ("guard_circuit_breaker", || with_breaker(|b| b.try_acquire().map(|permit| permit.success()).is_ok())),
+    // A slot taken and given back with a round trip: what every attempt to a
+    // limited dependency pays (the limit stays put: 1 in flight of 20).
+    ("guard_concurrency_limit", || {
+        LIMITER
+            .try_acquire(retryscope::overload::Priority::Critical)
+            .map(|slot| slot.success(std::time::Duration::from_millis(1)))
+            .is_some()
+    }),
     ("fault_disabled", fault_disabled),
 ];
 
@@ -188,6 +196,8 @@ thread_local! {
 
 // Validated once and copied per call, as a service holds its policy in its
 // configuration (and as the time-based `peers` bench does).
+static LIMITER: LazyLock<retryscope::overload::ConcurrencyLimiter> =
+    LazyLock::new(|| retryscope::overload::ConcurrencyLimiter::new(retryscope::overload::Aimd::default()));
 static POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_policy);
 static DEADLINE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_deadline_policy);
 static INTERACTIVE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope::Policy::interactive);

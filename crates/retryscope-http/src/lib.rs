@@ -106,6 +106,6 @@ pub mod __private {
     pub use opentelemetry::metrics::Meter;
     pub use retryscope::classify::HttpClassifier;
     pub use retryscope::hedge::HedgePolicy;
-    pub use retryscope::overload::AdaptiveThrottle;
+    pub use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
     pub use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 }

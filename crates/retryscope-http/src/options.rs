@@ -1,6 +1,7 @@
 //! Per-request overrides, carried in the request's extensions.
 
 use retryscope::Policy;
+use retryscope::overload::Priority;
 use std::borrow::Cow;
 
 /// Overrides the integration's settings for one request. With reqwest, attach
@@ -23,6 +24,7 @@ pub struct RetryOptions {
     policy: Option<Policy>,
     operation: Option<Cow<'static, str>>,
     idempotent: bool,
+    priority: Priority,
 }
 
 impl RetryOptions {
@@ -56,6 +58,20 @@ impl RetryOptions {
     pub fn idempotent(mut self) -> Self {
         self.idempotent = true;
         self
+    }
+
+    /// Marks this request's priority (critical unless set): under the
+    /// dependency's adaptive throttle or a nearly full concurrency limit,
+    /// [`Priority::Sheddable`] requests are refused first (see
+    /// [`Priority`]).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The priority set with [`priority`](Self::priority), critical unless set.
+    pub fn priority_class(&self) -> Priority {
+        self.priority
     }
 
     /// The policy set with [`policy`](Self::policy), if any.

@@ -8,7 +8,7 @@ use http::HeaderName;
 use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
-use retryscope::overload::AdaptiveThrottle;
+use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, Factory, MeterChoice, OtelObserver, REQUEST_ID_HEADER, RetryLog};
 use std::fmt;
@@ -42,6 +42,9 @@ pub struct ClientSettings {
     /// Makes each dependency's client-side adaptive throttle; `None` (the
     /// default) rejects nothing locally.
     pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    /// Makes each dependency's adaptive concurrency limit; `None` (the
+    /// default) limits nothing.
+    pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.
@@ -72,6 +75,7 @@ impl Default for ClientSettings {
             breaker: Some(Arc::new(CircuitBreaker::new)),
             pacer: Some(Arc::new(Pacer::new)),
             adaptive_throttle: None,
+            concurrency_limit: None,
             attempt_header: Some(ATTEMPT_HEADER),
             request_id_header: REQUEST_ID_HEADER,
             one_layer: false,
@@ -108,6 +112,7 @@ impl fmt::Debug for ClientSettings {
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
+            .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("attempt_header", &self.attempt_header)
             .field("request_id_header", &self.request_id_header)
             .field("one_layer", &self.one_layer)
@@ -126,7 +131,8 @@ impl fmt::Debug for ClientSettings {
 ///   builder's `telemetry_state::On` impl only;
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
-/// - `overload`: `adaptive_throttle_per_dependency`, `no_adaptive_throttle`;
+/// - `overload`: `adaptive_throttle_per_dependency`, `no_adaptive_throttle`,
+///   `concurrency_limit_per_dependency`, `no_concurrency_limit`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header`, `request_id_header`, `hedge`,
 ///   `idempotency_keys`, `idempotency_key_header` — what only HTTP semantics use.
@@ -235,6 +241,29 @@ macro_rules! __shared_setters {
         /// Rejects nothing locally: no adaptive throttle (the default).
         pub fn no_adaptive_throttle(mut self) -> Self {
             self.$($field).+.adaptive_throttle = None;
+            self
+        }
+
+        /// Gives each dependency an adaptive concurrency limit made by
+        /// `make` (e.g. [`ConcurrencyLimiter::new`](retryscope::overload::ConcurrencyLimiter::new)
+        /// of an [`Aimd`](retryscope::overload::Aimd) or a
+        /// [`Gradient2`](retryscope::overload::Gradient2)): every attempt
+        /// takes a slot and gives it back with its round trip; one that finds
+        /// the limit full waits up to the limiter's `max_wait`, then is not
+        /// sent (see [`retryscope::overload`](retryscope::overload)). Off by
+        /// default. Mark a request sheddable with the
+        /// [`Priority`](retryscope::overload::Priority) request extension.
+        pub fn concurrency_limit_per_dependency(
+            mut self,
+            make: impl Fn() -> $crate::__private::ConcurrencyLimiter + Send + Sync + 'static,
+        ) -> Self {
+            self.$($field).+.concurrency_limit = Some(::std::sync::Arc::new(make));
+            self
+        }
+
+        /// Limits nothing: no concurrency limit (the default).
+        pub fn no_concurrency_limit(mut self) -> Self {
+            self.$($field).+.concurrency_limit = None;
             self
         }
     };

@@ -6,7 +6,7 @@ use crate::gauges;
 use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
 use retryscope::hedge::HedgePolicy;
-use retryscope::overload::AdaptiveThrottle;
+use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer};
 use std::collections::HashMap;
@@ -68,6 +68,7 @@ struct Registry<T> {
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.
     hedge: Option<HedgePolicy>,
 }
@@ -80,6 +81,7 @@ pub struct DependencyGuardsBuilder<T> {
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     hedge: Option<HedgePolicy>,
     meter: Option<Meter>,
 }
@@ -91,6 +93,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
+            .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("hedge", &self.hedge.is_some())
             .field("meter", &self.meter.is_some())
             .finish()
@@ -127,6 +130,17 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     /// Sets (or, with `None`, removes) the shared adaptive throttle factory.
     pub fn adaptive_throttle_factory(mut self, make: Option<Factory<AdaptiveThrottle>>) -> Self {
         self.adaptive_throttle = make;
+        self
+    }
+
+    /// Gives each dependency an adaptive concurrency limit made by `make`.
+    pub fn concurrency_limit(self, make: impl Fn() -> ConcurrencyLimiter + Send + Sync + 'static) -> Self {
+        self.concurrency_limit_factory(Some(Arc::new(make)))
+    }
+
+    /// Sets (or, with `None`, removes) the shared concurrency limit factory.
+    pub fn concurrency_limit_factory(mut self, make: Option<Factory<ConcurrencyLimiter>>) -> Self {
+        self.concurrency_limit = make;
         self
     }
 
@@ -174,6 +188,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             breaker: self.breaker,
             pacer: self.pacer,
             adaptive_throttle: self.adaptive_throttle,
+            concurrency_limit: self.concurrency_limit,
             hedge: self.hedge,
         });
         if let Some(meter) = &self.meter {
@@ -228,6 +243,24 @@ fn register_gauges<T: Throttle + 'static>(meter: &Meter, registry: &Arc<Registry
             }
         });
     }
+    if registry.concurrency_limit.is_some() {
+        let limits = Arc::downgrade(registry);
+        gauges::limit_gauge(meter, move |observe| {
+            for guards in live(&limits) {
+                if let Some(limiter) = &guards.concurrency_limit {
+                    observe(u64::from(limiter.limit()), &guards.dependency);
+                }
+            }
+        });
+        let registry = Arc::downgrade(registry);
+        gauges::in_flight_gauge(meter, move |observe| {
+            for guards in live(&registry) {
+                if let Some(limiter) = &guards.concurrency_limit {
+                    observe(u64::from(limiter.in_flight()), &guards.dependency);
+                }
+            }
+        });
+    }
 }
 
 impl<T: Throttle + 'static> DependencyGuards<T> {
@@ -238,6 +271,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
             breaker: None,
             pacer: None,
             adaptive_throttle: None,
+            concurrency_limit: None,
             hedge: None,
             meter: None,
         }
@@ -350,6 +384,7 @@ impl<T> Registry<T> {
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer: self.pacer.as_ref().map(|make| make()),
             adaptive_throttle: self.adaptive_throttle.as_ref().map(|make| make()),
+            concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
             hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
         }
     }
@@ -376,6 +411,7 @@ impl<T> fmt::Debug for DependencyGuards<T> {
             .field("breaker", &self.inner.breaker.is_some())
             .field("pacer", &self.inner.pacer.is_some())
             .field("adaptive_throttle", &self.inner.adaptive_throttle.is_some())
+            .field("concurrency_limit", &self.inner.concurrency_limit.is_some())
             .field("hedge", &self.inner.hedge.is_some())
             .finish()
     }

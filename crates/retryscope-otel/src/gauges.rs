@@ -130,6 +130,36 @@ pub(crate) fn accept_ratio_gauge(
         .build()
 }
 
+/// `retryscope.limit.limit` with a callback that reports each dependency's
+/// concurrency limit.
+pub(crate) fn limit_gauge(
+    meter: &Meter,
+    report: impl Fn(&mut dyn FnMut(u64, &Arc<str>)) + Send + Sync + 'static,
+) -> ObservableGauge<u64> {
+    meter
+        .u64_observable_gauge(names::LIMIT)
+        .with_unit(names::UNIT_REQUEST)
+        .with_description(
+            "The adaptive concurrency limit: how many attempts may be in flight to the dependency.",
+        )
+        .with_callback(move |gauge| report(&mut |limit, dependency| gauge.observe(limit, &attrs(dependency))))
+        .build()
+}
+
+/// `retryscope.limit.in_flight` with a callback that reports how many
+/// attempts hold a slot of each dependency's concurrency limit.
+pub(crate) fn in_flight_gauge(
+    meter: &Meter,
+    report: impl Fn(&mut dyn FnMut(u64, &Arc<str>)) + Send + Sync + 'static,
+) -> ObservableGauge<u64> {
+    meter
+        .u64_observable_gauge(names::LIMIT_IN_FLIGHT)
+        .with_unit(names::UNIT_REQUEST)
+        .with_description("How many attempts hold a slot of the dependency's adaptive concurrency limit.")
+        .with_callback(move |gauge| report(&mut |n, dependency| gauge.observe(n, &attrs(dependency))))
+        .build()
+}
+
 /// The gauges' one attribute; the name is shared, not copied.
 fn attrs(dependency: &Arc<str>) -> [KeyValue; 1] {
     [KeyValue::new(names::DEPENDENCY, Arc::clone(dependency))]

@@ -2,7 +2,7 @@
 //! call: [`Guards::guard`], for a retry and a hedge alike.
 
 use retryscope::hedge::{Hedge, HedgePolicy};
-use retryscope::overload::AdaptiveThrottle;
+use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer, Retry, Shared};
 use std::fmt;
@@ -18,6 +18,7 @@ pub struct Guards<T> {
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) pacer: Option<Pacer>,
     pub(crate) adaptive_throttle: Option<AdaptiveThrottle>,
+    pub(crate) concurrency_limit: Option<ConcurrencyLimiter>,
     pub(crate) hedge: Option<HedgePolicy>,
 }
 
@@ -45,6 +46,11 @@ impl<T> Guards<T> {
     /// The dependency's client-side adaptive throttle, if it has one.
     pub fn adaptive_throttle(&self) -> Option<&AdaptiveThrottle> {
         self.adaptive_throttle.as_ref()
+    }
+
+    /// The dependency's adaptive concurrency limit, if it has one.
+    pub fn concurrency_limit(&self) -> Option<&ConcurrencyLimiter> {
+        self.concurrency_limit.as_ref()
     }
 
     /// The dependency's hedging policy, if the client hedges: clone it into
@@ -92,6 +98,10 @@ impl<T: Throttle> Guards<T> {
             Some(throttle) => call.adaptive_throttle(throttle),
             None => call,
         };
+        let call = match self.concurrency_limit() {
+            Some(limiter) => call.concurrency_limit(limiter),
+            None => call,
+        };
         match operation {
             Some(operation) => call.operation(operation.into()),
             None => call,
@@ -115,6 +125,8 @@ pub trait Guardable<'a>: sealed::Sealed + Sized {
     fn pacer(self, pacer: &'a Pacer) -> Self;
     /// Asks `throttle` before every attempt.
     fn adaptive_throttle(self, throttle: &'a AdaptiveThrottle) -> Self;
+    /// Takes a slot of `limiter` for every attempt.
+    fn concurrency_limit(self, limiter: &'a ConcurrencyLimiter) -> Self;
 }
 
 mod sealed {
@@ -145,6 +157,9 @@ macro_rules! guardable {
             fn adaptive_throttle(self, throttle: &'a AdaptiveThrottle) -> Self {
                 <$call>::adaptive_throttle(self, throttle)
             }
+            fn concurrency_limit(self, limiter: &'a ConcurrencyLimiter) -> Self {
+                <$call>::concurrency_limit(self, limiter)
+            }
         }
     )*};
 }
@@ -162,6 +177,7 @@ impl<T> fmt::Debug for Guards<T> {
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
+            .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("hedge", &self.hedge.is_some())
             .finish()
     }

@@ -316,6 +316,7 @@ pub fn stop_reason_str(reason: StopReason) -> &'static str {
         StopReason::RateLimited { .. } => names::STOP_RATE_LIMITED,
         StopReason::UpstreamRetry => names::STOP_UPSTREAM_RETRY,
         StopReason::RejectedLocally => names::STOP_REJECTED_LOCALLY,
+        StopReason::ConcurrencyLimited { .. } => names::STOP_CONCURRENCY_LIMITED,
         // A reason this crate does not know yet: bounded, never a new value.
         _ => crate::labels::OTHER,
     }
@@ -378,6 +379,7 @@ mod tests {
             },
             StopReason::UpstreamRetry,
             StopReason::RejectedLocally,
+            StopReason::ConcurrencyLimited { limit: 1, waited: Duration::ZERO },
         ];
         let names: Vec<_> = reasons.into_iter().map(stop_reason_str).collect();
         assert_eq!(names, names::STOP_REASONS);

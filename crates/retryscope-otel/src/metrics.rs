@@ -5,6 +5,7 @@ use crate::labels::{Common, with_attrs};
 use crate::names;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
+use retryscope::overload::Priority;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,19 +153,35 @@ impl RetryMetrics {
 
     /// An operation that ended before any attempt was sent: counted apart, so
     /// that the operation histogram's attempt figures count attempts.
-    pub(crate) fn refused(&self, common: &Common, outcome: &'static str, reason: Option<&'static str>) {
+    /// A guard's refusal carries the call's priority (two values), so that
+    /// sheddable calls refused first show.
+    pub(crate) fn refused(
+        &self,
+        common: &Common,
+        outcome: &'static str,
+        reason: Option<&'static str>,
+        priority: Priority,
+    ) {
         let outcome = KeyValue::new(names::OUTCOME, outcome);
         let add = |attrs: &[KeyValue]| self.inner.refused.add(1, attrs);
         match reason {
-            Some(reason) => {
-                with_attrs!(common, [outcome, KeyValue::new(names::THROTTLE_REASON, reason)], add)
-            }
+            Some(reason) => with_attrs!(
+                common,
+                [
+                    outcome,
+                    KeyValue::new(names::THROTTLE_REASON, reason),
+                    KeyValue::new(names::PRIORITY, priority.as_str())
+                ],
+                add
+            ),
             None => with_attrs!(common, [outcome], add),
         }
     }
 
-    pub(crate) fn throttled(&self, common: &Common, reason: &'static str) {
-        with_attrs!(common, [KeyValue::new(names::THROTTLE_REASON, reason)], |attrs: &[KeyValue]| {
+    pub(crate) fn throttled(&self, common: &Common, reason: &'static str, priority: Priority) {
+        let reason = KeyValue::new(names::THROTTLE_REASON, reason);
+        let priority = KeyValue::new(names::PRIORITY, priority.as_str());
+        with_attrs!(common, [reason, priority], |attrs: &[KeyValue]| {
             self.inner.throttled.add(1, attrs);
         });
     }

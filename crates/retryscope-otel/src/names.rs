@@ -44,6 +44,12 @@ pub const PACE_RATE: &str = "retryscope.pace.rate";
 /// accepted over its adaptive throttle's window (the SRE book's
 /// `accepts / requests`); absent while the window holds none.
 pub const OVERLOAD_ACCEPT_RATIO: &str = "retryscope.overload.accepted";
+/// Observable gauge `{request}`: a dependency's adaptive concurrency limit
+/// (how many attempts may be in flight at once); absent without one.
+pub const LIMIT: &str = "retryscope.limit.limit";
+/// Observable gauge `{request}`: how many attempts hold a slot of a
+/// dependency's adaptive concurrency limit now; absent without one.
+pub const LIMIT_IN_FLIGHT: &str = "retryscope.limit.in_flight";
 /// Counter `{hedge}`: one per copy of a hedged call sent beyond the first.
 pub const HEDGES: &str = "retryscope.hedges";
 /// Counter `{hedge}`: one per hedged call won by a copy other than the first.
@@ -64,7 +70,7 @@ pub const SPANS_LOST: &str = "retryscope.telemetry.spans.lost";
 pub const UNIT_SPAN: &str = "{span}";
 /// Unit of [`FAULTS_INJECTED`].
 pub const UNIT_FAULT: &str = "{fault}";
-/// Unit of [`REQUESTS`] and [`REFUSED`].
+/// Unit of [`REQUESTS`], [`REFUSED`], [`LIMIT`] and [`LIMIT_IN_FLIGHT`].
 pub const UNIT_REQUEST: &str = "{request}";
 /// Unit of [`RETRIES`], [`THROTTLED`] and [`BUDGET_AVAILABLE`].
 pub const UNIT_RETRY: &str = "{retry}";
@@ -115,7 +121,8 @@ pub const DELAY_SOURCE: &str = "retryscope.delay.source";
 /// or `adaptive` (every value: `retryscope::pace::HoldSource::ALL`).
 pub const PACE_SOURCE: &str = "retryscope.pace.source";
 /// Why a retry was refused: [`THROTTLED_BY_BUDGET`], [`THROTTLED_BY_BREAKER`],
-/// [`THROTTLED_BY_PACER`], [`THROTTLED_BY_UPSTREAM`] or [`THROTTLED_LOCALLY`].
+/// [`THROTTLED_BY_PACER`], [`THROTTLED_BY_UPSTREAM`], [`THROTTLED_LOCALLY`]
+/// or [`THROTTLED_BY_LIMIT`].
 pub const THROTTLE_REASON: &str = "retryscope.throttle.reason";
 /// [`THROTTLE_REASON`] when the retry budget (or token bucket) refused.
 pub const THROTTLED_BY_BUDGET: &str = "budget";
@@ -131,6 +138,13 @@ pub const THROTTLED_BY_UPSTREAM: &str = "upstream_retry";
 /// [`THROTTLE_REASON`] when the client's adaptive throttle rejected the
 /// attempt locally (the SRE book's client-side throttling).
 pub const THROTTLED_LOCALLY: &str = "rejected_locally";
+/// [`THROTTLE_REASON`] when the dependency's adaptive concurrency limit
+/// stayed full for the attempt as long as it could wait.
+pub const THROTTLED_BY_LIMIT: &str = "concurrency_limited";
+/// The call's priority on a guard's refusal (`retryscope.refused`,
+/// `retryscope.throttled`) and on the operation span: `critical` or
+/// `sheddable` (every value: `retryscope::overload::Priority::ALL`).
+pub const PRIORITY: &str = "retryscope.priority";
 /// The route template of an incoming request (OpenTelemetry's `http.route`).
 pub const HTTP_ROUTE: &str = "http.route";
 /// The OpenTelemetry semantic-convention attribute for a failure's type.
@@ -165,8 +179,10 @@ pub const STOP_UPSTREAM_RETRY: &str = "upstream_retry";
 pub const STOP_RATE_LIMITED: &str = "rate_limited";
 /// `retryscope.stop_reason`: the adaptive throttle rejected the attempt locally.
 pub const STOP_REJECTED_LOCALLY: &str = "rejected_locally";
+/// `retryscope.stop_reason`: the concurrency limit stayed full.
+pub const STOP_CONCURRENCY_LIMITED: &str = "concurrency_limited";
 /// Every `retryscope.stop_reason` value, in the order of `StopReason`.
-pub const STOP_REASONS: [&str; 10] = [
+pub const STOP_REASONS: [&str; 11] = [
     STOP_PERMANENT,
     STOP_UNREPEATABLE,
     STOP_ATTEMPTS_EXHAUSTED,
@@ -177,6 +193,7 @@ pub const STOP_REASONS: [&str; 10] = [
     STOP_RATE_LIMITED,
     STOP_UPSTREAM_RETRY,
     STOP_REJECTED_LOCALLY,
+    STOP_CONCURRENCY_LIMITED,
 ];
 
 /// The `tracing` target of every span and event this crate emits.

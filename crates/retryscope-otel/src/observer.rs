@@ -18,6 +18,7 @@ use retryscope::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Held, Observer, OperationInfo,
     OperationObserver, Wait,
 };
+use retryscope::overload::Priority;
 use retryscope::{ErrorType, Outcome, StopReason};
 use tracing::Span;
 
@@ -155,6 +156,7 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
             failed: None,
             common,
             max_attempts: info.max_attempts,
+            priority: info.priority,
             last_failure: LastFailure::default(),
             log: self.log,
             service: self.service,
@@ -197,6 +199,8 @@ pub struct OtelOperation<S = DefaultAttemptSpan> {
     failed: Option<Span>,
     common: Common,
     max_attempts: u32,
+    /// Labels the refusals: sheddable calls are refused first.
+    priority: Priority,
     last_failure: LastFailure,
     log: bool,
     service: Option<&'static str>,
@@ -362,12 +366,12 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         // `retryscope.attempts=0` it would read as "needed a retry" (!= 1) and
         // sit below every bucket of the attempt quantiles.
         if finish.attempts == 0 {
-            self.metrics.refused(&self.common, outcome, reason);
+            self.metrics.refused(&self.common, outcome, reason, self.priority);
         } else {
             self.metrics.finished(&self.common, outcome, attempts, finish.duration);
         }
         if let Some(reason) = reason {
-            self.metrics.throttled(&self.common, reason);
+            self.metrics.throttled(&self.common, reason, self.priority);
         }
         if let Parent::Operation(span) = &self.parent {
             span.record(names::ATTEMPTS, attempts);
@@ -399,6 +403,7 @@ fn throttle_reason(reason: Option<StopReason>) -> Option<&'static str> {
         StopReason::RateLimited { .. } => Some(names::THROTTLED_BY_PACER),
         StopReason::UpstreamRetry => Some(names::THROTTLED_BY_UPSTREAM),
         StopReason::RejectedLocally => Some(names::THROTTLED_LOCALLY),
+        StopReason::ConcurrencyLimited { .. } => Some(names::THROTTLED_BY_LIMIT),
         _ => None,
     }
 }

@@ -142,6 +142,7 @@ pub(crate) fn operation_span(info: &OperationInfo<'_>) -> Span {
         otel.kind = "internal",
         retryscope.dependency = info.dependency,
         retryscope.operation = info.operation,
+        retryscope.priority = info.priority.as_str(),
         retryscope.attempts = Empty,
         retryscope.outcome = Empty,
         otel.status_code = Empty,

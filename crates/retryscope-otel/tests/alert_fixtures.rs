@@ -434,7 +434,11 @@ fn vocabulary(label_name: &str) -> Option<BTreeSet<String>> {
             names::THROTTLED_BY_PACER,
             names::THROTTLED_BY_UPSTREAM,
             names::THROTTLED_LOCALLY,
+            names::THROTTLED_BY_LIMIT,
         ]),
+        l if l == label(names::PRIORITY) => {
+            Some(retryscope::overload::Priority::ALL.iter().map(|p| p.as_str().to_owned()).collect())
+        }
         l if l == label(names::PACE_SOURCE) => {
             Some(retryscope::pace::HoldSource::ALL.iter().map(|s| s.as_str().to_owned()).collect())
         }

@@ -297,7 +297,10 @@ async fn throttled_by_the_budget() {
         ("throttled", "budget_exhausted")
     );
     let db = (names::DEPENDENCY, "db");
-    assert_eq!(t.counter(names::THROTTLED), [(attrs(&[db, (names::THROTTLE_REASON, "budget")]), 1)].into());
+    assert_eq!(
+        t.counter(names::THROTTLED),
+        [(attrs(&[db, (names::THROTTLE_REASON, "budget"), (names::PRIORITY, "critical")]), 1)].into()
+    );
     assert!(t.counter(names::RETRIES).is_empty(), "the refused retry never started");
     let request = attrs(&[db, (names::OUTCOME, "throttled"), (names::ATTEMPTS, "1")]);
     assert_eq!(t.histogram(names::REQUEST_DURATION)[&request].0, 1);
@@ -343,13 +346,22 @@ async fn refused_by_an_open_breaker() {
     assert_eq!(t.counter(names::REQUESTS), [(attrs(&[db]), 1)].into());
     assert_eq!(
         t.counter(names::THROTTLED),
-        [(attrs(&[db, (names::THROTTLE_REASON, "circuit_open")]), 1)].into()
+        [(attrs(&[db, (names::THROTTLE_REASON, "circuit_open"), (names::PRIORITY, "critical")]), 1)].into()
     );
     // Counted as refused, not as an operation with 0 attempts, which the
     // attempt figures would read as one that needed a retry.
     assert_eq!(
         t.counter(names::REFUSED),
-        [(attrs(&[db, (names::OUTCOME, "throttled"), (names::THROTTLE_REASON, "circuit_open")]), 1)].into()
+        [(
+            attrs(&[
+                db,
+                (names::OUTCOME, "throttled"),
+                (names::THROTTLE_REASON, "circuit_open"),
+                (names::PRIORITY, "critical")
+            ]),
+            1
+        )]
+        .into()
     );
     assert!(t.histogram(names::REQUEST_DURATION).is_empty(), "no operation with an attempt figure");
 }
@@ -426,7 +438,13 @@ async fn instruments_have_the_contract_names_units_and_buckets() {
 #[test]
 fn attribute_values_stay_bounded() {
     let t = Telemetry::new();
-    let info = OperationInfo { dependency: "db", operation: None, max_attempts: 2, hedged: false };
+    let info = OperationInfo {
+        dependency: "db",
+        operation: None,
+        max_attempts: 2,
+        hedged: false,
+        priority: retryscope::overload::Priority::Critical,
+    };
     let mut operation = t.observer.start(&info);
     // An engine never exceeds the limit, but the attribute must not grow if one did.
     let scope = operation.attempt_started(&AttemptStart {

@@ -67,6 +67,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             .breaker_factory(settings.breaker)
             .pacer_factory(settings.pacer)
             .adaptive_throttle_factory(settings.adaptive_throttle)
+            .concurrency_limit_factory(settings.concurrency_limit)
             .hedge_template(settings.hedge);
         let guards = match meter {
             Some(meter) => guards.meter(meter),

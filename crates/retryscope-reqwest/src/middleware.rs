@@ -298,11 +298,19 @@ impl Middleware for RetryMiddleware {
                     Some(limit) => hedge.with_deadline_within(limit),
                     None => hedge.clone(),
                 };
-                let hedge = attempt.hedge(hedge).with_classifier(&mut classifier).observe(observer);
+                let hedge = attempt
+                    .hedge(hedge)
+                    .priority(options.priority_class())
+                    .with_classifier(&mut classifier)
+                    .observe(observer);
                 guards.guard(hedge, options.operation_name()).await
             }
             None => {
-                let retry = attempt.retry(policy).with_classifier(&mut classifier).observe(observer);
+                let retry = attempt
+                    .retry(policy)
+                    .priority(options.priority_class())
+                    .with_classifier(&mut classifier)
+                    .observe(observer);
                 guards.guard(retry, options.operation_name()).await
             }
         };

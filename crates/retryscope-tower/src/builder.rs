@@ -161,6 +161,7 @@ impl TowerSettings {
             .breaker_factory(shared.breaker)
             .pacer_factory(shared.pacer)
             .adaptive_throttle_factory(shared.adaptive_throttle)
+            .concurrency_limit_factory(shared.concurrency_limit)
             .hedge_template(shared.hedge);
         let guards = match meter {
             Some(meter) => guards.meter(meter),

@@ -68,6 +68,7 @@ where
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
     let telemetry = telemetry(&settings, &call, &parts, key);
     let operation = operation(&options, grpc.as_ref());
+    let priority = options.priority_class();
     let stop = StopRecorder::default();
     // gRPC's own metrics (A66, A96) follow the call to the caller.
     let metrics = grpc.as_mut().and_then(|grpc| grpc.start_metrics(&settings, &parts));
@@ -90,13 +91,20 @@ where
         // Every copy is admitted as a retry's attempt is: the pacer before
         // each, the budget for every copy beyond the first.
         Some(policy) => {
-            let hedge = (move || attempts.next()).hedge(policy).with_classifier(classifier).observe(observer);
+            let hedge = (move || attempts.next())
+                .hedge(policy)
+                .priority(priority)
+                .with_classifier(classifier)
+                .observe(observer);
             guards.guard(hedge, operation).await
         }
         // Borrowed from the dependency's guards, which this call holds.
         None => {
-            let retry =
-                (move || attempts.next()).retry(call.policy).with_classifier(classifier).observe(observer);
+            let retry = (move || attempts.next())
+                .retry(call.policy)
+                .priority(priority)
+                .with_classifier(classifier)
+                .observe(observer);
             guards.guard(retry, operation).await
         }
     };

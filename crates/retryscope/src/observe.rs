@@ -102,6 +102,9 @@ pub struct OperationInfo<'a> {
     /// Whether the attempts are hedged copies that overlap in time (see
     /// [`hedge`](crate::hedge)) rather than retries that follow each other.
     pub hedged: bool,
+    /// The call's priority ([`Retry::priority`](crate::Retry::priority)):
+    /// which calls the overload guards refuse first.
+    pub priority: crate::overload::Priority,
 }
 
 /// An attempt is starting.

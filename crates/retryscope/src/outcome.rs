@@ -55,6 +55,16 @@ pub enum StopReason {
     /// sending it: the dependency has been accepting too few of the client's
     /// requests (see [`overload`](crate::overload)).
     RejectedLocally,
+    /// The dependency's adaptive concurrency limit stayed full for the
+    /// attempt as long as it could wait for a slot (see
+    /// [`ConcurrencyLimiter`](crate::overload::ConcurrencyLimiter)): it was
+    /// not sent.
+    ConcurrencyLimited {
+        /// The limit when the attempt gave up waiting.
+        limit: u32,
+        /// How long it waited for a slot.
+        waited: Duration,
+    },
 }
 
 impl StopReason {
@@ -69,7 +79,8 @@ impl StopReason {
             | StopReason::CircuitOpen
             | StopReason::RateLimited { .. }
             | StopReason::UpstreamRetry
-            | StopReason::RejectedLocally => Outcome::Throttled,
+            | StopReason::RejectedLocally
+            | StopReason::ConcurrencyLimited { .. } => Outcome::Throttled,
         }
     }
 }
@@ -98,6 +109,10 @@ impl fmt::Display for StopReason {
             StopReason::RejectedLocally => {
                 f.write_str("rejected locally: the dependency accepts too few of this client's requests")
             }
+            StopReason::ConcurrencyLimited { limit, waited } => write!(
+                f,
+                "the dependency's concurrency limit ({limit} in flight) stayed full for {waited:?}: not sent"
+            ),
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::StopReason;
-use crate::overload::AdaptiveThrottle;
+use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::Shared;
@@ -179,6 +179,27 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// A reference, or an `Arc` for a `'static` retry.
     pub fn adaptive_throttle(mut self, throttle: impl Into<Shared<'a, AdaptiveThrottle>>) -> Self {
         self.setup.adaptive_throttle = throttle.into().into();
+        self
+    }
+
+    /// Takes a slot of `limiter`, the dependency's adaptive concurrency limit
+    /// (see [`overload`](crate::overload)), for every attempt, and gives it back
+    /// with how the attempt ended: one that finds the limit full waits up to
+    /// the limiter's `max_wait` (never past the deadline) for a slot, then is
+    /// not sent, and the call stops with
+    /// [`StopReason::ConcurrencyLimited`](crate::StopReason::ConcurrencyLimited).
+    /// A reference, or an `Arc` for a `'static` call.
+    pub fn concurrency_limit(mut self, limiter: impl Into<Shared<'a, ConcurrencyLimiter>>) -> Self {
+        self.setup.limiter = limiter.into().into();
+        self
+    }
+
+    /// How much this call matters when the dependency's guards must refuse
+    /// some (critical unless set): sheddable calls are refused first by the
+    /// adaptive throttle and the concurrency limit (see
+    /// [`Priority`](crate::overload::Priority)).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.setup.priority = priority;
         self
     }
 

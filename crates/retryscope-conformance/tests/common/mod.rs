@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use retryscope::hedge::HedgePolicy;
-use retryscope::overload::AdaptiveThrottle;
+use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::{CircuitBreaker, ErrorType, Pacer, Policy, RetryBudget, RetryError, StopReason};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_reqwest::fault::FaultMiddleware;
@@ -53,6 +53,7 @@ pub(crate) struct Setup {
     no_breaker: bool,
     pacer: Option<fn() -> Pacer>,
     adaptive_throttle: Option<fn() -> AdaptiveThrottle>,
+    concurrency_limit: Option<Arc<dyn Fn() -> ConcurrencyLimiter + Send + Sync>>,
     hedge: Option<HedgePolicy>,
     retry_at_one_layer: bool,
     /// Injected below the retries (`FaultMiddleware`, `FaultLayer`); every
@@ -79,6 +80,7 @@ impl Setup {
             no_breaker: false,
             pacer: None,
             adaptive_throttle: None,
+            concurrency_limit: None,
             hedge: None,
             retry_at_one_layer: false,
             faults: None,
@@ -157,6 +159,14 @@ impl Setup {
         self
     }
 
+    pub(crate) fn concurrency_limit_per_dependency(
+        mut self,
+        make: impl Fn() -> ConcurrencyLimiter + Send + Sync + 'static,
+    ) -> Setup {
+        self.concurrency_limit = Some(Arc::new(make));
+        self
+    }
+
     pub(crate) fn hedge(mut self, policy: HedgePolicy) -> Setup {
         self.hedge = Some(policy);
         self
@@ -219,6 +229,9 @@ macro_rules! configure {
         }
         if let Some(make) = setup.adaptive_throttle {
             builder = builder.adaptive_throttle_per_dependency(make);
+        }
+        if let Some(make) = setup.concurrency_limit {
+            builder = builder.concurrency_limit_per_dependency(move || make());
         }
         if let Some(policy) = setup.hedge {
             builder = builder.hedge(policy);

@@ -16,6 +16,7 @@ use super::{Driver, Flight, Scope, Setup};
 use crate::clock::Clock;
 use crate::observe::{HedgeOutcome, Observer};
 use crate::outcome::{Outcome, StopReason};
+use crate::overload::LimitPermit;
 use crate::policy::Policy;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
@@ -45,6 +46,8 @@ pub(crate) trait CopyPolicy {
 /// A copy the driver let go: its token until it is settled or cancelled.
 pub(crate) struct Sent<A> {
     flight: Flight<A>,
+    /// Its slot of the concurrency limit, if the dependency has one.
+    slot: Option<LimitPermit>,
     /// When its attempt timeout cuts it.
     pub(crate) limit_at: Option<Instant>,
 }
@@ -156,9 +159,12 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
             Ok((flight, _)) => {
                 let limit_at = self.policy.attempt_timeout().map(|t| now + t);
                 self.next_at = Some(now + self.policy.next_delay(now));
-                Some(Sent { flight, limit_at })
+                Some(Sent { flight, slot: self.driver.slot.take(), limit_at })
             }
-            Err(reason) => self.stop_sending(reason),
+            Err(reason) => {
+                self.driver.slot = None;
+                self.stop_sending(reason)
+            }
         }
     }
 
@@ -174,6 +180,9 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
     pub(crate) fn settle(&mut self, sent: Sent<Scope<O>>, verdict: Verdict, now: Instant) -> Settled {
         let started = sent.flight.started;
         let error = verdict.error_type();
+        if let Some(slot) = sent.slot {
+            super::release(slot, Health::of(verdict), started, now);
+        }
         let outcome = if verdict == Verdict::Success { HedgeOutcome::Won } else { HedgeOutcome::Failed };
         self.driver.record(sent.flight, now, error, Health::of(verdict), Some(outcome));
         if error.is_some() {
@@ -232,6 +241,7 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
         {
             self.policy.record(now.saturating_duration_since(started));
         }
+        drop(sent.slot);
         self.driver.record(sent.flight, now, None, Health::Unknown, Some(HedgeOutcome::Cancelled));
     }
 

@@ -35,6 +35,7 @@ use crate::observe::{
     Wait,
 };
 use crate::outcome::{Outcome, StopReason};
+use crate::overload::{LimitPermit, SLOT_POLL};
 use crate::pace::Held;
 use crate::random::JitterRng;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
@@ -92,11 +93,19 @@ pub(crate) struct Driver<'a, O: Observer> {
     /// Whether the pacer has already admitted the next attempt (its hold, or
     /// the retry's wait, included the pace).
     paced: bool,
+    /// The concurrency limit's slot of the next attempt (taken by `pace`,
+    /// moved into the attempt by `admit`) or of the running one.
+    slot: Option<LimitPermit>,
+    /// How long the next attempt has waited for a slot, in microseconds (the
+    /// holds handed out, not the clock: 4 bytes where an instant takes 16,
+    /// on the path of every call, limited or not).
+    slot_waited: u32,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
-        let timed = O::TIMED || setup.policy.is_timed();
+        // A concurrency limit learns from round trips: it needs the time.
+        let timed = O::TIMED || setup.policy.is_timed() || setup.limiter.is_some();
         Self {
             curve: Curve::START,
             timed,
@@ -113,6 +122,8 @@ impl<'a, O: Observer> Driver<'a, O> {
             last_error: None,
             rng: None,
             paced: false,
+            slot: None,
+            slot_waited: 0,
         }
     }
 
@@ -131,10 +142,11 @@ impl<'a, O: Observer> Driver<'a, O> {
     }
 
     /// Whether the front end must ask [`pace`](Self::pace) before each
-    /// attempt: a branch on the path of every call, the pacing itself off it.
+    /// attempt (a pacer, a concurrency limit): a branch on the path of every
+    /// call, the pacing itself off it.
     #[inline]
     pub(crate) fn paced(&self) -> bool {
-        self.setup.pacer.is_some()
+        self.setup.pacer.is_some() || self.setup.limiter.is_some()
     }
 
     /// Asks the pacer, if any, whether the next attempt may be sent now:
@@ -142,7 +154,9 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// is not sent at all (the operation then stops). The schedule is asked
     /// once per attempt (a retry's plan already asked it); the adaptive
     /// limiter's token last, at the moment of sending, and again after any
-    /// hold.
+    /// hold. The concurrency limit's slot is taken after the pacer lets the
+    /// attempt go: a full limit holds it for [`SLOT_POLL`] at a time, up to
+    /// the limiter's `max_wait`, then refuses it.
     #[inline(never)]
     pub(crate) fn pace(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         match self.ask_pacer(now) {
@@ -154,6 +168,49 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// [`pace`](Self::pace) without stopping the operation on a refusal: for
     /// a hedge's copy, whose siblings may still be in flight.
     fn ask_pacer(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        match self.ask_schedule(now)? {
+            None => self.ask_limiter(now),
+            hold => Ok(hold),
+        }
+    }
+
+    /// Takes the concurrency limit's slot for the next attempt, if the
+    /// dependency has a limit: `Some` wait when it is full (ask again after
+    /// it), or [`StopReason::ConcurrencyLimited`] once the attempt has waited
+    /// as long as it may.
+    fn ask_limiter(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        let Some(limiter) = self.setup.limiter.as_deref() else { return Ok(None) };
+        if self.slot.is_some() {
+            return Ok(None);
+        }
+        if let Some(slot) = limiter.try_acquire(self.setup.priority) {
+            self.slot = Some(slot);
+            self.slot_waited = 0;
+            return Ok(None);
+        }
+        let (max_wait, limit) = (limiter.max_wait(), limiter.limit());
+        self.open(now);
+        let waited = Duration::from_micros(u64::from(self.slot_waited));
+        let mut left = max_wait.saturating_sub(waited);
+        if let Some(remaining) = self.remaining(now) {
+            left = left.min(remaining);
+        }
+        if left.is_zero() {
+            self.slot_waited = 0;
+            return Err(StopReason::ConcurrencyLimited { limit, waited });
+        }
+        // The schedule let this attempt go already: after the wait, only the
+        // adaptive rate's token is asked again.
+        self.paced = self.setup.pacer.is_some();
+        let hold = left.min(SLOT_POLL);
+        // At most `MAX_TIMEOUT` (60 s) in all: fits in a u32 of microseconds.
+        self.slot_waited =
+            self.slot_waited.saturating_add(u32::try_from(hold.as_micros()).unwrap_or(u32::MAX));
+        Ok(Some(hold))
+    }
+
+    /// The pacer's part of [`ask_pacer`](Self::ask_pacer).
+    fn ask_schedule(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
         let scheduled = std::mem::take(&mut self.paced);
         // A send that no retry's plan nor hold counted yet.
@@ -214,7 +271,11 @@ impl<'a, O: Observer> Driver<'a, O> {
     fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         let (flight, remaining) = match self.admit(now, self.last_error) {
             Ok(admitted) => admitted,
-            Err(reason) => return Err(self.stop(now, reason)),
+            Err(reason) => {
+                // Refused after it took its slot: the slot goes back unused.
+                self.slot = None;
+                return Err(self.stop(now, reason));
+            }
         };
         self.scope = flight.scope;
         self.permit = flight.permit;
@@ -257,7 +318,10 @@ impl<'a, O: Observer> Driver<'a, O> {
         // rejected attempt takes no probe slot.
         if let Some(throttle) = self.setup.adaptive_throttle.as_deref() {
             let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
-            if !throttle.admit(rng.unit()) {
+            // A sheddable attempt draws zero: rejected whenever the throttle
+            // rejects anything.
+            let draw = if self.setup.priority.is_sheddable() { 0.0 } else { rng.unit() };
+            if !throttle.admit(draw) {
                 return Err(StopReason::RejectedLocally);
             }
         }
@@ -283,6 +347,7 @@ impl<'a, O: Observer> Driver<'a, O> {
                 operation: self.setup.operation.as_deref(),
                 max_attempts: self.setup.policy.max_attempts(),
                 hedged: self.setup.hedged,
+                priority: self.setup.priority,
             }));
         }
     }
@@ -329,7 +394,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         // A success ends the operation: the end time then matters only to an
         // observer that measures durations. Anything else may need it for the
         // deadline or the next wait.
-        let now = if O::TIMED || verdict != Verdict::Success {
+        let now = if O::TIMED || verdict != Verdict::Success || self.slot.is_some() {
             self.now()
         } else {
             self.attempt_started.unwrap_or_else(untimed_instant)
@@ -381,7 +446,22 @@ impl<'a, O: Observer> Driver<'a, O> {
             scope: Some(scope),
             permit: self.permit.take(),
         };
+        // The attempt's slot (a retry's attempt holds it here, a hedge's copy
+        // in its `Sent`) goes back with what its end says.
+        if self.slot.is_some() {
+            self.release_slot(health, flight.started, now);
+        }
         self.record(flight, now, error, health, None);
+    }
+
+    /// Gives the running attempt's slot back (see [`release`]): cold, so
+    /// that settling an attempt without a limit carries nothing of it.
+    #[cold]
+    #[inline(never)]
+    fn release_slot(&mut self, health: Health, started: Option<Instant>, now: Instant) {
+        if let Some(slot) = self.slot.take() {
+            release(slot, health, started, now);
+        }
     }
 
     /// Settles `flight`, which ended at `now` with `error` (none for a
@@ -501,6 +581,21 @@ impl<O: Observer> Drop for Driver<'_, O> {
 pub(crate) fn untimed_instant() -> Instant {
     static UNTIMED: OnceLock<Instant> = OnceLock::new();
     *UNTIMED.get_or_init(Instant::now)
+}
+
+/// Gives back the concurrency limit's slot of an attempt that started at
+/// `started` and ended at `now` with `health`: the limit learns from its
+/// round trip (an answer is a sample, a transient failure or a request to
+/// slow down a drop, a cancelled attempt nothing). Out of line, so that the
+/// calls without a limit carry none of it.
+#[inline(never)]
+pub(crate) fn release(slot: LimitPermit, health: Health, started: Option<Instant>, now: Instant) {
+    let rtt = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+    match health {
+        Health::Healthy | Health::Answered => slot.success(rtt),
+        Health::Unhealthy | Health::Throttling => slot.dropped(rtt),
+        Health::Unknown => drop(slot),
+    }
 }
 
 fn new_rng(seed: Option<u64>) -> JitterRng {

@@ -2,7 +2,7 @@
 //! its names and its guards.
 
 use crate::breaker::CircuitBreaker;
-use crate::overload::AdaptiveThrottle;
+use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::{MaybeShared, Shared};
@@ -21,6 +21,11 @@ pub(crate) struct Setup<'a> {
     /// The client-side adaptive throttle, asked in the admission as the
     /// breaker is.
     pub(crate) adaptive_throttle: MaybeShared<'a, AdaptiveThrottle>,
+    /// The adaptive concurrency limit: a slot is taken when the attempt is
+    /// about to be sent (see `Driver::pace`) and given back when it ends.
+    pub(crate) limiter: MaybeShared<'a, ConcurrencyLimiter>,
+    /// Which calls the throttle and the limit refuse first.
+    pub(crate) priority: Priority,
     pub(crate) seed: Option<u64>,
     /// Whether the attempts overlap (a hedged call): what the observer hears.
     pub(crate) hedged: bool,
@@ -36,14 +41,17 @@ impl<'a> Setup<'a> {
             breaker: MaybeShared::None,
             pacer: MaybeShared::None,
             adaptive_throttle: MaybeShared::None,
+            limiter: MaybeShared::None,
+            priority: Priority::Critical,
             seed: None,
             hedged: false,
         }
     }
 
     /// Whether a guard asks about every attempt before it starts (a breaker,
-    /// an adaptive throttle): then no attempt may start quietly.
+    /// an adaptive throttle, a concurrency limit): then no attempt may start
+    /// quietly.
     pub(crate) fn admits(&self) -> bool {
-        self.breaker.is_some() || self.adaptive_throttle.is_some()
+        self.breaker.is_some() || self.adaptive_throttle.is_some() || self.limiter.is_some()
     }
 }

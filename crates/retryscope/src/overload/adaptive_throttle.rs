@@ -263,7 +263,10 @@ pub enum OverloadError {
     /// A setting was outside what it accepts: the adaptive throttle's `k`
     /// within [`MIN_K`]`..=`[`MAX_K`], its `max_rejection_probability`
     /// within `0.0..=1.0`, its `window` within
-    /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`].
+    /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`]; a concurrency limit's settings as
+    /// their builders ([`AimdBuilder`](super::AimdBuilder),
+    /// [`Gradient2Builder`](super::Gradient2Builder),
+    /// [`ConcurrencyLimiterBuilder`](super::ConcurrencyLimiterBuilder)) say.
     OutOfRange {
         /// The setting's name, as its builder method spells it.
         setting: &'static str,
@@ -277,11 +280,43 @@ impl fmt::Display for OverloadError {
         let Self::OutOfRange { setting, value } = self;
         match *setting {
             "k" => write!(f, "adaptive throttle k must be within {MIN_K}..={MAX_K}, got {value}"),
+            "max_rejection_probability" => {
+                write!(f, "adaptive throttle max_rejection_probability must be within 0..=1, got {value}")
+            }
             "window" => {
                 write!(
                     f,
                     "adaptive throttle window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {value}"
                 )
+            }
+            "min_limit" => write!(f, "concurrency limit min_limit must be at least 1, got {value}"),
+            "max_limit" => write!(
+                f,
+                "concurrency limit max_limit must be within min_limit..={}, got {value}",
+                super::MAX_LIMIT
+            ),
+            "initial_limit" => {
+                write!(f, "concurrency limit initial_limit must be within min_limit..=max_limit, got {value}")
+            }
+            "backoff_ratio" => write!(f, "AIMD backoff_ratio must be within [0.5, 1.0), got {value}"),
+            "timeout" => write!(f, "AIMD timeout must be within 1ms..={:?}, got {value}", super::MAX_TIMEOUT),
+            "smoothing" => write!(f, "Gradient2 smoothing must be within (0, 1], got {value}"),
+            "queue_size" => {
+                write!(f, "Gradient2 queue_size must be at most {}, got {value}", super::MAX_LIMIT)
+            }
+            "long_window" => {
+                write!(f, "Gradient2 long_window must be within 1..=100000 samples, got {value}")
+            }
+            "rtt_tolerance" => write!(f, "Gradient2 rtt_tolerance must be within 1.0..=10.0, got {value}"),
+            "max_wait" => {
+                write!(
+                    f,
+                    "concurrency limiter max_wait must be at most {:?}, got {value}",
+                    super::MAX_TIMEOUT
+                )
+            }
+            "sheddable_reserve" => {
+                write!(f, "concurrency limiter sheddable_reserve must be within 0..=1, got {value}")
             }
             other => write!(f, "{other} is out of range: {value}"),
         }
