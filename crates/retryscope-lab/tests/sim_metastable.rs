@@ -51,6 +51,18 @@ fn the_retry_budget_recovers_within_a_few_seconds_of_the_crash_end() {
     assert!(goodput >= 0.95 * offered, "goodput {goodput}/s of {offered}/s offered");
 }
 
+/// An AIMD concurrency limit never lets more than its limit in flight: the
+/// queues never pass a second, and the clients recover as the budget does.
+#[test]
+fn an_aimd_concurrency_limit_recovers_within_a_few_seconds_of_the_crash_end() {
+    let rows = run(MetastableStrategy::Limited);
+    let at = recovered_at(&rows, 10).expect("the limit recovers");
+    assert!(at <= 15, "recovered at {at} s");
+    let (offered, goodput, _) = last_20_s(&rows);
+    assert!(goodput >= 0.95 * offered, "goodput {goodput}/s of {offered}/s offered");
+    assert!(rows.iter().map(|r| r.rejected).sum::<u64>() > 0, "the limit refused some attempts locally");
+}
+
 /// The SRE book's throttle counts its own rejections as requests: after a
 /// crash that filled its two-minute window with failures, it keeps rejecting
 /// about half of the requests until accepted ones outweigh that history.

@@ -110,17 +110,25 @@ fn the_header_line_states_the_server_model_and_its_parameters() {
     let _ = std::fs::remove_dir_all(out_dir("header"));
 }
 
-/// The SRE book's client-side throttle rejects first attempts too while the
-/// server accepts few, and — with Envoy's ceiling, a fifth of the requests
-/// still probing — sees the server come back as soon as the budget does.
+/// The overload guards on first attempts: the SRE book's client-side throttle
+/// (with Envoy's ceiling, a fifth of the requests still probing) and an AIMD
+/// concurrency limit both see the server come back as soon as the budget does;
+/// the limit, which never lets more than its limit in flight, also serves at
+/// least as much as the budget during the outage.
 #[test]
-fn the_sre_throttled_client_recovers_no_later_than_the_budget() {
-    let rows = storm("throttled", &["--policies", "budget,throttled"]);
+fn the_throttled_and_the_limited_clients_recover_no_later_than_the_budget() {
+    let rows = storm("overload", &["--policies", "budget,throttled,limited"]);
     let budget = recovery(&rows, "budget").expect("the budget recovers");
-    let throttled = recovery(&rows, "throttled").expect("the throttled client recovers");
-    assert!(throttled <= budget + 1.0, "throttled {throttled} s, budget {budget} s");
-    let ok_after = number(&rows, "throttled", "goodput_after");
-    assert!(ok_after >= 0.6, "after the outage {ok_after} of the throttled client's requests succeed");
+    for policy in ["throttled", "limited"] {
+        let recovered = recovery(&rows, policy).unwrap_or_else(|| panic!("{policy} recovers: {rows:?}"));
+        assert!(recovered <= budget + 1.0, "{policy} {recovered} s, budget {budget} s");
+        let ok_after = number(&rows, policy, "goodput_after");
+        assert!(ok_after >= 0.6, "after the outage {ok_after} of {policy}'s requests succeed");
+    }
+    assert!(
+        number(&rows, "limited", "goodput_during") >= number(&rows, "budget", "goodput_during") - 0.01,
+        "{rows:?}"
+    );
     assert!(
         number(&rows, "throttled", "retry_ratio") <= 2.0 * number(&rows, "budget", "retry_ratio") + 0.05,
         "{rows:?}"

@@ -19,7 +19,8 @@
 //!   spike, with and without backoff and a retry budget.
 //! - [`metastable`]: a published metastable retry case — one of two
 //!   servers down for 5 s, naive retries overloaded long after — with the
-//!   retry budget and the SRE book's adaptive throttle.
+//!   retry budget, the SRE book's adaptive throttle and an AIMD concurrency
+//!   limit.
 //! - [`layers`]: retries multiplying down a call chain (Google SRE book,
 //!   "Handling Overload"), and retrying at one layer only.
 //! - [`told`]: the herd's "server-told" scenario — clients one server told the

@@ -106,7 +106,11 @@ pub struct StormArgs {
     #[arg(long, default_value_t = DEFAULT_QUEUE)]
     pub queue: u32,
     /// Policies to compare, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "naive,backoff,full-jitter,budget,breaker,throttled")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "naive,backoff,full-jitter,budget,breaker,throttled,limited"
+    )]
     pub policies: Vec<StormPolicy>,
     /// Run the layered storm instead: a chain of this many services (2 to 4),
     /// each calling the next through the middleware, the last one the

@@ -1,7 +1,7 @@
 //! The policies the storm compares, from naive to fully guarded.
 
 use retryscope::breaker::CircuitBreakerBuilder;
-use retryscope::overload::{AdaptiveThrottle, AdaptiveThrottleBuilder};
+use retryscope::overload::{AdaptiveThrottle, AdaptiveThrottleBuilder, Aimd, ConcurrencyLimiter};
 use retryscope::{CircuitBreaker, Jitter, Policy, PolicyError, RetryBudget};
 use retryscope_reqwest::{RetryMiddleware, RetryMiddlewareBuilder};
 use std::fmt;
@@ -29,17 +29,22 @@ pub enum StormPolicy {
     /// Full jitter and the SRE book's client-side adaptive throttle per host,
     /// which rejects first attempts too, locally, as the host accepts fewer.
     Throttled,
+    /// Full jitter and an adaptive concurrency limit per host (AIMD, Netflix's
+    /// defaults): at most `limit` attempts in flight, the limit cut by a tenth
+    /// at every failure and grown by one at every success.
+    Limited,
 }
 
 impl StormPolicy {
     /// Every policy, in the order the report shows them.
-    pub const ALL: [StormPolicy; 6] = [
+    pub const ALL: [StormPolicy; 7] = [
         StormPolicy::Naive,
         StormPolicy::Backoff,
         StormPolicy::FullJitter,
         StormPolicy::Budget,
         StormPolicy::Breaker,
         StormPolicy::Throttled,
+        StormPolicy::Limited,
     ];
 
     /// The name used on the command line, in reports and as `retryscope.operation`.
@@ -51,6 +56,7 @@ impl StormPolicy {
             StormPolicy::Budget => "budget",
             StormPolicy::Breaker => "breaker",
             StormPolicy::Throttled => "throttled",
+            StormPolicy::Limited => "limited",
         }
     }
 
@@ -65,9 +71,11 @@ impl StormPolicy {
                 .jitter(Jitter::None)
                 .build(),
             StormPolicy::Backoff => exponential(base).jitter(Jitter::None).build(),
-            StormPolicy::FullJitter | StormPolicy::Budget | StormPolicy::Breaker | StormPolicy::Throttled => {
-                exponential(base).jitter(Jitter::Full).build()
-            }
+            StormPolicy::FullJitter
+            | StormPolicy::Budget
+            | StormPolicy::Breaker
+            | StormPolicy::Throttled
+            | StormPolicy::Limited => exponential(base).jitter(Jitter::Full).build(),
         }
     }
 
@@ -87,6 +95,10 @@ impl StormPolicy {
                     .no_breaker()
                     .adaptive_throttle_per_dependency(|| throttle().build().unwrap_or_default())
             }
+            StormPolicy::Limited => builder
+                .no_budget()
+                .no_breaker()
+                .concurrency_limit_per_dependency(|| ConcurrencyLimiter::new(Aimd::default())),
             StormPolicy::Breaker => {
                 let breaker = breaker();
                 // Checked once here, so the per-host factory below cannot fail.

@@ -26,6 +26,7 @@
 //! | `naive` | 3 fixed retries, at once |
 //! | `budget` | the same retries, if the engine's default [`RetryBudget`] (one per dependency, shared by the fleet, on virtual time) grants them |
 //! | `throttled` | the same retries; and every attempt, first ones included, asks the engine's [`AdaptiveThrottle`] (the SRE book's client-side throttling, K = 2, its two-minute window, on virtual time) and is rejected locally with its probability |
+//! | `limited` | the same retries; and every attempt, first ones included, takes a slot of the engine's [`ConcurrencyLimiter`] (AIMD, Netflix's defaults), and is rejected locally when none is free; a timeout or a refusal is a drop, an answer in time a success |
 //!
 //! The clients share one guard, as a fleet whose guards are shared would; the
 //! model's constants are the case's, and nothing else is tuned.
@@ -41,10 +42,10 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use retryscope::RetryBudget;
-use retryscope::overload::AdaptiveThrottle;
+use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, LimitPermit, Priority};
 use retryscope::throttle::Throttle;
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 /// `retryscope simulate metastable`.
@@ -82,11 +83,13 @@ pub enum MetastableStrategy {
     Budget,
     /// The same retries; every attempt asks the engine's adaptive throttle.
     Throttled,
+    /// The same retries; every attempt takes a slot of an AIMD concurrency limit.
+    Limited,
 }
 
 impl MetastableStrategy {
     /// Every strategy.
-    pub const ALL: [Self; 3] = [Self::Naive, Self::Budget, Self::Throttled];
+    pub const ALL: [Self; 4] = [Self::Naive, Self::Budget, Self::Throttled, Self::Limited];
 
     /// The name used in tables and JSON.
     pub fn name(self) -> &'static str {
@@ -94,6 +97,7 @@ impl MetastableStrategy {
             Self::Naive => "naive",
             Self::Budget => "budget",
             Self::Throttled => "throttled",
+            Self::Limited => "limited",
         }
     }
 }
@@ -182,7 +186,8 @@ pub struct MetastableRow {
     pub sent: u64,
     /// Retries sent.
     pub retries: u64,
-    /// Attempts the adaptive throttle rejected locally (never sent).
+    /// Attempts the adaptive throttle or the concurrency limit rejected
+    /// locally (never sent).
     pub rejected: u64,
     /// Calls waiting in the servers' queues at the end of the second.
     pub queued: u64,
@@ -240,6 +245,8 @@ enum Guard {
     Unlimited,
     Budget(RetryBudget),
     Throttled(AdaptiveThrottle),
+    /// The limiter, and the slot each attempt in flight holds.
+    Limited(ConcurrencyLimiter, HashMap<(u32, u8), (LimitPermit, Nanos)>),
 }
 
 /// Runs one experiment: one row per second.
@@ -293,6 +300,9 @@ impl Run {
             MetastableStrategy::Naive => Guard::Unlimited,
             MetastableStrategy::Budget => {
                 Guard::Budget(RetryBudget::builder().clock(clock.handle()).build().map_err(|e| engine(&e))?)
+            }
+            MetastableStrategy::Limited => {
+                Guard::Limited(ConcurrencyLimiter::new(Aimd::default()), HashMap::new())
             }
             MetastableStrategy::Throttled => Guard::Throttled(
                 AdaptiveThrottle::builder()
@@ -387,6 +397,18 @@ impl Run {
             self.now_second().rejected += 1;
             return;
         }
+        if let Guard::Limited(limiter, permits) = &mut self.guard {
+            match limiter.try_acquire(Priority::Critical) {
+                Some(permit) => {
+                    permits.insert((request, attempt), (permit, self.queue.now()));
+                }
+                None => {
+                    self.requests[request as usize].finished = true;
+                    self.now_second().rejected += 1;
+                    return;
+                }
+            }
+        }
         self.now_second().sent += 1;
         if attempt > 1 {
             self.now_second().retries += 1;
@@ -432,9 +454,15 @@ impl Run {
             return;
         }
         state.finished = true;
-        match &self.guard {
+        let rtt = Duration::from_nanos(self.queue.now() - call.sent);
+        match &mut self.guard {
             Guard::Budget(budget) => budget.attempt_finished(true),
             Guard::Throttled(throttle) => throttle.accepted(),
+            Guard::Limited(_, permits) => {
+                if let Some((permit, _)) = permits.remove(&(call.request, call.attempt)) {
+                    permit.success(rtt);
+                }
+            }
             Guard::Unlimited => {}
         }
         self.now_second().goodput += 1;
@@ -446,13 +474,19 @@ impl Run {
         if state.finished || state.attempt != attempt {
             return;
         }
+        if let Guard::Limited(_, permits) = &mut self.guard
+            && let Some((permit, sent)) = permits.remove(&(request, attempt))
+        {
+            // A refusal (at once) or a timeout.
+            permit.dropped(Duration::from_nanos(self.queue.now() - sent));
+        }
         let retry = attempt <= self.config.model.retries
             && match &self.guard {
                 Guard::Budget(budget) => {
                     budget.attempt_finished(false);
                     budget.try_acquire_retry()
                 }
-                Guard::Unlimited | Guard::Throttled(_) => true,
+                Guard::Unlimited | Guard::Throttled(_) | Guard::Limited(..) => true,
             };
         if !retry {
             self.requests[request as usize].finished = true;
