@@ -44,7 +44,9 @@ Usage: live_check.py PATH/TO/retryscope   (the lab binary)
 Prints one PASS/FAIL line per check and "N passed, M failed"; exits 1 on failure.
 """
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -69,9 +71,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def spawn(args, **kwargs):
+    """A process in a session of its own, so that stopping it stops what it
+    started too (storm --jobs runs a nats-server of its own, which a SIGTERM to
+    the lab alone would leave running)."""
+    return subprocess.Popen(args, start_new_session=True, **kwargs)
+
+
+def stop(p, sig):
+    try:
+        os.killpg(p.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def lab_run(lab, work, name, port, args):
     """One storm-lab run serving its metrics on 127.0.0.1:port until killed."""
-    return subprocess.Popen(
+    return spawn(
         [str(lab), "storm", "--clients", "5", "--rate", "4", "--capacity", "200", *args,
          "--out", str(work / name), "--prometheus", f"127.0.0.1:{port}", "--linger", "900"],
         stdout=open(work / f"{name}.log", "w"), stderr=subprocess.STDOUT)
@@ -123,7 +139,7 @@ def main(argv):
         print(f"{'PASS' if ok else 'FAIL'}: {name}{'' if ok else ' — ' + detail}")
 
     try:
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [prometheus, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'data'}",
              f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
             stdout=open(work / "prometheus.log", "w"), stderr=subprocess.STDOUT))
@@ -137,13 +153,13 @@ def main(argv):
                             ["--policies", "naive", "--duration", "280", "--outage", "10:270"])
         procs.append(sustained)
         # Twice a quota of 10/s, paced; it outlasts the checks and is stopped with them.
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [str(lab), "storm", "--rate-limited", "--clients", "5", "--rate", "4", "--quota", "10",
              "--rate-policies", "pacer", "--duration", "600", "--out", str(work / "paced"),
              "--prometheus", f"127.0.0.1:{paced_port}", "--linger", "900"],
             stdout=open(work / "paced.log", "w"), stderr=subprocess.STDOUT))
         # A slow tail hedged at its p95, 20 calls/s; it outlasts the checks too.
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [str(lab), "storm", "--slow-tail", "--clients", "5", "--rate", "4", "--hedge-policies", "percentile",
              "--duration", "600", "--out", str(work / "hedged"),
              "--prometheus", f"127.0.0.1:{hedged_port}", "--linger", "900"],
@@ -152,14 +168,14 @@ def main(argv):
         # server behind IdempotencyLayer: its outcomes (executed, replayed, …) for
         # the idempotency panel. The run is over in seconds; it lingers, serving
         # its final counts.
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [str(lab), "storm", "--lost-responses", "--lost-policies", "retry-keys", "--operations", "2000",
              "--out", str(work / "keyed"), "--prometheus", f"127.0.0.1:{keyed_port}", "--linger", "900"],
             stdout=open(work / "keyed.log", "w"), stderr=subprocess.STDOUT))
         # A healthy server, 503s injected into a third of the attempts below the
         # retries (storm --chaos): the injected failures the fault panel shows
         # apart from the real ones. It outlasts the checks and is stopped with them.
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [str(lab), "storm", "--chaos", "503@30%", "--clients", "5", "--rate", "4", "--policies", "budget",
              "--duration", "600", "--out", str(work / "chaos"),
              "--prometheus", f"127.0.0.1:{chaos_port}", "--linger", "900"],
@@ -187,7 +203,7 @@ def main(argv):
         # 200 jobs, the dependency down for 45 s, so that the retryscope worker's holds span
         # three scrapes (a counter that appears with its final value between two scrapes has
         # a rate of 0, and the held share none).
-        procs.append(subprocess.Popen(
+        procs.append(spawn(
             [str(lab), "storm", "--jobs", "--job-count", "200", "--down", "45", "--out", str(work / "jobs"),
              "--prometheus", f"127.0.0.1:{jobs_port}", "--linger", "900"],
             stdout=open(work / "jobs.log", "w"), stderr=subprocess.STDOUT))
@@ -217,12 +233,12 @@ def main(argv):
               bool(refused) and float(refused[0]["value"][1]) > 0, json.dumps(refused))
     finally:
         for p in procs:
-            p.terminate()
+            stop(p, signal.SIGTERM)
         for p in procs:
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                p.kill()
+                stop(p, signal.SIGKILL)
     passed, failed = results.count(True), results.count(False)
     print(f"{passed} passed, {failed} failed")
     if failed:
