@@ -152,7 +152,7 @@ fn the_scrape_has_the_contract_series() {
         ("retryscope_retries_total", r#"retryscope_dependency="db",retryscope_retry_reason="503""#, "1"),
         (
             "retryscope_throttled_total",
-            r#"retryscope_dependency="db",retryscope_throttle_reason="budget""#,
+            r#"retryscope_dependency="db",retryscope_priority="critical",retryscope_throttle_reason="budget""#,
             "1",
         ),
         ("retryscope_breaker_state", r#"retryscope_dependency="db""#, "2"),
@@ -172,7 +172,7 @@ fn the_scrape_has_the_contract_series() {
         ("retryscope_overload_accepted_ratio", r#"retryscope_dependency="overloaded""#, "0.2"),
         (
             "retryscope_refused_total",
-            r#"retryscope_dependency="overloaded",retryscope_outcome="throttled",retryscope_throttle_reason="rejected_locally""#,
+            r#"retryscope_dependency="overloaded",retryscope_outcome="throttled",retryscope_priority="critical",retryscope_throttle_reason="rejected_locally""#,
             "1",
         ),
     ] {
@@ -229,11 +229,11 @@ fn refused_calls_are_counted_apart_from_the_attempt_figures() {
     for (series, labels) in [
         (
             "retryscope_refused_total",
-            r#"retryscope_dependency="payments",retryscope_outcome="throttled",retryscope_throttle_reason="circuit_open""#,
+            r#"retryscope_dependency="payments",retryscope_outcome="throttled",retryscope_priority="critical",retryscope_throttle_reason="circuit_open""#,
         ),
         (
             "retryscope_throttled_total",
-            r#"retryscope_dependency="payments",retryscope_throttle_reason="circuit_open""#,
+            r#"retryscope_dependency="payments",retryscope_priority="critical",retryscope_throttle_reason="circuit_open""#,
         ),
         (
             "retryscope_request_duration_seconds_count",
