@@ -71,6 +71,8 @@ fn bad_flags_are_clear_errors() {
         (&["told", "--retry-after", "-1s"][..], "negative"),
         (&["told", "--retry-after", "3600"][..], "--retry-after must be below 15s"),
         (&["told", "--retry-after", "soon"][..], "not a duration"),
+        (&["metastable", "--strategies", "naive", "--throttle-window", "5"][..], "--throttle-window"),
+        (&["metastable", "--crash-start", "58"][..], "--duration"),
     ] {
         let output = simulate(args);
         assert!(!output.status.success(), "{args:?} succeeded");

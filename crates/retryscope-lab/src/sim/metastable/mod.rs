@@ -66,9 +66,10 @@ pub struct MetastableArgs {
     /// Strategies to compare (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub strategies: Vec<MetastableStrategy>,
-    /// The adaptive throttle's window, in seconds (default: the SRE book's two minutes).
-    #[arg(long, default_value_t = 120)]
-    pub throttle_window: u64,
+    /// The adaptive throttle's window, in seconds (default: the SRE book's two
+    /// minutes); only with the `throttled` strategy, refused otherwise.
+    #[arg(long)]
+    pub throttle_window: Option<u64>,
     /// Shared flags.
     #[command(flatten)]
     pub common: CommonArgs,

@@ -30,6 +30,12 @@ pub fn recovered_at(rows: &[MetastableRow], from: u32) -> Option<u32> {
 pub fn report(args: &MetastableArgs) -> Result<Report, SimError> {
     let strategies =
         if args.strategies.is_empty() { MetastableStrategy::ALL.to_vec() } else { args.strategies.clone() };
+    // A window that no strategy would use is refused, not ignored.
+    if args.throttle_window.is_some() && !strategies.contains(&MetastableStrategy::Throttled) {
+        return Err(SimError::new(
+            "--throttle-window applies only to the throttled strategy, which --strategies leaves out",
+        ));
+    }
     let mut runs = Vec::new();
     let mut config = MetastableConfig {
         strategy: MetastableStrategy::Naive,
@@ -38,7 +44,9 @@ pub fn report(args: &MetastableArgs) -> Result<Report, SimError> {
         crash_secs: args.crash_secs,
         duration: args.duration,
         model: MetastableModel::default(),
-        throttle_window: std::time::Duration::from_secs(args.throttle_window),
+        throttle_window: args
+            .throttle_window
+            .map_or(retryscope::overload::DEFAULT_WINDOW, std::time::Duration::from_secs),
         seed: args.common.seed,
     };
     for &strategy in &strategies {
