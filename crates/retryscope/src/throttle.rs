@@ -5,7 +5,10 @@
 //! asks it before every retry. Two implementations ship:
 //! [`RetryBudget`](crate::budget::RetryBudget) (retries capped to a fraction of
 //! requests) and [`TokenBucket`](crate::budget::TokenBucket) (gRPC-style retry
-//! throttling).
+//! throttling). A third, [`RetryQuota`](crate::budget::RetryQuota) (the AWS
+//! SDKs' retry quota), prices each retry by its [`RetryCause`].
+
+use crate::verdict::ErrorType;
 
 /// Decides whether a retry may start. Shared across tasks and threads; every
 /// method must be cheap and must not block.
@@ -19,4 +22,62 @@ pub trait Throttle: Send + Sync {
     /// How many retries could start right now (for the `retryscope.budget.available`
     /// gauge).
     fn available(&self) -> f64;
+
+    /// Asks for permission to retry after a failure of `cause`; `true`
+    /// consumes it. What the engine calls: a throttle that prices retries by
+    /// their cause (the AWS retry quota) overrides it; the default asks
+    /// [`try_acquire_retry`](Self::try_acquire_retry), whatever the cause.
+    fn try_acquire_retry_for(&self, cause: RetryCause) -> bool {
+        let _ = cause;
+        self.try_acquire_retry()
+    }
+
+    /// A retry granted by [`try_acquire_retry_for`](Self::try_acquire_retry_for)
+    /// with `cause` finished; `success` is whether it succeeded. The engine
+    /// calls it instead of [`attempt_finished`](Self::attempt_finished) for
+    /// every attempt a grant paid for, so that a throttle can refund what that
+    /// grant cost; the default is `attempt_finished(success)`.
+    fn retry_finished(&self, cause: RetryCause, success: bool) {
+        let _ = cause;
+        self.attempt_finished(success);
+    }
+}
+
+/// Why a retry (or a hedge's further copy) is wanted: what a throttle that
+/// prices retries by their cause reads ([`Throttle::try_acquire_retry_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RetryCause {
+    /// A transient failure: a 5xx, a reset, a refused connection.
+    Transient,
+    /// The attempt timed out (a client-side timeout, or gRPC
+    /// `DEADLINE_EXCEEDED`).
+    Timeout,
+    /// The dependency asked the client to slow down: HTTP 429 or gRPC
+    /// `RESOURCE_EXHAUSTED` ([`ErrorType::is_throttling`]).
+    Throttled,
+    /// A hedge's further copy, sent while earlier ones are still in flight.
+    Hedge,
+}
+
+impl RetryCause {
+    /// The cause of a retry after a failure of type `error`.
+    ///
+    /// ```
+    /// use retryscope::ErrorType;
+    /// use retryscope::throttle::RetryCause;
+    ///
+    /// assert_eq!(RetryCause::of(ErrorType::Status(429)), RetryCause::Throttled);
+    /// assert_eq!(RetryCause::of(ErrorType::TIMEOUT), RetryCause::Timeout);
+    /// assert_eq!(RetryCause::of(ErrorType::Status(503)), RetryCause::Transient);
+    /// ```
+    pub fn of(error: ErrorType) -> Self {
+        if error.is_throttling() {
+            Self::Throttled
+        } else if matches!(error, ErrorType::TIMEOUT | ErrorType::Kind("DEADLINE_EXCEEDED")) {
+            Self::Timeout
+        } else {
+            Self::Transient
+        }
+    }
 }

@@ -23,7 +23,7 @@
 //! | `bucket` | up to 3 | the post's token bucket ([`AdaptiveBucket`]) |
 //! | `breaker` | up to 3 | the post's retry breaker ([`FailureRatioBreaker`]) |
 //! | `grpc` | up to 3 | the engine's [`TokenBucket`], max 10 tokens, ratio 0.1 |
-//! | `aws` | up to 3 | the AWS SDK standard-mode quota ([`AwsRetryQuota`]) |
+//! | `aws` | up to 3 | the AWS SDK standard-mode quota ([`RetryQuota::aws_standard`]) |
 //! | `budget` | up to 3 | the engine's default [`RetryBudget`] on virtual time |
 //!
 //! Retries wait a full-jitter backoff from the engine's [`Policy`]
@@ -38,13 +38,14 @@
 use super::events::{EventQueue, Nanos, VirtualClock, from_millis_f64, from_secs_f64, nanos};
 use super::output::{Panel, Report, Series, Table, write_svg};
 use super::rng::SimRng;
-use super::throttles::{AdaptiveBucket, AwsRetryQuota, FailureRatioBreaker, Unlimited};
+use super::throttles::{AdaptiveBucket, FailureRatioBreaker, Unlimited};
 use super::{CommonArgs, SimError, derive_seed};
 use clap::{Args, ValueEnum};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
+use retryscope::budget::RetryQuota;
 use retryscope::clock::ManualClock;
-use retryscope::throttle::Throttle;
+use retryscope::throttle::{RetryCause, Throttle};
 use retryscope::{Jitter, Policy, RetryBudget, TokenBucket};
 use serde::Serialize;
 use std::time::Duration;
@@ -141,7 +142,7 @@ impl AmplifyStrategy {
             Self::Grpc => {
                 Box::new(TokenBucket::builder().max_tokens(10).token_ratio(0.1).build().map_err(engine)?)
             }
-            Self::Aws => Box::new(AwsRetryQuota::new()),
+            Self::Aws => Box::new(RetryQuota::aws_standard()),
             Self::Budget => Box::new(RetryBudget::builder().clock(clock.clone()).build().map_err(engine)?),
         })
     }
@@ -330,10 +331,15 @@ impl Run {
 
     fn answer(&mut self, client: u32, attempt: u8, ok: bool) {
         let throttle = &self.throttles[client as usize];
-        throttle.attempt_finished(ok);
+        // As the engine settles an attempt: a retry as the retry its grant paid for.
+        if attempt > 1 {
+            throttle.retry_finished(RetryCause::Transient, ok);
+        } else {
+            throttle.attempt_finished(ok);
+        }
         if ok {
             self.succeeded += 1;
-        } else if attempt < self.max_attempts && throttle.try_acquire_retry() {
+        } else if attempt < self.max_attempts && throttle.try_acquire_retry_for(RetryCause::Transient) {
             // Full jitter does not depend on the previous delay; the base stands in.
             let wait = self.policy.delay(u32::from(attempt - 1), BACKOFF_BASE, self.rng.jitter());
             let hop = self.hop();

@@ -125,75 +125,6 @@ impl Throttle for FailureRatioBreaker {
     }
 }
 
-/// The retry quota of the AWS SDKs' "standard" retry mode: a quota of 500
-/// starting full; a retry needs and takes 5; a successful attempt gives back
-/// what its retry took (5) or, if it was a first try, adds 1; never above 500.
-///
-/// The [`Throttle`] trait reports outcomes without saying which request they
-/// belong to, so the quota settles each granted retry with the next outcome it
-/// hears: exact for a client with one request in flight at a time, and right
-/// in aggregate otherwise (in the simulations outcomes do not depend on the
-/// attempt number).
-#[derive(Debug)]
-pub struct AwsRetryQuota {
-    capacity: AtomicU64,
-    /// Granted retries whose outcome has not been heard yet.
-    unsettled: AtomicU64,
-}
-
-impl AwsRetryQuota {
-    /// The SDK's initial (and maximum) quota.
-    pub const MAX: u64 = 500;
-    /// What one retry costs (non-timeout errors).
-    pub const RETRY_COST: u64 = 5;
-    /// What a successful first try gives back.
-    pub const NO_RETRY_INCREMENT: u64 = 1;
-
-    /// A full quota.
-    pub fn new() -> Self {
-        Self { capacity: AtomicU64::new(Self::MAX), unsettled: AtomicU64::new(0) }
-    }
-
-    /// Settles one granted retry, if any is pending; returns whether one was.
-    fn settle_retry(&self) -> bool {
-        let pending = self.unsettled.load(Relaxed);
-        if pending > 0 {
-            self.unsettled.store(pending - 1, Relaxed);
-        }
-        pending > 0
-    }
-}
-
-impl Default for AwsRetryQuota {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Throttle for AwsRetryQuota {
-    fn request_started(&self) {}
-    fn attempt_finished(&self, success: bool) {
-        let was_retry = self.settle_retry();
-        if success {
-            let refund = if was_retry { Self::RETRY_COST } else { Self::NO_RETRY_INCREMENT };
-            let c = self.capacity.load(Relaxed);
-            self.capacity.store((c + refund).min(Self::MAX), Relaxed);
-        }
-    }
-    fn try_acquire_retry(&self) -> bool {
-        let c = self.capacity.load(Relaxed);
-        let granted = c >= Self::RETRY_COST;
-        if granted {
-            self.capacity.store(c - Self::RETRY_COST, Relaxed);
-            self.unsettled.fetch_add(1, Relaxed);
-        }
-        granted
-    }
-    fn available(&self) -> f64 {
-        (self.capacity.load(Relaxed) / Self::RETRY_COST) as f64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,18 +147,5 @@ mod tests {
         assert!(breaker.try_acquire_retry());
         breaker.attempt_finished(false);
         assert!(!breaker.try_acquire_retry());
-    }
-
-    #[test]
-    fn aws_quota_refunds_successful_retries() {
-        let quota = AwsRetryQuota::new();
-        assert!(quota.try_acquire_retry()); // 495
-        quota.attempt_finished(true); // the retry succeeded: 500
-        assert_eq!(quota.available(), 100.0);
-        (0..100).for_each(|_| assert!(quota.try_acquire_retry()));
-        assert!(!quota.try_acquire_retry());
-        (0..100).for_each(|_| quota.attempt_finished(false));
-        quota.attempt_finished(true); // a first try: +1
-        assert_eq!(quota.capacity.load(Relaxed), 1);
     }
 }

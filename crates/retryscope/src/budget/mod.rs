@@ -1,10 +1,12 @@
 //! Retry budgets: fleet-level caps on how many retries may start.
 //!
-//! Two [`Throttle`](crate::throttle::Throttle) implementations:
+//! Three [`Throttle`](crate::throttle::Throttle) implementations:
 //!
 //! - [`RetryBudget`] caps retries to a fraction of recent requests plus a small
 //!   floor, over a sliding window (Finagle / linkerd style). This is the default
 //!   the design calls for: 10 % of requests plus 10 retries per second over 10 s.
+//! - [`RetryQuota`] is the AWS SDKs' retry quota: each retry priced by its
+//!   cause, a successful retry refunded.
 //! - [`TokenBucket`] is gRPC's retry throttling (gRFC A6): failures drain a
 //!   bucket, successes refill it, and retries stop while it is half empty or
 //!   worse.
@@ -64,6 +66,13 @@ impl fmt::Display for BudgetError {
             "window" => write!(f, "retry budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}"),
             "max_tokens" => write!(f, "token bucket max_tokens must be within 1..={MAX_TOKENS}"),
             "token_ratio" => write!(f, "token bucket token_ratio must be a finite number of at least 0.001"),
+            "capacity" => write!(f, "retry quota capacity must be within 1..={MAX_QUOTA}"),
+            "retry_cost" | "timeout_cost" | "throttled_cost" => {
+                write!(f, "retry quota {setting} must be within 1..=the quota's capacity")
+            }
+            "success_increment" => {
+                write!(f, "retry quota success_increment must be at most the quota's capacity")
+            }
             _ => write!(f, "{setting} must be in range"),
         }?;
         write!(f, ", got {value}")
@@ -80,9 +89,11 @@ fn to_milli(ratio: f64) -> u64 {
 }
 
 mod retry_budget;
+mod retry_quota;
 #[cfg(test)]
 mod tests;
 mod token_bucket;
 
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
+pub use retry_quota::{MAX_QUOTA, RetryQuota, RetryQuotaBuilder};
 pub use token_bucket::{TokenBucket, TokenBucketBuilder};

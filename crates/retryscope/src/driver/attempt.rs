@@ -3,6 +3,7 @@
 
 use crate::breaker::BreakerPermit;
 use crate::observe::{AttemptScope, Observer, OperationObserver};
+use crate::throttle::RetryCause;
 use crate::verdict::Verdict;
 use std::time::Instant;
 
@@ -52,6 +53,10 @@ pub(crate) struct Flight<A> {
     pub(super) started: Option<Instant>,
     pub(super) scope: Option<A>,
     pub(super) permit: Option<BreakerPermit>,
+    /// What the budget charged for this attempt, a retry's or a further
+    /// hedge copy's: settled with `Throttle::retry_finished`. `None`: a first
+    /// attempt, or no budget.
+    pub(super) charged: Option<RetryCause>,
 }
 
 impl<A: AttemptScope> Flight<A> {

@@ -18,6 +18,7 @@ use crate::observe::{HedgeOutcome, Observer};
 use crate::outcome::{Outcome, StopReason};
 use crate::overload::LimitPermit;
 use crate::policy::Policy;
+use crate::throttle::RetryCause;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
 
@@ -149,14 +150,20 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
                 Err(reason) => return self.stop_sending(reason),
             }
         }
-        if self.driver.attempts() > 0
-            && let Some(throttle) = self.driver.setup.throttle.as_deref()
-            && !throttle.try_acquire_retry()
-        {
-            return self.stop_sending(StopReason::BudgetExhausted);
-        }
+        // A copy after a failed one is its retry; any other, a hedge.
+        let charged = match self.driver.setup.throttle.as_deref() {
+            Some(throttle) if self.driver.attempts() > 0 => {
+                let cause = self.retry_of.map_or(RetryCause::Hedge, RetryCause::of);
+                if !throttle.try_acquire_retry_for(cause) {
+                    return self.stop_sending(StopReason::BudgetExhausted);
+                }
+                Some(cause)
+            }
+            _ => None,
+        };
         match self.driver.admit(now, self.retry_of.take()) {
-            Ok((flight, _)) => {
+            Ok((mut flight, _)) => {
+                flight.charged = charged;
                 let limit_at = self.policy.attempt_timeout().map(|t| now + t);
                 self.next_at = Some(now + self.policy.next_delay(now));
                 Some(Sent { flight, slot: self.driver.slot.take(), limit_at })

@@ -38,6 +38,7 @@ use crate::outcome::{Outcome, StopReason};
 use crate::overload::{LimitPermit, SLOT_POLL};
 use crate::pace::Held;
 use crate::random::JitterRng;
+use crate::throttle::RetryCause;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use crate::wait::pace::{self, Hold};
 use crate::wait::{Curve, next_wait};
@@ -86,6 +87,8 @@ pub(crate) struct Driver<'a, O: Observer> {
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
+    /// What the budget charged for the retry about to run or running.
+    charged: Option<RetryCause>,
     /// Where the backoff curve stands: the retries it counted (a gRPC pushback
     /// restarts it) and the delay before the previous one.
     curve: Curve,
@@ -120,6 +123,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             started: None,
             attempts: 0,
             last_error: None,
+            charged: None,
             rng: None,
             paced: false,
             slot: None,
@@ -334,7 +338,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.attempts += 1;
         let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged };
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
-        Ok((Flight { number: self.attempts, started: Some(now), scope, permit }, remaining))
+        Ok((Flight { number: self.attempts, started: Some(now), scope, permit, charged: None }, remaining))
     }
 
     /// The observer hears of the operation before its first attempt starts,
@@ -445,6 +449,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             started: self.attempt_started,
             scope: Some(scope),
             permit: self.permit.take(),
+            charged: self.charged.take(),
         };
         // The attempt's slot (a retry's attempt holds it here, a hedge's copy
         // in its `Sent`) goes back with what its end says.
@@ -477,7 +482,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         health: Health,
         hedge: Option<HedgeOutcome>,
     ) {
-        let Flight { number, started, scope, permit } = flight;
+        let Flight { number, started, scope, permit, charged } = flight;
         match (permit, health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
             // A rate limit says nothing of the dependency's health: dropped,
@@ -494,10 +499,17 @@ impl<'a, O: Observer> Driver<'a, O> {
             throttle.accepted();
         }
         // gRPC's throttling rule: successes earn tokens, transient failures cost
-        // one; a permanent error says nothing either way.
-        match (self.setup.throttle.as_deref(), health) {
-            (Some(throttle), Health::Healthy) => throttle.attempt_finished(true),
-            (Some(throttle), Health::Unhealthy | Health::Throttling) => throttle.attempt_finished(false),
+        // one; a permanent error says nothing either way. An attempt the
+        // budget charged for is settled as such, so that a quota can refund
+        // what it cost.
+        let success = match health {
+            Health::Healthy => Some(true),
+            Health::Unhealthy | Health::Throttling => Some(false),
+            Health::Answered | Health::Unknown => None,
+        };
+        match (self.setup.throttle.as_deref(), success, charged) {
+            (Some(throttle), Some(success), Some(cause)) => throttle.retry_finished(cause, success),
+            (Some(throttle), Some(success), None) => throttle.attempt_finished(success),
             _ => {}
         }
         let duration = started.map_or(Duration::ZERO, |s| Self::since(s, now));
@@ -542,10 +554,12 @@ impl<'a, O: Observer> Driver<'a, O> {
         if self.setup.breaker.as_deref().and_then(CircuitBreaker::open_for).is_some_and(|left| left > delay) {
             return Err(StopReason::CircuitOpen);
         }
-        if let Some(throttle) = self.setup.throttle.as_deref()
-            && !throttle.try_acquire_retry()
-        {
-            return Err(StopReason::BudgetExhausted);
+        if let Some(throttle) = self.setup.throttle.as_deref() {
+            let cause = self.last_error.map_or(RetryCause::Transient, RetryCause::of);
+            if !throttle.try_acquire_retry_for(cause) {
+                return Err(StopReason::BudgetExhausted);
+            }
+            self.charged = Some(cause);
         }
         // The curve goes on from the backoff's own wait, not the pace's.
         self.curve = self.curve.after(wait, source);

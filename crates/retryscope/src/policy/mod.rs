@@ -53,6 +53,7 @@ pub struct Policy {
     max_server_delay: Nanos,
     deadline: Option<NonZeroU64>,
     attempt_timeout: Option<NonZeroU64>,
+    hint_headroom: Option<NonZeroU64>,
 }
 
 /// A duration in whole nanoseconds.
@@ -70,6 +71,7 @@ struct Settings {
     deadline: Option<Duration>,
     attempt_timeout: Option<Duration>,
     max_server_delay: Duration,
+    hint_headroom: Option<Duration>,
 }
 
 /// `d` in nanoseconds, saturating (only validated durations are stored, and
@@ -106,6 +108,7 @@ impl Settings {
             max_server_delay: nanos(self.max_server_delay),
             deadline: positive_nanos(self.deadline),
             attempt_timeout: positive_nanos(self.attempt_timeout),
+            hint_headroom: positive_nanos(self.hint_headroom),
         }
     }
 }
@@ -121,6 +124,7 @@ impl fmt::Debug for Policy {
             .field("deadline", &self.deadline())
             .field("attempt_timeout", &self.attempt_timeout())
             .field("max_server_delay", &self.max_server_delay())
+            .field("hint_headroom", &self.hint_headroom())
             .finish()
     }
 }
@@ -154,6 +158,7 @@ impl Policy {
             deadline: Some(Duration::from_secs(15)),
             attempt_timeout: Some(Duration::from_secs(5)),
             max_server_delay: Duration::from_secs(60),
+            hint_headroom: None,
         }
         .policy()
     }
@@ -186,6 +191,7 @@ impl Policy {
             deadline: Some(Duration::from_secs(10 * 60)),
             attempt_timeout: Some(Duration::from_secs(60)),
             max_server_delay: Duration::from_secs(300),
+            hint_headroom: None,
         }
         .policy()
     }
@@ -211,6 +217,7 @@ impl Policy {
             deadline: self.deadline(),
             attempt_timeout: self.attempt_timeout(),
             max_server_delay: self.max_server_delay(),
+            hint_headroom: self.hint_headroom(),
         }
     }
 
@@ -284,6 +291,14 @@ impl Policy {
     /// honours; a longer one stops retrying at once.
     pub const fn max_server_delay(&self) -> Duration {
         Duration::from_nanos(self.max_server_delay)
+    }
+
+    /// How much longer than its own backoff the policy waits on a server's
+    /// hint: a longer hint is cut to the backoff plus this, instead of being
+    /// honoured whole; `None` (the presets): honoured whole, up to
+    /// [`max_server_delay`](Self::max_server_delay).
+    pub const fn hint_headroom(&self) -> Option<Duration> {
+        duration(self.hint_headroom)
     }
 
     /// Whether the policy has a deadline or an attempt timeout: whether an
@@ -441,6 +456,26 @@ impl PolicyBuilder {
         self
     }
 
+    /// Waits on a server's hint (`Retry-After`, `x-amz-retry-after`, a
+    /// `RateLimit` reset, gRPC pushback) at most `headroom` longer than the
+    /// backoff the policy computed: a longer hint is cut to backoff +
+    /// `headroom`, not refused. The AWS 2026 retry behaviour honours
+    /// `x-amz-retry-after` within [backoff, backoff + 5 s]; with this set, a
+    /// hint shorter than the backoff still waits the backoff, as always.
+    ///
+    /// ```
+    /// use retryscope::Policy;
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder().hint_headroom(Duration::from_secs(5)).build()?;
+    /// assert_eq!(policy.hint_headroom(), Some(Duration::from_secs(5)));
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
+    pub const fn hint_headroom(mut self, headroom: Duration) -> Self {
+        self.settings.hint_headroom = Some(headroom);
+        self
+    }
+
     /// Checks the settings and returns the policy. Durations are bounded by
     /// [`MAX_DURATION`].
     pub fn build(self) -> Result<Policy, PolicyError> {
@@ -466,6 +501,9 @@ impl PolicyBuilder {
         }
         if let Some(timeout) = p.attempt_timeout {
             positive("attempt_timeout", timeout)?;
+        }
+        if let Some(headroom) = p.hint_headroom {
+            positive("hint_headroom", headroom)?;
         }
         if p.max_server_delay > limit {
             return Err(PolicyError::out_of_range("max_server_delay", p.max_server_delay, limit));

@@ -82,14 +82,21 @@ pub(crate) fn next_wait(
     let remaining = policy.deadline().map(|d| d.saturating_sub(elapsed));
     let (delay, source) = match hint {
         None => (computed, DelaySource::Policy),
-        Some(hint) => {
+        Some(mut hint) => {
+            // A policy with headroom cuts a long hint to the backoff plus it
+            // (AWS's clamp), spread included, instead of honouring it whole.
+            let ceiling = policy.hint_headroom().map(|headroom| computed.saturating_add(headroom));
+            if let Some(ceiling) = ceiling {
+                hint.delay = hint.delay.min(ceiling);
+            }
             // An absurd hint means "not any time soon": sleeping on it would only
             // hide the failure from the caller, so give up and say why.
             let limit = remaining.map_or(policy.max_server_delay(), |r| r.min(policy.max_server_delay()));
             if hint.delay > limit {
                 return Err(StopReason::HintTooLong { hint, limit });
             }
-            hint.wait(computed, limit, rng)
+            let (wait, source) = hint.wait(computed, limit, rng);
+            (ceiling.map_or(wait, |ceiling| wait.min(ceiling)), source)
         }
     };
     if remaining.is_some_and(|r| delay >= r) {
