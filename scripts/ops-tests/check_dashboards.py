@@ -44,11 +44,14 @@ HISTOGRAMS = {
 CONTRACT = {
     "retryscope_requests_total": [],
     "retryscope_retries_total": ["retryscope_retry_reason"],
-    "retryscope_throttled_total": ["retryscope_throttle_reason"],
-    "retryscope_refused_total": ["retryscope_outcome", "retryscope_throttle_reason"],
+    "retryscope_throttled_total": ["retryscope_throttle_reason", "retryscope_priority"],
+    "retryscope_refused_total": ["retryscope_outcome", "retryscope_throttle_reason", "retryscope_priority"],
     "retryscope_breaker_state": [],
     "retryscope_budget_available": [],
     "retryscope_pace_rate_per_second": [],
+    "retryscope_overload_accepted_ratio": [],
+    "retryscope_limit_limit": [],
+    "retryscope_limit_in_flight": [],
     "retryscope_server_requests_total": ["retryscope_attempt", "http_route"],
     "retryscope_hedges_total": [],
     "retryscope_hedge_wins_total": [],
@@ -369,8 +372,12 @@ def synthetic_series():
                       {**base, "retryscope_outcome": outcome, "retryscope_attempts": attempts}, k, med)
         for src, k, med in (("policy", 25, 0.2), ("retry_after", 4, 2.0), ("rate_limit", 1, 5.0)):
             histogram("retryscope_backoff_delay_seconds", {**base, "retryscope_delay_source": src}, k, med)
-        for reason, k in (("budget", 3), ("circuit_open", 1), ("rate_limited", 1)):
-            counter("retryscope_throttled_total", {**base, "retryscope_throttle_reason": reason}, k)
+        for reason, priority, k in (("budget", "critical", 3), ("circuit_open", "critical", 1),
+                                    ("rate_limited", "critical", 1), ("rejected_locally", "critical", 2),
+                                    ("rejected_locally", "sheddable", 4),
+                                    ("concurrency_limited", "sheddable", 3)):
+            counter("retryscope_throttled_total",
+                    {**base, "retryscope_throttle_reason": reason, "retryscope_priority": priority}, k)
         for outcome, reason, k in (("throttled", "circuit_open", 1), ("throttled", "rate_limited", 1),
                                    ("cancelled", "", 1)):
             lbl = {**base, "retryscope_outcome": outcome}
@@ -382,6 +389,9 @@ def synthetic_series():
         gauge("retryscope_pace_rate_per_second", base, "5x40 0x10 2-0.01x29")
         gauge("retryscope_breaker_state", base, "0x20 2x20 1 2x20 1 0x17")
         gauge("retryscope_budget_available", base, "10-0.1x80")
+        gauge("retryscope_overload_accepted_ratio", base, "1x40 0.3x20 0.4+0.02x19")
+        gauge("retryscope_limit_limit", base, "20x40 12x20 16x19")
+        gauge("retryscope_limit_in_flight", base, "3x40 12x20 9x19")
     for job, inst in (("checkout", "c-1"), ("worker", "w-1")):
         for attempt, k in (("1", 120), ("2", 20), ("3", 8), ("4+", 4), ("unknown", 1)):
             counter("retryscope_server_requests_total",

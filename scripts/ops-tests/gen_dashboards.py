@@ -454,10 +454,56 @@ def overview():
         {"h": 8, "w": 8, "x": 16, "y": 124}, unit="s",
         overrides=[{"matcher": {"id": "byFrameRefID", "options": "C"},
                     "properties": [{"id": "unit", "value": "short"}]}]))
+    # Issue 36: overload guards on first attempts (the adaptive throttle, the
+    # adaptive concurrency limit), refusing calls in the client before any attempt.
+    local = 'retryscope_throttle_reason=~"rejected_locally|concurrency_limited"'
+    p.append(row(136, "Overload: local rejections, limits", 132))
+    p.append(timeseries(
+        360, "Local rejections by dependency and priority",
+        "Calls (first attempts and retries) refused in the client before they were sent, per second "
+        "(retryscope_throttled_total), by retryscope_throttle_reason — rejected_locally: the adaptive "
+        "throttle (the dependency accepted too few of the client's requests over its window); "
+        "concurrency_limited: the adaptive concurrency limit stayed full for as long as the call could "
+        "wait — and retryscope_priority: sheddable calls are refused first. No line: no local rejection.",
+        [target(f"sum by ({BY}, retryscope_throttle_reason, retryscope_priority) "
+                f"(rate(retryscope_throttled_total{{{SEL}, {local}}}[{RI}]))",
+                "{{job}} → {{retryscope_dependency}}: {{retryscope_throttle_reason}} "
+                "{{retryscope_priority}}", "A")],
+        {"h": 8, "w": W, "x": 0, "y": 133}, unit="reqps", links=[trace_link()]))
+    p.append(timeseries(
+        361, "Local rejections per request",
+        "Calls refused locally (adaptive throttle and concurrency limit) per logical request started "
+        "(recording rule retryscope:local_rejection_ratio:rate5m). Line: 10 % (LocalRejectionsHigh, "
+        "warning, for 10 minutes). 0 for a dependency called without local rejections.",
+        [target(f"retryscope:local_rejection_ratio:rate5m{{{SEL}}}", "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 12, "y": 133}, unit="percentunit", th=thresholds((0.1, "orange")),
+        th_style="line"))
+    p.append(timeseries(
+        362, "Share accepted (adaptive throttle)",
+        "retryscope_overload_accepted_ratio, lowest instance per service and dependency: the share of the "
+        "client's requests the dependency accepted over the throttle's window (2 minutes by default). "
+        "Line: 1/K = 50 % (K = 2 by default): below it the client rejects locally with probability "
+        "1 − K · accepted. No line: no adaptive throttle, or its window is empty.",
+        [target(f"min by ({BY}) (retryscope_overload_accepted_ratio{{{SEL}}})",
+                "{{job}} → {{retryscope_dependency}}", "A")],
+        {"h": 8, "w": W, "x": 0, "y": 141}, unit="percentunit", max_=1,
+        th={"mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 0.5}]},
+        th_style="line"))
+    p.append(timeseries(
+        363, "Concurrency limit and in flight",
+        "The adaptive concurrency limit (retryscope_limit_limit: how many attempts may be in flight to the "
+        "dependency at once, as its algorithm, aimd or gradient2, last set it) and the attempts holding a "
+        "slot (retryscope_limit_in_flight), summed over the instances. In flight at the limit: further "
+        "calls wait for a slot, then are refused (concurrency_limited). No line: no concurrency limit.",
+        [target(f"sum by ({BY}) (retryscope_limit_limit{{{SEL}}})",
+                "limit: {{job}} → {{retryscope_dependency}}", "A"),
+         target(f"sum by ({BY}) (retryscope_limit_in_flight{{{SEL}}})",
+                "in flight: {{job}} → {{retryscope_dependency}}", "B")],
+        {"h": 8, "w": W, "x": 12, "y": 141}))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, which failures a fault layer injected, and how job workers retry, hold and dead-letter their jobs. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, which failures a fault layer injected, how job workers retry, hold and dead-letter their jobs, and what the overload guards (adaptive throttle, concurrency limit) refuse locally. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

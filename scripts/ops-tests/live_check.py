@@ -30,7 +30,14 @@ instrumentation, each serving its metrics on its own endpoint:
     (CI installs it); it adds no time unless RetryStorm fires late;
   * a healthy server behind 503s injected into 30 % of the attempts below the
     retries (`storm --chaos 503@30%`, budgeted), for the panel of injected
-    versus real failed attempts.
+    versus real failed attempts;
+  * for the *Overload* row, two runs still loading when the queries run: the
+    SRE adaptive throttle (`--policies throttled`) against a server down for
+    the whole run, rejecting locally (its accepted share near 0), and an AIMD
+    concurrency limit (`--policies limited`) against a server of one worker
+    at 100 ms (10 requests/s) offered 20/s, whose queue grows until every
+    attempt times out, so that the limit is full and refuses
+    (`concurrency_limited`), with its limit and in-flight gauges.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -123,9 +130,10 @@ def main(argv):
     if not prometheus:
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
-    prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port = (
-        free_port(), free_port(), free_port(), free_port(), free_port(), free_port(), free_port(), free_port())
-    ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port)
+    (prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
+     throttled_port, limited_port) = (free_port() for _ in range(10))
+    ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
+             throttled_port, limited_port)
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
@@ -180,6 +188,22 @@ def main(argv):
              "--duration", "600", "--out", str(work / "chaos"),
              "--prometheus", f"127.0.0.1:{chaos_port}", "--linger", "900"],
             stdout=open(work / "chaos.log", "w"), stderr=subprocess.STDOUT))
+        # The overload guards, for the Overload row; both outlast the checks and are
+        # stopped with them. The throttle against a server down from 5 s to the end:
+        # every attempt fails, the throttle rejects up to its ceiling (80 %).
+        procs.append(spawn(
+            [str(lab), "storm", "--clients", "5", "--rate", "4", "--policies", "throttled",
+             "--duration", "600", "--outage", "5:595", "--out", str(work / "throttled"),
+             "--prometheus", f"127.0.0.1:{throttled_port}", "--linger", "900"],
+            stdout=open(work / "throttled.log", "w"), stderr=subprocess.STDOUT))
+        # An AIMD limit (min 20) against one worker at 100 ms offered 20 calls/s:
+        # the queue grows, attempts wait out their 2 s timeout, 40 and more are in
+        # flight and the limit refuses the rest.
+        procs.append(spawn(
+            [str(lab), "storm", "--clients", "5", "--rate", "4", "--policies", "limited",
+             "--capacity", "10", "--service-ms", "100", "--duration", "600", "--out", str(work / "limited"),
+             "--prometheus", f"127.0.0.1:{limited_port}", "--linger", "900"],
+            stdout=open(work / "limited.log", "w"), stderr=subprocess.STDOUT))
         check("the lab is scraped", wait_until(
             f"a successful scrape of the {len(ports) - 1} runs",
             lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"])

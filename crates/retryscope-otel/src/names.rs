@@ -14,7 +14,9 @@
 pub const REQUESTS: &str = "retryscope.requests";
 /// Counter `{retry}`: one per retry, when it starts.
 pub const RETRIES: &str = "retryscope.retries";
-/// Counter `{retry}`: retries (or calls) refused by the budget or the breaker.
+/// Counter `{retry}`: retries (or calls) refused by a guard — the budget, the
+/// breaker, the pacer, the adaptive throttle or the concurrency limit — by
+/// [`THROTTLE_REASON`] and [`PRIORITY`].
 pub const THROTTLED: &str = "retryscope.throttled";
 /// Histogram `s`: the duration of every attempt.
 pub const ATTEMPT_DURATION: &str = "retryscope.attempt.duration";
@@ -22,9 +24,10 @@ pub const ATTEMPT_DURATION: &str = "retryscope.attempt.duration";
 /// one attempt, waits included.
 pub const REQUEST_DURATION: &str = "retryscope.request.duration";
 /// Counter `{request}`: logical operations that ended before any attempt was
-/// sent (a breaker, budget or pacer refused the first, or the caller gave up
-/// while it was held), by [`OUTCOME`] and, when a guard refused it,
-/// [`THROTTLE_REASON`]. They are kept out of [`REQUEST_DURATION`], whose
+/// sent (a breaker, budget, pacer, adaptive throttle or concurrency limit
+/// refused the first, or the caller gave up while it was held), by
+/// [`OUTCOME`] and, when a guard refused it, [`THROTTLE_REASON`] and
+/// [`PRIORITY`]. They are kept out of [`REQUEST_DURATION`], whose
 /// [`ATTEMPTS`] figures describe operations that made attempts.
 pub const REFUSED: &str = "retryscope.refused";
 /// Histogram `s`: every wait between attempts.

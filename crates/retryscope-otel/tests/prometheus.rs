@@ -7,7 +7,7 @@ mod common;
 
 use common::Refuse;
 use retryscope::clock::ManualClock;
-use retryscope::overload::AdaptiveThrottle;
+use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, Priority};
 use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, StopReason, Verdict};
 use retryscope_otel::{DependencyGuards, PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
@@ -124,6 +124,36 @@ fn the_scrape_has_the_contract_series() {
     assert_eq!(rejected.map_err(|e| e.reason()), Err(StopReason::RejectedLocally));
     assert!(!sent);
 
+    // A dependency whose concurrency limit of 1 is taken: a sheddable call
+    // finds it full and is refused locally, never sent; the gauges read the
+    // limit and the slot held.
+    let limited = DependencyGuards::<RetryBudget>::builder()
+        .concurrency_limit(|| {
+            ConcurrencyLimiter::new(Aimd::builder().initial_limit(1).min_limit(1).build().expect("valid"))
+        })
+        .meter(meter.clone())
+        .build();
+    let guards_of = limited.get("limited");
+    let limiter = guards_of.concurrency_limit().expect("a limit per dependency");
+    let held = limiter.try_acquire(Priority::Critical).expect("a free slot");
+    let mut sent = false;
+    let refused = (|| {
+        sent = true;
+        Ok::<(), u16>(())
+    })
+    .retry(policy)
+    .classify(classify)
+    .concurrency_limit(limiter)
+    .priority(Priority::Sheddable)
+    .observe(prometheus.observer())
+    .dependency("limited")
+    .call_with(&clock, |d| clock.advance(d));
+    assert!(
+        matches!(refused.map_err(|e| e.reason()), Err(StopReason::ConcurrencyLimited { limit: 1, .. })),
+        "refused by the full limit"
+    );
+    assert!(!sent);
+
     let server = prometheus.serve("127.0.0.1:0").expect("serve");
     let response = get(server.local_addr(), "/metrics");
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
@@ -142,6 +172,8 @@ fn the_scrape_has_the_contract_series() {
         "retryscope_pace_held_seconds_bucket{",
         "retryscope_pace_rate_per_second{",
         "retryscope_overload_accepted_ratio{",
+        "retryscope_limit_limit{",
+        "retryscope_limit_in_flight{",
     ] {
         assert!(response.lines().any(|l| l.starts_with(series)), "no {series} in:\n{response}");
     }
@@ -175,11 +207,25 @@ fn the_scrape_has_the_contract_series() {
             r#"retryscope_dependency="overloaded",retryscope_outcome="throttled",retryscope_priority="critical",retryscope_throttle_reason="rejected_locally""#,
             "1",
         ),
+        // The limit of 1 and its one slot held.
+        ("retryscope_limit_limit", r#"retryscope_dependency="limited""#, "1"),
+        ("retryscope_limit_in_flight", r#"retryscope_dependency="limited""#, "1"),
+        (
+            "retryscope_refused_total",
+            r#"retryscope_dependency="limited",retryscope_outcome="throttled",retryscope_priority="sheddable",retryscope_throttle_reason="concurrency_limited""#,
+            "1",
+        ),
+        (
+            "retryscope_throttled_total",
+            r#"retryscope_dependency="limited",retryscope_priority="sheddable",retryscope_throttle_reason="concurrency_limited""#,
+            "1",
+        ),
     ] {
         let line = format!("{series}{{{labels},{scope}}} {value}");
         assert!(response.lines().any(|l| l == line), "no line {line} in:\n{response}");
     }
     assert!(get(server.local_addr(), "/other").starts_with("HTTP/1.1 404"));
+    drop(held);
     if std::env::var_os("RETRYSCOPE_SAVE_FIXTURES").is_some() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/prometheus.txt");
         std::fs::write(path, &response).expect("fixture");

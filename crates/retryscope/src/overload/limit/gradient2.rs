@@ -238,6 +238,54 @@ mod tests {
         assert_eq!(g.update(50.0, &mut long, sample(100, 24)), 50.0);
     }
 
+    /// A closed loop on a FIFO server of `workers` workers taking `service`
+    /// each: with `limit` requests in flight, each round trip is
+    /// `service · max(1, in_flight / workers)` (Little's law). Returns the
+    /// limit after `samples` samples, from a limit of 1.
+    fn closed_loop(g: &Gradient2, workers: u32, samples: u32) -> f64 {
+        let service = 0.1;
+        let (mut limit, mut long) = (1.0, LongRtt::default());
+        for _ in 0..samples {
+            let in_flight = (limit as u32).max(1);
+            let rtt = Duration::from_secs_f64(service * (f64::from(in_flight) / f64::from(workers)).max(1.0));
+            limit = g.update(limit, &mut long, Sample { rtt, in_flight, dropped: false });
+        }
+        limit
+    }
+
+    /// Why the conformance test sets what it sets: the limit settles at
+    /// `N + queue_size` only while the baseline stays the unloaded round trip;
+    /// with the default long window the baseline absorbs the standing queue
+    /// and the limit keeps climbing, and the default tolerance aims at 1.5·N.
+    #[test]
+    fn on_a_fifo_server_the_limit_settles_at_the_workers_plus_the_queue_only_with_a_steady_baseline() {
+        let steady = Gradient2::builder()
+            .initial_limit(1)
+            .min_limit(1)
+            .rtt_tolerance(1.0)
+            .queue_size(1)
+            .long_window(100_000)
+            .build()
+            .expect("valid");
+        // 2 000 samples: 12 s of the conformance test's server (16 workers, 100 ms).
+        for samples in [500, 2_000] {
+            let limit = closed_loop(&steady, 16, samples);
+            assert!((17.0..18.0).contains(&limit), "{samples} samples: {limit}");
+        }
+        let default_window = Gradient2::builder()
+            .initial_limit(1)
+            .min_limit(1)
+            .rtt_tolerance(1.0)
+            .queue_size(1)
+            .build()
+            .expect("valid");
+        let (early, late) = (closed_loop(&default_window, 16, 500), closed_loop(&default_window, 16, 2_000));
+        assert!(late > early + 3.0, "the baseline follows the queue: {early} then {late}");
+        let defaults = Gradient2::builder().initial_limit(1).min_limit(1).build().expect("valid");
+        let limit = closed_loop(&defaults, 16, 500);
+        assert!(limit > 1.5 * 16.0, "tolerance 1.5 and queue 4: {limit}");
+    }
+
     #[test]
     fn settings_out_of_range_are_refused() {
         for (builder, setting) in [

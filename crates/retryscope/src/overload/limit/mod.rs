@@ -68,7 +68,8 @@ impl LimitAlgorithm {
         }
     }
 
-    /// The algorithm's name, as the `retryscope.limit.algorithm` attribute.
+    /// The algorithm's name: `aimd` or `gradient2` (not a telemetry
+    /// attribute: the limit's gauges carry the dependency alone).
     pub const fn as_str(&self) -> &'static str {
         match self {
             LimitAlgorithm::Aimd(_) => "aimd",
