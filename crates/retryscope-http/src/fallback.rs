@@ -103,6 +103,17 @@ impl fmt::Display for FallbackReason {
 
 /// The response extension that marks an answer as a fallback's: read it
 /// with `response.extensions().get::<Fallback>()` (reqwest and tower alike).
+///
+/// A client's fallback for a dependency runs exactly when the engine gave up
+/// on a call to it ([`FallbackReason::for_stop`]): attempts exhausted, the
+/// deadline, a server hint too long to wait, the budget, the breaker open, a
+/// rate limit, the adaptive throttle or the concurrency limit — or when the
+/// dependency's kill switch is on ([`FallbackReason::KillSwitch`]). Never on
+/// a success, and never when the answer was meant: a permanent failure (any
+/// status the classifier does not retry — a 404, a 400, a 501 — or a
+/// transport error judged permanent), a request that could not safely run
+/// again (`unrepeatable`: it may have taken effect), or retries left to
+/// another layer (`upstream_retry`). Those reach the caller as they came.
 #[derive(Debug, Clone)]
 pub struct Fallback {
     name: Arc<str>,
