@@ -217,7 +217,9 @@ pub fn fallback_reached(collector: &Collector, server: &Server) {
         .split("SpanEvent #")
         .find(|e| e.contains("-> Name: retryscope.fallback\n"))
         .unwrap_or_else(|| panic!("no retryscope.fallback event in\n{printed}"));
-    for needle in ["-> retryscope.fallback.result: Str(served)", "-> retryscope.fallback.name: Str(stale-cache)"] {
+    for needle in
+        ["-> retryscope.fallback.result: Str(served)", "-> retryscope.fallback.name: Str(stale-cache)"]
+    {
         assert!(event.contains(needle), "{needle} not in {event}");
     }
 }

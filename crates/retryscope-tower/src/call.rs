@@ -64,8 +64,10 @@ where
     // Shared by the attempts and their spans from here on.
     let parts = Arc::new(parts);
     // Kept only for a fallback: a client without one takes no clock reading.
-    let fallback = settings.fallbacks.as_ref().map(|_| (Arc::clone(&parts), tokio::time::Instant::now()));
-    let deadline = hedging.as_ref().map_or(call.policy.deadline(), HedgePolicy::deadline);
+    let fallback = settings.fallbacks.as_ref().map(|_| {
+        let deadline = hedging.as_ref().map_or(call.policy.deadline(), HedgePolicy::deadline);
+        (Arc::clone(&parts), tokio::time::Instant::now(), deadline)
+    });
     let upstream = Upstream::current();
     let layers = layers(&settings, upstream.as_ref());
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
@@ -119,23 +121,25 @@ where
     match grpc {
         Some(grpc) => grpc.finish(outcome, stop, &call, replayable, started, &guards),
         None => match (&settings.fallbacks, fallback) {
-            (Some(fallbacks), Some((parts, started))) => match fallbacks.choose(guards.dependency(), stop) {
-                Some(chosen) => {
-                    let remaining = retryscope_http::__private::fallback::remaining(deadline, started);
-                    let target = (&parts.method, &parts.uri);
-                    http_call::answer_with(
-                        chosen,
-                        guards.dependency(),
-                        target,
-                        outcome,
-                        stop,
-                        replayable,
-                        remaining,
-                    )
-                    .await
+            (Some(fallbacks), Some((parts, started, deadline))) => {
+                match fallbacks.choose(guards.dependency(), stop) {
+                    Some(chosen) => {
+                        let remaining = retryscope_http::__private::fallback::remaining(deadline, started);
+                        let target = (&parts.method, &parts.uri);
+                        http_call::answer_with(
+                            chosen,
+                            guards.dependency(),
+                            target,
+                            outcome,
+                            stop,
+                            replayable,
+                            remaining,
+                        )
+                        .await
+                    }
+                    None => http_call::finish(outcome, stop, replayable),
                 }
-                None => http_call::finish(outcome, stop, replayable),
-            },
+            }
             _ => http_call::finish(outcome, stop, replayable),
         },
     }
