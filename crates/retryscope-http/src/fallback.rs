@@ -77,7 +77,7 @@ pub enum FallbackReason {
 impl FallbackReason {
     /// The reason a fallback runs for, when the engine stopped for `stop`;
     /// `None` when it must not run (success is never a stop): `Permanent`,
-    /// `Unrepeatable` and `UpstreamRetry` (see the [module](self) docs).
+    /// `Unrepeatable` and `UpstreamRetry` (see [`Fallback`] for why).
     pub fn for_stop(stop: StopReason) -> Option<FallbackReason> {
         match stop {
             StopReason::Permanent | StopReason::Unrepeatable | StopReason::UpstreamRetry => None,
