@@ -57,6 +57,7 @@ CONTRACT = {
     "retryscope_hedge_wins_total": [],
     "retryscope_idempotency_requests_total": ["retryscope_idempotency_outcome", "http_route"],
     "retryscope_faults_injected_total": ["retryscope_fault_kind"],
+    "retryscope_fallbacks_total": ["retryscope_fallback_reason"],
     "retryscope_job_deliveries_total": ["retryscope_job_outcome", "messaging_destination_name"],
     "retryscope_job_dead_letters_total": ["retryscope_job_dead_reason", "messaging_destination_name"],
     "retryscope_job_dead_letter_depth": ["messaging_destination_name"],
@@ -356,6 +357,8 @@ def synthetic_series():
         counter("retryscope_hedge_wins_total", base, 4)
         for kind, k in (("status", 12), ("reset", 3), ("latency", 5)):
             counter("retryscope_faults_injected_total", {**base, "retryscope_fault_kind": kind}, k)
+        for reason, k in (("circuit_open", 9), ("attempts_exhausted", 2)):
+            counter("retryscope_fallbacks_total", {**base, "retryscope_fallback_reason": reason}, k)
         for reason, k in (("503", 20), ("timeout", 10)):
             counter("retryscope_retries_total", {**base, "retryscope_retry_reason": reason}, k)
         for attempt, err, k, med in (("1", "", 120, 0.05), ("1", "503", 30, 0.02),

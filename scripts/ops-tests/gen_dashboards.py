@@ -500,10 +500,24 @@ def overview():
          target(f"sum by ({BY}) (retryscope_limit_in_flight{{{SEL}}})",
                 "in flight: {{job}} → {{retryscope_dependency}}", "B")],
         {"h": 8, "w": W, "x": 12, "y": 141}))
+    # Issue 35: fallbacks, the calls that gave up answered by the client itself.
+    p.append(row(170, "Fallbacks", 149))
+    p.append(timeseries(
+        70, "Fallbacks served, by dependency and reason",
+        "Calls per second that gave up and were answered by the dependency's fallback instead "
+        "(retryscope_fallbacks_total, by retryscope_fallback_reason: circuit_open, attempts_exhausted, "
+        "deadline_exceeded, budget_exhausted, rate_limited, rejected_locally, concurrency_limited, "
+        "hint_too_long, kill_switch). Served or failed: a failed fallback is counted too, and its "
+        "call ended with both errors (span event retryscope.fallback, result failed). Callers see a "
+        "degraded answer, not an error: compare with the requests to the dependency. No line: no "
+        "client has a fallback, or none gave up.",
+        [target(f"sum by ({BY}, retryscope_fallback_reason) (rate(retryscope_fallbacks_total{{{SEL}}}[{RI}]))",
+                "{{job}} → {{retryscope_dependency}}: {{retryscope_fallback_reason}}", "A")],
+        {"h": 8, "w": 24, "x": 0, "y": 150}, unit="reqps", stack=True, links=[trace_link()]))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
-        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, which failures a fault layer injected, how job workers retry, hold and dead-letter their jobs, and what the overload guards (adaptive throttle, concurrency limit) refuse locally. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
+        "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, which failures a fault layer injected, how job workers retry, hold and dead-letter their jobs, what the overload guards (adaptive throttle, concurrency limit) refuse locally, and which calls fallbacks answered. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
 
 

@@ -7,7 +7,9 @@ stack mounts it) and the operations kit's cadence (15 s scrapes and rule
 evaluations). Two storm-lab runs drive real retries through the real
 instrumentation, each serving its metrics on its own endpoint:
 
-  * a short storm, with a budget and a circuit breaker, so that every dashboard
+  * a short storm, with a budget, a circuit breaker and a fallback (the breaker
+    policy answers the calls that give up with `503 degraded`, which the
+    fallback panel counts), so that every dashboard
     panel has something to show;
   * a sustained outage (four and a half minutes) under naive retries;
   * a rate-limited gateway (`storm --rate-limited`, the pacer holding and

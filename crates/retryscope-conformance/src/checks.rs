@@ -193,3 +193,33 @@ pub async fn jobs_reached(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// The fallbacks guide's OTLP block against
+/// [`inventory_down`](crate::services::inventory_down): the collector received
+/// `retryscope.fallbacks` for the dependency, reason `attempts_exhausted`, and
+/// the `retryscope.fallback` event on the caller's span, marked `served`.
+pub fn fallback_reached(collector: &Collector, server: &Server) {
+    let printed = printed(collector, &["-> Name: retryscope.fallbacks\n", "-> Name: retryscope.fallback\n"]);
+    let dependency = format!("127.0.0.1:{}", server.addr.port());
+    let metric = printed
+        .split("Metric #")
+        .find(|m| m.contains("-> Name: retryscope.fallbacks\n"))
+        .unwrap_or_else(|| panic!("no retryscope.fallbacks in\n{printed}"));
+    for needle in [
+        "DataType: Sum".to_owned(),
+        format!("-> retryscope.dependency: Str({dependency})"),
+        "-> retryscope.fallback.reason: Str(attempts_exhausted)".to_owned(),
+        "Value: 1".to_owned(),
+    ] {
+        assert!(metric.contains(&needle), "{needle} not in {metric}");
+    }
+    let event = printed
+        .split("SpanEvent #")
+        .find(|e| e.contains("-> Name: retryscope.fallback\n"))
+        .unwrap_or_else(|| panic!("no retryscope.fallback event in\n{printed}"));
+    for needle in
+        ["-> retryscope.fallback.result: Str(served)", "-> retryscope.fallback.name: Str(stale-cache)"]
+    {
+        assert!(event.contains(needle), "{needle} not in {event}");
+    }
+}

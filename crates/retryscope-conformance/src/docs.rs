@@ -21,6 +21,7 @@ guide! {
     existing_services => "existing-services.md",
     grpc => "grpc.md",
     hedging => "hedging.md",
+    fallbacks => "fallbacks.md",
     rate_limits => "rate-limits.md",
     idempotency => "idempotency.md",
     databases => "databases.md",

@@ -37,6 +37,19 @@ pub async fn inventory() -> Server {
     server
 }
 
+/// A loopback HTTP server whose `/inventory` is down: it answers 503 to its
+/// next 16 requests.
+pub async fn inventory_down() -> Server {
+    let server = Server::start().await;
+    server.script("/inventory", (0..16).map(|_| Reply::status(503)));
+    server
+}
+
+/// The dependency name the retry layers give `server`: its `host:port`.
+pub fn dependency_of(server: &Server) -> String {
+    server.url("/").trim_start_matches("http://").trim_end_matches('/').to_owned()
+}
+
 /// A loopback `helloworld.Greeter` that answers `UNAVAILABLE` twice, then
 /// echoes the greeting.
 pub async fn greeter() -> EchoServer {

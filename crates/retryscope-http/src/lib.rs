@@ -5,7 +5,8 @@
 //! caller may override per request ([`RetryOptions`]), which idempotency key a
 //! request carries on every attempt ([`KeyChoice`]), how a user's own rules for
 //! responses join the built-in ones ([`ResponseRule`], [`BodyRule`]), what a
-//! request whose body cannot be sent again ends with ([`NotRetried`]), and what
+//! request whose body cannot be sent again ends with ([`NotRetried`]), what a
+//! call that gives up may be answered with instead ([`Fallback`]), and what
 //! of a URL may reach telemetry ([`redact_url`]). This crate holds each of
 //! those once, and both integrations re-export them: users normally name them
 //! through `retryscope_reqwest` or `retryscope_tower`.
@@ -32,6 +33,7 @@
 
 mod body_rule;
 mod error;
+mod fallback;
 pub mod fault;
 mod idempotency;
 mod options;
@@ -46,6 +48,10 @@ mod transport;
 
 pub use body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
 pub use error::NotRetried;
+pub use fallback::{
+    Fallback, FallbackContext, FallbackFailed, FallbackFuture, FallbackReason, LastAnswer, MAX_FALLBACKS,
+    NO_DEADLINE_LIMIT, UnknownFallback,
+};
 pub use idempotency::{KeyChoice, KeyChoiceError};
 pub use options::RetryOptions;
 pub use redact::{REDACTED, redact_url};
@@ -74,6 +80,10 @@ pub mod __private {
     /// Idempotency keys on the client: which header, generated or not.
     pub mod idempotency {
         pub use crate::idempotency::*;
+    }
+    /// Fallbacks as the builders keep them, and their run.
+    pub mod fallback {
+        pub use crate::fallback::*;
     }
     /// Failed responses give their connection back before the wait.
     pub mod release {

@@ -2,6 +2,7 @@
 //! (`__private::shared_setters!`).
 
 use crate::body_rule::SharedBodyRule;
+use crate::fallback::FallbackSettings;
 use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
@@ -58,6 +59,9 @@ pub struct ClientSettings {
     /// Which header carries idempotency keys, and whether requests without
     /// one get one.
     pub idempotency: IdempotencyKeys,
+    /// The fallbacks registered, and which dependency uses which; none by
+    /// default.
+    pub fallbacks: FallbackSettings,
 }
 
 impl Default for ClientSettings {
@@ -81,6 +85,7 @@ impl Default for ClientSettings {
             one_layer: false,
             hedge: None,
             idempotency: IdempotencyKeys::default(),
+            fallbacks: FallbackSettings::default(),
         }
     }
 }
@@ -118,6 +123,7 @@ impl fmt::Debug for ClientSettings {
             .field("one_layer", &self.one_layer)
             .field("hedge", &self.hedge)
             .field("idempotency", &self.idempotency)
+            .field("fallbacks", &self.fallbacks)
             .finish()
     }
 }
@@ -133,6 +139,7 @@ impl fmt::Debug for ClientSettings {
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `overload`: `adaptive_throttle_per_dependency`, `no_adaptive_throttle`,
 ///   `concurrency_limit_per_dependency`, `no_concurrency_limit`;
+/// - `fallback`: `fallback`, `fallback_for`, `default_fallback`, `fallback_names`;
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header`, `request_id_header`, `hedge`,
 ///   `idempotency_keys`, `idempotency_key_header` — what only HTTP semantics use.
@@ -265,6 +272,54 @@ macro_rules! __shared_setters {
         pub fn no_concurrency_limit(mut self) -> Self {
             self.$($field).+.concurrency_limit = None;
             self
+        }
+    };
+    ($($field:ident).+ : fallback) => {
+        /// Registers `fallback` under `name` (replacing one of that name):
+        /// an answer for the calls that give up — attempts exhausted, the
+        /// deadline, the breaker open, the budget, a rate limit, the
+        /// overload guards — never for a success or an answer the server
+        /// meant (a 404; see [`retryscope_http::Fallback`] for exactly when).
+        /// Registering runs nothing: a dependency uses it once named in
+        /// [`fallback_for`](Self::fallback_for) or
+        /// [`default_fallback`](Self::default_fallback).
+        ///
+        /// The fallback is told about the call ([`FallbackContext`](retryscope_http::FallbackContext)),
+        /// returns a boxed future of an `http::Response<Bytes>` or an error,
+        /// and is cut at the call's remaining deadline. Its answer reaches
+        /// the caller with a [`Fallback`](retryscope_http::Fallback) extension.
+        pub fn fallback(
+            mut self,
+            name: &str,
+            fallback: impl Fn(&$crate::FallbackContext<'_>) -> $crate::FallbackFuture + Send + Sync + 'static,
+        ) -> Self {
+            self.$($field).+.fallbacks.register(name, $crate::__private::fallback::shared(fallback));
+            self
+        }
+
+        /// Calls to `dependency` (a host, or `host:port` off the scheme's
+        /// default port, as the telemetry names it) that give up are
+        /// answered by the fallback registered as `name`. A name not
+        /// registered (yet) is refused, as is a 257th dependency
+        /// ([`MAX_FALLBACKS`](retryscope_http::MAX_FALLBACKS)).
+        pub fn fallback_for(mut self, dependency: &str, name: &str) -> Result<Self, $crate::UnknownFallback> {
+            self.$($field).+.fallbacks.use_for(dependency, name)?;
+            Ok(self)
+        }
+
+        /// Calls to every dependency without a fallback of its own that
+        /// give up are answered by the fallback registered as `name`; a
+        /// name not registered (yet) is refused.
+        pub fn default_fallback(mut self, name: &str) -> Result<Self, $crate::UnknownFallback> {
+            self.$($field).+.fallbacks.use_by_default(name)?;
+            Ok(self)
+        }
+
+        /// The names of the fallbacks registered so far, in registration
+        /// order: what a configuration file's `fallback = "name"` is
+        /// checked against.
+        pub fn fallback_names(&self) -> impl Iterator<Item = &str> {
+            self.$($field).+.fallback_names()
         }
     };
     ($($field:ident).+ : http) => {

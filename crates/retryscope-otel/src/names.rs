@@ -64,6 +64,32 @@ pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 /// `retryscope_http::fault`), by [`DEPENDENCY`] and [`FAULT_KIND`].
 pub const FAULTS_INJECTED: &str = "retryscope.faults.injected";
 
+/// Counter `{fallback}`: one per call whose fallback ran (served or failed),
+/// by [`DEPENDENCY`] and [`FALLBACK_REASON`] (`retryscope-http`'s fallbacks).
+pub const FALLBACKS: &str = "retryscope.fallbacks";
+/// Unit of [`FALLBACKS`].
+pub const UNIT_FALLBACK: &str = "{fallback}";
+/// Why a fallback ran: the engine's stop reason ([`STOP_ATTEMPTS_EXHAUSTED`],
+/// [`STOP_CIRCUIT_OPEN`]…, never [`STOP_PERMANENT`], [`STOP_UNREPEATABLE`] or
+/// [`STOP_UPSTREAM_RETRY`]) or [`FALLBACK_KILL_SWITCH`].
+pub const FALLBACK_REASON: &str = "retryscope.fallback.reason";
+/// [`FALLBACK_REASON`] when a dependency's kill switch is on (set by the
+/// configuration crate).
+pub const FALLBACK_KILL_SWITCH: &str = "kill_switch";
+/// The name the fallback was registered under (span event only: user-chosen,
+/// so never a metric label).
+pub const FALLBACK_NAME: &str = "retryscope.fallback.name";
+/// How the fallback ended, on its span event: [`FALLBACK_SERVED`] or [`FALLBACK_FAILED`].
+pub const FALLBACK_RESULT: &str = "retryscope.fallback.result";
+/// [`FALLBACK_RESULT`]: the fallback's answer went to the caller.
+pub const FALLBACK_SERVED: &str = "served";
+/// [`FALLBACK_RESULT`]: the fallback failed (or ran out of the call's time);
+/// the caller got both errors.
+pub const FALLBACK_FAILED: &str = "failed";
+/// The span event (and log message) when a call's fallback ran, on the
+/// call's span (the caller's, or the operation span when it is still open).
+pub const FALLBACK_EVENT: &str = "retryscope.fallback";
+
 /// Counter `{span}`: spans dropped because their export to the collector
 /// failed (the `otlp` feature's exporter counts them, and logs once when
 /// exports start failing and once when they recover).

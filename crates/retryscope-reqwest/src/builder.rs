@@ -40,6 +40,7 @@ impl<T> RetryMiddlewareBuilder<T> {
     retryscope_http::__private::shared_setters!(settings: pacer);
     retryscope_http::__private::shared_setters!(settings: overload);
     retryscope_http::__private::shared_setters!(settings: http);
+    retryscope_http::__private::shared_setters!(settings: fallback);
 
     /// Retries only where no other layer of the call chain retries (off by
     /// default). Inside a request served under
@@ -69,6 +70,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             .adaptive_throttle_factory(settings.adaptive_throttle)
             .concurrency_limit_factory(settings.concurrency_limit)
             .hedge_template(settings.hedge);
+        let fallbacks = settings.fallbacks.build(meter.as_ref());
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,
@@ -85,6 +87,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             request_id_header: settings.request_id_header,
             one_layer: settings.one_layer,
             idempotency: settings.idempotency,
+            fallbacks,
         }
     }
 }

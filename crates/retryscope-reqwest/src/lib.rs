@@ -42,11 +42,12 @@ pub use builder::RetryMiddlewareBuilder;
 pub use middleware::RetryMiddleware;
 /// The types both HTTP integrations share, defined once in `retryscope-http`:
 /// per-request overrides, a request's idempotency-key choice, your own retry
-/// rules, the error of a request that could not be sent again, and the
-/// redaction applied to `url.full`.
+/// rules, the error of a request that could not be sent again, fallbacks, and
+/// the redaction applied to `url.full`.
 pub use retryscope_http::{
-    BodyLimit, BodyLimitError, BodyRule, KeyChoice, KeyChoiceError, NotRetried, REDACTED, ResponseRule,
-    RetryOptions, body_rule_fn, redact_url, rule_fn,
+    BodyLimit, BodyLimitError, BodyRule, Fallback, FallbackContext, FallbackFailed, FallbackFuture,
+    FallbackReason, KeyChoice, KeyChoiceError, LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, NotRetried,
+    REDACTED, ResponseRule, RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
 };
 /// The builder's telemetry states, to name a builder after `no_telemetry()`
 /// (defined in `retryscope-otel`, one pair for every integration).

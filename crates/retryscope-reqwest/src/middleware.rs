@@ -14,6 +14,7 @@ use retryscope::hedge::Hedgeable;
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
 use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::fallback::{self as fallback, Fallbacks};
 use retryscope_http::__private::idempotency::IdempotencyKeys;
 use retryscope_http::__private::rule::SharedRule;
 use retryscope_http::__private::shape::{Shaped, shape};
@@ -21,6 +22,7 @@ use retryscope_http::__private::{ClientSettings, NotReplayable};
 use retryscope_http::{NotRetried, RetryOptions};
 use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog, Upstream};
 use std::fmt;
+use std::sync::Arc;
 
 /// Retries requests of an existing reqwest client, correctly and visibly.
 ///
@@ -156,6 +158,9 @@ pub struct RetryMiddleware {
     pub(crate) one_layer: bool,
     /// Which header carries idempotency keys, and whether they are generated.
     pub(crate) idempotency: IdempotencyKeys,
+    /// The fallbacks of the dependencies that have one; `None` when none
+    /// does, so that a call pays nothing for them.
+    pub(crate) fallbacks: Option<Arc<Fallbacks>>,
 }
 
 impl RetryMiddleware {
@@ -214,6 +219,8 @@ impl Middleware for RetryMiddleware {
         let policy = options.policy_override().unwrap_or(self.policy);
         let request_timeout = request.timeout().copied();
         let policy = request_timeout.map_or(policy, |timeout| policy.with_deadline_within(timeout));
+        // Read only by a fallback: a client without one takes no clock reading.
+        let started = self.fallbacks.as_ref().map(|_| tokio::time::Instant::now());
         let url = request.url();
         // `Url::port` is `None` for the scheme's default port.
         let guards = self.dependencies.for_server(url.host_str().unwrap_or_default(), url.port(), None);
@@ -291,6 +298,7 @@ impl Middleware for RetryMiddleware {
             .clone()
             .map(|log| log.with_request_id(source.headers().get(&self.request_id_header)));
         let observer = ((telemetry, retry_log), &stop);
+        let mut deadline = policy.deadline();
         let outcome = match hedge {
             Some(hedge) => {
                 // The caller's timeout bounds the whole hedged call, as it bounds a retried one.
@@ -298,6 +306,7 @@ impl Middleware for RetryMiddleware {
                     Some(limit) => hedge.with_deadline_within(limit),
                     None => hedge.clone(),
                 };
+                deadline = hedge.deadline();
                 let hedge = attempt
                     .hedge(hedge)
                     .priority(options.priority_class())
@@ -319,8 +328,60 @@ impl Middleware for RetryMiddleware {
             // So that the server we run in tells its own caller not to retry.
             upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
         }
+        if let (Some(fallbacks), Some(started)) = (&self.fallbacks, started)
+            && let Some(chosen) = fallbacks.choose(guards.dependency(), stop)
+        {
+            let remaining = fallback::remaining(deadline, started);
+            return answer_with(chosen, guards.dependency(), &source, outcome, stop, replayable, remaining)
+                .await;
+        }
         finish(outcome, stop, replayable)
     }
+}
+
+/// Answers a call that gave up with its fallback: the fallback's response,
+/// marked, or both errors.
+async fn answer_with(
+    chosen: fallback::Chosen<'_>,
+    dependency: &str,
+    source: &RequestSource,
+    outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
+    stop: Option<(StopReason, u32)>,
+    replayable: bool,
+    remaining: Option<std::time::Duration>,
+) -> reqwest_middleware::Result<Response> {
+    let (method, url) = source.target();
+    // Only on this path: a client's calls never parse their URL twice.
+    let uri = url.as_str().parse::<http::Uri>().unwrap_or_default();
+    let last = match &outcome {
+        Ok(response) => {
+            fallback::LastAnswer::Response { status: response.status(), headers: response.headers() }
+        }
+        Err(error) => match error.last_error() {
+            Some(last) => fallback::LastAnswer::Error(last),
+            None => fallback::LastAnswer::Nothing,
+        },
+    };
+    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, &uri, last);
+    let result = chosen.run(context, remaining).await;
+    match result {
+        Ok(response) => Ok(Response::from(response)),
+        Err(error) => {
+            let original: fallback::BoxError = match finish(outcome, stop, replayable) {
+                Err(original) => Box::new(original),
+                // Retries ran out on a response (a 503): what the caller
+                // would have got is that answer; the error says so.
+                Ok(response) => Box::new(gave_up_on(&response, stop)),
+            };
+            Err(reqwest_middleware::Error::middleware(error.with_original(original)))
+        }
+    }
+}
+
+/// The give-up error of a call whose retries ran out on `response`.
+fn gave_up_on(response: &Response, stop: Option<(StopReason, u32)>) -> RetryError<reqwest_middleware::Error> {
+    let (reason, attempts) = stop.unwrap_or((StopReason::AttemptsExhausted, 0));
+    RetryError::new(reason, attempts, Some(retryscope::ErrorType::Status(response.status().as_u16())), None)
 }
 
 /// Turns the engine's result into what reqwest-middleware callers expect: the

@@ -108,6 +108,7 @@ impl<T> RetryLayerBuilder<T> {
     retryscope_http::__private::shared_setters!(tower.shared: pacer);
     retryscope_http::__private::shared_setters!(tower.shared: overload);
     retryscope_http::__private::shared_setters!(tower.shared: http);
+    retryscope_http::__private::shared_setters!(tower.shared: fallback);
     tower_setters!();
 
     /// The server called, for requests whose URI carries no authority (a
@@ -163,6 +164,9 @@ impl TowerSettings {
             .adaptive_throttle_factory(shared.adaptive_throttle)
             .concurrency_limit_factory(shared.concurrency_limit)
             .hedge_template(shared.hedge);
+        // HTTP only: the gRPC builder offers no fallbacks (an `http::Response`
+        // is no gRPC answer), so a gRPC layer's settings hold none.
+        let fallbacks = shared.fallbacks.build(meter.as_ref());
         let guards = match meter {
             Some(meter) => guards.meter(meter),
             None => guards,
@@ -182,6 +186,7 @@ impl TowerSettings {
                 request_id_header: shared.request_id_header,
                 one_layer: shared.one_layer,
                 idempotency: shared.idempotency,
+                fallbacks,
                 #[cfg(feature = "grpc")]
                 grpc,
                 #[cfg(feature = "grpc")]

@@ -46,7 +46,7 @@ where
     B: ReplayBody,
     B::Error: Into<BoxError>,
     ResB: Body + Send + 'static,
-    ResB::Data: Send,
+    ResB::Data: Send + From<bytes::Bytes>,
     ResB::Error: Into<BoxError>,
 {
     let (mut parts, body) = request.into_parts();
@@ -63,6 +63,11 @@ where
     let hedging = hedging(&guards, &call, grpc.as_ref(), &parts, &options, replayable);
     // Shared by the attempts and their spans from here on.
     let parts = Arc::new(parts);
+    // Kept only for a fallback: a client without one takes no clock reading.
+    let fallback = settings.fallbacks.as_ref().map(|_| {
+        let deadline = hedging.as_ref().map_or(call.policy.deadline(), HedgePolicy::deadline);
+        (Arc::clone(&parts), tokio::time::Instant::now(), deadline)
+    });
     let upstream = Upstream::current();
     let layers = layers(&settings, upstream.as_ref());
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
@@ -115,7 +120,28 @@ where
     }
     match grpc {
         Some(grpc) => grpc.finish(outcome, stop, &call, replayable, started, &guards),
-        None => http_call::finish(outcome, stop, replayable),
+        None => match (&settings.fallbacks, fallback) {
+            (Some(fallbacks), Some((parts, started, deadline))) => {
+                match fallbacks.choose(guards.dependency(), stop) {
+                    Some(chosen) => {
+                        let remaining = retryscope_http::__private::fallback::remaining(deadline, started);
+                        let target = (&parts.method, &parts.uri);
+                        http_call::answer_with(
+                            chosen,
+                            guards.dependency(),
+                            target,
+                            outcome,
+                            stop,
+                            replayable,
+                            remaining,
+                        )
+                        .await
+                    }
+                    None => http_call::finish(outcome, stop, replayable),
+                }
+            }
+            _ => http_call::finish(outcome, stop, replayable),
+        },
     }
 }
 

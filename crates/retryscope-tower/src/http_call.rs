@@ -13,6 +13,7 @@ use http::{HeaderName, Response};
 use http_body::Body;
 use retryscope::{Pacer, Policy, RetryError, StopReason, hints};
 use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::fallback;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
 use retryscope_http::RetryOptions;
@@ -145,4 +146,50 @@ pub(crate) fn finish<B>(
         Shaped::NotRetried(last) => NotRetried::new(last).into(),
         Shaped::AsItCame(last) => last,
     })
+}
+
+/// Answers a call that gave up with its fallback: the fallback's response,
+/// marked, or both errors (the fallback's, then what [`finish`] would have
+/// returned).
+pub(crate) async fn answer_with<ResB>(
+    chosen: fallback::Chosen<'_>,
+    dependency: &str,
+    (method, uri): (&http::Method, &http::Uri),
+    outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
+    stop: Option<(StopReason, u32)>,
+    replayable: bool,
+    remaining: Option<std::time::Duration>,
+) -> Result<Response<ResponseBody<ResB>>, BoxError>
+where
+    ResB: Body + Send + 'static,
+    ResB::Data: From<bytes::Bytes>,
+{
+    let last = match &outcome {
+        Ok(response) => {
+            fallback::LastAnswer::Response { status: response.status(), headers: response.headers() }
+        }
+        Err(error) => match error.last_error() {
+            Some(last) => fallback::LastAnswer::Error(&**last),
+            None => fallback::LastAnswer::Nothing,
+        },
+    };
+    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, uri, last);
+    match chosen.run(context, remaining).await {
+        Ok(response) => {
+            let (parts, body) = response.into_parts();
+            Ok(Response::from_parts(parts, ResponseBody::answered(body.into())))
+        }
+        Err(error) => {
+            let original = match finish(outcome, stop, replayable) {
+                Err(original) => original,
+                // Retries ran out on a response (a 503): the error says so.
+                Ok(response) => {
+                    let (reason, attempts) = stop.unwrap_or((StopReason::AttemptsExhausted, 0));
+                    let status = Some(retryscope::ErrorType::Status(response.status().as_u16()));
+                    GaveUp::new(RetryError::new(reason, attempts, status, None)).into()
+                }
+            };
+            Err(error.with_original(original).into())
+        }
+    }
 }

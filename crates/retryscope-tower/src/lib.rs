@@ -96,8 +96,9 @@ pub use response::ResponseBody;
 /// retry rules (HTTP mode), the error of a request that could not be sent
 /// again, and the redaction applied to `url.full`.
 pub use retryscope_http::{
-    BodyLimit, BodyLimitError, BodyRule, KeyChoice, KeyChoiceError, REDACTED, ResponseRule, RetryOptions,
-    body_rule_fn, redact_url, rule_fn,
+    BodyLimit, BodyLimitError, BodyRule, Fallback, FallbackContext, FallbackFailed, FallbackFuture,
+    FallbackReason, KeyChoice, KeyChoiceError, LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, REDACTED,
+    ResponseRule, RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
 };
 /// The builders' telemetry states, to name a builder after `no_telemetry()`
 /// (defined in `retryscope-otel`, one pair for every integration).

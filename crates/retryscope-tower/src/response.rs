@@ -65,6 +65,26 @@ impl<B: Body> ResponseBody<B> {
         }
     }
 
+    /// A body that is all `data`, and no inner body: a fallback's answer.
+    pub(crate) fn answered(data: B::Data) -> Self {
+        let read = std::collections::VecDeque::from([Frame::data(data)]);
+        let mut body = Self::new_empty();
+        body.judged = Some(Box::new(Judged { verdict: None, read }));
+        body
+    }
+
+    fn new_empty() -> Self {
+        Self {
+            inner: None,
+            judged: None,
+            hook: None,
+            #[cfg(feature = "grpc")]
+            tail: None,
+            #[cfg(feature = "grpc")]
+            grpc_head: None,
+        }
+    }
+
     /// Takes the body away from the response, which then ends at once: what a
     /// failed response kept through a backoff wait gives up, so that its
     /// connection is not pinned for the wait.

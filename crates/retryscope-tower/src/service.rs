@@ -67,7 +67,7 @@ where
     B: ReplayBody,
     B::Error: Into<BoxError>,
     ResB: Body + Send + 'static,
-    ResB::Data: Send,
+    ResB::Data: Send + From<bytes::Bytes>,
     ResB::Error: Into<BoxError>,
 {
     type Response = Response<ResponseBody<ResB>>;

@@ -5,6 +5,7 @@ use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
 use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::fallback::Fallbacks;
 use retryscope_http::__private::idempotency::IdempotencyKeys;
 use retryscope_http::__private::rule::SharedRule;
 use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog};
@@ -38,6 +39,9 @@ pub(crate) struct Settings {
     /// Which header carries idempotency keys, and whether HTTP requests
     /// without one get one.
     pub(crate) idempotency: IdempotencyKeys,
+    /// The fallbacks of the dependencies that have one (HTTP only); `None`
+    /// when none does, so that a call pays nothing for them.
+    pub(crate) fallbacks: Option<Arc<Fallbacks>>,
     #[cfg(feature = "grpc")]
     pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
     /// The methods a gRPC layer has called, with their settings.

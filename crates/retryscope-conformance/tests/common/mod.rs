@@ -18,7 +18,10 @@ use retryscope_reqwest::RetryMiddleware;
 use retryscope_reqwest::fault::FaultMiddleware;
 use retryscope_test_support::telemetry::Telemetry;
 use retryscope_tower::fault::{FaultLayer, FaultService, Faults};
-use retryscope_tower::{BodyLimit, BodyRule, BoxError, ResponseRule, RetryLayer, RetryService};
+use retryscope_tower::{
+    BodyLimit, BodyRule, BoxError, Fallback, FallbackContext, FallbackFuture, ResponseRule, RetryLayer,
+    RetryService,
+};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::StreamExt as _;
@@ -60,7 +63,14 @@ pub(crate) struct Setup {
     /// client has the layer, disabled faults when none are set, so that
     /// every conformance test also shows that disabled faults change nothing.
     faults: Option<Faults>,
+    /// Registered in order, then `fallback_for`, then `default_fallback`.
+    fallbacks: Vec<(&'static str, SharedFallback)>,
+    fallback_for: Vec<(String, &'static str)>,
+    default_fallback: Option<&'static str>,
 }
+
+/// A fallback as a test registers it on either builder.
+type SharedFallback = Arc<dyn Fn(&FallbackContext<'_>) -> FallbackFuture + Send + Sync>;
 
 impl Setup {
     /// `policy`, default guards, no telemetry.
@@ -84,6 +94,9 @@ impl Setup {
             hedge: None,
             retry_at_one_layer: false,
             faults: None,
+            fallbacks: Vec::new(),
+            fallback_for: Vec::new(),
+            default_fallback: None,
         }
     }
 
@@ -177,6 +190,25 @@ impl Setup {
         self
     }
 
+    pub(crate) fn fallback(
+        mut self,
+        name: &'static str,
+        fallback: impl Fn(&FallbackContext<'_>) -> FallbackFuture + Send + Sync + 'static,
+    ) -> Setup {
+        self.fallbacks.push((name, Arc::new(fallback)));
+        self
+    }
+
+    pub(crate) fn fallback_for(mut self, dependency: impl Into<String>, name: &'static str) -> Setup {
+        self.fallback_for.push((dependency.into(), name));
+        self
+    }
+
+    pub(crate) fn default_fallback(mut self, name: &'static str) -> Setup {
+        self.default_fallback = Some(name);
+        self
+    }
+
     /// Injects `faults` below the retries.
     pub(crate) fn faults(mut self, faults: Faults) -> Setup {
         self.faults = Some(faults);
@@ -238,6 +270,15 @@ macro_rules! configure {
         }
         if setup.retry_at_one_layer {
             builder = builder.retry_at_one_layer();
+        }
+        for (name, fallback) in setup.fallbacks {
+            builder = builder.fallback(name, move |context: &FallbackContext<'_>| fallback(context));
+        }
+        for (dependency, name) in setup.fallback_for {
+            builder = builder.fallback_for(&dependency, name).expect("a registered fallback");
+        }
+        if let Some(name) = setup.default_fallback {
+            builder = builder.default_fallback(name).expect("a registered fallback");
         }
         match setup.meter {
             Some(meter) => {
@@ -388,6 +429,8 @@ pub(crate) struct Response {
     pub(crate) headers: HeaderMap,
     /// The URL reqwest says it answers; an `http::Response` carries none.
     pub(crate) url: Option<String>,
+    /// Set when the answer is a fallback's.
+    pub(crate) fallback: Option<Fallback>,
     body: ResponseBody,
 }
 
@@ -465,6 +508,8 @@ pub(crate) struct Failure {
     pub(crate) stopped: Option<Stopped>,
     /// Whether the error is the integration's `NotRetried`.
     pub(crate) not_retried: bool,
+    /// Set when the call gave up and its fallback failed too: why it ran.
+    pub(crate) fallback_failed: Option<retryscope_tower::FallbackReason>,
     /// The error and its sources, outermost first, as anyhow's `{:#}` and
     /// eyre print them.
     pub(crate) chain: Vec<String>,
@@ -493,7 +538,13 @@ impl Failure {
             }
             reqwest_middleware::Error::Reqwest(_) => (None, false),
         };
-        Failure { stopped, not_retried, chain: chain(error) }
+        let fallback_failed = match error {
+            reqwest_middleware::Error::Middleware(inner) => {
+                inner.downcast_ref::<retryscope_reqwest::FallbackFailed>().map(|e| e.reason())
+            }
+            reqwest_middleware::Error::Reqwest(_) => None,
+        };
+        Failure { stopped, not_retried, fallback_failed, chain: chain(error) }
     }
 
     fn of_tower(error: &BoxError) -> Failure {
@@ -507,7 +558,8 @@ impl Failure {
             }),
         });
         let not_retried = error.downcast_ref::<retryscope_tower::NotRetried>().is_some();
-        Failure { stopped, not_retried, chain: chain(&**error) }
+        let fallback_failed = error.downcast_ref::<retryscope_tower::FallbackFailed>().map(|e| e.reason());
+        Failure { stopped, not_retried, fallback_failed, chain: chain(&**error) }
     }
 }
 
@@ -531,6 +583,7 @@ impl Client {
                         status: response.status().as_u16(),
                         headers: response.headers().clone(),
                         url: Some(response.url().to_string()),
+                        fallback: response.extensions().get::<Fallback>().cloned(),
                         body: ResponseBody::Reqwest(response),
                     }),
                     Err(error) => Err(Failure::of_reqwest(&error)),
@@ -563,6 +616,7 @@ impl Client {
                             status: parts.status.as_u16(),
                             headers: parts.headers,
                             url: None,
+                            fallback: parts.extensions.get::<Fallback>().cloned(),
                             body: ResponseBody::Tower(body.map_err(Into::into).boxed_unsync()),
                         })
                     }

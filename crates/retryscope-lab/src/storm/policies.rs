@@ -24,7 +24,11 @@ pub enum StormPolicy {
     FullJitter,
     /// Full jitter plus a retry budget per host (10 % of requests + 10/s).
     Budget,
-    /// Full jitter, a budget and a circuit breaker per host.
+    /// Full jitter, a budget and a circuit breaker per host, and a fallback
+    /// (`degraded`) for every host: the calls that give up — the breaker
+    /// open above all — are answered `503 degraded` by the client itself. A
+    /// 503 on purpose: the storm's figures count it as not served, as the
+    /// give-up it replaces was, and `retryscope_fallbacks_total` shows it.
     Breaker,
     /// Full jitter and the SRE book's client-side adaptive throttle per host,
     /// which rejects first attempts too, locally, as the host accepts fewer.
@@ -106,9 +110,21 @@ impl StormPolicy {
                 builder
                     .budget_per_dependency(RetryBudget::new)
                     .breaker_per_dependency(move || breaker.clone().build().unwrap_or_default())
+                    .fallback("degraded", degraded)
+                    .default_fallback("degraded")
+                    .map_err(|e| e.to_string())?
             }
         })
     }
+}
+
+/// The breaker policy's fallback: a `503 degraded` made by the client.
+fn degraded(_: &retryscope_reqwest::FallbackContext<'_>) -> retryscope_reqwest::FallbackFuture {
+    Box::pin(async {
+        let mut response = http::Response::new(bytes::Bytes::from_static(b"degraded"));
+        *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        Ok(response)
+    })
 }
 
 /// A breaker sized for a storm of a few seconds: it judges the last 2 s and
