@@ -2,6 +2,9 @@
 //! path (a ConfigMap's symlink swap included), a bad reload refused while the
 //! last good configuration keeps serving, and the counter and gauge that say so.
 
+// Test fixtures: a failure to write a temp file or flush the SDK is a broken test machine.
+#![allow(clippy::unwrap_used)]
+
 use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
