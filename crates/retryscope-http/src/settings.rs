@@ -58,6 +58,10 @@ pub struct ClientSettings {
     /// Which header carries idempotency keys, and whether requests without
     /// one get one.
     pub idempotency: IdempotencyKeys,
+    // retryscope-config (issue 35): its block.
+    /// Per-dependency settings from a file, resolved per call
+    /// ([`CallConfig`](crate::__private::CallConfig)); `None`: the builder's settings only.
+    pub config: Option<retryscope_config::ConfigHandle>,
 }
 
 impl Default for ClientSettings {
@@ -81,6 +85,7 @@ impl Default for ClientSettings {
             one_layer: false,
             hedge: None,
             idempotency: IdempotencyKeys::default(),
+            config: None,
         }
     }
 }
@@ -118,6 +123,7 @@ impl fmt::Debug for ClientSettings {
             .field("one_layer", &self.one_layer)
             .field("hedge", &self.hedge)
             .field("idempotency", &self.idempotency)
+            .field("config", &self.config)
             .finish()
     }
 }
@@ -268,6 +274,20 @@ macro_rules! __shared_setters {
         }
     };
     ($($field:ident).+ : http) => {
+        // retryscope-config (issue 35): its block.
+        /// Takes each call's policy, retried statuses, hedging and priority
+        /// from the configuration `handle` holds, resolved once per call from
+        /// the snapshot in force when the call starts (the dependency its
+        /// host, path or gRPC method matches, else the file's defaults): a
+        /// reload reaches the next call. A request's own
+        /// [`RetryOptions`](retryscope_http::RetryOptions) policy or priority
+        /// still wins, except over the kill switch (`enabled = false`: one
+        /// attempt, no hedge). See `retryscope-config`.
+        pub fn config(mut self, handle: $crate::__private::ConfigHandle) -> Self {
+            self.$($field).+.config = Some(handle);
+            self
+        }
+
         /// Which HTTP statuses are retried.
         pub fn classifier(mut self, classifier: $crate::__private::HttpClassifier) -> Self {
             self.$($field).+.classifier = classifier;

@@ -85,6 +85,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             request_id_header: settings.request_id_header,
             one_layer: settings.one_layer,
             idempotency: settings.idempotency,
+            config: settings.config,
         }
     }
 }

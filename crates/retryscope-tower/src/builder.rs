@@ -182,6 +182,7 @@ impl TowerSettings {
                 request_id_header: shared.request_id_header,
                 one_layer: shared.one_layer,
                 idempotency: shared.idempotency,
+                config: shared.config,
                 #[cfg(feature = "grpc")]
                 grpc,
                 #[cfg(feature = "grpc")]

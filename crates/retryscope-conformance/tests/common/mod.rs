@@ -60,6 +60,7 @@ pub(crate) struct Setup {
     /// client has the layer, disabled faults when none are set, so that
     /// every conformance test also shows that disabled faults change nothing.
     faults: Option<Faults>,
+    config: Option<retryscope_config::ConfigHandle>,
 }
 
 impl Setup {
@@ -84,6 +85,7 @@ impl Setup {
             hedge: None,
             retry_at_one_layer: false,
             faults: None,
+            config: None,
         }
     }
 
@@ -178,6 +180,12 @@ impl Setup {
     }
 
     /// Injects `faults` below the retries.
+    /// Per-dependency settings from a retryscope-config handle.
+    pub(crate) fn config(mut self, handle: retryscope_config::ConfigHandle) -> Setup {
+        self.config = Some(handle);
+        self
+    }
+
     pub(crate) fn faults(mut self, faults: Faults) -> Setup {
         self.faults = Some(faults);
         self
@@ -238,6 +246,9 @@ macro_rules! configure {
         }
         if setup.retry_at_one_layer {
             builder = builder.retry_at_one_layer();
+        }
+        if let Some(handle) = setup.config {
+            builder = builder.config(handle);
         }
         match setup.meter {
             Some(meter) => {
