@@ -128,6 +128,7 @@ pub struct DependencySettings {
     pub(crate) idempotency_keys: bool,
     pub(crate) priority: Priority,
     pub(crate) fallback: Option<Arc<str>>,
+    pub(crate) sets_guards: bool,
 }
 
 impl DependencySettings {
@@ -191,6 +192,12 @@ impl DependencySettings {
     /// The name of the fallback, registered in code, run when a call gives up.
     pub fn fallback(&self) -> Option<&str> {
         self.fallback.as_deref()
+    }
+
+    /// Whether the file writes `budget`, `breaker` or `pacer` for these
+    /// settings (here or in the defaults they inherit).
+    pub fn sets_guards(&self) -> bool {
+        self.sets_guards
     }
 
     /// Whether guards made from `self` and from `other` would differ: a
@@ -471,5 +478,6 @@ pub(crate) fn resolve(
             _ => Priority::Critical,
         },
         fallback,
+        sets_guards: b.budget.is_some() || b.breaker.is_some() || b.pacer.is_some(),
     })
 }

@@ -283,7 +283,13 @@ macro_rules! __shared_setters {
         /// [`RetryOptions`](retryscope_http::RetryOptions) policy or priority
         /// still wins, except over the kill switch (`enabled = false`: one
         /// attempt, no hedge). See `retryscope-config`.
+        ///
+        /// Not yet applied from the file: `budget`, `breaker` and `pacer` (the
+        /// builder's per-dependency guards still apply; a warning is logged
+        /// when the file sets them), `body_rule`, `fallback` and
+        /// `idempotency_keys` (names and values checked, connected in code).
         pub fn config(mut self, handle: $crate::__private::ConfigHandle) -> Self {
+            $crate::__private::warn_unapplied(&handle);
             self.$($field).+.config = Some(handle);
             self
         }
