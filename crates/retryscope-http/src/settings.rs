@@ -139,6 +139,7 @@ impl fmt::Debug for ClientSettings {
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `overload`: `adaptive_throttle_per_dependency`, `no_adaptive_throttle`,
 ///   `concurrency_limit_per_dependency`, `no_concurrency_limit`;
+/// - `config`: `config` (a retryscope-config handle);
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header`, `request_id_header`, `hedge`,
 ///   `idempotency_keys`, `idempotency_key_header` — what only HTTP semantics use.
@@ -273,8 +274,8 @@ macro_rules! __shared_setters {
             self
         }
     };
-    ($($field:ident).+ : http) => {
-        // retryscope-config (issue 35): its block.
+    // retryscope-config (issue 35): its block.
+    ($($field:ident).+ : config) => {
         /// Takes each call's policy, retried statuses, hedging and priority
         /// from the configuration `handle` holds, resolved once per call from
         /// the snapshot in force when the call starts (the dependency its
@@ -293,7 +294,8 @@ macro_rules! __shared_setters {
             self.$($field).+.config = Some(handle);
             self
         }
-
+    };
+    ($($field:ident).+ : http) => {
         /// Which HTTP statuses are retried.
         pub fn classifier(mut self, classifier: $crate::__private::HttpClassifier) -> Self {
             self.$($field).+.classifier = classifier;

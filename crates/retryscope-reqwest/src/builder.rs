@@ -40,6 +40,7 @@ impl<T> RetryMiddlewareBuilder<T> {
     retryscope_http::__private::shared_setters!(settings: pacer);
     retryscope_http::__private::shared_setters!(settings: overload);
     retryscope_http::__private::shared_setters!(settings: http);
+    retryscope_http::__private::shared_setters!(settings: config);
 
     /// Retries only where no other layer of the call chain retries (off by
     /// default). Inside a request served under

@@ -107,6 +107,7 @@ impl<T> RetryLayerBuilder<T> {
     retryscope_http::__private::shared_setters!(tower.shared: breaker);
     retryscope_http::__private::shared_setters!(tower.shared: pacer);
     retryscope_http::__private::shared_setters!(tower.shared: overload);
+    retryscope_http::__private::shared_setters!(tower.shared: config);
     retryscope_http::__private::shared_setters!(tower.shared: http);
     tower_setters!();
 
