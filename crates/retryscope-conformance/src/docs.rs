@@ -31,4 +31,5 @@ guide! {
     operations => "operations.md",
     where_features_meet => "where-features-meet.md",
     testing => "testing.md",
+    configuration => "configuration.md",
 }

@@ -32,6 +32,7 @@
 //! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 
 mod body_rule;
+mod configured;
 mod error;
 mod fallback;
 pub mod fault;
@@ -65,8 +66,10 @@ pub use rule::{ResponseRule, rule_fn};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__shared_setters as shared_setters;
+    pub use crate::configured::{CallConfig, warn_unapplied};
     pub use crate::error::NotReplayable;
     pub use crate::settings::ClientSettings;
+    pub use retryscope_config::ConfigHandle;
     pub use retryscope_otel::MeterChoice;
 
     /// The per-response rules as the builders keep them.

@@ -24,7 +24,7 @@ pub struct RetryOptions {
     policy: Option<Policy>,
     operation: Option<Cow<'static, str>>,
     idempotent: bool,
-    priority: Priority,
+    priority: Option<Priority>,
 }
 
 impl RetryOptions {
@@ -65,12 +65,18 @@ impl RetryOptions {
     /// [`Priority::Sheddable`] requests are refused first (see
     /// [`Priority`]).
     pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
+        self.priority = Some(priority);
         self
     }
 
     /// The priority set with [`priority`](Self::priority), critical unless set.
     pub fn priority_class(&self) -> Priority {
+        self.priority.unwrap_or_default()
+    }
+
+    /// The priority the request set, if it set one (a configured client's
+    /// file gives the others theirs).
+    pub fn priority_override(&self) -> Option<Priority> {
         self.priority
     }
 

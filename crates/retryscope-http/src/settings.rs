@@ -62,6 +62,10 @@ pub struct ClientSettings {
     /// The fallbacks registered, and which dependency uses which; none by
     /// default.
     pub fallbacks: FallbackSettings,
+    // retryscope-config (issue 35): its block.
+    /// Per-dependency settings from a file, resolved per call
+    /// ([`CallConfig`](crate::__private::CallConfig)); `None`: the builder's settings only.
+    pub config: Option<retryscope_config::ConfigHandle>,
 }
 
 impl Default for ClientSettings {
@@ -86,6 +90,7 @@ impl Default for ClientSettings {
             hedge: None,
             idempotency: IdempotencyKeys::default(),
             fallbacks: FallbackSettings::default(),
+            config: None,
         }
     }
 }
@@ -124,6 +129,7 @@ impl fmt::Debug for ClientSettings {
             .field("hedge", &self.hedge)
             .field("idempotency", &self.idempotency)
             .field("fallbacks", &self.fallbacks)
+            .field("config", &self.config)
             .finish()
     }
 }
@@ -140,6 +146,7 @@ impl fmt::Debug for ClientSettings {
 /// - `overload`: `adaptive_throttle_per_dependency`, `no_adaptive_throttle`,
 ///   `concurrency_limit_per_dependency`, `no_concurrency_limit`;
 /// - `fallback`: `fallback`, `fallback_for`, `default_fallback`, `fallback_names`;
+/// - `config`: `config` (a retryscope-config handle);
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header`, `request_id_header`, `hedge`,
 ///   `idempotency_keys`, `idempotency_key_header` — what only HTTP semantics use.
@@ -320,6 +327,27 @@ macro_rules! __shared_setters {
         /// checked against.
         pub fn fallback_names(&self) -> impl Iterator<Item = &str> {
             self.$($field).+.fallback_names()
+        }
+    };
+    // retryscope-config (issue 35): its block.
+    ($($field:ident).+ : config) => {
+        /// Takes each call's policy, retried statuses, hedging and priority
+        /// from the configuration `handle` holds, resolved once per call from
+        /// the snapshot in force when the call starts (the dependency its
+        /// host, path or gRPC method matches, else the file's defaults): a
+        /// reload reaches the next call. A request's own
+        /// [`RetryOptions`](retryscope_http::RetryOptions) policy or priority
+        /// still wins, except over the kill switch (`enabled = false`: one
+        /// attempt, no hedge). See `retryscope-config`.
+        ///
+        /// Not yet applied from the file: `budget`, `breaker` and `pacer` (the
+        /// builder's per-dependency guards still apply; a warning is logged
+        /// when the file sets them), `body_rule`, `fallback` and
+        /// `idempotency_keys` (names and values checked, connected in code).
+        pub fn config(mut self, handle: $crate::__private::ConfigHandle) -> Self {
+            $crate::__private::warn_unapplied(&handle);
+            self.$($field).+.config = Some(handle);
+            self
         }
     };
     ($($field:ident).+ : http) => {

@@ -19,6 +19,8 @@ enum Command {
     Simulate(retryscope_lab::sim::SimulateArgs),
     /// Job queues (retryscope-jobs on NATS JetStream): `jobs dead-letters list|inspect|replay`.
     Jobs(retryscope_lab::jobs::JobsArgs),
+    /// Checks a retryscope-config file (TOML or JSON) and prints the effective table, one row per dependency.
+    CheckConfig(retryscope_lab::check_config::CheckConfigArgs),
 }
 
 /// The error and its sources, outermost first, as one line: "context: cause: cause's cause".
@@ -53,6 +55,11 @@ fn main() -> ExitCode {
         Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| chain(&e)),
         Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| chain(&e)),
         Command::Jobs(args) => retryscope_lab::jobs::run(&args).map_err(|e| chain(&e)),
+        // The refusal alone: its Display names file, line, column and range; the
+        // engine error it keeps as a source says the same again.
+        Command::CheckConfig(args) => {
+            retryscope_lab::check_config::run(&args).map(|table| print!("{table}")).map_err(|e| e.to_string())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

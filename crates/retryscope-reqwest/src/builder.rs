@@ -41,6 +41,7 @@ impl<T> RetryMiddlewareBuilder<T> {
     retryscope_http::__private::shared_setters!(settings: overload);
     retryscope_http::__private::shared_setters!(settings: http);
     retryscope_http::__private::shared_setters!(settings: fallback);
+    retryscope_http::__private::shared_setters!(settings: config);
 
     /// Retries only where no other layer of the call chain retries (off by
     /// default). Inside a request served under
@@ -88,6 +89,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             one_layer: settings.one_layer,
             idempotency: settings.idempotency,
             fallbacks,
+            config: settings.config,
         }
     }
 }

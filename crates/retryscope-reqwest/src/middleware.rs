@@ -161,6 +161,8 @@ pub struct RetryMiddleware {
     /// The fallbacks of the dependencies that have one; `None` when none
     /// does, so that a call pays nothing for them.
     pub(crate) fallbacks: Option<Arc<Fallbacks>>,
+    /// Per-dependency settings from a file, resolved per call.
+    pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
 }
 
 impl RetryMiddleware {
@@ -215,18 +217,34 @@ impl Middleware for RetryMiddleware {
         let replayable = crate::classify::is_replayable(&request);
         let key = self.idempotency.apply(&method, request.headers_mut(), extensions, replayable);
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+        let url = request.url();
+        // A configured client's settings for this call, from the snapshot in force now.
+        let configured = retryscope_http::__private::CallConfig::resolve(
+            self.config.as_ref(),
+            url.host_str().unwrap_or_default(),
+            url.port_or_known_default(),
+            url.path(),
+            false,
+        );
+        let policy = match &configured {
+            Some(c) => c.policy(&options),
+            None => options.policy_override().unwrap_or(self.policy),
+        };
         // The caller's timeout is the whole call's: attempts and waits together.
-        let policy = options.policy_override().unwrap_or(self.policy);
         let request_timeout = request.timeout().copied();
         let policy = request_timeout.map_or(policy, |timeout| policy.with_deadline_within(timeout));
         // Read only by a fallback: a client without one takes no clock reading.
         let started = self.fallbacks.as_ref().map(|_| tokio::time::Instant::now());
-        let url = request.url();
         // `Url::port` is `None` for the scheme's default port.
         let guards = self.dependencies.for_server(url.host_str().unwrap_or_default(), url.port(), None);
         let upstream = Upstream::current();
-        let mut classifier =
-            RequestClassifier::for_request(self.classifier, self.rule.clone(), &request, &options, key);
+        let mut classifier = RequestClassifier::for_request(
+            configured.as_ref().map_or(self.classifier, |c| c.classifier()),
+            self.rule.clone(),
+            &request,
+            &options,
+            key,
+        );
         if self.one_layer {
             classifier.one_layer(upstream.as_ref());
         }
@@ -286,11 +304,13 @@ impl Middleware for RetryMiddleware {
         // with a body that can be sent again, unless given its own policy.
         // The dependency's own hedging policy: its percentile delay learns
         // from this host's latencies alone.
-        let hedge = guards.hedge().filter(|_| {
-            retryscope_http::__private::safety::may_hedge(&method)
-                && replayable
-                && options.policy_override().is_none()
-        });
+        // A configured client hedges as its file says (a fixed delay, fresh per call).
+        let hedge = match &configured {
+            Some(c) => c.hedge(&options),
+            None => guards.hedge().filter(|_| options.policy_override().is_none()).cloned(),
+        }
+        .filter(|_| retryscope_http::__private::safety::may_hedge(&method) && replayable);
+        let priority = configured.as_ref().map_or(options.priority_class(), |c| c.priority(&options));
         // The log alone (telemetry off) has no attempt span to read the
         // request's id: it is handed the header's value.
         let retry_log = self
@@ -304,12 +324,12 @@ impl Middleware for RetryMiddleware {
                 // The caller's timeout bounds the whole hedged call, as it bounds a retried one.
                 let hedge = match request_timeout {
                     Some(limit) => hedge.with_deadline_within(limit),
-                    None => hedge.clone(),
+                    None => hedge,
                 };
                 deadline = hedge.deadline();
                 let hedge = attempt
                     .hedge(hedge)
-                    .priority(options.priority_class())
+                    .priority(priority)
                     .with_classifier(&mut classifier)
                     .observe(observer);
                 guards.guard(hedge, options.operation_name()).await
@@ -317,7 +337,7 @@ impl Middleware for RetryMiddleware {
             None => {
                 let retry = attempt
                     .retry(policy)
-                    .priority(options.priority_class())
+                    .priority(priority)
                     .with_classifier(&mut classifier)
                     .observe(observer);
                 guards.guard(retry, options.operation_name()).await

@@ -107,6 +107,7 @@ impl<T> RetryLayerBuilder<T> {
     retryscope_http::__private::shared_setters!(tower.shared: breaker);
     retryscope_http::__private::shared_setters!(tower.shared: pacer);
     retryscope_http::__private::shared_setters!(tower.shared: overload);
+    retryscope_http::__private::shared_setters!(tower.shared: config);
     retryscope_http::__private::shared_setters!(tower.shared: http);
     retryscope_http::__private::shared_setters!(tower.shared: fallback);
     tower_setters!();
@@ -187,6 +188,7 @@ impl TowerSettings {
                 one_layer: shared.one_layer,
                 idempotency: shared.idempotency,
                 fallbacks,
+                config: shared.config,
                 #[cfg(feature = "grpc")]
                 grpc,
                 #[cfg(feature = "grpc")]

@@ -52,6 +52,22 @@ where
     let (mut parts, body) = request.into_parts();
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
     let (mut call, mut grpc) = plan(&settings, &parts, &options);
+    // A configured layer: the file's settings for this call, from the snapshot in force now.
+    let configured = settings.configured(&parts.uri, grpc.is_some());
+    if let Some(c) = &configured {
+        match &mut call.mode {
+            Mode::Http { classifier, .. } => {
+                call.policy = c.policy(&options);
+                *classifier = c.classifier();
+            }
+            // A gRPC call keeps its service config's retryable codes; the file's
+            // policy applies where a dependency names it, and its kill switch always.
+            _ if c.settings().name().is_some() || !c.settings().enabled() => {
+                call.policy = c.policy(&options);
+            }
+            _ => {}
+        }
+    }
     let guards = settings.guards_for(&parts.uri);
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
@@ -60,7 +76,13 @@ where
         Some(_) => None,
         None => http_call::keyed(&settings, &mut parts, &mut call.mode, replayable),
     };
-    let hedging = hedging(&guards, &call, grpc.as_ref(), &parts, &options, replayable);
+    let hedging = match &configured {
+        Some(c) if !c.settings().enabled() => None,
+        Some(c) if grpc.is_none() => c
+            .hedge(&options)
+            .filter(|_| replayable && retryscope_http::__private::safety::may_hedge(&parts.method)),
+        _ => hedging(&guards, &call, grpc.as_ref(), &parts, &options, replayable),
+    };
     // Shared by the attempts and their spans from here on.
     let parts = Arc::new(parts);
     // Kept only for a fallback: a client without one takes no clock reading.
@@ -73,7 +95,7 @@ where
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
     let telemetry = telemetry(&settings, &call, &parts, key);
     let operation = operation(&options, grpc.as_ref());
-    let priority = options.priority_class();
+    let priority = configured.as_ref().map_or(options.priority_class(), |c| c.priority(&options));
     let stop = StopRecorder::default();
     // gRPC's own metrics (A66, A96) follow the call to the caller.
     let metrics = grpc.as_mut().and_then(|grpc| grpc.start_metrics(&settings, &parts));

@@ -53,12 +53,23 @@ pub(crate) struct Settings {
     /// The guards of `origin`, found at the first request without an
     /// authority of its own (a tonic channel's every call), kept for the next.
     pub(crate) origin_guards: OnceLock<Arc<Guards<Guard>>>,
+    /// Per-dependency settings from a file, resolved per call.
+    pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
 }
 
 impl Settings {
     /// The guards of the dependency `uri` goes to: its authority's, or the
     /// origin's for a URI without one. A registry never drops or replaces the
     /// guards it handed out, so the origin's are looked up once.
+    /// A configured layer's settings for a call to `uri` (a gRPC call's path
+    /// names its service and method), from the snapshot in force now.
+    pub(crate) fn configured(&self, uri: &Uri, grpc: bool) -> Option<retryscope_http::__private::CallConfig> {
+        let handle = self.config.as_ref()?;
+        let server = crate::spans::server(uri, self.origin.as_deref());
+        let port = server.uri.port_u16().or(server.default_port);
+        retryscope_http::__private::CallConfig::resolve(Some(handle), server.address, port, uri.path(), grpc)
+    }
+
     pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<Guard>> {
         let find = || {
             let server = crate::spans::server(uri, self.origin.as_deref());

@@ -67,6 +67,7 @@ pub(crate) struct Setup {
     fallbacks: Vec<(&'static str, SharedFallback)>,
     fallback_for: Vec<(String, &'static str)>,
     default_fallback: Option<&'static str>,
+    config: Option<retryscope_config::ConfigHandle>,
 }
 
 /// A fallback as a test registers it on either builder.
@@ -97,6 +98,7 @@ impl Setup {
             fallbacks: Vec::new(),
             fallback_for: Vec::new(),
             default_fallback: None,
+            config: None,
         }
     }
 
@@ -210,6 +212,12 @@ impl Setup {
     }
 
     /// Injects `faults` below the retries.
+    /// Per-dependency settings from a retryscope-config handle.
+    pub(crate) fn config(mut self, handle: retryscope_config::ConfigHandle) -> Setup {
+        self.config = Some(handle);
+        self
+    }
+
     pub(crate) fn faults(mut self, faults: Faults) -> Setup {
         self.faults = Some(faults);
         self
@@ -279,6 +287,8 @@ macro_rules! configure {
         }
         if let Some(name) = setup.default_fallback {
             builder = builder.default_fallback(name).expect("a registered fallback");
+        if let Some(handle) = setup.config {
+            builder = builder.config(handle);
         }
         match setup.meter {
             Some(meter) => {

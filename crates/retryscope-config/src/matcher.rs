@@ -1,0 +1,192 @@
+//! Which dependency a call belongs to: a dependency matches by host (or
+//! `host:port`), by path prefix, or by gRPC service (and method); the most
+//! specific match wins, and two rules that could match one call equally
+//! specifically are refused when the file is loaded.
+
+use std::cmp::Ordering;
+
+/// The call being matched, borrowed from the request: looking it up
+/// allocates nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// The host, as the URI names it.
+    pub host: &'a str,
+    /// The port, when the URI or the scheme gives one.
+    pub port: Option<u16>,
+    /// The URI path (`/v1/orders`; for gRPC, `/package.Service/Method`).
+    pub path: &'a str,
+    /// The gRPC service and method, for a gRPC call.
+    pub grpc: Option<(&'a str, &'a str)>,
+}
+
+impl<'a> Target<'a> {
+    /// An HTTP call to `host` (and `port`) at `path`.
+    pub fn http(host: &'a str, port: Option<u16>, path: &'a str) -> Self {
+        Self { host, port, path, grpc: None }
+    }
+
+    /// A gRPC call: its service and method read from `path`
+    /// (`/package.Service/Method`).
+    pub fn grpc(host: &'a str, port: Option<u16>, path: &'a str) -> Self {
+        let grpc = path.strip_prefix('/').and_then(|rest| rest.split_once('/'));
+        Self { host, port, path, grpc }
+    }
+}
+
+/// What one dependency matches; at least one part is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Matcher {
+    pub(crate) host: Option<String>,
+    pub(crate) port: Option<u16>,
+    pub(crate) path_prefix: Option<String>,
+    pub(crate) service: Option<String>,
+    pub(crate) method: Option<String>,
+}
+
+/// How specific a matcher is, compared part by part in this order: a gRPC
+/// method, a gRPC service, the length of the path prefix, a port, a host.
+/// A larger value wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Specificity {
+    method: bool,
+    service: bool,
+    path_len: usize,
+    port: bool,
+    host: bool,
+}
+
+impl Matcher {
+    pub(crate) fn specificity(&self) -> Specificity {
+        Specificity {
+            method: self.method.is_some(),
+            service: self.service.is_some(),
+            path_len: self.path_prefix.as_ref().map_or(0, String::len),
+            port: self.port.is_some(),
+            host: self.host.is_some(),
+        }
+    }
+
+    /// Whether `target` is a call of this dependency. Bounded by the
+    /// lengths of the strings compared; allocates nothing.
+    pub(crate) fn matches(&self, target: &Target<'_>) -> bool {
+        if let Some(host) = &self.host
+            && !host.eq_ignore_ascii_case(target.host)
+        {
+            return false;
+        }
+        if self.port.is_some() && self.port != target.port {
+            return false;
+        }
+        if let Some(prefix) = &self.path_prefix
+            && !path_has_prefix(target.path, prefix)
+        {
+            return false;
+        }
+        if let Some(service) = &self.service {
+            let Some((s, m)) = target.grpc else { return false };
+            if s != service {
+                return false;
+            }
+            if let Some(method) = &self.method
+                && m != method
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether one call could match both `self` and `other`: every part
+    /// both set agrees (path prefixes: one is a prefix of the other).
+    pub(crate) fn overlaps(&self, other: &Matcher) -> bool {
+        fn agree(a: &Option<String>, b: &Option<String>, same: impl Fn(&str, &str) -> bool) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => same(a, b),
+                _ => true,
+            }
+        }
+        let ports = match (self.port, other.port) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        agree(&self.host, &other.host, |a, b| a.eq_ignore_ascii_case(b))
+            && ports
+            && agree(&self.path_prefix, &other.path_prefix, |a, b| {
+                path_has_prefix(a, b) || path_has_prefix(b, a)
+            })
+            && agree(&self.service, &other.service, |a, b| a == b)
+            && agree(&self.method, &other.method, |a, b| a == b)
+    }
+
+    /// The matcher as the effective table shows it.
+    pub(crate) fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        match (&self.host, self.port) {
+            (Some(h), Some(p)) => parts.push(format!("host={h}:{p}")),
+            (Some(h), None) => parts.push(format!("host={h}")),
+            _ => {}
+        }
+        if let Some(p) = &self.path_prefix {
+            parts.push(format!("path_prefix={p}"));
+        }
+        match (&self.service, &self.method) {
+            (Some(s), Some(m)) => parts.push(format!("grpc={s}/{m}")),
+            (Some(s), None) => parts.push(format!("grpc={s}")),
+            _ => {}
+        }
+        parts.join(" ")
+    }
+}
+
+/// `/api/v1` has the prefix `/api` and `/api/`, not `/ap`: a prefix ends at a
+/// segment boundary.
+fn path_has_prefix(path: &str, prefix: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// Orders rules most specific first; the order among overlapping rules of
+/// equal specificity never matters, since the loader refuses them.
+pub(crate) fn most_specific_first(a: &Matcher, b: &Matcher) -> Ordering {
+    b.specificity().cmp(&a.specificity())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(host: Option<&str>, port: Option<u16>, path: Option<&str>) -> Matcher {
+        Matcher {
+            host: host.map(str::to_owned),
+            port,
+            path_prefix: path.map(str::to_owned),
+            service: None,
+            method: None,
+        }
+    }
+
+    #[test]
+    fn prefixes_end_at_a_segment() {
+        assert!(path_has_prefix("/api/v1", "/api"));
+        assert!(path_has_prefix("/api", "/api"));
+        assert!(!path_has_prefix("/apiv1", "/api"));
+        assert!(path_has_prefix("/anything", "/"));
+    }
+
+    #[test]
+    fn overlap_needs_every_part_set_on_both_sides_to_agree() {
+        assert!(m(Some("a"), None, None).overlaps(&m(Some("A"), Some(80), None)));
+        assert!(!m(Some("a"), None, None).overlaps(&m(Some("b"), None, None)));
+        assert!(m(Some("a"), None, None).overlaps(&m(None, None, Some("/x"))));
+        assert!(!m(None, None, Some("/x")).overlaps(&m(None, None, Some("/y"))));
+        assert!(m(None, None, Some("/x")).overlaps(&m(None, None, Some("/x/y"))));
+    }
+
+    #[test]
+    fn grpc_targets_read_service_and_method_from_the_path() {
+        let t = Target::grpc("h", None, "/pkg.Svc/Get");
+        assert_eq!(t.grpc, Some(("pkg.Svc", "Get")));
+    }
+}

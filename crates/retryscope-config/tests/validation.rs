@@ -1,0 +1,155 @@
+//! Loud validation: every refusal names the file, the line and column (TOML)
+//! or the path (JSON), and the allowed range; nothing is accepted and ignored.
+
+// Test fixtures: a failure to write a temp file or flush the SDK is a broken test machine.
+#![allow(clippy::unwrap_used)]
+
+use retryscope_config::{Config, ConfigErrorKind, Format, KnownNames, Location, Target};
+use std::error::Error;
+use std::time::Duration;
+
+fn toml(text: &str) -> Result<Config, retryscope_config::ConfigError> {
+    Config::parse(
+        text,
+        Format::Toml,
+        "svc.toml",
+        &KnownNames::new().body_rule("quota_json").fallback("stale_cache"),
+    )
+}
+
+#[test]
+fn an_unknown_key_is_refused_with_its_line_and_column() {
+    let e =
+        toml("[defaults]\nattempts = 3\n\n[dependencies.pay]\nhost = \"pay\"\nattemps = 2\n").unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Syntax);
+    assert_eq!(e.location(), Some(Location { line: 6, column: 1 }));
+    assert!(e.to_string().starts_with("svc.toml:6:1: "), "{e}");
+    assert!(e.message().contains("attemps"), "{e}");
+}
+
+#[test]
+fn a_value_out_of_range_names_the_range_and_where_it_is_written() {
+    let e = toml("[dependencies.pay]\nhost = \"pay\"\nattempts = 0\n").unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::OutOfRange);
+    assert_eq!(e.to_string(), "svc.toml:3:12: dependencies.pay.attempts: must be 1..=100, got 0");
+
+    let e = toml("[dependencies.pay]\nhost = \"pay\"\nbudget = { ratio = 1.5 }\n").unwrap_err();
+    assert_eq!(e.path(), "dependencies.pay.budget.ratio");
+    assert_eq!(e.location(), Some(Location { line: 3, column: 20 }));
+    assert!(e.source().is_some(), "the engine's BudgetError is kept as the source");
+    assert!(!e.to_string().contains("Budget"), "Display is without the source: {e}");
+}
+
+#[test]
+fn a_refusal_of_an_inherited_value_points_at_the_defaults() {
+    // The dependency's max is fine on its own; the default initial is above it.
+    let e = toml("[defaults]\nbackoff = { initial = \"3s\" }\n[dependencies.pay]\nhost = \"pay\"\nbackoff = { max = \"1s\" }\n")
+        .unwrap_err();
+    assert_eq!(e.path(), "defaults.backoff.initial");
+    assert_eq!(e.location().map(|l| l.line), Some(2));
+}
+
+#[test]
+fn a_bad_duration_is_refused_with_the_format_expected() {
+    let e = toml("[defaults]\ndeadline = \"2 seconds\"\n").unwrap_err();
+    assert_eq!(e.location().map(|l| l.line), Some(2));
+    assert!(e.message().contains("\"250ms\""), "{e}");
+}
+
+#[test]
+fn names_never_registered_in_code_are_refused() {
+    let e = toml("[dependencies.pay]\nhost = \"pay\"\nbody_rule = \"quota_xml\"\n").unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::UnknownName);
+    assert!(e.message().contains("known: quota_json"), "{e}");
+    let e = toml("[dependencies.pay]\nhost = \"pay\"\nfallback = \"cache\"\n").unwrap_err();
+    assert_eq!(e.path(), "dependencies.pay.fallback");
+    assert_eq!(e.location(), Some(Location { line: 3, column: 12 }));
+    let ok =
+        toml("[dependencies.pay]\nhost = \"pay\"\nbody_rule = \"quota_json\"\nfallback = \"stale_cache\"\n")
+            .unwrap();
+    let pay = ok.dependency("pay").unwrap();
+    assert_eq!((pay.body_rule(), pay.fallback()), (Some("quota_json"), Some("stale_cache")));
+}
+
+#[test]
+fn two_rules_matching_the_same_calls_equally_specifically_are_refused() {
+    let e = toml("[dependencies.a]\nhost = \"api\"\n[dependencies.b]\nhost = \"API\"\n").unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Match);
+    assert_eq!(e.path(), "dependencies.b");
+    // Same specificity (a path prefix of the same length) but disjoint: fine.
+    toml("[dependencies.a]\npath_prefix = \"/aa\"\n[dependencies.b]\npath_prefix = \"/bb\"\n").unwrap();
+    // Overlapping host and path rules differ in specificity: the path wins.
+    let c = toml("[dependencies.a]\nhost = \"api\"\n[dependencies.b]\npath_prefix = \"/v1\"\nattempts = 2\n")
+        .unwrap();
+    assert_eq!(c.resolve(&Target::http("api", None, "/v1/x")).name(), Some("b"));
+    assert_eq!(c.resolve(&Target::http("api", None, "/v2")).name(), Some("a"));
+    // A host rule and a host:port rule overlap; the port is more specific.
+    let c = toml("[dependencies.a]\nhost = \"api\"\n[dependencies.b]\nhost = \"api:8443\"\n").unwrap();
+    assert_eq!(c.resolve(&Target::http("api", Some(8443), "/")).name(), Some("b"));
+    assert_eq!(c.resolve(&Target::http("api", Some(80), "/")).name(), Some("a"));
+}
+
+#[test]
+fn a_dependency_must_match_something_and_defaults_match_nothing() {
+    let e = toml("[dependencies.a]\nattempts = 2\n").unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Match);
+    let e = toml("[defaults]\nhost = \"x\"\n").unwrap_err();
+    assert_eq!(e.path(), "defaults.host");
+}
+
+#[test]
+fn grpc_rules_match_service_then_method() {
+    let c = toml(
+        "[dependencies.svc]\nservice = \"shop.Orders\"\nattempts = 3\n\
+         [dependencies.get]\nservice = \"shop.Orders\"\nmethod = \"Get\"\nhedging = { max_copies = 3, delay = \"20ms\" }\n",
+    )
+    .unwrap();
+    assert_eq!(c.resolve(&Target::grpc("h", None, "/shop.Orders/Get")).name(), Some("get"));
+    assert_eq!(c.resolve(&Target::grpc("h", None, "/shop.Orders/Put")).name(), Some("svc"));
+    assert!(c.resolve(&Target::http("h", None, "/shop.Orders/Put")).name().is_none());
+    let get = c.dependency("get").unwrap();
+    assert_eq!(get.hedge_policy().map(|h| h.max_copies()), Some(3));
+}
+
+#[test]
+fn the_kill_switch_leaves_one_attempt_and_no_hedge() {
+    let c = toml("[dependencies.s]\nhost = \"s\"\nattempts = 4\nenabled = false\nhedging = { max_copies = 2 }\ndeadline = \"3s\"\n")
+        .unwrap();
+    let s = c.dependency("s").unwrap();
+    assert!(!s.enabled());
+    assert_eq!(s.policy().max_attempts(), 1);
+    assert_eq!(s.policy().deadline(), Some(Duration::from_secs(3)));
+    assert_eq!(s.configured_policy().max_attempts(), 4);
+    assert!(s.hedge_policy().is_none());
+}
+
+#[test]
+fn json_uses_the_same_schema_and_names_lines_or_paths() {
+    let known = KnownNames::new();
+    let c = Config::parse(
+        r#"{"defaults": {"attempts": 2}, "dependencies": {"pay": {"host": "pay", "retry_statuses": [503]}}}"#,
+        Format::Json,
+        "svc.json",
+        &known,
+    )
+    .unwrap();
+    let pay = c.dependency("pay").unwrap();
+    assert_eq!(pay.policy().max_attempts(), 2);
+    assert!(pay.classifier().retries(503) && !pay.classifier().retries(502));
+
+    let e =
+        Config::parse("{\"defaults\": {\n  \"atempts\": 2}}", Format::Json, "svc.json", &known).unwrap_err();
+    assert_eq!(e.location().map(|l| l.line), Some(2));
+    let e =
+        Config::parse(r#"{"defaults": {"attempts": 500}}"#, Format::Json, "svc.json", &known).unwrap_err();
+    assert_eq!(e.to_string(), "svc.json: defaults.attempts: must be 1..=100, got 500");
+}
+
+#[test]
+fn retried_statuses_are_checked_and_replace_the_default_set() {
+    let e = toml("[defaults]\nretry_statuses = [200]\n").unwrap_err();
+    assert!(e.message().contains("400..=599"), "{e}");
+    let c = toml("[defaults]\nretry_statuses = [429, 503]\n").unwrap();
+    let d = c.defaults();
+    assert!(d.classifier().retries(429) && !d.classifier().retries(500));
+}

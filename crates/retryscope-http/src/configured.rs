@@ -1,0 +1,111 @@
+//! A call's settings from a `retryscope-config` file: resolved once per
+//! call, before its first attempt, from the snapshot in force then — a
+//! reload during the call changes nothing for it. Both integrations call
+//! this, so that a configured client behaves the same through reqwest and
+//! tower.
+//!
+//! Precedence: a per-request [`RetryOptions`] policy or priority wins over the
+//! file; the file's effective settings (its dependency's, else its defaults)
+//! replace the builder's policy, retried statuses and hedging. The kill switch
+//! (`enabled = false`) wins over everything: one attempt, no hedge, even for a
+//! request that brings its own policy — it is the operator's stop during an
+//! incident.
+
+use crate::options::RetryOptions;
+use retryscope::Policy;
+use retryscope::classify::HttpClassifier;
+use retryscope::hedge::HedgePolicy;
+use retryscope::overload::Priority;
+use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
+use std::sync::Arc;
+
+/// One call's configuration: the snapshot it started with and its dependency's settings.
+#[derive(Debug, Clone)]
+pub struct CallConfig {
+    snapshot: Arc<Config>,
+    settings: Arc<DependencySettings>,
+}
+
+impl CallConfig {
+    /// The settings of a call to `host`/`port` at `path` (a gRPC call's path
+    /// names its service and method); `None` without a handle. Two atomic
+    /// reference counts and a walk over the match table: no allocation.
+    pub fn resolve(
+        handle: Option<&ConfigHandle>,
+        host: &str,
+        port: Option<u16>,
+        path: &str,
+        grpc: bool,
+    ) -> Option<Self> {
+        let snapshot = handle?.snapshot();
+        let target = if grpc { Target::grpc(host, port, path) } else { Target::http(host, port, path) };
+        let settings = snapshot.resolve(&target).clone();
+        Some(Self { snapshot, settings })
+    }
+
+    /// The dependency's effective settings.
+    pub fn settings(&self) -> &DependencySettings {
+        &self.settings
+    }
+
+    /// The hash of the configuration this call runs under.
+    pub fn hash(&self) -> &Arc<str> {
+        self.snapshot.hash_str()
+    }
+
+    /// The policy: the request's own, else the file's; one attempt under the kill switch.
+    pub fn policy(&self, options: &RetryOptions) -> Policy {
+        let policy = options.policy_override().unwrap_or(self.settings.policy());
+        if self.settings.enabled() {
+            policy
+        } else {
+            // Cannot fail: a valid policy with one attempt is valid.
+            policy.to_builder().max_attempts(1).build().unwrap_or(self.settings.policy())
+        }
+    }
+
+    /// The retried statuses.
+    pub fn classifier(&self) -> HttpClassifier {
+        self.settings.classifier()
+    }
+
+    /// The hedging policy, fresh for this call (its delay is fixed, so there
+    /// is nothing to learn across calls); `None` under the kill switch, for
+    /// a request with its own policy, or when the file hedges nothing.
+    pub fn hedge(&self, options: &RetryOptions) -> Option<HedgePolicy> {
+        if options.policy_override().is_some() {
+            return None;
+        }
+        self.settings.hedge_policy()
+    }
+
+    /// The request's priority if it set one, else the file's.
+    pub fn priority(&self, options: &RetryOptions) -> Priority {
+        options.priority_override().unwrap_or(self.settings.priority())
+    }
+}
+
+/// Says, once per client built, which of the file's settings the integrations
+/// do not apply yet, so that none is silently ignored.
+pub fn warn_unapplied(handle: &ConfigHandle) {
+    let config = handle.snapshot();
+    let all = std::iter::once(config.defaults()).chain(config.dependencies());
+    let (mut guards, mut named) = (false, false);
+    for d in all {
+        guards |= d.sets_guards();
+        named |= d.body_rule().is_some() || d.fallback().is_some() || d.idempotency_keys();
+    }
+    if guards {
+        tracing::warn!(
+            target: "retryscope::config",
+            "the configuration sets budget, breaker or pacer: clients do not apply them from the file yet; \
+             the builder's per-dependency guards apply"
+        );
+    }
+    if named {
+        tracing::warn!(
+            target: "retryscope::config",
+            "the configuration sets body_rule, fallback or idempotency_keys: clients do not apply them from the file yet"
+        );
+    }
+}

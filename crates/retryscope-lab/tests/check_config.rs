@@ -1,0 +1,91 @@
+//! `retryscope check-config`: the guide's complete example loads, and the
+//! effective table it prints is the one asserted here; a broken file is
+//! refused with its line, and a nonzero exit.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The guide's example file, written where the binary can read it.
+fn guide_example(name: &str) -> PathBuf {
+    let guide = include_str!("../../../docs/guide/configuration.md");
+    let example = guide
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the guide has a ```toml example");
+    let path =
+        std::env::temp_dir().join(format!("retryscope-check-config-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, example).expect("temp file");
+    path
+}
+
+fn check_config(args: &[&str]) -> (bool, String, String) {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_retryscope")).arg("check-config").args(args).output().expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_guides_example_loads_and_prints_its_effective_table() {
+    let path = guide_example("ok");
+    let file = path.to_str().expect("utf-8 temp path");
+    let (ok, stdout, stderr) = check_config(&[
+        file,
+        "--body-rule",
+        "quota_json",
+        "--fallback",
+        "queue_payment",
+        "--fallback",
+        "stale_inventory",
+    ]);
+    assert!(ok, "{stderr}");
+    let mut lines = stdout.lines();
+    let head = lines.next().expect("a header line");
+    assert!(head.starts_with("config ") && head.ends_with(&format!("({file})")), "{head}");
+    let table: Vec<&str> = lines.collect();
+    let expected = [
+        "dependency       match                         retries  attempts  backoff       jitter  attempt_timeout  deadline  retry_statuses   body_rule   hedging  budget  breaker  pacer  idem_keys  priority   fallback",
+        "(defaults)       *                             on       3         100ms..2s x2  full    1s               5s        429,502,503,504  -           -        on      on       on     off        critical   -",
+        "inventory        host=inventory.internal       on       4         100ms..2s x2  full    1s               5s        429,502,503,504  quota_json  -        on      on       on     off        critical   stale_inventory",
+        "orders-get       grpc=shop.Orders/Get          on       3         100ms..2s x2  full    1s               800ms     429,502,503,504  -           -        on      on       on     off        critical   -",
+        "payments         host=payments.internal:8443   on       2         100ms..2s x2  full    1s               5s        429,502,503,504  -           -        on      on       on     on         critical   queue_payment",
+        "recommendations  path_prefix=/recommendations  OFF      3         100ms..2s x2  full    1s               5s        429,502,503,504  -           -        off     on       on     off        sheddable  -",
+        "search           host=search.internal          on       3         100ms..2s x2  full    1s               5s        429,502,503,504  -           2@50ms   on      on       on     off        critical   -",
+    ];
+    assert_eq!(table, expected, "\n{stdout}");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_name_not_registered_or_a_broken_value_is_refused_with_its_line() {
+    let path = guide_example("names");
+    let file = path.to_str().expect("utf-8 temp path");
+    // Without --body-rule quota_json the service would refuse the file.
+    let (ok, stdout, stderr) =
+        check_config(&[file, "--fallback", "queue_payment", "--fallback", "stale_inventory"]);
+    assert!(!ok && stdout.is_empty());
+    assert!(
+        stderr.contains(&format!("{file}:")) && stderr.contains("dependencies.inventory.body_rule"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no body rule named \"quota_json\""), "{stderr}");
+
+    let text = std::fs::read_to_string(&path).expect("read back").replace("attempts = 2", "attempts = 0");
+    std::fs::write(&path, text).expect("rewrite");
+    let (ok, _, stderr) = check_config(&[
+        file,
+        "--body-rule",
+        "quota_json",
+        "--fallback",
+        "queue_payment",
+        "--fallback",
+        "stale_inventory",
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("dependencies.payments.attempts: must be 1..=100, got 0"), "{stderr}");
+    let _ = std::fs::remove_file(&path);
+}
