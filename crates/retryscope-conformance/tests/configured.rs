@@ -203,3 +203,63 @@ async fn reloads_under_load_make_no_call_fail() {
         let _ = std::fs::remove_file(&path);
     }
 }
+
+/// The file's `fallback = "name"` selects the fallback registered in code
+/// under that name (no `fallback_for` in code): it answers a call of its
+/// dependency that gave up, and after a reload that turns the kill switch on,
+/// answers the one failed attempt with reason `kill_switch`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_selects_a_fallback_registered_in_code_and_the_kill_switch_names_itself() {
+    use bytes::Bytes;
+    use retryscope::StopReason;
+    use retryscope_config::Format;
+    use retryscope_tower::FallbackReason;
+
+    let with_switch = |enabled: bool| {
+        format!(
+            "[defaults]\nattempts = 2\nbackoff = {{ initial = \"1ms\", max = \"5ms\" }}\njitter = \"none\"\n\
+             budget = {{ enabled = false }}\nbreaker = {{ enabled = false }}\n\n\
+             [dependencies.pay]\npath_prefix = \"/pay\"\nfallback = \"cached\"\nenabled = {enabled}\n"
+        )
+    };
+    for integration in BOTH {
+        let server = Server::start().await;
+        let path = file(&format!("fallback-{integration:?}"), &with_switch(true));
+        let config = ConfigHandle::builder(KnownNames::new().fallback("cached"))
+            .file(&path)
+            .build()
+            .expect("the file loads");
+        let setup = Setup::new(code_policy()).no_budget().no_breaker().config(config.clone()).fallback(
+            "cached",
+            |_: &retryscope_tower::FallbackContext<'_>| -> retryscope_tower::FallbackFuture {
+                Box::pin(async { Ok(http::Response::new(Bytes::from_static(b"cached"))) })
+            },
+        );
+        let client = integration.client(setup);
+
+        server.script("/pay/charge", [Reply::status(503), Reply::status(503)]);
+        let answer = client.send(Call::get(server.url("/pay/charge"))).await.expect("the fallback's answer");
+        let marked = answer.fallback.clone().expect("marked as a fallback");
+        assert_eq!(
+            (marked.name(), marked.reason()),
+            ("cached", FallbackReason::GaveUp(StopReason::AttemptsExhausted)),
+            "{integration:?}"
+        );
+        assert_eq!(answer.text().await, "cached", "{integration:?}");
+        assert_eq!(server.seen().len(), 2, "{integration:?}: the file's two attempts");
+
+        // A dependency the file gives no fallback: the server's answer, as it came.
+        server.script("/other", [Reply::status(503), Reply::status(503)]);
+        let other = client.send(Call::get(server.url("/other"))).await.expect("the 503");
+        assert_eq!((other.status, other.fallback.is_none()), (503, true), "{integration:?}");
+
+        config.reload_from_str(&with_switch(false), Format::Toml).expect("a valid reload");
+        let before = server.seen().len();
+        server.script("/pay/charge", [Reply::status(503), Reply::status(503)]);
+        let answer = client.send(Call::get(server.url("/pay/charge"))).await.expect("the fallback's answer");
+        let marked = answer.fallback.clone().expect("marked as a fallback");
+        assert_eq!(marked.reason(), FallbackReason::KillSwitch, "{integration:?}");
+        assert_eq!(server.seen().len() - before, 1, "{integration:?}: one attempt under the kill switch");
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -93,7 +93,7 @@ pub fn warn_unapplied(handle: &ConfigHandle) {
     let (mut guards, mut named) = (false, false);
     for d in all {
         guards |= d.sets_guards();
-        named |= d.body_rule().is_some() || d.fallback().is_some() || d.idempotency_keys();
+        named |= d.body_rule().is_some() || d.idempotency_keys();
     }
     if guards {
         tracing::warn!(
@@ -105,7 +105,7 @@ pub fn warn_unapplied(handle: &ConfigHandle) {
     if named {
         tracing::warn!(
             target: "retryscope::config",
-            "the configuration sets body_rule, fallback or idempotency_keys: clients do not apply them from the file yet"
+            "the configuration sets body_rule or idempotency_keys: clients do not apply them from the file yet"
         );
     }
 }

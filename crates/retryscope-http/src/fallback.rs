@@ -301,10 +301,12 @@ impl FallbackSettings {
         Ok(())
     }
 
-    /// What a built client keeps: `None` when no dependency has a fallback,
-    /// so that a client without one pays nothing per call.
+    /// What a built client keeps: `None` when no fallback is registered, so
+    /// that a client without one pays nothing per call. A fallback registered
+    /// but named for no dependency is kept: a configuration file may select
+    /// it by name.
     pub fn build(self, meter: Option<&Meter>) -> Option<Arc<Fallbacks>> {
-        if self.for_dependency.is_empty() && self.default.is_none() {
+        if self.by_name.is_empty() {
             return None;
         }
         let counter = meter.map(|meter| {
@@ -350,9 +352,28 @@ impl Fallbacks {
     /// The fallback `dependency`'s call runs, having stopped for `stop`;
     /// `None` on success, on a stop that must not run one, or without a
     /// fallback for it. Only asked once the engine stopped.
-    pub fn choose(&self, dependency: &str, stop: Option<(StopReason, u32)>) -> Option<Chosen<'_>> {
+    ///
+    /// A call of a configured client (`configured`) runs the fallback its
+    /// file names for the dependency, if it names one, else the
+    /// dependency's own from code; under the file's kill switch its reason
+    /// is `kill_switch`.
+    pub fn choose(
+        &self,
+        dependency: &str,
+        stop: Option<(StopReason, u32)>,
+        configured: Option<&crate::configured::CallConfig>,
+    ) -> Option<Chosen<'_>> {
         let reason = FallbackReason::for_stop(stop?.0)?;
-        self.choose_for(dependency, reason)
+        let Some(configured) = configured else { return self.choose_for(dependency, reason) };
+        let settings = configured.settings();
+        let reason = if settings.enabled() { reason } else { FallbackReason::KillSwitch };
+        match settings.fallback() {
+            Some(named) => {
+                let (name, fallback) = self.settings.by_name.iter().find(|(name, _)| &**name == named)?;
+                Some(Chosen { name, fallback, reason, counter: self.counter.as_ref() })
+            }
+            None => self.choose_for(dependency, reason),
+        }
     }
 
     /// The fallback `dependency` runs for `reason` (the kill switch's path).

@@ -340,10 +340,14 @@ macro_rules! __shared_setters {
         /// still wins, except over the kill switch (`enabled = false`: one
         /// attempt, no hedge). See `retryscope-config`.
         ///
+        /// A dependency's `fallback = "name"` selects the fallback registered
+        /// in code under that name (see `fallback`); under the kill switch
+        /// it runs with reason `kill_switch`.
+        ///
         /// Not yet applied from the file: `budget`, `breaker` and `pacer` (the
         /// builder's per-dependency guards still apply; a warning is logged
-        /// when the file sets them), `body_rule`, `fallback` and
-        /// `idempotency_keys` (names and values checked, connected in code).
+        /// when the file sets them), `body_rule` and `idempotency_keys`
+        /// (names and values checked; a warning is logged).
         pub fn config(mut self, handle: $crate::__private::ConfigHandle) -> Self {
             $crate::__private::warn_unapplied(&handle);
             self.$($field).+.config = Some(handle);

@@ -349,7 +349,7 @@ impl Middleware for RetryMiddleware {
             upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
         }
         if let (Some(fallbacks), Some(started)) = (&self.fallbacks, started)
-            && let Some(chosen) = fallbacks.choose(guards.dependency(), stop)
+            && let Some(chosen) = fallbacks.choose(guards.dependency(), stop, configured.as_ref())
         {
             let remaining = fallback::remaining(deadline, started);
             return answer_with(chosen, guards.dependency(), &source, outcome, stop, replayable, remaining)

@@ -144,7 +144,7 @@ where
         Some(grpc) => grpc.finish(outcome, stop, &call, replayable, started, &guards),
         None => match (&settings.fallbacks, fallback) {
             (Some(fallbacks), Some((parts, started, deadline))) => {
-                match fallbacks.choose(guards.dependency(), stop) {
+                match fallbacks.choose(guards.dependency(), stop, configured.as_ref()) {
                     Some(chosen) => {
                         let remaining = retryscope_http::__private::fallback::remaining(deadline, started);
                         let target = (&parts.method, &parts.uri);

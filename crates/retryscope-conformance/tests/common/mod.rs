@@ -287,6 +287,7 @@ macro_rules! configure {
         }
         if let Some(name) = setup.default_fallback {
             builder = builder.default_fallback(name).expect("a registered fallback");
+        }
         if let Some(handle) = setup.config {
             builder = builder.config(handle);
         }
