@@ -13,7 +13,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
 /// The default deadline of one Redis operation.
@@ -84,6 +84,10 @@ struct State {
     handle: Handle,
     close_gate: redis::Script,
     pacers: Mutex<HashMap<Arc<str>, Vec<SharedPacer>>>,
+    /// The gates the fleet pushed, by dependency, until they open: what a
+    /// pacer made after the push learns at once, as it is attached, before
+    /// its first call (a dependency's pacer is made on its first call).
+    gates: Mutex<HashMap<Arc<str>, Instant>>,
     /// The live replicas, last read; 1 while Redis does not answer.
     replicas: AtomicU32,
     heartbeat_ok: AtomicBool,
@@ -180,6 +184,7 @@ impl RedisPaceShareBuilder {
             handle: handle.clone(),
             close_gate: redis::Script::new(CLOSE_GATE),
             pacers: Mutex::default(),
+            gates: Mutex::default(),
             replicas: AtomicU32::new(1),
             heartbeat_ok: AtomicBool::new(false),
             subscribed: AtomicBool::new(false),
@@ -222,12 +227,38 @@ impl State {
     }
 
     /// Gives a gate another replica learned to this process's pacers of
-    /// `dependency`, forgetting those gone.
+    /// `dependency`, forgetting those gone, and keeps it for pacers made
+    /// later.
     fn deliver(&self, dependency: &str, wait: Duration) {
+        self.keep_gate(dependency, wait);
         let mut pacers = self.pacers();
         if let Some(list) = pacers.get_mut(dependency) {
             list.retain(|pacer| pacer.learn_gate(wait));
         }
+    }
+
+    /// Keeps a pushed gate until it opens; bounded by [`MAX_DEPENDENCIES`]
+    /// (gates that opened are dropped first; beyond that, new ones are not
+    /// kept, and reach only pacers that exist).
+    fn keep_gate(&self, dependency: &str, wait: Duration) {
+        let now = Instant::now();
+        let Some(until) = now.checked_add(wait) else { return };
+        let mut gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
+        if !gates.contains_key(dependency) && gates.len() >= MAX_DEPENDENCIES {
+            gates.retain(|_, until| *until > now);
+            if gates.len() >= MAX_DEPENDENCIES {
+                return;
+            }
+        }
+        let kept = gates.entry(dependency.into()).or_insert(until);
+        *kept = (*kept).max(until);
+    }
+
+    /// The wait left of the gate kept for `dependency`, if one still stands.
+    fn kept_gate(&self, dependency: &str) -> Option<Duration> {
+        let gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
+        let left = gates.get(dependency)?.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
     }
 
     /// Whether sharing holds now, logged and counted once per change.
@@ -291,9 +322,14 @@ impl PaceShare for RedisPaceShare {
             if list.len() >= MAX_PACERS_PER_DEPENDENCY {
                 return;
             }
+            // A gate pushed before this pacer existed holds its first call.
+            if let Some(wait) = state.kept_gate(dependency) {
+                pacer.learn_gate(wait);
+            }
             list.push(pacer);
         }
-        // A gate in force now, learned before this pacer existed: read once.
+        // A gate in force now that this process did not hear pushed (it
+        // started, or reconnected, after it): read once.
         let (key, dependency, weak) = (state.gate_key(dependency), dependency.to_owned(), Arc::downgrade(state));
         state.handle.spawn(async move {
             if let Some(state) = weak.upgrade() {
