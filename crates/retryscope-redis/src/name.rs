@@ -56,12 +56,21 @@ mod tests {
     #[test]
     fn names_are_identities_and_keys_are_refused() {
         assert_eq!(QuotaName::new("openai-prod").map(|n| n.to_string()).ok().as_deref(), Some("openai-prod"));
-        for bad in ["", "has space", "a:b", "sk-proj-abc123", "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "AKIAIOSFODNN7EXAMPLE"]
-        {
+        for bad in [
+            "",
+            "has space",
+            "a:b",
+            "sk-proj-abc123",
+            "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+            "AKIAIOSFODNN7EXAMPLE",
+        ] {
             assert!(QuotaName::new(bad).is_err(), "{bad}");
         }
         assert!(QuotaName::new(&"a".repeat(65)).is_err());
         let error = QuotaName::new("sk-live").err().map(|e| e.to_string());
-        assert_eq!(error.as_deref(), Some("invalid quota name: a quota name names an API key; this looks like the key itself"));
+        assert_eq!(
+            error.as_deref(),
+            Some("invalid quota name: a quota name names an API key; this looks like the key itself")
+        );
     }
 }

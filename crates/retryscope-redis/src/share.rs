@@ -168,8 +168,8 @@ impl RedisPaceShareBuilder {
             // Connecting is in the background, never on a call's path.
             .set_connection_timeout(Some(MAX_TIMEOUT))
             .set_number_of_retries(1);
-        let connection =
-            ConnectionManager::new_lazy_with_config(self.client.clone(), config).map_err(ShareError::Redis)?;
+        let connection = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            .map_err(ShareError::Redis)?;
         let fallbacks = self.meter.as_ref().map(|meter| {
             meter
                 .u64_counter(names::PACE_SHARED_FALLBACKS)
@@ -330,7 +330,8 @@ impl PaceShare for RedisPaceShare {
         }
         // A gate in force now that this process did not hear pushed (it
         // started, or reconnected, after it): read once.
-        let (key, dependency, weak) = (state.gate_key(dependency), dependency.to_owned(), Arc::downgrade(state));
+        let (key, dependency, weak) =
+            (state.gate_key(dependency), dependency.to_owned(), Arc::downgrade(state));
         state.handle.spawn(async move {
             if let Some(state) = weak.upgrade() {
                 read_gate(&state, &key, &dependency).await;
@@ -439,7 +440,9 @@ fn parse(payload: &str) -> Option<(&str, Duration, &str)> {
 fn register_gauge(meter: &Meter, state: Weak<State>) {
     meter
         .u64_observable_gauge(names::PACE_SHARED)
-        .with_description("Whether a dependency's pace is shared with the fleet (1) or kept by this process alone (0)")
+        .with_description(
+            "Whether a dependency's pace is shared with the fleet (1) or kept by this process alone (0)",
+        )
         .with_callback(move |observer| {
             let Some(state) = state.upgrade() else { return };
             let shared = u64::from(state.shared.load(Ordering::Acquire));

@@ -93,7 +93,15 @@ async fn a_429_seen_by_one_process_holds_the_next_call_of_another() {
     let Some(redis) = redis_url() else { return };
     let server = Server::start(Mode::FirstThrottled).await;
     let (url, quota) = (server.url(), fresh_quota("gate"));
-    let orders = |role| Orders { url: &url, redis: &redis, quota: &quota, role, calls: 1, replicas: 2, timeout_ms: 50 };
+    let orders = |role| Orders {
+        url: &url,
+        redis: &redis,
+        quota: &quota,
+        role,
+        calls: 1,
+        replicas: 2,
+        timeout_ms: 50,
+    };
     let mut b = Replica::spawn(&orders("watch"));
     let mut a = Replica::spawn(&orders("call"));
     for replica in [&mut a, &mut b] {
@@ -121,8 +129,15 @@ async fn a_quota_of_10_per_window_across_4_processes_is_never_exceeded() {
     let Some(redis) = redis_url() else { return };
     let server = Server::start(Mode::Quota { limit: 10, window: Duration::from_secs(2) }).await;
     let (url, quota) = (server.url(), fresh_quota("quota"));
-    let orders =
-        Orders { url: &url, redis: &redis, quota: &quota, role: "call", calls: 8, replicas: 4, timeout_ms: 50 };
+    let orders = Orders {
+        url: &url,
+        redis: &redis,
+        quota: &quota,
+        role: "call",
+        calls: 8,
+        replicas: 4,
+        timeout_ms: 50,
+    };
     let mut fleet: Vec<Replica> = (0..4).map(|_| Replica::spawn(&orders)).collect();
     for replica in &mut fleet {
         replica.expect("READY", Duration::from_secs(60)).await;
@@ -139,4 +154,127 @@ async fn a_quota_of_10_per_window_across_4_processes_is_never_exceeded() {
     assert_eq!(seen.len(), 32);
     let span = seen.last().map(|s| s.at_ms).unwrap_or(0) - seen.first().map(|s| s.at_ms).unwrap_or(0);
     println!("4 processes, 32 calls, quota 10 per 2 s: 0 refused, {span} ms");
+}
+
+/// A `redis-server` of this test's own, on a spare loopback port, so that
+/// stopping it harms no other test.
+struct OwnRedis {
+    port: u16,
+    process: Option<tokio::process::Child>,
+}
+
+impl OwnRedis {
+    async fn start(port: u16) -> Self {
+        let process = tokio::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server starts (apt-get install redis-server)");
+        let url = format!("redis://127.0.0.1:{port}/");
+        let client = redis::Client::open(url).expect("a URL");
+        let started = Instant::now();
+        while client.get_multiplexed_async_connection().await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "redis-server on {port} did not come up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Self { port, process: Some(process) }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    async fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill().await.expect("redis-server stops");
+        }
+    }
+}
+
+/// A loopback port free now.
+fn spare_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a port")
+}
+
+async fn until(what: &str, within: Duration, test: impl Fn() -> bool) -> Duration {
+    let started = Instant::now();
+    while !test() {
+        assert!(started.elapsed() < within, "not {what} within {within:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+/// `calls` calls, one after another: how long the slowest took, and the
+/// statuses that were not 200.
+async fn calls(
+    http: &reqwest_middleware::ClientWithMiddleware,
+    url: &str,
+    calls: u32,
+) -> (Duration, Vec<String>) {
+    let (mut slowest, mut failed) = (Duration::ZERO, Vec::new());
+    for _ in 0..calls {
+        let started = Instant::now();
+        match http.get(url).send().await {
+            Ok(response) if response.status() == 200 => {}
+            other => failed.push(format!("{:?}", other.map(|r| r.status()))),
+        }
+        slowest = slowest.max(started.elapsed());
+    }
+    (slowest, failed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_mid_run_falls_back_to_local_pacing_and_sharing_resumes_when_it_returns() {
+    // Skipped with the other Redis tests; this one runs a Redis of its own.
+    if redis_url().is_none() {
+        return;
+    }
+    let mut redis = OwnRedis::start(spare_port()).await;
+    let quota = fresh_quota("outage");
+    let share = |url: String| {
+        RedisPaceShare::builder(redis::Client::open(url).expect("a URL"), &quota).build().expect("a share")
+    };
+    // Two replicas (two shares: what two processes hold), the default 2 ms
+    // deadline.
+    let (a, b) = (share(redis.url()), share(redis.url()));
+    until("shared by both", Duration::from_secs(10), || {
+        a.is_shared() && b.is_shared() && a.live_replicas() == 2
+    })
+    .await;
+    // A dependency with a known quota (every answer reports one), called
+    // through A: the pacer asks the share on every response.
+    let server = Server::start(Mode::Quota { limit: 100_000, window: Duration::from_secs(60) }).await;
+    let http = client(Arc::clone(&a));
+    let (before, failed) = calls(&http, &server.url(), 50).await;
+    assert!(failed.is_empty(), "{failed:?}");
+
+    redis.stop().await;
+    let fell_back = until("fallen back", Duration::from_secs(5), || !a.is_shared()).await;
+    assert_eq!(a.fallbacks(), 1);
+    assert_eq!(a.live_replicas(), 1, "alone, each replica spends what it learns");
+    let (during, failed) = calls(&http, &server.url(), 50).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    // No Redis operation is on a call's path: the calls are as fast as
+    // before, within the noise of a shared machine.
+    assert!(during < before + Duration::from_millis(50), "slowest {during:?} during, {before:?} before");
+    println!("fallback seen in {fell_back:?}; slowest call before {before:?}, during the outage {during:?}");
+
+    // Redis back on the same port: both replicas rejoin, and a gate one
+    // learns reaches the other's pacer again.
+    let mut redis = OwnRedis::start(redis.port).await;
+    let rejoined = until("shared again", Duration::from_secs(15), || {
+        a.is_shared() && b.is_shared() && a.live_replicas() == 2
+    })
+    .await;
+    let (pa, pb) = (Pacer::new(), Pacer::new());
+    pa.share_with(a.clone(), "api.example:443");
+    pb.share_with(b.clone(), "api.example:443");
+    let hint = retryscope::Hint::retry_after(Duration::from_secs(5));
+    pa.learn(&retryscope::pace::PaceSignal::none().with_not_before(hint));
+    let reached = until("the gate at B", Duration::from_secs(2), || pb.allowed_rate() == Some(0.0)).await;
+    assert_eq!(a.fallbacks(), 1);
+    println!("rejoined {rejoined:?} after the restart; a gate reached B in {reached:?}");
+    redis.stop().await;
 }

@@ -62,7 +62,8 @@ impl Server {
                                 Ok(0) | Err(_) => return,
                                 Ok(_) if line == "\r\n" => break,
                                 Ok(_) => {
-                                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:")
+                                    {
                                         length = v.trim().parse().unwrap_or(0);
                                     }
                                 }
@@ -119,12 +120,16 @@ fn answer(mode: Mode, state: &Mutex<(Instant, u64, u32)>) -> (u16, String) {
                 let left = limit - *count;
                 (
                     200,
-                    format!("x-ratelimit-remaining-requests: {left}\r\nx-ratelimit-reset-requests: {reset_ms}ms\r\nx-ratelimit-limit-requests: {limit}\r\n"),
+                    format!(
+                        "x-ratelimit-remaining-requests: {left}\r\nx-ratelimit-reset-requests: {reset_ms}ms\r\nx-ratelimit-limit-requests: {limit}\r\n"
+                    ),
                 )
             } else {
                 (
                     429,
-                    format!("x-ratelimit-remaining-requests: 0\r\nx-ratelimit-reset-requests: {reset_ms}ms\r\nretry-after-ms: {reset_ms}\r\n"),
+                    format!(
+                        "x-ratelimit-remaining-requests: 0\r\nx-ratelimit-reset-requests: {reset_ms}ms\r\nretry-after-ms: {reset_ms}\r\n"
+                    ),
                 )
             }
         }
