@@ -74,7 +74,7 @@ impl Server {
                             return;
                         }
                         let (status, headers) = answer(mode, &state);
-                        log.lock().unwrap().push(Seen { at_ms: epoch_ms(), status });
+                        log.lock().expect("not poisoned").push(Seen { at_ms: epoch_ms(), status });
                         let reason = if status == 200 { "OK" } else { "Too Many Requests" };
                         let response =
                             format!("HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\n{headers}\r\n");
@@ -93,13 +93,13 @@ impl Server {
     }
 
     pub(crate) fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+        self.seen.lock().expect("not poisoned").clone()
     }
 }
 
 /// The status and headers of the next answer.
 fn answer(mode: Mode, state: &Mutex<(Instant, u64, u32)>) -> (u16, String) {
-    let mut state = state.lock().unwrap();
+    let mut state = state.lock().expect("not poisoned");
     let (start, window_seen, count) = &mut *state;
     match mode {
         Mode::FirstThrottled => {

@@ -1,35 +1,34 @@
-//! A pace shared by a fleet: what one replica's pacer learns reaches the
-//! pacers of the others, through whatever store the fleet shares (Redis in
-//! `retryscope-redis`; the engine knows only this trait).
-//!
-//! A quota belongs to an API key, and every replica of a service spends the
-//! same key: a `Retry-After` that one replica honours, the others would walk
-//! into, and at each reset N replicas would each spend the whole quota. With
-//! a [`PaceShare`] given to a pacer ([`Pacer::share_with`](super::Pacer::share_with)):
-//!
-//! - **gates are published**: a gate the pacer learns from a response (a
-//!   `Retry-After`, gRPC pushback, an exhausted quota) is handed to
-//!   [`publish_gate`](PaceShare::publish_gate), and a gate another replica
-//!   learned enters this pacer through [`SharedPacer::learn_gate`], held
-//!   calls reporting [`HoldSource::Fleet`];
-//! - **a quota is spent by the fleet, not by each replica**: a reported quota
-//!   is divided by the number of replicas that share it
-//!   ([`replicas`](PaceShare::replicas), read from memory), so that each
-//!   spreads its part until the reset and together they spend the whole.
-//!
-//! Nothing here is on the idle path: a pacer whose dependency said nothing
-//! makes no call into the share (a response without pace hints returns before
-//! the share is looked at, and a call to an idle pacer is one atomic load).
-//! No method may block or wait on the network: a share does its I/O in the
-//! background and answers from what it holds.
+//! A pace shared by a fleet: see [`PaceShare`].
 
 use super::signal::HoldSource;
 use std::fmt;
 use std::sync::Weak;
 use std::time::Duration;
 
-/// Where pacers share what they learn with the other replicas of a fleet.
-/// See the [module docs](self).
+/// A pace shared by a fleet: what one replica's pacer learns reaches the
+/// pacers of the others, through whatever store the fleet shares (Redis in
+/// `retryscope-redis`; the engine knows only this trait).
+///
+/// A quota belongs to an API key, and every replica of a service spends the
+/// same key: a `Retry-After` that one replica honours, the others would walk
+/// into, and at each reset N replicas would each spend the whole quota. With
+/// a [`PaceShare`] given to a pacer ([`Pacer::share_with`](crate::Pacer::share_with)):
+///
+/// - **gates are published**: a gate the pacer learns from a response (a
+///   `Retry-After`, gRPC pushback, an exhausted quota) is handed to
+///   [`publish_gate`](PaceShare::publish_gate), and a gate another replica
+///   learned enters this pacer through [`SharedPacer::learn_gate`], held
+///   calls reporting [`HoldSource::Fleet`];
+/// - **a quota is spent by the fleet, not by each replica**: a reported quota
+///   is divided by the number of replicas that share it
+///   ([`replicas`](PaceShare::replicas), read from memory), so that each
+///   spreads its part until the reset and together they spend the whole.
+///
+/// Nothing here is on the idle path: a pacer whose dependency said nothing
+/// makes no call into the share (a response without pace hints returns before
+/// the share is looked at, and a call to an idle pacer is one atomic load).
+/// No method may block or wait on the network: a share does its I/O in the
+/// background and answers from what it holds.
 ///
 /// Every method is called on a call's path (when a response carried a pace
 /// hint): it must return at once, doing its I/O in the background.
@@ -102,7 +101,7 @@ mod tests {
     impl PaceShare for Fleet {
         fn publish_gate(&self, dependency: &str, wait: Duration, _source: HoldSource) {
             self.calls.fetch_add(1, Ordering::Relaxed);
-            for (name, pacer) in self.pacers.lock().unwrap().iter() {
+            for (name, pacer) in self.pacers.lock().expect("not poisoned").iter() {
                 if name == dependency {
                     pacer.learn_gate(wait);
                 }
@@ -115,7 +114,7 @@ mod tests {
         }
 
         fn attach(&self, dependency: &str, pacer: SharedPacer) {
-            self.pacers.lock().unwrap().push((dependency.to_owned(), pacer));
+            self.pacers.lock().expect("not poisoned").push((dependency.to_owned(), pacer));
         }
     }
 
@@ -196,7 +195,7 @@ mod tests {
         let fleet = Arc::new(Fleet { replicas: 1, ..Fleet::default() });
         let a = Pacer::with_clock(SystemClock);
         a.share_with(fleet.clone(), "api");
-        let held = fleet.pacers.lock().unwrap()[0].1.clone();
+        let held = fleet.pacers.lock().expect("not poisoned")[0].1.clone();
         drop(a);
         assert!(!held.is_alive());
         assert!(!held.learn_gate(Duration::from_secs(1)));
