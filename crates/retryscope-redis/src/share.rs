@@ -173,6 +173,7 @@ impl RedisPaceShareBuilder {
         let fallbacks = self.meter.as_ref().map(|meter| {
             meter
                 .u64_counter(names::PACE_SHARED_FALLBACKS)
+                .with_unit("{fallback}")
                 .with_description("Times this process fell back from the fleet's shared pace to its own")
                 .build()
         });
@@ -440,6 +441,7 @@ fn parse(payload: &str) -> Option<(&str, Duration, &str)> {
 fn register_gauge(meter: &Meter, state: Weak<State>) {
     meter
         .u64_observable_gauge(names::PACE_SHARED)
+        .with_unit(names::UNIT_STATE)
         .with_description(
             "Whether a dependency's pace is shared with the fleet (1) or kept by this process alone (0)",
         )
