@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PUBLISHED=(retryscope retryscope-otel retryscope-http retryscope-reqwest retryscope-tower retryscope-sqlx retryscope-idempotency retryscope-jobs retryscope-config retryscope-testkit)
+PUBLISHED=(retryscope retryscope-otel retryscope-http retryscope-reqwest retryscope-tower retryscope-sqlx retryscope-idempotency retryscope-jobs retryscope-config retryscope-redis retryscope-testkit)
 
 publishable="$(cargo metadata --no-deps --format-version 1 | python3 -c '
 import json, sys

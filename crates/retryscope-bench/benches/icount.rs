@@ -53,6 +53,10 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("happy_retryscope_interactive", happy_retryscope_interactive),
     ("happy_retryscope_budget", happy_retryscope_budget),
     ("happy_retryscope_booked", happy_retryscope_booked),
+    // A pacer whose dependency said nothing, alone and shared with a fleet
+    // (issue 38): the same one atomic load, no call into the share.
+    ("happy_retryscope_pacer", || happy_paced(&PACER)),
+    ("happy_retryscope_pacer_shared", || happy_paced(&SHARED_PACER)),
     ("happy_hedge_fixed", happy_hedge_fixed),
     ("happy_hedge_percentile", happy_hedge_percentile),
     ("happy_backon", || {
@@ -199,6 +203,33 @@ thread_local! {
 static LIMITER: LazyLock<retryscope::overload::ConcurrencyLimiter> =
     LazyLock::new(|| retryscope::overload::ConcurrencyLimiter::new(retryscope::overload::Aimd::default()));
 static POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_policy);
+static PACER: LazyLock<retryscope::Pacer> = LazyLock::new(retryscope::Pacer::new);
+static SHARED_PACER: LazyLock<retryscope::Pacer> = LazyLock::new(|| {
+    let pacer = retryscope::Pacer::new();
+    pacer.share_with(std::sync::Arc::new(NoFleet), "api.example:443");
+    pacer
+});
+
+/// A share that must never be asked on the idle path: it panics if it is.
+#[derive(Debug)]
+struct NoFleet;
+
+impl retryscope::pace::PaceShare for NoFleet {
+    fn publish_gate(&self, _: &str, _: std::time::Duration, _: retryscope::pace::HoldSource) {
+        unreachable!("an idle pacer published a gate")
+    }
+    fn replicas(&self, _: &str) -> u32 {
+        unreachable!("an idle pacer asked the fleet")
+    }
+    fn attach(&self, _: &str, _: retryscope::pace::SharedPacer) {}
+}
+
+/// The happy call through an idle `pacer`.
+fn happy_paced(pacer: &retryscope::Pacer) -> bool {
+    let flaky = Flaky::new(0);
+    let policy = *POLICY;
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).pacer(pacer)).is_ok()
+}
 static DEADLINE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_deadline_policy);
 static INTERACTIVE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope::Policy::interactive);
 

@@ -120,5 +120,6 @@ pub mod __private {
     pub use retryscope::classify::HttpClassifier;
     pub use retryscope::hedge::HedgePolicy;
     pub use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+    pub use retryscope::pace::PaceShare;
     pub use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 }

@@ -10,6 +10,7 @@ use opentelemetry::metrics::Meter;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use retryscope::pace::PaceShare;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, Factory, MeterChoice, OtelObserver, REQUEST_ID_HEADER, RetryLog};
 use std::fmt;
@@ -40,6 +41,9 @@ pub struct ClientSettings {
     /// Makes each dependency's pacer; `None` leaves every call to its own
     /// server hints.
     pub pacer: Option<Factory<Pacer>>,
+    /// The fleet each dependency's pacer is shared with (`pace_shared`);
+    /// `None` (the default) paces each process alone.
+    pub pace_share: Option<Arc<dyn PaceShare>>,
     /// Makes each dependency's client-side adaptive throttle; `None` (the
     /// default) rejects nothing locally.
     pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
@@ -82,6 +86,7 @@ impl Default for ClientSettings {
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
             pacer: Some(Arc::new(Pacer::new)),
+            pace_share: None,
             adaptive_throttle: None,
             concurrency_limit: None,
             attempt_header: Some(ATTEMPT_HEADER),
@@ -121,6 +126,7 @@ impl fmt::Debug for ClientSettings {
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
+            .field("pace_share", &self.pace_share)
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("attempt_header", &self.attempt_header)
@@ -234,6 +240,22 @@ macro_rules! __shared_setters {
         /// its own responses.
         pub fn no_pacer(mut self) -> Self {
             self.$($field).+.pacer = None;
+            self
+        }
+
+        // --- fleet pacing (issue 38) ---
+        /// Shares each dependency's pacer with the other replicas of a fleet
+        /// through `share` (e.g. `retryscope-redis`'s `RedisPaceShare`): a gate
+        /// one replica learns holds them all, and a quota is divided among
+        /// the replicas that spend it (see
+        /// [`retryscope::pace::PaceShare`](retryscope::pace::PaceShare)).
+        /// Needs a pacer (the default); a dependency that never reported a
+        /// limit costs the share nothing.
+        pub fn pace_shared(
+            mut self,
+            share: ::std::sync::Arc<dyn $crate::__private::PaceShare>,
+        ) -> Self {
+            self.$($field).+.pace_share = Some(share);
             self
         }
     };

@@ -7,6 +7,7 @@ use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use retryscope::pace::PaceShare;
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer};
 use std::collections::HashMap;
@@ -67,6 +68,8 @@ struct Registry<T> {
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
+    /// The fleet each new pacer is shared with, if any.
+    pace_share: Option<Arc<dyn PaceShare>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.
@@ -80,6 +83,7 @@ pub struct DependencyGuardsBuilder<T> {
     budget: Option<Factory<T>>,
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
+    pace_share: Option<Arc<dyn PaceShare>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     hedge: Option<HedgePolicy>,
@@ -92,6 +96,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
+            .field("pace_share", &self.pace_share)
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("hedge", &self.hedge.is_some())
@@ -119,6 +124,14 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     /// Sets (or, with `None`, removes) the shared pacer factory.
     pub fn pacer_factory(mut self, make: Option<Factory<Pacer>>) -> Self {
         self.pacer = make;
+        self
+    }
+
+    /// Shares each dependency's pacer with the other replicas of a fleet
+    /// through `share` (or, with `None`, with none): see
+    /// [`retryscope::pace::PaceShare`]. Without a pacer, nothing is shared.
+    pub fn pace_share(mut self, share: Option<Arc<dyn PaceShare>>) -> Self {
+        self.pace_share = share;
         self
     }
 
@@ -187,6 +200,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             budget: self.budget,
             breaker: self.breaker,
             pacer: self.pacer,
+            pace_share: self.pace_share,
             adaptive_throttle: self.adaptive_throttle,
             concurrency_limit: self.concurrency_limit,
             hedge: self.hedge,
@@ -270,6 +284,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
             budget: None,
             breaker: None,
             pacer: None,
+            pace_share: None,
             adaptive_throttle: None,
             concurrency_limit: None,
             hedge: None,
@@ -378,11 +393,20 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
 
 impl<T> Registry<T> {
     fn make(&self, dependency: Arc<str>) -> Guards<T> {
+        let pacer = self.pacer.as_ref().map(|make| {
+            let pacer = make();
+            if let Some(share) = &self.pace_share {
+                // A factory that hands one pacer to several dependencies
+                // shares it under the first name only.
+                pacer.share_with(Arc::clone(share), &dependency);
+            }
+            pacer
+        });
         Guards {
             dependency,
             budget: self.budget.as_ref().map(|make| make()),
             breaker: self.breaker.as_ref().map(|make| make()),
-            pacer: self.pacer.as_ref().map(|make| make()),
+            pacer,
             adaptive_throttle: self.adaptive_throttle.as_ref().map(|make| make()),
             concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
             hedge: self.hedge.as_ref().map(HedgePolicy::fresh),

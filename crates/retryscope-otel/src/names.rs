@@ -43,6 +43,15 @@ pub const PACE_HELD: &str = "retryscope.pace.held";
 /// Observable gauge `{request}/s`: the send rate a dependency's pacer allows
 /// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise.
 pub const PACE_RATE: &str = "retryscope.pace.rate";
+
+// --- fleet pacing (issue 38) ---
+/// Whether a dependency's pace is shared with the fleet (1) or kept by this
+/// process alone because the shared store does not answer (0): a gauge
+/// (`retryscope-redis`).
+pub const PACE_SHARED: &str = "retryscope.pace.shared";
+/// How many times this process fell back from the fleet's shared pace to its
+/// own: a counter (`retryscope-redis`).
+pub const PACE_SHARED_FALLBACKS: &str = "retryscope.pace.shared.fallbacks";
 /// Observable gauge `1`: the share of the client's requests a dependency
 /// accepted over its adaptive throttle's window (the SRE book's
 /// `accepts / requests`); absent while the window holds none.

@@ -162,6 +162,7 @@ impl TowerSettings {
             .budget_factory(budget)
             .breaker_factory(shared.breaker)
             .pacer_factory(shared.pacer)
+            .pace_share(shared.pace_share)
             .adaptive_throttle_factory(shared.adaptive_throttle)
             .concurrency_limit_factory(shared.concurrency_limit)
             .hedge_template(shared.hedge);

@@ -72,11 +72,13 @@
 pub mod adaptive;
 mod offered;
 mod schedule;
+mod share;
 mod signal;
 
 pub(crate) use schedule::Admission;
 pub use schedule::MAX_PACE;
 pub use schedule::MIN_SEND_TIME;
+pub use share::{PaceShare, SharedPacer};
 pub use signal::{Held, HoldSource, PaceSignal, Quota, QuotaPolicy};
 
 use crate::clock::{Clock, DefaultClock};
@@ -86,7 +88,7 @@ use offered::OfferedRate;
 use schedule::Schedule;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// One dependency's pace, shared by every call to it. See the [module
@@ -108,6 +110,15 @@ struct Inner {
     /// The rate calls are offered at: what held calls come back at.
     offered: OfferedRate,
     clock: Arc<dyn Clock>,
+    /// The fleet's share, once given ([`Pacer::share_with`]): read only when
+    /// a response said something about pace.
+    share: OnceLock<Share>,
+}
+
+/// A pacer's place in a fleet: the share and the dependency it paces.
+struct Share {
+    share: Arc<dyn PaceShare>,
+    dependency: Arc<str>,
 }
 
 impl Pacer {
@@ -144,6 +155,7 @@ impl Pacer {
                 adaptive,
                 offered: OfferedRate::default(),
                 clock,
+                share: OnceLock::new(),
             }),
         }
     }
@@ -161,10 +173,48 @@ impl Pacer {
         if signal.not_before.is_none() && signal.quota.is_none() {
             return;
         }
+        let shared;
+        let signal = match self.inner.share.get() {
+            None => signal,
+            Some(Share { share, dependency }) => {
+                publish(&**share, dependency, signal);
+                shared = allot(signal, share.replicas(dependency));
+                &shared
+            }
+        };
         let now = self.inner.clock.now();
         let offered = self.inner.offered.rate(now);
         let mut schedule = self.schedule();
         schedule.learn(now, signal, offered);
+        self.settle_idle(&schedule);
+    }
+
+    /// Shares this pacer with the other replicas of a fleet through `share`,
+    /// as the pacer of `dependency` (see [`PaceShare`]): the gates it learns
+    /// are published, the gates the others learn hold its calls too, and a
+    /// quota it learns is divided among the replicas that spend it. Once per
+    /// pacer: `false` (and nothing changes) when it is shared already.
+    pub fn share_with(&self, share: Arc<dyn PaceShare>, dependency: &str) -> bool {
+        let dependency: Arc<str> = dependency.into();
+        let joined = Share { share: Arc::clone(&share), dependency: Arc::clone(&dependency) };
+        if self.inner.share.set(joined).is_err() {
+            return false;
+        }
+        share.attach(&dependency, SharedPacer { inner: Arc::downgrade(&self.inner) });
+        true
+    }
+
+    /// Whether this pacer is shared with a fleet ([`share_with`](Self::share_with)).
+    pub fn is_shared(&self) -> bool {
+        self.inner.share.get().is_some()
+    }
+
+    /// A gate another replica learned: no call before `wait` from now.
+    fn learn_shared(&self, wait: Duration) {
+        let now = self.inner.clock.now();
+        let offered = self.inner.offered.rate(now);
+        let mut schedule = self.schedule();
+        schedule.close_shared(now, wait, offered);
         self.settle_idle(&schedule);
     }
 
@@ -253,6 +303,32 @@ impl Pacer {
     }
 }
 
+/// Tells the fleet the gate `signal` closes, if it closes one: a wait, or an
+/// exhausted quota (waited out until its reset).
+fn publish(share: &dyn PaceShare, dependency: &str, signal: &PaceSignal) {
+    if let Some(hint) = signal.not_before {
+        share.publish_gate(dependency, hint.delay, HoldSource::of(hint));
+    }
+    if let Some(quota) = signal.quota.filter(|quota| quota.remaining == 0) {
+        share.publish_gate(dependency, quota.reset, HoldSource::RateLimit);
+    }
+}
+
+/// `signal` with its quota divided among `replicas`: this replica's part,
+/// rounded down (a part of nothing is waited out until the reset: the fleet
+/// errs on the slow side rather than over the quota).
+fn allot(signal: &PaceSignal, replicas: u32) -> PaceSignal {
+    let replicas = u64::from(replicas.max(1));
+    let mut signal = *signal;
+    if let Some(quota) = signal.quota.as_mut().filter(|_| replicas > 1) {
+        quota.remaining /= replicas;
+        if let Some(policy) = quota.policy.as_mut() {
+            policy.quota /= replicas;
+        }
+    }
+    signal
+}
+
 impl Default for Pacer {
     fn default() -> Self {
         Self::new()
@@ -264,6 +340,7 @@ impl fmt::Debug for Pacer {
         f.debug_struct("Pacer")
             .field("idle", &self.inner.idle.load(Ordering::Relaxed))
             .field("adaptive", &self.inner.adaptive.is_some())
+            .field("shared", &self.is_shared())
             .finish_non_exhaustive()
     }
 }

@@ -152,6 +152,12 @@ impl Schedule {
         self.spacing = Some(Spacing { interval, until, remaining, beyond });
     }
 
+    /// A gate another replica of the fleet learned: no call before `wait`
+    /// from `now`, its holds reported as [`HoldSource::Fleet`].
+    pub(crate) fn close_shared(&mut self, now: Instant, wait: Duration, offered: Option<f64>) {
+        self.close_until(now, wait, HoldSource::Fleet, offered);
+    }
+
     fn close_until(&mut self, now: Instant, wait: Duration, source: HoldSource, offered: Option<f64>) {
         if wait.is_zero() || wait > MAX_PACE {
             return;

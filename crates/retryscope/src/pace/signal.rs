@@ -137,21 +137,30 @@ pub enum HoldSource {
     GrpcPushback,
     /// The adaptive send-rate limiter.
     Adaptive,
+    /// A gate another replica of the fleet learned, shared through a
+    /// [`PaceShare`](super::PaceShare).
+    Fleet,
 }
 
 impl HoldSource {
     /// Every source, in the order above: what dashboards may see.
-    pub const ALL: [HoldSource; 4] =
-        [HoldSource::RetryAfter, HoldSource::RateLimit, HoldSource::GrpcPushback, HoldSource::Adaptive];
+    pub const ALL: [HoldSource; 5] = [
+        HoldSource::RetryAfter,
+        HoldSource::RateLimit,
+        HoldSource::GrpcPushback,
+        HoldSource::Adaptive,
+        HoldSource::Fleet,
+    ];
 
     /// The attribute value used in telemetry: `retry_after`, `rate_limit`,
-    /// `grpc_pushback` or `adaptive`.
+    /// `grpc_pushback`, `adaptive` or `fleet`.
     pub const fn as_str(self) -> &'static str {
         match self {
             HoldSource::RetryAfter => "retry_after",
             HoldSource::RateLimit => "rate_limit",
             HoldSource::GrpcPushback => "grpc_pushback",
             HoldSource::Adaptive => "adaptive",
+            HoldSource::Fleet => "fleet",
         }
     }
 

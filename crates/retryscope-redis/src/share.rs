@@ -1,0 +1,497 @@
+//! The pace share over Redis: gates pushed through pub/sub and kept in keys
+//! that expire with them, the live replicas counted in a sorted set.
+
+use crate::{QuotaName, ShareError};
+use futures_util::StreamExt;
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Meter};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use retryscope::pace::{HoldSource, PaceShare, SharedPacer};
+use retryscope_otel::names;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
+
+/// The default deadline of one Redis operation.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2);
+/// The longest deadline [`RedisPaceShareBuilder::timeout`] accepts.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(1);
+/// How many dependencies a share keeps pacers for; gates of further ones are
+/// neither received nor published.
+pub const MAX_DEPENDENCIES: usize = 1024;
+/// How many pacers of one dependency a share keeps (one per client that calls
+/// it; pacers dropped are forgotten).
+const MAX_PACERS_PER_DEPENDENCY: usize = 64;
+/// How many gate publications may be under way at once; more are dropped
+/// (the next throttling answer publishes its gate again).
+const MAX_PUBLISHING: usize = 32;
+/// How often a replica says it is alive, and reads how many are.
+const HEARTBEAT: Duration = Duration::from_millis(200);
+/// A replica not heard from for this long is no longer counted: a crashed
+/// replica's part of the quota returns to the others within it.
+const REPLICA_EXPIRY: Duration = Duration::from_secs(1);
+/// Failed heartbeats in a row after which the replica paces alone: one slow
+/// answer on a busy machine is no outage.
+const FAILURES_TO_FALL_BACK: u32 = 3;
+/// The subscriber's reconnection backoff: from the first to the last, doubling.
+const RECONNECT: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
+
+/// Closes the gate of KEYS[1] for ARGV[1] ms unless a later one is kept,
+/// and pushes it to the fleet on channel ARGV[2] as ARGV[3] .. "\n" .. ms ..
+/// "\n" .. ARGV[4] (the replica, the wait, the dependency). The end is kept
+/// in Redis's own time, so that replicas' clocks never meet; the key expires
+/// with the gate.
+const CLOSE_GATE: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local wait = tonumber(ARGV[1])
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current >= now + wait then return 0 end
+redis.call('SET', KEYS[1], now + wait, 'PX', wait)
+redis.call('PUBLISH', ARGV[2], ARGV[3] .. '\n' .. wait .. '\n' .. ARGV[4])
+return 1
+";
+
+/// Counts this replica (ARGV[1]) alive in the sorted set KEYS[1], forgets
+/// those not heard from for ARGV[2] ms, and answers how many are left. The
+/// set expires when the whole fleet is gone.
+const HEARTBEAT_SCRIPT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('ZCARD', KEYS[1])
+";
+
+/// A [`PaceShare`] over Redis, shared by every replica that names the same
+/// [`QuotaName`]. See the [crate docs](crate) for the design and
+/// [`builder`](Self::builder) to make one.
+pub struct RedisPaceShare {
+    state: Arc<State>,
+}
+
+struct State {
+    quota: QuotaName,
+    /// This process, among the replicas (random).
+    replica: String,
+    timeout: Duration,
+    connection: ConnectionManager,
+    handle: Handle,
+    close_gate: redis::Script,
+    pacers: Mutex<HashMap<Arc<str>, Vec<SharedPacer>>>,
+    /// The gates the fleet pushed, by dependency, until they open: what a
+    /// pacer made after the push learns at once, as it is attached, before
+    /// its first call (a dependency's pacer is made on its first call).
+    gates: Mutex<HashMap<Arc<str>, Instant>>,
+    /// The live replicas, last read; 1 while Redis does not answer.
+    replicas: AtomicU32,
+    heartbeat_ok: AtomicBool,
+    subscribed: AtomicBool,
+    /// Whether the pace is shared now: both of the above.
+    shared: AtomicBool,
+    publishing: AtomicUsize,
+    fallbacks: Option<Counter<u64>>,
+    fallbacks_seen: AtomicU32,
+}
+
+/// Configures a [`RedisPaceShare`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RedisPaceShareBuilder {
+    client: redis::Client,
+    quota: String,
+    timeout: Duration,
+    meter: Option<Meter>,
+}
+
+impl RedisPaceShare {
+    /// A share on the Redis of `client`, for the quota the operator names
+    /// `quota` (the API key's identity, never the key: see [`QuotaName`]).
+    pub fn builder(client: redis::Client, quota: &str) -> RedisPaceShareBuilder {
+        RedisPaceShareBuilder { client, quota: quota.to_owned(), timeout: DEFAULT_TIMEOUT, meter: None }
+    }
+
+    /// Whether the pace is shared now: `false` while Redis does not answer
+    /// (each replica then paces alone) and before it first answered.
+    pub fn is_shared(&self) -> bool {
+        self.state.shared.load(Ordering::Acquire)
+    }
+
+    /// How many replicas spend the quota, as last read (1 while not shared).
+    pub fn live_replicas(&self) -> u32 {
+        self.state.replicas.load(Ordering::Acquire).max(1)
+    }
+
+    /// How many times this share fell back to local pacing.
+    pub fn fallbacks(&self) -> u32 {
+        self.state.fallbacks_seen.load(Ordering::Relaxed)
+    }
+
+    /// The quota's name.
+    pub fn quota(&self) -> &QuotaName {
+        &self.state.quota
+    }
+}
+
+impl RedisPaceShareBuilder {
+    /// The deadline of every Redis operation (default [`DEFAULT_TIMEOUT`],
+    /// 2 ms): more than 0 and at most 1 s, else [`build`](Self::build)
+    /// refuses it. Past it, the operation counts as failed.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Publishes [`retryscope.pace.shared`](names::PACE_SHARED) per
+    /// dependency and counts fallbacks on `meter`.
+    pub fn meter(mut self, meter: Meter) -> Self {
+        self.meter = Some(meter);
+        self
+    }
+
+    /// The share, its background tasks started (a heartbeat, one subscriber
+    /// connection): inside a tokio runtime. Redis need not be up: until it
+    /// answers, each replica paces alone. The tasks end when the share is
+    /// dropped.
+    pub fn build(self) -> Result<Arc<RedisPaceShare>, ShareError> {
+        let quota = QuotaName::new(&self.quota)?;
+        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
+            return Err(ShareError::Timeout(self.timeout));
+        }
+        let handle = Handle::try_current().map_err(|_| ShareError::NoRuntime)?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(self.timeout))
+            // Connecting is in the background, never on a call's path.
+            .set_connection_timeout(Some(MAX_TIMEOUT))
+            .set_number_of_retries(1);
+        let connection = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            .map_err(ShareError::Redis)?;
+        let fallbacks = self.meter.as_ref().map(|meter| {
+            meter
+                .u64_counter(names::PACE_SHARED_FALLBACKS)
+                .with_unit("{fallback}")
+                .with_description("Times this process fell back from the fleet's shared pace to its own")
+                .build()
+        });
+        let state = Arc::new(State {
+            quota,
+            replica: format!("{:016x}", rand::random::<u64>()),
+            timeout: self.timeout,
+            connection,
+            handle: handle.clone(),
+            close_gate: redis::Script::new(CLOSE_GATE),
+            pacers: Mutex::default(),
+            gates: Mutex::default(),
+            replicas: AtomicU32::new(1),
+            heartbeat_ok: AtomicBool::new(false),
+            subscribed: AtomicBool::new(false),
+            shared: AtomicBool::new(false),
+            publishing: AtomicUsize::new(0),
+            fallbacks,
+            fallbacks_seen: AtomicU32::new(0),
+        });
+        if let Some(meter) = &self.meter {
+            register_gauge(meter, Arc::downgrade(&state));
+        }
+        handle.spawn(heartbeat(Arc::downgrade(&state)));
+        handle.spawn(subscriber(Arc::downgrade(&state), self.client));
+        Ok(Arc::new(RedisPaceShare { state }))
+    }
+}
+
+impl State {
+    fn gate_key(&self, dependency: &str) -> String {
+        format!("retryscope:pace:{}:{dependency}", self.quota)
+    }
+
+    fn channel(&self) -> String {
+        format!("retryscope:pace:{}", self.quota)
+    }
+
+    fn replicas_key(&self) -> String {
+        format!("retryscope:fleet:{}", self.quota)
+    }
+
+    fn pacers(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Vec<SharedPacer>>> {
+        // Poisoned only by a panic mid-insert; the map stays consistent.
+        self.pacers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One Redis operation within the deadline; `None` when it failed or
+    /// took longer.
+    async fn within<T>(&self, operation: impl Future<Output = redis::RedisResult<T>>) -> Option<T> {
+        tokio::time::timeout(self.timeout, operation).await.ok()?.ok()
+    }
+
+    /// Gives a gate another replica learned to this process's pacers of
+    /// `dependency`, forgetting those gone, and keeps it for pacers made
+    /// later.
+    fn deliver(&self, dependency: &str, wait: Duration) {
+        self.keep_gate(dependency, wait);
+        let mut pacers = self.pacers();
+        if let Some(list) = pacers.get_mut(dependency) {
+            list.retain(|pacer| pacer.learn_gate(wait));
+        }
+    }
+
+    /// Keeps a pushed gate until it opens; bounded by [`MAX_DEPENDENCIES`]
+    /// (gates that opened are dropped first; beyond that, new ones are not
+    /// kept, and reach only pacers that exist).
+    fn keep_gate(&self, dependency: &str, wait: Duration) {
+        let now = Instant::now();
+        let Some(until) = now.checked_add(wait) else { return };
+        let mut gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
+        if !gates.contains_key(dependency) && gates.len() >= MAX_DEPENDENCIES {
+            gates.retain(|_, until| *until > now);
+            if gates.len() >= MAX_DEPENDENCIES {
+                return;
+            }
+        }
+        let kept = gates.entry(dependency.into()).or_insert(until);
+        *kept = (*kept).max(until);
+    }
+
+    /// The wait left of the gate kept for `dependency`, if one still stands.
+    fn kept_gate(&self, dependency: &str) -> Option<Duration> {
+        let gates = self.gates.lock().unwrap_or_else(PoisonError::into_inner);
+        let left = gates.get(dependency)?.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Whether sharing holds now, logged and counted once per change.
+    fn settle(&self) {
+        let shared = self.heartbeat_ok.load(Ordering::Acquire) && self.subscribed.load(Ordering::Acquire);
+        if !shared {
+            self.replicas.store(1, Ordering::Release);
+        }
+        let was = self.shared.swap(shared, Ordering::AcqRel);
+        match (was, shared) {
+            (false, true) => tracing::info!(quota = %self.quota, "fleet pacing shared through Redis"),
+            (true, false) => {
+                self.fallbacks_seen.fetch_add(1, Ordering::Relaxed);
+                if let Some(counter) = &self.fallbacks {
+                    counter.add(1, &[]);
+                }
+                tracing::warn!(quota = %self.quota, "Redis does not answer: each replica paces alone until it does");
+            }
+            _ => {}
+        }
+    }
+}
+
+impl PaceShare for RedisPaceShare {
+    fn publish_gate(&self, dependency: &str, wait: Duration, _source: HoldSource) {
+        let state = &self.state;
+        let Ok(millis) = u64::try_from(wait.as_millis()) else { return };
+        if millis == 0 || !state.pacers().contains_key(dependency) {
+            return;
+        }
+        // Bounded: a storm of 429s publishes at most this many at once.
+        if state.publishing.fetch_add(1, Ordering::AcqRel) >= MAX_PUBLISHING {
+            state.publishing.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let (key, dependency) = (state.gate_key(dependency), dependency.to_owned());
+        let weak = Arc::downgrade(state);
+        state.handle.spawn(async move {
+            let Some(state) = weak.upgrade() else { return };
+            let mut connection = state.connection.clone();
+            let mut invocation = state.close_gate.key(key);
+            invocation.arg(millis).arg(state.channel()).arg(&state.replica).arg(dependency);
+            let _: Option<i64> = state.within(invocation.invoke_async(&mut connection)).await;
+            state.publishing.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+
+    fn replicas(&self, _dependency: &str) -> u32 {
+        if self.is_shared() { self.live_replicas() } else { 1 }
+    }
+
+    fn attach(&self, dependency: &str, pacer: SharedPacer) {
+        let state = &self.state;
+        {
+            let mut pacers = state.pacers();
+            if !pacers.contains_key(dependency) && pacers.len() >= MAX_DEPENDENCIES {
+                return;
+            }
+            let list = pacers.entry(dependency.into()).or_default();
+            list.retain(SharedPacer::is_alive);
+            if list.len() >= MAX_PACERS_PER_DEPENDENCY {
+                return;
+            }
+            // A gate pushed before this pacer existed holds its first call.
+            if let Some(wait) = state.kept_gate(dependency) {
+                pacer.learn_gate(wait);
+            }
+            list.push(pacer);
+        }
+        // A gate in force now that this process did not hear pushed (it
+        // started, or reconnected, after it): read once.
+        let (key, dependency, weak) =
+            (state.gate_key(dependency), dependency.to_owned(), Arc::downgrade(state));
+        state.handle.spawn(async move {
+            if let Some(state) = weak.upgrade() {
+                read_gate(&state, &key, &dependency).await;
+            }
+        });
+    }
+}
+
+/// Reads the gate kept for `dependency` and gives it to its pacers.
+async fn read_gate(state: &State, key: &str, dependency: &str) {
+    let mut connection = state.connection.clone();
+    let left: Option<i64> = state.within(redis::cmd("PTTL").arg(key).query_async(&mut connection)).await;
+    if let Some(millis) = left.and_then(|ms| u64::try_from(ms).ok()).filter(|ms| *ms > 0) {
+        state.deliver(dependency, Duration::from_millis(millis));
+    }
+}
+
+/// Says this replica is alive and reads how many are, every [`HEARTBEAT`],
+/// until the share is dropped.
+async fn heartbeat(state: Weak<State>) {
+    let script = redis::Script::new(HEARTBEAT_SCRIPT);
+    let expiry = u64::try_from(REPLICA_EXPIRY.as_millis()).unwrap_or(u64::MAX);
+    let mut failures = 0;
+    loop {
+        let Some(live) = state.upgrade() else { return };
+        let mut connection = live.connection.clone();
+        let mut invocation = script.key(live.replicas_key());
+        invocation.arg(&live.replica).arg(expiry);
+        match live.within(invocation.invoke_async::<u32>(&mut connection)).await {
+            Some(count) => {
+                failures = 0;
+                live.replicas.store(count.max(1), Ordering::Release);
+                live.heartbeat_ok.store(true, Ordering::Release);
+            }
+            None => {
+                failures += 1;
+                if failures >= FAILURES_TO_FALL_BACK {
+                    live.heartbeat_ok.store(false, Ordering::Release);
+                }
+            }
+        }
+        live.settle();
+        drop(live);
+        tokio::time::sleep(HEARTBEAT).await;
+    }
+}
+
+/// One subscriber connection for every dependency: receives the gates the
+/// other replicas publish, reconnecting with a bounded backoff; after each
+/// (re)connection reads the gates kept, which it may have missed.
+async fn subscriber(state: Weak<State>, client: redis::Client) {
+    let mut backoff = RECONNECT.0;
+    loop {
+        let Some(live) = state.upgrade() else { return };
+        let channel = live.channel();
+        let connect = async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, redis::RedisError>(pubsub)
+        };
+        let pubsub = tokio::time::timeout(MAX_TIMEOUT, connect).await.ok().and_then(Result::ok);
+        let Some(pubsub) = pubsub else {
+            live.subscribed.store(false, Ordering::Release);
+            live.settle();
+            drop(live);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(RECONNECT.1);
+            continue;
+        };
+        backoff = RECONNECT.0;
+        live.subscribed.store(true, Ordering::Release);
+        live.settle();
+        let attached: Vec<Arc<str>> = live.pacers().keys().cloned().collect();
+        for dependency in attached {
+            read_gate(&live, &live.gate_key(&dependency), &dependency).await;
+        }
+        drop(live);
+        let mut messages = pubsub.into_on_message();
+        while let Some(message) = messages.next().await {
+            let Some(live) = state.upgrade() else { return };
+            if let Ok(payload) = message.get_payload::<String>()
+                && let Some((replica, wait, dependency)) = parse(&payload)
+                && replica != live.replica
+            {
+                live.deliver(dependency, wait);
+            }
+        }
+        // The connection is gone: pace alone until it is back.
+        let Some(live) = state.upgrade() else { return };
+        live.subscribed.store(false, Ordering::Release);
+        live.settle();
+    }
+}
+
+/// A published gate: the replica, the wait and the dependency; `None` for a
+/// message this version did not write.
+fn parse(payload: &str) -> Option<(&str, Duration, &str)> {
+    let mut parts = payload.splitn(3, '\n');
+    let replica = parts.next()?;
+    let millis: u64 = parts.next()?.parse().ok()?;
+    let dependency = parts.next()?;
+    Some((replica, Duration::from_millis(millis), dependency))
+}
+
+/// `retryscope.pace.shared` for every dependency with a pacer here.
+fn register_gauge(meter: &Meter, state: Weak<State>) {
+    meter
+        .u64_observable_gauge(names::PACE_SHARED)
+        .with_unit(names::UNIT_STATE)
+        .with_description(
+            "Whether a dependency's pace is shared with the fleet (1) or kept by this process alone (0)",
+        )
+        .with_callback(move |observer| {
+            let Some(state) = state.upgrade() else { return };
+            let shared = u64::from(state.shared.load(Ordering::Acquire));
+            let dependencies: Vec<Arc<str>> = state.pacers().keys().cloned().collect();
+            for dependency in dependencies {
+                observer.observe(shared, &[KeyValue::new(names::DEPENDENCY, dependency.to_string())]);
+            }
+        })
+        .build();
+}
+
+impl fmt::Debug for RedisPaceShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisPaceShare")
+            .field("quota", &self.state.quota)
+            .field("timeout", &self.state.timeout)
+            .field("shared", &self.is_shared())
+            .field("replicas", &self.live_replicas())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_published_gate_is_read_back_and_anything_else_is_ignored() {
+        assert_eq!(parse("ab12\n1500\napi:443"), Some(("ab12", Duration::from_millis(1500), "api:443")));
+        assert_eq!(parse("ab12\nsoon\napi"), None);
+        assert_eq!(parse("ab12\n15"), None);
+    }
+
+    #[tokio::test]
+    async fn deadlines_out_of_range_are_refused() {
+        let client = redis::Client::open("redis://127.0.0.1:1/").expect("a valid URL");
+        for timeout in [Duration::ZERO, Duration::from_millis(1001)] {
+            let error = RedisPaceShare::builder(client.clone(), "api").timeout(timeout).build().err();
+            assert!(matches!(error, Some(ShareError::Timeout(t)) if t == timeout), "{error:?}");
+        }
+        assert!(RedisPaceShare::builder(client.clone(), "sk-abc").build().is_err());
+        assert!(RedisPaceShare::builder(client, "api").timeout(MAX_TIMEOUT).build().is_ok());
+    }
+
+    #[test]
+    fn outside_a_runtime_the_share_is_refused() {
+        let client = redis::Client::open("redis://127.0.0.1:1/").expect("a valid URL");
+        assert!(matches!(RedisPaceShare::builder(client, "api").build(), Err(ShareError::NoRuntime)));
+    }
+}

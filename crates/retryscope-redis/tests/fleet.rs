@@ -1,0 +1,280 @@
+//! A fleet of client processes on one real Redis and one loopback HTTP
+//! server: a gate one replica learns holds the others, a quota is spent by
+//! the fleet, and a Redis outage costs the calls nothing but the sharing.
+//!
+//! Needs `RETRYSCOPE_REDIS_URL` (skipped outside CI without it); the outage
+//! test starts its own `redis-server` on a spare port.
+
+mod support;
+
+use reqwest_middleware::ClientBuilder;
+use retryscope::{Pacer, Policy};
+use retryscope_redis::RedisPaceShare;
+use retryscope_reqwest::RetryMiddleware;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::{Mode, Orders, Replica, Server, epoch_ms};
+use tokio::io::AsyncBufReadExt;
+
+fn redis_url() -> Option<String> {
+    retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a Redis for fleet pacing")
+}
+
+/// A quota name no other run shares.
+fn fresh_quota(test: &str) -> String {
+    format!("test-{test}-{}-{:x}", std::process::id(), epoch_ms())
+}
+
+/// The client every replica runs: the reqwest middleware with the share,
+/// no budget or breaker (what is under test is the pace), no deadline.
+fn client(share: Arc<RedisPaceShare>) -> reqwest_middleware::ClientWithMiddleware {
+    let policy = Policy::builder().max_attempts(3).no_deadline().build().expect("a valid policy");
+    let middleware =
+        RetryMiddleware::builder(policy).no_budget().no_breaker().no_telemetry().pace_shared(share).build();
+    ClientBuilder::new(reqwest::Client::new()).with(middleware).build()
+}
+
+/// One replica of the fleet, as its own process: started by the tests
+/// below with its orders in `RS_CHILD_*`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a replica of the fleet tests, run by them as a process of its own"]
+async fn child() {
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("{name} is set by the parent test"));
+    let number = |name: &str| var(name).parse::<u64>().unwrap_or_else(|_| panic!("{name} is a number"));
+    let url = var("RS_CHILD_URL");
+    let redis = redis::Client::open(var("RS_CHILD_REDIS")).expect("a Redis URL");
+    let share = RedisPaceShare::builder(redis, &var("RS_CHILD_QUOTA"))
+        .timeout(Duration::from_millis(number("RS_CHILD_TIMEOUT_MS")))
+        .build()
+        .expect("a share");
+    let http = client(Arc::clone(&share));
+    let port = reqwest::Url::parse(&url).ok().and_then(|u| u.port()).expect("a port");
+    // What this process's pacer of the server knows, watched from beside it.
+    let probe = Pacer::new();
+    probe.share_with(share.clone(), &format!("127.0.0.1:{port}"));
+
+    let replicas = u32::try_from(number("RS_CHILD_REPLICAS")).expect("a count");
+    let waiting = Instant::now();
+    while !(share.is_shared() && share.live_replicas() >= replicas) {
+        assert!(waiting.elapsed() < Duration::from_secs(15), "not shared by {replicas}: {share:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!("READY {}", share.live_replicas());
+    let mut orders = String::new();
+    tokio::io::BufReader::new(tokio::io::stdin()).read_line(&mut orders).await.expect("orders");
+
+    match var("RS_CHILD_ROLE").as_str() {
+        "watch" => {
+            let waiting = Instant::now();
+            while probe.allowed_rate() != Some(0.0) {
+                assert!(waiting.elapsed() < Duration::from_secs(10), "no gate reached this replica");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            println!("GATE {}", epoch_ms());
+            let status = http.get(&url).send().await.map(|r| r.status().as_u16()).unwrap_or(0);
+            println!("SENT {status}");
+        }
+        "call" => {
+            let (mut ok, mut other) = (0, 0);
+            for _ in 0..number("RS_CHILD_CALLS") {
+                match http.get(&url).send().await.map(|r| r.status().as_u16()) {
+                    Ok(200) => ok += 1,
+                    _ => other += 1,
+                }
+            }
+            println!("DONE {ok} {other}");
+        }
+        role => panic!("unknown role {role}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_seen_by_one_process_holds_the_next_call_of_another() {
+    let Some(redis) = redis_url() else { return };
+    let server = Server::start(Mode::FirstThrottled).await;
+    let (url, quota) = (server.url(), fresh_quota("gate"));
+    let orders = |role| Orders {
+        url: &url,
+        redis: &redis,
+        quota: &quota,
+        role,
+        calls: 1,
+        replicas: 2,
+        timeout_ms: 50,
+    };
+    let mut b = Replica::spawn(&orders("watch"));
+    let mut a = Replica::spawn(&orders("call"));
+    for replica in [&mut a, &mut b] {
+        replica.expect("READY", Duration::from_secs(60)).await;
+    }
+    b.go().await;
+    a.go().await;
+    let known_at: u64 = b.expect("GATE", Duration::from_secs(20)).await.parse().expect("a time");
+    assert_eq!(b.expect("SENT", Duration::from_secs(20)).await, "200");
+    assert_eq!(a.expect("DONE", Duration::from_secs(20)).await, "1 0", "A's call was retried after its 429");
+
+    let seen = server.seen();
+    let throttled = seen.iter().find(|s| s.status == 429).expect("A got the 429").at_ms;
+    // B's call, the first after the 429 that is not A's retry (A retries at
+    // 2 s too): every 200 came at least the 2 s of the gate after the 429.
+    assert!(seen.iter().filter(|s| s.status == 200).all(|s| s.at_ms + 50 >= throttled + 2000), "{seen:?}");
+    assert_eq!(seen.len(), 3, "A's call, its retry and B's: {seen:?}");
+    let learned = known_at.saturating_sub(throttled);
+    println!("process B knew of A's 429 {learned} ms after the server sent it");
+    assert!(learned < 250, "B knew {learned} ms after the 429");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_of_10_per_window_across_4_processes_is_never_exceeded() {
+    let Some(redis) = redis_url() else { return };
+    let server = Server::start(Mode::Quota { limit: 10, window: Duration::from_secs(2) }).await;
+    let (url, quota) = (server.url(), fresh_quota("quota"));
+    let orders = Orders {
+        url: &url,
+        redis: &redis,
+        quota: &quota,
+        role: "call",
+        calls: 8,
+        replicas: 4,
+        timeout_ms: 50,
+    };
+    let mut fleet: Vec<Replica> = (0..4).map(|_| Replica::spawn(&orders)).collect();
+    for replica in &mut fleet {
+        replica.expect("READY", Duration::from_secs(60)).await;
+    }
+    for replica in &mut fleet {
+        replica.go().await;
+    }
+    for replica in &mut fleet {
+        assert_eq!(replica.expect("DONE", Duration::from_secs(90)).await, "8 0");
+    }
+    let seen = server.seen();
+    let throttled = seen.iter().filter(|s| s.status == 429).count();
+    assert_eq!(throttled, 0, "the server refused {throttled} of {}: {seen:?}", seen.len());
+    assert_eq!(seen.len(), 32);
+    let span = seen.last().map(|s| s.at_ms).unwrap_or(0) - seen.first().map(|s| s.at_ms).unwrap_or(0);
+    println!("4 processes, 32 calls, quota 10 per 2 s: 0 refused, {span} ms");
+}
+
+/// A `redis-server` of this test's own, on a spare loopback port, so that
+/// stopping it harms no other test.
+struct OwnRedis {
+    port: u16,
+    process: Option<tokio::process::Child>,
+}
+
+impl OwnRedis {
+    async fn start(port: u16) -> Self {
+        let process = tokio::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server starts (apt-get install redis-server)");
+        let url = format!("redis://127.0.0.1:{port}/");
+        let client = redis::Client::open(url).expect("a URL");
+        let started = Instant::now();
+        while client.get_multiplexed_async_connection().await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "redis-server on {port} did not come up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Self { port, process: Some(process) }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    async fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill().await.expect("redis-server stops");
+        }
+    }
+}
+
+/// A loopback port free now.
+fn spare_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a port")
+}
+
+async fn until(what: &str, within: Duration, test: impl Fn() -> bool) -> Duration {
+    let started = Instant::now();
+    while !test() {
+        assert!(started.elapsed() < within, "not {what} within {within:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+/// `calls` calls, one after another: how long the slowest took, and the
+/// statuses that were not 200.
+async fn calls(
+    http: &reqwest_middleware::ClientWithMiddleware,
+    url: &str,
+    calls: u32,
+) -> (Duration, Vec<String>) {
+    let (mut slowest, mut failed) = (Duration::ZERO, Vec::new());
+    for _ in 0..calls {
+        let started = Instant::now();
+        match http.get(url).send().await {
+            Ok(response) if response.status() == 200 => {}
+            other => failed.push(format!("{:?}", other.map(|r| r.status()))),
+        }
+        slowest = slowest.max(started.elapsed());
+    }
+    (slowest, failed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_mid_run_falls_back_to_local_pacing_and_sharing_resumes_when_it_returns() {
+    // Skipped with the other Redis tests; this one runs a Redis of its own.
+    if redis_url().is_none() {
+        return;
+    }
+    let mut redis = OwnRedis::start(spare_port()).await;
+    let quota = fresh_quota("outage");
+    let share = |url: String| {
+        RedisPaceShare::builder(redis::Client::open(url).expect("a URL"), &quota).build().expect("a share")
+    };
+    // Two replicas (two shares: what two processes hold), the default 2 ms
+    // deadline.
+    let (a, b) = (share(redis.url()), share(redis.url()));
+    until("shared by both", Duration::from_secs(10), || {
+        a.is_shared() && b.is_shared() && a.live_replicas() == 2
+    })
+    .await;
+    // A dependency with a known quota (every answer reports one), called
+    // through A: the pacer asks the share on every response.
+    let server = Server::start(Mode::Quota { limit: 100_000, window: Duration::from_secs(60) }).await;
+    let http = client(Arc::clone(&a));
+    let (before, failed) = calls(&http, &server.url(), 50).await;
+    assert!(failed.is_empty(), "{failed:?}");
+
+    redis.stop().await;
+    let fell_back = until("fallen back", Duration::from_secs(5), || !a.is_shared()).await;
+    assert_eq!(a.fallbacks(), 1);
+    assert_eq!(a.live_replicas(), 1, "alone, each replica spends what it learns");
+    let (during, failed) = calls(&http, &server.url(), 50).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    // No Redis operation is on a call's path: the calls are as fast as
+    // before, within the noise of a shared machine.
+    assert!(during < before + Duration::from_millis(50), "slowest {during:?} during, {before:?} before");
+    println!("fallback seen in {fell_back:?}; slowest call before {before:?}, during the outage {during:?}");
+
+    // Redis back on the same port: both replicas rejoin, and a gate one
+    // learns reaches the other's pacer again.
+    let mut redis = OwnRedis::start(redis.port).await;
+    let rejoined = until("shared again", Duration::from_secs(15), || {
+        a.is_shared() && b.is_shared() && a.live_replicas() == 2
+    })
+    .await;
+    let (pa, pb) = (Pacer::new(), Pacer::new());
+    pa.share_with(a.clone(), "api.example:443");
+    pb.share_with(b.clone(), "api.example:443");
+    let hint = retryscope::Hint::retry_after(Duration::from_secs(5));
+    pa.learn(&retryscope::pace::PaceSignal::none().with_not_before(hint));
+    let reached = until("the gate at B", Duration::from_secs(2), || pb.allowed_rate() == Some(0.0)).await;
+    assert_eq!(a.fallbacks(), 1);
+    println!("rejoined {rejoined:?} after the restart; a gate reached B in {reached:?}");
+    redis.stop().await;
+}
