@@ -160,7 +160,9 @@ impl Config {
     /// The effective table: one row for the defaults, then one per
     /// dependency (by name), each with the defaults merged in.
     pub fn table(&self) -> String {
-        const HEAD: [&str; 17] = [
+        // Only what a client applies from the file: the keys refused as not
+        // applied yet have no column.
+        const HEAD: [&str; 12] = [
             "dependency",
             "match",
             "retries",
@@ -170,12 +172,7 @@ impl Config {
             "attempt_timeout",
             "deadline",
             "retry_statuses",
-            "body_rule",
             "hedging",
-            "budget",
-            "breaker",
-            "pacer",
-            "idem_keys",
             "priority",
             "fallback",
         ];

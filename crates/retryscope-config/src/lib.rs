@@ -7,9 +7,11 @@
 //! per dependency.
 //!
 //! Every setting maps onto the engine's own types ([`retryscope::Policy`],
-//! [`retryscope::classify::HttpClassifier`], [`retryscope::hedge::HedgePolicy`],
-//! the budget's and breaker's builders), so the file accepts exactly what
-//! code accepts. The guide is
+//! [`retryscope::classify::HttpClassifier`], [`retryscope::hedge::HedgePolicy`]),
+//! so the file accepts exactly what code accepts. The keys no client applies
+//! from a file yet (`budget`, `breaker`, `pacer`, `body_rule`,
+//! `idempotency_keys`) are refused ([`ConfigErrorKind::NotApplied`]), never
+//! accepted and ignored. The guide is
 //! [docs/guide/configuration.md](https://github.com/retryscope/retryscope/blob/main/docs/guide/configuration.md);
 //! the telemetry it adds (`retryscope.config.reloads`, `retryscope.config.active`,
 //! `retryscope.config.hash`) is in

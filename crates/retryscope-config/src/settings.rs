@@ -221,24 +221,11 @@ impl DependencySettings {
             opt(p.attempt_timeout()),
             opt(p.deadline()),
             self.retry_statuses.iter().map(u16::to_string).collect::<Vec<_>>().join(","),
-            self.body_rule.as_deref().unwrap_or("-").to_owned(),
             self.hedge().map_or_else(|| "-".to_owned(), |h| format!("{}@{}", h.max_copies, show(h.delay))),
-            on(self.budget.is_some()),
-            on(self.breaker.is_some()),
-            match self.pacer {
-                None => "off".to_owned(),
-                Some(PacerSettings { adaptive: true }) => "adaptive".to_owned(),
-                Some(_) => "on".to_owned(),
-            },
-            on(self.idempotency_keys),
             self.priority.as_str().to_owned(),
             self.fallback.as_deref().unwrap_or("-").to_owned(),
         ]
     }
-}
-
-fn on(b: bool) -> String {
-    if b { "on" } else { "off" }.to_owned()
 }
 
 fn jitter_name(j: Jitter) -> &'static str {
@@ -269,6 +256,25 @@ pub(crate) fn resolve(
     matcher: String,
     known: &KnownNames,
 ) -> Result<DependencySettings, Refusal> {
+    // Keys the schema knows that the integrations do not apply from a file
+    // yet: refused, so that no operator believes a setting is in force that
+    // is not. Each is set in code, with the setter named.
+    let not_applied = [
+        (b.budget.is_some(), "budget", "budget_per_dependency / no_budget"),
+        (b.breaker.is_some(), "breaker", "breaker_per_dependency / no_breaker"),
+        (b.pacer.is_some(), "pacer", "pacer_per_dependency / no_pacer"),
+        (b.body_rule.is_some(), "body_rule", "retry_on_body"),
+        (b.idempotency_keys.is_some(), "idempotency_keys", "idempotency_keys"),
+    ];
+    if let Some((_, key, setter)) = not_applied.into_iter().find(|(set, ..)| *set) {
+        return Err(refuse(
+            ConfigErrorKind::NotApplied,
+            key,
+            format!(
+                "`{key}` is not applied from a file yet: set it in code with the client builder's `{setter}`"
+            ),
+        ));
+    }
     let range = ConfigErrorKind::OutOfRange;
     let base = Policy::interactive();
     let mut pb = base.to_builder();

@@ -37,8 +37,8 @@ fn file(name: &str, text: &str) -> PathBuf {
 
 fn text(pay_attempts: u32, pay_enabled: bool) -> String {
     format!(
-        "[defaults]\nattempts = 2\nbackoff = {{ initial = \"1ms\", max = \"5ms\" }}\njitter = \"none\"\nbudget = {{ enabled = false }}\n\
-         breaker = {{ enabled = false }}\n\n[dependencies.pay]\npath_prefix = \"/pay\"\nattempts = {pay_attempts}\nenabled = {pay_enabled}\n"
+        "[defaults]\nattempts = 2\nbackoff = {{ initial = \"1ms\", max = \"5ms\" }}\njitter = \"none\"\n\n\
+         [dependencies.pay]\npath_prefix = \"/pay\"\nattempts = {pay_attempts}\nenabled = {pay_enabled}\n"
     )
 }
 
@@ -217,8 +217,7 @@ async fn the_file_selects_a_fallback_registered_in_code_and_the_kill_switch_name
 
     let with_switch = |enabled: bool| {
         format!(
-            "[defaults]\nattempts = 2\nbackoff = {{ initial = \"1ms\", max = \"5ms\" }}\njitter = \"none\"\n\
-             budget = {{ enabled = false }}\nbreaker = {{ enabled = false }}\n\n\
+            "[defaults]\nattempts = 2\nbackoff = {{ initial = \"1ms\", max = \"5ms\" }}\njitter = \"none\"\n\n\
              [dependencies.pay]\npath_prefix = \"/pay\"\nfallback = \"cached\"\nenabled = {enabled}\n"
         )
     };

@@ -84,28 +84,3 @@ impl CallConfig {
         options.priority_override().unwrap_or(self.settings.priority())
     }
 }
-
-/// Says, once per client built, which of the file's settings the integrations
-/// do not apply yet, so that none is silently ignored.
-pub fn warn_unapplied(handle: &ConfigHandle) {
-    let config = handle.snapshot();
-    let all = std::iter::once(config.defaults()).chain(config.dependencies());
-    let (mut guards, mut named) = (false, false);
-    for d in all {
-        guards |= d.sets_guards();
-        named |= d.body_rule().is_some() || d.idempotency_keys();
-    }
-    if guards {
-        tracing::warn!(
-            target: "retryscope::config",
-            "the configuration sets budget, breaker or pacer: clients do not apply them from the file yet; \
-             the builder's per-dependency guards apply"
-        );
-    }
-    if named {
-        tracing::warn!(
-            target: "retryscope::config",
-            "the configuration sets body_rule or idempotency_keys: clients do not apply them from the file yet"
-        );
-    }
-}

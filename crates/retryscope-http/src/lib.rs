@@ -66,7 +66,7 @@ pub use rule::{ResponseRule, rule_fn};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__shared_setters as shared_setters;
-    pub use crate::configured::{CallConfig, warn_unapplied};
+    pub use crate::configured::CallConfig;
     pub use crate::error::NotReplayable;
     pub use crate::settings::ClientSettings;
     pub use retryscope_config::ConfigHandle;

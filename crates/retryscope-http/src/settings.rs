@@ -366,12 +366,9 @@ macro_rules! __shared_setters {
         /// in code under that name (see `fallback`); under the kill switch
         /// it runs with reason `kill_switch`.
         ///
-        /// Not yet applied from the file: `budget`, `breaker` and `pacer` (the
-        /// builder's per-dependency guards still apply; a warning is logged
-        /// when the file sets them), `body_rule` and `idempotency_keys`
-        /// (names and values checked; a warning is logged).
+        /// The guards, the body rule and idempotency keys stay the builder's:
+        /// a file that sets them is refused when it loads.
         pub fn config(mut self, handle: $crate::__private::ConfigHandle) -> Self {
-            $crate::__private::warn_unapplied(&handle);
             self.$($field).+.config = Some(handle);
             self
         }
