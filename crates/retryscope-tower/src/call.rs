@@ -62,10 +62,12 @@ where
             }
             // A gRPC call keeps its service config's retryable codes; the file's
             // policy applies where a dependency names it, and its kill switch always.
-            _ if c.settings().name().is_some() || !c.settings().enabled() => {
+            #[cfg(feature = "grpc")]
+            Mode::Grpc { .. } if c.settings().name().is_some() || !c.settings().enabled() => {
                 call.policy = c.policy(&options);
             }
-            _ => {}
+            #[cfg(feature = "grpc")]
+            Mode::Grpc { .. } => {}
         }
     }
     let guards = settings.guards_for(&parts.uri);
