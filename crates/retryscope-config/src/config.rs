@@ -350,6 +350,22 @@ fn build(
             &at,
             &fail,
         )?;
+        // A gRPC call keeps its service config's retryable codes and hedging
+        // (A6): written on a gRPC dependency, these would be ignored.
+        if block.service.is_some() {
+            let ignored =
+                [("retry_statuses", block.retry_statuses.is_some()), ("hedging", block.hedging.is_some())];
+            if let Some((key, _)) = ignored.into_iter().find(|(_, set)| *set) {
+                return Err(fail(
+                    ConfigErrorKind::NotApplied,
+                    &[at[0], at[1], key],
+                    format!(
+                        "`{key}` is not applied to gRPC calls: they keep the service config's \
+                         retryable codes and hedging policy (set them there)"
+                    ),
+                ));
+            }
+        }
         let merged = block.over(&file.defaults);
         let settings = resolve(&merged, Some(Arc::from(name.as_str())), matcher.describe(), known)
             .map_err(|r| locate(r, Some(name)))?;

@@ -21,7 +21,8 @@ pub enum ConfigErrorKind {
     /// A `body_rule` or `fallback` names nothing registered in code.
     UnknownName,
     /// A key the schema knows that no client applies from a file yet
-    /// (`budget`, `breaker`, `pacer`, `body_rule`, `idempotency_keys`): refused
+    /// (`budget`, `breaker`, `pacer`, `body_rule`, `idempotency_keys`; on a
+    /// gRPC dependency, `retry_statuses` and `hedging`): refused
     /// rather than accepted and ignored; the message says which builder
     /// setting does it in code.
     NotApplied,

@@ -125,14 +125,14 @@ fn a_dependency_must_match_something_and_defaults_match_nothing() {
 fn grpc_rules_match_service_then_method() {
     let c = toml(
         "[dependencies.svc]\nservice = \"shop.Orders\"\nattempts = 3\n\
-         [dependencies.get]\nservice = \"shop.Orders\"\nmethod = \"Get\"\nhedging = { max_copies = 3, delay = \"20ms\" }\n",
+         [dependencies.get]\nservice = \"shop.Orders\"\nmethod = \"Get\"\nattempts = 2\n",
     )
     .unwrap();
     assert_eq!(c.resolve(&Target::grpc("h", None, "/shop.Orders/Get")).name(), Some("get"));
     assert_eq!(c.resolve(&Target::grpc("h", None, "/shop.Orders/Put")).name(), Some("svc"));
     assert!(c.resolve(&Target::http("h", None, "/shop.Orders/Put")).name().is_none());
     let get = c.dependency("get").unwrap();
-    assert_eq!(get.hedge_policy().map(|h| h.max_copies()), Some(3));
+    assert_eq!(get.policy().max_attempts(), 2);
 }
 
 #[test]
