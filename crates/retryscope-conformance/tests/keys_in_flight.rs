@@ -173,3 +173,99 @@ async fn a_keyed_post_that_meets_a_store_that_is_down_runs_once_when_it_is_back(
         assert_eq!(runs.load(Ordering::SeqCst), 1, "{integration:?}: executed once");
     }
 }
+
+/// Where keys meet fallbacks: a keyed POST gives up at its deadline while its
+/// first attempt, cut by its timeout, is still running on the server. The
+/// fallback — a queued write, as the configuration guide suggests — is told
+/// the key every attempt carried; replayed later with that key, the write is
+/// answered from the store with the first run's 201 and the order runs once.
+/// A fallback that made up a new key would have placed it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_post_that_gives_up_hands_its_key_to_the_fallback_and_the_queued_write_runs_once() {
+    let Some(url) = redis_url() else { return };
+    // Gives up before the handler's 1.5 s are over: the first attempt is cut
+    // at 500 ms, the retry meets the key in flight (409, `Retry-After: 1`),
+    // and a second's wait does not fit the 1.2 s deadline.
+    let gives_up = Policy::builder()
+        .max_attempts(5)
+        .base_delay(Duration::from_millis(100))
+        .attempt_timeout(Duration::from_millis(500))
+        .deadline(Duration::from_millis(1_200))
+        .build()
+        .expect("a valid policy");
+    for integration in BOTH {
+        let client = redis::Client::open(url.as_str()).expect("a Redis URL");
+        let store = RedisStore::connect(client).await.expect("Redis answers").prefix(prefix("fallback-key"));
+        let (addr, runs) = serve(store).await;
+        let orders = format!("http://{addr}/orders");
+        let queued = Arc::new(std::sync::Mutex::new(Vec::<http::HeaderValue>::new()));
+        let queue = {
+            let queued = Arc::clone(&queued);
+            move |context: &retryscope_tower::FallbackContext<'_>| -> retryscope_tower::FallbackFuture {
+                let key = context.idempotency_key().cloned();
+                let accepted = key.is_some();
+                queued.lock().expect("not poisoned").extend(key);
+                Box::pin(async move {
+                    let status =
+                        if accepted { StatusCode::ACCEPTED } else { StatusCode::SERVICE_UNAVAILABLE };
+                    Ok(http::Response::builder().status(status).body(Bytes::from_static(b"queued"))?)
+                })
+            }
+        };
+        let started = Instant::now();
+        let (status, fallback) = match integration {
+            Integration::Reqwest => {
+                let middleware = RetryMiddleware::builder(gives_up)
+                    .no_telemetry()
+                    .idempotency_keys()
+                    .fallback("queue", queue)
+                    .default_fallback("queue")
+                    .expect("registered");
+                let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+                    .with(middleware.build())
+                    .build();
+                let response =
+                    client.post(&orders).body("sku=7").send().await.expect("the fallback's answer");
+                let fallback = response.extensions().get::<retryscope_reqwest::Fallback>().cloned();
+                (response.status().as_u16(), fallback)
+            }
+            Integration::Tower => {
+                let layer = RetryLayer::builder(gives_up)
+                    .no_telemetry()
+                    .idempotency_keys()
+                    .fallback("queue", queue)
+                    .default_fallback("queue")
+                    .expect("registered")
+                    .build();
+                let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+                let mut client = ServiceBuilder::new().layer(layer).service(client);
+                let request = http::Request::post(&orders).body(Full::new(Bytes::from_static(b"sku=7")));
+                let request = request.expect("a valid request");
+                let result: Result<_, BoxError> = async { client.ready().await?.call(request).await }.await;
+                let response = result.expect("the fallback's answer");
+                let fallback = response.extensions().get::<retryscope_tower::Fallback>().cloned();
+                (response.status().as_u16(), fallback)
+            }
+        };
+        let took = started.elapsed();
+        eprintln!("{integration:?}: {status} {fallback:?} after {took:?}");
+        assert_eq!(status, 202, "{integration:?}: the fallback saw no key");
+        assert!(fallback.is_some(), "{integration:?}: the answer is marked as a fallback");
+        assert!(took < WORK, "{integration:?}: gave up before the handler finished ({took:?})");
+        let key = queued.lock().expect("not poisoned").pop().expect("one queued write");
+
+        // The queue's worker, later: the same write, with the key it was given.
+        tokio::time::sleep(WORK).await;
+        let replay = reqwest::Client::new()
+            .post(&orders)
+            .header("idempotency-key", key)
+            .body("sku=7")
+            .send()
+            .await
+            .expect("an answer");
+        let replayed = replay.headers().get("idempotency-replayed").is_some_and(|v| v == "true");
+        assert_eq!((replay.status().as_u16(), replayed), (201, true), "{integration:?}: {replay:?}");
+        assert_eq!(replay.text().await.expect("a body"), "order 1: sku=7", "{integration:?}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{integration:?}: the order ran once");
+    }
+}

@@ -36,7 +36,7 @@
 
 use crate::__private::ClientSettings;
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode, Uri};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Meter};
 use retryscope::StopReason;
@@ -158,6 +158,7 @@ pub struct FallbackContext<'a> {
     method: &'a Method,
     uri: &'a Uri,
     last: LastAnswer<'a>,
+    idempotency_key: Option<&'a HeaderValue>,
 }
 
 impl<'a> FallbackContext<'a> {
@@ -170,7 +171,14 @@ impl<'a> FallbackContext<'a> {
         uri: &'a Uri,
         last: LastAnswer<'a>,
     ) -> Self {
-        Self { dependency, reason, method, uri, last }
+        Self { dependency, reason, method, uri, last, idempotency_key: None }
+    }
+
+    /// For the integrations: the key the call's attempts carried.
+    #[doc(hidden)]
+    pub fn with_idempotency_key(mut self, key: Option<&'a HeaderValue>) -> Self {
+        self.idempotency_key = key;
+        self
     }
 
     /// The dependency called, as the telemetry names it (`host`, or
@@ -197,6 +205,15 @@ impl<'a> FallbackContext<'a> {
     /// The last response or error, if any.
     pub fn last(&self) -> LastAnswer<'a> {
         self.last
+    }
+
+    /// The idempotency key every attempt of the call carried (the caller's
+    /// or a generated one), if it had one. A write that gave up may still
+    /// have taken effect — an attempt cut by its timeout can complete on the
+    /// server — so a fallback that queues the write for later sends it with
+    /// this key: the server then runs it once, whichever copy arrives first.
+    pub fn idempotency_key(&self) -> Option<&'a HeaderValue> {
+        self.idempotency_key
     }
 }
 

@@ -352,19 +352,29 @@ impl Middleware for RetryMiddleware {
             && let Some(chosen) = fallbacks.choose(guards.dependency(), stop, configured.as_ref())
         {
             let remaining = fallback::remaining(deadline, started);
-            return answer_with(chosen, guards.dependency(), &source, outcome, stop, replayable, remaining)
-                .await;
+            let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
+            return answer_with(
+                chosen,
+                guards.dependency(),
+                (&source, key),
+                outcome,
+                stop,
+                replayable,
+                remaining,
+            )
+            .await;
         }
         finish(outcome, stop, replayable)
     }
 }
 
 /// Answers a call that gave up with its fallback: the fallback's response,
-/// marked, or both errors.
+/// marked, or both errors. The fallback is told the request and the
+/// idempotency key its attempts carried.
 async fn answer_with(
     chosen: fallback::Chosen<'_>,
     dependency: &str,
-    source: &RequestSource,
+    (source, key): (&RequestSource, Option<&http::HeaderValue>),
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
     stop: Option<(StopReason, u32)>,
     replayable: bool,
@@ -382,7 +392,8 @@ async fn answer_with(
             None => fallback::LastAnswer::Nothing,
         },
     };
-    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, &uri, last);
+    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, &uri, last)
+        .with_idempotency_key(key);
     let result = chosen.run(context, remaining).await;
     match result {
         Ok(response) => Ok(Response::from(response)),

@@ -149,7 +149,8 @@ where
                 match fallbacks.choose(guards.dependency(), stop, configured.as_ref()) {
                     Some(chosen) => {
                         let remaining = retryscope_http::__private::fallback::remaining(deadline, started);
-                        let target = (&parts.method, &parts.uri);
+                        let key = key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
+                        let target = (&parts.method, &parts.uri, key);
                         http_call::answer_with(
                             chosen,
                             guards.dependency(),

@@ -150,11 +150,12 @@ pub(crate) fn finish<B>(
 
 /// Answers a call that gave up with its fallback: the fallback's response,
 /// marked, or both errors (the fallback's, then what [`finish`] would have
-/// returned).
+/// returned). The fallback is told the request and the idempotency key its
+/// attempts carried.
 pub(crate) async fn answer_with<ResB>(
     chosen: fallback::Chosen<'_>,
     dependency: &str,
-    (method, uri): (&http::Method, &http::Uri),
+    (method, uri, key): (&http::Method, &http::Uri, Option<&http::HeaderValue>),
     outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
     stop: Option<(StopReason, u32)>,
     replayable: bool,
@@ -173,7 +174,8 @@ where
             None => fallback::LastAnswer::Nothing,
         },
     };
-    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, uri, last);
+    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, uri, last)
+        .with_idempotency_key(key);
     match chosen.run(context, remaining).await {
         Ok(response) => {
             let (parts, body) = response.into_parts();
