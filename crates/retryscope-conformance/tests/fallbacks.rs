@@ -318,3 +318,50 @@ fn an_unknown_fallback_name_is_refused() {
         );
     }
 }
+
+/// Where fallbacks meet hedging: a hedged GET whose three copies all fail
+/// is answered by its fallback once — not once per copy — after the server
+/// saw every copy; a hedged call whose copy gets an answer the server meant
+/// (a 404) returns it as it came, with the other copy still stalled.
+#[tokio::test(start_paused = true)]
+async fn a_hedged_call_that_gives_up_runs_its_fallback_once() {
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    let hedged = || {
+        HedgePolicy::builder()
+            .max_copies(3)
+            .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+            .deadline(Duration::from_secs(2))
+            .build()
+            .expect("a valid hedging policy")
+    };
+    for integration in BOTH {
+        let t = Telemetry::install();
+        let server = Server::start().await;
+        let seen = Seen::default();
+        let setup = Setup::new(policy())
+            .meter(&t)
+            .hedge(hedged())
+            .fallback("stale-cache", stale(Arc::clone(&seen)))
+            .default_fallback("stale-cache");
+        let client = integration.client(setup);
+
+        server.script("/inventory", (0..3).map(|_| Reply::status(503)));
+        let answer = client.send(Call::get(server.url("/inventory"))).await.expect("the fallback's answer");
+        let marked = answer.fallback.clone().expect("marked as a fallback");
+        assert_eq!(marked.reason(), FallbackReason::GaveUp(StopReason::AttemptsExhausted), "{integration:?}");
+        assert_eq!(answer.text().await, "stale", "{integration:?}");
+        assert_eq!(server.seen().len(), 3, "{integration:?}: every copy was sent");
+        assert_eq!(seen.lock().expect("not poisoned").len(), 1, "{integration:?}: one run for the call");
+        assert_eq!(t.counter("retryscope.fallbacks", &[]), 1, "{integration:?}");
+
+        // A copy's 404 is the server's answer: no fallback, the stalled copy dropped.
+        server.script("/item", [Reply::stall(), Reply::status(404)]);
+        let meant = client.send(Call::get(server.url("/item"))).await.expect("the 404");
+        assert_eq!((meant.status, meant.fallback.is_none()), (404, true), "{integration:?}");
+        assert_eq!(
+            seen.lock().expect("not poisoned").len(),
+            1,
+            "{integration:?}: the fallback ran for a 404"
+        );
+    }
+}
