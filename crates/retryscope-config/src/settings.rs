@@ -266,7 +266,7 @@ impl DependencySettings {
                 (true, None) => "off".to_owned(),
                 (true, Some(b)) => fields(&[
                     ("ratio", b.ratio.map(|v| v.to_string())),
-                    ("min_per_second", b.min_per_second.map(|v| v.to_string())),
+                    ("min", b.min_per_second.map(|v| format!("{v}/s"))),
                     ("window", b.window.map(show)),
                 ]),
             },
@@ -274,11 +274,11 @@ impl DependencySettings {
                 (false, _) => "code".to_owned(),
                 (true, None) => "off".to_owned(),
                 (true, Some(b)) => fields(&[
-                    ("failure_ratio", b.failure_ratio.map(|v| v.to_string())),
+                    ("ratio", b.failure_ratio.map(|v| v.to_string())),
                     ("min_calls", b.min_calls.map(|v| v.to_string())),
                     ("window", b.window.map(show)),
                     ("cool_down", b.cool_down.map(show)),
-                    ("half_open_probes", b.half_open_probes.map(|v| v.to_string())),
+                    ("probes", b.half_open_probes.map(|v| v.to_string())),
                 ]),
             },
             match (self.sets.pacer, self.pacer) {
@@ -296,7 +296,9 @@ impl DependencySettings {
     }
 }
 
-/// `key=value` for each value written, `,`-separated; `default` for none.
+/// `key=value` for each value written, `,`-separated (short names: `min` is
+/// `min_per_second`, a breaker's `ratio` its `failure_ratio`, `probes` its
+/// `half_open_probes`); `default` for none.
 fn fields(all: &[(&str, Option<String>)]) -> String {
     let set: Vec<String> = all.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}"))).collect();
     if set.is_empty() { "default".to_owned() } else { set.join(",") }

@@ -262,3 +262,40 @@ async fn hedging_and_a_budget_from_the_file_apply_together() {
         assert_eq!((count("/broke"), count("/rich")), (1, 3), "{integration:?}");
     }
 }
+
+/// The gauges report the file's guards: a named dependency's under its name
+/// in the file (as its calls are counted), the defaults' per server; a
+/// dependency a reload removes is dropped, and reports no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gauges_report_the_files_guards_and_forget_a_removed_dependency() {
+    use retryscope_test_support::telemetry::Telemetry;
+    use std::collections::BTreeSet;
+
+    let with_pay = file_text(
+        "attempts = 1\nbudget = { ratio = 0.1 }\n\n[dependencies.pay]\npath_prefix = \"/pay\"\n\
+         breaker = { min_calls = 5 }\n",
+    );
+    let without_pay = file_text("attempts = 1\nbudget = { ratio = 0.1 }\n");
+    for integration in BOTH {
+        let t = Telemetry::install();
+        let server = Server::start().await;
+        let config = handle(KnownNames::new(), &with_pay);
+        let client = integration
+            .client(Setup::new(code_policy()).meter(&t).no_budget().no_breaker().config(config.clone()));
+        assert_eq!(client.get(&server.url("/pay/x")).await, Answer::Status(200), "{integration:?}");
+        assert_eq!(client.get(&server.url("/other")).await, Answer::Status(200), "{integration:?}");
+        let host = format!("127.0.0.1:{}", server.addr.port());
+        let (budgets, _) = t.series("retryscope.budget.available", "retryscope.dependency");
+        assert_eq!(budgets, BTreeSet::from(["pay".to_owned(), host.clone()]), "{integration:?}");
+        let (breakers, _) = t.series("retryscope.breaker.state", "retryscope.dependency");
+        assert_eq!(breakers, BTreeSet::from(["pay".to_owned()]), "{integration:?}: no breaker from code");
+        assert_eq!(t.requests("pay"), 1, "{integration:?}: the call counted under the file's name");
+
+        config.reload_from_str(&without_pay, Format::Toml).expect("a valid reload");
+        assert_eq!(client.get(&server.url("/pay/x")).await, Answer::Status(200), "{integration:?}");
+        let (budgets, _) = t.series("retryscope.budget.available", "retryscope.dependency");
+        assert_eq!(budgets, BTreeSet::from([host.clone()]), "{integration:?}: `pay` dropped");
+        let (_, breakers) = t.series("retryscope.breaker.state", "retryscope.dependency");
+        assert_eq!(breakers, 0, "{integration:?}");
+    }
+}

@@ -48,13 +48,13 @@ fn the_guides_example_loads_and_prints_its_effective_table() {
     assert!(head.starts_with("config ") && head.ends_with(&format!("({file})")), "{head}");
     let table: Vec<&str> = lines.collect();
     let expected = [
-        "dependency       match                         retries  attempts  backoff       jitter  attempt_timeout  deadline  retry_statuses   hedging  priority   fallback",
-        "(defaults)       *                             on       3         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   -",
-        "inventory        host=inventory.internal       on       4         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   stale_inventory",
-        "orders-get       grpc=shop.Orders/Get          on       3         100ms..2s x2  full    1s               800ms     429,502,503,504  -        critical   -",
-        "payments         host=payments.internal:8443   on       2         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   queue_payment",
-        "recommendations  path_prefix=/recommendations  OFF      3         100ms..2s x2  full    1s               5s        429,502,503,504  -        sheddable  -",
-        "search           host=search.internal          on       3         100ms..2s x2  full    1s               5s        429,502,503,504  2@50ms   critical   -",
+        "dependency       match                         retries  attempts  backoff       jitter  attempt_timeout  deadline  retry_statuses   hedging  priority   fallback         budget                         breaker                                         pacer     body_rule   idempotency_keys",
+        "(defaults)       *                             on       3         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   -                ratio=0.2,min=10/s,window=10s  code                                            code      code        code",
+        "inventory        host=inventory.internal       on       4         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   stale_inventory  ratio=0.2,min=10/s,window=10s  code                                            code      quota_json  code",
+        "orders-get       grpc=shop.Orders/Get          on       3         100ms..2s x2  full    1s               800ms     429,502,503,504  -        critical   -                ratio=0.2,min=10/s,window=10s  code                                            code      code        code",
+        "payments         host=payments.internal:8443   on       2         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   queue_payment    ratio=0.2,min=10/s,window=10s  ratio=0.5,min_calls=20,window=10s,cool_down=5s  code      code        on",
+        "recommendations  path_prefix=/recommendations  OFF      3         100ms..2s x2  full    1s               5s        429,502,503,504  -        sheddable  -                ratio=0.2,min=10/s,window=10s  off                                             code      code        code",
+        "search           host=search.internal          on       3         100ms..2s x2  full    1s               5s        429,502,503,504  2@50ms   critical   -                ratio=0.2,min=10/s,window=10s  code                                            adaptive  code        code",
     ];
     assert_eq!(table, expected, "\n{stdout}");
     let _ = std::fs::remove_file(&path);
