@@ -6,7 +6,10 @@
 //!
 //! Precedence: a per-request [`RetryOptions`] policy or priority wins over the
 //! file; the file's effective settings (its dependency's, else its defaults)
-//! replace the builder's policy, retried statuses and hedging. The kill switch
+//! replace the builder's policy, retried statuses and hedging; where the
+//! file writes them, its body rule (by name, [`NamedBodyRules`]), idempotency
+//! key generation and guards (budget, breaker, pacer: see
+//! `crate::file_guards`) replace the builder's, key by key. The kill switch
 //! (`enabled = false`) wins over everything: one attempt, no hedge, even for a
 //! request that brings its own policy — it is the operator's stop during an
 //! incident.
