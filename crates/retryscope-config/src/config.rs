@@ -160,9 +160,9 @@ impl Config {
     /// The effective table: one row for the defaults, then one per
     /// dependency (by name), each with the defaults merged in.
     pub fn table(&self) -> String {
-        // Only what a client applies from the file: the keys refused as not
-        // applied yet have no column.
-        const HEAD: [&str; 12] = [
+        // Every key a client applies from the file; `code` where the file
+        // leaves a guard, the body rule or idempotency keys to the builder.
+        const HEAD: [&str; 17] = [
             "dependency",
             "match",
             "retries",
@@ -175,6 +175,11 @@ impl Config {
             "hedging",
             "priority",
             "fallback",
+            "budget",
+            "breaker",
+            "pacer",
+            "body_rule",
+            "idempotency_keys",
         ];
         let mut rows = vec![HEAD.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()];
         rows.push(self.defaults.row());
@@ -351,17 +356,23 @@ fn build(
             &fail,
         )?;
         // A gRPC call keeps its service config's retryable codes and hedging
-        // (A6): written on a gRPC dependency, these would be ignored.
+        // (A6), reads no HTTP body and gets no idempotency key: written on a
+        // gRPC dependency, these would be ignored.
         if block.service.is_some() {
-            let ignored =
-                [("retry_statuses", block.retry_statuses.is_some()), ("hedging", block.hedging.is_some())];
+            let ignored = [
+                ("retry_statuses", block.retry_statuses.is_some()),
+                ("hedging", block.hedging.is_some()),
+                ("body_rule", block.body_rule.is_some()),
+                ("idempotency_keys", block.idempotency_keys.is_some()),
+            ];
             if let Some((key, _)) = ignored.into_iter().find(|(_, set)| *set) {
                 return Err(fail(
                     ConfigErrorKind::NotApplied,
                     &[at[0], at[1], key],
                     format!(
                         "`{key}` is not applied to gRPC calls: they keep the service config's \
-                         retryable codes and hedging policy (set them there)"
+                         retryable codes and hedging policy (set them there), read no HTTP body \
+                         and carry no idempotency key"
                     ),
                 ));
             }

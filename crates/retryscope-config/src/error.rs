@@ -20,11 +20,10 @@ pub enum ConfigErrorKind {
     Match,
     /// A `body_rule` or `fallback` names nothing registered in code.
     UnknownName,
-    /// A key the schema knows that no client applies from a file yet
-    /// (`budget`, `breaker`, `pacer`, `body_rule`, `idempotency_keys`; on a
-    /// gRPC dependency, `retry_statuses` and `hedging`): refused
-    /// rather than accepted and ignored; the message says which builder
-    /// setting does it in code.
+    /// A key the schema knows that no client applies where it is written (on
+    /// a gRPC dependency: `retry_statuses`, `hedging`, `body_rule`,
+    /// `idempotency_keys`): refused rather than accepted and ignored; the
+    /// message says where it is set instead.
     NotApplied,
     /// `RETRYSCOPE_CONFIG` is unset, the file has no `.toml`/`.json`
     /// extension, or a reload from the file was asked of a handle without one.

@@ -8,10 +8,9 @@
 //!
 //! Every setting maps onto the engine's own types ([`retryscope::Policy`],
 //! [`retryscope::classify::HttpClassifier`], [`retryscope::hedge::HedgePolicy`]),
-//! so the file accepts exactly what code accepts. The keys no client applies
-//! from a file yet (`budget`, `breaker`, `pacer`, `body_rule`,
-//! `idempotency_keys`) are refused ([`ConfigErrorKind::NotApplied`]), never
-//! accepted and ignored. The guide is
+//! so the file accepts exactly what code accepts. A key no client applies
+//! where it is written (an HTTP-only key on a gRPC dependency) is refused
+//! ([`ConfigErrorKind::NotApplied`]), never accepted and ignored. The guide is
 //! [docs/guide/configuration.md](https://github.com/retryscope/retryscope/blob/main/docs/guide/configuration.md);
 //! the telemetry it adds (`retryscope.config.reloads`, `retryscope.config.active`,
 //! `retryscope.config.hash`) is in
@@ -61,5 +60,6 @@ pub use handle::{
 pub use matcher::Target;
 pub use names::KnownNames;
 pub use settings::{
-    BreakerSettings, BudgetSettings, DependencySettings, HedgeSettings, MAX_ATTEMPTS, PacerSettings,
+    BreakerSettings, BudgetSettings, DependencySettings, GuardKeys, HedgeSettings, MAX_ATTEMPTS,
+    PacerSettings,
 };

@@ -125,10 +125,30 @@ pub struct DependencySettings {
     pub(crate) budget: Option<BudgetSettings>,
     pub(crate) breaker: Option<BreakerSettings>,
     pub(crate) pacer: Option<PacerSettings>,
-    pub(crate) idempotency_keys: bool,
+    pub(crate) idempotency_keys: Option<bool>,
     pub(crate) priority: Priority,
     pub(crate) fallback: Option<Arc<str>>,
-    pub(crate) sets_guards: bool,
+    pub(crate) sets: GuardKeys,
+}
+
+/// Which guard keys the file writes for a dependency (in its own block or in
+/// the `defaults` it inherits): a client takes those guards from the file
+/// and the others from its builder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GuardKeys {
+    /// `budget` is written.
+    pub budget: bool,
+    /// `breaker` is written.
+    pub breaker: bool,
+    /// `pacer` is written.
+    pub pacer: bool,
+}
+
+impl GuardKeys {
+    /// Whether any of them is written.
+    pub fn any(&self) -> bool {
+        self.budget || self.breaker || self.pacer
+    }
 }
 
 impl DependencySettings {
@@ -169,20 +189,25 @@ impl DependencySettings {
     pub fn hedge(&self) -> Option<HedgeSettings> {
         self.hedge.as_ref().map(|(s, _)| *s)
     }
-    /// The budget's settings; `None`: no budget.
+    /// The budget's settings; `None`: no budget. Applied by a client only
+    /// where the file writes `budget` ([`sets`](Self::sets)).
     pub fn budget(&self) -> Option<BudgetSettings> {
         self.budget
     }
-    /// The breaker's settings; `None`: no breaker.
+    /// The breaker's settings; `None`: no breaker. Applied by a client only
+    /// where the file writes `breaker`.
     pub fn breaker(&self) -> Option<BreakerSettings> {
         self.breaker
     }
-    /// The pacer's settings; `None`: no pacer.
+    /// The pacer's settings; `None`: no pacer. Applied by a client only
+    /// where the file writes `pacer`.
     pub fn pacer(&self) -> Option<PacerSettings> {
         self.pacer
     }
-    /// Whether non-idempotent requests without a key get one.
-    pub fn idempotency_keys(&self) -> bool {
+    /// Whether non-idempotent requests without a key get one: `Some` where
+    /// the file writes `idempotency_keys`, `None` to leave it to the client's
+    /// builder (`idempotency_keys()`).
+    pub fn idempotency_keys(&self) -> Option<bool> {
         self.idempotency_keys
     }
     /// The priority calls of this dependency carry by default.
@@ -197,14 +222,25 @@ impl DependencySettings {
     /// Whether the file writes `budget`, `breaker` or `pacer` for these
     /// settings (here or in the defaults they inherit).
     pub fn sets_guards(&self) -> bool {
-        self.sets_guards
+        self.sets.any()
+    }
+
+    /// Which of `budget`, `breaker` and `pacer` the file writes for these
+    /// settings (here or in the defaults they inherit).
+    pub fn sets(&self) -> GuardKeys {
+        self.sets
     }
 
     /// Whether guards made from `self` and from `other` would differ: a
     /// reload keeps a dependency's budget, breaker and pacer (and their
-    /// state) unless this is true.
+    /// state: tokens, open or closed, learned gates) unless this is true.
+    /// A key written with its default values differs from one not written:
+    /// the client's builder makes the latter.
     pub fn guards_differ(&self, other: &DependencySettings) -> bool {
-        self.budget != other.budget || self.breaker != other.breaker || self.pacer != other.pacer
+        self.sets != other.sets
+            || self.budget != other.budget
+            || self.breaker != other.breaker
+            || self.pacer != other.pacer
     }
 
     /// One row of the effective table.
@@ -224,8 +260,48 @@ impl DependencySettings {
             self.hedge().map_or_else(|| "-".to_owned(), |h| format!("{}@{}", h.max_copies, show(h.delay))),
             self.priority.as_str().to_owned(),
             self.fallback.as_deref().unwrap_or("-").to_owned(),
+            // `code`: not written, the client's builder decides.
+            match (self.sets.budget, self.budget) {
+                (false, _) => "code".to_owned(),
+                (true, None) => "off".to_owned(),
+                (true, Some(b)) => fields(&[
+                    ("ratio", b.ratio.map(|v| v.to_string())),
+                    ("min", b.min_per_second.map(|v| format!("{v}/s"))),
+                    ("window", b.window.map(show)),
+                ]),
+            },
+            match (self.sets.breaker, self.breaker) {
+                (false, _) => "code".to_owned(),
+                (true, None) => "off".to_owned(),
+                (true, Some(b)) => fields(&[
+                    ("ratio", b.failure_ratio.map(|v| v.to_string())),
+                    ("min_calls", b.min_calls.map(|v| v.to_string())),
+                    ("window", b.window.map(show)),
+                    ("cool_down", b.cool_down.map(show)),
+                    ("probes", b.half_open_probes.map(|v| v.to_string())),
+                ]),
+            },
+            match (self.sets.pacer, self.pacer) {
+                (false, _) => "code".to_owned(),
+                (true, None) => "off".to_owned(),
+                (true, Some(p)) => (if p.adaptive { "adaptive" } else { "on" }).to_owned(),
+            },
+            self.body_rule.as_deref().unwrap_or("code").to_owned(),
+            match self.idempotency_keys {
+                None => "code".to_owned(),
+                Some(true) => "on".to_owned(),
+                Some(false) => "off".to_owned(),
+            },
         ]
     }
+}
+
+/// `key=value` for each value written, `,`-separated (short names: `min` is
+/// `min_per_second`, a breaker's `ratio` its `failure_ratio`, `probes` its
+/// `half_open_probes`); `default` for none.
+fn fields(all: &[(&str, Option<String>)]) -> String {
+    let set: Vec<String> = all.iter().filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}"))).collect();
+    if set.is_empty() { "default".to_owned() } else { set.join(",") }
 }
 
 fn jitter_name(j: Jitter) -> &'static str {
@@ -256,25 +332,6 @@ pub(crate) fn resolve(
     matcher: String,
     known: &KnownNames,
 ) -> Result<DependencySettings, Refusal> {
-    // Keys the schema knows that the integrations do not apply from a file
-    // yet: refused, so that no operator believes a setting is in force that
-    // is not. Each is set in code, with the setter named.
-    let not_applied = [
-        (b.budget.is_some(), "budget", "budget_per_dependency / no_budget"),
-        (b.breaker.is_some(), "breaker", "breaker_per_dependency / no_breaker"),
-        (b.pacer.is_some(), "pacer", "pacer_per_dependency / no_pacer"),
-        (b.body_rule.is_some(), "body_rule", "retry_on_body"),
-        (b.idempotency_keys.is_some(), "idempotency_keys", "idempotency_keys"),
-    ];
-    if let Some((_, key, setter)) = not_applied.into_iter().find(|(set, ..)| *set) {
-        return Err(refuse(
-            ConfigErrorKind::NotApplied,
-            key,
-            format!(
-                "`{key}` is not applied from a file yet: set it in code with the client builder's `{setter}`"
-            ),
-        ));
-    }
     let range = ConfigErrorKind::OutOfRange;
     let base = Policy::interactive();
     let mut pb = base.to_builder();
@@ -478,12 +535,16 @@ pub(crate) fn resolve(
         budget,
         breaker,
         pacer,
-        idempotency_keys: b.idempotency_keys.unwrap_or(false),
+        idempotency_keys: b.idempotency_keys,
         priority: match b.priority {
             Some(PriorityName::Sheddable) => Priority::Sheddable,
             _ => Priority::Critical,
         },
         fallback,
-        sets_guards: b.budget.is_some() || b.breaker.is_some() || b.pacer.is_some(),
+        sets: GuardKeys {
+            budget: b.budget.is_some(),
+            breaker: b.breaker.is_some(),
+            pacer: b.pacer.is_some(),
+        },
     })
 }

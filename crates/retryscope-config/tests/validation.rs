@@ -40,31 +40,62 @@ fn a_value_out_of_range_names_the_range_and_where_it_is_written() {
     assert!(!e.to_string().contains("PolicyError"), "Display is without the source: {e}");
 }
 
-/// The keys the schema names that no client applies from a file yet are
-/// refused where they are written, with the builder setter that does it in
-/// code: never accepted and ignored.
+/// The guards, the body rule and idempotency keys load (a client applies
+/// them: see retryscope-conformance's `configured.rs`); which guard keys the
+/// file writes is kept, since a key not written leaves the guard to the
+/// builder.
 #[test]
-fn the_keys_no_client_applies_from_a_file_are_refused() {
-    for (key, written, setter) in [
-        ("budget", "budget = { ratio = 0.2 }", "budget_per_dependency"),
-        ("breaker", "breaker = { enabled = false }", "breaker_per_dependency"),
-        ("pacer", "pacer = { adaptive = true }", "pacer_per_dependency"),
-        ("body_rule", "body_rule = \"quota_json\"", "retry_on_body"),
-        ("idempotency_keys", "idempotency_keys = true", "idempotency_keys"),
+fn guards_body_rule_and_keys_load_and_say_which_keys_are_written() {
+    let c = toml(
+        "[defaults]\nbudget = { ratio = 0.2 }\n\
+         [dependencies.pay]\nhost = \"pay\"\nbreaker = { min_calls = 5, cool_down = \"2s\" }\n\
+         pacer = { adaptive = true }\nbody_rule = \"quota_json\"\nidempotency_keys = true\n\
+         [dependencies.search]\nhost = \"search\"\nbudget = { enabled = false }\nidempotency_keys = false\n",
+    )
+    .unwrap();
+    let pay = c.dependency("pay").unwrap();
+    let sets = pay.sets();
+    assert_eq!((sets.budget, sets.breaker, sets.pacer), (true, true, true));
+    assert_eq!(pay.budget().and_then(|b| b.ratio), Some(0.2), "inherited from the defaults");
+    let breaker = pay.breaker().unwrap();
+    assert_eq!((breaker.min_calls, breaker.cool_down), (Some(5), Some(Duration::from_secs(2))));
+    assert!(pay.pacer().unwrap().adaptive);
+    assert_eq!((pay.body_rule(), pay.idempotency_keys()), (Some("quota_json"), Some(true)));
+    let search = c.dependency("search").unwrap();
+    assert_eq!((search.sets().budget, search.budget()), (true, None), "written off");
+    assert_eq!((search.sets().breaker, search.sets().pacer), (false, false), "left to the builder");
+    assert_eq!(search.idempotency_keys(), Some(false));
+    let defaults = c.defaults();
+    assert_eq!((defaults.idempotency_keys(), defaults.body_rule()), (None, None));
+    // Equal settings make equal guards; a key written with its defaults is
+    // not the same as a key left to the builder.
+    let again = toml("[defaults]\nbudget = { ratio = 0.2 }\n[dependencies.pay]\nhost = \"pay\"\nbreaker = { min_calls = 5, cool_down = \"2s\" }\npacer = { adaptive = true }\n").unwrap();
+    assert!(!pay.guards_differ(again.dependency("pay").unwrap()));
+    let plain = toml("[dependencies.pay]\nhost = \"pay\"\n").unwrap();
+    let written = toml("[dependencies.pay]\nhost = \"pay\"\nbudget = {}\n").unwrap();
+    assert!(plain.dependency("pay").unwrap().guards_differ(written.dependency("pay").unwrap()));
+    assert!(!plain.dependency("pay").unwrap().sets_guards());
+}
+
+/// What a gRPC call does not apply is refused on a gRPC dependency, where it
+/// is written, saying why: never accepted and ignored.
+#[test]
+fn http_only_keys_on_a_grpc_dependency_are_refused() {
+    for (key, written) in [
+        ("retry_statuses", "retry_statuses = [503]"),
+        ("hedging", "hedging = { max_copies = 2 }"),
+        ("body_rule", "body_rule = \"quota_json\""),
+        ("idempotency_keys", "idempotency_keys = true"),
     ] {
-        let e = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap_err();
+        let e = toml(&format!("[dependencies.orders]\nservice = \"shop.Orders\"\n{written}\n")).unwrap_err();
         assert_eq!(e.kind(), ConfigErrorKind::NotApplied, "{e}");
-        assert_eq!(e.path(), format!("dependencies.pay.{key}"), "{e}");
+        assert_eq!(e.path(), format!("dependencies.orders.{key}"), "{e}");
         assert_eq!(e.location().map(|l| l.line), Some(3), "{e}");
-        assert!(e.message().contains(setter), "{e}");
-        // In the defaults too.
-        let e = toml(&format!("[defaults]\n{written}\n")).unwrap_err();
-        assert_eq!(
-            (e.kind(), e.path()),
-            (ConfigErrorKind::NotApplied, format!("defaults.{key}").as_str()),
-            "{e}"
-        );
+        assert!(e.message().contains("gRPC"), "{e}");
     }
+    // The guards apply to gRPC calls: accepted.
+    let c = toml("[dependencies.orders]\nservice = \"shop.Orders\"\nbreaker = { min_calls = 3 }\n").unwrap();
+    assert!(c.dependency("orders").unwrap().sets().breaker);
 }
 
 #[test]

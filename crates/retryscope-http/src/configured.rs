@@ -6,11 +6,15 @@
 //!
 //! Precedence: a per-request [`RetryOptions`] policy or priority wins over the
 //! file; the file's effective settings (its dependency's, else its defaults)
-//! replace the builder's policy, retried statuses and hedging. The kill switch
+//! replace the builder's policy, retried statuses and hedging; where the
+//! file writes them, its body rule (by name, [`NamedBodyRules`]), idempotency
+//! key generation and guards (budget, breaker, pacer: see
+//! `crate::file_guards`) replace the builder's, key by key. The kill switch
 //! (`enabled = false`) wins over everything: one attempt, no hedge, even for a
 //! request that brings its own policy — it is the operator's stop during an
 //! incident.
 
+use crate::body_rule::SharedBodyRule;
 use crate::options::RetryOptions;
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
@@ -48,6 +52,11 @@ impl CallConfig {
         &self.settings
     }
 
+    /// The configuration this call runs under.
+    pub fn snapshot(&self) -> &Arc<Config> {
+        &self.snapshot
+    }
+
     /// The hash of the configuration this call runs under.
     pub fn hash(&self) -> &Arc<str> {
         self.snapshot.hash_str()
@@ -82,5 +91,54 @@ impl CallConfig {
     /// The request's priority if it set one, else the file's.
     pub fn priority(&self, options: &RetryOptions) -> Priority {
         options.priority_override().unwrap_or(self.settings.priority())
+    }
+
+    // --- guards, body rule, idempotency keys from the file (issue 35) ---
+
+    /// The body rule this call reads bodies with: the one registered in code
+    /// under the name the file gives its dependency (`body_rule = "name"`),
+    /// else the builder's own (`retry_on_body`). A name the client never
+    /// registered (though the handle's `KnownNames` did) reads no body.
+    pub fn body_rule<'a>(
+        &self,
+        named: &'a NamedBodyRules,
+        own: Option<&'a SharedBodyRule>,
+    ) -> Option<&'a SharedBodyRule> {
+        match self.settings.body_rule() {
+            Some(name) => named.get(name),
+            None => own,
+        }
+    }
+
+    /// Whether this call generates an idempotency key: the file's
+    /// `idempotency_keys` where written, else the builder's choice.
+    pub fn generates_keys(&self, builder: bool) -> bool {
+        self.settings.idempotency_keys().unwrap_or(builder)
+    }
+}
+
+/// The body rules registered in code by name (`body_rule(name, limit,
+/// rule)`), that a file's `body_rule = "name"` selects. As many as code
+/// registers; found by a walk, without allocating.
+#[derive(Debug, Clone, Default)]
+pub struct NamedBodyRules(Vec<(Arc<str>, SharedBodyRule)>);
+
+impl NamedBodyRules {
+    /// Registers `rule` under `name`, replacing one of that name.
+    pub fn register(&mut self, name: &str, rule: SharedBodyRule) {
+        match self.0.iter_mut().find(|(n, _)| &**n == name) {
+            Some((_, kept)) => *kept = rule,
+            None => self.0.push((Arc::from(name), rule)),
+        }
+    }
+
+    /// The rule registered as `name`.
+    pub fn get(&self, name: &str) -> Option<&SharedBodyRule> {
+        self.0.iter().find(|(n, _)| &**n == name).map(|(_, rule)| rule)
+    }
+
+    /// The names registered, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(n, _)| &**n)
     }
 }

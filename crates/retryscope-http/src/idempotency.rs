@@ -126,6 +126,19 @@ impl IdempotencyKeys {
         extensions: &Extensions,
         replayable: bool,
     ) -> Option<KeySource> {
+        self.apply_generating(self.generate, method, headers, extensions, replayable)
+    }
+
+    /// [`apply`](Self::apply), generating keys if `generate` says so rather
+    /// than as set: a configured client's file decides per dependency.
+    pub fn apply_generating(
+        &self,
+        generate: bool,
+        method: &Method,
+        headers: &mut HeaderMap,
+        extensions: &Extensions,
+        replayable: bool,
+    ) -> Option<KeySource> {
         let choice = extensions.get::<KeyChoice>().map(|key| &key.0);
         if let Some(Choice::Use(value)) = choice {
             headers.insert(self.header.clone(), value.clone());
@@ -134,7 +147,7 @@ impl IdempotencyKeys {
         if has_key(headers, &self.header) {
             return Some(KeySource::Caller);
         }
-        let wanted = self.generate
+        let wanted = generate
             && !is_idempotent_method(method)
             && replayable
             && !matches!(choice, Some(Choice::Suppress));

@@ -36,6 +36,7 @@ mod configured;
 mod error;
 mod fallback;
 pub mod fault;
+mod file_guards;
 mod idempotency;
 mod options;
 mod redact;
@@ -66,7 +67,7 @@ pub use rule::{ResponseRule, rule_fn};
 #[doc(hidden)]
 pub mod __private {
     pub use crate::__shared_setters as shared_setters;
-    pub use crate::configured::CallConfig;
+    pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;
     pub use crate::settings::ClientSettings;
     pub use retryscope_config::ConfigHandle;
@@ -83,6 +84,10 @@ pub mod __private {
     /// Idempotency keys on the client: which header, generated or not.
     pub mod idempotency {
         pub use crate::idempotency::*;
+    }
+    /// A configured client's guards from its file.
+    pub mod file_guards {
+        pub use crate::file_guards::*;
     }
     /// Fallbacks as the builders keep them, and their run.
     pub mod fallback {

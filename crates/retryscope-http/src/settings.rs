@@ -2,6 +2,7 @@
 //! (`__private::shared_setters!`).
 
 use crate::body_rule::SharedBodyRule;
+use crate::configured::NamedBodyRules;
 use crate::fallback::FallbackSettings;
 use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
@@ -25,6 +26,9 @@ pub struct ClientSettings {
     pub rule: Option<SharedRule>,
     /// The user's rule that reads selected bodies, asked before `rule`.
     pub body_rule: Option<SharedBodyRule>,
+    /// Body rules registered by name, that a configuration file selects per
+    /// dependency (`body_rule = "name"`).
+    pub body_rules: NamedBodyRules,
     /// Where the metrics go.
     pub telemetry: MeterChoice,
     /// Whether the retry log is written: on unless turned off itself, whatever
@@ -80,6 +84,7 @@ impl Default for ClientSettings {
             classifier: HttpClassifier::new(),
             rule: None,
             body_rule: None,
+            body_rules: NamedBodyRules::default(),
             telemetry: MeterChoice::Global,
             retry_log: true,
             operation_spans: false,
@@ -120,6 +125,7 @@ impl fmt::Debug for ClientSettings {
             .field("classifier", &self.classifier)
             .field("rule", &self.rule)
             .field("body_rule", &self.body_rule)
+            .field("body_rules", &self.body_rules)
             .field("telemetry", &self.telemetry)
             .field("retry_log", &self.retry_log)
             .field("operation_spans", &self.operation_spans)
@@ -153,7 +159,7 @@ impl fmt::Debug for ClientSettings {
 ///   `concurrency_limit_per_dependency`, `no_concurrency_limit`;
 /// - `fallback`: `fallback`, `fallback_for`, `default_fallback`, `fallback_names`;
 /// - `config`: `config` (a retryscope-config handle);
-/// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `budget_per_dependency`, `no_budget`,
+/// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `body_rule`, `body_rule_names`, `budget_per_dependency`, `no_budget`,
 ///   `attempt_header`, `no_attempt_header`, `request_id_header`, `hedge`,
 ///   `idempotency_keys`, `idempotency_key_header` — what only HTTP semantics use.
 #[doc(hidden)]
@@ -364,10 +370,19 @@ macro_rules! __shared_setters {
         ///
         /// A dependency's `fallback = "name"` selects the fallback registered
         /// in code under that name (see `fallback`); under the kill switch
-        /// it runs with reason `kill_switch`.
+        /// it runs with reason `kill_switch`. Its `body_rule = "name"`
+        /// selects the body rule registered under that name (`body_rule`,
+        /// HTTP only), and `idempotency_keys = true|false` turns key
+        /// generation on or off for it (the header stays the builder's).
         ///
-        /// The guards, the body rule and idempotency keys stay the builder's:
-        /// a file that sets them is refused when it loads.
+        /// Its `budget`, `breaker` and `pacer` replace the builder's guards
+        /// for its calls, key by key: a key the file writes (in the
+        /// dependency or in `defaults`) is built from the file and kept per
+        /// file dependency (shared by every call of it, reported under its
+        /// name in the file; the defaults' per server); a key it does not
+        /// write is made by the builder (`budget_per_dependency`, …). A
+        /// reload keeps a dependency's guards, and their state, while its
+        /// guard settings are unchanged, and rebuilds them when they change.
         pub fn config(mut self, handle: $crate::__private::ConfigHandle) -> Self {
             self.$($field).+.config = Some(handle);
             self
@@ -413,6 +428,29 @@ macro_rules! __shared_setters {
         ) -> Self {
             self.$($field).+.body_rule = Some($crate::__private::body_rule::SharedBodyRule::new(limit, rule));
             self
+        }
+
+        /// Registers a body rule under `name` (replacing one of that name),
+        /// that reads the bodies `rule` selects, up to `limit`, as
+        /// [`retry_on_body`](Self::retry_on_body) does — for the calls of the
+        /// dependencies whose configuration file says `body_rule = "name"`
+        /// (see `config`), instead of the builder's own rule. Registering
+        /// runs nothing. List the name in the handle's `KnownNames` too, so
+        /// that the file is checked against it.
+        pub fn body_rule(
+            mut self,
+            name: &str,
+            limit: $crate::BodyLimit,
+            rule: impl $crate::BodyRule,
+        ) -> Self {
+            self.$($field).+.body_rules.register(name, $crate::__private::body_rule::SharedBodyRule::new(limit, rule));
+            self
+        }
+
+        /// The names of the body rules registered so far
+        /// ([`body_rule`](Self::body_rule)), in registration order.
+        pub fn body_rule_names(&self) -> impl Iterator<Item = &str> {
+            self.$($field).+.body_rules.names()
         }
 
         /// Gives each dependency a budget made by `make` (default:

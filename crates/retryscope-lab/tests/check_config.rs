@@ -33,21 +33,28 @@ fn check_config(args: &[&str]) -> (bool, String, String) {
 fn the_guides_example_loads_and_prints_its_effective_table() {
     let path = guide_example("ok");
     let file = path.to_str().expect("utf-8 temp path");
-    let (ok, stdout, stderr) =
-        check_config(&[file, "--fallback", "queue_payment", "--fallback", "stale_inventory"]);
+    let (ok, stdout, stderr) = check_config(&[
+        file,
+        "--body-rule",
+        "quota_json",
+        "--fallback",
+        "queue_payment",
+        "--fallback",
+        "stale_inventory",
+    ]);
     assert!(ok, "{stderr}");
     let mut lines = stdout.lines();
     let head = lines.next().expect("a header line");
     assert!(head.starts_with("config ") && head.ends_with(&format!("({file})")), "{head}");
     let table: Vec<&str> = lines.collect();
     let expected = [
-        "dependency       match                         retries  attempts  backoff       jitter  attempt_timeout  deadline  retry_statuses   hedging  priority   fallback",
-        "(defaults)       *                             on       3         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   -",
-        "inventory        host=inventory.internal       on       4         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   stale_inventory",
-        "orders-get       grpc=shop.Orders/Get          on       3         100ms..2s x2  full    1s               800ms     429,502,503,504  -        critical   -",
-        "payments         host=payments.internal:8443   on       2         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   queue_payment",
-        "recommendations  path_prefix=/recommendations  OFF      3         100ms..2s x2  full    1s               5s        429,502,503,504  -        sheddable  -",
-        "search           host=search.internal          on       3         100ms..2s x2  full    1s               5s        429,502,503,504  2@50ms   critical   -",
+        "dependency       match                         retries  attempts  backoff       jitter  attempt_timeout  deadline  retry_statuses   hedging  priority   fallback         budget                         breaker                                         pacer     body_rule   idempotency_keys",
+        "(defaults)       *                             on       3         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   -                ratio=0.2,min=10/s,window=10s  code                                            code      code        code",
+        "inventory        host=inventory.internal       on       4         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   stale_inventory  ratio=0.2,min=10/s,window=10s  code                                            code      quota_json  code",
+        "orders-get       grpc=shop.Orders/Get          on       3         100ms..2s x2  full    1s               800ms     429,502,503,504  -        critical   -                ratio=0.2,min=10/s,window=10s  code                                            code      code        code",
+        "payments         host=payments.internal:8443   on       2         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   queue_payment    ratio=0.2,min=10/s,window=10s  ratio=0.5,min_calls=20,window=10s,cool_down=5s  code      code        on",
+        "recommendations  path_prefix=/recommendations  OFF      3         100ms..2s x2  full    1s               5s        429,502,503,504  -        sheddable  -                ratio=0.2,min=10/s,window=10s  off                                             code      code        code",
+        "search           host=search.internal          on       3         100ms..2s x2  full    1s               5s        429,502,503,504  2@50ms   critical   -                ratio=0.2,min=10/s,window=10s  code                                            adaptive  code        code",
     ];
     assert_eq!(table, expected, "\n{stdout}");
     let _ = std::fs::remove_file(&path);
@@ -58,31 +65,47 @@ fn a_name_not_registered_or_a_broken_value_is_refused_with_its_line() {
     let path = guide_example("names");
     let file = path.to_str().expect("utf-8 temp path");
     // Without --fallback stale_inventory the service would refuse the file.
-    let (ok, stdout, stderr) = check_config(&[file, "--fallback", "queue_payment"]);
+    let (ok, stdout, stderr) =
+        check_config(&[file, "--body-rule", "quota_json", "--fallback", "queue_payment"]);
     assert!(!ok && stdout.is_empty());
     assert!(
         stderr.contains(&format!("{file}:")) && stderr.contains("dependencies.inventory.fallback"),
         "{stderr}"
     );
 
-    // A key no client applies from a file yet is refused, with its setter in code.
-    let with_budget = std::fs::read_to_string(&path)
+    // A key a gRPC call would not apply is refused where it is written.
+    let with_keys = std::fs::read_to_string(&path)
         .expect("read back")
-        .replace("attempts = 4", "attempts = 4\nbudget = { ratio = 0.2 }");
-    std::fs::write(&path, &with_budget).expect("rewrite");
-    let (ok, _, stderr) =
-        check_config(&[file, "--fallback", "queue_payment", "--fallback", "stale_inventory"]);
+        .replace("deadline = \"800ms\"", "deadline = \"800ms\"\nidempotency_keys = true");
+    std::fs::write(&path, &with_keys).expect("rewrite");
+    let (ok, _, stderr) = check_config(&[
+        file,
+        "--body-rule",
+        "quota_json",
+        "--fallback",
+        "queue_payment",
+        "--fallback",
+        "stale_inventory",
+    ]);
     assert!(!ok);
     assert!(
-        stderr.contains("dependencies.inventory.budget") && stderr.contains("budget_per_dependency"),
+        stderr.contains("dependencies.orders-get.idempotency_keys")
+            && stderr.contains("not applied to gRPC calls"),
         "{stderr}"
     );
-    std::fs::write(&path, with_budget.replace("\nbudget = { ratio = 0.2 }", "")).expect("rewrite");
+    std::fs::write(&path, with_keys.replace("\nidempotency_keys = true", "")).expect("rewrite");
 
     let text = std::fs::read_to_string(&path).expect("read back").replace("attempts = 2", "attempts = 0");
     std::fs::write(&path, text).expect("rewrite");
-    let (ok, _, stderr) =
-        check_config(&[file, "--fallback", "queue_payment", "--fallback", "stale_inventory"]);
+    let (ok, _, stderr) = check_config(&[
+        file,
+        "--body-rule",
+        "quota_json",
+        "--fallback",
+        "queue_payment",
+        "--fallback",
+        "stale_inventory",
+    ]);
     assert!(!ok);
     assert!(stderr.contains("dependencies.payments.attempts: must be 1..=100, got 0"), "{stderr}");
     let _ = std::fs::remove_file(&path);

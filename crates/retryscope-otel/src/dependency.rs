@@ -374,6 +374,13 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
         self.find(dependency)?.hedge()?.percentile_delay(now)
     }
 
+    /// The guards of every dependency seen so far (at most
+    /// [`MAX_DEPENDENCIES`] + 1): for gauges a caller registers itself
+    /// ([`register_guard_gauges`](crate::register_guard_gauges)), and tests.
+    pub fn all(&self) -> Vec<Arc<Guards<T>>> {
+        self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+    }
+
     /// How many dependencies have guards.
     pub fn len(&self) -> usize {
         self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).len()

@@ -68,6 +68,44 @@ where
     register_budget_gauge(meter, dependency, move || throttle.available())
 }
 
+/// Registers `retryscope.budget.available`, `retryscope.breaker.state` and
+/// `retryscope.pace.rate` for guards a registry of its own keeps (a
+/// configured client's guards from a file), read at each collection from
+/// the guards `live` lists then, each under its
+/// [`dependency`](crate::Guards::dependency) name — as
+/// [`DependencyGuards`](crate::DependencyGuards) reports its own. `live`
+/// should hold its registry weakly (OpenTelemetry keeps the callbacks for
+/// the meter provider's lifetime) and list a bounded number of guards.
+pub fn register_guard_gauges<T: Throttle + 'static>(
+    meter: &Meter,
+    live: impl Fn() -> Vec<Arc<crate::Guards<T>>> + Send + Sync + 'static,
+) {
+    let live = Arc::new(live);
+    let budgets = Arc::clone(&live);
+    budget_gauge(meter, move |observe| {
+        for guards in budgets() {
+            if let Some(budget) = guards.budget() {
+                observe(budget.available(), &guards.dependency);
+            }
+        }
+    });
+    let breakers = Arc::clone(&live);
+    breaker_gauge(meter, move |observe| {
+        for guards in breakers() {
+            if let Some(breaker) = guards.breaker() {
+                observe(breaker.state().as_gauge(), &guards.dependency);
+            }
+        }
+    });
+    pace_gauge(meter, move |observe| {
+        for guards in live() {
+            if let Some(rate) = guards.pacer().and_then(retryscope::Pacer::allowed_rate) {
+                observe(rate, &guards.dependency);
+            }
+        }
+    });
+}
+
 /// `retryscope.breaker.state` with a callback that reports any number of
 /// dependencies: `report` calls `observe(state, dependency)` for each.
 pub(crate) fn breaker_gauge(

@@ -139,7 +139,9 @@ pub use bounded::{
     dependency_name,
 };
 pub use dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, MAX_PORTS_PER_HOST};
-pub use gauges::{register_breaker_gauge, register_budget_gauge, register_throttle_gauge};
+pub use gauges::{
+    register_breaker_gauge, register_budget_gauge, register_guard_gauges, register_throttle_gauge,
+};
 pub use guards::{Guardable, Guards};
 pub use incoming::{
     ATTEMPT_HEADER, ENVOY_ATTEMPT_HEADER, EXHAUSTED_HEADER, GRPC_PREVIOUS_ATTEMPTS, IncomingAttempt,

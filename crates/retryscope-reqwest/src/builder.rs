@@ -64,6 +64,21 @@ impl<T> RetryMiddlewareBuilder<T> {
         let settings = self.settings;
         let (meter, telemetry, retry_log) =
             ClientSettings::observers(settings.telemetry, settings.retry_log, settings.operation_spans);
+        // A configured client's guards from its file: made by the builder's
+        // factories for the keys the file leaves to code.
+        let file_guards = settings.config.clone().map(|handle| {
+            let code = retryscope_http::__private::file_guards::CodeFactories {
+                budget: settings.budget.clone(),
+                breaker: settings.breaker.clone(),
+                pacer: settings.pacer.clone(),
+                pace_share: settings.pace_share.clone(),
+                adaptive_throttle: settings.adaptive_throttle.clone(),
+                concurrency_limit: settings.concurrency_limit.clone(),
+                hedge: settings.hedge.clone(),
+                wrap: std::convert::identity,
+            };
+            retryscope_http::__private::file_guards::FileGuards::new(handle, code, meter.as_ref())
+        });
         let guards = DependencyGuards::builder()
             .budget_factory(settings.budget)
             .breaker_factory(settings.breaker)
@@ -82,6 +97,8 @@ impl<T> RetryMiddlewareBuilder<T> {
             classifier: settings.classifier,
             rule: settings.rule,
             body_rule: settings.body_rule,
+            body_rules: settings.body_rules,
+            file_guards,
             telemetry,
             retry_log,
             dependencies: guards.build(),

@@ -163,6 +163,10 @@ pub struct RetryMiddleware {
     pub(crate) fallbacks: Option<Arc<Fallbacks>>,
     /// Per-dependency settings from a file, resolved per call.
     pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
+    /// The body rules a file selects by name.
+    pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
+    /// The guards a file writes, per file dependency; `Some` with `config`.
+    pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<RetryBudget>>,
 }
 
 impl RetryMiddleware {
@@ -215,7 +219,6 @@ impl Middleware for RetryMiddleware {
         // Once per call, before any attempt: every attempt clones these headers.
         let method = request.method().clone();
         let replayable = crate::classify::is_replayable(&request);
-        let key = self.idempotency.apply(&method, request.headers_mut(), extensions, replayable);
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
         let url = request.url();
         // A configured client's settings for this call, from the snapshot in force now.
@@ -226,6 +229,18 @@ impl Middleware for RetryMiddleware {
             url.path(),
             false,
         );
+        // The file's `idempotency_keys`, where written, over the builder's.
+        let generate = configured
+            .as_ref()
+            .map_or(self.idempotency.generates(), |c| c.generates_keys(self.idempotency.generates()));
+        let key = self.idempotency.apply_generating(
+            generate,
+            &method,
+            request.headers_mut(),
+            extensions,
+            replayable,
+        );
+        let url = request.url();
         let policy = match &configured {
             Some(c) => c.policy(&options),
             None => options.policy_override().unwrap_or(self.policy),
@@ -236,7 +251,14 @@ impl Middleware for RetryMiddleware {
         // Read only by a fallback: a client without one takes no clock reading.
         let started = self.fallbacks.as_ref().map(|_| tokio::time::Instant::now());
         // `Url::port` is `None` for the scheme's default port.
-        let guards = self.dependencies.for_server(url.host_str().unwrap_or_default(), url.port(), None);
+        // The file's guards where it writes a guard key for this call's
+        // dependency, else the builder's per-host ones.
+        let host = url.host_str().unwrap_or_default();
+        let guards = configured
+            .as_ref()
+            .zip(self.file_guards.as_ref())
+            .and_then(|(c, file)| file.for_call(c, host, url.port(), None))
+            .unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None));
         let upstream = Upstream::current();
         let mut classifier = RequestClassifier::for_request(
             configured.as_ref().map_or(self.classifier, |c| c.classifier()),
@@ -262,7 +284,10 @@ impl Middleware for RetryMiddleware {
         let mut number = 0;
         let attempt_header = self.attempt_header.as_ref();
         let pacer = guards.pacer();
-        let body_rule = self.body_rule.as_ref();
+        let body_rule = match &configured {
+            Some(c) => c.body_rule(&self.body_rules, self.body_rule.as_ref()),
+            None => self.body_rule.as_ref(),
+        };
         let attempt = || {
             number += 1;
             let request = source.next();

@@ -158,6 +158,22 @@ impl TowerSettings {
             }
             _ => None,
         };
+        // A configured layer's guards from its file: made by the builder's
+        // factories (a gRPC service config's token bucket included) for the
+        // keys the file leaves to code.
+        let file_guards = shared.config.clone().map(|handle| {
+            let code = retryscope_http::__private::file_guards::CodeFactories {
+                budget: budget.clone(),
+                breaker: shared.breaker.clone(),
+                pacer: shared.pacer.clone(),
+                pace_share: shared.pace_share.clone(),
+                adaptive_throttle: shared.adaptive_throttle.clone(),
+                concurrency_limit: shared.concurrency_limit.clone(),
+                hedge: shared.hedge.clone(),
+                wrap: Guard::Budget,
+            };
+            retryscope_http::__private::file_guards::FileGuards::new(handle, code, meter.as_ref())
+        });
         let guards = DependencyGuards::builder()
             .budget_factory(budget)
             .breaker_factory(shared.breaker)
@@ -179,6 +195,8 @@ impl TowerSettings {
                 classifier: shared.classifier,
                 rule: shared.rule,
                 body_rule: shared.body_rule,
+                body_rules: shared.body_rules,
+                file_guards,
                 telemetry,
                 retry_log,
                 guards: guards.build(),

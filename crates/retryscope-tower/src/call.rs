@@ -70,13 +70,13 @@ where
             Mode::Grpc { .. } => {}
         }
     }
-    let guards = settings.guards_for(&parts.uri);
+    let guards = settings.guards_for_call(&parts.uri, configured.as_ref());
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
     // gRPC calls get no idempotency key: A6 retries what the service config opts in.
     let key = match grpc {
         Some(_) => None,
-        None => http_call::keyed(&settings, &mut parts, &mut call.mode, replayable),
+        None => http_call::keyed(&settings, configured.as_ref(), &mut parts, &mut call.mode, replayable),
     };
     let hedging = match &configured {
         Some(c) if !c.settings().enabled() => None,
@@ -103,7 +103,7 @@ where
     let metrics = grpc.as_mut().and_then(|grpc| grpc.start_metrics(&settings, &parts));
     let side = match &grpc {
         Some(grpc) => Side::Grpc(grpc.attempts(&call)),
-        None => Side::Http(HttpAttempts::new(&settings)),
+        None => Side::Http(HttpAttempts::new(&settings, configured.as_ref())),
     };
     // The log alone (telemetry off) has no attempt span to read the
     // request's id: it is handed the header's value.

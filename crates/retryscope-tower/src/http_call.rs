@@ -35,11 +35,21 @@ pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -
 /// An HTTP request with a key may run again once sent.
 pub(crate) fn keyed(
     settings: &Settings,
+    configured: Option<&retryscope_http::__private::CallConfig>,
     parts: &mut Parts,
     mode: &mut Mode,
     replayable: bool,
 ) -> Option<KeySource> {
-    let key = settings.idempotency.apply(&parts.method, &mut parts.headers, &parts.extensions, replayable);
+    // The file's `idempotency_keys`, where written, over the builder's.
+    let builder = settings.idempotency.generates();
+    let generate = configured.map_or(builder, |c| c.generates_keys(builder));
+    let key = settings.idempotency.apply_generating(
+        generate,
+        &parts.method,
+        &mut parts.headers,
+        &parts.extensions,
+        replayable,
+    );
     if let (Mode::Http { safe_after_sent, keyed, .. }, Some(_)) = (mode, key) {
         *safe_after_sent = true;
         *keyed = true;
@@ -56,8 +66,17 @@ pub(crate) struct HttpAttempts {
 }
 
 impl HttpAttempts {
-    pub(crate) fn new(settings: &Settings) -> Self {
-        Self { attempt_header: settings.attempt_header.clone(), body_rule: settings.body_rule.clone() }
+    /// `configured`: a configured layer's call, whose file may select a
+    /// body rule registered by name.
+    pub(crate) fn new(
+        settings: &Settings,
+        configured: Option<&retryscope_http::__private::CallConfig>,
+    ) -> Self {
+        let body_rule = match configured {
+            Some(c) => c.body_rule(&settings.body_rules, settings.body_rule.as_ref()),
+            None => settings.body_rule.as_ref(),
+        };
+        Self { attempt_header: settings.attempt_header.clone(), body_rule: body_rule.cloned() }
     }
 
     /// The body of attempt `number`, its head completed in `parts`, and what

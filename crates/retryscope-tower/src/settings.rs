@@ -55,6 +55,10 @@ pub(crate) struct Settings {
     pub(crate) origin_guards: OnceLock<Arc<Guards<Guard>>>,
     /// Per-dependency settings from a file, resolved per call.
     pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
+    /// The body rules a file selects by name (HTTP only).
+    pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
+    /// The guards a file writes, per file dependency; `Some` with `config`.
+    pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<Guard>>,
 }
 
 impl Settings {
@@ -68,6 +72,20 @@ impl Settings {
         let server = crate::spans::server(uri, self.origin.as_deref());
         let port = server.uri.port_u16().or(server.default_port);
         retryscope_http::__private::CallConfig::resolve(Some(handle), server.address, port, uri.path(), grpc)
+    }
+
+    /// The guards of a call to `uri`: the file's, where it writes a guard
+    /// key for the call's dependency (`configured`), else the builder's.
+    pub(crate) fn guards_for_call(
+        &self,
+        uri: &Uri,
+        configured: Option<&retryscope_http::__private::CallConfig>,
+    ) -> Arc<Guards<Guard>> {
+        let from_file = configured.zip(self.file_guards.as_ref()).and_then(|(c, file)| {
+            let server = crate::spans::server(uri, self.origin.as_deref());
+            file.for_call(c, server.address, server.uri.port_u16(), server.default_port)
+        });
+        from_file.unwrap_or_else(|| self.guards_for(uri))
     }
 
     pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<Guard>> {

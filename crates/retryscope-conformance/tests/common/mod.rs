@@ -47,6 +47,8 @@ pub(crate) struct Setup {
     operation_spans: bool,
     rule: Option<Arc<dyn ResponseRule>>,
     body_rule: Option<(BodyLimit, Arc<dyn BodyRule>)>,
+    /// Registered by name, for a configuration file to select.
+    named_body_rules: Vec<(&'static str, BodyLimit, Arc<dyn BodyRule>)>,
     idempotency_keys: bool,
     idempotency_key_header: Option<HeaderName>,
     request_id_header: Option<HeaderName>,
@@ -55,6 +57,7 @@ pub(crate) struct Setup {
     breaker: Option<Box<dyn Fn() -> CircuitBreaker + Send + Sync>>,
     no_breaker: bool,
     pacer: Option<fn() -> Pacer>,
+    no_pacer: bool,
     adaptive_throttle: Option<fn() -> AdaptiveThrottle>,
     concurrency_limit: Option<Arc<dyn Fn() -> ConcurrencyLimiter + Send + Sync>>,
     hedge: Option<HedgePolicy>,
@@ -82,6 +85,7 @@ impl Setup {
             operation_spans: false,
             rule: None,
             body_rule: None,
+            named_body_rules: Vec::new(),
             idempotency_keys: false,
             idempotency_key_header: None,
             request_id_header: None,
@@ -90,6 +94,7 @@ impl Setup {
             breaker: None,
             no_breaker: false,
             pacer: None,
+            no_pacer: false,
             adaptive_throttle: None,
             concurrency_limit: None,
             hedge: None,
@@ -120,6 +125,12 @@ impl Setup {
 
     pub(crate) fn retry_on_body(mut self, limit: BodyLimit, rule: impl BodyRule) -> Setup {
         self.body_rule = Some((limit, Arc::new(rule)));
+        self
+    }
+
+    /// A body rule registered as `name`, that a configuration file selects.
+    pub(crate) fn body_rule(mut self, name: &'static str, limit: BodyLimit, rule: impl BodyRule) -> Setup {
+        self.named_body_rules.push((name, limit, Arc::new(rule)));
         self
     }
 
@@ -166,6 +177,11 @@ impl Setup {
 
     pub(crate) fn pacer_per_dependency(mut self, make: fn() -> Pacer) -> Setup {
         self.pacer = Some(make);
+        self
+    }
+
+    pub(crate) fn no_pacer(mut self) -> Setup {
+        self.no_pacer = true;
         self
     }
 
@@ -243,6 +259,17 @@ macro_rules! configure {
                 ),
             );
         }
+        for (name, limit, rule) in setup.named_body_rules {
+            let wants = Arc::clone(&rule);
+            builder = builder.body_rule(
+                name,
+                limit,
+                retryscope_tower::body_rule_fn(
+                    move |status, headers| wants.wants_body(status, headers),
+                    move |status, headers, body| rule.verdict(status, headers, body),
+                ),
+            );
+        }
         if setup.idempotency_keys {
             builder = builder.idempotency_keys();
         }
@@ -266,6 +293,9 @@ macro_rules! configure {
         }
         if let Some(make) = setup.pacer {
             builder = builder.pacer_per_dependency(make);
+        }
+        if setup.no_pacer {
+            builder = builder.no_pacer();
         }
         if let Some(make) = setup.adaptive_throttle {
             builder = builder.adaptive_throttle_per_dependency(make);

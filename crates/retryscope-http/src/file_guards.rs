@@ -1,0 +1,267 @@
+//! A configured client's guards from its file: the budget, breaker and pacer
+//! of each dependency whose file entry (or the `defaults` it inherits)
+//! writes `budget`, `breaker` or `pacer`.
+//!
+//! - **Where they are kept.** A named dependency's guards are one set, shared
+//!   by every call of it whatever host it reaches, and reported (gauges and
+//!   the call's own metrics) under the dependency's name in the file. Calls
+//!   no dependency matches take the defaults' settings with guards per
+//!   server (`host:port`, as a client built in code keeps them): one failing
+//!   host must not open a breaker for every other.
+//! - **Precedence.** Per key: a key the file writes (here or in `defaults`)
+//!   is built from the file, `enabled = false` included (no such guard); a
+//!   key it does not write is made by the builder's factory
+//!   (`budget_per_dependency`, …), as are the adaptive throttle, the
+//!   concurrency limit and the hedging template, but kept with the file's
+//!   guards. A dependency whose file entry writes no guard key keeps the
+//!   builder's per-host guards.
+//! - **Reload.** The guards are brought in line with the handle's snapshot
+//!   by the first call that sees a new one: a dependency whose guard
+//!   settings did not change ([`DependencySettings::guards_differ`]) keeps
+//!   its guards and their state (budget tokens, breaker state, pacer gates);
+//!   one whose settings changed gets fresh ones; a dependency removed from
+//!   the file, or no longer writing a guard key, is dropped. At most
+//!   [`MAX_DEPENDENCIES`](retryscope_config::MAX_DEPENDENCIES) named sets
+//!   exist, plus the defaults' per-server registry (bounded as any).
+//! - **Cost.** A call whose snapshot the guards are in line with takes a
+//!   read lock, compares a pointer and finds its set by name: no allocation.
+//!   Pacers built here are shared with the client's fleet (`pace_shared`).
+
+use crate::configured::CallConfig;
+use retryscope::hedge::HedgePolicy;
+use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use retryscope::pace::PaceShare;
+use retryscope::throttle::Throttle;
+use retryscope::{CircuitBreaker, Pacer, RetryBudget};
+use retryscope_config::{Config, ConfigHandle, DependencySettings};
+use retryscope_otel::{DependencyGuards, Factory, Guards};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock, Weak};
+
+/// What the client's builder makes per dependency: the guards for the keys a
+/// file does not write, and how a file's budget becomes the client's budget
+/// type.
+pub struct CodeFactories<T> {
+    /// The builder's budget factory.
+    pub budget: Option<Factory<T>>,
+    /// The builder's breaker factory.
+    pub breaker: Option<Factory<CircuitBreaker>>,
+    /// The builder's pacer factory.
+    pub pacer: Option<Factory<Pacer>>,
+    /// The fleet every pacer is shared with.
+    pub pace_share: Option<Arc<dyn PaceShare>>,
+    /// The builder's adaptive throttle factory.
+    pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    /// The builder's concurrency limit factory.
+    pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
+    /// The builder's hedging template.
+    pub hedge: Option<HedgePolicy>,
+    /// A file's retry budget as the client's budget type.
+    pub wrap: fn(RetryBudget) -> T,
+}
+
+impl<T> Clone for CodeFactories<T> {
+    fn clone(&self) -> Self {
+        Self {
+            budget: self.budget.clone(),
+            breaker: self.breaker.clone(),
+            pacer: self.pacer.clone(),
+            pace_share: self.pace_share.clone(),
+            adaptive_throttle: self.adaptive_throttle.clone(),
+            concurrency_limit: self.concurrency_limit.clone(),
+            hedge: self.hedge.clone(),
+            wrap: self.wrap,
+        }
+    }
+}
+
+/// The guards a configured client takes from its file (see the module's
+/// documentation). Cloning shares them.
+pub struct FileGuards<T> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T> Clone for FileGuards<T> {
+    fn clone(&self) -> Self {
+        Self { inner: Arc::clone(&self.inner) }
+    }
+}
+
+struct Inner<T> {
+    handle: ConfigHandle,
+    code: CodeFactories<T>,
+    state: RwLock<State<T>>,
+}
+
+struct State<T> {
+    /// The snapshot the sets below were made for.
+    synced: Option<Arc<Config>>,
+    /// Each named dependency that writes a guard key.
+    named: HashMap<Arc<str>, Slot<T>>,
+    /// The defaults' guards, per server, if the defaults write a guard key.
+    defaults: Option<Slot<T>>,
+}
+
+/// One dependency's guards and the settings they were made from.
+struct Slot<T> {
+    settings: Arc<DependencySettings>,
+    guards: DependencyGuards<T>,
+}
+
+impl<T: Throttle + 'static> FileGuards<T> {
+    /// The guards of `handle`'s file, made with `code` for what it does not
+    /// write; with a `meter`, their gauges (`retryscope.budget.available`,
+    /// `retryscope.breaker.state`, `retryscope.pace.rate`) are registered
+    /// once, holding the guards weakly.
+    pub fn new(
+        handle: ConfigHandle,
+        code: CodeFactories<T>,
+        meter: Option<&opentelemetry::metrics::Meter>,
+    ) -> Self {
+        let inner = Arc::new(Inner {
+            handle,
+            code,
+            state: RwLock::new(State { synced: None, named: HashMap::new(), defaults: None }),
+        });
+        if let Some(meter) = meter {
+            let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
+            retryscope_otel::register_guard_gauges(meter, move || {
+                weak.upgrade().map(|inner| inner.all()).unwrap_or_default()
+            });
+        }
+        Self { inner }
+    }
+
+    /// The guards of `call`, a call to `host` (`port`: the URL's, `None` for
+    /// the scheme's `default_port`): `None` when the file writes no guard
+    /// key for its dependency — the builder's per-host guards serve it.
+    pub fn for_call(
+        &self,
+        call: &CallConfig,
+        host: &str,
+        port: Option<u16>,
+        default_port: Option<u16>,
+    ) -> Option<Arc<Guards<T>>> {
+        let settings = call.settings();
+        if !settings.sets_guards() {
+            return None;
+        }
+        {
+            let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
+            if state.synced.as_ref().is_some_and(|s| Arc::ptr_eq(s, call.snapshot())) {
+                return state.find(settings, host, port, default_port);
+            }
+        }
+        // A snapshot not seen yet (a reload), or an older one a call took
+        // just before the reload: the guards follow the handle's newest, and
+        // the call takes its dependency's there (by name; if the newest file
+        // no longer guards it, the builder's per-host guards serve it).
+        self.sync();
+        let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
+        state.find(settings, host, port, default_port)
+    }
+
+    /// The named dependencies that have guards from the file now, for tests
+    /// and dashboards.
+    pub fn dependencies(&self) -> Vec<Arc<str>> {
+        let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
+        state.named.keys().cloned().collect()
+    }
+
+    /// Brings the sets in line with the handle's newest snapshot.
+    fn sync(&self) {
+        let current = self.inner.handle.snapshot();
+        let mut state = self.inner.state.write().unwrap_or_else(PoisonError::into_inner);
+        if state.synced.as_ref().is_some_and(|s| Arc::ptr_eq(s, &current)) {
+            return;
+        }
+        let mut named = HashMap::with_capacity(state.named.len());
+        for settings in current.dependencies() {
+            let Some(name) = settings.name().filter(|_| settings.sets_guards()) else { continue };
+            let slot = match state.named.remove(name) {
+                Some(kept) if !kept.settings.guards_differ(settings) => kept,
+                _ => Slot::new(settings, &self.inner.code),
+            };
+            named.insert(Arc::from(name), slot);
+        }
+        let defaults = current.defaults();
+        state.defaults = match state.defaults.take() {
+            _ if !defaults.sets_guards() => None,
+            Some(kept) if !kept.settings.guards_differ(defaults) => Some(kept),
+            _ => Some(Slot::new(defaults, &self.inner.code)),
+        };
+        state.named = named;
+        state.synced = Some(current);
+    }
+}
+
+impl<T: Throttle + 'static> Inner<T> {
+    /// Every guard set alive, for the gauges.
+    fn all(&self) -> Vec<Arc<Guards<T>>> {
+        let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
+        state.named.values().chain(state.defaults.as_ref()).flat_map(|slot| slot.guards.all()).collect()
+    }
+}
+
+impl<T: Throttle + 'static> State<T> {
+    fn find(
+        &self,
+        settings: &DependencySettings,
+        host: &str,
+        port: Option<u16>,
+        default_port: Option<u16>,
+    ) -> Option<Arc<Guards<T>>> {
+        match settings.name() {
+            Some(name) => self.named.get(name).map(|slot| slot.guards.get(name)),
+            None => self.defaults.as_ref().map(|slot| slot.guards.for_server(host, port, default_port)),
+        }
+    }
+}
+
+impl<T: Throttle + 'static> Slot<T> {
+    /// Fresh guards for `settings`: the keys it writes from the file, the
+    /// rest from the builder's factories.
+    fn new(settings: &Arc<DependencySettings>, code: &CodeFactories<T>) -> Self {
+        let sets = settings.sets();
+        let budget: Option<Factory<T>> = match (sets.budget, settings.budget()) {
+            (false, _) => code.budget.clone(),
+            (true, None) => None,
+            (true, Some(b)) => {
+                let wrap = code.wrap;
+                // Checked when the file loaded: it cannot fail here.
+                Some(Arc::new(move || wrap(b.build().unwrap_or_else(|_| RetryBudget::new()))))
+            }
+        };
+        let breaker: Option<Factory<CircuitBreaker>> = match (sets.breaker, settings.breaker()) {
+            (false, _) => code.breaker.clone(),
+            (true, None) => None,
+            (true, Some(b)) => Some(Arc::new(move || b.build().unwrap_or_else(|_| CircuitBreaker::new()))),
+        };
+        let pacer: Option<Factory<Pacer>> = match (sets.pacer, settings.pacer()) {
+            (false, _) => code.pacer.clone(),
+            (true, None) => None,
+            (true, Some(p)) => Some(Arc::new(move || p.build())),
+        };
+        let guards = DependencyGuards::builder()
+            .budget_factory(budget)
+            .breaker_factory(breaker)
+            .pacer_factory(pacer)
+            .pace_share(code.pace_share.clone())
+            .adaptive_throttle_factory(code.adaptive_throttle.clone())
+            .concurrency_limit_factory(code.concurrency_limit.clone())
+            .hedge_template(code.hedge.clone())
+            .build();
+        Self { settings: Arc::clone(settings), guards }
+    }
+}
+
+impl<T> fmt::Debug for FileGuards<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("FileGuards")
+            .field("dependencies", &state.named.len())
+            .field("defaults", &state.defaults.is_some())
+            .finish()
+    }
+}
