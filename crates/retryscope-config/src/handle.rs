@@ -28,6 +28,10 @@ pub const RESULT: &str = "result";
 /// The shortest polling interval [`ConfigHandle::watch`] accepts.
 pub const MIN_POLL: Duration = Duration::from_millis(50);
 
+/// How long a poll that found the file changed waits before reading it again
+/// to confirm the change (see [`ConfigHandle::watch`]).
+pub const SETTLE: Duration = Duration::from_millis(20);
+
 struct Inner {
     current: ArcSwap<Config>,
     path: Option<PathBuf>,
@@ -217,6 +221,14 @@ impl ConfigHandle {
     /// Reads the file again (through its name, so a symlink swapped since
     /// is followed) and puts it in force if its text changed and it checks.
     pub fn reload(&self) -> Result<Reload, ConfigError> {
+        match self.read_changed()? {
+            None => Ok(Reload::Unchanged),
+            Some((text, seen)) => self.apply(&text, seen),
+        }
+    }
+
+    /// The file's text and its hash, if it changed since the last reload.
+    fn read_changed(&self) -> Result<Option<(String, ConfigHash)>, ConfigError> {
         let Some(path) = &self.inner.path else {
             return Err(ConfigError::new(
                 ConfigErrorKind::NoFile,
@@ -229,16 +241,38 @@ impl ConfigHandle {
             Err(e) => return Err(self.refused(e)),
         };
         let seen = ConfigHash::of(text.as_bytes());
+        Ok((self.inner.last_seen.load(Ordering::Acquire) != seen.0).then_some((text, seen)))
+    }
+
+    /// Checks `text` (the file's, whose hash is `seen`) and puts it in force.
+    fn apply(&self, text: &str, seen: ConfigHash) -> Result<Reload, ConfigError> {
+        // Seen, whether it checks or not: a refused text is refused once, and
+        // of two reloads that read the same change, one applies it.
         if self.inner.last_seen.swap(seen.0, Ordering::AcqRel) == seen.0 {
             return Ok(Reload::Unchanged);
         }
+        let Some(path) = &self.inner.path else { return Ok(Reload::Unchanged) };
         let format = Format::of_path(path)?;
-        match Config::parse(&text, format, &path.display().to_string(), &self.inner.known) {
+        match Config::parse(text, format, &path.display().to_string(), &self.inner.known) {
             Ok(config) => {
                 self.replace(config);
                 Ok(Reload::Replaced(seen))
             }
             Err(e) => Err(self.refused(e)),
+        }
+    }
+
+    /// What a poll does: a changed text is read again after [`SETTLE`] and
+    /// put in force only if it is still the same. An editor or `echo >`
+    /// rewriting the file in place truncates it first; a poll that read it
+    /// then would put an empty (and valid: all defaults) configuration in
+    /// force for one poll. A text still changing waits for the next poll.
+    async fn reload_settled(&self) -> Result<Reload, ConfigError> {
+        let Some((text, seen)) = self.read_changed()? else { return Ok(Reload::Unchanged) };
+        tokio::time::sleep(SETTLE).await;
+        match self.read_changed()? {
+            Some((again, _)) if again == text => self.apply(&text, seen),
+            _ => Ok(Reload::Unchanged),
         }
     }
 
@@ -257,7 +291,9 @@ impl ConfigHandle {
     /// tokio runtime, reloading when its text changes. No file-system
     /// notifications: polling through the path sees an in-place edit, a
     /// rename over it and a Kubernetes ConfigMap's `..data` symlink swap
-    /// alike. Stops when the returned [`Watch`] is dropped.
+    /// alike. A changed text is put in force only once two reads [`SETTLE`]
+    /// apart agree, so a file caught halfway through an in-place rewrite is
+    /// never loaded. Stops when the returned [`Watch`] is dropped.
     pub fn watch(&self, every: Duration) -> Watch {
         let weak = Arc::downgrade(&self.inner);
         let every = every.max(MIN_POLL);
@@ -267,8 +303,8 @@ impl ConfigHandle {
             loop {
                 tick.tick().await;
                 let Some(inner) = weak.upgrade() else { return };
-                // Refusals are logged and counted by `reload`.
-                let _ = ConfigHandle { inner }.reload();
+                // Refusals are logged and counted by `apply`.
+                let _ = ConfigHandle { inner }.reload_settled().await;
             }
         });
         Watch { task }

@@ -55,7 +55,8 @@ mod settings;
 pub use config::{Config, ConfigHash, Format, MAX_DEPENDENCIES, MAX_FILE_BYTES, MAX_NAME_LEN};
 pub use error::{ConfigError, ConfigErrorKind, Location};
 pub use handle::{
-    ACTIVE, CONFIG_ENV, ConfigHandle, ConfigHandleBuilder, HASH, MIN_POLL, RELOADS, RESULT, Reload, Watch,
+    ACTIVE, CONFIG_ENV, ConfigHandle, ConfigHandleBuilder, HASH, MIN_POLL, RELOADS, RESULT, Reload, SETTLE,
+    Watch,
 };
 pub use matcher::Target;
 pub use names::KnownNames;

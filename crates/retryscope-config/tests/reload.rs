@@ -186,3 +186,34 @@ fn from_env_names_the_variable_when_it_is_unset() {
         assert!(ConfigHandle::from_env(KnownNames::new()).is_ok());
     }
 }
+
+/// A file rewritten in place is empty for a moment (truncated, then
+/// written). A poll that reads it then waits `SETTLE` and reads again: the
+/// text has changed under it, so it loads nothing, and the next poll loads
+/// the finished file — the empty one (all defaults) is never in force.
+/// Paused clock, so the poll lands in the gap every time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_file_caught_halfway_through_a_rewrite_is_never_loaded() {
+    let d = dir("torn");
+    let path = d.join("retry.toml");
+    std::fs::write(&path, file(2, true)).unwrap();
+    let metrics = Metrics::new();
+    let meter = metrics.provider.meter("test");
+    let handle = ConfigHandle::builder(KnownNames::new()).meter(&meter).file(&path).build().unwrap();
+    let _watch = handle.watch(retryscope_config::MIN_POLL);
+    let start = tokio::time::Instant::now();
+    // The first poll (at once) sees the file it loaded.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // Truncated: the poll at 50 ms reads it empty and waits to confirm.
+    std::fs::write(&path, "").unwrap();
+    tokio::time::sleep_until(start + retryscope_config::MIN_POLL + retryscope_config::SETTLE / 2).await;
+    // Written before that poll reads it again.
+    std::fs::write(&path, file(3, true)).unwrap();
+    tokio::time::sleep_until(start + 4 * retryscope_config::MIN_POLL).await;
+    assert_eq!(attempts(&handle), 3, "the finished file is in force");
+    assert_eq!(
+        (metrics.reloads("ok"), metrics.reloads("refused")),
+        (1, 0),
+        "one reload, of the finished file"
+    );
+}
