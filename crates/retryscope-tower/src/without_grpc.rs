@@ -62,6 +62,20 @@ impl GrpcCall {
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         match self {}
     }
+
+    #[allow(clippy::too_many_arguments, reason = "as gRPC's")]
+    pub(crate) async fn answer<B: Body>(
+        self,
+        _: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
+        _: Option<(StopReason, u32)>,
+        _: &Call,
+        _: bool,
+        _: Instant,
+        _: &Guards<Guard>,
+        _: Option<(retryscope_http::__private::fallback::Chosen<'_>, &Parts, Option<std::time::Duration>)>,
+    ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool) {
+        match self {}
+    }
 }
 
 /// No attempt is a gRPC attempt.
