@@ -172,7 +172,8 @@ def quantile(q, metric, by):
 
 
 OUTCOME_COLORS = [("success", "green"), ("failure", "orange"), ("exhausted", "red"),
-                  ("throttled", "purple"), ("cancelled", "text"), ("refused", "dark-purple")]
+                  ("throttled", "purple"), ("cancelled", "text"), ("refused", "dark-purple"),
+                  ("fallback", "yellow")]
 BREAKER_MAPPINGS = [{"type": "value", "options": {
     "0": {"text": "closed", "color": "green", "index": 0},
     "1": {"text": "half-open", "color": "yellow", "index": 1},
@@ -209,7 +210,8 @@ def overview():
     p.append(timeseries(
         4, "Outcomes",
         "Finished operations per second by retryscope_outcome (success, failure = permanent error, "
-        "exhausted = attempts or deadline used up, throttled = budget or breaker, cancelled), and "
+        "exhausted = attempts or deadline used up, throttled = budget or breaker, cancelled, "
+        "fallback = the engine gave up and the client's fallback answered: not a success), and "
         "refused = calls that ended before any attempt was sent (retryscope_refused_total: an open "
         "breaker, a spent budget, the pacer, or the caller giving up while held).",
         [target(rate("retryscope_request_duration_seconds_count", by="retryscope_outcome"),
@@ -548,16 +550,18 @@ def storm():
                            "{{job}} → {{retryscope_dependency}}", "A")],
     })
     per = "sum by (job) (rate({m}{{{sel}}}[{ri}]))"
-    sel_err = SEL + ', retryscope_outcome!="success"'
+    # A call its fallback answered is no success, but no error its caller saw either.
+    sel_err = SEL + ', retryscope_outcome!~"success|fallback"'
     p.append(timeseries(
         3, "$dependency: requests, retries, errors, throttling",
         "One panel per selected dependency, on one time axis: logical requests/s, retries/s, "
-        "non-success outcomes/s (failure, exhausted, throttled, cancelled) and refused retries/s. "
+        "error outcomes/s (failure, exhausted, throttled, cancelled; not fallback: a call the client's "
+        "fallback answered) and refused retries/s. "
         "In a storm, retries climb towards or past requests while errors do not fall.",
         [target(per.format(m="retryscope_requests_total", sel=SEL, ri=RI), "{{job}} requests/s", "A"),
          target(per.format(m="retryscope_retries_total", sel=SEL, ri=RI), "{{job}} retries/s", "B"),
          target(per.format(m="retryscope_request_duration_seconds_count", sel=sel_err, ri=RI),
-                "{{job}} errors/s (non-success)", "C"),
+                "{{job}} errors/s (failed, not answered by a fallback)", "C"),
          target(per.format(m="retryscope_throttled_total", sel=SEL, ri=RI), "{{job}} throttled/s", "D")],
         {"h": 9, "w": 12, "x": 0, "y": 8}, unit="short", legend_calcs=["max", "lastNotNull"],
         overrides=[

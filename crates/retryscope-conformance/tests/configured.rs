@@ -262,3 +262,148 @@ async fn the_file_selects_a_fallback_registered_in_code_and_the_kill_switch_name
         let _ = std::fs::remove_file(&path);
     }
 }
+
+/// A configuration whose retries wait `300ms`, long enough to reload the file
+/// while a call waits; `marker` makes each text (and so its hash) its own.
+fn slow_text(marker: u32) -> String {
+    format!(
+        "# version {marker}\n[defaults]\nattempts = 3\nbackoff = {{ initial = \"300ms\", max = \"300ms\" }}\n\
+         jitter = \"none\"\n\n[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n"
+    )
+}
+
+/// The values of `retryscope.config.hash` over retryscope's spans of the call
+/// sent inside the root span `caller` (its attempt spans and operation span), how
+/// many spans the call made, and the names of those without the attribute.
+fn hashes_of(
+    spans: &[opentelemetry_sdk::trace::SpanData],
+    caller: &str,
+) -> (std::collections::BTreeSet<String>, usize, Vec<String>) {
+    use retryscope_test_support::telemetry::attr;
+    let root = spans.iter().find(|s| s.name == caller).expect("the caller's span ended");
+    let trace = root.span_context.trace_id();
+    // retryscope's spans: the transport's own (h2's `FramedWrite::buffer`) are not the call's.
+    let ours: Vec<_> = spans
+        .iter()
+        .filter(|s| s.span_context.trace_id() == trace && attr(s, "retryscope.dependency").is_some())
+        .collect();
+    let hashes = ours.iter().filter_map(|s| attr(s, "retryscope.config.hash")).collect();
+    let without = ours
+        .iter()
+        .filter(|s| attr(s, "retryscope.config.hash").is_none())
+        .map(|s| s.name.to_string())
+        .collect();
+    (hashes, ours.len(), without)
+}
+
+/// `retryscope.config.hash` on every span of a configured call — each attempt
+/// span and the operation span — is the hash of the snapshot in force when
+/// the call began: a reload while the call waits between its attempts changes
+/// none of its spans, and the next call carries the new hash. A client built
+/// in code (no `config`) puts no hash on its spans.
+#[tokio::test]
+async fn each_calls_spans_carry_the_hash_of_the_configuration_it_began_with() {
+    use retryscope_config::Format;
+    use retryscope_test_support::telemetry::Telemetry;
+    use tracing::Instrument as _;
+
+    for integration in BOTH {
+        let t = Telemetry::install();
+        let server = Server::start().await;
+        let path = file(&format!("hash-{integration:?}"), &slow_text(1));
+        let config = handle(&path);
+        let first = config.snapshot().hash_str().to_string();
+        let client = integration.client(
+            Setup::new(code_policy())
+                .meter(&t)
+                .operation_spans()
+                .no_budget()
+                .no_breaker()
+                .config(config.clone()),
+        );
+        server.script("/x", [Reply::status(503), Reply::status(503), Reply::ok("yes")]);
+        let call = client.send(Call::get(server.url("/x"))).instrument(tracing::info_span!("call-1"));
+        let reload = async {
+            // The first attempt has failed; the call waits 300 ms for its second.
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            config.reload_from_str(&slow_text(2), Format::Toml).expect("a valid reload").to_string()
+        };
+        let (answer, second) = tokio::join!(call, reload);
+        assert_eq!(answer.expect("an answer").status, 200, "{integration:?}");
+        assert_ne!(first, second, "two texts, two hashes");
+        assert_eq!(config.snapshot().hash_str().as_ref(), second, "{integration:?}: the reload took");
+
+        server.script("/x", [Reply::status(503), Reply::ok("yes")]);
+        let answer = client.send(Call::get(server.url("/x"))).instrument(tracing::info_span!("call-2")).await;
+        assert_eq!(answer.expect("an answer").status, 200, "{integration:?}");
+
+        let spans = t.spans();
+        // Three attempts and the operation span; then two attempts and the operation span.
+        assert_eq!(hashes_of(&spans, "call-1"), ([first].into(), 4, vec![]), "{integration:?}");
+        assert_eq!(hashes_of(&spans, "call-2"), ([second].into(), 3, vec![]), "{integration:?}");
+
+        // Built in code: no hash on its spans.
+        let plain = integration
+            .client(Setup::new(code_policy()).meter(&t).operation_spans().no_budget().no_breaker());
+        server.script("/x", [Reply::ok("yes")]);
+        let answer = plain.send(Call::get(server.url("/x"))).instrument(tracing::info_span!("call-3")).await;
+        assert_eq!(answer.expect("an answer").status, 200, "{integration:?}");
+        let (hashes, spans, _) = hashes_of(&t.spans(), "call-3");
+        assert_eq!((hashes.len(), spans), (0, 2), "{integration:?}: no hash on its two spans");
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// The same for the tower layer's gRPC mode (the only gRPC integration), on
+/// a raw HTTP/2 gRPC server on 127.0.0.1: the file's `test.Echo` dependency
+/// (matched by service) sets the attempts and backoff, the service config's
+/// codes say UNAVAILABLE is retried; a reload while the call waits changes
+/// none of its spans' hash.
+#[tokio::test]
+async fn each_grpc_calls_spans_carry_the_hash_of_the_configuration_it_began_with() {
+    use retryscope_config::Format;
+    use retryscope_test_support::echo::{EchoClient, echo};
+    use retryscope_test_support::h2_server::{Answer, H2Server};
+    use retryscope_test_support::telemetry::Telemetry;
+    use retryscope_tower::RetryLayer;
+    use retryscope_tower::grpc::GrpcRetry;
+    use tower::Layer;
+    use tracing::Instrument as _;
+
+    const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
+    let t = Telemetry::install();
+    let path = file("hash-grpc", &slow_text(1));
+    let config = handle(&path);
+    let first = config.snapshot().hash_str().to_string();
+    let retry = GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
+    )
+    .expect("valid service config");
+    let server = H2Server::start(vec![UNAVAILABLE, UNAVAILABLE, Answer::Ok("ok"), UNAVAILABLE]).await;
+    let layer = RetryLayer::grpc(retry)
+        .origin(server.uri())
+        .meter(&t.meter)
+        .operation_spans()
+        .config(config.clone())
+        .build();
+    let mut client =
+        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+
+    let reload = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        config.reload_from_str(&slow_text(2), Format::Toml).expect("a valid reload").to_string()
+    };
+    let call = client.unary(echo("x")).instrument(tracing::info_span!("call-1"));
+    let (answer, second) = tokio::join!(call, reload);
+    assert_eq!(answer.expect("the third attempt answers").into_inner().message, "ok");
+    assert_eq!(server.streams().len(), 3, "the file's three attempts");
+    let answer = client.unary(echo("y")).instrument(tracing::info_span!("call-2")).await;
+    assert_eq!(answer.expect("the second attempt answers").into_inner().message, "ok");
+
+    let spans = t.spans();
+    assert_eq!(hashes_of(&spans, "call-1"), ([first].into(), 4, vec![]));
+    assert_eq!(hashes_of(&spans, "call-2"), ([second].into(), 3, vec![]));
+    let _ = std::fs::remove_file(&path);
+}

@@ -365,3 +365,109 @@ async fn a_hedged_call_that_gives_up_runs_its_fallback_once() {
         );
     }
 }
+
+/// The operation's outcome says how the call ended for its caller: a call
+/// the fallback answered is `fallback` — on `retryscope.request.duration`
+/// (or `retryscope.refused` when the open breaker sent nothing) and on the
+/// operation span, without status Error — while a call whose fallback failed
+/// keeps the engine's `exhausted`, and a success stays `success`.
+#[tokio::test(start_paused = true)]
+async fn a_call_the_fallback_answered_has_the_outcome_fallback() {
+    use retryscope_test_support::telemetry::attr;
+    for integration in BOTH {
+        let t = Telemetry::install();
+        let server = Server::start().await;
+        let dep = dependency(&server);
+        let setup = Setup::new(policy())
+            .meter(&t)
+            .operation_spans()
+            .breaker_per_dependency(quick_breaker)
+            .fallback("stale-cache", stale(Seen::default()))
+            .fallback_for(dep.clone(), "stale-cache");
+        let client = integration.client(setup);
+        let url = server.url("/inventory");
+        let duration_count = |outcome: &str| {
+            t.histogram_count(
+                "retryscope.request.duration",
+                &[("retryscope.dependency", dep.as_str()), ("retryscope.outcome", outcome)],
+            )
+        };
+
+        // Healthy first, so that the breaker opens only after whole calls gave up.
+        server.script("/inventory", (0..5).map(|_| Reply::ok("fresh")));
+        for _ in 0..5 {
+            let fresh = send_in_span(&client, Call::get(&url)).await.expect("an answer");
+            assert_eq!((fresh.status, fresh.fallback.is_none()), (200, true), "{integration:?}");
+        }
+        // Calls that give up, answered by the fallback, until their failures
+        // open the breaker (its refusal of a retry ends a call too); then a
+        // call it refuses before sending anything, answered too.
+        server.script("/inventory", (0..40).map(|_| Reply::status(503)));
+        let (mut sent_calls, mut refused_calls) = (0u64, 0u64);
+        while refused_calls == 0 && sent_calls < 20 {
+            let before = server.seen().len();
+            let answer = send_in_span(&client, Call::get(&url)).await.expect("the fallback's answer");
+            assert!(answer.fallback.is_some(), "{integration:?}: marked as a fallback");
+            match server.seen().len() == before {
+                true => refused_calls += 1,
+                false => sent_calls += 1,
+            }
+        }
+        assert!(sent_calls >= 1 && refused_calls == 1, "{integration:?}: {sent_calls} {refused_calls}");
+        assert_eq!(
+            (duration_count("success"), duration_count("fallback"), duration_count("exhausted")),
+            (5, sent_calls, 0),
+            "{integration:?}: every call that gave up was answered by the fallback"
+        );
+        let refused_as = |outcome: &str| {
+            t.counter(
+                "retryscope.refused",
+                &[("retryscope.dependency", dep.as_str()), ("retryscope.outcome", outcome)],
+            )
+        };
+        assert_eq!((refused_as("fallback"), refused_as("throttled")), (1, 0), "{integration:?}");
+        // The engine's refusals are still counted as such (that call's, and any refused retry).
+        assert!(t.counter("retryscope.throttled", &[("retryscope.throttle.reason", "circuit_open")]) >= 1);
+
+        // The operation spans: the call's outcome, no status Error for a fallback's answer.
+        let operations: Vec<(String, bool)> = t
+            .spans()
+            .iter()
+            // The operation spans (the callers' spans are INTERNAL too, without the attribute).
+            .filter(|s| {
+                s.span_kind == opentelemetry::trace::SpanKind::Internal
+                    && attr(s, "retryscope.dependency").is_some()
+            })
+            .map(|s| {
+                let error = matches!(s.status, opentelemetry::trace::Status::Error { .. });
+                (attr(s, "retryscope.outcome").unwrap_or_default(), error)
+            })
+            .collect();
+        let mut expected = vec![("success".to_owned(), false); 5];
+        let answered = usize::try_from(sent_calls + refused_calls).expect("small");
+        expected.extend(std::iter::repeat_n(("fallback".to_owned(), false), answered));
+        assert_eq!(operations, expected, "{integration:?}: the operation spans' outcomes");
+    }
+
+    // A failing fallback: the caller gets both errors, the outcome stays the engine's.
+    for integration in BOTH {
+        let t = Telemetry::install();
+        let server = Server::start().await;
+        let dep = dependency(&server);
+        let failing = |_: &FallbackContext<'_>| -> FallbackFuture {
+            Box::pin(async { Err("the cache is empty".into()) })
+        };
+        let setup = Setup::new(policy()).meter(&t).fallback("empty", failing).default_fallback("empty");
+        let client = integration.client(setup);
+        server.script("/inventory", (0..2).map(|_| Reply::status(503)));
+        let failed = send_in_span(&client, Call::get(server.url("/inventory"))).await;
+        assert!(failed.is_err(), "{integration:?}");
+        let count = |outcome: &str| {
+            t.histogram_count(
+                "retryscope.request.duration",
+                &[("retryscope.dependency", dep.as_str()), ("retryscope.outcome", outcome)],
+            )
+        };
+        assert_eq!((count("exhausted"), count("fallback")), (1, 0), "{integration:?}");
+    }
+}

@@ -76,6 +76,8 @@ impl<U: fmt::Display> HttpTarget<'_, U> {
             // span, and what the dashboards' trace links search by.
             retryscope.dependency = info.dependency,
             retryscope.operation = info.operation,
+            // The configuration the call started with, for a configured client.
+            retryscope.config.hash = info.config_hash,
             // Recorded by the observer on the copies of a hedged call.
             retryscope.hedge = Empty,
             retryscope.hedge.outcome = Empty,

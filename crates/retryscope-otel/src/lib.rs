@@ -124,6 +124,7 @@ mod meter_choice;
 mod metrics;
 pub mod names;
 mod observer;
+mod outcome_slot;
 #[cfg(feature = "prometheus")]
 mod prometheus;
 mod propagate;
@@ -152,6 +153,7 @@ pub use log::{REQUEST_ID_HEADER, RetryLog, RetryLogOperation, request_id, stop_r
 pub use meter_choice::MeterChoice;
 pub use metrics::RetryMetrics;
 pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
+pub use outcome_slot::OutcomeSlot;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
 pub use propagate::{inject_context, inject_span_context};

@@ -73,6 +73,12 @@ pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 /// `retryscope_http::fault`), by [`DEPENDENCY`] and [`FAULT_KIND`].
 pub const FAULTS_INJECTED: &str = "retryscope.faults.injected";
 
+/// The hash of the configuration a configured call started with
+/// (`retryscope-config`'s `ConfigHash`, 16 hex digits), on each of its
+/// attempt spans and its operation span: which file was in force for it.
+/// The same key as the configuration crate's `retryscope.config.active` gauge attribute.
+pub const CONFIG_HASH: &str = "retryscope.config.hash";
+
 /// Counter `{fallback}`: one per call whose fallback ran (served or failed),
 /// by [`DEPENDENCY`] and [`FALLBACK_REASON`] (`retryscope-http`'s fallbacks).
 pub const FALLBACKS: &str = "retryscope.fallbacks";
@@ -148,8 +154,14 @@ pub const FAULT_INJECTED: &str = "retryscope.fault.injected";
 pub const FAULT_KIND: &str = "retryscope.fault.kind";
 /// How many attempts an operation started.
 pub const ATTEMPTS: &str = "retryscope.attempts";
-/// How an operation ended: `success`, `failure`, `exhausted`, `throttled`, `cancelled`.
+/// How an operation ended: `success`, `failure`, `exhausted`, `throttled`,
+/// `cancelled` (the engine's `Outcome`), or [`OUTCOME_FALLBACK`].
 pub const OUTCOME: &str = "retryscope.outcome";
+/// [`OUTCOME`] of a call the engine gave up on and whose fallback answered
+/// (`retryscope-http`'s fallbacks): the caller got the fallback's answer. A
+/// fallback that failed leaves the engine's outcome; why it ran is
+/// `retryscope.fallbacks`' [`FALLBACK_REASON`] and the give-up event's.
+pub const OUTCOME_FALLBACK: &str = "fallback";
 /// The `error.type` of the failure that caused a retry.
 pub const RETRY_REASON: &str = "retryscope.retry.reason";
 /// Where a wait came from: `policy`, `retry_after`, `rate_limit` or

@@ -11,6 +11,7 @@ use crate::labels::{Common, attempt_value, error_type_str};
 use crate::log::{self, Correlation, LastFailure, Subject};
 use crate::metrics::RetryMetrics;
 use crate::names;
+use crate::outcome_slot::{OutcomeSlot, Pending};
 use crate::spans::{AttemptInfo, DefaultAttemptSpan, MakeAttemptSpan, operation_span};
 use opentelemetry::InstrumentationScope;
 use opentelemetry::metrics::Meter;
@@ -20,6 +21,7 @@ use retryscope::observe::{
 };
 use retryscope::overload::Priority;
 use retryscope::{ErrorType, Outcome, StopReason};
+use std::sync::Arc;
 use tracing::Span;
 
 /// Instruments retries with OpenTelemetry: pass it to the engine's
@@ -61,6 +63,10 @@ pub struct OtelObserver<S = DefaultAttemptSpan> {
     operation_spans: bool,
     /// The retry log's `service`, copied when the observer is built.
     service: Option<&'static str>,
+    /// `retryscope.config.hash` of a configured call (set per call).
+    config_hash: Option<Arc<str>>,
+    /// Where a call with a fallback parks its outcome (set per call).
+    outcome_slot: Option<OutcomeSlot>,
 }
 
 impl OtelObserver {
@@ -72,6 +78,8 @@ impl OtelObserver {
             log: true,
             operation_spans: false,
             service: crate::service::name(),
+            config_hash: None,
+            outcome_slot: None,
         }
     }
 
@@ -101,7 +109,29 @@ impl<S> OtelObserver<S> {
             log: self.log,
             operation_spans: self.operation_spans,
             service: self.service,
+            config_hash: self.config_hash,
+            outcome_slot: self.outcome_slot,
         }
+    }
+
+    /// Parks the outcome of the call this observer (a per-call clone)
+    /// observes in `slot` instead of recording it when the engine stops, so
+    /// that the integration can record `fallback` for a call its fallback
+    /// answered ([`OutcomeSlot`]); `None`: recorded at once.
+    #[must_use]
+    pub fn with_outcome_slot(mut self, slot: Option<OutcomeSlot>) -> Self {
+        self.outcome_slot = slot;
+        self
+    }
+
+    /// Marks the spans of the call this observer (a per-call clone) observes
+    /// with `retryscope.config.hash`: the hash of the configuration snapshot
+    /// the call started with (`None`: not configured, no attribute). The hash
+    /// is shared, not copied: an `Arc` clone per call.
+    #[must_use]
+    pub fn with_config_hash(mut self, hash: Option<Arc<str>>) -> Self {
+        self.config_hash = hash;
+        self
     }
 
     /// Opens an INTERNAL span per operation, a child of the caller's span,
@@ -145,7 +175,7 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
         // group them, they would be siblings of everything else the caller
         // does, so a hedged call always gets its operation span.
         let parent = if self.operation_spans || info.hedged {
-            Parent::Operation(operation_span(info))
+            Parent::Operation(operation_span(info, self.config_hash.as_deref()))
         } else {
             Parent::caller()
         };
@@ -160,6 +190,8 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
             last_failure: LastFailure::default(),
             log: self.log,
             service: self.service,
+            config_hash: self.config_hash.clone(),
+            outcome_slot: self.outcome_slot.clone(),
         }
     }
 }
@@ -204,6 +236,8 @@ pub struct OtelOperation<S = DefaultAttemptSpan> {
     last_failure: LastFailure,
     log: bool,
     service: Option<&'static str>,
+    config_hash: Option<Arc<str>>,
+    outcome_slot: Option<OutcomeSlot>,
 }
 
 impl<S> OtelOperation<S> {
@@ -271,6 +305,7 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
             attempt: attempt.number,
             max_attempts: self.max_attempts,
             hedge: attempt.hedge,
+            config_hash: self.config_hash.as_deref(),
         };
         let span = self.spans.make_span(&info);
         if attempt.hedge {
@@ -359,26 +394,9 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
     }
 
     fn finished(self, finish: &Finish) {
-        let outcome = finish.outcome.as_str();
-        let attempts = i64::from(finish.attempts.min(self.max_attempts));
         let reason = throttle_reason(finish.reason);
-        // An operation that sent nothing has no attempt figure: recorded with
-        // `retryscope.attempts=0` it would read as "needed a retry" (!= 1) and
-        // sit below every bucket of the attempt quantiles.
-        if finish.attempts == 0 {
-            self.metrics.refused(&self.common, outcome, reason, self.priority);
-        } else {
-            self.metrics.finished(&self.common, outcome, attempts, finish.duration);
-        }
         if let Some(reason) = reason {
             self.metrics.throttled(&self.common, reason, self.priority);
-        }
-        if let Parent::Operation(span) = &self.parent {
-            span.record(names::ATTEMPTS, attempts);
-            span.record(names::OUTCOME, outcome);
-            if is_error(finish.outcome) {
-                span.record("otel.status_code", "ERROR");
-            }
         }
         // Without an operation span, the outcome and the stop reason are the
         // give-up event's: a success says nothing the attempt span does not.
@@ -391,6 +409,36 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
                 &self.last_failure,
                 self.subject(),
             );
+        }
+        let span = match self.parent {
+            Parent::Operation(span) => Some(span),
+            Parent::Caller(_) => None,
+        };
+        let pending = Pending {
+            metrics: self.metrics,
+            common: self.common,
+            outcome: finish.outcome.as_str(),
+            // An operation that sent nothing has no attempt figure: recorded
+            // with `retryscope.attempts=0` it would read as "needed a retry"
+            // (!= 1) and sit below every bucket of the attempt quantiles, so
+            // it is counted as refused instead.
+            attempts: if finish.attempts == 0 {
+                0
+            } else {
+                i64::from(finish.attempts.min(self.max_attempts))
+            },
+            duration: finish.duration,
+            throttle_reason: reason,
+            priority: self.priority,
+            span,
+            error: is_error(finish.outcome),
+            fallback: false,
+        };
+        // With a slot, the integration says whether a fallback answered
+        // before the outcome is recorded; without one, it is recorded now.
+        match &self.outcome_slot {
+            Some(slot) => slot.hold(pending),
+            None => drop(pending),
         }
     }
 }

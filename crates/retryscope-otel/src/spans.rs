@@ -34,6 +34,9 @@ pub struct AttemptInfo<'a> {
     /// Whether the attempt is a copy of a hedged call: the observer records
     /// `retryscope.hedge` and, at its end, `retryscope.hedge.outcome` on it.
     pub hedge: bool,
+    /// The hash of the configuration the call started with, for a call of a
+    /// client configured from a file (`retryscope.config.hash`); `None` otherwise.
+    pub config_hash: Option<&'a str>,
 }
 
 impl AttemptInfo<'_> {
@@ -57,6 +60,8 @@ impl AttemptInfo<'_> {
 ///   [`tracing::field::Empty`]), which the observer records on the copies of
 ///   a hedged call ([`AttemptInfo::hedge`]);
 /// - set `otel.kind = "client"` for a call to another service;
+/// - carry `retryscope.config.hash` ([`AttemptInfo::config_hash`]) when
+///   there is one;
 /// - carry `retryscope.attempt` ([`AttemptInfo::attempt_value`]) and, so that
 ///   the attempts of one operation can be grouped without an operation span,
 ///   `retryscope.dependency` and `retryscope.operation` (`info.dependency`,
@@ -117,6 +122,7 @@ pub fn default_attempt_span(info: &AttemptInfo<'_>) -> Span {
         retryscope.attempt = info.attempt_value(),
         retryscope.dependency = info.dependency,
         retryscope.operation = info.operation,
+        retryscope.config.hash = info.config_hash,
         "error.type" = Empty,
         otel.status_code = Empty,
         retryscope.hedge = Empty,
@@ -134,7 +140,7 @@ pub fn default_attempt_span(info: &AttemptInfo<'_>) -> Span {
 /// low-cardinality by contract), else `retry {dependency}` (`hedge {dependency}`
 /// for a hedged call). Attempts and outcome are recorded when the operation
 /// finishes.
-pub(crate) fn operation_span(info: &OperationInfo<'_>) -> Span {
+pub(crate) fn operation_span(info: &OperationInfo<'_>, config_hash: Option<&str>) -> Span {
     tracing::info_span!(
         target: names::TARGET,
         "retryscope.operation",
@@ -143,6 +149,7 @@ pub(crate) fn operation_span(info: &OperationInfo<'_>) -> Span {
         retryscope.dependency = info.dependency,
         retryscope.operation = info.operation,
         retryscope.priority = info.priority.as_str(),
+        retryscope.config.hash = config_hash,
         retryscope.attempts = Empty,
         retryscope.outcome = Empty,
         otel.status_code = Empty,

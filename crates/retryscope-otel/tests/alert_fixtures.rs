@@ -420,7 +420,15 @@ fn vocabulary(label_name: &str) -> Option<BTreeSet<String>> {
         l if l == label(names::RETRY_REASON) || l == label(names::ERROR_TYPE) => {
             Some(statuses.chain(kinds).collect())
         }
-        l if l == label(names::OUTCOME) => Some(Outcome::ALL.iter().map(|o| o.as_str().to_owned()).collect()),
+        // The engine's outcomes, and `fallback` (a call its fallback answered).
+        l if l == label(names::OUTCOME) => Some(
+            Outcome::ALL
+                .iter()
+                .map(|o| o.as_str())
+                .chain([names::OUTCOME_FALLBACK])
+                .map(str::to_owned)
+                .collect(),
+        ),
         l if l == label(names::DELAY_SOURCE) => {
             Some(retryscope::DelaySource::ALL.iter().map(|s| s.as_str().to_owned()).collect())
         }

@@ -273,12 +273,18 @@ impl Middleware for RetryMiddleware {
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
         let snapshot = extensions.clone();
+        // A client with fallbacks holds the call's outcome back until it
+        // knows whether one answered (`fallback`); others record it at once.
+        let outcome_slot = self.fallbacks.as_ref().map(|_| retryscope_otel::OutcomeSlot::new());
         let telemetry = self.telemetry.clone().map(|o| {
             o.with_attempt_spans(HttpAttemptSpan {
                 source: &source,
                 idempotency_key: key,
                 request_id_header: &self.request_id_header,
             })
+            // Which configuration this call runs under, on each of its spans.
+            .with_config_hash(configured.as_ref().map(|c| Arc::clone(c.hash())))
+            .with_outcome_slot(outcome_slot.clone())
         });
 
         let mut number = 0;
@@ -378,7 +384,7 @@ impl Middleware for RetryMiddleware {
         {
             let remaining = fallback::remaining(deadline, started);
             let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
-            return answer_with(
+            let answer = answer_with(
                 chosen,
                 guards.dependency(),
                 (&source, key),
@@ -388,6 +394,13 @@ impl Middleware for RetryMiddleware {
                 remaining,
             )
             .await;
+            if let Some(slot) = &outcome_slot {
+                slot.settle(answer.is_ok());
+            }
+            return answer;
+        }
+        if let Some(slot) = &outcome_slot {
+            slot.release();
         }
         finish(outcome, stop, replayable)
     }

@@ -182,8 +182,8 @@ impl TowerSettings {
             .adaptive_throttle_factory(shared.adaptive_throttle)
             .concurrency_limit_factory(shared.concurrency_limit)
             .hedge_template(shared.hedge);
-        // HTTP only: the gRPC builder offers no fallbacks (an `http::Response`
-        // is no gRPC answer), so a gRPC layer's settings hold none.
+        // One registry for HTTP and gRPC: a gRPC call reads the fallback's
+        // `http::Response` as gRPC (`grpc::fallback`).
         let fallbacks = shared.fallbacks.build(meter.as_ref());
         let guards = match meter {
             Some(meter) => guards.meter(meter),

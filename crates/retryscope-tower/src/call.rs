@@ -21,7 +21,7 @@ use retryscope::observe::StopRecorder;
 use retryscope::{Policy, Retryable};
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::RetryOptions;
-use retryscope_otel::{Guards, OtelObserver, Upstream};
+use retryscope_otel::{Guards, OtelObserver, OutcomeSlot, Upstream};
 use std::sync::Arc;
 use tower_service::Service;
 
@@ -95,7 +95,14 @@ where
     let upstream = Upstream::current();
     let layers = layers(&settings, upstream.as_ref());
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
-    let telemetry = telemetry(&settings, &call, &parts, key);
+    // A layer with fallbacks holds the call's outcome back until it knows
+    // whether one answered (`fallback`); others record it at once.
+    let outcome_slot = settings.fallbacks.as_ref().map(|_| OutcomeSlot::new());
+    let telemetry = telemetry(&settings, &call, &parts, key).map(|o| {
+        // Which configuration this call runs under, on each of its spans.
+        o.with_config_hash(configured.as_ref().map(|c| Arc::clone(c.hash())))
+            .with_outcome_slot(outcome_slot.clone())
+    });
     let operation = operation(&options, grpc.as_ref());
     let priority = configured.as_ref().map_or(options.priority_class(), |c| c.priority(&options));
     let stop = StopRecorder::default();
@@ -142,32 +149,44 @@ where
         // So that the server this runs in tells its own caller not to retry.
         upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
     }
-    match grpc {
-        Some(grpc) => grpc.finish(outcome, stop, &call, replayable, started, &guards),
-        None => match (&settings.fallbacks, fallback) {
-            (Some(fallbacks), Some((parts, started, deadline))) => {
-                match fallbacks.choose(guards.dependency(), stop, configured.as_ref()) {
-                    Some(chosen) => {
-                        let remaining = retryscope_http::__private::fallback::remaining(deadline, started);
-                        let key = key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
-                        let target = (&parts.method, &parts.uri, key);
-                        http_call::answer_with(
-                            chosen,
-                            guards.dependency(),
-                            target,
-                            outcome,
-                            stop,
-                            replayable,
-                            remaining,
-                        )
-                        .await
-                    }
-                    None => http_call::finish(outcome, stop, replayable),
+    let chosen = match (&settings.fallbacks, &fallback) {
+        (Some(fallbacks), Some(_)) => fallbacks.choose(guards.dependency(), stop, configured.as_ref()),
+        _ => None,
+    };
+    let (answer, served) = match (grpc, chosen, fallback) {
+        (Some(grpc), chosen, fallback) => {
+            let fallback = match (chosen, &fallback) {
+                (Some(chosen), Some((parts, began, deadline))) => {
+                    let remaining = retryscope_http::__private::fallback::remaining(*deadline, *began);
+                    Some((chosen, &**parts, remaining))
                 }
-            }
-            _ => http_call::finish(outcome, stop, replayable),
-        },
+                _ => None,
+            };
+            grpc.answer(outcome, stop, &call, replayable, started, &guards, fallback).await
+        }
+        (None, Some(chosen), Some((parts, started, deadline))) => {
+            let remaining = retryscope_http::__private::fallback::remaining(deadline, started);
+            let key = key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
+            let target = (&parts.method, &parts.uri, key);
+            let answer = http_call::answer_with(
+                chosen,
+                guards.dependency(),
+                target,
+                outcome,
+                stop,
+                replayable,
+                remaining,
+            )
+            .await;
+            let served = answer.is_ok();
+            (answer, served)
+        }
+        (None, _, _) => (http_call::finish(outcome, stop, replayable), false),
+    };
+    if let Some(slot) = &outcome_slot {
+        slot.settle(served);
     }
+    answer
 }
 
 /// How `parts` is retried, and for a gRPC call what only gRPC needs of it.

@@ -67,7 +67,12 @@ impl<B: Body> ResponseBody<B> {
 
     /// A body that is all `data`, and no inner body: a fallback's answer.
     pub(crate) fn answered(data: B::Data) -> Self {
-        let read = std::collections::VecDeque::from([Frame::data(data)]);
+        Self::answered_frames(std::collections::VecDeque::from([Frame::data(data)]))
+    }
+
+    /// A body of these frames (data, then trailers), and no inner body: a
+    /// fallback's answer to a gRPC call.
+    pub(crate) fn answered_frames(read: std::collections::VecDeque<Frame<B::Data>>) -> Self {
         let mut body = Self::new_empty();
         body.judged = Some(Box::new(Judged { verdict: None, read }));
         body

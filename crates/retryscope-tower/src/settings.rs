@@ -39,7 +39,7 @@ pub(crate) struct Settings {
     /// Which header carries idempotency keys, and whether HTTP requests
     /// without one get one.
     pub(crate) idempotency: IdempotencyKeys,
-    /// The fallbacks of the dependencies that have one (HTTP only); `None`
+    /// The fallbacks of the dependencies that have one (HTTP and gRPC); `None`
     /// when none does, so that a call pays nothing for them.
     pub(crate) fallbacks: Option<Arc<Fallbacks>>,
     #[cfg(feature = "grpc")]

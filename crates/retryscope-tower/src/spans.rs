@@ -114,6 +114,8 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
         // span, and what the dashboards' trace links search by.
         retryscope.dependency = info.dependency,
         retryscope.operation = info.operation,
+        // The configuration the call started with, for a configured layer.
+        retryscope.config.hash = info.config_hash,
         // Recorded by the observer on the copies of a hedged call.
         retryscope.hedge = Empty,
         retryscope.hedge.outcome = Empty,

@@ -51,7 +51,8 @@ impl GrpcCall {
         match *self {}
     }
 
-    pub(crate) fn finish<B: Body>(
+    #[allow(clippy::too_many_arguments, reason = "as gRPC's")]
+    pub(crate) async fn answer<B: Body>(
         self,
         _: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
         _: Option<(StopReason, u32)>,
@@ -59,7 +60,8 @@ impl GrpcCall {
         _: bool,
         _: Instant,
         _: &Guards<Guard>,
-    ) -> Result<Response<ResponseBody<B>>, BoxError> {
+        _: Option<(retryscope_http::__private::fallback::Chosen<'_>, &Parts, Option<std::time::Duration>)>,
+    ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool) {
         match self {}
     }
 }

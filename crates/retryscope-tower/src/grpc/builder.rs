@@ -200,6 +200,7 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
     retryscope_http::__private::shared_setters!(tower.shared: pacer);
     retryscope_http::__private::shared_setters!(tower.shared: overload);
     retryscope_http::__private::shared_setters!(tower.shared: config);
+    retryscope_http::__private::shared_setters!(tower.shared: fallback);
     tower_setters!();
 
     /// Gives each server a retry budget made by `make` (none by default: A6

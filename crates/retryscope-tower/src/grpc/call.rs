@@ -20,6 +20,7 @@ use http::{Request, Response};
 use http_body::Body;
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Pacer, Policy, RetryError, StopReason};
+use retryscope_http::__private::fallback::{Chosen, FallbackContext, LastAnswer};
 use retryscope_http::RetryOptions;
 use retryscope_otel::Guards;
 use std::sync::Arc;
@@ -141,6 +142,76 @@ impl GrpcCall {
         }
         result
     }
+
+    /// What the caller gets, as [`finish`](Self::finish) says — or, when the
+    /// call gave up and has a fallback (`fallback`: the fallback chosen, the
+    /// request's head, the time left), the fallback's answer read as gRPC
+    /// ([`super::fallback`]), marked; and whether a fallback answered. gRPC's
+    /// call metrics record the call as it ended before the fallback ran: the
+    /// server's status. A fallback that fails ends the call with the status
+    /// the caller would have got, both errors told ([`fallback_failed`]).
+    #[allow(clippy::too_many_arguments, reason = "`finish`'s, and the fallback")]
+    pub(crate) async fn answer<B>(
+        self,
+        outcome: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
+        stop: Option<(StopReason, u32)>,
+        call: &Call,
+        replayable: bool,
+        started: Instant,
+        guards: &Guards<Guard>,
+        fallback: Option<(Chosen<'_>, &Parts, Option<Duration>)>,
+    ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool)
+    where
+        B: Body,
+        B::Data: From<bytes::Bytes>,
+    {
+        let result = self.finish(outcome, stop, call, replayable, started, guards);
+        let Some((chosen, parts, remaining)) = fallback else { return (result, false) };
+        let last = match &result {
+            Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
+            Err(error) => LastAnswer::Error(&**error),
+        };
+        let context =
+            FallbackContext::new(guards.dependency(), chosen.reason(), &parts.method, &parts.uri, last);
+        match chosen.run(context, remaining).await {
+            Ok(response) => (Ok(super::fallback::answer(response)), true),
+            Err(error) => (Err(Box::new(fallback_failed(error, result))), false),
+        }
+    }
+}
+
+/// The status of a call whose fallback failed: the code and metadata of the
+/// status the caller would have got without a fallback (a tonic client
+/// decodes a status, never an opaque error, which it would make `UNKNOWN`),
+/// its message saying that the fallback failed too and why, and as its
+/// source the `FallbackFailed` whose chain holds the fallback's error, then
+/// the call's own.
+fn fallback_failed<B: Body>(
+    error: retryscope_http::__private::fallback::FallbackError,
+    result: Result<Response<ResponseBody<B>>, BoxError>,
+) -> tonic::Status {
+    let original = match result {
+        Err(error) => tonic::Status::from_error(error),
+        // A Trailers-Only answer the layer passed on (`grpc-status` in its
+        // headers), or an HTTP status gRPC maps; a committed call's status
+        // would come in trailers no one read: not known.
+        Ok(response) => match status::received(&response) {
+            Some(received) => {
+                let message =
+                    response.headers().get("grpc-message").map(|m| String::from_utf8_lossy(m.as_bytes()));
+                tonic::Status::new(tonic::Code::from(i32::from(received.code)), message.unwrap_or_default())
+            }
+            None => tonic::Status::unknown("the call's status was not received"),
+        },
+    };
+    let failed = error.with_original(Box::new(original.clone()));
+    let message = match original.message() {
+        "" => format!("{failed}: {}", failed.fallback_error()),
+        said => format!("{said} ({failed}: {})", failed.fallback_error()),
+    };
+    let mut status = tonic::Status::with_metadata(original.code(), message, original.metadata().clone());
+    status.set_source(Arc::new(failed));
+    status
 }
 
 /// What a gRPC call's attempts carry besides the request.

@@ -6,6 +6,7 @@ mod builder;
 pub(crate) mod call;
 pub(crate) mod code;
 mod config;
+pub mod fallback;
 pub(crate) mod headers;
 pub(crate) mod methods;
 pub(crate) mod metrics;
