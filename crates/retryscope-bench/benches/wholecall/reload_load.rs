@@ -219,7 +219,7 @@ impl std::fmt::Display for Report {
             HashCheck::NotOnSpans(calls) => {
                 format!("not checked ({calls} calls traced, {HASH} not on their spans yet)")
             }
-            HashCheck::SwitchOn => format!("on spans, check off: switch SPANS_CARRY_HASH on"),
+            HashCheck::SwitchOn => "on spans, check off: switch SPANS_CARRY_HASH on".to_owned(),
         };
         write!(
             f,
@@ -246,9 +246,12 @@ impl std::fmt::Display for Report {
 #[derive(Clone)]
 enum Client {
     Reqwest(reqwest_middleware::ClientWithMiddleware),
+    // Boxed: the hyper-util client is far larger than the other two.
     TowerHttp(
-        retryscope_tower::RetryService<
-            HyperClient<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+        Box<
+            retryscope_tower::RetryService<
+                HyperClient<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+            >,
         >,
     ),
     TonicGrpc(retryscope_tower::RetryService<tonic::transport::Channel>),
@@ -284,7 +287,7 @@ impl Client {
                     .meter(meter)
                     .build();
                 let inner = HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-                Client::TowerHttp(layer.layer(inner))
+                Client::TowerHttp(Box::new(layer.layer(inner)))
             }
             Kind::TonicGrpc => {
                 let (channel, origin) = grpc::channel(servers.grpc)?;
@@ -309,7 +312,8 @@ impl Client {
                 let body = response.bytes().await?;
                 check_http(status.as_u16(), &body)
             }
-            Client::TowerHttp(mut service) => {
+            Client::TowerHttp(service) => {
+                let mut service = *service;
                 let request = http::Request::get(url).body(Full::new(Bytes::new()))?;
                 let response = service.ready().await?.call(request).await?;
                 let status = response.status().as_u16();
