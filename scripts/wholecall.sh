@@ -56,11 +56,12 @@ TARGETS=(
   "grpc-no-provider-halved           grpc_retryscope      const:29919         0.50 met"
   # Issue 35: a client configured from a file (one dependency matching the
   # call, the same policy) adds no more than the same client built in code,
-  # in instructions and in allocations.
+  # in instructions (missed: the per-call lookup, ~420 instructions, is what
+  # the configured call does on top) and in allocations (met: none added).
   "configured-vs-code-http           http_retryscope_configured   http_retryscope    1.00 missed"
   "configured-vs-code-grpc           grpc_retryscope_configured   grpc_retryscope    1.00 missed"
-  "configured-allocations-http       A:http_retryscope_configured A:http_retryscope  1.00 missed"
-  "configured-allocations-grpc       A:grpc_retryscope_configured A:grpc_retryscope  1.00 missed"
+  "configured-allocations-http       A:http_retryscope_configured A:http_retryscope  1.00 met"
+  "configured-allocations-grpc       A:grpc_retryscope_configured A:grpc_retryscope  1.00 met"
 )
 
 TOOL=wholecall
