@@ -18,7 +18,7 @@
 # release binary, natively: `wholecall reload-load`, 1,000 calls/s for 10 s
 # per client (reqwest, tower HTTP, tower gRPC) while the configuration file is
 # rewritten 10 times; it fails the script if a call fails, a rewrite is not put
-# in force or the achieved rate is under 95 % of the offered (see
+# in force or an HTTP client's achieved rate is under 95 % of the offered (see
 # benches/wholecall/reload_load.rs). WHOLECALL_RELOAD_LOAD="SECONDS RATE
 # REWRITES" changes the load (for a quick local run).
 #
