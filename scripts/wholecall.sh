@@ -61,7 +61,10 @@ TARGETS=(
   "configured-vs-code-http           http_retryscope_configured   http_retryscope    1.00 missed"
   "configured-vs-code-grpc           grpc_retryscope_configured   grpc_retryscope    1.00 missed"
   "configured-allocations-http       A:http_retryscope_configured A:http_retryscope  1.00 met"
-  "configured-allocations-grpc       A:grpc_retryscope_configured A:grpc_retryscope  1.00 met"
+  # Equal in every run so far (45.0 each), but tonic's allocations per call
+  # vary by a few hundredths between runs, which the 0.1 rounding can tip:
+  # printed, not gated.
+  "configured-allocations-grpc       A:grpc_retryscope_configured A:grpc_retryscope  1.00 missed"
 )
 
 TOOL=wholecall
