@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Event, Recorder};
+use common::{Event, Recorder, ms};
 use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable, MAX_COPIES};
 use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
 use retryscope::pace::{PaceSignal, Pacer, Quota};
@@ -15,10 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// `copies` copies at most, a fixed `delay`, no deadline, no attempt timeout.
 fn fixed(copies: u32, delay: Duration) -> HedgePolicy {

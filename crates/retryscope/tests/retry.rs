@@ -2,28 +2,12 @@
 
 mod common;
 
-use common::{Event, Recorder};
+use common::{Event, Recorder, ms, plain};
 use retryscope::observe::{AttemptEnd, AttemptStart, Wait};
 use retryscope::{DelaySource, ErrorType, Hint, Jitter, Outcome, Policy, Retryable, StopReason, Verdict};
 use std::cell::Cell;
 use std::time::Duration;
 use tokio::time::Instant;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// 100 ms doubling to 1 s, no jitter, 5 attempts, no deadline: delays are exact.
-fn plain() -> Policy {
-    Policy::builder()
-        .max_attempts(5)
-        .base_delay(ms(100))
-        .max_delay(ms(1_000))
-        .jitter(Jitter::None)
-        .no_deadline()
-        .build()
-        .expect("valid policy")
-}
 
 /// An operation that fails `failures` times with `"busy"`, then returns its call count.
 fn flaky(

@@ -3,27 +3,15 @@
 //! successful retry (or winning hedge copy) refunded, a long `x-amz-retry-after`
 //! cut to the backoff plus the headroom.
 
+mod common;
+
+use common::{ms, plain};
 use retryscope::budget::RetryQuota;
 use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
-use retryscope::{ErrorType, Hint, Jitter, Policy, Retryable, StopReason, Verdict};
+use retryscope::{ErrorType, Hint, Retryable, StopReason, Verdict};
 use std::cell::Cell;
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-fn plain() -> Policy {
-    Policy::builder()
-        .max_attempts(5)
-        .base_delay(ms(100))
-        .max_delay(ms(1_000))
-        .jitter(Jitter::None)
-        .no_deadline()
-        .build()
-        .expect("valid policy")
-}
 
 /// Answers each attempt with the next status of `script` (200 ends it).
 fn scripted(script: &'static [u16]) -> impl FnMut() -> std::future::Ready<Result<(), u16>> {

@@ -14,7 +14,9 @@
 //!   `valgrind --tool=callgrind --toggle-collect='*wholecall*measured*'`, and
 //!   prints the allocations the measured calls made on the client thread;
 //! - `wholecall wall VARIANT` times batches of the variant and of its plain
-//!   call alternately and prints the median of their ratios (BENCHMARKS.md).
+//!   call alternately and prints the median of their ratios (BENCHMARKS.md);
+//! - `wholecall reload-load` is the reload-under-load run ([`reload_load`]),
+//!   which scripts/wholecall.sh runs after the counts.
 //!
 //! Every call of the client runs on one thread: a current-thread tokio
 //! runtime, driven by `block_on` inside `measured`, so the connection tasks
@@ -25,6 +27,7 @@
 mod alloc;
 mod grpc;
 mod http;
+mod reload_load;
 mod servers;
 mod telemetry;
 mod variants;
@@ -180,6 +183,7 @@ fn main() {
     let outcome = match args.as_slice() {
         ["serve-http"] => servers::serve_http(),
         ["serve-grpc"] => servers::serve_grpc(),
+        ["reload-load", rest @ ..] => reload_load::run(rest),
         [] => {
             // One process per variant (the SDK is installed once per process),
             // so listing is all this does; a variant that fails fails its run.
@@ -199,7 +203,10 @@ fn main() {
         [variant] => Servers::start().and_then(|servers| {
             variants::with_variant(variant, &servers, &runtime(), Count { name: (*variant).to_owned() })
         }),
-        _ => fail("usage: wholecall [VARIANT | wall VARIANT [ROUNDS [BATCH]] | serve-http | serve-grpc]"),
+        _ => fail(
+            "usage: wholecall [VARIANT | wall VARIANT [ROUNDS [BATCH]] | reload-load [SECONDS [RATE [REWRITES]]] \
+             | serve-http | serve-grpc]",
+        ),
     };
     if let Err(error) = outcome {
         fail(&error.to_string());

@@ -3,10 +3,14 @@
 //! `serve-http` is a hyper HTTP/1.1 server: `GET /ok` answers 200; `GET
 //! /fail-once/N` answers 503 the first time it sees `N` and 200 when asked
 //! again (a retry), and `/fail-once-retry-after/N` does the same with
-//! `Retry-After: 0` on the 503. It keeps only the last failed `N` (one atomic),
-//! which is enough because the client makes one logical call at a time with a
-//! new `N` each. `serve-grpc` is a tonic server answering `test.Echo/Unary`
-//! (the test-support client's method) with the request's message.
+//! `Retry-After: 0` on the 503. `serve-grpc` is a tonic server answering
+//! `test.Echo/Unary` (the test-support client's method) with the request's
+//! message; a message `fail-once-N` is answered `UNAVAILABLE` the first time.
+//!
+//! "The first time" is kept in [`FailOnce`]: the last failed `N` per slot
+//! `N mod` [`SLOTS`], which is enough because each logical call has a new `N`
+//! and fewer than [`SLOTS`] calls are in flight at once (one at a time in the
+//! counted variants; a few at 1,000 calls/s in `reload-load`).
 //!
 //! Each prints its address on its first line of stdout and exits when its
 //! stdin closes, so a server never outlives the client that spawned it.
@@ -102,9 +106,7 @@ pub(crate) fn serve_http() -> Result<(), CallError> {
     server_runtime()?.block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         announce(listener.local_addr()?)?;
-        // The last `N` answered 503: a logical call's first attempt fails, its
-        // retry (the same `N`) succeeds.
-        let failed = Arc::new(AtomicU64::new(u64::MAX));
+        let failed = Arc::new(FailOnce::new());
         loop {
             let (stream, _) = listener.accept().await?;
             let _ = stream.set_nodelay(true);
@@ -120,14 +122,36 @@ pub(crate) fn serve_http() -> Result<(), CallError> {
     })
 }
 
-fn answer<B>(request: &Request<B>, failed: &AtomicU64) -> Response<Full<Bytes>> {
+/// Slots of [`FailOnce`]: far more than the calls in flight at once.
+const SLOTS: usize = 4096;
+
+/// Which call numbers were answered with a failure: a logical call's first
+/// attempt fails, its retry (the same `N`) succeeds. Bounded: one atomic per slot.
+pub(crate) struct FailOnce {
+    last: Box<[AtomicU64]>,
+}
+
+impl FailOnce {
+    fn new() -> Self {
+        Self { last: (0..SLOTS).map(|_| AtomicU64::new(u64::MAX)).collect() }
+    }
+
+    /// Whether attempt at call `n` is its first (and so is failed).
+    fn first(&self, n: u64) -> bool {
+        // `SLOTS` fits any usize, and the remainder is below it.
+        let slot = (n % SLOTS as u64) as usize;
+        self.last[slot].swap(n, Ordering::Relaxed) != n
+    }
+}
+
+fn answer<B>(request: &Request<B>, failed: &FailOnce) -> Response<Full<Bytes>> {
     let path = request.uri().path();
     let scripted = [("/fail-once/", false), ("/fail-once-retry-after/", true)].into_iter().find_map(
         |(prefix, retry_after)| Some((path.strip_prefix(prefix)?.parse::<u64>().ok()?, retry_after)),
     );
     let mut response = Response::new(Full::new(Bytes::from_static(b"ok")));
     match scripted {
-        Some((n, retry_after)) if failed.swap(n, Ordering::Relaxed) != n => {
+        Some((n, retry_after)) if failed.first(n) => {
             // An empty body: the connection is reusable as soon as the head is read.
             *response.body_mut() = Full::new(Bytes::new());
             *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
@@ -148,24 +172,38 @@ pub(crate) fn serve_grpc() -> Result<(), CallError> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         announce(listener.local_addr()?)?;
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-        tonic::transport::Server::builder().serve_with_incoming(Echo, incoming).await?;
+        let echo = Echo { failed: Arc::new(FailOnce::new()) };
+        tonic::transport::Server::builder().serve_with_incoming(echo, incoming).await?;
         Ok(())
     })
 }
 
-/// `test.Echo/Unary`, answered with the request's message; nothing recorded,
-/// so the server's memory stays flat however long a wall-time run goes.
+/// `test.Echo/Unary`, answered with the request's message (`fail-once-N`:
+/// `UNAVAILABLE` the first time); nothing else recorded, so the server's
+/// memory stays flat however long a wall-time run goes.
 #[derive(Clone)]
-struct Echo;
+struct Echo {
+    failed: Arc<FailOnce>,
+}
 
-struct Unary;
+/// The message prefix of a call whose first attempt fails.
+pub(crate) const GRPC_FAIL_ONCE: &str = "fail-once-";
+
+struct Unary {
+    failed: Arc<FailOnce>,
+}
 
 impl tonic::server::UnaryService<EchoRequest> for Unary {
     type Response = EchoReply;
     type Future = std::future::Ready<Result<tonic::Response<EchoReply>, tonic::Status>>;
 
     fn call(&mut self, request: tonic::Request<EchoRequest>) -> Self::Future {
-        std::future::ready(Ok(tonic::Response::new(EchoReply { message: request.into_inner().message })))
+        let message = request.into_inner().message;
+        let n = message.strip_prefix(GRPC_FAIL_ONCE).and_then(|n| n.parse::<u64>().ok());
+        std::future::ready(match n {
+            Some(n) if self.failed.first(n) => Err(tonic::Status::unavailable("the first attempt fails")),
+            _ => Ok(tonic::Response::new(EchoReply { message })),
+        })
     }
 }
 
@@ -179,11 +217,12 @@ impl tower::Service<http::Request<tonic::body::Body>> for Echo {
     }
 
     fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let failed = Arc::clone(&self.failed);
         Box::pin(async move {
             Ok(match request.uri().path() {
                 "/test.Echo/Unary" => {
                     let codec = tonic_prost::ProstCodec::<EchoReply, EchoRequest>::default();
-                    tonic::server::Grpc::new(codec).unary(Unary, request).await
+                    tonic::server::Grpc::new(codec).unary(Unary { failed }, request).await
                 }
                 _ => tonic::Status::unimplemented("no such method").into_http(),
             })

@@ -15,6 +15,7 @@ use reqwest_middleware::ClientBuilder;
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use retryscope::{Jitter, Policy};
+use retryscope_config::{ConfigHandle, KnownNames};
 use retryscope_test_support::echo::EchoClient;
 use retryscope_tower::RetryLayer;
 use retryscope_tower::grpc::GrpcRetry;
@@ -30,10 +31,12 @@ pub(crate) const NAMES: &[&str] = &[
     "http_reqwest_own_retry",
     "http_retryscope",
     "http_retryscope_sdk",
+    "http_retryscope_configured",
     "http_hand_rolled",
     "grpc_plain",
     "grpc_retryscope",
     "grpc_retryscope_sdk",
+    "grpc_retryscope_configured",
     "grpc_hand_rolled",
     "fail_by_hand",
     "fail_reqwest_retry",
@@ -65,6 +68,32 @@ fn zero_wait() -> Result<Policy, CallError> {
         .max_delay(Duration::from_nanos(1))
         .jitter(Jitter::None)
         .build()?)
+}
+
+/// The code-built variants' `Policy::interactive()`, as a configuration
+/// file says it: one dependency, matched by `matcher`, with the same
+/// attempts, backoff, jitter, attempt timeout and deadline, so a configured
+/// call makes the same attempts as the code-built one and differs only in
+/// where its policy comes from (the file's snapshot, resolved per call).
+const CONFIGURED: &str = r#"
+[dependencies.bench]
+MATCHER
+attempts = 4
+backoff = { initial = "200ms", max = "5s", multiplier = 2.0 }
+jitter = "full"
+attempt_timeout = "5s"
+deadline = "15s"
+"#;
+
+/// A handle on a file written for this process, as a service loads its own
+/// (not watched: a poll would run on the measured thread, and the call's
+/// cost is what is counted, not the watcher's).
+fn config_handle(matcher: &str) -> Result<ConfigHandle, CallError> {
+    let path = std::env::temp_dir().join(format!("retryscope-wholecall-{}.toml", std::process::id()));
+    std::fs::write(&path, CONFIGURED.replace("MATCHER", matcher))?;
+    let handle = ConfigHandle::builder(KnownNames::new()).file(&path).build();
+    let _ = std::fs::remove_file(&path);
+    Ok(handle?)
 }
 
 /// reqwest-retry's documented setup, waits of zero for the failing scripts.
@@ -149,6 +178,13 @@ pub(crate) fn with_variant(
         | "fail_after_retryscope_sdk" => {
             job.run(runtime, middleware(ClientBuilder::new(reqwest).with(retryscope_middleware(script)?)))
         }
+        "http_retryscope_configured" => {
+            // The builder's policy is the same as the file's: the file's wins.
+            let configured = retryscope_reqwest::RetryMiddleware::builder(Policy::interactive())
+                .config(config_handle(r#"host = "127.0.0.1""#)?)
+                .build();
+            job.run(runtime, middleware(ClientBuilder::new(reqwest).with(configured)))
+        }
         "http_hand_rolled" => job.run(
             runtime,
             http::HandRolledCall {
@@ -164,6 +200,14 @@ pub(crate) fn with_variant(
         "grpc_retryscope" | "grpc_retryscope_sdk" => {
             let (channel, origin) = grpc::channel(servers.grpc)?;
             let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).origin(origin).build();
+            job.run(runtime, grpc::Call { client: EchoClient::new(layer.layer(channel)) })
+        }
+        "grpc_retryscope_configured" => {
+            let (channel, origin) = grpc::channel(servers.grpc)?;
+            let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive()))
+                .origin(origin)
+                .config(config_handle(r#"service = "test.Echo""#)?)
+                .build();
             job.run(runtime, grpc::Call { client: EchoClient::new(layer.layer(channel)) })
         }
         "grpc_hand_rolled" => job.run(

@@ -1,10 +1,31 @@
-//! A recording observer: tests assert on the exact sequence of engine events.
+//! What the engine's test files share: a recording observer (tests assert on
+//! the exact sequence of engine events), and the policy most of them start
+//! from. Each test file uses a part of it.
 #![allow(dead_code, unreachable_pub)]
 
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
+use retryscope::{Jitter, Policy};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// `n` milliseconds.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// 100 ms doubling to 1 s, no jitter, 5 attempts, no deadline: delays are exact.
+pub fn plain() -> Policy {
+    Policy::builder()
+        .max_attempts(5)
+        .base_delay(ms(100))
+        .max_delay(ms(1_000))
+        .jitter(Jitter::None)
+        .no_deadline()
+        .build()
+        .expect("valid policy")
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
