@@ -15,7 +15,7 @@
 //!   equals REWRITES and none was refused (read from the in-memory SDK);
 //! - the achieved rate, calls over the time from the first call's start to
 //!   the last one's end, is at least 95 % of the offered rate;
-//! - each call's spans show one configuration hash ([`SPANS_CARRY_HASH`]).
+//! - each call's spans show one configuration hash (`retryscope.config.hash`).
 //!
 //! and prints one line per client: calls, achieved rate, latency p50/p99
 //! (from each call's scheduled start, so a client that falls behind shows it),
@@ -45,12 +45,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer as _, Service as _, ServiceExt as _};
 use tracing::Instrument as _;
-
-/// Whether the attempt spans carry `retryscope.config.hash` (branch
-/// `wiring35` adds it). Off: the check only reports that they do not yet,
-/// and fails once they do, so that it is switched on then. On: every call's
-/// spans must show exactly one hash.
-const SPANS_CARRY_HASH: bool = false;
 
 /// The name of each call's root span (the caller's).
 const CALL_SPAN: &str = "reload_load.call";
@@ -174,10 +168,6 @@ enum HashCheck {
     OnePerCall { calls: usize, distinct: usize },
     /// Some call showed none or more than one.
     Broken(String),
-    /// [`SPANS_CARRY_HASH`] is off and no span carries it; the calls traced.
-    NotOnSpans(usize),
-    /// [`SPANS_CARRY_HASH`] is off but spans carry it.
-    SwitchOn,
 }
 
 impl Report {
@@ -212,11 +202,8 @@ impl Report {
             ));
         }
         match &self.hashes {
-            HashCheck::OnePerCall { .. } | HashCheck::NotOnSpans(_) => {}
+            HashCheck::OnePerCall { .. } => {}
             HashCheck::Broken(why) => problems.push(why.clone()),
-            HashCheck::SwitchOn => {
-                problems.push(format!("the spans carry {HASH}: switch SPANS_CARRY_HASH on in reload_load.rs"))
-            }
         }
         problems
     }
@@ -229,10 +216,6 @@ impl std::fmt::Display for Report {
                 format!("one hash per call ({calls} calls, {distinct} hashes)")
             }
             HashCheck::Broken(why) => format!("BROKEN: {why}"),
-            HashCheck::NotOnSpans(calls) => {
-                format!("not checked ({calls} calls traced, {HASH} not on their spans yet)")
-            }
-            HashCheck::SwitchOn => "on spans, check off: switch SPANS_CARRY_HASH on".to_owned(),
         };
         write!(
             f,
@@ -477,14 +460,9 @@ fn hash_check(spans: &[(TraceId, bool, Option<String>)], calls: u64) -> HashChec
             hashes.push(hash);
         }
     }
-    // Whether or not the hash is checked: one trace per call shows that the
-    // pipeline saw every call's spans.
+    // One trace per call: the pipeline saw every call's spans.
     if per_call.len() as u64 != calls {
         return HashCheck::Broken(format!("{} call traces for {calls} calls", per_call.len()));
-    }
-    let carried = per_call.values().any(|h| !h.is_empty());
-    if !SPANS_CARRY_HASH {
-        return if carried { HashCheck::SwitchOn } else { HashCheck::NotOnSpans(per_call.len()) };
     }
     if let Some(h) = per_call.values().find(|h| h.len() != 1) {
         return HashCheck::Broken(format!("a call's spans show {} hashes: {h:?}", h.len()));
