@@ -321,7 +321,8 @@ fn publish(share: &dyn PaceShare, dependency: &str, signal: &PaceSignal) {
 /// on the slow side rather than over the quota).
 fn allot(signal: &PaceSignal, replicas: u32, rank: Option<u32>) -> PaceSignal {
     let replicas = u64::from(replicas.max(1));
-    let part = |whole: u64| whole / replicas + u64::from(rank.is_some_and(|k| u64::from(k) < whole % replicas));
+    let part =
+        |whole: u64| whole / replicas + u64::from(rank.is_some_and(|k| u64::from(k) < whole % replicas));
     let mut signal = *signal;
     if let Some(quota) = signal.quota.as_mut().filter(|_| replicas > 1) {
         quota.remaining = part(quota.remaining);

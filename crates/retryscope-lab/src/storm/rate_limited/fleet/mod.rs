@@ -144,7 +144,9 @@ fn validate(args: &StormArgs, replicas: u32) -> Result<(), StormError> {
         return Err(StormError::new(format!("--replicas must be between 2 and {MAX_REPLICAS}")));
     }
     if args.clients < replicas {
-        return Err(StormError::new("--clients must be at least --replicas: each replica runs its part of them"));
+        return Err(StormError::new(
+            "--clients must be at least --replicas: each replica runs its part of them",
+        ));
     }
     if args.fleet_policies.is_empty() {
         return Err(StormError::new("--fleet-policies names no policy"));
@@ -185,7 +187,9 @@ async fn storm(args: &StormArgs, replicas: u32) -> Result<Vec<FleetSummary>, Sto
             )));
         };
         if !ping(url, PING_TIMEOUT).await {
-            return Err(StormError::new(format!("the shared policy needs a Redis, and none answered at {url}")));
+            return Err(StormError::new(format!(
+                "the shared policy needs a Redis, and none answered at {url}"
+            )));
         }
     }
     let telemetry = Telemetry::start(args.prometheus.as_deref())?;
@@ -296,7 +300,9 @@ impl Replica {
         };
         match tokio::time::timeout(timeout, read).await {
             Ok(Some(rest)) => Ok(rest),
-            Ok(None) => Err(StormError::new(format!("a replica ended before it said {word} (its error is above)"))),
+            Ok(None) => {
+                Err(StormError::new(format!("a replica ended before it said {word} (its error is above)")))
+            }
             Err(_) => Err(StormError::new(format!("a replica did not say {word} within {timeout:?}"))),
         }
     }
@@ -361,14 +367,10 @@ async fn run_policy(
     for replica in &mut fleet {
         replica.expect("READY", READY_TIMEOUT).await?;
     }
-    let gateway = Gateway::start(
-        quota,
-        args.quota_headers,
-        slices,
-        IncomingRequests::from_meter(&telemetry.meter),
-    )
-    .await
-    .map_err(|e| error("starting the gateway", e))?;
+    let gateway =
+        Gateway::start(quota, args.quota_headers, slices, IncomingRequests::from_meter(&telemetry.meter))
+            .await
+            .map_err(|e| error("starting the gateway", e))?;
     let go = format!("GO http://{}/work\n", gateway.addr);
     for replica in &mut fleet {
         replica.stdin.write_all(go.as_bytes()).await.map_err(|e| error("starting a replica's load", e))?;
@@ -400,7 +402,11 @@ async fn run_policy(
     // The replicas end after their report (replica 0 after its linger); any
     // still running is killed when `fleet` drops.
     for replica in &mut fleet {
-        let _ = tokio::time::timeout(Duration::from_secs_f64(args.linger) + Duration::from_secs(5), replica.child.wait()).await;
+        let _ = tokio::time::timeout(
+            Duration::from_secs_f64(args.linger) + Duration::from_secs(5),
+            replica.child.wait(),
+        )
+        .await;
     }
     drop(fleet);
     drop(own_redis);

@@ -36,7 +36,16 @@ impl RedisServer {
     /// Starts it again on its port (after [`stop`](Self::stop)), and waits until it answers.
     pub(crate) async fn restart(&mut self) -> Result<(), StormError> {
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

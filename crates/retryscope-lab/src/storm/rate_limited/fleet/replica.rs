@@ -11,12 +11,12 @@
 use crate::storm::StormError;
 use crate::storm::error;
 use crate::storm::load;
+use crate::storm::policies::ATTEMPT_TIMEOUT;
 use crate::storm::rate_limited::RatePolicy;
 use crate::storm::rate_limited::fleet::FleetPolicy;
 use crate::storm::rate_limited::report::failure_reason;
 use crate::storm::server::{Counters, SLICE};
 use crate::storm::telemetry::Telemetry;
-use crate::storm::policies::ATTEMPT_TIMEOUT;
 use retryscope_redis::RedisPaceShare;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -97,7 +97,9 @@ pub fn run(args: &ReplicaArgs) -> Result<(), StormError> {
         || !(1..=super::MAX_REPLICAS).contains(&args.replicas)
         || args.clients == 0
     {
-        return Err(StormError::new("a replica's orders are out of range (it is started by the fleet storm)"));
+        return Err(StormError::new(
+            "a replica's orders are out of range (it is started by the fleet storm)",
+        ));
     }
     crate::storm::block_on(async {
         let deadline = Duration::from_secs_f64(args.duration + args.deadline + 1.0 + args.linger)
