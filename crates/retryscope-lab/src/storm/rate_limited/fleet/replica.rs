@@ -91,12 +91,14 @@ pub struct ReplicaReport {
 /// Runs one replica (see the module's docs).
 pub fn run(args: &ReplicaArgs) -> Result<(), StormError> {
     let positive = |v: f64| v.is_finite() && v > 0.0;
-    if !(positive(args.duration) && positive(args.deadline) && positive(args.rate))
-        || !(args.linger.is_finite() && args.linger >= 0.0 && args.linger <= 3_600.0)
-        || args.duration + args.deadline > 86_400.0
-        || !(1..=super::MAX_REPLICAS).contains(&args.replicas)
-        || args.clients == 0
-    {
+    let in_range = positive(args.duration)
+        && positive(args.deadline)
+        && positive(args.rate)
+        && (0.0..=3_600.0).contains(&args.linger)
+        && args.duration + args.deadline <= 86_400.0
+        && (1..=super::MAX_REPLICAS).contains(&args.replicas)
+        && args.clients > 0;
+    if !in_range {
         return Err(StormError::new(
             "a replica's orders are out of range (it is started by the fleet storm)",
         ));
