@@ -44,8 +44,8 @@ instrumentation, each serving its metrics on its own endpoint:
     --fleet-policies shared-redis-down`: three client processes sharing one
     quota through the run's own `redis-server` (it needs `redis-server` on
     PATH, which CI installs), stopped mid-run and started again, so that the
-    shared gauge, the holds learned from other replicas and a fallback are
-    all there; its first replica serves the metrics and lingers.
+    shared gauge and a fallback are there; its first replica serves the
+    metrics and lingers.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -214,8 +214,8 @@ def main(argv):
             stdout=open(work / "limited.log", "w"), stderr=subprocess.STDOUT))
         # Issue 38: three client processes sharing one quota of 10/s through the
         # storm's own redis-server, stopped from 10 s to 20 s of the load: the
-        # Fleet pacing row (shared, then local and a fallback, then shared again;
-        # gates pushed between the replicas). The first replica serves its
+        # Fleet pacing row (shared, then local and a fallback, then shared
+        # again). The first replica serves its
         # metrics and lingers; stopping the run's session stops the replicas and
         # the redis-server with it.
         procs.append(spawn(
