@@ -49,6 +49,8 @@ CONTRACT = {
     "retryscope_breaker_state": [],
     "retryscope_budget_available": [],
     "retryscope_pace_rate_per_second": [],
+    "retryscope_pace_shared": [],
+    "retryscope_pace_shared_fallbacks_total": [],
     "retryscope_overload_accepted_ratio": [],
     "retryscope_limit_limit": [],
     "retryscope_limit_in_flight": [],
@@ -387,15 +389,19 @@ def synthetic_series():
             if reason:
                 lbl["retryscope_throttle_reason"] = reason
             counter("retryscope_refused_total", lbl, k)
-        for src, k, med in (("retry_after", 3, 1.5), ("rate_limit", 6, 0.3), ("adaptive", 2, 0.1)):
+        for src, k, med in (("retry_after", 3, 1.5), ("rate_limit", 6, 0.3), ("adaptive", 2, 0.1),
+                            ("fleet", 2, 0.8)):
             histogram("retryscope_pace_held_seconds", {**base, "retryscope_pace_source": src}, k, med)
         gauge("retryscope_pace_rate_per_second", base, "5x40 0x10 2-0.01x29")
+        gauge("retryscope_pace_shared", base, "1x40 0x20 1x19")
         gauge("retryscope_breaker_state", base, "0x20 2x20 1 2x20 1 0x17")
         gauge("retryscope_budget_available", base, "10-0.1x80")
         gauge("retryscope_overload_accepted_ratio", base, "1x40 0.3x20 0.4+0.02x19")
         gauge("retryscope_limit_limit", base, "20x40 12x20 16x19")
         gauge("retryscope_limit_in_flight", base, "3x40 12x20 9x19")
     for job, inst in (("checkout", "c-1"), ("worker", "w-1")):
+        # Fleet pacing (issue 38): the share's fallbacks carry no dependency.
+        counter("retryscope_pace_shared_fallbacks_total", {"job": job, "instance": inst}, 0.05)
         for attempt, k in (("1", 120), ("2", 20), ("3", 8), ("4+", 4), ("unknown", 1)):
             counter("retryscope_server_requests_total",
                     {"job": job, "instance": inst, "retryscope_attempt": attempt, "http_route": "/orders"}, k)

@@ -516,11 +516,42 @@ def overview():
         [target(f"sum by ({BY}, retryscope_fallback_reason) (rate(retryscope_fallbacks_total{{{SEL}}}[{RI}]))",
                 "{{job}} → {{retryscope_dependency}}: {{retryscope_fallback_reason}}", "A")],
         {"h": 8, "w": 24, "x": 0, "y": 150}, unit="reqps", stack=True, links=[trace_link()]))
+    # Issue 38: fleet pacing (retryscope-redis), its own block.
+    p.extend(fleet_pacing(158))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
         "what the retry budget and circuit breakers refuse, whether retries multiply down the call chain, how dependencies' rate limits pace the calls, what hedging adds to the load and wins back, what servers' idempotency layers replay, which failures a fault layer injected, how job workers retry, hold and dead-letter their jobs, what the overload guards (adaptive throttle, concurrency limit) refuse locally, and which calls fallbacks answered. Metrics: docs/telemetry.md; alerts: docs/runbook.md.",
         p)
+
+
+def fleet_pacing(y):
+    """Issue 38: the Fleet pacing row, at y: whether each dependency's pace is shared with the
+    other replicas through Redis, and the fallbacks. (A panel of the holds gates learned by other
+    replicas caused, pace source fleet, is not here: live_check's short fleet storm did not reliably
+    produce one.)"""
+    return [
+        row(180, "Fleet pacing: one quota, many replicas", y),
+        timeseries(
+            80, "Fleet pacing shared (1) or local (0)",
+            "retryscope_pace_shared, lowest instance per service and dependency: 1 while the "
+            "dependency's pacer shares its gates and quota with the other replicas through Redis "
+            "(retryscope-redis RedisPaceShare), 0 while this replica paces alone because Redis does "
+            "not answer within its deadline (the fleet may then spend the quota up to N times over; "
+            "runbook: Fleet pacing falls back to local). No line: no pacer is shared.",
+            [target(f"min by ({BY}) (retryscope_pace_shared{{{SEL}}})",
+                    "{{job}} → {{retryscope_dependency}}", "A")],
+            {"h": 8, "w": 12, "x": 0, "y": y + 1}, min_=0, max_=1),
+        timeseries(
+            82, "Redis fallbacks to local pacing",
+            "Times a replica stopped sharing its pace because Redis failed three heartbeats in a "
+            "row or dropped the subscriber connection (retryscope_pace_shared_fallbacks_total, "
+            "increase per service over the interval); each comes with one log line. Calls are not "
+            "slowed by it: each replica paces alone until Redis answers again.",
+            [target('sum by (job) (increase(retryscope_pace_shared_fallbacks_total{job=~"$job"}'
+                    f'[{RI}]))', "{{job}}", "A")],
+            {"h": 8, "w": 12, "x": 12, "y": y + 1}, min_=0),
+    ]
 
 
 def storm():

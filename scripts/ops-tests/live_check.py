@@ -39,7 +39,13 @@ instrumentation, each serving its metrics on its own endpoint:
     concurrency limit (`--policies limited`) against a server of one worker
     at 100 ms (10 requests/s) offered 20/s, whose queue grows until every
     attempt times out, so that the limit is full and refuses
-    (`concurrency_limited`), with its limit and in-flight gauges.
+    (`concurrency_limited`), with its limit and in-flight gauges;
+  * for the *Fleet pacing* row, `storm --rate-limited --replicas 3
+    --fleet-policies shared-redis-down`: three client processes sharing one
+    quota through the run's own `redis-server` (it needs `redis-server` on
+    PATH, which CI installs), stopped mid-run and started again, so that the
+    shared gauge and a fallback are there; its first replica serves the
+    metrics and lingers.
 
 The check then asserts, through Prometheus' HTTP API, that
 
@@ -133,9 +139,9 @@ def main(argv):
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
     (prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
-     throttled_port, limited_port) = (free_port() for _ in range(10))
+     throttled_port, limited_port, fleet_port) = (free_port() for _ in range(11))
     ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
-             throttled_port, limited_port)
+             throttled_port, limited_port, fleet_port)
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
@@ -206,6 +212,18 @@ def main(argv):
              "--capacity", "10", "--service-ms", "100", "--duration", "600", "--out", str(work / "limited"),
              "--prometheus", f"127.0.0.1:{limited_port}", "--linger", "900"],
             stdout=open(work / "limited.log", "w"), stderr=subprocess.STDOUT))
+        # Issue 38: three client processes sharing one quota of 10/s through the
+        # storm's own redis-server, stopped from 10 s to 20 s of the load: the
+        # Fleet pacing row (shared, then local and a fallback, then shared
+        # again). The first replica serves its
+        # metrics and lingers; stopping the run's session stops the replicas and
+        # the redis-server with it.
+        procs.append(spawn(
+            [str(lab), "storm", "--rate-limited", "--replicas", "3", "--clients", "6", "--rate", "4",
+             "--quota", "10", "--fleet-policies", "shared-redis-down", "--duration", "30",
+             "--out", str(work / "fleet"), "--replica-prometheus", f"127.0.0.1:{fleet_port}",
+             "--linger", "900"],
+            stdout=open(work / "fleet.log", "w"), stderr=subprocess.STDOUT))
         check("the lab is scraped", wait_until(
             f"a successful scrape of the {len(ports) - 1} runs",
             lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"])

@@ -21,6 +21,9 @@ enum Command {
     Jobs(retryscope_lab::jobs::JobsArgs),
     /// Checks a retryscope-config file (TOML or JSON) and prints the effective table, one row per dependency.
     CheckConfig(retryscope_lab::check_config::CheckConfigArgs),
+    /// One replica of `storm --rate-limited --replicas N`, started by it.
+    #[command(hide = true)]
+    FleetReplica(Box<retryscope_lab::storm::rate_limited::fleet::replica::ReplicaArgs>),
 }
 
 /// The error and its sources, outermost first, as one line: "context: cause: cause's cause".
@@ -34,6 +37,13 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Storm(args) if args.rate_limited && args.replicas.is_some() => {
+            let replicas = args.replicas.unwrap_or_default();
+            retryscope_lab::storm::rate_limited::run_fleet(&args, replicas).map(drop).map_err(|e| chain(&e))
+        }
+        Command::FleetReplica(args) => {
+            retryscope_lab::storm::rate_limited::fleet::replica::run(&args).map_err(|e| chain(&e))
+        }
         Command::Storm(args) if args.rate_limited => {
             retryscope_lab::storm::rate_limited::run(&args).map(drop).map_err(|e| chain(&e))
         }

@@ -71,6 +71,8 @@ pub(crate) struct Setup {
     fallback_for: Vec<(String, &'static str)>,
     default_fallback: Option<&'static str>,
     config: Option<retryscope_config::ConfigHandle>,
+    /// Fleet pacing (issue 38): each dependency's pacer shared through this.
+    pace_share: Option<Arc<dyn retryscope::pace::PaceShare>>,
 }
 
 /// A fallback as a test registers it on either builder.
@@ -104,7 +106,14 @@ impl Setup {
             fallback_for: Vec::new(),
             default_fallback: None,
             config: None,
+            pace_share: None,
         }
+    }
+
+    /// Each dependency's pacer shared with a fleet through `share` (issue 38).
+    pub(crate) fn pace_shared(mut self, share: Arc<dyn retryscope::pace::PaceShare>) -> Setup {
+        self.pace_share = Some(share);
+        self
     }
 
     /// Spans and metrics into `telemetry`.
@@ -296,6 +305,9 @@ macro_rules! configure {
         }
         if setup.no_pacer {
             builder = builder.no_pacer();
+        }
+        if let Some(share) = setup.pace_share {
+            builder = builder.pace_shared(share);
         }
         if let Some(make) = setup.adaptive_throttle {
             builder = builder.adaptive_throttle_per_dependency(make);

@@ -149,6 +149,29 @@ pub struct StormArgs {
     /// Policies the rate-limited storm compares, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "per-call,pacer,adaptive", requires = "rate_limited")]
     pub rate_policies: Vec<rate_limited::RatePolicy>,
+    /// Run the rate-limited storm as a fleet: this many client processes
+    /// (2 to 32) against one gateway and one quota, --clients split among
+    /// them; compares --fleet-policies, not --rate-policies.
+    #[arg(long, requires = "rate_limited")]
+    pub replicas: Option<u32>,
+    /// The Redis the fleet's `shared` policy shares its pace through
+    /// (default: RETRYSCOPE_REDIS_URL); refused if none answers.
+    #[arg(long, requires = "replicas")]
+    pub redis: Option<String>,
+    /// Policies the fleet storm compares, comma-separated: `local`, `shared`,
+    /// `shared-redis-down` (its own redis-server, stopped mid-storm),
+    /// `adaptive`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "local,shared,shared-redis-down,adaptive",
+        requires = "replicas"
+    )]
+    pub fleet_policies: Vec<rate_limited::fleet::FleetPolicy>,
+    /// Serve the first replica's metrics (its client's and its share's) for
+    /// Prometheus on this address; --prometheus serves the gateway's.
+    #[arg(long, requires = "replicas")]
+    pub replica_prometheus: Option<String>,
     /// Run the slow-tail storm instead: a healthy server that answers a small
     /// share of requests (--slow-share) slowly (--slow-ms), the clients'
     /// calls hedged through the engine; compares --hedge-policies, not

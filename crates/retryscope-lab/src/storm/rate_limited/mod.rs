@@ -18,6 +18,7 @@
 //! gateway, as 429s sent for nothing, or in the client, unsent.
 
 mod chart;
+pub mod fleet;
 pub mod gateway;
 pub mod policies;
 pub mod report;
@@ -44,6 +45,13 @@ pub const MAX_CALLS: f64 = 1_000_000.0;
 pub fn run(args: &StormArgs) -> Result<Vec<RateSummary>, StormError> {
     validate(args)?;
     crate::storm::block_on(storm(args))
+}
+
+/// Runs the rate-limited storm as a fleet (`--rate-limited --replicas N`)
+/// and prints the report: see [`fleet`].
+pub fn run_fleet(args: &StormArgs, replicas: u32) -> Result<Vec<fleet::FleetSummary>, StormError> {
+    validate(args)?;
+    fleet::run(args, replicas)
 }
 
 fn validate(args: &StormArgs) -> Result<(), StormError> {

@@ -1,0 +1,69 @@
+//! Fleet pacing (issue 38) through both integrations, on the real Redis
+//! (`RETRYSCOPE_REDIS_URL`; skipped outside CI without it): two independent
+//! clients in this process, each with its own `RedisPaceShare` naming the
+//! same quota — two replicas as far as Redis can tell, though one process
+//! (the multi-process tests are `retryscope-redis`'s `tests/fleet.rs`, and
+//! the lab's fleet storm). A 429 one client is told holds the other's next
+//! call to the same dependency, which it never heard from.
+
+use retryscope::Policy;
+use retryscope_redis::RedisPaceShare;
+use retryscope_test_support::{Reply, Server};
+use retryscope_tower::RetryOptions;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+mod common;
+
+use common::{Answer, BOTH, Call, Setup};
+
+/// One attempt: the 429 is what the caller gets.
+fn once() -> Policy {
+    Policy::builder().max_attempts(1).deadline(Duration::from_secs(15)).build().expect("valid policy")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_one_client_is_told_holds_the_next_call_of_another_client_of_the_fleet() {
+    let Some(redis) = retryscope_conformance::services::redis_url() else { return };
+    for integration in BOTH {
+        let quota = retryscope_conformance::services::fresh_name("conformance-fleet");
+        let share = || {
+            let client = redis::Client::open(redis.as_str()).expect("a Redis URL");
+            RedisPaceShare::builder(client, &quota)
+                .timeout(Duration::from_millis(50))
+                .build()
+                .expect("a share")
+        };
+        let (share_a, share_b) = (share(), share());
+        let setup = |share: Arc<RedisPaceShare>| {
+            Setup::new(Policy::builder().max_attempts(2).build().expect("valid policy")).pace_shared(share)
+        };
+        let a = integration.client(setup(Arc::clone(&share_a)));
+        let b = integration.client(setup(Arc::clone(&share_b)));
+        let waiting = Instant::now();
+        while !(share_a.is_shared() && share_b.is_shared() && share_a.live_replicas() >= 2) {
+            assert!(waiting.elapsed() < Duration::from_secs(10), "{integration:?}: not shared: {share_a:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let server = Server::start().await;
+        // Each client's pacer of the server exists once it called it: a first
+        // call each, answered 200, before anything is limited.
+        assert_eq!(b.get(&server.url("/warm")).await, Answer::Status(200), "{integration:?}");
+        assert_eq!(a.get(&server.url("/warm")).await, Answer::Status(200), "{integration:?}");
+
+        server.script("/told", [Reply::with_header(429, "retry-after", "1")]);
+        let told = Call::post(server.url("/told")).extension(RetryOptions::new().policy(once()));
+        assert_eq!(a.answer(told).await, Answer::Status(429), "{integration:?}");
+        let told_at = server.seen().last().expect("the 429's request").at;
+        // B never saw the 429; the gate reaches it through Redis within
+        // milliseconds, before its call below is sent.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(b.get(&server.url("/next")).await, Answer::Status(200), "{integration:?}");
+        let sent = server.seen().iter().find(|s| s.path == "/next").expect("B's call").at;
+        let held = sent - told_at;
+        eprintln!("{integration:?}: B's call sent {held:?} after A's 429");
+        assert!(held >= Duration::from_millis(900), "{integration:?}: B was not held: {held:?}");
+        assert!(held < Duration::from_secs(3), "{integration:?}: held far past the gate: {held:?}");
+    }
+}
