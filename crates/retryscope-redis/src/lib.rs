@@ -20,11 +20,8 @@
 //! - **A quota is divided.** Each replica says it is alive every 200 ms in
 //!   the sorted set `retryscope:fleet:{quota}` (a replica not heard from for
 //!   1 s is no longer counted; the key expires with the fleet) and a quota it
-//!   learns from a response is divided by the live replicas: each takes
-//!   the part rounded down, and the first replicas in the order of their
-//!   (random) names one more of the remainder, so that the parts add up to
-//!   the quota (rounded down alone, 4 replicas sharing 10 would spend 8).
-//!   Each spreads its part until the reset, and together they spend the
+//!   learns from a response is divided by the live replicas, rounded down:
+//!   each spreads its part until the reset, and together they spend the
 //!   quota, not N times the quota. (A per-call token bucket in Redis would
 //!   put a round trip on every call to a limited dependency; the division
 //!   puts none on any call.)

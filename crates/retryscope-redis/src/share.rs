@@ -57,24 +57,15 @@ return 1
 ";
 
 /// Counts this replica (ARGV[1]) alive in the sorted set KEYS[1], forgets
-/// those not heard from for ARGV[2] ms, and answers how many are left and
-/// this replica's place among them: how many names sort before its own (the
-/// names, not the scores, which change at every heartbeat: every replica
-/// reads the same order). The set expires when the whole fleet is gone.
-/// One pass over the live replicas per heartbeat: O(N) in Redis every
-/// 200 ms per replica.
+/// those not heard from for ARGV[2] ms, and answers how many are left. The
+/// set expires when the whole fleet is gone.
 const HEARTBEAT_SCRIPT: &str = r"
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local live = redis.call('ZRANGE', KEYS[1], 0, -1)
-local rank = 0
-for _, name in ipairs(live) do
-  if name < ARGV[1] then rank = rank + 1 end
-end
-return {#live, rank}
+return redis.call('ZCARD', KEYS[1])
 ";
 
 /// A [`PaceShare`] over Redis, shared by every replica that names the same
@@ -99,9 +90,6 @@ struct State {
     gates: Mutex<HashMap<Arc<str>, Instant>>,
     /// The live replicas, last read; 1 while Redis does not answer.
     replicas: AtomicU32,
-    /// This replica's place among them, last read ([`PaceShare::rank`]);
-    /// `u32::MAX` while unknown.
-    rank: AtomicU32,
     heartbeat_ok: AtomicBool,
     subscribed: AtomicBool,
     /// Whether the pace is shared now: both of the above.
@@ -199,7 +187,6 @@ impl RedisPaceShareBuilder {
             pacers: Mutex::default(),
             gates: Mutex::default(),
             replicas: AtomicU32::new(1),
-            rank: AtomicU32::new(u32::MAX),
             heartbeat_ok: AtomicBool::new(false),
             subscribed: AtomicBool::new(false),
             shared: AtomicBool::new(false),
@@ -280,7 +267,6 @@ impl State {
         let shared = self.heartbeat_ok.load(Ordering::Acquire) && self.subscribed.load(Ordering::Acquire);
         if !shared {
             self.replicas.store(1, Ordering::Release);
-            self.rank.store(u32::MAX, Ordering::Release);
         }
         let was = self.shared.swap(shared, Ordering::AcqRel);
         match (was, shared) {
@@ -323,11 +309,6 @@ impl PaceShare for RedisPaceShare {
 
     fn replicas(&self, _dependency: &str) -> u32 {
         if self.is_shared() { self.live_replicas() } else { 1 }
-    }
-
-    fn rank(&self, _dependency: &str) -> Option<u32> {
-        let rank = self.state.rank.load(Ordering::Acquire);
-        (self.is_shared() && rank < self.live_replicas()).then_some(rank)
     }
 
     fn attach(&self, dependency: &str, pacer: SharedPacer) {
@@ -380,11 +361,10 @@ async fn heartbeat(state: Weak<State>) {
         let mut connection = live.connection.clone();
         let mut invocation = script.key(live.replicas_key());
         invocation.arg(&live.replica).arg(expiry);
-        match live.within(invocation.invoke_async::<(u32, u32)>(&mut connection)).await {
-            Some((count, rank)) => {
+        match live.within(invocation.invoke_async::<u32>(&mut connection)).await {
+            Some(count) => {
                 failures = 0;
                 live.replicas.store(count.max(1), Ordering::Release);
-                live.rank.store(rank, Ordering::Release);
                 live.heartbeat_ok.store(true, Ordering::Release);
             }
             None => {

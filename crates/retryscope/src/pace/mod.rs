@@ -178,7 +178,7 @@ impl Pacer {
             None => signal,
             Some(Share { share, dependency }) => {
                 publish(&**share, dependency, signal);
-                shared = allot(signal, share.replicas(dependency), share.rank(dependency));
+                shared = allot(signal, share.replicas(dependency));
                 &shared
             }
         };
@@ -315,19 +315,15 @@ fn publish(share: &dyn PaceShare, dependency: &str, signal: &PaceSignal) {
 }
 
 /// `signal` with its quota divided among `replicas`: this replica's part,
-/// rounded down, plus one of the remainder when its `rank` is among the
-/// first `remainder` places, so that the parts add up to the whole (a part
-/// of nothing is waited out until the reset: without a rank the fleet errs
-/// on the slow side rather than over the quota).
-fn allot(signal: &PaceSignal, replicas: u32, rank: Option<u32>) -> PaceSignal {
+/// rounded down (a part of nothing is waited out until the reset: the fleet
+/// errs on the slow side rather than over the quota).
+fn allot(signal: &PaceSignal, replicas: u32) -> PaceSignal {
     let replicas = u64::from(replicas.max(1));
-    let part =
-        |whole: u64| whole / replicas + u64::from(rank.is_some_and(|k| u64::from(k) < whole % replicas));
     let mut signal = *signal;
     if let Some(quota) = signal.quota.as_mut().filter(|_| replicas > 1) {
-        quota.remaining = part(quota.remaining);
+        quota.remaining /= replicas;
         if let Some(policy) = quota.policy.as_mut() {
-            policy.quota = part(policy.quota);
+            policy.quota /= replicas;
         }
     }
     signal

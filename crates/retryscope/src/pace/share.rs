@@ -42,18 +42,6 @@ pub trait PaceShare: Send + Sync + fmt::Debug {
     /// replica then paces alone, as without a share).
     fn replicas(&self, dependency: &str) -> u32;
 
-    /// This replica's place among the [`replicas`](Self::replicas), from 0,
-    /// when the share can tell (`None`, the default, when it cannot). A quota
-    /// that does not divide evenly gives its remainder to the first places,
-    /// one request each, so that the parts add up to the whole: rounded down
-    /// alone, N replicas would leave up to N − 1 requests of every report
-    /// unspent (a quota of 10 among 4 replicas: 8 spent, 80 %). The places
-    /// must be distinct among the replicas that count each other; a place at
-    /// or beyond the count takes no remainder.
-    fn rank(&self, _dependency: &str) -> Option<u32> {
-        None
-    }
-
     /// A pacer for `dependency` joins: gates the other replicas publish (and
     /// one in force now, if the share keeps them) are to be given to it
     /// through `pacer`.
@@ -107,7 +95,6 @@ mod tests {
     struct Fleet {
         pacers: Mutex<Vec<(String, SharedPacer)>>,
         replicas: u32,
-        rank: Option<u32>,
         calls: AtomicUsize,
     }
 
@@ -128,10 +115,6 @@ mod tests {
 
         fn attach(&self, dependency: &str, pacer: SharedPacer) {
             self.pacers.lock().expect("not poisoned").push((dependency.to_owned(), pacer));
-        }
-
-        fn rank(&self, _dependency: &str) -> Option<u32> {
-            self.rank
         }
     }
 
@@ -191,31 +174,6 @@ mod tests {
         // 3 left among 4: none for this replica until the reset.
         a.learn(&PaceSignal::none().with_quota(Quota::new(3, Duration::from_secs(2))));
         assert_eq!(a.allowed_rate(), Some(0.0));
-    }
-
-    #[test]
-    fn the_remainder_of_an_uneven_division_goes_to_the_first_places() {
-        // 10 left in 10 s among 4: places 0 and 1 take 3, places 2 and 3 take 2
-        // (3 + 3 + 2 + 2 = 10); without a place, 2 each (8 of the 10).
-        let rate_at = |rank: Option<u32>| {
-            let pacer = Pacer::with_clock(SystemClock);
-            pacer.share_with(Arc::new(Fleet { replicas: 4, rank, ..Fleet::default() }), "api");
-            pacer.learn(&PaceSignal::none().with_quota(Quota::new(10, Duration::from_secs(10))));
-            pacer.allowed_rate().expect("a pace in force")
-        };
-        let rates: Vec<f64> = [Some(0), Some(1), Some(2), Some(3), None, Some(7)].map(rate_at).to_vec();
-        let expected = [0.3, 0.3, 0.2, 0.2, 0.2, 0.2];
-        assert!(rates.iter().zip(expected).all(|(r, e)| (r - e).abs() < 0.005), "{rates:?}");
-        // 3 left among 4: the first three places take one each, the last none.
-        let last = Pacer::with_clock(SystemClock);
-        last.share_with(Arc::new(Fleet { replicas: 4, rank: Some(3), ..Fleet::default() }), "api");
-        last.learn(&PaceSignal::none().with_quota(Quota::new(3, Duration::from_secs(2))));
-        assert_eq!(last.allowed_rate(), Some(0.0));
-        let first = Pacer::with_clock(SystemClock);
-        first.share_with(Arc::new(Fleet { replicas: 4, rank: Some(0), ..Fleet::default() }), "api");
-        first.learn(&PaceSignal::none().with_quota(Quota::new(3, Duration::from_secs(2))));
-        let rate = first.allowed_rate().expect("a pace in force");
-        assert!((rate - 0.5).abs() < 0.01, "{rate}");
     }
 
     #[test]
