@@ -60,6 +60,8 @@ CONTRACT = {
     "retryscope_idempotency_requests_total": ["retryscope_idempotency_outcome", "http_route"],
     "retryscope_faults_injected_total": ["retryscope_fault_kind"],
     "retryscope_fallbacks_total": ["retryscope_fallback_reason"],
+    "retryscope_config_reloads_total": ["result"],
+    "retryscope_config_active": ["retryscope_config_hash"],
     "retryscope_job_deliveries_total": ["retryscope_job_outcome", "messaging_destination_name"],
     "retryscope_job_dead_letters_total": ["retryscope_job_dead_reason", "messaging_destination_name"],
     "retryscope_job_dead_letter_depth": ["messaging_destination_name"],
@@ -402,6 +404,15 @@ def synthetic_series():
     for job, inst in (("checkout", "c-1"), ("worker", "w-1")):
         # Fleet pacing (issue 38): the share's fallbacks carry no dependency.
         counter("retryscope_pace_shared_fallbacks_total", {"job": job, "instance": inst}, 0.05)
+        # Configuration (issue 35): per process, no dependency; one hash in force, then a
+        # reload to another halfway (the gauge's old series ends, as a reload ends it), and a
+        # refused reload now and then. Hashes as ConfigHash prints them: 16 hex digits.
+        gauge("retryscope_config_active",
+              {"job": job, "instance": inst, "retryscope_config_hash": "9f86d081884c7d65"}, "1x40")
+        gauge("retryscope_config_active",
+              {"job": job, "instance": inst, "retryscope_config_hash": "2c26b46b68ffc68f"}, "_x40 1x39")
+        for result, k in (("ok", 0.0125), ("refused", 0.025)):
+            counter("retryscope_config_reloads_total", {"job": job, "instance": inst, "result": result}, k)
         for attempt, k in (("1", 120), ("2", 20), ("3", 8), ("4+", 4), ("unknown", 1)):
             counter("retryscope_server_requests_total",
                     {"job": job, "instance": inst, "retryscope_attempt": attempt, "http_route": "/orders"}, k)

@@ -518,6 +518,8 @@ def overview():
         {"h": 8, "w": 24, "x": 0, "y": 150}, unit="reqps", stack=True, links=[trace_link()]))
     # Issue 38: fleet pacing (retryscope-redis), its own block.
     p.extend(fleet_pacing(158))
+    # Issue 35: the configuration in force (retryscope-config), its own block.
+    p.extend(configuration(167))
     return dashboard(
         "retryscope-overview", "Retry overview",
         "How much retrying the services instrumented with retryscope do, why, what it costs, and "
@@ -551,6 +553,39 @@ def fleet_pacing(y):
             [target('sum by (job) (increase(retryscope_pace_shared_fallbacks_total{job=~"$job"}'
                     f'[{RI}]))', "{{job}}", "A")],
             {"h": 8, "w": 12, "x": 12, "y": y + 1}, min_=0),
+    ]
+
+
+def configuration(y):
+    """Issue 35: the Configuration row, at y: which configuration file (by its hash) each service
+    had in force when, and its reloads, so that the start of a storm can be set against a
+    configuration change."""
+    return [
+        row(190, "Configuration: which file was in force", y),
+        timeseries(
+            90, "Configuration in force, by hash",
+            "retryscope_config_active: 1 for the configuration each service has in force, one line per "
+            "retryscope_config_hash (the file's text hashed, 16 hex digits; `retryscope check-config FILE` "
+            "prints it on its first line, and a configured client's spans carry it as "
+            "retryscope.config.hash). A line ending and another starting is a reload: put it next to "
+            "the retry ratio to see which configuration a storm began under. Two lines at once for one "
+            "service: its instances run different files. No line: no client is configured from a file.",
+            [target('max by (job, retryscope_config_hash) (retryscope_config_active{job=~"$job"})',
+                    "{{job}}: {{retryscope_config_hash}}", "A")],
+            {"h": 8, "w": 12, "x": 0, "y": y + 1}, min_=0, max_=1),
+        timeseries(
+            91, "Configuration reloads, by result",
+            "Reloads per service over the interval (retryscope_config_reloads_total, by result): ok, a "
+            "new configuration put in force (from the watched file, or an API call); refused, a file "
+            "that did not check (syntax, unknown key, value out of range, ambiguous match, unknown "
+            "name) — the last good configuration stays in force and an ERROR log names the file, line "
+            "and column (runbook: A configuration reload was refused). A refused file is counted "
+            "once, not at every poll.",
+            [target('sum by (job, result) (increase(retryscope_config_reloads_total{job=~"$job"}'
+                    f'[{RI}]))', "{{job}}: {{result}}", "A")],
+            {"h": 8, "w": 12, "x": 12, "y": y + 1}, min_=0,
+            overrides=[{"matcher": {"id": "byRegexp", "options": ".*: refused$"},
+                        "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": "red"}}]}]),
     ]
 
 

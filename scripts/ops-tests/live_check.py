@@ -45,13 +45,20 @@ instrumentation, each serving its metrics on its own endpoint:
     quota through the run's own `redis-server` (it needs `redis-server` on
     PATH, which CI installs), stopped mid-run and started again, so that the
     shared gauge and a fallback are there; its first replica serves the
-    metrics and lingers.
+    metrics and lingers;
+  * for the *Configuration* row, `storm --config FILE` (backoff, its clients
+    configured from a small TOML file the lab polls), the file rewritten once
+    the run is scraped (a reload, `ok`) and again 30 s later with a value out
+    of range (refused: the second configuration stays in force), so that the
+    hash panel shows two hashes and the reloads panel both results.
 
 The check then asserts, through Prometheus' HTTP API, that
 
   * RetryStorm fires (not merely pends) during the sustained outage, with the
     shipped `for:` and windows, and
-  * every query of every shipped dashboard returns data.
+  * every query of every shipped dashboard returns data, and
+  * the configured run reloaded once and refused once, and the hash in force
+    at the end is the second file's (as FNV-1a 64 of its text, computed here).
 
 It takes about five minutes: that is how long the shipped rules need.
 
@@ -66,6 +73,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -78,6 +86,31 @@ JOB = "retryscope-lab"
 # Grafana's variables as a person looking at this job with "All" selected would set them.
 SUBST = {"$__rate_interval": "1m", "${__rate_interval}": "1m", "$__interval": "5s", "${__interval}": "5s",
          "$job": JOB, "${job}": JOB, "$dependency": ".*", "${dependency}": ".*"}
+
+
+# `storm --config`: the first file, the reload, and a rewrite refused (attempts out of range,
+# 1..=100). The storm's default outage (3:4) comes and goes under them.
+CONFIGS = (
+    "# live_check: the first configuration\n[defaults]\nattempts = 4\nattempt_timeout = \"2s\"\n"
+    "deadline = \"10s\"\n",
+    "# live_check: the reload\n[defaults]\nattempts = 3\nattempt_timeout = \"2s\"\ndeadline = \"10s\"\n",
+    "# live_check: refused\n[defaults]\nattempts = 0\n",
+)
+
+
+def config_hash(text):
+    """retryscope-config's ConfigHash: FNV-1a 64 of the text, 16 hex digits."""
+    h = 0xcbf29ce484222325
+    for b in text.encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def write_config(path, text):
+    """Replaces the file whole (write, then rename over it), as an editor or a ConfigMap does."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def free_port():
@@ -139,9 +172,9 @@ def main(argv):
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
     (prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
-     throttled_port, limited_port, fleet_port) = (free_port() for _ in range(11))
+     throttled_port, limited_port, fleet_port, config_port) = (free_port() for _ in range(12))
     ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
-             throttled_port, limited_port, fleet_port)
+             throttled_port, limited_port, fleet_port, config_port)
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
     (work / "prometheus.yml").write_text(
         "global: {scrape_interval: 15s, evaluation_interval: 15s}\n"
@@ -149,6 +182,9 @@ def main(argv):
         f"scrape_configs:\n  - job_name: {JOB}\n    static_configs: [{{targets: [{targets}]}}]\n")
     procs = []
     results = []
+    config_file = work / "retryscope.toml"
+    write_config(config_file, CONFIGS[0])
+    rewrites = []
 
     def check(name, ok, detail=""):
         results.append(ok)
@@ -224,11 +260,21 @@ def main(argv):
              "--out", str(work / "fleet"), "--replica-prometheus", f"127.0.0.1:{fleet_port}",
              "--linger", "900"],
             stdout=open(work / "fleet.log", "w"), stderr=subprocess.STDOUT))
+        # Issue 35: a storm whose clients take their settings from a file, reloaded and
+        # refused during the run (below); it outlasts the checks and is stopped with them.
+        procs.append(lab_run(lab, work, "configured", config_port,
+                             ["--policies", "backoff", "--duration", "600", "--config", str(config_file)]))
         check("the lab is scraped", wait_until(
             f"a successful scrape of the {len(ports) - 1} runs",
             lambda: sum(t["health"] == "up" for t in api(prom_port, "/api/v1/targets")["activeTargets"])
             == len(ports) - 1,
             60))
+        # Every run scraped once, so the first configuration's hash is in Prometheus: now the
+        # reload, and 30 s (two scrapes) later the refused rewrite, off the main thread so
+        # that RetryStorm's timing below is unchanged.
+        write_config(config_file, CONFIGS[1])
+        rewrites.append(threading.Timer(30, write_config, (config_file, CONFIGS[2])))
+        rewrites[-1].start()
 
         fired_after = None
         started = time.monotonic()
@@ -272,10 +318,21 @@ def main(argv):
         zero = api(prom_port, "/api/v1/query",
                    query='retryscope_request_duration_seconds_count{retryscope_attempts="0"}')["result"]
         check("no operation is recorded with 0 attempts", not zero, json.dumps(zero)[:1000])
+        reloads = {r["metric"].get("result"): float(r["value"][1]) for r in api(
+            prom_port, "/api/v1/query", query="sum by (result) (retryscope_config_reloads_total)")["result"]}
+        check("the configured run reloaded once and refused the bad rewrite once",
+              reloads == {"ok": 1.0, "refused": 1.0},
+              f"{reloads}; {(work / 'configured.log').read_text()[-2000:]}")
+        active = [r["metric"].get("retryscope_config_hash") for r in api(
+            prom_port, "/api/v1/query", query="retryscope_config_active")["result"]]
+        check("the reloaded file's hash is the one in force at the end", active == [config_hash(CONFIGS[1])],
+              f"{active}, expected [{config_hash(CONFIGS[1])}]")
         refused = api(prom_port, "/api/v1/query", query="sum(retryscope_refused_total)")["result"]
         check("calls refused before any attempt are counted in retryscope_refused_total",
               bool(refused) and float(refused[0]["value"][1]) > 0, json.dumps(refused))
     finally:
+        for t in rewrites:
+            t.cancel()
         for p in procs:
             stop(p, signal.SIGTERM)
         for p in procs:

@@ -268,6 +268,24 @@ pub struct StormArgs {
         ]
     )]
     pub chaos: Option<String>,
+    /// A retryscope-config file (`.toml` or `.json`) every policy's client
+    /// takes its calls' settings from, as a service built with
+    /// `.config(handle)` would: the file's retry policy and retried statuses
+    /// replace each policy's, and its budget, breaker and pacer replace the
+    /// policy's guards where the file writes them. The file is polled every
+    /// 250 ms and reloaded when it changes (a bad rewrite refused, the last
+    /// good one kept); `retryscope_config_active` and
+    /// `retryscope_config_reloads_total` go to the storm's metrics. A bad
+    /// file is refused before the storm starts, with its line and column.
+    /// The default storm only: the others refuse it.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = [
+            "layers", "layer_policies", "rate_limited", "slow_tail", "lost_responses", "jobs", "chaos"
+        ]
+    )]
+    pub config: Option<PathBuf>,
     /// Seeds the clients' start phases (with --lost-responses, which responses
     /// are lost; with --chaos, which attempts meet a fault).
     #[arg(long, default_value_t = 42)]
