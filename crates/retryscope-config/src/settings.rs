@@ -165,6 +165,18 @@ impl DependencySettings {
     pub fn policy(&self) -> Policy {
         self.policy
     }
+    /// The policy of one call: `own` (a policy code gives that call) where
+    /// given, else the file's ([`policy`](Self::policy)); one attempt under
+    /// the kill switch, whatever `own` says — the operator's stop wins over
+    /// code. Every integration's per-call precedence, in one place.
+    pub fn call_policy(&self, own: Option<Policy>) -> Policy {
+        match own {
+            None => self.policy,
+            Some(own) if self.enabled => own,
+            // Cannot fail: a valid policy with one attempt is valid.
+            Some(own) => own.to_builder().max_attempts(1).build().unwrap_or(self.policy),
+        }
+    }
     /// The policy as configured, whatever the kill switch says.
     pub fn configured_policy(&self) -> Policy {
         self.configured

@@ -64,13 +64,7 @@ impl CallConfig {
 
     /// The policy: the request's own, else the file's; one attempt under the kill switch.
     pub fn policy(&self, options: &RetryOptions) -> Policy {
-        let policy = options.policy_override().unwrap_or(self.settings.policy());
-        if self.settings.enabled() {
-            policy
-        } else {
-            // Cannot fail: a valid policy with one attempt is valid.
-            policy.to_builder().max_attempts(1).build().unwrap_or(self.settings.policy())
-        }
+        self.settings.call_policy(options.policy_override())
     }
 
     /// The retried statuses.

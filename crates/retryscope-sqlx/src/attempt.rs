@@ -6,6 +6,7 @@ use crate::error::Failure;
 use crate::spans::{DbAttemptSpan, record_sqlstate};
 use retryscope::classify::Classify;
 use retryscope::{ErrorType, Policy, RetryError, Retryable, Verdict};
+use retryscope_config as config;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,11 +69,28 @@ pub(crate) fn failure(make: fn(sqlx::Error) -> Failure) -> impl Fn(sqlx::Error) 
     }
 }
 
-/// Runs `attempt` under `policy` with the database's budget, breaker and
-/// telemetry.
+/// The policies a call names: the one it was made with, and the one
+/// `override_policy` gave it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallPolicy {
+    pub(crate) given: Policy,
+    pub(crate) own: Option<Policy>,
+}
+
+impl CallPolicy {
+    pub(crate) fn new(given: Policy) -> Self {
+        Self { given, own: None }
+    }
+}
+
+/// Runs `attempt` under the call's policy with the database's budget,
+/// breaker and telemetry. On a database built with `config`, the policy is
+/// resolved here, once per call, from the snapshot in force when the call
+/// starts: the file's replaces the one the call was made with, a policy the
+/// call overrides with wins over the file, the kill switch over both.
 pub(crate) async fn run<T, Op, Fut>(
     db: &Database,
-    policy: Policy,
+    policy: CallPolicy,
     operation: Option<&str>,
     judge: Judge<'_>,
     attempt: Op,
@@ -82,8 +100,22 @@ where
     Fut: Future<Output = Result<T, Failure>>,
 {
     let inner = &db.inner;
-    let observer =
-        inner.observer.clone().map(|o| o.with_attempt_spans(DbAttemptSpan { target: &inner.target }));
+    let (policy, hash) = match &inner.config {
+        None => (policy.own.unwrap_or(policy.given), None),
+        Some(handle) => {
+            let snapshot = handle.snapshot();
+            let target = &inner.target;
+            // Matched as an HTTP client's call to the same host and port is,
+            // with no path: a rule naming a path or a gRPC service never
+            // matches a database.
+            let settings = snapshot.resolve(&config::Target::http(&target.address, Some(target.port), ""));
+            (settings.call_policy(policy.own), Some(snapshot.hash_str().clone()))
+        }
+    };
+    let observer = inner
+        .observer
+        .clone()
+        .map(|o| o.with_config_hash(hash).with_attempt_spans(DbAttemptSpan { target: &inner.target }));
     let retry = attempt.retry(policy).with_classifier(judge).observe((observer, inner.retry_log.clone()));
     // The database's budget and breaker (it has no pacer).
     inner.guards.guard(retry, operation).await

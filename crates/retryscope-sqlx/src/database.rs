@@ -7,6 +7,7 @@ use crate::telemetry_state::{Off, On};
 use crate::transaction::TransactionBuilder;
 use opentelemetry::metrics::Meter;
 use retryscope::{CircuitBreaker, Policy, RetryBudget};
+use retryscope_config::ConfigHandle;
 use retryscope_otel::{DependencyGuards, Factory, Guards, MeterChoice, OtelObserver, RetryLog};
 use sqlx::PgPool;
 use std::fmt;
@@ -57,6 +58,8 @@ pub(crate) struct Inner {
     pub(crate) observer: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
+    /// The configuration each call's policy is resolved from (issue 35).
+    pub(crate) config: Option<ConfigHandle>,
 }
 
 impl Database {
@@ -75,6 +78,7 @@ impl Database {
             retry_log: true,
             budget: Some(Arc::new(RetryBudget::new)),
             breaker: Some(Arc::new(CircuitBreaker::new)),
+            config: None,
             telemetry: PhantomData,
         }
     }
@@ -133,6 +137,7 @@ pub struct DatabaseBuilder<T = On> {
     retry_log: bool,
     budget: Option<Factory<RetryBudget>>,
     breaker: Option<Factory<CircuitBreaker>>,
+    config: Option<ConfigHandle>,
     telemetry: PhantomData<T>,
 }
 
@@ -158,6 +163,7 @@ impl DatabaseBuilder<On> {
             retry_log: self.retry_log,
             budget: self.budget,
             breaker: self.breaker,
+            config: self.config,
             telemetry: PhantomData,
         }
     }
@@ -208,6 +214,35 @@ impl<T> DatabaseBuilder<T> {
         self
     }
 
+    /// Takes each call's policy — attempts, backoff, jitter, attempt timeout,
+    /// deadline — and kill switch from the configuration `handle` holds
+    /// (`retryscope-config`, the same handle and file as the HTTP clients'
+    /// `config`), resolved once per call from the snapshot in force when the
+    /// call starts: a reload reaches the next call, never one in flight.
+    ///
+    /// The database is matched as an HTTP call to its host and port with no
+    /// path: a dependency written `host = "db.internal"` (or
+    /// `"db.internal:5432"`) is the database's; a rule with `path_prefix` or
+    /// `service` never matches it; unmatched, the file's `defaults` apply.
+    /// The file's policy replaces the one a call is made with
+    /// ([`Database::transaction`], [`Database::statement`]); a call's
+    /// `override_policy` wins over the file; the kill switch (`enabled =
+    /// false`: one attempt) wins over both. Each attempt's span carries
+    /// `retryscope.config.hash`.
+    ///
+    /// Applied to database calls: `attempts`, `backoff`, `jitter`,
+    /// `attempt_timeout`, `deadline` and `enabled`. Not applied to them
+    /// (they are HTTP settings, for the HTTP clients the same file serves,
+    /// or — `budget`, `breaker` — the database keeps the builder's guards):
+    /// `retry_statuses`, `body_rule`, `hedging`, `idempotency_keys`,
+    /// `priority`, `fallback`, `budget`, `breaker`, `pacer`. Do not write
+    /// them on a dependency only the database matches: the file cannot tell
+    /// which clients match a rule, so it cannot refuse them there.
+    pub fn config(mut self, handle: ConfigHandle) -> Self {
+        self.config = Some(handle);
+        self
+    }
+
     /// The database.
     pub fn build(self) -> Database {
         let target = Target::of(&self.pool);
@@ -219,7 +254,15 @@ impl<T> DatabaseBuilder<T> {
         }
         let registry = registry.build();
         let guards = registry.get(self.dependency.as_deref().unwrap_or(&target.dependency));
-        let inner = Inner { pool: self.pool, target, guards, _registry: registry, observer, retry_log };
+        let inner = Inner {
+            pool: self.pool,
+            target,
+            guards,
+            _registry: registry,
+            observer,
+            retry_log,
+            config: self.config,
+        };
         Database { inner: Arc::new(inner) }
     }
 }
@@ -232,6 +275,7 @@ impl<T> fmt::Debug for DatabaseBuilder<T> {
             .field("retry_log", &self.retry_log)
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
+            .field("config", &self.config.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -11,6 +11,9 @@
 //! - [`Database::statement`]: work on a pooled connection outside a
 //!   transaction, retried on a lost connection only when marked idempotent.
 //! - [`classify`]: the SQLSTATE table.
+//! - [`DatabaseBuilder::config`]: policies and the kill switch from a
+//!   `retryscope-config` file, reloaded live; a call's `override_policy`
+//!   wins over the file, except over the kill switch.
 //!
 //! ```no_run
 //! use retryscope::Policy;

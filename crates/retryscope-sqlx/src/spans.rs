@@ -61,6 +61,7 @@ impl MakeAttemptSpan for DbAttemptSpan<'_> {
             retryscope.attempt = info.attempt_value(),
             retryscope.dependency = info.dependency,
             retryscope.operation = info.operation,
+            retryscope.config.hash = info.config_hash,
             "error.type" = Empty,
             "db.system.name" = DB_SYSTEM,
             "db.operation.name" = info.operation,

@@ -2,7 +2,7 @@
 //! on a failure to connect, and — when the caller says it is safe to run
 //! twice — on a lost connection.
 
-use crate::attempt::{self, AttemptFuture, Exposure, Judge, WorkFuture, failure};
+use crate::attempt::{self, AttemptFuture, CallPolicy, Exposure, Judge, WorkFuture, failure};
 use crate::database::Database;
 use crate::error::Failure;
 use retryscope::{ErrorType, Policy, RetryError};
@@ -41,14 +41,23 @@ use std::sync::{Mutex, PoisonError};
 #[derive(Debug)]
 pub struct StatementBuilder<'a> {
     db: &'a Database,
-    policy: Policy,
+    policy: CallPolicy,
     operation: Option<&'a str>,
     idempotent: bool,
 }
 
 impl<'a> StatementBuilder<'a> {
     pub(crate) fn new(db: &'a Database, policy: Policy) -> Self {
-        Self { db, policy, operation: None, idempotent: false }
+        Self { db, policy: CallPolicy::new(policy), operation: None, idempotent: false }
+    }
+
+    /// Runs the call under `policy` whatever the configuration file says (on
+    /// a database built with [`config`](crate::DatabaseBuilder::config)),
+    /// except under the dependency's kill switch (`enabled = false`: one
+    /// attempt). Without a file, the same as the policy the call was made with.
+    pub fn override_policy(mut self, policy: Policy) -> Self {
+        self.policy.own = Some(policy);
+        self
     }
 
     /// Names the operation (`db.operation.name`, `retryscope.operation`): the

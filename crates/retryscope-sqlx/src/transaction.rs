@@ -1,7 +1,7 @@
 //! Whole transactions, replayed from the start on a conflict or a lost
 //! connection.
 
-use crate::attempt::{self, AttemptFuture, Exposure, Judge, WorkFuture, failure};
+use crate::attempt::{self, AttemptFuture, CallPolicy, Exposure, Judge, WorkFuture, failure};
 use crate::database::Database;
 use crate::error::{Failure, IN_FAILED_SQL_TRANSACTION};
 use crate::labels::COMMIT_OUTCOME_UNKNOWN;
@@ -93,20 +93,29 @@ impl Isolation {
 #[derive(Debug)]
 pub struct TransactionBuilder<'a> {
     db: &'a Database,
-    policy: Policy,
+    policy: CallPolicy,
     isolation: Option<Isolation>,
     operation: Option<&'a str>,
 }
 
 impl<'a> TransactionBuilder<'a> {
     pub(crate) fn new(db: &'a Database, policy: Policy) -> Self {
-        Self { db, policy, isolation: None, operation: None }
+        Self { db, policy: CallPolicy::new(policy), isolation: None, operation: None }
     }
 
     /// Begins each attempt's transaction at `level` (default: the server's,
     /// `READ COMMITTED` unless configured otherwise).
     pub fn isolation(mut self, level: Isolation) -> Self {
         self.isolation = Some(level);
+        self
+    }
+
+    /// Runs the call under `policy` whatever the configuration file says (on
+    /// a database built with [`config`](crate::DatabaseBuilder::config)),
+    /// except under the dependency's kill switch (`enabled = false`: one
+    /// attempt). Without a file, the same as the policy the call was made with.
+    pub fn override_policy(mut self, policy: Policy) -> Self {
+        self.policy.own = Some(policy);
         self
     }
 
