@@ -53,7 +53,11 @@ TARGETS=(
   "sdk-vs-hand-rolled-grpc           grpc_retryscope_sdk  grpc_hand_rolled    1.25 missed"
   # The gRPC layer without a provider adds at most half of what it added when
   # this benchmark was first run (main at 44d4a08: +29,919 instructions).
-  "grpc-no-provider-halved           grpc_retryscope      const:29919         0.50 met"
+  # Met (0.49x) until issue 35's second round: with the configuration hash on
+  # spans, the held fallback outcome and the file's guards merged, a call with
+  # none of them adds +15,121 (0.51x; HTTP +442 instructions likewise). Marked
+  # missed until that cost is found and won back: a regression said, not hidden.
+  "grpc-no-provider-halved           grpc_retryscope      const:29919         0.50 missed"
   # Issue 35: a client configured from a file (one dependency matching the
   # call, the same policy) adds no more than the same client built in code,
   # in instructions (missed: the per-call lookup, ~420 instructions, is what
