@@ -5,7 +5,6 @@
 //! own policy still wins; a broken file changes nothing; and reloads under
 //! load make no call fail.
 
-use retryscope::{Jitter, Policy};
 use retryscope_config::{ConfigHandle, KnownNames};
 use retryscope_http::RetryOptions;
 use retryscope_test_support::{Reply, Server};
@@ -16,17 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{BOTH, Call, Setup};
-
-/// The builder's own policy: a configured client must not use it.
-fn code_policy() -> Policy {
-    Policy::builder()
-        .max_attempts(5)
-        .jitter(Jitter::None)
-        .base_delay(Duration::from_millis(1))
-        .build()
-        .expect("valid")
-}
+use common::{BOTH, Call, Setup, code_policy};
 
 fn file(name: &str, text: &str) -> PathBuf {
     let path =

@@ -6,7 +6,7 @@
 //! can only come from the file.
 
 use bytes::Bytes;
-use retryscope::{ErrorType, Jitter, Policy, StopReason, Verdict};
+use retryscope::{ErrorType, StopReason, Verdict};
 use retryscope_config::{ConfigHandle, Format, KnownNames};
 use retryscope_test_support::{Reply, Server};
 use retryscope_tower::{BodyLimit, FallbackContext, FallbackFuture, FallbackReason, body_rule_fn};
@@ -14,17 +14,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{Answer, BOTH, Call, Setup};
-
-/// The builder's own policy: five quick attempts, which the files replace.
-fn code_policy() -> Policy {
-    Policy::builder()
-        .max_attempts(5)
-        .jitter(Jitter::None)
-        .base_delay(Duration::from_millis(1))
-        .build()
-        .expect("valid")
-}
+use common::{Answer, BOTH, Call, Setup, code_policy};
 
 /// Quick retries for every dependency, then `rest`.
 fn file_text(rest: &str) -> String {

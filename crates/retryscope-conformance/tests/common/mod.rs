@@ -723,3 +723,14 @@ impl Answer {
         }
     }
 }
+
+/// The builder's own policy of a configured client's tests: five quick
+/// attempts, which the files replace (a configured call must not use it).
+pub(crate) fn code_policy() -> Policy {
+    Policy::builder()
+        .max_attempts(5)
+        .jitter(retryscope::Jitter::None)
+        .base_delay(std::time::Duration::from_millis(1))
+        .build()
+        .expect("valid")
+}
