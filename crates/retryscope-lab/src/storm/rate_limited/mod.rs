@@ -138,13 +138,38 @@ async fn storm(args: &StormArgs) -> Result<Vec<RateSummary>, StormError> {
     Ok(rows)
 }
 
-/// What the callers saw, collected as their calls finish.
+/// What the callers saw, collected as their calls finish: by the storm for
+/// one process, and by each replica of the fleet storm for its own calls.
 #[derive(Debug, Default)]
-struct Tally {
-    succeeded: u64,
-    failed_by_reason: BTreeMap<&'static str, u64>,
-    latencies_ok: Vec<f64>,
-    latencies_failed: Vec<f64>,
+pub(crate) struct Tally {
+    pub(crate) succeeded: u64,
+    pub(crate) failed_by_reason: BTreeMap<&'static str, u64>,
+    pub(crate) latencies_ok: Vec<f64>,
+    pub(crate) latencies_failed: Vec<f64>,
+}
+
+impl Tally {
+    /// Counts one finished call, by its outcome and its latency.
+    pub(crate) fn record(&mut self, call: &load::Finished) {
+        let latency = call.latency.as_secs_f64();
+        match failure_reason(&call.result) {
+            None => {
+                self.succeeded += 1;
+                self.latencies_ok.push(latency);
+            }
+            Some(why) => {
+                *self.failed_by_reason.entry(why).or_default() += 1;
+                self.latencies_failed.push(latency);
+            }
+        }
+    }
+
+    /// Counts `cancelled` calls the drain cut short, as unfinished.
+    pub(crate) fn unfinished(&mut self, cancelled: u64) {
+        if cancelled > 0 {
+            *self.failed_by_reason.entry(reason::UNFINISHED).or_default() += cancelled;
+        }
+    }
 }
 
 async fn run_policy(
@@ -174,20 +199,7 @@ async fn run_policy(
     let tally = Arc::new(Mutex::new(Tally::default()));
     let record = {
         let tally = Arc::clone(&tally);
-        move |call: load::Finished| {
-            let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
-            let latency = call.latency.as_secs_f64();
-            match failure_reason(&call.result) {
-                None => {
-                    tally.succeeded += 1;
-                    tally.latencies_ok.push(latency);
-                }
-                Some(why) => {
-                    *tally.failed_by_reason.entry(why).or_default() += 1;
-                    tally.latencies_failed.push(latency);
-                }
-            }
-        }
+        move |call: load::Finished| tally.lock().unwrap_or_else(PoisonError::into_inner).record(&call)
     };
     let started = Arc::new(Counters::new(slices));
     let paced = Arc::new(Mutex::new(Vec::with_capacity(slices)));
@@ -200,9 +212,7 @@ async fn run_policy(
     }
     let allowed_rate = std::mem::take(&mut *paced.lock().unwrap_or_else(PoisonError::into_inner));
     let mut tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
-    if cancelled > 0 {
-        *tally.failed_by_reason.entry(reason::UNFINISHED).or_default() += cancelled;
-    }
+    tally.unfinished(cancelled);
     let run = RateRun {
         policy: policy.name(),
         server_received: gateway.counters.received(),

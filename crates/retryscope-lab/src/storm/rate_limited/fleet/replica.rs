@@ -13,8 +13,8 @@ use crate::storm::error;
 use crate::storm::load;
 use crate::storm::policies::ATTEMPT_TIMEOUT;
 use crate::storm::rate_limited::RatePolicy;
+use crate::storm::rate_limited::Tally;
 use crate::storm::rate_limited::fleet::FleetPolicy;
-use crate::storm::rate_limited::report::failure_reason;
 use crate::storm::server::{Counters, SLICE};
 use crate::storm::telemetry::Telemetry;
 use retryscope_redis::RedisPaceShare;
@@ -190,23 +190,10 @@ async fn replica(args: &ReplicaArgs) -> Result<(), StormError> {
             }
         })
     });
-    let report = Arc::new(Mutex::new(ReplicaReport::default()));
+    let tally = Arc::new(Mutex::new(Tally::default()));
     let record = {
-        let report = Arc::clone(&report);
-        move |call: load::Finished| {
-            let mut report = report.lock().unwrap_or_else(PoisonError::into_inner);
-            let latency = call.latency.as_secs_f64();
-            match failure_reason(&call.result) {
-                None => {
-                    report.succeeded += 1;
-                    report.latencies_ok.push(latency);
-                }
-                Some(why) => {
-                    *report.failed_by_reason.entry(why.to_owned()).or_default() += 1;
-                    report.latencies_failed.push(latency);
-                }
-            }
-        }
+        let tally = Arc::clone(&tally);
+        move |call: load::Finished| tally.lock().unwrap_or_else(PoisonError::into_inner).record(&call)
     };
     let load = load::Load { clients: args.clients, rate: args.rate, duration, seed: args.seed };
     let started = Arc::new(Counters::new(slices));
@@ -223,14 +210,17 @@ async fn replica(args: &ReplicaArgs) -> Result<(), StormError> {
     if let Some(sampler) = sampler {
         sampler.abort();
     }
-    let mut report = std::mem::take(&mut *report.lock().unwrap_or_else(PoisonError::into_inner));
-    if cancelled > 0 {
-        *report.failed_by_reason.entry(super::super::report::reason::UNFINISHED.to_owned()).or_default() +=
-            cancelled;
-    }
-    report.calls = started.received().iter().map(|&n| u64::from(n)).sum();
-    report.shared = std::mem::take(&mut *shared.lock().unwrap_or_else(PoisonError::into_inner));
-    report.fallbacks = share.as_ref().map_or(0, |s| s.fallbacks());
+    let mut tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
+    tally.unfinished(cancelled);
+    let report = ReplicaReport {
+        calls: started.received().iter().map(|&n| u64::from(n)).sum(),
+        succeeded: tally.succeeded,
+        failed_by_reason: tally.failed_by_reason.into_iter().map(|(why, n)| (why.to_owned(), n)).collect(),
+        latencies_ok: tally.latencies_ok,
+        latencies_failed: tally.latencies_failed,
+        shared: std::mem::take(&mut *shared.lock().unwrap_or_else(PoisonError::into_inner)),
+        fallbacks: share.as_ref().map_or(0, |s| s.fallbacks()),
+    };
     let json = serde_json::to_string(&report).map_err(|e| error("writing the report", e))?;
     println!("RESULT {json}");
     telemetry.flush();
