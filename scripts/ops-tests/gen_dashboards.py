@@ -538,8 +538,8 @@ def fleet_pacing(y):
             80, "Fleet pacing shared (1) or local (0)",
             "retryscope_pace_shared, lowest instance per service and dependency: 1 while the "
             "dependency's pacer shares its gates and quota with the other replicas through Redis "
-            "(retryscope-redis RedisPaceShare), 0 while this replica paces alone because Redis does "
-            "not answer within its deadline (the fleet may then spend the quota up to N times over; "
+            "(retryscope-redis RedisPaceShare), 0 while gates are not shared because Redis does "
+            "not answer within its deadline (quotas stay divided by the fleet size last read; "
             "runbook: Fleet pacing falls back to local). No line: no pacer is shared.",
             [target(f"min by ({BY}) (retryscope_pace_shared{{{SEL}}})",
                     "{{job}} → {{retryscope_dependency}}", "A")],
@@ -549,7 +549,7 @@ def fleet_pacing(y):
             "Times a replica stopped sharing its pace because Redis failed three heartbeats in a "
             "row or dropped the subscriber connection (retryscope_pace_shared_fallbacks_total, "
             "increase per service over the interval); each comes with one log line. Calls are not "
-            "slowed by it: each replica paces alone until Redis answers again.",
+            "slowed by it: gates are not shared until Redis answers again.",
             [target('sum by (job) (increase(retryscope_pace_shared_fallbacks_total{job=~"$job"}'
                     f'[{RI}]))', "{{job}}", "A")],
             {"h": 8, "w": 12, "x": 12, "y": y + 1}, min_=0),

@@ -30,8 +30,10 @@
 //!   Redis operation runs in the background, each within a deadline (2 ms by
 //!   default, [`RedisPaceShareBuilder::timeout`], refused if 0 or over 1 s).
 //!   When Redis fails three heartbeats in a row or the subscriber connection
-//!   drops, each replica paces alone (its local pacer, as without a share),
-//!   the gauge `retryscope.pace.shared` goes to 0 for its dependencies, the
+//!   drops, each replica paces alone: gates are no longer shared, and a
+//!   quota is still divided by the fleet size last read (the replicas are
+//!   most likely still there; only the store is gone), so the fleet does
+//!   not spend it N times over while Redis is away. The gauge `retryscope.pace.shared` goes to 0 for its dependencies, the
 //!   counter `retryscope.pace.shared.fallbacks` counts it and one log line
 //!   says so; when Redis answers again, sharing resumes (the subscriber
 //!   reconnects with a backoff from 50 ms to 2 s).

@@ -250,10 +250,26 @@ async fn redis_stopped_mid_run_falls_back_to_local_pacing_and_sharing_resumes_wh
     let (before, failed) = calls(&http, &server.url(), 50).await;
     assert!(failed.is_empty(), "{failed:?}");
 
+    // Sampled through the outage and the restart: the fleet's size is kept
+    // while Redis is down, and the restarted Redis, empty, must not lower it
+    // (whether A's first heartbeat after the restart comes before B's is up
+    // to timing, so this part is exercised only when it does).
+    let lowest = Arc::new(std::sync::atomic::AtomicU32::new(u32::MAX));
+    let sampler = tokio::spawn({
+        let (a, lowest) = (Arc::clone(&a), Arc::clone(&lowest));
+        async move {
+            loop {
+                lowest.fetch_min(a.live_replicas(), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    });
     redis.stop().await;
     let fell_back = until("fallen back", Duration::from_secs(5), || !a.is_shared()).await;
     assert_eq!(a.fallbacks(), 1);
-    assert_eq!(a.live_replicas(), 1, "alone, each replica spends what it learns");
+    // The replicas outlive the store: a quota stays divided by the fleet
+    // size last read, so the fleet does not spend it twice over meanwhile.
+    assert_eq!(a.live_replicas(), 2, "the fleet's size is kept through the outage");
     let (during, failed) = calls(&http, &server.url(), 50).await;
     assert!(failed.is_empty(), "{failed:?}");
     // No Redis operation is on a call's path: the calls are as fast as
@@ -268,6 +284,8 @@ async fn redis_stopped_mid_run_falls_back_to_local_pacing_and_sharing_resumes_wh
         a.is_shared() && b.is_shared() && a.live_replicas() == 2
     })
     .await;
+    sampler.abort();
+    assert_eq!(lowest.load(std::sync::atomic::Ordering::Relaxed), 2, "quotas divided by 2 throughout");
     let (pa, pb) = (Pacer::new(), Pacer::new());
     pa.share_with(a.clone(), "api.example:443");
     pb.share_with(b.clone(), "api.example:443");

@@ -37,9 +37,10 @@ pub trait PaceShare: Send + Sync + fmt::Debug {
     /// `wait` from now, for `source`'s reason: tell the others.
     fn publish_gate(&self, dependency: &str, wait: Duration, source: HoldSource);
 
-    /// How many replicas spend `dependency`'s quota now, at least 1 (1 also
-    /// while the share cannot tell, e.g. its store is unreachable: each
-    /// replica then paces alone, as without a share).
+    /// How many replicas spend `dependency`'s quota now, at least 1 (1 while
+    /// the share never could tell; a share whose store became unreachable
+    /// may answer the count it last read, as `retryscope-redis` does, since
+    /// the replicas outlive an outage of the store).
     fn replicas(&self, dependency: &str) -> u32;
 
     /// A pacer for `dependency` joins: gates the other replicas publish (and
