@@ -147,6 +147,7 @@ async fn the_kill_switch_in_the_file_stops_a_jobs_retries_within_a_second() {
         wait_for(Duration::from_secs(1), || stats.count(JobOutcome::DeadLettered) == 1).await;
     let took = switched.elapsed();
     assert!(stopped_in_time, "the retries went on {took:?} after the kill switch was written");
+    println!("the kill switch stopped the job's retries {took:?} after the file was rewritten");
     let looping = runs_of(&runs, "looping");
     assert!(looping < 50);
     assert_eq!(letter_of(&q, "looping").await.reason, DeadReason::AttemptsExhausted);
