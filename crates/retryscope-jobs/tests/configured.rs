@@ -244,3 +244,44 @@ async fn each_attempts_span_carries_the_hash_of_the_configuration_it_ran_under()
         "two attempts under the first file, one under the reloaded one"
     );
 }
+
+/// The file's `attempt_timeout` is the execution's timeout, in place of the
+/// builder's (5 min here): an attempt slower than it is cut, a transient
+/// failure, and with one attempt the job is dead-lettered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_files_attempt_timeout_replaces_the_builders_for_the_execution() {
+    let Some(url) = nats_url() else { return };
+    let q = queue(&url, "attempt_timeout", Duration::from_secs(5)).await;
+    let handle = handle_of(&rule(&q, "attempts = 1\nattempt_timeout = \"200ms\"\n"));
+    let runs: Runs = Arc::default();
+    let seen = Arc::clone(&runs);
+    let worker = Worker::builder(q.queue.clone(), fast_policy(3), move |job: Job| {
+        *seen
+            .lock()
+            .expect("not poisoned")
+            .entry(job.key.as_deref().unwrap_or("").to_owned())
+            .or_default() += 1;
+        async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok::<(), TestError>(())
+        }
+    })
+    .attempt_timeout(Duration::from_secs(300))
+    .config(handle)
+    .build()
+    .expect("valid settings");
+    let stats = worker.stats();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run(async {
+        let _ = stopped.await;
+    }));
+    let started = Instant::now();
+    Producer::new(q.queue.clone()).enqueue(&q.subject, "slow", "x").await.expect("stored");
+    assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 1).await);
+    let took = started.elapsed();
+    let _ = stop.send(());
+    running.await.expect("the worker stops");
+    assert!(took < Duration::from_secs(5), "cut after the file's 200 ms, not the builder's 5 min: {took:?}");
+    assert_eq!(runs_of(&runs, "slow"), 1);
+    assert_eq!(letter_of(&q, "slow").await.reason, DeadReason::AttemptsExhausted);
+}
