@@ -96,6 +96,27 @@ fn a_name_not_registered_or_a_broken_value_is_refused_with_its_line() {
     );
     std::fs::write(&path, with_keys.replace("\nidempotency_keys = true", "")).expect("rewrite");
 
+    // A key a job worker would not apply is refused on a `subject` rule.
+    let on_jobs = std::fs::read_to_string(&path)
+        .expect("read back")
+        .replace("deadline = \"1h\"", "deadline = \"1h\"\nretry_statuses = [503]");
+    std::fs::write(&path, &on_jobs).expect("rewrite");
+    let (ok, _, stderr) = check_config(&[
+        file,
+        "--body-rule",
+        "quota_json",
+        "--fallback",
+        "queue_payment",
+        "--fallback",
+        "stale_inventory",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("dependencies.receipts.retry_statuses") && stderr.contains("not applied to jobs"),
+        "{stderr}"
+    );
+    std::fs::write(&path, on_jobs.replace("\nretry_statuses = [503]", "")).expect("rewrite");
+
     let text = std::fs::read_to_string(&path).expect("read back").replace("attempts = 2", "attempts = 0");
     std::fs::write(&path, text).expect("rewrite");
     let (ok, _, stderr) = check_config(&[
