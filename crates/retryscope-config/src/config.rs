@@ -6,6 +6,7 @@ use crate::matcher::{Matcher, Target, most_specific_first};
 use crate::names::KnownNames;
 use crate::schema::{Block, File};
 use crate::settings::{DependencySettings, Refusal, resolve};
+use crate::subject::SubjectPattern;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -299,7 +300,7 @@ fn build(
         let (p, loc) = place(path);
         ConfigError::new(kind, p, message).at(&origin, loc)
     };
-    for key in ["host", "path_prefix", "service", "method"] {
+    for key in ["host", "path_prefix", "service", "method", "subject"] {
         if doc.has(&["defaults", key]) {
             return Err(fail(
                 ConfigErrorKind::Match,
@@ -377,9 +378,26 @@ fn build(
                 ));
             }
         }
+        // A `subject` rule matches only jobs, and a job worker applies none
+        // of these: written there, they would be ignored.
+        if block.subject.is_some()
+            && let Some(key) = block.job_ignored_key()
+        {
+            return Err(fail(
+                ConfigErrorKind::NotApplied,
+                &[at[0], at[1], key],
+                format!(
+                    "`{key}` is not applied to jobs: a `subject` rule matches only a job worker's \
+                     executions, which apply `attempts`, `backoff`, `jitter`, `attempt_timeout`, \
+                     `deadline` and `enabled` (the worker's guards are set in code)"
+                ),
+            ));
+        }
         let merged = block.over(&file.defaults);
-        let settings = resolve(&merged, Some(Arc::from(name.as_str())), matcher.describe(), known)
+        let merged = if block.subject.is_some() { merged.for_jobs() } else { merged };
+        let mut settings = resolve(&merged, Some(Arc::from(name.as_str())), matcher.describe(), known)
             .map_err(|r| locate(r, Some(name)))?;
+        settings.job = block.subject.is_some();
         rules.push(Rule { matcher, settings: Arc::new(settings) });
     }
     // Ambiguity: two rules one call could match (`Matcher::overlaps`) with
@@ -394,7 +412,8 @@ fn build(
                     format!(
                         "matches the same calls as dependency {an:?} ({}) as specifically ({}): \
                          one call could belong to either; make one more specific \
-                         (a port, a longer path prefix, a gRPC method) or make them disjoint",
+                         (a port, a longer path prefix, a gRPC method, a subject with more \
+                         literal tokens) or make them disjoint",
                         a.matcher.describe(),
                         b.matcher.describe()
                     ),
@@ -454,11 +473,28 @@ fn matcher(
             return Err(bad(key, format!("{v:?} must be a non-empty name without '/'")));
         }
     }
-    if host.is_none() && block.path_prefix.is_none() && block.service.is_none() {
+    let subject = match &block.subject {
+        None => None,
+        Some(text) => {
+            if host.is_some() || block.path_prefix.is_some() || block.service.is_some() {
+                return Err(bad(
+                    "subject",
+                    "a dependency matches a job's `subject` or a call's host, path prefix or gRPC \
+                     service, not both"
+                        .to_owned(),
+                ));
+            }
+            Some(SubjectPattern::parse(text).map_err(|why| {
+                bad("subject", format!("{why}: a NATS subject pattern is tokens separated by '.', each a name, '*' (one token) or, last, '>' (the rest)"))
+            })?)
+        }
+    };
+    if host.is_none() && block.path_prefix.is_none() && block.service.is_none() && subject.is_none() {
         return Err(fail(
             ConfigErrorKind::Match,
             &at[..],
-            "a dependency must match something: set `host` (or host:port), `path_prefix` or `service`"
+            "a dependency must match something: set `host` (or host:port), `path_prefix`, `service` \
+             or, for jobs, `subject`"
                 .to_owned(),
         ));
     }
@@ -468,5 +504,6 @@ fn matcher(
         path_prefix: block.path_prefix.clone(),
         service: block.service.clone(),
         method: block.method.clone(),
+        subject,
     })
 }

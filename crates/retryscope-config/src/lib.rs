@@ -1,6 +1,7 @@
 //! Retry policies as configuration: one TOML or JSON file per service, with
 //! `defaults` and named `dependencies`, each matched by host, `host:port`,
-//! path prefix or gRPC service/method, checked loudly when loaded (unknown
+//! path prefix or gRPC service/method (or, for a job worker, by the job's
+//! NATS `subject`), checked loudly when loaded (unknown
 //! keys, values out of range, ambiguous matches, names code never
 //! registered — each refused with the file, line and column), reloaded
 //! live through a [`ConfigHandle`], with `enabled = false` as a kill switch
@@ -51,6 +52,7 @@ mod matcher;
 mod names;
 mod schema;
 mod settings;
+mod subject;
 
 pub use config::{Config, ConfigHash, Format, MAX_DEPENDENCIES, MAX_FILE_BYTES, MAX_NAME_LEN};
 pub use error::{ConfigError, ConfigErrorKind, Location};

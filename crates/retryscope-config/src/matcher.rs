@@ -1,8 +1,10 @@
 //! Which dependency a call belongs to: a dependency matches by host (or
-//! `host:port`), by path prefix, or by gRPC service (and method); the most
-//! specific match wins, and two rules that could match one call equally
-//! specifically are refused when the file is loaded.
+//! `host:port`), by path prefix, or by gRPC service (and method) — or, for a
+//! job, by its NATS subject; the most specific match wins, and two rules
+//! that could match one call equally specifically are refused when the file
+//! is loaded.
 
+use crate::subject::{SubjectPattern, SubjectSpecificity};
 use std::cmp::Ordering;
 
 /// The call being matched, borrowed from the request: looking it up
@@ -17,19 +19,27 @@ pub struct Target<'a> {
     pub path: &'a str,
     /// The gRPC service and method, for a gRPC call.
     pub grpc: Option<(&'a str, &'a str)>,
+    /// The NATS subject, for a job ([`Target::job`]): only a `subject` rule
+    /// matches a job, and a `subject` rule matches nothing else.
+    pub subject: Option<&'a str>,
 }
 
 impl<'a> Target<'a> {
     /// An HTTP call to `host` (and `port`) at `path`.
     pub fn http(host: &'a str, port: Option<u16>, path: &'a str) -> Self {
-        Self { host, port, path, grpc: None }
+        Self { host, port, path, grpc: None, subject: None }
     }
 
     /// A gRPC call: its service and method read from `path`
     /// (`/package.Service/Method`).
     pub fn grpc(host: &'a str, port: Option<u16>, path: &'a str) -> Self {
         let grpc = path.strip_prefix('/').and_then(|rest| rest.split_once('/'));
-        Self { host, port, path, grpc }
+        Self { host, port, path, grpc, subject: None }
+    }
+
+    /// A job's execution, published to `subject` (`orders.created`).
+    pub fn job(subject: &'a str) -> Self {
+        Self { host: "", port: None, path: "", grpc: None, subject: Some(subject) }
     }
 }
 
@@ -41,11 +51,18 @@ pub(crate) struct Matcher {
     pub(crate) path_prefix: Option<String>,
     pub(crate) service: Option<String>,
     pub(crate) method: Option<String>,
+    /// A job's subject pattern; set alone (the loader refuses it beside the
+    /// call parts).
+    pub(crate) subject: Option<SubjectPattern>,
 }
 
 /// How specific a matcher is, compared part by part in this order: a gRPC
-/// method, a gRPC service, the length of the path prefix, a port, a host.
-/// A larger value wins.
+/// method, a gRPC service, the length of the path prefix, a port, a host,
+/// then a job's subject pattern ([`SubjectSpecificity`]: literal tokens
+/// first). A larger value wins. The subject comes last because it only ever
+/// decides between two `subject` rules: a `subject` rule sets no other part
+/// and matches only jobs, a call rule matches no job, so a call rule and a
+/// `subject` rule never compete for one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Specificity {
     method: bool,
@@ -53,6 +70,7 @@ pub(crate) struct Specificity {
     path_len: usize,
     port: bool,
     host: bool,
+    subject: SubjectSpecificity,
 }
 
 impl Matcher {
@@ -63,12 +81,19 @@ impl Matcher {
             path_len: self.path_prefix.as_ref().map_or(0, String::len),
             port: self.port.is_some(),
             host: self.host.is_some(),
+            subject: self.subject.as_ref().map(SubjectPattern::specificity).unwrap_or_default(),
         }
     }
 
     /// Whether `target` is a call of this dependency. Bounded by the
     /// lengths of the strings compared; allocates nothing.
     pub(crate) fn matches(&self, target: &Target<'_>) -> bool {
+        // A job matches subject rules only; a call, every rule but those.
+        match (&self.subject, target.subject) {
+            (Some(pattern), Some(subject)) => return pattern.matches(subject),
+            (None, None) => {}
+            _ => return false,
+        }
         if let Some(host) = &self.host
             && !host.eq_ignore_ascii_case(target.host)
         {
@@ -105,6 +130,12 @@ impl Matcher {
                 _ => true,
             }
         }
+        match (&self.subject, &other.subject) {
+            (Some(a), Some(b)) => return a.overlaps(b),
+            (None, None) => {}
+            // A job rule and a call rule never match one target.
+            _ => return false,
+        }
         let ports = match (self.port, other.port) {
             (Some(a), Some(b)) => a == b,
             _ => true,
@@ -133,6 +164,9 @@ impl Matcher {
             (Some(s), Some(m)) => parts.push(format!("grpc={s}/{m}")),
             (Some(s), None) => parts.push(format!("grpc={s}")),
             _ => {}
+        }
+        if let Some(subject) = &self.subject {
+            parts.push(format!("subject={}", subject.as_str()));
         }
         parts.join(" ")
     }
@@ -164,6 +198,7 @@ mod tests {
             path_prefix: path.map(str::to_owned),
             service: None,
             method: None,
+            subject: None,
         }
     }
 
@@ -182,6 +217,20 @@ mod tests {
         assert!(m(Some("a"), None, None).overlaps(&m(None, None, Some("/x"))));
         assert!(!m(None, None, Some("/x")).overlaps(&m(None, None, Some("/y"))));
         assert!(m(None, None, Some("/x")).overlaps(&m(None, None, Some("/x/y"))));
+    }
+
+    #[test]
+    fn a_subject_rule_matches_jobs_only_and_a_call_rule_no_job() {
+        let job_rule = Matcher {
+            subject: Some(SubjectPattern::parse("orders.*").unwrap_or_else(|e| panic!("{e}"))),
+            ..m(None, None, None)
+        };
+        let root = m(None, None, Some("/"));
+        assert!(job_rule.matches(&Target::job("orders.created")));
+        assert!(!job_rule.matches(&Target::http("orders.created", None, "/")));
+        assert!(!root.matches(&Target::job("orders.created")));
+        assert!(root.matches(&Target::http("h", None, "/x")));
+        assert!(!job_rule.overlaps(&root) && !root.overlaps(&job_rule));
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub(crate) struct Block {
     pub(crate) path_prefix: Option<String>,
     pub(crate) service: Option<String>,
     pub(crate) method: Option<String>,
+    pub(crate) subject: Option<String>,
 
     pub(crate) enabled: Option<bool>,
     pub(crate) attempts: Option<u32>,
@@ -116,6 +117,7 @@ impl Block {
             path_prefix: self.path_prefix.clone(),
             service: self.service.clone(),
             method: self.method.clone(),
+            subject: self.subject.clone(),
             enabled: or(self.enabled, d.enabled),
             attempts: or(self.attempts, d.attempts),
             backoff: merge(self.backoff, d.backoff, |a, b| Backoff {
@@ -157,6 +159,62 @@ impl Block {
         }
     }
 }
+
+impl Block {
+    /// A job rule's block without the keys a job worker does not apply, so
+    /// that the values it would inherit from `defaults` (which serve the
+    /// calls of HTTP and gRPC clients) are neither shown nor used for it.
+    pub(crate) fn for_jobs(mut self) -> Block {
+        for key in JOB_IGNORED {
+            match key {
+                "retry_statuses" => self.retry_statuses = None,
+                "body_rule" => self.body_rule = None,
+                "hedging" => self.hedging = None,
+                "idempotency_keys" => self.idempotency_keys = None,
+                "pacer" => self.pacer = None,
+                "fallback" => self.fallback = None,
+                "priority" => self.priority = None,
+                "budget" => self.budget = None,
+                "breaker" => self.breaker = None,
+                _ => {}
+            }
+        }
+        self
+    }
+
+    /// The first key of [`JOB_IGNORED`] this block writes.
+    pub(crate) fn job_ignored_key(&self) -> Option<&'static str> {
+        let set = [
+            self.retry_statuses.is_some(),
+            self.body_rule.is_some(),
+            self.hedging.is_some(),
+            self.idempotency_keys.is_some(),
+            self.pacer.is_some(),
+            self.fallback.is_some(),
+            self.priority.is_some(),
+            self.budget.is_some(),
+            self.breaker.is_some(),
+        ];
+        JOB_IGNORED.iter().zip(set).find(|(_, s)| *s).map(|(k, _)| *k)
+    }
+}
+
+/// The keys a job worker does not apply: HTTP/gRPC call settings
+/// (`retry_statuses`, `body_rule`, `hedging`, `idempotency_keys`, `pacer`,
+/// `fallback`, `priority`) and the guards (`budget`, `breaker`: a worker takes
+/// its dependency's guards from code, `WorkerBuilder::guards`). Refused on a
+/// `subject` rule; not inherited by one from `defaults`.
+pub(crate) const JOB_IGNORED: [&str; 9] = [
+    "retry_statuses",
+    "body_rule",
+    "hedging",
+    "idempotency_keys",
+    "pacer",
+    "fallback",
+    "priority",
+    "budget",
+    "breaker",
+];
 
 fn merge<T: Copy>(a: Option<T>, b: Option<T>, f: impl Fn(T, T) -> T) -> Option<T> {
     match (a, b) {

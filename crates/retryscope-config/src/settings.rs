@@ -129,6 +129,11 @@ pub struct DependencySettings {
     pub(crate) priority: Priority,
     pub(crate) fallback: Option<Arc<str>>,
     pub(crate) sets: GuardKeys,
+    /// Whether `attempt_timeout` is written (here or in `defaults`): a job
+    /// worker keeps its builder's per-attempt timeout where it is not.
+    pub(crate) attempt_timeout_set: bool,
+    /// A `subject` rule: its settings serve a job worker's executions.
+    pub(crate) job: bool,
 }
 
 /// Which guard keys the file writes for a dependency (in its own block or in
@@ -176,6 +181,20 @@ impl DependencySettings {
             // Cannot fail: a valid policy with one attempt is valid.
             Some(own) => own.to_builder().max_attempts(1).build().unwrap_or(self.policy),
         }
+    }
+    /// Whether these are a `subject` rule's settings, which serve a job
+    /// worker's executions only (and leave out every key a worker does not
+    /// apply).
+    pub fn is_job(&self) -> bool {
+        self.job
+    }
+    /// The per-attempt timeout where the file writes `attempt_timeout` (in
+    /// this dependency or the `defaults` it inherits); `None` where it does
+    /// not, and the client keeps its own (a job worker: its builder's
+    /// `attempt_timeout`). [`policy`](Self::policy) carries the engine's
+    /// default there instead.
+    pub fn written_attempt_timeout(&self) -> Option<Duration> {
+        if self.attempt_timeout_set { self.configured.attempt_timeout() } else { None }
     }
     /// The policy as configured, whatever the kill switch says.
     pub fn configured_policy(&self) -> Policy {
@@ -259,6 +278,9 @@ impl DependencySettings {
     pub(crate) fn row(&self) -> Vec<String> {
         let p = &self.configured;
         let opt = |d: Option<Duration>| d.map_or_else(|| "-".to_owned(), show);
+        if self.job {
+            return self.job_row();
+        }
         vec![
             self.name.as_deref().unwrap_or("(defaults)").to_owned(),
             if self.matcher.is_empty() { "*".to_owned() } else { self.matcher.clone() },
@@ -304,6 +326,35 @@ impl DependencySettings {
                 Some(true) => "on".to_owned(),
                 Some(false) => "off".to_owned(),
             },
+        ]
+    }
+}
+
+impl DependencySettings {
+    /// A `subject` rule's row: `-` in every column a job worker does not
+    /// apply, `code` where the worker's builder decides (the guards; the
+    /// attempt timeout where the file does not write one).
+    fn job_row(&self) -> Vec<String> {
+        let p = &self.configured;
+        let dash = || "-".to_owned();
+        vec![
+            self.name.as_deref().unwrap_or("(defaults)").to_owned(),
+            self.matcher.clone(),
+            if self.enabled { "on".to_owned() } else { "OFF".to_owned() },
+            p.max_attempts().to_string(),
+            format!("{}..{} x{}", show(p.base_delay()), show(p.max_delay()), p.multiplier()),
+            jitter_name(p.jitter()).to_owned(),
+            self.written_attempt_timeout().map_or_else(|| "code".to_owned(), show),
+            p.deadline().map_or_else(dash, show),
+            dash(),
+            dash(),
+            dash(),
+            dash(),
+            "code".to_owned(),
+            "code".to_owned(),
+            dash(),
+            dash(),
+            dash(),
         ]
     }
 }
@@ -558,5 +609,7 @@ pub(crate) fn resolve(
             breaker: b.breaker.is_some(),
             pacer: b.pacer.is_some(),
         },
+        attempt_timeout_set: b.attempt_timeout.is_some(),
+        job: false,
     })
 }

@@ -21,6 +21,8 @@
 //!
 //! - The walkthrough (producer, worker, the hold, dead letters and replay, the
 //!   lab's `storm --jobs`): [docs/guide/jobs.md](https://github.com/retryscope/retryscope/blob/main/docs/guide/jobs.md).
+//! - Policies from a configuration file, matched by subject
+//!   ([`WorkerBuilder::config`]): [docs/guide/configuration.md](https://github.com/retryscope/retryscope/blob/main/docs/guide/configuration.md#a-job-worker).
 //! - The telemetry contract: [docs/telemetry.md](https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md).
 //! - The runbook: [docs/runbook.md](https://github.com/retryscope/retryscope/blob/main/docs/runbook.md).
 
@@ -38,4 +40,4 @@ pub use dead::{DeadLetter, DeadReason, Replayed};
 pub use job::{Handler, HandlerFuture, Job, JobOutcome, WorkerStats};
 pub use producer::Producer;
 pub use worker::builder_error::WorkerError;
-pub use worker::{Classifier, Worker, WorkerBuilder, max_deliver_for};
+pub use worker::{Classifier, MAX_DELIVER, Worker, WorkerBuilder};

@@ -84,7 +84,14 @@ impl JobTelemetry {
 
     /// A CONSUMER span for one attempt, `process <subject>`, linked to the
     /// producer's span when the job carries its `traceparent`.
-    pub(crate) fn attempt_span<D: Delivery>(&self, delivery: &D, job: &Job) -> AttemptSpan {
+    /// On a worker built with `config`, `config_hash` is the hash of the
+    /// configuration the execution was resolved from (`retryscope.config.hash`).
+    pub(crate) fn attempt_span<D: Delivery>(
+        &self,
+        delivery: &D,
+        job: &Job,
+        config_hash: Option<&str>,
+    ) -> AttemptSpan {
         let span = tracing::info_span!(
             target: retryscope_otel::names::TARGET,
             "process",
@@ -98,6 +105,7 @@ impl JobTelemetry {
             retryscope.attempt = job.attempt,
             retryscope.job.key = job.key.as_deref().unwrap_or(""),
             retryscope.job.outcome = tracing::field::Empty,
+            retryscope.config.hash = config_hash,
             error.type = tracing::field::Empty,
         );
         if let Some(context) = delivery.header(TRACEPARENT).and_then(parse_traceparent) {

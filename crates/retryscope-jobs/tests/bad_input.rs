@@ -52,7 +52,7 @@ async fn jobs_without_headers_are_attempt_one_and_logged_once_per_worker() {
     let _subscriber =
         retryscope_test_support::telemetry::set_default(tracing_subscriber::registry().with(layer));
     let policy = fast_policy(3);
-    let q = queue(&url, "bare", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "bare", Duration::from_secs(5)).await;
     let attempts: Seen = Arc::default();
     let seen = Arc::clone(&attempts);
     let worker = Worker::builder(q.queue.clone(), policy, move |job: Job| {
@@ -91,7 +91,7 @@ async fn jobs_without_headers_are_attempt_one_and_logged_once_per_worker() {
 async fn each_malformed_header_is_a_dead_letter_never_a_run() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(3);
-    let q = queue(&url, "malformed", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "malformed", Duration::from_secs(5)).await;
     let runs = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&runs);
     let worker = Worker::builder(q.queue.clone(), policy, move |_job: Job| {

@@ -21,7 +21,7 @@ async fn destinations_beyond_the_cap_are_reported_as_other() {
     let stream = unique("destinations").to_uppercase();
     let prefix = stream.to_lowercase();
     let config = NatsQueueConfig::new(&stream, [format!("{prefix}.>")], "workers");
-    let queue = NatsQueue::open(client, config, &policy.into()).await.expect("streams and consumer");
+    let queue = NatsQueue::open(client, config).await.expect("streams and consumer");
     let subjects = retryscope_otel::MAX_DESTINATIONS + 20;
     let worker = Worker::builder(queue.clone(), policy, |_job: Job| async { Ok::<(), TestError>(()) })
         .concurrency(32)

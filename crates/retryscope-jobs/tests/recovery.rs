@@ -57,7 +57,7 @@ impl IdempotencyStore for DiesAfterRecording {
 async fn a_worker_killed_after_the_effect_and_before_the_ack_leaves_the_job_executed_once() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(3);
-    let q = queue(&url, "lost_ack", &policy.into(), Duration::from_millis(500)).await;
+    let q = queue(&url, "lost_ack", Duration::from_millis(500)).await;
     let effects = Arc::new(AtomicU32::new(0));
     let memory = MemoryStore::default();
     let dying = DiesAfterRecording {
@@ -115,7 +115,7 @@ async fn an_outage_three_times_the_retry_window_sends_no_job_to_the_dead_letters
         .expect("valid");
     let window = Duration::from_millis(550);
     let outage = window * 3;
-    let q = queue(&url, "outage", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "outage", Duration::from_secs(5)).await;
     let guards = DependencyGuards::<retryscope::RetryBudget>::builder()
         .breaker(|| {
             CircuitBreaker::builder()
@@ -169,7 +169,7 @@ async fn an_outage_three_times_the_retry_window_sends_no_job_to_the_dead_letters
 async fn a_replayed_dead_letter_runs_again_from_attempt_one_under_its_key() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(2);
-    let q = queue(&url, "replay", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "replay", Duration::from_secs(5)).await;
     let fixed = Arc::new(AtomicBool::new(false));
     let attempts: Arc<std::sync::Mutex<Vec<(String, u32, u32)>>> = Arc::default();
     let (is_fixed, seen) = (Arc::clone(&fixed), Arc::clone(&attempts));

@@ -75,7 +75,6 @@ async fn a_nats_server_restart_mid_run_loses_no_job_and_runs_none_twice() {
     let queue = NatsQueue::open(
         client,
         NatsQueueConfig::new("RESTART", ["restart.work"], "workers").ack_wait(Duration::from_secs(1)),
-        &policy.into(),
     )
     .await
     .expect("streams");

@@ -14,7 +14,7 @@ async fn a_job_still_running_after_the_grace_period_is_put_back_at_once() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(3);
     // AckWait 30 s: a job left unsettled would come back only after it.
-    let q = queue(&url, "shutdown", &policy.into(), Duration::from_secs(30)).await;
+    let q = queue(&url, "shutdown", Duration::from_secs(30)).await;
     let slow_calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&slow_calls);
     let slow = Worker::builder(q.queue.clone(), policy, move |_job: Job| {

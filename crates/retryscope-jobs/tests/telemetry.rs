@@ -31,7 +31,7 @@ async fn the_depth_gauge_follows_the_dead_letters_and_a_replay_is_a_span_and_an_
     let telemetry = Telemetry::install();
     telemetry.install_global_meter();
     let policy = fast_policy(2);
-    let q = queue(&url, "telemetry", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "telemetry", Duration::from_secs(5)).await;
     let fixed = Arc::new(AtomicBool::new(false));
     let is_fixed = Arc::clone(&fixed);
     let worker = Worker::builder(q.queue.clone(), policy, move |_job: Job| {

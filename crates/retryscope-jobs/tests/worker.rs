@@ -21,7 +21,7 @@ fn key_of(job: &Job) -> String {
 async fn a_permanent_failure_runs_once_and_leaves_one_dead_letter_with_its_reason() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(5);
-    let q = queue(&url, "permanent", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "permanent", Duration::from_secs(5)).await;
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&calls);
     let worker = Worker::builder(q.queue.clone(), policy, move |_job: Job| {
@@ -58,7 +58,7 @@ async fn a_permanent_failure_runs_once_and_leaves_one_dead_letter_with_its_reaso
 async fn a_thousand_jobs_with_thirty_percent_transient_failures_all_complete_each_once() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(10);
-    let q = queue(&url, "thousand", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "thousand", Duration::from_secs(5)).await;
     let successes: Counts = Arc::default();
     let done = Arc::clone(&successes);
     let worker = Worker::builder(q.queue.clone(), policy, move |job: Job| {
@@ -106,7 +106,7 @@ async fn a_thousand_jobs_with_thirty_percent_transient_failures_all_complete_eac
 async fn a_handler_slower_than_ack_wait_is_not_redelivered() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(3);
-    let q = queue(&url, "slow", &policy.into(), Duration::from_millis(500)).await;
+    let q = queue(&url, "slow", Duration::from_millis(500)).await;
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&calls);
     let worker = Worker::builder(q.queue.clone(), policy, move |_job: Job| {
@@ -138,7 +138,7 @@ async fn a_handler_slower_than_ack_wait_is_not_redelivered() {
 async fn duplicates_a_producer_sends_within_the_window_are_one_job() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(3);
-    let q = queue(&url, "duplicates", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "duplicates", Duration::from_secs(5)).await;
     let producer = Producer::new(q.queue.clone());
     let first = producer.enqueue(&q.subject, "event-9", "e").await.expect("stored");
     let again = producer.enqueue(&q.subject, "event-9", "e").await.expect("stored");
@@ -169,7 +169,7 @@ async fn duplicates_a_producer_sends_within_the_window_are_one_job() {
 async fn a_job_without_headers_is_attempt_one_and_malformed_headers_are_a_dead_letter() {
     let Some(url) = nats_url() else { return };
     let policy = fast_policy(3);
-    let q = queue(&url, "bad_input", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "bad_input", Duration::from_secs(5)).await;
     let attempts: Arc<Mutex<Vec<u32>>> = Arc::default();
     let seen = Arc::clone(&attempts);
     let worker = Worker::builder(q.queue.clone(), policy, move |job: Job| {
@@ -217,7 +217,7 @@ async fn the_deadline_counts_from_the_first_attempt_across_requeues() {
         .deadline(deadline)
         .build()
         .expect("a valid policy");
-    let q = queue(&url, "deadline", &policy.into(), Duration::from_secs(5)).await;
+    let q = queue(&url, "deadline", Duration::from_secs(5)).await;
     let calls = Arc::new(AtomicU32::new(0));
     let seen = Arc::clone(&calls);
     let worker = Worker::builder(q.queue.clone(), policy, move |_job: Job| {

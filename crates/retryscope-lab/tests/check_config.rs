@@ -53,6 +53,7 @@ fn the_guides_example_loads_and_prints_its_effective_table() {
         "inventory        host=inventory.internal       on       4         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   stale_inventory  ratio=0.2,min=10/s,window=10s  code                                            code      quota_json  code",
         "orders-get       grpc=shop.Orders/Get          on       3         100ms..2s x2  full    1s               800ms     429,502,503,504  -        critical   -                ratio=0.2,min=10/s,window=10s  code                                            code      code        code",
         "payments         host=payments.internal:8443   on       2         100ms..2s x2  full    1s               5s        429,502,503,504  -        critical   queue_payment    ratio=0.2,min=10/s,window=10s  ratio=0.5,min_calls=20,window=10s,cool_down=5s  code      code        on",
+        "receipts         subject=orders.*.receipt      on       6         1s..1m x2     full    30s              1h        -                -        -          -                code                           code                                            -         -           -",
         "recommendations  path_prefix=/recommendations  OFF      3         100ms..2s x2  full    1s               5s        429,502,503,504  -        sheddable  -                ratio=0.2,min=10/s,window=10s  off                                             code      code        code",
         "search           host=search.internal          on       3         100ms..2s x2  full    1s               5s        429,502,503,504  2@50ms   critical   -                ratio=0.2,min=10/s,window=10s  code                                            adaptive  code        code",
     ];
@@ -94,6 +95,27 @@ fn a_name_not_registered_or_a_broken_value_is_refused_with_its_line() {
         "{stderr}"
     );
     std::fs::write(&path, with_keys.replace("\nidempotency_keys = true", "")).expect("rewrite");
+
+    // A key a job worker would not apply is refused on a `subject` rule.
+    let on_jobs = std::fs::read_to_string(&path)
+        .expect("read back")
+        .replace("deadline = \"1h\"", "deadline = \"1h\"\nretry_statuses = [503]");
+    std::fs::write(&path, &on_jobs).expect("rewrite");
+    let (ok, _, stderr) = check_config(&[
+        file,
+        "--body-rule",
+        "quota_json",
+        "--fallback",
+        "queue_payment",
+        "--fallback",
+        "stale_inventory",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("dependencies.receipts.retry_statuses") && stderr.contains("not applied to jobs"),
+        "{stderr}"
+    );
+    std::fs::write(&path, on_jobs.replace("\nretry_statuses = [503]", "")).expect("rewrite");
 
     let text = std::fs::read_to_string(&path).expect("read back").replace("attempts = 2", "attempts = 0");
     std::fs::write(&path, text).expect("rewrite");

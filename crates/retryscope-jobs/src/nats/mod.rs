@@ -14,7 +14,6 @@ use async_nats::jetstream::message::PublishMessage as Publish;
 use async_nats::jetstream::stream::{self, Stream};
 use async_nats::jetstream::{self, Context};
 use futures_util::StreamExt;
-use retryscope::jobs::JobPolicy;
 use std::fmt;
 use std::time::Duration;
 
@@ -107,16 +106,14 @@ impl fmt::Debug for NatsQueue {
 
 impl NatsQueue {
     /// Creates (or opens) the streams and the durable consumer, its
-    /// `max_deliver` set from `policy` (see [`crate::Worker`]).
+    /// `max_deliver` [`MAX_DELIVER`](crate::MAX_DELIVER) whatever the policy:
+    /// each retry is a new message, so the deliveries one message needs do
+    /// not grow with the attempts.
     ///
     /// # Errors
     ///
     /// When JetStream refuses a stream or the consumer.
-    pub async fn open(
-        client: async_nats::Client,
-        config: NatsQueueConfig,
-        policy: &JobPolicy,
-    ) -> Result<Self, BrokerError> {
+    pub async fn open(client: async_nats::Client, config: NatsQueueConfig) -> Result<Self, BrokerError> {
         let js = jetstream::new(client);
         let jobs = js
             .get_or_create_stream(stream::Config {
@@ -135,7 +132,7 @@ impl NatsQueue {
             })
             .await
             .map_err(|e| BrokerError::new("create_dead_stream", e))?;
-        let max_deliver = crate::max_deliver_for(policy);
+        let max_deliver = crate::MAX_DELIVER;
         let consumer: PullConsumer = jobs
             .get_or_create_consumer(
                 &config.consumer,

@@ -6,7 +6,8 @@ use super::{Inner, Worker};
 use crate::broker::Broker;
 use crate::job::{Handler, WorkerStats};
 use retryscope::jobs::JobPolicy;
-use retryscope::{Jitter, Policy, PolicyError, RetryBudget, Transient, Verdict};
+use retryscope::{Policy, PolicyError, RetryBudget, Transient, Verdict};
+use retryscope_config::ConfigHandle;
 use retryscope_idempotency::{IdempotencyStore, MemoryStore};
 use retryscope_otel::Guards;
 use std::fmt;
@@ -33,6 +34,8 @@ pub struct WorkerBuilder<B: Broker, E, S = MemoryStore> {
     fetch_wait: Duration,
     grace: Duration,
     depth_every: Duration,
+    config: Option<ConfigHandle>,
+    own: Option<Policy>,
 }
 
 /// The shortest and longest interval at which a worker reads the dead-letter depth.
@@ -110,6 +113,8 @@ impl<B: Broker, E: 'static> WorkerBuilder<B, E, MemoryStore> {
             fetch_wait: Duration::from_secs(1),
             grace: Duration::from_secs(10),
             depth_every: Duration::from_secs(15),
+            config: None,
+            own: None,
         }
     }
 }
@@ -160,6 +165,8 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
             fetch_wait: self.fetch_wait,
             grace: self.grace,
             depth_every: self.depth_every,
+            config: self.config,
+            own: self.own,
         }
     }
 
@@ -210,13 +217,70 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
         self
     }
 
+    /// Takes each execution's policy — `attempts`, `backoff`, `jitter`,
+    /// `deadline`, `attempt_timeout` — and kill switch from the configuration
+    /// `handle` holds (`retryscope-config`: the same handle and file as the
+    /// HTTP clients' and the database's `config`), resolved once per
+    /// execution from the snapshot in force when it starts (after its run-at
+    /// and any hold, before the handler runs). A reload reaches the next
+    /// execution, never one running; a job's retry is a new message, so each
+    /// attempt of one job is resolved again, from the configuration in force
+    /// then.
+    ///
+    /// A job is matched by the subject it was published to: a dependency
+    /// written `subject = "orders.*"` (a NATS subject pattern) serves the jobs
+    /// of `orders.created`; a rule matching by `host`, `path_prefix` or
+    /// `service` never matches a job; a job no `subject` rule matches takes
+    /// the file's `defaults` (their `attempts`, `backoff`, `jitter`,
+    /// `deadline` and, where written, `attempt_timeout`).
+    ///
+    /// - The file's policy replaces the one the worker was built with
+    ///   ([`Worker::builder`]); [`override_policy`](Self::override_policy)
+    ///   wins over the file; the kill switch (`enabled = false`) wins over
+    ///   both: one attempt, so a job's first transient failure is
+    ///   dead-lettered (`attempts_exhausted`) — never lost, never run twice.
+    /// - `attempt_timeout`, where the file writes it (in the rule or in
+    ///   `defaults`), replaces [`attempt_timeout`](Self::attempt_timeout) for
+    ///   that execution, and the processed key's lease follows it (the
+    ///   timeout plus the consumer's AckWait), so no other worker takes a job
+    ///   still running. Where the file does not write it, the builder's stays.
+    /// - Each attempt's span carries `retryscope.config.hash`.
+    ///
+    /// A `subject` rule refuses (at load, with its line) the keys a worker
+    /// does not apply: `retry_statuses`, `body_rule`, `hedging`,
+    /// `idempotency_keys`, `pacer`, `fallback`, `priority`, `budget` and
+    /// `breaker` — the worker's guards are [`guards`](Self::guards), in
+    /// code. The same keys in `defaults` serve HTTP and gRPC calls: a job
+    /// taking the defaults ignores them, and a `subject` rule does not
+    /// inherit them. Durations are bounded as in every file (a day at most);
+    /// a job policy longer than that is built in code
+    /// ([`PolicyBuilder::build_for_jobs`](retryscope::PolicyBuilder::build_for_jobs)) and given to a
+    /// worker without `config`.
+    pub fn config(mut self, handle: ConfigHandle) -> Self {
+        self.config = Some(handle);
+        self
+    }
+
+    /// With [`config`](Self::config): every execution runs under `policy`'s
+    /// attempts, backoff, jitter and deadline, whatever the file says for
+    /// its subject — except the kill switch, which still leaves one attempt.
+    /// The code's last word, as a call's `override_policy` is for the HTTP
+    /// clients and the database. (The per-attempt timeout stays the file's
+    /// where it writes one, else [`attempt_timeout`](Self::attempt_timeout).)
+    /// Without `config` it replaces the policy the worker was built with.
+    pub fn override_policy(mut self, policy: Policy) -> Self {
+        self.own = Some(policy);
+        self
+    }
+
     /// Checks the settings.
     ///
     /// # Errors
     ///
     /// [`WorkerError::OutOfRange`] for a zero concurrency, hold or fetch wait,
-    /// a dead-letter depth interval outside 100 ms to 1 h, or a broker whose `max_deliver` is lower than the policy needs (the
-    /// broker would drop jobs the policy still retries).
+    /// a dead-letter depth interval outside 100 ms to 1 h, or a broker whose
+    /// `max_deliver` is below [`MAX_DELIVER`](crate::MAX_DELIVER) (it would
+    /// leave no spare deliveries for holds and crashes).
     pub fn build(self) -> Result<Worker<B, E, S>, WorkerError> {
         if self.concurrency == 0 || self.concurrency > 10_000 {
             return Err(WorkerError::OutOfRange { setting: "concurrency", limit: "1 to 10000" });
@@ -231,19 +295,14 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
             });
         }
         if let Some(max) = self.broker.max_deliver()
-            && max < super::max_deliver_for(&self.policy)
+            && max < super::MAX_DELIVER
         {
             return Err(WorkerError::OutOfRange {
                 setting: "max_deliver",
-                limit: "at least max_deliver_for(policy)",
+                limit: "at least MAX_DELIVER (5)",
             });
         }
-        let attempt_policy = Policy::builder()
-            .max_attempts(1)
-            .jitter(Jitter::None)
-            .deadline(self.timeout)
-            .build()
-            .map_err(WorkerError::Policy)?;
+        let attempt_policy = super::execution::one_attempt(self.timeout).map_err(WorkerError::Policy)?;
         let ack_wait = self.broker.ack_wait();
         let telemetry = crate::telemetry::JobTelemetry::global();
         Ok(Worker {
@@ -251,10 +310,13 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
                 broker: self.broker,
                 handler: self.handler,
                 classify: self.classify,
-                policy: self.policy,
+                policy: self.own.map_or(self.policy, JobPolicy::from),
                 attempt_policy,
+                timeout: self.timeout,
+                config: self.config,
+                own: self.own,
                 guards: self.guards,
-                keys: Keys { store: self.keys, lease: self.timeout + ack_wait, ttl: self.key_ttl },
+                keys: Keys { store: self.keys, ack_wait, ttl: self.key_ttl },
                 concurrency: self.concurrency,
                 hold: self.hold,
                 fetch_wait: self.fetch_wait,

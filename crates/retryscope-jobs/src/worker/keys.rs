@@ -18,14 +18,23 @@ pub(crate) enum Claimed {
 
 pub(crate) struct Keys<S> {
     pub(crate) store: Option<S>,
-    /// How long a claim lasts: a worker that dies while running frees it.
-    pub(crate) lease: Duration,
+    /// The broker's AckWait: a claim lasts the execution's timeout plus
+    /// this, so a worker that dies while running frees it.
+    pub(crate) ack_wait: Duration,
     /// How long a completed key is remembered.
     pub(crate) ttl: Duration,
 }
 
 impl<S: IdempotencyStore> Keys<S> {
-    pub(crate) async fn claim(&self, key: Option<&str>, subject: &str, payload: &[u8]) -> Claimed {
+    /// Claims `key` for an execution that may run for `timeout`.
+    pub(crate) async fn claim(
+        &self,
+        key: Option<&str>,
+        subject: &str,
+        payload: &[u8],
+        timeout: Duration,
+    ) -> Claimed {
+        let lease = timeout.saturating_add(self.ack_wait);
         let (Some(store), Some(key)) = (&self.store, key) else { return Claimed::Run(None) };
         let Some(key) = store_key(key) else {
             tracing::warn!(target: retryscope_otel::names::TARGET, key, "a job key the store cannot hold runs without de-duplication");
@@ -34,10 +43,10 @@ impl<S: IdempotencyStore> Keys<S> {
         // The job's subject and body are its fingerprint: a key is the job's
         // identity, so a different body under it is still the same job.
         let fingerprint = Fingerprint::of(&http::Method::POST, subject, payload);
-        match store.claim(&key, fingerprint, self.lease).await {
+        match store.claim(&key, fingerprint, lease).await {
             Ok(Claim::Claimed(ticket)) => Claimed::Run(Some(ticket)),
             Ok(Claim::Held(entry)) => match entry.state {
-                EntryState::InFlight => Claimed::Later(self.lease.min(Duration::from_secs(5))),
+                EntryState::InFlight => Claimed::Later(lease.min(Duration::from_secs(5))),
                 EntryState::Completed(_) | EntryState::NotReplayable => Claimed::Done,
             },
             Ok(Claim::Full { retry_after }) => Claimed::Later(retry_after),

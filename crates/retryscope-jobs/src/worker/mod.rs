@@ -2,6 +2,7 @@
 //! (see [`process`] for how a delivery is decided).
 
 mod builder;
+mod execution;
 pub(crate) mod builder_error {
     pub use super::builder::WorkerError;
 }
@@ -16,6 +17,7 @@ use crate::telemetry::{self, DeadLetterDepth};
 use keys::Keys;
 use retryscope::jobs::JobPolicy;
 use retryscope::{Policy, RetryBudget};
+use retryscope_config::ConfigHandle;
 use retryscope_idempotency::IdempotencyStore;
 use retryscope_otel::Guards;
 use std::future::Future;
@@ -38,6 +40,12 @@ pub(crate) struct Inner<B: Broker, E, S> {
     /// One delivery is one attempt: the engine runs it under the handler
     /// timeout, the dependency's guards and the classification.
     pub(crate) attempt_policy: Policy,
+    /// The builder's per-attempt timeout (`attempt_policy`'s deadline).
+    pub(crate) timeout: Duration,
+    /// Where each execution's policy comes from, when configured (issue 35).
+    pub(crate) config: Option<ConfigHandle>,
+    /// `override_policy`: wins over the file, not over its kill switch.
+    pub(crate) own: Option<Policy>,
     pub(crate) guards: Option<Arc<Guards<RetryBudget>>>,
     pub(crate) keys: Keys<S>,
     pub(crate) concurrency: usize,
@@ -189,14 +197,17 @@ async fn refresh_depth<B: Broker + DeadLetterStore, E, S>(
     }
 }
 
-/// The `max_deliver` a consumer for `policy` gets: one delivery per attempt
-/// would be enough were it not for the worker's own redeliveries (a run-at
-/// wait, a hold), a crashed worker and an expired AckWait. Each retry is a new
-/// message, so one message needs few deliveries; four spare ones absorb
-/// crashes, and the worker republishes a held job before it reaches the
-/// last. On that last delivery the worker dead-letters the job
-/// ([`DeadReason::MaxDeliveries`](crate::DeadReason::MaxDeliveries)) instead
-/// of running it: JetStream never drops one silently.
-pub fn max_deliver_for(policy: &JobPolicy) -> u64 {
-    u64::from(policy.max_attempts().max(1)) + 4
-}
+/// The `max_deliver` of a consumer [`NatsQueue::open`](crate::nats::NatsQueue::open)
+/// makes, and the least a worker's broker may have ([`WorkerBuilder::build`]
+/// refuses less). It does not depend on the policy: a retry is a *new*
+/// message (attempt + 1, its run-at in a header), so one message is
+/// delivered once to run, plus the worker's own redeliveries of it — a
+/// delivery before its run-at put back, a hold — and those of a crashed
+/// worker, an expired AckWait or a shutdown that abandoned it. Four spare
+/// deliveries absorb those; the worker republishes a held or early job as a
+/// new message before it reaches the last, and on that last delivery
+/// dead-letters the job ([`DeadReason::MaxDeliveries`](crate::DeadReason::MaxDeliveries))
+/// instead of running it: JetStream never drops one silently. So a reload
+/// of a worker's configuration that raises `attempts` needs no larger
+/// `max_deliver`.
+pub const MAX_DELIVER: u64 = 5;

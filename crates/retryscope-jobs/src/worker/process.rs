@@ -3,6 +3,7 @@
 //! with the broker only after whatever replaces it is stored.
 
 use super::Inner;
+use super::execution::Execution;
 use super::keys::Claimed;
 use crate::broker::{Broker, Delivery, Outgoing};
 use crate::dead::{DeadLetter, DeadReason, TRACEPARENT, header_safe};
@@ -89,7 +90,14 @@ where
     if let Some(hold) = guard_hold(inner, &meta) {
         return put_back(inner, delivery, &meta, hold, JobOutcome::Held).await;
     }
-    let ticket = match inner.keys.claim(meta.key.as_deref(), delivery.subject(), delivery.payload()).await {
+    // The execution starts here: what it runs under is fixed now, from the
+    // configuration in force (a reload reaches the next execution).
+    let execution = Execution::resolve(inner, delivery.subject());
+    let ticket = match inner
+        .keys
+        .claim(meta.key.as_deref(), delivery.subject(), delivery.payload(), execution.timeout)
+        .await
+    {
         Claimed::Run(ticket) => ticket,
         Claimed::Done => {
             return match delivery.ack().await {
@@ -108,8 +116,10 @@ where
         first_attempt_at,
         replays: meta.replays,
     };
-    let span = inner.telemetry.attempt_span(delivery, &job);
-    let Some((result, verdict)) = attempt(inner, delivery, job).instrument(span.span().clone()).await else {
+    let span = inner.telemetry.attempt_span(delivery, &job, execution.config_hash.as_deref());
+    let Some((result, verdict)) =
+        attempt(inner, delivery, job, execution.attempt_policy).instrument(span.span().clone()).await
+    else {
         // Shutdown's grace period is over: give the job back at once.
         inner.keys.release(ticket).await;
         span.end("unsettled", None);
@@ -166,7 +176,7 @@ where
                     hint,
                 };
                 let mut rng = JitterRng::from_entropy();
-                match inner.policy.schedule(&failure, ended, &mut rng) {
+                match execution.policy.schedule(&failure, ended, &mut rng) {
                     Schedule::RetryAt { at, delay, .. } => {
                         span.end("retried", error_type.as_deref());
                         return requeue(inner, delivery, meta, at, delay).await;
@@ -193,6 +203,7 @@ async fn attempt<B: Broker, E, S>(
     inner: &Inner<B, E, S>,
     delivery: &B::Delivery,
     job: Job,
+    attempt_policy: retryscope::Policy,
 ) -> Option<(Result<(), retryscope::RetryError<E>>, Option<Verdict>)>
 where
     E: std::fmt::Display + Send + 'static,
@@ -203,7 +214,7 @@ where
             inner.stats.executed();
             inner.handler.call(job.clone())
         };
-        let retry = op.retry(inner.attempt_policy).classify(|result: &Result<(), E>| {
+        let retry = op.retry(attempt_policy).classify(|result: &Result<(), E>| {
             let v = match result {
                 Ok(()) => Verdict::Success,
                 Err(e) => (inner.classify)(e),

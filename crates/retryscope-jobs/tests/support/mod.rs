@@ -3,7 +3,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use retryscope::jobs::JobPolicy;
 use retryscope::{ErrorType, Jitter, Policy, Transient, Verdict};
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
 use std::fmt;
@@ -26,14 +25,14 @@ pub struct TestQueue {
     pub stream: String,
 }
 
-pub async fn queue(url: &str, test: &str, policy: &JobPolicy, ack_wait: Duration) -> TestQueue {
+pub async fn queue(url: &str, test: &str, ack_wait: Duration) -> TestQueue {
     let client = async_nats::connect(url).await.expect("nats-server answers");
     let stream = unique(test).to_uppercase();
     let subject = format!("{}.work", stream.to_lowercase());
     let config = NatsQueueConfig::new(&stream, [subject.to_string()], "workers")
         .ack_wait(ack_wait)
         .dead_letters(format!("{stream}_DEAD"), format!("dead_{}", stream.to_lowercase()));
-    let queue = NatsQueue::open(client.clone(), config, policy).await.expect("streams and consumer");
+    let queue = NatsQueue::open(client.clone(), config).await.expect("streams and consumer");
     TestQueue { queue, client, subject, stream }
 }
 

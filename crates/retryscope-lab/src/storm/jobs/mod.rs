@@ -170,7 +170,6 @@ async fn run_worker(args: &StormArgs, url: &str, kind: JobWorker) -> Result<(Job
     let queue = NatsQueue::open(
         client,
         NatsQueueConfig::new(&stream, [subject.clone()], "workers").ack_wait(Duration::from_secs(5)),
-        &policy.into(),
     )
     .await
     .map_err(|e| error("opening the queue", e))?;
