@@ -145,3 +145,23 @@ impl Settings {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_origin_read_once_is_what_a_call_without_authority_reads() {
+        let call: Uri = "/pkg.Svc/Get".parse().expect("a path");
+        for origin in ["http://10.0.0.1:50051", "https://api.example.com", "http://svc:80", "grpc://x:1"] {
+            let origin: Uri = origin.parse().expect("a URI");
+            let read = OriginServer::of(&origin);
+            let server = crate::spans::server(&call, Some(&origin));
+            assert_eq!(
+                (&*read.host, read.port, read.default_port),
+                (server.address, server.uri.port_u16(), server.default_port),
+                "{origin}"
+            );
+        }
+    }
+}
