@@ -256,6 +256,9 @@ impl Middleware for RetryMiddleware {
         let host = url.host_str().unwrap_or_default();
         let guards = configured
             .as_ref()
+            // Asked here first: `for_call` is not inlined, and most files
+            // write no guard key.
+            .filter(|c| c.settings().sets_guards())
             .zip(self.file_guards.as_ref())
             .and_then(|(c, file)| file.for_call(c, host, url.port(), None))
             .unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None));

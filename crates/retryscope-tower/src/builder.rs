@@ -201,6 +201,7 @@ impl TowerSettings {
                 retry_log,
                 guards: guards.build(),
                 replay_limit: self.replay_limit,
+                origin_server: self.origin.as_ref().map(crate::settings::OriginServer::of),
                 origin: self.origin.map(Arc::new),
                 attempt_header: shared.attempt_header,
                 request_id_header: shared.request_id_header,

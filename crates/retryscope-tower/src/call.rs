@@ -154,6 +154,9 @@ where
         _ => None,
     };
     let (answer, served) = match (grpc, chosen, fallback) {
+        // Without a fallback to run, finished here: `answer` is a future of
+        // its own, which a call that cannot use it should not build and poll.
+        (Some(grpc), None, _) => (grpc.finish(outcome, stop, &call, replayable, started, &guards), false),
         (Some(grpc), chosen, fallback) => {
             let fallback = match (chosen, &fallback) {
                 (Some(chosen), Some((parts, began, deadline))) => {

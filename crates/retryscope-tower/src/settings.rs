@@ -53,6 +53,12 @@ pub(crate) struct Settings {
     /// The guards of `origin`, found at the first request without an
     /// authority of its own (a tonic channel's every call), kept for the next.
     pub(crate) origin_guards: OnceLock<Arc<Guards<Guard>>>,
+    /// `origin`'s host and ports, read from it once when the layer is built:
+    /// a configured layer's every call without an authority (a tonic
+    /// channel's) looks its dependency up by them, and parsing the origin's
+    /// authority per call cost ~1,500 instructions (issue 35's whole-call
+    /// gate).
+    pub(crate) origin_server: Option<OriginServer>,
     /// Per-dependency settings from a file, resolved per call.
     pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
     /// The body rules a file selects by name (HTTP only).
@@ -61,17 +67,49 @@ pub(crate) struct Settings {
     pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<Guard>>,
 }
 
+/// The server a layer's origin names, as [`crate::spans::server`] reads it.
+#[derive(Debug)]
+pub(crate) struct OriginServer {
+    host: Box<str>,
+    /// The port the origin's URI writes, if any.
+    port: Option<u16>,
+    /// The origin scheme's port.
+    default_port: Option<u16>,
+}
+
+impl OriginServer {
+    pub(crate) fn of(origin: &Uri) -> Self {
+        let server = crate::spans::server(origin, None);
+        Self { host: server.address.into(), port: origin.port_u16(), default_port: server.default_port }
+    }
+}
+
 impl Settings {
-    /// The guards of the dependency `uri` goes to: its authority's, or the
-    /// origin's for a URI without one. A registry never drops or replaces the
-    /// guards it handed out, so the origin's are looked up once.
+    /// The server a call to `uri` goes to, as (host, the port its URI writes,
+    /// the scheme's port): its authority's, or the origin's for a URI without
+    /// one (read once, when the layer was built).
+    fn server<'a>(&'a self, uri: &'a Uri) -> (&'a str, Option<u16>, Option<u16>) {
+        match (uri.authority(), &self.origin_server) {
+            (None, Some(origin)) => (&origin.host, origin.port, origin.default_port),
+            _ => {
+                let server = crate::spans::server(uri, self.origin.as_deref());
+                (server.address, server.uri.port_u16(), server.default_port)
+            }
+        }
+    }
+
     /// A configured layer's settings for a call to `uri` (a gRPC call's path
     /// names its service and method), from the snapshot in force now.
     pub(crate) fn configured(&self, uri: &Uri, grpc: bool) -> Option<retryscope_http::__private::CallConfig> {
         let handle = self.config.as_ref()?;
-        let server = crate::spans::server(uri, self.origin.as_deref());
-        let port = server.uri.port_u16().or(server.default_port);
-        retryscope_http::__private::CallConfig::resolve(Some(handle), server.address, port, uri.path(), grpc)
+        let (host, port, default_port) = self.server(uri);
+        retryscope_http::__private::CallConfig::resolve(
+            Some(handle),
+            host,
+            port.or(default_port),
+            uri.path(),
+            grpc,
+        )
     }
 
     /// The guards of a call to `uri`: the file's, where it writes a guard
@@ -81,13 +119,21 @@ impl Settings {
         uri: &Uri,
         configured: Option<&retryscope_http::__private::CallConfig>,
     ) -> Arc<Guards<Guard>> {
-        let from_file = configured.zip(self.file_guards.as_ref()).and_then(|(c, file)| {
-            let server = crate::spans::server(uri, self.origin.as_deref());
-            file.for_call(c, server.address, server.uri.port_u16(), server.default_port)
-        });
+        // Asked first: a file that writes no guard key for the call's
+        // dependency leaves it the builder's guards, with nothing to work out.
+        let from_file = configured
+            .filter(|c| c.settings().sets_guards())
+            .zip(self.file_guards.as_ref())
+            .and_then(|(c, file)| {
+                let (host, port, default_port) = self.server(uri);
+                file.for_call(c, host, port, default_port)
+            });
         from_file.unwrap_or_else(|| self.guards_for(uri))
     }
 
+    /// The guards of the dependency `uri` goes to: its authority's, or the
+    /// origin's for a URI without one. A registry never drops or replaces the
+    /// guards it handed out, so the origin's are looked up once.
     pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<Guard>> {
         let find = || {
             let server = crate::spans::server(uri, self.origin.as_deref());
@@ -96,6 +142,26 @@ impl Settings {
         match (uri.authority(), &self.origin) {
             (None, Some(_)) => Arc::clone(self.origin_guards.get_or_init(find)),
             _ => find(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_origin_read_once_is_what_a_call_without_authority_reads() {
+        let call: Uri = "/pkg.Svc/Get".parse().expect("a path");
+        for origin in ["http://10.0.0.1:50051", "https://api.example.com", "http://svc:80", "grpc://x:1"] {
+            let origin: Uri = origin.parse().expect("a URI");
+            let read = OriginServer::of(&origin);
+            let server = crate::spans::server(&call, Some(&origin));
+            assert_eq!(
+                (&*read.host, read.port, read.default_port),
+                (server.address, server.uri.port_u16(), server.default_port),
+                "{origin}"
+            );
         }
     }
 }

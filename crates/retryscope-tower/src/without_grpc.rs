@@ -51,6 +51,18 @@ impl GrpcCall {
         match *self {}
     }
 
+    pub(crate) fn finish<B: Body>(
+        self,
+        _: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
+        _: Option<(StopReason, u32)>,
+        _: &Call,
+        _: bool,
+        _: Instant,
+        _: &Guards<Guard>,
+    ) -> Result<Response<ResponseBody<B>>, BoxError> {
+        match self {}
+    }
+
     #[allow(clippy::too_many_arguments, reason = "as gRPC's")]
     pub(crate) async fn answer<B: Body>(
         self,
