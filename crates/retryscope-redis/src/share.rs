@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Meter};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use retryscope::budget::{BudgetShare, SharedBudget};
 use retryscope::pace::{HoldSource, PaceShare, SharedPacer};
 use retryscope_otel::names;
 use std::collections::HashMap;
@@ -84,6 +85,9 @@ struct State {
     handle: Handle,
     close_gate: redis::Script,
     pacers: Mutex<HashMap<Arc<str>, Vec<SharedPacer>>>,
+    /// The budgets whose floor this share divides, by dependency: told the
+    /// live replicas at every heartbeat, from the background.
+    budgets: Mutex<HashMap<Arc<str>, Vec<SharedBudget>>>,
     /// The gates the fleet pushed, by dependency, until they open: what a
     /// pacer made after the push learns at once, as it is attached, before
     /// its first call (a dependency's pacer is made on its first call).
@@ -185,6 +189,7 @@ impl RedisPaceShareBuilder {
             handle: handle.clone(),
             close_gate: redis::Script::new(CLOSE_GATE),
             pacers: Mutex::default(),
+            budgets: Mutex::default(),
             gates: Mutex::default(),
             replicas: AtomicU32::new(1),
             heartbeat_ok: AtomicBool::new(false),
@@ -219,6 +224,32 @@ impl State {
     fn pacers(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Vec<SharedPacer>>> {
         // Poisoned only by a panic mid-insert; the map stays consistent.
         self.pacers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn budgets(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Vec<SharedBudget>>> {
+        // Poisoned only by a panic mid-insert; the map stays consistent.
+        self.budgets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells `budget` which part of its floor it keeps now: `1/N` of it
+    /// while N replicas share the quota, all of it while Redis does not
+    /// answer. `false` when the budget is gone.
+    fn tell(&self, budget: &SharedBudget) -> bool {
+        if self.shared.load(Ordering::Acquire) {
+            budget.divide_floor(self.replicas.load(Ordering::Acquire))
+        } else {
+            budget.keep_whole_floor()
+        }
+    }
+
+    /// Tells every budget here which part of its floor it keeps, forgetting
+    /// those gone. A few atomic stores per budget, at every heartbeat.
+    fn tell_budgets(&self) {
+        let mut budgets = self.budgets();
+        budgets.retain(|_, list| {
+            list.retain(|budget| self.tell(budget));
+            !list.is_empty()
+        });
     }
 
     /// One Redis operation within the deadline; `None` when it failed or
@@ -269,6 +300,7 @@ impl State {
             self.replicas.store(1, Ordering::Release);
         }
         let was = self.shared.swap(shared, Ordering::AcqRel);
+        self.tell_budgets();
         match (was, shared) {
             (false, true) => tracing::info!(quota = %self.quota, "fleet pacing shared through Redis"),
             (true, false) => {
@@ -276,7 +308,14 @@ impl State {
                 if let Some(counter) = &self.fallbacks {
                     counter.add(1, &[]);
                 }
-                tracing::warn!(quota = %self.quota, "Redis does not answer: each replica paces alone until it does");
+                if self.budgets().is_empty() {
+                    tracing::warn!(quota = %self.quota, "Redis does not answer: each replica paces alone until it does");
+                } else {
+                    tracing::warn!(
+                        quota = %self.quota,
+                        "Redis does not answer: each replica paces alone and keeps its whole retry budget floor until it does"
+                    );
+                }
             }
             _ => {}
         }
@@ -338,6 +377,29 @@ impl PaceShare for RedisPaceShare {
                 read_gate(&state, &key, &dependency).await;
             }
         });
+    }
+}
+
+impl BudgetShare for RedisPaceShare {
+    /// Keeps `budget` (at most [`MAX_DEPENDENCIES`] dependencies, and as
+    /// many budgets of one as pacers) and tells it at once which part of its
+    /// floor it keeps, from what the last heartbeat read: no Redis
+    /// operation.
+    fn attach_budget(&self, dependency: &str, budget: SharedBudget) {
+        let state = &self.state;
+        let mut budgets = state.budgets();
+        if !budgets.contains_key(dependency) && budgets.len() >= MAX_DEPENDENCIES {
+            return;
+        }
+        let list = budgets.entry(dependency.into()).or_default();
+        list.retain(SharedBudget::is_alive);
+        if list.len() >= MAX_PACERS_PER_DEPENDENCY {
+            return;
+        }
+        // Under the lock the heartbeat tells budgets with: this budget is
+        // told either here or by the next heartbeat, never skipped.
+        state.tell(&budget);
+        list.push(budget);
     }
 }
 
@@ -437,8 +499,25 @@ fn parse(payload: &str) -> Option<(&str, Duration, &str)> {
     Some((replica, Duration::from_millis(millis), dependency))
 }
 
-/// `retryscope.pace.shared` for every dependency with a pacer here.
+/// `retryscope.pace.shared` for every dependency with a pacer here, and
+/// `retryscope.budget.shared` for every dependency with a budget here.
 fn register_gauge(meter: &Meter, state: Weak<State>) {
+    let budgets = state.clone();
+    meter
+        .u64_observable_gauge(names::BUDGET_SHARED)
+        .with_unit(names::UNIT_STATE)
+        .with_description(
+            "Whether a dependency's retry budget floor is divided among the fleet's live replicas (1) or kept whole by this process (0)",
+        )
+        .with_callback(move |observer| {
+            let Some(state) = budgets.upgrade() else { return };
+            let shared = u64::from(state.shared.load(Ordering::Acquire));
+            let dependencies: Vec<Arc<str>> = state.budgets().keys().cloned().collect();
+            for dependency in dependencies {
+                observer.observe(shared, &[KeyValue::new(names::DEPENDENCY, dependency.to_string())]);
+            }
+        })
+        .build();
     meter
         .u64_observable_gauge(names::PACE_SHARED)
         .with_unit(names::UNIT_STATE)

@@ -84,6 +84,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             .breaker_factory(settings.breaker)
             .pacer_factory(settings.pacer)
             .pace_share(settings.pace_share)
+            .budget_share(settings.budget_share)
             .adaptive_throttle_factory(settings.adaptive_throttle)
             .concurrency_limit_factory(settings.concurrency_limit)
             .hedge_template(settings.hedge);

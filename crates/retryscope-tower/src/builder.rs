@@ -179,6 +179,7 @@ impl TowerSettings {
             .breaker_factory(shared.breaker)
             .pacer_factory(shared.pacer)
             .pace_share(shared.pace_share)
+            .budget_share(shared.budget_share)
             .adaptive_throttle_factory(shared.adaptive_throttle)
             .concurrency_limit_factory(shared.concurrency_limit)
             .hedge_template(shared.hedge);
