@@ -284,7 +284,7 @@ macro_rules! __shared_setters {
         ///
         /// # Errors
         ///
-        /// [`NoBudgetToShare`]($crate::NoBudgetToShare) when the builder keeps
+        /// [`NoBudgetToShare`](crate::NoBudgetToShare) when the builder keeps
         /// no budget (`no_budget()` was set): the share would be ignored. A
         /// later `no_budget()` drops the share with the budget.
         pub fn budget_shared(
