@@ -280,7 +280,9 @@ macro_rules! __shared_setters {
         /// [`retryscope::budget::BudgetShare`](retryscope::budget::BudgetShare)).
         /// The ratio part of the budget needs no sharing: each replica's is
         /// already a share of its own requests. While the share cannot reach
-        /// its store, each replica keeps its whole floor.
+        /// its store, each replica keeps its whole floor. With a
+        /// configuration file (`config`), the budgets of file dependencies
+        /// that write a guard key are not shared yet: only the builder's are.
         ///
         /// # Errors
         ///
