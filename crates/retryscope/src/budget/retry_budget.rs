@@ -229,11 +229,19 @@ impl RetryBudget {
         self.inner.deposits.iter().map(|lane| lane.totals(epoch)[COUNT]).sum()
     }
 
-    /// Milli-tokens available given the milli-tokens deposited and the whole
-    /// withdrawals in a window (may be negative when withdrawals outlive the
-    /// deposits that paid for them).
-    fn balance(&self, deposits: u64, withdrawals: u64) -> i128 {
-        let reserve = self.inner.reserve.load(Ordering::Relaxed);
+    /// The milli-tokens always available on top of the deposits now: one
+    /// load, read once per decision.
+    fn reserve(&self) -> u64 {
+        // Relaxed: the reserve is a setting, not a guard of other memory; a
+        // decision that reads the old part a moment longer is as right as
+        // one made a moment earlier.
+        self.inner.reserve.load(Ordering::Relaxed)
+    }
+
+    /// Milli-tokens available given the reserve, the milli-tokens deposited
+    /// and the whole withdrawals in a window (may be negative when
+    /// withdrawals outlive the deposits that paid for them).
+    fn balance(reserve: u64, deposits: u64, withdrawals: u64) -> i128 {
         i128::from(reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
     }
 
@@ -246,7 +254,8 @@ impl RetryBudget {
     /// Only when it does not cover one are the lanes summed again; that sum
     /// decides exactly, and is remembered for the next checks.
     fn covering_deposits(&self, epoch: u64, withdrawals: u64) -> Option<u64> {
-        let covers = |deposits| self.balance(deposits, withdrawals) >= i128::from(MILLI);
+        let reserve = self.reserve();
+        let covers = |deposits| Self::balance(reserve, deposits, withdrawals) >= i128::from(MILLI);
         let seen = &self.inner.deposits_seen;
         if let Some(deposits) = seen.get(epoch).filter(|&d| covers(d)) {
             return Some(deposits);
@@ -399,7 +408,7 @@ impl Throttle for RetryBudget {
     fn available(&self) -> f64 {
         let reading = self.inner.withdrawals.read(self.epoch());
         let deposits = self.deposits(reading.epoch);
-        let whole = self.balance(deposits, reading.total).max(0) / i128::from(MILLI);
+        let whole = Self::balance(self.reserve(), deposits, reading.total).max(0) / i128::from(MILLI);
         whole as f64
     }
 }
