@@ -51,6 +51,7 @@ CONTRACT = {
     "retryscope_pace_rate_per_second": [],
     "retryscope_pace_shared": [],
     "retryscope_pace_shared_fallbacks_total": [],
+    "retryscope_budget_shared": [],
     "retryscope_overload_accepted_ratio": [],
     "retryscope_limit_limit": [],
     "retryscope_limit_in_flight": [],

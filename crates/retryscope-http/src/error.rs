@@ -40,6 +40,22 @@ impl StdError for NotRetried {
     }
 }
 
+/// `budget_shared` was given to a builder that keeps no retry budget
+/// (`no_budget()`): there is no floor to divide among the fleet, and the share
+/// would be ignored. Refused rather than ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoBudgetToShare;
+
+impl fmt::Display for NoBudgetToShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "budget_shared needs a retry budget per dependency, and this builder has none (no_budget)",
+        )
+    }
+}
+
+impl StdError for NoBudgetToShare {}
+
 /// The engine asked for a second attempt of a request that can only be sent
 /// once. The classifiers prevent this; the error exists so that a bug cannot
 /// turn into a panic or a silently duplicated request. [`transport::walk`]

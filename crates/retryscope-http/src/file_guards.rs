@@ -25,9 +25,12 @@
 //!   exist, plus the defaults' per-server registry (bounded as any).
 //! - **Cost.** A call whose snapshot the guards are in line with takes a
 //!   read lock, compares a pointer and finds its set by name: no allocation.
-//!   Pacers built here are shared with the client's fleet (`pace_shared`).
+//!   Pacers built here are shared with the client's fleet (`pace_shared`),
+//!   and budgets' floors divided among it (`budget_shared`), as the
+//!   builder's own are.
 
 use crate::configured::CallConfig;
+use retryscope::budget::BudgetShare;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
@@ -51,6 +54,8 @@ pub struct CodeFactories<T> {
     pub pacer: Option<Factory<Pacer>>,
     /// The fleet every pacer is shared with.
     pub pace_share: Option<Arc<dyn PaceShare>>,
+    /// The fleet every retry budget's floor is divided among.
+    pub budget_share: Option<Arc<dyn BudgetShare>>,
     /// The builder's adaptive throttle factory.
     pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     /// The builder's concurrency limit factory.
@@ -68,6 +73,7 @@ impl<T> Clone for CodeFactories<T> {
             breaker: self.breaker.clone(),
             pacer: self.pacer.clone(),
             pace_share: self.pace_share.clone(),
+            budget_share: self.budget_share.clone(),
             adaptive_throttle: self.adaptive_throttle.clone(),
             concurrency_limit: self.concurrency_limit.clone(),
             hedge: self.hedge.clone(),
@@ -248,6 +254,7 @@ impl<T: Throttle + 'static> Slot<T> {
             .breaker_factory(breaker)
             .pacer_factory(pacer)
             .pace_share(code.pace_share.clone())
+            .budget_share(code.budget_share.clone())
             .adaptive_throttle_factory(code.adaptive_throttle.clone())
             .concurrency_limit_factory(code.concurrency_limit.clone())
             .hedge_template(code.hedge.clone())

@@ -49,7 +49,7 @@ mod spans;
 mod transport;
 
 pub use body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
-pub use error::NotRetried;
+pub use error::{NoBudgetToShare, NotRetried};
 pub use fallback::{
     Fallback, FallbackContext, FallbackFailed, FallbackFuture, FallbackReason, LastAnswer, MAX_FALLBACKS,
     NO_DEADLINE_LIMIT, UnknownFallback,
@@ -122,6 +122,7 @@ pub mod __private {
     // dependency to use them.
     pub use http::HeaderName;
     pub use opentelemetry::metrics::Meter;
+    pub use retryscope::budget::BudgetShare;
     pub use retryscope::classify::HttpClassifier;
     pub use retryscope::hedge::HedgePolicy;
     pub use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};

@@ -8,6 +8,7 @@ use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
 use opentelemetry::metrics::Meter;
+use retryscope::budget::BudgetShare;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
@@ -48,6 +49,9 @@ pub struct ClientSettings {
     /// The fleet each dependency's pacer is shared with (`pace_shared`);
     /// `None` (the default) paces each process alone.
     pub pace_share: Option<Arc<dyn PaceShare>>,
+    /// The fleet each dependency's budget floor is divided among
+    /// (`budget_shared`); `None` (the default) keeps each process's whole.
+    pub budget_share: Option<Arc<dyn BudgetShare>>,
     /// Makes each dependency's client-side adaptive throttle; `None` (the
     /// default) rejects nothing locally.
     pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
@@ -92,6 +96,7 @@ impl Default for ClientSettings {
             breaker: Some(Arc::new(CircuitBreaker::new)),
             pacer: Some(Arc::new(Pacer::new)),
             pace_share: None,
+            budget_share: None,
             adaptive_throttle: None,
             concurrency_limit: None,
             attempt_header: Some(ATTEMPT_HEADER),
@@ -133,6 +138,7 @@ impl fmt::Debug for ClientSettings {
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
             .field("pace_share", &self.pace_share)
+            .field("budget_share", &self.budget_share)
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("attempt_header", &self.attempt_header)
@@ -263,6 +269,35 @@ macro_rules! __shared_setters {
         ) -> Self {
             self.$($field).+.pace_share = Some(share);
             self
+        }
+
+        /// Divides each dependency's retry budget floor (`min_per_second`)
+        /// among the live replicas of a fleet through `share` (e.g.
+        /// `retryscope-redis`'s `RedisPaceShare`, the same object as
+        /// `pace_shared`'s: one heartbeat), so that N replicas calling a
+        /// dependency that is down retry at most `min_per_second` a second
+        /// together, not N times that (see
+        /// [`retryscope::budget::BudgetShare`](retryscope::budget::BudgetShare)).
+        /// The ratio part of the budget needs no sharing: each replica's is
+        /// already a share of its own requests. While the share cannot reach
+        /// its store, `RedisPaceShare` keeps dividing by the fleet size it
+        /// last read. With a configuration file (`config`), the budgets the
+        /// file's guards make are shared too.
+        ///
+        /// # Errors
+        ///
+        /// [`NoBudgetToShare`](crate::NoBudgetToShare) when the builder keeps
+        /// no budget (`no_budget()` was set): the share would be ignored. A
+        /// later `no_budget()` drops the share with the budget.
+        pub fn budget_shared(
+            mut self,
+            share: ::std::sync::Arc<dyn $crate::__private::BudgetShare>,
+        ) -> ::std::result::Result<Self, $crate::NoBudgetToShare> {
+            if self.$($field).+.budget.is_none() {
+                return Err($crate::NoBudgetToShare);
+            }
+            self.$($field).+.budget_share = Some(share);
+            Ok(self)
         }
     };
     ($($field:ident).+ : overload) => {
@@ -463,9 +498,12 @@ macro_rules! __shared_setters {
             self
         }
 
-        /// Retries without a budget: only the policy bounds them.
+        /// Retries without a budget: only the policy bounds them. Drops a
+        /// budget share given before (`budget_shared`): no floor is left to
+        /// divide.
         pub fn no_budget(mut self) -> Self {
             self.$($field).+.budget = None;
+            self.$($field).+.budget_share = None;
             self
         }
 

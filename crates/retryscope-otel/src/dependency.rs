@@ -5,6 +5,7 @@ use crate::bounded::{MAX_DEPENDENCIES, bounded_dependency, dependency_name};
 use crate::gauges;
 use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
+use retryscope::budget::BudgetShare;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
@@ -70,6 +71,8 @@ struct Registry<T> {
     pacer: Option<Factory<Pacer>>,
     /// The fleet each new pacer is shared with, if any.
     pace_share: Option<Arc<dyn PaceShare>>,
+    /// The fleet each new budget's floor is divided among, if any.
+    budget_share: Option<Arc<dyn BudgetShare>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.
@@ -84,6 +87,7 @@ pub struct DependencyGuardsBuilder<T> {
     breaker: Option<Factory<CircuitBreaker>>,
     pacer: Option<Factory<Pacer>>,
     pace_share: Option<Arc<dyn PaceShare>>,
+    budget_share: Option<Arc<dyn BudgetShare>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     hedge: Option<HedgePolicy>,
@@ -97,6 +101,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
             .field("pace_share", &self.pace_share)
+            .field("budget_share", &self.budget_share)
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("hedge", &self.hedge.is_some())
@@ -132,6 +137,16 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     /// [`retryscope::pace::PaceShare`]. Without a pacer, nothing is shared.
     pub fn pace_share(mut self, share: Option<Arc<dyn PaceShare>>) -> Self {
         self.pace_share = share;
+        self
+    }
+
+    /// Divides each dependency's budget floor among the replicas of a fleet
+    /// through `share` (or, with `None`, keeps every floor whole): see
+    /// [`retryscope::budget::BudgetShare`]. Without a budget, or with a
+    /// throttle that has no floor ([`Throttle::share_floor`]), nothing is
+    /// shared.
+    pub fn budget_share(mut self, share: Option<Arc<dyn BudgetShare>>) -> Self {
+        self.budget_share = share;
         self
     }
 
@@ -201,6 +216,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             breaker: self.breaker,
             pacer: self.pacer,
             pace_share: self.pace_share,
+            budget_share: self.budget_share,
             adaptive_throttle: self.adaptive_throttle,
             concurrency_limit: self.concurrency_limit,
             hedge: self.hedge,
@@ -285,6 +301,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
             breaker: None,
             pacer: None,
             pace_share: None,
+            budget_share: None,
             adaptive_throttle: None,
             concurrency_limit: None,
             hedge: None,
@@ -398,7 +415,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     }
 }
 
-impl<T> Registry<T> {
+impl<T: Throttle> Registry<T> {
     fn make(&self, dependency: Arc<str>) -> Guards<T> {
         let pacer = self.pacer.as_ref().map(|make| {
             let pacer = make();
@@ -409,9 +426,18 @@ impl<T> Registry<T> {
             }
             pacer
         });
+        let budget = self.budget.as_ref().map(|make| {
+            let budget = make();
+            if let Some(share) = &self.budget_share {
+                // A factory that hands one budget to several dependencies
+                // shares it under the first name only.
+                budget.share_floor(Arc::clone(share), &dependency);
+            }
+            budget
+        });
         Guards {
             dependency,
-            budget: self.budget.as_ref().map(|make| make()),
+            budget,
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer,
             adaptive_throttle: self.adaptive_throttle.as_ref().map(|make| make()),

@@ -52,6 +52,10 @@ pub const PACE_SHARED: &str = "retryscope.pace.shared";
 /// How many times this process fell back from the fleet's shared pace to its
 /// own: a counter (`retryscope-redis`).
 pub const PACE_SHARED_FALLBACKS: &str = "retryscope.pace.shared.fallbacks";
+/// Whether a dependency's retry budget floor is divided among the fleet's live
+/// replicas (1) or kept whole by this process because the shared store does
+/// not answer (0): a gauge (`retryscope-redis`).
+pub const BUDGET_SHARED: &str = "retryscope.budget.shared";
 /// Observable gauge `1`: the share of the client's requests a dependency
 /// accepted over its adaptive throttle's window (the SRE book's
 /// `accepts / requests`); absent while the window holds none.

@@ -25,6 +25,18 @@
 //!   quota, not N times the quota. (A per-call token bucket in Redis would
 //!   put a round trip on every call to a limited dependency; the division
 //!   puts none on any call.)
+//! - **A retry budget's floor is divided**, when the same share is given to
+//!   `budget_shared(share)` too. A [`RetryBudget`](retryscope::RetryBudget)
+//!   lets each replica retry `ratio` of its requests plus `min_per_second`
+//!   retries a second; over N replicas the ratio part is already the fleet's,
+//!   but the floor is N times over. Shared, each budget keeps `1/N` of its
+//!   floor, N being the live replicas of the heartbeat above (one heartbeat
+//!   for pacing and budgets), pushed to the budgets at every heartbeat: a
+//!   retry check reads its floor with one atomic load. While Redis does not
+//!   answer, each budget keeps dividing by the N last read, as quotas do,
+//!   and `retryscope.budget.shared` reads 0 for its dependency. Replicas that name the quota but do not call the
+//!   dependency are counted too: the fleet then errs below its floor, never
+//!   above.
 //! - **No Redis on a call's path.** The pacer asks the share only when a
 //!   response carried a pace hint, and the share answers from memory; every
 //!   Redis operation runs in the background, each within a deadline (2 ms by
@@ -50,7 +62,10 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = redis::Client::open("redis://127.0.0.1:6379/")?;
 //! let share = RedisPaceShare::builder(client, "openai-prod").build()?;
-//! let retry = retryscope_reqwest::RetryMiddleware::builder(retryscope::Policy::interactive()).pace_shared(share).build();
+//! let retry = retryscope_reqwest::RetryMiddleware::builder(retryscope::Policy::interactive())
+//!     .pace_shared(share.clone())
+//!     .budget_shared(share)? // optional: the retry budget's floor, divided too
+//!     .build();
 //! # drop(retry);
 //! # Ok(())
 //! # }

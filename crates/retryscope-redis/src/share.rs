@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Meter};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use retryscope::budget::{BudgetShare, SharedBudget};
 use retryscope::pace::{HoldSource, PaceShare, SharedPacer};
 use retryscope_otel::names;
 use std::collections::HashMap;
@@ -84,6 +85,9 @@ struct State {
     handle: Handle,
     close_gate: redis::Script,
     pacers: Mutex<HashMap<Arc<str>, Vec<SharedPacer>>>,
+    /// The budgets whose floor this share divides, by dependency: told the
+    /// live replicas at every heartbeat, from the background.
+    budgets: Mutex<HashMap<Arc<str>, Vec<SharedBudget>>>,
     /// The gates the fleet pushed, by dependency, until they open: what a
     /// pacer made after the push learns at once, as it is attached, before
     /// its first call (a dependency's pacer is made on its first call).
@@ -200,6 +204,7 @@ impl RedisPaceShareBuilder {
             handle: handle.clone(),
             close_gate: redis::Script::new(CLOSE_GATE),
             pacers: Mutex::default(),
+            budgets: Mutex::default(),
             gates: Mutex::default(),
             replicas: AtomicU32::new(1),
             heartbeat_ok: AtomicBool::new(false),
@@ -234,6 +239,31 @@ impl State {
     fn pacers(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Vec<SharedPacer>>> {
         // Poisoned only by a panic mid-insert; the map stays consistent.
         self.pacers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn budgets(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Vec<SharedBudget>>> {
+        // Poisoned only by a panic mid-insert; the map stays consistent.
+        self.budgets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells `budget` which part of its floor it keeps now: `1/N` of it
+    /// while N replicas share the quota — N as last read, kept while Redis
+    /// does not answer, as for quotas (see [`RedisPaceShare::live_replicas`]):
+    /// the replicas outlive their store, and N whole floors against a
+    /// dependency that is down is what the share is for. `false` when the
+    /// budget is gone.
+    fn tell(&self, budget: &SharedBudget) -> bool {
+        budget.divide_floor(self.replicas.load(Ordering::Acquire).max(1))
+    }
+
+    /// Tells every budget here which part of its floor it keeps, forgetting
+    /// those gone. A few atomic stores per budget, at every heartbeat.
+    fn tell_budgets(&self) {
+        let mut budgets = self.budgets();
+        budgets.retain(|_, list| {
+            list.retain(|budget| self.tell(budget));
+            !list.is_empty()
+        });
     }
 
     /// One Redis operation within the deadline; `None` when it failed or
@@ -281,6 +311,7 @@ impl State {
     fn settle(&self) {
         let shared = self.heartbeat_ok.load(Ordering::Acquire) && self.subscribed.load(Ordering::Acquire);
         let was = self.shared.swap(shared, Ordering::AcqRel);
+        self.tell_budgets();
         match (was, shared) {
             (false, true) => tracing::info!(quota = %self.quota, "fleet pacing shared through Redis"),
             (true, false) => {
@@ -288,7 +319,7 @@ impl State {
                 if let Some(counter) = &self.fallbacks {
                     counter.add(1, &[]);
                 }
-                tracing::warn!(quota = %self.quota, "Redis does not answer: gates are not shared, quotas stay divided by the last fleet size, until it does");
+                tracing::warn!(quota = %self.quota, "Redis does not answer: gates are not shared, quotas and budget floors stay divided by the last fleet size, until it does");
             }
             _ => {}
         }
@@ -351,6 +382,29 @@ impl PaceShare for RedisPaceShare {
                 read_gate(&state, &key, &dependency).await;
             }
         });
+    }
+}
+
+impl BudgetShare for RedisPaceShare {
+    /// Keeps `budget` (at most [`MAX_DEPENDENCIES`] dependencies, and as
+    /// many budgets of one as pacers) and tells it at once which part of its
+    /// floor it keeps, from what the last heartbeat read: no Redis
+    /// operation.
+    fn attach_budget(&self, dependency: &str, budget: SharedBudget) {
+        let state = &self.state;
+        let mut budgets = state.budgets();
+        if !budgets.contains_key(dependency) && budgets.len() >= MAX_DEPENDENCIES {
+            return;
+        }
+        let list = budgets.entry(dependency.into()).or_default();
+        list.retain(SharedBudget::is_alive);
+        if list.len() >= MAX_PACERS_PER_DEPENDENCY {
+            return;
+        }
+        // Under the lock the heartbeat tells budgets with: this budget is
+        // told either here or by the next heartbeat, never skipped.
+        state.tell(&budget);
+        list.push(budget);
     }
 }
 
@@ -456,8 +510,25 @@ fn parse(payload: &str) -> Option<(&str, Duration, &str)> {
     Some((replica, Duration::from_millis(millis), dependency))
 }
 
-/// `retryscope.pace.shared` for every dependency with a pacer here.
+/// `retryscope.pace.shared` for every dependency with a pacer here, and
+/// `retryscope.budget.shared` for every dependency with a budget here.
 fn register_gauge(meter: &Meter, state: Weak<State>) {
+    let budgets = state.clone();
+    meter
+        .u64_observable_gauge(names::BUDGET_SHARED)
+        .with_unit(names::UNIT_STATE)
+        .with_description(
+            "Whether a dependency's retry budget floor is shared with the fleet through Redis (1) or divided by the fleet size last read while Redis does not answer (0)",
+        )
+        .with_callback(move |observer| {
+            let Some(state) = budgets.upgrade() else { return };
+            let shared = u64::from(state.shared.load(Ordering::Acquire));
+            let dependencies: Vec<Arc<str>> = state.budgets().keys().cloned().collect();
+            for dependency in dependencies {
+                observer.observe(shared, &[KeyValue::new(names::DEPENDENCY, dependency.to_string())]);
+            }
+        })
+        .build();
     meter
         .u64_observable_gauge(names::PACE_SHARED)
         .with_unit(names::UNIT_STATE)

@@ -72,6 +72,7 @@ impl<T> RetryMiddlewareBuilder<T> {
                 breaker: settings.breaker.clone(),
                 pacer: settings.pacer.clone(),
                 pace_share: settings.pace_share.clone(),
+                budget_share: settings.budget_share.clone(),
                 adaptive_throttle: settings.adaptive_throttle.clone(),
                 concurrency_limit: settings.concurrency_limit.clone(),
                 hedge: settings.hedge.clone(),
@@ -84,6 +85,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             .breaker_factory(settings.breaker)
             .pacer_factory(settings.pacer)
             .pace_share(settings.pace_share)
+            .budget_share(settings.budget_share)
             .adaptive_throttle_factory(settings.adaptive_throttle)
             .concurrency_limit_factory(settings.concurrency_limit)
             .hedge_template(settings.hedge);

@@ -167,6 +167,7 @@ impl TowerSettings {
                 breaker: shared.breaker.clone(),
                 pacer: shared.pacer.clone(),
                 pace_share: shared.pace_share.clone(),
+                budget_share: shared.budget_share.clone(),
                 adaptive_throttle: shared.adaptive_throttle.clone(),
                 concurrency_limit: shared.concurrency_limit.clone(),
                 hedge: shared.hedge.clone(),
@@ -179,6 +180,7 @@ impl TowerSettings {
             .breaker_factory(shared.breaker)
             .pacer_factory(shared.pacer)
             .pace_share(shared.pace_share)
+            .budget_share(shared.budget_share)
             .adaptive_throttle_factory(shared.adaptive_throttle)
             .concurrency_limit_factory(shared.concurrency_limit)
             .hedge_template(shared.hedge);

@@ -1,7 +1,9 @@
 //! A dependency's retry guard: the default budget, or gRPC's token bucket.
 
+use retryscope::budget::BudgetShare;
 use retryscope::throttle::Throttle;
 use retryscope::{RetryBudget, TokenBucket};
+use std::sync::Arc;
 
 /// A dependency's retry guard: the default budget, or gRPC's token bucket.
 #[derive(Debug, Clone)]
@@ -49,6 +51,13 @@ impl Throttle for Guard {
         match self {
             Guard::Budget(b) => b.available(),
             Guard::Bucket(b) => b.available(),
+        }
+    }
+
+    fn share_floor(&self, share: Arc<dyn BudgetShare>, dependency: &str) -> bool {
+        match self {
+            Guard::Budget(b) => b.share_floor(share, dependency),
+            Guard::Bucket(b) => b.share_floor(share, dependency),
         }
     }
 }

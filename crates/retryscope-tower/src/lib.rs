@@ -97,8 +97,8 @@ pub use response::ResponseBody;
 /// again, and the redaction applied to `url.full`.
 pub use retryscope_http::{
     BodyLimit, BodyLimitError, BodyRule, Fallback, FallbackContext, FallbackFailed, FallbackFuture,
-    FallbackReason, KeyChoice, KeyChoiceError, LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, REDACTED,
-    ResponseRule, RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
+    FallbackReason, KeyChoice, KeyChoiceError, LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, NoBudgetToShare,
+    REDACTED, ResponseRule, RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
 };
 /// The builders' telemetry states, to name a builder after `no_telemetry()`
 /// (defined in `retryscope-otel`, one pair for every integration).

@@ -8,7 +8,9 @@
 //! throttling). A third, [`RetryQuota`](crate::budget::RetryQuota) (the AWS
 //! SDKs' retry quota), prices each retry by its [`RetryCause`].
 
+use crate::budget::BudgetShare;
 use crate::verdict::ErrorType;
+use std::sync::Arc;
 
 /// Decides whether a retry may start. Shared across tasks and threads; every
 /// method must be cheap and must not block.
@@ -40,6 +42,21 @@ pub trait Throttle: Send + Sync {
     fn retry_finished(&self, cause: RetryCause, success: bool) {
         let _ = cause;
         self.attempt_finished(success);
+    }
+
+    /// Shares this throttle's floor with the other replicas of a fleet
+    /// through `share`, as the throttle of `dependency` (see
+    /// [`BudgetShare`]): what a client given a budget share does with each
+    /// dependency's throttle as it makes it. `true` when the floor is shared
+    /// from now on; `false` when it was shared already or there is no floor
+    /// to share — the default, right for the token bucket and the AWS retry
+    /// quota, whose tokens come back only with successes, so that a fleet
+    /// calling a dependency that is down gets no more retries from them as
+    /// time passes. [`RetryBudget`](crate::RetryBudget) shares its
+    /// `min_per_second` floor ([`RetryBudget::share_with`](crate::RetryBudget::share_with)).
+    fn share_floor(&self, share: Arc<dyn BudgetShare>, dependency: &str) -> bool {
+        let _ = (share, dependency);
+        false
     }
 }
 

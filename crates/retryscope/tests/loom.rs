@@ -24,7 +24,7 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
 use retryscope::breaker::{BreakerPermit, BreakerState, CircuitBreaker};
-use retryscope::budget::{RetryBudget, TokenBucket};
+use retryscope::budget::{BudgetShare, RetryBudget, SharedBudget, TokenBucket};
 use retryscope::clock::Clock;
 use retryscope::throttle::Throttle;
 use std::time::{Duration, Instant};
@@ -270,6 +270,54 @@ fn budget_recycles_a_slot_under_a_racing_writer() {
         // the retry if it was granted in the new slot.
         let available = budget.available();
         assert!(available == 1.0 || (granted == 1 && available == 0.0), "{available} left after {granted}");
+    });
+}
+
+/// A fleet's share that only keeps the budget it is given, for a thread of
+/// the model to divide its floor.
+#[derive(Debug, Default)]
+struct HeldShare(std::sync::Mutex<Option<SharedBudget>>);
+
+impl BudgetShare for HeldShare {
+    fn attach_budget(&self, _dependency: &str, budget: SharedBudget) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(budget);
+    }
+}
+
+/// Invariant: a share dividing the floor while retries race never lets the
+/// budget grant more than the larger floor, nor less than the smaller one,
+/// and leaves no retry paid twice: a floor of 2 retries halved to 1 by the
+/// share (a heartbeat) while a thread asks for 3.
+#[test]
+fn budget_floor_divided_under_racing_retries() {
+    model(3, || {
+        let clock = ModelClock::new();
+        let budget = match RetryBudget::builder()
+            .ratio(0.0)
+            .min_per_second(2)
+            .window(Duration::from_secs(1))
+            .clock(clock.clone())
+            .build()
+        {
+            Ok(budget) => budget,
+            Err(e) => panic!("valid settings: {e}"),
+        };
+        let share = std::sync::Arc::new(HeldShare::default());
+        assert!(budget.share_with(share.clone(), "api"));
+        let held = share.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let Some(held) = held else { panic!("the share holds the budget") };
+        let retrying = {
+            let budget = budget.clone();
+            spawn(move || retries(&budget, 3))
+        };
+        let dividing = spawn(move || held.divide_floor(2));
+        assert!(join(dividing), "the budget is alive");
+        let granted = join(retrying);
+        assert!((1..=2).contains(&granted), "{granted} granted");
+        assert_eq!(budget.floor_replicas(), Some(2));
+        // One retry's floor left, spent (or overspent by a grant made before
+        // the division): nothing available either way.
+        assert_eq!(budget.available(), 0.0);
     });
 }
 

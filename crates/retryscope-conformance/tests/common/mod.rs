@@ -73,6 +73,9 @@ pub(crate) struct Setup {
     config: Option<retryscope_config::ConfigHandle>,
     /// Fleet pacing (issue 38): each dependency's pacer shared through this.
     pace_share: Option<Arc<dyn retryscope::pace::PaceShare>>,
+    /// Fleet budgets (issue 38): each dependency's budget floor divided
+    /// through this.
+    budget_share: Option<Arc<dyn retryscope::budget::BudgetShare>>,
 }
 
 /// A fallback as a test registers it on either builder.
@@ -107,12 +110,20 @@ impl Setup {
             default_fallback: None,
             config: None,
             pace_share: None,
+            budget_share: None,
         }
     }
 
     /// Each dependency's pacer shared with a fleet through `share` (issue 38).
     pub(crate) fn pace_shared(mut self, share: Arc<dyn retryscope::pace::PaceShare>) -> Setup {
         self.pace_share = Some(share);
+        self
+    }
+
+    /// Each dependency's budget floor divided among a fleet through `share`
+    /// (issue 38).
+    pub(crate) fn budget_shared(mut self, share: Arc<dyn retryscope::budget::BudgetShare>) -> Setup {
+        self.budget_share = Some(share);
         self
     }
 
@@ -308,6 +319,9 @@ macro_rules! configure {
         }
         if let Some(share) = setup.pace_share {
             builder = builder.pace_shared(share);
+        }
+        if let Some(share) = setup.budget_share {
+            builder = builder.budget_shared(share).expect("a budget to share");
         }
         if let Some(make) = setup.adaptive_throttle {
             builder = builder.adaptive_throttle_per_dependency(make);

@@ -25,6 +25,9 @@ pub(crate) enum Mode {
     /// headers (`x-ratelimit-remaining-requests`, `x-ratelimit-reset-requests`
     /// in milliseconds); beyond it a 429 with `retry-after-ms`.
     Quota { limit: u32, window: Duration },
+    /// Down: every request gets a 503 (no `Retry-After`, so only the retry
+    /// budget bounds the retries).
+    Down,
 }
 
 /// One request the server answered: when (epoch ms) and with what.
@@ -32,6 +35,9 @@ pub(crate) enum Mode {
 pub(crate) struct Seen {
     pub(crate) at_ms: u64,
     pub(crate) status: u16,
+    /// Whether the request was a retry: it carried the `retry-attempt`
+    /// header the integrations send from the second attempt on.
+    pub(crate) retry: bool,
 }
 
 pub(crate) struct Server {
@@ -55,6 +61,7 @@ impl Server {
                     loop {
                         let mut line = String::new();
                         let mut length = 0usize;
+                        let mut retry = false;
                         // The request line and headers; GETs only.
                         loop {
                             line.clear();
@@ -62,10 +69,11 @@ impl Server {
                                 Ok(0) | Err(_) => return,
                                 Ok(_) if line == "\r\n" => break,
                                 Ok(_) => {
-                                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:")
-                                    {
+                                    let lower = line.to_ascii_lowercase();
+                                    if let Some(v) = lower.strip_prefix("content-length:") {
                                         length = v.trim().parse().unwrap_or(0);
                                     }
+                                    retry |= lower.starts_with("retry-attempt:");
                                 }
                             }
                         }
@@ -74,8 +82,12 @@ impl Server {
                             return;
                         }
                         let (status, headers) = answer(mode, &state);
-                        log.lock().expect("not poisoned").push(Seen { at_ms: epoch_ms(), status });
-                        let reason = if status == 200 { "OK" } else { "Too Many Requests" };
+                        log.lock().expect("not poisoned").push(Seen { at_ms: epoch_ms(), status, retry });
+                        let reason = match status {
+                            200 => "OK",
+                            503 => "Service Unavailable",
+                            _ => "Too Many Requests",
+                        };
                         let response =
                             format!("HTTP/1.1 {status} {reason}\r\ncontent-length: 0\r\n{headers}\r\n");
                         if write.write_all(response.as_bytes()).await.is_err() {
@@ -102,6 +114,7 @@ fn answer(mode: Mode, state: &Mutex<(Instant, u64, u32)>) -> (u16, String) {
     let mut state = state.lock().expect("not poisoned");
     let (start, window_seen, count) = &mut *state;
     match mode {
+        Mode::Down => (503, String::new()),
         Mode::FirstThrottled => {
             *count += 1;
             if *count == 1 { (429, "retry-after: 2\r\n".to_owned()) } else { (200, String::new()) }
@@ -148,11 +161,15 @@ pub(crate) struct Orders<'a> {
     pub(crate) url: &'a str,
     pub(crate) redis: &'a str,
     pub(crate) quota: &'a str,
-    /// `watch` (wait for a gate, then one call) or `call` (`calls` calls).
+    /// `watch` (wait for a gate, then one call), `call` (`calls` calls) or
+    /// `budget` (`calls` calls 25 ms apart through a retry budget, see
+    /// `fleet.rs`).
     pub(crate) role: &'a str,
     pub(crate) calls: u32,
     pub(crate) replicas: u32,
     pub(crate) timeout_ms: u64,
+    /// For `budget`: whether the budget's floor is shared with the fleet.
+    pub(crate) share_budget: bool,
 }
 
 impl Replica {
@@ -167,6 +184,7 @@ impl Replica {
             .env("RS_CHILD_CALLS", orders.calls.to_string())
             .env("RS_CHILD_REPLICAS", orders.replicas.to_string())
             .env("RS_CHILD_TIMEOUT_MS", orders.timeout_ms.to_string())
+            .env("RS_CHILD_SHARE_BUDGET", if orders.share_budget { "1" } else { "0" })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)

@@ -90,10 +90,12 @@ fn to_milli(ratio: f64) -> u64 {
 
 mod retry_budget;
 mod retry_quota;
+mod share;
 #[cfg(test)]
 mod tests;
 mod token_bucket;
 
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use retry_quota::{MAX_QUOTA, RetryQuota, RetryQuotaBuilder};
+pub use share::{BudgetShare, SharedBudget};
 pub use token_bucket::{TokenBucket, TokenBucketBuilder};

@@ -2,9 +2,10 @@
 
 use crate::sync::{AtomicU64, CachePadded, Ordering, lane_count, lane_hint};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use super::share::{BudgetShare, SharedBudget};
 use super::{BudgetError, MAX_MIN_PER_SECOND, MAX_WINDOW, MILLI, MIN_WINDOW, to_milli};
 use crate::clock::{Clock, GuardClock, Timeline};
 use crate::setting::SettingValue;
@@ -54,6 +55,19 @@ const COUNT: usize = 0;
 /// to the right-hand side. Clocks driven by hand ([`ManualClock`](crate::clock::ManualClock),
 /// tokio's paused clock) are read exactly.
 ///
+/// # In a fleet
+///
+/// The bound above is one replica's. Over N replicas the ratio part adds up to
+/// `ratio` of the fleet's requests, but the floor is N times
+/// `min_per_second`. A budget shared with the fleet
+/// ([`share_with`](Self::share_with), a [`BudgetShare`]) keeps the part of its
+/// floor the share gives it — `1/N` while N replicas spend it — so that the
+/// fleet's retries stay within `ratio · requests + min_per_second · (T + 1.1 ·
+/// window)`, give or take the time the share takes to see a replica come or
+/// go. Lowering the floor never takes back a retry already granted: a retry
+/// inside the window that the smaller floor would not have paid for leaves
+/// the balance short until it leaves the window.
+///
 /// Clones share one budget: give a clone to every client of the same
 /// dependency. A request only writes a counter of its own thread's *lane*
 /// (one of several, each on its own cache lines), so requests on different
@@ -88,7 +102,7 @@ pub struct RetryBudget {
     inner: Arc<BudgetInner>,
 }
 
-struct BudgetInner {
+pub(super) struct BudgetInner {
     /// Where the windows' epochs are counted from, on the clock's coarse
     /// reading.
     time: Timeline,
@@ -107,9 +121,32 @@ struct BudgetInner {
     deposits_seen: DepositsSeen,
     /// Milli-tokens each request deposits.
     deposit: u32,
-    /// Milli-tokens always available on top of the deposits.
-    reserve: u64,
+    /// Milli-tokens always available on top of the deposits: the whole
+    /// floor, or this replica's part of it while a [`BudgetShare`] divides
+    /// it. An atomic only so that the share can set it from elsewhere; a
+    /// retry check reads it with one load, as it read a plain field.
+    reserve: AtomicU64,
+    /// The whole floor, in milli-tokens: `min_per_second × window`.
+    floor: u64,
+    /// Among how many replicas the floor is divided now; 0 while it is not
+    /// (no share, or a share that cannot tell).
+    floor_replicas: AtomicU64,
+    /// The fleet's share, once given ([`RetryBudget::share_with`]): held so
+    /// that it lives as long as the budgets it divides.
+    share: OnceLock<Arc<dyn BudgetShare>>,
     settings: BudgetSettings,
+}
+
+impl BudgetInner {
+    /// Keeps `1/replicas` of the floor, or all of it with `None`.
+    pub(super) fn divide_floor(&self, replicas: Option<u32>) {
+        let divisor = u64::from(replicas.unwrap_or(1).max(1));
+        // Relaxed: the reserve is a setting, not a guard of other memory; a
+        // retry check that reads the old part a moment longer is as right as
+        // one made a moment earlier.
+        self.reserve.store(self.floor / divisor, Ordering::Relaxed);
+        self.floor_replicas.store(replicas.map_or(0, u64::from), Ordering::Relaxed);
+    }
 }
 
 /// The settings as given, kept for `Debug`.
@@ -163,6 +200,8 @@ impl RetryBudget {
     /// product below well inside `u32`/`u64`.
     fn assemble(settings: BudgetSettings, clock: GuardClock) -> Self {
         let window_millis = u64::try_from(settings.window.as_millis()).unwrap_or(u64::MAX);
+        // retries/s × ms = thousandths of a retry.
+        let floor = u64::from(settings.min_per_second).saturating_mul(window_millis);
         let inner = BudgetInner {
             deposits: (0..lane_count()).map(|_| CachePadded(SlottedWindow::new(settings.window))).collect(),
             withdrawals: Ledger::default(),
@@ -170,8 +209,10 @@ impl RetryBudget {
             deposits_seen: DepositsSeen::default(),
             time: clock.start(),
             deposit: u32::try_from(to_milli(settings.ratio)).unwrap_or(u32::MAX),
-            // retries/s × ms = thousandths of a retry.
-            reserve: u64::from(settings.min_per_second).saturating_mul(window_millis),
+            reserve: AtomicU64::new(floor),
+            floor,
+            floor_replicas: AtomicU64::new(0),
+            share: OnceLock::new(),
             settings,
         };
         Self { inner: Arc::new(inner) }
@@ -188,11 +229,20 @@ impl RetryBudget {
         self.inner.deposits.iter().map(|lane| lane.totals(epoch)[COUNT]).sum()
     }
 
-    /// Milli-tokens available given the milli-tokens deposited and the whole
-    /// withdrawals in a window (may be negative when withdrawals outlive the
-    /// deposits that paid for them).
-    fn balance(&self, deposits: u64, withdrawals: u64) -> i128 {
-        i128::from(self.inner.reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
+    /// The milli-tokens always available on top of the deposits now: one
+    /// load, read once per decision.
+    fn reserve(&self) -> u64 {
+        // Relaxed: the reserve is a setting, not a guard of other memory; a
+        // decision that reads the old part a moment longer is as right as
+        // one made a moment earlier.
+        self.inner.reserve.load(Ordering::Relaxed)
+    }
+
+    /// Milli-tokens available given the reserve, the milli-tokens deposited
+    /// and the whole withdrawals in a window (may be negative when
+    /// withdrawals outlive the deposits that paid for them).
+    fn balance(reserve: u64, deposits: u64, withdrawals: u64) -> i128 {
+        i128::from(reserve) + i128::from(deposits) - i128::from(withdrawals) * i128::from(MILLI)
     }
 
     /// Deposits in the window ending at `epoch` that cover a withdrawal on
@@ -204,7 +254,8 @@ impl RetryBudget {
     /// Only when it does not cover one are the lanes summed again; that sum
     /// decides exactly, and is remembered for the next checks.
     fn covering_deposits(&self, epoch: u64, withdrawals: u64) -> Option<u64> {
-        let covers = |deposits| self.balance(deposits, withdrawals) >= i128::from(MILLI);
+        let reserve = self.reserve();
+        let covers = |deposits| Self::balance(reserve, deposits, withdrawals) >= i128::from(MILLI);
         let seen = &self.inner.deposits_seen;
         if let Some(deposits) = seen.get(epoch).filter(|&d| covers(d)) {
             return Some(deposits);
@@ -232,6 +283,54 @@ impl RetryBudget {
                 Reserved::Raced => {}
             }
         }
+    }
+
+    /// Shares this budget's floor with the other replicas of a fleet through
+    /// `share`, as the budget of `dependency` (see [`BudgetShare`]): from now
+    /// on the share sets which part of the floor this replica keeps. Once per
+    /// budget: `false` (and nothing changes) when it is shared already.
+    ///
+    /// ```
+    /// use retryscope::budget::{BudgetShare, RetryBudget, SharedBudget};
+    /// use retryscope::clock::ManualClock;
+    /// use retryscope::throttle::Throttle;
+    /// use std::sync::Arc;
+    ///
+    /// /// A fleet of 4 replicas, as a store would report it.
+    /// #[derive(Debug)]
+    /// struct FourReplicas;
+    /// impl BudgetShare for FourReplicas {
+    ///     fn attach_budget(&self, _dependency: &str, budget: SharedBudget) {
+    ///         budget.divide_floor(4);
+    ///     }
+    /// }
+    ///
+    /// let budget = RetryBudget::builder().ratio(0.0).min_per_second(10).clock(ManualClock::new()).build()?;
+    /// assert_eq!(budget.available(), 100.0); // 10 a second over 10 s
+    /// assert!(budget.share_with(Arc::new(FourReplicas), "payments:8443"));
+    /// assert_eq!(budget.available(), 25.0); // this replica's quarter
+    /// assert_eq!(budget.floor_replicas(), Some(4));
+    /// # Ok::<(), retryscope::budget::BudgetError>(())
+    /// ```
+    pub fn share_with(&self, share: Arc<dyn BudgetShare>, dependency: &str) -> bool {
+        if self.inner.share.set(Arc::clone(&share)).is_err() {
+            return false;
+        }
+        share.attach_budget(dependency, SharedBudget { inner: Arc::downgrade(&self.inner) });
+        true
+    }
+
+    /// Whether this budget is shared with a fleet ([`share_with`](Self::share_with)).
+    pub fn is_shared(&self) -> bool {
+        self.inner.share.get().is_some()
+    }
+
+    /// Among how many replicas the floor is divided now: `None` while this
+    /// budget keeps its whole floor (not shared, or its share cannot tell how
+    /// many replicas there are).
+    pub fn floor_replicas(&self) -> Option<u32> {
+        let replicas = self.inner.floor_replicas.load(Ordering::Relaxed);
+        (replicas > 0).then(|| u32::try_from(replicas).unwrap_or(u32::MAX))
     }
 }
 
@@ -276,6 +375,7 @@ impl fmt::Debug for RetryBudget {
             .field("min_per_second", &s.min_per_second)
             .field("window", &s.window)
             .field("available", &self.available())
+            .field("floor_replicas", &self.floor_replicas())
             .finish()
     }
 }
@@ -299,11 +399,16 @@ impl Throttle for RetryBudget {
         self.withdraw()
     }
 
+    /// Shares the `min_per_second` floor: [`RetryBudget::share_with`].
+    fn share_floor(&self, share: Arc<dyn BudgetShare>, dependency: &str) -> bool {
+        self.share_with(share, dependency)
+    }
+
     /// Whole retries available right now.
     fn available(&self) -> f64 {
         let reading = self.inner.withdrawals.read(self.epoch());
         let deposits = self.deposits(reading.epoch);
-        let whole = self.balance(deposits, reading.total).max(0) / i128::from(MILLI);
+        let whole = Self::balance(self.reserve(), deposits, reading.total).max(0) / i128::from(MILLI);
         whole as f64
     }
 }

@@ -7,6 +7,7 @@ use crate::setting::SettingValue;
 use crate::sync::Ordering;
 use crate::throttle::Throttle;
 use proptest::prelude::*;
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 fn budget(clock: &ManualClock) -> RetryBudget {
@@ -316,4 +317,111 @@ fn token_bucket_ratio_is_truncated_to_three_decimals() {
     b.attempt_finished(false);
     b.attempt_finished(true);
     assert_eq!(b.tokens(), 9_546);
+}
+
+/// A fleet in memory: every budget attached keeps `1/replicas` of its floor,
+/// or all of it while the fleet "cannot tell" (`replicas` 0), as a store
+/// would push it from the background.
+#[derive(Debug, Default)]
+struct Fleet {
+    budgets: std::sync::Mutex<Vec<SharedBudget>>,
+    replicas: std::sync::atomic::AtomicU32,
+}
+
+impl Fleet {
+    fn set(&self, replicas: u32) {
+        self.replicas.store(replicas, std::sync::atomic::Ordering::Relaxed);
+        for budget in self.budgets.lock().expect("not poisoned").iter() {
+            self.tell(budget);
+        }
+    }
+
+    fn tell(&self, budget: &SharedBudget) -> bool {
+        match self.replicas.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => budget.keep_whole_floor(),
+            n => budget.divide_floor(n),
+        }
+    }
+}
+
+impl BudgetShare for Fleet {
+    fn attach_budget(&self, _dependency: &str, budget: SharedBudget) {
+        self.tell(&budget);
+        self.budgets.lock().expect("not poisoned").push(budget);
+    }
+}
+
+/// Four replicas' budgets (ratio 0.1, 6 retries a second over 2 s) calling a
+/// dependency that never succeeds, on a frozen clock: alone, each spends its
+/// whole floor (4 × 12 retries on top of the deposits); shared, the fleet
+/// spends the floor once.
+#[test]
+fn a_shared_floor_is_spent_once_by_the_fleet() {
+    let run = |fleet: Option<Arc<Fleet>>| {
+        let clock = ManualClock::new();
+        let replicas: Vec<RetryBudget> = (0..4)
+            .map(|_| {
+                let budget = RetryBudget::builder()
+                    .ratio(0.1)
+                    .min_per_second(6)
+                    .window(Duration::from_secs(2))
+                    .clock(clock.clone())
+                    .build()
+                    .expect("valid");
+                if let Some(fleet) = &fleet {
+                    assert!(budget.share_with(fleet.clone(), "api"));
+                }
+                budget
+            })
+            .collect();
+        // 100 requests each, every one failing and asking for up to 3 retries.
+        (0..100).map(|_| replicas.iter().map(failing_request).sum::<u64>()).sum::<u64>()
+    };
+    let fleet = Arc::new(Fleet::default());
+    fleet.set(4);
+    // ratio · 400 requests + 6/s · 2 s, once or four times.
+    assert_eq!(run(Some(fleet)), 40 + 12);
+    assert_eq!(run(None), 40 + 4 * 12);
+}
+
+#[test]
+fn the_share_sets_the_floor_and_a_fallback_restores_it() {
+    let clock = ManualClock::new();
+    let b = RetryBudget::builder().ratio(0.0).min_per_second(10).clock(clock.clone()).build().expect("valid");
+    assert!(!b.is_shared());
+    assert_eq!(b.floor_replicas(), None);
+    let fleet = Arc::new(Fleet::default());
+    // Attached while the fleet cannot tell: the whole floor.
+    assert!(b.share_with(fleet.clone(), "api"));
+    assert!(b.is_shared());
+    assert!(!b.share_with(fleet.clone(), "api"), "shared once");
+    assert_eq!((b.available(), b.floor_replicas()), (100.0, None));
+    fleet.set(3);
+    // 100 / 3, rounded down to a thousandth: 33.333 retries, 33 whole.
+    assert_eq!((b.available(), b.floor_replicas()), (33.0, Some(3)));
+    (0..33).for_each(|_| assert!(b.try_acquire_retry()));
+    assert!(!b.try_acquire_retry());
+    // Redis gone: the whole floor again, less what was spent.
+    fleet.set(0);
+    assert_eq!((b.available(), b.floor_replicas()), (67.0, None));
+    // Back, with more replicas than the floor pays for now: nothing until
+    // the retries leave the window, and no retry taken back.
+    fleet.set(10);
+    assert_eq!(b.available(), 0.0);
+    assert!(!b.try_acquire_retry());
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(b.available(), 10.0);
+    // A share never keeps a budget alive.
+    let held = fleet.budgets.lock().expect("not poisoned")[0].clone();
+    drop(b);
+    assert!(!held.is_alive());
+    assert!(!held.divide_floor(2) && !held.keep_whole_floor());
+}
+
+#[test]
+fn a_throttle_without_a_floor_is_not_shared() {
+    let fleet: Arc<dyn BudgetShare> = Arc::new(Fleet::default());
+    assert!(!TokenBucket::new().share_floor(fleet.clone(), "api"));
+    assert!(!RetryQuota::aws_2026().share_floor(fleet.clone(), "api"));
+    assert!(RetryBudget::new().share_floor(fleet, "api"));
 }
