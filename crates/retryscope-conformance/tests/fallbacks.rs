@@ -355,7 +355,7 @@ async fn a_hedged_call_that_gives_up_runs_its_fallback_once() {
         assert_eq!(t.counter("retryscope.fallbacks", &[]), 1, "{integration:?}");
 
         // A copy's 404 is the server's answer: no fallback, the stalled copy dropped.
-        server.script("/item", [Reply::stall(), Reply::status(404)]);
+        server.script("/item", [Reply::stall(), Reply::status(404).into()]);
         let meant = client.send(Call::get(server.url("/item"))).await.expect("the 404");
         assert_eq!((meant.status, meant.fallback.is_none()), (404, true), "{integration:?}");
         assert_eq!(

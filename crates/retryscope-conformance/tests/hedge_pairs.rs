@@ -129,7 +129,7 @@ async fn a_hedged_call_has_one_operation_span_over_its_copies() {
     for integration in BOTH {
         let t = Telemetry::install();
         let server = Server::start().await;
-        server.script("/item", [Reply::StallUntilClosed, Reply::ok("second")]);
+        server.script("/item", [Reply::StallUntilClosed, Reply::ok("second").into()]);
         let setup = Setup::new(Policy::interactive())
             .hedge(hedge(Duration::from_millis(100)))
             .meter(&t)

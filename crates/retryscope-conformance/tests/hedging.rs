@@ -41,7 +41,7 @@ async fn a_stalled_get_is_answered_by_its_second_copy_and_the_first_connection_i
     for integration in BOTH {
         let telemetry = Telemetry::install();
         let server = Server::start().await;
-        server.script("/item", [Reply::StallUntilClosed, Reply::ok("from the second copy")]);
+        server.script("/item", [Reply::StallUntilClosed, Reply::ok("from the second copy").into()]);
 
         let started = Instant::now();
         let client = client(integration, &telemetry, hedge(Duration::from_millis(200)));
@@ -113,12 +113,12 @@ async fn a_post_without_an_idempotency_key_is_never_hedged_but_a_put_or_a_keyed_
         assert_eq!(server.executions("order-1"), 1, "{integration:?}");
         server.assert_no_unsafe_request_ran_twice();
 
-        server.script("/orders/7", [Reply::StallUntilClosed, Reply::ok("replaced")]);
+        server.script("/orders/7", [Reply::StallUntilClosed, Reply::ok("replaced").into()]);
         let put = client.send(Call::put(server.url("/orders/7"))).await;
         assert_eq!(put.expect("the PUT's second copy answers").status, 200, "{integration:?}");
         assert_eq!(server.seen().iter().filter(|s| s.path == "/orders/7").count(), 2, "{integration:?}");
 
-        server.script("/payments", [Reply::StallUntilClosed, Reply::ok("paid")]);
+        server.script("/payments", [Reply::StallUntilClosed, Reply::ok("paid").into()]);
         let keyed = Call::post(server.url("/payments")).header("idempotency-key", "pay-1");
         let paid = client.send(keyed).await;
         assert_eq!(paid.expect("a keyed POST is hedged").status, 200, "{integration:?}");

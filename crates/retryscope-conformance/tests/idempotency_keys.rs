@@ -42,7 +42,7 @@ async fn a_post_whose_response_is_lost_is_retried_with_the_same_generated_key() 
     for integration in BOTH {
         let server = Server::start().await;
         // The server reads the whole request, then breaks the connection off.
-        server.script("/orders", [Reply::DropMidResponse, Reply::ok("created")]);
+        server.script("/orders", [Reply::DropMidResponse, Reply::ok("created").into()]);
         let post = Call::post(server.url("/orders")).body("{\"sku\":7}");
         let response = integration.client(keyed()).send(post).await.expect("retried");
         assert_eq!(response.status, 200, "{integration:?}");
@@ -74,7 +74,7 @@ async fn a_post_answered_503_after_the_work_is_retried_with_the_same_key() {
 async fn without_the_option_a_post_whose_response_is_lost_is_sent_once() {
     for integration in BOTH {
         let server = Server::start().await;
-        server.script("/orders", [Reply::DropMidResponse, Reply::ok("created")]);
+        server.script("/orders", [Reply::DropMidResponse, Reply::ok("created").into()]);
         let post = Call::post(server.url("/orders")).body("{}");
         let failure = integration.client(Setup::new(policy())).send(post).await.expect_err("not retried");
         assert!(!failure.chain.join(": ").is_empty(), "{integration:?}");
@@ -171,7 +171,7 @@ async fn twenty_callers_sharing_one_client_each_get_their_own_stable_key() {
     for integration in BOTH {
         let server = Server::start().await;
         for i in 0..20 {
-            let replies = [Reply::DropMidResponse, Reply::status(503), Reply::ok("ok")];
+            let replies = [Reply::DropMidResponse, Reply::status(503).into(), Reply::ok("ok").into()];
             server.script(&format!("/orders/{i}"), replies);
         }
         // Every call fails twice here: no budget or breaker, which would rightly

@@ -382,7 +382,7 @@ async fn a_connection_dropped_mid_response_is_retried_for_a_get() {
     for integration in BOTH {
         let t = Telemetry::install();
         let server = Server::start().await;
-        server.script("/report", [Reply::DropMidResponse, Reply::ok("complete")]);
+        server.script("/report", [Reply::DropMidResponse, Reply::ok("complete").into()]);
         let response = client(integration, &t, policy()).send(Call::get(server.url("/report"))).await;
         assert_eq!(response.expect("response").text().await, "complete", "{integration:?}");
         assert_eq!(server.seen().len(), 2, "{integration:?}");
@@ -396,7 +396,7 @@ async fn a_stalled_server_hits_the_attempt_timeout_then_the_retry_succeeds() {
     for integration in BOTH {
         let t = Telemetry::install();
         let server = Server::start().await;
-        server.script("/slow", [Reply::Stall, Reply::ok("eventually")]);
+        server.script("/slow", [Reply::Stall, Reply::ok("eventually").into()]);
         let policy = policy().to_builder().attempt_timeout(Duration::from_secs(2)).build().expect("valid");
         let started = Instant::now();
         let response = client(integration, &t, policy).send(Call::get(server.url("/slow"))).await;
@@ -413,7 +413,7 @@ async fn a_stalled_post_is_not_retried_after_its_timeout() {
     for integration in BOTH {
         let t = Telemetry::install();
         let server = Server::start().await;
-        server.script("/transfer", [Reply::Stall, Reply::ok("must not be reached")]);
+        server.script("/transfer", [Reply::Stall, Reply::ok("must not be reached").into()]);
         let policy = policy().to_builder().attempt_timeout(Duration::from_secs(2)).build().expect("valid");
         let post = Call::post(server.url("/transfer")).header("x-request-id", "transfer-1").body("{}");
         let failure = client(integration, &t, policy).send(post).await.expect_err("times out");

@@ -53,7 +53,7 @@ async fn a_call_held_by_the_pacer_gets_its_whole_attempt_timeout_and_the_hold_co
         let told_at = told_to_wait(&client, &server).await;
 
         // Held ~1 s, sent, stalled: cut 300 ms after it was sent, retried.
-        server.script("/slow", [Reply::Stall, Reply::ok("second")]);
+        server.script("/slow", [Reply::Stall, Reply::ok("second").into()]);
         let start = Instant::now();
         assert_eq!(client.get(&server.url("/slow")).await, Answer::Status(200), "{integration:?}");
         let took = start.elapsed();

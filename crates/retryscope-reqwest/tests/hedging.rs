@@ -19,7 +19,7 @@ async fn closed(server: &Server, n: usize) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readmes_hedging_example_works_as_written() -> Result<(), Box<dyn std::error::Error>> {
     let server = Server::start().await;
-    server.script("/inventory", [Reply::StallUntilClosed, Reply::ok("in stock")]);
+    server.script("/inventory", [Reply::StallUntilClosed, Reply::ok("in stock").into()]);
 
     use retryscope::hedge::{HedgeDelay, HedgePolicy};
 

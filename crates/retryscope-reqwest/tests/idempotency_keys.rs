@@ -17,7 +17,7 @@ fn keys_seen(server: &Server, path: &str, header: &str) -> Vec<Option<String>> {
 #[tokio::test(start_paused = true)]
 async fn the_readme_snippet_retries_a_lost_order_with_one_key() -> Result<(), Box<dyn std::error::Error>> {
     let server = Server::start().await;
-    server.script("/orders", [Reply::DropMidResponse, Reply::ok("created")]);
+    server.script("/orders", [Reply::DropMidResponse, Reply::ok("created").into()]);
     let url = server.url("/orders");
     // The guide's lines, with the server's address in place of 127.0.0.1:8080.
     let middleware = RetryMiddleware::builder(Policy::interactive()).idempotency_keys().build();

@@ -28,7 +28,7 @@ pub mod keys;
 pub mod rotel;
 
 pub use retryscope_testkit::{echo, net, schedule, scripted, telemetry};
-pub use scripted::{Reply, Seen, Server};
+pub use scripted::{Reply, Response, Seen, Server};
 
 use retryscope::Policy;
 use std::time::Duration;

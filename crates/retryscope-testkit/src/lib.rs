@@ -59,4 +59,4 @@ pub mod scripted;
 pub mod telemetry;
 
 pub use schedule::schedule_of;
-pub use scripted::{Reply, Seen, Server};
+pub use scripted::{Reply, Response, Seen, Server};

@@ -16,7 +16,8 @@
 //! # async fn main() {
 //! let server = Server::start().await;
 //! server.script("/inventory", [
-//!     Reply::status(503).header("retry-after", "1"),
+//!     // A `Response`, made a `Reply` to sit beside the delayed one.
+//!     Reply::status(503).header("retry-after", "1").into(),
 //!     Reply::status(200).body("7 in stock").after(Duration::from_millis(5)),
 //! ]);
 //! let client = reqwest::Client::new();
@@ -33,10 +34,14 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// One scripted answer. Build it with [`Reply::status`] (then
-/// [`header`](Reply::header), [`body`](Reply::body)), [`Reply::ok`],
-/// [`Reply::reset`], [`Reply::stall`]; delay any of them with
-/// [`after`](Reply::after).
+/// One scripted answer: a [`Response`] ([`Reply::status`], [`Reply::ok`],
+/// [`Reply::with_header`], then [`header`](Response::header) and
+/// [`body`](Response::body)), or a failure with no response ([`Reply::reset`],
+/// [`Reply::stall`]); delay any of them with [`after`](Reply::after).
+///
+/// Headers and a body belong to a response only: the methods that set them
+/// exist on [`Response`], so a reset or a stall given a header does not
+/// compile (it would be a setting silently ignored).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Reply {
@@ -56,45 +61,56 @@ pub enum Reply {
     After(Duration, Box<Reply>),
 }
 
+/// A complete scripted response, before it becomes a [`Reply`]: its status,
+/// headers and body. Anything that takes a `Reply` takes it (`Into<Reply>`).
+#[derive(Debug, Clone)]
+#[must_use = "a response does nothing until it is scripted"]
+pub struct Response {
+    code: u16,
+    headers: Vec<(&'static str, String)>,
+    body: &'static str,
+}
+
+impl Response {
+    /// Adds a header.
+    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: &'static str) -> Self {
+        self.body = body;
+        self
+    }
+
+    /// This response, played `delay` after the request was read (on tokio's
+    /// clock: instant under `tokio::time::pause()`).
+    pub fn after(self, delay: Duration) -> Reply {
+        Reply::from(self).after(delay)
+    }
+}
+
+impl From<Response> for Reply {
+    fn from(response: Response) -> Self {
+        Reply::Status(response.code, response.headers, response.body)
+    }
+}
+
 impl Reply {
     /// A response with this status, no extra header and an empty body.
-    pub fn status(code: u16) -> Self {
-        Reply::Status(code, Vec::new(), "")
+    pub fn status(code: u16) -> Response {
+        Response { code, headers: Vec::new(), body: "" }
     }
 
     /// 200 with this body.
-    pub fn ok(body: &'static str) -> Self {
-        Reply::Status(200, Vec::new(), body)
+    pub fn ok(body: &'static str) -> Response {
+        Reply::status(200).body(body)
     }
 
     /// A response with this status and one header (`Retry-After`, say).
-    pub fn with_header(code: u16, name: &'static str, value: impl Into<String>) -> Self {
-        Reply::Status(code, vec![(name, value.into())], "")
-    }
-
-    /// Adds a header to a [`Status`](Reply::Status) reply (and to the reply a
-    /// delayed one plays); other replies send no headers and are unchanged.
-    #[must_use]
-    pub fn header(self, name: &'static str, value: impl Into<String>) -> Self {
-        match self {
-            Reply::Status(code, mut headers, body) => {
-                headers.push((name, value.into()));
-                Reply::Status(code, headers, body)
-            }
-            Reply::After(delay, inner) => Reply::After(delay, Box::new(inner.header(name, value))),
-            other => other,
-        }
-    }
-
-    /// Sets the body of a [`Status`](Reply::Status) reply (and of the reply a
-    /// delayed one plays); other replies are unchanged.
-    #[must_use]
-    pub fn body(self, body: &'static str) -> Self {
-        match self {
-            Reply::Status(code, headers, _) => Reply::Status(code, headers, body),
-            Reply::After(delay, inner) => Reply::After(delay, Box::new(inner.body(body))),
-            other => other,
-        }
+    pub fn with_header(code: u16, name: &'static str, value: impl Into<String>) -> Response {
+        Reply::status(code).header(name, value)
     }
 
     /// The connection reset after the request is read.
@@ -168,13 +184,14 @@ impl Server {
         server
     }
 
-    /// Answers the next requests to `path` with `replies`, in order; afterwards 200.
-    pub fn script(&self, path: &str, replies: impl IntoIterator<Item = Reply>) {
+    /// Answers the next requests to `path` with `replies` (each a [`Reply`]
+    /// or a [`Response`]), in order; afterwards 200.
+    pub fn script<R: Into<Reply>>(&self, path: &str, replies: impl IntoIterator<Item = R>) {
         self.state
             .script
             .lock()
             .expect("server state")
-            .insert(path.to_owned(), replies.into_iter().collect());
+            .insert(path.to_owned(), replies.into_iter().map(Into::into).collect());
     }
 
     /// `http://127.0.0.1:PORT{path}`.
@@ -225,7 +242,7 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
         .expect("server state")
         .get_mut(&seen.path)
         .and_then(VecDeque::pop_front)
-        .unwrap_or(Reply::ok("ok"));
+        .unwrap_or_else(|| Reply::ok("ok").into());
     let path = seen.path.clone();
     state.seen.lock().expect("server state").push(seen);
     play(stream, reply, path, state).await;

@@ -23,7 +23,7 @@ async fn a_delayed_reply_arrives_after_its_delay_on_the_paused_clock() {
 #[tokio::test]
 async fn a_reset_reply_fails_the_request_and_the_next_one_is_answered() {
     let server = Server::start().await;
-    server.script("/flaky", [Reply::reset(), Reply::ok("fine")]);
+    server.script("/flaky", [Reply::reset(), Reply::ok("fine").into()]);
     let failed = reqwest::get(server.url("/flaky")).await;
     assert!(failed.is_err(), "{failed:?}");
     let fine = reqwest::get(server.url("/flaky")).await.expect("an answer");
