@@ -10,7 +10,7 @@ use retryscope_jobs::{DeadReason, Job, JobOutcome, Worker, dead};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use support::{TestError, fast_policy, nats_url, queue, wait_for};
+use support::{TestError, fast_policy, nats_url, queue, start, wait_for};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
@@ -62,10 +62,7 @@ async fn jobs_without_headers_are_attempt_one_and_logged_once_per_worker() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let js = q.queue.context();
     for n in 0..3 {
         js.publish(q.subject.clone(), format!("plain {n}").into())
@@ -79,8 +76,7 @@ async fn jobs_without_headers_are_attempt_one_and_logged_once_per_worker() {
     other.insert("Nats-Msg-Id", "evt-5");
     js.publish_with_headers(q.subject.clone(), other, "x".into()).await.expect("sent").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::Succeeded) == 4).await);
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     let mut attempts = attempts.lock().expect("not poisoned").clone();
     attempts.sort();
     assert_eq!(attempts, vec![(None, 1), (None, 1), (None, 1), (Some("evt-5".to_owned()), 1)]);
@@ -101,10 +97,7 @@ async fn each_malformed_header_is_a_dead_letter_never_a_run() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     // Ten years ahead: it parses, but no policy schedules that far (28 days at most).
     let far = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_millis() + 315_360_000_000;
     let far = far.to_string();
@@ -129,8 +122,7 @@ async fn each_malformed_header_is_a_dead_letter_never_a_run() {
             .expect("stored");
     }
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 6).await);
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(runs.load(Ordering::SeqCst), 0, "a job whose headers do not parse never runs");
     let letters = dead::list(&q.queue, 0, 10).await.expect("listed");
     assert_eq!(letters.len(), 6);

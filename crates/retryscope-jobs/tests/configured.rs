@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{TestError, TestQueue, fast_policy, nats_url, queue, unique, wait_for};
+use support::{TestError, TestQueue, fast_policy, nats_url, queue, start, unique, wait_for};
 
 type Runs = Arc<Mutex<HashMap<String, u32>>>;
 
@@ -73,10 +73,7 @@ async fn the_files_attempts_replace_the_builders_and_a_refused_reload_changes_no
         .build()
         .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
 
     // A subject rule writing a key a worker does not apply is refused, with
     // its line; the configuration in force stays.
@@ -92,8 +89,7 @@ async fn the_files_attempts_replace_the_builders_and_a_refused_reload_changes_no
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-1", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::DeadLettered) == 1).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(runs_of(&runs, "order-1"), 3, "the file's 3 attempts, not the builder's 10");
     assert_eq!(stats.count(JobOutcome::Retried), 2);
     let letter = letter_of(&q, "order-1").await;
@@ -133,10 +129,7 @@ async fn the_kill_switch_in_the_file_stops_a_jobs_retries_within_a_second() {
         .build()
         .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let producer = Producer::new(q.queue.clone());
     producer.enqueue(&q.subject, "looping", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(10), || runs_of(&runs, "looping") >= 3).await, "it retries");
@@ -156,8 +149,7 @@ async fn the_kill_switch_in_the_file_stops_a_jobs_retries_within_a_second() {
     producer.enqueue(&q.subject, "next", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 2).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(runs_of(&runs, "next"), 1);
     assert_eq!(runs_of(&runs, "looping"), looping, "a dead-lettered job never runs again");
     let letter = letter_of(&q, "next").await;
@@ -178,10 +170,7 @@ async fn a_code_override_wins_over_the_file_but_not_over_its_kill_switch() {
         .build()
         .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let producer = Producer::new(q.queue.clone());
     producer.enqueue(&q.subject, "overridden", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::DeadLettered) == 1).await);
@@ -191,8 +180,7 @@ async fn a_code_override_wins_over_the_file_but_not_over_its_kill_switch() {
     producer.enqueue(&q.subject, "switched-off", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 2).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(runs_of(&runs, "switched-off"), 1, "the kill switch wins over the override");
     assert_eq!(runs_of(&runs, "overridden"), 2);
 }
@@ -212,10 +200,7 @@ async fn each_attempts_span_carries_the_hash_of_the_configuration_it_ran_under()
         .build()
         .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let producer = Producer::new(q.queue.clone());
     producer.enqueue(&q.subject, "before", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::DeadLettered) == 1).await);
@@ -223,8 +208,7 @@ async fn each_attempts_span_carries_the_hash_of_the_configuration_it_ran_under()
         handle.reload_from_str(&text.replace("attempts = 2", "attempts = 1"), Format::Toml).expect("valid");
     producer.enqueue(&q.subject, "after", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::DeadLettered) == 2).await);
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
 
     let name = format!("process {}", q.subject);
     let hashes: Vec<(String, Option<String>)> = telemetry
@@ -271,16 +255,12 @@ async fn the_files_attempt_timeout_replaces_the_builders_for_the_execution() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let started = Instant::now();
     Producer::new(q.queue.clone()).enqueue(&q.subject, "slow", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 1).await);
     let took = started.elapsed();
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert!(took < Duration::from_secs(5), "cut after the file's 200 ms, not the builder's 5 min: {took:?}");
     assert_eq!(runs_of(&runs, "slow"), 1);
     assert_eq!(letter_of(&q, "slow").await.reason, DeadReason::AttemptsExhausted);

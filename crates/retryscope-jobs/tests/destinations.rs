@@ -9,7 +9,7 @@ use retryscope_jobs::telemetry::{DELIVERIES, DESTINATION_ATTR, OUTCOME_ATTR};
 use retryscope_jobs::{Job, JobOutcome, Producer, Worker};
 use retryscope_test_support::telemetry::Telemetry;
 use std::time::Duration;
-use support::{TestError, fast_policy, nats_url, unique, wait_for};
+use support::{TestError, fast_policy, nats_url, start, unique, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destinations_beyond_the_cap_are_reported_as_other() {
@@ -28,10 +28,7 @@ async fn destinations_beyond_the_cap_are_reported_as_other() {
         .build()
         .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let producer = Producer::new(queue.clone());
     for n in 0..subjects {
         // Subjects that carry an id, as `orders.<id>` does.
@@ -39,8 +36,7 @@ async fn destinations_beyond_the_cap_are_reported_as_other() {
     }
     let all =
         wait_for(Duration::from_secs(10), || stats.count(JobOutcome::Succeeded) == subjects as u64).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert!(all, "{} of {subjects} succeeded", stats.count(JobOutcome::Succeeded));
     let (values, _) = telemetry.series(DELIVERIES, DESTINATION_ATTR);
     assert!(values.contains(retryscope_otel::OVERFLOW), "{values:?}");

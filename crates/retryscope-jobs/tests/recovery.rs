@@ -12,7 +12,7 @@ use retryscope_otel::DependencyGuards;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use support::{TestError, fast_policy, nats_url, queue, wait_for};
+use support::{TestError, fast_policy, nats_url, queue, start, wait_for};
 
 /// A memory store that, once armed, records a completion and then never
 /// returns: the worker holding it is killed right after the job's effect
@@ -87,15 +87,11 @@ async fn a_worker_killed_after_the_effect_and_before_the_ack_leaves_the_job_exec
         .expect("valid settings");
     let stats = second.stats();
     let started = Instant::now();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(second.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| second.run(stopped));
     // Redelivered once the AckWait (500 ms) runs out.
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::Deduplicated) == 1).await);
     let redelivered_after = started.elapsed();
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(effects.load(Ordering::SeqCst), 1, "the effect ran once");
     assert_eq!(stats.executions(), 0, "the redelivery was acked from the key store");
     println!("lost ack: redelivered and acked from the key store after {redelivered_after:?}, effects = 1");
@@ -140,17 +136,13 @@ async fn an_outage_three_times_the_retry_window_sends_no_job_to_the_dead_letters
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let producer = Producer::new(q.queue.clone());
     for n in 0..40 {
         producer.enqueue(&q.subject, &format!("o-{n}"), "x").await.expect("stored");
     }
     let all = wait_for(outage + Duration::from_secs(8), || stats.count(JobOutcome::Succeeded) == 40).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     println!(
         "outage {outage:?} (3x the {window:?} retry window): succeeded {}, dead-lettered {}, held {}, retried {}, handler calls {}",
         stats.count(JobOutcome::Succeeded),
@@ -186,10 +178,7 @@ async fn a_replayed_dead_letter_runs_again_from_attempt_one_under_its_key() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     Producer::new(q.queue.clone()).enqueue(&q.subject, "invoice-3", "pdf").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 1).await);
     let listed = dead::list(&q.queue, 0, 10).await.expect("listed");
@@ -204,8 +193,7 @@ async fn a_replayed_dead_letter_runs_again_from_attempt_one_under_its_key() {
         "{replayed:?}"
     );
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::Succeeded) == 1).await);
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(q.queue.dead_depth().await.expect("depth"), 0, "the replayed letter is removed");
     assert_eq!(dead::replay(&q.queue, listed[0].id).await.expect("asked"), Replayed::NotFound);
     let attempts = attempts.lock().expect("not poisoned");

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{TestError, fast_policy, nats_url, wait_for};
+use support::{TestError, fast_policy, nats_url, start, wait_for};
 
 struct OwnNats {
     child: Child,
@@ -97,10 +97,7 @@ async fn a_nats_server_restart_mid_run_loses_no_job_and_runs_none_twice() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let producer = Producer::new(queue.clone());
     for n in 0..300 {
         producer.enqueue("restart.work", &format!("r-{n}"), "x").await.expect("stored");
@@ -113,8 +110,7 @@ async fn a_nats_server_restart_mid_run_loses_no_job_and_runs_none_twice() {
     ready(port).await;
     let all = wait_for(Duration::from_secs(20), || runs.lock().expect("not poisoned").len() == 300).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await; // any redelivery would come by now
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     let runs = runs.lock().expect("not poisoned");
     println!(
         "restart: {done_before} done before the stop, {} after; unsettled {}, deduplicated {}",

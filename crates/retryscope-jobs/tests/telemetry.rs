@@ -11,7 +11,7 @@ use retryscope_test_support::telemetry::{Telemetry, attr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::{TestError, fast_policy, nats_url, queue, wait_for};
+use support::{TestError, fast_policy, nats_url, queue, start, wait_for};
 
 /// Polls `read` (a collection each time) until it returns `want`, for up to 5 s.
 async fn eventually(want: Option<u64>, mut read: impl FnMut() -> Option<u64>) -> Option<u64> {
@@ -42,10 +42,7 @@ async fn the_depth_gauge_follows_the_dead_letters_and_a_replay_is_a_span_and_an_
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let dead_stream = q.queue.dead_letters_name().to_owned();
     assert_eq!(dead_stream, format!("{}_DEAD", q.stream));
     let depth = || telemetry.gauge_u64(DEAD_LETTER_DEPTH, &[(DESTINATION_ATTR, &dead_stream)]);
@@ -84,7 +81,6 @@ async fn the_depth_gauge_follows_the_dead_letters_and_a_replay_is_a_span_and_an_
 
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::Succeeded) == 1).await);
     assert_eq!(eventually(Some(0), depth).await, Some(0), "the replayed letter is gone from the gauge");
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(eventually(None, depth).await, None, "a stopped worker reports no depth, not a stale one");
 }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{TestError, fast_policy, nats_url, queue, wait_for};
+use support::{TestError, fast_policy, nats_url, queue, start, wait_for};
 
 type Counts = Arc<Mutex<HashMap<String, u32>>>;
 
@@ -31,15 +31,11 @@ async fn a_permanent_failure_runs_once_and_leaves_one_dead_letter_with_its_reaso
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-1", "sku=1").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 1).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(calls.load(Ordering::SeqCst), 1, "a permanent failure is not retried");
     let letters = dead::list(&q.queue, 0, 10).await.expect("dead letters listed");
     assert_eq!(letters.len(), 1);
@@ -80,10 +76,7 @@ async fn a_thousand_jobs_with_thirty_percent_transient_failures_all_complete_eac
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let producer = Producer::new(q.queue.clone());
     for n in 0..1000 {
         producer.enqueue(&q.subject, &format!("job-{n}"), format!("n={n}")).await.expect("stored");
@@ -91,8 +84,7 @@ async fn a_thousand_jobs_with_thirty_percent_transient_failures_all_complete_eac
     let all =
         wait_for(Duration::from_secs(30), || successes.lock().expect("not poisoned").len() == 1000).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     let successes = successes.lock().expect("not poisoned");
     assert!(all, "{} of 1000 completed", successes.len());
     assert!(successes.values().all(|&n| n == 1), "every job completed exactly once");
@@ -121,16 +113,12 @@ async fn a_handler_slower_than_ack_wait_is_not_redelivered() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     Producer::new(q.queue.clone()).enqueue(&q.subject, "slow-1", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::Succeeded) == 1).await);
     // Another AckWait and a half: a redelivery would have come by now.
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(calls.load(Ordering::SeqCst), 1, "never redelivered while running");
 }
 
@@ -154,14 +142,10 @@ async fn duplicates_a_producer_sends_within_the_window_are_one_job() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::Succeeded) == 1).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
@@ -179,10 +163,7 @@ async fn a_job_without_headers_is_attempt_one_and_malformed_headers_are_a_dead_l
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     let js = q.queue.context();
     js.publish(q.subject.clone(), "plain".into()).await.expect("sent").await.expect("stored");
     let mut bad = async_nats::HeaderMap::new();
@@ -193,8 +174,7 @@ async fn a_job_without_headers_is_attempt_one_and_malformed_headers_are_a_dead_l
             && stats.count(JobOutcome::DeadLettered) == 1)
         .await
     );
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     assert_eq!(*attempts.lock().expect("not poisoned"), vec![1]);
     let letters = dead::list(&q.queue, 0, 10).await.expect("listed");
     let letter = letters[0].letter.as_ref().expect("readable");
@@ -227,14 +207,10 @@ async fn the_deadline_counts_from_the_first_attempt_across_requeues() {
     .build()
     .expect("valid settings");
     let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
+    let running = start(|stopped| worker.run(stopped));
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-9", "x").await.expect("stored");
     assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 1).await);
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
+    running.stop().await;
     let letters = dead::list(&q.queue, 0, 10).await.expect("listed");
     let letter = letters[0].letter.as_ref().expect("readable");
     assert_eq!(letter.reason, DeadReason::DeadlineExceeded);

@@ -83,3 +83,30 @@ pub async fn wait_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
     }
     done()
 }
+
+/// A worker running on a task of its own until [`Running::stop`].
+pub struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Runs what `run` makes of the shutdown signal (`|stopped| worker.run(stopped)`)
+/// on its own task.
+pub fn start<F>(run: impl FnOnce(std::pin::Pin<Box<dyn Future<Output = ()> + Send>>) -> F) -> Running
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(run(Box::pin(async {
+        let _ = stopped.await;
+    })));
+    Running { stop, task }
+}
+
+impl Running {
+    /// Signals the shutdown and waits until the worker has stopped.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.expect("the worker stops");
+    }
+}
