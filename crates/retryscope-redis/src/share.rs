@@ -513,33 +513,40 @@ fn parse(payload: &str) -> Option<(&str, Duration, &str)> {
 /// `retryscope.pace.shared` for every dependency with a pacer here, and
 /// `retryscope.budget.shared` for every dependency with a budget here.
 fn register_gauge(meter: &Meter, state: Weak<State>) {
-    let budgets = state.clone();
+    shared_gauge(
+        meter,
+        names::BUDGET_SHARED,
+        "Whether a dependency's retry budget floor is shared with the fleet through Redis (1) or divided by the fleet size last read while Redis does not answer (0)",
+        state.clone(),
+        |state| state.budgets().keys().cloned().collect(),
+    );
+    shared_gauge(
+        meter,
+        names::PACE_SHARED,
+        "Whether a dependency's pace is shared with the fleet through Redis (1) or its gates are not, while Redis does not answer (0)",
+        state,
+        |state| state.pacers().keys().cloned().collect(),
+    );
+}
+
+/// One gauge of whether the share holds now, observed for each of the
+/// dependencies `of` lists.
+fn shared_gauge(
+    meter: &Meter,
+    name: &'static str,
+    description: &'static str,
+    state: Weak<State>,
+    of: fn(&State) -> Vec<Arc<str>>,
+) {
     meter
-        .u64_observable_gauge(names::BUDGET_SHARED)
+        .u64_observable_gauge(name)
         .with_unit(names::UNIT_STATE)
-        .with_description(
-            "Whether a dependency's retry budget floor is shared with the fleet through Redis (1) or divided by the fleet size last read while Redis does not answer (0)",
-        )
-        .with_callback(move |observer| {
-            let Some(state) = budgets.upgrade() else { return };
-            let shared = u64::from(state.shared.load(Ordering::Acquire));
-            let dependencies: Vec<Arc<str>> = state.budgets().keys().cloned().collect();
-            for dependency in dependencies {
-                observer.observe(shared, &[KeyValue::new(names::DEPENDENCY, dependency.to_string())]);
-            }
-        })
-        .build();
-    meter
-        .u64_observable_gauge(names::PACE_SHARED)
-        .with_unit(names::UNIT_STATE)
-        .with_description(
-            "Whether a dependency's pace is shared with the fleet (1) or kept by this process alone (0)",
-        )
+        .with_description(description)
         .with_callback(move |observer| {
             let Some(state) = state.upgrade() else { return };
             let shared = u64::from(state.shared.load(Ordering::Acquire));
-            let dependencies: Vec<Arc<str>> = state.pacers().keys().cloned().collect();
-            for dependency in dependencies {
+            // Collected first: the lock is not held while observing.
+            for dependency in of(&state) {
                 observer.observe(shared, &[KeyValue::new(names::DEPENDENCY, dependency.to_string())]);
             }
         })
