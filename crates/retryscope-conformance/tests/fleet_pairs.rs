@@ -24,29 +24,37 @@ fn once() -> Policy {
     Policy::builder().max_attempts(1).deadline(Duration::from_secs(15)).build().expect("valid policy")
 }
 
+/// Two replicas of one fleet, as far as Redis can tell: two shares naming a
+/// fresh quota, each with the deadline a loaded test machine needs.
+fn two_replicas(redis: &str, prefix: &str) -> (Arc<RedisPaceShare>, Arc<RedisPaceShare>) {
+    let quota = retryscope_conformance::services::fresh_name(prefix);
+    let share = || {
+        let client = redis::Client::open(redis).expect("a Redis URL");
+        RedisPaceShare::builder(client, &quota).timeout(Duration::from_millis(50)).build().expect("a share")
+    };
+    (share(), share())
+}
+
+/// Waits (10 s at most) until both shares share, each counting the other.
+async fn until_shared(a: &RedisPaceShare, b: &RedisPaceShare) {
+    let waiting = Instant::now();
+    while !(a.is_shared() && b.is_shared() && a.live_replicas() >= 2 && b.live_replicas() >= 2) {
+        assert!(waiting.elapsed() < Duration::from_secs(10), "not shared: {a:?} {b:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_one_client_is_told_holds_the_next_call_of_another_client_of_the_fleet() {
     let Some(redis) = retryscope_conformance::services::redis_url() else { return };
     for integration in BOTH {
-        let quota = retryscope_conformance::services::fresh_name("conformance-fleet");
-        let share = || {
-            let client = redis::Client::open(redis.as_str()).expect("a Redis URL");
-            RedisPaceShare::builder(client, &quota)
-                .timeout(Duration::from_millis(50))
-                .build()
-                .expect("a share")
-        };
-        let (share_a, share_b) = (share(), share());
+        let (share_a, share_b) = two_replicas(&redis, "conformance-fleet");
         let setup = |share: Arc<RedisPaceShare>| {
             Setup::new(Policy::builder().max_attempts(2).build().expect("valid policy")).pace_shared(share)
         };
         let a = integration.client(setup(Arc::clone(&share_a)));
         let b = integration.client(setup(Arc::clone(&share_b)));
-        let waiting = Instant::now();
-        while !(share_a.is_shared() && share_b.is_shared() && share_a.live_replicas() >= 2) {
-            assert!(waiting.elapsed() < Duration::from_secs(10), "{integration:?}: not shared: {share_a:?}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_shared(&share_a, &share_b).await;
         let server = Server::start().await;
         // Each client's pacer of the server exists once it called it: a first
         // call each, answered 200, before anything is limited.
@@ -81,15 +89,7 @@ async fn two_clients_of_the_fleet_spend_one_budget_floor_between_them() {
                 backoff = { initial = \"1ms\", max = \"1ms\" }\ndeadline = \"15s\"\n\
                 budget = { ratio = 0.0, min_per_second = 1 }\n";
     for (integration, configured) in BOTH.into_iter().flat_map(|i| [(i, false), (i, true)]) {
-        let quota = retryscope_conformance::services::fresh_name("conformance-fleet-budget");
-        let share = || {
-            let client = redis::Client::open(redis.as_str()).expect("a Redis URL");
-            RedisPaceShare::builder(client, &quota)
-                .timeout(Duration::from_millis(50))
-                .build()
-                .expect("a share")
-        };
-        let (share_a, share_b) = (share(), share());
+        let (share_a, share_b) = two_replicas(&redis, "conformance-fleet-budget");
         let setup = |share: Arc<RedisPaceShare>| {
             let policy = Policy::builder()
                 .max_attempts(2)
@@ -121,15 +121,7 @@ async fn two_clients_of_the_fleet_spend_one_budget_floor_between_them() {
         };
         let a = integration.client(setup(Arc::clone(&share_a)));
         let b = integration.client(setup(Arc::clone(&share_b)));
-        let waiting = Instant::now();
-        while !(share_a.is_shared()
-            && share_b.is_shared()
-            && share_a.live_replicas() >= 2
-            && share_b.live_replicas() >= 2)
-        {
-            assert!(waiting.elapsed() < Duration::from_secs(10), "{integration:?}: not shared: {share_a:?}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        until_shared(&share_a, &share_b).await;
         let server = Server::start().await;
         server.script("/down", (0..100).map(|_| Reply::status(503)));
         for client in [&a, &b] {

@@ -29,19 +29,34 @@ fn check_config(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Every name the guide's example selects, registered as the service would.
+const EVERY_NAME: [&str; 6] =
+    ["--body-rule", "quota_json", "--fallback", "queue_payment", "--fallback", "stale_inventory"];
+
+/// `check-config` on `file` with every name registered.
+fn check_with_every_name(file: &str) -> (bool, String, String) {
+    let mut args = vec![file];
+    args.extend(EVERY_NAME);
+    check_config(&args)
+}
+
+/// Edits `path` (`from` → `to`), checks it with every name registered and
+/// puts it back: what `check-config` wrote to stderr, the check having failed.
+fn refused_with_edit(path: &std::path::Path, from: &str, to: &str) -> String {
+    let before = std::fs::read_to_string(path).expect("read back");
+    assert!(before.contains(from), "the example has {from:?}");
+    std::fs::write(path, before.replace(from, to)).expect("rewrite");
+    let (ok, _, stderr) = check_with_every_name(path.to_str().expect("utf-8 temp path"));
+    std::fs::write(path, before).expect("restore");
+    assert!(!ok, "{from:?} -> {to:?} was accepted");
+    stderr
+}
+
 #[test]
 fn the_guides_example_loads_and_prints_its_effective_table() {
     let path = guide_example("ok");
     let file = path.to_str().expect("utf-8 temp path");
-    let (ok, stdout, stderr) = check_config(&[
-        file,
-        "--body-rule",
-        "quota_json",
-        "--fallback",
-        "queue_payment",
-        "--fallback",
-        "stale_inventory",
-    ]);
+    let (ok, stdout, stderr) = check_with_every_name(file);
     assert!(ok, "{stderr}");
     let mut lines = stdout.lines();
     let head = lines.next().expect("a header line");
@@ -75,60 +90,22 @@ fn a_name_not_registered_or_a_broken_value_is_refused_with_its_line() {
     );
 
     // A key a gRPC call would not apply is refused where it is written.
-    let with_keys = std::fs::read_to_string(&path)
-        .expect("read back")
-        .replace("deadline = \"800ms\"", "deadline = \"800ms\"\nidempotency_keys = true");
-    std::fs::write(&path, &with_keys).expect("rewrite");
-    let (ok, _, stderr) = check_config(&[
-        file,
-        "--body-rule",
-        "quota_json",
-        "--fallback",
-        "queue_payment",
-        "--fallback",
-        "stale_inventory",
-    ]);
-    assert!(!ok);
+    let stderr =
+        refused_with_edit(&path, "deadline = \"800ms\"", "deadline = \"800ms\"\nidempotency_keys = true");
     assert!(
         stderr.contains("dependencies.orders-get.idempotency_keys")
             && stderr.contains("not applied to gRPC calls"),
         "{stderr}"
     );
-    std::fs::write(&path, with_keys.replace("\nidempotency_keys = true", "")).expect("rewrite");
 
     // A key a job worker would not apply is refused on a `subject` rule.
-    let on_jobs = std::fs::read_to_string(&path)
-        .expect("read back")
-        .replace("deadline = \"1h\"", "deadline = \"1h\"\nretry_statuses = [503]");
-    std::fs::write(&path, &on_jobs).expect("rewrite");
-    let (ok, _, stderr) = check_config(&[
-        file,
-        "--body-rule",
-        "quota_json",
-        "--fallback",
-        "queue_payment",
-        "--fallback",
-        "stale_inventory",
-    ]);
-    assert!(!ok);
+    let stderr = refused_with_edit(&path, "deadline = \"1h\"", "deadline = \"1h\"\nretry_statuses = [503]");
     assert!(
         stderr.contains("dependencies.receipts.retry_statuses") && stderr.contains("not applied to jobs"),
         "{stderr}"
     );
-    std::fs::write(&path, on_jobs.replace("\nretry_statuses = [503]", "")).expect("rewrite");
 
-    let text = std::fs::read_to_string(&path).expect("read back").replace("attempts = 2", "attempts = 0");
-    std::fs::write(&path, text).expect("rewrite");
-    let (ok, _, stderr) = check_config(&[
-        file,
-        "--body-rule",
-        "quota_json",
-        "--fallback",
-        "queue_payment",
-        "--fallback",
-        "stale_inventory",
-    ]);
-    assert!(!ok);
+    let stderr = refused_with_edit(&path, "attempts = 2", "attempts = 0");
     assert!(stderr.contains("dependencies.payments.attempts: must be 1..=100, got 0"), "{stderr}");
     let _ = std::fs::remove_file(&path);
 }

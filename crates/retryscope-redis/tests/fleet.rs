@@ -194,7 +194,19 @@ async fn a_quota_of_10_per_window_across_4_processes_is_never_exceeded() {
         timeout_ms: 50,
         share_budget: false,
     };
-    let mut fleet: Vec<Replica> = (0..4).map(|_| Replica::spawn(&orders)).collect();
+    run_fleet(&orders, "8 0", Duration::from_secs(90)).await;
+    let seen = server.seen();
+    let throttled = seen.iter().filter(|s| s.status == 429).count();
+    assert_eq!(throttled, 0, "the server refused {throttled} of {}: {seen:?}", seen.len());
+    assert_eq!(seen.len(), 32);
+    let span = seen.last().map(|s| s.at_ms).unwrap_or(0) - seen.first().map(|s| s.at_ms).unwrap_or(0);
+    println!("4 processes, 32 calls, quota 10 per 2 s: 0 refused, {span} ms");
+}
+
+/// Starts `orders.replicas` replica processes, lets them go together once all
+/// are ready, and checks that each reports `done` within `within`.
+async fn run_fleet(orders: &Orders<'_>, done: &str, within: Duration) {
+    let mut fleet: Vec<Replica> = (0..orders.replicas).map(|_| Replica::spawn(orders)).collect();
     for replica in &mut fleet {
         replica.expect("READY", Duration::from_secs(60)).await;
     }
@@ -202,14 +214,8 @@ async fn a_quota_of_10_per_window_across_4_processes_is_never_exceeded() {
         replica.go().await;
     }
     for replica in &mut fleet {
-        assert_eq!(replica.expect("DONE", Duration::from_secs(90)).await, "8 0");
+        assert_eq!(replica.expect("DONE", within).await, done);
     }
-    let seen = server.seen();
-    let throttled = seen.iter().filter(|s| s.status == 429).count();
-    assert_eq!(throttled, 0, "the server refused {throttled} of {}: {seen:?}", seen.len());
-    assert_eq!(seen.len(), 32);
-    let span = seen.last().map(|s| s.at_ms).unwrap_or(0) - seen.first().map(|s| s.at_ms).unwrap_or(0);
-    println!("4 processes, 32 calls, quota 10 per 2 s: 0 refused, {span} ms");
 }
 
 /// What a fleet of 4 processes sent a server that answers every call 503, each
@@ -229,16 +235,7 @@ async fn fleet_against_a_dependency_that_is_down(redis: &str, share_budget: bool
         timeout_ms: 50,
         share_budget,
     };
-    let mut fleet: Vec<Replica> = (0..4).map(|_| Replica::spawn(&orders)).collect();
-    for replica in &mut fleet {
-        replica.expect("READY", Duration::from_secs(60)).await;
-    }
-    for replica in &mut fleet {
-        replica.go().await;
-    }
-    for replica in &mut fleet {
-        assert_eq!(replica.expect("DONE", Duration::from_secs(60)).await, "120");
-    }
+    run_fleet(&orders, "120", Duration::from_secs(60)).await;
     let seen = server.seen();
     assert!(seen.iter().all(|s| s.status == 503));
     let retries = seen.iter().filter(|s| s.retry).count() as u64;
