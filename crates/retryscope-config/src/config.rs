@@ -337,7 +337,7 @@ fn build(
     };
     let defaults =
         Arc::new(resolve(&file.defaults, None, String::new(), known).map_err(|r| locate(r, None))?);
-    let mut rules: Vec<Rule> = Vec::with_capacity(file.dependencies.len());
+    let mut rules: Vec<(Matcher, DependencySettings)> = Vec::with_capacity(file.dependencies.len());
     for (name, block) in &file.dependencies {
         let at = ["dependencies", name.as_str()];
         if name.is_empty()
@@ -398,14 +398,14 @@ fn build(
         let mut settings = resolve(&merged, Some(Arc::from(name.as_str())), matcher.describe(), known)
             .map_err(|r| locate(r, Some(name)))?;
         settings.job = block.subject.is_some();
-        rules.push(Rule { matcher, settings: Arc::new(settings) });
+        rules.push((matcher, settings));
     }
     // Ambiguity: two rules one call could match (`Matcher::overlaps`) with
     // the same specificity — neither would win for that call.
-    for (i, a) in rules.iter().enumerate() {
-        for b in &rules[i + 1..] {
-            if a.matcher.overlaps(&b.matcher) && a.matcher.specificity() == b.matcher.specificity() {
-                let (an, bn) = (a.settings.name().unwrap_or(""), b.settings.name().unwrap_or(""));
+    for (i, (a, a_settings)) in rules.iter().enumerate() {
+        for (b, b_settings) in &rules[i + 1..] {
+            if a.overlaps(b) && a.specificity() == b.specificity() {
+                let (an, bn) = (a_settings.name().unwrap_or(""), b_settings.name().unwrap_or(""));
                 return Err(fail(
                     ConfigErrorKind::Match,
                     &["dependencies", bn],
@@ -414,14 +414,22 @@ fn build(
                          one call could belong to either; make one more specific \
                          (a port, a longer path prefix, a gRPC method, a subject with more \
                          literal tokens) or make them disjoint",
-                        a.matcher.describe(),
-                        b.matcher.describe()
+                        a.describe(),
+                        b.describe()
                     ),
                 ));
             }
         }
     }
-    rules.sort_by(|a, b| most_specific_first(&a.matcher, &b.matcher));
+    rules.sort_by(|(a, _), (b, _)| most_specific_first(a, b));
+    let rules = rules
+        .into_iter()
+        .enumerate()
+        .map(|(index, (matcher, mut settings))| {
+            settings.index = Some(index);
+            Rule { matcher, settings: Arc::new(settings) }
+        })
+        .collect();
     let hash = ConfigHash::of(text.as_bytes());
     Ok(Config { hash, hash_text: Arc::from(hash.to_string()), origin, defaults, rules })
 }

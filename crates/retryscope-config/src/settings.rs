@@ -134,6 +134,8 @@ pub struct DependencySettings {
     pub(crate) attempt_timeout_set: bool,
     /// A `subject` rule: its settings serve a job worker's executions.
     pub(crate) job: bool,
+    /// Its place in its file's match table; `None` for the defaults.
+    pub(crate) index: Option<usize>,
 }
 
 /// Which guard keys the file writes for a dependency (in its own block or in
@@ -187,6 +189,13 @@ impl DependencySettings {
     /// apply).
     pub fn is_job(&self) -> bool {
         self.job
+    }
+    /// Its place among its file's dependencies, `0..count` (an order of its
+    /// own, not the file's); `None` for the defaults. A client keeps what it
+    /// holds per dependency of one snapshot in a table indexed by it, found
+    /// without hashing the name on each call.
+    pub fn index(&self) -> Option<usize> {
+        self.index
     }
     /// The per-attempt timeout where the file writes `attempt_timeout` (in
     /// this dependency or the `defaults` it inherits); `None` where it does
@@ -611,5 +620,6 @@ pub(crate) fn resolve(
         },
         attempt_timeout_set: b.attempt_timeout.is_some(),
         job: false,
+        index: None,
     })
 }

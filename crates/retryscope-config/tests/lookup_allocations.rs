@@ -54,10 +54,7 @@ fn allocations() -> u64 {
     ALLOCATIONS.with(Cell::get)
 }
 
-#[test]
-fn resolving_calls_and_jobs_allocates_nothing() {
-    let config = Config::parse(
-        r#"
+const FILE: &str = r#"
 [dependencies.api]
 host = "api.internal"
 [dependencies.v1]
@@ -69,12 +66,11 @@ method = "Get"
 subject = "orders.*.receipt"
 [dependencies.orders]
 subject = "orders.>"
-"#,
-        Format::Toml,
-        "lookup.toml",
-        &KnownNames::new(),
-    )
-    .unwrap();
+"#;
+
+#[test]
+fn resolving_calls_and_jobs_allocates_nothing() {
+    let config = Config::parse(FILE, Format::Toml, "lookup.toml", &KnownNames::new()).unwrap();
     let targets = [
         (Target::job("orders.42.receipt"), Some("receipts")),
         (Target::job("orders.42.paid.eu"), Some("orders")),
@@ -93,4 +89,19 @@ subject = "orders.>"
     assert_eq!(made, 0, "resolve allocated {made} times");
     let want: Vec<Option<&str>> = targets.iter().map(|(_, want)| *want).collect();
     assert_eq!(names.to_vec(), want);
+}
+
+/// What a client finds its per-dependency state by instead of the name:
+/// each dependency its own index, `0..count`; none for the defaults; the
+/// same index on the settings a lookup returns.
+#[test]
+fn every_dependency_has_its_own_index_and_the_defaults_none() {
+    let config = Config::parse(FILE, Format::Toml, "lookup.toml", &KnownNames::new()).unwrap();
+    let mut indexes: Vec<usize> = config.dependencies().map(|d| d.index().unwrap()).collect();
+    indexes.sort_unstable();
+    assert_eq!(indexes, (0..5).collect::<Vec<_>>());
+    assert_eq!(config.defaults().index(), None);
+    let api = config.resolve(&Target::http("api.internal", None, "/"));
+    assert_eq!(api.index(), config.dependency("api").unwrap().index());
+    assert_eq!(config.resolve(&Target::http("other", None, "/")).index(), None);
 }

@@ -202,6 +202,54 @@ async fn the_body_rule_and_idempotency_keys_from_the_file_reach_the_server() {
     }
 }
 
+/// A dependency the file names but gives no guard key still has one set of
+/// guards, made by the builder's factories and kept under its name: a
+/// breaker opened by failures on one host refuses its calls to another,
+/// while a call no dependency matches keeps the builder's per-host breaker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_dependency_without_guard_keys_has_one_set_of_the_builders_guards() {
+    use retryscope::CircuitBreaker;
+    use retryscope_test_support::telemetry::Telemetry;
+    use std::collections::BTreeSet;
+
+    let text = file_text("[dependencies.search]\npath_prefix = \"/search\"\nattempts = 1\n");
+    let breaker = || {
+        CircuitBreaker::builder()
+            .min_calls(2)
+            .failure_ratio(0.5)
+            .cool_down(Duration::from_secs(60))
+            .build()
+            .expect("valid settings")
+    };
+    for integration in BOTH {
+        let t = Telemetry::install();
+        let (a, b) = (Server::start().await, Server::start().await);
+        let setup = Setup::new(code_policy())
+            .meter(&t)
+            .no_budget()
+            .breaker_per_dependency(breaker)
+            .config(handle(KnownNames::new(), &text));
+        let client = integration.client(setup);
+        a.script("/search/q", std::iter::repeat_n(Reply::status(503), 2));
+        for _ in 0..2 {
+            assert_eq!(client.get(&a.url("/search/q")).await, Answer::Status(503), "{integration:?}");
+        }
+        let other_host = client.get(&b.url("/search/q")).await;
+        assert!(
+            matches!(other_host, Answer::GaveUp(StopReason::CircuitOpen, _)),
+            "{integration:?}: `search`'s one breaker opened on host a refuses host b: {other_host:?}"
+        );
+        assert_eq!(b.seen().len(), 0, "{integration:?}: nothing sent while open");
+        assert_eq!(client.get(&b.url("/other")).await, Answer::Status(200), "{integration:?}");
+        assert_eq!(b.seen().len(), 1, "{integration:?}: no dependency matched: host b's own breaker");
+
+        let host_b = format!("127.0.0.1:{}", b.addr.port());
+        let (breakers, _) = t.series("retryscope.breaker.state", "retryscope.dependency");
+        assert_eq!(breakers, BTreeSet::from(["search".to_owned(), host_b]), "{integration:?}");
+        assert_eq!(t.requests("search"), 3, "{integration:?}: its calls counted under the file's name");
+    }
+}
+
 /// The kill switch and a breaker from the file together: each call makes
 /// its first attempt only, and those failures still open the breaker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

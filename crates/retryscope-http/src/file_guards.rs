@@ -1,33 +1,36 @@
 //! A configured client's guards from its file: the budget, breaker and pacer
-//! of each dependency whose file entry (or the `defaults` it inherits)
-//! writes `budget`, `breaker` or `pacer`.
+//! of each dependency the file names, and of the calls no dependency
+//! matches where the `defaults` write `budget`, `breaker` or `pacer`.
 //!
-//! - **Where they are kept.** A named dependency's guards are one set, shared
-//!   by every call of it whatever host it reaches, and reported (gauges and
-//!   the call's own metrics) under the dependency's name in the file. Calls
-//!   no dependency matches take the defaults' settings with guards per
-//!   server (`host:port`, as a client built in code keeps them): one failing
-//!   host must not open a breaker for every other.
+//! - **Where they are kept.** Each named dependency has one set of guards,
+//!   shared by every call of it whatever host it reaches, and reported
+//!   (gauges and the call's own metrics) under the dependency's name in the
+//!   file: the name the operator wrote is the name on the dashboards.
+//!   Calls no dependency matches take the defaults' settings with guards
+//!   per server (`host:port`, as a client built in code keeps them): one
+//!   failing host must not open a breaker for every other. Where the
+//!   defaults write no guard key, those calls keep the builder's per-host
+//!   guards themselves.
 //! - **Precedence.** Per key: a key the file writes (here or in `defaults`)
 //!   is built from the file, `enabled = false` included (no such guard); a
 //!   key it does not write is made by the builder's factory
 //!   (`budget_per_dependency`, …), as are the adaptive throttle, the
 //!   concurrency limit and the hedging template, but kept with the file's
-//!   guards. A dependency whose file entry writes no guard key keeps the
-//!   builder's per-host guards.
+//!   guards.
 //! - **Reload.** The guards are brought in line with the handle's snapshot
 //!   by the first call that sees a new one: a dependency whose guard
 //!   settings did not change ([`DependencySettings::guards_differ`]) keeps
 //!   its guards and their state (budget tokens, breaker state, pacer gates);
 //!   one whose settings changed gets fresh ones; a dependency removed from
-//!   the file, or no longer writing a guard key, is dropped. At most
+//!   the file is dropped. At most
 //!   [`MAX_DEPENDENCIES`](retryscope_config::MAX_DEPENDENCIES) named sets
 //!   exist, plus the defaults' per-server registry (bounded as any).
 //! - **Cost.** A call whose snapshot the guards are in line with takes a
-//!   read lock, compares a pointer and finds its set by name: no allocation.
-//!   Pacers built here are shared with the client's fleet (`pace_shared`),
-//!   and budgets' floors divided among it (`budget_shared`), as the
-//!   builder's own are.
+//!   read lock, compares a pointer and finds its set by the dependency's
+//!   [`index`](DependencySettings::index): no hashing, no allocation, less
+//!   than the per-host lookup a client built in code makes. Pacers built
+//!   here are shared with the client's fleet (`pace_shared`), and budgets'
+//!   floors divided among it (`budget_shared`), as the builder's own are.
 
 use crate::configured::CallConfig;
 use retryscope::budget::BudgetShare;
@@ -103,8 +106,12 @@ struct Inner<T> {
 struct State<T> {
     /// The snapshot the sets below were made for.
     synced: Option<Arc<Config>>,
-    /// Each named dependency that writes a guard key.
+    /// Each named dependency's guards (calls', not jobs'), by name: what a
+    /// reload keeps, and how a call of an older snapshot finds its own.
     named: HashMap<Arc<str>, Slot<T>>,
+    /// The same sets by [`DependencySettings::index`] in `synced`: a call
+    /// of that snapshot finds its own there.
+    by_index: Vec<Option<Arc<Guards<T>>>>,
     /// The defaults' guards, per server, if the defaults write a guard key.
     defaults: Option<Slot<T>>,
 }
@@ -112,6 +119,8 @@ struct State<T> {
 /// One dependency's guards and the settings they were made from.
 struct Slot<T> {
     settings: Arc<DependencySettings>,
+    /// A named dependency's holds its one set (under its name); the
+    /// defaults' one per server.
     guards: DependencyGuards<T>,
 }
 
@@ -128,7 +137,12 @@ impl<T: Throttle + 'static> FileGuards<T> {
         let inner = Arc::new(Inner {
             handle,
             code,
-            state: RwLock::new(State { synced: None, named: HashMap::new(), defaults: None }),
+            state: RwLock::new(State {
+                synced: None,
+                named: HashMap::new(),
+                by_index: Vec::new(),
+                defaults: None,
+            }),
         });
         if let Some(meter) = meter {
             let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
@@ -140,8 +154,10 @@ impl<T: Throttle + 'static> FileGuards<T> {
     }
 
     /// The guards of `call`, a call to `host` (`port`: the URL's, `None` for
-    /// the scheme's `default_port`): `None` when the file writes no guard
-    /// key for its dependency — the builder's per-host guards serve it.
+    /// the scheme's `default_port`): its named dependency's, or the
+    /// defaults' for that server; `None` for a call no dependency matches
+    /// when the defaults write no guard key — the builder's per-host guards
+    /// serve it.
     pub fn for_call(
         &self,
         call: &CallConfig,
@@ -150,26 +166,29 @@ impl<T: Throttle + 'static> FileGuards<T> {
         default_port: Option<u16>,
     ) -> Option<Arc<Guards<T>>> {
         let settings = call.settings();
-        if !settings.sets_guards() {
+        if settings.index().is_none() && !settings.sets_guards() {
             return None;
         }
         {
             let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
-            if state.synced.as_ref().is_some_and(|s| Arc::ptr_eq(s, call.snapshot())) {
-                return state.find(settings, host, port, default_port);
+            if state.is_synced(call.snapshot()) {
+                return state.find(settings, true, host, port, default_port);
             }
         }
         // A snapshot not seen yet (a reload), or an older one a call took
         // just before the reload: the guards follow the handle's newest, and
-        // the call takes its dependency's there (by name; if the newest file
-        // no longer guards it, the builder's per-host guards serve it).
+        // a call of an older one takes its dependency's there by name (if
+        // the newest file no longer names it, the builder's per-host guards
+        // serve it).
         self.sync();
         let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
-        state.find(settings, host, port, default_port)
+        let same = state.is_synced(call.snapshot());
+        state.find(settings, same, host, port, default_port)
     }
 
-    /// The named dependencies that have guards from the file now, for tests
-    /// and dashboards.
+    /// The named dependencies that have guards from the file now (every
+    /// dependency of the newest snapshot a call has seen), for tests and
+    /// dashboards.
     pub fn dependencies(&self) -> Vec<Arc<str>> {
         let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
         state.named.keys().cloned().collect()
@@ -183,12 +202,20 @@ impl<T: Throttle + 'static> FileGuards<T> {
             return;
         }
         let mut named = HashMap::with_capacity(state.named.len());
+        let mut by_index = Vec::new();
         for settings in current.dependencies() {
-            let Some(name) = settings.name().filter(|_| settings.sets_guards()) else { continue };
+            let (Some(name), Some(index), false) = (settings.name(), settings.index(), settings.is_job())
+            else {
+                continue;
+            };
             let slot = match state.named.remove(name) {
                 Some(kept) if !kept.settings.guards_differ(settings) => kept,
                 _ => Slot::new(settings, &self.inner.code),
             };
+            if by_index.len() <= index {
+                by_index.resize(index + 1, None);
+            }
+            by_index[index] = Some(slot.guards.get(name));
             named.insert(Arc::from(name), slot);
         }
         let defaults = current.defaults();
@@ -198,6 +225,7 @@ impl<T: Throttle + 'static> FileGuards<T> {
             _ => Some(Slot::new(defaults, &self.inner.code)),
         };
         state.named = named;
+        state.by_index = by_index;
         state.synced = Some(current);
     }
 }
@@ -211,16 +239,24 @@ impl<T: Throttle + 'static> Inner<T> {
 }
 
 impl<T: Throttle + 'static> State<T> {
+    fn is_synced(&self, snapshot: &Arc<Config>) -> bool {
+        self.synced.as_ref().is_some_and(|s| Arc::ptr_eq(s, snapshot))
+    }
+
+    /// `settings`' guards; `same_snapshot`: they come from `synced`, so
+    /// their index is this table's.
     fn find(
         &self,
         settings: &DependencySettings,
+        same_snapshot: bool,
         host: &str,
         port: Option<u16>,
         default_port: Option<u16>,
     ) -> Option<Arc<Guards<T>>> {
-        match settings.name() {
-            Some(name) => self.named.get(name).map(|slot| slot.guards.get(name)),
-            None => self.defaults.as_ref().map(|slot| slot.guards.for_server(host, port, default_port)),
+        match (settings.index(), settings.name()) {
+            (Some(index), _) if same_snapshot => self.by_index.get(index).cloned().flatten(),
+            (_, Some(name)) => self.named.get(name).map(|slot| slot.guards.get(name)),
+            _ => self.defaults.as_ref().map(|slot| slot.guards.for_server(host, port, default_port)),
         }
     }
 }

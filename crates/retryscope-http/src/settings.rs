@@ -410,14 +410,15 @@ macro_rules! __shared_setters {
         /// HTTP only), and `idempotency_keys = true|false` turns key
         /// generation on or off for it (the header stays the builder's).
         ///
-        /// Its `budget`, `breaker` and `pacer` replace the builder's guards
-        /// for its calls, key by key: a key the file writes (in the
-        /// dependency or in `defaults`) is built from the file and kept per
-        /// file dependency (shared by every call of it, reported under its
-        /// name in the file; the defaults' per server); a key it does not
-        /// write is made by the builder (`budget_per_dependency`, …). A
-        /// reload keeps a dependency's guards, and their state, while its
-        /// guard settings are unchanged, and rebuilds them when they change.
+        /// Each dependency the file names has one set of guards, shared by
+        /// every call of it and reported under its name in the file; calls
+        /// no dependency matches keep guards per server. Its `budget`,
+        /// `breaker` and `pacer` replace the builder's for its calls, key by
+        /// key: a key the file writes (in the dependency or in `defaults`)
+        /// is built from the file; a key it does not write is made by the
+        /// builder (`budget_per_dependency`, …). A reload keeps a
+        /// dependency's guards, and their state, while its guard settings
+        /// are unchanged, and rebuilds them when they change.
         pub fn config(mut self, handle: $crate::__private::ConfigHandle) -> Self {
             self.$($field).+.config = Some(handle);
             self

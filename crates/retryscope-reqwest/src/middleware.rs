@@ -251,14 +251,11 @@ impl Middleware for RetryMiddleware {
         // Read only by a fallback: a client without one takes no clock reading.
         let started = self.fallbacks.as_ref().map(|_| tokio::time::Instant::now());
         // `Url::port` is `None` for the scheme's default port.
-        // The file's guards where it writes a guard key for this call's
-        // dependency, else the builder's per-host ones.
+        // The guards of the call's dependency in the file, else the
+        // builder's per-host ones.
         let host = url.host_str().unwrap_or_default();
         let guards = configured
             .as_ref()
-            // Asked here first: `for_call` is not inlined, and most files
-            // write no guard key.
-            .filter(|c| c.settings().sets_guards())
             .zip(self.file_guards.as_ref())
             .and_then(|(c, file)| file.for_call(c, host, url.port(), None))
             .unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None));

@@ -112,22 +112,17 @@ impl Settings {
         )
     }
 
-    /// The guards of a call to `uri`: the file's, where it writes a guard
-    /// key for the call's dependency (`configured`), else the builder's.
+    /// The guards of a call to `uri`: those of its dependency in the file
+    /// (`configured`), else the builder's.
     pub(crate) fn guards_for_call(
         &self,
         uri: &Uri,
         configured: Option<&retryscope_http::__private::CallConfig>,
     ) -> Arc<Guards<Guard>> {
-        // Asked first: a file that writes no guard key for the call's
-        // dependency leaves it the builder's guards, with nothing to work out.
-        let from_file = configured
-            .filter(|c| c.settings().sets_guards())
-            .zip(self.file_guards.as_ref())
-            .and_then(|(c, file)| {
-                let (host, port, default_port) = self.server(uri);
-                file.for_call(c, host, port, default_port)
-            });
+        let from_file = configured.zip(self.file_guards.as_ref()).and_then(|(c, file)| {
+            let (host, port, default_port) = self.server(uri);
+            file.for_call(c, host, port, default_port)
+        });
         from_file.unwrap_or_else(|| self.guards_for(uri))
     }
 
