@@ -34,6 +34,9 @@ pub const SETTLE: Duration = Duration::from_millis(20);
 
 struct Inner {
     current: ArcSwap<Config>,
+    /// Counts what was put in force, raised after each store: see
+    /// [`ConfigHandle::generation`].
+    generation: AtomicU64,
     path: Option<PathBuf>,
     known: KnownNames,
     /// The hash of the file's text last read, refused or not: a refused file
@@ -164,6 +167,7 @@ impl ConfigHandleBuilder {
                     .build();
                 Inner {
                     current: ArcSwap::from_pointee(config),
+                    generation: AtomicU64::new(0),
                     path,
                     known,
                     last_seen: AtomicU64::new(seen),
@@ -192,6 +196,27 @@ impl ConfigHandle {
         self.inner.current.load_full()
     }
 
+    /// A number that grows each time a configuration is put in force.
+    ///
+    /// Read before [`snapshot`](Self::snapshot), it lets a client remember
+    /// what a fixed target (a gRPC channel's method) resolved to and trust it
+    /// while the number stays the same: the snapshot taken after reading it is
+    /// the one in force then or a newer one, never an older.
+    ///
+    /// ```
+    /// use retryscope_config::{Config, ConfigHandle, Format, KnownNames};
+    ///
+    /// let parse = |text| Config::parse(text, Format::Toml, "inline", &KnownNames::new());
+    /// let handle = ConfigHandle::builder(KnownNames::new()).config(parse("")?).build()?;
+    /// let before = handle.generation();
+    /// handle.replace(parse("[defaults]\nattempts = 2\n")?);
+    /// assert!(handle.generation() > before);
+    /// # Ok::<(), retryscope_config::ConfigError>(())
+    /// ```
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
     /// The file reloads read, if any.
     pub fn path(&self) -> Option<&Path> {
         self.inner.path.as_deref()
@@ -201,6 +226,9 @@ impl ConfigHandle {
     pub fn replace(&self, config: Config) {
         let hash = config.hash();
         self.inner.current.store(Arc::new(config));
+        // After the store: whoever reads the new number then loads this
+        // configuration or a newer one.
+        self.inner.generation.fetch_add(1, Ordering::Release);
         self.inner.reloads.add(1, &[KeyValue::new(RESULT, "ok")]);
         tracing::info!(target: "retryscope::config", hash = %hash, "configuration replaced");
     }

@@ -400,3 +400,68 @@ async fn each_grpc_calls_spans_carry_the_hash_of_the_configuration_it_began_with
     assert_eq!(hashes_of(&spans, "call-2"), ([second].into(), 3, vec![]));
     let _ = std::fs::remove_file(&path);
 }
+
+/// A tonic channel's calls find their file settings with their method and
+/// keep them until the configuration changes (what saves a configured gRPC
+/// call its per-call lookup): each reload is still taken by the very next
+/// call — the kill switch, then the file that lifts it — with no wait and
+/// no call in between.
+#[tokio::test]
+async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
+    use retryscope_config::Format;
+    use retryscope_test_support::echo::{EchoClient, echo};
+    use retryscope_test_support::h2_server::{Answer, H2Server};
+    use retryscope_tower::RetryLayer;
+    use retryscope_tower::grpc::GrpcRetry;
+    use tower::Layer;
+
+    const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
+    let echo_text = |enabled: bool| {
+        format!(
+            "[defaults]\nattempts = 2\n\n[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n\
+             backoff = {{ initial = \"1ms\", max = \"1ms\" }}\njitter = \"none\"\nenabled = {enabled}\n"
+        )
+    };
+    let path = file("grpc-each-reload", &echo_text(true));
+    let config = handle(&path);
+    let retry = GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
+    )
+    .expect("valid service config");
+    let server = H2Server::start(vec![
+        // The file's three attempts, twice: the second call is served from what the first found.
+        UNAVAILABLE,
+        UNAVAILABLE,
+        Answer::Ok("one"),
+        UNAVAILABLE,
+        UNAVAILABLE,
+        Answer::Ok("two"),
+        // The kill switch: one attempt.
+        UNAVAILABLE,
+        // Lifted: three attempts again.
+        UNAVAILABLE,
+        UNAVAILABLE,
+        Answer::Ok("four"),
+    ])
+    .await;
+    let layer = RetryLayer::grpc(retry).origin(server.uri()).config(config.clone()).build();
+    let mut client =
+        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+
+    for (n, expected) in [(1, "one"), (2, "two")] {
+        let answer = client.unary(echo("x")).await.expect("the third attempt answers");
+        assert_eq!(answer.into_inner().message, expected);
+        assert_eq!(server.streams().len(), 3 * n, "call {n}: the file's three attempts");
+    }
+    config.reload_from_str(&echo_text(false), Format::Toml).expect("a valid reload");
+    let status = client.unary(echo("x")).await.expect_err("one attempt, answered UNAVAILABLE");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    assert_eq!(server.streams().len(), 7, "the kill switch: the next call made one attempt");
+    config.reload_from_str(&echo_text(true), Format::Toml).expect("a valid reload");
+    let answer = client.unary(echo("x")).await.expect("the third attempt answers");
+    assert_eq!(answer.into_inner().message, "four");
+    assert_eq!(server.streams().len(), 10, "lifted: the next call made three attempts");
+    let _ = std::fs::remove_file(&path);
+}

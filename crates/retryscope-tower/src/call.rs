@@ -52,8 +52,13 @@ where
     let (mut parts, body) = request.into_parts();
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
     let (mut call, mut grpc) = plan(&settings, &parts, &options);
-    // A configured layer: the file's settings for this call, from the snapshot in force now.
-    let configured = settings.configured(&parts.uri, grpc.is_some());
+    // A configured layer: the file's settings for this call, from the
+    // snapshot in force now (a channel's gRPC call found them with its
+    // method), and its dependency's guards.
+    let (configured, guards) = match grpc.as_mut().and_then(GrpcCall::take_file) {
+        Some(found) => found,
+        None => settings.file_call(&parts.uri, grpc.is_some()),
+    };
     if let Some(c) = &configured {
         match &mut call.mode {
             Mode::Http { classifier, .. } => {
@@ -70,7 +75,6 @@ where
             Mode::Grpc { .. } => {}
         }
     }
-    let guards = settings.guards_for_call(&parts.uri, configured.as_ref());
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
     // gRPC calls get no idempotency key: A6 retries what the service config opts in.

@@ -11,6 +11,11 @@ use retryscope_http::__private::rule::SharedRule;
 use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog};
 use std::sync::{Arc, OnceLock};
 
+/// What a call resolves to from its layer's file: its settings (`None` for
+/// a layer without a file) and its dependency's guards
+/// ([`Settings::file_call`]).
+pub(crate) type FileCall = (Option<retryscope_http::__private::CallConfig>, Arc<Guards<Guard>>);
+
 /// What every request of a layer shares.
 pub(crate) struct Settings {
     pub(crate) policy: Policy,
@@ -100,7 +105,7 @@ impl Settings {
 
     /// A configured layer's settings for a call to `uri` (a gRPC call's path
     /// names its service and method), from the snapshot in force now.
-    pub(crate) fn configured(&self, uri: &Uri, grpc: bool) -> Option<retryscope_http::__private::CallConfig> {
+    fn configured(&self, uri: &Uri, grpc: bool) -> Option<retryscope_http::__private::CallConfig> {
         let handle = self.config.as_ref()?;
         let (host, port, default_port) = self.server(uri);
         retryscope_http::__private::CallConfig::resolve(
@@ -112,9 +117,18 @@ impl Settings {
         )
     }
 
+    /// What a call to `uri` resolves to from the layer's file, from the
+    /// snapshot in force now: its settings (`None` for a layer without a
+    /// file) and its dependency's guards (the file's, else the builder's).
+    pub(crate) fn file_call(&self, uri: &Uri, grpc: bool) -> FileCall {
+        let configured = self.configured(uri, grpc);
+        let guards = self.guards_for_call(uri, configured.as_ref());
+        (configured, guards)
+    }
+
     /// The guards of a call to `uri`: those of its dependency in the file
     /// (`configured`), else the builder's.
-    pub(crate) fn guards_for_call(
+    fn guards_for_call(
         &self,
         uri: &Uri,
         configured: Option<&retryscope_http::__private::CallConfig>,

@@ -35,6 +35,10 @@ pub(crate) fn plan(_: &Settings, _: &Parts, _: &RetryOptions) -> Option<(Policy,
 }
 
 impl GrpcCall {
+    pub(crate) fn take_file(&mut self) -> Option<crate::settings::FileCall> {
+        match *self {}
+    }
+
     pub(crate) fn operation(&self) -> Arc<str> {
         match *self {}
     }

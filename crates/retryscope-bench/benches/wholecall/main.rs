@@ -13,6 +13,9 @@
 //!   function `measured`, which `scripts/wholecall.sh` runs under
 //!   `valgrind --tool=callgrind --toggle-collect='*wholecall*measured*'`, and
 //!   prints the allocations the measured calls made on the client thread;
+//! - `wholecall paired FAMILY` (`http`, `grpc`) counts the plain, code-built
+//!   and configured clients of a family in one process, their calls in turns,
+//!   in `measured_plain`, `measured_code` and `measured_configured` ([`Paired`]);
 //! - `wholecall wall VARIANT` times batches of the variant and of its plain
 //!   call alternately and prints the median of their ratios (BENCHMARKS.md);
 //! - `wholecall reload-load` is the reload-under-load run ([`reload_load`]),
@@ -164,6 +167,89 @@ impl Job for WallOf<'_> {
     }
 }
 
+/// One call of the plain client in a paired run, in a function of its own
+/// so that callgrind's inclusive count of it is this client's calls alone.
+#[inline(never)]
+fn measured_plain<C: Caller>(runtime: &Runtime, caller: &mut C, n: u64) -> Result<(), CallError> {
+    runtime.block_on(caller.call(n))
+}
+
+/// One call of the client built in code, in a paired run.
+#[inline(never)]
+fn measured_code<C: Caller>(runtime: &Runtime, caller: &mut C, n: u64) -> Result<(), CallError> {
+    runtime.block_on(caller.call(n))
+}
+
+/// One call of the client configured from a file, in a paired run.
+#[inline(never)]
+fn measured_configured<C: Caller>(runtime: &Runtime, caller: &mut C, n: u64) -> Result<(), CallError> {
+    runtime.block_on(caller.call(n))
+}
+
+/// A paired run: the plain client, the one built in code and the configured
+/// one, in one process, their calls taken in turn, so that all three are
+/// served by one heap in one state (in processes of their own, what the
+/// file's parse left behind moves glibc's bins by hundreds of instructions
+/// a call, either way). Built as nested jobs: plain, then code, then configured.
+struct Paired<'a> {
+    family: &'a str,
+    servers: &'a Servers,
+}
+
+struct PairedCode<'a, P> {
+    family: &'a str,
+    servers: &'a Servers,
+    plain: P,
+}
+
+struct PairedAll<P, Q> {
+    plain: P,
+    code: Q,
+}
+
+impl Job for Paired<'_> {
+    fn run<C: Caller>(self, runtime: &Runtime, plain: C) -> Result<(), CallError> {
+        let job = PairedCode { family: self.family, servers: self.servers, plain };
+        variants::with_variant(&format!("{}_retryscope", self.family), self.servers, runtime, job)
+    }
+}
+
+impl<P: Caller> Job for PairedCode<'_, P> {
+    fn run<C: Caller>(self, runtime: &Runtime, code: C) -> Result<(), CallError> {
+        let job = PairedAll { plain: self.plain, code };
+        variants::with_variant(&format!("{}_retryscope_configured", self.family), self.servers, runtime, job)
+    }
+}
+
+impl<P: Caller, Q: Caller> Job for PairedAll<P, Q> {
+    fn run<C: Caller>(mut self, runtime: &Runtime, mut configured: C) -> Result<(), CallError> {
+        let mut n = 0;
+        for _ in 0..WARM_UP {
+            runtime.block_on(self.plain.call(n))?;
+            runtime.block_on(self.code.call(n + 1))?;
+            runtime.block_on(configured.call(n + 2))?;
+            n += 3;
+        }
+        let before = alloc::allocations();
+        for round in 0..CALLS {
+            // The plain call first, then the other two in turns: what a call
+            // leaves for the runtime to finish (a connection's next read)
+            // is counted in the next, so neither is always after the other.
+            measured_plain(runtime, &mut self.plain, n)?;
+            if round % 2 == 0 {
+                measured_code(runtime, &mut self.code, n + 1)?;
+                measured_configured(runtime, &mut configured, n + 2)?;
+            } else {
+                measured_configured(runtime, &mut configured, n + 1)?;
+                measured_code(runtime, &mut self.code, n + 2)?;
+            }
+            n += 3;
+        }
+        println!("paired {CALLS} {}", alloc::allocations() - before);
+        Ok(())
+    }
+}
+
 fn runtime() -> Runtime {
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -200,11 +286,15 @@ fn main() {
             };
             variants::with_variant(variants::plain_of(variant), &servers, &runtime(), job)
         }),
+        ["paired", family] => Servers::start().and_then(|servers| {
+            let job = Paired { family, servers: &servers };
+            variants::with_variant(&format!("{family}_plain"), &servers, &runtime(), job)
+        }),
         [variant] => Servers::start().and_then(|servers| {
             variants::with_variant(variant, &servers, &runtime(), Count { name: (*variant).to_owned() })
         }),
         _ => fail(
-            "usage: wholecall [VARIANT | wall VARIANT [ROUNDS [BATCH]] | reload-load [SECONDS [RATE [REWRITES]]] \
+            "usage: wholecall [VARIANT | paired http|grpc | wall VARIANT [ROUNDS [BATCH]] | reload-load [SECONDS [RATE [REWRITES]]] \
              | serve-http | serve-grpc]",
         ),
     };

@@ -14,7 +14,7 @@ use crate::guard::Guard;
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
-use crate::settings::Settings;
+use crate::settings::{FileCall, Settings};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
@@ -40,6 +40,9 @@ pub(crate) struct GrpcCall {
     /// preset's 15 s) bounds the retries here and is nobody else's business —
     /// a server would otherwise end a long-lived stream at it.
     sends_deadline: bool,
+    /// A configured layer's call through its channel: what the method
+    /// resolves to from the file in force, found with the method.
+    file: Option<FileCall>,
 }
 
 /// How a call is retried when the layer is a gRPC one (`None` otherwise):
@@ -51,7 +54,19 @@ pub(crate) fn plan(
     options: &RetryOptions,
 ) -> Option<(Policy, Mode, GrpcCall)> {
     let grpc = settings.grpc.as_ref()?;
-    let method = settings.methods.get(grpc, parts.uri.path());
+    let path = parts.uri.path();
+    // A channel's call (no authority of its own: the layer's origin's) to a
+    // method remembers its file settings with the method; other calls
+    // resolve them per call (`Settings::file_call`).
+    let (method, file) = match (&settings.config, parts.uri.authority(), &settings.origin_server) {
+        (Some(handle), None, Some(_)) => {
+            let (method, file) = settings
+                .methods
+                .get_with_file(grpc, path, handle.generation(), || settings.file_call(&parts.uri, true));
+            (method, Some(file))
+        }
+        _ => (settings.methods.get(grpc, path), None),
+    };
     let retry = method.retry;
     let policy = options.policy_override().or(retry.as_ref().map(|m| m.policy)).unwrap_or_else(send_once);
     // A policy given for one call retries what gRPC usually retries.
@@ -69,7 +84,7 @@ pub(crate) fn plan(
     Some((
         policy,
         Mode::Grpc { codes },
-        GrpcCall { method, metrics: None, sends_deadline: timeout.is_some() },
+        GrpcCall { method, metrics: None, sends_deadline: timeout.is_some(), file },
     ))
 }
 
@@ -86,6 +101,12 @@ fn within(policy: Policy, timeout: Duration) -> Policy {
 }
 
 impl GrpcCall {
+    /// What the call resolved to from its layer's file, if it was found with
+    /// its method (taken once).
+    pub(crate) fn take_file(&mut self) -> Option<FileCall> {
+        self.file.take()
+    }
+
     /// The method, as the operation the call is reported as.
     pub(crate) fn operation(&self) -> Arc<str> {
         self.method.operation()

@@ -2,6 +2,7 @@
 //! operation name, worked out at its first call and kept for the next.
 
 use super::{CallRetry, GrpcRetry};
+use crate::settings::FileCall;
 use std::fmt;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
@@ -34,36 +35,95 @@ impl Method {
 /// The methods a layer has called, by path.
 #[derive(Default)]
 pub(crate) struct Methods {
-    known: RwLock<Vec<Arc<Method>>>,
+    known: RwLock<Known>,
+}
+
+/// The methods, each with what a configured layer's call to it resolved to
+/// under configuration `generation` (`ConfigHandle::generation`).
+#[derive(Default)]
+struct Known {
+    generation: u64,
+    methods: Vec<(Arc<Method>, Option<FileCall>)>,
+}
+
+impl Known {
+    fn find(&self, path: &str) -> Option<&(Arc<Method>, Option<FileCall>)> {
+        self.methods.iter().find(|(m, _)| *m.path == *path)
+    }
 }
 
 impl Methods {
     /// The settings of a call to `path` (`/package.Service/Method`) under `retry`.
     pub(crate) fn get(&self, retry: &GrpcRetry, path: &str) -> Arc<Method> {
-        // A poisoned lock only means a thread panicked while adding a method;
-        // the list itself is still consistent.
-        let find = |known: &[Arc<Method>]| known.iter().find(|m| *m.path == *path).map(Arc::clone);
-        if let Some(found) = find(&self.known.read().unwrap_or_else(PoisonError::into_inner)) {
-            return found;
+        if let Some((found, _)) = self.read().find(path) {
+            return Arc::clone(found);
         }
-        let method =
-            Arc::new(Method { retry: retry.for_path(path), path: path.into(), operation: OnceLock::new() });
-        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
-        match find(&known) {
-            Some(found) => found,
-            None => {
-                if known.len() < MAX_METHODS {
-                    known.push(Arc::clone(&method));
-                }
-                method
+        self.add(retry, path, None)
+    }
+
+    /// As [`get`](Self::get), with what the call resolves to from its file
+    /// under configuration `generation`: remembered per method until the
+    /// generation changes, so that a tonic channel's calls look their
+    /// dependency up once per method and reload, not per call (which cost a
+    /// configured call ~450 instructions more than one built in code, issue
+    /// 35's whole-call gate). `resolve` must read the configuration after
+    /// `generation` was read.
+    pub(crate) fn get_with_file(
+        &self,
+        retry: &GrpcRetry,
+        path: &str,
+        generation: u64,
+        resolve: impl FnOnce() -> FileCall,
+    ) -> (Arc<Method>, FileCall) {
+        {
+            let known = self.read();
+            if let Some((method, Some(file))) = known.find(path)
+                && known.generation == generation
+            {
+                return (Arc::clone(method), file.clone());
             }
         }
+        let file = resolve();
+        (self.add(retry, path, Some((generation, &file))), file)
+    }
+
+    /// `path`'s method, added if it is new and the bound allows; with
+    /// `file`, what it resolved to, kept unless a newer configuration's
+    /// calls were remembered meanwhile.
+    fn add(&self, retry: &GrpcRetry, path: &str, file: Option<(u64, &FileCall)>) -> Arc<Method> {
+        let method =
+            Arc::new(Method { retry: retry.for_path(path), path: path.into(), operation: OnceLock::new() });
+        // A poisoned lock only means a thread panicked while adding a method;
+        // the list itself is still consistent.
+        let mut known = self.known.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some((generation, _)) = file
+            && generation > known.generation
+        {
+            // A new configuration: what the old one resolved to is forgotten.
+            known.generation = generation;
+            known.methods.iter_mut().for_each(|(_, file)| *file = None);
+        }
+        let keep = file.filter(|(generation, _)| *generation == known.generation).map(|(_, f)| f.clone());
+        if let Some(entry) = known.methods.iter_mut().find(|(m, _)| *m.path == *path) {
+            if keep.is_some() {
+                entry.1 = keep;
+            }
+            return Arc::clone(&entry.0);
+        }
+        if known.methods.len() < MAX_METHODS {
+            known.methods.push((Arc::clone(&method), keep));
+        }
+        method
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Known> {
+        self.known.read().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl fmt::Debug for Methods {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let known = self.known.read().map(|k| k.len()).unwrap_or_default();
+        let known = self.read().methods.len();
         f.debug_struct("Methods").field("known", &known).finish()
     }
 }
@@ -86,6 +146,36 @@ mod tests {
             let method = methods.get(&retry, &format!("/test.Echo/M{n}"));
             assert!(method.retry.is_some(), "a method beyond the bound still gets its settings");
         }
-        assert_eq!(methods.known.read().map(|k| k.len()).unwrap_or_default(), MAX_METHODS);
+        assert_eq!(methods.read().methods.len(), MAX_METHODS);
+    }
+
+    #[test]
+    fn a_methods_file_settings_are_kept_for_one_configuration() {
+        use retryscope_otel::DependencyGuards;
+        let retry = GrpcRetry::new(Policy::interactive());
+        let methods = Methods::default();
+        let guards = DependencyGuards::<crate::guard::Guard>::builder().build().for_server("svc", None, None);
+        let resolved = std::cell::Cell::new(0);
+        let resolve = || {
+            resolved.set(resolved.get() + 1);
+            (None, Arc::clone(&guards))
+        };
+        for generation in [0, 0, 1, 1, 1] {
+            methods.get_with_file(&retry, "/a.B/C", generation, resolve);
+        }
+        assert_eq!(resolved.get(), 2, "once per configuration");
+        // A call that read the older generation resolves for itself, and what
+        // it found does not replace the newer configuration's.
+        methods.get_with_file(&retry, "/a.B/C", 0, resolve);
+        methods.get_with_file(&retry, "/a.B/C", 1, resolve);
+        assert_eq!(resolved.get(), 3);
+        // Another method has its own.
+        methods.get_with_file(&retry, "/a.B/D", 1, resolve);
+        methods.get_with_file(&retry, "/a.B/D", 1, resolve);
+        assert_eq!(resolved.get(), 4);
+        assert!(Arc::ptr_eq(
+            &methods.get(&retry, "/a.B/C"),
+            &methods.get_with_file(&retry, "/a.B/C", 1, resolve).0
+        ));
     }
 }
