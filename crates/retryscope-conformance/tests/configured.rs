@@ -465,3 +465,50 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     assert_eq!(server.streams().len(), 10, "lifted: the next call made three attempts");
     let _ = std::fs::remove_file(&path);
 }
+
+/// Where a file's policy meets a caller's `grpc-timeout`: the file names the
+/// dependency (three attempts within 15 s), the caller gives the call 400 ms,
+/// and the caller's deadline still bounds the call — on the wire, where each
+/// attempt's `grpc-timeout` is what is left of the 400 ms, never the file's
+/// 15 s — as it does for a layer built in code.
+#[tokio::test]
+async fn a_callers_grpc_timeout_bounds_a_configured_call() {
+    use retryscope_test_support::echo::{EchoClient, echo};
+    use retryscope_test_support::h2_server::{Answer, H2Server};
+    use retryscope_tower::RetryLayer;
+    use retryscope_tower::grpc::GrpcRetry;
+    use tower::Layer;
+
+    let path = file(
+        "grpc-timeout",
+        "[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\ndeadline = \"15s\"\n\
+         backoff = { initial = \"1ms\", max = \"1ms\" }\njitter = \"none\"\n",
+    );
+    let config = handle(&path);
+    let retry = GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
+    )
+    .expect("valid service config");
+    let server = H2Server::start(vec![Answer::TrailersOnly(14), Answer::Ok("ok")]).await;
+    let layer = RetryLayer::grpc(retry).origin(server.uri()).config(config).build();
+    let mut client =
+        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+    let mut request = tonic::Request::new(echo("x"));
+    request.set_timeout(Duration::from_millis(400));
+    let answer = client.unary(request).await.expect("the retry answers");
+    assert_eq!(answer.into_inner().message, "ok");
+    let timeouts: Vec<u64> = server
+        .streams()
+        .iter()
+        .map(|s| {
+            let value = s.timeout.as_deref().expect("grpc-timeout on each attempt");
+            value.strip_suffix('u').and_then(|n| n.parse().ok()).expect("microseconds")
+        })
+        .collect();
+    assert_eq!(timeouts.len(), 2, "the file's retry");
+    assert!(timeouts.iter().all(|&t| t <= 400_000), "the caller's 400 ms, not the file's 15 s: {timeouts:?}");
+    assert!(timeouts[1] < timeouts[0], "the retry carries what is left: {timeouts:?}");
+    let _ = std::fs::remove_file(&path);
+}

@@ -53,27 +53,15 @@ where
     let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
     let (mut call, mut grpc) = plan(&settings, &parts, &options);
     // A configured layer: the file's settings for this call, from the
-    // snapshot in force now (a channel's gRPC call found them with its
-    // method), and its dependency's guards.
+    // snapshot in force now, and its dependency's guards (a gRPC call's plan
+    // found them, and took the file's policy already).
     let (configured, guards) = match grpc.as_mut().and_then(GrpcCall::take_file) {
         Some(found) => found,
-        None => settings.file_call(&parts.uri, grpc.is_some()),
+        None => settings.file_call(&parts.uri, false),
     };
-    if let Some(c) = &configured {
-        match &mut call.mode {
-            Mode::Http { classifier, .. } => {
-                call.policy = c.policy(&options);
-                *classifier = c.classifier();
-            }
-            // A gRPC call keeps its service config's retryable codes; the file's
-            // policy applies where a dependency names it, and its kill switch always.
-            #[cfg(feature = "grpc")]
-            Mode::Grpc { .. } if c.settings().name().is_some() || !c.settings().enabled() => {
-                call.policy = c.policy(&options);
-            }
-            #[cfg(feature = "grpc")]
-            Mode::Grpc { .. } => {}
-        }
+    if let (Some(c), Mode::Http { classifier, .. }) = (&configured, &mut call.mode) {
+        call.policy = c.policy(&options);
+        *classifier = c.classifier();
     }
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();

@@ -40,8 +40,8 @@ pub(crate) struct GrpcCall {
     /// preset's 15 s) bounds the retries here and is nobody else's business —
     /// a server would otherwise end a long-lived stream at it.
     sends_deadline: bool,
-    /// A configured layer's call through its channel: what the method
-    /// resolves to from the file in force, found with the method.
+    /// What the call resolved to from the layer's file (its settings and
+    /// guards), until `call::run` takes it.
     file: Option<FileCall>,
 }
 
@@ -55,27 +55,39 @@ pub(crate) fn plan(
 ) -> Option<(Policy, Mode, GrpcCall)> {
     let grpc = settings.grpc.as_ref()?;
     let path = parts.uri.path();
-    // A channel's call (no authority of its own: the layer's origin's) to a
-    // method remembers its file settings with the method; other calls
-    // resolve them per call (`Settings::file_call`).
+    // What the call takes from the layer's file: a channel's call (no
+    // authority of its own: the layer's origin's) finds it with its method,
+    // kept per configuration; another resolves it now.
     let (method, file) = match (&settings.config, parts.uri.authority(), &settings.origin_server) {
         (Some(handle), None, Some(_)) => {
-            let (method, file) = settings
+            settings
                 .methods
-                .get_with_file(grpc, path, handle.generation(), || settings.file_call(&parts.uri, true));
-            (method, Some(file))
+                .get_with_file(grpc, path, handle.generation(), || settings.file_call(&parts.uri, true))
         }
-        _ => (settings.methods.get(grpc, path), None),
+        _ => (settings.methods.get(grpc, path), settings.file_call(&parts.uri, true)),
     };
     let retry = method.retry;
-    let policy = options.policy_override().or(retry.as_ref().map(|m| m.policy)).unwrap_or_else(send_once);
+    // The file's policy where a dependency names the call, and its kill
+    // switch always (a request's own policy wins over the rest of the file);
+    // else the request's own, else its method's. The call keeps its service
+    // config's retryable codes either way.
+    let from_file = file
+        .0
+        .as_ref()
+        .filter(|c| c.settings().name().is_some() || !c.settings().enabled())
+        .map(|c| c.policy(options));
+    let policy = from_file
+        .or(options.policy_override())
+        .or(retry.as_ref().map(|m| m.policy))
+        .unwrap_or_else(send_once);
     // A policy given for one call retries what gRPC usually retries.
     let unlisted = match options.policy_override() {
         Some(_) => CodeSet::UNAVAILABLE,
         None => CodeSet::EMPTY,
     };
     let codes = retry.as_ref().map_or(unlisted, |m| m.codes);
-    // The caller's `grpc-timeout` is the deadline of the whole call.
+    // The caller's `grpc-timeout` is the deadline of the whole call, whatever
+    // policy it runs: a file's 15 s does not lengthen a caller's 400 ms.
     let timeout = headers::timeout(&parts.headers);
     let policy = match timeout {
         Some(timeout) => within(policy, timeout),
@@ -84,7 +96,7 @@ pub(crate) fn plan(
     Some((
         policy,
         Mode::Grpc { codes },
-        GrpcCall { method, metrics: None, sends_deadline: timeout.is_some(), file },
+        GrpcCall { method, metrics: None, sends_deadline: timeout.is_some(), file: Some(file) },
     ))
 }
 
@@ -101,8 +113,7 @@ fn within(policy: Policy, timeout: Duration) -> Policy {
 }
 
 impl GrpcCall {
-    /// What the call resolved to from its layer's file, if it was found with
-    /// its method (taken once).
+    /// What the call resolved to from its layer's file (taken once).
     pub(crate) fn take_file(&mut self) -> Option<FileCall> {
         self.file.take()
     }
