@@ -20,7 +20,7 @@ use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::Priority;
-use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
+use retryscope_config::{Config, DependencySettings, Target};
 use std::sync::Arc;
 
 /// One call's configuration: the snapshot it started with and its dependency's settings.
@@ -31,20 +31,13 @@ pub struct CallConfig {
 }
 
 impl CallConfig {
-    /// The settings of a call to `host`/`port` at `path` (a gRPC call's path
-    /// names its service and method); `None` without a handle. Two atomic
-    /// reference counts and a walk over the match table: no allocation.
-    pub fn resolve(
-        handle: Option<&ConfigHandle>,
-        host: &str,
-        port: Option<u16>,
-        path: &str,
-        grpc: bool,
-    ) -> Option<Self> {
-        let snapshot = handle?.snapshot();
-        let target = if grpc { Target::grpc(host, port, path) } else { Target::http(host, port, path) };
-        let settings = snapshot.resolve(&target).clone();
-        Some(Self { snapshot, settings })
+    /// The settings of a call to `target` (a gRPC call's path names its
+    /// service and method) under `snapshot`: a walk over the match table, an
+    /// atomic reference count, no allocation. A client takes its snapshot
+    /// through `crate::file_guards::FileGuards::call`, with its guards.
+    pub fn of(snapshot: Arc<Config>, target: &Target<'_>) -> Self {
+        let settings = Arc::clone(snapshot.resolve(target));
+        Self { snapshot, settings }
     }
 
     /// The dependency's effective settings.

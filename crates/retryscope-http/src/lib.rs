@@ -70,7 +70,7 @@ pub mod __private {
     pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;
     pub use crate::settings::ClientSettings;
-    pub use retryscope_config::ConfigHandle;
+    pub use retryscope_config::{ConfigHandle, Target};
     pub use retryscope_otel::MeterChoice;
 
     /// The per-response rules as the builders keep them.

@@ -109,7 +109,6 @@ impl<T> RetryMiddlewareBuilder<T> {
             one_layer: settings.one_layer,
             idempotency: settings.idempotency,
             fallbacks,
-            config: settings.config,
         }
     }
 }

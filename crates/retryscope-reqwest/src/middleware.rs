@@ -161,11 +161,10 @@ pub struct RetryMiddleware {
     /// The fallbacks of the dependencies that have one; `None` when none
     /// does, so that a call pays nothing for them.
     pub(crate) fallbacks: Option<Arc<Fallbacks>>,
-    /// Per-dependency settings from a file, resolved per call.
-    pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
     /// The body rules a file selects by name.
     pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
-    /// The guards a file writes, per file dependency; `Some` with `config`.
+    /// A configured client's file: each call's settings from it, and the
+    /// guards it writes, per file dependency (`None` without a file).
     pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<RetryBudget>>,
 }
 
@@ -221,14 +220,19 @@ impl Middleware for RetryMiddleware {
         let replayable = crate::classify::is_replayable(&request);
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
         let url = request.url();
-        // A configured client's settings for this call, from the snapshot in force now.
-        let configured = retryscope_http::__private::CallConfig::resolve(
-            self.config.as_ref(),
-            url.host_str().unwrap_or_default(),
-            url.port_or_known_default(),
-            url.path(),
-            false,
-        );
+        // A configured client's settings for this call, from the snapshot in
+        // force now, and its dependency's guards in the file (`Url::port` is
+        // `None` for the scheme's default port; the file matches either).
+        let host = url.host_str().unwrap_or_default();
+        let (configured, file_guards) = match &self.file_guards {
+            Some(file) => {
+                let target =
+                    retryscope_http::__private::Target::http(host, url.port_or_known_default(), url.path());
+                let (call, guards) = file.call(&target, url.port(), None);
+                (Some(call), guards)
+            }
+            None => (None, None),
+        };
         // The file's `idempotency_keys`, where written, over the builder's.
         let generate = configured
             .as_ref()
@@ -250,15 +254,10 @@ impl Middleware for RetryMiddleware {
         let policy = request_timeout.map_or(policy, |timeout| policy.with_deadline_within(timeout));
         // Read only by a fallback: a client without one takes no clock reading.
         let started = self.fallbacks.as_ref().map(|_| tokio::time::Instant::now());
-        // `Url::port` is `None` for the scheme's default port.
         // The guards of the call's dependency in the file, else the
         // builder's per-host ones.
         let host = url.host_str().unwrap_or_default();
-        let guards = configured
-            .as_ref()
-            .zip(self.file_guards.as_ref())
-            .and_then(|(c, file)| file.for_call(c, host, url.port(), None))
-            .unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None));
+        let guards = file_guards.unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None));
         let upstream = Upstream::current();
         let mut classifier = RequestClassifier::for_request(
             configured.as_ref().map_or(self.classifier, |c| c.classifier()),

@@ -64,7 +64,8 @@ pub(crate) struct Settings {
     /// authority per call cost ~1,500 instructions (issue 35's whole-call
     /// gate).
     pub(crate) origin_server: Option<OriginServer>,
-    /// Per-dependency settings from a file, resolved per call.
+    /// Per-dependency settings from a file, resolved per call (through
+    /// `file_guards`, which holds it too).
     pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
     /// The body rules a file selects by name (HTTP only).
     pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
@@ -103,41 +104,22 @@ impl Settings {
         }
     }
 
-    /// A configured layer's settings for a call to `uri` (a gRPC call's path
-    /// names its service and method), from the snapshot in force now.
-    fn configured(&self, uri: &Uri, grpc: bool) -> Option<retryscope_http::__private::CallConfig> {
-        let handle = self.config.as_ref()?;
-        let (host, port, default_port) = self.server(uri);
-        retryscope_http::__private::CallConfig::resolve(
-            Some(handle),
-            host,
-            port.or(default_port),
-            uri.path(),
-            grpc,
-        )
-    }
-
-    /// What a call to `uri` resolves to from the layer's file, from the
-    /// snapshot in force now: its settings (`None` for a layer without a
-    /// file) and its dependency's guards (the file's, else the builder's).
+    /// What a call to `uri` (a gRPC call's path names its service and
+    /// method) resolves to from the layer's file, from the snapshot in force
+    /// now: its settings (`None` for a layer without a file) and its
+    /// dependency's guards (the file's, else the builder's).
     pub(crate) fn file_call(&self, uri: &Uri, grpc: bool) -> FileCall {
-        let configured = self.configured(uri, grpc);
-        let guards = self.guards_for_call(uri, configured.as_ref());
-        (configured, guards)
-    }
-
-    /// The guards of a call to `uri`: those of its dependency in the file
-    /// (`configured`), else the builder's.
-    fn guards_for_call(
-        &self,
-        uri: &Uri,
-        configured: Option<&retryscope_http::__private::CallConfig>,
-    ) -> Arc<Guards<Guard>> {
-        let from_file = configured.zip(self.file_guards.as_ref()).and_then(|(c, file)| {
-            let (host, port, default_port) = self.server(uri);
-            file.for_call(c, host, port, default_port)
-        });
-        from_file.unwrap_or_else(|| self.guards_for(uri))
+        use retryscope_http::__private::Target;
+        let Some(file) = &self.file_guards else { return (None, self.guards_for(uri)) };
+        let (host, port, default_port) = self.server(uri);
+        let (path, port_or_default) = (uri.path(), port.or(default_port));
+        let target = if grpc {
+            Target::grpc(host, port_or_default, path)
+        } else {
+            Target::http(host, port_or_default, path)
+        };
+        let (call, guards) = file.call(&target, port, default_port);
+        (Some(call), guards.unwrap_or_else(|| self.guards_for(uri)))
     }
 
     /// The guards of the dependency `uri` goes to: its authority's, or the
