@@ -31,6 +31,17 @@ fn text(pay_attempts: u32, pay_enabled: bool) -> String {
     )
 }
 
+/// A gRPC layer's service config for `test.Echo`: UNAVAILABLE is retried,
+/// up to five attempts 10 ms apart (the file's dependency narrows them).
+fn echo_retry() -> retryscope_tower::grpc::GrpcRetry {
+    retryscope_tower::grpc::GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
+    )
+    .expect("valid service config")
+}
+
 fn handle(path: &PathBuf) -> ConfigHandle {
     ConfigHandle::builder(KnownNames::new()).file(path).build().expect("the file loads")
 }
@@ -359,7 +370,6 @@ async fn each_grpc_calls_spans_carry_the_hash_of_the_configuration_it_began_with
     use retryscope_test_support::h2_server::{Answer, H2Server};
     use retryscope_test_support::telemetry::Telemetry;
     use retryscope_tower::RetryLayer;
-    use retryscope_tower::grpc::GrpcRetry;
     use tower::Layer;
     use tracing::Instrument as _;
 
@@ -368,12 +378,7 @@ async fn each_grpc_calls_spans_carry_the_hash_of_the_configuration_it_began_with
     let path = file("hash-grpc", &slow_text(1));
     let config = handle(&path);
     let first = config.snapshot().hash_str().to_string();
-    let retry = GrpcRetry::from_service_config(
-        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
-          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
-            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
-    )
-    .expect("valid service config");
+    let retry = echo_retry();
     let server = H2Server::start(vec![UNAVAILABLE, UNAVAILABLE, Answer::Ok("ok"), UNAVAILABLE]).await;
     let layer = RetryLayer::grpc(retry)
         .origin(server.uri())
@@ -412,7 +417,6 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     use retryscope_test_support::echo::{EchoClient, echo};
     use retryscope_test_support::h2_server::{Answer, H2Server};
     use retryscope_tower::RetryLayer;
-    use retryscope_tower::grpc::GrpcRetry;
     use tower::Layer;
 
     const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
@@ -424,12 +428,7 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     };
     let path = file("grpc-each-reload", &echo_text(true));
     let config = handle(&path);
-    let retry = GrpcRetry::from_service_config(
-        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
-          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
-            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
-    )
-    .expect("valid service config");
+    let retry = echo_retry();
     let server = H2Server::start(vec![
         // The file's three attempts, twice: the second call is served from what the first found.
         UNAVAILABLE,
@@ -476,7 +475,6 @@ async fn a_callers_grpc_timeout_bounds_a_configured_call() {
     use retryscope_test_support::echo::{EchoClient, echo};
     use retryscope_test_support::h2_server::{Answer, H2Server};
     use retryscope_tower::RetryLayer;
-    use retryscope_tower::grpc::GrpcRetry;
     use tower::Layer;
 
     let path = file(
@@ -485,12 +483,7 @@ async fn a_callers_grpc_timeout_bounds_a_configured_call() {
          backoff = { initial = \"1ms\", max = \"1ms\" }\njitter = \"none\"\n",
     );
     let config = handle(&path);
-    let retry = GrpcRetry::from_service_config(
-        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
-          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
-            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
-    )
-    .expect("valid service config");
+    let retry = echo_retry();
     let server = H2Server::start(vec![Answer::TrailersOnly(14), Answer::Ok("ok")]).await;
     let layer = RetryLayer::grpc(retry).origin(server.uri()).config(config).build();
     let mut client =

@@ -296,19 +296,6 @@ impl<T: Throttle + 'static> State<T> {
         if settings.index().is_none() && !settings.sets_guards() {
             return None;
         }
-        self.find(settings, same_snapshot, host, port, default_port)
-    }
-
-    /// `settings`' guards; `same_snapshot`: they come from `synced`, so
-    /// their index is this table's.
-    fn find(
-        &self,
-        settings: &DependencySettings,
-        same_snapshot: bool,
-        host: &str,
-        port: Option<u16>,
-        default_port: Option<u16>,
-    ) -> Option<Arc<Guards<T>>> {
         match (settings.index(), settings.name()) {
             (Some(index), _) if same_snapshot => self.by_index.get(index).cloned().flatten(),
             (_, Some(name)) => self.named.get(name).map(|slot| slot.guards.get(name)),
