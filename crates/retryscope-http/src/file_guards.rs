@@ -160,6 +160,13 @@ impl<T: Throttle + 'static> FileGuards<T> {
         Self { inner }
     }
 
+    /// The [generation](ConfigHandle::generation) of the configuration in
+    /// force: what a client that keeps something per configuration (a gRPC
+    /// layer, per method) tags it with.
+    pub fn generation(&self) -> u64 {
+        self.inner.handle.generation()
+    }
+
     /// A call to `target` (`port`: the URL's, `None` for the scheme's
     /// `default_port`; `target.port`, what the file matches, may be either):
     /// its settings from the configuration in force and its guards, as

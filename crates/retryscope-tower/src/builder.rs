@@ -210,7 +210,6 @@ impl TowerSettings {
                 one_layer: shared.one_layer,
                 idempotency: shared.idempotency,
                 fallbacks,
-                config: shared.config,
                 #[cfg(feature = "grpc")]
                 grpc,
                 #[cfg(feature = "grpc")]

@@ -11,7 +11,7 @@ use crate::guard::Guard;
 use crate::http_call::{self, HttpAttempts};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
-use crate::settings::Settings;
+use crate::settings::{Resolved, Settings};
 use crate::spans::AttemptSpan;
 use http::request::Parts;
 use http::{Request, Response};
@@ -55,11 +55,12 @@ where
     // A configured layer: the file's settings for this call, from the
     // snapshot in force now, and its dependency's guards (a gRPC call's plan
     // found them, and took the file's policy already).
-    let (configured, guards) = match grpc.as_mut().and_then(GrpcCall::take_file) {
+    let file = match grpc.as_mut().and_then(GrpcCall::take_file) {
         Some(found) => found,
-        None => settings.file_call(&parts.uri, false),
+        None => Resolved::Now(settings.file_call(&parts.uri, false)),
     };
-    if let (Some(c), Mode::Http { classifier, .. }) = (&configured, &mut call.mode) {
+    let (configured, guards) = file.parts();
+    if let (Some(c), Mode::Http { classifier, .. }) = (configured, &mut call.mode) {
         call.policy = c.policy(&options);
         *classifier = c.classifier();
     }
@@ -68,14 +69,14 @@ where
     // gRPC calls get no idempotency key: A6 retries what the service config opts in.
     let key = match grpc {
         Some(_) => None,
-        None => http_call::keyed(&settings, configured.as_ref(), &mut parts, &mut call.mode, replayable),
+        None => http_call::keyed(&settings, configured, &mut parts, &mut call.mode, replayable),
     };
-    let hedging = match &configured {
+    let hedging = match configured {
         Some(c) if !c.settings().enabled() => None,
         Some(c) if grpc.is_none() => c
             .hedge(&options)
             .filter(|_| replayable && retryscope_http::__private::safety::may_hedge(&parts.method)),
-        _ => hedging(&guards, &call, grpc.as_ref(), &parts, &options, replayable),
+        _ => hedging(guards, &call, grpc.as_ref(), &parts, &options, replayable),
     };
     // Shared by the attempts and their spans from here on.
     let parts = Arc::new(parts);
@@ -92,17 +93,16 @@ where
     let outcome_slot = settings.fallbacks.as_ref().map(|_| OutcomeSlot::new());
     let telemetry = telemetry(&settings, &call, &parts, key).map(|o| {
         // Which configuration this call runs under, on each of its spans.
-        o.with_config_hash(configured.as_ref().map(|c| Arc::clone(c.hash())))
-            .with_outcome_slot(outcome_slot.clone())
+        o.with_config_hash(configured.map(|c| Arc::clone(c.hash()))).with_outcome_slot(outcome_slot.clone())
     });
     let operation = operation(&options, grpc.as_ref());
-    let priority = configured.as_ref().map_or(options.priority_class(), |c| c.priority(&options));
+    let priority = configured.map_or(options.priority_class(), |c| c.priority(&options));
     let stop = StopRecorder::default();
     // gRPC's own metrics (A66, A96) follow the call to the caller.
     let metrics = grpc.as_mut().and_then(|grpc| grpc.start_metrics(&settings, &parts));
     let side = match &grpc {
         Some(grpc) => Side::Grpc(grpc.attempts(&call)),
-        None => Side::Http(HttpAttempts::new(&settings, configured.as_ref())),
+        None => Side::Http(HttpAttempts::new(&settings, configured)),
     };
     // The log alone (telemetry off) has no attempt span to read the
     // request's id: it is handed the header's value.
@@ -142,13 +142,13 @@ where
         upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
     }
     let chosen = match (&settings.fallbacks, &fallback) {
-        (Some(fallbacks), Some(_)) => fallbacks.choose(guards.dependency(), stop, configured.as_ref()),
+        (Some(fallbacks), Some(_)) => fallbacks.choose(guards.dependency(), stop, configured),
         _ => None,
     };
     let (answer, served) = match (grpc, chosen, fallback) {
         // Without a fallback to run, finished here: `answer` is a future of
         // its own, which a call that cannot use it should not build and poll.
-        (Some(grpc), None, _) => (grpc.finish(outcome, stop, &call, replayable, started, &guards), false),
+        (Some(grpc), None, _) => (grpc.finish(outcome, stop, &call, replayable, started, guards), false),
         (Some(grpc), chosen, fallback) => {
             let fallback = match (chosen, &fallback) {
                 (Some(chosen), Some((parts, began, deadline))) => {
@@ -157,7 +157,7 @@ where
                 }
                 _ => None,
             };
-            grpc.answer(outcome, stop, &call, replayable, started, &guards, fallback).await
+            grpc.answer(outcome, stop, &call, replayable, started, guards, fallback).await
         }
         (None, Some(chosen), Some((parts, started, deadline))) => {
             let remaining = retryscope_http::__private::fallback::remaining(deadline, started);

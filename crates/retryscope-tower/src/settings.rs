@@ -16,6 +16,32 @@ use std::sync::{Arc, OnceLock};
 /// ([`Settings::file_call`]).
 pub(crate) type FileCall = (Option<retryscope_http::__private::CallConfig>, Arc<Guards<Guard>>);
 
+/// What a call resolved to from its layer's file: kept for its gRPC method
+/// under one configuration (shared by that method's calls, one reference
+/// count a call), or resolved for this call alone.
+pub(crate) enum Resolved {
+    #[cfg(feature = "grpc")]
+    Kept(Arc<crate::grpc::methods::Kept>),
+    Now(FileCall),
+}
+
+impl Resolved {
+    /// The call's settings from the file (`None` for a layer without one),
+    /// and its dependency's guards.
+    #[cfg_attr(
+        not(feature = "grpc"),
+        allow(clippy::infallible_destructuring_match, reason = "one variant without gRPC")
+    )]
+    pub(crate) fn parts(&self) -> (Option<&retryscope_http::__private::CallConfig>, &Arc<Guards<Guard>>) {
+        let (config, guards) = match self {
+            #[cfg(feature = "grpc")]
+            Resolved::Kept(kept) => &kept.file,
+            Resolved::Now(file) => file,
+        };
+        (config.as_ref(), guards)
+    }
+}
+
 /// What every request of a layer shares.
 pub(crate) struct Settings {
     pub(crate) policy: Policy,
@@ -64,12 +90,10 @@ pub(crate) struct Settings {
     /// authority per call cost ~1,500 instructions (issue 35's whole-call
     /// gate).
     pub(crate) origin_server: Option<OriginServer>,
-    /// Per-dependency settings from a file, resolved per call (through
-    /// `file_guards`, which holds it too).
-    pub(crate) config: Option<retryscope_http::__private::ConfigHandle>,
     /// The body rules a file selects by name (HTTP only).
     pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
-    /// The guards a file writes, per file dependency; `Some` with `config`.
+    /// A configured layer's file: per-dependency settings, resolved per call,
+    /// and the guards it writes, per file dependency.
     pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<Guard>>,
 }
 

@@ -35,7 +35,7 @@ pub(crate) fn plan(_: &Settings, _: &Parts, _: &RetryOptions) -> Option<(Policy,
 }
 
 impl GrpcCall {
-    pub(crate) fn take_file(&mut self) -> Option<crate::settings::FileCall> {
+    pub(crate) fn take_file(&mut self) -> Option<crate::settings::Resolved> {
         match *self {}
     }
 

@@ -4,7 +4,7 @@
 //! gets.
 
 use super::headers;
-use super::methods::Method;
+use super::methods::{Kept, Method};
 use super::metrics::CallMetrics;
 use super::{CodeSet, reset, status};
 use crate::call::Call;
@@ -14,12 +14,13 @@ use crate::guard::Guard;
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
-use crate::settings::{FileCall, Settings};
+use crate::settings::{Resolved, Settings};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Pacer, Policy, RetryError, StopReason};
+use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::fallback::{Chosen, FallbackContext, LastAnswer};
 use retryscope_http::RetryOptions;
 use retryscope_otel::Guards;
@@ -42,7 +43,7 @@ pub(crate) struct GrpcCall {
     sends_deadline: bool,
     /// What the call resolved to from the layer's file (its settings and
     /// guards), until `call::run` takes it.
-    file: Option<FileCall>,
+    file: Option<Resolved>,
 }
 
 /// How a call is retried when the layer is a gRPC one (`None` otherwise):
@@ -57,28 +58,36 @@ pub(crate) fn plan(
     let path = parts.uri.path();
     // What the call takes from the layer's file: a channel's call (no
     // authority of its own: the layer's origin's) finds it with its method,
-    // kept per configuration; another resolves it now.
-    let (method, file) = match (&settings.config, parts.uri.authority(), &settings.origin_server) {
-        (Some(handle), None, Some(_)) => {
-            settings
-                .methods
-                .get_with_file(grpc, path, handle.generation(), || settings.file_call(&parts.uri, true))
-        }
-        _ => (settings.methods.get(grpc, path), settings.file_call(&parts.uri, true)),
-    };
+    // kept per configuration with the file's policy for it; another resolves
+    // it now.
+    let (method, file, from_file) =
+        match (&settings.file_guards, parts.uri.authority(), &settings.origin_server) {
+            (Some(file), None, Some(_)) => {
+                let (method, kept) = settings.methods.get_with_file(grpc, path, file.generation(), || {
+                    let file = settings.file_call(&parts.uri, true);
+                    Kept { policy: file_policy(file.0.as_ref(), &RetryOptions::default()), file }
+                });
+                let from_file = match options.policy_override() {
+                    None => kept.policy,
+                    Some(_) => file_policy(kept.file.0.as_ref(), options),
+                };
+                (method, Resolved::Kept(kept), from_file)
+            }
+            _ => {
+                let file = settings.file_call(&parts.uri, true);
+                let from_file = file_policy(file.0.as_ref(), options);
+                (settings.methods.get(grpc, path), Resolved::Now(file), from_file)
+            }
+        };
     let retry = method.retry;
-    // The file's policy where a dependency names the call, and its kill
-    // switch always (a request's own policy wins over the rest of the file);
-    // else the request's own, else its method's. The call keeps its service
-    // config's retryable codes either way.
-    let from_file = file
-        .0
-        .as_ref()
-        .filter(|c| c.settings().name().is_some() || !c.settings().enabled())
-        .map(|c| c.policy(options));
+    // The file's policy where it decides it, else the request's own, else
+    // its method's; lazily, as a policy is a hundred-odd bytes and a
+    // configured call would copy the two it does not run (issue 35's
+    // whole-call cost). The call keeps its service config's retryable codes
+    // either way.
     let policy = from_file
-        .or(options.policy_override())
-        .or(retry.as_ref().map(|m| m.policy))
+        .or_else(|| options.policy_override())
+        .or_else(|| retry.as_ref().map(|m| m.policy))
         .unwrap_or_else(send_once);
     // A policy given for one call retries what gRPC usually retries.
     let unlisted = match options.policy_override() {
@@ -100,6 +109,13 @@ pub(crate) fn plan(
     ))
 }
 
+/// The file's policy for a call with `options`, where the file decides it: a
+/// dependency names the call, or its kill switch is on (a request's own
+/// policy wins over the rest of the file).
+fn file_policy(config: Option<&CallConfig>, options: &RetryOptions) -> Option<Policy> {
+    config.filter(|c| c.settings().name().is_some() || !c.settings().enabled()).map(|c| c.policy(options))
+}
+
 /// One attempt and no wait.
 fn send_once() -> Policy {
     Policy::builder().max_attempts(1).no_deadline().build().unwrap_or_default()
@@ -114,7 +130,7 @@ fn within(policy: Policy, timeout: Duration) -> Policy {
 
 impl GrpcCall {
     /// What the call resolved to from its layer's file (taken once).
-    pub(crate) fn take_file(&mut self) -> Option<FileCall> {
+    pub(crate) fn take_file(&mut self) -> Option<Resolved> {
         self.file.take()
     }
 

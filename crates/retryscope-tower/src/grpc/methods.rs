@@ -3,6 +3,7 @@
 
 use super::{CallRetry, GrpcRetry};
 use crate::settings::FileCall;
+use retryscope::Policy;
 use std::fmt;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
@@ -32,6 +33,17 @@ impl Method {
     }
 }
 
+/// What a configured layer's calls to one method resolve to from its file
+/// under one configuration: its settings and guards, and the policy the file
+/// gives a call that brings none of its own.
+#[derive(Debug)]
+pub(crate) struct Kept {
+    pub(crate) file: FileCall,
+    /// `super::call::file_policy` of `file` for a call without a policy of
+    /// its own, worked out once with the rest.
+    pub(crate) policy: Option<Policy>,
+}
+
 /// The methods a layer has called, by path.
 #[derive(Default)]
 pub(crate) struct Methods {
@@ -43,11 +55,11 @@ pub(crate) struct Methods {
 #[derive(Default)]
 struct Known {
     generation: u64,
-    methods: Vec<(Arc<Method>, Option<FileCall>)>,
+    methods: Vec<(Arc<Method>, Option<Arc<Kept>>)>,
 }
 
 impl Known {
-    fn find(&self, path: &str) -> Option<&(Arc<Method>, Option<FileCall>)> {
+    fn find(&self, path: &str) -> Option<&(Arc<Method>, Option<Arc<Kept>>)> {
         self.methods.iter().find(|(m, _)| *m.path == *path)
     }
 }
@@ -66,31 +78,31 @@ impl Methods {
     /// generation changes, so that a tonic channel's calls look their
     /// dependency up once per method and reload, not per call (which cost a
     /// configured call ~450 instructions more than one built in code, issue
-    /// 35's whole-call gate). `resolve` must read the configuration after
-    /// `generation` was read.
+    /// 35's whole-call gate), and share it by one reference count. `resolve`
+    /// must read the configuration after `generation` was read.
     pub(crate) fn get_with_file(
         &self,
         retry: &GrpcRetry,
         path: &str,
         generation: u64,
-        resolve: impl FnOnce() -> FileCall,
-    ) -> (Arc<Method>, FileCall) {
+        resolve: impl FnOnce() -> Kept,
+    ) -> (Arc<Method>, Arc<Kept>) {
         {
             let known = self.read();
-            if let Some((method, Some(file))) = known.find(path)
+            if let Some((method, Some(kept))) = known.find(path)
                 && known.generation == generation
             {
-                return (Arc::clone(method), file.clone());
+                return (Arc::clone(method), Arc::clone(kept));
             }
         }
-        let file = resolve();
-        (self.add(retry, path, Some((generation, &file))), file)
+        let kept = Arc::new(resolve());
+        (self.add(retry, path, Some((generation, &kept))), kept)
     }
 
     /// `path`'s method, added if it is new and the bound allows; with
     /// `file`, what it resolved to, kept unless a newer configuration's
     /// calls were remembered meanwhile.
-    fn add(&self, retry: &GrpcRetry, path: &str, file: Option<(u64, &FileCall)>) -> Arc<Method> {
+    fn add(&self, retry: &GrpcRetry, path: &str, file: Option<(u64, &Arc<Kept>)>) -> Arc<Method> {
         let method =
             Arc::new(Method { retry: retry.for_path(path), path: path.into(), operation: OnceLock::new() });
         // A poisoned lock only means a thread panicked while adding a method;
@@ -103,7 +115,7 @@ impl Methods {
             known.generation = generation;
             known.methods.iter_mut().for_each(|(_, file)| *file = None);
         }
-        let keep = file.filter(|(generation, _)| *generation == known.generation).map(|(_, f)| f.clone());
+        let keep = file.filter(|(generation, _)| *generation == known.generation).map(|(_, f)| Arc::clone(f));
         if let Some(entry) = known.methods.iter_mut().find(|(m, _)| *m.path == *path) {
             if keep.is_some() {
                 entry.1 = keep;
@@ -131,7 +143,6 @@ impl fmt::Debug for Methods {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use retryscope::Policy;
 
     #[test]
     fn a_method_is_worked_out_once_and_the_list_stays_bounded() {
@@ -158,7 +169,7 @@ mod tests {
         let resolved = std::cell::Cell::new(0);
         let resolve = || {
             resolved.set(resolved.get() + 1);
-            (None, Arc::clone(&guards))
+            Kept { file: (None, Arc::clone(&guards)), policy: None }
         };
         for generation in [0, 0, 1, 1, 1] {
             methods.get_with_file(&retry, "/a.B/C", generation, resolve);
