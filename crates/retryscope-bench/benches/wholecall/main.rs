@@ -15,7 +15,9 @@
 //!   prints the allocations the measured calls made on the client thread;
 //! - `wholecall paired FAMILY` (`http`, `grpc`) counts the plain, code-built
 //!   and configured clients of a family in one process, their calls in turns,
-//!   in `measured_plain`, `measured_code` and `measured_configured` ([`Paired`]);
+//!   in `measured_plain`, `measured_code` and `measured_configured` ([`Paired`]),
+//!   the code-built client built first (`code-first`, the default) or the
+//!   configured one (`configured-first`);
 //! - `wholecall wall VARIANT` times batches of the variant and of its plain
 //!   call alternately and prints the median of their ratios (BENCHMARKS.md);
 //! - `wholecall reload-load` is the reload-under-load run ([`reload_load`]),
@@ -190,64 +192,93 @@ fn measured_configured<C: Caller>(runtime: &Runtime, caller: &mut C, n: u64) -> 
 /// one, in one process, their calls taken in turn, so that all three are
 /// served by one heap in one state (in processes of their own, what the
 /// file's parse left behind moves glibc's bins by hundreds of instructions
-/// a call, either way). Built as nested jobs: plain, then code, then configured.
+/// a call, either way). Built as nested jobs: plain, then the code-built and
+/// the configured client in the order `configured_first` says. Which is built
+/// first places its connection's buffers and tasks first in the heap, which
+/// moves the allocator's share of its calls: `scripts/wholecall.sh` runs both
+/// orders and adds them up, so that the order favours neither.
 struct Paired<'a> {
     family: &'a str,
     servers: &'a Servers,
+    configured_first: bool,
 }
 
-struct PairedCode<'a, P> {
-    family: &'a str,
-    servers: &'a Servers,
+impl Paired<'_> {
+    fn variant(&self, configured: bool) -> String {
+        match configured {
+            true => format!("{}_retryscope_configured", self.family),
+            false => format!("{}_retryscope", self.family),
+        }
+    }
+}
+
+struct PairedSecond<'a, P> {
+    paired: Paired<'a>,
     plain: P,
 }
 
 struct PairedAll<P, Q> {
+    configured_first: bool,
     plain: P,
-    code: Q,
+    first: Q,
 }
 
 impl Job for Paired<'_> {
     fn run<C: Caller>(self, runtime: &Runtime, plain: C) -> Result<(), CallError> {
-        let job = PairedCode { family: self.family, servers: self.servers, plain };
-        variants::with_variant(&format!("{}_retryscope", self.family), self.servers, runtime, job)
+        let first = self.variant(self.configured_first);
+        let servers = self.servers;
+        variants::with_variant(&first, servers, runtime, PairedSecond { paired: self, plain })
     }
 }
 
-impl<P: Caller> Job for PairedCode<'_, P> {
-    fn run<C: Caller>(self, runtime: &Runtime, code: C) -> Result<(), CallError> {
-        let job = PairedAll { plain: self.plain, code };
-        variants::with_variant(&format!("{}_retryscope_configured", self.family), self.servers, runtime, job)
+impl<P: Caller> Job for PairedSecond<'_, P> {
+    fn run<C: Caller>(self, runtime: &Runtime, first: C) -> Result<(), CallError> {
+        let second = self.paired.variant(!self.paired.configured_first);
+        let job = PairedAll { configured_first: self.paired.configured_first, plain: self.plain, first };
+        variants::with_variant(&second, self.paired.servers, runtime, job)
     }
 }
 
 impl<P: Caller, Q: Caller> Job for PairedAll<P, Q> {
-    fn run<C: Caller>(mut self, runtime: &Runtime, mut configured: C) -> Result<(), CallError> {
-        let mut n = 0;
-        for _ in 0..WARM_UP {
-            runtime.block_on(self.plain.call(n))?;
-            runtime.block_on(self.code.call(n + 1))?;
-            runtime.block_on(configured.call(n + 2))?;
-            n += 3;
+    fn run<C: Caller>(self, runtime: &Runtime, second: C) -> Result<(), CallError> {
+        match self.configured_first {
+            true => paired_rounds(runtime, self.plain, second, self.first),
+            false => paired_rounds(runtime, self.plain, self.first, second),
         }
-        let before = alloc::allocations();
-        for round in 0..CALLS {
-            // The plain call first, then the other two in turns: what a call
-            // leaves for the runtime to finish (a connection's next read)
-            // is counted in the next, so neither is always after the other.
-            measured_plain(runtime, &mut self.plain, n)?;
-            if round % 2 == 0 {
-                measured_code(runtime, &mut self.code, n + 1)?;
-                measured_configured(runtime, &mut configured, n + 2)?;
-            } else {
-                measured_configured(runtime, &mut configured, n + 1)?;
-                measured_code(runtime, &mut self.code, n + 2)?;
-            }
-            n += 3;
-        }
-        println!("paired {CALLS} {}", alloc::allocations() - before);
-        Ok(())
     }
+}
+
+/// The paired run's calls: warm-up, then [`CALLS`] rounds of one call each.
+fn paired_rounds<P: Caller, Q: Caller, R: Caller>(
+    runtime: &Runtime,
+    mut plain: P,
+    mut code: Q,
+    mut configured: R,
+) -> Result<(), CallError> {
+    let mut n = 0;
+    for _ in 0..WARM_UP {
+        runtime.block_on(plain.call(n))?;
+        runtime.block_on(code.call(n + 1))?;
+        runtime.block_on(configured.call(n + 2))?;
+        n += 3;
+    }
+    let before = alloc::allocations();
+    for round in 0..CALLS {
+        // The plain call first, then the other two in turns: what a call
+        // leaves for the runtime to finish (a connection's next read)
+        // is counted in the next, so neither is always after the other.
+        measured_plain(runtime, &mut plain, n)?;
+        if round % 2 == 0 {
+            measured_code(runtime, &mut code, n + 1)?;
+            measured_configured(runtime, &mut configured, n + 2)?;
+        } else {
+            measured_configured(runtime, &mut configured, n + 1)?;
+            measured_code(runtime, &mut code, n + 2)?;
+        }
+        n += 3;
+    }
+    println!("paired {CALLS} {}", alloc::allocations() - before);
+    Ok(())
 }
 
 fn runtime() -> Runtime {
@@ -286,15 +317,20 @@ fn main() {
             };
             variants::with_variant(variants::plain_of(variant), &servers, &runtime(), job)
         }),
-        ["paired", family] => Servers::start().and_then(|servers| {
-            let job = Paired { family, servers: &servers };
+        ["paired", family, order @ ..] if order.len() <= 1 => Servers::start().and_then(|servers| {
+            let configured_first = match order {
+                [] | ["code-first"] => false,
+                ["configured-first"] => true,
+                _ => fail("paired: the order is code-first (the default) or configured-first"),
+            };
+            let job = Paired { family, servers: &servers, configured_first };
             variants::with_variant(&format!("{family}_plain"), &servers, &runtime(), job)
         }),
         [variant] => Servers::start().and_then(|servers| {
             variants::with_variant(variant, &servers, &runtime(), Count { name: (*variant).to_owned() })
         }),
         _ => fail(
-            "usage: wholecall [VARIANT | paired http|grpc | wall VARIANT [ROUNDS [BATCH]] | reload-load [SECONDS [RATE [REWRITES]]] \
+            "usage: wholecall [VARIANT | paired http|grpc [code-first|configured-first] | wall VARIANT [ROUNDS [BATCH]] | reload-load [SECONDS [RATE [REWRITES]]] \
              | serve-http | serve-grpc]",
         ),
     };
