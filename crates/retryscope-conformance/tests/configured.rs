@@ -505,3 +505,33 @@ async fn a_callers_grpc_timeout_bounds_a_configured_call() {
     assert!(timeouts[1] < timeouts[0], "the retry carries what is left: {timeouts:?}");
     let _ = std::fs::remove_file(&path);
 }
+
+/// reqwest's own `RequestBuilder::timeout` bounds a configured call as it
+/// bounds one built in code: the file's ten attempts 150 ms apart and its
+/// 15-s deadline do not outlast the caller's 400 ms. (A tower caller's limit
+/// is its own `RetryOptions::policy`, which wins over the file:
+/// `each_call_takes_its_dependencys_attempts_from_the_file`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_own_timeout_bounds_a_configured_reqwest_call() {
+    let path = file(
+        "reqwest-timeout",
+        "[dependencies.slow]\npath_prefix = \"/slow\"\nattempts = 10\ndeadline = \"15s\"\n\
+         backoff = { initial = \"150ms\", max = \"150ms\" }\njitter = \"none\"\n",
+    );
+    let server = Server::start().await;
+    let client = common::Integration::Reqwest
+        .client(Setup::new(code_policy()).no_budget().no_breaker().config(handle(&path)));
+    server.script("/slow/x", std::iter::repeat_n(Reply::status(503), 100));
+    let started = Instant::now();
+    let answer = client.send(Call::get(server.url("/slow/x")).timeout(Duration::from_millis(400))).await;
+    let took = started.elapsed();
+    if let Ok(answer) = answer {
+        assert_eq!(answer.status, 503, "the last answer, if any");
+    }
+    let attempts = server.seen().iter().filter(|s| s.path == "/slow/x").count();
+    // 0, 150 and 300 ms fit in 400 ms; a fourth (450 ms) does not. Five
+    // would be the builder's policy, ten the file's without the caller's limit.
+    assert!((2..=3).contains(&attempts), "the file's retries within the caller's 400 ms: {attempts}");
+    assert!(took < Duration::from_millis(1000), "the file's 15 s did not lengthen 400 ms: {took:?}");
+    let _ = std::fs::remove_file(&path);
+}
