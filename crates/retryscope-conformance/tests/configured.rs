@@ -535,3 +535,51 @@ async fn a_requests_own_timeout_bounds_a_configured_reqwest_call() {
     assert!(took < Duration::from_millis(1000), "the file's 15 s did not lengthen 400 ms: {took:?}");
     let _ = std::fs::remove_file(&path);
 }
+
+/// Where a channel's kept file settings meet a request's own policy: a call
+/// with none takes the file's three attempts (and the method keeps them);
+/// the next call, with its own five-attempt policy, makes five — a request's
+/// own policy wins over the file — and under the kill switch one, whatever
+/// it asks.
+#[tokio::test]
+async fn a_requests_own_policy_meets_a_channels_kept_file_settings() {
+    use retryscope_config::Format;
+    use retryscope_test_support::echo::{EchoClient, echo};
+    use retryscope_test_support::h2_server::{Answer, H2Server};
+    use retryscope_tower::RetryLayer;
+    use tower::Layer;
+
+    const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
+    let echo_text = |enabled: bool| {
+        format!(
+            "[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n\
+             backoff = {{ initial = \"1ms\", max = \"1ms\" }}\njitter = \"none\"\nenabled = {enabled}\n"
+        )
+    };
+    let path = file("grpc-own-policy", &echo_text(true));
+    let config = handle(&path);
+    let mut answers = vec![UNAVAILABLE, UNAVAILABLE, Answer::Ok("file")];
+    answers.extend([UNAVAILABLE, UNAVAILABLE, UNAVAILABLE, UNAVAILABLE, Answer::Ok("own")]);
+    answers.push(UNAVAILABLE);
+    let server = H2Server::start(answers).await;
+    let layer = RetryLayer::grpc(echo_retry()).origin(server.uri()).config(config.clone()).build();
+    let mut client =
+        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+    let own = || {
+        let mut request = tonic::Request::new(echo("x"));
+        request.extensions_mut().insert(RetryOptions::new().policy(code_policy()));
+        request
+    };
+
+    let answer = client.unary(echo("x")).await.expect("the file's third attempt answers");
+    assert_eq!(answer.into_inner().message, "file");
+    assert_eq!(server.streams().len(), 3, "the file's three attempts");
+    let answer = client.unary(own()).await.expect("the request's fifth attempt answers");
+    assert_eq!(answer.into_inner().message, "own");
+    assert_eq!(server.streams().len(), 8, "the request's own five attempts");
+    config.reload_from_str(&echo_text(false), Format::Toml).expect("a valid reload");
+    let status = client.unary(own()).await.expect_err("one attempt, answered UNAVAILABLE");
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    assert_eq!(server.streams().len(), 9, "the kill switch caps the request's own policy to one");
+    let _ = std::fs::remove_file(&path);
+}
