@@ -7,11 +7,16 @@
 
 use retryscope_config::{ConfigHandle, KnownNames};
 use retryscope_http::RetryOptions;
+use retryscope_test_support::echo::{EchoClient, echo};
+use retryscope_test_support::h2_server::{Answer, H2Server};
 use retryscope_test_support::{Reply, Server};
+use retryscope_tower::{RetryLayer, RetryService};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tonic::transport::{Channel, Endpoint};
+use tower::Layer;
 
 mod common;
 
@@ -44,6 +49,26 @@ fn echo_retry() -> retryscope_tower::grpc::GrpcRetry {
 
 fn handle(path: &PathBuf) -> ConfigHandle {
     ConfigHandle::builder(KnownNames::new()).file(path).build().expect("the file loads")
+}
+
+/// gRPC's UNAVAILABLE, answered trailers-only.
+const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
+
+/// A file whose `echo` dependency names `test.Echo`: three attempts 1 ms
+/// apart, its kill switch off unless `enabled` is false.
+fn echo_text(enabled: bool) -> String {
+    format!(
+        "[defaults]\nattempts = 2\n\n[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n\
+         backoff = {{ initial = \"1ms\", max = \"1ms\" }}\njitter = \"none\"\nenabled = {enabled}\n"
+    )
+}
+
+/// A tonic channel to `server` through a gRPC layer with `echo_retry()`'s
+/// service config and the file `config`: each call's URI has no authority
+/// of its own, so its file settings are kept with its method.
+fn echo_channel(server: &H2Server, config: ConfigHandle) -> EchoClient<RetryService<Channel>> {
+    let layer = RetryLayer::grpc(echo_retry()).origin(server.uri()).config(config).build();
+    EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,14 +391,9 @@ async fn each_calls_spans_carry_the_hash_of_the_configuration_it_began_with() {
 #[tokio::test]
 async fn each_grpc_calls_spans_carry_the_hash_of_the_configuration_it_began_with() {
     use retryscope_config::Format;
-    use retryscope_test_support::echo::{EchoClient, echo};
-    use retryscope_test_support::h2_server::{Answer, H2Server};
     use retryscope_test_support::telemetry::Telemetry;
-    use retryscope_tower::RetryLayer;
-    use tower::Layer;
     use tracing::Instrument as _;
 
-    const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
     let t = Telemetry::install();
     let path = file("hash-grpc", &slow_text(1));
     let config = handle(&path);
@@ -386,8 +406,7 @@ async fn each_grpc_calls_spans_carry_the_hash_of_the_configuration_it_began_with
         .operation_spans()
         .config(config.clone())
         .build();
-    let mut client =
-        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+    let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
 
     let reload = async {
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -414,21 +433,9 @@ async fn each_grpc_calls_spans_carry_the_hash_of_the_configuration_it_began_with
 #[tokio::test]
 async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     use retryscope_config::Format;
-    use retryscope_test_support::echo::{EchoClient, echo};
-    use retryscope_test_support::h2_server::{Answer, H2Server};
-    use retryscope_tower::RetryLayer;
-    use tower::Layer;
 
-    const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
-    let echo_text = |enabled: bool| {
-        format!(
-            "[defaults]\nattempts = 2\n\n[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n\
-             backoff = {{ initial = \"1ms\", max = \"1ms\" }}\njitter = \"none\"\nenabled = {enabled}\n"
-        )
-    };
     let path = file("grpc-each-reload", &echo_text(true));
     let config = handle(&path);
-    let retry = echo_retry();
     let server = H2Server::start(vec![
         // The file's three attempts, twice: the second call is served from what the first found.
         UNAVAILABLE,
@@ -445,9 +452,7 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
         Answer::Ok("four"),
     ])
     .await;
-    let layer = RetryLayer::grpc(retry).origin(server.uri()).config(config.clone()).build();
-    let mut client =
-        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+    let mut client = echo_channel(&server, config.clone());
 
     for (n, expected) in [(1, "one"), (2, "two")] {
         let answer = client.unary(echo("x")).await.expect("the third attempt answers");
@@ -472,22 +477,14 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
 /// 15 s — as it does for a layer built in code.
 #[tokio::test]
 async fn a_callers_grpc_timeout_bounds_a_configured_call() {
-    use retryscope_test_support::echo::{EchoClient, echo};
-    use retryscope_test_support::h2_server::{Answer, H2Server};
-    use retryscope_tower::RetryLayer;
-    use tower::Layer;
-
     let path = file(
         "grpc-timeout",
         "[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\ndeadline = \"15s\"\n\
          backoff = { initial = \"1ms\", max = \"1ms\" }\njitter = \"none\"\n",
     );
     let config = handle(&path);
-    let retry = echo_retry();
-    let server = H2Server::start(vec![Answer::TrailersOnly(14), Answer::Ok("ok")]).await;
-    let layer = RetryLayer::grpc(retry).origin(server.uri()).config(config).build();
-    let mut client =
-        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+    let server = H2Server::start(vec![UNAVAILABLE, Answer::Ok("ok")]).await;
+    let mut client = echo_channel(&server, config);
     let mut request = tonic::Request::new(echo("x"));
     request.set_timeout(Duration::from_millis(400));
     let answer = client.unary(request).await.expect("the retry answers");
@@ -544,27 +541,14 @@ async fn a_requests_own_timeout_bounds_a_configured_reqwest_call() {
 #[tokio::test]
 async fn a_requests_own_policy_meets_a_channels_kept_file_settings() {
     use retryscope_config::Format;
-    use retryscope_test_support::echo::{EchoClient, echo};
-    use retryscope_test_support::h2_server::{Answer, H2Server};
-    use retryscope_tower::RetryLayer;
-    use tower::Layer;
 
-    const UNAVAILABLE: Answer = Answer::TrailersOnly(14);
-    let echo_text = |enabled: bool| {
-        format!(
-            "[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n\
-             backoff = {{ initial = \"1ms\", max = \"1ms\" }}\njitter = \"none\"\nenabled = {enabled}\n"
-        )
-    };
     let path = file("grpc-own-policy", &echo_text(true));
     let config = handle(&path);
     let mut answers = vec![UNAVAILABLE, UNAVAILABLE, Answer::Ok("file")];
     answers.extend([UNAVAILABLE, UNAVAILABLE, UNAVAILABLE, UNAVAILABLE, Answer::Ok("own")]);
     answers.push(UNAVAILABLE);
     let server = H2Server::start(answers).await;
-    let layer = RetryLayer::grpc(echo_retry()).origin(server.uri()).config(config.clone()).build();
-    let mut client =
-        EchoClient::new(layer.layer(tonic::transport::Endpoint::from(server.uri()).connect_lazy()));
+    let mut client = echo_channel(&server, config.clone());
     let own = || {
         let mut request = tonic::Request::new(echo("x"));
         request.extensions_mut().insert(RetryOptions::new().policy(code_policy()));
