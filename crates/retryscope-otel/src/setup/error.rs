@@ -143,6 +143,9 @@ impl fmt::Display for ShutdownError {
                 f.write_str(", ")?;
             }
             write!(f, "{} to {}", failure.signal, failure.endpoint)?;
+            if let Some(lost) = failure.lost_spans {
+                write!(f, " ({lost} spans lost)")?;
+            }
         }
         Ok(())
     }
@@ -160,12 +163,26 @@ impl Error for ShutdownError {
 pub struct SignalFailure {
     signal: &'static str,
     endpoint: String,
+    lost_spans: Option<u64>,
     source: OTelSdkError,
 }
 
 impl SignalFailure {
     pub(crate) fn new(signal: Signal, endpoint: &str, source: OTelSdkError) -> Self {
-        SignalFailure { signal: signal.as_str(), endpoint: endpoint.to_owned(), source }
+        SignalFailure { signal: signal.as_str(), endpoint: endpoint.to_owned(), lost_spans: None, source }
+    }
+
+    pub(crate) fn with_lost_spans(mut self, lost: Option<u64>) -> Self {
+        self.lost_spans = lost;
+        self
+    }
+
+    /// For traces: the spans lost since span exports began failing, the last
+    /// flush's included (the ones lost before are also counted in
+    /// `retryscope.telemetry.spans.lost`). `None` for metrics, or when the
+    /// exporter failed no batch (the SDK's own shutdown failed).
+    pub fn lost_spans(&self) -> Option<u64> {
+        self.lost_spans
     }
 
     /// `traces` or `metrics`.
@@ -181,7 +198,11 @@ impl SignalFailure {
 
 impl fmt::Display for SignalFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the last {} export to {} failed", self.signal, self.endpoint)
+        write!(f, "the last {} export to {} failed", self.signal, self.endpoint)?;
+        match self.lost_spans {
+            Some(lost) => write!(f, "; {lost} spans were lost"),
+            None => Ok(()),
+        }
     }
 }
 

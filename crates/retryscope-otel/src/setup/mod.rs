@@ -40,6 +40,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{MeterProviderBuilder, PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use protocol::{Route, Signal};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer as _;
@@ -291,8 +292,13 @@ impl OtlpConfig {
         };
         let meter_provider = meters(builder).build();
         // The meter provider first: the span exporter counts what it loses in it.
-        let spans =
-            ReportingExporter::new(spans, &traces.endpoint, &meter_provider.meter_with_scope(scope()));
+        let span_loss = Arc::default();
+        let spans = ReportingExporter::new(
+            spans,
+            &traces.endpoint,
+            &meter_provider.meter_with_scope(scope()),
+            Arc::clone(&span_loss),
+        );
         let tracer_provider =
             SdkTracerProvider::builder().with_batch_exporter(spans).with_resource(resource.clone()).build();
         Ok(Telemetry {
@@ -302,6 +308,7 @@ impl OtlpConfig {
             tracer_provider,
             meter_provider,
             routes: [traces, metrics],
+            span_loss,
             span_filter,
             event_filter: self.event_filter,
             keep_propagator: self.keep_propagator,

@@ -4,6 +4,7 @@
 
 use super::error::{ShutdownError, SignalFailure};
 use super::export_filter::ExportFilter;
+use super::export_health::SpanLoss;
 use super::propagator::W3cPropagator;
 use super::protocol::Route;
 use crate::observer::{OtelObserver, scope};
@@ -11,6 +12,7 @@ use opentelemetry::metrics::{Meter, MeterProvider as _};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::Subscriber;
 use tracing_opentelemetry::OpenTelemetryLayer;
@@ -46,6 +48,9 @@ pub struct Telemetry {
     pub(crate) meter_provider: SdkMeterProvider,
     /// Where traces, then metrics, go: named by shutdown errors.
     pub(crate) routes: [Route; 2],
+    /// What failed span exports lost: the batch processor's shutdown does not
+    /// say when its last export failed, so the shutdown asks this.
+    pub(crate) span_loss: Arc<SpanLoss>,
     /// The directives of [`layer`](Self::layer)'s filter, checked at build.
     pub(crate) span_filter: String,
     /// The events the program opted in to export, checked at build.
@@ -162,15 +167,27 @@ impl Telemetry {
     /// # Errors
     ///
     /// A signal's last export failed (the collector is down, slow, or refused
-    /// it). The error names each signal and its endpoint, with the SDK's error
-    /// as the source. Log it and exit normally: no program should fail because
-    /// its collector is down.
+    /// it). The error names each signal and its endpoint, and for traces the
+    /// number of spans lost since exports began failing
+    /// ([`SignalFailure::lost_spans`]), with the SDK's error as the source:
+    /// `telemetry was not flushed: traces to http://…/v1/traces (4 spans
+    /// lost), metrics to http://…/v1/metrics`. Log it and exit normally: no
+    /// program should fail because its collector is down.
     pub fn shutdown(mut self) -> Result<(), ShutdownError> {
         self.shut_down = true;
         let [traces, metrics] = &self.routes;
         let mut failures = Vec::with_capacity(2);
-        if let Err(e) = self.tracer_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
-            failures.push(SignalFailure::new(traces.signal, &traces.endpoint, e));
+        // The batch processor's shutdown succeeds even when its final export
+        // failed: what the exporter saw decides whether traces were flushed.
+        let flushed = self.tracer_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT);
+        let lost = self.span_loss.unresolved();
+        let traces_failure = match (flushed, lost) {
+            (Err(error), lost) => Some((error, lost.map(|(spans, _)| spans))),
+            (Ok(()), Some((spans, error))) => Some((error, Some(spans))),
+            (Ok(()), None) => None,
+        };
+        if let Some((error, lost)) = traces_failure {
+            failures.push(SignalFailure::new(traces.signal, &traces.endpoint, error).with_lost_spans(lost));
         }
         if let Err(e) = self.meter_provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
             failures.push(SignalFailure::new(metrics.signal, &metrics.endpoint, e));
