@@ -169,6 +169,23 @@ pub fn attempts_are_children_of(collector: &Collector, parent: &str) {
     }
 }
 
+/// The trace id and parent span id of every CLIENT span `collector` printed,
+/// in the order received, once `count` have arrived: printed too, for a
+/// reader comparing runs.
+pub fn attempt_traces(collector: &Collector, count: usize) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for _ in 0..100 {
+        let printed = printed(collector, &["SPAN_KIND_CLIENT"]);
+        found = client_spans(&printed).into_iter().map(|s| (s.trace_id, s.parent_id)).collect();
+        if found.len() >= count {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    println!("attempt spans (trace id, parent span id): {found:?}");
+    found
+}
+
 /// Waits up to `within` until a job worker's `stats` count `want` deliveries
 /// that ended with `outcome`; panics with the counts it saw otherwise.
 pub async fn jobs_reached(

@@ -37,6 +37,13 @@ pub async fn inventory() -> Server {
     server
 }
 
+/// A loopback HTTP server whose `/inventory` answers 503 twice, then `7 in stock`.
+pub async fn inventory_recovering() -> Server {
+    let server = Server::start().await;
+    server.script("/inventory", [Reply::status(503), Reply::status(503), Reply::ok("7 in stock")]);
+    server
+}
+
 /// A loopback HTTP server whose `/inventory` is down: it answers 503 to its
 /// next 16 requests.
 pub async fn inventory_down() -> Server {

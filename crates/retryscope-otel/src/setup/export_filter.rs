@@ -104,9 +104,47 @@ fn is_own_event(meta: &Metadata<'_>) -> bool {
 
 /// The span filter's directives: retryscope's spans first, so that a span
 /// filter that names `retryscope` itself replaces that directive; the
-/// exporter's crates off.
+/// exporter's crates off; tower-http's request spans when the span filter
+/// would export an INFO span of theirs (see [`REQUEST_SPANS`]).
 pub(crate) fn span_directives(span_filter: &str) -> String {
-    format!("{}=info,{EXPORTER_CRATES},{span_filter}", names::TARGET)
+    let request_spans = if admits_request_spans(span_filter) { REQUEST_SPANS } else { "" };
+    format!("{}=info,{EXPORTER_CRATES}{request_spans},{span_filter}", names::TARGET)
+}
+
+/// tower-http's `TraceLayer` makes each request's span at DEBUG by default,
+/// and the exporter's `tower=off` matches `tower_http` too (directives match
+/// targets by prefix): without this directive a route whose only span is
+/// `TraceLayer`'s exports each attempt as the root of a trace of its own.
+const REQUEST_SPANS: &str = ",tower_http=debug";
+
+/// Whether `span_filter` leaves tower-http's spans to [`REQUEST_SPANS`]: it
+/// names no target that `tower_http` starts with (a filter that does decides
+/// for itself), and its default level admits INFO spans — `off` and `warn`
+/// export no request span, as they export no span of the program's.
+fn admits_request_spans(span_filter: &str) -> bool {
+    let mut default = None;
+    for directive in span_filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        // `target[span{field}]=level`, `target=level`, `target` or `level`.
+        let target = match directive.split_once('=') {
+            Some((target, _)) => target,
+            None => match directive.parse::<LevelFilter>() {
+                Ok(level) => {
+                    default = Some(level);
+                    continue;
+                }
+                Err(_) => directive,
+            },
+        };
+        let target = target.split('[').next().unwrap_or_default();
+        if target.is_empty() {
+            // `[span]=level`: a span-scoped default, not the filter's default.
+            continue;
+        }
+        if "tower_http".starts_with(target) || target.starts_with("tower_http") {
+            return false;
+        }
+    }
+    default.is_some_and(|level| level >= LevelFilter::INFO)
 }
 
 /// The opt-in's directives: the exporter's crates off (their events would be
@@ -199,6 +237,20 @@ mod tests {
         assert!(!is_own("retryscope_sqlx"));
         assert!(!is_own("retryscopex"));
         assert!(!is_own("sqlx::query"));
+    }
+
+    #[test]
+    fn request_spans_follow_the_span_filters_default_unless_it_names_tower_http() {
+        assert!(admits_request_spans("info"));
+        assert!(admits_request_spans("debug,checkout=trace"));
+        assert!(admits_request_spans("checkout=off, info"));
+        assert!(!admits_request_spans("off"));
+        assert!(!admits_request_spans("warn,checkout=info"));
+        assert!(!admits_request_spans("checkout=info"), "no default: nothing else passes either");
+        assert!(!admits_request_spans("info,tower_http=off"), "the program's own word");
+        assert!(!admits_request_spans("info,tower=info"), "tower's directive covers tower_http");
+        assert!(!admits_request_spans("info,tower_http::trace=info"));
+        assert!(!admits_request_spans("info,tower_http[request]=info"));
     }
 
     #[test]

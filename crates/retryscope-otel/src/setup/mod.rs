@@ -182,8 +182,10 @@ impl OtlpConfig {
 
     /// What, besides retryscope's spans (which always pass), the
     /// [layer](Telemetry::layer) exports: `tracing` filter directives, `info`
-    /// by default (every INFO span of the program); `off` exports retryscope's
-    /// spans only.
+    /// by default (every INFO span of the program, and tower-http's
+    /// `TraceLayer` request spans, which it makes at DEBUG); `off` exports
+    /// retryscope's spans only. A directive naming `tower_http` decides for
+    /// its spans (`info,tower_http=off`).
     pub fn span_filter(mut self, directives: impl Into<String>) -> Self {
         self.span_filter = Some(directives.into());
         self

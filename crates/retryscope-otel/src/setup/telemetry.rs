@@ -100,8 +100,10 @@ impl Telemetry {
     ///
     /// - **Spans**: retryscope's (target `retryscope`, level INFO) always pass,
     ///   the exporter's own crates (hyper, reqwest, tonic, h2, tower,
-    ///   opentelemetry) never do, and the rest passes at the span filter
-    ///   ([`OtlpConfig::span_filter`], `info` by default).
+    ///   opentelemetry) never do, tower-http's request spans (`TraceLayer`'s,
+    ///   made at DEBUG) pass when the span filter names no `tower_http`
+    ///   target and admits INFO by default, and the rest passes at the span
+    ///   filter ([`OtlpConfig::span_filter`], `info` by default).
     /// - **Events** (they become span events of the span current when they are
     ///   emitted): only retryscope's own — the retry log and the export-health
     ///   lines, target `retryscope` — and those the program opts in to with
@@ -114,7 +116,7 @@ impl Telemetry {
     /// rather than `.with(fmt.with_filter(EnvFilter))`) still applies to every
     /// layer: put it on the fmt layer, or give it a `retryscope=info` directive
     /// *and* the targets of the spans the calls run in (`checkout=info` for a
-    /// crate `checkout`, `tower_http=info` under tower-http's `TraceLayer`).
+    /// crate `checkout`, `tower_http=debug` under tower-http's `TraceLayer`).
     /// With `retryscope=info` alone the caller's span is filtered out, and each
     /// attempt span is exported as the root of a trace of its own.
     ///
