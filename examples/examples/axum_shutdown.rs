@@ -53,7 +53,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build()?)
         .with(RetryMiddleware::new(Policy::interactive()))
         .build();
-    let state = App { client, stock_url: format!("http://{addr}/stock"), stock_calls: Arc::default() };
+    // A clone outlives the router: see the end of `main`.
+    let state = App {
+        client: client.clone(),
+        stock_url: format!("http://{addr}/stock"),
+        stock_calls: Arc::default(),
+    };
     let app = Router::new().route("/orders", get(orders)).route("/stock", get(stock)).with_state(state);
 
     let (stop, stopped) = oneshot::channel();
@@ -75,6 +80,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Err(error) = telemetry.shutdown() {
         tracing::warn!(error = &error as &dyn std::error::Error, "telemetry not flushed");
     }
+    // Only now: `serve` dropped the router's state when it returned, and the
+    // client's guards (and so its budget, breaker and pacer gauges) live as
+    // long as a clone of it does — the last export above needed them.
+    drop(client);
     Ok(())
 }
 
