@@ -33,6 +33,7 @@
 
 mod body_rule;
 mod configured;
+mod connect;
 mod error;
 mod fallback;
 pub mod fault;
@@ -49,6 +50,10 @@ mod spans;
 mod transport;
 
 pub use body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
+pub use connect::{
+    AttemptEnds, AttemptLimits, ConnectLimit, ConnectLimited, ConnectTimedOut, Connecting,
+    InvalidConnectShare,
+};
 pub use error::{NoBudgetToShare, NotRetried};
 pub use fallback::{
     Fallback, FallbackContext, FallbackFailed, FallbackFuture, FallbackReason, LastAnswer, MAX_FALLBACKS,

@@ -43,6 +43,7 @@ pub enum Refused {
 /// |---|---|---|---|
 /// | [`NotReplayable`] | `_OTHER` | permanent | — |
 /// | an injected refusal ([`InjectedFault`]) | `connect` | retryable | no |
+/// | a connect cut at its share of the attempt ([`ConnectTimedOut`](crate::ConnectTimedOut)) | `connect` | retryable | no |
 /// | connection refused, with [`Refused::NotSent`] | `connect` | retryable | no |
 /// | other I/O errors (even "unreachable" on an open connection) | per [`io_error`](retryscope::classify::io_error) | per [`io_error`](retryscope::classify::io_error) | maybe |
 /// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
@@ -53,6 +54,10 @@ pub fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failur
     std::iter::successors(Some(error), |&e| e.source()).find_map(|cause| {
         if cause.is::<NotReplayable>() {
             return Some(Failure::sent(Verdict::permanent(ErrorType::OTHER)));
+        }
+        // A connect cut at its share of the attempt sent nothing.
+        if cause.is::<crate::connect::ConnectTimedOut>() {
+            return Some(Failure { verdict: Verdict::retryable(ErrorType::CONNECT), stage: Stage::NotSent });
         }
         // An injected refusal sent nothing, whatever the library could tell
         // of a real one: judged as the library's own connect failure is.

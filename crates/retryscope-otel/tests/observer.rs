@@ -451,6 +451,7 @@ fn attribute_values_stay_bounded() {
         number: 7,
         retry_of: Some(ErrorType::Status(999)),
         hedge: false,
+        limit: None,
     });
     operation.attempt_finished(
         scope,

@@ -45,9 +45,10 @@ pub use middleware::RetryMiddleware;
 /// rules, the error of a request that could not be sent again, fallbacks, and
 /// the redaction applied to `url.full`.
 pub use retryscope_http::{
-    BodyLimit, BodyLimitError, BodyRule, Fallback, FallbackContext, FallbackFailed, FallbackFuture,
-    FallbackReason, KeyChoice, KeyChoiceError, LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, NoBudgetToShare,
-    NotRetried, REDACTED, ResponseRule, RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
+    BodyLimit, BodyLimitError, BodyRule, ConnectLimit, ConnectTimedOut, Fallback, FallbackContext,
+    FallbackFailed, FallbackFuture, FallbackReason, InvalidConnectShare, KeyChoice, KeyChoiceError,
+    LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, NoBudgetToShare, NotRetried, REDACTED, ResponseRule,
+    RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
 };
 /// The builder's telemetry states, to name a builder after `no_telemetry()`
 /// (defined in `retryscope-otel`, one pair for every integration).

@@ -347,7 +347,8 @@ impl Middleware for RetryMiddleware {
             .retry_log
             .clone()
             .map(|log| log.with_request_id(source.headers().get(&self.request_id_header)));
-        let observer = ((telemetry, retry_log), &stop);
+        // The attempt's limit reaches the client's `ConnectLimit`, if it has one.
+        let observer = (((telemetry, retry_log), &stop), retryscope_http::AttemptLimits);
         let mut deadline = policy.deadline();
         let outcome = match hedge {
             Some(hedge) => {

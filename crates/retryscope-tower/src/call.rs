@@ -111,7 +111,8 @@ where
         .clone()
         .map(|log| log.with_request_id(parts.headers.get(&settings.request_id_header)));
     let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), side);
-    let observer = (((telemetry, retry_log), stop.clone()), metrics);
+    // The attempt's limit reaches the client's `ConnectLimit`, if it has one.
+    let observer = ((((telemetry, retry_log), stop.clone()), metrics), retryscope_http::AttemptLimits);
     let started = tokio::time::Instant::now();
     let outcome = match hedging {
         // Copies overlap: each is an attempt of its own (its body, its span,

@@ -96,9 +96,10 @@ pub use response::ResponseBody;
 /// retry rules (HTTP mode), the error of a request that could not be sent
 /// again, and the redaction applied to `url.full`.
 pub use retryscope_http::{
-    BodyLimit, BodyLimitError, BodyRule, Fallback, FallbackContext, FallbackFailed, FallbackFuture,
-    FallbackReason, KeyChoice, KeyChoiceError, LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, NoBudgetToShare,
-    REDACTED, ResponseRule, RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
+    BodyLimit, BodyLimitError, BodyRule, ConnectLimit, ConnectTimedOut, Fallback, FallbackContext,
+    FallbackFailed, FallbackFuture, FallbackReason, InvalidConnectShare, KeyChoice, KeyChoiceError,
+    LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, NoBudgetToShare, REDACTED, ResponseRule, RetryOptions,
+    UnknownFallback, body_rule_fn, redact_url, rule_fn,
 };
 /// The builders' telemetry states, to name a builder after `no_telemetry()`
 /// (defined in `retryscope-otel`, one pair for every integration).

@@ -118,6 +118,11 @@ pub struct AttemptStart {
     /// Whether this attempt is a copy of a hedged call (every copy is, the
     /// first included): copies overlap, and end as a [`HedgeOutcome`].
     pub hedge: bool,
+    /// How long the attempt may run from its start: the policy's attempt
+    /// timeout cut to what is left of the deadline; `None` when neither
+    /// bounds it. What an integration derives the attempt's own limits from
+    /// (its connect's, say).
+    pub limit: Option<Duration>,
 }
 
 /// An attempt has ended.

@@ -103,8 +103,14 @@ async fn a_stalled_first_copy_loses_to_the_second_after_the_delay_and_is_dropped
     assert_eq!(started.elapsed(), ms(60));
     assert_eq!((copies.sent(), copies.dropped()), (2, 1), "the first copy was dropped");
     let events = rec.events();
-    assert_eq!(events[1], Event::AttemptStarted(AttemptStart { number: 1, retry_of: None, hedge: true }));
-    assert_eq!(events[2], Event::AttemptStarted(AttemptStart { number: 2, retry_of: None, hedge: true }));
+    assert_eq!(
+        events[1],
+        Event::AttemptStarted(AttemptStart { number: 1, retry_of: None, hedge: true, limit: None })
+    );
+    assert_eq!(
+        events[2],
+        Event::AttemptStarted(AttemptStart { number: 2, retry_of: None, hedge: true, limit: None })
+    );
     assert_eq!(
         ends(&rec),
         [
@@ -144,7 +150,8 @@ async fn a_non_fatal_failure_sends_the_next_copy_at_once() {
     assert!(rec.events().contains(&Event::AttemptStarted(AttemptStart {
         number: 2,
         retry_of: Some(ErrorType::OTHER),
-        hedge: true
+        hedge: true,
+        limit: None
     })));
     assert_eq!(ends(&rec)[0].hedge, Some(HedgeOutcome::Failed));
 }

@@ -32,7 +32,15 @@ async fn success_at_once_runs_one_attempt_and_never_waits() {
     let events = rec.events();
     assert_eq!(events.len(), 4, "{events:?}");
     assert_eq!(events[0], Event::Start { dependency: "db".into(), operation: None, max_attempts: 5 });
-    assert_eq!(events[1], Event::AttemptStarted(AttemptStart { number: 1, retry_of: None, hedge: false }));
+    assert_eq!(
+        events[1],
+        Event::AttemptStarted(AttemptStart {
+            number: 1,
+            retry_of: None,
+            hedge: false,
+            limit: Some(Duration::from_secs(5))
+        })
+    );
     assert_eq!(
         events[2],
         Event::AttemptFinished(AttemptEnd { number: 1, duration: Duration::ZERO, error: None, hedge: None })
@@ -64,7 +72,8 @@ async fn success_on_the_third_attempt_waits_the_exponential_delays() {
     assert!(rec.events().contains(&Event::AttemptStarted(AttemptStart {
         number: 3,
         retry_of: Some(ErrorType::OTHER),
-        hedge: false
+        hedge: false,
+        limit: Some(Duration::from_secs(5))
     })));
 }
 

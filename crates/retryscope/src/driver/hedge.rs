@@ -161,7 +161,7 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
             }
             _ => None,
         };
-        match self.driver.admit(now, self.retry_of.take()) {
+        match self.driver.admit(now, self.retry_of.take(), self.policy.attempt_timeout()) {
             Ok((mut flight, _)) => {
                 flight.charged = charged;
                 let limit_at = self.policy.attempt_timeout().map(|t| now + t);

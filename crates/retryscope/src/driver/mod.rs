@@ -273,7 +273,8 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// start. On success returns the attempt's time limit, if any.
     #[inline(never)]
     fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
-        let (flight, remaining) = match self.admit(now, self.last_error) {
+        let attempt_timeout = self.setup.policy.attempt_timeout();
+        let (flight, limit) = match self.admit(now, self.last_error, attempt_timeout) {
             Ok(admitted) => admitted,
             Err(reason) => {
                 // Refused after it took its slot: the slot goes back unused.
@@ -284,19 +285,21 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.scope = flight.scope;
         self.permit = flight.permit;
         self.attempt_started = flight.started;
-        Ok(self.attempt_limit(remaining))
+        Ok(limit)
     }
 
     /// Admits the next attempt at `now`, the one admission of every attempt,
     /// a retry's or a hedge's copy: the budget counts the operation's
     /// request, the deadline and the breaker may refuse, the observer hears it
-    /// start (as a retry of `retry_of`). Returns the attempt and what is left
-    /// of the deadline; a refusal does not stop the operation.
+    /// start (as a retry of `retry_of`). Returns the attempt and its time
+    /// limit (`attempt_timeout` cut to what is left of the deadline); a
+    /// refusal does not stop the operation.
     #[inline]
     fn admit(
         &mut self,
         now: Instant,
         retry_of: Option<ErrorType>,
+        attempt_timeout: Option<Duration>,
     ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
         self.observe_operation();
         let remaining = match self.started {
@@ -336,9 +339,10 @@ impl<'a, O: Observer> Driver<'a, O> {
             None => None,
         };
         self.attempts += 1;
-        let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged };
+        let limit = attempt_limit(attempt_timeout, remaining);
+        let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged, limit };
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
-        Ok((Flight { number: self.attempts, started: Some(now), scope, permit, charged: None }, remaining))
+        Ok((Flight { number: self.attempts, started: Some(now), scope, permit, charged: None }, limit))
     }
 
     /// The observer hears of the operation before its first attempt starts,
@@ -370,10 +374,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// attempt may not outlive the deadline: that is what makes the deadline
     /// a promise even when the operation itself hangs.
     fn attempt_limit(&self, remaining: Option<Duration>) -> Option<Duration> {
-        match (self.setup.policy.attempt_timeout(), remaining) {
-            (Some(t), Some(r)) => Some(t.min(r)),
-            (t, r) => t.or(r),
-        }
+        attempt_limit(self.setup.policy.attempt_timeout(), remaining)
     }
 
     /// Runs `f`, the call that builds the current attempt's future, as its
@@ -614,4 +615,13 @@ pub(crate) fn release(slot: LimitPermit, health: Health, started: Option<Instant
 
 fn new_rng(seed: Option<u64>) -> JitterRng {
     seed.map_or_else(JitterRng::from_entropy, JitterRng::seeded)
+}
+
+/// An attempt's time limit: its `timeout` cut to the `remaining` deadline.
+#[inline]
+fn attempt_limit(timeout: Option<Duration>, remaining: Option<Duration>) -> Option<Duration> {
+    match (timeout, remaining) {
+        (Some(t), Some(r)) => Some(t.min(r)),
+        (t, r) => t.or(r),
+    }
 }

@@ -1,0 +1,159 @@
+//! A connect that hangs ends at its share of the attempt, and the retry
+//! reaches the server long before the attempt's own limit, for both
+//! integrations, on loopback.
+//!
+//! The server's accept queue is full when the first attempt connects, so the
+//! kernel drops its SYN (as a listener under a SYN flood, or a firewall,
+//! would); the kernel resends a SYN only after 1 s (its initial
+//! retransmission timeout). The server starts accepting at 300 ms. With
+//! [`ConnectLimit`] the first connect ends at a third of its 1.5 s attempt
+//! (500 ms) and the retry, 50 ms later, is answered at once; without it the
+//! same call waits for the resent SYN, 1 s in — the control that shows the
+//! connect really hung.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use retryscope::{Jitter, Policy};
+use retryscope_reqwest::{ConnectLimit, RetryMiddleware};
+use retryscope_tower::RetryLayer;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::Instant;
+use tower::{Layer as _, ServiceBuilder, ServiceExt as _};
+
+/// When the server starts accepting.
+const ACCEPTS_FROM: Duration = Duration::from_millis(300);
+/// The first attempt's connect limit: a third of the attempt's 1.5 s.
+const CONNECT_LIMIT: Duration = Duration::from_millis(500);
+/// The kernel's first SYN retransmission.
+const SYN_RESENT: Duration = Duration::from_secs(1);
+
+fn policy() -> Policy {
+    Policy::builder()
+        .max_attempts(3)
+        .base_delay(Duration::from_millis(50))
+        .jitter(Jitter::None)
+        .attempt_timeout(Duration::from_millis(1_500))
+        .deadline(Duration::from_secs(5))
+        .build()
+        .expect("policy")
+}
+
+/// A loopback server whose accept queue is full until [`ACCEPTS_FROM`], then
+/// answers every request `200 ok`; counts the requests it answered.
+struct Blackholed {
+    addr: SocketAddr,
+    answered: Arc<AtomicUsize>,
+}
+
+impl Blackholed {
+    async fn start() -> Blackholed {
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.bind("127.0.0.1:0".parse().expect("address")).expect("bind");
+        let listener = socket.listen(1).expect("listen");
+        let addr = listener.local_addr().expect("address");
+        // Fill the accept queue: the first connect the kernel no longer
+        // completes at once is the proof that it drops SYNs now.
+        let mut queued = Vec::new();
+        let full = loop {
+            match tokio::time::timeout(Duration::from_millis(100), TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => queued.push(stream),
+                Ok(Err(error)) => panic!("loopback connect failed: {error}"),
+                Err(_) => break true,
+            }
+            if queued.len() > 64 {
+                break false;
+            }
+        };
+        assert!(full, "the accept queue never filled: this kernel does not drop SYNs to a full listener");
+        let answered = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&answered);
+        tokio::spawn(async move {
+            tokio::time::sleep(ACCEPTS_FROM).await;
+            drop(queued);
+            let app = axum::Router::new().route(
+                "/",
+                axum::routing::get(move || async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    "ok"
+                }),
+            );
+            axum::serve(listener, app).await.expect("serve");
+        });
+        Blackholed { addr, answered }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+/// One call through reqwest's middleware, the client built with or without
+/// the connect limit; returns how long it took.
+async fn reqwest_call(limited: bool) -> Duration {
+    let server = Blackholed::start().await;
+    let inner = reqwest::Client::builder().no_proxy();
+    let inner = if limited { inner.connector_layer(ConnectLimit::new()) } else { inner };
+    let client = reqwest_middleware::ClientBuilder::new(inner.build().expect("client"))
+        .with(RetryMiddleware::new(policy()))
+        .build();
+    let started = Instant::now();
+    let response = client.get(server.url()).send().await.expect("answered");
+    let took = started.elapsed();
+    assert_eq!(response.status(), 200);
+    assert_eq!(server.answered.load(Ordering::SeqCst), 1);
+    took
+}
+
+/// One call through tower's layer over a hyper-util client, its connector
+/// wrapped or not; returns how long it took.
+async fn tower_call(limited: bool) -> Duration {
+    let server = Blackholed::start().await;
+    let layer = RetryLayer::new(policy());
+    let request = || http::Request::get(server.url()).body(Full::<Bytes>::default()).expect("request");
+    let started = Instant::now();
+    let response = if limited {
+        let connector = ConnectLimit::new().layer(HttpConnector::new());
+        let client = HyperClient::builder(TokioExecutor::new()).build(connector);
+        ServiceBuilder::new().layer(layer).service(client).oneshot(request()).await
+    } else {
+        let client = HyperClient::builder(TokioExecutor::new()).build(HttpConnector::new());
+        ServiceBuilder::new().layer(layer).service(client).oneshot(request()).await
+    };
+    let took = started.elapsed();
+    assert_eq!(response.expect("answered").status(), 200);
+    assert_eq!(server.answered.load(Ordering::SeqCst), 1);
+    took
+}
+
+fn assert_retried_early(integration: &str, limited: Duration, unlimited: Duration) {
+    println!("{integration}: with the connect limit {limited:?}, without {unlimited:?}");
+    assert!(
+        unlimited >= SYN_RESENT - Duration::from_millis(50),
+        "{integration}: without a limit the connect waits for the resent SYN ({unlimited:?})"
+    );
+    assert!(
+        limited >= CONNECT_LIMIT && limited < SYN_RESENT - Duration::from_millis(100),
+        "{integration}: the first connect ends at {CONNECT_LIMIT:?} and the retry is answered at once ({limited:?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reqwest_a_hung_connect_ends_at_its_share_and_the_retry_is_answered() {
+    let limited = reqwest_call(true).await;
+    let unlimited = reqwest_call(false).await;
+    assert_retried_early("reqwest", limited, unlimited);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tower_a_hung_connect_ends_at_its_share_and_the_retry_is_answered() {
+    let limited = tower_call(true).await;
+    let unlimited = tower_call(false).await;
+    assert_retried_early("tower", limited, unlimited);
+}
