@@ -143,3 +143,66 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
         self.clone()
     }
 }
+
+/// A loopback HTTP server whose accept queue is full until `accepts_from`, so
+/// that the kernel drops the SYNs of new connects (and resends them only after
+/// its 1 s initial retransmission timeout), as under a SYN flood or behind a
+/// firewall; from then on it answers every request `200 ok`. For the connect
+/// limit's doctest and tests.
+pub struct SynDropping {
+    addr: std::net::SocketAddr,
+    answered: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SynDropping {
+    /// Starts it; panics if the kernel never stops completing connects to a
+    /// listener whose accept queue is full (the test would prove nothing).
+    pub async fn start(accepts_from: std::time::Duration) -> SynDropping {
+        use std::sync::atomic::Ordering;
+        use std::time::Duration;
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0))).expect("bind");
+        let listener = socket.listen(1).expect("listen");
+        let addr = listener.local_addr().expect("address");
+        // Fill the accept queue: the first connect the kernel no longer
+        // completes at once is the proof that it drops SYNs now.
+        let mut queued = Vec::new();
+        let full = loop {
+            match tokio::time::timeout(Duration::from_millis(100), tokio::net::TcpStream::connect(addr)).await
+            {
+                Ok(Ok(stream)) => queued.push(stream),
+                Ok(Err(error)) => panic!("loopback connect failed: {error}"),
+                Err(_) => break true,
+            }
+            if queued.len() > 64 {
+                break false;
+            }
+        };
+        assert!(full, "the accept queue never filled: this kernel does not drop SYNs to a full listener");
+        let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = std::sync::Arc::clone(&answered);
+        tokio::spawn(async move {
+            tokio::time::sleep(accepts_from).await;
+            drop(queued);
+            let app = axum::Router::new().route(
+                "/",
+                axum::routing::get(move || async move {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    "ok"
+                }),
+            );
+            axum::serve(listener, app).await.expect("serve");
+        });
+        SynDropping { addr, answered }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// The requests it answered.
+    pub fn answered(&self) -> usize {
+        self.answered.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}

@@ -17,13 +17,10 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use retryscope::{Jitter, Policy};
+use retryscope_conformance::services::SynDropping;
 use retryscope_reqwest::{ConnectLimit, RetryMiddleware};
 use retryscope_tower::RetryLayer;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use tower::{Layer as _, ServiceBuilder, ServiceExt as _};
 
@@ -45,59 +42,10 @@ fn policy() -> Policy {
         .expect("policy")
 }
 
-/// A loopback server whose accept queue is full until [`ACCEPTS_FROM`], then
-/// answers every request `200 ok`; counts the requests it answered.
-struct Blackholed {
-    addr: SocketAddr,
-    answered: Arc<AtomicUsize>,
-}
-
-impl Blackholed {
-    async fn start() -> Blackholed {
-        let socket = TcpSocket::new_v4().expect("socket");
-        socket.bind("127.0.0.1:0".parse().expect("address")).expect("bind");
-        let listener = socket.listen(1).expect("listen");
-        let addr = listener.local_addr().expect("address");
-        // Fill the accept queue: the first connect the kernel no longer
-        // completes at once is the proof that it drops SYNs now.
-        let mut queued = Vec::new();
-        let full = loop {
-            match tokio::time::timeout(Duration::from_millis(100), TcpStream::connect(addr)).await {
-                Ok(Ok(stream)) => queued.push(stream),
-                Ok(Err(error)) => panic!("loopback connect failed: {error}"),
-                Err(_) => break true,
-            }
-            if queued.len() > 64 {
-                break false;
-            }
-        };
-        assert!(full, "the accept queue never filled: this kernel does not drop SYNs to a full listener");
-        let answered = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&answered);
-        tokio::spawn(async move {
-            tokio::time::sleep(ACCEPTS_FROM).await;
-            drop(queued);
-            let app = axum::Router::new().route(
-                "/",
-                axum::routing::get(move || async move {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    "ok"
-                }),
-            );
-            axum::serve(listener, app).await.expect("serve");
-        });
-        Blackholed { addr, answered }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/", self.addr)
-    }
-}
-
 /// One call through reqwest's middleware, the client built with or without
 /// the connect limit; returns how long it took.
 async fn reqwest_call(limited: bool) -> Duration {
-    let server = Blackholed::start().await;
+    let server = SynDropping::start(ACCEPTS_FROM).await;
     let inner = reqwest::Client::builder().no_proxy();
     let inner = if limited { inner.connector_layer(ConnectLimit::new()) } else { inner };
     let client = reqwest_middleware::ClientBuilder::new(inner.build().expect("client"))
@@ -107,14 +55,14 @@ async fn reqwest_call(limited: bool) -> Duration {
     let response = client.get(server.url()).send().await.expect("answered");
     let took = started.elapsed();
     assert_eq!(response.status(), 200);
-    assert_eq!(server.answered.load(Ordering::SeqCst), 1);
+    assert_eq!(server.answered(), 1);
     took
 }
 
 /// One call through tower's layer over a hyper-util client, its connector
 /// wrapped or not; returns how long it took.
 async fn tower_call(limited: bool) -> Duration {
-    let server = Blackholed::start().await;
+    let server = SynDropping::start(ACCEPTS_FROM).await;
     let layer = RetryLayer::new(policy());
     let request = || http::Request::get(server.url()).body(Full::<Bytes>::default()).expect("request");
     let started = Instant::now();
@@ -128,7 +76,7 @@ async fn tower_call(limited: bool) -> Duration {
     };
     let took = started.elapsed();
     assert_eq!(response.expect("answered").status(), 200);
-    assert_eq!(server.answered.load(Ordering::SeqCst), 1);
+    assert_eq!(server.answered(), 1);
     took
 }
 
@@ -156,4 +104,33 @@ async fn tower_a_hung_connect_ends_at_its_share_and_the_retry_is_answered() {
     let limited = tower_call(true).await;
     let unlimited = tower_call(false).await;
     assert_retried_early("tower", limited, unlimited);
+}
+
+/// Where the connect limit meets the caller's own timeout: reqwest's
+/// `RequestBuilder::timeout(600 ms)` cuts each attempt to what is left of it,
+/// and each connect to a third of that. The first connect ends at 200 ms, the
+/// retry's (sent at 250 ms, its SYN dropped too: the server accepts from
+/// 300 ms) at a third of the 350 ms left, and the third attempt is answered —
+/// within the caller's 600 ms, where without the limit the call ran out of
+/// time waiting for the first resent SYN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reqwest_the_callers_timeout_shortens_each_connects_limit() {
+    let call = |limited: bool| async move {
+        let server = SynDropping::start(ACCEPTS_FROM).await;
+        let inner = reqwest::Client::builder().no_proxy();
+        let inner = if limited { inner.connector_layer(ConnectLimit::new()) } else { inner };
+        let client = reqwest_middleware::ClientBuilder::new(inner.build().expect("client"))
+            .with(RetryMiddleware::new(policy()))
+            .build();
+        let started = Instant::now();
+        let answer = client.get(server.url()).timeout(Duration::from_millis(600)).send().await;
+        (answer.map(|r| r.status().as_u16()).map_err(|e| e.to_string()), started.elapsed(), server.answered())
+    };
+    let (answer, took, answered) = call(true).await;
+    println!("reqwest, caller's 600 ms: with the connect limit {answer:?} after {took:?}");
+    assert_eq!((answer, answered), (Ok(200), 1));
+    assert!(took >= ACCEPTS_FROM && took < Duration::from_millis(600), "{took:?}");
+    let (answer, took, answered) = call(false).await;
+    println!("reqwest, caller's 600 ms: without {answer:?} after {took:?}");
+    assert!(answer.is_err() && answered == 0, "the call ran out of time: {answer:?}");
 }

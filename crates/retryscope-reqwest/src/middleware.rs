@@ -96,7 +96,10 @@ use std::sync::Arc;
 /// attempt is cut to what is left, and a wait that cannot fit ends the call with
 /// the last answer. The client's `connect_timeout` and `read_timeout` stay
 /// yours: they bound each attempt's connection and reads, inside that cut, and
-/// the middleware does not change them. A client-wide `Client::timeout` is
+/// the middleware does not change them. A connect that hangs spends the whole
+/// attempt unless the client is built with [`ConnectLimit`](crate::ConnectLimit)
+/// (`reqwest::Client::builder().connector_layer(ConnectLimit::new())`), which
+/// ends each attempt's connect at a third of the attempt's time left. A client-wide `Client::timeout` is
 /// applied by reqwest to each attempt and is invisible to the middleware; set
 /// the total on the request, or on the policy's deadline.
 ///

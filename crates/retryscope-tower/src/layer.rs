@@ -83,6 +83,12 @@ use tower_layer::Layer;
 /// - **Every attempt** gets a fresh `poll_ready` on its own clone of the inner
 ///   service; dropping the response future cancels the running attempt or the
 ///   wait, and no attempt starts after.
+/// - **A connect limit** when the hyper-util client's connector is wrapped in
+///   [`ConnectLimit`](crate::ConnectLimit)
+///   (`ConnectLimit::new().layer(HttpConnector::new())`): each attempt's
+///   connect ends at a third of the attempt's time left, so a connect that
+///   hangs leaves the retry the rest. A tonic channel connects in its own
+///   task, out of any attempt's reach: use `Endpoint::connect_timeout`.
 /// - **Telemetry** through the global OpenTelemetry providers (install them
 ///   before building the layer), per `docs/telemetry.md`: an operation span with
 ///   one CLIENT span per attempt, the W3C `traceparent` of each attempt on the

@@ -49,6 +49,35 @@ async fn success_at_once_runs_one_attempt_and_never_waits() {
     assert_eq!((finish.outcome, finish.reason, finish.attempts), (Outcome::Success, None, 1));
 }
 
+/// What an integration derives its own limits from (a connect's, say): each
+/// attempt's time limit, its attempt timeout cut to what is left of the deadline.
+#[tokio::test(start_paused = true)]
+async fn each_attempt_hears_its_limit_the_attempt_timeout_cut_to_the_deadline() {
+    let calls = Cell::new(0);
+    let rec = Recorder::default();
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .base_delay(ms(1_000))
+        .multiplier(1.0)
+        .jitter(Jitter::None)
+        .attempt_timeout(ms(1_500))
+        .deadline(ms(3_000))
+        .build()
+        .unwrap();
+    let result = flaky(2, &calls).retry(policy).retry_any_error().observe(rec.clone()).await;
+    assert_eq!(result.unwrap(), 3);
+    let limits: Vec<_> = rec
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::AttemptStarted(start) => Some(start.limit),
+            _ => None,
+        })
+        .collect();
+    // At 0 s the whole 1.5 s; at 1 s too (2 s left); at 2 s, the 1 s left.
+    assert_eq!(limits, [Some(ms(1_500)), Some(ms(1_500)), Some(ms(1_000))]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn success_on_the_third_attempt_waits_the_exponential_delays() {
     let calls = Cell::new(0);
