@@ -42,15 +42,20 @@ fn policy() -> Policy {
         .expect("policy")
 }
 
+/// reqwest's middleware over a client built with or without the connect limit.
+fn reqwest_client(limited: bool) -> reqwest_middleware::ClientWithMiddleware {
+    let inner = reqwest::Client::builder().no_proxy();
+    let inner = if limited { inner.connector_layer(ConnectLimit::new()) } else { inner };
+    reqwest_middleware::ClientBuilder::new(inner.build().expect("client"))
+        .with(RetryMiddleware::new(policy()))
+        .build()
+}
+
 /// One call through reqwest's middleware, the client built with or without
 /// the connect limit; returns how long it took.
 async fn reqwest_call(limited: bool) -> Duration {
     let server = SynDropping::start(ACCEPTS_FROM).await;
-    let inner = reqwest::Client::builder().no_proxy();
-    let inner = if limited { inner.connector_layer(ConnectLimit::new()) } else { inner };
-    let client = reqwest_middleware::ClientBuilder::new(inner.build().expect("client"))
-        .with(RetryMiddleware::new(policy()))
-        .build();
+    let client = reqwest_client(limited);
     let started = Instant::now();
     let response = client.get(server.url()).send().await.expect("answered");
     let took = started.elapsed();
@@ -117,11 +122,7 @@ async fn tower_a_hung_connect_ends_at_its_share_and_the_retry_is_answered() {
 async fn reqwest_the_callers_timeout_shortens_each_connects_limit() {
     let call = |limited: bool| async move {
         let server = SynDropping::start(ACCEPTS_FROM).await;
-        let inner = reqwest::Client::builder().no_proxy();
-        let inner = if limited { inner.connector_layer(ConnectLimit::new()) } else { inner };
-        let client = reqwest_middleware::ClientBuilder::new(inner.build().expect("client"))
-            .with(RetryMiddleware::new(policy()))
-            .build();
+        let client = reqwest_client(limited);
         let started = Instant::now();
         let answer = client.get(server.url()).timeout(Duration::from_millis(600)).send().await;
         (answer.map(|r| r.status().as_u16()).map_err(|e| e.to_string()), started.elapsed(), server.answered())
