@@ -28,13 +28,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 thread_local! {
-    /// When the attempt being polled on this thread must end, if it has a limit.
-    static ATTEMPT_ENDS: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The time limit of the attempt being polled on this thread, if it has one.
+    static ATTEMPT_LIMIT: Cell<Option<Duration>> = const { Cell::new(None) };
 }
 
 /// The share of an attempt's time its connect may take by default: a third,
@@ -44,8 +44,8 @@ thread_local! {
 const DEFAULT_SHARE: f64 = 1.0 / 3.0;
 
 /// A connector layer that ends each connect made for an attempt once it has
-/// taken its share of what is left of the attempt's time (a third by
-/// default), with [`ConnectTimedOut`].
+/// taken its share of the attempt's time limit (a third by default), with
+/// [`ConnectTimedOut`].
 ///
 /// With reqwest, on the client the middleware wraps:
 ///
@@ -68,7 +68,7 @@ pub struct ConnectLimit {
 }
 
 impl ConnectLimit {
-    /// A third of what is left of the attempt's time: a connect that hangs
+    /// A third of the attempt's time limit: a connect that hangs
     /// leaves the retry two thirds of the time an attempt has (a 5 s attempt
     /// connects within 1.67 s, enough for a SYN retransmitted once and a TLS
     /// handshake far away).
@@ -76,7 +76,7 @@ impl ConnectLimit {
         Self { share: DEFAULT_SHARE }
     }
 
-    /// `share` of what is left of the attempt's time, above 0 and at most 1.
+    /// `share` of the attempt's time limit, above 0 and at most 1.
     ///
     /// ```
     /// use retryscope_http::ConnectLimit;
@@ -169,10 +169,9 @@ where
 
     fn call(&mut self, target: R) -> Self::Future {
         // Read when the connect starts: the client calls its connector while
-        // the attempt that needs the connection is being polled.
-        let limit = ATTEMPT_ENDS
-            .with(Cell::get)
-            .map(|ends| ends.saturating_duration_since(Instant::now()).mul_f64(self.share));
+        // the attempt that needs the connection is being polled, at its start
+        // (the attempt's own limit still ends a connect made later in it).
+        let limit = ATTEMPT_LIMIT.with(Cell::get).map(|limit| limit.mul_f64(self.share));
         Connecting {
             inner: self.inner.call(target),
             // Boxed so that the future is `Unpin` when the connector's is, as
@@ -214,20 +213,21 @@ where
 }
 
 /// The observer that tells [`ConnectLimit`] how long the attempt being polled
-/// has: each attempt's scope holds when it must end, and sets it for the
+/// has: each attempt's scope holds its time limit, and sets it for the
 /// connector while the engine polls the attempt. Both integrations add it to
-/// their observers.
+/// their observers. It reads no clock: an attempt costs it a copy of its
+/// limit, a poll two thread-local writes.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AttemptLimits;
 
-/// When one attempt must end: [`AttemptLimits`]'s attempt scope.
+/// One attempt's time limit: [`AttemptLimits`]'s attempt scope.
 #[derive(Debug)]
-pub struct AttemptEnds(Option<Instant>);
+pub struct AttemptLimit(Option<Duration>);
 
 impl Observer for AttemptLimits {
     type Operation = AttemptLimits;
 
-    // It needs no clock of the engine's: it reads tokio's, the connector's.
+    // It needs no clock: the engine gives each attempt's limit as a duration.
     const TIMED: bool = false;
 
     fn start(&self, _: &OperationInfo<'_>) -> Self::Operation {
@@ -236,31 +236,31 @@ impl Observer for AttemptLimits {
 }
 
 impl OperationObserver for AttemptLimits {
-    type Attempt = AttemptEnds;
+    type Attempt = AttemptLimit;
 
-    fn attempt_started(&mut self, attempt: &AttemptStart) -> AttemptEnds {
-        AttemptEnds(attempt.limit.map(|limit| Instant::now() + limit))
+    fn attempt_started(&mut self, attempt: &AttemptStart) -> AttemptLimit {
+        AttemptLimit(attempt.limit)
     }
 
-    fn attempt_finished(&mut self, _: AttemptEnds, _: &AttemptEnd) {}
+    fn attempt_finished(&mut self, _: AttemptLimit, _: &AttemptEnd) {}
 
     fn waiting(&mut self, _: &Wait) {}
 
     fn finished(self, _: &Finish) {}
 }
 
-impl AttemptScope for AttemptEnds {
+impl AttemptScope for AttemptLimit {
     fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
-        let Some(ends) = self.0 else { return f() };
+        let Some(limit) = self.0 else { return f() };
         // Restored even if `f` panics: a later attempt on this thread must not
-        // inherit this one's end.
-        struct Restore(Option<Instant>);
+        // inherit this one's limit.
+        struct Restore(Option<Duration>);
         impl Drop for Restore {
             fn drop(&mut self) {
-                ATTEMPT_ENDS.with(|cell| cell.set(self.0));
+                ATTEMPT_LIMIT.with(|cell| cell.set(self.0));
             }
         }
-        let _restore = Restore(ATTEMPT_ENDS.with(|cell| cell.replace(Some(ends))));
+        let _restore = Restore(ATTEMPT_LIMIT.with(|cell| cell.replace(Some(limit))));
         f()
     }
 }
@@ -299,7 +299,7 @@ mod tests {
             hedge: false,
             limit: Some(Duration::from_secs(3)),
         });
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let connect = scope.in_scope(|| connector.call(()));
         let error = connect.await.expect_err("the connect hangs");
         assert_eq!(started.elapsed(), Duration::from_secs(1), "a third of 3 s");
@@ -328,8 +328,8 @@ mod tests {
                 hedge: false,
                 limit: Some(Duration::from_secs(1)),
             });
-            assert!(scope.in_scope(|| ATTEMPT_ENDS.with(Cell::get)).is_some());
-            assert_eq!(ATTEMPT_ENDS.with(Cell::get), None);
+            assert!(scope.in_scope(|| ATTEMPT_LIMIT.with(Cell::get)).is_some());
+            assert_eq!(ATTEMPT_LIMIT.with(Cell::get), None);
         });
     }
 

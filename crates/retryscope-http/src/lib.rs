@@ -51,7 +51,7 @@ mod transport;
 
 pub use body_rule::{BodyLimit, BodyLimitError, BodyRule, body_rule_fn};
 pub use connect::{
-    AttemptEnds, AttemptLimits, ConnectLimit, ConnectLimited, ConnectTimedOut, Connecting,
+    AttemptLimit, AttemptLimits, ConnectLimit, ConnectLimited, ConnectTimedOut, Connecting,
     InvalidConnectShare,
 };
 pub use error::{NoBudgetToShare, NotRetried};

@@ -99,7 +99,7 @@ use std::sync::Arc;
 /// the middleware does not change them. A connect that hangs spends the whole
 /// attempt unless the client is built with [`ConnectLimit`](crate::ConnectLimit)
 /// (`reqwest::Client::builder().connector_layer(ConnectLimit::new())`), which
-/// ends each attempt's connect at a third of the attempt's time left. A client-wide `Client::timeout` is
+/// ends each attempt's connect at a third of the attempt's time limit. A client-wide `Client::timeout` is
 /// applied by reqwest to each attempt and is invisible to the middleware; set
 /// the total on the request, or on the policy's deadline.
 ///

@@ -86,7 +86,7 @@ use tower_layer::Layer;
 /// - **A connect limit** when the hyper-util client's connector is wrapped in
 ///   [`ConnectLimit`](crate::ConnectLimit)
 ///   (`ConnectLimit::new().layer(HttpConnector::new())`): each attempt's
-///   connect ends at a third of the attempt's time left, so a connect that
+///   connect ends at a third of the attempt's time limit, so a connect that
 ///   hangs leaves the retry the rest. A tonic channel connects in its own
 ///   task, out of any attempt's reach: use `Endpoint::connect_timeout`.
 /// - **Telemetry** through the global OpenTelemetry providers (install them
