@@ -6,9 +6,10 @@
 //! their state is not shared. One `_OTHER` set for every such host made one
 //! host's `429` hold, and one host's failures open the breaker of, every
 //! other host past the bound. Kept per host instead, the state stays bounded
-//! by this table: a guard set is a few hundred bytes (a budget's window, a
-//! breaker's, a pacer's schedule, a hedge tracker's latencies), so a full
-//! table is well under a megabyte per registry.
+//! by this table: a guard set with a budget, a breaker and a pacer holds
+//! about 3.3 KB (4.2 KB with a percentile hedge's latencies; measured with a
+//! counting allocator over 1,000 sets), so a full table is about 3–4 MB per
+//! registry, as much as its 1,000 named sets can hold.
 //!
 //! A host whose set was evicted gets a fresh one when it comes back: its
 //! breaker closed, its pacer without a gate, its budget full, its hedge delay
