@@ -3,16 +3,18 @@
 //! Integrations name the dependency after the server they call
 //! ([`dependency_name`]: `server.address`, with `:port` when the port is not the
 //! scheme's default). Those names come from traffic — a crawler or per-tenant
-//! subdomains can produce any number of them — so every label value and every
-//! per-dependency guard goes through one process-wide table that admits at most
-//! [`MAX_DEPENDENCIES`] names and folds the rest into [`OVERFLOW`]. Operation
-//! names get a table of their own with the same bound.
+//! subdomains can produce any number of them — so every label value goes
+//! through one process-wide table that admits at most [`MAX_DEPENDENCIES`]
+//! names and folds the rest into [`OVERFLOW`]. The guards of a folded name are
+//! still its own, bounded by their registry
+//! ([`DependencyGuards`](crate::DependencyGuards)). Operation names get a
+//! table of their own with the same bound.
 
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 /// How many distinct dependency names (and, separately, operation names) one
-/// process reports. Further names are reported, and guarded, as [`OVERFLOW`].
+/// process reports. Further names are reported as [`OVERFLOW`].
 pub const MAX_DEPENDENCIES: usize = 1_000;
 
 /// The name that stands for every dependency (or operation) beyond

@@ -1,8 +1,8 @@
 //! The guards kept per dependency: one registry per client, bounded by the
-//! process's table of dependency names ([`bounded_dependency`]).
+//! process's table of dependency names ([`bounded_dependency`]) and, beyond
+//! it, by a table of its own ([`overflow`]).
 
-use crate::bounded::{MAX_DEPENDENCIES, bounded_dependency, dependency_name};
-use crate::gauges;
+use crate::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_name};
 use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
 use retryscope::budget::BudgetShare;
@@ -13,8 +13,13 @@ use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
+
+mod gauges;
+mod overflow;
+
+use overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 
 /// How many ports of one host [`DependencyGuards::for_server`] remembers.
 pub const MAX_PORTS_PER_HOST: usize = 16;
@@ -26,11 +31,25 @@ pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 /// by every clone — what a client keeps so that a failing dependency cannot
 /// spend the retries of a healthy one.
 ///
-/// Dependencies are named through [`bounded_dependency`], so the registry holds
-/// at most [`MAX_DEPENDENCIES`] + 1 entries whatever the traffic. Built with a
-/// [`meter`](DependencyGuardsBuilder::meter), it publishes
+/// Dependencies are named through [`bounded_dependency`]: the first
+/// [`MAX_DEPENDENCIES`] names of the process get guards under their own name.
+/// A dependency beyond that bound gets guards of its own too, labelled
+/// [`OVERFLOW`] (`_OTHER`): the registry keeps at most 1,000 such sets, by the
+/// dependency's full name, and evicts the least recently used when a new one
+/// comes (a host that comes back after its set was evicted starts with fresh
+/// guards: breaker closed, no pacer gate, a full budget). So the registry
+/// holds at most [`MAX_DEPENDENCIES`] + 1,000 guard sets whatever the
+/// traffic, and no host shares a breaker or a pacer gate with another. An
+/// overflow set's pacer is never shared with a fleet ([`pace_share`](DependencyGuardsBuilder::pace_share)):
+/// a fleet's gates are keyed by the dependency's name, and under `_OTHER`
+/// one host's `429` would hold every replica's calls to every other host past
+/// the bound.
+///
+/// Built with a [`meter`](DependencyGuardsBuilder::meter), it publishes
 /// `retryscope.budget.available`, `retryscope.breaker.state` and
-/// `retryscope.pace.rate` for every dependency through one callback per gauge; the callbacks hold the registry
+/// `retryscope.pace.rate` for every dependency through one callback per gauge
+/// (the overflow sets as one `_OTHER` series: the worst of them, see
+/// [`register_guard_gauges`](crate::register_guard_gauges)); the callbacks hold the registry
 /// weakly, so dropping the last clone frees the guards and ends the reports,
 /// although OpenTelemetry keeps callbacks for the meter provider's lifetime.
 ///
@@ -63,6 +82,11 @@ type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>;
 
 struct Registry<T> {
     guards: RwLock<HashMap<Arc<str>, Arc<Guards<T>>>>,
+    /// The guards of the dependencies beyond the label bound, one set each.
+    overflow: OverflowGuards<T>,
+    /// The label table: [`bounded_dependency`], but for tests that need a
+    /// small bound without filling the process's table.
+    labels: fn(&str) -> Arc<str>,
     /// The guards found for each server (host, then the port in its name), so
     /// that a request finds its dependency without building the name.
     servers: RwLock<Servers<T>>,
@@ -92,6 +116,10 @@ pub struct DependencyGuardsBuilder<T> {
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     hedge: Option<HedgePolicy>,
     meter: Option<Meter>,
+    /// How many overflow guard sets the registry keeps, and the label
+    /// table: settings for tests.
+    overflow_capacity: usize,
+    labels: fn(&str) -> Arc<str>,
 }
 
 impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
@@ -207,10 +235,27 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
         self
     }
 
+    /// Keeps at most `capacity` guard sets of dependencies beyond the label
+    /// bound, so that a test sees an eviction without a thousand hosts.
+    #[cfg(test)]
+    pub(crate) fn overflow_capacity(mut self, capacity: usize) -> Self {
+        self.overflow_capacity = capacity;
+        self
+    }
+
+    /// Labels dependencies with `labels` instead of [`bounded_dependency`].
+    #[cfg(test)]
+    pub(crate) fn labels(mut self, labels: fn(&str) -> Arc<str>) -> Self {
+        self.labels = labels;
+        self
+    }
+
     /// The registry, with its gauges registered.
     pub fn build(self) -> DependencyGuards<T> {
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
+            overflow: OverflowGuards::new(self.overflow_capacity),
+            labels: self.labels,
             servers: RwLock::default(),
             budget: self.budget,
             breaker: self.breaker,
@@ -222,74 +267,9 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             hedge: self.hedge,
         });
         if let Some(meter) = &self.meter {
-            register_gauges(meter, &inner);
+            gauges::register_gauges(meter, &inner);
         }
         DependencyGuards { inner }
-    }
-}
-
-/// One callback per gauge, reading every dependency's guards at collection
-/// time. The callbacks hold the registry weakly: see [`live`].
-fn register_gauges<T: Throttle + 'static>(meter: &Meter, registry: &Arc<Registry<T>>) {
-    if registry.budget.is_some() {
-        let registry = Arc::downgrade(registry);
-        gauges::budget_gauge(meter, move |observe| {
-            for guards in live(&registry) {
-                if let Some(budget) = &guards.budget {
-                    observe(budget.available(), &guards.dependency);
-                }
-            }
-        });
-    }
-    if registry.breaker.is_some() {
-        let registry = Arc::downgrade(registry);
-        gauges::breaker_gauge(meter, move |observe| {
-            for guards in live(&registry) {
-                if let Some(breaker) = &guards.breaker {
-                    observe(breaker.state().as_gauge(), &guards.dependency);
-                }
-            }
-        });
-    }
-    if registry.pacer.is_some() {
-        let registry = Arc::downgrade(registry);
-        gauges::pace_gauge(meter, move |observe| {
-            for guards in live(&registry) {
-                if let Some(rate) = guards.pacer.as_ref().and_then(Pacer::allowed_rate) {
-                    observe(rate, &guards.dependency);
-                }
-            }
-        });
-    }
-    if registry.adaptive_throttle.is_some() {
-        let registry = Arc::downgrade(registry);
-        gauges::accept_ratio_gauge(meter, move |observe| {
-            for guards in live(&registry) {
-                if let Some(ratio) =
-                    guards.adaptive_throttle.as_ref().and_then(AdaptiveThrottle::accept_ratio)
-                {
-                    observe(ratio, &guards.dependency);
-                }
-            }
-        });
-    }
-    if registry.concurrency_limit.is_some() {
-        let limits = Arc::downgrade(registry);
-        gauges::limit_gauge(meter, move |observe| {
-            for guards in live(&limits) {
-                if let Some(limiter) = &guards.concurrency_limit {
-                    observe(u64::from(limiter.limit()), &guards.dependency);
-                }
-            }
-        });
-        let registry = Arc::downgrade(registry);
-        gauges::in_flight_gauge(meter, move |observe| {
-            for guards in live(&registry) {
-                if let Some(limiter) = &guards.concurrency_limit {
-                    observe(u64::from(limiter.in_flight()), &guards.dependency);
-                }
-            }
-        });
     }
 }
 
@@ -306,21 +286,35 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
             concurrency_limit: None,
             hedge: None,
             meter: None,
+            overflow_capacity: MAX_OVERFLOW_GUARDS,
+            labels: bounded_dependency,
         }
     }
 
     /// The guards of `dependency`, created on first use. A name beyond the
-    /// process's [`MAX_DEPENDENCIES`] gets the guards of [`OVERFLOW`](crate::OVERFLOW).
+    /// process's [`MAX_DEPENDENCIES`] gets guards of its own, labelled
+    /// [`OVERFLOW`], kept while it is among the 1,000 such names this
+    /// registry used last (see the type's documentation).
     pub fn get(&self, dependency: &str) -> Arc<Guards<T>> {
+        // The named path: one read lock, as before overflow sets existed.
         if let Some(found) = self.find(dependency) {
             return found;
         }
-        let name = bounded_dependency(dependency);
+        // A name the label table folded once, it folds for good (the table
+        // never forgets a name, and admits none once full): its set, if
+        // kept, is found before the table is asked again.
+        if let Some(found) = self.inner.overflow.find(dependency) {
+            return found;
+        }
+        let name = (self.inner.labels)(dependency);
+        if &*name == OVERFLOW {
+            return self.inner.overflow.get_or_make(dependency, || self.inner.make(name, false));
+        }
         if let Some(found) = self.find(&name) {
             return found;
         }
         let mut guards = self.inner.guards.write().unwrap_or_else(PoisonError::into_inner);
-        let entry = guards.entry(Arc::clone(&name)).or_insert_with(|| Arc::new(self.inner.make(name)));
+        let entry = guards.entry(Arc::clone(&name)).or_insert_with(|| Arc::new(self.inner.make(name, true)));
         Arc::clone(entry)
     }
 
@@ -329,7 +323,8 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     /// guards as `get(&dependency_name(host, port, default_port))`, found
     /// without building the name once the server has been seen. At most
     /// [`MAX_DEPENDENCIES`] hosts and [`MAX_PORTS_PER_HOST`] ports per host are
-    /// remembered; further servers are looked up by name, as [`get`](Self::get)
+    /// remembered; further servers, and servers beyond the label bound (whose
+    /// guards may be evicted), are looked up by name, as [`get`](Self::get)
     /// does.
     ///
     /// ```
@@ -350,6 +345,11 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
             return found;
         }
         let guards = self.get(&dependency_name(host, port, default_port));
+        // An overflow set is not remembered here: it may be evicted, and a
+        // server kept here would keep it alive beside its successor.
+        if guards.dependency() == OVERFLOW {
+            return guards;
+        }
         let mut servers = self.inner.servers.write().unwrap_or_else(PoisonError::into_inner);
         if find(&servers).is_none() {
             let known = servers.len();
@@ -388,19 +388,23 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
     /// ```
     pub fn hedge_delay(&self, dependency: &str, now: Instant) -> Option<Duration> {
-        self.find(dependency)?.hedge()?.percentile_delay(now)
+        let found = self.find(dependency).or_else(|| self.inner.overflow.find(dependency));
+        found?.hedge()?.percentile_delay(now)
     }
 
-    /// The guards of every dependency seen so far (at most
-    /// [`MAX_DEPENDENCIES`] + 1): for gauges a caller registers itself
-    /// ([`register_guard_gauges`](crate::register_guard_gauges)), and tests.
+    /// The guards of every dependency kept now (at most
+    /// [`MAX_DEPENDENCIES`] named sets and 1,000 labelled `_OTHER`): for
+    /// gauges a caller registers itself
+    /// ([`register_guard_gauges`](crate::register_guard_gauges), which
+    /// reports the `_OTHER` sets as one series), and tests.
     pub fn all(&self) -> Vec<Arc<Guards<T>>> {
-        self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+        self.inner.all()
     }
 
-    /// How many dependencies have guards.
+    /// How many guard sets the registry keeps: one per named dependency, and
+    /// one per dependency beyond the label bound that it keeps now.
     pub fn len(&self) -> usize {
-        self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).len()
+        self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).len() + self.inner.overflow.len()
     }
 
     /// Whether no dependency has guards yet.
@@ -415,11 +419,24 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     }
 }
 
+impl<T> Registry<T> {
+    /// Every guard set kept now, the named ones and those beyond the bound.
+    fn all(&self) -> Vec<Arc<Guards<T>>> {
+        let mut all: Vec<_> =
+            self.guards.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        all.extend(self.overflow.all());
+        all
+    }
+}
+
 impl<T: Throttle> Registry<T> {
-    fn make(&self, dependency: Arc<str>) -> Guards<T> {
+    /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
+    /// share only if `pace_fleet` (a named dependency's: see
+    /// [`DependencyGuards`] for why an overflow set's does not).
+    fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Guards<T> {
         let pacer = self.pacer.as_ref().map(|make| {
             let pacer = make();
-            if let Some(share) = &self.pace_share {
+            if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
                 // A factory that hands one pacer to several dependencies
                 // shares it under the first name only.
                 pacer.share_with(Arc::clone(share), &dependency);
@@ -447,23 +464,12 @@ impl<T: Throttle> Registry<T> {
     }
 }
 
-/// A snapshot of the guards of a registry that may be gone (then: none), so a
-/// gauge callback neither keeps the registry alive nor holds its lock while
-/// the SDK records.
-fn live<T>(registry: &Weak<Registry<T>>) -> Vec<Arc<Guards<T>>> {
-    registry
-        .upgrade()
-        .map(|registry| {
-            registry.guards.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
-        })
-        .unwrap_or_default()
-}
-
 impl<T> fmt::Debug for DependencyGuards<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dependencies = self.inner.guards.read().map(|g| g.len()).unwrap_or_default();
         f.debug_struct("DependencyGuards")
             .field("dependencies", &dependencies)
+            .field("overflow", &self.inner.overflow.len())
             .field("budget", &self.inner.budget.is_some())
             .field("breaker", &self.inner.breaker.is_some())
             .field("pacer", &self.inner.pacer.is_some())
@@ -493,5 +499,105 @@ mod tests {
         }
         let servers = guards.inner.servers.read().map(|s| s["many"].len()).unwrap_or_default();
         assert_eq!(servers, MAX_PORTS_PER_HOST);
+    }
+
+    use retryscope::RetryBudget;
+    use retryscope::breaker::BreakerState;
+    use retryscope::pace::{HoldSource, SharedPacer};
+    use std::sync::Mutex;
+
+    /// A label table that admits `named` alone, as a full one would: every
+    /// other name is beyond the bound, without filling the process's table
+    /// (whichever test ran first would take its slots).
+    fn one_name(name: &str) -> Arc<str> {
+        Arc::from(if name == "named" { name } else { OVERFLOW })
+    }
+
+    /// A breaker that opens on the first failure.
+    fn hair_trigger() -> CircuitBreaker {
+        CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker")
+    }
+
+    fn registry(overflow: usize) -> DependencyGuards<RetryBudget> {
+        DependencyGuards::builder()
+            .breaker(hair_trigger)
+            .pacer(Pacer::new)
+            .labels(one_name)
+            .overflow_capacity(overflow)
+            .build()
+    }
+
+    #[test]
+    fn hosts_beyond_the_label_bound_get_guards_of_their_own_labelled_other() {
+        let guards = registry(2);
+        let named = guards.get("named");
+        assert_eq!(named.dependency(), "named");
+        let (a, b) = (guards.get("a.test"), guards.get("b.test"));
+        assert_eq!((a.dependency(), b.dependency()), (OVERFLOW, OVERFLOW));
+        assert!(!Arc::ptr_eq(&a, &b), "two hosts past the bound share one set");
+        // One host's failures open its breaker only.
+        let breaker = a.breaker().expect("a breaker");
+        breaker.try_acquire().expect("closed").failure();
+        assert_eq!(breaker.state(), BreakerState::Open);
+        assert_eq!(b.breaker().map(CircuitBreaker::state), Some(BreakerState::Closed));
+        // Each is found again; the named path still finds its own set.
+        assert!(Arc::ptr_eq(&a, &guards.get("a.test")));
+        assert!(Arc::ptr_eq(&b, &guards.for_server("b.test", None, None)));
+        assert!(Arc::ptr_eq(&named, &guards.get("named")));
+        assert!(Arc::ptr_eq(&named, &guards.for_server("named", None, None)));
+        assert_eq!(guards.len(), 3);
+        assert_eq!(guards.all().iter().filter(|g| g.dependency() == OVERFLOW).count(), 2);
+        // An overflow host is not remembered by server: its set may be evicted.
+        let servers = guards.inner.servers.read().map(|s| s.contains_key("b.test")).unwrap_or(true);
+        assert!(!servers);
+    }
+
+    #[test]
+    fn the_least_recently_used_overflow_set_is_evicted_first() {
+        let guards = registry(2);
+        let _ = guards.get("named");
+        let (a, b) = (guards.get("a.test"), guards.get("b.test"));
+        // `a` used again, after `b`: `b` is the least recently used.
+        assert!(Arc::ptr_eq(&a, &guards.get("a.test")));
+        let c = guards.get("c.test");
+        assert_eq!(guards.inner.overflow.len(), 2, "bounded");
+        assert!(Arc::ptr_eq(&a, &guards.get("a.test")), "the recently used set is kept");
+        assert!(Arc::ptr_eq(&c, &guards.get("c.test")));
+        // `b` comes back: fresh guards, and now `a` is the oldest.
+        let fresh = guards.get("b.test");
+        assert!(!Arc::ptr_eq(&b, &fresh), "an evicted host starts again");
+        assert!(Arc::ptr_eq(&c, &guards.get("c.test")));
+        assert!(!Arc::ptr_eq(&a, &guards.get("a.test")), "a was the least recently used");
+        // The named set is never evicted.
+        assert_eq!(guards.inner.guards.read().map(|g| g.len()).unwrap_or_default(), 1);
+        assert_eq!(guards.get("named").dependency(), "named");
+    }
+
+    /// A fleet that only records which dependencies' pacers joined it.
+    #[derive(Debug, Default)]
+    struct Joined(Mutex<Vec<String>>);
+
+    impl PaceShare for Joined {
+        fn publish_gate(&self, _dependency: &str, _wait: Duration, _source: HoldSource) {}
+        fn replicas(&self, _dependency: &str) -> u32 {
+            1
+        }
+        fn attach(&self, dependency: &str, _pacer: SharedPacer) {
+            self.0.lock().unwrap_or_else(PoisonError::into_inner).push(dependency.to_owned());
+        }
+    }
+
+    #[test]
+    fn an_overflow_hosts_pacer_is_not_shared_with_the_fleet() {
+        let fleet = Arc::new(Joined::default());
+        let guards = DependencyGuards::<RetryBudget>::builder()
+            .pacer(Pacer::new)
+            .pace_share(Some(fleet.clone()))
+            .labels(one_name)
+            .build();
+        let _ = (guards.get("named"), guards.get("a.test"), guards.get("b.test"));
+        let joined = fleet.0.lock().map(|j| j.clone()).unwrap_or_default();
+        assert_eq!(joined, ["named"]);
+        assert!(guards.get("a.test").pacer().is_some_and(|p| !p.is_shared()));
     }
 }

@@ -4,6 +4,7 @@
 //! The SDK calls the callbacks at each collection, so reading the state costs
 //! nothing on the request path.
 
+use crate::bounded::OVERFLOW;
 use crate::names;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, ObservableGauge};
@@ -76,6 +77,13 @@ where
 /// [`DependencyGuards`](crate::DependencyGuards) reports its own. `live`
 /// should hold its registry weakly (OpenTelemetry keeps the callbacks for
 /// the meter provider's lifetime) and list a bounded number of guards.
+///
+/// Guard sets labelled [`OVERFLOW`] (`_OTHER`: one per dependency beyond the
+/// label bound) make one series per gauge, the worst of them: the least
+/// budget available, the most open breaker, the slowest pace in force (as do
+/// the registry's own gauges, and its adaptive throttle's and concurrency
+/// limit's: the lowest accept ratio, the lowest limit, the most attempts in
+/// flight). One series each would collide: they carry the same attributes.
 pub fn register_guard_gauges<T: Throttle + 'static>(
     meter: &Meter,
     live: impl Fn() -> Vec<Arc<crate::Guards<T>>> + Send + Sync + 'static,
@@ -116,7 +124,11 @@ pub(crate) fn breaker_gauge(
         .i64_observable_gauge(names::BREAKER_STATE)
         .with_unit(names::UNIT_STATE)
         .with_description("Circuit breaker state: 0 closed, 1 half-open, 2 open.")
-        .with_callback(move |gauge| report(&mut |state, dependency| gauge.observe(state, &attrs(dependency))))
+        .with_callback(move |gauge| {
+            fold_overflow(&report, i64::max, &mut |state, dependency| {
+                gauge.observe(state, &attrs(dependency))
+            })
+        })
         .build()
 }
 
@@ -131,7 +143,9 @@ pub(crate) fn budget_gauge(
         .with_unit(names::UNIT_RETRY)
         .with_description("Retries the retry budget would allow right now.")
         .with_callback(move |gauge| {
-            report(&mut |available, dependency| gauge.observe(available, &attrs(dependency)))
+            fold_overflow(&report, f64::min, &mut |available, dependency| {
+                gauge.observe(available, &attrs(dependency))
+            })
         })
         .build()
 }
@@ -147,7 +161,9 @@ pub(crate) fn pace_gauge(
         .f64_observable_gauge(names::PACE_RATE)
         .with_unit(names::UNIT_RATE)
         .with_description("The send rate the dependency's pacer allows while a pace is in force.")
-        .with_callback(move |gauge| report(&mut |rate, dependency| gauge.observe(rate, &attrs(dependency))))
+        .with_callback(move |gauge| {
+            fold_overflow(&report, f64::min, &mut |rate, dependency| gauge.observe(rate, &attrs(dependency)))
+        })
         .build()
 }
 
@@ -164,7 +180,11 @@ pub(crate) fn accept_ratio_gauge(
         .with_description(
             "The share of the client's requests the dependency accepted over the adaptive throttle's window.",
         )
-        .with_callback(move |gauge| report(&mut |ratio, dependency| gauge.observe(ratio, &attrs(dependency))))
+        .with_callback(move |gauge| {
+            fold_overflow(&report, f64::min, &mut |ratio, dependency| {
+                gauge.observe(ratio, &attrs(dependency))
+            })
+        })
         .build()
 }
 
@@ -180,7 +200,11 @@ pub(crate) fn limit_gauge(
         .with_description(
             "The adaptive concurrency limit: how many attempts may be in flight to the dependency.",
         )
-        .with_callback(move |gauge| report(&mut |limit, dependency| gauge.observe(limit, &attrs(dependency))))
+        .with_callback(move |gauge| {
+            fold_overflow(&report, u64::min, &mut |limit, dependency| {
+                gauge.observe(limit, &attrs(dependency))
+            })
+        })
         .build()
 }
 
@@ -194,11 +218,68 @@ pub(crate) fn in_flight_gauge(
         .u64_observable_gauge(names::LIMIT_IN_FLIGHT)
         .with_unit(names::UNIT_REQUEST)
         .with_description("How many attempts hold a slot of the dependency's adaptive concurrency limit.")
-        .with_callback(move |gauge| report(&mut |n, dependency| gauge.observe(n, &attrs(dependency))))
+        .with_callback(move |gauge| {
+            fold_overflow(&report, u64::max, &mut |n, dependency| gauge.observe(n, &attrs(dependency)))
+        })
         .build()
+}
+
+/// Reports what `report` observes, the values labelled [`OVERFLOW`] folded
+/// into one by `worse`: the guard sets beyond the label bound all carry that
+/// label, and several values of one series in one collection would collide
+/// (the SDK would keep whichever came last).
+fn fold_overflow<V: Copy, R: Fn(&mut dyn FnMut(V, &Arc<str>)) + ?Sized>(
+    report: &R,
+    worse: fn(V, V) -> V,
+    observe: &mut dyn FnMut(V, &Arc<str>),
+) {
+    let mut other: Option<(V, Arc<str>)> = None;
+    report(&mut |value, dependency| {
+        if &**dependency == OVERFLOW {
+            other = Some(match other.take() {
+                Some((kept, label)) => (worse(kept, value), label),
+                None => (value, Arc::clone(dependency)),
+            });
+        } else {
+            observe(value, dependency);
+        }
+    });
+    if let Some((value, label)) = other {
+        observe(value, &label);
+    }
 }
 
 /// The gauges' one attribute; the name is shared, not copied.
 fn attrs(dependency: &Arc<str>) -> [KeyValue; 1] {
     [KeyValue::new(names::DEPENDENCY, Arc::clone(dependency))]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_overflow_sets_make_one_series_the_worst_of_them() {
+        let (a, b, other): (Arc<str>, Arc<str>, Arc<str>) = ("a".into(), "b".into(), OVERFLOW.into());
+        let report = |observe: &mut dyn FnMut(i64, &Arc<str>)| {
+            observe(0, &a);
+            observe(0, &other);
+            observe(2, &other);
+            observe(1, &b);
+            observe(0, &other);
+        };
+        let mut seen = Vec::new();
+        fold_overflow(&report, i64::max, &mut |state, dependency| seen.push((dependency.to_string(), state)));
+        let seen: Vec<(&str, i64)> = seen.iter().map(|(d, s)| (d.as_str(), *s)).collect();
+        assert_eq!(
+            seen,
+            [("a", 0), ("b", 1), (OVERFLOW, 2)],
+            "named as they come, one _OTHER: the open breaker"
+        );
+        let mut none = 0;
+        fold_overflow(&|observe: &mut dyn FnMut(f64, &Arc<str>)| observe(5.0, &a), f64::min, &mut |_, _| {
+            none += 1
+        });
+        assert_eq!(none, 1, "no overflow set, no _OTHER series");
+    }
 }

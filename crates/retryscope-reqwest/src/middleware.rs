@@ -60,7 +60,9 @@ use std::sync::Arc;
 ///   every clone of the client; the breaker counts no 429, since a rate limit
 ///   is not an outage. At most
 ///   [`MAX_DEPENDENCIES`](retryscope_otel::MAX_DEPENDENCIES) dependencies are
-///   told apart; further hosts share the guards and the label `_OTHER`.
+///   told apart in telemetry; further hosts share the label `_OTHER` but not
+///   the guards: each keeps its own, the 1,000 used last
+///   ([`DependencyGuards`](retryscope_otel::DependencyGuards)).
 /// - **Telemetry**: the metrics and spans of the [telemetry contract], with HTTP
 ///   client attempt spans, the budget and breaker gauges of every dependency,
 ///   and the W3C `traceparent` of each attempt on the wire. Build the middleware

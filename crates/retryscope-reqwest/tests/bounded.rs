@@ -54,8 +54,10 @@ async fn five_thousand_hosts_make_at_most_a_thousand_and_one_series() {
         assert!(!names.contains(&format!("svc-{}.test:{port}", HOSTS - 1)));
     }
     assert_eq!(t.counter("retryscope.requests", &[(DEPENDENCY, "_OTHER")]), (HOSTS - cap) as u64);
-    // One budget, one breaker and one pacer per dependency: the gauges show
-    // the guards are bounded too.
+    // One budget, one breaker and one pacer per dependency, the 4,000 hosts
+    // past the bound each their own (the 1,000 used last kept): the gauges
+    // stay bounded, one series per named dependency and one `_OTHER` for the
+    // rest.
     for gauge in ["retryscope.budget.available", "retryscope.breaker.state", "retryscope.pace.rate"] {
         let (names, series) = t.series(gauge, DEPENDENCY);
         println!("{gauge}: {series} series");

@@ -148,7 +148,9 @@ impl Settings {
 
     /// The guards of the dependency `uri` goes to: its authority's, or the
     /// origin's for a URI without one. A registry never drops or replaces the
-    /// guards it handed out, so the origin's are looked up once.
+    /// guards of a named dependency, so the origin's are looked up once; an
+    /// origin past the label bound keeps the set found then (its own host's,
+    /// even if the registry later evicts it and makes another).
     pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<Guard>> {
         let find = || {
             let server = crate::spans::server(uri, self.origin.as_deref());
