@@ -18,6 +18,7 @@ macro_rules! guide {
 
 guide! {
     engine => "engine.md",
+    dependencies => "dependencies.md",
     existing_services => "existing-services.md",
     grpc => "grpc.md",
     hedging => "hedging.md",
