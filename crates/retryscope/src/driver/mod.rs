@@ -225,8 +225,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             return Ok(None);
         }
         let remaining = self.remaining(now);
-        let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
-        let hold = pace::before_send(pacer, scheduled, remaining, rng);
+        let hold = pace::before_send(pacer, scheduled, remaining);
         if !matches!(hold, Ok(None)) {
             self.open(now);
         }
@@ -542,7 +541,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         let delay = match self.setup.pacer.as_deref() {
             Some(pacer) if !pacer.is_idle() => {
                 let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
-                let hold = pace::after_wait(pacer, wait, limit, rng)?;
+                let hold = pace::after_wait(pacer, wait, limit)?;
                 wait + self.held(hold).unwrap_or(Duration::ZERO)
             }
             _ => wait,
