@@ -139,3 +139,24 @@ fn a_throttled_base_above_its_cap_or_zero_is_refused() {
     let message = Policy::builder().throttled_base_delay(secs(6)).build().map_err(|e| e.to_string());
     assert_eq!(message, Err("throttled_base_delay must be above zero and at most 5s, got 6s".to_owned()));
 }
+
+#[test]
+fn a_blocking_long_poll_waits_out_its_refusal_too() {
+    let clock = retryscope::clock::ManualClock::new();
+    let start = retryscope::clock::Clock::now(&clock);
+    let quota = RetryQuota::builder().capacity(20).build().expect("in range");
+    let policy =
+        Policy::aws_2026().to_builder().jitter(Jitter::None).wait_out_refusal(true).build().expect("valid");
+    let mut answers = [503_u16, 503, 200].into_iter();
+    let refused = (|| match answers.next() {
+        Some(200) | None => Ok(()),
+        Some(status) => Err(status),
+    })
+    .retry(policy)
+    .classify(classify)
+    .budget(&quota)
+    .call_with(&clock, |wait| clock.advance(wait));
+    assert_eq!(refused.map_err(|e| e.reason()), Err(StopReason::BudgetExhausted));
+    // 50 ms before the retry the quota paid for, 100 ms before the refusal.
+    assert_eq!(retryscope::clock::Clock::now(&clock) - start, Duration::from_millis(150));
+}
