@@ -48,8 +48,16 @@ enum Rate {
     /// No rate before the hold: the held calls' own. `arrived` calls asked for
     /// a slot since the gate closed at `since`, `released` of them took one
     /// (a refused call arrived, but comes back never), the last at `last`;
-    /// none before `floor`.
-    DuringHold { since: Instant, floor: Instant, arrived: u32, released: u32, last: Option<Instant> },
+    /// none before `floor`. `gap`: one call's worth of the rate they arrived
+    /// at, as last measured.
+    DuringHold {
+        since: Instant,
+        floor: Instant,
+        arrived: u32,
+        released: u32,
+        last: Option<Instant>,
+        gap: Duration,
+    },
 }
 
 impl Release {
@@ -62,7 +70,10 @@ impl Release {
     /// Held calls come back at the rate they arrive from `since` (when the
     /// gate closed) on, the first at `floor`.
     pub(super) fn during_hold(since: Instant, ramp: Duration, floor: Instant) -> Self {
-        Self { ramp, rate: Rate::DuringHold { since, floor, arrived: 0, released: 0, last: None } }
+        Self {
+            ramp,
+            rate: Rate::DuringHold { since, floor, arrived: 0, released: 0, last: None, gap: Duration::ZERO },
+        }
     }
 
     /// The slot of a call held at `now` behind the gate that opens at `gate`.
@@ -71,7 +82,7 @@ impl Release {
     pub(super) fn offer(&mut self, gate: Instant, now: Instant) -> Instant {
         match &mut self.rate {
             Rate::Measured { next, .. } => *next,
-            Rate::DuringHold { since, floor, arrived, released, last } => {
+            Rate::DuringHold { since, floor, arrived, released, last, gap } => {
                 *arrived = arrived.saturating_add(1);
                 let span = now.saturating_duration_since(*since).max(MIN_SPAN).as_secs_f64();
                 let offered = f64::from(*arrived) / span;
@@ -84,7 +95,8 @@ impl Release {
                 // Never closer than the calls arrived on average: a burst in
                 // mid-hold raises the rate, and would otherwise be due at
                 // once, beside the slots already given out.
-                let after_last = last.map_or(*floor, |last| last + secs(1.0 / offered));
+                *gap = secs(1.0 / offered);
+                let after_last = last.map_or(*floor, |last| last + *gap);
                 due.max(after_last).max(*floor)
             }
         }
@@ -112,7 +124,7 @@ impl Release {
     pub(super) fn free_from(&self) -> Instant {
         match self.rate {
             Rate::Measured { next, .. } => next,
-            Rate::DuringHold { floor, last, .. } => last.map_or(floor, |last| last.max(floor)),
+            Rate::DuringHold { floor, last, gap, .. } => last.map_or(floor, |last| (last + gap).max(floor)),
         }
     }
 }
@@ -242,7 +254,8 @@ mod tests {
         assert_eq!(release.offer(open, since + secs(0.5)), open);
         assert_eq!(release.offer(open, since + secs(0.5)), open);
         release.take(open, open);
-        assert_eq!(release.free_from(), open);
+        // A later gate's release starts one gap of their rate (4/s) on.
+        assert_eq!(release.free_from(), open + secs(0.25));
         // Three arrived over 0.5 s (6/s, 4.8/s released), one slot taken:
         // the next is one call's worth of 4.8/s on (no ramp here).
         let gap = release.offer(open, since + secs(0.5)) - open;

@@ -22,9 +22,8 @@ pub(crate) enum Admission {
 }
 
 /// No call before `at`; the held calls come back in a [`Release`], ramping
-/// up over `spread` (a fifth of the wait, at most
-/// [`HINT_SPREAD_MAX`]), so that the callers one server told "later" do not
-/// all return in the same millisecond.
+/// up over a fifth of the wait (at most [`HINT_SPREAD_MAX`]), so that the
+/// callers one server told "later" do not all return in the same millisecond.
 #[derive(Debug, Clone, Copy)]
 struct Gate {
     at: Instant,
