@@ -51,6 +51,9 @@ pub(crate) struct Backoff {
     pub(crate) initial: Option<FileDuration>,
     pub(crate) max: Option<FileDuration>,
     pub(crate) multiplier: Option<f64>,
+    /// The base and cap after a throttling answer (`Policy::throttled_base_delay`).
+    pub(crate) throttled_initial: Option<FileDuration>,
+    pub(crate) throttled_max: Option<FileDuration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -124,6 +127,8 @@ impl Block {
                 initial: or(a.initial, b.initial),
                 max: or(a.max, b.max),
                 multiplier: or(a.multiplier, b.multiplier),
+                throttled_initial: or(a.throttled_initial, b.throttled_initial),
+                throttled_max: or(a.throttled_max, b.throttled_max),
             }),
             jitter: or(self.jitter, d.jitter),
             attempt_timeout: or(self.attempt_timeout, d.attempt_timeout),

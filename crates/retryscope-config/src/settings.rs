@@ -295,7 +295,7 @@ impl DependencySettings {
             if self.matcher.is_empty() { "*".to_owned() } else { self.matcher.clone() },
             if self.enabled { "on".to_owned() } else { "OFF".to_owned() },
             p.max_attempts().to_string(),
-            format!("{}..{} x{}", show(p.base_delay()), show(p.max_delay()), p.multiplier()),
+            backoff_cell(p),
             jitter_name(p.jitter()).to_owned(),
             opt(p.attempt_timeout()),
             opt(p.deadline()),
@@ -351,7 +351,7 @@ impl DependencySettings {
             self.matcher.clone(),
             if self.enabled { "on".to_owned() } else { "OFF".to_owned() },
             p.max_attempts().to_string(),
-            format!("{}..{} x{}", show(p.base_delay()), show(p.max_delay()), p.multiplier()),
+            backoff_cell(p),
             jitter_name(p.jitter()).to_owned(),
             self.written_attempt_timeout().map_or_else(|| "code".to_owned(), show),
             p.deadline().map_or_else(dash, show),
@@ -384,6 +384,16 @@ fn jitter_name(j: Jitter) -> &'static str {
         Jitter::Decorrelated => "decorrelated",
         _ => "other",
     }
+}
+
+/// The effective table's backoff: base..cap and multiplier, and the
+/// throttled curve when the file sets it apart.
+fn backoff_cell(p: &Policy) -> String {
+    let cell = format!("{}..{} x{}", show(p.base_delay()), show(p.max_delay()), p.multiplier());
+    if (p.throttled_base_delay(), p.throttled_max_delay()) == (p.base_delay(), p.max_delay()) {
+        return cell;
+    }
+    format!("{cell} throttled {}..{}", show(p.throttled_base_delay()), show(p.throttled_max_delay()))
 }
 
 /// A refusal and the keys (relative to a block) it is about: the loader
@@ -423,6 +433,12 @@ pub(crate) fn resolve(
     if let Some(m) = backoff.multiplier {
         pb = pb.multiplier(m);
     }
+    if let Some(d) = backoff.throttled_initial {
+        pb = pb.throttled_base_delay(d.0);
+    }
+    if let Some(d) = backoff.throttled_max {
+        pb = pb.throttled_max_delay(d.0);
+    }
     if let Some(j) = b.jitter {
         pb = pb.jitter(match j {
             JitterName::None => Jitter::None,
@@ -444,6 +460,8 @@ pub(crate) fn resolve(
                 "base_delay" => "backoff.initial",
                 "max_delay" => "backoff.max",
                 "multiplier" => "backoff.multiplier",
+                "throttled_base_delay" => "backoff.throttled_initial",
+                "throttled_max_delay" => "backoff.throttled_max",
                 "deadline" => "deadline",
                 "attempt_timeout" => "attempt_timeout",
                 _ => "backoff",

@@ -99,6 +99,28 @@ fn http_only_keys_on_a_grpc_dependency_are_refused() {
 }
 
 #[test]
+fn a_throttled_backoff_is_read_and_refused_loudly_when_out_of_range() {
+    let c = toml("[defaults]\nbackoff = { initial = \"50ms\", max = \"20s\", throttled_initial = \"1s\" }\n")
+        .unwrap();
+    let policy = c.defaults().policy();
+    assert_eq!(policy.base_delay(), Duration::from_millis(50));
+    assert_eq!(policy.throttled_base_delay(), Duration::from_secs(1));
+    assert_eq!(policy.throttled_max_delay(), Duration::from_secs(20));
+    // Above the cap it applies to, its own or the backoff's.
+    for (written, key, column) in [
+        ("backoff = { throttled_initial = \"2s\", throttled_max = \"1s\" }", "throttled_initial", 33),
+        ("backoff = { max = \"2s\", throttled_initial = \"3s\" }", "throttled_initial", 45),
+        ("backoff = { throttled_max = \"0s\" }", "throttled_max", 29),
+    ] {
+        let e = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap_err();
+        assert_eq!(e.kind(), ConfigErrorKind::OutOfRange, "{e}");
+        assert_eq!(e.path(), format!("dependencies.pay.backoff.{key}"), "{e}");
+        assert_eq!(e.location(), Some(Location { line: 3, column }), "{e}");
+        assert!(e.source().is_some(), "the engine's PolicyError is kept: {e}");
+    }
+}
+
+#[test]
 fn a_refusal_of_an_inherited_value_points_at_the_defaults() {
     // The dependency's max is fine on its own; the default initial is above it.
     let e = toml("[defaults]\nbackoff = { initial = \"3s\" }\n[dependencies.pay]\nhost = \"pay\"\nbackoff = { max = \"1s\" }\n")

@@ -103,3 +103,57 @@ fn the_shared_policy_is_refused_loudly_without_a_redis() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--replicas must be between 2 and 32"));
 }
+
+/// The fleet storm as the lab guide prints it (`storm --rate-limited
+/// --replicas 8`, every policy), shortened to 3 s of load, with no Redis
+/// given: it starts its own redis-server for the shared run (skipped outside
+/// CI without one on PATH).
+#[test]
+fn the_documented_fleet_storm_runs_with_no_redis_given_on_a_redis_server_of_its_own() {
+    if !retryscope_test_support::external::on_path("redis-server", "the fleet storm's own Redis") {
+        return;
+    }
+    let out =
+        std::env::temp_dir().join(format!("retryscope-storm-fleet-test-own-redis-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_retryscope"))
+        .args(["storm", "--rate-limited", "--replicas", "8", "--duration", "3", "--deadline", "2"])
+        .arg("--out")
+        .arg(&out)
+        .env_remove("RETRYSCOPE_REDIS_URL")
+        .output()
+        .expect("run retryscope storm --rate-limited --replicas 8");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "storm failed: {stderr}");
+    assert!(stderr.contains("started redis-server at redis://127.0.0.1:"), "{stderr}");
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    eprintln!("{table}");
+    let json = std::fs::read(out.join("storm-rate-limited-fleet.json")).expect("the JSON");
+    let _ = std::fs::remove_dir_all(&out);
+    let fleet: Value = serde_json::from_slice(&json).expect("valid JSON");
+    assert_eq!(fleet["replicas"], 8);
+    for policy in ["local", "shared", "shared-redis-down", "adaptive"] {
+        assert!(table.contains(policy), "{policy} missing from\n{table}");
+    }
+    // The shared run shared its pace through the storm's own Redis.
+    assert!(number(&fleet, "shared", "shared_share") > 0.5, "{table}");
+}
+
+/// With no Redis given and no redis-server on PATH, a shared run is refused
+/// before anything starts, naming the package to install and the flag.
+#[test]
+fn a_shared_fleet_storm_with_no_redis_and_none_on_path_names_the_package() {
+    let empty =
+        std::env::temp_dir().join(format!("retryscope-storm-fleet-empty-path-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("an empty directory");
+    let output = Command::new(env!("CARGO_BIN_EXE_retryscope"))
+        .args(["storm", "--rate-limited", "--replicas", "2", "--fleet-policies", "local,shared"])
+        .env("PATH", &empty)
+        .env_remove("RETRYSCOPE_REDIS_URL")
+        .output()
+        .expect("run retryscope storm --rate-limited --replicas 2");
+    let _ = std::fs::remove_dir(&empty);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "ran without a Redis: {stderr}");
+    assert!(stderr.contains("install the Debian package `redis-server`, or pass --redis URL"), "{stderr}");
+    assert!(output.stdout.is_empty(), "no run started: {}", String::from_utf8_lossy(&output.stdout));
+}

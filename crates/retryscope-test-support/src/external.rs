@@ -15,3 +15,16 @@ pub fn required(var: &str, what: &str) -> Option<String> {
         }
     }
 }
+
+/// Whether `program` (what it is for: `what`) is on `PATH`; when it is not,
+/// `false` after printing `skipped: {program} not on PATH ({what})`. Panics
+/// when `CI` is set and it is not: CI installs every program a test starts.
+pub fn on_path(program: &str, what: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "CI must have {program} on PATH ({what})");
+        println!("skipped: {program} not on PATH ({what})");
+    }
+    found
+}

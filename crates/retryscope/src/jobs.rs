@@ -14,6 +14,7 @@
 use crate::outcome::StopReason;
 use crate::policy::{MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 use crate::random::JitterRng;
+use crate::throttle::RetryCause;
 use crate::verdict::{DelaySource, Hint};
 use crate::wait::{Curve, next_wait};
 use std::time::{Duration, SystemTime};
@@ -160,7 +161,8 @@ fn schedule(policy: &Policy, failure: &JobFailure, now: SystemTime, rng: &mut Ji
     let curve = Curve::resumed(failure.attempt.saturating_sub(1), failure.previous_delay);
     // A clock that stepped backwards counts as no time elapsed, never as a panic.
     let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);
-    match next_wait(policy, failure.attempt, curve, elapsed, failure.hint, rng) {
+    // A job's failure carries no error type: its wait is a transient one's.
+    match next_wait(policy, failure.attempt, RetryCause::Transient, curve, elapsed, failure.hint, rng) {
         Ok((delay, source)) => match now.checked_add(delay) {
             Some(at) => Schedule::RetryAt { at, delay, source },
             // A run-at time past what SystemTime can hold will never come.

@@ -311,6 +311,8 @@ fn conclude<T, E, O: Observer>(
             // released first.
             Step::Wait { delay, last: Some(classifier.before_wait(result)) }
         }
+        // No retry follows the wait: nobody is notified of one.
+        Next::StopAfter(delay) => Step::Wait { delay, last: Some(classifier.before_wait(result)) },
     }
 }
 
@@ -325,7 +327,7 @@ pub(crate) fn settle_timeout<T, E, O: Observer>(
     }
     let verdict = classifier.timeout();
     match driver.end_attempt(verdict) {
-        Next::Wait(delay) => Step::Wait { delay, last: None },
+        Next::Wait(delay) | Next::StopAfter(delay) => Step::Wait { delay, last: None },
         Next::Done => Step::Finished(final_result(driver, StopReason::Permanent, None)),
         Next::Stop(reason) => Step::Finished(final_result(driver, reason, None)),
     }

@@ -30,6 +30,7 @@ mod load;
 pub mod lost_responses;
 pub mod metrics;
 mod one_server;
+mod own_server;
 mod policies;
 pub mod rate_limited;
 pub mod report;

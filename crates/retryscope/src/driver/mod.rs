@@ -55,6 +55,12 @@ pub(crate) enum Next {
     Stop(StopReason),
     /// Wait this long, then start another attempt.
     Wait(Duration),
+    /// Wait this long, then stop: the budget refused the retry, and the
+    /// policy waits out its backoff first
+    /// ([`Policy::waits_out_refusal`](crate::Policy::waits_out_refusal)).
+    /// The front end waits as for [`Next::Wait`]; the driver stops at the
+    /// next [`pace`](Driver::pace) or [`start_attempt`](Driver::start_attempt).
+    StopAfter(Duration),
 }
 
 /// An attempt the driver let start.
@@ -89,6 +95,11 @@ pub(crate) struct Driver<'a, O: Observer> {
     last_error: Option<ErrorType>,
     /// What the budget charged for the retry about to run or running.
     charged: Option<RetryCause>,
+    /// Whether the operation stops, the budget having refused its retry, once
+    /// the wait now running is over ([`Next::StopAfter`]): a flag, not the
+    /// reason, which is always [`StopReason::BudgetExhausted`] (the driver is
+    /// kept small: every call holds one).
+    refused: bool,
     /// Where the backoff curve stands: the retries it counted (a gRPC pushback
     /// restarts it) and the delay before the previous one.
     curve: Curve,
@@ -124,6 +135,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             attempts: 0,
             last_error: None,
             charged: None,
+            refused: false,
             rng: None,
             paced: false,
             slot: None,
@@ -163,6 +175,9 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// the limiter's `max_wait`, then refuses it.
     #[inline(never)]
     pub(crate) fn pace(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        if std::mem::take(&mut self.refused) {
+            return Err(self.stop(now, StopReason::BudgetExhausted));
+        }
         match self.ask_pacer(now) {
             Ok(hold) => Ok(hold),
             Err(reason) => Err(self.stop(now, reason)),
@@ -225,8 +240,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             return Ok(None);
         }
         let remaining = self.remaining(now);
-        let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
-        let hold = pace::before_send(pacer, scheduled, remaining, rng);
+        let hold = pace::before_send(pacer, scheduled, remaining);
         if !matches!(hold, Ok(None)) {
             self.open(now);
         }
@@ -273,6 +287,9 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// start. On success returns the attempt's time limit, if any.
     #[inline(never)]
     fn begin_attempt(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
+        if std::mem::take(&mut self.refused) {
+            return Err(self.stop(now, StopReason::BudgetExhausted));
+        }
         let attempt_timeout = self.setup.policy.attempt_timeout();
         let (flight, limit) = match self.admit(now, self.last_error, attempt_timeout) {
             Ok(admitted) => admitted,
@@ -417,6 +434,9 @@ impl<'a, O: Observer> Driver<'a, O> {
             Verdict::Unrepeatable { .. } => Next::Stop(self.stop(now, StopReason::Unrepeatable)),
             Verdict::RetriedElsewhere { .. } => Next::Stop(self.stop(now, StopReason::UpstreamRetry)),
             Verdict::Retryable { error, hint } => match self.plan_retry(now, hint) {
+                // Refused, but the policy waits the backoff out first: no
+                // attempt follows, so no observer hears of a wait for one.
+                Ok((delay, _)) if self.refused => Next::StopAfter(delay),
                 Ok((delay, source)) => {
                     let wait = Wait { next_attempt: self.attempts + 1, delay, source, error };
                     if let Some(op) = self.operation.as_mut() {
@@ -534,7 +554,9 @@ impl<'a, O: Observer> Driver<'a, O> {
         let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
         let seed = self.setup.seed;
         let rng = self.rng.get_or_insert_with(|| new_rng(seed));
-        let (wait, source) = next_wait(&self.setup.policy, self.attempts, self.curve, elapsed, hint, rng)?;
+        let cause = self.last_error.map_or(RetryCause::Transient, RetryCause::of);
+        let (wait, source) =
+            next_wait(&self.setup.policy, self.attempts, cause, self.curve, elapsed, hint, rng)?;
         // The pace in force when the wait is over, before the budget spends a
         // token on a retry the pacer may refuse.
         if let Some(pacer) = self.setup.pacer.as_deref() {
@@ -543,7 +565,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         let delay = match self.setup.pacer.as_deref() {
             Some(pacer) if !pacer.is_idle() => {
                 let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
-                let hold = pace::after_wait(pacer, wait, limit, rng)?;
+                let hold = pace::after_wait(pacer, wait, limit)?;
                 wait + self.held(hold).unwrap_or(Duration::ZERO)
             }
             _ => wait,
@@ -556,8 +578,12 @@ impl<'a, O: Observer> Driver<'a, O> {
             return Err(StopReason::CircuitOpen);
         }
         if let Some(throttle) = self.setup.throttle.as_deref() {
-            let cause = self.last_error.map_or(RetryCause::Transient, RetryCause::of);
             if !throttle.try_acquire_retry_for(cause) {
+                if self.setup.policy.waits_out_refusal() {
+                    // The backoff, not the pace: the refused call sends nothing.
+                    self.refused = true;
+                    return Ok((wait, source));
+                }
                 return Err(StopReason::BudgetExhausted);
             }
             self.charged = Some(cause);

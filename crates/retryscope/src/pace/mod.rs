@@ -17,11 +17,14 @@
 //!   over a fifth of the wait (at most [`HINT_SPREAD_MAX`](crate::HINT_SPREAD_MAX)),
 //!   as TCP's slow start does: a server that asked for less never gets the
 //!   whole backlog at once. New calls after the gate go at once, so the two
-//!   together stay within twice the offered rate. Without a rate (too few
-//!   calls yet), each held call comes back at a random point of that fifth
-//!   of the wait, so that twenty callers told "in 2 s" do not return in the
-//!   same millisecond. A held call whose slot would not fit in its deadline
-//!   is refused, as below.
+//!   together stay within twice the offered rate. A client with no rate
+//!   before the hold (its first call was told to wait) releases its held
+//!   calls the same way at the rate they arrived *during* the hold: they are
+//!   the load it is offered. A herd held in the same instant comes back
+//!   spread over the ramp, so that twenty callers told "in 2 s" do not return
+//!   in the same millisecond. A held call whose slot would not fit in its
+//!   deadline is refused, as below. Gates another replica learned
+//!   ([`PaceShare`]) are released by the same rule.
 //! - **Quota spacing.** A quota of `r` requests over `t` seconds, on *any*
 //!   response: sends are spaced `t / r` apart, so the quota lasts until the
 //!   reset instead of running out before it. Later reports of the same window
@@ -71,6 +74,7 @@
 
 pub mod adaptive;
 mod offered;
+mod release;
 mod schedule;
 mod share;
 mod signal;
@@ -82,7 +86,6 @@ pub use share::{PaceShare, SharedPacer};
 pub use signal::{Held, HoldSource, PaceSignal, Quota, QuotaPolicy};
 
 use crate::clock::{Clock, DefaultClock};
-use crate::random::JitterRng;
 use adaptive::{AdaptiveRate, Answer};
 use offered::OfferedRate;
 use schedule::Schedule;
@@ -265,13 +268,13 @@ impl Pacer {
 
     /// When a call may send `after` from now, with `limit` left before its
     /// deadline at that point: a slot is taken unless it is refused.
-    pub(crate) fn admit(&self, after: Duration, limit: Option<Duration>, rng: &mut JitterRng) -> Admission {
+    pub(crate) fn admit(&self, after: Duration, limit: Option<Duration>) -> Admission {
         if self.inner.idle.load(Ordering::Acquire) {
             return Admission::Now;
         }
         let now = self.inner.clock.now();
         let mut schedule = self.schedule();
-        let admission = schedule.admit(now, now + after, limit, rng);
+        let admission = schedule.admit(now, now + after, limit);
         self.settle_idle(&schedule);
         admission
     }

@@ -83,9 +83,8 @@ impl fmt::Debug for SharedPacer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::SystemClock;
+    use crate::clock::{Clock, ManualClock, SystemClock};
     use crate::pace::{Admission, PaceSignal, Pacer, Quota};
-    use crate::random::JitterRng;
     use crate::verdict::Hint;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
@@ -136,8 +135,7 @@ mod tests {
         assert!(other.share_with(fleet.clone(), "other:443"));
         assert!(!b.share_with(fleet.clone(), "api:443"), "shared once");
         a.learn(&PaceSignal::none().with_not_before(Hint::retry_after(Duration::from_secs(10))));
-        let mut rng = JitterRng::seeded(1);
-        match b.admit(Duration::ZERO, None, &mut rng) {
+        match b.admit(Duration::ZERO, None) {
             Admission::Hold { wait, source: HoldSource::Fleet } => {
                 assert!(wait > Duration::from_secs(9) && wait <= Duration::from_secs(12), "{wait:?}")
             }
@@ -146,10 +144,39 @@ mod tests {
         // The replica that learned it holds as a `Retry-After`; another
         // dependency is not held.
         assert!(matches!(
-            a.admit(Duration::ZERO, None, &mut rng),
+            a.admit(Duration::ZERO, None),
             Admission::Hold { source: HoldSource::RetryAfter, .. }
         ));
-        assert_eq!(other.admit(Duration::ZERO, None, &mut rng), Admission::Now);
+        assert_eq!(other.admit(Duration::ZERO, None), Admission::Now);
+    }
+
+    #[test]
+    fn a_cold_replica_releases_a_fleet_gates_held_calls_at_the_rate_they_arrived() {
+        let fleet = Arc::new(Fleet { replicas: 2, ..Fleet::default() });
+        let clock = ManualClock::new();
+        let (a, b) = (Pacer::with_clock(clock.clone()), Pacer::with_clock(clock.clone()));
+        a.share_with(fleet.clone(), "api");
+        b.share_with(fleet.clone(), "api");
+        // B never called before: A learns a 5 s gate, and B's callers go on
+        // offering 80 calls a second through it.
+        a.learn(&PaceSignal::none().with_not_before(Hint::retry_after(Duration::from_secs(5))));
+        let start = clock.now();
+        let open = start + Duration::from_secs(5);
+        let mut slots = Vec::new();
+        for _ in 0..400 {
+            match b.admit(Duration::ZERO, None) {
+                Admission::Hold { wait, source: HoldSource::Fleet } => slots.push(clock.now() + wait),
+                other => panic!("{other:?}"),
+            }
+            clock.advance(Duration::from_micros(12_500));
+        }
+        // Per 100 ms after the gate: ramping up, never above the 8 offered.
+        let mut windows = vec![0_usize; 80];
+        for slot in &slots {
+            windows[(slot.duration_since(open).as_secs_f64() / 0.1) as usize] += 1;
+        }
+        assert!(windows[0] <= 3, "{windows:?}");
+        assert!(windows.iter().all(|n| *n <= 8), "{windows:?}");
     }
 
     #[test]
@@ -159,7 +186,7 @@ mod tests {
         a.share_with(fleet.clone(), "api");
         b.share_with(fleet.clone(), "api");
         a.learn(&PaceSignal::none().with_quota(Quota::new(0, Duration::from_secs(5))));
-        let wait = wait_of(b.admit(Duration::ZERO, None, &mut JitterRng::seeded(2)));
+        let wait = wait_of(b.admit(Duration::ZERO, None));
         assert!(wait > Duration::from_secs(4), "{wait:?}");
     }
 
@@ -182,11 +209,10 @@ mod tests {
         let fleet = Arc::new(Fleet { replicas: 3, ..Fleet::default() });
         let a = Pacer::with_clock(SystemClock);
         a.share_with(fleet.clone(), "api");
-        let mut rng = JitterRng::seeded(3);
         for _ in 0..100 {
             a.learn(&PaceSignal::none());
             a.learn(&PaceSignal::none().with_throttled(false));
-            assert_eq!(a.admit(Duration::ZERO, None, &mut rng), Admission::Now);
+            assert_eq!(a.admit(Duration::ZERO, None), Admission::Now);
         }
         assert_eq!(fleet.calls.load(Ordering::Relaxed), 0);
     }

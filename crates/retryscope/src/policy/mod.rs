@@ -4,7 +4,9 @@
 //! [`Policy::builder`], or start from a preset: [`Policy::interactive`] for calls a
 //! person is waiting on, [`Policy::background`] for work nobody watches.
 
+mod cause;
 mod error;
+mod presets;
 
 pub use error::PolicyError;
 
@@ -54,6 +56,13 @@ pub struct Policy {
     deadline: Option<NonZeroU64>,
     attempt_timeout: Option<NonZeroU64>,
     hint_headroom: Option<NonZeroU64>,
+    /// The base and cap after a throttling answer; `None`: the base and cap
+    /// of every other failure (see [`cause`]).
+    throttled_base_delay: Option<NonZeroU64>,
+    throttled_max_delay: Option<NonZeroU64>,
+    /// Whether a retry the budget refuses still waits its backoff before the
+    /// call fails (long polls; see [`cause`]).
+    wait_out_refusal: bool,
 }
 
 /// A duration in whole nanoseconds.
@@ -72,6 +81,9 @@ struct Settings {
     attempt_timeout: Option<Duration>,
     max_server_delay: Duration,
     hint_headroom: Option<Duration>,
+    throttled_base_delay: Option<Duration>,
+    throttled_max_delay: Option<Duration>,
+    wait_out_refusal: bool,
 }
 
 /// `d` in nanoseconds, saturating (only validated durations are stored, and
@@ -109,6 +121,9 @@ impl Settings {
             deadline: positive_nanos(self.deadline),
             attempt_timeout: positive_nanos(self.attempt_timeout),
             hint_headroom: positive_nanos(self.hint_headroom),
+            throttled_base_delay: positive_nanos(self.throttled_base_delay),
+            throttled_max_delay: positive_nanos(self.throttled_max_delay),
+            wait_out_refusal: self.wait_out_refusal,
         }
     }
 }
@@ -125,77 +140,14 @@ impl fmt::Debug for Policy {
             .field("attempt_timeout", &self.attempt_timeout())
             .field("max_server_delay", &self.max_server_delay())
             .field("hint_headroom", &self.hint_headroom())
+            .field("throttled_base_delay", &duration(self.throttled_base_delay))
+            .field("throttled_max_delay", &duration(self.throttled_max_delay))
+            .field("wait_out_refusal", &self.wait_out_refusal)
             .finish()
     }
 }
 
 impl Policy {
-    /// For calls somebody is waiting on: 4 attempts, 200 ms base delay doubling up
-    /// to 5 s, full jitter, each attempt cut at 5 s, and a 15 s deadline over
-    /// attempts and waits.
-    ///
-    /// The attempt timeout leaves room inside the deadline for at least one
-    /// retry after an attempt that never answers (5 s, at most 200 ms of wait,
-    /// then 5 s more: under 15 s): a stalled server costs the caller one
-    /// attempt, not the whole call.
-    ///
-    /// ```
-    /// use retryscope::Policy;
-    /// use std::time::Duration;
-    ///
-    /// let policy = Policy::interactive();
-    /// assert_eq!(policy.max_attempts(), 4);
-    /// assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(5)));
-    /// assert_eq!(policy.deadline(), Some(Duration::from_secs(15)));
-    /// ```
-    pub const fn interactive() -> Self {
-        Settings {
-            max_attempts: 4,
-            base_delay: Duration::from_millis(200),
-            multiplier: 2.0,
-            max_delay: Duration::from_secs(5),
-            jitter: Jitter::Full,
-            deadline: Some(Duration::from_secs(15)),
-            attempt_timeout: Some(Duration::from_secs(5)),
-            max_server_delay: Duration::from_secs(60),
-            hint_headroom: None,
-        }
-        .policy()
-    }
-
-    /// For background work: 8 attempts, 1 s base delay doubling up to 60 s, full
-    /// jitter, each attempt cut at 60 s, and a 10 minute deadline over attempts
-    /// and waits.
-    ///
-    /// Nobody waits on background work, but something always does: a worker
-    /// slot, a lease, a queue message's visibility timeout. Ten minutes bound
-    /// the worst case (eight stalled attempts would take eight minutes, plus
-    /// the waits) without cutting an ordinary retry sequence short.
-    ///
-    /// ```
-    /// use retryscope::Policy;
-    /// use std::time::Duration;
-    ///
-    /// let policy = Policy::background();
-    /// assert_eq!(policy.max_attempts(), 8);
-    /// assert_eq!(policy.attempt_timeout(), Some(Duration::from_secs(60)));
-    /// assert_eq!(policy.deadline(), Some(Duration::from_secs(600)));
-    /// ```
-    pub const fn background() -> Self {
-        Settings {
-            max_attempts: 8,
-            base_delay: Duration::from_secs(1),
-            multiplier: 2.0,
-            max_delay: Duration::from_secs(60),
-            jitter: Jitter::Full,
-            deadline: Some(Duration::from_secs(10 * 60)),
-            attempt_timeout: Some(Duration::from_secs(60)),
-            max_server_delay: Duration::from_secs(300),
-            hint_headroom: None,
-        }
-        .policy()
-    }
-
     /// A builder starting from the [`interactive`](Self::interactive) settings.
     pub const fn builder() -> PolicyBuilder {
         Self::interactive().to_builder()
@@ -218,6 +170,9 @@ impl Policy {
             attempt_timeout: self.attempt_timeout(),
             max_server_delay: self.max_server_delay(),
             hint_headroom: self.hint_headroom(),
+            throttled_base_delay: duration(self.throttled_base_delay),
+            throttled_max_delay: duration(self.throttled_max_delay),
+            wait_out_refusal: self.wait_out_refusal,
         }
     }
 
@@ -518,6 +473,7 @@ impl PolicyBuilder {
         if p.base_delay > p.max_delay {
             return Err(PolicyError::BaseAboveCap { base: p.base_delay, cap: p.max_delay });
         }
+        cause::validate(&p, limit)?;
         if !p.jitter.is_valid() {
             return Err(PolicyError::Jitter(p.jitter));
         }

@@ -3,6 +3,7 @@
 use super::jitter::Step;
 use crate::policy::Policy;
 use crate::random::JitterRng;
+use crate::throttle::RetryCause;
 use std::time::Duration;
 
 impl Policy {
@@ -21,21 +22,48 @@ impl Policy {
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
     pub fn delay(&self, retry: u32, previous: Duration, rng: &mut JitterRng) -> Duration {
-        let step = Step {
-            exponential: self.exponential_delay(retry),
-            previous,
-            base: self.base_delay(),
-            cap: self.max_delay(),
-        };
+        self.delay_after(RetryCause::Transient, retry, previous, rng)
+    }
+
+    /// [`delay`](Self::delay) after a failure of `cause`: a throttling answer
+    /// backs off from the policy's throttled base and cap
+    /// ([`throttled_base_delay`](Self::throttled_base_delay)), anything else
+    /// from its base and cap.
+    ///
+    /// ```
+    /// use retryscope::throttle::RetryCause;
+    /// use retryscope::{Jitter, JitterRng, Policy};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::aws_2026().to_builder().jitter(Jitter::None).build()?;
+    /// let mut rng = JitterRng::seeded(7);
+    /// let throttled = policy.delay_after(RetryCause::Throttled, 0, Duration::ZERO, &mut rng);
+    /// let transient = policy.delay_after(RetryCause::Transient, 0, Duration::ZERO, &mut rng);
+    /// assert_eq!((throttled, transient), (Duration::from_secs(1), Duration::from_millis(50)));
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
+    pub fn delay_after(
+        &self,
+        cause: RetryCause,
+        retry: u32,
+        previous: Duration,
+        rng: &mut JitterRng,
+    ) -> Duration {
+        let (base, cap) = self.curve_of(cause);
+        let step = Step { exponential: self.exponential(base, cap, retry), previous, base, cap };
         self.jitter().apply(step, rng)
     }
 
     /// `min(cap, base · multiplier^retry)`, where `retry` counts from 0 for the
     /// first retry. Never overflows: anything beyond the cap is the cap.
     pub fn exponential_delay(&self, retry: u32) -> Duration {
+        self.exponential(self.base_delay(), self.max_delay(), retry)
+    }
+
+    fn exponential(&self, base: Duration, cap: Duration, retry: u32) -> Duration {
         let exponent = i32::try_from(retry).unwrap_or(i32::MAX);
-        let secs = self.base_delay().as_secs_f64() * self.multiplier().powi(exponent);
-        Duration::try_from_secs_f64(secs).unwrap_or(self.max_delay()).min(self.max_delay())
+        let secs = base.as_secs_f64() * self.multiplier().powi(exponent);
+        Duration::try_from_secs_f64(secs).unwrap_or(cap).min(cap)
     }
 
     /// An iterator-like source of this policy's successive delays.

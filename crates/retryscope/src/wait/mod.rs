@@ -22,6 +22,7 @@ pub use backoff::Backoff;
 use crate::outcome::StopReason;
 use crate::policy::Policy;
 use crate::random::JitterRng;
+use crate::throttle::RetryCause;
 use crate::verdict::{DelaySource, Hint};
 use std::time::Duration;
 
@@ -63,12 +64,13 @@ impl Curve {
     }
 }
 
-/// The wait before the attempt after `failed_attempt`, or why there is none;
-/// `curve` is where the call's backoff stands. Shared by the engine and the
-/// stateless job-queue API.
+/// The wait before the attempt after `failed_attempt`, which failed for
+/// `cause`, or why there is none; `curve` is where the call's backoff stands.
+/// Shared by the engine and the stateless job-queue API.
 pub(crate) fn next_wait(
     policy: &Policy,
     failed_attempt: u32,
+    cause: RetryCause,
     curve: Curve,
     elapsed: Duration,
     hint: Option<Hint>,
@@ -77,8 +79,9 @@ pub(crate) fn next_wait(
     if failed_attempt >= policy.max_attempts() {
         return Err(StopReason::AttemptsExhausted);
     }
-    let previous = curve.previous.unwrap_or(policy.base_delay());
-    let computed = policy.delay(curve.step, previous, rng);
+    // The curve's step is shared; its base and cap are the cause's.
+    let previous = curve.previous.unwrap_or(policy.curve_of(cause).0);
+    let computed = policy.delay_after(cause, curve.step, previous, rng);
     let remaining = policy.deadline().map(|d| d.saturating_sub(elapsed));
     let (delay, source) = match hint {
         None => (computed, DelaySource::Policy),

@@ -9,7 +9,6 @@
 
 use crate::outcome::StopReason;
 use crate::pace::{Admission, HoldSource, Pacer};
-use crate::random::JitterRng;
 use std::time::Duration;
 
 /// How long the pacer holds a send back, and why: `None` when it may go.
@@ -23,12 +22,11 @@ pub(crate) fn before_send(
     pacer: &Pacer,
     scheduled: bool,
     remaining: Option<Duration>,
-    rng: &mut JitterRng,
 ) -> Result<Hold, StopReason> {
     let admission = if scheduled {
         pacer.take_token(remaining)
     } else {
-        match pacer.admit(Duration::ZERO, remaining, rng) {
+        match pacer.admit(Duration::ZERO, remaining) {
             Admission::Now => pacer.take_token(remaining),
             held => held,
         }
@@ -38,13 +36,8 @@ pub(crate) fn before_send(
 
 /// The hold after a retry's own `wait`, with `limit` left of the deadline
 /// when that wait is over: the pace in force then.
-pub(crate) fn after_wait(
-    pacer: &Pacer,
-    wait: Duration,
-    limit: Option<Duration>,
-    rng: &mut JitterRng,
-) -> Result<Hold, StopReason> {
-    decide(pacer.admit(wait, limit, rng), limit)
+pub(crate) fn after_wait(pacer: &Pacer, wait: Duration, limit: Option<Duration>) -> Result<Hold, StopReason> {
+    decide(pacer.admit(wait, limit), limit)
 }
 
 /// What the pacer's answer means: the hold, or a refusal that names it.

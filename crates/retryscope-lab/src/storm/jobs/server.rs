@@ -2,7 +2,7 @@
 //! storm's own (Debian's `nats-server` on PATH) on a free loopback port with
 //! a throwaway store, stopped when dropped.
 
-use crate::storm::{StormError, error};
+use crate::storm::{StormError, own_server};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -18,10 +18,7 @@ impl Nats {
         if let Some(url) = url {
             return Ok(Self { url: url.to_owned(), own: None });
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| error("finding a free port", e))?
-            .port();
+        let port = own_server::free_port("nats-server")?;
         let store = std::env::temp_dir().join(format!("retryscope-storm-jobs-{}-{port}", std::process::id()));
         let child = Command::new("nats-server")
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
@@ -30,9 +27,10 @@ impl Nats {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| {
-                error(
-                    "storm --jobs needs a nats-server with JetStream: none on PATH (install the Debian package \
-                     `nats-server`, or pass --nats-url)",
+                own_server::missing(
+                    "nats-server",
+                    "storm --jobs needs a nats-server with JetStream",
+                    "--nats-url",
                     e,
                 )
             })?;

@@ -5,7 +5,8 @@
 //! (`--clients` split among them). The [`FleetPolicy`]s compare how the
 //! replicas pace: each alone (`local`), sharing gates and the quota through
 //! [`RedisPaceShare`](retryscope_redis::RedisPaceShare) on a real Redis
-//! (`shared`), the same while the storm's own `redis-server` is stopped a
+//! (`shared`: `--redis`, else `RETRYSCOPE_REDIS_URL`, else a `redis-server`
+//! the storm starts itself), the same while the storm's own `redis-server` is stopped a
 //! third into the load and started again at two thirds (`shared-redis-down`),
 //! or each with the adaptive limiter (`adaptive`).
 //!
@@ -177,20 +178,34 @@ pub fn header(args: &StormArgs, replicas: u32) -> String {
 }
 
 async fn storm(args: &StormArgs, replicas: u32) -> Result<Vec<FleetSummary>, StormError> {
-    let shared_url = redis_url(args);
+    let mut shared_url = redis_url(args);
+    // The shared run's Redis when the user named none: the storm's own, for
+    // the whole storm (the documented command runs as printed), as
+    // `storm --jobs` starts its own nats-server.
+    let mut own_shared = None;
     if args.fleet_policies.contains(&FleetPolicy::Shared) {
         // Refused before anything starts: a shared run without a Redis would
         // measure local pacing under the name "shared".
-        let Some(url) = &shared_url else {
-            return Err(StormError::new(format!(
-                "the shared policy needs a Redis: --redis URL or {REDIS_URL_ENV} (or leave `shared` out of --fleet-policies)"
-            )));
+        let url = match shared_url.clone() {
+            Some(url) => url,
+            None => {
+                let own = RedisServer::start(
+                    format!(
+                        "the shared policy needs a Redis, and neither --redis nor {REDIS_URL_ENV} names one"
+                    ),
+                    "--redis URL, or leave `shared` out of --fleet-policies",
+                )
+                .await?;
+                eprintln!("storm: no --redis given: started redis-server at {}", own.url());
+                own_shared.insert(own).url()
+            }
         };
-        if !ping(url, PING_TIMEOUT).await {
+        if !ping(&url, PING_TIMEOUT).await {
             return Err(StormError::new(format!(
                 "the shared policy needs a Redis, and none answered at {url}"
             )));
         }
+        shared_url = Some(url);
     }
     let telemetry = Telemetry::start(args.prometheus.as_deref())?;
     let quota = Quota { requests: args.quota, window_s: args.window };
@@ -223,6 +238,7 @@ async fn storm(args: &StormArgs, replicas: u32) -> Result<Vec<FleetSummary>, Sto
         chart::write_svg(svg, &rate_runs, &rate_rows, quota.per_second())
     })?;
     finish(args, &telemetry).await;
+    drop(own_shared);
     Ok(rows)
 }
 
@@ -321,7 +337,13 @@ async fn run_policy(
     let drain = deadline + Duration::from_secs(1);
     let slices = usize::try_from((duration + drain).as_millis() / SLICE.as_millis()).unwrap_or(0) + 1;
     let mut own_redis = match policy {
-        FleetPolicy::SharedRedisDown => Some(RedisServer::start().await?),
+        FleetPolicy::SharedRedisDown => Some(
+            RedisServer::start(
+                "the shared-redis-down policy stops and starts a Redis of its own",
+                "--fleet-policies without `shared-redis-down`",
+            )
+            .await?,
+        ),
         _ => None,
     };
     let redis = match policy {

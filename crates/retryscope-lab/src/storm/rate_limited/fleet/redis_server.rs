@@ -1,8 +1,9 @@
-//! The fleet storm's own `redis-server`, for the run that stops it mid-storm:
-//! on a spare loopback port, never the Redis the user named (which other
-//! processes share).
+//! The fleet storm's own `redis-server` (Debian's, on PATH), on a spare
+//! loopback port: for the run that stops it mid-storm (never the Redis the
+//! user named, which other processes share), and for the shared run when the
+//! user names no Redis.
 
-use crate::storm::{StormError, error};
+use crate::storm::{StormError, own_server};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -14,16 +15,22 @@ const START_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) struct RedisServer {
     port: u16,
     child: Option<Child>,
+    /// What needed it and how to do without it, for the refusal when
+    /// redis-server is not on PATH.
+    needs: String,
+    instead: String,
 }
 
 impl RedisServer {
-    /// Starts one from `PATH` on a spare loopback port, and waits until it answers.
-    pub(crate) async fn start() -> Result<RedisServer, StormError> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| error("finding a spare port for redis-server", e))?
-            .port();
-        let mut server = RedisServer { port, child: None };
+    /// Starts one from `PATH` on a spare loopback port, and waits until it
+    /// answers. `needs` and `instead` make the refusal when there is none: what
+    /// needed it, and how to do without it.
+    pub(crate) async fn start(
+        needs: impl Into<String>,
+        instead: impl Into<String>,
+    ) -> Result<RedisServer, StormError> {
+        let port = own_server::free_port("redis-server")?;
+        let mut server = RedisServer { port, child: None, needs: needs.into(), instead: instead.into() };
         server.restart().await?;
         Ok(server)
     }
@@ -51,7 +58,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| error("starting redis-server from PATH (the run that stops Redis needs one)", e))?;
+            .map_err(|e| own_server::missing("redis-server", &self.needs, &self.instead, e))?;
         self.child = Some(child);
         let started = Instant::now();
         while !ping(&self.url(), Duration::from_millis(200)).await {
