@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ms, plain};
+use common::{ms, plain, status_verdict};
 use retryscope::budget::RetryQuota;
 use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
 use retryscope::{ErrorType, Hint, Retryable, StopReason, Verdict};
@@ -23,19 +23,11 @@ fn scripted(script: &'static [u16]) -> impl FnMut() -> std::future::Ready<Result
     }
 }
 
-/// Every status the script answers is a transient failure.
-fn classify(answer: &Result<(), u16>) -> Verdict {
-    match answer {
-        Ok(()) => Verdict::Success,
-        Err(status) => Verdict::retryable(ErrorType::Status(*status)),
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_throttled_retry_costs_five_and_a_failed_ones_fourteen_refunded_on_success() {
     let quota = RetryQuota::aws_2026();
     let op = scripted(&[429, 503, 200]);
-    assert!(op.retry(plain()).classify(classify).budget(&quota).await.is_ok());
+    assert!(op.retry(plain()).classify(status_verdict).budget(&quota).await.is_ok());
     // The retry after the 429 paid 5 and failed: spent. The retry after the
     // 503 paid 14 and succeeded: given back.
     assert_eq!(quota.tokens(), 495);
@@ -46,11 +38,11 @@ async fn a_nearly_spent_quota_still_pays_for_throttled_retries_only() {
     let quota = RetryQuota::builder().capacity(20).build().expect("in range");
     let op = scripted(&[503, 503, 200]);
     // 20 - 14 = 6 left after the first retry: the second (14) is refused.
-    let refused = op.retry(plain()).classify(classify).budget(&quota).await;
+    let refused = op.retry(plain()).classify(status_verdict).budget(&quota).await;
     assert_eq!(refused.map_err(|e| e.reason()), Err(StopReason::BudgetExhausted));
     assert_eq!(quota.tokens(), 6);
     let op = scripted(&[429, 200]);
-    assert!(op.retry(plain()).classify(classify).budget(&quota).await.is_ok());
+    assert!(op.retry(plain()).classify(status_verdict).budget(&quota).await.is_ok());
     assert_eq!(quota.tokens(), 6, "the throttled retry paid 5 and got it back");
 }
 

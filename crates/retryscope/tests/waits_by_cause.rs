@@ -3,9 +3,12 @@
 //! other transient failure from the policy's, and an empty quota still leaves
 //! a long poll its backoff before the call fails.
 
+mod common;
+
+use common::status_verdict;
 use retryscope::budget::RetryQuota;
 use retryscope::throttle::RetryCause;
-use retryscope::{ErrorType, Jitter, JitterRng, Policy, PolicyError, Retryable, StopReason, Verdict};
+use retryscope::{ErrorType, Jitter, JitterRng, Policy, PolicyError, Retryable, StopReason};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -25,14 +28,6 @@ fn scripted(
     }
 }
 
-/// Every status the script answers is retryable, as its own `error.type`.
-fn classify(answer: &Result<(), u16>) -> Verdict {
-    match answer {
-        Ok(()) => Verdict::Success,
-        Err(status) => Verdict::retryable(ErrorType::Status(*status)),
-    }
-}
-
 /// The waits between the attempts that started at `started`.
 fn waits(started: &RefCell<Vec<Instant>>) -> Vec<Duration> {
     started.borrow().windows(2).map(|pair| pair[1] - pair[0]).collect()
@@ -45,7 +40,7 @@ async fn a_429_then_a_503_waits_from_the_throttled_base_then_from_the_transient_
     // (retry 1 of the transient one).
     let policy = Policy::aws_2026().to_builder().jitter(Jitter::None).build().expect("valid");
     let started = RefCell::new(Vec::new());
-    let answer = scripted(&[429, 503, 200], &started).retry(policy).classify(classify).await;
+    let answer = scripted(&[429, 503, 200], &started).retry(policy).classify(status_verdict).await;
     assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(waits(&started), [Duration::from_secs(1), Duration::from_millis(100)]);
 }
@@ -59,7 +54,7 @@ async fn with_the_presets_full_jitter_each_wait_is_drawn_from_its_causes_curve()
         let started = RefCell::new(Vec::new());
         let answer = scripted(&[429, 503, 200], &started)
             .retry(Policy::aws_2026())
-            .classify(classify)
+            .classify(status_verdict)
             .seed(seed)
             .await;
         assert!(answer.is_ok(), "{answer:?}");
@@ -84,7 +79,7 @@ async fn an_empty_quota_still_leaves_a_long_poll_its_backoff_before_it_fails() {
         let started = RefCell::new(Vec::new());
         let begun = Instant::now();
         let refused =
-            scripted(&[503, 503, 200], &started).retry(policy).classify(classify).budget(&quota).await;
+            scripted(&[503, 503, 200], &started).retry(policy).classify(status_verdict).budget(&quota).await;
         let error = refused.expect_err("refused by the quota");
         assert_eq!((error.reason(), error.attempts()), (StopReason::BudgetExhausted, 2));
         assert_eq!(error.error_type(), Some(ErrorType::Status(503)), "the last answer is kept");
@@ -153,7 +148,7 @@ fn a_blocking_long_poll_waits_out_its_refusal_too() {
         Some(status) => Err(status),
     })
     .retry(policy)
-    .classify(classify)
+    .classify(status_verdict)
     .budget(&quota)
     .call_with(&clock, |wait| clock.advance(wait));
     assert_eq!(refused.map_err(|e| e.reason()), Err(StopReason::BudgetExhausted));

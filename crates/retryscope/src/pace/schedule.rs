@@ -236,6 +236,30 @@ mod tests {
         assert!(schedule.is_idle());
     }
 
+    /// The slots of 400 calls arriving 12.5 ms apart from `start` (80 a
+    /// second) behind a gate that opens at 5 s: the first at the gate, in
+    /// order, never two in the same instant.
+    fn held_every_12_5_ms(schedule: &mut Schedule, start: Instant) -> Vec<Instant> {
+        let slots: Vec<Instant> = (0..400)
+            .map(|n| {
+                let now = start + secs(0.0125 * f64::from(n));
+                now + wait_of(schedule.admit(now, now, None))
+            })
+            .collect();
+        assert_eq!(slots[0], start + secs(5.0));
+        assert!(slots.windows(2).all(|pair| pair[1] > pair[0]));
+        slots
+    }
+
+    /// How many of `slots` fall in each 100 ms from `open`.
+    fn per_100_ms(slots: &[Instant], open: Instant) -> [usize; 80] {
+        let mut windows = [0_usize; 80];
+        for slot in slots {
+            windows[(slot.duration_since(open).as_secs_f64() / 0.1) as usize] += 1;
+        }
+        windows
+    }
+
     #[test]
     fn held_calls_come_back_at_the_offered_rate_ramping_up_to_it() {
         let start = Instant::now();
@@ -244,24 +268,12 @@ mod tests {
         // arriving 12.5 ms apart throughout it, each held.
         let signal = PaceSignal::none().with_not_before(Hint::retry_after(secs(5.0)));
         schedule.learn(start, &signal, Some(80.0));
-        let slots: Vec<Instant> = (0..400)
-            .map(|n| {
-                let now = start + secs(0.0125 * f64::from(n));
-                now + wait_of(schedule.admit(now, now, None))
-            })
-            .collect();
+        let slots = held_every_12_5_ms(&mut schedule, start);
         let open = start + secs(5.0);
-        assert_eq!(slots[0], open);
-        // In order, never two in the same instant, never before the gate.
-        assert!(slots.windows(2).all(|pair| pair[1] > pair[0]));
         // Per 100 ms after the gate: a quarter of the rate at first, ramping
         // over the first second (a fifth of the wait) to at most the 8
         // offered (6.4: four fifths of it).
-        let mut windows = [0_usize; 80];
-        for slot in &slots {
-            let into = slot.duration_since(open).as_secs_f64();
-            windows[(into / 0.1) as usize] += 1;
-        }
+        let windows = per_100_ms(&slots, open);
         assert!(windows[0] <= 3, "{windows:?}");
         assert!(windows.iter().all(|n| *n <= 8), "{windows:?}");
         let (first, later) = (windows[..3].iter().sum::<usize>(), windows[10..13].iter().sum::<usize>());
@@ -281,19 +293,9 @@ mod tests {
         // No rate before the hold: the first call was told to wait 5 s, and
         // 80 calls a second go on arriving through it, each held.
         schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(5.0))), None);
-        let slots: Vec<Instant> = (0..400)
-            .map(|n| {
-                let now = start + secs(0.0125 * f64::from(n));
-                now + wait_of(schedule.admit(now, now, None))
-            })
-            .collect();
+        let slots = held_every_12_5_ms(&mut schedule, start);
         let open = start + secs(5.0);
-        assert_eq!(slots[0], open);
-        assert!(slots.windows(2).all(|pair| pair[1] > pair[0]));
-        let mut windows = [0_usize; 80];
-        for slot in &slots {
-            windows[(slot.duration_since(open).as_secs_f64() / 0.1) as usize] += 1;
-        }
+        let windows = per_100_ms(&slots, open);
         // As the warm client's: a quarter of the rate at first, never above
         // the 8 offered, drained in about a quarter more than the hold.
         assert!(windows[0] <= 3, "{windows:?}");

@@ -6,7 +6,7 @@
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
-use retryscope::{Jitter, Policy};
+use retryscope::{ErrorType, Jitter, Policy, Verdict};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -102,5 +102,14 @@ impl OperationObserver for Recorder {
 
     fn finished(self, finish: &Finish) {
         self.push(Event::Finished(*finish));
+    }
+}
+
+/// An operation's answer as a script gives it: `Ok` for a 200, else the
+/// status, each a retryable failure of its own `error.type`.
+pub fn status_verdict(answer: &Result<(), u16>) -> Verdict {
+    match answer {
+        Ok(()) => Verdict::Success,
+        Err(status) => Verdict::retryable(ErrorType::Status(*status)),
     }
 }
