@@ -154,6 +154,21 @@ impl Keys {
         }
     }
 
+    fn renew(&mut self, ticket: &Ticket, lease: Duration) -> bool {
+        let now = Instant::now();
+        match self.slots.get_mut(ticket.key()) {
+            Some(slot)
+                if slot.token == ticket.token()
+                    && slot.expires > now
+                    && slot.entry.state == EntryState::InFlight =>
+            {
+                slot.expires = now + lease;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn release(&mut self, ticket: &Ticket) {
         if self.slots.get(ticket.key()).is_some_and(|slot| slot.token == ticket.token()) {
             self.remove(ticket.key());
@@ -184,5 +199,9 @@ impl IdempotencyStore for MemoryStore {
     async fn release(&self, ticket: &Ticket) -> Result<(), StoreError> {
         self.lock().release(ticket);
         Ok(())
+    }
+
+    async fn renew(&self, ticket: &Ticket, lease: Duration) -> Result<bool, StoreError> {
+        Ok(self.lock().renew(ticket, lease))
     }
 }

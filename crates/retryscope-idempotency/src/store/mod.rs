@@ -70,6 +70,17 @@ pub trait IdempotencyStore: Send + Sync + 'static {
     /// Frees the key, when the claim is still the ticket's, so that a retry
     /// runs the request again.
     fn release(&self, ticket: &Ticket) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Extends the claim to `lease` from now, when it is still the ticket's and
+    /// in flight: `true`. `false` when it is not (its lease ran out; the key
+    /// may since have been claimed again), and then nothing changes. A job
+    /// worker renews its claims while their handlers run, so that a claim can
+    /// be short and a crashed worker's job is taken over soon.
+    fn renew(
+        &self,
+        ticket: &Ticket,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 /// What a [`claim`](IdempotencyStore::claim) found.

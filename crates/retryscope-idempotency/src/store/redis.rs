@@ -32,6 +32,16 @@ end
 return 0
 ";
 
+/// Extends an in-flight record's expiry, only while the claim is the
+/// ticket's: ARGV[1] the claim's prefix, ARGV[2] the lease in milliseconds.
+const RENEW: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current and string.sub(current, 1, 10) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
 /// How long one Redis command or connection attempt may take.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -39,7 +49,8 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 ///
 /// A claim is one `SET key record NX GET PX lease` (atomic: one claimant
 /// wins, the others read what it holds); a completion and a release are
-/// scripts that act only while the claim is still the ticket's; expiry is
+/// scripts that act only while the claim is still the ticket's, and so is a
+/// renewal (`PEXPIRE`); expiry is
 /// Redis's own (`PX`). Records are a compact binary format (status, kept
 /// headers, body). Keys are named `PREFIX + key`, the prefix
 /// `retryscope:idempotency:` unless [`prefix`](Self::prefix) says otherwise.
@@ -64,6 +75,7 @@ pub struct RedisStore {
     prefix: String,
     complete: redis::Script,
     release: redis::Script,
+    renew: redis::Script,
 }
 
 impl RedisStore {
@@ -94,6 +106,7 @@ impl RedisStore {
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             complete: redis::Script::new(COMPLETE),
             release: redis::Script::new(RELEASE),
+            renew: redis::Script::new(RENEW),
         }
     }
 
@@ -186,5 +199,19 @@ impl IdempotencyStore for RedisStore {
             .await
             .map_err(|error| StoreError::new("release", error))?;
         Ok(())
+    }
+
+    async fn renew(&self, ticket: &Ticket, lease: Duration) -> Result<bool, StoreError> {
+        let prefix = record::claim_prefix(ticket.token());
+        let mut connection = self.connection.clone();
+        let renewed: i64 = self
+            .renew
+            .key(self.redis_key(ticket.key()))
+            .arg(&prefix[..])
+            .arg(millis(lease))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|error| StoreError::new("renew", error))?;
+        Ok(renewed == 1)
     }
 }
