@@ -121,6 +121,7 @@ impl JobOutcome {
 pub struct WorkerStats {
     outcomes: [AtomicU64; JobOutcome::ALL.len()],
     executions: AtomicU64,
+    taken_over: AtomicU64,
 }
 
 impl WorkerStats {
@@ -135,6 +136,16 @@ impl WorkerStats {
     /// Deliveries that ended with `outcome`.
     pub fn count(&self, outcome: JobOutcome) -> u64 {
         self.outcomes[outcome.index()].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn took_over(&self) {
+        self.taken_over.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Job key claims this worker took over from a worker that stopped
+    /// renewing them (crashed or stalled), before running the job again.
+    pub fn claims_taken_over(&self) -> u64 {
+        self.taken_over.load(Ordering::Relaxed)
     }
 
     /// Handler calls made.

@@ -2,7 +2,8 @@
 //! a worker process SIGKILLed in the middle of a handler has its job run by
 //! another worker within AckWait plus one renewal period, and a handler
 //! slower than its claim keeps it (renewed) and runs once, while the job's
-//! duplicate waits as `claimed_elsewhere`, not `held`.
+//! duplicate waits as `claimed_elsewhere`, not `held`. A claim taken over
+//! after a crash is counted once.
 
 mod support;
 
@@ -166,6 +167,7 @@ async fn a_worker_killed_mid_handler_has_its_job_run_by_another_within_ack_wait_
     assert_eq!(effects(&redis_url, &prefix).await, 2);
     assert_eq!(stats.executions(), 1);
     assert_eq!(stats.count(JobOutcome::Held), 0, "a crashed worker is not the dependency's hold");
+    assert_eq!(stats.claims_taken_over(), 1, "the dead claim is counted once, by the worker that took it");
     // One fetch wait and a store round trip of slack on top of the bound.
     let bound = CRASH_ACK_WAIT + CRASH_RENEWAL + Duration::from_millis(500);
     assert!(took <= bound, "kill to completion {took:?}, over AckWait + one renewal period");
@@ -231,4 +233,5 @@ async fn a_handler_slower_than_its_claim_is_renewed_and_runs_once_while_its_dupl
     assert!(second_stats.count(JobOutcome::ClaimedElsewhere) >= 1);
     assert_eq!(first_stats.count(JobOutcome::Held) + second_stats.count(JobOutcome::Held), 0);
     assert_eq!(second_stats.executions(), 0);
+    assert_eq!(first_stats.claims_taken_over() + second_stats.claims_taken_over(), 0);
 }

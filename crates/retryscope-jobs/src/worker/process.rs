@@ -94,7 +94,14 @@ where
     // configuration in force (a reload reaches the next execution).
     let execution = Execution::resolve(inner, delivery.subject());
     let ticket = match inner.keys.claim(meta.key.as_deref(), delivery.subject(), delivery.payload()).await {
-        Claimed::Run(ticket) => ticket,
+        Claimed::Run(ticket) => {
+            if let (Some(age), Some(key)) = (ticket.as_ref().and_then(|t| t.took_over()), meta.key.as_deref())
+            {
+                inner.stats.took_over();
+                inner.telemetry.taken_over(delivery.subject(), key, age);
+            }
+            ticket
+        }
         Claimed::Done => {
             return match delivery.ack().await {
                 Ok(()) => JobOutcome::Deduplicated,
