@@ -150,6 +150,9 @@ async fn a_worker_killed_mid_handler_has_its_job_run_by_another_within_ack_wait_
     let stats = worker.stats();
     let running = start(|stopped| worker.run(stopped));
 
+    // Killed two renewals into the handler: a claim kept alive by heartbeat
+    // still runs out within AckWait of its last renewal.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     child.kill().expect("SIGKILL");
     let killed = Instant::now();
     let _ = child.wait();
