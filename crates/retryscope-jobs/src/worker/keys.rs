@@ -3,7 +3,7 @@
 //! (the ack was lost, the worker died before it) is acked, not run again.
 //!
 //! While a handler runs, its key is *claimed*, and the claim lives by
-//! heartbeat: it lasts [`CLAIMS_PER_RENEWAL`] renewal periods and is renewed
+//! heartbeat: it lasts [`PERIODS_PER_CLAIM`] renewal periods and is renewed
 //! every period ([`renewal_period`]: a third of the broker's AckWait, between
 //! [`MIN_RENEWAL`] and [`MAX_RENEWAL`]), so a slow handler keeps its claim for
 //! as long as it runs, and a crashed worker's claim runs out within the
@@ -25,13 +25,14 @@ pub(crate) enum Claimed {
     Later(Duration),
 }
 
-/// A claim lasts this many renewal periods: two renewals in a row may fail
-/// (a slow store, a lost reply) before it runs out.
-pub(crate) const CLAIMS_PER_RENEWAL: u32 = 3;
+/// A claim lasts this many renewal periods. Renewals start every period,
+/// each given half a period: after the last that succeeded, the next may
+/// fail (a slow store, a lost reply) and the one after still renews in time.
+pub(crate) const PERIODS_PER_CLAIM: u32 = 3;
 /// The shortest renewal period (a store round trip each).
 pub(crate) const MIN_RENEWAL: Duration = Duration::from_millis(10);
-/// The longest renewal period, whatever the AckWait: a claim never outlives
-/// 30 s its worker.
+/// The longest renewal period, whatever the AckWait: a claim outlives its
+/// worker by 30 s at most.
 pub(crate) const MAX_RENEWAL: Duration = Duration::from_secs(10);
 
 /// How often a running job's claim is renewed: a third of the AckWait (the
@@ -51,7 +52,7 @@ pub(crate) struct Keys<S> {
 impl<S: IdempotencyStore> Keys<S> {
     /// How long a claim lasts unless renewed.
     pub(crate) fn lease(&self) -> Duration {
-        self.renew_every.saturating_mul(CLAIMS_PER_RENEWAL)
+        self.renew_every.saturating_mul(PERIODS_PER_CLAIM)
     }
 
     /// Claims `key` for one execution, for [`lease`](Self::lease); [`keep`](Self::keep)
@@ -84,18 +85,21 @@ impl<S: IdempotencyStore> Keys<S> {
 
     /// Renews the claim of `ticket` every renewal period, for as long as it
     /// is polled (while the handler runs); never returns. A renewal the store
-    /// fails or does not answer within a period is tried again the next
+    /// fails or does not answer within half a period is tried again the next
     /// period: while the store is down, no other worker can claim the key
     /// either. One that finds the claim gone (the store was unreachable from
     /// here for a whole claim, or this process stalled that long) is logged,
     /// and the handler finishes: stopping it would make a crash of a slow run.
     pub(crate) async fn keep(&self, ticket: Option<&Ticket>) {
         if let (Some(store), Some(ticket)) = (&self.store, ticket) {
-            let lease = self.lease();
+            let (lease, every) = (self.lease(), self.renew_every);
             let mut failing = false;
+            // Ticks every period, however long a renewal took.
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tokio::time::sleep(self.renew_every).await;
-                match tokio::time::timeout(self.renew_every, store.renew(ticket, lease)).await {
+                ticks.tick().await;
+                match tokio::time::timeout(every / 2, store.renew(ticket, lease)).await {
                     Ok(Ok(true)) => failing = false,
                     Ok(Ok(false)) => {
                         tracing::warn!(target: retryscope_otel::names::TARGET,
@@ -111,7 +115,7 @@ impl<S: IdempotencyStore> Keys<S> {
                     }
                     Err(_) if !failing => {
                         failing = true;
-                        tracing::warn!(target: retryscope_otel::names::TARGET, key = ticket.key().as_str(), period = ?self.renew_every, "the processed-key store did not renew a running job's claim within a period: tried again each period");
+                        tracing::warn!(target: retryscope_otel::names::TARGET, key = ticket.key().as_str(), period = ?every, "the processed-key store did not renew a running job's claim within half a period: tried again each period");
                     }
                     _ => {}
                 }
