@@ -66,6 +66,7 @@ CONTRACT = {
     "retryscope_job_deliveries_total": ["retryscope_job_outcome", "messaging_destination_name"],
     "retryscope_job_dead_letters_total": ["retryscope_job_dead_reason", "messaging_destination_name"],
     "retryscope_job_dead_letter_depth": ["messaging_destination_name"],
+    "retryscope_job_claims_taken_over_total": ["messaging_destination_name"],
 }
 for _h, _labels in HISTOGRAMS.items():
     CONTRACT[_h + "_bucket"] = _labels + ["le"]
@@ -427,10 +428,12 @@ def synthetic_series():
                                      ("worker", "w-2", "orders.created", "ORDERS_DEAD")):
         base = {"job": job, "instance": inst, "messaging_destination_name": subject}
         for outcome, k in (("succeeded", 60), ("retried", 9), ("held", 30), ("dead_lettered", 1),
-                           ("deduplicated", 1), ("waiting", 3), ("replayed", 1)):
+                           ("deduplicated", 1), ("waiting", 3), ("replayed", 1),
+                           ("claimed_elsewhere", 2)):
             counter("retryscope_job_deliveries_total", {**base, "retryscope_job_outcome": outcome}, k)
         for reason, k in (("attempts_exhausted", 1), ("permanent", 1)):
             counter("retryscope_job_dead_letters_total", {**base, "retryscope_job_dead_reason": reason}, k)
+        counter("retryscope_job_claims_taken_over_total", base, 1)
         histogram("retryscope_job_age_seconds", base, 60, 2.0)
         histogram("retryscope_job_attempts", base, 60, 1.5)
         gauge("retryscope_job_dead_letter_depth",

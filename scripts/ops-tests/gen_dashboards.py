@@ -413,7 +413,9 @@ def overview():
         "succeeded, retried (the next attempt queued with a run-at), held (the dependency's breaker, "
         "pacer or budget refused it: not an attempt), dead_lettered, deduplicated (its key was already "
         "processed: acked without running), waiting (before its run-at), unsettled (the broker failed "
-        "while it was settled: it comes again), and replayed (a dead letter queued again).",
+        "while it was settled: it comes again), replayed (a dead letter queued again), and "
+        "claimed_elsewhere (another worker's claim holds its key: running there, or that worker died "
+        "less than a claim ago; not a hold).",
         [target(f"sum by (job, retryscope_job_outcome) (rate(retryscope_job_deliveries_total{{{jsel}}}[{RI}]))",
                 "{{job}}: {{retryscope_job_outcome}}", "A")],
         {"h": 8, "w": 12, "x": 0, "y": 116}, unit="ops", links=[trace_link()]))

@@ -12,7 +12,7 @@ pub struct StoreError {
 }
 
 impl StoreError {
-    /// A failure of `operation` (`claim`, `complete`, `release`), caused by `source`.
+    /// A failure of `operation` (`claim`, `complete`, `release`, `renew`), caused by `source`.
     pub fn new(operation: &'static str, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self { operation, source: Some(source.into()) }
     }
@@ -22,7 +22,7 @@ impl StoreError {
         Self { operation, source: None }
     }
 
-    /// What failed: `claim`, `complete` or `release`.
+    /// What failed: `claim`, `complete`, `release` or `renew`.
     pub const fn operation(&self) -> &'static str {
         self.operation
     }

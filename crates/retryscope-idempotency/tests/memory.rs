@@ -246,3 +246,31 @@ async fn keep_server_errors_replays_a_5xx_as_the_draft_says() {
     assert_eq!((retry.status, retry.replayed()), (503, true));
     assert_eq!(executions.count(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_renewed_claim_outlives_its_lease_and_one_that_ran_out_is_taken_over_with_its_age() {
+    let store = MemoryStore::default();
+    let key = IdempotencyKey::parse(br#""job-1""#).expect("a key");
+    let print = Fingerprint::of(&http::Method::POST, "jobs", b"pay");
+    let lease = Duration::from_secs(3);
+    let Ok(Claim::Claimed(first)) = store.claim(&key, print, lease).await else { panic!("a free key") };
+    assert_eq!(first.took_over(), None, "a first claim takes nothing over");
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(store.renew(&first, lease).await.expect("the memory store answers"));
+    }
+    // Four seconds in, past the lease: renewed, it still holds.
+    let Ok(Claim::Held(entry)) = store.claim(&key, print, lease).await else { panic!("renewed, still held") };
+    assert_eq!(entry.state, EntryState::InFlight);
+    // Its worker dies: no more renewals; the claim runs out 3 s after the last.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let Ok(Claim::Claimed(second)) = store.claim(&key, print, lease).await else { panic!("taken over") };
+    assert_eq!(second.took_over(), Some(Duration::from_secs(8)), "the dead claim's age");
+    assert!(!store.renew(&first, lease).await.expect("answers"), "the dead claim cannot be renewed");
+    // A released claim that is claimed again was not taken over.
+    store.release(&second).await.expect("answers");
+    let Ok(Claim::Claimed(third)) = store.claim(&key, print, lease).await else { panic!("a free key") };
+    assert_eq!(third.took_over(), None);
+    store.complete(&third, Completion::NotReplayable, Duration::from_secs(60)).await.expect("answers");
+    assert!(!store.renew(&third, lease).await.expect("answers"), "a completed claim is not renewed");
+}

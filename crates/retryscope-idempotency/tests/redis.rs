@@ -194,3 +194,33 @@ async fn a_full_redis_gets_503_and_nothing_runs_then_the_retry_runs_once() {
     assert_eq!((again.status, again.replayed()), (201, true), "{again:?}");
     assert_eq!(executions.count(), 1);
 }
+
+#[tokio::test]
+async fn a_renewed_claim_outlives_its_lease_in_redis_and_one_that_ran_out_is_taken_over_with_its_age() {
+    use retryscope_idempotency::store::{Claim, EntryState};
+    use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore};
+    let Some(url) = redis_url() else { return };
+    let store = store(&url, "renew").await;
+    let key = IdempotencyKey::parse(br#""job-1""#).expect("a key");
+    let print = Fingerprint::of(&http::Method::POST, "jobs", b"pay");
+    let lease = Duration::from_millis(300);
+    let Ok(Claim::Claimed(first)) = store.claim(&key, print, lease).await else { panic!("a free key") };
+    assert_eq!(first.took_over(), None, "a first claim takes nothing over");
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(store.renew(&first, lease).await.expect("Redis answers"));
+    }
+    let Ok(Claim::Held(entry)) = store.claim(&key, print, lease).await else { panic!("renewed, still held") };
+    assert_eq!(entry.state, EntryState::InFlight);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let Ok(Claim::Claimed(second)) = store.claim(&key, print, lease).await else { panic!("taken over") };
+    let age = second.took_over().expect("the dead claim is told");
+    assert!(
+        age >= Duration::from_millis(850) && age < Duration::from_secs(3),
+        "the dead claim's age: {age:?}"
+    );
+    assert!(!store.renew(&first, lease).await.expect("Redis answers"), "the dead claim cannot be renewed");
+    store.release(&second).await.expect("Redis answers");
+    let Ok(Claim::Claimed(third)) = store.claim(&key, print, lease).await else { panic!("a free key") };
+    assert_eq!(third.took_over(), None, "a released claim was not taken over");
+}

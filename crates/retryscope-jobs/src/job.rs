@@ -63,6 +63,10 @@ pub enum JobOutcome {
     /// The broker failed while the delivery was settled, or the job was
     /// abandoned at shutdown after the grace period: it will come again.
     Unsettled,
+    /// Another worker's live claim holds the job's key (it is running there,
+    /// or that worker died less than a claim ago): put back for one renewal
+    /// period, without counting an attempt. Not the dependency's hold.
+    ClaimedElsewhere,
     /// A dead letter was queued again as attempt 1 ([`dead::replay`](crate::dead::replay)):
     /// reported by the replay, not by a worker's delivery.
     Replayed,
@@ -70,7 +74,7 @@ pub enum JobOutcome {
 
 impl JobOutcome {
     /// Every outcome.
-    pub const ALL: [JobOutcome; 8] = [
+    pub const ALL: [JobOutcome; 9] = [
         JobOutcome::Succeeded,
         JobOutcome::Retried,
         JobOutcome::Held,
@@ -79,6 +83,7 @@ impl JobOutcome {
         JobOutcome::Waiting,
         JobOutcome::Unsettled,
         JobOutcome::Replayed,
+        JobOutcome::ClaimedElsewhere,
     ];
 
     /// The attribute value.
@@ -92,6 +97,7 @@ impl JobOutcome {
             JobOutcome::Waiting => "waiting",
             JobOutcome::Unsettled => "unsettled",
             JobOutcome::Replayed => "replayed",
+            JobOutcome::ClaimedElsewhere => "claimed_elsewhere",
         }
     }
 
@@ -105,6 +111,7 @@ impl JobOutcome {
             JobOutcome::Waiting => 5,
             JobOutcome::Unsettled => 6,
             JobOutcome::Replayed => 7,
+            JobOutcome::ClaimedElsewhere => 8,
         }
     }
 }
@@ -114,6 +121,7 @@ impl JobOutcome {
 pub struct WorkerStats {
     outcomes: [AtomicU64; JobOutcome::ALL.len()],
     executions: AtomicU64,
+    taken_over: AtomicU64,
 }
 
 impl WorkerStats {
@@ -128,6 +136,16 @@ impl WorkerStats {
     /// Deliveries that ended with `outcome`.
     pub fn count(&self, outcome: JobOutcome) -> u64 {
         self.outcomes[outcome.index()].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn took_over(&self) {
+        self.taken_over.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Job key claims this worker took over from a worker that stopped
+    /// renewing them (crashed or stalled), before running the job again.
+    pub fn claims_taken_over(&self) -> u64 {
+        self.taken_over.load(Ordering::Relaxed)
     }
 
     /// Handler calls made.

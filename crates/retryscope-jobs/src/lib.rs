@@ -1,6 +1,8 @@
 //! Job retries on a real broker: workers that requeue a failed job with a
 //! run-at from [`Policy::schedule`](retryscope::Policy::schedule), dead-letter
-//! what cannot succeed, run each job key once, and hold jobs — without
+//! what cannot succeed, never run a job key again once its handler returned
+//! (one interrupted by a crash runs again: see the guide's "What once
+//! means"), and hold jobs — without
 //! spending their attempts — while the dependency they call is down.
 //!
 //! The broker is NATS JetStream ([`nats::NatsQueue`]) behind a small
@@ -11,6 +13,7 @@
 //! | before its run-at | `Nak` with the time left (not an attempt) |
 //! | the dependency's breaker open, pacer gate closed, budget spent | `Nak` with the hold (not an attempt) |
 //! | its key already processed | ack, without running it |
+//! | its key claimed by another worker, live or dead less than a claim ago | `Nak` for one claim renewal period (not an attempt) |
 //! | handler succeeded | key recorded, ack |
 //! | transient failure, the policy allows another | the next attempt published (attempt + 1, run-at), then ack |
 //! | permanent, attempts spent, deadline passed, headers malformed (a run-at past [`MAX_JOB_DURATION`](retryscope::MAX_JOB_DURATION) included) | dead letter published and stored, then `Term` |

@@ -21,6 +21,9 @@ pub const ATTEMPTS: &str = "retryscope.job.attempts";
 pub const AGE: &str = "retryscope.job.age";
 /// Jobs sent to the dead letters, by `retryscope.job.dead_reason`.
 pub const DEAD_LETTERS: &str = "retryscope.job.dead_letters";
+/// Job key claims taken over from a worker that stopped renewing them
+/// (crashed or stalled), counted by the worker that took them.
+pub const CLAIMS_TAKEN_OVER: &str = "retryscope.job.claims_taken_over";
 /// Dead letters kept, as the worker last read it from the dead-letter store.
 pub const DEAD_LETTER_DEPTH: &str = "retryscope.job.dead_letter.depth";
 /// The outcome attribute.
@@ -41,6 +44,7 @@ pub(crate) struct JobTelemetry {
     attempts: Histogram<u64>,
     age: Histogram<f64>,
     dead: Counter<u64>,
+    taken_over: Counter<u64>,
 }
 
 impl JobTelemetry {
@@ -65,6 +69,10 @@ impl JobTelemetry {
                 ])
                 .build(),
             dead: meter.u64_counter(DEAD_LETTERS).with_description("Jobs sent to the dead letters").build(),
+            taken_over: meter
+                .u64_counter(CLAIMS_TAKEN_OVER)
+                .with_description("Job key claims taken over from a worker that stopped renewing them")
+                .build(),
         }
     }
 
@@ -76,6 +84,15 @@ impl JobTelemetry {
         let attrs = [destination(subject)];
         self.attempts.record(u64::from(attempts), &attrs);
         self.age.record(age.as_secs_f64(), &attrs);
+    }
+
+    /// A claim taken over: counted, and logged once, here, with its age.
+    pub(crate) fn taken_over(&self, subject: &str, key: &str, age: Duration) {
+        self.taken_over.add(1, &[destination(subject)]);
+        tracing::warn!(target: retryscope_otel::names::TARGET,
+            subject, key, dead_claim_age = ?age,
+            "a job's claim ran out without being renewed (its worker crashed or stalled): taken over, the job runs again here"
+        );
     }
 
     pub(crate) fn dead_lettered(&self, subject: &str, reason: DeadReason) {

@@ -51,6 +51,10 @@ impl IdempotencyStore for DiesAfterRecording {
     async fn release(&self, ticket: &Ticket) -> Result<(), StoreError> {
         self.inner.release(ticket).await
     }
+
+    async fn renew(&self, ticket: &Ticket, lease: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(ticket, lease).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

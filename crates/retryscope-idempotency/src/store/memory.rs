@@ -46,6 +46,8 @@ struct Slot {
     entry: Entry,
     token: u64,
     expires: Instant,
+    /// When the claim was made: a claim that runs out is taken over at this age.
+    claimed: Instant,
 }
 
 impl Slot {
@@ -114,9 +116,15 @@ impl Keys {
 
     fn claim(&mut self, key: &IdempotencyKey, fingerprint: Fingerprint, lease: Duration) -> Claim {
         let now = Instant::now();
+        let mut took_over = None;
         match self.slots.get(key) {
             Some(slot) if slot.expires > now => return Claim::Held(slot.entry.clone()),
-            Some(_) => self.remove(key),
+            Some(slot) => {
+                if slot.entry.state == EntryState::InFlight {
+                    took_over = Some(now - slot.claimed);
+                }
+                self.remove(key);
+            }
             None => {}
         }
         if self.slots.len() >= self.max_keys {
@@ -130,8 +138,12 @@ impl Keys {
         self.next_token += 1;
         let token = self.next_token;
         let entry = Entry { fingerprint, state: EntryState::InFlight };
-        self.slots.insert(key.clone(), Slot { entry, token, expires: now + lease });
-        Claim::Claimed(Ticket::new(key.clone(), token))
+        self.slots.insert(key.clone(), Slot { entry, token, expires: now + lease, claimed: now });
+        let ticket = Ticket::new(key.clone(), token);
+        Claim::Claimed(match took_over {
+            Some(age) => ticket.taking_over(age),
+            None => ticket,
+        })
     }
 
     fn complete(&mut self, ticket: &Ticket, completion: Completion, ttl: Duration) {
@@ -151,6 +163,21 @@ impl Keys {
             slot.entry.state = state;
             slot.expires = now + ttl;
             self.bytes = self.bytes - old + slot.bytes();
+        }
+    }
+
+    fn renew(&mut self, ticket: &Ticket, lease: Duration) -> bool {
+        let now = Instant::now();
+        match self.slots.get_mut(ticket.key()) {
+            Some(slot)
+                if slot.token == ticket.token()
+                    && slot.expires > now
+                    && slot.entry.state == EntryState::InFlight =>
+            {
+                slot.expires = now + lease;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -184,5 +211,9 @@ impl IdempotencyStore for MemoryStore {
     async fn release(&self, ticket: &Ticket) -> Result<(), StoreError> {
         self.lock().release(ticket);
         Ok(())
+    }
+
+    async fn renew(&self, ticket: &Ticket, lease: Duration) -> Result<bool, StoreError> {
+        Ok(self.lock().renew(ticket, lease))
     }
 }

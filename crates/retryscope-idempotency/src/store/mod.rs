@@ -70,6 +70,17 @@ pub trait IdempotencyStore: Send + Sync + 'static {
     /// Frees the key, when the claim is still the ticket's, so that a retry
     /// runs the request again.
     fn release(&self, ticket: &Ticket) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Extends the claim to `lease` from now, when it is still the ticket's and
+    /// in flight: `true`. `false` when it is not (its lease ran out; the key
+    /// may since have been claimed again), and then nothing changes. A job
+    /// worker renews its claims while their handlers run, so that a claim can
+    /// be short and a crashed worker's job is taken over soon.
+    fn renew(
+        &self,
+        ticket: &Ticket,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 /// What a [`claim`](IdempotencyStore::claim) found.
@@ -122,13 +133,30 @@ pub enum Completion {
 pub struct Ticket {
     key: IdempotencyKey,
     token: u64,
+    took_over: Option<Duration>,
 }
 
 impl Ticket {
     /// A ticket for `key`; `token` tells this claim from a later one of the
     /// same key (a store picks it, unique per claim).
     pub const fn new(key: IdempotencyKey, token: u64) -> Self {
-        Self { key, token }
+        Self { key, token, took_over: None }
+    }
+
+    /// The same ticket, saying that it took the key over from a claim of
+    /// `age` (from its claim to now) whose lease ran out: neither completed
+    /// nor released, its process died or stalled.
+    #[must_use]
+    pub const fn taking_over(mut self, age: Duration) -> Self {
+        self.took_over = Some(age);
+        self
+    }
+
+    /// When this claim took the key over from one whose lease ran out (its
+    /// process died or stalled before completing or releasing it): how old
+    /// that claim was. A store that cannot tell says `None`.
+    pub const fn took_over(&self) -> Option<Duration> {
+        self.took_over
     }
 
     /// The claimed key.

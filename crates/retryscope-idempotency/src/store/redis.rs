@@ -10,6 +10,22 @@ use super::record::{self, CLAIM_PREFIX_LEN};
 use super::{Claim, Completion, IdempotencyStore, Ticket};
 use crate::{Fingerprint, IdempotencyKey, StoreError};
 
+/// Claims KEYS[1] when free (`SET NX GET PX`: ARGV[1] the in-flight record,
+/// ARGV[2] the lease in milliseconds) and notes when in KEYS[2] (Redis's own
+/// clock, kept ARGV[3] milliseconds), which a completion or release deletes:
+/// a note left from an earlier claim says that claim ran out, and how old it
+/// was. `{1, record}` when held; `{0}` or `{0, age in ms}` when claimed.
+const CLAIM: &str = r"
+local held = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+if held then return {1, held} end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local previous = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], now, 'PX', ARGV[3])
+if previous then return {0, now - tonumber(previous)} end
+return {0}
+";
+
 /// Replaces an in-flight record by a completed one, only while the claim is
 /// still the ticket's: ARGV[1] the claim's prefix, ARGV[2] the completed
 /// record's first bytes, ARGV[3] what follows the fingerprint, ARGV[4] the ttl
@@ -18,6 +34,7 @@ const COMPLETE: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current and string.sub(current, 1, 10) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2] .. string.sub(current, 3, 42) .. ARGV[3], 'PX', ARGV[4])
+  redis.call('DEL', KEYS[2])
   return 1
 end
 return 0
@@ -27,10 +44,27 @@ return 0
 const RELEASE: &str = r"
 local current = redis.call('GET', KEYS[1])
 if current and string.sub(current, 1, 10) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
   return redis.call('DEL', KEYS[1])
 end
 return 0
 ";
+
+/// Extends an in-flight record's expiry, only while the claim is the
+/// ticket's: ARGV[1] the claim's prefix, ARGV[2] the lease in milliseconds,
+/// ARGV[3] its note's (KEYS[2]) in milliseconds.
+const RENEW: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current and string.sub(current, 1, 10) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// How long a claim's note outlives its lease: a claim that ran out is
+/// told as taken over when the key is claimed again within this.
+const NOTE_LINGER: Duration = Duration::from_secs(3600);
 
 /// How long one Redis command or connection attempt may take.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -38,8 +72,11 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 /// Keys kept in Redis, shared by every process of a service.
 ///
 /// A claim is one `SET key record NX GET PX lease` (atomic: one claimant
-/// wins, the others read what it holds); a completion and a release are
-/// scripts that act only while the claim is still the ticket's; expiry is
+/// wins, the others read what it holds), in a script that also notes when
+/// (a second key, deleted on completion or release, so that a claim that
+/// ran out is told as [taken over](Ticket::took_over) with its age); a completion and a release are
+/// scripts that act only while the claim is still the ticket's, and so is a
+/// renewal (`PEXPIRE`); expiry is
 /// Redis's own (`PX`). Records are a compact binary format (status, kept
 /// headers, body). Keys are named `PREFIX + key`, the prefix
 /// `retryscope:idempotency:` unless [`prefix`](Self::prefix) says otherwise.
@@ -62,8 +99,10 @@ const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct RedisStore {
     connection: ConnectionManager,
     prefix: String,
+    claim: redis::Script,
     complete: redis::Script,
     release: redis::Script,
+    renew: redis::Script,
 }
 
 impl RedisStore {
@@ -92,8 +131,10 @@ impl RedisStore {
         Self {
             connection,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
+            claim: redis::Script::new(CLAIM),
             complete: redis::Script::new(COMPLETE),
             release: redis::Script::new(RELEASE),
+            renew: redis::Script::new(RENEW),
         }
     }
 
@@ -106,6 +147,12 @@ impl RedisStore {
 
     fn redis_key(&self, key: &IdempotencyKey) -> String {
         format!("{}{}", self.prefix, key.as_str())
+    }
+
+    /// Where a claim notes when it was made. A key is printable ASCII, so
+    /// the `\u{1}` keeps notes apart from every key.
+    fn note_key(&self, key: &IdempotencyKey) -> String {
+        format!("{}\u{1}claimed:{}", self.prefix, key.as_str())
     }
 }
 
@@ -135,21 +182,30 @@ impl IdempotencyStore for RedisStore {
     ) -> Result<Claim, StoreError> {
         let token: u64 = rand::random();
         let mut connection = self.connection.clone();
-        let held: Option<Vec<u8>> = redis::cmd("SET")
-            .arg(self.redis_key(key))
+        let answer: Vec<redis::Value> = self
+            .claim
+            .key(self.redis_key(key))
+            .key(self.note_key(key))
             .arg(record::in_flight(token, fingerprint))
-            .arg("NX")
-            .arg("GET")
-            .arg("PX")
             .arg(millis(lease))
-            .query_async(&mut connection)
+            .arg(millis(lease.saturating_add(NOTE_LINGER)))
+            .invoke_async(&mut connection)
             .await
             .map_err(|error| StoreError::new("claim", error))?;
-        match held {
-            None => Ok(Claim::Claimed(Ticket::new(key.clone(), token))),
-            Some(bytes) => {
-                record::decode(&bytes).map(Claim::Held).map_err(|error| StoreError::new("claim", error))
+        match answer.as_slice() {
+            [redis::Value::Int(1), redis::Value::BulkString(bytes)] => {
+                record::decode(bytes).map(Claim::Held).map_err(|error| StoreError::new("claim", error))
             }
+            [redis::Value::Int(0), rest @ ..] => {
+                let ticket = Ticket::new(key.clone(), token);
+                Ok(Claim::Claimed(match rest {
+                    [redis::Value::Int(age)] => {
+                        ticket.taking_over(Duration::from_millis(u64::try_from(*age).unwrap_or(0)))
+                    }
+                    _ => ticket,
+                }))
+            }
+            _ => Err(StoreError::new("claim", "an unexpected answer from the claim script")),
         }
     }
 
@@ -165,6 +221,7 @@ impl IdempotencyStore for RedisStore {
         let _: i64 = self
             .complete
             .key(self.redis_key(ticket.key()))
+            .key(self.note_key(ticket.key()))
             .arg(&prefix[..])
             .arg(&head[..])
             .arg(tail)
@@ -181,10 +238,27 @@ impl IdempotencyStore for RedisStore {
         let _: i64 = self
             .release
             .key(self.redis_key(ticket.key()))
+            .key(self.note_key(ticket.key()))
             .arg(&prefix[..])
             .invoke_async(&mut connection)
             .await
             .map_err(|error| StoreError::new("release", error))?;
         Ok(())
+    }
+
+    async fn renew(&self, ticket: &Ticket, lease: Duration) -> Result<bool, StoreError> {
+        let prefix = record::claim_prefix(ticket.token());
+        let mut connection = self.connection.clone();
+        let renewed: i64 = self
+            .renew
+            .key(self.redis_key(ticket.key()))
+            .key(self.note_key(ticket.key()))
+            .arg(&prefix[..])
+            .arg(millis(lease))
+            .arg(millis(lease.saturating_add(NOTE_LINGER)))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|error| StoreError::new("renew", error))?;
+        Ok(renewed == 1)
     }
 }

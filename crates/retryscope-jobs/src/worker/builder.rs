@@ -316,7 +316,11 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
                 config: self.config,
                 own: self.own,
                 guards: self.guards,
-                keys: Keys { store: self.keys, ack_wait, ttl: self.key_ttl },
+                keys: Keys {
+                    store: self.keys,
+                    renew_every: super::keys::renewal_period(ack_wait),
+                    ttl: self.key_ttl,
+                },
                 concurrency: self.concurrency,
                 hold: self.hold,
                 fetch_wait: self.fetch_wait,

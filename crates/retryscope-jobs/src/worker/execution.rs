@@ -16,7 +16,6 @@ pub(crate) struct Execution {
     pub(crate) policy: JobPolicy,
     /// Runs the one attempt: one try, the per-attempt timeout as its deadline.
     pub(crate) attempt_policy: Policy,
-    pub(crate) timeout: Duration,
     /// The configuration's hash, on a configured worker.
     pub(crate) config_hash: Option<Arc<str>>,
 }
@@ -24,26 +23,21 @@ pub(crate) struct Execution {
 impl Execution {
     pub(crate) fn resolve<B: Broker, E, S>(inner: &Inner<B, E, S>, subject: &str) -> Self {
         let Some(handle) = &inner.config else {
-            return Self {
-                policy: inner.policy,
-                attempt_policy: inner.attempt_policy,
-                timeout: inner.timeout,
-                config_hash: None,
-            };
+            return Self { policy: inner.policy, attempt_policy: inner.attempt_policy, config_hash: None };
         };
         let snapshot = handle.snapshot();
         let settings = snapshot.resolve(&Target::job(subject));
         // The file's policy, `override_policy` over it, the kill switch over both.
         let policy = JobPolicy::from(settings.call_policy(inner.own));
-        let (timeout, attempt_policy) = match settings.written_attempt_timeout() {
+        let attempt_policy = match settings.written_attempt_timeout() {
             Some(t) if t != inner.timeout => match one_attempt(t) {
-                Ok(p) => (t, p),
+                Ok(p) => p,
                 // Cannot happen: the file's timeout passed the same check when it loaded.
-                Err(_) => (inner.timeout, inner.attempt_policy),
+                Err(_) => inner.attempt_policy,
             },
-            _ => (inner.timeout, inner.attempt_policy),
+            _ => inner.attempt_policy,
         };
-        Self { policy, attempt_policy, timeout, config_hash: Some(Arc::clone(snapshot.hash_str())) }
+        Self { policy, attempt_policy, config_hash: Some(Arc::clone(snapshot.hash_str())) }
     }
 }
 

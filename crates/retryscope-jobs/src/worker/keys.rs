@@ -1,6 +1,13 @@
 //! The processed-key store, through the idempotency crate's store trait: a
 //! job whose work completed is recorded under its key, so that a redelivery
 //! (the ack was lost, the worker died before it) is acked, not run again.
+//!
+//! While a handler runs, its key is *claimed*, and the claim lives by
+//! heartbeat: it lasts [`PERIODS_PER_CLAIM`] renewal periods and is renewed
+//! every period ([`renewal_period`]: a third of the broker's AckWait, between
+//! [`MIN_RENEWAL`] and [`MAX_RENEWAL`]), so a slow handler keeps its claim for
+//! as long as it runs, and a crashed worker's claim runs out within the
+//! AckWait, when the broker delivers its job again.
 
 use retryscope_idempotency::store::{Claim, Completion, EntryState, Ticket};
 use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore};
@@ -12,29 +19,46 @@ pub(crate) enum Claimed {
     Run(Option<Ticket>),
     /// It completed before: ack it.
     Done,
-    /// Another worker holds it, the store is full or unreachable: try later.
+    /// Another worker's live claim holds it: try again in a renewal period.
+    Elsewhere(Duration),
+    /// The store is full or unreachable: try later.
     Later(Duration),
+}
+
+/// A claim lasts this many renewal periods. Renewals start every period,
+/// each given half a period: after the last that succeeded, the next may
+/// fail (a slow store, a lost reply) and the one after still renews in time.
+pub(crate) const PERIODS_PER_CLAIM: u32 = 3;
+/// The shortest renewal period (a store round trip each).
+pub(crate) const MIN_RENEWAL: Duration = Duration::from_millis(10);
+/// The longest renewal period, whatever the AckWait: a claim outlives its
+/// worker by 30 s at most.
+pub(crate) const MAX_RENEWAL: Duration = Duration::from_secs(10);
+
+/// How often a running job's claim is renewed: a third of the AckWait (the
+/// period of its in-progress acks), bounded.
+pub(crate) fn renewal_period(ack_wait: Duration) -> Duration {
+    (ack_wait / 3).clamp(MIN_RENEWAL, MAX_RENEWAL)
 }
 
 pub(crate) struct Keys<S> {
     pub(crate) store: Option<S>,
-    /// The broker's AckWait: a claim lasts the execution's timeout plus
-    /// this, so a worker that dies while running frees it.
-    pub(crate) ack_wait: Duration,
+    /// How often a running job's claim is renewed ([`renewal_period`]).
+    pub(crate) renew_every: Duration,
     /// How long a completed key is remembered.
     pub(crate) ttl: Duration,
 }
 
 impl<S: IdempotencyStore> Keys<S> {
-    /// Claims `key` for an execution that may run for `timeout`.
-    pub(crate) async fn claim(
-        &self,
-        key: Option<&str>,
-        subject: &str,
-        payload: &[u8],
-        timeout: Duration,
-    ) -> Claimed {
-        let lease = timeout.saturating_add(self.ack_wait);
+    /// How long a claim lasts unless renewed.
+    pub(crate) fn lease(&self) -> Duration {
+        self.renew_every.saturating_mul(PERIODS_PER_CLAIM)
+    }
+
+    /// Claims `key` for one execution, for [`lease`](Self::lease); [`keep`](Self::keep)
+    /// renews it while the handler runs.
+    pub(crate) async fn claim(&self, key: Option<&str>, subject: &str, payload: &[u8]) -> Claimed {
+        let lease = self.lease();
         let (Some(store), Some(key)) = (&self.store, key) else { return Claimed::Run(None) };
         let Some(key) = store_key(key) else {
             tracing::warn!(target: retryscope_otel::names::TARGET, key, "a job key the store cannot hold runs without de-duplication");
@@ -46,7 +70,9 @@ impl<S: IdempotencyStore> Keys<S> {
         match store.claim(&key, fingerprint, lease).await {
             Ok(Claim::Claimed(ticket)) => Claimed::Run(Some(ticket)),
             Ok(Claim::Held(entry)) => match entry.state {
-                EntryState::InFlight => Claimed::Later(lease.min(Duration::from_secs(5))),
+                // Live, or its worker died less than a claim ago: once it runs
+                // out (no renewal for a claim's length) the next look takes it.
+                EntryState::InFlight => Claimed::Elsewhere(self.renew_every),
                 EntryState::Completed(_) | EntryState::NotReplayable => Claimed::Done,
             },
             Ok(Claim::Full { retry_after }) => Claimed::Later(retry_after),
@@ -55,6 +81,47 @@ impl<S: IdempotencyStore> Keys<S> {
                 Claimed::Later(Duration::from_secs(1))
             }
         }
+    }
+
+    /// Renews the claim of `ticket` every renewal period, for as long as it
+    /// is polled (while the handler runs); never returns. A renewal the store
+    /// fails or does not answer within half a period is tried again the next
+    /// period: while the store is down, no other worker can claim the key
+    /// either. One that finds the claim gone (the store was unreachable from
+    /// here for a whole claim, or this process stalled that long) is logged,
+    /// and the handler finishes: stopping it would make a crash of a slow run.
+    pub(crate) async fn keep(&self, ticket: Option<&Ticket>) {
+        if let (Some(store), Some(ticket)) = (&self.store, ticket) {
+            let (lease, every) = (self.lease(), self.renew_every);
+            let mut failing = false;
+            // Ticks every period, however long a renewal took.
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                match tokio::time::timeout(every / 2, store.renew(ticket, lease)).await {
+                    Ok(Ok(true)) => failing = false,
+                    Ok(Ok(false)) => {
+                        tracing::warn!(target: retryscope_otel::names::TARGET,
+                            key = ticket.key().as_str(), ?lease,
+                            "a running job's claim ran out before it could be renewed: another worker may run the job too"
+                        );
+                        break;
+                    }
+                    // Once per run of failures: an outage should not flood the log.
+                    Ok(Err(error)) if !failing => {
+                        failing = true;
+                        tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, key = ticket.key().as_str(), "a running job's claim could not be renewed: tried again each period");
+                    }
+                    Err(_) if !failing => {
+                        failing = true;
+                        tracing::warn!(target: retryscope_otel::names::TARGET, key = ticket.key().as_str(), period = ?every, "the processed-key store did not renew a running job's claim within half a period: tried again each period");
+                    }
+                    _ => {}
+                }
+            }
+        }
+        std::future::pending::<()>().await;
     }
 
     pub(crate) async fn complete(&self, ticket: Option<Ticket>) {

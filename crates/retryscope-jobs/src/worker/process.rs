@@ -93,17 +93,25 @@ where
     // The execution starts here: what it runs under is fixed now, from the
     // configuration in force (a reload reaches the next execution).
     let execution = Execution::resolve(inner, delivery.subject());
-    let ticket = match inner
-        .keys
-        .claim(meta.key.as_deref(), delivery.subject(), delivery.payload(), execution.timeout)
-        .await
-    {
-        Claimed::Run(ticket) => ticket,
+    let ticket = match inner.keys.claim(meta.key.as_deref(), delivery.subject(), delivery.payload()).await {
+        Claimed::Run(ticket) => {
+            if let (Some(age), Some(key)) = (ticket.as_ref().and_then(|t| t.took_over()), meta.key.as_deref())
+            {
+                inner.stats.took_over();
+                inner.telemetry.taken_over(delivery.subject(), key, age);
+            }
+            ticket
+        }
         Claimed::Done => {
             return match delivery.ack().await {
                 Ok(()) => JobOutcome::Deduplicated,
                 Err(_) => JobOutcome::Unsettled,
             };
+        }
+        // Running on another worker, or that worker died less than a claim ago:
+        // not the dependency's hold, and not an attempt.
+        Claimed::Elsewhere(wait) => {
+            return put_back(inner, delivery, &meta, wait, JobOutcome::ClaimedElsewhere).await;
         }
         Claimed::Later(wait) => return put_back(inner, delivery, &meta, wait, JobOutcome::Held).await,
     };
@@ -117,8 +125,9 @@ where
         replays: meta.replays,
     };
     let span = inner.telemetry.attempt_span(delivery, &job, execution.config_hash.as_deref());
-    let Some((result, verdict)) =
-        attempt(inner, delivery, job, execution.attempt_policy).instrument(span.span().clone()).await
+    let Some((result, verdict)) = attempt(inner, delivery, job, execution.attempt_policy, ticket.as_ref())
+        .instrument(span.span().clone())
+        .await
     else {
         // Shutdown's grace period is over: give the job back at once.
         inner.keys.release(ticket).await;
@@ -197,16 +206,19 @@ where
 
 /// Runs one attempt through the engine — the classification, the attempt
 /// timeout and the dependency's budget, breaker and pacer — sending
-/// in-progress acks while it runs, so the broker never redelivers a running job.
+/// in-progress acks and renewing the job key's claim while it runs, so the
+/// broker never redelivers a running job and no other worker takes its key.
 /// `None`: abandoned at shutdown, after the grace period.
 async fn attempt<B: Broker, E, S>(
     inner: &Inner<B, E, S>,
     delivery: &B::Delivery,
     job: Job,
     attempt_policy: retryscope::Policy,
+    ticket: Option<&retryscope_idempotency::store::Ticket>,
 ) -> Option<(Result<(), retryscope::RetryError<E>>, Option<Verdict>)>
 where
     E: std::fmt::Display + Send + 'static,
+    S: IdempotencyStore,
 {
     let verdict: Mutex<Option<Verdict>> = Mutex::new(None);
     let result = {
@@ -233,9 +245,13 @@ where
         let period = (inner.broker.ack_wait() / 3).max(Duration::from_millis(10));
         let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut abandon = inner.abandon.subscribe();
+        let renewing = inner.keys.keep(ticket);
+        tokio::pin!(renewing);
         loop {
             tokio::select! {
                 result = &mut running => break result,
+                // Never completes: it renews the claim each period.
+                () = &mut renewing => {}
                 true = async { abandon.wait_for(|abandoned| *abandoned).await.is_ok() } => return None,
                 _ = progress.tick() => {
                     if let Err(error) = delivery.in_progress().await {
