@@ -15,7 +15,7 @@ use crate::outcome::StopReason;
 use crate::policy::{MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 use crate::random::JitterRng;
 use crate::throttle::RetryCause;
-use crate::verdict::{DelaySource, Hint};
+use crate::verdict::{DelaySource, ErrorType, Hint};
 use crate::wait::{Curve, next_wait};
 use std::time::{Duration, SystemTime};
 
@@ -30,6 +30,11 @@ pub struct JobFailure {
     pub first_attempt_at: SystemTime,
     /// A server hint that came with the failure.
     pub hint: Option<Hint>,
+    /// The failure's `error.type`, when the queue knows it: a throttling answer
+    /// (429, `RESOURCE_EXHAUSTED`) waits on the policy's throttled curve
+    /// ([`PolicyBuilder::throttled_base_delay`]), anything else (and `None`)
+    /// on its transient one.
+    pub error: Option<ErrorType>,
 }
 
 /// Where a failed job goes next.
@@ -60,7 +65,7 @@ impl Policy {
     /// let policy = Policy::builder().max_attempts(3).jitter(Jitter::None).no_deadline().build()?;
     /// let now = SystemTime::now();
     /// let mut rng = JitterRng::seeded(1);
-    /// let failure = JobFailure { attempt: 2, previous_delay: Some(Duration::from_millis(200)), first_attempt_at: now, hint: None };
+    /// let failure = JobFailure { attempt: 2, previous_delay: Some(Duration::from_millis(200)), first_attempt_at: now, hint: None, error: None };
     /// match policy.schedule(&failure, now, &mut rng) {
     ///     Schedule::RetryAt { delay, .. } => assert_eq!(delay, Duration::from_millis(400)),
     ///     Schedule::DeadLetter(reason) => panic!("{reason}"),
@@ -116,7 +121,7 @@ impl PolicyBuilder {
 ///     .jitter(Jitter::None)
 ///     .build_for_jobs()?;
 /// let now = SystemTime::now();
-/// let failure = JobFailure { attempt: 5, previous_delay: Some(27 * HOUR), first_attempt_at: now - 40 * HOUR, hint: None };
+/// let failure = JobFailure { attempt: 5, previous_delay: Some(27 * HOUR), first_attempt_at: now - 40 * HOUR, hint: None, error: None };
 /// match policy.schedule(&failure, now, &mut JitterRng::from_entropy()) {
 ///     Schedule::RetryAt { delay, .. } => assert_eq!(delay, 48 * HOUR), // 81 h, capped at two days
 ///     Schedule::DeadLetter(reason) => panic!("{reason}"),
@@ -161,8 +166,8 @@ fn schedule(policy: &Policy, failure: &JobFailure, now: SystemTime, rng: &mut Ji
     let curve = Curve::resumed(failure.attempt.saturating_sub(1), failure.previous_delay);
     // A clock that stepped backwards counts as no time elapsed, never as a panic.
     let elapsed = now.duration_since(failure.first_attempt_at).unwrap_or(Duration::ZERO);
-    // A job's failure carries no error type: its wait is a transient one's.
-    match next_wait(policy, failure.attempt, RetryCause::Transient, curve, elapsed, failure.hint, rng) {
+    let cause = failure.error.map_or(RetryCause::Transient, RetryCause::of);
+    match next_wait(policy, failure.attempt, cause, curve, elapsed, failure.hint, rng) {
         Ok((delay, source)) => match now.checked_add(delay) {
             Some(at) => Schedule::RetryAt { at, delay, source },
             // A run-at time past what SystemTime can hold will never come.

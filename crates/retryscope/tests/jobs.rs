@@ -2,8 +2,8 @@
 
 use retryscope::jobs::{JobFailure, JobPolicy, Schedule};
 use retryscope::{
-    DelaySource, Hint, Jitter, JitterRng, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError,
-    SettingValue, StopReason,
+    DelaySource, ErrorType, Hint, Jitter, JitterRng, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder,
+    PolicyError, SettingValue, StopReason,
 };
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +24,7 @@ fn failure(attempt: u32, previous: Option<u64>, age_secs: u64, now: SystemTime) 
         previous_delay: previous.map(Duration::from_secs),
         first_attempt_at: now - Duration::from_secs(age_secs),
         hint: None,
+        error: None,
     }
 }
 
@@ -100,7 +101,7 @@ fn job_policies_schedule_across_days_and_weeks() {
     let mut delays = Vec::new();
     let mut rng = JitterRng::seeded(0);
     for attempt in 1.. {
-        let failure = JobFailure { attempt, previous_delay, first_attempt_at, hint: None };
+        let failure = JobFailure { attempt, previous_delay, first_attempt_at, hint: None, error: None };
         match policy.schedule(&failure, now, &mut rng) {
             Schedule::RetryAt { at, delay, source } => {
                 assert_eq!((at, source), (now + delay, DelaySource::Policy));
@@ -178,4 +179,28 @@ fn every_policy_is_a_job_policy_with_the_same_schedule() {
         as_job.schedule(&job, now, &mut JitterRng::seeded(3)),
         policy().schedule(&job, now, &mut JitterRng::seeded(3))
     );
+}
+
+/// A job that failed on a throttling answer waits on the throttled curve, as a
+/// retried call does; any other failure on the transient one.
+#[test]
+fn a_throttled_job_waits_from_the_throttled_base() {
+    let now = SystemTime::now();
+    let policy = Policy::builder()
+        .base_delay(Duration::from_millis(50))
+        .throttled_base_delay(Duration::from_secs(1))
+        .jitter(Jitter::None)
+        .build_for_jobs()
+        .expect("valid settings");
+    let delay = |error| match policy.schedule(
+        &JobFailure { error, ..failure(1, None, 0, now) },
+        now,
+        &mut JitterRng::seeded(0),
+    ) {
+        Schedule::RetryAt { delay, .. } => delay,
+        Schedule::DeadLetter(reason) => panic!("{reason}"),
+    };
+    assert_eq!(delay(Some(ErrorType::Status(429))), Duration::from_secs(1));
+    assert_eq!(delay(Some(ErrorType::Status(503))), Duration::from_millis(50));
+    assert_eq!(delay(None), Duration::from_millis(50));
 }

@@ -183,6 +183,7 @@ where
                     previous_delay: meta.previous_delay,
                     first_attempt_at,
                     hint,
+                    error: verdict.and_then(|v| v.error_type()),
                 };
                 let mut rng = JitterRng::from_entropy();
                 match execution.policy.schedule(&failure, ended, &mut rng) {
