@@ -147,7 +147,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
 /// A loopback HTTP server whose accept queue is full until `accepts_from`, so
 /// that the kernel drops the SYNs of new connects (and resends them only after
 /// its 1 s initial retransmission timeout), as under a SYN flood or behind a
-/// firewall; from then on it answers every request `200 ok`. For the connect
+/// firewall; from then on it answers every request `200 ok`, whatever its method. For the connect
 /// limit's doctest and tests.
 pub struct SynDropping {
     addr: std::net::SocketAddr,
@@ -186,7 +186,7 @@ impl SynDropping {
             drop(queued);
             let app = axum::Router::new().route(
                 "/",
-                axum::routing::get(move || async move {
+                axum::routing::any(move || async move {
                     counter.fetch_add(1, Ordering::SeqCst);
                     "ok"
                 }),

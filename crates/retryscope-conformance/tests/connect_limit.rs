@@ -18,7 +18,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use retryscope::{Jitter, Policy};
 use retryscope_conformance::services::SynDropping;
-use retryscope_reqwest::{ConnectLimit, RetryMiddleware};
+use retryscope_reqwest::{ConnectLimit, KeyChoice, RetryMiddleware};
 use retryscope_tower::RetryLayer;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -134,4 +134,38 @@ async fn reqwest_the_callers_timeout_shortens_each_connects_limit() {
     let (answer, took, answered) = call(false).await;
     println!("reqwest, caller's 600 ms: without {answer:?} after {took:?}");
     assert!(answer.is_err() && answered == 0, "the call ran out of time: {answer:?}");
+}
+
+/// Where the connect limit meets request safety: a POST with no idempotency
+/// key (generation suppressed) is never retried once it may have been sent,
+/// but a connect cut at its share sent nothing, so the POST is retried and
+/// answered once — through reqwest and through tower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_whose_connect_was_cut_is_retried_for_it_sent_nothing() {
+    let server = SynDropping::start(ACCEPTS_FROM).await;
+    let started = Instant::now();
+    let response = reqwest_client(true)
+        .post(server.url())
+        .with_extension(KeyChoice::suppress())
+        .body("{}")
+        .send()
+        .await
+        .expect("answered");
+    let took = started.elapsed();
+    println!("reqwest POST: answered after {took:?}");
+    assert_eq!((response.status().as_u16(), server.answered()), (200, 1));
+    assert!(took >= CONNECT_LIMIT && took < SYN_RESENT - Duration::from_millis(100), "{took:?}");
+
+    let server = SynDropping::start(ACCEPTS_FROM).await;
+    let client =
+        HyperClient::builder(TokioExecutor::new()).build(ConnectLimit::new().layer(HttpConnector::new()));
+    let mut request = http::Request::post(server.url()).body(Full::<Bytes>::from("{}")).expect("request");
+    request.extensions_mut().insert(KeyChoice::suppress());
+    let started = Instant::now();
+    let response =
+        ServiceBuilder::new().layer(RetryLayer::new(policy())).service(client).oneshot(request).await;
+    let took = started.elapsed();
+    println!("tower POST: answered after {took:?}");
+    assert_eq!((response.expect("answered").status().as_u16(), server.answered()), (200, 1));
+    assert!(took >= CONNECT_LIMIT && took < SYN_RESENT - Duration::from_millis(100), "{took:?}");
 }
