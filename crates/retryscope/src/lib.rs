@@ -98,6 +98,7 @@ pub mod clock;
 mod driver;
 mod error;
 mod future;
+pub mod guard;
 pub mod hedge;
 #[cfg(feature = "http")]
 pub mod hints;

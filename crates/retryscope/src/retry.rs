@@ -5,6 +5,7 @@ use crate::classify::{AnyError, Classify, ClassifyFn, When};
 use crate::clock::Clock;
 use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
+use crate::guard::Guard;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::StopReason;
 use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
@@ -191,6 +192,35 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// A reference, or an `Arc` for a `'static` call.
     pub fn concurrency_limit(mut self, limiter: impl Into<Shared<'a, ConcurrencyLimiter>>) -> Self {
         self.setup.limiter = limiter.into().into();
+        self
+    }
+
+    /// Puts `guard` on the call (see [`guard`](crate::guard)): it hears the
+    /// call start and end, admits each attempt (a retry at its plan, before
+    /// its wait) and hears how each ended. Compose several as a tuple. A
+    /// reference, or an `Arc` for a `'static` call.
+    ///
+    /// ```
+    /// use retryscope::budget::InFlightBudget;
+    /// use retryscope::{Policy, Retryable};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// // Envoy's retry budget: retries in flight at most 20 % of the calls
+    /// // in progress, at least 3. One per dependency, shared by its calls.
+    /// let in_flight = InFlightBudget::envoy();
+    /// let answer = (|| async { Err::<(), _>("busy") })
+    ///     .retry(Policy::interactive())
+    ///     .when(|e: &&str| *e == "busy")
+    ///     .guard(&in_flight)
+    ///     .await;
+    /// assert!(answer.is_err());
+    /// // The call is over: its retries and itself are no longer counted.
+    /// assert_eq!((in_flight.in_flight(), in_flight.calls()), (0, 0));
+    /// # }
+    /// ```
+    pub fn guard(mut self, guard: impl Into<Shared<'a, dyn Guard + 'a>>) -> Self {
+        self.setup.guard = guard.into().into();
         self
     }
 

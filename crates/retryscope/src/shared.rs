@@ -5,6 +5,7 @@
 //! handed to a tower service or spawned on a runtime — holds them through an
 //! [`Arc`] instead. [`Shared`] is either, so one builder serves both.
 
+use crate::guard::Guard;
 use crate::throttle::Throttle;
 use std::fmt;
 use std::ops::Deref;
@@ -97,6 +98,20 @@ impl<'a, T: Throttle + 'a> From<&'a T> for Shared<'a, dyn Throttle + 'a> {
 
 /// A concrete budget or bucket, shared, as the engine's throttle.
 impl<'a, T: Throttle + 'a> From<Arc<T>> for Shared<'a, dyn Throttle + 'a> {
+    fn from(value: Arc<T>) -> Self {
+        Shared::Owned(value)
+    }
+}
+
+/// A concrete guard, borrowed, as the engine's guard.
+impl<'a, T: Guard + 'a> From<&'a T> for Shared<'a, dyn Guard + 'a> {
+    fn from(value: &'a T) -> Self {
+        Shared::Borrowed(value)
+    }
+}
+
+/// A concrete guard, shared, as the engine's guard.
+impl<'a, T: Guard + 'a> From<Arc<T>> for Shared<'a, dyn Guard + 'a> {
     fn from(value: Arc<T>) -> Self {
         Shared::Owned(value)
     }

@@ -1,6 +1,8 @@
 //! Retry budgets: fleet-level caps on how many retries may start.
 //!
-//! Three [`Throttle`](crate::throttle::Throttle) implementations:
+//! Three [`Throttle`](crate::throttle::Throttle) implementations, and a
+//! [`Guard`](crate::guard::Guard) ([`InFlightBudget`], Envoy's: retries in
+//! flight at most a share of the calls in progress):
 //!
 //! - [`RetryBudget`] caps retries to a fraction of recent requests plus a small
 //!   floor, over a sliding window (Finagle / linkerd style). This is the default
@@ -88,6 +90,7 @@ fn to_milli(ratio: f64) -> u64 {
     (ratio * MILLI as f64).round() as u64
 }
 
+mod in_flight;
 mod retry_budget;
 mod retry_quota;
 mod share;
@@ -95,6 +98,7 @@ mod share;
 mod tests;
 mod token_bucket;
 
+pub use in_flight::InFlightBudget;
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
 pub use retry_quota::{MAX_QUOTA, RetryQuota, RetryQuotaBuilder};
 pub use share::{BudgetShare, SharedBudget};

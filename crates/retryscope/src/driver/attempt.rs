@@ -2,6 +2,7 @@
 //! pieces a retry's attempt and a hedge's copy share.
 
 use crate::breaker::BreakerPermit;
+use crate::guard::End;
 use crate::observe::{AttemptScope, Observer, OperationObserver};
 use crate::throttle::RetryCause;
 use crate::verdict::Verdict;
@@ -57,6 +58,22 @@ pub(crate) struct Flight<A> {
     /// hedge copy's: settled with `Throttle::retry_finished`. `None`: a first
     /// attempt, or no budget.
     pub(super) charged: Option<RetryCause>,
+    /// The attempt as the call's [`Guard`](crate::guard::Guard) admitted it:
+    /// settled with it. `None`: no guard.
+    pub(super) guarded: Option<crate::guard::Attempt>,
+}
+
+impl Health {
+    /// How an attempt that ended so ended, as a guard hears it.
+    pub(super) fn end(self) -> End {
+        match self {
+            Health::Healthy => End::Succeeded,
+            Health::Answered => End::Answered,
+            Health::Throttling => End::Throttled,
+            Health::Unhealthy => End::Failed,
+            Health::Unknown => End::Cancelled,
+        }
+    }
 }
 
 impl<A: AttemptScope> Flight<A> {

@@ -14,6 +14,7 @@
 use super::attempt::Health;
 use super::{Driver, Flight, Scope, Setup};
 use crate::clock::Clock;
+use crate::guard::{Admission, Attempt};
 use crate::observe::{HedgeOutcome, Observer};
 use crate::outcome::{Outcome, StopReason};
 use crate::overload::LimitPermit;
@@ -150,17 +151,35 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
                 Err(reason) => return self.stop_sending(reason),
             }
         }
-        // A copy after a failed one is its retry; any other, a hedge.
+        // A copy after a failed one is its retry; any other, a hedge. The
+        // guard admits it first, as it admits a retry at its plan.
+        let guarded = match self.driver.setup.guard.as_deref() {
+            Some(guard) if self.driver.attempts() > 0 => {
+                let number = self.driver.attempts() + 1;
+                let attempt =
+                    if self.retry_of.is_some() { Attempt::retry(number) } else { Attempt::hedge(number) };
+                if let Admission::Refuse(reason) = guard.admit(attempt) {
+                    return self.stop_sending(reason);
+                }
+                Some(attempt)
+            }
+            _ => None,
+        };
         let charged = match self.driver.setup.throttle.as_deref() {
             Some(throttle) if self.driver.attempts() > 0 => {
                 let cause = self.retry_of.map_or(RetryCause::Hedge, RetryCause::of);
                 if !throttle.try_acquire_retry_for(cause) {
+                    self.driver.guarded = guarded;
+                    self.driver.withdraw_guarded();
                     return self.stop_sending(StopReason::BudgetExhausted);
                 }
                 Some(cause)
             }
             _ => None,
         };
+        // Taken into the copy's flight by the admission, or settled as not
+        // sent if it refuses.
+        self.driver.guarded = guarded;
         match self.driver.admit(now, self.retry_of.take(), self.policy.attempt_timeout()) {
             Ok((mut flight, _)) => {
                 flight.charged = charged;

@@ -30,6 +30,7 @@ pub(crate) use setup::Setup;
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
+use crate::guard::{Admission, Attempt, End};
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver,
     Wait,
@@ -114,6 +115,9 @@ pub(crate) struct Driver<'a, O: Observer> {
     /// holds handed out, not the clock: 4 bytes where an instant takes 16,
     /// on the path of every call, limited or not).
     slot_waited: u32,
+    /// The attempt the call's guard admitted and has not heard the end of:
+    /// a retry planned (admitted at its plan, before its wait) or running.
+    guarded: Option<Attempt>,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
@@ -140,6 +144,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             paced: false,
             slot: None,
             slot_waited: 0,
+            guarded: None,
         }
     }
 
@@ -271,6 +276,9 @@ impl<'a, O: Observer> Driver<'a, O> {
         if let Some(throttle) = self.setup.throttle.as_deref() {
             throttle.request_started();
         }
+        if let Some(guard) = self.setup.guard.as_deref() {
+            guard.call_started();
+        }
         self.started = Some(now);
     }
 
@@ -302,6 +310,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.scope = flight.scope;
         self.permit = flight.permit;
         self.attempt_started = flight.started;
+        self.guarded = flight.guarded;
         Ok(limit)
     }
 
@@ -319,6 +328,28 @@ impl<'a, O: Observer> Driver<'a, O> {
         attempt_timeout: Option<Duration>,
     ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
         self.observe_operation();
+        // What the guard admitted for this attempt: a retry at its plan, a
+        // hedge's copy as it was due; a first attempt is asked here.
+        let guarded = self.guarded.take();
+        let admitted = self.admit_guarded(now, guarded, retry_of, attempt_timeout);
+        if admitted.is_err()
+            && let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), guarded)
+        {
+            guard.settle(attempt, End::NotSent);
+        }
+        admitted
+    }
+
+    /// [`admit`](Self::admit) once the guard's admission of a retry or a
+    /// further copy, if any, is taken: the caller settles it if this refuses.
+    #[inline]
+    fn admit_guarded(
+        &mut self,
+        now: Instant,
+        mut guarded: Option<Attempt>,
+        retry_of: Option<ErrorType>,
+        attempt_timeout: Option<Duration>,
+    ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
             None => {
@@ -337,6 +368,23 @@ impl<'a, O: Observer> Driver<'a, O> {
                 remaining
             }
         };
+        if self.attempts == 0
+            && let Some(guard) = self.setup.guard.as_deref()
+        {
+            match guard.admit(Attempt::first()) {
+                Admission::Go => guarded = Some(Attempt::first()),
+                Admission::Refuse(reason) => return Err(reason),
+            }
+        }
+        // Refused below, the first attempt's admission is settled too.
+        let refuse = |driver: &Self, reason: StopReason| {
+            if let (Some(guard), Some(attempt)) = (driver.setup.guard.as_deref(), guarded)
+                && attempt.is_first()
+            {
+                guard.settle(attempt, End::NotSent);
+            }
+            Err(reason)
+        };
         // The adaptive throttle counts every attempt meant to be sent, the
         // ones it rejects too; it is asked before the breaker, so that a
         // rejected attempt takes no probe slot.
@@ -346,20 +394,23 @@ impl<'a, O: Observer> Driver<'a, O> {
             // rejects anything.
             let draw = if self.setup.priority.is_sheddable() { 0.0 } else { rng.unit() };
             if !throttle.admit(draw) {
-                return Err(StopReason::RejectedLocally);
+                return refuse(self, StopReason::RejectedLocally);
             }
         }
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
-        let permit = match self.setup.breaker.as_deref() {
-            Some(breaker) => Some(breaker.try_acquire().map_err(|_| StopReason::CircuitOpen)?),
+        let permit = match self.setup.breaker.as_deref().map(CircuitBreaker::try_acquire) {
+            Some(Ok(permit)) => Some(permit),
+            Some(Err(_)) => return refuse(self, StopReason::CircuitOpen),
             None => None,
         };
         self.attempts += 1;
         let limit = attempt_limit(attempt_timeout, remaining);
         let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged, limit };
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
-        Ok((Flight { number: self.attempts, started: Some(now), scope, permit, charged: None }, limit))
+        let flight =
+            Flight { number: self.attempts, started: Some(now), scope, permit, charged: None, guarded };
+        Ok((flight, limit))
     }
 
     /// The observer hears of the operation before its first attempt starts,
@@ -471,6 +522,7 @@ impl<'a, O: Observer> Driver<'a, O> {
             scope: Some(scope),
             permit: self.permit.take(),
             charged: self.charged.take(),
+            guarded: self.guarded.take(),
         };
         // The attempt's slot (a retry's attempt holds it here, a hedge's copy
         // in its `Sent`) goes back with what its end says.
@@ -503,7 +555,10 @@ impl<'a, O: Observer> Driver<'a, O> {
         health: Health,
         hedge: Option<HedgeOutcome>,
     ) {
-        let Flight { number, started, scope, permit, charged } = flight;
+        let Flight { number, started, scope, permit, charged, guarded } = flight;
+        if let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), guarded) {
+            guard.settle(attempt, health.end());
+        }
         match (permit, health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
             // A rate limit says nothing of the dependency's health: dropped,
@@ -577,8 +632,18 @@ impl<'a, O: Observer> Driver<'a, O> {
         if self.setup.breaker.as_deref().and_then(CircuitBreaker::open_for).is_some_and(|left| left > delay) {
             return Err(StopReason::CircuitOpen);
         }
+        // The guard admits the retry at its plan: refused, the caller does
+        // not wait for nothing; admitted, it is the guard's until it ends.
+        if let Some(guard) = self.setup.guard.as_deref() {
+            let attempt = Attempt::retry(self.attempts + 1);
+            if let Admission::Refuse(reason) = guard.admit(attempt) {
+                return Err(reason);
+            }
+            self.guarded = Some(attempt);
+        }
         if let Some(throttle) = self.setup.throttle.as_deref() {
             if !throttle.try_acquire_retry_for(cause) {
+                self.withdraw_guarded();
                 if self.setup.policy.waits_out_refusal() {
                     // The backoff, not the pace: the refused call sends nothing.
                     self.refused = true;
@@ -593,6 +658,13 @@ impl<'a, O: Observer> Driver<'a, O> {
         Ok((delay, source))
     }
 
+    /// The retry the guard admitted will not be sent: it hears so.
+    fn withdraw_guarded(&mut self) {
+        if let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), self.guarded.take()) {
+            guard.settle(attempt, End::NotSent);
+        }
+    }
+
     fn stop(&mut self, now: Instant, reason: StopReason) -> StopReason {
         self.finish(now, reason.outcome(), Some(reason));
         reason
@@ -600,6 +672,12 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         if let Some(op) = self.operation.take() {
+            // A retry planned and never sent (stopped in its wait, dropped)
+            // is settled before the guard hears the call end.
+            self.withdraw_guarded();
+            if let (Some(guard), Some(_)) = (self.setup.guard.as_deref(), self.started) {
+                guard.call_finished();
+            }
             let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
         }

@@ -2,6 +2,7 @@
 //! its names and its guards.
 
 use crate::breaker::CircuitBreaker;
+use crate::guard::Guard;
 use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::policy::Policy;
@@ -24,6 +25,9 @@ pub(crate) struct Setup<'a> {
     /// The adaptive concurrency limit: a slot is taken when the attempt is
     /// about to be sent (see `Driver::pace`) and given back when it ends.
     pub(crate) limiter: MaybeShared<'a, ConcurrencyLimiter>,
+    /// The call's guard (see [`guard`](crate::guard)): told when the call
+    /// starts and ends, asked before each attempt, told how each ended.
+    pub(crate) guard: MaybeShared<'a, dyn Guard + 'a>,
     /// Which calls the throttle and the limit refuse first.
     pub(crate) priority: Priority,
     pub(crate) seed: Option<u64>,
@@ -42,6 +46,7 @@ impl<'a> Setup<'a> {
             pacer: MaybeShared::None,
             adaptive_throttle: MaybeShared::None,
             limiter: MaybeShared::None,
+            guard: MaybeShared::None,
             priority: Priority::Critical,
             seed: None,
             hedged: false,
@@ -49,9 +54,12 @@ impl<'a> Setup<'a> {
     }
 
     /// Whether a guard asks about every attempt before it starts (a breaker,
-    /// an adaptive throttle, a concurrency limit): then no attempt may start
-    /// quietly.
+    /// an adaptive throttle, a concurrency limit, a [`Guard`]): then no
+    /// attempt may start quietly.
     pub(crate) fn admits(&self) -> bool {
-        self.breaker.is_some() || self.adaptive_throttle.is_some() || self.limiter.is_some()
+        self.breaker.is_some()
+            || self.adaptive_throttle.is_some()
+            || self.limiter.is_some()
+            || self.guard.is_some()
     }
 }

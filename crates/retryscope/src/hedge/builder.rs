@@ -6,6 +6,7 @@ use crate::breaker::CircuitBreaker;
 use crate::classify::{Classify, ClassifyFn, When};
 use crate::driver::Setup;
 use crate::driver::hedge::{CopyPolicy, HedgeDriver};
+use crate::guard::Guard;
 use crate::observe::{NoObserver, Observer};
 use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
@@ -142,6 +143,17 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
     /// A reference, or an `Arc` for a `'static` call.
     pub fn concurrency_limit(mut self, limiter: impl Into<Shared<'a, ConcurrencyLimiter>>) -> Self {
         self.setup.limiter = limiter.into().into();
+        self
+    }
+
+    /// Puts `guard` on the call (see [`guard`](crate::guard)): it hears the
+    /// call start and end, admits each copy (a retry at its plan, before
+    /// its wait) and hears how each ended. Compose several as a tuple. A
+    /// reference, or an `Arc` for a `'static` call.
+    ///
+    /// See [`Retry::guard`](crate::Retry::guard).
+    pub fn guard(mut self, guard: impl Into<Shared<'a, dyn Guard + 'a>>) -> Self {
+        self.setup.guard = guard.into().into();
         self
     }
 
