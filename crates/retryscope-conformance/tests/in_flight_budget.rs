@@ -1,0 +1,106 @@
+//! Envoy's retry budget on a real server: fifty calls to a loopback axum
+//! service that is down, each retried by a reqwest call under one
+//! `InFlightBudget`. The server counts the retries it is handling at once
+//! (the `x-attempt` header each attempt carries): with the budget at most a
+//! fifth of the calls; without it, all of them.
+
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::get;
+use retryscope::budget::InFlightBudget;
+use retryscope::{Jitter, Policy, Retryable};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// Retries the server is handling now, and the most it handled at once.
+#[derive(Clone, Default)]
+struct Retries {
+    now: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+    total: Arc<AtomicU32>,
+}
+
+/// A service that is down: every request takes 30 ms and answers 503.
+async fn down(retries: Retries) -> String {
+    let app = Router::new().route(
+        "/inventory",
+        get(move |headers: HeaderMap| {
+            let retries = retries.clone();
+            async move {
+                let retry = headers.get("x-attempt").is_some_and(|n| n != "1");
+                if retry {
+                    let now = retries.now.fetch_add(1, Ordering::SeqCst) + 1;
+                    retries.peak.fetch_max(now, Ordering::SeqCst);
+                    retries.total.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                if retry {
+                    retries.now.fetch_sub(1, Ordering::SeqCst);
+                }
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let url = format!("http://{}/inventory", listener.local_addr().expect("bound"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Fifty concurrent calls, each up to four attempts 20 ms apart; with
+/// `budget`, under it.
+async fn fifty_calls(url: &str, budget: Option<InFlightBudget>) {
+    let client = reqwest::Client::new();
+    let policy = Policy::builder()
+        .max_attempts(4)
+        .base_delay(Duration::from_millis(20))
+        .max_delay(Duration::from_millis(20))
+        .jitter(Jitter::None)
+        .deadline(Duration::from_secs(5))
+        .build()
+        .expect("valid policy");
+    let calls = (0..50).map(|_| {
+        let (client, url, budget, policy) = (client.clone(), url.to_owned(), budget.clone(), policy.clone());
+        tokio::spawn(async move {
+            let attempt = AtomicU32::new(0);
+            let call = || {
+                let n = attempt.fetch_add(1, Ordering::SeqCst) + 1;
+                let request = client.get(&url).header("x-attempt", n.to_string()).send();
+                async move {
+                    let status = request.await.map_err(|e| e.to_string())?.status();
+                    if status.is_server_error() { Err(format!("{status}")) } else { Ok(status) }
+                }
+            };
+            let retry = call.retry(policy).when(|_: &String| true);
+            match budget {
+                Some(budget) => retry.guard(Arc::new(budget)).await.map(drop),
+                None => retry.await.map(drop),
+            }
+        })
+    });
+    for call in calls.collect::<Vec<_>>() {
+        assert!(call.await.expect("no panic").is_err(), "the service is down");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_a_fifth_of_the_calls_in_progress_have_a_retry_at_the_server() {
+    let without = Retries::default();
+    fifty_calls(&down(without.clone()).await, None).await;
+    let with = Retries::default();
+    let budget = InFlightBudget::envoy();
+    fifty_calls(&down(with.clone()).await, Some(budget.clone())).await;
+    let (peak_without, peak_with) = (without.peak.load(Ordering::SeqCst), with.peak.load(Ordering::SeqCst));
+    println!(
+        "retries at the server at once: {peak_without} without the budget ({} in all), {peak_with} with it ({} in all)",
+        without.total.load(Ordering::SeqCst),
+        with.total.load(Ordering::SeqCst)
+    );
+    // Fifty calls in progress allow ten retries out at once.
+    assert!(peak_with <= 10, "{peak_with} retries at once");
+    assert!(peak_with >= 3, "the floor lets three through: {peak_with}");
+    assert!(peak_without > 20, "without the budget the retries come together: {peak_without}");
+    // Every call ended and every retry was given back.
+    assert_eq!((budget.in_flight(), budget.calls()), (0, 0));
+}
