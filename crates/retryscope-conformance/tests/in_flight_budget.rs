@@ -61,7 +61,7 @@ async fn fifty_calls(url: &str, budget: Option<InFlightBudget>) {
         .build()
         .expect("valid policy");
     let calls = (0..50).map(|_| {
-        let (client, url, budget, policy) = (client.clone(), url.to_owned(), budget.clone(), policy.clone());
+        let (client, url, budget, policy) = (client.clone(), url.to_owned(), budget.clone(), policy);
         tokio::spawn(async move {
             let attempt = AtomicU32::new(0);
             let call = || {

@@ -247,7 +247,7 @@ mod tests {
 
     impl Guard for Log {
         fn admit(&self, attempt: Attempt) -> Admission {
-            self.heard.lock().unwrap().push(format!("admit {}", attempt.number()));
+            self.heard.lock().expect("not poisoned").push(format!("admit {}", attempt.number()));
             if self.refuse && !attempt.is_first() {
                 Admission::Refuse(StopReason::BudgetExhausted)
             } else {
@@ -255,7 +255,7 @@ mod tests {
             }
         }
         fn settle(&self, attempt: Attempt, end: End) {
-            self.heard.lock().unwrap().push(format!("settle {} {end:?}", attempt.number()));
+            self.heard.lock().expect("not poisoned").push(format!("settle {} {end:?}", attempt.number()));
         }
     }
 
@@ -264,8 +264,8 @@ mod tests {
         let pair = (Log::default(), Log { refuse: true, ..Log::default() });
         assert_eq!(pair.admit(Attempt::first()), Admission::Go);
         assert_eq!(pair.admit(Attempt::retry(2)), Admission::Refuse(StopReason::BudgetExhausted));
-        assert_eq!(*pair.0.heard.lock().unwrap(), ["admit 1", "admit 2", "settle 2 NotSent"]);
-        assert_eq!(*pair.1.heard.lock().unwrap(), ["admit 1", "admit 2"]);
+        assert_eq!(*pair.0.heard.lock().expect("not poisoned"), ["admit 1", "admit 2", "settle 2 NotSent"]);
+        assert_eq!(*pair.1.heard.lock().expect("not poisoned"), ["admit 1", "admit 2"]);
     }
 
     #[test]

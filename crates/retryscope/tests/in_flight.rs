@@ -53,7 +53,7 @@ impl Guard for Watched {
     }
     fn settle(&self, attempt: Attempt, end: End) {
         if !attempt.is_first() {
-            self.settled.lock().unwrap().push(end);
+            self.settled.lock().expect("not poisoned").push(end);
         }
         self.budget.settle(attempt, end);
     }
@@ -93,7 +93,7 @@ async fn fifty_failing_calls_keep_at_most_a_fifth_of_them_retrying_at_once() {
     assert!(refused >= 40, "{refused} calls refused a retry");
     // Every admission was settled and every call finished.
     assert_eq!((guard.budget.in_flight(), guard.budget.calls()), (0, 0));
-    let settled = guard.settled.lock().unwrap();
+    let settled = guard.settled.lock().expect("not poisoned");
     assert!(settled.iter().all(|end| *end == End::Failed), "{settled:?}");
     // Without the guard all fifty would have sent five attempts each.
     assert!(sent.load(Ordering::SeqCst) < 100, "{} attempts sent", sent.load(Ordering::SeqCst));
@@ -117,7 +117,7 @@ async fn a_call_dropped_while_its_retry_waits_settles_the_retry_as_not_sent() {
     // The first attempt fails at once; the retry is planned, then waits 100 ms.
     let timed_out = tokio::time::timeout(ms(50), call).await;
     assert!(timed_out.is_err(), "the call was still waiting");
-    assert_eq!(*guard.settled.lock().unwrap(), [End::NotSent]);
+    assert_eq!(*guard.settled.lock().expect("not poisoned"), [End::NotSent]);
     assert_eq!((guard.budget.in_flight(), guard.budget.calls()), (0, 0));
 }
 
@@ -143,7 +143,7 @@ async fn a_retry_the_deadline_cuts_off_is_settled_and_the_call_finished() {
     assert!(answer.is_err());
     // Attempts at 0, 140 ms; the third would start at 280 ms, past the deadline.
     assert_eq!((guard.budget.in_flight(), guard.budget.calls()), (0, 0));
-    let settled = guard.settled.lock().unwrap();
+    let settled = guard.settled.lock().expect("not poisoned");
     assert_eq!(
         settled.iter().filter(|e| **e == End::Failed).count()
             + settled.iter().filter(|e| **e == End::NotSent).count(),
@@ -169,7 +169,7 @@ async fn a_breaker_open_past_the_wait_refuses_the_retry_before_the_guard_counts_
         .guard(Arc::new(guard.clone()))
         .await;
     assert_eq!(answer.expect_err("the breaker stops it").reason(), StopReason::CircuitOpen);
-    assert!(guard.settled.lock().unwrap().is_empty());
+    assert!(guard.settled.lock().expect("not poisoned").is_empty());
     assert_eq!((guard.budget.in_flight(), guard.budget.calls()), (0, 0));
 }
 
@@ -200,6 +200,6 @@ async fn a_hedges_further_copies_are_counted_until_they_end_or_are_cancelled() {
     assert_eq!(answer.expect("the first copy answers"), 0);
     // The floor of one let a second copy out; the third was refused.
     assert_eq!(copies.load(Ordering::SeqCst), 2);
-    assert_eq!(*guard.settled.lock().unwrap(), [End::Cancelled]);
+    assert_eq!(*guard.settled.lock().expect("not poisoned"), [End::Cancelled]);
     assert_eq!((guard.budget.in_flight(), guard.budget.calls()), (0, 0));
 }

@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn the_floor_holds_with_no_call_in_progress_and_the_share_above_it() {
-        let budget = InFlightBudget::new(0.5, 2).unwrap();
+        let budget = InFlightBudget::new(0.5, 2).expect("valid budget");
         assert_eq!(budget.limit(), 2);
         for _ in 0..10 {
             budget.call_started();
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn first_attempts_are_never_counted_or_refused() {
-        let budget = InFlightBudget::new(0.001, 0).unwrap();
+        let budget = InFlightBudget::new(0.001, 0).expect("valid budget");
         assert_eq!(budget.admit(Attempt::first()), Admission::Go);
         budget.settle(Attempt::first(), End::Succeeded);
         assert_eq!(budget.in_flight(), 0);
@@ -210,6 +210,9 @@ mod tests {
             assert!(InFlightBudget::new(share, 3).is_err(), "share {share}");
         }
         assert!(InFlightBudget::new(0.2, 100_001).is_err());
-        assert_eq!(InFlightBudget::new(0.2, 3).unwrap().share(), InFlightBudget::envoy().share());
+        assert_eq!(
+            InFlightBudget::new(0.2, 3).expect("valid budget").share(),
+            InFlightBudget::envoy().share()
+        );
     }
 }
