@@ -13,6 +13,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+mod common;
+
+use common::{BOTH, Call, Setup};
+use retryscope_test_support::telemetry::Telemetry;
+
 /// Retries the server is handling now, and the most it handled at once.
 #[derive(Clone, Default)]
 struct Retries {
@@ -23,12 +28,17 @@ struct Retries {
 
 /// A service that is down: every request takes 30 ms and answers 503.
 async fn down(retries: Retries) -> String {
+    down_on(retries, "x-attempt").await
+}
+
+/// [`down`], reading the attempt number from `header`.
+async fn down_on(retries: Retries, header: &'static str) -> String {
     let app = Router::new().route(
         "/inventory",
         get(move |headers: HeaderMap| {
             let retries = retries.clone();
             async move {
-                let retry = headers.get("x-attempt").is_some_and(|n| n != "1");
+                let retry = headers.get(header).is_some_and(|n| n != "1");
                 if retry {
                     let now = retries.now.fetch_add(1, Ordering::SeqCst) + 1;
                     retries.peak.fetch_max(now, Ordering::SeqCst);
@@ -103,4 +113,55 @@ async fn at_most_a_fifth_of_the_calls_in_progress_have_a_retry_at_the_server() {
     assert!(peak_without > 20, "without the budget the retries come together: {peak_without}");
     // Every call ended and every retry was given back.
     assert_eq!((budget.in_flight(), budget.calls()), (0, 0));
+}
+
+/// Through either integration: `guard_per_dependency(InFlightBudget::envoy)`
+/// puts one budget on each dependency's calls; the server sees at most a
+/// fifth of the fifty calls retrying at once (the `retry-attempt` header the
+/// integrations send), and the budget's gauges report it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_integration_gives_each_dependency_its_own_in_flight_budget() {
+    for integration in BOTH {
+        let retries = Retries::default();
+        let url = down_on(retries.clone(), "retry-attempt").await;
+        let telemetry = Telemetry::install();
+        let policy = Policy::builder()
+            .max_attempts(4)
+            .base_delay(Duration::from_millis(20))
+            .max_delay(Duration::from_millis(20))
+            .jitter(Jitter::None)
+            .deadline(Duration::from_secs(5))
+            .build()
+            .expect("valid policy");
+        let setup = Setup::new(policy)
+            .meter(&telemetry)
+            .no_breaker()
+            .no_budget()
+            .guard_per_dependency(InFlightBudget::envoy);
+        let client = Arc::new(integration.client(setup));
+        let calls: Vec<_> = (0..50)
+            .map(|_| {
+                let (client, url) = (Arc::clone(&client), url.clone());
+                tokio::spawn(async move { client.send(Call::new(http::Method::GET, url)).await })
+            })
+            .collect();
+        for call in calls {
+            let answer = call.await.expect("no panic");
+            assert!(
+                answer.is_err() || answer.as_ref().is_ok_and(|r| r.status == 503),
+                "{integration:?}: {answer:?}"
+            );
+        }
+        let peak = retries.peak.load(Ordering::SeqCst);
+        println!(
+            "{integration:?}: at most {peak} retries at the server at once ({} in all)",
+            retries.total.load(Ordering::SeqCst)
+        );
+        assert!((3..=10).contains(&peak), "{integration:?}: {peak} retries at once");
+        let dependency = url.trim_start_matches("http://").trim_end_matches("/inventory").to_owned();
+        let gauge = |name| telemetry.gauge_f64(name, &[("retryscope.dependency", dependency.as_str())]);
+        // All calls over: none in flight, and the limit back at its floor.
+        assert_eq!(gauge("retryscope.budget.retries_in_flight"), Some(0.0), "{integration:?}");
+        assert_eq!(gauge("retryscope.budget.retries_in_flight_limit"), Some(3.0), "{integration:?}");
+    }
 }

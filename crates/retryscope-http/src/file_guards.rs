@@ -36,14 +36,16 @@
 //!   floors divided among it (`budget_shared`), as the builder's own are.
 
 use crate::configured::CallConfig;
+use crate::settings::ClientSettings;
 use retryscope::budget::BudgetShare;
+use retryscope::guard::Guard;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
-use retryscope_otel::{DependencyGuards, Factory, Guards};
+use retryscope_otel::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
@@ -66,10 +68,48 @@ pub struct CodeFactories<T> {
     pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     /// The builder's concurrency limit factory.
     pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
+    /// The builder's [`Guard`] factory (`guard_per_dependency`).
+    pub guard: Option<Factory<Arc<dyn Guard>>>,
     /// The builder's hedging template.
     pub hedge: Option<HedgePolicy>,
     /// A file's retry budget as the client's budget type.
     pub wrap: fn(RetryBudget) -> T,
+}
+
+impl<T: Throttle + 'static> CodeFactories<T> {
+    /// What a client built with `settings` makes per dependency, its budgets
+    /// made by `budget` (the settings' own, or a gRPC channel's token
+    /// bucket) and a file's wrapped by `wrap`: what both integrations'
+    /// builders hand their registries, written once.
+    pub fn of(settings: &ClientSettings, budget: Option<Factory<T>>, wrap: fn(RetryBudget) -> T) -> Self {
+        Self {
+            budget,
+            breaker: settings.breaker.clone(),
+            pacer: settings.pacer.clone(),
+            pace_share: settings.pace_share.clone(),
+            budget_share: settings.budget_share.clone(),
+            adaptive_throttle: settings.adaptive_throttle.clone(),
+            concurrency_limit: settings.concurrency_limit.clone(),
+            guard: settings.guard.clone(),
+            hedge: settings.hedge.clone(),
+            wrap,
+        }
+    }
+
+    /// A registry whose every guard is made by these factories (no meter
+    /// yet): the client's per-host guards, and a file's keys left to code.
+    pub fn registry(&self) -> DependencyGuardsBuilder<T> {
+        DependencyGuards::builder()
+            .budget_factory(self.budget.clone())
+            .breaker_factory(self.breaker.clone())
+            .pacer_factory(self.pacer.clone())
+            .pace_share(self.pace_share.clone())
+            .budget_share(self.budget_share.clone())
+            .adaptive_throttle_factory(self.adaptive_throttle.clone())
+            .concurrency_limit_factory(self.concurrency_limit.clone())
+            .guard_factory(self.guard.clone())
+            .hedge_template(self.hedge.clone())
+    }
 }
 
 impl<T> Clone for CodeFactories<T> {
@@ -82,6 +122,7 @@ impl<T> Clone for CodeFactories<T> {
             budget_share: self.budget_share.clone(),
             adaptive_throttle: self.adaptive_throttle.clone(),
             concurrency_limit: self.concurrency_limit.clone(),
+            guard: self.guard.clone(),
             hedge: self.hedge.clone(),
             wrap: self.wrap,
         }
@@ -335,16 +376,8 @@ impl<T: Throttle + 'static> Slot<T> {
             (true, None) => None,
             (true, Some(p)) => Some(Arc::new(move || p.build())),
         };
-        let guards = DependencyGuards::builder()
-            .budget_factory(budget)
-            .breaker_factory(breaker)
-            .pacer_factory(pacer)
-            .pace_share(code.pace_share.clone())
-            .budget_share(code.budget_share.clone())
-            .adaptive_throttle_factory(code.adaptive_throttle.clone())
-            .concurrency_limit_factory(code.concurrency_limit.clone())
-            .hedge_template(code.hedge.clone())
-            .build();
+        let guards =
+            code.registry().budget_factory(budget).breaker_factory(breaker).pacer_factory(pacer).build();
         Self { settings: Arc::clone(settings), guards }
     }
 }

@@ -58,6 +58,10 @@ pub struct ClientSettings {
     /// Makes each dependency's adaptive concurrency limit; `None` (the
     /// default) limits nothing.
     pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
+    /// Makes each dependency's [`Guard`](retryscope::guard::Guard)s
+    /// (`guard_per_dependency`, composed when called again); `None` (the
+    /// default): none.
+    pub guard: Option<Factory<Arc<dyn retryscope::guard::Guard>>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.
@@ -99,6 +103,7 @@ impl Default for ClientSettings {
             budget_share: None,
             adaptive_throttle: None,
             concurrency_limit: None,
+            guard: None,
             attempt_header: Some(ATTEMPT_HEADER),
             request_id_header: REQUEST_ID_HEADER,
             one_layer: false,
@@ -141,6 +146,7 @@ impl fmt::Debug for ClientSettings {
             .field("budget_share", &self.budget_share)
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
+            .field("guard", &self.guard.is_some())
             .field("attempt_header", &self.attempt_header)
             .field("request_id_header", &self.request_id_header)
             .field("one_layer", &self.one_layer)
@@ -162,7 +168,7 @@ impl fmt::Debug for ClientSettings {
 /// - `breaker`: `breaker_per_dependency`, `no_breaker`;
 /// - `pacer`: `pacer_per_dependency`, `no_pacer`;
 /// - `overload`: `adaptive_throttle_per_dependency`, `no_adaptive_throttle`,
-///   `concurrency_limit_per_dependency`, `no_concurrency_limit`;
+///   `concurrency_limit_per_dependency`, `no_concurrency_limit`, `guard_per_dependency`;
 /// - `fallback`: `fallback`, `fallback_for`, `default_fallback`, `fallback_names`;
 /// - `config`: `config` (a retryscope-config handle);
 /// - `http`: `classifier`, `retry_rule`, `retry_on_body`, `body_rule`, `body_rule_names`, `budget_per_dependency`, `no_budget`,
@@ -341,6 +347,21 @@ macro_rules! __shared_setters {
         /// Limits nothing: no concurrency limit (the default).
         pub fn no_concurrency_limit(mut self) -> Self {
             self.$($field).+.concurrency_limit = None;
+            self
+        }
+
+        /// Gives each dependency a [`Guard`](retryscope::guard::Guard) made
+        /// by `make` — e.g. [`InFlightBudget::envoy`](retryscope::budget::InFlightBudget::envoy),
+        /// Envoy's retry budget — put on each of its calls, retries and
+        /// hedge copies alike, with its gauges published with the others.
+        /// Called again, the guards compose: each dependency gets both.
+        /// None by default.
+        pub fn guard_per_dependency<G: retryscope::guard::Guard + 'static>(
+            mut self,
+            make: impl Fn() -> G + Send + Sync + 'static,
+        ) -> Self {
+            let first = self.$($field).+.guard.take();
+            self.$($field).+.guard = Some(retryscope_otel::and_guard(first, make));
             self
         }
     };

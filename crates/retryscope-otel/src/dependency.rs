@@ -6,6 +6,7 @@ use crate::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_
 use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
 use retryscope::budget::BudgetShare;
+use retryscope::guard::Guard;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
@@ -77,6 +78,19 @@ impl<T> Clone for DependencyGuards<T> {
     }
 }
 
+/// A factory making `first`'s guards (if any) and then `make`'s, composed
+/// into one [`Guard`] (a pair: both asked, in that order): how a builder's
+/// `guard` called twice gives each dependency both.
+pub fn and_guard<G: Guard + 'static>(
+    first: Option<Factory<Arc<dyn Guard>>>,
+    make: impl Fn() -> G + Send + Sync + 'static,
+) -> Factory<Arc<dyn Guard>> {
+    match first {
+        None => Arc::new(move || Arc::new(make())),
+        Some(first) => Arc::new(move || Arc::new((first(), make()))),
+    }
+}
+
 /// Each host's guards, by the port in its dependency name (`None`: the scheme's).
 type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>;
 
@@ -99,6 +113,8 @@ struct Registry<T> {
     budget_share: Option<Arc<dyn BudgetShare>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
+    /// Each dependency's [`Guard`]s, composed (see [`DependencyGuardsBuilder::guard`]).
+    guard: Option<Factory<Arc<dyn Guard>>>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.
     hedge: Option<HedgePolicy>,
 }
@@ -114,6 +130,7 @@ pub struct DependencyGuardsBuilder<T> {
     budget_share: Option<Arc<dyn BudgetShare>>,
     adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
+    guard: Option<Factory<Arc<dyn Guard>>>,
     hedge: Option<HedgePolicy>,
     meter: Option<Meter>,
     /// How many overflow guard sets the registry keeps, and the label
@@ -132,6 +149,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("budget_share", &self.budget_share)
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
+            .field("guard", &self.guard.is_some())
             .field("hedge", &self.hedge.is_some())
             .field("meter", &self.meter.is_some())
             .finish()
@@ -200,6 +218,22 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
         self
     }
 
+    /// Gives each dependency a [`Guard`] made by `make` (an
+    /// [`InFlightBudget`](retryscope::budget::InFlightBudget), say), put on
+    /// each of its calls and its gauges ([`Guard::gauges`]) published with
+    /// the others. Called again, the guards compose: each dependency gets
+    /// both, asked in the order given.
+    pub fn guard<G: Guard + 'static>(self, make: impl Fn() -> G + Send + Sync + 'static) -> Self {
+        let combined = and_guard(self.guard.clone(), make);
+        self.guard_factory(Some(combined))
+    }
+
+    /// Sets (or, with `None`, removes) the guard factory.
+    pub fn guard_factory(mut self, make: Option<Factory<Arc<dyn Guard>>>) -> Self {
+        self.guard = make;
+        self
+    }
+
     /// Sets (or, with `None`, removes) the shared budget factory.
     pub fn budget_factory(mut self, make: Option<Factory<T>>) -> Self {
         self.budget = make;
@@ -264,6 +298,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             budget_share: self.budget_share,
             adaptive_throttle: self.adaptive_throttle,
             concurrency_limit: self.concurrency_limit,
+            guard: self.guard,
             hedge: self.hedge,
         });
         if let Some(meter) = &self.meter {
@@ -284,6 +319,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
             budget_share: None,
             adaptive_throttle: None,
             concurrency_limit: None,
+            guard: None,
             hedge: None,
             meter: None,
             overflow_capacity: MAX_OVERFLOW_GUARDS,
@@ -459,6 +495,7 @@ impl<T: Throttle> Registry<T> {
             pacer,
             adaptive_throttle: self.adaptive_throttle.as_ref().map(|make| make()),
             concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
+            guard: self.guard.as_ref().map(|make| make()),
             hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
         }
     }

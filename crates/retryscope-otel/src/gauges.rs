@@ -224,6 +224,27 @@ pub(crate) fn in_flight_gauge(
         .build()
 }
 
+/// `gauge`, one a dependency's [`Guard`](retryscope::guard::Guard) publishes
+/// ([`Guard::gauges`](retryscope::guard::Guard::gauges)), with a callback
+/// that reports it for each dependency (the overflow sets' highest value as
+/// one `_OTHER` series).
+pub(crate) fn guard_gauge(
+    meter: &Meter,
+    gauge: &'static retryscope::guard::Gauge,
+    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+) -> ObservableGauge<f64> {
+    meter
+        .f64_observable_gauge(gauge.name)
+        .with_unit(gauge.unit)
+        .with_description(gauge.description)
+        .with_callback(move |observer| {
+            fold_overflow(&report, f64::max, &mut |value, dependency| {
+                observer.observe(value, &attrs(dependency))
+            })
+        })
+        .build()
+}
+
 /// Reports what `report` observes, the values labelled [`OVERFLOW`] folded
 /// into one by `worse`: the guard sets beyond the label bound all carry that
 /// label, and several values of one series in one collection would collide

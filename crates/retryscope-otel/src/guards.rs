@@ -1,6 +1,7 @@
 //! The guards of one dependency, and how every integration puts them on a
 //! call: [`Guards::guard`], for a retry and a hedge alike.
 
+use retryscope::guard::Guard;
 use retryscope::hedge::{Hedge, HedgePolicy};
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::throttle::Throttle;
@@ -19,6 +20,7 @@ pub struct Guards<T> {
     pub(crate) pacer: Option<Pacer>,
     pub(crate) adaptive_throttle: Option<AdaptiveThrottle>,
     pub(crate) concurrency_limit: Option<ConcurrencyLimiter>,
+    pub(crate) guard: Option<Arc<dyn Guard>>,
     pub(crate) hedge: Option<HedgePolicy>,
 }
 
@@ -51,6 +53,12 @@ impl<T> Guards<T> {
     /// The dependency's adaptive concurrency limit, if it has one.
     pub fn concurrency_limit(&self) -> Option<&ConcurrencyLimiter> {
         self.concurrency_limit.as_ref()
+    }
+
+    /// The dependency's [`Guard`]s, composed into one, if the client gives
+    /// it any (the registry's `guard`).
+    pub fn guards(&self) -> Option<&dyn Guard> {
+        self.guard.as_deref()
     }
 
     /// The dependency's hedging policy, if the client hedges: clone it into
@@ -102,6 +110,10 @@ impl<T: Throttle> Guards<T> {
             Some(limiter) => call.concurrency_limit(limiter),
             None => call,
         };
+        let call = match self.guards() {
+            Some(guard) => call.guard(guard),
+            None => call,
+        };
         match operation {
             Some(operation) => call.operation(operation.into()),
             None => call,
@@ -127,6 +139,9 @@ pub trait Guardable<'a>: sealed::Sealed + Sized {
     fn adaptive_throttle(self, throttle: &'a AdaptiveThrottle) -> Self;
     /// Takes a slot of `limiter` for every attempt.
     fn concurrency_limit(self, limiter: &'a ConcurrencyLimiter) -> Self;
+    /// Puts `guard` on the call: every guard written as a
+    /// [`Guard`] comes through here, so none needs a method of its own.
+    fn guard(self, guard: &'a dyn Guard) -> Self;
 }
 
 mod sealed {
@@ -160,6 +175,9 @@ macro_rules! guardable {
             fn concurrency_limit(self, limiter: &'a ConcurrencyLimiter) -> Self {
                 <$call>::concurrency_limit(self, limiter)
             }
+            fn guard(self, guard: &'a dyn Guard) -> Self {
+                <$call>::guard(self, guard)
+            }
         }
     )*};
 }
@@ -178,6 +196,7 @@ impl<T> fmt::Debug for Guards<T> {
             .field("pacer", &self.pacer.is_some())
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
+            .field("guard", &self.guard.is_some())
             .field("hedge", &self.hedge.is_some())
             .finish()
     }

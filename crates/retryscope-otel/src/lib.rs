@@ -141,7 +141,7 @@ pub use bounded::{
     MAX_DEPENDENCIES, MAX_DESTINATIONS, OVERFLOW, bounded_dependency, bounded_destination, bounded_operation,
     dependency_name,
 };
-pub use dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, MAX_PORTS_PER_HOST};
+pub use dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, MAX_PORTS_PER_HOST, and_guard};
 pub use gauges::{
     register_breaker_gauge, register_budget_gauge, register_guard_gauges, register_throttle_gauge,
 };

@@ -4,7 +4,7 @@ use crate::middleware::RetryMiddleware;
 use crate::telemetry_state::{Off, On};
 use retryscope::Policy;
 use retryscope_http::__private::ClientSettings;
-use retryscope_otel::DependencyGuards;
+use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
 use std::marker::PhantomData;
 
 /// Builds a [`RetryMiddleware`]. Its [telemetry state](crate::telemetry_state)
@@ -62,33 +62,14 @@ impl<T> RetryMiddlewareBuilder<T> {
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
         let settings = self.settings;
+        let code = CodeFactories::of(&settings, settings.budget.clone(), std::convert::identity);
         let (meter, telemetry, retry_log) =
             ClientSettings::observers(settings.telemetry, settings.retry_log, settings.operation_spans);
         // A configured client's guards from its file: made by the builder's
         // factories for the keys the file leaves to code.
-        let file_guards = settings.config.clone().map(|handle| {
-            let code = retryscope_http::__private::file_guards::CodeFactories {
-                budget: settings.budget.clone(),
-                breaker: settings.breaker.clone(),
-                pacer: settings.pacer.clone(),
-                pace_share: settings.pace_share.clone(),
-                budget_share: settings.budget_share.clone(),
-                adaptive_throttle: settings.adaptive_throttle.clone(),
-                concurrency_limit: settings.concurrency_limit.clone(),
-                hedge: settings.hedge.clone(),
-                wrap: std::convert::identity,
-            };
-            retryscope_http::__private::file_guards::FileGuards::new(handle, code, meter.as_ref())
-        });
-        let guards = DependencyGuards::builder()
-            .budget_factory(settings.budget)
-            .breaker_factory(settings.breaker)
-            .pacer_factory(settings.pacer)
-            .pace_share(settings.pace_share)
-            .budget_share(settings.budget_share)
-            .adaptive_throttle_factory(settings.adaptive_throttle)
-            .concurrency_limit_factory(settings.concurrency_limit)
-            .hedge_template(settings.hedge);
+        let file_guards =
+            settings.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
+        let guards = code.registry();
         let fallbacks = settings.fallbacks.build(meter.as_ref());
         let guards = match meter {
             Some(meter) => guards.meter(meter),

@@ -151,6 +151,21 @@ impl Telemetry {
         })
     }
 
+    /// The value of an `f64` gauge's point whose attributes include all of
+    /// `with`, if the last collection has one (a guard's gauges:
+    /// `retryscope::guard::Guard::gauges`).
+    pub fn gauge_f64(&self, name: &str, with: &[(&str, &str)]) -> Option<f64> {
+        let rm = self.latest_if_any()?;
+        rm.scope_metrics().flat_map(|s| s.metrics()).filter(|m| m.name() == name).find_map(|metric| {
+            match metric.data() {
+                AggregatedMetrics::F64(MetricData::Gauge(g)) => {
+                    g.data_points().find(|p| matches(p.attributes(), with)).map(|p| p.value())
+                }
+                _ => None,
+            }
+        })
+    }
+
     /// `retryscope.requests` of `dependency`: logical operations started.
     pub fn requests(&self, dependency: &str) -> u64 {
         self.counter(names::REQUESTS, &[(names::DEPENDENCY, dependency)])

@@ -9,7 +9,8 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope_http::__private::ClientSettings;
-use retryscope_otel::{DependencyGuards, Factory};
+use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
+use retryscope_otel::Factory;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -132,9 +133,7 @@ impl TowerSettings {
     /// The layer, with gRPC semantics when `grpc` is given.
     pub(crate) fn build(self, policy: Policy, grpc: Option<GrpcConfig>) -> RetryLayer {
         let shared = self.shared;
-        let (meter, telemetry, retry_log) =
-            ClientSettings::observers(shared.telemetry, shared.retry_log, shared.operation_spans);
-        let budget: Option<Factory<Guard>> = match shared.budget {
+        let budget: Option<Factory<Guard>> = match shared.budget.clone() {
             Some(make) => Some(Arc::new(move || Guard::Budget(make()))),
             None => None,
         };
@@ -149,6 +148,11 @@ impl TowerSettings {
             }
             None => budget,
         };
+        // What the layer makes per dependency: the builder's factories, a
+        // gRPC service config's token bucket included.
+        let code = CodeFactories::of(&shared, budget, Guard::Budget);
+        let (meter, telemetry, retry_log) =
+            ClientSettings::observers(shared.telemetry, shared.retry_log, shared.operation_spans);
         #[cfg(not(feature = "grpc"))]
         let _: Option<GrpcConfig> = grpc;
         #[cfg(feature = "grpc")]
@@ -159,31 +163,10 @@ impl TowerSettings {
             _ => None,
         };
         // A configured layer's guards from its file: made by the builder's
-        // factories (a gRPC service config's token bucket included) for the
-        // keys the file leaves to code.
-        let file_guards = shared.config.clone().map(|handle| {
-            let code = retryscope_http::__private::file_guards::CodeFactories {
-                budget: budget.clone(),
-                breaker: shared.breaker.clone(),
-                pacer: shared.pacer.clone(),
-                pace_share: shared.pace_share.clone(),
-                budget_share: shared.budget_share.clone(),
-                adaptive_throttle: shared.adaptive_throttle.clone(),
-                concurrency_limit: shared.concurrency_limit.clone(),
-                hedge: shared.hedge.clone(),
-                wrap: Guard::Budget,
-            };
-            retryscope_http::__private::file_guards::FileGuards::new(handle, code, meter.as_ref())
-        });
-        let guards = DependencyGuards::builder()
-            .budget_factory(budget)
-            .breaker_factory(shared.breaker)
-            .pacer_factory(shared.pacer)
-            .pace_share(shared.pace_share)
-            .budget_share(shared.budget_share)
-            .adaptive_throttle_factory(shared.adaptive_throttle)
-            .concurrency_limit_factory(shared.concurrency_limit)
-            .hedge_template(shared.hedge);
+        // factories for the keys the file leaves to code.
+        let file_guards =
+            shared.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
+        let guards = code.registry();
         // One registry for HTTP and gRPC: a gRPC call reads the fallback's
         // `http::Response` as gRPC (`grpc::fallback`).
         let fallbacks = shared.fallbacks.build(meter.as_ref());

@@ -83,6 +83,28 @@ pub trait Guard: Send + Sync {
 
     /// The call is over: every attempt it was admitted is settled.
     fn call_finished(&self) {}
+
+    /// Reports the guard's figures now, each with the [`Gauge`] it is
+    /// published as: what an integration's per-dependency registry reads at
+    /// each metrics collection, so that a new guard's gauges need nothing
+    /// but this method. The same gauges on every call, in the same order;
+    /// none by default.
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        let _ = report;
+    }
+}
+
+/// A figure a guard publishes: its name in the telemetry contract
+/// (`docs/telemetry.md`), what it means and its unit (UCUM, as OpenTelemetry
+/// writes units). Labelled with the dependency by whoever publishes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gauge {
+    /// The instrument's name, `retryscope.…`.
+    pub name: &'static str,
+    /// Its description.
+    pub description: &'static str,
+    /// Its unit, e.g. `{retry}`.
+    pub unit: &'static str,
 }
 
 /// An attempt, as a guard sees it: its number in the call and what it is.
@@ -180,6 +202,9 @@ impl<G: Guard + ?Sized> Guard for Arc<G> {
     fn call_finished(&self) {
         (**self).call_finished();
     }
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        (**self).gauges(report);
+    }
 }
 
 impl<G: Guard> Guard for Option<G> {
@@ -199,6 +224,11 @@ impl<G: Guard> Guard for Option<G> {
     fn call_finished(&self) {
         if let Some(guard) = self {
             guard.call_finished();
+        }
+    }
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        if let Some(guard) = self {
+            guard.gauges(report);
         }
     }
 }
@@ -230,6 +260,10 @@ impl<A: Guard, B: Guard> Guard for (A, B) {
     fn call_finished(&self) {
         self.0.call_finished();
         self.1.call_finished();
+    }
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        self.0.gauges(report);
+        self.1.gauges(report);
     }
 }
 

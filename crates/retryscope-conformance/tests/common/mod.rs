@@ -60,6 +60,8 @@ pub(crate) struct Setup {
     no_pacer: bool,
     adaptive_throttle: Option<fn() -> AdaptiveThrottle>,
     concurrency_limit: Option<Arc<dyn Fn() -> ConcurrencyLimiter + Send + Sync>>,
+    /// `guard_per_dependency`: each dependency's `Guard`.
+    guard: Option<Arc<dyn Fn() -> Arc<dyn retryscope::guard::Guard> + Send + Sync>>,
     hedge: Option<HedgePolicy>,
     retry_at_one_layer: bool,
     /// Injected below the retries (`FaultMiddleware`, `FaultLayer`); every
@@ -102,6 +104,7 @@ impl Setup {
             no_pacer: false,
             adaptive_throttle: None,
             concurrency_limit: None,
+            guard: None,
             hedge: None,
             retry_at_one_layer: false,
             faults: None,
@@ -218,6 +221,14 @@ impl Setup {
         self
     }
 
+    pub(crate) fn guard_per_dependency<G: retryscope::guard::Guard + 'static>(
+        mut self,
+        make: impl Fn() -> G + Send + Sync + 'static,
+    ) -> Setup {
+        self.guard = Some(Arc::new(move || Arc::new(make())));
+        self
+    }
+
     pub(crate) fn hedge(mut self, policy: HedgePolicy) -> Setup {
         self.hedge = Some(policy);
         self
@@ -328,6 +339,9 @@ macro_rules! configure {
         }
         if let Some(make) = setup.concurrency_limit {
             builder = builder.concurrency_limit_per_dependency(move || make());
+        }
+        if let Some(make) = setup.guard {
+            builder = builder.guard_per_dependency(move || make());
         }
         if let Some(policy) = setup.hedge {
             builder = builder.hedge(policy);

@@ -6,6 +6,7 @@ use crate::gauges;
 use crate::guards::Guards;
 use opentelemetry::metrics::Meter;
 use retryscope::Pacer;
+use retryscope::guard::{Gauge, Guard};
 use retryscope::overload::AdaptiveThrottle;
 use retryscope::throttle::Throttle;
 use std::sync::{Arc, Weak};
@@ -13,6 +14,7 @@ use std::sync::{Arc, Weak};
 /// One callback per gauge, reading every dependency's guards at collection
 /// time. The callbacks hold the registry weakly: see [`live`].
 pub(super) fn register_gauges<T: Throttle + 'static>(meter: &Meter, registry: &Arc<Registry<T>>) {
+    register_guard_gauges(meter, registry);
     if registry.budget.is_some() {
         let registry = Arc::downgrade(registry);
         gauges::budget_gauge(meter, move |observe| {
@@ -69,6 +71,34 @@ pub(super) fn register_gauges<T: Throttle + 'static>(meter: &Meter, registry: &A
             for guards in live(&registry) {
                 if let Some(limiter) = &guards.concurrency_limit {
                     observe(u64::from(limiter.in_flight()), &guards.dependency);
+                }
+            }
+        });
+    }
+}
+
+/// The gauges of each dependency's [`Guard`]: which they are, a guard the
+/// factory makes once more here says ([`Guard::gauges`] reports the same
+/// ones from every guard); each is then read from every dependency's guard
+/// at collection time.
+fn register_guard_gauges<T: Throttle + 'static>(meter: &Meter, registry: &Arc<Registry<T>>) {
+    let Some(make) = &registry.guard else { return };
+    let mut published: Vec<&'static Gauge> = Vec::new();
+    make().gauges(&mut |gauge, _| {
+        if !published.iter().any(|known| known.name == gauge.name) {
+            published.push(gauge);
+        }
+    });
+    for gauge in published {
+        let registry = Arc::downgrade(registry);
+        gauges::guard_gauge(meter, gauge, move |observe| {
+            for guards in live(&registry) {
+                if let Some(guard) = &guards.guard {
+                    guard.gauges(&mut |read, value| {
+                        if read.name == gauge.name {
+                            observe(value, &guards.dependency);
+                        }
+                    });
                 }
             }
         });

@@ -44,7 +44,7 @@
 //! ```
 
 use super::BudgetError;
-use crate::guard::{Admission, Attempt, End, Guard};
+use crate::guard::{Admission, Attempt, End, Gauge, Guard};
 use crate::outcome::StopReason;
 use crate::setting::SettingValue;
 use std::fmt;
@@ -128,6 +128,20 @@ impl InFlightBudget {
     }
 }
 
+/// `retryscope.budget.retries_in_flight`: retries planned or running now.
+const IN_FLIGHT: Gauge = Gauge {
+    name: "retryscope.budget.retries_in_flight",
+    description: "Retries and hedge copies of the dependency planned or running now, under its in-flight budget.",
+    unit: "{retry}",
+};
+
+/// `retryscope.budget.retries_in_flight_limit`: how many may be.
+const IN_FLIGHT_LIMIT: Gauge = Gauge {
+    name: "retryscope.budget.retries_in_flight_limit",
+    description: "How many retries of the dependency its in-flight budget lets out now: max(min, share x calls in progress).",
+    unit: "{retry}",
+};
+
 impl Guard for InFlightBudget {
     fn call_started(&self) {
         self.inner.calls.fetch_add(1, Ordering::AcqRel);
@@ -161,6 +175,11 @@ impl Guard for InFlightBudget {
 
     fn call_finished(&self) {
         let _ = self.inner.calls.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        report(&IN_FLIGHT, f64::from(self.in_flight()));
+        report(&IN_FLIGHT_LIMIT, f64::from(self.limit()));
     }
 }
 
