@@ -6,6 +6,7 @@
 mod common;
 
 use common::Refuse;
+use retryscope::budget::InFlightBudget;
 use retryscope::clock::ManualClock;
 use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, Priority};
 use retryscope::pace::{PaceSignal, Quota};
@@ -154,6 +155,12 @@ fn the_scrape_has_the_contract_series() {
     );
     assert!(!sent);
 
+    // A dependency with an in-flight budget (a `Guard`): its gauges come
+    // through `Guard::gauges`, nothing written for them here.
+    let guarded =
+        DependencyGuards::<RetryBudget>::builder().guard(InFlightBudget::envoy).meter(meter.clone()).build();
+    let _guarded = guarded.get("guarded");
+
     let server = prometheus.serve("127.0.0.1:0").expect("serve");
     let response = get(server.local_addr(), "/metrics");
     assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
@@ -210,6 +217,8 @@ fn the_scrape_has_the_contract_series() {
         // The limit of 1 and its one slot held.
         ("retryscope_limit_limit", r#"retryscope_dependency="limited""#, "1"),
         ("retryscope_limit_in_flight", r#"retryscope_dependency="limited""#, "1"),
+        ("retryscope_budget_retries_in_flight", r#"retryscope_dependency="guarded""#, "0"),
+        ("retryscope_budget_retries_in_flight_limit", r#"retryscope_dependency="guarded""#, "3"),
         (
             "retryscope_refused_total",
             r#"retryscope_dependency="limited",retryscope_outcome="throttled",retryscope_priority="sheddable",retryscope_throttle_reason="concurrency_limited""#,
