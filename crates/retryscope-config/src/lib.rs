@@ -48,6 +48,7 @@ mod config;
 mod duration;
 mod error;
 mod handle;
+mod in_flight;
 mod matcher;
 mod names;
 mod schema;
@@ -60,6 +61,7 @@ pub use handle::{
     ACTIVE, CONFIG_ENV, ConfigHandle, ConfigHandleBuilder, HASH, MIN_POLL, RELOADS, RESULT, Reload, SETTLE,
     Watch,
 };
+pub use in_flight::InFlightSettings;
 pub use matcher::Target;
 pub use names::KnownNames;
 pub use settings::{

@@ -40,6 +40,7 @@ pub(crate) struct Block {
     pub(crate) budget: Option<Budget>,
     pub(crate) breaker: Option<Breaker>,
     pub(crate) pacer: Option<Pacer>,
+    pub(crate) in_flight_budget: Option<InFlight>,
     pub(crate) idempotency_keys: Option<bool>,
     pub(crate) priority: Option<PriorityName>,
     pub(crate) fallback: Option<String>,
@@ -107,6 +108,15 @@ pub(crate) struct Pacer {
     pub(crate) adaptive: Option<bool>,
 }
 
+/// `in_flight_budget` ([`crate::InFlightSettings`]).
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InFlight {
+    pub(crate) enabled: Option<bool>,
+    pub(crate) share: Option<f64>,
+    pub(crate) min: Option<u32>,
+}
+
 /// `a` where set, else `b`: a dependency's value over the defaults'.
 fn or<T>(a: Option<T>, b: Option<T>) -> Option<T> {
     a.or(b)
@@ -158,6 +168,11 @@ impl Block {
                 enabled: or(a.enabled, b.enabled),
                 adaptive: or(a.adaptive, b.adaptive),
             }),
+            in_flight_budget: merge(self.in_flight_budget, d.in_flight_budget, |a, b| InFlight {
+                enabled: or(a.enabled, b.enabled),
+                share: or(a.share, b.share),
+                min: or(a.min, b.min),
+            }),
             idempotency_keys: or(self.idempotency_keys, d.idempotency_keys),
             priority: or(self.priority, d.priority),
             fallback: or(self.fallback.clone(), d.fallback.clone()),
@@ -181,6 +196,7 @@ impl Block {
                 "priority" => self.priority = None,
                 "budget" => self.budget = None,
                 "breaker" => self.breaker = None,
+                "in_flight_budget" => self.in_flight_budget = None,
                 _ => {}
             }
         }
@@ -199,6 +215,7 @@ impl Block {
             self.priority.is_some(),
             self.budget.is_some(),
             self.breaker.is_some(),
+            self.in_flight_budget.is_some(),
         ];
         JOB_IGNORED.iter().zip(set).find(|(_, s)| *s).map(|(k, _)| *k)
     }
@@ -206,10 +223,11 @@ impl Block {
 
 /// The keys a job worker does not apply: HTTP/gRPC call settings
 /// (`retry_statuses`, `body_rule`, `hedging`, `idempotency_keys`, `pacer`,
-/// `fallback`, `priority`) and the guards (`budget`, `breaker`: a worker takes
+/// `fallback`, `priority`) and the guards (`budget`, `breaker`,
+/// `in_flight_budget`: a worker takes
 /// its dependency's guards from code, `WorkerBuilder::guards`). Refused on a
 /// `subject` rule; not inherited by one from `defaults`.
-pub(crate) const JOB_IGNORED: [&str; 9] = [
+pub(crate) const JOB_IGNORED: [&str; 10] = [
     "retry_statuses",
     "body_rule",
     "hedging",
@@ -219,6 +237,7 @@ pub(crate) const JOB_IGNORED: [&str; 9] = [
     "priority",
     "budget",
     "breaker",
+    "in_flight_budget",
 ];
 
 fn merge<T: Copy>(a: Option<T>, b: Option<T>, f: impl Fn(T, T) -> T) -> Option<T> {

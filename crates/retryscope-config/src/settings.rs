@@ -6,6 +6,7 @@
 
 use crate::duration::show;
 use crate::error::{ConfigError, ConfigErrorKind};
+use crate::in_flight::InFlightSettings;
 use crate::names::KnownNames;
 use crate::schema::{Block, JitterName, PriorityName};
 use retryscope::breaker::BreakerError;
@@ -125,6 +126,7 @@ pub struct DependencySettings {
     pub(crate) budget: Option<BudgetSettings>,
     pub(crate) breaker: Option<BreakerSettings>,
     pub(crate) pacer: Option<PacerSettings>,
+    pub(crate) in_flight_budget: Option<InFlightSettings>,
     pub(crate) idempotency_keys: Option<bool>,
     pub(crate) priority: Priority,
     pub(crate) fallback: Option<Arc<str>>,
@@ -149,12 +151,14 @@ pub struct GuardKeys {
     pub breaker: bool,
     /// `pacer` is written.
     pub pacer: bool,
+    /// `in_flight_budget` is written.
+    pub in_flight_budget: bool,
 }
 
 impl GuardKeys {
     /// Whether any of them is written.
     pub fn any(&self) -> bool {
-        self.budget || self.breaker || self.pacer
+        self.budget || self.breaker || self.pacer || self.in_flight_budget
     }
 }
 
@@ -244,6 +248,11 @@ impl DependencySettings {
     pub fn pacer(&self) -> Option<PacerSettings> {
         self.pacer
     }
+    /// The in-flight budget's settings; `None`: none from the file (see
+    /// [`InFlightSettings`] for how it meets a guard code gives).
+    pub fn in_flight_budget(&self) -> Option<InFlightSettings> {
+        self.in_flight_budget
+    }
     /// Whether non-idempotent requests without a key get one: `Some` where
     /// the file writes `idempotency_keys`, `None` to leave it to the client's
     /// builder (`idempotency_keys()`).
@@ -281,6 +290,7 @@ impl DependencySettings {
             || self.budget != other.budget
             || self.breaker != other.breaker
             || self.pacer != other.pacer
+            || self.in_flight_budget != other.in_flight_budget
     }
 
     /// One row of the effective table.
@@ -304,14 +314,21 @@ impl DependencySettings {
             self.priority.as_str().to_owned(),
             self.fallback.as_deref().unwrap_or("-").to_owned(),
             // `code`: not written, the client's builder decides.
-            match (self.sets.budget, self.budget) {
-                (false, _) => "code".to_owned(),
-                (true, None) => "off".to_owned(),
-                (true, Some(b)) => fields(&[
-                    ("ratio", b.ratio.map(|v| v.to_string())),
-                    ("min", b.min_per_second.map(|v| format!("{v}/s"))),
-                    ("window", b.window.map(show)),
-                ]),
+            {
+                let budget = match (self.sets.budget, self.budget) {
+                    (false, _) => "code".to_owned(),
+                    (true, None) => "off".to_owned(),
+                    (true, Some(b)) => fields(&[
+                        ("ratio", b.ratio.map(|v| v.to_string())),
+                        ("min", b.min_per_second.map(|v| format!("{v}/s"))),
+                        ("window", b.window.map(show)),
+                    ]),
+                };
+                // The in-flight budget, where the file gives one, in the same cell.
+                match self.in_flight_budget {
+                    Some(in_flight) => format!("{budget}+{}", in_flight.cell()),
+                    None => budget,
+                }
             },
             match (self.sets.breaker, self.breaker) {
                 (false, _) => "code".to_owned(),
@@ -612,6 +629,7 @@ pub(crate) fn resolve(
         Some(x) if x.enabled == Some(false) => None,
         x => Some(PacerSettings { adaptive: x.and_then(|x| x.adaptive).unwrap_or(false) }),
     };
+    let in_flight_budget = InFlightSettings::of(b.in_flight_budget)?;
     Ok(DependencySettings {
         name,
         matcher,
@@ -625,6 +643,7 @@ pub(crate) fn resolve(
         budget,
         breaker,
         pacer,
+        in_flight_budget,
         idempotency_keys: b.idempotency_keys,
         priority: match b.priority {
             Some(PriorityName::Sheddable) => Priority::Sheddable,
@@ -635,6 +654,7 @@ pub(crate) fn resolve(
             budget: b.budget.is_some(),
             breaker: b.breaker.is_some(),
             pacer: b.pacer.is_some(),
+            in_flight_budget: b.in_flight_budget.is_some(),
         },
         attempt_timeout_set: b.attempt_timeout.is_some(),
         job: false,

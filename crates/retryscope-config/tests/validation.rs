@@ -230,3 +230,34 @@ fn retried_statuses_are_checked_and_replace_the_default_set() {
     let d = c.defaults();
     assert!(d.classifier().retries(429) && !d.classifier().retries(500));
 }
+
+#[test]
+fn an_in_flight_budget_is_read_inherited_and_refused_loudly_when_out_of_range() {
+    let c = toml(
+        "[defaults]\nin_flight_budget = { min = 5 }\n[dependencies.pay]\nhost = \"pay\"\nin_flight_budget = { share = 0.1 }\n\
+         [dependencies.off]\nhost = \"off\"\nin_flight_budget = { enabled = false }\n",
+    )
+    .unwrap();
+    let pay = c.dependencies().find(|d| d.name() == Some("pay")).unwrap();
+    let settings = pay.in_flight_budget().unwrap();
+    // The share its own, the floor the defaults'.
+    assert_eq!((settings.share, settings.min), (0.1, 5));
+    assert!(pay.sets().in_flight_budget);
+    let off = c.dependencies().find(|d| d.name() == Some("off")).unwrap();
+    assert_eq!(off.in_flight_budget(), None);
+    assert!(off.sets().in_flight_budget, "written, as off");
+    assert!(c.table().contains("code+in_flight=10%/min=5"), "{}", c.table());
+    for (written, key) in [
+        ("in_flight_budget = { share = 0.0 }", "share"),
+        ("in_flight_budget = { share = 1.5 }", "share"),
+        ("in_flight_budget = { min = 100001 }", "min"),
+    ] {
+        let e = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap_err();
+        assert_eq!(e.kind(), ConfigErrorKind::OutOfRange, "{e}");
+        assert_eq!(e.path(), format!("dependencies.pay.in_flight_budget.{key}"), "{e}");
+        assert_eq!(e.location().map(|l| l.line), Some(3), "{e}");
+        assert!(e.source().is_some(), "the engine's BudgetError is kept: {e}");
+    }
+    let e = toml("[dependencies.pay]\nhost = \"pay\"\nin_flight_budget = { shares = 0.2 }\n").unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Syntax, "{e}");
+}

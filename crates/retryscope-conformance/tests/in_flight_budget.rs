@@ -15,7 +15,8 @@ use std::time::Duration;
 
 mod common;
 
-use common::{BOTH, Call, Setup};
+use common::{BOTH, Call, Integration, Setup};
+use retryscope_config::{ConfigHandle, Format, KnownNames};
 use retryscope_test_support::telemetry::Telemetry;
 
 /// Retries the server is handling now, and the most it handled at once.
@@ -115,6 +116,36 @@ async fn at_most_a_fifth_of_the_calls_in_progress_have_a_retry_at_the_server() {
     assert_eq!((budget.in_flight(), budget.calls()), (0, 0));
 }
 
+/// Four attempts 20 ms apart, no jitter, within 5 s.
+fn four_attempts() -> Policy {
+    Policy::builder()
+        .max_attempts(4)
+        .base_delay(Duration::from_millis(20))
+        .max_delay(Duration::from_millis(20))
+        .jitter(Jitter::None)
+        .deadline(Duration::from_secs(5))
+        .build()
+        .expect("valid policy")
+}
+
+/// Fifty concurrent GETs of `url` through `client`; each gives up on the
+/// down service.
+async fn fifty_through(integration: Integration, client: &Arc<common::Client>, url: &str) {
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let (client, url) = (Arc::clone(client), url.to_owned());
+            tokio::spawn(async move { client.send(Call::new(http::Method::GET, url)).await })
+        })
+        .collect();
+    for call in calls {
+        let answer = call.await.expect("no panic");
+        assert!(
+            answer.is_err() || answer.as_ref().is_ok_and(|r| r.status == 503),
+            "{integration:?}: {answer:?}"
+        );
+    }
+}
+
 /// Through either integration: `guard_per_dependency(InFlightBudget::envoy)`
 /// puts one budget on each dependency's calls; the server sees at most a
 /// fifth of the fifty calls retrying at once (the `retry-attempt` header the
@@ -125,33 +156,13 @@ async fn each_integration_gives_each_dependency_its_own_in_flight_budget() {
         let retries = Retries::default();
         let url = down_on(retries.clone(), "retry-attempt").await;
         let telemetry = Telemetry::install();
-        let policy = Policy::builder()
-            .max_attempts(4)
-            .base_delay(Duration::from_millis(20))
-            .max_delay(Duration::from_millis(20))
-            .jitter(Jitter::None)
-            .deadline(Duration::from_secs(5))
-            .build()
-            .expect("valid policy");
-        let setup = Setup::new(policy)
+        let setup = Setup::new(four_attempts())
             .meter(&telemetry)
             .no_breaker()
             .no_budget()
             .guard_per_dependency(InFlightBudget::envoy);
         let client = Arc::new(integration.client(setup));
-        let calls: Vec<_> = (0..50)
-            .map(|_| {
-                let (client, url) = (Arc::clone(&client), url.clone());
-                tokio::spawn(async move { client.send(Call::new(http::Method::GET, url)).await })
-            })
-            .collect();
-        for call in calls {
-            let answer = call.await.expect("no panic");
-            assert!(
-                answer.is_err() || answer.as_ref().is_ok_and(|r| r.status == 503),
-                "{integration:?}: {answer:?}"
-            );
-        }
+        fifty_through(integration, &client, &url).await;
         let peak = retries.peak.load(Ordering::SeqCst);
         println!(
             "{integration:?}: at most {peak} retries at the server at once ({} in all)",
@@ -163,5 +174,44 @@ async fn each_integration_gives_each_dependency_its_own_in_flight_budget() {
         // All calls over: none in flight, and the limit back at its floor.
         assert_eq!(gauge("retryscope.budget.retries_in_flight"), Some(0.0), "{integration:?}");
         assert_eq!(gauge("retryscope.budget.retries_in_flight_limit"), Some(3.0), "{integration:?}");
+    }
+}
+
+/// From a configuration file: `in_flight_budget = { share = 0.2, min = 3 }`
+/// caps the retries of the dependency it names; a reload to
+/// `enabled = false` lifts the cap for the next calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_files_in_flight_budget_caps_retries_until_a_reload_turns_it_off() {
+    let file = |in_flight: &str| {
+        format!(
+            "[dependencies.inventory]\npath_prefix = \"/inventory\"\nattempts = 4\n\
+             backoff = {{ initial = \"20ms\", max = \"20ms\" }}\njitter = \"none\"\nin_flight_budget = {in_flight}\n"
+        )
+    };
+    for integration in BOTH {
+        let known = KnownNames::new();
+        let config = retryscope_config::Config::parse(
+            &file("{ share = 0.2, min = 3 }"),
+            Format::Toml,
+            "f.toml",
+            &known,
+        )
+        .expect("valid");
+        assert!(config.table().contains("in_flight=20%/min=3"), "{}", config.table());
+        let handle = ConfigHandle::builder(known).config(config).build().expect("a handle");
+        let setup = Setup::new(four_attempts()).no_breaker().no_budget().config(handle.clone());
+        let client = Arc::new(integration.client(setup));
+
+        let capped = Retries::default();
+        fifty_through(integration, &client, &down_on(capped.clone(), "retry-attempt").await).await;
+        let peak = capped.peak.load(Ordering::SeqCst);
+        assert!((3..=10).contains(&peak), "{integration:?}: {peak} retries at once under the file's budget");
+
+        handle.reload_from_str(&file("{ enabled = false }"), Format::Toml).expect("a valid reload");
+        let free = Retries::default();
+        fifty_through(integration, &client, &down_on(free.clone(), "retry-attempt").await).await;
+        let uncapped = free.peak.load(Ordering::SeqCst);
+        println!("{integration:?}: file's in-flight budget: {peak} retries at once; turned off: {uncapped}");
+        assert!(uncapped > 20, "{integration:?}: {uncapped} retries at once with the budget off");
     }
 }

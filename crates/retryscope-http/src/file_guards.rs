@@ -1,6 +1,8 @@
-//! A configured client's guards from its file: the budget, breaker and pacer
-//! of each dependency the file names, and of the calls no dependency
-//! matches where the `defaults` write `budget`, `breaker` or `pacer`.
+//! A configured client's guards from its file: the budget, breaker, pacer
+//! and in-flight budget of each dependency the file names, and of the calls
+//! no dependency matches where the `defaults` write one of them. The file's
+//! in-flight budget goes beside the guards code gives with
+//! `guard_per_dependency`, never instead of them.
 //!
 //! - **Where they are kept.** Each named dependency has one set of guards,
 //!   shared by every call of it whatever host it reaches, and reported
@@ -37,7 +39,7 @@
 
 use crate::configured::CallConfig;
 use crate::settings::ClientSettings;
-use retryscope::budget::BudgetShare;
+use retryscope::budget::{BudgetShare, InFlightBudget};
 use retryscope::guard::Guard;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
@@ -376,8 +378,22 @@ impl<T: Throttle + 'static> Slot<T> {
             (true, None) => None,
             (true, Some(p)) => Some(Arc::new(move || p.build())),
         };
-        let guards =
-            code.registry().budget_factory(budget).breaker_factory(breaker).pacer_factory(pacer).build();
+        // The file's in-flight budget goes beside the guards code gives (the
+        // file cannot see inside those to replace one).
+        let guard = match settings.in_flight_budget() {
+            Some(in_flight) => Some(retryscope_otel::and_guard(code.guard.clone(), move || {
+                // Checked when the file loaded: it cannot fail here.
+                in_flight.build().unwrap_or_else(|_| InFlightBudget::envoy())
+            })),
+            None => code.guard.clone(),
+        };
+        let guards = code
+            .registry()
+            .budget_factory(budget)
+            .breaker_factory(breaker)
+            .pacer_factory(pacer)
+            .guard_factory(guard)
+            .build();
         Self { settings: Arc::clone(settings), guards }
     }
 }
