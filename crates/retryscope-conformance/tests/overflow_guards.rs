@@ -10,8 +10,8 @@
 //!
 //! A binary of its own: it fills the process's table of dependency names.
 
+use retryscope::dependency::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency};
 use retryscope::{CircuitBreaker, Pacer, Policy, StopReason};
-use retryscope_otel::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency};
 use retryscope_test_support::telemetry::Telemetry;
 use retryscope_test_support::{Reply, Server};
 use retryscope_tower::RetryOptions;

@@ -40,6 +40,7 @@
 use crate::configured::CallConfig;
 use crate::settings::ClientSettings;
 use retryscope::budget::{BudgetShare, InFlightBudget};
+use retryscope::dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards};
 use retryscope::guard::Guard;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
@@ -47,7 +48,6 @@ use retryscope::pace::PaceShare;
 use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
-use retryscope_otel::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
@@ -111,6 +111,19 @@ impl<T: Throttle + 'static> CodeFactories<T> {
             .concurrency_limit_factory(self.concurrency_limit.clone())
             .guard_factory(self.guard.clone())
             .hedge_template(self.hedge.clone())
+    }
+
+    /// The client's own registry, made by these factories, its gauges
+    /// published on `meter` where telemetry is on.
+    pub fn build(&self, meter: Option<&opentelemetry::metrics::Meter>) -> DependencyGuards<T>
+    where
+        T: Send + Sync,
+    {
+        let registry = self.registry().build();
+        if let Some(meter) = meter {
+            retryscope_otel::publish_dependency_gauges(meter, &registry);
+        }
+        registry
     }
 }
 
@@ -195,10 +208,19 @@ impl<T: Throttle + 'static> FileGuards<T> {
             }),
         });
         if let Some(meter) = meter {
+            // The gauges of the guards a file's sets may have: the code's,
+            // and the file's in-flight budget's.
+            let guard_gauges = DependencyGuards::<T>::builder()
+                .guard_factory(Some(retryscope::dependency::and_guard(
+                    inner.code.guard.clone(),
+                    InFlightBudget::envoy,
+                )))
+                .build()
+                .guard_gauges()
+                .to_vec();
             let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
-            retryscope_otel::register_guard_gauges(meter, move || {
-                weak.upgrade().map(|inner| inner.all()).unwrap_or_default()
-            });
+            let live = move || weak.upgrade().map(|inner| inner.all()).unwrap_or_default();
+            retryscope_otel::register_guard_gauges(meter, live, &guard_gauges);
         }
         Self { inner }
     }
@@ -381,7 +403,7 @@ impl<T: Throttle + 'static> Slot<T> {
         // The file's in-flight budget goes beside the guards code gives (the
         // file cannot see inside those to replace one).
         let guard = match settings.in_flight_budget() {
-            Some(in_flight) => Some(retryscope_otel::and_guard(code.guard.clone(), move || {
+            Some(in_flight) => Some(retryscope::dependency::and_guard(code.guard.clone(), move || {
                 // Checked when the file loaded: it cannot fail here.
                 in_flight.build().unwrap_or_else(|_| InFlightBudget::envoy())
             })),

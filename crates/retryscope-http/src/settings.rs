@@ -10,11 +10,12 @@ use http::HeaderName;
 use opentelemetry::metrics::Meter;
 use retryscope::budget::BudgetShare;
 use retryscope::classify::HttpClassifier;
+use retryscope::dependency::Factory;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
-use retryscope_otel::{ATTEMPT_HEADER, Factory, MeterChoice, OtelObserver, REQUEST_ID_HEADER, RetryLog};
+use retryscope_otel::{ATTEMPT_HEADER, MeterChoice, OtelObserver, REQUEST_ID_HEADER, RetryLog};
 use std::fmt;
 use std::sync::Arc;
 
@@ -361,7 +362,7 @@ macro_rules! __shared_setters {
             make: impl Fn() -> G + Send + Sync + 'static,
         ) -> Self {
             let first = self.$($field).+.guard.take();
-            self.$($field).+.guard = Some(retryscope_otel::and_guard(first, make));
+            self.$($field).+.guard = Some(retryscope::dependency::and_guard(first, make));
             self
         }
     };

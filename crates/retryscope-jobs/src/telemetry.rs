@@ -31,8 +31,8 @@ pub const OUTCOME_ATTR: &str = "retryscope.job.outcome";
 /// The dead-letter reason attribute.
 pub const DEAD_REASON_ATTR: &str = "retryscope.job.dead_reason";
 /// The OpenTelemetry messaging destination attribute: on metrics, the
-/// subject bounded by [`retryscope_otel::bounded_destination`] (at most
-/// [`retryscope_otel::MAX_DESTINATIONS`] values, then `_OTHER`); on spans, the
+/// subject bounded by [`retryscope::dependency::bounded_destination`] (at most
+/// [`retryscope::dependency::MAX_DESTINATIONS`] values, then `_OTHER`); on spans, the
 /// subject itself.
 pub const DESTINATION_ATTR: &str = "messaging.destination.name";
 /// The messaging system, as the conventions name NATS.
@@ -136,7 +136,7 @@ impl JobTelemetry {
 fn destination(subject: &str) -> KeyValue {
     KeyValue::new(
         DESTINATION_ATTR,
-        opentelemetry::StringValue::from(retryscope_otel::bounded_destination(subject)),
+        opentelemetry::StringValue::from(retryscope::dependency::bounded_destination(subject)),
     )
 }
 

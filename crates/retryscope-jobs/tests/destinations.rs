@@ -22,7 +22,7 @@ async fn destinations_beyond_the_cap_are_reported_as_other() {
     let prefix = stream.to_lowercase();
     let config = NatsQueueConfig::new(&stream, [format!("{prefix}.>")], "workers");
     let queue = NatsQueue::open(client, config).await.expect("streams and consumer");
-    let subjects = retryscope_otel::MAX_DESTINATIONS + 20;
+    let subjects = retryscope::dependency::MAX_DESTINATIONS + 20;
     let worker = Worker::builder(queue.clone(), policy, |_job: Job| async { Ok::<(), TestError>(()) })
         .concurrency(32)
         .build()
@@ -39,8 +39,8 @@ async fn destinations_beyond_the_cap_are_reported_as_other() {
     running.stop().await;
     assert!(all, "{} of {subjects} succeeded", stats.count(JobOutcome::Succeeded));
     let (values, _) = telemetry.series(DELIVERIES, DESTINATION_ATTR);
-    assert!(values.contains(retryscope_otel::OVERFLOW), "{values:?}");
-    assert!(values.len() <= retryscope_otel::MAX_DESTINATIONS + 1, "{} destinations", values.len());
+    assert!(values.contains(retryscope::dependency::OVERFLOW), "{values:?}");
+    assert!(values.len() <= retryscope::dependency::MAX_DESTINATIONS + 1, "{} destinations", values.len());
     assert_eq!(
         telemetry.counter(DELIVERIES, &[(OUTCOME_ATTR, "succeeded")]),
         subjects as u64,

@@ -4,11 +4,11 @@
 
 mod support;
 
+use retryscope::dependency::DependencyGuards;
 use retryscope::{CircuitBreaker, Jitter, Policy};
 use retryscope_idempotency::store::{Claim, Completion, Ticket};
 use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, MemoryStore, StoreError};
 use retryscope_jobs::{DeadLetterStore, Job, JobOutcome, Producer, Replayed, Worker, dead};
-use retryscope_otel::DependencyGuards;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};

@@ -4,10 +4,12 @@
 //! The SDK calls the callbacks at each collection, so reading the state costs
 //! nothing on the request path.
 
-use crate::bounded::OVERFLOW;
 use crate::names;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, ObservableGauge};
+use retryscope::dependency::OVERFLOW;
+use retryscope::guard::Gauge;
+use retryscope::overload::AdaptiveThrottle;
 use retryscope::throttle::Throttle;
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ use std::sync::Arc;
 ///
 /// Register once per breaker; several dependencies share the instrument and
 /// differ by their `retryscope.dependency` attribute. Integrations that keep a
-/// breaker per dependency use [`DependencyGuards`](crate::DependencyGuards),
+/// breaker per dependency use [`DependencyGuards`](retryscope::dependency::DependencyGuards),
 /// which reports them all through one callback and stops when it is dropped.
 ///
 /// ```
@@ -69,12 +71,15 @@ where
     register_budget_gauge(meter, dependency, move || throttle.available())
 }
 
-/// Registers `retryscope.budget.available`, `retryscope.breaker.state` and
-/// `retryscope.pace.rate` for guards a registry of its own keeps (a
-/// configured client's guards from a file), read at each collection from
+/// Registers the gauges of guards kept per dependency —
+/// `retryscope.budget.available`, `retryscope.breaker.state`,
+/// `retryscope.pace.rate`, `retryscope.overload.accepted_ratio`,
+/// `retryscope.limit.limit`, `retryscope.limit.in_flight`, and
+/// `guard_gauges`, those the dependencies' [`Guard`](retryscope::guard::Guard)s
+/// publish — read at each collection from
 /// the guards `live` lists then, each under its
-/// [`dependency`](crate::Guards::dependency) name — as
-/// [`DependencyGuards`](crate::DependencyGuards) reports its own. `live`
+/// [`dependency`](retryscope::dependency::Guards::dependency) name — as
+/// [`DependencyGuards`](retryscope::dependency::DependencyGuards) reports its own. `live`
 /// should hold its registry weakly (OpenTelemetry keeps the callbacks for
 /// the meter provider's lifetime) and list a bounded number of guards.
 ///
@@ -86,14 +91,15 @@ where
 /// flight). One series each would collide: they carry the same attributes.
 pub fn register_guard_gauges<T: Throttle + 'static>(
     meter: &Meter,
-    live: impl Fn() -> Vec<Arc<crate::Guards<T>>> + Send + Sync + 'static,
+    live: impl Fn() -> Vec<Arc<retryscope::dependency::Guards<T>>> + Send + Sync + 'static,
+    guard_gauges: &[&'static Gauge],
 ) {
     let live = Arc::new(live);
     let budgets = Arc::clone(&live);
     budget_gauge(meter, move |observe| {
         for guards in budgets() {
             if let Some(budget) = guards.budget() {
-                observe(budget.available(), &guards.dependency);
+                observe(budget.available(), guards.label());
             }
         }
     });
@@ -101,17 +107,78 @@ pub fn register_guard_gauges<T: Throttle + 'static>(
     breaker_gauge(meter, move |observe| {
         for guards in breakers() {
             if let Some(breaker) = guards.breaker() {
-                observe(breaker.state().as_gauge(), &guards.dependency);
+                observe(breaker.state().as_gauge(), guards.label());
             }
         }
     });
+    let pacers = Arc::clone(&live);
     pace_gauge(meter, move |observe| {
-        for guards in live() {
+        for guards in pacers() {
             if let Some(rate) = guards.pacer().and_then(retryscope::Pacer::allowed_rate) {
-                observe(rate, &guards.dependency);
+                observe(rate, guards.label());
             }
         }
     });
+    let throttles = Arc::clone(&live);
+    accept_ratio_gauge(meter, move |observe| {
+        for guards in throttles() {
+            if let Some(ratio) = guards.adaptive_throttle().and_then(AdaptiveThrottle::accept_ratio) {
+                observe(ratio, guards.label());
+            }
+        }
+    });
+    let limits = Arc::clone(&live);
+    limit_gauge(meter, move |observe| {
+        for guards in limits() {
+            if let Some(limiter) = guards.concurrency_limit() {
+                observe(u64::from(limiter.limit()), guards.label());
+            }
+        }
+    });
+    let slots = Arc::clone(&live);
+    in_flight_gauge(meter, move |observe| {
+        for guards in slots() {
+            if let Some(limiter) = guards.concurrency_limit() {
+                observe(u64::from(limiter.in_flight()), guards.label());
+            }
+        }
+    });
+    for gauge in guard_gauges.iter().copied() {
+        let read = Arc::clone(&live);
+        guard_gauge(meter, gauge, move |observe| {
+            for guards in read() {
+                if let Some(guard) = guards.guards() {
+                    guard.gauges(&mut |published, value| {
+                        if published.name == gauge.name {
+                            observe(value, guards.label());
+                        }
+                    });
+                }
+            }
+        });
+    }
+}
+
+/// Publishes the gauges of every dependency `registry` keeps, now and later,
+/// on `meter` ([`register_guard_gauges`] with the registry's reader and its
+/// guards' gauges). The callbacks hold the registry weakly
+/// ([`DependencyGuards::live`](retryscope::dependency::DependencyGuards::live)):
+/// dropping its last clone frees the guards and ends the reports, although
+/// OpenTelemetry keeps callbacks for the meter provider's lifetime. With the
+/// global provider's meter and no provider installed, this costs nothing.
+///
+/// ```
+/// use retryscope::dependency::DependencyGuards;
+/// use retryscope::{CircuitBreaker, RetryBudget};
+///
+/// let guards = DependencyGuards::builder().budget(RetryBudget::new).breaker(CircuitBreaker::new).build();
+/// retryscope_otel::publish_dependency_gauges(&opentelemetry::global::meter("my-client"), &guards);
+/// ```
+pub fn publish_dependency_gauges<T: Throttle + Send + Sync + 'static>(
+    meter: &Meter,
+    registry: &retryscope::dependency::DependencyGuards<T>,
+) {
+    register_guard_gauges(meter, registry.live(), registry.guard_gauges());
 }
 
 /// `retryscope.breaker.state` with a callback that reports any number of
@@ -230,7 +297,7 @@ pub(crate) fn in_flight_gauge(
 /// one `_OTHER` series).
 pub(crate) fn guard_gauge(
     meter: &Meter,
-    gauge: &'static retryscope::guard::Gauge,
+    gauge: &'static Gauge,
     report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
 ) -> ObservableGauge<f64> {
     meter

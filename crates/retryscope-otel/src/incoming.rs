@@ -8,12 +8,12 @@
 //! so an operator sees the share of a service's traffic that is retries of
 //! retries next to its own retry ratio.
 
-use crate::bounded::NameTable;
 use crate::names;
 use crate::observer::scope;
 use http::{HeaderMap, HeaderName};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Meter};
+use retryscope::dependency::NameTable;
 use std::sync::{Arc, LazyLock};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -205,7 +205,8 @@ impl IncomingRequests {
 /// assert_eq!(&*label, "/orders/{id}");
 /// ```
 pub fn bounded_route(route: &str) -> Arc<str> {
-    static ROUTES: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(crate::MAX_DEPENDENCIES));
+    static ROUTES: LazyLock<NameTable> =
+        LazyLock::new(|| NameTable::new(retryscope::dependency::MAX_DEPENDENCIES));
     ROUTES.intern(route)
 }
 

@@ -1,9 +1,9 @@
 //! Bounded attribute values, built without allocating on the hot path.
 
-use crate::bounded::{bounded_dependency, bounded_operation};
 use crate::names;
 use opentelemetry::KeyValue;
 use retryscope::ErrorType;
+use retryscope::dependency::{bounded_dependency, bounded_operation};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::thread::LocalKey;
@@ -73,7 +73,7 @@ pub(crate) use with_attrs;
 /// The common attributes of one operation: `retryscope.dependency` and, when set,
 /// `retryscope.operation`. Both go through the process-wide bounded tables, so a
 /// name seen before costs a lookup and no allocation, and no more than
-/// [`MAX_DEPENDENCIES`](crate::MAX_DEPENDENCIES) values (plus `_OTHER`) of each
+/// [`MAX_DEPENDENCIES`](retryscope::dependency::MAX_DEPENDENCIES) values (plus `_OTHER`) of each
 /// are ever reported; each record then clones them, a reference-count increment.
 #[derive(Debug, Clone)]
 pub(crate) struct Common {

@@ -115,10 +115,7 @@
 //! [docs/telemetry.md]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod bounded;
-mod dependency;
 mod gauges;
-mod guards;
 mod incoming;
 mod labels;
 mod log;
@@ -137,15 +134,10 @@ mod spans;
 pub mod telemetry_state;
 mod upstream;
 
-pub use bounded::{
-    MAX_DEPENDENCIES, MAX_DESTINATIONS, OVERFLOW, bounded_dependency, bounded_destination, bounded_operation,
-    dependency_name,
-};
-pub use dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, MAX_PORTS_PER_HOST, and_guard};
 pub use gauges::{
-    register_breaker_gauge, register_budget_gauge, register_guard_gauges, register_throttle_gauge,
+    publish_dependency_gauges, register_breaker_gauge, register_budget_gauge, register_guard_gauges,
+    register_throttle_gauge,
 };
-pub use guards::{Guardable, Guards};
 pub use incoming::{
     ATTEMPT_HEADER, ENVOY_ATTEMPT_HEADER, EXHAUSTED_HEADER, GRPC_PREVIOUS_ATTEMPTS, IncomingAttempt,
     IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,

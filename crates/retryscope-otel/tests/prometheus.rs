@@ -8,10 +8,11 @@ mod common;
 use common::Refuse;
 use retryscope::budget::InFlightBudget;
 use retryscope::clock::ManualClock;
+use retryscope::dependency::DependencyGuards;
 use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, Priority};
 use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, StopReason, Verdict};
-use retryscope_otel::{DependencyGuards, PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
+use retryscope_otel::{PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
@@ -76,8 +77,8 @@ fn the_scrape_has_the_contract_series() {
             let clock = clock.clone();
             move || Pacer::with_clock(clock.clone())
         })
-        .meter(meter.clone())
         .build();
+    retryscope_otel::publish_dependency_gauges(&meter, &guards);
     let paced = guards.get("api");
     let pacer = paced.pacer().expect("a pacer per dependency");
     pacer.learn(&PaceSignal::none().with_quota(Quota::new(2, Duration::from_secs(4))));
@@ -100,8 +101,8 @@ fn the_scrape_has_the_contract_series() {
             let clock = clock.clone();
             move || AdaptiveThrottle::builder().clock(clock.clone()).build().expect("valid")
         })
-        .meter(meter.clone())
         .build();
+    retryscope_otel::publish_dependency_gauges(&meter, &overloaded);
     let guards_of = overloaded.get("overloaded");
     let throttle = guards_of.adaptive_throttle().expect("a throttle per dependency");
     for n in 0..4 {
@@ -132,8 +133,8 @@ fn the_scrape_has_the_contract_series() {
         .concurrency_limit(|| {
             ConcurrencyLimiter::new(Aimd::builder().initial_limit(1).min_limit(1).build().expect("valid"))
         })
-        .meter(meter.clone())
         .build();
+    retryscope_otel::publish_dependency_gauges(&meter, &limited);
     let guards_of = limited.get("limited");
     let limiter = guards_of.concurrency_limit().expect("a limit per dependency");
     let held = limiter.try_acquire(Priority::Critical).expect("a free slot");
@@ -157,8 +158,8 @@ fn the_scrape_has_the_contract_series() {
 
     // A dependency with an in-flight budget (a `Guard`): its gauges come
     // through `Guard::gauges`, nothing written for them here.
-    let guarded =
-        DependencyGuards::<RetryBudget>::builder().guard(InFlightBudget::envoy).meter(meter.clone()).build();
+    let guarded = DependencyGuards::<RetryBudget>::builder().guard(InFlightBudget::envoy).build();
+    retryscope_otel::publish_dependency_gauges(&meter, &guarded);
     let _guarded = guarded.get("guarded");
 
     let server = prometheus.serve("127.0.0.1:0").expect("serve");

@@ -69,12 +69,8 @@ impl<T> RetryMiddlewareBuilder<T> {
         // factories for the keys the file leaves to code.
         let file_guards =
             settings.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
-        let guards = code.registry();
+        let guards = code.build(meter.as_ref());
         let fallbacks = settings.fallbacks.build(meter.as_ref());
-        let guards = match meter {
-            Some(meter) => guards.meter(meter),
-            None => guards,
-        };
         RetryMiddleware {
             policy: self.policy,
             classifier: settings.classifier,
@@ -84,7 +80,7 @@ impl<T> RetryMiddlewareBuilder<T> {
             file_guards,
             telemetry,
             retry_log,
-            dependencies: guards.build(),
+            dependencies: guards,
             attempt_header: settings.attempt_header,
             request_id_header: settings.request_id_header,
             one_layer: settings.one_layer,

@@ -67,7 +67,7 @@ impl Middleware for FaultMiddleware {
             let url = request.url();
             // As the retry middleware names it: `Url::port` is `None` for the scheme's port.
             let dependency =
-                retryscope_otel::dependency_name(url.host_str().unwrap_or_default(), url.port(), None);
+                retryscope::dependency::dependency_name(url.host_str().unwrap_or_default(), url.port(), None);
             self.faults.decide(&Target::new(&dependency, url.path()).with_headers(request.headers()))
         };
         let Some(kind) = kind else { return next.run(request, extensions).await };

@@ -10,6 +10,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
+use retryscope::dependency::DependencyGuards;
 use retryscope::hedge::Hedgeable;
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
@@ -20,7 +21,7 @@ use retryscope_http::__private::rule::SharedRule;
 use retryscope_http::__private::shape::{Shaped, shape};
 use retryscope_http::__private::{ClientSettings, NotReplayable};
 use retryscope_http::{NotRetried, RetryOptions};
-use retryscope_otel::{DependencyGuards, OtelObserver, RetryLog, Upstream};
+use retryscope_otel::{OtelObserver, RetryLog, Upstream};
 use std::fmt;
 use std::sync::Arc;
 
@@ -59,10 +60,10 @@ use std::sync::Arc;
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
 ///   every clone of the client; the breaker counts no 429, since a rate limit
 ///   is not an outage. At most
-///   [`MAX_DEPENDENCIES`](retryscope_otel::MAX_DEPENDENCIES) dependencies are
+///   [`MAX_DEPENDENCIES`](retryscope::dependency::MAX_DEPENDENCIES) dependencies are
 ///   told apart in telemetry; further hosts share the label `_OTHER` but not
 ///   the guards: each keeps its own, the 1,000 used last
-///   ([`DependencyGuards`](retryscope_otel::DependencyGuards)).
+///   ([`DependencyGuards`](retryscope::dependency::DependencyGuards)).
 /// - **Telemetry**: the metrics and spans of the [telemetry contract], with HTTP
 ///   client attempt spans, the budget and breaker gauges of every dependency,
 ///   and the W3C `traceparent` of each attempt on the wire. Build the middleware

@@ -44,7 +44,7 @@ async fn five_thousand_hosts_make_at_most_a_thousand_and_one_series() {
     }
     assert_eq!(server.seen().len(), HOSTS, "every call went out");
 
-    let cap = retryscope_otel::MAX_DEPENDENCIES;
+    let cap = retryscope::dependency::MAX_DEPENDENCIES;
     for metric in ["retryscope.requests", "retryscope.request.duration", "retryscope.attempt.duration"] {
         let (names, series) = t.series(metric, DEPENDENCY);
         println!("{metric}: {series} series, {} dependency values", names.len());

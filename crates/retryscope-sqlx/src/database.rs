@@ -6,9 +6,10 @@ use crate::statement::StatementBuilder;
 use crate::telemetry_state::{Off, On};
 use crate::transaction::TransactionBuilder;
 use opentelemetry::metrics::Meter;
+use retryscope::dependency::{DependencyGuards, Factory, Guards};
 use retryscope::{CircuitBreaker, Policy, RetryBudget};
 use retryscope_config::ConfigHandle;
-use retryscope_otel::{DependencyGuards, Factory, Guards, MeterChoice, OtelObserver, RetryLog};
+use retryscope_otel::{MeterChoice, OtelObserver, RetryLog};
 use sqlx::PgPool;
 use std::fmt;
 use std::marker::PhantomData;
@@ -247,12 +248,11 @@ impl<T> DatabaseBuilder<T> {
     pub fn build(self) -> Database {
         let target = Target::of(&self.pool);
         let (meter, observer, retry_log) = self.meter.observers(self.retry_log, false);
-        let mut registry =
-            DependencyGuards::builder().budget_factory(self.budget).breaker_factory(self.breaker);
-        if let Some(meter) = meter {
-            registry = registry.meter(meter);
+        let registry =
+            DependencyGuards::builder().budget_factory(self.budget).breaker_factory(self.breaker).build();
+        if let Some(meter) = &meter {
+            retryscope_otel::publish_dependency_gauges(meter, &registry);
         }
-        let registry = registry.build();
         let guards = registry.get(self.dependency.as_deref().unwrap_or(&target.dependency));
         let inner = Inner {
             pool: self.pool,

@@ -8,9 +8,9 @@ use crate::settings::Settings;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
+use retryscope::dependency::Factory;
 use retryscope_http::__private::ClientSettings;
 use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
-use retryscope_otel::Factory;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -166,14 +166,10 @@ impl TowerSettings {
         // factories for the keys the file leaves to code.
         let file_guards =
             shared.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
-        let guards = code.registry();
+        let guards = code.build(meter.as_ref());
         // One registry for HTTP and gRPC: a gRPC call reads the fallback's
         // `http::Response` as gRPC (`grpc::fallback`).
         let fallbacks = shared.fallbacks.build(meter.as_ref());
-        let guards = match meter {
-            Some(meter) => guards.meter(meter),
-            None => guards,
-        };
         RetryLayer {
             settings: Arc::new(Settings {
                 policy,
@@ -184,7 +180,7 @@ impl TowerSettings {
                 file_guards,
                 telemetry,
                 retry_log,
-                guards: guards.build(),
+                guards,
                 replay_limit: self.replay_limit,
                 origin_server: self.origin.as_ref().map(crate::settings::OriginServer::of),
                 origin: self.origin.map(Arc::new),

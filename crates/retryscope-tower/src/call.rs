@@ -16,12 +16,13 @@ use crate::spans::AttemptSpan;
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
+use retryscope::dependency::Guards;
 use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::StopRecorder;
 use retryscope::{Policy, Retryable};
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::RetryOptions;
-use retryscope_otel::{Guards, OtelObserver, OutcomeSlot, Upstream};
+use retryscope_otel::{OtelObserver, OutcomeSlot, Upstream};
 use std::sync::Arc;
 use tower_service::Service;
 
@@ -216,7 +217,7 @@ fn telemetry(
 /// gRPC call's method.
 fn operation(options: &RetryOptions, grpc: Option<&GrpcCall>) -> Option<Arc<str>> {
     match options.operation_name() {
-        Some(operation) => Some(retryscope_otel::bounded_operation(operation)),
+        Some(operation) => Some(retryscope::dependency::bounded_operation(operation)),
         None => grpc.map(GrpcCall::operation),
     }
 }

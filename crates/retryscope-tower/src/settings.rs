@@ -4,11 +4,12 @@ use crate::guard::Guard;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
+use retryscope::dependency::{DependencyGuards, Guards};
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::fallback::Fallbacks;
 use retryscope_http::__private::idempotency::IdempotencyKeys;
 use retryscope_http::__private::rule::SharedRule;
-use retryscope_otel::{DependencyGuards, Guards, OtelObserver, RetryLog};
+use retryscope_otel::{OtelObserver, RetryLog};
 use std::sync::{Arc, OnceLock};
 
 /// What a call resolves to from its layer's file: its settings (`None` for

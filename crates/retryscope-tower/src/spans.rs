@@ -164,7 +164,8 @@ mod tests {
     fn url(uri: &str) -> (String, String, Option<u16>) {
         let uri: Uri = uri.parse().expect("valid uri");
         let server = server(&uri, None);
-        let name = retryscope_otel::dependency_name(server.address, uri.port_u16(), server.default_port);
+        let name =
+            retryscope::dependency::dependency_name(server.address, uri.port_u16(), server.default_port);
         (name, RedactedUrl { origin: server.uri, request: &uri }.to_string(), server.port())
     }
 

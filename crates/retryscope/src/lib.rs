@@ -95,6 +95,7 @@ pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+pub mod dependency;
 mod driver;
 mod error;
 mod future;

@@ -82,7 +82,7 @@ struct Armed {
 /// What a layer knows of one call when it asks [`Faults::decide`].
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
-    /// The dependency as the retry layer names it ([`retryscope_otel::dependency_name`]).
+    /// The dependency as the retry layer names it ([`retryscope::dependency::dependency_name`]).
     pub dependency: &'a str,
     /// The request's path.
     pub path: &'a str,
@@ -176,7 +176,7 @@ impl Faults {
     fn mark(&self, kind: FaultKind, dependency: &str) {
         tracing::Span::current().record(names::FAULT_INJECTED, kind.label());
         if let Some(counter) = &self.inner.injected {
-            let dependency = retryscope_otel::bounded_dependency(dependency);
+            let dependency = retryscope::dependency::bounded_dependency(dependency);
             counter.add(
                 1,
                 &[

@@ -124,7 +124,7 @@ where
         let kind = match self.side {
             Side::Client => {
                 let server = crate::spans::server(request.uri(), self.origin.as_deref());
-                let dependency = retryscope_otel::dependency_name(
+                let dependency = retryscope::dependency::dependency_name(
                     server.address,
                     server.uri.port_u16(),
                     server.default_port,

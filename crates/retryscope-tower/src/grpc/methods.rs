@@ -28,7 +28,7 @@ impl Method {
     pub(crate) fn operation(&self) -> Arc<str> {
         let operation = self
             .operation
-            .get_or_init(|| retryscope_otel::bounded_operation(crate::spans::rpc_method(&self.path)));
+            .get_or_init(|| retryscope::dependency::bounded_operation(crate::spans::rpc_method(&self.path)));
         Arc::clone(operation)
     }
 }
@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_methods_file_settings_are_kept_for_one_configuration() {
-        use retryscope_otel::DependencyGuards;
+        use retryscope::dependency::DependencyGuards;
         let retry = GrpcRetry::new(Policy::interactive());
         let methods = Methods::default();
         let guards = DependencyGuards::<crate::guard::Guard>::builder().build().for_server("svc", None, None);

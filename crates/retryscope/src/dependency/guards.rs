@@ -1,11 +1,14 @@
 //! The guards of one dependency, and how every integration puts them on a
 //! call: [`Guards::guard`], for a retry and a hedge alike.
 
-use retryscope::guard::Guard;
-use retryscope::hedge::{Hedge, HedgePolicy};
-use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
-use retryscope::throttle::Throttle;
-use retryscope::{CircuitBreaker, Pacer, Retry, Shared};
+use crate::breaker::CircuitBreaker;
+use crate::guard::Guard;
+use crate::hedge::{Hedge, HedgePolicy};
+use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use crate::pace::Pacer;
+use crate::retry::Retry;
+use crate::shared::Shared;
+use crate::throttle::Throttle;
 use std::fmt;
 use std::sync::Arc;
 
@@ -27,6 +30,12 @@ pub struct Guards<T> {
 impl<T> Guards<T> {
     /// The dependency's bounded name: the label to report it under.
     pub fn dependency(&self) -> &str {
+        &self.dependency
+    }
+
+    /// [`dependency`](Self::dependency), shared: what a telemetry crate
+    /// labels the guards' gauges with.
+    pub fn label(&self) -> &Arc<str> {
         &self.dependency
     }
 
@@ -146,8 +155,8 @@ pub trait Guardable<'a>: sealed::Sealed + Sized {
 
 mod sealed {
     pub trait Sealed {}
-    impl<Op, C, O, N> Sealed for retryscope::Retry<'_, Op, C, O, N> {}
-    impl<Op, C, O> Sealed for retryscope::hedge::Hedge<'_, Op, C, O> {}
+    impl<Op, C, O, N> Sealed for crate::Retry<'_, Op, C, O, N> {}
+    impl<Op, C, O> Sealed for crate::hedge::Hedge<'_, Op, C, O> {}
 }
 
 /// Forwards each [`Guardable`] method to the builder's method of that name.

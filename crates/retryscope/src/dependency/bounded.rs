@@ -7,7 +7,7 @@
 //! through one process-wide table that admits at most [`MAX_DEPENDENCIES`]
 //! names and folds the rest into [`OVERFLOW`]. The guards of a folded name are
 //! still its own, bounded by their registry
-//! ([`DependencyGuards`](crate::DependencyGuards)). Operation names get a
+//! ([`DependencyGuards`](super::DependencyGuards)). Operation names get a
 //! table of their own with the same bound.
 
 use std::collections::HashSet;
@@ -26,7 +26,7 @@ pub const OVERFLOW: &str = "_OTHER";
 /// services on one host are two dependencies; the default port adds nothing.
 ///
 /// ```
-/// use retryscope_otel::dependency_name;
+/// use retryscope::dependency::dependency_name;
 ///
 /// assert_eq!(dependency_name("payments.internal", Some(443), Some(443)), "payments.internal");
 /// assert_eq!(dependency_name("127.0.0.1", Some(8080), Some(80)), "127.0.0.1:8080");
@@ -46,7 +46,7 @@ pub fn dependency_name(host: &str, port: Option<u16>, default_port: Option<u16>)
 /// a shared lookup and no allocation.
 ///
 /// ```
-/// let label = retryscope_otel::bounded_dependency("inventory");
+/// let label = retryscope::dependency::bounded_dependency("inventory");
 /// assert_eq!(&*label, "inventory");
 /// ```
 pub fn bounded_dependency(name: &str) -> Arc<str> {
@@ -73,7 +73,7 @@ pub const MAX_DESTINATIONS: usize = 100;
 /// full subject: only metric series multiply.
 ///
 /// ```
-/// let label = retryscope_otel::bounded_destination("orders.created");
+/// let label = retryscope::dependency::bounded_destination("orders.created");
 /// assert_eq!(&*label, "orders.created");
 /// ```
 pub fn bounded_destination(subject: &str) -> Arc<str> {
@@ -81,19 +81,24 @@ pub fn bounded_destination(subject: &str) -> Arc<str> {
     DESTINATIONS.intern(subject)
 }
 
-/// A set of at most `limit` names; the rest are [`OVERFLOW`].
-pub(crate) struct NameTable {
+/// A set of at most `limit` names; the rest are [`OVERFLOW`]: what each
+/// bounded label above is kept in, for a label of another kind (a server's
+/// routes).
+pub struct NameTable {
     names: RwLock<HashSet<Arc<str>>>,
     overflow: Arc<str>,
     limit: usize,
 }
 
 impl NameTable {
-    pub(crate) fn new(limit: usize) -> Self {
+    /// A table that admits `limit` names.
+    pub fn new(limit: usize) -> Self {
         Self { names: RwLock::default(), overflow: Arc::from(OVERFLOW), limit }
     }
 
-    pub(crate) fn intern(&self, name: &str) -> Arc<str> {
+    /// `name`, shared, if the table admits it (it has room, or knows it
+    /// already); else [`OVERFLOW`].
+    pub fn intern(&self, name: &str) -> Arc<str> {
         // A poisoned lock only means a thread panicked while inserting a name;
         // the set itself is still consistent.
         if let Some(known) = self.names.read().unwrap_or_else(PoisonError::into_inner).get(name) {

@@ -2,7 +2,7 @@
 //! their own for each, at most [`MAX_OVERFLOW_GUARDS`] per registry, the
 //! least recently used forgotten first.
 //!
-//! Their label is [`OVERFLOW`](crate::OVERFLOW), as the label table says;
+//! Their label is [`OVERFLOW`](super::OVERFLOW), as the label table says;
 //! their state is not shared. One `_OTHER` set for every such host made one
 //! host's `429` hold, and one host's failures open the breaker of, every
 //! other host past the bound. Kept per host instead, the state stays bounded
@@ -15,7 +15,7 @@
 //! breaker closed, its pacer without a gate, its budget full, its hedge delay
 //! unlearned. A call that holds the evicted set finishes with it.
 
-use crate::guards::Guards;
+use super::guards::Guards;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};

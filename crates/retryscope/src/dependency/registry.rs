@@ -2,25 +2,20 @@
 //! process's table of dependency names ([`bounded_dependency`]) and, beyond
 //! it, by a table of its own ([`overflow`]).
 
-use crate::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_name};
-use crate::guards::Guards;
-use opentelemetry::metrics::Meter;
-use retryscope::budget::BudgetShare;
-use retryscope::guard::Guard;
-use retryscope::hedge::HedgePolicy;
-use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
-use retryscope::pace::PaceShare;
-use retryscope::throttle::Throttle;
-use retryscope::{CircuitBreaker, Pacer};
+use super::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_name};
+use super::guards::Guards;
+use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
+use crate::breaker::CircuitBreaker;
+use crate::budget::BudgetShare;
+use crate::guard::{Gauge, Guard};
+use crate::hedge::HedgePolicy;
+use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use crate::pace::{PaceShare, Pacer};
+use crate::throttle::Throttle;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
-
-mod gauges;
-mod overflow;
-
-use overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 
 /// How many ports of one host [`DependencyGuards::for_server`] remembers.
 pub const MAX_PORTS_PER_HOST: usize = 16;
@@ -46,22 +41,19 @@ pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 /// one host's `429` would hold every replica's calls to every other host past
 /// the bound.
 ///
-/// Built with a [`meter`](DependencyGuardsBuilder::meter), it publishes
-/// `retryscope.budget.available`, `retryscope.breaker.state` and
-/// `retryscope.pace.rate` for every dependency through one callback per gauge
-/// (the overflow sets as one `_OTHER` series: the worst of them, see
-/// [`register_guard_gauges`](crate::register_guard_gauges)); the callbacks hold the registry
-/// weakly, so dropping the last clone frees the guards and ends the reports,
-/// although OpenTelemetry keeps callbacks for the meter provider's lifetime.
+/// The registry knows nothing of telemetry: retryscope-otel's
+/// `publish_dependency_gauges` reads every guard set at each collection
+/// through [`live`](DependencyGuards::live), which holds the registry
+/// weakly, so dropping the last clone frees the guards and ends the
+/// reports.
 ///
 /// ```
 /// use retryscope::{CircuitBreaker, RetryBudget};
-/// use retryscope_otel::DependencyGuards;
+/// use retryscope::dependency::DependencyGuards;
 ///
 /// let guards = DependencyGuards::builder()
 ///     .budget(RetryBudget::new)
 ///     .breaker(CircuitBreaker::new)
-///     .meter(opentelemetry::global::meter("my-client"))
 ///     .build();
 /// let payments = guards.get("payments:8443");
 /// assert_eq!(payments.dependency(), "payments:8443");
@@ -115,6 +107,8 @@ struct Registry<T> {
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// Each dependency's [`Guard`]s, composed (see [`DependencyGuardsBuilder::guard`]).
     guard: Option<Factory<Arc<dyn Guard>>>,
+    /// The gauges those guards publish.
+    guard_gauges: Vec<&'static Gauge>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.
     hedge: Option<HedgePolicy>,
 }
@@ -132,7 +126,6 @@ pub struct DependencyGuardsBuilder<T> {
     concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     guard: Option<Factory<Arc<dyn Guard>>>,
     hedge: Option<HedgePolicy>,
-    meter: Option<Meter>,
     /// How many overflow guard sets the registry keeps, and the label
     /// table: settings for tests.
     overflow_capacity: usize,
@@ -151,7 +144,6 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("guard", &self.guard.is_some())
             .field("hedge", &self.hedge.is_some())
-            .field("meter", &self.meter.is_some())
             .finish()
     }
 }
@@ -180,7 +172,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
 
     /// Shares each dependency's pacer with the other replicas of a fleet
     /// through `share` (or, with `None`, with none): see
-    /// [`retryscope::pace::PaceShare`]. Without a pacer, nothing is shared.
+    /// [`PaceShare`]. Without a pacer, nothing is shared.
     pub fn pace_share(mut self, share: Option<Arc<dyn PaceShare>>) -> Self {
         self.pace_share = share;
         self
@@ -188,7 +180,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
 
     /// Divides each dependency's budget floor among the replicas of a fleet
     /// through `share` (or, with `None`, keeps every floor whole): see
-    /// [`retryscope::budget::BudgetShare`]. Without a budget, or with a
+    /// [`BudgetShare`]. Without a budget, or with a
     /// throttle that has no floor ([`Throttle::share_floor`]), nothing is
     /// shared.
     pub fn budget_share(mut self, share: Option<Arc<dyn BudgetShare>>) -> Self {
@@ -219,7 +211,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     }
 
     /// Gives each dependency a [`Guard`] made by `make` (an
-    /// [`InFlightBudget`](retryscope::budget::InFlightBudget), say), put on
+    /// [`InFlightBudget`](crate::budget::InFlightBudget), say), put on
     /// each of its calls and its gauges ([`Guard::gauges`]) published with
     /// the others. Called again, the guards compose: each dependency gets
     /// both, asked in the order given.
@@ -261,14 +253,6 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
         self
     }
 
-    /// Publishes the budget and breaker gauges of every dependency on `meter`.
-    /// With the global provider's meter and no provider installed, this costs
-    /// nothing.
-    pub fn meter(mut self, meter: Meter) -> Self {
-        self.meter = Some(meter);
-        self
-    }
-
     /// Keeps at most `capacity` guard sets of dependencies beyond the label
     /// bound, so that a test sees an eviction without a thousand hosts.
     #[cfg(test)]
@@ -284,8 +268,18 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
         self
     }
 
-    /// The registry, with its gauges registered.
+    /// The registry.
     pub fn build(self) -> DependencyGuards<T> {
+        // The gauges its guards publish: the same from every guard a
+        // factory makes, so one made here says which.
+        let mut guard_gauges: Vec<&'static Gauge> = Vec::new();
+        if let Some(make) = &self.guard {
+            make().gauges(&mut |gauge, _| {
+                if !guard_gauges.iter().any(|known| known.name == gauge.name) {
+                    guard_gauges.push(gauge);
+                }
+            });
+        }
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
             overflow: OverflowGuards::new(self.overflow_capacity),
@@ -299,11 +293,9 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
             adaptive_throttle: self.adaptive_throttle,
             concurrency_limit: self.concurrency_limit,
             guard: self.guard,
+            guard_gauges,
             hedge: self.hedge,
         });
-        if let Some(meter) = &self.meter {
-            gauges::register_gauges(meter, &inner);
-        }
         DependencyGuards { inner }
     }
 }
@@ -321,7 +313,6 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
             concurrency_limit: None,
             guard: None,
             hedge: None,
-            meter: None,
             overflow_capacity: MAX_OVERFLOW_GUARDS,
             labels: bounded_dependency,
         }
@@ -365,7 +356,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     ///
     /// ```
     /// use retryscope::RetryBudget;
-    /// use retryscope_otel::DependencyGuards;
+    /// use retryscope::dependency::DependencyGuards;
     ///
     /// let guards = DependencyGuards::builder().budget(RetryBudget::new).build();
     /// let server = guards.for_server("127.0.0.1", Some(8080), Some(80));
@@ -412,7 +403,7 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
     /// ```
     /// use retryscope::RetryBudget;
     /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
-    /// use retryscope_otel::DependencyGuards;
+    /// use retryscope::dependency::DependencyGuards;
     /// use std::time::{Duration, Instant};
     ///
     /// let template = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
@@ -430,11 +421,29 @@ impl<T: Throttle + 'static> DependencyGuards<T> {
 
     /// The guards of every dependency kept now (at most
     /// [`MAX_DEPENDENCIES`] named sets and 1,000 labelled `_OTHER`): for
-    /// gauges a caller registers itself
-    /// ([`register_guard_gauges`](crate::register_guard_gauges), which
-    /// reports the `_OTHER` sets as one series), and tests.
+    /// gauges a caller registers itself (retryscope-otel's
+    /// `register_guard_gauges` reports the `_OTHER` sets as one series), and
+    /// tests.
     pub fn all(&self) -> Vec<Arc<Guards<T>>> {
         self.inner.all()
+    }
+
+    /// [`all`](Self::all), as a reader that does not keep the registry
+    /// alive: once the last clone is dropped it reads nothing. What a gauge
+    /// callback holds — telemetry keeps callbacks for the meter provider's
+    /// lifetime, and must not keep the guards for as long.
+    pub fn live(&self) -> impl Fn() -> Vec<Arc<Guards<T>>> + Send + Sync + 'static
+    where
+        T: Send + Sync,
+    {
+        let registry = Arc::downgrade(&self.inner);
+        move || registry.upgrade().map(|registry| registry.all()).unwrap_or_default()
+    }
+
+    /// The gauges the registry's [`Guard`]s publish
+    /// ([`Guard::gauges`]): what a telemetry crate registers for them.
+    pub fn guard_gauges(&self) -> &[&'static Gauge] {
+        &self.inner.guard_gauges
     }
 
     /// How many guard sets the registry keeps: one per named dependency, and
@@ -523,7 +532,7 @@ mod tests {
 
     #[test]
     fn a_server_finds_the_guards_of_its_name_and_remembers_a_bounded_number() {
-        let guards = DependencyGuards::<retryscope::RetryBudget>::builder().build();
+        let guards = DependencyGuards::<crate::RetryBudget>::builder().build();
         let plain = guards.for_server("inventory", Some(80), Some(80));
         assert_eq!(plain.dependency(), "inventory");
         assert!(Arc::ptr_eq(&plain, &guards.for_server("inventory", None, Some(80))));
@@ -538,9 +547,9 @@ mod tests {
         assert_eq!(servers, MAX_PORTS_PER_HOST);
     }
 
-    use retryscope::RetryBudget;
-    use retryscope::breaker::BreakerState;
-    use retryscope::pace::{HoldSource, SharedPacer};
+    use crate::RetryBudget;
+    use crate::breaker::BreakerState;
+    use crate::pace::{HoldSource, SharedPacer};
     use std::sync::Mutex;
 
     /// A label table that admits `named` alone, as a full one would: every
