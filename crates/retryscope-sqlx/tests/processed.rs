@@ -186,7 +186,7 @@ async fn bad_keys_are_refused_before_anything_is_sent_with_an_error_that_says_wh
         let runs = AtomicU32::new(0);
         let refused = ship(&db, &processed, key, Isolation::ReadCommitted, Duration::ZERO, None, &runs).await;
         let error = refused.expect_err("a bad key");
-        assert_eq!((error.attempts(), error.reason()), (1, StopReason::NonRetryable), "{expected}");
+        assert_eq!((error.attempts(), error.reason()), (1, StopReason::Permanent), "{expected}");
         let Some(Failure::Statement(sqlx::Error::Encode(source))) = error.last_error() else {
             panic!("a bad key is an encoding error: {:?}", error.last_error())
         };
