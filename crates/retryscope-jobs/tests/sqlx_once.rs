@@ -89,7 +89,10 @@ async fn ship(db: &Database, effect: Effect, key: &str, hang: bool) -> Result<Re
                     Effect::Bare => Recorded::Fresh,
                 };
                 if recorded == Recorded::Fresh {
-                    sqlx::query("INSERT INTO shipments (job_key) VALUES ($1)").bind(&key).execute(&mut **tx).await?;
+                    sqlx::query("INSERT INTO shipments (job_key) VALUES ($1)")
+                        .bind(&key)
+                        .execute(&mut **tx)
+                        .await?;
                 }
                 if hang {
                     println!("{UNCOMMITTED}");
@@ -116,7 +119,12 @@ async fn database(url: &str) -> Database {
 }
 
 /// A worker on `queue`, keyed in Redis under `prefix`, running `handler`.
-async fn worker<H, Fut>(queue: NatsQueue, redis_url: &str, prefix: &str, handler: H) -> Worker<NatsQueue, TestError, RedisStore>
+async fn worker<H, Fut>(
+    queue: NatsQueue,
+    redis_url: &str,
+    prefix: &str,
+    handler: H,
+) -> Worker<NatsQueue, TestError, RedisStore>
 where
     H: Fn(Job) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), TestError>> + Send + 'static,

@@ -252,7 +252,11 @@ impl ProcessedJobs {
     /// anything is sent: `sqlx::Error::Encode` with the [`ProcessedJobsError`]
     /// as its source, which the transaction helper treats as permanent (one
     /// attempt). [`check_key`](Self::check_key) tells it before a transaction.
-    pub async fn record(&self, tx: &mut Transaction<'_, Postgres>, key: &str) -> Result<Recorded, sqlx::Error> {
+    pub async fn record(
+        &self,
+        tx: &mut Transaction<'_, Postgres>,
+        key: &str,
+    ) -> Result<Recorded, sqlx::Error> {
         Self::check_key(key).map_err(|error| sqlx::Error::Encode(Box::new(error)))?;
         let inserted = sqlx::query(&self.0.insert).bind(key).execute(&mut **tx).await?.rows_affected();
         Ok(if inserted == 1 { Recorded::Fresh } else { Recorded::AlreadyProcessed })
@@ -339,9 +343,14 @@ impl fmt::Display for ProcessedJobsError {
                  lowercase ASCII letters, digits and `_`, not starting with a digit"
             ),
             ProcessedJobsError::TableNameTooLong { name, limit } => {
-                write!(f, "processed-jobs table name {name:?} is refused: a part is longer than {limit} bytes")
+                write!(
+                    f,
+                    "processed-jobs table name {name:?} is refused: a part is longer than {limit} bytes"
+                )
             }
-            ProcessedJobsError::EmptyKey => f.write_str("the job key is empty: a job without a key cannot be recorded"),
+            ProcessedJobsError::EmptyKey => {
+                f.write_str("the job key is empty: a job without a key cannot be recorded")
+            }
             ProcessedJobsError::KeyTooLong { length, limit } => {
                 write!(f, "the job key is {length} bytes long, over the processed-jobs limit of {limit}")
             }

@@ -22,7 +22,9 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
 /// A pool in a fresh schema with `shipments` and the default processed-jobs table.
 async fn set_up(url: &str, schema: &str) -> (PgPool, Database, ProcessedJobs) {
     let pool = common::pool(url, schema, 4).await;
-    pool.execute("CREATE TABLE shipments (id serial PRIMARY KEY, job_key text NOT NULL)").await.expect("set up");
+    pool.execute("CREATE TABLE shipments (id serial PRIMARY KEY, job_key text NOT NULL)")
+        .await
+        .expect("set up");
     let processed = ProcessedJobs::default();
     processed.ensure_table(&pool).await.expect("the migration");
     let db = Database::builder(pool.clone()).no_telemetry().no_budget().build();
@@ -51,7 +53,10 @@ async fn ship(
             Box::pin(async move {
                 let first = processed.record(tx, &key).await?;
                 if first == Recorded::Fresh {
-                    sqlx::query("INSERT INTO shipments (job_key) VALUES ($1)").bind(&key).execute(&mut **tx).await?;
+                    sqlx::query("INSERT INTO shipments (job_key) VALUES ($1)")
+                        .bind(&key)
+                        .execute(&mut **tx)
+                        .await?;
                 }
                 if let Some(said) = said {
                     let _ = said.send(());
@@ -79,7 +84,8 @@ async fn two_at_once(url: &str, schema: &str, second: Isolation) -> (PgPool, [Re
     heard.await.expect("the first run recorded the key");
     let started = Instant::now();
     let runs = AtomicU32::new(0);
-    let second = ship(&db, &processed, "order-7", second, Duration::ZERO, None, &runs).await.expect("committed");
+    let second =
+        ship(&db, &processed, "order-7", second, Duration::ZERO, None, &runs).await.expect("committed");
     let took = started.elapsed();
     let first = first.await.expect("the first run's task").expect("committed");
     (pool, [first, second], runs.load(Ordering::SeqCst), took)
@@ -97,12 +103,18 @@ async fn two_runs_of_one_key_at_once_ship_once_and_the_second_waits_then_sees_it
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_serializable_the_blocked_run_fails_40001_and_the_helper_reruns_the_check_which_finds_the_key() {
+async fn under_serializable_the_blocked_run_fails_40001_and_the_helper_reruns_the_check_which_finds_the_key()
+{
     let Some(url) = common::url() else { return };
-    for (schema, level) in [("p_repeatable", Isolation::RepeatableRead), ("p_serializable", Isolation::Serializable)] {
+    for (schema, level) in
+        [("p_repeatable", Isolation::RepeatableRead), ("p_serializable", Isolation::Serializable)]
+    {
         let (pool, found, runs, _) = two_at_once(&url, schema, level).await;
         assert_eq!(found, [Recorded::Fresh, Recorded::AlreadyProcessed], "{level:?}");
-        assert_eq!(runs, 2, "{level:?}: one serialization failure, then the check again in a new transaction");
+        assert_eq!(
+            runs, 2,
+            "{level:?}: one serialization failure, then the check again in a new transaction"
+        );
         assert_eq!(count(&pool, "SELECT count(*) FROM shipments").await, 1, "{level:?}");
     }
 }
@@ -141,7 +153,8 @@ async fn the_migration_runs_again_and_from_two_sessions_at_once_and_the_cleanup_
     let (a, b) = tokio::join!(processed.ensure_table(&pool), processed.ensure_table(&pool));
     a.and(b).expect("two migrations at once: one waits on the other's advisory lock");
     processed.ensure_table(&pool).await.expect("and again");
-    let indexes = "SELECT count(*) FROM pg_indexes WHERE tablename = 'order' AND indexname = 'order_processed_at'";
+    let indexes =
+        "SELECT count(*) FROM pg_indexes WHERE tablename = 'order' AND indexname = 'order_processed_at'";
     assert_eq!(count(&pool, indexes).await, 1);
 
     let db = Database::builder(pool.clone()).no_telemetry().build();
@@ -160,7 +173,8 @@ async fn the_migration_runs_again_and_from_two_sessions_at_once_and_the_cleanup_
         .expect("age a key");
     let forgotten = processed.forget_older_than(&pool, Duration::from_secs(24 * 60 * 60)).await;
     assert_eq!(forgotten.expect("the cleanup"), 1);
-    let left: Vec<String> = sqlx::query_scalar("SELECT job_key FROM \"order\"").fetch_all(&pool).await.expect("read");
+    let left: Vec<String> =
+        sqlx::query_scalar("SELECT job_key FROM \"order\"").fetch_all(&pool).await.expect("read");
     assert_eq!(left, ["new"]);
 
     // Schema-qualified.
@@ -204,7 +218,19 @@ async fn bad_keys_are_refused_before_anything_is_sent_with_an_error_that_says_wh
 
 #[test]
 fn table_names_that_are_not_plain_lowercase_identifiers_are_refused_at_construction() {
-    let invalid = ["", "Orders", "1jobs", "jobs done", "jobs;drop table shipments", "a.b.c", "\"jobs\"", ".jobs", "jobs.", "jöbs", "jobs-done"];
+    let invalid = [
+        "",
+        "Orders",
+        "1jobs",
+        "jobs done",
+        "jobs;drop table shipments",
+        "a.b.c",
+        "\"jobs\"",
+        ".jobs",
+        "jobs.",
+        "jöbs",
+        "jobs-done",
+    ];
     for name in invalid {
         assert_eq!(
             ProcessedJobs::new(name).map(|t| t.table_name().to_owned()),
