@@ -9,15 +9,17 @@ mod support;
 
 use retryscope::Policy;
 use retryscope_idempotency::RedisStore;
-use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
+use retryscope_jobs::nats::NatsQueue;
 use retryscope_jobs::{Job, JobOutcome, Producer, Worker, WorkerStats};
 use retryscope_sqlx::{Database, ProcessedJobs, Recorded};
 use sqlx::{Executor, PgPool};
-use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{TestError, fast_policy, nats_url, queue, start, unique, wait_for};
+use support::{
+    TestError, fast_policy, nats_url, queue, queue_config, redis_store, redis_url, said_on_stdout, start,
+    unique, wait_for,
+};
 
 /// The test binary runs [`a_worker_process_runs_here_when_an_effect_test_starts_one`]
 /// as a worker of its own when this names the queue's stream.
@@ -44,10 +46,6 @@ enum Effect {
 
 fn postgres_url() -> Option<String> {
     retryscope_test_support::external::required("RETRYSCOPE_POSTGRES_URL", "a PostgreSQL superuser's URL")
-}
-
-fn redis_url() -> Option<String> {
-    retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a redis-server 7+")
 }
 
 /// A fresh schema with `shipments` and the processed-jobs table; the URL whose
@@ -108,11 +106,6 @@ async fn ship(db: &Database, effect: Effect, key: &str, hang: bool) -> Result<Re
         })
 }
 
-async fn store(redis_url: &str, prefix: &str) -> RedisStore {
-    let client = redis::Client::open(redis_url).expect("a valid Redis URL");
-    RedisStore::connect(client).await.expect("redis-server answers").prefix(format!("{prefix}:"))
-}
-
 async fn database(url: &str) -> Database {
     let pool = PgPool::connect(url).await.expect("connect to the test's schema");
     Database::builder(pool).no_telemetry().build()
@@ -130,7 +123,7 @@ where
     Fut: Future<Output = Result<(), TestError>> + Send + 'static,
 {
     Worker::builder(queue, fast_policy(3), handler)
-        .processed_keys(store(redis_url, prefix).await)
+        .processed_keys(redis_store(redis_url, prefix).await)
         .attempt_timeout(Duration::from_secs(10))
         .fetch_wait(Duration::from_millis(100))
         .build()
@@ -154,10 +147,8 @@ async fn a_worker_process_runs_here_when_an_effect_test_starts_one() {
     let effect = if var("CHILD_EFFECT") == "once" { Effect::Once } else { Effect::Bare };
     let hang = std::env::var_os("CHILD_HANG").is_some();
     let client = async_nats::connect(&url).await.expect("nats-server answers");
-    let config = NatsQueueConfig::new(&stream, [subject], "workers")
-        .ack_wait(ACK_WAIT)
-        .dead_letters(format!("{stream}_DEAD"), format!("dead_{}", stream.to_lowercase()));
-    let queue = NatsQueue::open(client, config).await.expect("the test's queue");
+    let queue =
+        NatsQueue::open(client, queue_config(&stream, &subject, ACK_WAIT)).await.expect("the test's queue");
     let db = database(&postgres_url).await;
     let handler = move |job: Job| {
         let db = db.clone();
@@ -209,19 +200,7 @@ async fn crash(test: &str, effect: Effect, hang: bool) -> Option<Crash> {
         child.env("CHILD_HANG", "1");
     }
     let mut child = child.spawn().expect("the worker process starts");
-    let stdout = child.stdout.take().expect("its stdout");
-    let (said, marker) = tokio::sync::oneshot::channel();
-    let awaited = if hang { UNCOMMITTED } else { COMMITTED };
-    std::thread::spawn(move || {
-        let mut said = Some(said);
-        for line in std::io::BufReader::new(stdout).lines() {
-            if line.is_ok_and(|l| l.contains(awaited))
-                && let Some(said) = said.take()
-            {
-                let _ = said.send(());
-            }
-        }
-    });
+    let marker = said_on_stdout(&mut child, if hang { UNCOMMITTED } else { COMMITTED });
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-1", "ship 7").await.expect("enqueued");
     tokio::time::timeout(Duration::from_secs(30), marker)
         .await
