@@ -10,13 +10,12 @@ mod support;
 use retryscope_idempotency::RedisStore;
 use retryscope_jobs::nats::NatsQueue;
 use retryscope_jobs::{Broker, Job, JobOutcome, Outgoing, Producer, Worker};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{
-    TestError, fast_policy, nats_url, queue, queue_config, redis_store, redis_url, said_on_stdout, start,
-    unique, wait_for,
+    CRASH_ACK_WAIT, CRASH_RENEWAL, TestError, fast_policy, nats_url, queue, queue_config, redis_store,
+    redis_url, said_on_stdout, start, unique, wait_for, worker_process,
 };
 
 /// The test binary runs [`a_worker_process_runs_here_when_a_crash_test_starts_one`]
@@ -26,10 +25,6 @@ const CHILD: &str = "RETRYSCOPE_JOBS_CLAIMS_CHILD";
 const EFFECT_DONE: &str = "effect done";
 /// What the handlers count their effects under, in Redis (prefixed per test).
 const EFFECTS: &str = "effects";
-/// The crash test's AckWait: claims are renewed every 500 ms and last 1.5 s.
-const CRASH_ACK_WAIT: Duration = Duration::from_millis(1500);
-/// A third of the AckWait: how often a running job's claim is renewed.
-const CRASH_RENEWAL: Duration = Duration::from_millis(500);
 /// The attempt timeout of the report: a claim used to last it plus AckWait.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -84,16 +79,8 @@ async fn a_worker_killed_mid_handler_has_its_job_run_by_another_within_ack_wait_
     let (Some(url), Some(redis_url)) = (nats_url(), redis_url()) else { return };
     let q = queue(&url, "crash", CRASH_ACK_WAIT).await;
     let prefix = unique("crash");
-    let exe = std::env::current_exe().expect("the test binary");
-    let mut child = Command::new(exe)
-        .args(["--exact", "a_worker_process_runs_here_when_a_crash_test_starts_one", "--nocapture"])
-        .env(CHILD, &q.stream)
-        .env("CHILD_SUBJECT", &q.subject)
-        .env("CHILD_PREFIX", &prefix)
-        .env("RETRYSCOPE_NATS_URL", &url)
-        .env("RETRYSCOPE_REDIS_URL", &redis_url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+    let test = "a_worker_process_runs_here_when_a_crash_test_starts_one";
+    let mut child = worker_process(test, CHILD, &q, &prefix, &url, &redis_url)
         .spawn()
         .expect("the worker process starts");
     let effect_done = said_on_stdout(&mut child, EFFECT_DONE);

@@ -13,12 +13,11 @@ use retryscope_jobs::nats::NatsQueue;
 use retryscope_jobs::{Job, JobOutcome, Producer, Worker, WorkerStats};
 use retryscope_sqlx::{Database, ProcessedJobs, Recorded};
 use sqlx::{Executor, PgPool};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{
-    TestError, fast_policy, nats_url, queue, queue_config, redis_store, redis_url, said_on_stdout, start,
-    unique, wait_for,
+    CRASH_ACK_WAIT, CRASH_RENEWAL, TestError, fast_policy, nats_url, queue, queue_config, redis_store,
+    redis_url, said_on_stdout, start, unique, wait_for, worker_process,
 };
 
 /// The test binary runs [`a_worker_process_runs_here_when_an_effect_test_starts_one`]
@@ -28,10 +27,6 @@ const CHILD: &str = "RETRYSCOPE_JOBS_SQLX_CHILD";
 const COMMITTED: &str = "effect committed";
 /// What it prints when its transaction holds the effect and the key, uncommitted.
 const UNCOMMITTED: &str = "effect not committed";
-/// AckWait: claims are renewed every 500 ms and last 1.5 s (as in `claims.rs`).
-const ACK_WAIT: Duration = Duration::from_millis(1500);
-/// A third of the AckWait: how often a running job's claim is renewed.
-const RENEWAL: Duration = Duration::from_millis(500);
 /// One fetch wait, a store round trip and the handler's transaction.
 const MARGIN: Duration = Duration::from_millis(500);
 
@@ -147,8 +142,9 @@ async fn a_worker_process_runs_here_when_an_effect_test_starts_one() {
     let effect = if var("CHILD_EFFECT") == "once" { Effect::Once } else { Effect::Bare };
     let hang = std::env::var_os("CHILD_HANG").is_some();
     let client = async_nats::connect(&url).await.expect("nats-server answers");
-    let queue =
-        NatsQueue::open(client, queue_config(&stream, &subject, ACK_WAIT)).await.expect("the test's queue");
+    let queue = NatsQueue::open(client, queue_config(&stream, &subject, CRASH_ACK_WAIT))
+        .await
+        .expect("the test's queue");
     let db = database(&postgres_url).await;
     let handler = move |job: Job| {
         let db = db.clone();
@@ -182,20 +178,12 @@ async fn crash(test: &str, effect: Effect, hang: bool) -> Option<Crash> {
     };
     let name = unique(test);
     let postgres_url = schema(&postgres_url, &name).await;
-    let q = queue(&url, test, ACK_WAIT).await;
-    let exe = std::env::current_exe().expect("the test binary");
-    let mut child = Command::new(exe);
+    let q = queue(&url, test, CRASH_ACK_WAIT).await;
+    let test = "a_worker_process_runs_here_when_an_effect_test_starts_one";
+    let mut child = worker_process(test, CHILD, &q, &name, &url, &redis_url);
     child
-        .args(["--exact", "a_worker_process_runs_here_when_an_effect_test_starts_one", "--nocapture"])
-        .env(CHILD, &q.stream)
-        .env("CHILD_SUBJECT", &q.subject)
-        .env("CHILD_PREFIX", &name)
         .env("CHILD_POSTGRES_URL", &postgres_url)
-        .env("CHILD_EFFECT", if effect == Effect::Once { "once" } else { "bare" })
-        .env("RETRYSCOPE_NATS_URL", &url)
-        .env("RETRYSCOPE_REDIS_URL", &redis_url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .env("CHILD_EFFECT", if effect == Effect::Once { "once" } else { "bare" });
     if hang {
         child.env("CHILD_HANG", "1");
     }
@@ -252,13 +240,13 @@ async fn crash(test: &str, effect: Effect, hang: bool) -> Option<Crash> {
 
 fn within_ack_wait_and_one_renewal(crash: &Crash, what: &str) {
     println!(
-        "{what}: {} shipment(s), {} processed row(s), kill to completion {:?} (AckWait {ACK_WAIT:?}, renewal {RENEWAL:?})",
+        "{what}: {} shipment(s), {} processed row(s), kill to completion {:?} (AckWait {CRASH_ACK_WAIT:?}, renewal {CRASH_RENEWAL:?})",
         crash.shipments, crash.processed, crash.took
     );
     assert_eq!(crash.stats.executions(), 1, "{what}: the second worker ran the job once");
     assert_eq!(crash.stats.claims_taken_over(), 1, "{what}: it took over the dead worker's claim");
     assert_eq!(crash.stats.count(JobOutcome::Held), 0, "{what}: a crash is not the dependency's hold");
-    let bound = ACK_WAIT + RENEWAL + MARGIN;
+    let bound = CRASH_ACK_WAIT + CRASH_RENEWAL + MARGIN;
     assert!(crash.took <= bound, "{what}: kill to completion {:?}, over {bound:?}", crash.took);
 }
 

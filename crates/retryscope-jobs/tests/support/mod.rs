@@ -110,6 +110,11 @@ impl Running {
     }
 }
 
+/// The crash tests' AckWait: claims are renewed every 500 ms and last 1.5 s.
+pub const CRASH_ACK_WAIT: Duration = Duration::from_millis(1500);
+/// A third of [`CRASH_ACK_WAIT`]: how often a running job's claim is renewed.
+pub const CRASH_RENEWAL: Duration = Duration::from_millis(500);
+
 /// The Redis server the crash tests share their key store on.
 pub fn redis_url() -> Option<String> {
     retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a redis-server 7+")
@@ -153,4 +158,30 @@ pub fn said_on_stdout(
         }
     });
     heard
+}
+
+/// This test binary again, to run only `test` — a worker of its own when
+/// `child_var` is set, here to `q`'s stream — on `q`'s subject (`CHILD_SUBJECT`),
+/// keyed in Redis under `prefix` (`CHILD_PREFIX`), its stdout piped for
+/// [`said_on_stdout`]. Add what else it needs, then spawn it.
+pub fn worker_process(
+    test: &str,
+    child_var: &str,
+    q: &TestQueue,
+    prefix: &str,
+    nats_url: &str,
+    redis_url: &str,
+) -> std::process::Command {
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(["--exact", test, "--nocapture"])
+        .env(child_var, &q.stream)
+        .env("CHILD_SUBJECT", &q.subject)
+        .env("CHILD_PREFIX", prefix)
+        .env("RETRYSCOPE_NATS_URL", nats_url)
+        .env("RETRYSCOPE_REDIS_URL", redis_url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    command
 }
