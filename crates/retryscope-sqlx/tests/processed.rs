@@ -252,5 +252,8 @@ fn table_names_that_are_not_plain_lowercase_identifiers_are_refused_at_construct
     for name in ["jobs", "_jobs2", "app.processed_jobs", &"j".repeat(ProcessedJobs::MAX_NAME_LEN)] {
         assert_eq!(ProcessedJobs::new(name).map(|t| t.table_name().to_owned()), Ok(name.to_owned()));
     }
+    // `Default` skips the check: its name must pass it.
+    let checked = ProcessedJobs::new(ProcessedJobs::DEFAULT_TABLE).expect("the default name is valid");
+    assert_eq!(checked.schema(), ProcessedJobs::default().schema());
     assert_eq!(ProcessedJobs::default().table_name(), ProcessedJobs::DEFAULT_TABLE);
 }
