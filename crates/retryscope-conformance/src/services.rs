@@ -75,15 +75,19 @@ pub fn postgres_url() -> Option<String> {
 /// moves money between (`accounts`: ids 1 and 2, 100 each); the URL whose
 /// connections work in it.
 pub async fn accounts(url: &str, schema: &str) -> Result<String, sqlx::Error> {
+    let tables = "CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
+                  INSERT INTO accounts VALUES (1, 100), (2, 100)";
+    postgres_schema(url, schema, tables).await
+}
+
+/// A fresh schema `schema` on `url` (dropped first if an earlier run left it)
+/// in which `tables` (SQL) has run; the URL whose connections work in it.
+pub async fn postgres_schema(url: &str, schema: &str, tables: &str) -> Result<String, sqlx::Error> {
     let admin = sqlx::PgPool::connect(url).await?;
     admin
         .execute(
-            format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};
-                 CREATE TABLE {schema}.accounts (id int PRIMARY KEY, balance int NOT NULL);
-                 INSERT INTO {schema}.accounts VALUES (1, 100), (2, 100)"
-            )
-            .as_str(),
+            format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; SET search_path = {schema}; {tables}")
+                .as_str(),
         )
         .await?;
     admin.close().await;

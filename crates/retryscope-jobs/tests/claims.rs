@@ -8,14 +8,15 @@
 mod support;
 
 use retryscope_idempotency::RedisStore;
-use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
+use retryscope_jobs::nats::NatsQueue;
 use retryscope_jobs::{Broker, Job, JobOutcome, Outgoing, Producer, Worker};
-use std::io::BufRead;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{TestError, fast_policy, nats_url, queue, start, unique, wait_for};
+use support::{
+    CRASH_ACK_WAIT, CRASH_RENEWAL, TestError, fast_policy, nats_url, queue, queue_config, redis_store,
+    redis_url, said_on_stdout, start, unique, wait_for, worker_process,
+};
 
 /// The test binary runs [`a_worker_process_runs_here_when_a_crash_test_starts_one`]
 /// as a worker of its own when this names the queue's stream.
@@ -24,28 +25,8 @@ const CHILD: &str = "RETRYSCOPE_JOBS_CLAIMS_CHILD";
 const EFFECT_DONE: &str = "effect done";
 /// What the handlers count their effects under, in Redis (prefixed per test).
 const EFFECTS: &str = "effects";
-/// The crash test's AckWait: claims are renewed every 500 ms and last 1.5 s.
-const CRASH_ACK_WAIT: Duration = Duration::from_millis(1500);
-/// A third of the AckWait: how often a running job's claim is renewed.
-const CRASH_RENEWAL: Duration = Duration::from_millis(500);
 /// The attempt timeout of the report: a claim used to last it plus AckWait.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn redis_url() -> Option<String> {
-    retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a redis-server 7+")
-}
-
-/// The same queue [`support::queue`] opened, from another process.
-fn queue_config(stream: &str, subject: &str, ack_wait: Duration) -> NatsQueueConfig {
-    NatsQueueConfig::new(stream, [subject.to_owned()], "workers")
-        .ack_wait(ack_wait)
-        .dead_letters(format!("{stream}_DEAD"), format!("dead_{}", stream.to_lowercase()))
-}
-
-async fn store(redis_url: &str, prefix: &str) -> RedisStore {
-    let client = redis::Client::open(redis_url).expect("a valid Redis URL");
-    RedisStore::connect(client).await.expect("redis-server answers").prefix(format!("{prefix}:"))
-}
 
 /// Counts one effect of the job in Redis, shared by every worker process.
 async fn count_effect(redis_url: &str, prefix: &str) -> u32 {
@@ -75,7 +56,7 @@ async fn a_worker_process_runs_here_when_a_crash_test_starts_one() {
     let queue = NatsQueue::open(client, queue_config(&stream, &subject, CRASH_ACK_WAIT))
         .await
         .expect("the test's queue");
-    let store = store(&redis_url, &prefix).await;
+    let store = redis_store(&redis_url, &prefix).await;
     let handler = move |_job: Job| {
         let (redis_url, prefix) = (redis_url.clone(), prefix.clone());
         async move {
@@ -98,30 +79,11 @@ async fn a_worker_killed_mid_handler_has_its_job_run_by_another_within_ack_wait_
     let (Some(url), Some(redis_url)) = (nats_url(), redis_url()) else { return };
     let q = queue(&url, "crash", CRASH_ACK_WAIT).await;
     let prefix = unique("crash");
-    let exe = std::env::current_exe().expect("the test binary");
-    let mut child = Command::new(exe)
-        .args(["--exact", "a_worker_process_runs_here_when_a_crash_test_starts_one", "--nocapture"])
-        .env(CHILD, &q.stream)
-        .env("CHILD_SUBJECT", &q.subject)
-        .env("CHILD_PREFIX", &prefix)
-        .env("RETRYSCOPE_NATS_URL", &url)
-        .env("RETRYSCOPE_REDIS_URL", &redis_url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+    let test = "a_worker_process_runs_here_when_a_crash_test_starts_one";
+    let mut child = worker_process(test, CHILD, &q, &prefix, &url, &redis_url)
         .spawn()
         .expect("the worker process starts");
-    let stdout = child.stdout.take().expect("its stdout");
-    let (said, effect_done) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let mut said = Some(said);
-        for line in std::io::BufReader::new(stdout).lines() {
-            if line.is_ok_and(|l| l.contains(EFFECT_DONE))
-                && let Some(said) = said.take()
-            {
-                let _ = said.send(());
-            }
-        }
-    });
+    let effect_done = said_on_stdout(&mut child, EFFECT_DONE);
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-1", "pay 7").await.expect("enqueued");
     tokio::time::timeout(Duration::from_secs(30), effect_done)
         .await
@@ -142,7 +104,7 @@ async fn a_worker_killed_mid_handler_has_its_job_run_by_another_within_ack_wait_
         }
     };
     let worker = Worker::builder(q.queue.clone(), fast_policy(3), handler)
-        .processed_keys(store(&redis_url, &prefix).await)
+        .processed_keys(redis_store(&redis_url, &prefix).await)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .fetch_wait(Duration::from_millis(100))
         .build()
@@ -201,7 +163,7 @@ async fn a_handler_slower_than_its_claim_is_renewed_and_runs_once_while_its_dupl
             .build()
             .expect("a valid worker")
     };
-    let first = worker(Arc::clone(&runs), store(&redis_url, &prefix).await);
+    let first = worker(Arc::clone(&runs), redis_store(&redis_url, &prefix).await);
     let first_stats = first.stats();
     let first = start(|stopped| first.run(stopped));
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-slow", "ship 3").await.expect("enqueued");
@@ -209,7 +171,7 @@ async fn a_handler_slower_than_its_claim_is_renewed_and_runs_once_while_its_dupl
 
     // The same job again (a producer's second send past the de-duplication
     // window), to a second worker while the first runs it.
-    let second = worker(Arc::clone(&runs), store(&redis_url, &prefix).await);
+    let second = worker(Arc::clone(&runs), redis_store(&redis_url, &prefix).await);
     let second_stats = second.stats();
     let second = start(|stopped| second.run(stopped));
     let duplicate = Outgoing {

@@ -10,6 +10,9 @@
 //!   unknown ([`Failure`]).
 //! - [`Database::statement`]: work on a pooled connection outside a
 //!   transaction, retried on a lost connection only when marked idempotent.
+//! - [`ProcessedJobs`]: a job's effect and its key, recorded as processed, in
+//!   one transaction, so that a job run again after its worker crashed skips
+//!   the effect it committed; the table's schema and migration.
 //! - [`classify`]: the SQLSTATE table.
 //! - [`DatabaseBuilder::config`]: policies and the kill switch from a
 //!   `retryscope-config` file, reloaded live; a call's `override_policy`
@@ -61,6 +64,7 @@ pub mod classify;
 mod database;
 mod error;
 pub mod labels;
+mod processed;
 mod spans;
 mod statement;
 mod transaction;
@@ -69,6 +73,7 @@ pub use attempt::WorkFuture;
 pub use database::{Database, DatabaseBuilder};
 pub use error::{Failure, commit_outcome_unknown};
 pub use labels::sqlstate_error_type;
+pub use processed::{ProcessedJobs, ProcessedJobsError, Recorded};
 /// The builder's telemetry states, to name a builder after `no_telemetry()`
 /// (defined in `retryscope-otel`, one pair for every integration).
 #[doc(inline)]

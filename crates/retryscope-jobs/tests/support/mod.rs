@@ -29,10 +29,9 @@ pub async fn queue(url: &str, test: &str, ack_wait: Duration) -> TestQueue {
     let client = async_nats::connect(url).await.expect("nats-server answers");
     let stream = unique(test).to_uppercase();
     let subject = format!("{}.work", stream.to_lowercase());
-    let config = NatsQueueConfig::new(&stream, [subject.to_string()], "workers")
-        .ack_wait(ack_wait)
-        .dead_letters(format!("{stream}_DEAD"), format!("dead_{}", stream.to_lowercase()));
-    let queue = NatsQueue::open(client.clone(), config).await.expect("streams and consumer");
+    let queue = NatsQueue::open(client.clone(), queue_config(&stream, &subject, ack_wait))
+        .await
+        .expect("streams and consumer");
     TestQueue { queue, client, subject, stream }
 }
 
@@ -109,4 +108,80 @@ impl Running {
         let _ = self.stop.send(());
         self.task.await.expect("the worker stops");
     }
+}
+
+/// The crash tests' AckWait: claims are renewed every 500 ms and last 1.5 s.
+pub const CRASH_ACK_WAIT: Duration = Duration::from_millis(1500);
+/// A third of [`CRASH_ACK_WAIT`]: how often a running job's claim is renewed.
+pub const CRASH_RENEWAL: Duration = Duration::from_millis(500);
+
+/// The Redis server the crash tests share their key store on.
+pub fn redis_url() -> Option<String> {
+    retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a redis-server 7+")
+}
+
+/// A Redis key store whose keys start with `prefix` (one per test).
+pub async fn redis_store(redis_url: &str, prefix: &str) -> retryscope_idempotency::RedisStore {
+    let client = redis::Client::open(redis_url).expect("a valid Redis URL");
+    retryscope_idempotency::RedisStore::connect(client)
+        .await
+        .expect("redis-server answers")
+        .prefix(format!("{prefix}:"))
+}
+
+/// The configuration [`queue`] opened `stream` with, for a worker process to
+/// open the same queue.
+pub fn queue_config(stream: &str, subject: &str, ack_wait: Duration) -> NatsQueueConfig {
+    NatsQueueConfig::new(stream, [subject.to_owned()], "workers")
+        .ack_wait(ack_wait)
+        .dead_letters(format!("{stream}_DEAD"), format!("dead_{}", stream.to_lowercase()))
+}
+
+/// Resolves once `child` prints a line containing `marker` on its stdout
+/// (which must be piped): how a crash test knows its worker process got to
+/// the point it is killed at.
+pub fn said_on_stdout(
+    child: &mut std::process::Child,
+    marker: &'static str,
+) -> tokio::sync::oneshot::Receiver<()> {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("the child's stdout is piped");
+    let (said, heard) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut said = Some(said);
+        for line in std::io::BufReader::new(stdout).lines() {
+            if line.is_ok_and(|l| l.contains(marker))
+                && let Some(said) = said.take()
+            {
+                let _ = said.send(());
+            }
+        }
+    });
+    heard
+}
+
+/// This test binary again, to run only `test` — a worker of its own when
+/// `child_var` is set, here to `q`'s stream — on `q`'s subject (`CHILD_SUBJECT`),
+/// keyed in Redis under `prefix` (`CHILD_PREFIX`), its stdout piped for
+/// [`said_on_stdout`]. Add what else it needs, then spawn it.
+pub fn worker_process(
+    test: &str,
+    child_var: &str,
+    q: &TestQueue,
+    prefix: &str,
+    nats_url: &str,
+    redis_url: &str,
+) -> std::process::Command {
+    let exe = std::env::current_exe().expect("the test binary");
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(["--exact", test, "--nocapture"])
+        .env(child_var, &q.stream)
+        .env("CHILD_SUBJECT", &q.subject)
+        .env("CHILD_PREFIX", prefix)
+        .env("RETRYSCOPE_NATS_URL", nats_url)
+        .env("RETRYSCOPE_REDIS_URL", redis_url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    command
 }
