@@ -155,7 +155,8 @@ fn reqwest_client() -> reqwest_middleware::ClientWithMiddleware {
 
 /// POSTs the charge; `Ok` once it was answered 2xx.
 async fn charge(client: &reqwest_middleware::ClientWithMiddleware, url: &str) -> Result<(), TestError> {
-    let response = client.post(url).body("amount=7").send().await.map_err(|e| TestError::Call(e.to_string()))?;
+    let response =
+        client.post(url).body("amount=7").send().await.map_err(|e| TestError::Call(e.to_string()))?;
     match response.status().is_success() {
         true => Ok(()),
         false => Err(TestError::Call(response.status().to_string())),
@@ -379,7 +380,8 @@ async fn a_callers_own_key_wins_over_the_jobs_and_a_get_gets_none() {
         let (addr, seen) = service(None).await;
         run_job(&url, "order-42", move |_job: Job| async move {
             let at = |path: &str| format!("http://{addr}{path}");
-            send(integration, Call::post(at("/audit")).header("idempotency-key", r#""mine""#).body("a")).await?;
+            send(integration, Call::post(at("/audit")).header("idempotency-key", r#""mine""#).body("a"))
+                .await?;
             let choice = KeyChoice::new("chosen").map_err(|e| TestError::Call(e.to_string()))?;
             send(integration, Call::post(at("/audit")).extension(choice).body("b")).await?;
             send(integration, Call::post(at("/audit")).extension(KeyChoice::suppress()).body("c")).await?;

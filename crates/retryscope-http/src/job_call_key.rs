@@ -74,7 +74,10 @@ mod tests {
             (0..ordinals).filter_map(|_| next_call()).map(|c| header_value(&c)).collect::<Vec<_>>()
         });
         let mut scoped = std::pin::pin!(scoped);
-        match std::future::Future::poll(scoped.as_mut(), &mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        match std::future::Future::poll(
+            scoped.as_mut(),
+            &mut std::task::Context::from_waker(std::task::Waker::noop()),
+        ) {
             std::task::Poll::Ready(values) => values,
             std::task::Poll::Pending => Vec::new(),
         }
@@ -97,7 +100,10 @@ mod tests {
         assert_ne!(derive(&long, 1), derive(&long, 2));
         assert!(derive(&long, 1).starts_with("sha256:"));
         // SHA-256("clé"), so that the form never drifts between versions.
-        assert_eq!(derive("clé", 3), "sha256:51cbcf30514d0802eb5c60a018f384ea3fb9b69307c554ee63ecb43177594de4/3");
+        assert_eq!(
+            derive("clé", 3),
+            "sha256:51cbcf30514d0802eb5c60a018f384ea3fb9b69307c554ee63ecb43177594de4/3"
+        );
         assert!(derive("a\tb", 1).starts_with("sha256:"));
     }
 }
