@@ -13,9 +13,9 @@ use axum::routing::{get, post};
 use bytes::Bytes;
 use retryscope::{ErrorType, Jitter, Policy, Transient, Verdict};
 use retryscope_conformance::services::{fresh_name, nats_url, redis_url};
-use retryscope_idempotency::{IdempotencyLayer, RedisStore};
+use retryscope_idempotency::{IdempotencyLayer, IdempotencyStore, RedisStore};
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
-use retryscope_jobs::{Job, JobOutcome, Producer, Worker};
+use retryscope_jobs::{Job, JobOutcome, Producer, Worker, WorkerStats};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_tower::KeyChoice;
 use std::io::BufRead;
@@ -265,22 +265,16 @@ async fn crash(url: &str, redis_url: &str, job_keyed_calls: bool) -> Crash {
         .fetch_wait(Duration::from_millis(100))
         .build()
         .expect("a valid worker");
-    let stats = worker.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(worker.run(async {
-        let _ = stopped.await;
-    }));
-
-    // Killed a renewal after the answer: its claim was alive and renewed.
-    tokio::time::sleep(RENEWAL).await;
-    child.kill().expect("SIGKILL");
-    let killed = Instant::now();
-    let _ = child.wait();
-    retryscope_conformance::checks::jobs_reached(&stats, JobOutcome::Succeeded, 1, Duration::from_secs(30))
-        .await;
+    let (stats, killed) = run_worker(worker, async {
+        // Killed a renewal after the answer: its claim was alive and renewed.
+        tokio::time::sleep(RENEWAL).await;
+        child.kill().expect("SIGKILL");
+        let killed = Instant::now();
+        let _ = child.wait();
+        killed
+    })
+    .await;
     let done = done_at.lock().expect("not poisoned").expect("the handler returned");
-    let _ = stop.send(());
-    running.await.expect("the worker stops");
     assert_eq!(stats.claims_taken_over(), 1, "the dead worker's claim was taken over");
     Crash {
         charges: seen.charges.load(Ordering::SeqCst),
@@ -315,7 +309,7 @@ async fn a_worker_killed_after_its_post_was_answered_leaves_the_effect_done_once
 
 /// Runs the job `key` on a worker of its own with `handler`, until it
 /// succeeded, and returns the worker's stats.
-async fn run_job<F, Fut>(url: &str, key: &str, handler: F) -> Arc<retryscope_jobs::WorkerStats>
+async fn run_job<F, Fut>(url: &str, key: &str, handler: F) -> Arc<WorkerStats>
 where
     F: Fn(Job) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), TestError>> + Send + 'static,
@@ -327,17 +321,27 @@ where
         .fetch_wait(Duration::from_millis(100))
         .build()
         .expect("a valid worker");
+    let enqueued = async { Producer::new(queue).enqueue(&subject, key, "job").await.expect("enqueued") };
+    run_worker(worker, enqueued).await.0
+}
+
+/// Runs `worker` on a task of its own, does `meanwhile`, waits until the
+/// worker has completed a job, and stops it.
+async fn run_worker<S: IdempotencyStore, T>(
+    worker: Worker<NatsQueue, TestError, S>,
+    meanwhile: impl Future<Output = T>,
+) -> (Arc<WorkerStats>, T) {
     let stats = worker.stats();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(worker.run(async {
         let _ = stopped.await;
     }));
-    Producer::new(queue).enqueue(&subject, key, "job").await.expect("enqueued");
-    retryscope_conformance::checks::jobs_reached(&stats, JobOutcome::Succeeded, 1, Duration::from_secs(20))
+    let got = meanwhile.await;
+    retryscope_conformance::checks::jobs_reached(&stats, JobOutcome::Succeeded, 1, Duration::from_secs(30))
         .await;
     let _ = stop.send(());
     running.await.expect("the worker stops");
-    stats
+    (stats, got)
 }
 
 /// Sends `call` through `integration`'s client, as built without `.idempotency_keys()`.

@@ -168,8 +168,10 @@ impl IdempotencyKeys {
         }
         // Taken only for a request that will carry it, so that a GET or a
         // caller's key in between does not move the ordinals of the rest.
-        if let Some(call) = retryscope::job_key::next_call() {
-            headers.insert(self.header.clone(), crate::job_call_key::header_value(&call));
+        if let Some(value) =
+            retryscope::job_key::next_call().and_then(|c| crate::job_call_key::header_value(&c))
+        {
+            headers.insert(self.header.clone(), value);
             return Some(KeySource::Job);
         }
         generate.then(|| {

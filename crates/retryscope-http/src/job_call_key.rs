@@ -20,6 +20,7 @@
 //! assert!(hashed.starts_with("sha256:") && hashed.ends_with("/1") && hashed.len() == 73);
 //! ```
 
+use crate::KeyChoice;
 use http::HeaderValue;
 use retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
 use retryscope::job_key::JobCall;
@@ -47,21 +48,12 @@ pub fn derive(job_key: &str, ordinal: u32) -> String {
     key
 }
 
-/// The header value of `call`: its key as an sf-string, `"` and `\` escaped.
-pub(crate) fn header_value(call: &JobCall) -> HeaderValue {
-    let key = derive(call.job_key(), call.ordinal());
-    let mut quoted = Vec::with_capacity(key.len() + 2);
-    quoted.push(b'"');
-    for byte in key.bytes() {
-        if matches!(byte, b'"' | b'\\') {
-            quoted.push(b'\\');
-        }
-        quoted.push(byte);
-    }
-    quoted.push(b'"');
-    // `derive` gives printable ASCII only (a hashed key otherwise): always a
-    // valid header value.
-    HeaderValue::from_bytes(&quoted).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+/// The header value of `call`: its key as an sf-string, quoted as
+/// [`KeyChoice::new`] quotes a caller's. `None` cannot happen: `derive` gives
+/// 1 to 255 bytes of printable ASCII.
+pub(crate) fn header_value(call: &JobCall) -> Option<HeaderValue> {
+    let choice = KeyChoice::new(&derive(call.job_key(), call.ordinal())).ok()?;
+    choice.value().cloned()
 }
 
 #[cfg(test)]
@@ -71,7 +63,7 @@ mod tests {
 
     fn call(job_key: &str, ordinals: usize) -> Vec<HeaderValue> {
         let scoped = JobKeyScope::new(job_key.into(), async move {
-            (0..ordinals).filter_map(|_| next_call()).map(|c| header_value(&c)).collect::<Vec<_>>()
+            (0..ordinals).filter_map(|_| next_call()).filter_map(|c| header_value(&c)).collect::<Vec<_>>()
         });
         let mut scoped = std::pin::pin!(scoped);
         match std::future::Future::poll(
