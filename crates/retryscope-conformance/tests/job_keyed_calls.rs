@@ -11,16 +11,15 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use retryscope::{ErrorType, Jitter, Policy, Transient, Verdict};
+use retryscope::{ErrorType, Transient, Verdict};
 use retryscope_conformance::services::{fresh_name, nats_url, redis_url};
 use retryscope_idempotency::{IdempotencyLayer, IdempotencyStore, RedisStore};
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
 use retryscope_jobs::{Job, JobOutcome, Producer, Worker, WorkerStats};
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_test_support::quick_policy;
 use retryscope_tower::KeyChoice;
-use std::io::BufRead;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -63,22 +62,6 @@ impl Transient for TestError {
             TestError::Call(_) => Verdict::permanent(ErrorType::OTHER),
         }
     }
-}
-
-/// The jobs' policy: 3 attempts, 10 ms apart.
-fn job_policy() -> Policy {
-    Policy::builder()
-        .max_attempts(3)
-        .base_delay(Duration::from_millis(10))
-        .jitter(Jitter::None)
-        .no_deadline()
-        .build()
-        .expect("a valid policy")
-}
-
-/// The clients' policy: a keyed POST may be retried (it is not here).
-fn call_policy() -> Policy {
-    Policy::builder().max_attempts(2).base_delay(Duration::from_millis(10)).build().expect("a valid policy")
 }
 
 fn queue_config(stream: &str, subject: &str) -> NatsQueueConfig {
@@ -147,7 +130,7 @@ async fn service(store: Option<RedisStore>) -> (SocketAddr, Arc<Seen>) {
 
 /// A retryscope reqwest client as a user builds it: no `.idempotency_keys()`.
 fn reqwest_client() -> reqwest_middleware::ClientWithMiddleware {
-    let middleware = RetryMiddleware::builder(call_policy()).no_telemetry().build();
+    let middleware = RetryMiddleware::builder(quick_policy()).no_telemetry().build();
     reqwest_middleware::ClientBuilder::new(reqwest::Client::builder().no_proxy().build().expect("a client"))
         .with(middleware)
         .build()
@@ -187,7 +170,7 @@ async fn a_worker_process_runs_here_when_a_crash_test_starts_one() {
             std::future::pending::<Result<(), TestError>>().await
         }
     };
-    let worker = Worker::builder(open_queue(&url, &stream, &subject).await, job_policy(), handler)
+    let worker = Worker::builder(open_queue(&url, &stream, &subject).await, quick_policy(), handler)
         .processed_keys(redis_store(&redis_url, &prefix).await)
         .job_keyed_calls(keyed)
         .fetch_wait(Duration::from_millis(100))
@@ -214,32 +197,20 @@ async fn crash(url: &str, redis_url: &str, job_keyed_calls: bool) -> Crash {
     let queue = open_queue(url, &stream, &subject).await;
     let (addr, seen) = service(Some(redis_store(redis_url, &format!("{prefix}:http")).await)).await;
     let charge_url = format!("http://{addr}/charge");
-    let exe = std::env::current_exe().expect("the test binary");
-    let mut child = Command::new(exe)
-        .args(["--exact", "a_worker_process_runs_here_when_a_crash_test_starts_one", "--nocapture"])
-        .env(CHILD, &stream)
-        .env("CHILD_SUBJECT", &subject)
-        .env("CHILD_PREFIX", format!("{prefix}:jobs"))
-        .env("CHILD_CHARGE_URL", &charge_url)
-        .env("CHILD_JOB_KEYED_CALLS", job_keyed_calls.to_string())
-        .env("RETRYSCOPE_NATS_URL", url)
-        .env("RETRYSCOPE_REDIS_URL", redis_url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the worker process starts");
-    let stdout = child.stdout.take().expect("its stdout");
-    let (said, posted) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let mut said = Some(said);
-        for line in std::io::BufReader::new(stdout).lines() {
-            if line.is_ok_and(|l| l.contains(POSTED))
-                && let Some(said) = said.take()
-            {
-                let _ = said.send(());
-            }
-        }
-    });
+    let (prefix_jobs, keyed) = (format!("{prefix}:jobs"), job_keyed_calls.to_string());
+    let (mut child, posted) = retryscope_test_support::child::start(
+        "a_worker_process_runs_here_when_a_crash_test_starts_one",
+        [
+            (CHILD, stream.as_str()),
+            ("CHILD_SUBJECT", &subject),
+            ("CHILD_PREFIX", &prefix_jobs),
+            ("CHILD_CHARGE_URL", &charge_url),
+            ("CHILD_JOB_KEYED_CALLS", &keyed),
+            ("RETRYSCOPE_NATS_URL", url),
+            ("RETRYSCOPE_REDIS_URL", redis_url),
+        ],
+        POSTED,
+    );
     Producer::new(queue.clone()).enqueue(&subject, "order-1", "charge 7").await.expect("enqueued");
 
     // The second worker is up before the first dies, as in a fleet.
@@ -259,8 +230,8 @@ async fn crash(url: &str, redis_url: &str, job_keyed_calls: bool) -> Crash {
         .await
         .expect("the worker process POSTed the charge")
         .expect("its stdout");
-    let worker = Worker::builder(queue.clone(), job_policy(), handler)
-        .processed_keys(redis_store(redis_url, &format!("{prefix}:jobs")).await)
+    let worker = Worker::builder(queue.clone(), quick_policy(), handler)
+        .processed_keys(redis_store(redis_url, &prefix_jobs).await)
         .job_keyed_calls(job_keyed_calls)
         .fetch_wait(Duration::from_millis(100))
         .build()
@@ -317,7 +288,7 @@ where
     let stream = fresh_name("KEYED_CALLS");
     let subject = format!("{}.run", stream.to_lowercase());
     let queue = open_queue(url, &stream, &subject).await;
-    let worker = Worker::builder(queue.clone(), job_policy(), handler)
+    let worker = Worker::builder(queue.clone(), quick_policy(), handler)
         .fetch_wait(Duration::from_millis(100))
         .build()
         .expect("a valid worker");
@@ -346,7 +317,7 @@ async fn run_worker<S: IdempotencyStore, T>(
 
 /// Sends `call` through `integration`'s client, as built without `.idempotency_keys()`.
 async fn send(integration: Integration, call: Call) -> Result<(), TestError> {
-    let client = integration.client(Setup::new(call_policy()));
+    let client = integration.client(Setup::new(quick_policy()));
     match client.send(call).await {
         Ok(response) if response.status < 300 => Ok(()),
         Ok(response) => Err(TestError::Call(response.status.to_string())),

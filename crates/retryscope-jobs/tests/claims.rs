@@ -10,8 +10,6 @@ mod support;
 use retryscope_idempotency::RedisStore;
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
 use retryscope_jobs::{Broker, Job, JobOutcome, Outgoing, Producer, Worker};
-use std::io::BufRead;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -98,30 +96,17 @@ async fn a_worker_killed_mid_handler_has_its_job_run_by_another_within_ack_wait_
     let (Some(url), Some(redis_url)) = (nats_url(), redis_url()) else { return };
     let q = queue(&url, "crash", CRASH_ACK_WAIT).await;
     let prefix = unique("crash");
-    let exe = std::env::current_exe().expect("the test binary");
-    let mut child = Command::new(exe)
-        .args(["--exact", "a_worker_process_runs_here_when_a_crash_test_starts_one", "--nocapture"])
-        .env(CHILD, &q.stream)
-        .env("CHILD_SUBJECT", &q.subject)
-        .env("CHILD_PREFIX", &prefix)
-        .env("RETRYSCOPE_NATS_URL", &url)
-        .env("RETRYSCOPE_REDIS_URL", &redis_url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the worker process starts");
-    let stdout = child.stdout.take().expect("its stdout");
-    let (said, effect_done) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let mut said = Some(said);
-        for line in std::io::BufReader::new(stdout).lines() {
-            if line.is_ok_and(|l| l.contains(EFFECT_DONE))
-                && let Some(said) = said.take()
-            {
-                let _ = said.send(());
-            }
-        }
-    });
+    let (mut child, effect_done) = retryscope_test_support::child::start(
+        "a_worker_process_runs_here_when_a_crash_test_starts_one",
+        [
+            (CHILD, q.stream.as_str()),
+            ("CHILD_SUBJECT", &q.subject),
+            ("CHILD_PREFIX", &prefix),
+            ("RETRYSCOPE_NATS_URL", &url),
+            ("RETRYSCOPE_REDIS_URL", &redis_url),
+        ],
+        EFFECT_DONE,
+    );
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-1", "pay 7").await.expect("enqueued");
     tokio::time::timeout(Duration::from_secs(30), effect_done)
         .await
