@@ -14,9 +14,9 @@
 //! **What keeps the ordinals stable**: the handler makes its keyed calls in
 //! the same order on every run. **What breaks it**:
 //! - a call made in a spawned task (`tokio::spawn`), or by a client that
-//!   runs its calls on a task of its own (tower's `Buffer`): the scope is
-//!   the polled future's, and does not follow it to another task, so such a
-//!   call gets no derived key;
+//!   runs its calls on a task of its own (a tower `Buffer` around the retry
+//!   layer): the scope is the polled future's, and does not follow it to
+//!   another task, so such a call gets no derived key;
 //! - calls reordered or made conditionally from one run to the next (on the
 //!   clock, on data that changed): call *n* then names another request;
 //! - concurrent calls (`join!`, `select!`) whose order varies: the ordinal
