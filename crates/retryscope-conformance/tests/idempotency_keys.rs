@@ -265,3 +265,32 @@ async fn attempt_spans_say_whether_the_key_was_generated_never_what_it_is() {
         }
     }
 }
+
+/// Inside a job's scope (what a `retryscope-jobs` worker runs its handler
+/// in), a POST through a client built without `.idempotency_keys()` carries
+/// the key derived from the job's, on every attempt, is retried as a keyed
+/// request is, and its spans say the key was generated, never what it is.
+#[tokio::test(start_paused = true)]
+async fn a_post_in_a_jobs_scope_carries_the_derived_key_on_every_attempt_and_its_spans_say_generated() {
+    for integration in BOTH {
+        let t = Telemetry::install();
+        let server = Server::start().await;
+        server.script("/charges", [Reply::status(503), Reply::ok("charged")]);
+        let client = integration.client(Setup::new(policy()).meter(&t));
+        let post = client.send(Call::post(server.url("/charges")).body("amount=7"));
+        let response = retryscope::job_key::JobKeyScope::new("order-9".into(), post).await;
+        assert_eq!(response.expect("retried").status, 200, "{integration:?}");
+        let derived = Some(r#""order-9/1""#.to_owned());
+        assert_eq!(keys_seen(&server, "/charges", "idempotency-key"), [derived.clone(), derived]);
+        let spans: Vec<_> = t.spans().into_iter().filter(|s| s.span_kind == SpanKind::Client).collect();
+        let generated: Vec<_> =
+            spans.iter().map(|s| attr(s, "retryscope.idempotency_key.generated")).collect();
+        assert_eq!(generated, [Some("true".to_owned()), Some("true".to_owned())], "{integration:?}");
+        for span in &spans {
+            assert!(
+                span.attributes.iter().all(|kv| !kv.value.as_str().contains("order-9")),
+                "{integration:?}: the key leaked: {span:#?}"
+            );
+        }
+    }
+}

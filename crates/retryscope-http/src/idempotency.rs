@@ -11,6 +11,13 @@
 //! that carries the header keeps it unchanged. Per request, an
 //! [`KeyChoice`] extension supplies a key or suppresses generation.
 //!
+//! Inside a job's handler (a `retryscope-jobs` worker, or any future run in
+//! a [`retryscope::job_key::JobKeyScope`]), such a request gets instead a
+//! key derived from the job's key and the call's ordinal in the handler,
+//! `"<job key>/<n>"` (see [`crate::job_call_key`]), whether or not generation
+//! is on: the same key on every run of the job, so a server that stores keys
+//! replays a call that completed before the worker crashed.
+//!
 //! The value is an RFC 8941 String (`Idempotency-Key: "8e03978e-…"`), as the
 //! draft specifies.
 //!
@@ -76,12 +83,16 @@ pub enum KeySource {
     Caller,
     /// Made by the integration for this operation.
     Generated,
+    /// Derived from the key of the job whose handler makes the call, and the
+    /// call's ordinal in it ([`retryscope::job_key`]).
+    Job,
 }
 
 impl KeySource {
-    /// `retryscope.idempotency_key.generated`.
+    /// `retryscope.idempotency_key.generated`: the integration made the key
+    /// (a fresh one, or one derived from the job's), not the caller.
     pub fn generated(self) -> bool {
-        self == KeySource::Generated
+        matches!(self, KeySource::Generated | KeySource::Job)
     }
 }
 
@@ -119,6 +130,10 @@ impl IdempotencyKeys {
     /// is `replayable` and which did not [suppress](KeyChoice::suppress)
     /// it gets a fresh UUID v4. A body that cannot be sent again gets no key:
     /// there will be no second attempt for it to protect.
+    ///
+    /// Inside a job's scope ([`retryscope::job_key`]), such a request gets
+    /// the key of the job's next call instead, generation on or off (the job
+    /// asks for it): the one place both integrations derive job keys.
     pub fn apply(
         &self,
         method: &Method,
@@ -147,11 +162,19 @@ impl IdempotencyKeys {
         if has_key(headers, &self.header) {
             return Some(KeySource::Caller);
         }
-        let wanted = generate
-            && !is_idempotent_method(method)
-            && replayable
-            && !matches!(choice, Some(Choice::Suppress));
-        wanted.then(|| {
+        let needed = !is_idempotent_method(method) && replayable && !matches!(choice, Some(Choice::Suppress));
+        if !needed {
+            return None;
+        }
+        // Taken only for a request that will carry it, so that a GET or a
+        // caller's key in between does not move the ordinals of the rest.
+        if let Some(value) =
+            retryscope::job_key::next_call().and_then(|c| crate::job_call_key::header_value(&c))
+        {
+            headers.insert(self.header.clone(), value);
+            return Some(KeySource::Job);
+        }
+        generate.then(|| {
             headers.insert(self.header.clone(), fresh_key());
             KeySource::Generated
         })

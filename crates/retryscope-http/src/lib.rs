@@ -39,6 +39,7 @@ mod fallback;
 pub mod fault;
 mod file_guards;
 mod idempotency;
+pub mod job_call_key;
 mod options;
 mod redact;
 mod release;

@@ -2,7 +2,10 @@
 //! run-at from [`Policy::schedule`](retryscope::Policy::schedule), dead-letter
 //! what cannot succeed, never run a job key again once its handler returned
 //! (one interrupted by a crash runs again: see the guide's "What once
-//! means"), and hold jobs — without
+//! means"; the HTTP calls its handler makes through retryscope's clients
+//! carry idempotency keys derived from the job's key, so a server that stores
+//! them runs each once across crashes: [`WorkerBuilder::job_keyed_calls`]),
+//! and hold jobs — without
 //! spending their attempts — while the dependency they call is down.
 //!
 //! The broker is NATS JetStream ([`nats::NatsQueue`]) behind a small

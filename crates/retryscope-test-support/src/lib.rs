@@ -15,12 +15,15 @@
 //! - [`telemetry`] (kit): the in-memory trace and metric pipeline;
 //! - [`keys`]: what an idempotency key on the wire must look like;
 //! - [`net`] (kit): a port nobody listens on, and a server that never answers;
+//! - [`child`]: one test of the test binary run as a process of its own (a
+//!   worker to SIGKILL), and word of when it printed a line;
 //! - [`external`]: services named by environment variables (rotel, PostgreSQL, Redis),
 //!   skipped outside CI when unset.
 // Fixtures, not an API: their names and their tests say what they do.
 #![allow(missing_docs)]
 
 pub mod body_server;
+pub mod child;
 pub mod external;
 pub mod h2_server;
 pub mod http_server;

@@ -61,7 +61,8 @@
 //!   `Arc` so that a retry can be `'static` (spawned, or returned by a tower
 //!   service).
 //! - [`jobs`]: the policy without the loop, for job queues; [`jobs::JobPolicy`]
-//!   schedules across days and weeks.
+//!   schedules across days and weeks. [`job_key`]: the job key of the handler
+//!   running on this task, from which HTTP calls derive idempotency keys.
 //! - Blocking code: [`Retry::call`]. Other async runtimes: [`Retry::with_sleeper`]
 //!   with a [`Sleeper`].
 //!
@@ -103,6 +104,7 @@ pub mod guard;
 pub mod hedge;
 #[cfg(feature = "http")]
 pub mod hints;
+pub mod job_key;
 pub mod jobs;
 pub mod observe;
 pub mod outcome;

@@ -36,6 +36,7 @@ pub struct WorkerBuilder<B: Broker, E, S = MemoryStore> {
     depth_every: Duration,
     config: Option<ConfigHandle>,
     own: Option<Policy>,
+    job_keyed_calls: bool,
 }
 
 /// The shortest and longest interval at which a worker reads the dead-letter depth.
@@ -115,6 +116,7 @@ impl<B: Broker, E: 'static> WorkerBuilder<B, E, MemoryStore> {
             depth_every: Duration::from_secs(15),
             config: None,
             own: None,
+            job_keyed_calls: true,
         }
     }
 }
@@ -167,12 +169,35 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
             depth_every: self.depth_every,
             config: self.config,
             own: self.own,
+            job_keyed_calls: self.job_keyed_calls,
         }
     }
 
     /// How long a completed key is remembered (default a day).
     pub fn key_ttl(mut self, ttl: Duration) -> Self {
         self.key_ttl = ttl;
+        self
+    }
+
+    /// Whether the HTTP calls a job's handler makes through retryscope's
+    /// reqwest or tower clients carry idempotency keys derived from the job's
+    /// key (default on, for every job that has a key): a POST, PATCH or other
+    /// non-idempotent request with a body that can be sent again, and no key
+    /// of its own, gets `"<job key>/<n>"` for the handler's *n*-th such call
+    /// (see `retryscope_http::job_call_key`), whether or not the client was
+    /// built with `.idempotency_keys()`, and is then retried as any keyed
+    /// request is. A server that stores keys (`retryscope-idempotency`)
+    /// replays a call that completed before a worker crashed, so the re-run
+    /// handler's effect happens once.
+    ///
+    /// The keys are stable while the handler makes its keyed calls in the same
+    /// order on every run; calls made in a spawned task get none, and
+    /// reordered, conditional or concurrent calls may swap keys
+    /// ([`retryscope::job_key`] says why). A caller's own key (a header, a
+    /// `KeyChoice`) wins, and `KeyChoice::suppress()` leaves a request without
+    /// one. `false` turns derivation off for this worker's jobs.
+    pub fn job_keyed_calls(mut self, on: bool) -> Self {
+        self.job_keyed_calls = on;
         self
     }
 
@@ -315,6 +340,7 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
                 timeout: self.timeout,
                 config: self.config,
                 own: self.own,
+                job_keyed_calls: self.job_keyed_calls,
                 guards: self.guards,
                 keys: Keys {
                     store: self.keys,

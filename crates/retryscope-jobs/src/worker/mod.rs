@@ -46,6 +46,9 @@ pub(crate) struct Inner<B: Broker, E, S> {
     pub(crate) config: Option<ConfigHandle>,
     /// `override_policy`: wins over the file, not over its kill switch.
     pub(crate) own: Option<Policy>,
+    /// `job_keyed_calls`: each execution of a keyed job runs in its key's
+    /// scope, from which its HTTP calls derive their idempotency keys.
+    pub(crate) job_keyed_calls: bool,
     pub(crate) guards: Option<Arc<Guards<RetryBudget>>>,
     pub(crate) keys: Keys<S>,
     pub(crate) concurrency: usize,

@@ -7,9 +7,10 @@ use super::execution::Execution;
 use super::keys::Claimed;
 use crate::broker::{Broker, Delivery, Outgoing};
 use crate::dead::{DeadLetter, DeadReason, TRACEPARENT, header_safe};
-use crate::job::{Job, JobOutcome};
+use crate::job::{HandlerFuture, Job, JobOutcome};
 use crate::meta::JobMeta;
 use rand::RngExt;
+use retryscope::job_key::JobKeyScope;
 use retryscope::jobs::{JobFailure, Schedule};
 use retryscope::{JitterRng, Retryable, StopReason, Verdict};
 use retryscope_idempotency::IdempotencyStore;
@@ -223,9 +224,16 @@ where
 {
     let verdict: Mutex<Option<Verdict>> = Mutex::new(None);
     let result = {
+        // A new scope for each execution: its calls count from 1 again, so a
+        // re-run sends the keys the first run sent.
+        let scope = job.key.as_ref().filter(|_| inner.job_keyed_calls);
         let op = || {
             inner.stats.executed();
-            inner.handler.call(job.clone())
+            let run: HandlerFuture<E> = inner.handler.call(job.clone());
+            match scope {
+                Some(key) => Box::pin(JobKeyScope::new(Arc::clone(key), run)) as HandlerFuture<E>,
+                None => run,
+            }
         };
         let retry = op.retry(attempt_policy).classify(|result: &Result<(), E>| {
             let v = match result {
