@@ -84,19 +84,19 @@ pub struct Observed {
 }
 
 impl Observed {
-    /// Attempts of every number.
+    /// Attempts of every number (`+ 0.0`: an empty sum is -0.0, shown as "-0").
     pub fn all_attempts(&self) -> f64 {
-        self.attempts.values().sum()
+        self.attempts.values().sum::<f64>() + 0.0
     }
 
     /// Failed attempts of every type.
     pub fn all_failures(&self) -> f64 {
-        self.failures.values().sum()
+        self.failures.values().sum::<f64>() + 0.0
     }
 
     /// Retries of every reason.
     pub fn all_retries(&self) -> f64 {
-        self.retries.values().sum()
+        self.retries.values().sum::<f64>() + 0.0
     }
 }
 

@@ -117,7 +117,8 @@ fn secs(s: f64) -> String {
 
 /// Up to a whole millisecond, at least `MIN_TIMEOUT`: the file writes whole units.
 fn whole_ms(seconds: f64) -> Duration {
-    Duration::from_millis((seconds * 1000.0).ceil() as u64).max(MIN_TIMEOUT)
+    // Less a micro-millisecond first: 2 × 2.0005 s read back as 4001 ms is float noise.
+    Duration::from_millis((seconds * 1000.0 - 1e-6).ceil().max(0.0) as u64).max(MIN_TIMEOUT)
 }
 
 fn share(part: f64, whole: f64) -> f64 {
@@ -169,12 +170,16 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
         o.breaker_changes,
         o.hedges
     ));
-    observed.push(format!(
-        "failure timeline: failures in {} of {} steps, longest outage (failure ratio ≥ 0.5) {} s",
-        o.failing_steps.0,
-        o.failing_steps.1,
-        o.longest_outage.as_secs()
-    ));
+    observed.push(if o.failing_steps.1 == 0 {
+        "failure timeline: no failed attempt".to_owned()
+    } else {
+        format!(
+            "failure timeline: failures in {} of {} steps, longest outage (failure ratio ≥ 0.5) {} s",
+            o.failing_steps.0,
+            o.failing_steps.1,
+            o.longest_outage.as_secs()
+        )
+    });
     let mut advice = Advice { name: o.name.clone(), observed, keys: Vec::new(), notes: Vec::new() };
 
     if o.requests < MIN_REQUESTS {
