@@ -271,3 +271,48 @@ fn the_guide_runs_as_written() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_file_in_force_keeps_its_match_keys_and_deadlines() {
+    let Some(server) = prometheus() else { return };
+    let config = out("in-force");
+    std::fs::write(
+        &config,
+        "[defaults]\ndeadline = \"4s\"\n\n\
+         [dependencies.quota]\nservice = \"quota.Quota\"\ndeadline = \"3s\"\nfallback = \"cached\"\n",
+    )
+    .expect("in-force file");
+    // The series name the gRPC dependency as the file does.
+    let path = out("with-config");
+    let mut a = args(
+        &server.url,
+        format!("{},{}", server.range.0 - 15, server.range.1),
+        "job=\"checkout\"",
+        path.clone(),
+    );
+    a.config = Some(config.clone());
+    let report = advise::run(&a).expect("advice");
+    // quota.internal is not the file's `quota`: matched by host, under the file's 4 s default deadline.
+    let quota = report.advice.iter().map(|(a, _)| a).find(|a| a.name == "quota.internal").expect("quota");
+    assert_eq!(get(&table(quota.key("backoff")), "throttled_max"), ms(4000));
+    let Some(Value::Duration(timeout)) = quota.key("attempt_timeout") else { panic!("no timeout") };
+    assert!(*timeout <= Duration::from_secs(2), "{timeout:?}");
+    let _ = std::fs::remove_file(&path);
+
+    // A file naming the series' dependency by a gRPC service: its match keys
+    // are kept, and the HTTP-only keys it would refuse are left out, saying so.
+    std::fs::write(
+        &config,
+        "[dependencies.\"quota.internal\"]\nservice = \"quota.Quota\"\ndeadline = \"3s\"\nfallback = \"cached\"\n",
+    )
+    .expect("in-force file");
+    let report = advise::run(&a).expect("advice");
+    let (quota, m) = report.advice.iter().find(|(a, _)| a.name == "quota.internal").expect("quota");
+    assert_eq!(*m, advise::writer::Match::InForce(vec![("service".to_owned(), "quota.Quota".to_owned())]));
+    assert!(quota.key("retry_statuses").is_none(), "{quota:?}");
+    assert!(quota.notes.iter().any(|n| n.contains("retry_statuses not written")), "{:?}", quota.notes);
+    assert_eq!(get(&table(quota.key("backoff")), "throttled_max"), ms(3000));
+    assert!(report.text.contains("service = \"quota.Quota\""), "{}", report.text);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&config);
+}

@@ -138,12 +138,28 @@ fn deadlines(pairs: &[String]) -> Result<BTreeMap<String, Duration>, AdviseError
         .collect()
 }
 
-/// What advise keeps of the file in force, per dependency name.
+/// What advise keeps of the file in force: the file, and each named
+/// dependency's match keys.
 #[derive(Debug, Default)]
 struct InForce {
+    config: Option<retryscope_config::Config>,
     matches: BTreeMap<String, Vec<(String, String)>>,
-    deadlines: BTreeMap<String, Duration>,
-    hedged: BTreeSet<String>,
+}
+
+impl InForce {
+    /// The settings in force for a dependency the series name `name`: its own
+    /// where the file names it, else what a call to that host resolves to.
+    fn settings(&self, name: &str) -> Option<&retryscope_config::DependencySettings> {
+        let config = self.config.as_ref()?;
+        if let Some(own) = config.dependency(name) {
+            return Some(own);
+        }
+        let (host, port) = match name.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<u16>().ok()),
+            None => (name, None),
+        };
+        Some(config.resolve(&retryscope_config::Target::http(host, port, "/")))
+    }
 }
 
 /// The file in force: checked as a service would (with the names it registers
@@ -155,7 +171,8 @@ fn in_force(path: &std::path::Path) -> Result<InForce, AdviseError> {
         .map_err(|source| AdviseError::InForce { path: path.display().to_string(), source })?;
     let deps = table.get("dependencies").and_then(toml::Value::as_table).cloned().unwrap_or_default();
     let mut known = retryscope_config::KnownNames::new();
-    for block in deps.values().filter_map(toml::Value::as_table) {
+    let defaults = table.get("defaults").and_then(toml::Value::as_table);
+    for block in deps.values().filter_map(toml::Value::as_table).chain(defaults) {
         if let Some(n) = block.get("fallback").and_then(toml::Value::as_str) {
             known = known.fallback(n.to_owned());
         }
@@ -170,24 +187,16 @@ fn in_force(path: &std::path::Path) -> Result<InForce, AdviseError> {
         &known,
     )
     .map_err(AdviseError::Config)?;
-    let mut out = InForce::default();
+    let mut matches = BTreeMap::new();
     for (name, block) in &deps {
         let Some(block) = block.as_table() else { continue };
         let keys = ["host", "path_prefix", "service", "method", "subject"]
             .into_iter()
             .filter_map(|k| block.get(k).and_then(toml::Value::as_str).map(|v| (k.to_owned(), v.to_owned())))
             .collect();
-        out.matches.insert(name.clone(), keys);
-        if let Some(settings) = config.dependency(name) {
-            if let Some(d) = settings.policy().deadline() {
-                out.deadlines.insert(name.clone(), d);
-            }
-            if settings.hedge().is_some() {
-                out.hedged.insert(name.clone());
-            }
-        }
+        matches.insert(name.clone(), keys);
     }
-    Ok(out)
+    Ok(InForce { config: Some(config), matches })
 }
 
 /// The keys a rule of the file in force would refuse (gRPC, jobs), dropped with a note.
@@ -241,11 +250,13 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
     let mut taken = BTreeSet::new();
     let mut advice = Vec::with_capacity(observed.len());
     for o in &observed {
+        let settings = in_force.settings(&o.name);
         let caller = rules::Caller {
             deadline: deadlines.get(&o.name).copied(),
-            file_deadline: in_force.deadlines.get(&o.name).copied(),
+            file_deadline: settings.and_then(|s| s.policy().deadline()),
+            // Hedging in force, or hedges seen: the calls are already sent twice.
             idempotent: args.idempotent.contains(&o.name)
-                || in_force.hedged.contains(&o.name)
+                || settings.is_some_and(|s| s.hedge().is_some())
                 || o.hedges > 0.0,
         };
         let mut a = rules::advise(o, &caller);
