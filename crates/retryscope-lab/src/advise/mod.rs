@@ -25,6 +25,10 @@ use writer::Match;
 
 /// The most dependencies one run advises on: as many as one file may name.
 pub const MAX_DEPENDENCIES: usize = retryscope_config::MAX_DEPENDENCIES;
+/// The shortest caller's deadline: a quarter of it (the backoff base) is still 5 ms.
+pub const MIN_DEADLINE: Duration = rules::TUNABLE_DEADLINE;
+/// The longest caller's deadline: the file's bound on every duration.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(86_400);
 /// The longest range read: the histograms of a longer one say little of today.
 pub const MAX_RANGE: Duration = Duration::from_secs(31 * 86_400);
 
@@ -127,12 +131,12 @@ fn deadlines(pairs: &[String]) -> Result<BTreeMap<String, Duration>, AdviseError
         .map(|p| {
             let bad = || AdviseError::Argument {
                 flag: "--deadline",
-                why: format!("{p:?} is not NAME=DURATION (payments=800ms)"),
+                why: format!("{p:?} is not NAME=DURATION (payments=800ms), 20ms to 1d"),
             };
             let (name, d) = p.split_once('=').ok_or_else(bad)?;
             Ok((
                 name.trim().to_owned(),
-                parse_duration(d).filter(|d| *d <= Duration::from_secs(86_400)).ok_or_else(bad)?,
+                parse_duration(d).filter(|d| (MIN_DEADLINE..=MAX_DEADLINE).contains(d)).ok_or_else(bad)?,
             ))
         })
         .collect()

@@ -15,7 +15,7 @@
 //! | `retry_statuses` | the engine's transient set (408, 429, 500, 502, 503, 504), written where statuses failed; other 4xx are never retried | DESIGN §2 (classification) |
 //! | `budget` | `{ ratio = 0.1, min_per_second = 10, window = "10s" }` where attempts fail | Google SRE book, ch. 22: per-client retry budget of 10 % of requests; gRPC A6 retry throttling for the same idea |
 //! | `breaker` | `{ failure_ratio = 0.5, min_calls = 20, window = "10s", cool_down = "5s" }` where an outage (failure ratio ≥ 0.5) lasted [`OUTAGE_FOR`] or more | the engine's breaker defaults; retries cannot help through an outage, a breaker stops the load |
-//! | `hedging` | `{ max_copies = 2, delay = p95 }` for idempotent calls whose p99/p50 ≥ [`HEAVY_TAIL`] | Dean & Barroso, "The Tail at Scale" (CACM 2013): defer the second request until the first has been out longer than the 95th-percentile latency, ≈ 5 % more load |
+//! | `hedging` | `{ max_copies = 2, delay = p95 }` for idempotent calls whose p99/p50 ≥ [`HEAVY_TAIL`], when p95 is under the attempt timeout | Dean & Barroso, "The Tail at Scale" (CACM 2013): defer the second request until the first has been out longer than the 95th-percentile latency, ≈ 5 % more load |
 //! | `priority` | not recommended: the series carry priority only on refusals, which says nothing of what a call is worth | — |
 
 use super::observe::{Observed, Quantiles};
@@ -43,6 +43,8 @@ pub const HEAVY_TAIL: f64 = 5.0;
 pub const OUTAGE_FOR: Duration = Duration::from_secs(60);
 /// The deadline assumed when neither the caller nor the file gives one: `Policy::interactive`'s.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
+/// A deadline shorter than this (a file in force may write one) is not tuned.
+pub const TUNABLE_DEADLINE: Duration = Duration::from_millis(20);
 /// The shortest attempt timeout recommended.
 const MIN_TIMEOUT: Duration = Duration::from_millis(10);
 
@@ -206,12 +208,22 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
     let heavy_tail = tail >= HEAVY_TAIL;
     let failing = first_failure >= HEALTHY_FAILURES || o.refused > 0.0;
     let deadline = caller.deadline.or(caller.file_deadline).unwrap_or(DEFAULT_DEADLINE);
+    // Whole milliseconds, as the file writes them: half of 2001 ms is 1000 ms, not 1000.5.
+    let half = Duration::from_millis((deadline.as_millis() / 2) as u64);
+    let quarter = Duration::from_millis((deadline.as_millis() / 4) as u64);
     let deadline_from = match (caller.deadline, caller.file_deadline) {
         (Some(_), _) => "the caller's deadline (--deadline)",
         (None, Some(_)) => "the file in force's deadline",
         (None, None) => "Policy::interactive's 15 s deadline (no --deadline given)",
     };
 
+    if deadline < TUNABLE_DEADLINE {
+        advice.notes.push(format!(
+            "a deadline of {} leaves no room for a timeout, a wait and a retry: left as it is",
+            ms(deadline)
+        ));
+        return advice;
+    }
     if let Some(d) = caller.deadline {
         advice.keys.push(Key {
             key: "deadline",
@@ -229,14 +241,15 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
         return advice;
     }
 
-    let timeout = whole_ms(2.0 * lat.p99).min(deadline / 2).max(MIN_TIMEOUT);
+    // Never above half the deadline, even when that is under MIN_TIMEOUT.
+    let timeout = whole_ms(2.0 * lat.p99).max(MIN_TIMEOUT).min(half);
     advice.keys.push(Key {
         key: "attempt_timeout",
         value: Value::Duration(timeout),
         reason: format!(
             "min({deadline_from} / 2 = {}, 2 × p99 {} = {}): room for one retry after an attempt that never \
              answers, and no healthy call cut (Policy::interactive's rule)",
-            ms(deadline / 2),
+            ms(half),
             secs(lat.p99),
             ms(whole_ms(2.0 * lat.p99))
         ),
@@ -251,8 +264,8 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
                 first_failure * 100.0
             ),
         });
-        let initial = AWS_TRANSIENT_BASE.min(deadline / 4);
-        let max = AWS_MAX.min(deadline / 2).max(initial);
+        let initial = AWS_TRANSIENT_BASE.min(quarter);
+        let max = AWS_MAX.min(half).max(initial);
         let mut backoff = vec![
             ("initial", Value::Duration(initial)),
             ("max", Value::Duration(max)),
@@ -265,7 +278,7 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
         );
         if rate_limited {
             let throttled_max = AWS_MAX.min(deadline).max(Duration::from_millis(1));
-            let throttled = AWS_THROTTLED_BASE.min(deadline / 2).min(throttled_max);
+            let throttled = AWS_THROTTLED_BASE.min(half).min(throttled_max);
             backoff.push(("throttled_initial", Value::Duration(throttled)));
             backoff.push(("throttled_max", Value::Duration(throttled_max)));
             why.push_str(&format!(
@@ -345,7 +358,14 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
     }
     if heavy_tail {
         let delay = whole_ms(lat.p95);
-        if caller.idempotent {
+        if delay >= timeout {
+            // A copy sent after the first attempt was already cut helps nothing.
+            advice.notes.push(format!(
+                "heavy tail (p99/p50 = {tail:.1}), but p95 = {} is not under the attempt timeout {}: no hedge",
+                ms(delay),
+                ms(timeout)
+            ));
+        } else if caller.idempotent {
             advice.keys.push(Key {
                 key: "hedging",
                 value: Value::Table(vec![("max_copies", Value::Int(2)), ("delay", Value::Duration(delay))]),
