@@ -231,8 +231,10 @@ pub async fn read(scope: &Scope<'_>, cap: usize) -> Result<Vec<Observed>, Advise
             let Some(n) = s.labels.get("retryscope_attempt").and_then(|n| n.parse::<u32>().ok()) else {
                 continue;
             };
-            // No successful attempt of that number in the range: no quantile.
-            if s.value.is_nan() && o.attempts.get(&n).copied().unwrap_or(0.0) == 0.0 {
+            // histogram_quantile is NaN where the buckets grew by nothing: no
+            // successful attempt of that number in the range (a live storm's
+            // outage fails every 4th attempt), so no quantile, not an absurd one.
+            if s.value.is_nan() {
                 continue;
             }
             let v = sane(series::ATTEMPT_BUCKET, &o.name, s.value)?;
@@ -321,8 +323,12 @@ async fn timeline(scope: &Scope<'_>, deps: &mut BTreeMap<String, Observed>) -> R
             run = if ratio.is_finite() && ratio >= OUTAGE_RATIO { run + 1 } else { 0 };
             longest = longest.max(run);
         }
-        // Runs of steps stand for their length in time.
-        o.longest_outage = Duration::from_secs_f64(longest as f64 * step);
+        // Each point looks a minute back, so a run of points overstates the
+        // stretch by up to that minute less one step: taken off (a 2 s outage
+        // whose retries failed for 4 points of 15 s is not a 60 s outage).
+        let stretch = longest as f64 * step - (60.0 - step);
+        o.longest_outage =
+            if longest == 0 { Duration::ZERO } else { Duration::from_secs_f64(stretch.max(step)) };
         o.failing_steps = (failing, s.points.len());
     }
     Ok(())
