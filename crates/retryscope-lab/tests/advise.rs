@@ -316,3 +316,57 @@ fn the_file_in_force_keeps_its_match_keys_and_deadlines() {
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&config);
 }
+
+/// A one-connection-at-a-time HTTP server on loopback answering every request
+/// with `status` and `body`: a server that is not (or not quite) Prometheus.
+fn fake_prometheus(status: &'static str, body: Vec<u8>) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(&body);
+        }
+    });
+    url
+}
+
+fn refusal(url: &str) -> AdviseError {
+    let a = args(url, "1h".to_owned(), "job=\"checkout\"", out("fake"));
+    advise::run(&a).expect_err("refused")
+}
+
+#[test]
+fn an_answer_that_is_not_prometheus_json_too_large_or_an_error_is_refused_as_such() {
+    let e = refusal(&fake_prometheus("200 OK", b"<html>a proxy's login page</html>".to_vec()));
+    assert!(matches!(e, AdviseError::Malformed { .. }), "{e}");
+    assert!(e.to_string().contains("retryscope_requests_total"), "{e}");
+
+    let e = refusal(&fake_prometheus(
+        "400 Bad Request",
+        br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#.to_vec(),
+    ));
+    assert!(
+        matches!(e, AdviseError::Query { status: 400, .. }) && e.to_string().contains("parse error"),
+        "{e}"
+    );
+
+    let huge = vec![b' '; advise::prom::MAX_RESPONSE_BYTES + 1];
+    let e = refusal(&fake_prometheus("200 OK", huge));
+    assert!(matches!(e, AdviseError::TooLarge { .. }), "{e}");
+
+    // A success with no series at all: the selector matches nothing.
+    let e = refusal(&fake_prometheus(
+        "200 OK",
+        br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#.to_vec(),
+    ));
+    assert!(e.to_string().starts_with("no retryscope_requests_total{job=\"checkout\"}"), "{e}");
+}
