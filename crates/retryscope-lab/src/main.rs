@@ -66,7 +66,10 @@ fn main() -> ExitCode {
         }
         Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| chain(&e)),
         Command::Advise(args) => retryscope_lab::advise::run(&args)
-            .map(|report| println!("wrote {} ({} dependencies)", args.out.display(), report.advice.len()))
+            .map(|report| {
+                println!("wrote {} ({} dependencies)", args.out.display(), report.advice.len());
+                print!("{}", retryscope_lab::advise::replay::table(&report.replays));
+            })
             .map_err(|e| chain(&e)),
         Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| chain(&e)),
         Command::Jobs(args) => retryscope_lab::jobs::run(&args).map_err(|e| chain(&e)),

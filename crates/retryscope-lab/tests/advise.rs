@@ -115,6 +115,18 @@ fn each_generated_dependency_gets_what_its_rule_must_give() {
     let hedge = config.resolve(&target).hedge().expect("hedged");
     assert_eq!(hedge.delay, delay);
     assert!(report.text.contains("# hedging: p99/p50"), "{}", report.text);
+
+    // Every tuned dependency was replayed under the defaults in force and the
+    // advice; none was worse here, so none was withheld.
+    let replayed: Vec<&str> = report.replays.iter().map(|r| r.dependency.as_str()).collect();
+    assert_eq!(replayed, ["blips.internal", "ledger.internal", "quota.internal", "search.internal"]);
+    assert!(report.replays.iter().all(|r| !r.withheld && r.in_force.calls == r.recommended.calls));
+    let quota = &report.replays[2];
+    assert!(quota.recommended.p99 < quota.in_force.p99, "{quota:?}");
+    // A third of the ledger's range was an outage: about two thirds answered, either way.
+    let ledger = &report.replays[1];
+    assert!((0.6..0.7).contains(&ledger.recommended.answered), "{ledger:?}");
+    assert!(report.text.contains("# replay (18000 calls): in force answered"), "{}", report.text);
     let _ = std::fs::remove_file(&path);
 }
 

@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use retryscope_lab::advise::observe::{Observed, Quantiles};
+use retryscope_lab::advise::replay;
 use retryscope_lab::advise::rules::{self, Caller, Value};
 use retryscope_lab::advise::writer::{self, Match};
 use std::time::Duration;
@@ -97,4 +98,38 @@ fn a_hedge_delay_above_the_deadline_is_not_written() {
     let advice = rules::advise(&o, &caller);
     assert!(advice.key("hedging").is_none(), "{advice:#?}");
     assert!(advice.notes.iter().any(|n| n.contains("no hedge")), "{:?}", advice.notes);
+}
+
+/// A dependency failing 30 % of attempts for its whole range.
+fn flaky() -> Observed {
+    let mut o = observed(6_000.0, 1_800.0, "503", 0.02, 3.0, 0, 0.0);
+    o.window = Duration::from_secs(600);
+    o.timeline_step = 15.0;
+    o.timeline = vec![0.3; 41];
+    o
+}
+
+fn side(attempts: u32, budget: Option<retryscope_config::BudgetSettings>) -> replay::Side {
+    let policy =
+        retryscope::Policy::interactive().to_builder().max_attempts(attempts).build().expect("policy");
+    replay::Side { policy, budget, breaker: None }
+}
+
+#[test]
+fn a_replay_answers_more_calls_with_retries_and_says_when_a_recommendation_is_worse() {
+    let o = flaky();
+    let one = replay::replay(&o, &side(1, None), 42).expect("replays");
+    let four = replay::replay(&o, &side(4, None), 42).expect("replays");
+    // One attempt answers ~70 %; four ~99 % at ~1.4 attempts a call.
+    assert!((0.67..0.73).contains(&one.answered), "{one:?}");
+    assert!(four.answered > 0.98 && (1.35..1.5).contains(&four.amplification), "{four:?}");
+    assert!(replay::worse(&one, &four), "fewer calls answered is worse");
+    // A 10 % budget answers fewer than unbounded retries but loads the dependency less.
+    let budget =
+        retryscope_config::BudgetSettings { ratio: Some(0.1), min_per_second: Some(0), window: None };
+    let budgeted = replay::replay(&o, &side(4, Some(budget)), 42).expect("replays");
+    assert!(budgeted.amplification < four.amplification, "{budgeted:?} vs {four:?}");
+    assert!(replay::worse(&four, &budgeted), "more load is worse");
+    // The same seed replays the same figures.
+    assert_eq!(replay::replay(&o, &side(4, None), 42).expect("replays"), four);
 }

@@ -7,11 +7,15 @@
 //! - [`prom`]: the reader (HTTP API, bounded in time and size);
 //! - [`observe`]: the figures per dependency, refused when missing or absurd;
 //! - [`rules`]: the rules, with their sources;
+//! - [`replay`]: each tuned dependency's timeline replayed in virtual time
+//!   under the configuration in force and the recommended one; a worse
+//!   recommendation is withheld;
 //! - [`writer`]: the file, checked as `check-config` checks it.
 
 pub mod error;
 pub mod observe;
 pub mod prom;
+pub mod replay;
 pub mod rules;
 pub mod writer;
 
@@ -66,6 +70,8 @@ pub struct Report {
     pub advice: Vec<(rules::Advice, Match)>,
     /// The file's text, as written to `--out`.
     pub text: String,
+    /// Each tuned dependency replayed in force and recommended.
+    pub replays: Vec<replay::Compared>,
 }
 
 /// `30m`, `6h`, `90s`, `2d`, `500ms`.
@@ -286,11 +292,52 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
         "(crates/retryscope-lab/src/advise/rules.rs). Review it, check it with".to_owned(),
         "`retryscope check-config`, then reload it.".to_owned(),
     ];
+    let first = writer::render(&header, &advice);
+    let written = writer::check(&first, &args.out.display().to_string()).map_err(AdviseError::Config)?;
+    let replays = prove(&mut advice, &observed, &in_force, &written);
     let text = writer::render(&header, &advice);
     writer::check(&text, &args.out.display().to_string()).map_err(AdviseError::Config)?;
     std::fs::write(&args.out, &text)
         .map_err(|source| AdviseError::Io { what: format!("writing {}", args.out.display()), source })?;
-    Ok(Report { advice, text })
+    Ok(Report { advice, text, replays })
+}
+
+/// Replays every dependency given keys under the configuration in force and
+/// the recommended one (`written`); withholds a recommendation that is worse.
+fn prove(
+    advice: &mut [(rules::Advice, Match)],
+    observed: &[observe::Observed],
+    in_force: &InForce,
+    written: &retryscope_config::Config,
+) -> Vec<replay::Compared> {
+    let mut out = Vec::new();
+    // `advice` was made from `observed`, one for one, in order.
+    for ((a, m), o) in advice.iter_mut().zip(observed) {
+        if a.keys.is_empty() || matches!(m, Match::Unmatchable(_)) {
+            continue;
+        }
+        let Some(recommended) = written.dependency(&writer::file_name(&a.name)) else { continue };
+        let base = replay::Side::defaults();
+        let now = in_force
+            .settings(&a.name)
+            .map_or_else(|| base.clone(), |s| replay::Side::from_settings(s, &base));
+        let next = replay::Side::from_settings(recommended, &now);
+        // One seed for both sides: the same arrivals, failures and latencies.
+        let seed = crate::sim::DEFAULT_SEED;
+        let (Ok(before), Ok(after)) = (replay::replay(o, &now, seed), replay::replay(o, &next, seed)) else {
+            a.notes.push("replay: could not be run for these settings; not proven".to_owned());
+            continue;
+        };
+        let withheld = replay::worse(&after, &before);
+        let compared =
+            replay::Compared { dependency: a.name.clone(), in_force: before, recommended: after, withheld };
+        if withheld {
+            a.keys.clear();
+        }
+        a.notes.push(compared.line());
+        out.push(compared);
+    }
+    out
 }
 
 fn names(observed: &[observe::Observed]) -> String {

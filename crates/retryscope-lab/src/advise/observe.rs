@@ -81,6 +81,12 @@ pub struct Observed {
     pub longest_outage: Duration,
     /// The steps of the timeline with any failure, and all its steps.
     pub failing_steps: (usize, usize),
+    /// The attempt failure ratio, step by step over the range (0 where no attempt failed).
+    pub timeline: Vec<f64>,
+    /// The timeline's step, seconds.
+    pub timeline_step: f64,
+    /// The range's length.
+    pub window: Duration,
 }
 
 impl Observed {
@@ -187,7 +193,8 @@ pub async fn read(scope: &Scope<'_>, cap: usize) -> Result<Vec<Observed>, Advise
     for s in &requests {
         if let Some(name) = dependency(s) {
             let requests = sane(series::REQUESTS, name, s.value)?;
-            deps.insert(name.to_owned(), Observed { name: name.to_owned(), requests, ..Observed::default() });
+            let o = Observed { name: name.to_owned(), requests, window: scope.window, ..Observed::default() };
+            deps.insert(name.to_owned(), o);
         }
     }
     if deps.len() > cap {
@@ -312,6 +319,9 @@ async fn timeline(scope: &Scope<'_>, deps: &mut BTreeMap<String, Observed>) -> R
     };
     let expr = format!("{} / {}", rate("error_type!=\"\""), rate(""));
     let start = scope.end - scope.window.as_secs_f64();
+    for o in deps.values_mut() {
+        o.timeline_step = step;
+    }
     for s in scope.prometheus.query_range(&expr, start, scope.end, step).await? {
         let Some(o) = s.labels.get(DEPENDENCY).and_then(|d| deps.get_mut(d)) else { continue };
         let (mut run, mut longest, mut failing) = (0usize, 0usize, 0usize);
@@ -330,6 +340,15 @@ async fn timeline(scope: &Scope<'_>, deps: &mut BTreeMap<String, Observed>) -> R
         o.longest_outage =
             if longest == 0 { Duration::ZERO } else { Duration::from_secs_f64(stretch.max(step)) };
         o.failing_steps = (failing, s.points.len());
+        // Indexed by step from the range's start; a missing point (no attempt) fails nothing.
+        let steps = (scope.window.as_secs_f64() / step).ceil() as usize + 1;
+        o.timeline = vec![0.0; steps];
+        for &(t, ratio) in &s.points {
+            let i = ((t - start) / step).round();
+            if ratio.is_finite() && i >= 0.0 && (i as usize) < steps {
+                o.timeline[i as usize] = ratio.clamp(0.0, 1.0);
+            }
+        }
     }
     Ok(())
 }
