@@ -382,3 +382,25 @@ fn an_answer_that_is_not_prometheus_json_too_large_or_an_error_is_refused_as_suc
     ));
     assert!(e.to_string().starts_with("no retryscope_requests_total{job=\"checkout\"}"), "{e}");
 }
+
+#[test]
+fn a_recommendation_the_replay_finds_worse_is_withheld() {
+    let Some(server) = prometheus() else { return };
+    let path = out("withheld");
+    let mut a = args(
+        &server.url,
+        format!("{},{}", server.range.0 - 15, server.range.1),
+        "job=\"checkout\"",
+        path.clone(),
+    );
+    // 100 ms for calls whose p99 is 95 ms: the timeout rule gives 50 ms, which
+    // cuts a third of the attempts the 100 ms alone would have let answer.
+    a.deadlines = vec!["quota.internal=100ms".to_owned()];
+    let report = advise::run(&a).expect("advice");
+    let quota = report.replays.iter().find(|r| r.dependency == "quota.internal").expect("replayed");
+    assert!(quota.withheld && quota.recommended.answered < quota.in_force.answered, "{quota:?}");
+    let (advice, _) = report.advice.iter().find(|(a, _)| a.name == "quota.internal").expect("quota");
+    assert!(advice.keys.is_empty(), "{advice:?}");
+    assert!(report.text.contains("worse, withheld (the defaults stay)"), "{}", report.text);
+    let _ = std::fs::remove_file(&path);
+}

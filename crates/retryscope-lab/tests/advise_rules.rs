@@ -118,8 +118,8 @@ fn side(attempts: u32, budget: Option<retryscope_config::BudgetSettings>) -> rep
 #[test]
 fn a_replay_answers_more_calls_with_retries_and_says_when_a_recommendation_is_worse() {
     let o = flaky();
-    let one = replay::replay(&o, &side(1, None), 42).expect("replays");
-    let four = replay::replay(&o, &side(4, None), 42).expect("replays");
+    let one = replay::replay(&o, &side(1, None), None, 42).expect("replays");
+    let four = replay::replay(&o, &side(4, None), None, 42).expect("replays");
     // One attempt answers ~70 %; four ~99 % at ~1.4 attempts a call.
     assert!((0.67..0.73).contains(&one.answered), "{one:?}");
     assert!(four.answered > 0.98 && (1.35..1.5).contains(&four.amplification), "{four:?}");
@@ -127,9 +127,9 @@ fn a_replay_answers_more_calls_with_retries_and_says_when_a_recommendation_is_wo
     // A 10 % budget answers fewer than unbounded retries but loads the dependency less.
     let budget =
         retryscope_config::BudgetSettings { ratio: Some(0.1), min_per_second: Some(0), window: None };
-    let budgeted = replay::replay(&o, &side(4, Some(budget)), 42).expect("replays");
+    let budgeted = replay::replay(&o, &side(4, Some(budget)), None, 42).expect("replays");
     assert!(budgeted.amplification < four.amplification, "{budgeted:?} vs {four:?}");
     assert!(replay::worse(&four, &budgeted), "more load is worse");
     // The same seed replays the same figures.
-    assert_eq!(replay::replay(&o, &side(4, None), 42).expect("replays"), four);
+    assert_eq!(replay::replay(&o, &side(4, None), None, 42).expect("replays"), four);
 }

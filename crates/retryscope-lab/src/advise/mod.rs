@@ -294,7 +294,7 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
     ];
     let first = writer::render(&header, &advice);
     let written = writer::check(&first, &args.out.display().to_string()).map_err(AdviseError::Config)?;
-    let replays = prove(&mut advice, &observed, &in_force, &written);
+    let replays = prove(&mut advice, &observed, &in_force, &written, &deadlines);
     let text = writer::render(&header, &advice);
     writer::check(&text, &args.out.display().to_string()).map_err(AdviseError::Config)?;
     std::fs::write(&args.out, &text)
@@ -309,6 +309,7 @@ fn prove(
     observed: &[observe::Observed],
     in_force: &InForce,
     written: &retryscope_config::Config,
+    deadlines: &BTreeMap<String, Duration>,
 ) -> Vec<replay::Compared> {
     let mut out = Vec::new();
     // `advice` was made from `observed`, one for one, in order.
@@ -323,8 +324,10 @@ fn prove(
             .map_or_else(|| base.clone(), |s| replay::Side::from_settings(s, &base));
         let next = replay::Side::from_settings(recommended, &now);
         // One seed for both sides: the same arrivals, failures and latencies.
-        let seed = crate::sim::DEFAULT_SEED;
-        let (Ok(before), Ok(after)) = (replay::replay(o, &now, seed), replay::replay(o, &next, seed)) else {
+        let (seed, caller) = (crate::sim::DEFAULT_SEED, deadlines.get(&a.name).copied());
+        let (Ok(before), Ok(after)) =
+            (replay::replay(o, &now, caller, seed), replay::replay(o, &next, caller, seed))
+        else {
             a.notes.push("replay: could not be run for these settings; not proven".to_owned());
             continue;
         };

@@ -84,7 +84,10 @@ fn latency(q: &Quantiles, u: f64) -> f64 {
 }
 
 /// Replays `o` under `side`; `seed` makes it the same every run.
-pub fn replay(o: &Observed, side: &Side, seed: u64) -> Result<Replayed, String> {
+///
+/// `caller` is the caller's own deadline (`--deadline`), which bounds every
+/// call whatever the configuration says.
+pub fn replay(o: &Observed, side: &Side, caller: Option<Duration>, seed: u64) -> Result<Replayed, String> {
     let q = o.latency.get(&1).copied().ok_or("no latency to replay")?;
     let span = o.window.as_secs_f64().max(1.0);
     let rate = (o.requests / span).min(MAX_CALLS / span);
@@ -108,7 +111,7 @@ pub fn replay(o: &Observed, side: &Side, seed: u64) -> Result<Replayed, String> 
     let mut previous: Vec<Duration> = vec![side.policy.base_delay(); total];
     let mut permits: Vec<Option<retryscope::breaker::BreakerPermit>> = (0..total).map(|_| None).collect();
     let (mut sent, mut answered) = (0u64, Vec::with_capacity(total));
-    let deadline = side.policy.deadline().map(nanos);
+    let deadline = [side.policy.deadline(), caller].into_iter().flatten().min().map(nanos);
     let timeout = side.policy.attempt_timeout().map(nanos);
     let step = o.timeline_step.max(1.0);
     while let Some((now, event)) = queue.pop() {
