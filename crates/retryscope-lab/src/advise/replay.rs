@@ -1,7 +1,7 @@
 //! Proof by replay: one dependency's recorded failure timeline and latency
 //! replayed through the lab's virtual time under two configurations — the one
 //! in force and the recommended one — with the engine's own backoff
-//! ([`Policy::delay`]), [`RetryBudget`] and [`CircuitBreaker`] on the
+//! ([`Policy::delay`]), `RetryBudget` and `CircuitBreaker` on the
 //! simulator's clock. A recommendation that answers fewer calls or loads the
 //! dependency more than what is in force is withheld ([`worse`]).
 //!
@@ -22,8 +22,8 @@ use super::observe::{Observed, Quantiles};
 use crate::sim::events::{EventQueue, Nanos, VirtualClock, from_secs_f64, nanos};
 use crate::sim::rng::SimRng;
 use rand::RngExt;
+use retryscope::Policy;
 use retryscope::throttle::{RetryCause, Throttle};
-use retryscope::{CircuitBreaker, Policy, RetryBudget};
 use retryscope_config::{BreakerSettings, BudgetSettings};
 use std::time::Duration;
 
@@ -93,12 +93,13 @@ pub fn replay(o: &Observed, side: &Side, caller: Option<Duration>, seed: u64) ->
     let rate = (o.requests / span).min(MAX_CALLS / span);
     let total = (rate * span).floor() as usize;
     let mut clock = VirtualClock::new();
+    // The file's guards, on the replay's clock.
     let budget = match &side.budget {
-        Some(b) => Some(budget_on(b, &clock)?),
+        Some(b) => Some(b.builder().clock(clock.handle()).build().map_err(|e| e.to_string())?),
         None => None,
     };
     let breaker = match &side.breaker {
-        Some(b) => Some(breaker_on(b, &clock)?),
+        Some(b) => Some(b.builder().clock(clock.handle()).build().map_err(|e| e.to_string())?),
         None => None,
     };
     let mut rng = SimRng::seeded(seed);
@@ -187,40 +188,6 @@ pub fn replay(o: &Observed, side: &Side, caller: Option<Duration>, seed: u64) ->
         p99: p99.unwrap_or(0.0),
         amplification: share(sent as f64),
     })
-}
-
-fn budget_on(b: &BudgetSettings, clock: &VirtualClock) -> Result<RetryBudget, String> {
-    let mut builder = RetryBudget::builder().clock(clock.handle());
-    if let Some(r) = b.ratio {
-        builder = builder.ratio(r);
-    }
-    if let Some(m) = b.min_per_second {
-        builder = builder.min_per_second(m);
-    }
-    if let Some(w) = b.window {
-        builder = builder.window(w);
-    }
-    builder.build().map_err(|e| e.to_string())
-}
-
-fn breaker_on(b: &BreakerSettings, clock: &VirtualClock) -> Result<CircuitBreaker, String> {
-    let mut builder = CircuitBreaker::builder().clock(clock.handle());
-    if let Some(v) = b.failure_ratio {
-        builder = builder.failure_ratio(v);
-    }
-    if let Some(v) = b.min_calls {
-        builder = builder.min_calls(v);
-    }
-    if let Some(v) = b.window {
-        builder = builder.window(v);
-    }
-    if let Some(v) = b.cool_down {
-        builder = builder.cool_down(v);
-    }
-    if let Some(v) = b.half_open_probes {
-        builder = builder.half_open_probes(v);
-    }
-    builder.build().map_err(|e| e.to_string())
 }
 
 impl Side {
