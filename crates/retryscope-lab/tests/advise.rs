@@ -28,6 +28,16 @@ fn args(url: &str, range: String, selector: &str, out: PathBuf) -> AdviseArgs {
     }
 }
 
+/// `args` over the generated series' whole range, under `job="checkout"`.
+fn on_generated(server: &advise_support::Prometheus, out: PathBuf) -> AdviseArgs {
+    args(&server.url, range(server), "job=\"checkout\"", out)
+}
+
+/// The generated series' range, a step before the first sample to the last.
+fn range(server: &advise_support::Prometheus) -> String {
+    format!("{},{}", server.range.0 - advise_support::STEP, server.range.1)
+}
+
 fn table(v: Option<&Value>) -> Vec<(&'static str, Value)> {
     match v {
         Some(Value::Table(t)) => t.clone(),
@@ -47,8 +57,7 @@ fn ms(n: u64) -> Value {
 fn each_generated_dependency_gets_what_its_rule_must_give() {
     let Some(server) = prometheus() else { return };
     let path = out("lib");
-    let range = format!("{},{}", server.range.0 - 15, server.range.1);
-    let report = advise::run(&args(&server.url, range, "job=\"checkout\"", path.clone())).expect("advice");
+    let report = advise::run(&on_generated(server, path.clone())).expect("advice");
     println!("{}", report.text);
     let advice = |name: &str| {
         report.advice.iter().map(|(a, _)| a).find(|a| a.name == name).unwrap_or_else(|| panic!("no {name}"))
@@ -145,7 +154,7 @@ fn the_binary_writes_a_file_that_check_config_accepts() {
     let Some(server) = prometheus() else { return };
     let path = out("bin");
     let file = path.to_str().expect("utf-8 temp path");
-    let range = format!("{},{}", server.range.0 - 15, server.range.1);
+    let range = range(server);
     let (ok, stdout, stderr) = run_binary(&[
         "advise",
         "--prometheus",
@@ -197,7 +206,7 @@ fn an_unreachable_prometheus_is_refused_by_name() {
 #[test]
 fn a_selector_matching_nothing_a_renamed_series_and_an_absurd_latency_are_refused() {
     let Some(server) = prometheus() else { return };
-    let range = format!("{},{}", server.range.0 - 15, server.range.1);
+    let range = range(server);
     let stderr = refused(&server.url, "job=\"nope\"", &range);
     assert!(
         stderr.contains("no retryscope_requests_total{job=\"nope\"}")
@@ -296,12 +305,7 @@ fn the_file_in_force_keeps_its_match_keys_and_deadlines() {
     .expect("in-force file");
     // The series name the gRPC dependency as the file does.
     let path = out("with-config");
-    let mut a = args(
-        &server.url,
-        format!("{},{}", server.range.0 - 15, server.range.1),
-        "job=\"checkout\"",
-        path.clone(),
-    );
+    let mut a = on_generated(server, path.clone());
     a.config = Some(config.clone());
     let report = advise::run(&a).expect("advice");
     // quota.internal is not the file's `quota`: matched by host, under the file's 4 s default deadline.
@@ -387,12 +391,7 @@ fn an_answer_that_is_not_prometheus_json_too_large_or_an_error_is_refused_as_suc
 fn a_recommendation_the_replay_finds_worse_is_withheld() {
     let Some(server) = prometheus() else { return };
     let path = out("withheld");
-    let mut a = args(
-        &server.url,
-        format!("{},{}", server.range.0 - 15, server.range.1),
-        "job=\"checkout\"",
-        path.clone(),
-    );
+    let mut a = on_generated(server, path.clone());
     // 100 ms for calls whose p99 is 95 ms: the timeout rule gives 50 ms, which
     // cuts a third of the attempts the 100 ms alone would have let answer.
     a.deadlines = vec!["quota.internal=100ms".to_owned()];
