@@ -25,6 +25,7 @@ fn args(url: &str, range: String, selector: &str, out: PathBuf) -> AdviseArgs {
         deadlines: vec!["blips.internal=2s".to_owned()],
         idempotent: vec!["search.internal".to_owned()],
         out,
+        replay_json: None,
     }
 }
 
@@ -155,6 +156,7 @@ fn the_binary_writes_a_file_that_check_config_accepts() {
     let path = out("bin");
     let file = path.to_str().expect("utf-8 temp path");
     let range = range(server);
+    let json = out("bin-replay").with_extension("json");
     let (ok, stdout, stderr) = run_binary(&[
         "advise",
         "--prometheus",
@@ -165,9 +167,21 @@ fn the_binary_writes_a_file_that_check_config_accepts() {
         "{job=\"checkout\"}",
         "--out",
         file,
+        "--replay-json",
+        json.to_str().expect("utf-8 temp path"),
     ]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("6 dependencies"), "{stdout}");
+    // The replay's table, and the same figures as JSON.
+    assert!(stdout.lines().any(|l| l.starts_with("ledger.internal") && l.ends_with("written")), "{stdout}");
+    let replays: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
+    let ledger = replays.as_array().and_then(|a| a.iter().find(|r| r["dependency"] == "ledger.internal"));
+    assert!(
+        ledger.is_some_and(|r| r["recommended"]["answered"].as_f64().is_some_and(|a| a > 0.5)),
+        "{replays}"
+    );
+    let _ = std::fs::remove_file(&json);
     let text = std::fs::read_to_string(&path).expect("written");
     // Without --idempotent, the heavy tail is named but not hedged.
     assert!(text.contains("pass --idempotent search.internal") && !text.contains("hedging ="), "{text}");

@@ -61,6 +61,9 @@ pub struct AdviseArgs {
     /// Where the file is written.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// Where the replay's figures go as JSON, one object per replayed dependency.
+    #[arg(long, value_name = "FILE")]
+    pub replay_json: Option<PathBuf>,
 }
 
 /// What a run found and wrote.
@@ -299,6 +302,14 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
     writer::check(&text, &args.out.display().to_string()).map_err(AdviseError::Config)?;
     std::fs::write(&args.out, &text)
         .map_err(|source| AdviseError::Io { what: format!("writing {}", args.out.display()), source })?;
+    if let Some(path) = &args.replay_json {
+        let json = serde_json::to_string_pretty(&replays).map_err(|e| AdviseError::Io {
+            what: format!("writing {}", path.display()),
+            source: std::io::Error::other(e),
+        })?;
+        std::fs::write(path, json + "\n")
+            .map_err(|source| AdviseError::Io { what: format!("writing {}", path.display()), source })?;
+    }
     Ok(Report { advice, text, replays })
 }
 
