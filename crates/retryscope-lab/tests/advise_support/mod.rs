@@ -176,13 +176,12 @@ pub(crate) fn openmetrics(
                 ),
                 ops,
             );
-            if n > 0 {
-                f[retries].3.add(
-                    format!("{base},retryscope_retry_reason=\"{error}\""),
-                    cumulative((0..STEPS).map(sent)),
-                );
-            }
         }
+        // One series of retries: every attempt after the first, whatever its number.
+        let retried = |i: u64| steps[i as usize].fail[0] as f64 + steps[i as usize].fail[1] as f64;
+        f[retries]
+            .3
+            .add(format!("{base},retryscope_retry_reason=\"{error}\""), cumulative((0..STEPS).map(retried)));
         let rl = cumulative(steps.iter().map(|s| s.rate_limited as f64));
         f[throttled].3.add(
             format!("{base},retryscope_throttle_reason=\"rate_limited\",retryscope_priority=\"critical\""),
@@ -201,6 +200,9 @@ pub(crate) fn openmetrics(
             continue;
         }
         let _ = writeln!(out, "# TYPE {name} {kind}");
+        // A series written twice is what promtool refuses as "out of order sample".
+        let mut seen = std::collections::HashSet::new();
+        assert!(fam.series.iter().all(|(labels, _)| seen.insert(labels)), "a series of {name} twice");
         for (labels, values) in &fam.series {
             let labels = labels.clone();
             let (sample, labels) = match *kind {
