@@ -35,6 +35,12 @@ pub struct BudgetSettings {
 impl BudgetSettings {
     /// A fresh budget with these settings (checked when the file loaded).
     pub fn build(&self) -> Result<RetryBudget, BudgetError> {
+        self.builder().build()
+    }
+
+    /// A budget builder with these settings, for what else the caller sets
+    /// (a clock: `retryscope advise` replays a budget in virtual time).
+    pub fn builder(&self) -> retryscope::budget::RetryBudgetBuilder {
         let mut b = RetryBudget::builder();
         if let Some(r) = self.ratio {
             b = b.ratio(r);
@@ -45,7 +51,7 @@ impl BudgetSettings {
         if let Some(w) = self.window {
             b = b.window(w);
         }
-        b.build()
+        b
     }
 }
 
@@ -67,6 +73,12 @@ pub struct BreakerSettings {
 impl BreakerSettings {
     /// A fresh breaker with these settings (checked when the file loaded).
     pub fn build(&self) -> Result<CircuitBreaker, BreakerError> {
+        self.builder().build()
+    }
+
+    /// A breaker builder with these settings, for what else the caller sets
+    /// (a clock: `retryscope advise` replays a breaker in virtual time).
+    pub fn builder(&self) -> retryscope::breaker::CircuitBreakerBuilder {
         let mut b = CircuitBreaker::builder();
         if let Some(v) = self.failure_ratio {
             b = b.failure_ratio(v);
@@ -83,7 +95,7 @@ impl BreakerSettings {
         if let Some(v) = self.half_open_probes {
             b = b.half_open_probes(v);
         }
-        b.build()
+        b
     }
 }
 

@@ -33,4 +33,5 @@ guide! {
     where_features_meet => "where-features-meet.md",
     testing => "testing.md",
     configuration => "configuration.md",
+    advise => "advise.md",
 }

@@ -6,6 +6,7 @@
 //!   through the instrumentation.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod advise;
 pub mod check_config;
 pub mod jobs;
 pub mod sim;

@@ -21,6 +21,8 @@ enum Command {
     Jobs(retryscope_lab::jobs::JobsArgs),
     /// Checks a retryscope-config file (TOML or JSON) and prints the effective table, one row per dependency.
     CheckConfig(retryscope_lab::check_config::CheckConfigArgs),
+    /// Reads a service's retryscope series from Prometheus and writes a reviewed configuration file.
+    Advise(Box<retryscope_lab::advise::AdviseArgs>),
     /// One replica of `storm --rate-limited --replicas N`, started by it.
     #[command(hide = true)]
     FleetReplica(Box<retryscope_lab::storm::rate_limited::fleet::replica::ReplicaArgs>),
@@ -63,6 +65,12 @@ fn main() -> ExitCode {
             retryscope_lab::storm::layers::run(&args).map(drop).map_err(|e| chain(&e))
         }
         Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| chain(&e)),
+        Command::Advise(args) => retryscope_lab::advise::run(&args)
+            .map(|report| {
+                println!("wrote {} ({} dependencies)", args.out.display(), report.advice.len());
+                print!("{}", retryscope_lab::advise::replay::table(&report.replays));
+            })
+            .map_err(|e| chain(&e)),
         Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| chain(&e)),
         Command::Jobs(args) => retryscope_lab::jobs::run(&args).map_err(|e| chain(&e)),
         // The refusal alone: its Display names file, line, column and range; the

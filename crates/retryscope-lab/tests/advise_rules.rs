@@ -1,0 +1,135 @@
+//! `advise`'s rules on figures made here, no Prometheus needed: whatever was
+//! observed and whatever the caller's deadline, no duration of a call is above
+//! the deadline, and the file written from them is one `check-config` accepts.
+
+use proptest::prelude::*;
+use retryscope_lab::advise::observe::{Observed, Quantiles};
+use retryscope_lab::advise::replay;
+use retryscope_lab::advise::rules::{self, Caller, Value};
+use retryscope_lab::advise::writer::{self, Match};
+use std::time::Duration;
+
+/// Every duration in a value, tables included.
+fn durations(v: &Value, out: &mut Vec<(String, Duration)>, at: &str) {
+    match v {
+        Value::Duration(d) => out.push((at.to_owned(), *d)),
+        Value::Table(t) => t.iter().for_each(|(k, v)| durations(v, out, &format!("{at}.{k}"))),
+        _ => {}
+    }
+}
+
+fn observed(
+    requests: f64,
+    first_failed: f64,
+    status: &str,
+    p50: f64,
+    tail: f64,
+    outage_s: u64,
+    held: f64,
+) -> Observed {
+    let mut o = Observed { name: "dep.internal:8443".to_owned(), requests, ..Observed::default() };
+    o.attempts.insert(1, requests);
+    o.attempts.insert(2, first_failed);
+    o.first_failures = first_failed;
+    if first_failed > 0.0 {
+        o.failures.insert(status.to_owned(), first_failed);
+        o.retries.insert(status.to_owned(), first_failed);
+    }
+    o.latency.insert(1, Quantiles { p50, p95: p50 * tail.sqrt(), p99: p50 * tail });
+    o.longest_outage = Duration::from_secs(outage_s);
+    o.held = held;
+    o
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+    #[test]
+    fn no_call_duration_is_above_the_deadline_and_the_file_loads(
+        deadline_ms in prop_oneof![20u64..2_000, 2_000u64..120_000, 120_000u64..=86_400_000],
+        requests in 0.0f64..1e6,
+        failed_share in 0.0f64..1.0,
+        status in prop::sample::select(vec!["503", "429", "404", "timeout"]),
+        p50 in prop_oneof![0.0001f64..0.1, 0.1f64..30.0],
+        tail in 1.0f64..500.0,
+        outage_s in 0u64..3600,
+        held in prop::sample::select(vec![0.0, 12.0]),
+        idempotent: bool,
+    ) {
+        let deadline = Duration::from_millis(deadline_ms);
+        let o = observed(requests, requests * failed_share, status, p50, tail, outage_s, held);
+        let caller = Caller { deadline: Some(deadline), file_deadline: None, idempotent };
+        let advice = rules::advise(&o, &caller);
+        let mut all = Vec::new();
+        // A call's durations; a guard's windows and cool-down span many calls.
+        advice
+            .keys
+            .iter()
+            .filter(|k| !matches!(k.key, "budget" | "breaker"))
+            .for_each(|k| durations(&k.value, &mut all, k.key));
+        for (key, d) in &all {
+            prop_assert!(*d <= deadline, "{key} = {d:?} above the deadline {deadline:?}");
+            prop_assert!(!d.is_zero(), "{key} is zero");
+        }
+        if let Some(Value::Int(n)) = advice.key("attempts") {
+            prop_assert!((2..=5).contains(n));
+        }
+        let m = writer::match_of(&o.name);
+        let text = writer::render(&["test".to_owned()], &[(advice.clone(), m)]);
+        let config = writer::check(&text, "advised.toml");
+        prop_assert!(config.is_ok(), "{:?}\n{text}", config.err());
+    }
+}
+
+#[test]
+fn a_host_and_port_name_is_matched_by_it_under_a_name_the_file_allows() {
+    assert_eq!(writer::match_of("127.0.0.1:8080"), Match::Host("127.0.0.1:8080".to_owned()));
+    assert_eq!(writer::file_name("127.0.0.1:8080"), "127.0.0.1_8080");
+    assert!(matches!(writer::match_of("_OTHER"), Match::Unmatchable(_)));
+    assert!(matches!(writer::match_of("a/b"), Match::Unmatchable(_)));
+    assert!(matches!(writer::match_of("host:99999"), Match::Unmatchable(_)));
+    assert_eq!(writer::duration(Duration::from_millis(1500)), "1500ms");
+    assert_eq!(writer::duration(Duration::from_secs(120)), "2m");
+}
+
+#[test]
+fn a_hedge_delay_above_the_deadline_is_not_written() {
+    let o = observed(10_000.0, 0.0, "503", 2.0, 100.0, 0, 0.0);
+    let caller = Caller { deadline: Some(Duration::from_secs(1)), file_deadline: None, idempotent: true };
+    let advice = rules::advise(&o, &caller);
+    assert!(advice.key("hedging").is_none(), "{advice:#?}");
+    assert!(advice.notes.iter().any(|n| n.contains("no hedge")), "{:?}", advice.notes);
+}
+
+/// A dependency failing 30 % of attempts for its whole range.
+fn flaky() -> Observed {
+    let mut o = observed(6_000.0, 1_800.0, "503", 0.02, 3.0, 0, 0.0);
+    o.window = Duration::from_secs(600);
+    o.timeline_step = 15.0;
+    o.timeline = vec![0.3; 41];
+    o
+}
+
+fn side(attempts: u32, budget: Option<retryscope_config::BudgetSettings>) -> replay::Side {
+    let policy =
+        retryscope::Policy::interactive().to_builder().max_attempts(attempts).build().expect("policy");
+    replay::Side { policy, budget, breaker: None }
+}
+
+#[test]
+fn a_replay_answers_more_calls_with_retries_and_says_when_a_recommendation_is_worse() {
+    let o = flaky();
+    let one = replay::replay(&o, &side(1, None), None, 42).expect("replays");
+    let four = replay::replay(&o, &side(4, None), None, 42).expect("replays");
+    // One attempt answers ~70 %; four ~99 % at ~1.4 attempts a call.
+    assert!((0.67..0.73).contains(&one.answered), "{one:?}");
+    assert!(four.answered > 0.98 && (1.35..1.5).contains(&four.amplification), "{four:?}");
+    assert!(replay::worse(&one, &four), "fewer calls answered is worse");
+    // A 10 % budget answers fewer than unbounded retries but loads the dependency less.
+    let budget =
+        retryscope_config::BudgetSettings { ratio: Some(0.1), min_per_second: Some(0), window: None };
+    let budgeted = replay::replay(&o, &side(4, Some(budget)), None, 42).expect("replays");
+    assert!(budgeted.amplification < four.amplification, "{budgeted:?} vs {four:?}");
+    assert!(replay::worse(&four, &budgeted), "more load is worse");
+    // The same seed replays the same figures.
+    assert_eq!(replay::replay(&o, &side(4, None), None, 42).expect("replays"), four);
+}
