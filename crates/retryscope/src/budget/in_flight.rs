@@ -1,47 +1,4 @@
-//! Envoy's retry budget: retries *in flight* at most a share of the calls in
-//! progress, with a floor.
-//!
-//! A [`RetryBudget`](crate::RetryBudget) caps how many retries *start* per
-//! request over a window; this caps how many are *outstanding at once*.
-//! During an outage every call fails and wants its retry at the same moment:
-//! a rate over ten seconds lets that burst through until the window fills,
-//! a cap on concurrency never does. Envoy's `retry_budget` (20 % of active
-//! requests, at least 3 concurrent retries) is the model; the two compose
-//! (`.budget(..)` and `.guard(..)` on one call).
-//!
-//! What is counted, exactly:
-//! - **Calls in progress**: each call once, from its start to its end, its
-//!   waits included. Envoy counts the cluster's active and pending upstream
-//!   requests, retries among them; counting calls instead keeps the share
-//!   what it says (20 % of calls may have a retry outstanding) whether or
-//!   not retries are flowing.
-//! - **Retries in flight**: a retry from the moment it is planned (at the
-//!   failure, before its backoff: a refusal costs no wait) until it ends,
-//!   and a hedge's further copy from when it is sent until it ends or is
-//!   cancelled. Both are "retries" here, as Envoy counts hedged retries.
-//! - **The limit**: `max(min, ⌊share × calls in progress⌋)`. A retry that
-//!   would exceed it is refused, and the call stops with
-//!   [`StopReason::BudgetExhausted`], keeping its last result.
-//!
-//! ```
-//! use retryscope::budget::InFlightBudget;
-//! use retryscope::guard::{Admission, Attempt, End, Guard};
-//! use retryscope::StopReason;
-//!
-//! // Envoy's defaults: 20 %, at least 3.
-//! let budget = InFlightBudget::envoy();
-//! for _ in 0..20 {
-//!     budget.call_started();
-//! }
-//! // Twenty calls in progress: four retries may be out at once.
-//! for number in 0..4 {
-//!     assert_eq!(budget.admit(Attempt::retry(2 + number)), Admission::Go);
-//! }
-//! assert_eq!(budget.admit(Attempt::retry(2)), Admission::Refuse(StopReason::BudgetExhausted));
-//! budget.settle(Attempt::retry(2), End::Failed);
-//! assert_eq!(budget.admit(Attempt::retry(2)), Admission::Go);
-//! # Ok::<(), retryscope::budget::BudgetError>(())
-//! ```
+//! Envoy's retry budget as a [`Guard`]: see [`InFlightBudget`].
 
 use super::BudgetError;
 use crate::guard::{Admission, Attempt, End, Gauge, Guard};
@@ -51,8 +8,50 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Retries in flight at most `share` of the calls in progress, and at least
-/// `min` (see the [module](self)). Cheap to clone: clones share their counts.
+/// Envoy's retry budget: retries *in flight* at most a share of the calls in
+/// progress, with a floor. Cheap to clone: clones share their counts.
+///
+/// A [`RetryBudget`](crate::RetryBudget) caps how many retries *start* per
+/// request over a window; this caps how many are *outstanding at once*.
+/// During an outage every call fails and wants its retry at the same moment:
+/// a rate over ten seconds lets that burst through until the window fills,
+/// a cap on concurrency never does. Envoy's `retry_budget` (20 % of active
+/// requests, at least 3 concurrent retries) is the model; the two compose
+/// (`.budget(..)` and `.guard(..)` on one call).
+///
+/// What is counted, exactly:
+/// - **Calls in progress**: each call once, from its start to its end, its
+///   waits included. Envoy counts the cluster's active and pending upstream
+///   requests, retries among them; counting calls instead keeps the share
+///   what it says (20 % of calls may have a retry outstanding) whether or
+///   not retries are flowing.
+/// - **Retries in flight**: a retry from the moment it is planned (at the
+///   failure, before its backoff: a refusal costs no wait) until it ends,
+///   and a hedge's further copy from when it is sent until it ends or is
+///   cancelled. Both are "retries" here, as Envoy counts hedged retries.
+/// - **The limit**: `max(min, ⌊share × calls in progress⌋)`. A retry that
+///   would exceed it is refused, and the call stops with
+///   [`StopReason::BudgetExhausted`], keeping its last result.
+///
+/// ```
+/// use retryscope::budget::InFlightBudget;
+/// use retryscope::guard::{Admission, Attempt, End, Guard};
+/// use retryscope::StopReason;
+///
+/// // Envoy's defaults: 20 %, at least 3.
+/// let budget = InFlightBudget::envoy();
+/// for _ in 0..20 {
+///     budget.call_started();
+/// }
+/// // Twenty calls in progress: four retries may be out at once.
+/// for number in 0..4 {
+///     assert_eq!(budget.admit(Attempt::retry(2 + number)), Admission::Go);
+/// }
+/// assert_eq!(budget.admit(Attempt::retry(2)), Admission::Refuse(StopReason::BudgetExhausted));
+/// budget.settle(Attempt::retry(2), End::Failed);
+/// assert_eq!(budget.admit(Attempt::retry(2)), Admission::Go);
+/// # Ok::<(), retryscope::budget::BudgetError>(())
+/// ```
 #[derive(Clone)]
 pub struct InFlightBudget {
     inner: Arc<Inner>,
