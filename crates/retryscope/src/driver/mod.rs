@@ -276,8 +276,8 @@ impl<'a, O: Observer> Driver<'a, O> {
         if let Some(throttle) = self.setup.throttle.as_deref() {
             throttle.request_started();
         }
-        if let Some(guard) = self.setup.guard.as_deref() {
-            guard.call_started();
+        if self.setup.guard.is_some() {
+            self.guard_call_started();
         }
         self.started = Some(now);
     }
@@ -327,29 +327,61 @@ impl<'a, O: Observer> Driver<'a, O> {
         retry_of: Option<ErrorType>,
         attempt_timeout: Option<Duration>,
     ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
-        self.observe_operation();
-        // What the guard admitted for this attempt: a retry at its plan, a
-        // hedge's copy as it was due; a first attempt is asked here.
-        let guarded = self.guarded.take();
-        let admitted = self.admit_guarded(now, guarded, retry_of, attempt_timeout);
-        if admitted.is_err()
-            && let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), guarded)
-        {
-            guard.settle(attempt, End::NotSent);
+        if self.setup.guard.is_some() {
+            return self.admit_guarded(now, retry_of, attempt_timeout);
         }
-        admitted
+        self.admit_unguarded(now, retry_of, attempt_timeout)
     }
 
-    /// [`admit`](Self::admit) once the guard's admission of a retry or a
-    /// further copy, if any, is taken: the caller settles it if this refuses.
-    #[inline]
+    /// [`admit`](Self::admit) with the call's [`Guard`](crate::guard::Guard):
+    /// the first attempt is asked here, a retry was at its plan and a
+    /// hedge's copy as it was due; an admission the rest refuses is settled
+    /// as not sent. Out of line, so that an unguarded call carries none of it.
+    #[cold]
+    #[inline(never)]
     fn admit_guarded(
         &mut self,
         now: Instant,
-        mut guarded: Option<Attempt>,
         retry_of: Option<ErrorType>,
         attempt_timeout: Option<Duration>,
     ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
+        let mut guarded = self.guarded.take();
+        if self.started.is_none() {
+            // The call starts before its first admission (the guard counts
+            // it), and the observer hears of it even if the guard refuses.
+            self.observe_operation();
+            self.count_request(now);
+        }
+        if self.attempts == 0
+            && let Some(guard) = self.setup.guard.as_deref()
+        {
+            match guard.admit(Attempt::first()) {
+                Admission::Go => guarded = Some(Attempt::first()),
+                Admission::Refuse(reason) => return Err(reason),
+            }
+        }
+        match self.admit_unguarded(now, retry_of, attempt_timeout) {
+            Ok((mut flight, limit)) => {
+                flight.guarded = guarded;
+                Ok((flight, limit))
+            }
+            Err(reason) => {
+                self.guarded = guarded;
+                self.withdraw_guarded();
+                Err(reason)
+            }
+        }
+    }
+
+    /// [`admit`](Self::admit) but for the guard.
+    #[inline]
+    fn admit_unguarded(
+        &mut self,
+        now: Instant,
+        retry_of: Option<ErrorType>,
+        attempt_timeout: Option<Duration>,
+    ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
+        self.observe_operation();
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
             None => {
@@ -368,23 +400,6 @@ impl<'a, O: Observer> Driver<'a, O> {
                 remaining
             }
         };
-        if self.attempts == 0
-            && let Some(guard) = self.setup.guard.as_deref()
-        {
-            match guard.admit(Attempt::first()) {
-                Admission::Go => guarded = Some(Attempt::first()),
-                Admission::Refuse(reason) => return Err(reason),
-            }
-        }
-        // Refused below, the first attempt's admission is settled too.
-        let refuse = |driver: &Self, reason: StopReason| {
-            if let (Some(guard), Some(attempt)) = (driver.setup.guard.as_deref(), guarded)
-                && attempt.is_first()
-            {
-                guard.settle(attempt, End::NotSent);
-            }
-            Err(reason)
-        };
         // The adaptive throttle counts every attempt meant to be sent, the
         // ones it rejects too; it is asked before the breaker, so that a
         // rejected attempt takes no probe slot.
@@ -394,14 +409,13 @@ impl<'a, O: Observer> Driver<'a, O> {
             // rejects anything.
             let draw = if self.setup.priority.is_sheddable() { 0.0 } else { rng.unit() };
             if !throttle.admit(draw) {
-                return refuse(self, StopReason::RejectedLocally);
+                return Err(StopReason::RejectedLocally);
             }
         }
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
-        let permit = match self.setup.breaker.as_deref().map(CircuitBreaker::try_acquire) {
-            Some(Ok(permit)) => Some(permit),
-            Some(Err(_)) => return refuse(self, StopReason::CircuitOpen),
+        let permit = match self.setup.breaker.as_deref() {
+            Some(breaker) => Some(breaker.try_acquire().map_err(|_| StopReason::CircuitOpen)?),
             None => None,
         };
         self.attempts += 1;
@@ -409,7 +423,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged, limit };
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
         let flight =
-            Flight { number: self.attempts, started: Some(now), scope, permit, charged: None, guarded };
+            Flight { number: self.attempts, started: Some(now), scope, permit, charged: None, guarded: None };
         Ok((flight, limit))
     }
 
@@ -556,8 +570,8 @@ impl<'a, O: Observer> Driver<'a, O> {
         hedge: Option<HedgeOutcome>,
     ) {
         let Flight { number, started, scope, permit, charged, guarded } = flight;
-        if let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), guarded) {
-            guard.settle(attempt, health.end());
+        if guarded.is_some() {
+            self.settle_guarded(guarded, health.end());
         }
         match (permit, health) {
             (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
@@ -632,14 +646,8 @@ impl<'a, O: Observer> Driver<'a, O> {
         if self.setup.breaker.as_deref().and_then(CircuitBreaker::open_for).is_some_and(|left| left > delay) {
             return Err(StopReason::CircuitOpen);
         }
-        // The guard admits the retry at its plan: refused, the caller does
-        // not wait for nothing; admitted, it is the guard's until it ends.
-        if let Some(guard) = self.setup.guard.as_deref() {
-            let attempt = Attempt::retry(self.attempts + 1);
-            if let Admission::Refuse(reason) = guard.admit(attempt) {
-                return Err(reason);
-            }
-            self.guarded = Some(attempt);
+        if self.setup.guard.is_some() {
+            self.guard_retry()?;
         }
         if let Some(throttle) = self.setup.throttle.as_deref() {
             if !throttle.try_acquire_retry_for(cause) {
@@ -660,8 +668,52 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     /// The retry the guard admitted will not be sent: it hears so.
     fn withdraw_guarded(&mut self) {
-        if let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), self.guarded.take()) {
-            guard.settle(attempt, End::NotSent);
+        let guarded = self.guarded.take();
+        if guarded.is_some() {
+            self.settle_guarded(guarded, End::NotSent);
+        }
+    }
+
+    /// The guard hears that `guarded`, an attempt it admitted, ended so.
+    #[cold]
+    #[inline(never)]
+    fn settle_guarded(&self, guarded: Option<Attempt>, end: End) {
+        if let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), guarded) {
+            guard.settle(attempt, end);
+        }
+    }
+
+    /// The guard hears the call start.
+    #[cold]
+    #[inline(never)]
+    fn guard_call_started(&self) {
+        if let Some(guard) = self.setup.guard.as_deref() {
+            guard.call_started();
+        }
+    }
+
+    /// The guard admits the retry being planned, at its plan: refused, the
+    /// caller waits for nothing; admitted, it is the guard's until it ends.
+    #[cold]
+    #[inline(never)]
+    fn guard_retry(&mut self) -> Result<(), StopReason> {
+        let Some(guard) = self.setup.guard.as_deref() else { return Ok(()) };
+        let attempt = Attempt::retry(self.attempts + 1);
+        if let Admission::Refuse(reason) = guard.admit(attempt) {
+            return Err(reason);
+        }
+        self.guarded = Some(attempt);
+        Ok(())
+    }
+
+    /// The call is over for the guard: a retry planned and never sent
+    /// (stopped in its wait, dropped) is settled, then the call ends.
+    #[cold]
+    #[inline(never)]
+    fn guard_call_finished(&mut self) {
+        self.withdraw_guarded();
+        if let (Some(guard), Some(_)) = (self.setup.guard.as_deref(), self.started) {
+            guard.call_finished();
         }
     }
 
@@ -672,11 +724,8 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         if let Some(op) = self.operation.take() {
-            // A retry planned and never sent (stopped in its wait, dropped)
-            // is settled before the guard hears the call end.
-            self.withdraw_guarded();
-            if let (Some(guard), Some(_)) = (self.setup.guard.as_deref(), self.started) {
-                guard.call_finished();
+            if self.setup.guard.is_some() {
+                self.guard_call_finished();
             }
             let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
