@@ -63,14 +63,7 @@ async fn down_on(retries: Retries, header: &'static str) -> String {
 /// `budget`, under it.
 async fn fifty_calls(url: &str, budget: Option<InFlightBudget>) {
     let client = reqwest::Client::new();
-    let policy = Policy::builder()
-        .max_attempts(4)
-        .base_delay(Duration::from_millis(20))
-        .max_delay(Duration::from_millis(20))
-        .jitter(Jitter::None)
-        .deadline(Duration::from_secs(5))
-        .build()
-        .expect("valid policy");
+    let policy = four_attempts();
     let calls = (0..50).map(|_| {
         let (client, url, budget, policy) = (client.clone(), url.to_owned(), budget.clone(), policy);
         tokio::spawn(async move {
