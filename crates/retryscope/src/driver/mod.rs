@@ -21,6 +21,7 @@
 //! attempt goes through, and the call finishes once, here.
 
 mod attempt;
+mod guarded;
 pub(crate) mod hedge;
 mod quiet;
 mod setup;
@@ -30,7 +31,7 @@ pub(crate) use setup::Setup;
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::clock::Clock;
-use crate::guard::{Admission, Attempt, End};
+use crate::guard::Attempt;
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver,
     Wait,
@@ -333,46 +334,6 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.admit_unguarded(now, retry_of, attempt_timeout)
     }
 
-    /// [`admit`](Self::admit) with the call's [`Guard`](crate::guard::Guard):
-    /// the first attempt is asked here, a retry was at its plan and a
-    /// hedge's copy as it was due; an admission the rest refuses is settled
-    /// as not sent. Out of line, so that an unguarded call carries none of it.
-    #[cold]
-    #[inline(never)]
-    fn admit_guarded(
-        &mut self,
-        now: Instant,
-        retry_of: Option<ErrorType>,
-        attempt_timeout: Option<Duration>,
-    ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
-        let mut guarded = self.guarded.take();
-        if self.started.is_none() {
-            // The call starts before its first admission (the guard counts
-            // it), and the observer hears of it even if the guard refuses.
-            self.observe_operation();
-            self.count_request(now);
-        }
-        if self.attempts == 0
-            && let Some(guard) = self.setup.guard.as_deref()
-        {
-            match guard.admit(Attempt::first()) {
-                Admission::Go => guarded = Some(Attempt::first()),
-                Admission::Refuse(reason) => return Err(reason),
-            }
-        }
-        match self.admit_unguarded(now, retry_of, attempt_timeout) {
-            Ok((mut flight, limit)) => {
-                flight.guarded = guarded;
-                Ok((flight, limit))
-            }
-            Err(reason) => {
-                self.guarded = guarded;
-                self.withdraw_guarded();
-                Err(reason)
-            }
-        }
-    }
-
     /// [`admit`](Self::admit) but for the guard.
     #[inline]
     fn admit_unguarded(
@@ -664,57 +625,6 @@ impl<'a, O: Observer> Driver<'a, O> {
         // The curve goes on from the backoff's own wait, not the pace's.
         self.curve = self.curve.after(wait, source);
         Ok((delay, source))
-    }
-
-    /// The retry the guard admitted will not be sent: it hears so.
-    fn withdraw_guarded(&mut self) {
-        let guarded = self.guarded.take();
-        if guarded.is_some() {
-            self.settle_guarded(guarded, End::NotSent);
-        }
-    }
-
-    /// The guard hears that `guarded`, an attempt it admitted, ended so.
-    #[cold]
-    #[inline(never)]
-    fn settle_guarded(&self, guarded: Option<Attempt>, end: End) {
-        if let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), guarded) {
-            guard.settle(attempt, end);
-        }
-    }
-
-    /// The guard hears the call start.
-    #[cold]
-    #[inline(never)]
-    fn guard_call_started(&self) {
-        if let Some(guard) = self.setup.guard.as_deref() {
-            guard.call_started();
-        }
-    }
-
-    /// The guard admits the retry being planned, at its plan: refused, the
-    /// caller waits for nothing; admitted, it is the guard's until it ends.
-    #[cold]
-    #[inline(never)]
-    fn guard_retry(&mut self) -> Result<(), StopReason> {
-        let Some(guard) = self.setup.guard.as_deref() else { return Ok(()) };
-        let attempt = Attempt::retry(self.attempts + 1);
-        if let Admission::Refuse(reason) = guard.admit(attempt) {
-            return Err(reason);
-        }
-        self.guarded = Some(attempt);
-        Ok(())
-    }
-
-    /// The call is over for the guard: a retry planned and never sent
-    /// (stopped in its wait, dropped) is settled, then the call ends.
-    #[cold]
-    #[inline(never)]
-    fn guard_call_finished(&mut self) {
-        self.withdraw_guarded();
-        if let (Some(guard), Some(_)) = (self.setup.guard.as_deref(), self.started) {
-            guard.call_finished();
-        }
     }
 
     fn stop(&mut self, now: Instant, reason: StopReason) -> StopReason {
