@@ -4,10 +4,10 @@
 //! `grpc::call` with the `grpc` feature).
 
 use crate::attempt::{Attempts, Side};
+use crate::budget::Budget;
 use crate::classify::{AttemptClassifier, Layers, Mode};
 use crate::error::BoxError;
 use crate::grpc_call::{self, GrpcCall};
-use crate::guard::Guard;
 use crate::http_call::{self, HttpAttempts};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
@@ -247,7 +247,7 @@ fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
 /// that a percentile delay learns from that server's latencies alone; a gRPC
 /// method's is built from its `hedgingPolicy`, whose delay is fixed.
 fn hedging(
-    guards: &Guards<Guard>,
+    guards: &Guards<Budget>,
     call: &Call,
     grpc: Option<&GrpcCall>,
     parts: &Parts,

@@ -72,10 +72,10 @@ pub mod grpc;
 /// have no values: the code both protocols share needs no `cfg` of its own.
 #[cfg(feature = "grpc")]
 use grpc::call as grpc_call;
+mod budget;
 #[cfg(not(feature = "grpc"))]
 #[path = "without_grpc.rs"]
 mod grpc_call;
-mod guard;
 mod http_call;
 mod layer;
 mod replay;

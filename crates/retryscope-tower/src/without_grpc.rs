@@ -3,10 +3,10 @@
 //! without a `cfg`, and the compiler proves it is never reached. Each item
 //! stands for the one of the same name in `grpc/call.rs`.
 
+use crate::budget::Budget;
 use crate::call::Call;
 use crate::classify::Mode;
 use crate::error::BoxError;
-use crate::guard::Guard;
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::Settings;
@@ -62,7 +62,7 @@ impl GrpcCall {
         _: &Call,
         _: bool,
         _: Instant,
-        _: &Guards<Guard>,
+        _: &Guards<Budget>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         match self {}
     }
@@ -75,7 +75,7 @@ impl GrpcCall {
         _: &Call,
         _: bool,
         _: Instant,
-        _: &Guards<Guard>,
+        _: &Guards<Budget>,
         _: Option<(retryscope_http::__private::fallback::Chosen<'_>, &Parts, Option<std::time::Duration>)>,
     ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool) {
         match self {}

@@ -7,10 +7,10 @@ use super::headers;
 use super::methods::{Kept, Method};
 use super::metrics::CallMetrics;
 use super::{CodeSet, reset, status};
+use crate::budget::Budget;
 use crate::call::Call;
 use crate::classify::Mode;
 use crate::error::BoxError;
-use crate::guard::Guard;
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
@@ -169,7 +169,7 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Guards<Guard>,
+        guards: &Guards<Budget>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         let codes = match call.mode {
             Mode::Grpc { codes } => codes,
@@ -180,7 +180,7 @@ impl GrpcCall {
             replayable,
             expired: call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
             codes,
-            guard: guards.budget().map(Guard::name),
+            guard: guards.budget().map(Budget::name),
         };
         let mut result = super::stop::finish(outcome, stop, ending);
         if let Some(tail) = self.metrics.and_then(|m| m.outcome(&result))
@@ -206,7 +206,7 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Guards<Guard>,
+        guards: &Guards<Budget>,
         fallback: Option<(Chosen<'_>, &Parts, Option<Duration>)>,
     ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool)
     where

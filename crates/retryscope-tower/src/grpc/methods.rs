@@ -165,7 +165,8 @@ mod tests {
         use retryscope::dependency::DependencyGuards;
         let retry = GrpcRetry::new(Policy::interactive());
         let methods = Methods::default();
-        let guards = DependencyGuards::<crate::guard::Guard>::builder().build().for_server("svc", None, None);
+        let guards =
+            DependencyGuards::<crate::budget::Budget>::builder().build().for_server("svc", None, None);
         let resolved = std::cell::Cell::new(0);
         let resolve = || {
             resolved.set(resolved.get() + 1);
