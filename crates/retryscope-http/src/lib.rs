@@ -32,6 +32,7 @@
 //! - The public API and what semver covers: [docs/api.md](https://github.com/retryscope/retryscope/blob/main/docs/api.md).
 
 mod body_rule;
+mod call;
 mod configured;
 mod connect;
 mod error;
@@ -72,6 +73,10 @@ pub use rule::{ResponseRule, rule_fn};
 /// whenever the integrations need.
 #[doc(hidden)]
 pub mod __private {
+    /// The call recipe every integration runs.
+    pub mod call {
+        pub use crate::call::*;
+    }
     pub use crate::__shared_setters as shared_setters;
     pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;

@@ -28,6 +28,7 @@
 //! [telemetry contract]: https://github.com/retryscope/retryscope/blob/main/docs/telemetry.md
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod attempt;
 mod builder;
 mod classify;
 pub mod fault;

@@ -1,27 +1,28 @@
 //! The middleware: retries, classification, guards and telemetry per request.
 
+use crate::attempt::Attempts;
 use crate::builder::RetryMiddlewareBuilder;
 use crate::classify::RequestClassifier;
 use crate::read_ahead;
 use crate::source::RequestSource;
 use crate::target::HttpAttemptSpan;
 use http::Extensions;
-use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::header::HeaderName;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
-use retryscope::dependency::DependencyGuards;
-use retryscope::hedge::Hedgeable;
+use retryscope::dependency::{DependencyGuards, Guards};
 use retryscope::observe::StopSlot;
-use retryscope::{Policy, RetryBudget, RetryError, Retryable, StopReason, hints};
+use retryscope::{Policy, RetryBudget, RetryError, StopReason};
 use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::{self as fallback, Fallbacks};
-use retryscope_http::__private::idempotency::IdempotencyKeys;
+use retryscope_http::__private::idempotency::{IdempotencyKeys, KeySource};
 use retryscope_http::__private::rule::SharedRule;
 use retryscope_http::__private::shape::{Shaped, shape};
-use retryscope_http::__private::{ClientSettings, NotReplayable};
+use retryscope_http::__private::{CallConfig, ClientSettings};
 use retryscope_http::{NotRetried, RetryOptions};
-use retryscope_otel::{OtelObserver, RetryLog, Upstream};
+use retryscope_otel::{OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
 
@@ -221,25 +222,11 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        // Once per call, before any attempt: every attempt clones these headers.
         let method = request.method().clone();
         let replayable = crate::classify::is_replayable(&request);
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-        let url = request.url();
-        // A configured client's settings for this call, from the snapshot in
-        // force now, and its dependency's guards in the file (`Url::port` is
-        // `None` for the scheme's default port; the file matches either).
-        let host = url.host_str().unwrap_or_default();
-        let (configured, file_guards) = match &self.file_guards {
-            Some(file) => {
-                let target =
-                    retryscope_http::__private::Target::http(host, url.port_or_known_default(), url.path());
-                let (call, guards) = file.call(&target, url.port(), None);
-                (Some(call), guards)
-            }
-            None => (None, None),
-        };
-        // The file's `idempotency_keys`, where written, over the builder's.
+        let (configured, guards) = self.resolve(request.url());
+        // Once per call, before any attempt: every attempt clones these headers.
         let generate = configured
             .as_ref()
             .map_or(self.idempotency.generates(), |c| c.generates_keys(self.idempotency.generates()));
@@ -250,165 +237,94 @@ impl Middleware for RetryMiddleware {
             extensions,
             replayable,
         );
-        let url = request.url();
-        let policy = match &configured {
-            Some(c) => c.policy(&options),
-            None => options.policy_override().unwrap_or(self.policy),
-        };
-        // The caller's timeout is the whole call's: attempts and waits together.
-        let request_timeout = request.timeout().copied();
-        let policy = request_timeout.map_or(policy, |timeout| policy.with_deadline_within(timeout));
-        // Read only by a fallback: a client without one takes no clock reading.
-        let started = self.fallbacks.as_ref().map(|_| tokio::time::Instant::now());
-        // The guards of the call's dependency in the file, else the
-        // builder's per-host ones.
-        let host = url.host_str().unwrap_or_default();
-        let guards = file_guards.unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None));
-        let upstream = Upstream::current();
-        let mut classifier = RequestClassifier::for_request(
-            configured.as_ref().map_or(self.classifier, |c| c.classifier()),
-            self.rule.clone(),
-            &request,
-            &options,
-            key,
-        );
+        let timeout = request.timeout().copied();
+        let (configured, options) = (configured.as_ref(), &options);
+        let drive = Drive::http(self.policy, configured, &guards, options, &method, replayable, timeout);
+        let ending = Ending::begin(self.fallbacks.is_some(), drive.deadline());
+        let classifier = configured.map_or(self.classifier, CallConfig::classifier);
+        let mut classifier =
+            RequestClassifier::for_request(classifier, self.rule.clone(), &request, options, key);
         if self.one_layer {
-            classifier.one_layer(upstream.as_ref());
+            classifier.one_layer(ending.upstream());
         }
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
-        let snapshot = extensions.clone();
-        // A client with fallbacks holds the call's outcome back until it
-        // knows whether one answered (`fallback`); others record it at once.
-        let outcome_slot = self.fallbacks.as_ref().map(|_| retryscope_otel::OutcomeSlot::new());
+        let observer = (self.observer(&source, key, configured, &ending), &stop);
+        let mut attempts = Attempts {
+            source: &source,
+            next,
+            extensions,
+            attempt_header: self.attempt_header.as_ref(),
+            pacer: guards.pacer(),
+            body_rule: configured
+                .map_or(self.body_rule.as_ref(), |c| c.body_rule(&self.body_rules, self.body_rule.as_ref())),
+            replayable,
+            number: 0,
+        };
+        // The attempt's limit reaches the client's `ConnectLimit`, if it has one.
+        let observer = (observer, retryscope_http::AttemptLimits);
+        let outcome = drive
+            .run(&guards, move || attempts.next(), &mut classifier, observer, options.operation_name())
+            .await;
+        let stop = stop.stopped();
+        let headers = outcome.as_ref().ok().map(Response::headers);
+        let fallbacks = self.fallbacks.as_deref();
+        let Some((chosen, remaining)) =
+            ending.after(fallbacks, guards.dependency(), configured, stop, headers)
+        else {
+            ending.settle(false);
+            return finish(outcome, stop, replayable);
+        };
+        let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
+        let target = (&source, key);
+        let answer =
+            answer_with(chosen, guards.dependency(), target, outcome, stop, replayable, remaining).await;
+        ending.settle(answer.is_ok());
+        answer
+    }
+}
+
+impl RetryMiddleware {
+    /// A configured client's settings for a call to `url`, from the snapshot
+    /// in force now, and its dependency's guards in the file; else the
+    /// builder's per-host guards. (`Url::port` is `None` for the scheme's
+    /// default port; the file matches either.)
+    fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Guards<RetryBudget>>) {
+        let host = url.host_str().unwrap_or_default();
+        let file = self.file_guards.as_ref().map(|file| {
+            let target =
+                retryscope_http::__private::Target::http(host, url.port_or_known_default(), url.path());
+            file.call(&target, url.port(), None)
+        });
+        let (configured, guards) = file.map_or((None, None), |(call, guards)| (Some(call), guards));
+        (configured, guards.unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None)))
+    }
+
+    /// The call's telemetry, with its attempt spans, and the retry log.
+    fn observer<'s>(
+        &'s self,
+        source: &'s RequestSource,
+        key: Option<KeySource>,
+        configured: Option<&CallConfig>,
+        ending: &Ending,
+    ) -> (Option<OtelObserver<HttpAttemptSpan<'s>>>, Option<RetryLog>) {
         let telemetry = self.telemetry.clone().map(|o| {
             o.with_attempt_spans(HttpAttemptSpan {
-                source: &source,
+                source,
                 idempotency_key: key,
                 request_id_header: &self.request_id_header,
             })
             // Which configuration this call runs under, on each of its spans.
-            .with_config_hash(configured.as_ref().map(|c| Arc::clone(c.hash())))
-            .with_outcome_slot(outcome_slot.clone())
+            .with_config_hash(configured.map(|c| Arc::clone(c.hash())))
+            .with_outcome_slot(ending.outcome_slot())
         });
-
-        let mut number = 0;
-        let attempt_header = self.attempt_header.as_ref();
-        let pacer = guards.pacer();
-        let body_rule = match &configured {
-            Some(c) => c.body_rule(&self.body_rules, self.body_rule.as_ref()),
-            None => self.body_rule.as_ref(),
-        };
-        let attempt = || {
-            number += 1;
-            let request = source.next();
-            let (next, mut extensions) = (next.clone(), snapshot.clone());
-            let announce =
-                attempt_header.filter(|_| number > 1).map(|name| (name.clone(), HeaderValue::from(number)));
-            async move {
-                let span = tracing::Span::current();
-                let mut request =
-                    request.ok_or_else(|| reqwest_middleware::Error::middleware(NotReplayable))?;
-                if !replayable {
-                    tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
-                }
-                // A span no subscriber took has no context to propagate.
-                if !span.is_disabled() {
-                    retryscope_otel::inject_span_context(&span, request.headers_mut());
-                }
-                if let Some((name, value)) = announce {
-                    request.headers_mut().insert(name, value);
-                }
-                let result = next.run(request, &mut extensions).await;
-                if let Ok(response) = &result {
-                    span.record("http.response.status_code", i64::from(response.status().as_u16()));
-                    if let Some(pacer) = pacer {
-                        let now = std::time::SystemTime::now();
-                        pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
-                    }
-                }
-                // Inside the attempt: its timeout bounds the read.
-                match (body_rule, result) {
-                    (Some(rule), Ok(response)) => {
-                        read_ahead::judge(rule, response).await.map_err(reqwest_middleware::Error::Reqwest)
-                    }
-                    (_, result) => result,
-                }
-            }
-        };
-        // Hedged instead of retried: a request that may run twice at once,
-        // with a body that can be sent again, unless given its own policy.
-        // The dependency's own hedging policy: its percentile delay learns
-        // from this host's latencies alone.
-        // A configured client hedges as its file says (a fixed delay, fresh per call).
-        let hedge = match &configured {
-            Some(c) => c.hedge(&options),
-            None => guards.hedge().filter(|_| options.policy_override().is_none()).cloned(),
-        }
-        .filter(|_| retryscope_http::__private::safety::may_hedge(&method) && replayable);
-        let priority = configured.as_ref().map_or(options.priority_class(), |c| c.priority(&options));
         // The log alone (telemetry off) has no attempt span to read the
         // request's id: it is handed the header's value.
         let retry_log = self
             .retry_log
             .clone()
             .map(|log| log.with_request_id(source.headers().get(&self.request_id_header)));
-        // The attempt's limit reaches the client's `ConnectLimit`, if it has one.
-        let observer = (((telemetry, retry_log), &stop), retryscope_http::AttemptLimits);
-        let mut deadline = policy.deadline();
-        let outcome = match hedge {
-            Some(hedge) => {
-                // The caller's timeout bounds the whole hedged call, as it bounds a retried one.
-                let hedge = match request_timeout {
-                    Some(limit) => hedge.with_deadline_within(limit),
-                    None => hedge,
-                };
-                deadline = hedge.deadline();
-                let hedge = attempt
-                    .hedge(hedge)
-                    .priority(priority)
-                    .with_classifier(&mut classifier)
-                    .observe(observer);
-                guards.guard(hedge, options.operation_name()).await
-            }
-            None => {
-                let retry = attempt
-                    .retry(policy)
-                    .priority(priority)
-                    .with_classifier(&mut classifier)
-                    .observe(observer);
-                guards.guard(retry, options.operation_name()).await
-            }
-        };
-        let stop = stop.stopped();
-        if let Some(upstream) = &upstream {
-            // So that the server we run in tells its own caller not to retry.
-            upstream.client_finished(stop, outcome.as_ref().ok().map(Response::headers));
-        }
-        if let (Some(fallbacks), Some(started)) = (&self.fallbacks, started)
-            && let Some(chosen) = fallbacks.choose(guards.dependency(), stop, configured.as_ref())
-        {
-            let remaining = fallback::remaining(deadline, started);
-            let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
-            let answer = answer_with(
-                chosen,
-                guards.dependency(),
-                (&source, key),
-                outcome,
-                stop,
-                replayable,
-                remaining,
-            )
-            .await;
-            if let Some(slot) = &outcome_slot {
-                slot.settle(answer.is_ok());
-            }
-            return answer;
-        }
-        if let Some(slot) = &outcome_slot {
-            slot.release();
-        }
-        finish(outcome, stop, replayable)
+        (telemetry, retry_log)
     }
 }
 

@@ -215,6 +215,10 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     /// each of its calls and its gauges ([`Guard::gauges`]) published with
     /// the others. Called again, the guards compose: each dependency gets
     /// both, asked in the order given.
+    ///
+    /// `make` is called once per dependency when its guards are made, and
+    /// once more by [`build`](Self::build), to learn which gauges the guards
+    /// publish: a factory with side effects sees that one extra call.
     pub fn guard<G: Guard + 'static>(self, make: impl Fn() -> G + Send + Sync + 'static) -> Self {
         let combined = and_guard(self.guard.clone(), make);
         self.guard_factory(Some(combined))

@@ -1,0 +1,76 @@
+//! The attempts of one request: each a copy of the caller's request, sent
+//! down the rest of the middleware chain, with what an attempt adds (its
+//! number, its span's context, the body rule's read-ahead) and what its
+//! answer teaches the dependency's pacer.
+
+use crate::read_ahead;
+use crate::source::RequestSource;
+use http::Extensions;
+use reqwest::Response;
+use reqwest::header::{HeaderName, HeaderValue};
+use reqwest_middleware::Next;
+use retryscope::{Pacer, hints};
+use retryscope_http::__private::NotReplayable;
+use retryscope_http::__private::body_rule::SharedBodyRule;
+use std::future::Future;
+
+/// Hands out the attempts of one request.
+pub(crate) struct Attempts<'a> {
+    pub(crate) source: &'a RequestSource,
+    pub(crate) next: Next<'a>,
+    /// The caller's extensions as they were before the first attempt: each
+    /// attempt gets its own copy.
+    pub(crate) extensions: &'a Extensions,
+    /// Tells the next hop which attempt a retry is; `None` sends nothing.
+    pub(crate) attempt_header: Option<&'a HeaderName>,
+    /// Told what every response says about pace.
+    pub(crate) pacer: Option<&'a Pacer>,
+    pub(crate) body_rule: Option<&'a SharedBodyRule>,
+    pub(crate) replayable: bool,
+    pub(crate) number: u32,
+}
+
+impl<'a> Attempts<'a> {
+    /// The next attempt.
+    pub(crate) fn next(
+        &mut self,
+    ) -> impl Future<Output = reqwest_middleware::Result<Response>> + Send + use<'a> {
+        self.number += 1;
+        let request = self.source.next();
+        let (next, mut extensions) = (self.next.clone(), self.extensions.clone());
+        let announce = self
+            .attempt_header
+            .filter(|_| self.number > 1)
+            .map(|name| (name.clone(), HeaderValue::from(self.number)));
+        let (pacer, body_rule, replayable) = (self.pacer, self.body_rule, self.replayable);
+        async move {
+            let span = tracing::Span::current();
+            let mut request = request.ok_or_else(|| reqwest_middleware::Error::middleware(NotReplayable))?;
+            if !replayable {
+                tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
+            }
+            // A span no subscriber took has no context to propagate.
+            if !span.is_disabled() {
+                retryscope_otel::inject_span_context(&span, request.headers_mut());
+            }
+            if let Some((name, value)) = announce {
+                request.headers_mut().insert(name, value);
+            }
+            let result = next.run(request, &mut extensions).await;
+            if let Ok(response) = &result {
+                span.record("http.response.status_code", i64::from(response.status().as_u16()));
+                if let Some(pacer) = pacer {
+                    let now = std::time::SystemTime::now();
+                    pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
+                }
+            }
+            // Inside the attempt: its timeout bounds the read.
+            match (body_rule, result) {
+                (Some(rule), Ok(response)) => {
+                    read_ahead::judge(rule, response).await.map_err(reqwest_middleware::Error::Reqwest)
+                }
+                (_, result) => result,
+            }
+        }
+    }
+}
