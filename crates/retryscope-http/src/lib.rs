@@ -46,6 +46,7 @@ mod redact;
 mod release;
 mod rule;
 mod safety;
+mod setters;
 mod settings;
 mod shape;
 mod spans;

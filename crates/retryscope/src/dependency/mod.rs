@@ -9,6 +9,7 @@
 //! configuration has guards without OpenTelemetry.
 
 mod bounded;
+mod builder;
 mod guards;
 mod overflow;
 mod registry;
@@ -17,5 +18,6 @@ pub use bounded::{
     MAX_DEPENDENCIES, MAX_DESTINATIONS, NameTable, OVERFLOW, bounded_dependency, bounded_destination,
     bounded_operation, dependency_name,
 };
+pub use builder::DependencyGuardsBuilder;
 pub use guards::{Guardable, Guards};
-pub use registry::{DependencyGuards, DependencyGuardsBuilder, Factory, MAX_PORTS_PER_HOST, and_guard};
+pub use registry::{DependencyGuards, Factory, MAX_PORTS_PER_HOST, and_guard};

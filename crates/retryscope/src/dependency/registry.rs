@@ -3,6 +3,7 @@
 //! it, by a table of its own ([`overflow`]).
 
 use super::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_name};
+use super::builder::DependencyGuardsBuilder;
 use super::guards::Guards;
 use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 use crate::breaker::CircuitBreaker;
@@ -61,7 +62,7 @@ pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 /// assert!(std::sync::Arc::ptr_eq(&payments, &guards.get("payments:8443")));
 /// ```
 pub struct DependencyGuards<T> {
-    inner: Arc<Registry<T>>,
+    pub(super) inner: Arc<Registry<T>>,
 }
 
 impl<T> Clone for DependencyGuards<T> {
@@ -86,222 +87,31 @@ pub fn and_guard<G: Guard + 'static>(
 /// Each host's guards, by the port in its dependency name (`None`: the scheme's).
 type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>;
 
-struct Registry<T> {
-    guards: RwLock<HashMap<Arc<str>, Arc<Guards<T>>>>,
+pub(super) struct Registry<T> {
+    pub(super) guards: RwLock<HashMap<Arc<str>, Arc<Guards<T>>>>,
     /// The guards of the dependencies beyond the label bound, one set each.
-    overflow: OverflowGuards<T>,
+    pub(super) overflow: OverflowGuards<T>,
     /// The label table: [`bounded_dependency`], but for tests that need a
     /// small bound without filling the process's table.
-    labels: fn(&str) -> Arc<str>,
+    pub(super) labels: fn(&str) -> Arc<str>,
     /// The guards found for each server (host, then the port in its name), so
     /// that a request finds its dependency without building the name.
-    servers: RwLock<Servers<T>>,
-    budget: Option<Factory<T>>,
-    breaker: Option<Factory<CircuitBreaker>>,
-    pacer: Option<Factory<Pacer>>,
+    pub(super) servers: RwLock<Servers<T>>,
+    pub(super) budget: Option<Factory<T>>,
+    pub(super) breaker: Option<Factory<CircuitBreaker>>,
+    pub(super) pacer: Option<Factory<Pacer>>,
     /// The fleet each new pacer is shared with, if any.
-    pace_share: Option<Arc<dyn PaceShare>>,
+    pub(super) pace_share: Option<Arc<dyn PaceShare>>,
     /// The fleet each new budget's floor is divided among, if any.
-    budget_share: Option<Arc<dyn BudgetShare>>,
-    adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
-    concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
+    pub(super) budget_share: Option<Arc<dyn BudgetShare>>,
+    pub(super) adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    pub(super) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// Each dependency's [`Guard`]s, composed (see [`DependencyGuardsBuilder::guard`]).
-    guard: Option<Factory<Arc<dyn Guard>>>,
+    pub(super) guard: Option<Factory<Arc<dyn Guard>>>,
     /// The gauges those guards publish.
-    guard_gauges: Vec<&'static Gauge>,
+    pub(super) guard_gauges: Vec<&'static Gauge>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.
-    hedge: Option<HedgePolicy>,
-}
-
-/// Configures a [`DependencyGuards`]: which guards each dependency gets, and
-/// where their gauges go.
-#[must_use = "a builder does nothing until `build` is called"]
-pub struct DependencyGuardsBuilder<T> {
-    budget: Option<Factory<T>>,
-    breaker: Option<Factory<CircuitBreaker>>,
-    pacer: Option<Factory<Pacer>>,
-    pace_share: Option<Arc<dyn PaceShare>>,
-    budget_share: Option<Arc<dyn BudgetShare>>,
-    adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
-    concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    guard: Option<Factory<Arc<dyn Guard>>>,
-    hedge: Option<HedgePolicy>,
-    /// How many overflow guard sets the registry keeps, and the label
-    /// table: settings for tests.
-    overflow_capacity: usize,
-    labels: fn(&str) -> Arc<str>,
-}
-
-impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DependencyGuardsBuilder")
-            .field("budget", &self.budget.is_some())
-            .field("breaker", &self.breaker.is_some())
-            .field("pacer", &self.pacer.is_some())
-            .field("pace_share", &self.pace_share)
-            .field("budget_share", &self.budget_share)
-            .field("adaptive_throttle", &self.adaptive_throttle.is_some())
-            .field("concurrency_limit", &self.concurrency_limit.is_some())
-            .field("guard", &self.guard.is_some())
-            .field("hedge", &self.hedge.is_some())
-            .finish()
-    }
-}
-
-impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
-    /// Gives each dependency a budget made by `make`.
-    pub fn budget(self, make: impl Fn() -> T + Send + Sync + 'static) -> Self {
-        self.budget_factory(Some(Arc::new(make)))
-    }
-
-    /// Gives each dependency a breaker made by `make`.
-    pub fn breaker(self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
-        self.breaker_factory(Some(Arc::new(make)))
-    }
-
-    /// Gives each dependency a pacer made by `make`.
-    pub fn pacer(self, make: impl Fn() -> Pacer + Send + Sync + 'static) -> Self {
-        self.pacer_factory(Some(Arc::new(make)))
-    }
-
-    /// Sets (or, with `None`, removes) the shared pacer factory.
-    pub fn pacer_factory(mut self, make: Option<Factory<Pacer>>) -> Self {
-        self.pacer = make;
-        self
-    }
-
-    /// Shares each dependency's pacer with the other replicas of a fleet
-    /// through `share` (or, with `None`, with none): see
-    /// [`PaceShare`]. Without a pacer, nothing is shared.
-    pub fn pace_share(mut self, share: Option<Arc<dyn PaceShare>>) -> Self {
-        self.pace_share = share;
-        self
-    }
-
-    /// Divides each dependency's budget floor among the replicas of a fleet
-    /// through `share` (or, with `None`, keeps every floor whole): see
-    /// [`BudgetShare`]. Without a budget, or with a
-    /// throttle that has no floor ([`Throttle::share_floor`]), nothing is
-    /// shared.
-    pub fn budget_share(mut self, share: Option<Arc<dyn BudgetShare>>) -> Self {
-        self.budget_share = share;
-        self
-    }
-
-    /// Gives each dependency a client-side adaptive throttle made by `make`.
-    pub fn adaptive_throttle(self, make: impl Fn() -> AdaptiveThrottle + Send + Sync + 'static) -> Self {
-        self.adaptive_throttle_factory(Some(Arc::new(make)))
-    }
-
-    /// Sets (or, with `None`, removes) the shared adaptive throttle factory.
-    pub fn adaptive_throttle_factory(mut self, make: Option<Factory<AdaptiveThrottle>>) -> Self {
-        self.adaptive_throttle = make;
-        self
-    }
-
-    /// Gives each dependency an adaptive concurrency limit made by `make`.
-    pub fn concurrency_limit(self, make: impl Fn() -> ConcurrencyLimiter + Send + Sync + 'static) -> Self {
-        self.concurrency_limit_factory(Some(Arc::new(make)))
-    }
-
-    /// Sets (or, with `None`, removes) the shared concurrency limit factory.
-    pub fn concurrency_limit_factory(mut self, make: Option<Factory<ConcurrencyLimiter>>) -> Self {
-        self.concurrency_limit = make;
-        self
-    }
-
-    /// Gives each dependency a [`Guard`] made by `make` (an
-    /// [`InFlightBudget`](crate::budget::InFlightBudget), say), put on
-    /// each of its calls and its gauges ([`Guard::gauges`]) published with
-    /// the others. Called again, the guards compose: each dependency gets
-    /// both, asked in the order given.
-    ///
-    /// `make` is called once per dependency when its guards are made, and
-    /// once more by [`build`](Self::build), to learn which gauges the guards
-    /// publish: a factory with side effects sees that one extra call.
-    pub fn guard<G: Guard + 'static>(self, make: impl Fn() -> G + Send + Sync + 'static) -> Self {
-        let combined = and_guard(self.guard.clone(), make);
-        self.guard_factory(Some(combined))
-    }
-
-    /// Sets (or, with `None`, removes) the guard factory.
-    pub fn guard_factory(mut self, make: Option<Factory<Arc<dyn Guard>>>) -> Self {
-        self.guard = make;
-        self
-    }
-
-    /// Sets (or, with `None`, removes) the shared budget factory.
-    pub fn budget_factory(mut self, make: Option<Factory<T>>) -> Self {
-        self.budget = make;
-        self
-    }
-
-    /// Gives each dependency a hedging policy of its own made from
-    /// `template` ([`HedgePolicy::fresh`]): the template's settings, a latency
-    /// tracker per dependency, so that a percentile delay is learned per
-    /// dependency rather than over every host a client calls.
-    pub fn hedge(self, template: HedgePolicy) -> Self {
-        self.hedge_template(Some(template))
-    }
-
-    /// Sets (or, with `None`, removes) the hedging policy each dependency's
-    /// is made from.
-    pub fn hedge_template(mut self, template: Option<HedgePolicy>) -> Self {
-        self.hedge = template;
-        self
-    }
-
-    /// Sets (or, with `None`, removes) the shared breaker factory.
-    pub fn breaker_factory(mut self, make: Option<Factory<CircuitBreaker>>) -> Self {
-        self.breaker = make;
-        self
-    }
-
-    /// Keeps at most `capacity` guard sets of dependencies beyond the label
-    /// bound, so that a test sees an eviction without a thousand hosts.
-    #[cfg(test)]
-    pub(crate) fn overflow_capacity(mut self, capacity: usize) -> Self {
-        self.overflow_capacity = capacity;
-        self
-    }
-
-    /// Labels dependencies with `labels` instead of [`bounded_dependency`].
-    #[cfg(test)]
-    pub(crate) fn labels(mut self, labels: fn(&str) -> Arc<str>) -> Self {
-        self.labels = labels;
-        self
-    }
-
-    /// The registry.
-    pub fn build(self) -> DependencyGuards<T> {
-        // The gauges its guards publish: the same from every guard a
-        // factory makes, so one made here says which.
-        let mut guard_gauges: Vec<&'static Gauge> = Vec::new();
-        if let Some(make) = &self.guard {
-            make().gauges(&mut |gauge, _| {
-                if !guard_gauges.iter().any(|known| known.name == gauge.name) {
-                    guard_gauges.push(gauge);
-                }
-            });
-        }
-        let inner = Arc::new(Registry {
-            guards: RwLock::default(),
-            overflow: OverflowGuards::new(self.overflow_capacity),
-            labels: self.labels,
-            servers: RwLock::default(),
-            budget: self.budget,
-            breaker: self.breaker,
-            pacer: self.pacer,
-            pace_share: self.pace_share,
-            budget_share: self.budget_share,
-            adaptive_throttle: self.adaptive_throttle,
-            concurrency_limit: self.concurrency_limit,
-            guard: self.guard,
-            guard_gauges,
-            hedge: self.hedge,
-        });
-        DependencyGuards { inner }
-    }
+    pub(super) hedge: Option<HedgePolicy>,
 }
 
 impl<T: Throttle + 'static> DependencyGuards<T> {

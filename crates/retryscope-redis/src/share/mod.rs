@@ -17,6 +17,12 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use tokio::runtime::Handle;
 
+mod budget;
+mod builder;
+mod tasks;
+pub use builder::RedisPaceShareBuilder;
+use tasks::{heartbeat, read_gate, subscriber};
+
 /// The default deadline of one Redis operation.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2);
 /// The longest deadline [`RedisPaceShareBuilder::timeout`] accepts.
@@ -104,15 +110,6 @@ struct State {
     fallbacks_seen: AtomicU32,
 }
 
-/// Configures a [`RedisPaceShare`].
-#[must_use = "a builder does nothing until `build` is called"]
-pub struct RedisPaceShareBuilder {
-    client: redis::Client,
-    quota: String,
-    timeout: Duration,
-    meter: Option<Meter>,
-}
-
 impl RedisPaceShare {
     /// A share on the Redis of `client`, for the quota the operator names
     /// `quota` (the API key's identity, never the key: see [`QuotaName`]).
@@ -152,74 +149,6 @@ impl RedisPaceShare {
     /// The quota's name.
     pub fn quota(&self) -> &QuotaName {
         &self.state.quota
-    }
-}
-
-impl RedisPaceShareBuilder {
-    /// The deadline of every Redis operation (default [`DEFAULT_TIMEOUT`],
-    /// 2 ms): more than 0 and at most 1 s, else [`build`](Self::build)
-    /// refuses it. Past it, the operation counts as failed.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Publishes [`retryscope.pace.shared`](names::PACE_SHARED) per
-    /// dependency and counts fallbacks on `meter`.
-    pub fn meter(mut self, meter: Meter) -> Self {
-        self.meter = Some(meter);
-        self
-    }
-
-    /// The share, its background tasks started (a heartbeat, one subscriber
-    /// connection): inside a tokio runtime. Redis need not be up: until it
-    /// answers, each replica paces alone (as one replica: it never read the
-    /// fleet's size). The tasks end when the share is
-    /// dropped.
-    pub fn build(self) -> Result<Arc<RedisPaceShare>, ShareError> {
-        let quota = QuotaName::new(&self.quota)?;
-        if self.timeout.is_zero() || self.timeout > MAX_TIMEOUT {
-            return Err(ShareError::Timeout(self.timeout));
-        }
-        let handle = Handle::try_current().map_err(|_| ShareError::NoRuntime)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(self.timeout))
-            // Connecting is in the background, never on a call's path.
-            .set_connection_timeout(Some(MAX_TIMEOUT))
-            .set_number_of_retries(1);
-        let connection = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-            .map_err(ShareError::Redis)?;
-        let fallbacks = self.meter.as_ref().map(|meter| {
-            meter
-                .u64_counter(names::PACE_SHARED_FALLBACKS)
-                .with_unit("{fallback}")
-                .with_description("Times this process fell back from the fleet's shared pace to its own")
-                .build()
-        });
-        let state = Arc::new(State {
-            quota,
-            replica: format!("{:016x}", rand::random::<u64>()),
-            timeout: self.timeout,
-            connection,
-            handle: handle.clone(),
-            close_gate: redis::Script::new(CLOSE_GATE),
-            pacers: Mutex::default(),
-            budgets: Mutex::default(),
-            gates: Mutex::default(),
-            replicas: AtomicU32::new(1),
-            heartbeat_ok: AtomicBool::new(false),
-            subscribed: AtomicBool::new(false),
-            shared: AtomicBool::new(false),
-            publishing: AtomicUsize::new(0),
-            fallbacks,
-            fallbacks_seen: AtomicU32::new(0),
-        });
-        if let Some(meter) = &self.meter {
-            register_gauge(meter, Arc::downgrade(&state));
-        }
-        handle.spawn(heartbeat(Arc::downgrade(&state)));
-        handle.spawn(subscriber(Arc::downgrade(&state), self.client));
-        Ok(Arc::new(RedisPaceShare { state }))
     }
 }
 
@@ -382,121 +311,6 @@ impl PaceShare for RedisPaceShare {
                 read_gate(&state, &key, &dependency).await;
             }
         });
-    }
-}
-
-impl BudgetShare for RedisPaceShare {
-    /// Keeps `budget` (at most [`MAX_DEPENDENCIES`] dependencies, and as
-    /// many budgets of one as pacers) and tells it at once which part of its
-    /// floor it keeps, from what the last heartbeat read: no Redis
-    /// operation.
-    fn attach_budget(&self, dependency: &str, budget: SharedBudget) {
-        let state = &self.state;
-        let mut budgets = state.budgets();
-        if !budgets.contains_key(dependency) && budgets.len() >= MAX_DEPENDENCIES {
-            return;
-        }
-        let list = budgets.entry(dependency.into()).or_default();
-        list.retain(SharedBudget::is_alive);
-        if list.len() >= MAX_PACERS_PER_DEPENDENCY {
-            return;
-        }
-        // Under the lock the heartbeat tells budgets with: this budget is
-        // told either here or by the next heartbeat, never skipped.
-        state.tell(&budget);
-        list.push(budget);
-    }
-}
-
-/// Reads the gate kept for `dependency` and gives it to its pacers.
-async fn read_gate(state: &State, key: &str, dependency: &str) {
-    let mut connection = state.connection.clone();
-    let left: Option<i64> = state.within(redis::cmd("PTTL").arg(key).query_async(&mut connection)).await;
-    if let Some(millis) = left.and_then(|ms| u64::try_from(ms).ok()).filter(|ms| *ms > 0) {
-        state.deliver(dependency, Duration::from_millis(millis));
-    }
-}
-
-/// Says this replica is alive and reads how many are, every [`HEARTBEAT`],
-/// until the share is dropped.
-async fn heartbeat(state: Weak<State>) {
-    let script = redis::Script::new(HEARTBEAT_SCRIPT);
-    let expiry = u64::try_from(REPLICA_EXPIRY.as_millis()).unwrap_or(u64::MAX);
-    let mut failures = 0;
-    loop {
-        let Some(live) = state.upgrade() else { return };
-        let mut connection = live.connection.clone();
-        let mut invocation = script.key(live.replicas_key());
-        invocation.arg(&live.replica).arg(expiry);
-        match live.within(invocation.invoke_async::<u32>(&mut connection)).await {
-            Some(count) => {
-                // The first answer after an outage may come from a Redis that
-                // restarted empty, before the other replicas said they are
-                // alive again (within one heartbeat): it never lowers the
-                // count kept through the outage.
-                let count =
-                    if failures > 0 { count.max(live.replicas.load(Ordering::Acquire)) } else { count };
-                failures = 0;
-                live.replicas.store(count.max(1), Ordering::Release);
-                live.heartbeat_ok.store(true, Ordering::Release);
-            }
-            None => {
-                failures += 1;
-                if failures >= FAILURES_TO_FALL_BACK {
-                    live.heartbeat_ok.store(false, Ordering::Release);
-                }
-            }
-        }
-        live.settle();
-        drop(live);
-        tokio::time::sleep(HEARTBEAT).await;
-    }
-}
-
-/// One subscriber connection for every dependency: receives the gates the
-/// other replicas publish, reconnecting with a bounded backoff; after each
-/// (re)connection reads the gates kept, which it may have missed.
-async fn subscriber(state: Weak<State>, client: redis::Client) {
-    let mut backoff = RECONNECT.0;
-    loop {
-        let Some(live) = state.upgrade() else { return };
-        let channel = live.channel();
-        let connect = async {
-            let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
-            Ok::<_, redis::RedisError>(pubsub)
-        };
-        let pubsub = tokio::time::timeout(MAX_TIMEOUT, connect).await.ok().and_then(Result::ok);
-        let Some(pubsub) = pubsub else {
-            live.subscribed.store(false, Ordering::Release);
-            live.settle();
-            drop(live);
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(RECONNECT.1);
-            continue;
-        };
-        backoff = RECONNECT.0;
-        live.subscribed.store(true, Ordering::Release);
-        live.settle();
-        let attached: Vec<Arc<str>> = live.pacers().keys().cloned().collect();
-        for dependency in attached {
-            read_gate(&live, &live.gate_key(&dependency), &dependency).await;
-        }
-        drop(live);
-        let mut messages = pubsub.into_on_message();
-        while let Some(message) = messages.next().await {
-            let Some(live) = state.upgrade() else { return };
-            if let Ok(payload) = message.get_payload::<String>()
-                && let Some((replica, wait, dependency)) = parse(&payload)
-                && replica != live.replica
-            {
-                live.deliver(dependency, wait);
-            }
-        }
-        // The connection is gone: pace alone until it is back.
-        let Some(live) = state.upgrade() else { return };
-        live.subscribed.store(false, Ordering::Release);
-        live.settle();
     }
 }
 
