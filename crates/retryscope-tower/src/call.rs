@@ -1,49 +1,40 @@
 //! One logical request, from the caller's request to what the caller gets:
 //! its plan, its attempts driven by the engine (retried, or hedged), and its
-//! end. What only HTTP or gRPC does is theirs ([`crate::http_call`], and
-//! `grpc::call` with the `grpc` feature).
+//! end — written once over its [`Protocol`]: what only HTTP or gRPC does is
+//! theirs ([`crate::http_call`], and `grpc::call` with the `grpc` feature).
 
-use crate::attempt::{Attempts, Side};
-use crate::budget::Budget;
-use crate::classify::{AttemptClassifier, Layers, Mode};
+use crate::attempt::Attempts;
+use crate::classify::{AttemptClassifier, Layers};
 use crate::error::BoxError;
-use crate::grpc_call::{self, GrpcCall};
-use crate::http_call::{self, HttpAttempts};
+use crate::protocol::{Call, End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
-use crate::settings::{Resolved, Settings};
+use crate::settings::Settings;
 use crate::spans::AttemptSpan;
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use retryscope::dependency::Guards;
 use retryscope::observe::StopRecorder;
-use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
-use retryscope_http::__private::call::{Drive, Ending};
-use retryscope_http::__private::fallback::Chosen;
+use retryscope_http::__private::call::Ending;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::{AttemptLimits, RetryOptions};
 use retryscope_otel::{OtelObserver, RetryLog, Upstream};
 use std::sync::Arc;
-use std::time::Duration;
 use tower_service::Service;
 
-/// How one request is retried: its policy and its semantics.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Call {
-    pub(crate) policy: Policy,
-    /// HTTP's semantics or gRPC's: the one place that says which.
-    pub(crate) mode: Mode,
-}
 
-/// One logical request, from the caller's request to its response.
-pub(crate) async fn run<S, B, ResB>(
+
+/// One logical request, from the caller's request to its response, planned
+/// by its protocol `P` ([`RetryService`](crate::RetryService) chooses it).
+pub(crate) async fn run<P, S, B, ResB>(
     settings: Arc<Settings>,
     ready: S,
-    request: Request<B>,
+    (mut parts, body, options): (Parts, B, RetryOptions),
+    planned: Planned<P>,
 ) -> Result<Response<ResponseBody<ResB>>, BoxError>
 where
+    P: Protocol,
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -53,18 +44,13 @@ where
     ResB::Data: Send + From<bytes::Bytes>,
     ResB::Error: Into<BoxError>,
 {
-    let (mut parts, body) = request.into_parts();
-    let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-    let (mut call, mut grpc, file) = plan(&settings, &parts, &options);
+    let Planned { mut call, mut protocol, file } = planned;
     let (configured, guards) = file.parts();
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
-    // gRPC calls get no idempotency key: A6 retries what the service config opts in.
-    let key = match grpc {
-        Some(_) => None,
-        None => http_call::keyed(&settings, configured, &mut parts, &mut call.mode, replayable),
-    };
-    let drive = drive(&settings, &call, grpc.as_ref(), configured, guards, &parts, &options, replayable);
+    let key = protocol.key(&settings, configured, &mut parts, &mut call.mode, replayable);
+    let inputs = Inputs { configured, guards, parts: &parts, options: &options, replayable };
+    let drive = protocol.drive(&call, inputs);
     let ending = Ending::begin(settings.fallbacks.is_some(), drive.deadline());
     // Shared by the attempts and their spans from here on; kept for a fallback.
     let parts = Arc::new(parts);
@@ -72,98 +58,20 @@ where
     let layers = layers(&settings, ending.upstream());
     let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
     let stop = StopRecorder::default();
-    // gRPC's own metrics (A66, A96) follow the call to the caller.
-    let metrics = grpc.as_mut().and_then(|grpc| grpc.start_metrics(&settings, &parts));
-    let observer = (
-        ((observers(&settings, &call, &parts, key, configured, &ending), stop.clone()), metrics),
-        AttemptLimits,
-    );
-    let side = match &grpc {
-        Some(grpc) => Side::Grpc(grpc.attempts(&call)),
-        None => Side::Http(HttpAttempts::new(&settings, configured)),
-    };
-    let operation = operation(&options, grpc.as_ref());
-    let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), side);
+    let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
+    let observers = observers(&settings, &call, &parts, key, configured, &ending);
+    let observer = (((observers, stop.clone()), metrics), AttemptLimits);
+    let operation = protocol.operation(&options);
+    let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), attempts);
     let started = tokio::time::Instant::now();
     let outcome = drive.run(guards, move || attempts.next(), classifier, observer, operation).await;
     let stop = stop.stopped();
     let headers = outcome.as_ref().ok().map(Response::headers);
     let chosen = ending.after(settings.fallbacks.as_deref(), guards.dependency(), configured, stop, headers);
     let end = End { call: &call, replayable, started, guards, key };
-    let (answer, served) = end.answer(&settings, grpc, chosen, kept, outcome, stop).await;
+    let (answer, served) = protocol.answer(end, &settings, chosen, kept, outcome, stop).await;
     ending.settle(served);
     answer
-}
-
-/// How `parts` is retried, for a gRPC call what only gRPC needs of it, and
-/// what the call resolved to from a configured layer's file: the file's
-/// settings for this call, from the snapshot in force now, and its
-/// dependency's guards (a gRPC call's plan found them, and took the file's
-/// policy already).
-fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Call, Option<GrpcCall>, Resolved) {
-    if let Some((policy, mode, mut grpc)) = grpc_call::plan(settings, parts, options) {
-        let file = grpc.take_file().unwrap_or_else(|| Resolved::Now(settings.file_call(&parts.uri, false)));
-        return (Call { policy, mode }, Some(grpc), file);
-    }
-    let (mut policy, mut mode) = http_call::plan(settings, parts, options);
-    let file = settings.file_call(&parts.uri, false);
-    if let (Some(c), Mode::Http { classifier, .. }) = (&file.0, &mut mode) {
-        policy = c.policy(options);
-        *classifier = c.classifier();
-    }
-    (Call { policy, mode }, None, Resolved::Now(file))
-}
-
-/// What the call's end needs of the call.
-struct End<'c> {
-    call: &'c Call,
-    replayable: bool,
-    started: tokio::time::Instant,
-    guards: &'c Guards<Budget>,
-    key: Option<KeySource>,
-}
-
-impl End<'_> {
-    /// The caller's answer: the fallback's, if one was `chosen` (`kept`: the
-    /// request's head, kept for it), else the engine's outcome in the shape
-    /// the protocol's callers expect; and whether a fallback served it.
-    async fn answer<ResB>(
-        self,
-        settings: &Settings,
-        grpc: Option<GrpcCall>,
-        chosen: Option<(Chosen<'_>, Option<Duration>)>,
-        kept: Option<Arc<Parts>>,
-        outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
-        stop: Option<(StopReason, u32)>,
-    ) -> (Result<Response<ResponseBody<ResB>>, BoxError>, bool)
-    where
-        ResB: Body + Send + 'static,
-        ResB::Data: Send + From<bytes::Bytes>,
-        ResB::Error: Into<BoxError>,
-    {
-        let Self { call, replayable, started, guards, key } = self;
-        match (grpc, chosen, kept) {
-            (Some(grpc), Some((chosen, remaining)), Some(parts)) => {
-                let fallback = Some((chosen, &*parts, remaining));
-                grpc.answer(outcome, stop, call, replayable, started, guards, fallback).await
-            }
-            // Without a fallback to run, finished here: `answer` is a future
-            // of its own, which a call that cannot use it should not build
-            // and poll.
-            (Some(grpc), _, _) => (grpc.finish(outcome, stop, call, replayable, started, guards), false),
-            (None, Some((chosen, remaining)), Some(parts)) => {
-                let key = key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
-                let target = (&parts.method, &parts.uri, key);
-                let dependency = guards.dependency();
-                let answer =
-                    http_call::answer_with(chosen, dependency, target, outcome, stop, replayable, remaining)
-                        .await;
-                let served = answer.is_ok();
-                (answer, served)
-            }
-            (None, _, _) => (http_call::finish(outcome, stop, replayable), false),
-        }
-    }
 }
 
 /// The layer's telemetry, with this request's attempt spans and the
@@ -197,15 +105,6 @@ fn observers(
     (telemetry, retry_log)
 }
 
-/// The operation the call is reported as: the caller's name for it, else a
-/// gRPC call's method.
-fn operation(options: &RetryOptions, grpc: Option<&GrpcCall>) -> Option<Arc<str>> {
-    match options.operation_name() {
-        Some(operation) => Some(retryscope::dependency::bounded_operation(operation)),
-        None => grpc.map(GrpcCall::operation),
-    }
-}
-
 /// Where this request's retries happen: with `retry_at_one_layer`, nowhere
 /// below a caller that retries already.
 fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
@@ -218,35 +117,3 @@ fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
     }
 }
 
-/// How the request's attempts run. An HTTP call's drive is the shared
-/// recipe's ([`Drive::http`]): the file's, else the layer's policy and the
-/// dependency's own hedging policy (its percentile delay learns from that
-/// server alone). A gRPC method is hedged when its service config has a
-/// `hedgingPolicy` (loaded and checked with the service config; the deadline
-/// is the call's, its `grpc-timeout` included) — only with a body that can
-/// be sent again (every copy needs it), never when the request brings its
-/// own policy (it is retried under it instead), and never under the file's
-/// kill switch.
-#[allow(clippy::too_many_arguments, reason = "the call's parts, each read once")]
-fn drive(
-    settings: &Settings,
-    call: &Call,
-    grpc: Option<&GrpcCall>,
-    configured: Option<&CallConfig>,
-    guards: &Guards<Budget>,
-    parts: &Parts,
-    options: &RetryOptions,
-    replayable: bool,
-) -> Drive {
-    let Some(grpc) = grpc else {
-        return Drive::http(settings.policy, configured, guards, options, &parts.method, replayable, None);
-    };
-    let priority = configured.map_or(options.priority_class(), |c| c.priority(options));
-    let enabled = configured.is_none_or(|c| c.settings().enabled());
-    let hedging =
-        grpc.hedging(&call.policy).filter(|_| replayable && enabled && options.policy_override().is_none());
-    match hedging {
-        Some(policy) => Drive::hedge(policy, priority),
-        None => Drive::retry(call.policy, priority),
-    }
-}

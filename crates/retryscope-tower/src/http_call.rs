@@ -5,24 +5,31 @@
 
 use crate::classify::Mode;
 use crate::error::{BoxError, GaveUp, NotRetried};
+use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
-use crate::settings::Settings;
+use crate::settings::{Resolved, Settings};
 use http::request::Parts;
 use http::{HeaderName, Response};
 use http_body::Body;
+use retryscope::observe::NoObserver;
 use retryscope::{Pacer, Policy, RetryError, StopReason, hints};
+use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::body_rule::SharedBodyRule;
+use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
 use retryscope_http::RetryOptions;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_service::Service;
 use tracing::Span;
 
 /// How an HTTP request is retried: the layer's policy unless the request
 /// brings its own, HTTP's statuses, and whether its method lets it run again
 /// once sent.
-pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, Mode) {
+fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, Mode) {
     let safe_after_sent =
         retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
     let policy = options.policy_override().unwrap_or(settings.policy);
@@ -33,7 +40,7 @@ pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -
 /// Once per call, before any attempt (every attempt clones these headers):
 /// the request's idempotency key, if the layer gives it one or it has one.
 /// An HTTP request with a key may run again once sent.
-pub(crate) fn keyed(
+fn keyed(
     settings: &Settings,
     configured: Option<&retryscope_http::__private::CallConfig>,
     parts: &mut Parts,
@@ -212,5 +219,119 @@ where
             };
             Err(error.with_original(original).into())
         }
+    }
+}
+
+/// An HTTP call: HTTP's semantics, and nothing of its own to carry.
+pub(crate) struct HttpCall;
+
+impl HttpCall {
+    /// The layer's policy and statuses, or a configured layer's file's.
+    pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<HttpCall> {
+        let (mut policy, mut mode) = plan(settings, parts, options);
+        let file = settings.file_call(&parts.uri, false);
+        if let (Some(c), Mode::Http { classifier, .. }) = (&file.0, &mut mode) {
+            policy = c.policy(options);
+            *classifier = c.classifier();
+        }
+        Planned { call: Call { policy, mode }, protocol: HttpCall, file: Resolved::Now(file) }
+    }
+}
+
+impl Protocol for HttpCall {
+    type Attempts = HttpAttempts;
+    type Metrics = NoObserver;
+
+    fn key(
+        &self,
+        settings: &Settings,
+        configured: Option<&CallConfig>,
+        parts: &mut Parts,
+        mode: &mut Mode,
+        replayable: bool,
+    ) -> Option<KeySource> {
+        keyed(settings, configured, parts, mode, replayable)
+    }
+
+    /// The shared recipe's ([`Drive::http`]): the file's, else the layer's
+    /// policy and the dependency's own hedging policy (its percentile delay
+    /// learns from that server alone).
+    fn drive(&self, call: &Call, inputs: Inputs<'_>) -> Drive {
+        let Inputs { configured, guards, parts, options, replayable, .. } = inputs;
+        Drive::http(call.policy, configured, guards, options, &parts.method, replayable, None)
+    }
+
+    fn start(
+        &mut self,
+        settings: &Settings,
+        _: &Parts,
+        _: &Call,
+        configured: Option<&CallConfig>,
+    ) -> (HttpAttempts, Option<NoObserver>) {
+        (HttpAttempts::new(settings, configured), None)
+    }
+
+    fn operation(&self, options: &RetryOptions) -> Option<Arc<str>> {
+        options.operation_name().map(retryscope::dependency::bounded_operation)
+    }
+
+    async fn answer<ResB>(
+        self,
+        end: End<'_>,
+        settings: &Settings,
+        chosen: Option<(fallback::Chosen<'_>, Option<Duration>)>,
+        kept: Option<Arc<Parts>>,
+        outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
+        stop: Option<(StopReason, u32)>,
+    ) -> (Result<Response<ResponseBody<ResB>>, BoxError>, bool)
+    where
+        ResB: Body + Send + 'static,
+        ResB::Data: Send + From<bytes::Bytes>,
+        ResB::Error: Into<BoxError>,
+    {
+        let (Some((chosen, remaining)), Some(parts)) = (chosen, kept) else {
+            return (finish(outcome, stop, end.replayable), false);
+        };
+        let key = end.key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
+        let target = (&parts.method, &parts.uri, key);
+        let dependency = end.guards.dependency();
+        let answer = answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;
+        let served = answer.is_ok();
+        (answer, served)
+    }
+}
+
+impl Attempts for HttpAttempts {
+    type Answer = HttpAnswer;
+
+    fn attempt<B: ReplayBody>(
+        &mut self,
+        parts: &mut Parts,
+        number: u32,
+        _: &Arc<Parts>,
+        source: &mut Source<B>,
+        pacer: Option<Pacer>,
+    ) -> (Option<B>, HttpAnswer) {
+        HttpAttempts::attempt(self, parts, number, source, pacer)
+    }
+}
+
+impl Answer for HttpAnswer {
+    async fn answer<S, B, ResB>(
+        self,
+        sent: Result<Response<ResB>, BoxError>,
+        _: &mut S,
+        span: &Span,
+    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
+    where
+        S: Service<http::Request<B>, Response = Response<ResB>> + Send,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        B: ReplayBody,
+        ResB: Body + Send + 'static,
+        ResB::Data: Send,
+        ResB::Error: Into<BoxError>,
+    {
+        HttpAnswer::answer(self, sent?.map(ResponseBody::new), span).await
     }
 }

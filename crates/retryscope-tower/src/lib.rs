@@ -60,6 +60,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
+mod budget;
 mod builder;
 mod call;
 mod classify;
@@ -68,16 +69,9 @@ pub mod fault;
 #[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;
-/// The gRPC side of a call, or without the feature its stand-in, whose types
-/// have no values: the code both protocols share needs no `cfg` of its own.
-#[cfg(feature = "grpc")]
-use grpc::call as grpc_call;
-mod budget;
-#[cfg(not(feature = "grpc"))]
-#[path = "without_grpc.rs"]
-mod grpc_call;
 mod http_call;
 mod layer;
+mod protocol;
 mod replay;
 mod response;
 mod send;

@@ -3,11 +3,13 @@
 
 use crate::call;
 use crate::error::BoxError;
+use crate::http_call::HttpCall;
 use crate::replay::ReplayBody;
 use crate::response::ResponseBody;
 use crate::settings::Settings;
 use http::{Request, Response};
 use http_body::Body;
+use retryscope_http::RetryOptions;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -84,6 +86,18 @@ where
         let clone = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, clone);
         let settings = Arc::clone(&self.settings);
-        ResponseFuture { inner: Box::pin(call::run(settings, ready, request)) }
+        let (parts, body) = request.into_parts();
+        let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+        // The layer's protocol, chosen here once: a gRPC layer's calls are
+        // gRPC calls, every other layer's HTTP calls.
+        #[cfg(feature = "grpc")]
+        if let Some(grpc) = &settings.grpc {
+            let planned = crate::grpc::call::plan(grpc, &settings, &parts, &options);
+            return ResponseFuture {
+                inner: Box::pin(call::run(settings, ready, (parts, body, options), planned)),
+            };
+        }
+        let planned = HttpCall::plan(&settings, &parts, &options);
+        ResponseFuture { inner: Box::pin(call::run(settings, ready, (parts, body, options), planned)) }
     }
 }

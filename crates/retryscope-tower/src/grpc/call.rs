@@ -6,11 +6,11 @@
 use super::headers;
 use super::methods::{Kept, Method};
 use super::metrics::CallMetrics;
-use super::{CodeSet, reset, status};
+use super::{CodeSet, GrpcRetry, reset, status};
 use crate::budget::Budget;
-use crate::call::Call;
 use crate::classify::Mode;
 use crate::error::BoxError;
+use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
@@ -18,11 +18,13 @@ use crate::settings::{Resolved, Settings};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use retryscope::dependency::Guards;
+use retryscope::dependency::{Guards, bounded_operation};
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Pacer, Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
+use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::{Chosen, FallbackContext, LastAnswer};
+use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::RetryOptions;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,20 +43,17 @@ pub(crate) struct GrpcCall {
     /// preset's 15 s) bounds the retries here and is nobody else's business —
     /// a server would otherwise end a long-lived stream at it.
     sends_deadline: bool,
-    /// What the call resolved to from the layer's file (its settings and
-    /// guards), until `call::run` takes it.
-    file: Option<Resolved>,
 }
 
-/// How a call is retried when the layer is a gRPC one (`None` otherwise):
-/// its method's policy and codes, or the caller's own policy, within the
-/// caller's `grpc-timeout`.
+/// How a call of a gRPC layer (`grpc`, its configuration) is retried: its
+/// method's policy and codes, or the caller's own policy, within the
+/// caller's `grpc-timeout`; and what it resolved to from the layer's file.
 pub(crate) fn plan(
+    grpc: &GrpcRetry,
     settings: &Settings,
     parts: &Parts,
     options: &RetryOptions,
-) -> Option<(Policy, Mode, GrpcCall)> {
-    let grpc = settings.grpc.as_ref()?;
+) -> Planned<GrpcCall> {
     let path = parts.uri.path();
     // What the call takes from the layer's file: a channel's call (no
     // authority of its own: the layer's origin's) finds it with its method,
@@ -102,11 +101,8 @@ pub(crate) fn plan(
         Some(timeout) => within(policy, timeout),
         None => policy,
     };
-    Some((
-        policy,
-        Mode::Grpc { codes },
-        GrpcCall { method, metrics: None, sends_deadline: timeout.is_some(), file: Some(file) },
-    ))
+    let protocol = GrpcCall { method, metrics: None, sends_deadline: timeout.is_some() };
+    Planned { call: Call { policy, mode: Mode::Grpc { codes } }, protocol, file }
 }
 
 /// The file's policy for a call with `options`, where the file decides it: a
@@ -129,40 +125,15 @@ fn within(policy: Policy, timeout: Duration) -> Policy {
 }
 
 impl GrpcCall {
-    /// What the call resolved to from its layer's file (taken once).
-    pub(crate) fn take_file(&mut self) -> Option<Resolved> {
-        self.file.take()
-    }
-
-    /// The method, as the operation the call is reported as.
-    pub(crate) fn operation(&self) -> Arc<str> {
-        self.method.operation()
-    }
-
-    /// The method's `hedgingPolicy` within the call's `policy`, if it has one
-    /// (whether the call is hedged is `call::hedging`'s to decide).
-    pub(crate) fn hedging(&self, policy: &Policy) -> Option<HedgePolicy> {
+    /// The method's `hedgingPolicy` within the call's `policy`, if it has one.
+    fn hedging(&self, policy: &Policy) -> Option<HedgePolicy> {
         self.method.retry.and_then(|retry| retry.hedging).and_then(|hedging| hedging.policy(policy).ok())
-    }
-
-    /// Starts gRPC's own metrics of the call (A66, A96), when the layer
-    /// records them: they follow the call to the caller.
-    pub(crate) fn start_metrics(&mut self, settings: &Settings, parts: &Parts) -> Option<CallMetrics> {
-        self.metrics =
-            settings.grpc_metrics.as_ref().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
-        self.metrics.clone()
-    }
-
-    /// What the call's attempts carry; its metrics count what they send.
-    pub(crate) fn attempts(&self, call: &Call) -> GrpcAttempts {
-        let deadline = call.policy.deadline().filter(|_| self.sends_deadline);
-        GrpcAttempts { started: None, deadline, metrics: self.metrics.clone() }
     }
 
     /// The engine's result as a gRPC caller gets it (`grpc::stop`), with the
     /// call's metrics handed to the response, which ends them when its status
     /// reaches the caller (an error ends them now).
-    pub(crate) fn finish<B: Body>(
+    fn finish<B: Body>(
         self,
         outcome: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
@@ -199,7 +170,7 @@ impl GrpcCall {
     /// server's status. A fallback that fails ends the call with the status
     /// the caller would have got, both errors told ([`fallback_failed`]).
     #[allow(clippy::too_many_arguments, reason = "`finish`'s, and the fallback")]
-    pub(crate) async fn answer<B>(
+    async fn answer_with<B>(
         self,
         outcome: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
@@ -417,4 +388,123 @@ fn read_status<ResB: Body>(
             .on_trailers(TrailersHook { span: span.clone(), call: status::record_trailers }),
     }
     response
+}
+
+impl Protocol for GrpcCall {
+    type Attempts = GrpcAttempts;
+    type Metrics = CallMetrics;
+
+    /// None: A6 retries what the service config opts in.
+    fn key(
+        &self,
+        _: &Settings,
+        _: Option<&CallConfig>,
+        _: &mut Parts,
+        _: &mut Mode,
+        _: bool,
+    ) -> Option<KeySource> {
+        None
+    }
+
+    /// Hedged when the method's service config has a `hedgingPolicy` (loaded
+    /// and checked with the service config; the deadline is the call's, its
+    /// `grpc-timeout` included) — only with a body that can be sent again
+    /// (every copy needs it), never when the request brings its own policy
+    /// (it is retried under it instead), and never under the file's kill
+    /// switch.
+    fn drive(&self, call: &Call, inputs: Inputs<'_>) -> Drive {
+        let Inputs { configured, options, replayable, .. } = inputs;
+        let priority = configured.map_or(options.priority_class(), |c| c.priority(options));
+        let enabled = configured.is_none_or(|c| c.settings().enabled());
+        let hedging = self
+            .hedging(&call.policy)
+            .filter(|_| replayable && enabled && options.policy_override().is_none());
+        match hedging {
+            Some(policy) => Drive::hedge(policy, priority),
+            None => Drive::retry(call.policy, priority),
+        }
+    }
+
+    /// gRPC's own metrics of the call (A66, A96), started when the layer
+    /// records them: they follow the call to the caller, and count what its
+    /// attempts send.
+    fn start(
+        &mut self,
+        settings: &Settings,
+        parts: &Parts,
+        call: &Call,
+        _: Option<&CallConfig>,
+    ) -> (GrpcAttempts, Option<CallMetrics>) {
+        self.metrics =
+            settings.grpc_metrics.as_ref().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
+        let deadline = call.policy.deadline().filter(|_| self.sends_deadline);
+        (GrpcAttempts { started: None, deadline, metrics: self.metrics.clone() }, self.metrics.clone())
+    }
+
+    /// The caller's name for it, else the method.
+    fn operation(&self, options: &RetryOptions) -> Option<Arc<str>> {
+        Some(options.operation_name().map_or_else(|| self.method.operation(), bounded_operation))
+    }
+
+    async fn answer<ResB>(
+        self,
+        end: End<'_>,
+        _: &Settings,
+        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        kept: Option<Arc<Parts>>,
+        outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
+        stop: Option<(StopReason, u32)>,
+    ) -> (Result<Response<ResponseBody<ResB>>, BoxError>, bool)
+    where
+        ResB: Body + Send + 'static,
+        ResB::Data: Send + From<bytes::Bytes>,
+        ResB::Error: Into<BoxError>,
+    {
+        let End { call, replayable, started, guards, .. } = end;
+        match (chosen, kept) {
+            (Some((chosen, remaining)), Some(parts)) => {
+                let fallback = Some((chosen, &*parts, remaining));
+                self.answer_with(outcome, stop, call, replayable, started, guards, fallback).await
+            }
+            // Without a fallback to run, finished here: `answer_with` is a
+            // future of its own, which a call that cannot use it should not
+            // build and poll.
+            _ => (self.finish(outcome, stop, call, replayable, started, guards), false),
+        }
+    }
+}
+
+impl Attempts for GrpcAttempts {
+    type Answer = GrpcAnswer;
+
+    fn attempt<B: ReplayBody>(
+        &mut self,
+        parts: &mut Parts,
+        number: u32,
+        shared: &Arc<Parts>,
+        source: &mut Source<B>,
+        pacer: Option<Pacer>,
+    ) -> (Option<B>, GrpcAnswer) {
+        GrpcAttempts::attempt(self, parts, number, shared, source, pacer)
+    }
+}
+
+impl Answer for GrpcAnswer {
+    async fn answer<S, B, ResB>(
+        self,
+        sent: Result<Response<ResB>, BoxError>,
+        service: &mut S,
+        span: &Span,
+    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
+    where
+        S: Service<Request<B>, Response = Response<ResB>> + Send,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        B: ReplayBody,
+        ResB: Body + Send + 'static,
+        ResB::Data: Send,
+        ResB::Error: Into<BoxError>,
+    {
+        GrpcAnswer::answer(self, sent, service, span).await
+    }
 }

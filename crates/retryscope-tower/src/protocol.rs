@@ -1,0 +1,161 @@
+//! What only a protocol does to a call: HTTP's semantics
+//! ([`HttpCall`](crate::http_call::HttpCall)) or gRPC's (`grpc::call`). The
+//! call's recipe ([`crate::call::run`]) is written once over [`Protocol`];
+//! a layer's protocol is fixed when it is built (a gRPC builder's layer makes
+//! gRPC calls), and its service picks the type once per request — nothing
+//! in a call branches on which protocol it speaks.
+
+use crate::budget::Budget;
+use crate::classify::Mode;
+use crate::error::BoxError;
+use crate::replay::{ReplayBody, Source};
+use crate::response::ResponseBody;
+use crate::settings::{Resolved, Settings};
+use http::Response;
+use http::request::Parts;
+use http_body::Body;
+use retryscope::dependency::Guards;
+use retryscope::observe::Observer;
+use retryscope::{Pacer, Policy, RetryError, StopReason};
+use retryscope_http::__private::CallConfig;
+use retryscope_http::__private::call::Drive;
+use retryscope_http::__private::fallback::Chosen;
+use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::RetryOptions;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_service::Service;
+use tracing::Span;
+
+/// How one request is retried: its policy and its semantics.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call {
+    pub(crate) policy: Policy,
+    /// HTTP's semantics or gRPC's: the one place that says which.
+    pub(crate) mode: Mode,
+}
+
+/// A call as its protocol planned it: how it is retried, the protocol's own
+/// part, and what it resolved to from a configured layer's file.
+pub(crate) struct Planned<P> {
+    pub(crate) call: Call,
+    pub(crate) protocol: P,
+    pub(crate) file: Resolved,
+}
+
+/// One call's protocol, once its plan is made (each protocol plans its own
+/// calls: `HttpCall::plan`, `grpc::call::plan`): its key, how its attempts
+/// run, what they carry, and the shape of what the caller gets.
+pub(crate) trait Protocol: Sized + Send + 'static {
+    /// What the protocol adds to each attempt.
+    type Attempts: Attempts;
+    /// The protocol's own metrics of the call, if it keeps any.
+    type Metrics: Observer + Send + Sync + 'static;
+
+    /// Once per call, before any attempt: the request's idempotency key, if
+    /// it gets one.
+    fn key(
+        &self,
+        settings: &Settings,
+        configured: Option<&CallConfig>,
+        parts: &mut Parts,
+        mode: &mut Mode,
+        replayable: bool,
+    ) -> Option<KeySource>;
+
+    /// Whether the call is retried or hedged, under which policy and priority.
+    fn drive(&self, call: &Call, inputs: Inputs<'_>) -> Drive;
+
+    /// What the attempts carry, and the protocol's metrics of the call (started now).
+    fn start(
+        &mut self,
+        settings: &Settings,
+        parts: &Parts,
+        call: &Call,
+        configured: Option<&CallConfig>,
+    ) -> (Self::Attempts, Option<Self::Metrics>);
+
+    /// The operation the call is reported as: the caller's name for it, else
+    /// the protocol's.
+    fn operation(&self, options: &RetryOptions) -> Option<Arc<str>>;
+
+    /// The caller's answer: the fallback's, if one was `chosen` (with the
+    /// time left; `kept`: the request's head, kept for it), else the
+    /// engine's outcome in the shape the protocol's callers expect; and
+    /// whether a fallback served it.
+    #[allow(clippy::too_many_arguments, reason = "the call's end, each part read once")]
+    fn answer<ResB>(
+        self,
+        end: End<'_>,
+        settings: &Settings,
+        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        kept: Option<Arc<Parts>>,
+        outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
+        stop: Option<(StopReason, u32)>,
+    ) -> impl Future<Output = (Result<Response<ResponseBody<ResB>>, BoxError>, bool)> + Send
+    where
+        ResB: Body + Send + 'static,
+        ResB::Data: Send + From<bytes::Bytes>,
+        ResB::Error: Into<BoxError>;
+}
+
+/// What [`Protocol::drive`] reads of the call.
+pub(crate) struct Inputs<'r> {
+    pub(crate) configured: Option<&'r CallConfig>,
+    pub(crate) guards: &'r Guards<Budget>,
+    pub(crate) parts: &'r Parts,
+    pub(crate) options: &'r RetryOptions,
+    pub(crate) replayable: bool,
+}
+
+/// What a protocol adds to each attempt of a call.
+pub(crate) trait Attempts: Send + 'static {
+    /// What an attempt does with its answer.
+    type Answer: Answer;
+
+    /// The body of attempt `number`, its head completed in `parts`, and
+    /// what it will do with its answer. `shared` is the request's head;
+    /// `pacer`, the dependency's, to be told what the answer says of pace.
+    fn attempt<B: ReplayBody>(
+        &mut self,
+        parts: &mut Parts,
+        number: u32,
+        shared: &Arc<Parts>,
+        source: &mut Source<B>,
+        pacer: Option<Pacer>,
+    ) -> (Option<B>, Self::Answer);
+}
+
+/// What one attempt does with its answer, as its protocol says.
+pub(crate) trait Answer: Send + 'static {
+    /// The attempt's result from what `service` sent back (`sent`), read on
+    /// the attempt's `span`.
+    fn answer<S, B, ResB>(
+        self,
+        sent: Result<Response<ResB>, BoxError>,
+        service: &mut S,
+        span: &Span,
+    ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>> + Send
+    where
+        S: Service<http::Request<B>, Response = Response<ResB>> + Send,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        B: ReplayBody,
+        ResB: Body + Send + 'static,
+        ResB::Data: Send,
+        ResB::Error: Into<BoxError>;
+}
+
+/// What the call's end needs of the call.
+pub(crate) struct End<'c> {
+    #[cfg_attr(not(feature = "grpc"), expect(dead_code, reason = "gRPC's end reads it"))]
+    pub(crate) call: &'c Call,
+    pub(crate) replayable: bool,
+    /// When the attempts began.
+    #[cfg_attr(not(feature = "grpc"), expect(dead_code, reason = "gRPC's end reads it"))]
+    pub(crate) started: tokio::time::Instant,
+    pub(crate) guards: &'c Guards<Budget>,
+    /// Whether the request carries an idempotency key (HTTP).
+    pub(crate) key: Option<KeySource>,
+}
