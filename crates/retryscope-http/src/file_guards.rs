@@ -41,7 +41,7 @@ use crate::configured::CallConfig;
 use crate::settings::ClientSettings;
 use retryscope::budget::{BudgetShare, InFlightBudget};
 use retryscope::dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards};
-use retryscope::guard::Guard;
+use retryscope::guard::{Gauge, Guard};
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
@@ -210,14 +210,8 @@ impl<T: Throttle + 'static> FileGuards<T> {
         if let Some(meter) = meter {
             // The gauges of the guards a file's sets may have: the code's,
             // and the file's in-flight budget's.
-            let guard_gauges = DependencyGuards::<T>::builder()
-                .guard_factory(Some(retryscope::dependency::and_guard(
-                    inner.code.guard.clone(),
-                    InFlightBudget::envoy,
-                )))
-                .build()
-                .guard_gauges()
-                .to_vec();
+            let sample = retryscope::dependency::and_guard(inner.code.guard.clone(), InFlightBudget::envoy)();
+            let guard_gauges = Gauge::of(&*sample);
             let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
             let live = move || weak.upgrade().map(|inner| inner.all()).unwrap_or_default();
             retryscope_otel::register_guard_gauges(meter, live, &guard_gauges);

@@ -107,6 +107,21 @@ pub struct Gauge {
     pub unit: &'static str,
 }
 
+impl Gauge {
+    /// The distinct gauges `guard` publishes, by name: what a telemetry crate
+    /// registers for the guards a factory makes (each publishes the same
+    /// ones), learned from one of them.
+    pub fn of(guard: &dyn Guard) -> Vec<&'static Gauge> {
+        let mut gauges: Vec<&'static Gauge> = Vec::new();
+        guard.gauges(&mut |gauge, _| {
+            if !gauges.iter().any(|known| known.name == gauge.name) {
+                gauges.push(gauge);
+            }
+        });
+        gauges
+    }
+}
+
 /// An attempt, as a guard sees it: its number in the call and what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attempt {

@@ -30,7 +30,7 @@ impl CircuitBreakerBuilder {
         self
     }
 
-    /// Length of the sliding window, within [`MIN_WINDOW`](crate::budget::MIN_WINDOW)`..=`[`MAX_WINDOW`](crate::budget::MAX_WINDOW)
+    /// Length of the sliding window, within 1 s to 1 h
     /// (default 10 s). Outcomes expire between 0.9 and 1 window after they
     /// were recorded.
     #[must_use]
@@ -40,7 +40,7 @@ impl CircuitBreakerBuilder {
     }
 
     /// How long the breaker stays open before probing, positive and at most
-    /// [`MAX_COOL_DOWN`](super::MAX_COOL_DOWN) (default 5 s). Kept with millisecond resolution,
+    /// 24 h (default 5 s). Kept with millisecond resolution,
     /// rounded up.
     #[must_use]
     pub fn cool_down(mut self, cool_down: Duration) -> Self {
@@ -49,7 +49,7 @@ impl CircuitBreakerBuilder {
     }
 
     /// Probes allowed in flight while half-open, and successes needed to close,
-    /// within `1..=`[`MAX_HALF_OPEN_PROBES`](super::MAX_HALF_OPEN_PROBES) (default 3).
+    /// within 1 to 65,535 (default 3).
     #[must_use]
     pub fn half_open_probes(mut self, probes: u32) -> Self {
         self.settings.half_open_probes = probes;
@@ -58,8 +58,8 @@ impl CircuitBreakerBuilder {
 
     /// How long a half-open breaker whose probe slots are all taken waits for
     /// one of them to report back, within
-    /// [`MIN_PROBE_TIMEOUT`](super::MIN_PROBE_TIMEOUT)`..=`[`MAX_PROBE_TIMEOUT`](super::MAX_PROBE_TIMEOUT) (default
-    /// [`DEFAULT_PROBE_TIMEOUT`](super::DEFAULT_PROBE_TIMEOUT), 30 s). After that long without a new probe,
+    /// 1 ms to 24 h (default
+    /// 30 s). After that long without a new probe,
     /// the probes in flight are presumed lost (a hung call, a call without a
     /// deadline): the next caller starts a fresh half-open period as its first
     /// probe, and the lost probes' outcomes no longer count.

@@ -37,16 +37,16 @@ use crate::setting::SettingValue;
 use crate::window::SlottedWindow;
 
 /// The longest cool-down a [`CircuitBreaker`] accepts.
-pub const MAX_COOL_DOWN: Duration = Duration::from_secs(86_400);
+const MAX_COOL_DOWN: Duration = Duration::from_secs(86_400);
 /// The most half-open probes a [`CircuitBreaker`] accepts.
-pub const MAX_HALF_OPEN_PROBES: u32 = 65_535;
+const MAX_HALF_OPEN_PROBES: u32 = 65_535;
 /// The shortest probe timeout a [`CircuitBreaker`] accepts.
-pub const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(1);
+const MIN_PROBE_TIMEOUT: Duration = Duration::from_millis(1);
 /// The longest probe timeout a [`CircuitBreaker`] accepts.
-pub const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(86_400);
+const MAX_PROBE_TIMEOUT: Duration = Duration::from_secs(86_400);
 /// How long the probes of a full half-open breaker may go without handing out a
 /// slot before they are presumed lost, unless configured otherwise.
-pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Counter indices inside the breaker's window.
 const SUCCESSES: usize = 0;
@@ -101,6 +101,16 @@ use word::{LastProbe, PAYLOAD_BITS, PAYLOAD_MASK, Phase, Word, millis};
 /// assert_eq!(breaker.state(), BreakerState::Closed);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// **Limits and defaults**:
+///
+/// | | value |
+/// |---|---|
+/// | The longest cool-down a [`CircuitBreaker`] accepts. | 24 h |
+/// | The most half-open probes a [`CircuitBreaker`] accepts. | 65,535 |
+/// | The shortest probe timeout a [`CircuitBreaker`] accepts. | 1 ms |
+/// | The longest probe timeout a [`CircuitBreaker`] accepts. | 24 h |
+/// | How long the probes of a full half-open breaker may go without handing out a slot before they are presumed lost, unless configured otherwise. | 30 s |
 #[derive(Clone)]
 pub struct CircuitBreaker {
     inner: Arc<Inner>,

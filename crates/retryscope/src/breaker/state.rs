@@ -86,10 +86,10 @@ impl std::error::Error for BreakerOpen {}
 pub enum BreakerError {
     /// A setting was outside what it accepts: `failure_ratio` in `(0, 1]`,
     /// `min_calls` at least 1, `window` within
-    /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`], `cool_down` positive and at most
-    /// [`MAX_COOL_DOWN`], `half_open_probes` within
-    /// `1..=`[`MAX_HALF_OPEN_PROBES`], `probe_timeout` within
-    /// [`MIN_PROBE_TIMEOUT`]`..=`[`MAX_PROBE_TIMEOUT`].
+    /// 1 s to 1 h, `cool_down` positive and at most
+    /// 24 h, `half_open_probes` within
+    /// 1 to 65,535, `probe_timeout` within
+    /// 1 ms to 24 h.
     OutOfRange {
         /// The setting's name, as its builder method spells it.
         setting: &'static str,

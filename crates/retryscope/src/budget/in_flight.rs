@@ -80,22 +80,18 @@ impl InFlightBudget {
             return Err(BudgetError::out_of_range("min", SettingValue::Count(min)));
         }
         // In range, so the product is within 1..=1000.
-        let per_mille = (share * 1000.0).round() as u32;
-        Ok(Self {
-            inner: Arc::new(Inner { per_mille, min, calls: AtomicU32::new(0), retries: AtomicU32::new(0) }),
-        })
+        Ok(Self::with((share * 1000.0).round() as u32, min))
     }
 
     /// Envoy's defaults: 20 % of the calls in progress, at least 3.
     pub fn envoy() -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                per_mille: 200,
-                min: 3,
-                calls: AtomicU32::new(0),
-                retries: AtomicU32::new(0),
-            }),
-        }
+        Self::with(200, 3)
+    }
+
+    /// A budget of `per_mille` thousandths of the calls, at least `min`: both in range.
+    fn with(per_mille: u32, min: u32) -> Self {
+        let inner = Inner { per_mille, min, calls: AtomicU32::new(0), retries: AtomicU32::new(0) };
+        Self { inner: Arc::new(inner) }
     }
 
     /// The share of the calls in progress that may have a retry in flight.

@@ -26,9 +26,9 @@ use crate::setting::SettingValue;
 const MILLI: u64 = 1_000;
 
 /// The shortest window a [`RetryBudget`] accepts.
-pub const MIN_WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const MIN_WINDOW: Duration = Duration::from_secs(1);
 /// The longest window a [`RetryBudget`] accepts.
-pub const MAX_WINDOW: Duration = Duration::from_secs(3_600);
+pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(3_600);
 /// The largest `min_per_second` a [`RetryBudget`] accepts.
 pub const MAX_MIN_PER_SECOND: u32 = 1_000_000;
 /// The largest `max_tokens` a [`TokenBucket`] accepts (gRPC's own limit).
@@ -40,7 +40,7 @@ pub const MAX_TOKENS: u32 = 1_000;
 pub enum BudgetError {
     /// A setting was outside what it accepts: the retry budget's `ratio` in
     /// `0..=1`, `min_per_second` at most [`MAX_MIN_PER_SECOND`], `window`
-    /// within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`]; the token bucket's
+    /// within 1 s to 1 h; the token bucket's
     /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` at least
     /// 0.001.
     OutOfRange {
@@ -100,6 +100,7 @@ mod token_bucket;
 
 pub use in_flight::InFlightBudget;
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
-pub use retry_quota::{MAX_QUOTA, RetryQuota, RetryQuotaBuilder};
+pub use retry_quota::{RetryQuota, RetryQuotaBuilder};
+use retry_quota::MAX_QUOTA;
 pub use share::{BudgetShare, SharedBudget};
 pub use token_bucket::{TokenBucket, TokenBucketBuilder};

@@ -439,7 +439,7 @@ impl RetryBudgetBuilder {
     }
 
     /// How long deposits and withdrawals count (default 10 s), within
-    /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`].
+    /// 1 s to 1 h.
     #[must_use]
     pub fn window(mut self, window: Duration) -> Self {
         self.settings.window = window;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::BudgetError;
 
 /// The largest capacity a [`RetryQuota`] accepts.
-pub const MAX_QUOTA: u32 = 100_000;
+pub(crate) const MAX_QUOTA: u32 = 100_000;
 
 /// The AWS SDKs' retry quota (the cross-SDK "standard" retry mode): a bucket of
 /// `capacity` tokens, starting full, from which every retry takes its price —
@@ -43,6 +43,12 @@ pub const MAX_QUOTA: u32 = 100_000;
 /// quota.retry_finished(RetryCause::Throttled, false); // a failure keeps the price
 /// assert_eq!(quota.tokens(), 495);
 /// ```
+///
+/// **Limits**:
+///
+/// | | value |
+/// |---|---|
+/// | The largest capacity a [`RetryQuota`] accepts. | 100,000 |
 #[derive(Clone)]
 pub struct RetryQuota {
     inner: Arc<QuotaInner>,
@@ -182,7 +188,7 @@ pub struct RetryQuotaBuilder {
 }
 
 impl RetryQuotaBuilder {
-    /// How many tokens the quota holds, and starts with (1..=[`MAX_QUOTA`]).
+    /// How many tokens the quota holds, and starts with (1..=100,000).
     pub fn capacity(mut self, tokens: u32) -> Self {
         self.prices.capacity = tokens;
         self
@@ -213,7 +219,7 @@ impl RetryQuotaBuilder {
     }
 
     /// The quota, or the first setting out of range: the capacity must be
-    /// within 1..=[`MAX_QUOTA`], each cost within 1..=capacity (a free retry
+    /// within 1..=100,000, each cost within 1..=capacity (a free retry
     /// would make the quota bound nothing), the increment at most the capacity.
     pub fn build(self) -> Result<RetryQuota, BudgetError> {
         let p = self.prices;

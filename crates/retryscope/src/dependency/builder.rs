@@ -175,14 +175,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     pub fn build(self) -> DependencyGuards<T> {
         // The gauges its guards publish: the same from every guard a
         // factory makes, so one made here says which.
-        let mut guard_gauges: Vec<&'static Gauge> = Vec::new();
-        if let Some(make) = &self.guard {
-            make().gauges(&mut |gauge, _| {
-                if !guard_gauges.iter().any(|known| known.name == gauge.name) {
-                    guard_gauges.push(gauge);
-                }
-            });
-        }
+        let guard_gauges = self.guard.as_ref().map_or_else(Vec::new, |make| Gauge::of(&*make()));
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
             overflow: OverflowGuards::new(self.overflow_capacity),

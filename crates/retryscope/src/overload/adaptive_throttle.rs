@@ -9,25 +9,25 @@ use std::time::Duration;
 
 /// `K` unless set: the SRE book's 2 ("In general, we prefer the 2x
 /// multiplier"): the client sends up to twice what the dependency accepts.
-pub const DEFAULT_K: f64 = 2.0;
+const DEFAULT_K: f64 = 2.0;
 /// The smallest `K`: 1 rejects as soon as anything is refused, and below it
 /// a client would reject requests a healthy dependency accepts.
-pub const MIN_K: f64 = 1.0;
+const MIN_K: f64 = 1.0;
 /// The largest `K`: beyond it the throttle hardly ever rejects.
-pub const MAX_K: f64 = 100.0;
+const MAX_K: f64 = 100.0;
 /// The window unless set: the SRE book's two minutes.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(120);
 /// The shortest window: the same bounds as the other guards' windows.
-pub const MIN_WINDOW: Duration = crate::budget::MIN_WINDOW;
+const MIN_WINDOW: Duration = crate::budget::MIN_WINDOW;
 /// The longest window.
-pub const MAX_WINDOW: Duration = crate::budget::MAX_WINDOW;
+const MAX_WINDOW: Duration = crate::budget::MAX_WINDOW;
 /// The rejection probability's ceiling unless set: Envoy's admission control
 /// default (`max_rejection_probability`, 80 %). Uncapped, the formula
 /// approaches 1 while a dependency accepts nothing, the client sends about one
 /// request per window, and after the dependency is back the accepts that let
 /// more through double only once per window or so; capped, a fifth of the
 /// requests keep probing, and the client follows the recovery within a window.
-pub const DEFAULT_MAX_REJECTION: f64 = 0.8;
+const DEFAULT_MAX_REJECTION: f64 = 0.8;
 
 const REQUESTS: usize = 0;
 const ACCEPTS: usize = 1;
@@ -74,6 +74,17 @@ const ACCEPTS: usize = 1;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// **Defaults and limits** (the SRE book's):
+///
+/// | | value |
+/// |---|---|
+/// | `K` unless set: the SRE book's 2 ("In general, we prefer the 2x multiplier"): the client sends up to twice what the dependency accepts. | 2 |
+/// | The smallest `K`: 1 rejects as soon as anything is refused, and below it a client would reject requests a healthy dependency accepts. | 1 |
+/// | The largest `K`: beyond it the throttle hardly ever rejects. | 100 |
+/// | The shortest window: the same bounds as the other guards' windows. | 1 s |
+/// | The longest window. | 1 h |
+/// | The rejection probability's ceiling unless set: Envoy's admission control default (`max_rejection_probability`, 80 %). Uncapped, the formula approaches 1 while a dependency accepts nothing, the client sends about one request per window, and after the dependency is back the accepts that let more through double only once per window or so; capped, a fifth of the requests keep probing, and the client follows the recovery within a window. | 0.8 |
 #[derive(Clone)]
 pub struct AdaptiveThrottle {
     inner: std::sync::Arc<Inner>,
@@ -187,7 +198,7 @@ impl Default for AdaptiveThrottleBuilder {
 }
 
 impl AdaptiveThrottleBuilder {
-    /// `K`, within [`MIN_K`]`..=`[`MAX_K`] (default [`DEFAULT_K`], 2): the
+    /// `K`, within 1 to 100 (default 2): the
     /// client sends up to `K` times what the dependency accepts. Lower is
     /// more aggressive.
     pub fn k(mut self, k: f64) -> Self {
@@ -196,7 +207,7 @@ impl AdaptiveThrottleBuilder {
     }
 
     /// The ceiling of the rejection probability, within `0.0..=1.0` (default
-    /// [`DEFAULT_MAX_REJECTION`], 0.8, as Envoy's admission control): at
+    /// 0.8, 0.8, as Envoy's admission control): at
     /// least `1 − max` of the requests are sent even while the dependency
     /// accepts none, so the client sees it come back. `1.0` is the SRE book's
     /// formula uncapped.
@@ -205,7 +216,7 @@ impl AdaptiveThrottleBuilder {
         self
     }
 
-    /// The sliding window, within [`MIN_WINDOW`]`..=`[`MAX_WINDOW`] (default
+    /// The sliding window, within 1 s to 1 h (default
     /// [`DEFAULT_WINDOW`], two minutes). Counts expire between 0.9 and 1
     /// window after they were made.
     pub fn window(mut self, window: Duration) -> Self {
@@ -261,9 +272,9 @@ impl fmt::Debug for AdaptiveThrottleBuilder {
 #[non_exhaustive]
 pub enum OverloadError {
     /// A setting was outside what it accepts: the adaptive throttle's `k`
-    /// within [`MIN_K`]`..=`[`MAX_K`], its `max_rejection_probability`
+    /// within 1 to 100, its `max_rejection_probability`
     /// within `0.0..=1.0`, its `window` within
-    /// [`MIN_WINDOW`]`..=`[`MAX_WINDOW`]; a concurrency limit's settings as
+    /// 1 s to 1 h; a concurrency limit's settings as
     /// their builders ([`AimdBuilder`](super::AimdBuilder),
     /// [`Gradient2Builder`](super::Gradient2Builder),
     /// [`ConcurrencyLimiterBuilder`](super::ConcurrencyLimiterBuilder)) say.
@@ -293,7 +304,7 @@ impl fmt::Display for OverloadError {
             "max_limit" => write!(
                 f,
                 "concurrency limit max_limit must be within min_limit..={}, got {value}",
-                super::MAX_LIMIT
+                super::limit::MAX_LIMIT
             ),
             "initial_limit" => {
                 write!(f, "concurrency limit initial_limit must be within min_limit..=max_limit, got {value}")
@@ -302,7 +313,7 @@ impl fmt::Display for OverloadError {
             "timeout" => write!(f, "AIMD timeout must be within 1ms..={:?}, got {value}", super::MAX_TIMEOUT),
             "smoothing" => write!(f, "Gradient2 smoothing must be within (0, 1], got {value}"),
             "queue_size" => {
-                write!(f, "Gradient2 queue_size must be at most {}, got {value}", super::MAX_LIMIT)
+                write!(f, "Gradient2 queue_size must be at most {}, got {value}", super::limit::MAX_LIMIT)
             }
             "long_window" => {
                 write!(f, "Gradient2 long_window must be within 1..=100000 samples, got {value}")

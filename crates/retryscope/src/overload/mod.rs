@@ -21,16 +21,9 @@ mod adaptive_throttle;
 mod limit;
 mod priority;
 
-pub use adaptive_throttle::{
-    AdaptiveThrottle, AdaptiveThrottleBuilder, DEFAULT_K, DEFAULT_MAX_REJECTION, DEFAULT_WINDOW, MAX_K,
-    MAX_WINDOW, MIN_K, MIN_WINDOW, OverloadError,
-};
+pub use adaptive_throttle::{AdaptiveThrottle, AdaptiveThrottleBuilder, DEFAULT_WINDOW, OverloadError};
 pub use limit::{
-    AIMD_BACKOFF_RATIO_RANGE, AIMD_DEFAULT_BACKOFF_RATIO, AIMD_DEFAULT_INITIAL_LIMIT, AIMD_DEFAULT_MAX_LIMIT,
-    AIMD_DEFAULT_MIN_LIMIT, AIMD_DEFAULT_TIMEOUT, Aimd, AimdBuilder, ConcurrencyLimiter,
-    ConcurrencyLimiterBuilder, DEFAULT_MAX_WAIT, DEFAULT_SHEDDABLE_RESERVE, GRADIENT2_DEFAULT_INITIAL_LIMIT,
-    GRADIENT2_DEFAULT_LONG_WINDOW, GRADIENT2_DEFAULT_MAX_LIMIT, GRADIENT2_DEFAULT_MIN_LIMIT,
-    GRADIENT2_DEFAULT_QUEUE_SIZE, GRADIENT2_DEFAULT_RTT_TOLERANCE, GRADIENT2_DEFAULT_SMOOTHING, Gradient2,
-    Gradient2Builder, LimitAlgorithm, LimitPermit, MAX_LIMIT, MAX_TIMEOUT, SLOT_POLL,
+    Aimd, AimdBuilder, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Gradient2, Gradient2Builder,
+    LimitAlgorithm, LimitPermit, MAX_TIMEOUT, SLOT_POLL,
 };
 pub use priority::Priority;

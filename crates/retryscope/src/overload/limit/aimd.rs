@@ -7,19 +7,19 @@ use crate::setting::SettingValue;
 use std::time::Duration;
 
 /// The limit a new AIMD limiter starts at (Netflix's 20).
-pub const AIMD_DEFAULT_INITIAL_LIMIT: u32 = 20;
+const AIMD_DEFAULT_INITIAL_LIMIT: u32 = 20;
 /// The lowest limit unless set (Netflix's 20).
-pub const AIMD_DEFAULT_MIN_LIMIT: u32 = 20;
+const AIMD_DEFAULT_MIN_LIMIT: u32 = 20;
 /// The highest limit unless set (Netflix's 200).
-pub const AIMD_DEFAULT_MAX_LIMIT: u32 = 200;
+const AIMD_DEFAULT_MAX_LIMIT: u32 = 200;
 /// The factor a drop multiplies the limit by unless set (Netflix's 0.9).
-pub const AIMD_DEFAULT_BACKOFF_RATIO: f64 = 0.9;
+const AIMD_DEFAULT_BACKOFF_RATIO: f64 = 0.9;
 /// The round trip beyond which an answer counts as a drop unless set
 /// (Netflix's 5 s).
-pub const AIMD_DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+const AIMD_DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The backoff ratio's range, Netflix's `[0.5, 1.0)`: below one half a
 /// single drop would more than halve the limit, at one it would never shrink.
-pub const AIMD_BACKOFF_RATIO_RANGE: (f64, f64) = (0.5, 1.0);
+const AIMD_BACKOFF_RATIO_RANGE: (f64, f64) = (0.5, 1.0);
 
 /// The loss-based limit: while attempts come back in time and the limit is
 /// in use (at least half of it in flight when the attempt was sent), each
@@ -47,6 +47,17 @@ pub const AIMD_BACKOFF_RATIO_RANGE: (f64, f64) = (0.5, 1.0);
 /// # Ok(())
 /// # }
 /// ```
+///
+/// **Defaults and limits** (Netflix's):
+///
+/// | | value |
+/// |---|---|
+/// | The limit a new AIMD limiter starts at (Netflix's 20). | 20 |
+/// | The lowest limit unless set (Netflix's 20). | 20 |
+/// | The highest limit unless set (Netflix's 200). | 200 |
+/// | The factor a drop multiplies the limit by unless set (Netflix's 0.9). | 0.9 |
+/// | The round trip beyond which an answer counts as a drop unless set (Netflix's 5 s). | 5 s |
+/// | The backoff ratio's range, Netflix's `[0.5, 1.0)`: below one half a single drop would more than halve the limit, at one it would never shrink. | 0.5 to 1.0 |
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Aimd {
     pub(super) initial_limit: u32,
@@ -109,7 +120,7 @@ impl AimdBuilder {
     }
 
     /// The highest limit, at least `min_limit` and at most
-    /// [`MAX_LIMIT`](super::MAX_LIMIT) (default 200).
+    /// 10,000 (default 200).
     pub const fn max_limit(mut self, limit: u32) -> Self {
         self.aimd.max_limit = limit;
         self

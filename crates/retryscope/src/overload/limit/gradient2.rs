@@ -6,22 +6,22 @@ use crate::overload::OverloadError;
 use crate::setting::SettingValue;
 
 /// The limit a new Gradient2 limiter starts at (Netflix's 20).
-pub const GRADIENT2_DEFAULT_INITIAL_LIMIT: u32 = 20;
+const GRADIENT2_DEFAULT_INITIAL_LIMIT: u32 = 20;
 /// The lowest limit unless set (Netflix's 20).
-pub const GRADIENT2_DEFAULT_MIN_LIMIT: u32 = 20;
+const GRADIENT2_DEFAULT_MIN_LIMIT: u32 = 20;
 /// The highest limit unless set (Netflix's `maxConcurrency`, 200).
-pub const GRADIENT2_DEFAULT_MAX_LIMIT: u32 = 200;
+const GRADIENT2_DEFAULT_MAX_LIMIT: u32 = 200;
 /// How far the limit may move toward each new estimate unless set
 /// (Netflix's 0.2).
-pub const GRADIENT2_DEFAULT_SMOOTHING: f64 = 0.2;
+const GRADIENT2_DEFAULT_SMOOTHING: f64 = 0.2;
 /// The slack added to each estimate unless set: the queue the dependency may
 /// hold while latency stays low (Netflix's 4).
-pub const GRADIENT2_DEFAULT_QUEUE_SIZE: u32 = 4;
+const GRADIENT2_DEFAULT_QUEUE_SIZE: u32 = 4;
 /// The long-term RTT's window, in samples, unless set (Netflix's 600).
-pub const GRADIENT2_DEFAULT_LONG_WINDOW: u32 = 600;
+const GRADIENT2_DEFAULT_LONG_WINDOW: u32 = 600;
 /// How much slower than the long-term RTT the short-term one may be before
 /// the limit shrinks, unless set (Netflix's 1.5).
-pub const GRADIENT2_DEFAULT_RTT_TOLERANCE: f64 = 1.5;
+const GRADIENT2_DEFAULT_RTT_TOLERANCE: f64 = 1.5;
 /// The samples averaged plainly before the long-term RTT turns into an
 /// exponential average (Netflix's `ExpAvgMeasurement` warm-up, 10).
 const WARMUP: u32 = 10;
@@ -44,6 +44,18 @@ const WARMUP: u32 = 10;
 /// long-term RTT more than twice the short one decays by 5 % per sample, so
 /// that the baseline comes back down after a long overload. Drops carry
 /// their round trip like any sample: Gradient2 reads latency, not loss.
+///
+/// **Defaults** (Netflix's):
+///
+/// | | value |
+/// |---|---|
+/// | The limit a new Gradient2 limiter starts at (Netflix's 20). | 20 |
+/// | The lowest limit unless set (Netflix's 20). | 20 |
+/// | The highest limit unless set (Netflix's `maxConcurrency`, 200). | 200 |
+/// | How far the limit may move toward each new estimate unless set (Netflix's 0.2). | 0.2 |
+/// | The slack added to each estimate unless set: the queue the dependency may hold while latency stays low (Netflix's 4). | 4 |
+/// | The long-term RTT's window, in samples, unless set (Netflix's 600). | 600 |
+/// | How much slower than the long-term RTT the short-term one may be before the limit shrinks, unless set (Netflix's 1.5). | 1.5 |
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Gradient2 {
     pub(super) initial_limit: u32,
@@ -142,7 +154,7 @@ impl Gradient2Builder {
     }
 
     /// The highest limit, at least `min_limit` and at most
-    /// [`MAX_LIMIT`](super::MAX_LIMIT) (default 200).
+    /// 10,000 (default 200).
     pub const fn max_limit(mut self, limit: u32) -> Self {
         self.g.max_limit = limit;
         self
@@ -155,7 +167,7 @@ impl Gradient2Builder {
         self
     }
 
-    /// The slack added to each estimate, within `0..=`[`MAX_LIMIT`](super::MAX_LIMIT)
+    /// The slack added to each estimate, within 0 to 10,000
     /// (default 4).
     pub const fn queue_size(mut self, size: u32) -> Self {
         self.g.queue_size = size;

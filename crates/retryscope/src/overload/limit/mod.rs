@@ -7,15 +7,8 @@
 mod aimd;
 mod gradient2;
 
-pub use aimd::{
-    AIMD_BACKOFF_RATIO_RANGE, AIMD_DEFAULT_BACKOFF_RATIO, AIMD_DEFAULT_INITIAL_LIMIT, AIMD_DEFAULT_MAX_LIMIT,
-    AIMD_DEFAULT_MIN_LIMIT, AIMD_DEFAULT_TIMEOUT, Aimd, AimdBuilder,
-};
-pub use gradient2::{
-    GRADIENT2_DEFAULT_INITIAL_LIMIT, GRADIENT2_DEFAULT_LONG_WINDOW, GRADIENT2_DEFAULT_MAX_LIMIT,
-    GRADIENT2_DEFAULT_MIN_LIMIT, GRADIENT2_DEFAULT_QUEUE_SIZE, GRADIENT2_DEFAULT_RTT_TOLERANCE,
-    GRADIENT2_DEFAULT_SMOOTHING, Gradient2, Gradient2Builder,
-};
+pub use aimd::{Aimd, AimdBuilder};
+pub use gradient2::{Gradient2, Gradient2Builder};
 
 use super::{OverloadError, Priority};
 use crate::setting::SettingValue;
@@ -26,14 +19,14 @@ use std::time::Duration;
 
 /// The highest limit any algorithm accepts: far beyond what one client
 /// should ever have in flight to one dependency.
-pub const MAX_LIMIT: u32 = 10_000;
+pub(crate) const MAX_LIMIT: u32 = 10_000;
 /// The longest duration setting (an AIMD timeout, a wait for a slot).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long an attempt waits for a slot unless set: none, as Netflix's
 /// `SimpleLimiter` (refused at once when the limit is full).
-pub const DEFAULT_MAX_WAIT: Duration = Duration::ZERO;
+const DEFAULT_MAX_WAIT: Duration = Duration::ZERO;
 /// The top share of the limit kept for critical calls unless set.
-pub const DEFAULT_SHEDDABLE_RESERVE: f64 = 0.2;
+const DEFAULT_SHEDDABLE_RESERVE: f64 = 0.2;
 /// How often a waiting attempt looks for a free slot again: waiters poll,
 /// there is no queue to grow (see [`ConcurrencyLimiterBuilder::max_wait`]).
 pub const SLOT_POLL: Duration = Duration::from_millis(2);
@@ -107,6 +100,14 @@ impl From<Gradient2> for LimitAlgorithm {
 ///
 /// State sits behind one short lock, taken once when an attempt takes a slot
 /// and once when it gives it back.
+///
+/// **Defaults and limits**:
+///
+/// | | value |
+/// |---|---|
+/// | The highest limit any algorithm accepts: far beyond what one client should ever have in flight to one dependency. | 10,000 |
+/// | How long an attempt waits for a slot unless set: none, as Netflix's `SimpleLimiter` (refused at once when the limit is full). | 0 |
+/// | The top share of the limit kept for critical calls unless set. | 0.2 |
 #[derive(Clone)]
 pub struct ConcurrencyLimiter {
     inner: Arc<Inner>,
