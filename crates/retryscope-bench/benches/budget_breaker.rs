@@ -35,8 +35,8 @@
 //! `scripts/bench.sh` runs this and prints the 2-thread / 1-thread table.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use retryscope::budget::Budget;
 use retryscope::clock::{Clock as _, SystemClock};
-use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
 use std::hint::black_box;
 use std::sync::Barrier;

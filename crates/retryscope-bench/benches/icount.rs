@@ -17,10 +17,10 @@
 mod contenders;
 
 use contenders::*;
+use retryscope::budget::Budget;
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
-use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
 use std::future::{Future, IntoFuture};
 use std::hint::black_box;
@@ -251,7 +251,7 @@ trait RetryCheck {
     fn success_and_retry(&self) -> bool;
 }
 
-impl<T: Throttle> RetryCheck for T {
+impl<T: Budget> RetryCheck for T {
     fn request_started_and_retry(&self) -> bool {
         self.request_started();
         self.try_acquire_retry()

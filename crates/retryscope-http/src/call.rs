@@ -17,12 +17,12 @@ use crate::configured::CallConfig;
 use crate::fallback::{Chosen, Fallbacks};
 use crate::options::RetryOptions;
 use http::{HeaderMap, Method};
+use retryscope::budget::Budget;
 use retryscope::classify::Classify;
 use retryscope::dependency::Guards;
 use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::Observer;
 use retryscope::overload::Priority;
-use retryscope::throttle::Throttle;
 use retryscope::{Policy, RetryError, Retryable, Shared, StopReason};
 use retryscope_otel::{OutcomeSlot, Upstream};
 use std::future::Future;
@@ -117,7 +117,7 @@ impl Drive {
         operation: Option<impl Into<Shared<'g, str>>>,
     ) -> Result<T, RetryError<E>>
     where
-        G: Throttle,
+        G: Budget,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         C: Classify<T, E>,

@@ -39,13 +39,13 @@
 
 use crate::configured::CallConfig;
 use crate::settings::ClientSettings;
+use retryscope::budget::Budget;
 use retryscope::budget::{BudgetShare, InFlightBudget};
 use retryscope::dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards};
 use retryscope::guard::{Gauge, Guard};
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
-use retryscope::throttle::Throttle;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
 use std::collections::HashMap;
@@ -78,7 +78,7 @@ pub struct CodeFactories<T> {
     pub wrap: fn(RetryBudget) -> T,
 }
 
-impl<T: Throttle + 'static> CodeFactories<T> {
+impl<T: Budget + 'static> CodeFactories<T> {
     /// What a client built with `settings` makes per dependency, its budgets
     /// made by `budget` (the settings' own, or a gRPC channel's token
     /// bucket) and a file's wrapped by `wrap`: what both integrations'
@@ -186,7 +186,7 @@ struct Slot<T> {
     guards: DependencyGuards<T>,
 }
 
-impl<T: Throttle + 'static> FileGuards<T> {
+impl<T: Budget + 'static> FileGuards<T> {
     /// The guards of `handle`'s file, made with `code` for what it does not
     /// write; with a `meter`, their gauges (`retryscope.budget.available`,
     /// `retryscope.breaker.state`, `retryscope.pace.rate`) are registered
@@ -335,7 +335,7 @@ impl<T: Throttle + 'static> FileGuards<T> {
     }
 }
 
-impl<T: Throttle + 'static> Inner<T> {
+impl<T: Budget + 'static> Inner<T> {
     /// Every guard set alive, for the gauges.
     fn all(&self) -> Vec<Arc<Guards<T>>> {
         let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
@@ -343,7 +343,7 @@ impl<T: Throttle + 'static> Inner<T> {
     }
 }
 
-impl<T: Throttle + 'static> State<T> {
+impl<T: Budget + 'static> State<T> {
     fn is_synced(&self, snapshot: &Arc<Config>) -> bool {
         self.synced.as_ref().is_some_and(|s| Arc::ptr_eq(s, snapshot))
     }
@@ -370,7 +370,7 @@ impl<T: Throttle + 'static> State<T> {
     }
 }
 
-impl<T: Throttle + 'static> Slot<T> {
+impl<T: Budget + 'static> Slot<T> {
     /// Fresh guards for `settings`: the keys it writes from the file, the
     /// rest from the builder's factories.
     fn new(settings: &Arc<DependencySettings>, code: &CodeFactories<T>) -> Self {

@@ -7,10 +7,10 @@
 use crate::names;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, ObservableGauge};
+use retryscope::budget::Budget;
 use retryscope::dependency::OVERFLOW;
 use retryscope::guard::Gauge;
 use retryscope::overload::AdaptiveThrottle;
-use retryscope::throttle::Throttle;
 use std::sync::Arc;
 
 /// Registers `retryscope.breaker.state` (`{state}`: 0 closed, 1 half-open, 2 open)
@@ -56,17 +56,17 @@ pub fn register_budget_gauge(
     budget_gauge(meter, move |observe| observe(available(), &dependency))
 }
 
-/// Registers `retryscope.budget.available` for a shared [`Throttle`] (a
+/// Registers `retryscope.budget.available` for a shared [`Budget`] (a
 /// [`RetryBudget`](retryscope::RetryBudget) or a
 /// [`TokenBucket`](retryscope::TokenBucket)), reading
-/// [`Throttle::available`] at each collection.
+/// [`Budget::available`] at each collection.
 pub fn register_throttle_gauge<T>(
     meter: &Meter,
     dependency: impl Into<String>,
     throttle: Arc<T>,
 ) -> ObservableGauge<f64>
 where
-    T: Throttle + ?Sized + 'static,
+    T: Budget + ?Sized + 'static,
 {
     register_budget_gauge(meter, dependency, move || throttle.available())
 }
@@ -89,7 +89,7 @@ where
 /// the registry's own gauges, and its adaptive throttle's and concurrency
 /// limit's: the lowest accept ratio, the lowest limit, the most attempts in
 /// flight). One series each would collide: they carry the same attributes.
-pub fn register_guard_gauges<T: Throttle + 'static>(
+pub fn register_guard_gauges<T: Budget + 'static>(
     meter: &Meter,
     live: impl Fn() -> Vec<Arc<retryscope::dependency::Guards<T>>> + Send + Sync + 'static,
     guard_gauges: &[&'static Gauge],
@@ -174,7 +174,7 @@ pub fn register_guard_gauges<T: Throttle + 'static>(
 /// let guards = DependencyGuards::builder().budget(RetryBudget::new).breaker(CircuitBreaker::new).build();
 /// retryscope_otel::publish_dependency_gauges(&opentelemetry::global::meter("my-client"), &guards);
 /// ```
-pub fn publish_dependency_gauges<T: Throttle + Send + Sync + 'static>(
+pub fn publish_dependency_gauges<T: Budget + Send + Sync + 'static>(
     meter: &Meter,
     registry: &retryscope::dependency::DependencyGuards<T>,
 ) {

@@ -9,7 +9,7 @@
 mod support;
 
 use reqwest_middleware::ClientBuilder;
-use retryscope::throttle::Throttle;
+use retryscope::budget::Budget;
 use retryscope::{Jitter, Pacer, Policy, RetryBudget};
 use retryscope_redis::RedisPaceShare;
 use retryscope_reqwest::RetryMiddleware;

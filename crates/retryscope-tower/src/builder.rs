@@ -1,7 +1,7 @@
 //! The HTTP layer's builder, and what it shares with the gRPC one
 //! ([`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
 
-use crate::budget::Budget;
+use crate::budget::LayerBudget;
 use crate::layer::RetryLayer;
 use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::settings::Settings;
@@ -133,16 +133,18 @@ impl TowerSettings {
     /// The layer, with gRPC semantics when `grpc` is given.
     pub(crate) fn build(self, policy: Policy, grpc: Option<GrpcConfig>) -> RetryLayer {
         let shared = self.shared;
-        let budget: Option<Factory<Budget>> = match shared.budget.clone() {
-            Some(make) => Some(Arc::new(move || Budget::Ratio(make()))),
+        let budget: Option<Factory<LayerBudget>> = match shared.budget.clone() {
+            Some(make) => Some(Arc::new(move || LayerBudget::Ratio(make()))),
             None => None,
         };
         #[cfg(feature = "grpc")]
         let budget = match grpc.clone().filter(crate::grpc::GrpcRetry::is_throttled) {
             Some(grpc) => {
-                let bucket: Factory<Budget> = Arc::new(move || {
-                    grpc.token_bucket()
-                        .map_or_else(|| Budget::Bucket(retryscope::TokenBucket::new()), Budget::Bucket)
+                let bucket: Factory<LayerBudget> = Arc::new(move || {
+                    grpc.token_bucket().map_or_else(
+                        || LayerBudget::Bucket(retryscope::TokenBucket::new()),
+                        LayerBudget::Bucket,
+                    )
                 });
                 Some(bucket)
             }
@@ -150,7 +152,7 @@ impl TowerSettings {
         };
         // What the layer makes per dependency: the builder's factories, a
         // gRPC service config's token bucket included.
-        let code = CodeFactories::of(&shared, budget, Budget::Ratio);
+        let code = CodeFactories::of(&shared, budget, LayerBudget::Ratio);
         let (meter, telemetry, retry_log) =
             ClientSettings::observers(shared.telemetry, shared.retry_log, shared.operation_spans);
         #[cfg(not(feature = "grpc"))]

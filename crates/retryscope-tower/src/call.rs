@@ -23,8 +23,6 @@ use retryscope_otel::{OtelObserver, RetryLog, Upstream};
 use std::sync::Arc;
 use tower_service::Service;
 
-
-
 /// One logical request, from the caller's request to its response, planned
 /// by its protocol `P` ([`RetryService`](crate::RetryService) chooses it).
 pub(crate) async fn run<P, S, B, ResB>(
@@ -116,4 +114,3 @@ fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
         false => Layers::default(),
     }
 }
-

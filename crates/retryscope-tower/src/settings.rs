@@ -1,6 +1,6 @@
 //! What every request of a layer shares, fixed when the layer is built.
 
-use crate::budget::Budget;
+use crate::budget::LayerBudget;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 /// What a call resolves to from its layer's file: its settings (`None` for
 /// a layer without a file) and its dependency's guards
 /// ([`Settings::file_call`]).
-pub(crate) type FileCall = (Option<retryscope_http::__private::CallConfig>, Arc<Guards<Budget>>);
+pub(crate) type FileCall = (Option<retryscope_http::__private::CallConfig>, Arc<Guards<LayerBudget>>);
 
 /// What a call resolved to from its layer's file: kept for its gRPC method
 /// under one configuration (shared by that method's calls, one reference
@@ -33,7 +33,9 @@ impl Resolved {
         not(feature = "grpc"),
         allow(clippy::infallible_destructuring_match, reason = "one variant without gRPC")
     )]
-    pub(crate) fn parts(&self) -> (Option<&retryscope_http::__private::CallConfig>, &Arc<Guards<Budget>>) {
+    pub(crate) fn parts(
+        &self,
+    ) -> (Option<&retryscope_http::__private::CallConfig>, &Arc<Guards<LayerBudget>>) {
         let (config, guards) = match self {
             #[cfg(feature = "grpc")]
             Resolved::Kept(kept) => &kept.file,
@@ -57,7 +59,7 @@ pub(crate) struct Settings {
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
-    pub(crate) guards: DependencyGuards<Budget>,
+    pub(crate) guards: DependencyGuards<LayerBudget>,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Arc<Uri>>,
     /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
@@ -84,7 +86,7 @@ pub(crate) struct Settings {
     pub(crate) grpc_metrics: Option<crate::grpc::metrics::GrpcMetrics>,
     /// The guards of `origin`, found at the first request without an
     /// authority of its own (a tonic channel's every call), kept for the next.
-    pub(crate) origin_guards: OnceLock<Arc<Guards<Budget>>>,
+    pub(crate) origin_guards: OnceLock<Arc<Guards<LayerBudget>>>,
     /// `origin`'s host and ports, read from it once when the layer is built:
     /// a configured layer's every call without an authority (a tonic
     /// channel's) looks its dependency up by them, and parsing the origin's
@@ -95,7 +97,7 @@ pub(crate) struct Settings {
     pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
     /// A configured layer's file: per-dependency settings, resolved per call,
     /// and the guards it writes, per file dependency.
-    pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<Budget>>,
+    pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<LayerBudget>>,
 }
 
 /// The server a layer's origin names, as [`crate::spans::server`] reads it.
@@ -152,7 +154,7 @@ impl Settings {
     /// guards of a named dependency, so the origin's are looked up once; an
     /// origin past the label bound keeps the set found then (its own host's,
     /// even if the registry later evicts it and makes another).
-    pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<Budget>> {
+    pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<LayerBudget>> {
         let find = || {
             let server = crate::spans::server(uri, self.origin.as_deref());
             self.guards.for_server(server.address, server.uri.port_u16(), server.default_port)

@@ -1,7 +1,7 @@
 //! gRPC service configs, as gRPC's own documentation writes them, load into the
 //! equivalent policy and bucket; malformed ones are refused, naming the field.
 
-use retryscope::throttle::Throttle;
+use retryscope::budget::Budget;
 use retryscope::{Jitter, Policy};
 use retryscope_tower::grpc::GrpcRetry;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! grpc-java) accepts loads into the policy it means; every config it refuses,
 //! or that the layer cannot honour, is refused naming the JSON field.
 
-use retryscope::throttle::Throttle;
+use retryscope::budget::Budget;
 use retryscope::{Jitter, Policy};
 use retryscope_tower::grpc::GrpcRetry;
 use std::time::Duration;

@@ -11,10 +11,10 @@
 //! up to [`MAX_JOB_DURATION`] (28 days) and can only
 //! schedule, never sleep.
 
+use crate::budget::RetryCause;
 use crate::outcome::StopReason;
 use crate::policy::{MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 use crate::random::JitterRng;
-use crate::throttle::RetryCause;
 use crate::verdict::{DelaySource, ErrorType, Hint};
 use crate::wait::{Curve, next_wait};
 use std::time::{Duration, SystemTime};

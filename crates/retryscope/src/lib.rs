@@ -49,7 +49,7 @@
 //!   idempotency helpers.
 //! - [`hints`]: `Retry-After` and `RateLimit` headers.
 //! - [`RetryBudget`] and [`TokenBucket`]: fleet-level caps on retries
-//!   ([`throttle::Throttle`]); [`CircuitBreaker`]: stop calling a dependency that
+//!   ([`budget::Budget`]); [`CircuitBreaker`]: stop calling a dependency that
 //!   is down.
 //! - [`pace`]: pacing every call to a dependency by what it answers;
 //!   [`pace::adaptive::AdaptiveRate`] is the AWS SDKs' adaptive mode.
@@ -117,7 +117,6 @@ mod setting;
 mod shared;
 mod sleep;
 mod sync;
-pub mod throttle;
 pub mod transient;
 mod verdict;
 mod wait;

@@ -1,6 +1,7 @@
 //! The retry builder: `op.retry(policy).when(..).notify(..).await`.
 
 use crate::breaker::CircuitBreaker;
+use crate::budget::Budget;
 use crate::classify::{AnyError, Classify, ClassifyFn, When};
 use crate::clock::Clock;
 use crate::driver::{Driver, Next, Setup};
@@ -12,7 +13,6 @@ use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::Shared;
-use crate::throttle::Throttle;
 use crate::transient::TransientErrors;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
@@ -150,7 +150,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// Asks `throttle` (a [`RetryBudget`](crate::RetryBudget) or a
     /// [`TokenBucket`](crate::TokenBucket)) before every retry: a reference, or
     /// an `Arc` for a `'static` retry.
-    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Throttle + 'a>>) -> Self {
+    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Budget + 'a>>) -> Self {
         self.setup.throttle = throttle.into().into();
         self
     }

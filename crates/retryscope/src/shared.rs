@@ -5,8 +5,8 @@
 //! handed to a tower service or spawned on a runtime — holds them through an
 //! [`Arc`] instead. [`Shared`] is either, so one builder serves both.
 
+use crate::budget::Budget;
 use crate::guard::Guard;
-use crate::throttle::Throttle;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -90,14 +90,14 @@ impl From<String> for Shared<'_, str> {
 }
 
 /// A concrete budget or bucket, borrowed, as the engine's throttle.
-impl<'a, T: Throttle + 'a> From<&'a T> for Shared<'a, dyn Throttle + 'a> {
+impl<'a, T: Budget + 'a> From<&'a T> for Shared<'a, dyn Budget + 'a> {
     fn from(value: &'a T) -> Self {
         Shared::Borrowed(value)
     }
 }
 
 /// A concrete budget or bucket, shared, as the engine's throttle.
-impl<'a, T: Throttle + 'a> From<Arc<T>> for Shared<'a, dyn Throttle + 'a> {
+impl<'a, T: Budget + 'a> From<Arc<T>> for Shared<'a, dyn Budget + 'a> {
     fn from(value: Arc<T>) -> Self {
         Shared::Owned(value)
     }

@@ -7,9 +7,9 @@
 //! the real atomics and the real per-thread lanes.
 
 use retryscope::breaker::{BreakerState, CircuitBreaker};
+use retryscope::budget::Budget;
 use retryscope::budget::RetryBudget;
 use retryscope::clock::ManualClock;
-use retryscope::throttle::Throttle;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

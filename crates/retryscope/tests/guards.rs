@@ -207,7 +207,7 @@ async fn database_conflicts_are_retried_but_never_open_the_breaker() {
 
 #[tokio::test(start_paused = true)]
 async fn a_retry_the_open_breaker_would_refuse_is_refused_before_its_wait_and_costs_no_budget() {
-    use retryscope::throttle::Throttle;
+    use retryscope::budget::Budget;
     // Open for 5 s (its default cool-down) after the first failure, far past
     // the 10 ms backoff: waiting would only end in the same refusal.
     let breaker = CircuitBreaker::builder()

@@ -582,7 +582,7 @@ async fn the_result_kept_through_a_wait_is_released_first() {
 /// retry that can be spawned, and it shares the guards with the caller.
 #[tokio::test(start_paused = true)]
 async fn an_owned_setup_is_static_and_shares_its_guards() {
-    use retryscope::throttle::Throttle;
+    use retryscope::budget::Budget;
     use retryscope::{CircuitBreaker, TokenBucket};
     use std::future::IntoFuture;
     use std::sync::Arc;
@@ -713,7 +713,7 @@ impl HeardThrottle {
     }
 }
 
-impl retryscope::throttle::Throttle for HeardThrottle {
+impl retryscope::budget::Budget for HeardThrottle {
     fn request_started(&self) {
         self.hear("request");
     }

@@ -6,8 +6,8 @@
 mod common;
 
 use common::status_verdict;
+use retryscope::budget::RetryCause;
 use retryscope::budget::RetryQuota;
-use retryscope::throttle::RetryCause;
 use retryscope::{ErrorType, Jitter, JitterRng, Policy, PolicyError, Retryable, StopReason};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;

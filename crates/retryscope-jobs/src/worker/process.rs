@@ -286,7 +286,7 @@ fn guard_hold<B: Broker, E, S>(inner: &Inner<B, E, S>, meta: &JobMeta) -> Option
     }
     if meta.attempt > 1
         && let Some(budget) = guards.budget()
-        && !retryscope::throttle::Throttle::try_acquire_retry(budget)
+        && !retryscope::budget::Budget::try_acquire_retry(budget)
     {
         return Some(inner.hold);
     }

@@ -23,7 +23,7 @@ use crate::sim::events::{EventQueue, Nanos, VirtualClock, from_secs_f64, nanos};
 use crate::sim::rng::SimRng;
 use rand::RngExt;
 use retryscope::Policy;
-use retryscope::throttle::{RetryCause, Throttle};
+use retryscope::budget::{Budget, RetryCause};
 use retryscope_config::{BreakerSettings, BudgetSettings};
 use std::time::Duration;
 

@@ -11,7 +11,7 @@
 //! extra work each strategy sends to a server that is failing.
 //!
 //! Every client has its own throttle, driven through the engine's
-//! [`Throttle`] trait exactly as the engine's retry loop drives it: a request
+//! [`Budget`] trait exactly as the engine's retry loop drives it: a request
 //! starts (`request_started`), every attempt ends (`attempt_finished`), and a
 //! retry goes out only if the policy has attempts left *and*
 //! `try_acquire_retry` grants it.
@@ -44,8 +44,8 @@ use clap::{Args, ValueEnum};
 use rand::RngExt;
 use rand_distr::{Distribution, Exp};
 use retryscope::budget::RetryQuota;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::clock::ManualClock;
-use retryscope::throttle::{RetryCause, Throttle};
 use retryscope::{Jitter, Policy, RetryBudget, TokenBucket};
 use serde::Serialize;
 use std::time::Duration;
@@ -133,7 +133,7 @@ impl AmplifyStrategy {
     ///
     /// [`SimError`] if the engine refuses the settings (it does not: they are
     /// constants within its ranges).
-    pub fn throttle(self, clock: &ManualClock) -> Result<Box<dyn Throttle>, SimError> {
+    pub fn throttle(self, clock: &ManualClock) -> Result<Box<dyn Budget>, SimError> {
         let engine = |e: retryscope::budget::BudgetError| SimError::new(e.to_string());
         Ok(match self {
             Self::None | Self::Retries3 => Box::new(Unlimited),
@@ -252,7 +252,7 @@ struct Run {
     end_of_arrivals: Nanos,
     max_attempts: u8,
     policy: Policy,
-    throttles: Vec<Box<dyn Throttle>>,
+    throttles: Vec<Box<dyn Budget>>,
     clock: VirtualClock,
     queue: EventQueue<Event>,
     rng: SimRng,

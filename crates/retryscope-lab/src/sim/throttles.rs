@@ -1,14 +1,14 @@
 //! Published retry-throttling schemes the engine does not ship, reproduced as
-//! small [`Throttle`] implementations so the simulator drives them exactly as
+//! small [`Budget`] implementations so the simulator drives them exactly as
 //! it drives the engine's own [`RetryBudget`](retryscope::RetryBudget) and
 //! [`TokenBucket`](retryscope::TokenBucket).
 //!
 //! They are per-client, single-threaded in the simulator, and keep their state
-//! in relaxed atomics only because [`Throttle`] requires `Send + Sync`.
+//! in relaxed atomics only because [`Budget`] requires `Send + Sync`.
 //! Token amounts are kept in thousandths so that deposits like 0.1 add up
 //! exactly.
 
-use retryscope::throttle::Throttle;
+use retryscope::budget::Budget;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Thousandths of a token per token.
@@ -18,7 +18,7 @@ const MILLI: u64 = 1_000;
 #[derive(Debug, Default)]
 pub struct Unlimited;
 
-impl Throttle for Unlimited {
+impl Budget for Unlimited {
     fn request_started(&self) {}
     fn attempt_finished(&self, _success: bool) {}
     fn try_acquire_retry(&self) -> bool {
@@ -63,7 +63,7 @@ impl Default for AdaptiveBucket {
     }
 }
 
-impl Throttle for AdaptiveBucket {
+impl Budget for AdaptiveBucket {
     fn request_started(&self) {
         let t = self.tokens.load(Relaxed);
         self.tokens.store((t + self.deposit).min(self.capacity), Relaxed);
@@ -107,7 +107,7 @@ impl Default for FailureRatioBreaker {
     }
 }
 
-impl Throttle for FailureRatioBreaker {
+impl Budget for FailureRatioBreaker {
     fn request_started(&self) {
         self.first_tries.fetch_add(1, Relaxed);
     }

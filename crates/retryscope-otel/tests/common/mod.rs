@@ -142,7 +142,7 @@ pub fn span_attr(span: &SpanData, key: &str) -> Option<String> {
 /// A budget that never allows a retry.
 pub struct Refuse;
 
-impl retryscope::throttle::Throttle for Refuse {
+impl retryscope::budget::Budget for Refuse {
     fn request_started(&self) {}
     fn attempt_finished(&self, _: bool) {}
     fn try_acquire_retry(&self) -> bool {

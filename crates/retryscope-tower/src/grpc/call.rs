@@ -7,7 +7,7 @@ use super::headers;
 use super::methods::{Kept, Method};
 use super::metrics::CallMetrics;
 use super::{CodeSet, GrpcRetry, reset, status};
-use crate::budget::Budget;
+use crate::budget::LayerBudget;
 use crate::classify::Mode;
 use crate::error::BoxError;
 use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
@@ -140,7 +140,7 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Guards<Budget>,
+        guards: &Guards<LayerBudget>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         let codes = match call.mode {
             Mode::Grpc { codes } => codes,
@@ -151,7 +151,7 @@ impl GrpcCall {
             replayable,
             expired: call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
             codes,
-            guard: guards.budget().map(Budget::name),
+            guard: guards.budget().map(LayerBudget::name),
         };
         let mut result = super::stop::finish(outcome, stop, ending);
         if let Some(tail) = self.metrics.and_then(|m| m.outcome(&result))
@@ -177,7 +177,7 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Guards<Budget>,
+        guards: &Guards<LayerBudget>,
         fallback: Option<(Chosen<'_>, &Parts, Option<Duration>)>,
     ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool)
     where

@@ -166,7 +166,7 @@ mod tests {
         let retry = GrpcRetry::new(Policy::interactive());
         let methods = Methods::default();
         let guards =
-            DependencyGuards::<crate::budget::Budget>::builder().build().for_server("svc", None, None);
+            DependencyGuards::<crate::budget::LayerBudget>::builder().build().for_server("svc", None, None);
         let resolved = std::cell::Cell::new(0);
         let resolve = || {
             resolved.set(resolved.get() + 1);

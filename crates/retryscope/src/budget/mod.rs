@@ -1,6 +1,6 @@
 //! Retry budgets: fleet-level caps on how many retries may start.
 //!
-//! Three [`Throttle`](crate::throttle::Throttle) implementations, and a
+//! Three [`Budget`] implementations, and a
 //! [`Guard`](crate::guard::Guard) ([`InFlightBudget`], Envoy's: retries in
 //! flight at most a share of the calls in progress):
 //!
@@ -90,6 +90,7 @@ fn to_milli(ratio: f64) -> u64 {
     (ratio * MILLI as f64).round() as u64
 }
 
+mod contract;
 mod in_flight;
 mod retry_budget;
 mod retry_quota;
@@ -98,9 +99,10 @@ mod share;
 mod tests;
 mod token_bucket;
 
+pub use contract::{Budget, RetryCause};
 pub use in_flight::InFlightBudget;
 pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
-pub use retry_quota::{RetryQuota, RetryQuotaBuilder};
 use retry_quota::MAX_QUOTA;
+pub use retry_quota::{RetryQuota, RetryQuotaBuilder};
 pub use share::{BudgetShare, SharedBudget};
 pub use token_bucket::{TokenBucket, TokenBucketBuilder};

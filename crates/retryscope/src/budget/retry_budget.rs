@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::share::{BudgetShare, SharedBudget};
 use super::{BudgetError, MAX_MIN_PER_SECOND, MAX_WINDOW, MILLI, MIN_WINDOW, to_milli};
+use crate::budget::Budget;
 use crate::clock::{Clock, GuardClock, Timeline};
 use crate::setting::SettingValue;
-use crate::throttle::Throttle;
 use crate::window::{Ledger, Reserved, SlotLength, SlottedWindow};
 
 /// The index of the one counter in each of the budget's windows.
@@ -79,7 +79,7 @@ const COUNT: usize = 0;
 /// ```
 /// use retryscope::budget::RetryBudget;
 /// use retryscope::clock::ManualClock;
-/// use retryscope::throttle::Throttle;
+/// use retryscope::budget::Budget;
 /// use std::time::Duration;
 ///
 /// let budget = RetryBudget::builder()
@@ -293,7 +293,7 @@ impl RetryBudget {
     /// ```
     /// use retryscope::budget::{BudgetShare, RetryBudget, SharedBudget};
     /// use retryscope::clock::ManualClock;
-    /// use retryscope::throttle::Throttle;
+    /// use retryscope::budget::Budget;
     /// use std::sync::Arc;
     ///
     /// /// A fleet of 4 replicas, as a store would report it.
@@ -380,7 +380,7 @@ impl fmt::Debug for RetryBudget {
     }
 }
 
-impl Throttle for RetryBudget {
+impl Budget for RetryBudget {
     /// Deposits `ratio` tokens.
     fn request_started(&self) {
         let inner = &*self.inner;

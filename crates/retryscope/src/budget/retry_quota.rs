@@ -1,8 +1,8 @@
 //! [`RetryQuota`]: the AWS SDKs' retry quota, each retry priced by its cause.
 
+use crate::budget::{Budget, RetryCause};
 use crate::setting::SettingValue;
 use crate::sync::{AtomicU64, Ordering};
-use crate::throttle::{RetryCause, Throttle};
 use std::fmt;
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub(crate) const MAX_QUOTA: u32 = 100_000;
 ///
 /// Unlike [`TokenBucket`](super::TokenBucket), the price depends on why the
 /// retry is wanted, which the engine says through
-/// [`Throttle::try_acquire_retry_for`]: so that a fleet that is merely being
+/// [`Budget::try_acquire_retry_for`]: so that a fleet that is merely being
 /// rate-limited keeps more of its retries than one whose dependency fails.
 ///
 /// Two presets: [`aws_standard`](Self::aws_standard), the standard mode as
@@ -33,7 +33,7 @@ pub(crate) const MAX_QUOTA: u32 = 100_000;
 ///
 /// ```
 /// use retryscope::budget::RetryQuota;
-/// use retryscope::throttle::{RetryCause, Throttle};
+/// use retryscope::budget::{Budget, RetryCause};
 ///
 /// let quota = RetryQuota::aws_2026();
 /// assert!(quota.try_acquire_retry_for(RetryCause::Transient)); // 500 - 14
@@ -144,7 +144,7 @@ impl fmt::Debug for RetryQuota {
     }
 }
 
-impl Throttle for RetryQuota {
+impl Budget for RetryQuota {
     /// Requests do not matter to the quota: only retries and their ends do.
     fn request_started(&self) {}
 

@@ -2,10 +2,10 @@
 
 use super::retry_budget::{DepositsSeen, SEEN_TOKEN_MASK};
 use super::*;
+use crate::budget::Budget;
 use crate::clock::ManualClock;
 use crate::setting::SettingValue;
 use crate::sync::Ordering;
-use crate::throttle::Throttle;
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;

@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{BudgetError, MAX_TOKENS, MILLI};
+use crate::budget::Budget;
 use crate::setting::SettingValue;
-use crate::throttle::Throttle;
 
 /// gRPC-style retry throttling (gRFC A6).
 ///
@@ -25,7 +25,7 @@ use crate::throttle::Throttle;
 ///
 /// ```
 /// use retryscope::budget::TokenBucket;
-/// use retryscope::throttle::Throttle;
+/// use retryscope::budget::Budget;
 ///
 /// let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.5).build()?;
 /// for _ in 0..5 {
@@ -103,7 +103,7 @@ impl fmt::Debug for TokenBucket {
     }
 }
 
-impl Throttle for TokenBucket {
+impl Budget for TokenBucket {
     /// Requests do not matter to this bucket: only attempt outcomes do.
     fn request_started(&self) {}
 

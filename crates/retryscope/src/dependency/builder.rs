@@ -3,12 +3,12 @@
 use super::overflow::OverflowGuards;
 use super::registry::{DependencyGuards, Factory, Registry, and_guard};
 use crate::breaker::CircuitBreaker;
+use crate::budget::Budget;
 use crate::budget::BudgetShare;
 use crate::guard::{Gauge, Guard};
 use crate::hedge::HedgePolicy;
 use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use crate::pace::{PaceShare, Pacer};
-use crate::throttle::Throttle;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
@@ -47,7 +47,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
     }
 }
 
-impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
+impl<T: Budget + 'static> DependencyGuardsBuilder<T> {
     /// Gives each dependency a budget made by `make`.
     pub fn budget(self, make: impl Fn() -> T + Send + Sync + 'static) -> Self {
         self.budget_factory(Some(Arc::new(make)))
@@ -80,7 +80,7 @@ impl<T: Throttle + 'static> DependencyGuardsBuilder<T> {
     /// Divides each dependency's budget floor among the replicas of a fleet
     /// through `share` (or, with `None`, keeps every floor whole): see
     /// [`BudgetShare`]. Without a budget, or with a
-    /// throttle that has no floor ([`Throttle::share_floor`]), nothing is
+    /// throttle that has no floor ([`Budget::share_floor`]), nothing is
     /// shared.
     pub fn budget_share(mut self, share: Option<Arc<dyn BudgetShare>>) -> Self {
         self.budget_share = share;

@@ -2,17 +2,17 @@
 //! call: [`Guards::guard`], for a retry and a hedge alike.
 
 use crate::breaker::CircuitBreaker;
+use crate::budget::Budget;
 use crate::guard::Guard;
 use crate::hedge::{Hedge, HedgePolicy};
 use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use crate::pace::Pacer;
 use crate::retry::Retry;
 use crate::shared::Shared;
-use crate::throttle::Throttle;
 use std::fmt;
 use std::sync::Arc;
 
-/// The guards of one dependency: a retry budget (any [`Throttle`]), a circuit
+/// The guards of one dependency: a retry budget (any [`Budget`]), a circuit
 /// breaker, a [`Pacer`] and a hedging policy, each optional. The hedging
 /// policy is the dependency's own ([`HedgePolicy::fresh`] of the client's), so
 /// that a percentile delay learns from this dependency's latencies alone.
@@ -77,7 +77,7 @@ impl<T> Guards<T> {
     }
 }
 
-impl<T: Throttle> Guards<T> {
+impl<T: Budget> Guards<T> {
     /// Puts this dependency on `call`, a [`Retry`] or a [`Hedge`]: its name,
     /// budget, breaker and pacer, borrowed from these guards, and the
     /// caller's `operation` if it names one. What every integration does to
@@ -139,7 +139,7 @@ pub trait Guardable<'a>: sealed::Sealed + Sized {
     /// Names the logical operation.
     fn operation(self, operation: Shared<'a, str>) -> Self;
     /// Charges the call to `budget`.
-    fn budget<T: Throttle>(self, budget: &'a T) -> Self;
+    fn budget<T: Budget>(self, budget: &'a T) -> Self;
     /// Asks `breaker` before every attempt.
     fn breaker(self, breaker: &'a CircuitBreaker) -> Self;
     /// Asks `pacer` before every attempt.
@@ -169,7 +169,7 @@ macro_rules! guardable {
             fn operation(self, operation: Shared<'a, str>) -> Self {
                 <$call>::operation(self, operation)
             }
-            fn budget<T: Throttle>(self, budget: &'a T) -> Self {
+            fn budget<T: Budget>(self, budget: &'a T) -> Self {
                 <$call>::budget(self, budget)
             }
             fn breaker(self, breaker: &'a CircuitBreaker) -> Self {

@@ -7,12 +7,12 @@ use super::builder::DependencyGuardsBuilder;
 use super::guards::Guards;
 use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 use crate::breaker::CircuitBreaker;
+use crate::budget::Budget;
 use crate::budget::BudgetShare;
 use crate::guard::{Gauge, Guard};
 use crate::hedge::HedgePolicy;
 use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use crate::pace::{PaceShare, Pacer};
-use crate::throttle::Throttle;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -114,7 +114,7 @@ pub(super) struct Registry<T> {
     pub(super) hedge: Option<HedgePolicy>,
 }
 
-impl<T: Throttle + 'static> DependencyGuards<T> {
+impl<T: Budget + 'static> DependencyGuards<T> {
     /// A registry with no guards and no gauges yet: see the builder's methods.
     pub fn builder() -> DependencyGuardsBuilder<T> {
         DependencyGuardsBuilder {
@@ -288,7 +288,7 @@ impl<T> Registry<T> {
     }
 }
 
-impl<T: Throttle> Registry<T> {
+impl<T: Budget> Registry<T> {
     /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
     /// share only if `pace_fleet` (a named dependency's: see
     /// [`DependencyGuards`] for why an overflow set's does not).

@@ -2,9 +2,9 @@
 //! pieces a retry's attempt and a hedge's copy share.
 
 use crate::breaker::BreakerPermit;
+use crate::budget::RetryCause;
 use crate::guard::End;
 use crate::observe::{AttemptScope, Observer, OperationObserver};
-use crate::throttle::RetryCause;
 use crate::verdict::Verdict;
 use std::time::Instant;
 
@@ -55,7 +55,7 @@ pub(crate) struct Flight<A> {
     pub(super) scope: Option<A>,
     pub(super) permit: Option<BreakerPermit>,
     /// What the budget charged for this attempt, a retry's or a further
-    /// hedge copy's: settled with `Throttle::retry_finished`. `None`: a first
+    /// hedge copy's: settled with `Budget::retry_finished`. `None`: a first
     /// attempt, or no budget.
     pub(super) charged: Option<RetryCause>,
     /// The attempt as the call's [`Guard`](crate::guard::Guard) admitted it:

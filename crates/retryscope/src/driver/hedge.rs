@@ -13,13 +13,13 @@
 
 use super::attempt::Health;
 use super::{Driver, Flight, Scope, Setup};
+use crate::budget::RetryCause;
 use crate::clock::Clock;
 use crate::guard::{Admission, Attempt};
 use crate::observe::{HedgeOutcome, Observer};
 use crate::outcome::{Outcome, StopReason};
 use crate::overload::LimitPermit;
 use crate::policy::Policy;
-use crate::throttle::RetryCause;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
 

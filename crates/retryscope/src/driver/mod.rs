@@ -32,6 +32,7 @@ pub(crate) use attempt::{Flight, Scope};
 pub(crate) use setup::Setup;
 
 use crate::breaker::{BreakerPermit, CircuitBreaker};
+use crate::budget::RetryCause;
 use crate::clock::Clock;
 use crate::guard::Attempt;
 use crate::observe::{
@@ -42,7 +43,6 @@ use crate::outcome::{Outcome, StopReason};
 use crate::overload::{LimitPermit, SLOT_POLL};
 use crate::pace::Held;
 use crate::random::JitterRng;
-use crate::throttle::RetryCause;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use crate::wait::pace::{self, Hold};
 use crate::wait::{Curve, next_wait};

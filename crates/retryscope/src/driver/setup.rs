@@ -2,12 +2,12 @@
 //! its names and its guards.
 
 use crate::breaker::CircuitBreaker;
+use crate::budget::Budget;
 use crate::guard::Guard;
 use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::{MaybeShared, Shared};
-use crate::throttle::Throttle;
 
 /// Settings that do not depend on the operation's types. Borrowed handles cost
 /// nothing; shared ones let the operation be `'static`.
@@ -16,7 +16,7 @@ pub(crate) struct Setup<'a> {
     pub(crate) policy: Policy,
     pub(crate) dependency: Shared<'a, str>,
     pub(crate) operation: MaybeShared<'a, str>,
-    pub(crate) throttle: MaybeShared<'a, dyn Throttle + 'a>,
+    pub(crate) throttle: MaybeShared<'a, dyn Budget + 'a>,
     pub(crate) breaker: MaybeShared<'a, CircuitBreaker>,
     pub(crate) pacer: MaybeShared<'a, Pacer>,
     /// The client-side adaptive throttle, asked in the admission as the

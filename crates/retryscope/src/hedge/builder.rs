@@ -3,6 +3,7 @@
 use super::future::{Copies, HedgeFuture};
 use super::policy::HedgePolicy;
 use crate::breaker::CircuitBreaker;
+use crate::budget::Budget;
 use crate::classify::{Classify, ClassifyFn, When};
 use crate::driver::Setup;
 use crate::driver::hedge::{CopyPolicy, HedgeDriver};
@@ -12,7 +13,6 @@ use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::shared::Shared;
 use crate::sleep::Sleeper;
-use crate::throttle::Throttle;
 use crate::transient::TransientErrors;
 use std::future::Future;
 
@@ -105,7 +105,7 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
     /// Charges every copy beyond the first to `throttle` (a
     /// [`RetryBudget`](crate::RetryBudget) or [`TokenBucket`](crate::TokenBucket)),
     /// as a retry would be; a refusal sends no further copies.
-    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Throttle + 'a>>) -> Self {
+    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Budget + 'a>>) -> Self {
         self.setup.throttle = throttle.into().into();
         self
     }

@@ -74,7 +74,7 @@
 //! # Load, deadlines, breaker
 //!
 //! - Every copy beyond the first is charged to the [`budget`](Hedge::budget)
-//!   like a retry ([`Throttle::try_acquire_retry`](crate::throttle::Throttle::try_acquire_retry));
+//!   like a retry ([`Budget::try_acquire_retry`](crate::budget::Budget::try_acquire_retry));
 //!   a refusal sends no further copies, so hedging cannot amplify an outage
 //!   beyond the budget's share. Finished copies report to the budget as
 //!   attempts do; cancelled ones report nothing.

@@ -10,7 +10,7 @@
 //! type: the same classification the retry quota prices by.
 
 use super::{Policy, PolicyBuilder, PolicyError, Settings, duration};
-use crate::throttle::RetryCause;
+use crate::budget::RetryCause;
 use std::time::Duration;
 
 impl Policy {

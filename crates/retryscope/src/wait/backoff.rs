@@ -1,9 +1,9 @@
 //! The sequence of delays a policy produces.
 
 use super::jitter::Step;
+use crate::budget::RetryCause;
 use crate::policy::Policy;
 use crate::random::JitterRng;
-use crate::throttle::RetryCause;
 use std::time::Duration;
 
 impl Policy {
@@ -31,7 +31,7 @@ impl Policy {
     /// from its base and cap.
     ///
     /// ```
-    /// use retryscope::throttle::RetryCause;
+    /// use retryscope::budget::RetryCause;
     /// use retryscope::{Jitter, JitterRng, Policy};
     /// use std::time::Duration;
     ///

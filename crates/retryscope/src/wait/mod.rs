@@ -19,10 +19,10 @@ pub(crate) mod pace;
 
 pub use backoff::Backoff;
 
+use crate::budget::RetryCause;
 use crate::outcome::StopReason;
 use crate::policy::Policy;
 use crate::random::JitterRng;
-use crate::throttle::RetryCause;
 use crate::verdict::{DelaySource, Hint};
 use std::time::Duration;
 

@@ -49,7 +49,7 @@ use clap::{Args, ValueEnum};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp};
-use retryscope::throttle::Throttle;
+use retryscope::budget::Budget;
 use retryscope::{Jitter, JitterRng, Policy, RetryBudget};
 use serde::Serialize;
 use std::time::Duration;
@@ -246,7 +246,7 @@ struct Run {
     config: CollapseConfig,
     end: Nanos,
     policy: Option<Policy>,
-    throttle: Box<dyn Throttle>,
+    throttle: Box<dyn Budget>,
     clock: VirtualClock,
     queue: EventQueue<Event>,
     requests: Vec<Request>,
@@ -264,7 +264,7 @@ impl Run {
     fn new(config: &CollapseConfig) -> Result<Self, SimError> {
         let clock = VirtualClock::new();
         let engine = |e: &dyn std::fmt::Display| SimError::new(e.to_string());
-        let throttle: Box<dyn Throttle> = match config.strategy {
+        let throttle: Box<dyn Budget> = match config.strategy {
             CollapseStrategy::Budget => {
                 Box::new(RetryBudget::builder().clock(clock.handle()).build().map_err(|e| engine(&e))?)
             }

@@ -1,6 +1,7 @@
-//! Fleet-level protection against retry amplification.
+//! What a budget is to the engine: fleet-level protection against retry
+//! amplification.
 //!
-//! A [`Throttle`] decides whether a retry may start at all, whatever the policy
+//! A [`Budget`] decides whether a retry may start at all, whatever the policy
 //! says. The engine tells it when logical requests start and how attempts end, and
 //! asks it before every retry. Two implementations ship:
 //! [`RetryBudget`](crate::budget::RetryBudget) (retries capped to a fraction of
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 /// Decides whether a retry may start. Shared across tasks and threads; every
 /// method must be cheap and must not block.
-pub trait Throttle: Send + Sync {
+pub trait Budget: Send + Sync {
     /// A logical request started (its first attempt is about to run).
     fn request_started(&self);
     /// An attempt finished; `success` is whether it succeeded.
@@ -61,7 +62,7 @@ pub trait Throttle: Send + Sync {
 }
 
 /// Why a retry (or a hedge's further copy) is wanted: what a throttle that
-/// prices retries by their cause reads ([`Throttle::try_acquire_retry_for`]).
+/// prices retries by their cause reads ([`Budget::try_acquire_retry_for`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RetryCause {
@@ -82,7 +83,7 @@ impl RetryCause {
     ///
     /// ```
     /// use retryscope::ErrorType;
-    /// use retryscope::throttle::RetryCause;
+    /// use retryscope::budget::RetryCause;
     ///
     /// assert_eq!(RetryCause::of(ErrorType::Status(429)), RetryCause::Throttled);
     /// assert_eq!(RetryCause::of(ErrorType::TIMEOUT), RetryCause::Timeout);
