@@ -208,3 +208,89 @@ async fn a_files_in_flight_budget_caps_retries_until_a_reload_turns_it_off() {
         assert!(uncapped > 20, "{integration:?}: {uncapped} retries at once with the budget off");
     }
 }
+
+/// A service that never answers: each request is held until its caller
+/// gives up on it (hyper drops the handler when the connection closes).
+async fn silent(retries: Retries) -> String {
+    /// Counts a retry out when its handler is dropped.
+    struct Held(Retries);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.now.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let app = Router::new().route(
+        "/inventory",
+        get(move |headers: HeaderMap| {
+            let retries = retries.clone();
+            async move {
+                let _held = headers.get("retry-attempt").is_some_and(|n| n != "1").then(|| {
+                    let now = retries.now.fetch_add(1, Ordering::SeqCst) + 1;
+                    retries.peak.fetch_max(now, Ordering::SeqCst);
+                    retries.total.fetch_add(1, Ordering::SeqCst);
+                    Held(retries.clone())
+                });
+                std::future::pending::<StatusCode>().await
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let url = format!("http://{}/inventory", listener.local_addr().expect("bound"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Where the budget meets the timeouts: a service that never answers, each
+/// attempt cut at 100 ms, each call at 1 s. Every call ends by its deadline,
+/// the retries the server holds at once stay within a fifth of the calls
+/// (the floor, 3, or more), and when the calls are over the budget is empty
+/// again — no retry admitted and then timed out is left counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn against_a_service_that_never_answers_the_budget_caps_retries_and_empties() {
+    for integration in BOTH {
+        let retries = Retries::default();
+        let url = silent(retries.clone()).await;
+        let telemetry = Telemetry::install();
+        let policy = Policy::builder()
+            .max_attempts(4)
+            .base_delay(Duration::from_millis(20))
+            .max_delay(Duration::from_millis(20))
+            .jitter(Jitter::None)
+            .attempt_timeout(Duration::from_millis(100))
+            .deadline(Duration::from_secs(1))
+            .build()
+            .expect("valid policy");
+        let setup = Setup::new(policy)
+            .meter(&telemetry)
+            .no_breaker()
+            .no_budget()
+            .guard_per_dependency(InFlightBudget::envoy);
+        let client = Arc::new(integration.client(setup));
+        let started = std::time::Instant::now();
+        let calls: Vec<_> = (0..40)
+            .map(|_| {
+                let (client, url) = (Arc::clone(&client), url.clone());
+                tokio::spawn(async move { client.send(Call::new(http::Method::GET, url)).await })
+            })
+            .collect();
+        for call in calls {
+            assert!(call.await.expect("no panic").is_err(), "{integration:?}: the service never answers");
+        }
+        let took = started.elapsed();
+        let peak = retries.peak.load(Ordering::SeqCst);
+        println!(
+            "{integration:?}, never answering: {peak} retries held at once ({} in all), 40 calls over in {took:?}",
+            retries.total.load(Ordering::SeqCst)
+        );
+        assert!(
+            took < Duration::from_millis(1_500),
+            "{integration:?}: calls outlived their 1 s deadline: {took:?}"
+        );
+        // Forty calls in progress allow eight retries out at once.
+        assert!((3..=8).contains(&peak), "{integration:?}: {peak} retries at once");
+        let dependency = url.trim_start_matches("http://").trim_end_matches("/inventory").to_owned();
+        let gauge = |name| telemetry.gauge_f64(name, &[("retryscope.dependency", dependency.as_str())]);
+        assert_eq!(gauge("retryscope.budget.retries_in_flight"), Some(0.0), "{integration:?}");
+        assert_eq!(gauge("retryscope.budget.retries_in_flight_limit"), Some(3.0), "{integration:?}");
+    }
+}
