@@ -41,10 +41,10 @@ use crate::configured::CallConfig;
 use crate::settings::ClientSettings;
 use retryscope::budget::Budget;
 use retryscope::budget::{BudgetShare, InFlightBudget};
-use retryscope::dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards};
+use retryscope::dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards, and_guard};
 use retryscope::guard::{Gauge, Guard};
 use retryscope::hedge::HedgePolicy;
-use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use retryscope::overload::ConcurrencyLimiter;
 use retryscope::pace::PaceShare;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
@@ -66,11 +66,10 @@ pub struct CodeFactories<T> {
     pub pace_share: Option<Arc<dyn PaceShare>>,
     /// The fleet every retry budget's floor is divided among.
     pub budget_share: Option<Arc<dyn BudgetShare>>,
-    /// The builder's adaptive throttle factory.
-    pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     /// The builder's concurrency limit factory.
     pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    /// The builder's [`Guard`] factory (`guard_per_dependency`).
+    /// The builder's [`Guard`]s: `guard_per_dependency`'s, then the
+    /// adaptive throttle (`adaptive_throttle_per_dependency`), composed.
     pub guard: Option<Factory<Arc<dyn Guard>>>,
     /// The builder's hedging template.
     pub hedge: Option<HedgePolicy>,
@@ -90,9 +89,11 @@ impl<T: Budget + 'static> CodeFactories<T> {
             pacer: settings.pacer.clone(),
             pace_share: settings.pace_share.clone(),
             budget_share: settings.budget_share.clone(),
-            adaptive_throttle: settings.adaptive_throttle.clone(),
             concurrency_limit: settings.concurrency_limit.clone(),
-            guard: settings.guard.clone(),
+            guard: match settings.adaptive_throttle.clone() {
+                Some(throttle) => Some(and_guard(settings.guard.clone(), move || throttle())),
+                None => settings.guard.clone(),
+            },
             hedge: settings.hedge.clone(),
             wrap,
         }
@@ -107,7 +108,6 @@ impl<T: Budget + 'static> CodeFactories<T> {
             .pacer_factory(self.pacer.clone())
             .pace_share(self.pace_share.clone())
             .budget_share(self.budget_share.clone())
-            .adaptive_throttle_factory(self.adaptive_throttle.clone())
             .concurrency_limit_factory(self.concurrency_limit.clone())
             .guard_factory(self.guard.clone())
             .hedge_template(self.hedge.clone())
@@ -135,7 +135,6 @@ impl<T> Clone for CodeFactories<T> {
             pacer: self.pacer.clone(),
             pace_share: self.pace_share.clone(),
             budget_share: self.budget_share.clone(),
-            adaptive_throttle: self.adaptive_throttle.clone(),
             concurrency_limit: self.concurrency_limit.clone(),
             guard: self.guard.clone(),
             hedge: self.hedge.clone(),
@@ -210,7 +209,7 @@ impl<T: Budget + 'static> FileGuards<T> {
         if let Some(meter) = meter {
             // The gauges of the guards a file's sets may have: the code's,
             // and the file's in-flight budget's.
-            let sample = retryscope::dependency::and_guard(inner.code.guard.clone(), InFlightBudget::envoy)();
+            let sample = and_guard(inner.code.guard.clone(), InFlightBudget::envoy)();
             let guard_gauges = Gauge::of(&*sample);
             let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
             let live = move || weak.upgrade().map(|inner| inner.all()).unwrap_or_default();
@@ -397,7 +396,7 @@ impl<T: Budget + 'static> Slot<T> {
         // The file's in-flight budget goes beside the guards code gives (the
         // file cannot see inside those to replace one).
         let guard = match settings.in_flight_budget() {
-            Some(in_flight) => Some(retryscope::dependency::and_guard(code.guard.clone(), move || {
+            Some(in_flight) => Some(and_guard(code.guard.clone(), move || {
                 // Checked when the file loaded: it cannot fail here.
                 in_flight.build().unwrap_or_else(|_| InFlightBudget::envoy())
             })),

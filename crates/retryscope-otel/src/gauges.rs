@@ -9,8 +9,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Meter, ObservableGauge};
 use retryscope::budget::Budget;
 use retryscope::dependency::OVERFLOW;
-use retryscope::guard::Gauge;
-use retryscope::overload::AdaptiveThrottle;
+use retryscope::guard::{Gauge, Worst};
 use std::sync::Arc;
 
 /// Registers `retryscope.breaker.state` (`{state}`: 0 closed, 1 half-open, 2 open)
@@ -116,14 +115,6 @@ pub fn register_guard_gauges<T: Budget + 'static>(
         for guards in pacers() {
             if let Some(rate) = guards.pacer().and_then(retryscope::Pacer::allowed_rate) {
                 observe(rate, guards.label());
-            }
-        }
-    });
-    let throttles = Arc::clone(&live);
-    accept_ratio_gauge(meter, move |observe| {
-        for guards in throttles() {
-            if let Some(ratio) = guards.adaptive_throttle().and_then(AdaptiveThrottle::accept_ratio) {
-                observe(ratio, guards.label());
             }
         }
     });
@@ -234,27 +225,6 @@ pub(crate) fn pace_gauge(
         .build()
 }
 
-/// `retryscope.overload.accepted` with a callback that reports any
-/// number of dependencies: `report` calls `observe(ratio, dependency)` for
-/// each whose adaptive throttle's window holds requests.
-pub(crate) fn accept_ratio_gauge(
-    meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
-) -> ObservableGauge<f64> {
-    meter
-        .f64_observable_gauge(names::OVERLOAD_ACCEPT_RATIO)
-        .with_unit(names::UNIT_RATIO)
-        .with_description(
-            "The share of the client's requests the dependency accepted over the adaptive throttle's window.",
-        )
-        .with_callback(move |gauge| {
-            fold_overflow(&report, f64::min, &mut |ratio, dependency| {
-                gauge.observe(ratio, &attrs(dependency))
-            })
-        })
-        .build()
-}
-
 /// `retryscope.limit.limit` with a callback that reports each dependency's
 /// concurrency limit.
 pub(crate) fn limit_gauge(
@@ -293,8 +263,8 @@ pub(crate) fn in_flight_gauge(
 
 /// `gauge`, one a dependency's [`Guard`](retryscope::guard::Guard) publishes
 /// ([`Guard::gauges`](retryscope::guard::Guard::gauges)), with a callback
-/// that reports it for each dependency (the overflow sets' highest value as
-/// one `_OTHER` series).
+/// that reports it for each dependency (the overflow sets' worst value, as
+/// the gauge says which is, as one `_OTHER` series).
 pub(crate) fn guard_gauge(
     meter: &Meter,
     gauge: &'static Gauge,
@@ -305,7 +275,11 @@ pub(crate) fn guard_gauge(
         .with_unit(gauge.unit)
         .with_description(gauge.description)
         .with_callback(move |observer| {
-            fold_overflow(&report, f64::max, &mut |value, dependency| {
+            let worst = match gauge.worst {
+                Worst::Highest => f64::max,
+                Worst::Lowest => f64::min,
+            };
+            fold_overflow(&report, worst, &mut |value, dependency| {
                 observer.observe(value, &attrs(dependency))
             })
         })

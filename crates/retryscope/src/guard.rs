@@ -64,6 +64,7 @@
 //! ```
 
 use crate::outcome::StopReason;
+use crate::overload::Priority;
 use std::sync::Arc;
 
 /// Admits a call's attempts and hears how each ended. Shared across tasks
@@ -105,6 +106,18 @@ pub struct Gauge {
     pub description: &'static str,
     /// Its unit, e.g. `{retry}`.
     pub unit: &'static str,
+    /// Which of several values is the worst: what one series shows for the
+    /// dependencies past the label bound, which share the label `_OTHER`.
+    pub worst: Worst,
+}
+
+/// Which value of a [`Gauge`] is the worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worst {
+    /// The highest (retries in flight, say).
+    Highest,
+    /// The lowest (an accept ratio, say).
+    Lowest,
 }
 
 impl Gauge {
@@ -122,11 +135,15 @@ impl Gauge {
     }
 }
 
-/// An attempt, as a guard sees it: its number in the call and what it is.
+/// An attempt, as a guard sees it: its number in the call, what it is, the
+/// call's priority, and a random draw for a guard that admits by chance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attempt {
     number: u32,
     kind: Kind,
+    priority: Priority,
+    /// Uniform over `u32`: [`draw`](Self::draw) in `[0, 1)`.
+    draw: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,18 +156,41 @@ enum Kind {
 impl Attempt {
     /// A call's first attempt (or first hedged copy).
     pub const fn first() -> Self {
-        Self { number: 1, kind: Kind::First }
+        Self::of(1, Kind::First)
     }
 
     /// Attempt `number` (from 2), sent after an earlier one failed.
     pub const fn retry(number: u32) -> Self {
-        Self { number, kind: Kind::Retry }
+        Self::of(number, Kind::Retry)
     }
 
     /// Copy `number` (from 2) of a hedged call, sent while earlier copies
     /// are still in flight.
     pub const fn hedge(number: u32) -> Self {
-        Self { number, kind: Kind::Hedge }
+        Self::of(number, Kind::Hedge)
+    }
+
+    /// At the default priority, with a draw of one half.
+    const fn of(number: u32, kind: Kind) -> Self {
+        Self { number, kind, priority: Priority::Critical, draw: u32::MAX / 2 }
+    }
+
+    /// The same attempt of a call at `priority`, with `draw` (uniform over
+    /// `u32`), as the engine hands it to a guard.
+    pub const fn with(self, priority: Priority, draw: u32) -> Self {
+        Self { priority, draw, ..self }
+    }
+
+    /// The call's priority.
+    pub const fn priority(self) -> Priority {
+        self.priority
+    }
+
+    /// A uniform random number in `[0, 1)`, drawn for this admission: from
+    /// the call's seed when it has one ([`Retry::seed`](crate::Retry::seed):
+    /// a seeded call draws the same numbers every run), else from entropy.
+    pub fn draw(self) -> f64 {
+        f64::from(self.draw) / (f64::from(u32::MAX) + 1.0)
     }
 
     /// Its number in the call, from 1.

@@ -41,14 +41,18 @@ impl JitterRng {
     }
 
     /// A uniformly distributed value in `low..=high` (`low` when `high < low`).
-    /// A uniform number in `[0, 1)`, from the top 53 bits of the next value.
-    pub(crate) fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1_u64 << 53) as f64)
-    }
-
     pub(crate) fn between(&mut self, low: u64, high: u64) -> u64 {
         if high <= low { low } else { self.0.random_range(low..=high) }
     }
+}
+
+/// SplitMix64 of `seed` and `n`: a well-mixed 64-bit number, the same for
+/// the same pair, that draws nothing from any generator.
+pub(crate) fn mix(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(n.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl Default for JitterRng {

@@ -9,7 +9,7 @@ use crate::error::RetryError;
 use crate::guard::Guard;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::StopReason;
-use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
+use crate::overload::{ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::Shared;
@@ -169,17 +169,6 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// the pacer with [`Pacer::learn`](crate::Pacer::learn).
     pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
         self.setup.pacer = pacer.into().into();
-        self
-    }
-
-    /// Asks `throttle`, the dependency's client-side adaptive throttle (see
-    /// [`overload`](crate::overload)), before every attempt, and tells it
-    /// which the dependency accepted: an attempt it rejects is not sent, and
-    /// the call stops with
-    /// [`StopReason::RejectedLocally`](crate::StopReason::RejectedLocally).
-    /// A reference, or an `Arc` for a `'static` retry.
-    pub fn adaptive_throttle(mut self, throttle: impl Into<Shared<'a, AdaptiveThrottle>>) -> Self {
-        self.setup.adaptive_throttle = throttle.into().into();
         self
     }
 

@@ -148,7 +148,7 @@ async fn sheddable_calls_are_refused_before_critical_ones() {
             .retry(Policy::builder().max_attempts(1).build().expect("valid"))
             .retry_any_error()
             .priority(priority)
-            .adaptive_throttle(&throttle)
+            .guard(&throttle)
             .seed(seed)
     };
     for seed in 0..20 {

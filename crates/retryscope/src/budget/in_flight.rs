@@ -1,7 +1,7 @@
 //! Envoy's retry budget as a [`Guard`]: see [`InFlightBudget`].
 
 use super::BudgetError;
-use crate::guard::{Admission, Attempt, End, Gauge, Guard};
+use crate::guard::{Admission, Attempt, End, Gauge, Guard, Worst};
 use crate::outcome::StopReason;
 use crate::setting::SettingValue;
 use std::fmt;
@@ -128,6 +128,7 @@ const IN_FLIGHT: Gauge = Gauge {
     name: "retryscope.budget.retries_in_flight",
     description: "Retries and hedge copies of the dependency planned or running now, under its in-flight budget.",
     unit: "{retry}",
+    worst: Worst::Highest,
 };
 
 /// `retryscope.budget.retries_in_flight_limit`: how many may be.
@@ -135,6 +136,7 @@ const IN_FLIGHT_LIMIT: Gauge = Gauge {
     name: "retryscope.budget.retries_in_flight_limit",
     description: "How many retries of the dependency its in-flight budget lets out now: max(min, share x calls in progress).",
     unit: "{retry}",
+    worst: Worst::Highest,
 };
 
 impl Guard for InFlightBudget {

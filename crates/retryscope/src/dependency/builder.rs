@@ -7,7 +7,7 @@ use crate::budget::Budget;
 use crate::budget::BudgetShare;
 use crate::guard::{Gauge, Guard};
 use crate::hedge::HedgePolicy;
-use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use crate::overload::ConcurrencyLimiter;
 use crate::pace::{PaceShare, Pacer};
 use std::fmt;
 use std::sync::{Arc, RwLock};
@@ -21,7 +21,6 @@ pub struct DependencyGuardsBuilder<T> {
     pub(super) pacer: Option<Factory<Pacer>>,
     pub(super) pace_share: Option<Arc<dyn PaceShare>>,
     pub(super) budget_share: Option<Arc<dyn BudgetShare>>,
-    pub(super) adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     pub(super) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     pub(super) guard: Option<Factory<Arc<dyn Guard>>>,
     pub(super) hedge: Option<HedgePolicy>,
@@ -39,7 +38,6 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
             .field("pacer", &self.pacer.is_some())
             .field("pace_share", &self.pace_share)
             .field("budget_share", &self.budget_share)
-            .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("guard", &self.guard.is_some())
             .field("hedge", &self.hedge.is_some())
@@ -84,17 +82,6 @@ impl<T: Budget + 'static> DependencyGuardsBuilder<T> {
     /// shared.
     pub fn budget_share(mut self, share: Option<Arc<dyn BudgetShare>>) -> Self {
         self.budget_share = share;
-        self
-    }
-
-    /// Gives each dependency a client-side adaptive throttle made by `make`.
-    pub fn adaptive_throttle(self, make: impl Fn() -> AdaptiveThrottle + Send + Sync + 'static) -> Self {
-        self.adaptive_throttle_factory(Some(Arc::new(make)))
-    }
-
-    /// Sets (or, with `None`, removes) the shared adaptive throttle factory.
-    pub fn adaptive_throttle_factory(mut self, make: Option<Factory<AdaptiveThrottle>>) -> Self {
-        self.adaptive_throttle = make;
         self
     }
 
@@ -186,7 +173,6 @@ impl<T: Budget + 'static> DependencyGuardsBuilder<T> {
             pacer: self.pacer,
             pace_share: self.pace_share,
             budget_share: self.budget_share,
-            adaptive_throttle: self.adaptive_throttle,
             concurrency_limit: self.concurrency_limit,
             guard: self.guard,
             guard_gauges,

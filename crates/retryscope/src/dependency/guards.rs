@@ -5,7 +5,7 @@ use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
 use crate::guard::Guard;
 use crate::hedge::{Hedge, HedgePolicy};
-use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use crate::overload::ConcurrencyLimiter;
 use crate::pace::Pacer;
 use crate::retry::Retry;
 use crate::shared::Shared;
@@ -21,7 +21,6 @@ pub struct Guards<T> {
     pub(crate) budget: Option<T>,
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) pacer: Option<Pacer>,
-    pub(crate) adaptive_throttle: Option<AdaptiveThrottle>,
     pub(crate) concurrency_limit: Option<ConcurrencyLimiter>,
     pub(crate) guard: Option<Arc<dyn Guard>>,
     pub(crate) hedge: Option<HedgePolicy>,
@@ -52,11 +51,6 @@ impl<T> Guards<T> {
     /// The dependency's pacer, if it has one.
     pub fn pacer(&self) -> Option<&Pacer> {
         self.pacer.as_ref()
-    }
-
-    /// The dependency's client-side adaptive throttle, if it has one.
-    pub fn adaptive_throttle(&self) -> Option<&AdaptiveThrottle> {
-        self.adaptive_throttle.as_ref()
     }
 
     /// The dependency's adaptive concurrency limit, if it has one.
@@ -111,10 +105,6 @@ impl<T: Budget> Guards<T> {
             }
         };
         // Opt-in, so off the default chain above.
-        let call = match self.adaptive_throttle() {
-            Some(throttle) => call.adaptive_throttle(throttle),
-            None => call,
-        };
         let call = match self.concurrency_limit() {
             Some(limiter) => call.concurrency_limit(limiter),
             None => call,
@@ -144,8 +134,6 @@ pub trait Guardable<'a>: sealed::Sealed + Sized {
     fn breaker(self, breaker: &'a CircuitBreaker) -> Self;
     /// Asks `pacer` before every attempt.
     fn pacer(self, pacer: &'a Pacer) -> Self;
-    /// Asks `throttle` before every attempt.
-    fn adaptive_throttle(self, throttle: &'a AdaptiveThrottle) -> Self;
     /// Takes a slot of `limiter` for every attempt.
     fn concurrency_limit(self, limiter: &'a ConcurrencyLimiter) -> Self;
     /// Puts `guard` on the call: every guard written as a
@@ -178,9 +166,6 @@ macro_rules! guardable {
             fn pacer(self, pacer: &'a Pacer) -> Self {
                 <$call>::pacer(self, pacer)
             }
-            fn adaptive_throttle(self, throttle: &'a AdaptiveThrottle) -> Self {
-                <$call>::adaptive_throttle(self, throttle)
-            }
             fn concurrency_limit(self, limiter: &'a ConcurrencyLimiter) -> Self {
                 <$call>::concurrency_limit(self, limiter)
             }
@@ -203,7 +188,6 @@ impl<T> fmt::Debug for Guards<T> {
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
-            .field("adaptive_throttle", &self.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.concurrency_limit.is_some())
             .field("guard", &self.guard.is_some())
             .field("hedge", &self.hedge.is_some())

@@ -11,7 +11,7 @@ use crate::budget::Budget;
 use crate::budget::BudgetShare;
 use crate::guard::{Gauge, Guard};
 use crate::hedge::HedgePolicy;
-use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter};
+use crate::overload::ConcurrencyLimiter;
 use crate::pace::{PaceShare, Pacer};
 use std::collections::HashMap;
 use std::fmt;
@@ -104,7 +104,6 @@ pub(super) struct Registry<T> {
     pub(super) pace_share: Option<Arc<dyn PaceShare>>,
     /// The fleet each new budget's floor is divided among, if any.
     pub(super) budget_share: Option<Arc<dyn BudgetShare>>,
-    pub(super) adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     pub(super) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// Each dependency's [`Guard`]s, composed (see [`DependencyGuardsBuilder::guard`]).
     pub(super) guard: Option<Factory<Arc<dyn Guard>>>,
@@ -123,7 +122,6 @@ impl<T: Budget + 'static> DependencyGuards<T> {
             pacer: None,
             pace_share: None,
             budget_share: None,
-            adaptive_throttle: None,
             concurrency_limit: None,
             guard: None,
             hedge: None,
@@ -316,7 +314,6 @@ impl<T: Budget> Registry<T> {
             budget,
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer,
-            adaptive_throttle: self.adaptive_throttle.as_ref().map(|make| make()),
             concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
             guard: self.guard.as_ref().map(|make| make()),
             hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
@@ -333,7 +330,6 @@ impl<T> fmt::Debug for DependencyGuards<T> {
             .field("budget", &self.inner.budget.is_some())
             .field("breaker", &self.inner.breaker.is_some())
             .field("pacer", &self.inner.pacer.is_some())
-            .field("adaptive_throttle", &self.inner.adaptive_throttle.is_some())
             .field("concurrency_limit", &self.inner.concurrency_limit.is_some())
             .field("hedge", &self.inner.hedge.is_some())
             .finish()

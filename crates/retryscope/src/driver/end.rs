@@ -109,13 +109,6 @@ impl<O: Observer> Driver<'_, O> {
             // Dropping the permit frees a half-open probe slot and records nothing.
             (permit, _) => drop(permit),
         }
-        // The adaptive throttle counts what the dependency accepted: any
-        // answer but a transient failure or a request to slow down.
-        if let Some(throttle) = self.setup.adaptive_throttle.as_deref()
-            && matches!(health, Health::Healthy | Health::Answered)
-        {
-            throttle.accepted();
-        }
         // gRPC's throttling rule: successes earn tokens, transient failures cost
         // one; a permanent error says nothing either way. An attempt the
         // budget charged for is settled as such, so that a quota can refund

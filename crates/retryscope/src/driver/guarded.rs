@@ -7,6 +7,7 @@ use super::{Driver, Flight, Scope};
 use crate::guard::{Admission, Attempt, End};
 use crate::observe::Observer;
 use crate::outcome::StopReason;
+use crate::random::JitterRng;
 use crate::verdict::ErrorType;
 use std::time::{Duration, Instant};
 
@@ -30,11 +31,11 @@ impl<O: Observer> Driver<'_, O> {
             self.observe_operation();
             self.count_request(now);
         }
-        if self.attempts == 0
-            && let Some(guard) = self.setup.guard.as_deref()
-        {
-            match guard.admit(Attempt::first()) {
-                Admission::Go => guarded = Some(Attempt::first()),
+        if self.attempts == 0 && self.setup.guard.is_some() {
+            let first = self.for_guard(Attempt::first());
+            let admission = self.setup.guard.as_deref().map_or(Admission::Go, |guard| guard.admit(first));
+            match admission {
+                Admission::Go => guarded = Some(first),
                 Admission::Refuse(reason) => return Err(reason),
             }
         }
@@ -82,9 +83,12 @@ impl<O: Observer> Driver<'_, O> {
     #[cold]
     #[inline(never)]
     pub(super) fn guard_retry(&mut self) -> Result<(), StopReason> {
-        let Some(guard) = self.setup.guard.as_deref() else { return Ok(()) };
-        let attempt = Attempt::retry(self.attempts + 1);
-        if let Admission::Refuse(reason) = guard.admit(attempt) {
+        if self.setup.guard.is_none() {
+            return Ok(());
+        }
+        let attempt = self.for_guard(Attempt::retry(self.attempts + 1));
+        let admission = self.setup.guard.as_deref().map_or(Admission::Go, |guard| guard.admit(attempt));
+        if let Admission::Refuse(reason) = admission {
             return Err(reason);
         }
         self.guarded = Some(attempt);
@@ -100,5 +104,17 @@ impl<O: Observer> Driver<'_, O> {
         if let (Some(guard), Some(_)) = (self.setup.guard.as_deref(), self.started) {
             guard.call_finished();
         }
+    }
+
+    /// `attempt` as the guard sees it: at the call's priority, with a draw
+    /// for a guard that admits by chance — from the call's seed when it has
+    /// one (the same every run, and apart from the jitter's numbers), else
+    /// from the call's generator.
+    pub(super) fn for_guard(&mut self, attempt: Attempt) -> Attempt {
+        let draw = match self.setup.seed {
+            Some(seed) => crate::random::mix(seed, u64::from(attempt.number())),
+            None => self.rng.get_or_insert_with(JitterRng::from_entropy).next_u64(),
+        };
+        attempt.with(self.setup.priority, (draw >> 32) as u32)
     }
 }

@@ -270,18 +270,6 @@ impl<'a, O: Observer> Driver<'a, O> {
                 remaining
             }
         };
-        // The adaptive throttle counts every attempt meant to be sent, the
-        // ones it rejects too; it is asked before the breaker, so that a
-        // rejected attempt takes no probe slot.
-        if let Some(throttle) = self.setup.adaptive_throttle.as_deref() {
-            let rng = self.rng.get_or_insert_with(|| new_rng(self.setup.seed));
-            // A sheddable attempt draws zero: rejected whenever the throttle
-            // rejects anything.
-            let draw = if self.setup.priority.is_sheddable() { 0.0 } else { rng.unit() };
-            if !throttle.admit(draw) {
-                return Err(StopReason::RejectedLocally);
-            }
-        }
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
         let permit = match self.setup.breaker.as_deref() {

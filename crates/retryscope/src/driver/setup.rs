@@ -4,7 +4,7 @@
 use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
 use crate::guard::Guard;
-use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
+use crate::overload::{ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::{MaybeShared, Shared};
@@ -21,7 +21,6 @@ pub(crate) struct Setup<'a> {
     pub(crate) pacer: MaybeShared<'a, Pacer>,
     /// The client-side adaptive throttle, asked in the admission as the
     /// breaker is.
-    pub(crate) adaptive_throttle: MaybeShared<'a, AdaptiveThrottle>,
     /// The adaptive concurrency limit: a slot is taken when the attempt is
     /// about to be sent (see `Driver::pace`) and given back when it ends.
     pub(crate) limiter: MaybeShared<'a, ConcurrencyLimiter>,
@@ -44,7 +43,6 @@ impl<'a> Setup<'a> {
             throttle: MaybeShared::None,
             breaker: MaybeShared::None,
             pacer: MaybeShared::None,
-            adaptive_throttle: MaybeShared::None,
             limiter: MaybeShared::None,
             guard: MaybeShared::None,
             priority: Priority::Critical,
@@ -57,9 +55,6 @@ impl<'a> Setup<'a> {
     /// an adaptive throttle, a concurrency limit, a [`Guard`]): then no
     /// attempt may start quietly.
     pub(crate) fn admits(&self) -> bool {
-        self.breaker.is_some()
-            || self.adaptive_throttle.is_some()
-            || self.limiter.is_some()
-            || self.guard.is_some()
+        self.breaker.is_some() || self.limiter.is_some() || self.guard.is_some()
     }
 }

@@ -9,7 +9,7 @@ use crate::driver::Setup;
 use crate::driver::hedge::{CopyPolicy, HedgeDriver};
 use crate::guard::Guard;
 use crate::observe::{NoObserver, Observer};
-use crate::overload::{AdaptiveThrottle, ConcurrencyLimiter, Priority};
+use crate::overload::{ConcurrencyLimiter, Priority};
 use crate::pace::Pacer;
 use crate::shared::Shared;
 use crate::sleep::Sleeper;
@@ -123,14 +123,6 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
     /// all (see [the module](super)).
     pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
         self.setup.pacer = pacer.into().into();
-        self
-    }
-
-    /// Asks `throttle`, the dependency's client-side adaptive throttle (see
-    /// [`overload`](crate::overload)), before every copy: a copy it rejects
-    /// is not sent.
-    pub fn adaptive_throttle(mut self, throttle: impl Into<Shared<'a, AdaptiveThrottle>>) -> Self {
-        self.setup.adaptive_throttle = throttle.into().into();
         self
     }
 

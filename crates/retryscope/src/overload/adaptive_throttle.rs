@@ -2,6 +2,8 @@
 //! Overload").
 
 use crate::clock::{Clock, GuardClock, Timeline};
+use crate::guard::{Admission, Attempt, End, Gauge, Guard, Worst};
+use crate::outcome::StopReason;
 use crate::setting::SettingValue;
 use crate::window::SlottedWindow;
 use std::fmt;
@@ -51,10 +53,13 @@ const ACCEPTS: usize = 1;
 /// client sees the dependency come back (the SRE book's formula has none;
 /// [`AdaptiveThrottleBuilder::max_rejection_probability`]`(1.0)` restores it).
 ///
-/// Give one to every call to a dependency ([`Retry::adaptive_throttle`](crate::Retry::adaptive_throttle));
-/// clones share one state. The driver asks it in its one admission, as it asks
-/// the breaker, with the call's own random number generator (seeded with
-/// [`Retry::seed`](crate::Retry::seed) for a reproducible run).
+/// It is a [`Guard`]: give one to every call to a dependency
+/// ([`Retry::guard`](crate::Retry::guard), or per dependency
+/// [`DependencyGuardsBuilder::guard`](crate::dependency::DependencyGuardsBuilder::guard));
+/// clones share one state. It is asked as every guard is — a call's first
+/// attempt before it is sent, a retry at its plan, a hedge's copy when due —
+/// with the attempt's draw ([`Attempt::draw`]: from the call's seed,
+/// [`Retry::seed`](crate::Retry::seed), for a reproducible run).
 ///
 /// ```
 /// use retryscope::clock::ManualClock;
@@ -163,6 +168,41 @@ impl AdaptiveThrottle {
         ((requests - self.inner.k * accepts) / (requests + 1.0)).clamp(0.0, self.inner.max_rejection)
     }
 }
+
+/// The throttle is a [`Guard`]: every attempt it is asked about counts as a
+/// request, rejected ones too; a sheddable attempt draws zero (rejected
+/// whenever the throttle rejects anything); what the dependency accepted —
+/// any answer but a transient failure or a request to slow down — counts as
+/// accepted.
+impl Guard for AdaptiveThrottle {
+    fn admit(&self, attempt: Attempt) -> Admission {
+        let draw = if attempt.priority().is_sheddable() { 0.0 } else { attempt.draw() };
+        match AdaptiveThrottle::admit(self, draw) {
+            true => Admission::Go,
+            false => Admission::Refuse(StopReason::RejectedLocally),
+        }
+    }
+
+    fn settle(&self, _: Attempt, end: End) {
+        if matches!(end, End::Succeeded | End::Answered) {
+            self.accepted();
+        }
+    }
+
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        if let Some(ratio) = self.accept_ratio() {
+            report(&ACCEPTED, ratio);
+        }
+    }
+}
+
+/// The share of requests the dependency accepted, once the window holds any.
+const ACCEPTED: Gauge = Gauge {
+    name: "retryscope.overload.accepted",
+    description: "The share of the client's requests the dependency accepted over the adaptive throttle's window.",
+    unit: "1",
+    worst: Worst::Lowest,
+};
 
 impl Default for AdaptiveThrottle {
     fn default() -> Self {
