@@ -35,7 +35,7 @@ fn observed(
         o.failures.insert(status.to_owned(), first_failed);
         o.retries.insert(status.to_owned(), first_failed);
     }
-    o.latency.insert(1, Quantiles { p50, p95: p50 * tail.sqrt(), p99: p50 * tail });
+    o.latency.insert(1, Quantiles { p50, p95: p50 * tail.sqrt(), p99: p50 * tail, p999: p50 * tail * 1.2 });
     o.longest_outage = Duration::from_secs(outage_s);
     o.held = held;
     o
@@ -57,7 +57,7 @@ proptest! {
     ) {
         let deadline = Duration::from_millis(deadline_ms);
         let o = observed(requests, requests * failed_share, status, p50, tail, outage_s, held);
-        let caller = Caller { deadline: Some(deadline), file_deadline: None, idempotent };
+        let caller = Caller { deadline: Some(deadline), file_deadline: None, idempotent, attempts_in_force: None };
         let advice = rules::advise(&o, &caller);
         let mut all = Vec::new();
         // A call's durations; a guard's windows and cool-down span many calls.
@@ -71,7 +71,18 @@ proptest! {
             prop_assert!(!d.is_zero(), "{key} is zero");
         }
         if let Some(Value::Int(n)) = advice.key("attempts") {
-            prop_assert!((2..=5).contains(n));
+            prop_assert!((1..=5).contains(n));
+        }
+        // The timeout cuts no healthy attempt (p99.9) where one fits in the
+        // deadline, and the attempts sent all fit in it.
+        if let Some(Value::Duration(timeout)) = advice.key("attempt_timeout") {
+            let attempts = match advice.key("attempts") { Some(Value::Int(n)) => *n, _ => 4 };
+            let p999 = Duration::from_secs_f64(o.latency[&1].p999);
+            if p999 <= deadline {
+                prop_assert!(*timeout + Duration::from_millis(1) >= p999, "{timeout:?} under p99.9 {p999:?}");
+            }
+            prop_assert!(*timeout * attempts <= deadline.max(Duration::from_millis(10) * attempts),
+                "{attempts} × {timeout:?} over {deadline:?}");
         }
         let m = writer::match_of(&o.name);
         let text = writer::render(&["test".to_owned()], &[(advice.clone(), m)]);
@@ -91,10 +102,66 @@ fn a_host_and_port_name_is_matched_by_it_under_a_name_the_file_allows() {
     assert_eq!(writer::duration(Duration::from_secs(120)), "2m");
 }
 
+/// Known answers of the attempt timeout rule: 1.5 × p99.9, never below
+/// p99.9, never above deadline / attempts; fewer attempts where p99.9 does not fit.
+#[test]
+fn the_attempt_timeout_cuts_no_healthy_call_and_fits_the_deadline() {
+    let timeout_and_attempts =
+        |deadline_ms: u64, p99: f64, p999: f64, failing: bool, in_force: Option<u32>| {
+            let mut o = observed(10_000.0, if failing { 500.0 } else { 0.0 }, "503", p99 / 4.0, 4.0, 0, 0.0);
+            o.latency.insert(1, Quantiles { p50: p99 / 4.0, p95: p99 / 2.0, p99, p999 });
+            let caller = Caller {
+                deadline: Some(Duration::from_millis(deadline_ms)),
+                file_deadline: None,
+                idempotent: false,
+                attempts_in_force: in_force,
+            };
+            let advice = rules::advise(&o, &caller);
+            let Some(Value::Duration(t)) = advice.key("attempt_timeout") else {
+                panic!("no timeout: {advice:#?}")
+            };
+            let n = match advice.key("attempts") {
+                Some(Value::Int(n)) => Some(*n),
+                _ => None,
+            };
+            (t.as_millis() as u64, n)
+        };
+    // A generous deadline: 1.5 × p99.9 = 150 ms, 3 attempts.
+    assert_eq!(timeout_and_attempts(10_000, 0.095, 0.1, true, None), (150, Some(3)));
+    // p99 near half the deadline (the old rule's min(deadline / 2, 2 × p99) = 500 ms cut
+    // every attempt slower than 500 ms, p99.9 = 700 ms): one attempt, the whole deadline.
+    assert_eq!(timeout_and_attempts(1_000, 0.48, 0.7, true, None), (1000, Some(1)));
+    // p99.9 = 400 ms fits twice, not three times, in 1 s: 2 attempts of 500 ms.
+    assert_eq!(timeout_and_attempts(1_000, 0.3, 0.4, true, None), (500, Some(2)));
+    // Not failing (a heavy tail only): the file in force's 2 attempts are what must fit;
+    // p99.9 = 2 s fits once in 3 s, so 1 attempt is written, of 3 s.
+    let heavy = |p99: f64| {
+        let mut o = observed(10_000.0, 0.0, "503", p99 / 20.0, 20.0, 0, 0.0);
+        o.latency.insert(1, Quantiles { p50: p99 / 20.0, p95: p99 / 4.0, p99, p999: 2.0 });
+        let caller = Caller {
+            deadline: Some(Duration::from_secs(3)),
+            file_deadline: None,
+            idempotent: false,
+            attempts_in_force: Some(2),
+        };
+        rules::advise(&o, &caller)
+    };
+    let a = heavy(1.0);
+    assert_eq!(a.key("attempt_timeout"), Some(&Value::Duration(Duration::from_secs(3))), "{a:#?}");
+    assert_eq!(a.key("attempts"), Some(&Value::Int(1)), "{a:#?}");
+    // No p99.9 known: p99 is the floor, 1.5 × p99 the timeout.
+    assert_eq!(timeout_and_attempts(10_000, 0.2, 0.0, true, None), (300, Some(3)));
+}
+
 #[test]
 fn a_hedge_delay_above_the_deadline_is_not_written() {
     let o = observed(10_000.0, 0.0, "503", 2.0, 100.0, 0, 0.0);
-    let caller = Caller { deadline: Some(Duration::from_secs(1)), file_deadline: None, idempotent: true };
+    let caller = Caller {
+        deadline: Some(Duration::from_secs(1)),
+        file_deadline: None,
+        idempotent: true,
+        attempts_in_force: None,
+    };
     let advice = rules::advise(&o, &caller);
     assert!(advice.key("hedging").is_none(), "{advice:#?}");
     assert!(advice.notes.iter().any(|n| n.contains("no hedge")), "{:?}", advice.notes);

@@ -271,6 +271,7 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
             idempotent: args.idempotent.contains(&o.name)
                 || settings.is_some_and(|s| s.hedge().is_some())
                 || o.hedges > 0.0,
+            attempts_in_force: settings.map(|s| s.policy().max_attempts()),
         };
         let mut a = rules::advise(o, &caller);
         let m = match in_force.matches.get(&o.name) {

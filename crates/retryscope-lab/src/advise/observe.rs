@@ -46,6 +46,8 @@ pub struct Quantiles {
     pub p95: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile: the floor of the attempt timeout (0 where unknown).
+    pub p999: f64,
 }
 
 /// One dependency's figures over the range.
@@ -228,7 +230,7 @@ pub async fn read(scope: &Scope<'_>, cap: usize) -> Result<Vec<Observed>, Advise
     }
 
     // Latency of successful attempts, by attempt number.
-    for (q, set) in [(0.5, 0usize), (0.95, 1), (0.99, 2)] {
+    for (q, set) in [(0.5, 0usize), (0.95, 1), (0.99, 2), (0.999, 3)] {
         let expr = format!(
             "histogram_quantile({q}, {})",
             scope.increase(series::ATTEMPT_BUCKET, "error_type=\"\"", "retryscope_attempt, le")
@@ -257,7 +259,8 @@ pub async fn read(scope: &Scope<'_>, cap: usize) -> Result<Vec<Observed>, Advise
             match set {
                 0 => quantiles.p50 = v,
                 1 => quantiles.p95 = v,
-                _ => quantiles.p99 = v,
+                2 => quantiles.p99 = v,
+                _ => quantiles.p999 = v,
             }
         }
     }

@@ -73,14 +73,21 @@ enum Event {
 
 /// An attempt's latency: the inverse of the recorded quantiles, linear between them.
 fn latency(q: &Quantiles, u: f64) -> f64 {
-    let points = [(0.0, 0.0), (0.5, q.p50), (0.95, q.p95), (0.99, q.p99), (1.0, q.p99 * 1.5)];
+    // Beyond the last known quantile nothing was measured: up to 1.25 × p99.9
+    // where it is known, else up to 1.5 × p99 (stated in the assumptions).
+    let (top_u, top, max) = if q.p999 >= q.p99 && q.p999 > 0.0 {
+        (0.999, q.p999, q.p999 * 1.25)
+    } else {
+        (0.99, q.p99, q.p99 * 1.5)
+    };
+    let points = [(0.0, 0.0), (0.5, q.p50), (0.95, q.p95), (0.99, q.p99), (top_u, top), (1.0, max)];
     for w in points.windows(2) {
         let ((u0, v0), (u1, v1)) = (w[0], w[1]);
-        if u <= u1 {
+        if u <= u1 && u1 > u0 {
             return v0 + (v1 - v0) * (u - u0) / (u1 - u0);
         }
     }
-    q.p99 * 1.5
+    max
 }
 
 /// Replays `o` under `side`; `seed` makes it the same every run.

@@ -11,7 +11,8 @@
 //! | `backoff.throttled_initial`, `throttled_max` | 1 s (at most deadline / 2), cap min(20 s, deadline) — where 429s or rate-limited/held calls were seen | AWS 2026: throttling base 1 s |
 //! | `pacer` | `{ adaptive = true }` where 429s, `rate_limited` refusals or held attempts were seen | DESIGN §5: a rate limit is the dependency's, not one call's; gRPC A6 retry throttling |
 //! | `deadline` | the caller's (`--deadline dep=…`), never above it; unset when not given | DESIGN §2; the source articles: timeouts from the caller's deadline, "not from the slowest observed case" |
-//! | `attempt_timeout` | min(deadline / 2, max(2 × p99 of successful first attempts, 10 ms)) | `Policy::interactive`'s rationale: room in the deadline for one retry after an attempt that never answers; 2 × p99 cuts no healthy call |
+//! | `attempt_timeout` | min(1.5 × p99.9 of successful first attempts (p99 where unknown), deadline / attempts), never below p99.9; where p99.9 does not fit `attempts` times in the deadline, fewer attempts (at least 1) | the source articles: timeouts "derived from the caller's deadline, not from the slowest observed case"; no healthy call cut (the previous min(deadline / 2, 2 × p99) cut them when p99 was near half the deadline) |
+//! | `attempts` (fewer) | lowered where `attempts` × p99.9 is over the deadline | as above: an attempt that cannot finish healthy in its share is not worth sending |
 //! | `retry_statuses` | the engine's transient set (408, 429, 500, 502, 503, 504), written where statuses failed; other 4xx are never retried | DESIGN §2 (classification) |
 //! | `budget` | `{ ratio = 0.1, min_per_second = 10, window = "10s" }` where attempts fail | Google SRE book, ch. 22: per-client retry budget of 10 % of requests; gRPC A6 retry throttling for the same idea |
 //! | `breaker` | `{ failure_ratio = 0.5, min_calls = 20, window = "10s", cool_down = "5s" }` where an outage (failure ratio ≥ 0.5) lasted [`OUTAGE_FOR`] or more | the engine's breaker defaults; retries cannot help through an outage, a breaker stops the load |
@@ -45,6 +46,10 @@ pub const OUTAGE_FOR: Duration = Duration::from_secs(60);
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
 /// A deadline shorter than this (a file in force may write one) is not tuned.
 pub const TUNABLE_DEADLINE: Duration = Duration::from_millis(20);
+/// The attempt timeout's headroom over p99.9 of successful first attempts.
+pub const TIMEOUT_HEADROOM: f64 = 1.5;
+/// `Policy::interactive`'s attempts: what a dependency no file names sends.
+pub const INTERACTIVE_ATTEMPTS: u32 = 4;
 /// The shortest attempt timeout recommended.
 const MIN_TIMEOUT: Duration = Duration::from_millis(10);
 
@@ -57,6 +62,8 @@ pub struct Caller {
     pub file_deadline: Option<Duration>,
     /// Its calls are idempotent (`--idempotent`, hedging in force, or hedges seen).
     pub idempotent: bool,
+    /// The attempts the file in force sends (`None`: `Policy::interactive`'s 4).
+    pub attempts_in_force: Option<u32>,
 }
 
 /// A value of the configuration file.
@@ -241,27 +248,53 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
         return advice;
     }
 
-    // Never above half the deadline, even when that is under MIN_TIMEOUT.
-    let timeout = whole_ms(2.0 * lat.p99).max(MIN_TIMEOUT).min(half);
+    // The attempts the timeout must fit: the SRE book's 3 where attempts
+    // fail (written below), else what the file in force (or the engine's
+    // interactive default) already sends.
+    let wanted_attempts = if failing || rate_limited {
+        SRE_ATTEMPTS.min(A6_MAX_ATTEMPTS)
+    } else {
+        caller.attempts_in_force.unwrap_or(INTERACTIVE_ATTEMPTS).clamp(1, A6_MAX_ATTEMPTS)
+    };
+    let fit = attempt_timeout(&lat, deadline, wanted_attempts);
     advice.keys.push(Key {
         key: "attempt_timeout",
-        value: Value::Duration(timeout),
-        reason: format!(
-            "min({deadline_from} / 2 = {}, 2 × p99 {} = {}): room for one retry after an attempt that never \
-             answers, and no healthy call cut (Policy::interactive's rule)",
-            ms(half),
-            secs(lat.p99),
-            ms(whole_ms(2.0 * lat.p99))
-        ),
+        value: Value::Duration(fit.timeout),
+        reason: fit.reason(deadline_from),
     });
+    let timeout = fit.timeout;
+    if fit.attempts < wanted_attempts && !(failing || rate_limited) {
+        // Fewer than the file in force sends: written, or the timeout would cut healthy calls.
+        advice.keys.push(Key {
+            key: "attempts",
+            value: Value::Int(fit.attempts),
+            reason: format!(
+                "{wanted_attempts} attempts of at least p99.9 = {} do not fit in the deadline {}: {} (no healthy call cut \
+                 beats one more attempt that is cut anyway)",
+                ms(fit.floor),
+                ms(deadline),
+                fit.attempts
+            ),
+        });
+    }
     if failing || rate_limited {
         advice.keys.push(Key {
             key: "attempts",
-            value: Value::Int(SRE_ATTEMPTS.min(A6_MAX_ATTEMPTS)),
+            value: Value::Int(fit.attempts),
             reason: format!(
                 "{:.2} % of first attempts failed: 3 attempts per request (Google SRE book, ch. 22), \
-                 within gRPC A6's limit of 5",
-                first_failure * 100.0
+                 within gRPC A6's limit of 5{}",
+                first_failure * 100.0,
+                if fit.attempts < wanted_attempts {
+                    format!(
+                        "; {} here: {wanted_attempts} attempts of at least p99.9 = {} do not fit in the deadline {}",
+                        fit.attempts,
+                        ms(fit.floor),
+                        ms(deadline)
+                    )
+                } else {
+                    String::new()
+                }
             ),
         });
         let initial = AWS_TRANSIENT_BASE.min(quarter);
@@ -387,6 +420,68 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
         }
     }
     advice
+}
+
+/// The attempt timeout, and the attempts it lets fit in the deadline.
+#[derive(Debug, Clone, Copy)]
+struct Fit {
+    timeout: Duration,
+    attempts: u32,
+    /// p99.9 of successful first attempts (p99 where unknown), whole ms: never cut.
+    floor: Duration,
+    /// `TIMEOUT_HEADROOM` × the floor.
+    wanted: Duration,
+    /// The deadline divided by the attempts wanted.
+    share: Duration,
+    /// Which quantile the floor is.
+    quantile: &'static str,
+}
+
+impl Fit {
+    fn reason(&self, deadline_from: &str) -> String {
+        let cut = if self.floor > self.share {
+            format!(
+                " (the {} is over the deadline itself: calls that slow are cut by the deadline, whatever this says)",
+                self.quantile
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{TIMEOUT_HEADROOM} × {} {} = {}, never below the {} itself, never above {deadline_from} / {} attempts = \
+             {}: no healthy attempt is cut, and every attempt fits in the deadline. Derived from the caller's \
+             deadline, not from the slowest observed case (the source articles); the trade: an attempt that never \
+             answers is waited on up to {} instead of 2 × p99, which a retry budget and the deadline bound{cut}",
+            self.quantile,
+            ms(self.floor),
+            ms(self.wanted),
+            self.quantile,
+            self.attempts,
+            ms(self.share),
+            ms(self.timeout)
+        )
+    }
+}
+
+/// The attempt timeout rule: `TIMEOUT_HEADROOM` × p99.9 of successful first
+/// attempts (p99 where p99.9 is unknown), never below p99.9, never above
+/// `deadline / attempts`; where p99.9 does not fit `attempts` times in the
+/// deadline, fewer attempts (at least one), so that no healthy call is cut.
+fn attempt_timeout(lat: &Quantiles, deadline: Duration, attempts: u32) -> Fit {
+    let (floor_s, quantile) =
+        if lat.p999 > 0.0 && lat.p999 >= lat.p99 { (lat.p999, "p99.9") } else { (lat.p99, "p99 (no p99.9)") };
+    let floor = whole_ms(floor_s);
+    let wanted = whole_ms(TIMEOUT_HEADROOM * floor_s);
+    let deadline_ms = deadline.as_millis().max(1);
+    let share_of = |n: u32| Duration::from_millis((deadline_ms / u128::from(n.max(1))) as u64);
+    // As many attempts as fit, each at least the floor: at most those wanted, at least one.
+    let fits = (deadline_ms / floor.as_millis().max(1)).min(u128::from(attempts)) as u32;
+    let attempts = fits.max(1);
+    let share = share_of(attempts);
+    // Never below the floor unless the floor is over the whole deadline,
+    // where the deadline cuts those calls whatever the timeout says.
+    let timeout = wanted.min(share);
+    Fit { timeout, attempts, floor, wanted, share, quantile }
 }
 
 /// p99 / p50, 1 when the median is zero.
