@@ -179,7 +179,7 @@ fn flaky() -> Observed {
 fn side(attempts: u32, budget: Option<retryscope_config::BudgetSettings>) -> replay::Side {
     let policy =
         retryscope::Policy::interactive().to_builder().max_attempts(attempts).build().expect("policy");
-    replay::Side { policy, budget, breaker: None }
+    replay::Side { policy, budget, breaker: None, hedge: None }
 }
 
 #[test]

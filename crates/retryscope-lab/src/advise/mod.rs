@@ -14,7 +14,9 @@
 
 pub mod error;
 pub mod observe;
+pub mod output;
 pub mod prom;
+pub mod recovery;
 pub mod replay;
 pub mod rules;
 pub mod writer;
@@ -58,12 +60,18 @@ pub struct AdviseArgs {
     /// A dependency whose calls are idempotent (repeatable): only those are hedged.
     #[arg(long = "idempotent", value_name = "NAME")]
     pub idempotent: Vec<String>,
-    /// Where the file is written.
-    #[arg(long, value_name = "FILE")]
+    /// Where the file is written; a directory (existing, or ending in `/`):
+    /// `advised.toml`, `replay.json` and `replay.svg` in it.
+    #[arg(long, value_name = "FILE|DIR")]
     pub out: PathBuf,
-    /// Where the replay's figures go as JSON, one object per replayed dependency.
+    /// Where the replay's figures go as JSON: the model's assumptions, and one
+    /// object per replayed dependency.
     #[arg(long, value_name = "FILE")]
     pub replay_json: Option<PathBuf>,
+    /// Where the replay's chart goes as SVG: calls answered step by step, in
+    /// force and recommended, one panel per replayed dependency.
+    #[arg(long, value_name = "FILE")]
+    pub replay_svg: Option<PathBuf>,
 }
 
 /// What a run found and wrote.
@@ -75,6 +83,8 @@ pub struct Report {
     pub text: String,
     /// Each tuned dependency replayed in force and recommended.
     pub replays: Vec<replay::Compared>,
+    /// Where the file, the JSON and the SVG were written.
+    pub paths: output::Paths,
 }
 
 /// `30m`, `6h`, `90s`, `2d`, `500ms`.
@@ -296,22 +306,22 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
         "(crates/retryscope-lab/src/advise/rules.rs). Review it, check it with".to_owned(),
         "`retryscope check-config`, then reload it.".to_owned(),
     ];
+    let paths = output::Paths::of(&args.out, args.replay_json.as_deref(), args.replay_svg.as_deref())?;
+    let shown = paths.config.display().to_string();
     let first = writer::render(&header, &advice);
-    let written = writer::check(&first, &args.out.display().to_string()).map_err(AdviseError::Config)?;
+    let written = writer::check(&first, &shown).map_err(AdviseError::Config)?;
     let replays = prove(&mut advice, &observed, &in_force, &written, &deadlines);
     let text = writer::render(&header, &advice);
-    writer::check(&text, &args.out.display().to_string()).map_err(AdviseError::Config)?;
-    std::fs::write(&args.out, &text)
-        .map_err(|source| AdviseError::Io { what: format!("writing {}", args.out.display()), source })?;
-    if let Some(path) = &args.replay_json {
-        let json = serde_json::to_string_pretty(&replays).map_err(|e| AdviseError::Io {
-            what: format!("writing {}", path.display()),
-            source: std::io::Error::other(e),
-        })?;
-        std::fs::write(path, json + "\n")
-            .map_err(|source| AdviseError::Io { what: format!("writing {}", path.display()), source })?;
+    writer::check(&text, &shown).map_err(AdviseError::Config)?;
+    std::fs::write(&paths.config, &text)
+        .map_err(|source| AdviseError::Io { what: format!("writing {shown}"), source })?;
+    if let Some(path) = &paths.json {
+        output::json(path, &replays)?;
     }
-    Ok(Report { advice, text, replays })
+    if let Some(path) = &paths.svg {
+        output::svg(path, &replays)?;
+    }
+    Ok(Report { advice, text, replays, paths })
 }
 
 /// Replays every dependency given keys under the configuration in force and
