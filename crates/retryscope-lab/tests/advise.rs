@@ -19,7 +19,9 @@ fn out(name: &str) -> PathBuf {
 fn args(url: &str, range: String, selector: &str, out: PathBuf) -> AdviseArgs {
     AdviseArgs {
         prometheus: url.to_owned(),
-        range,
+        range: Some(range),
+        start: None,
+        end: None,
         selector: selector.to_owned(),
         config: None,
         deadlines: vec!["blips.internal=2s".to_owned()],
@@ -310,6 +312,41 @@ fn ranges_and_deadlines_that_cannot_be_read_are_refused_before_any_query() {
             "{bad}"
         );
     }
+    // RFC 3339 as well as unix seconds, for --start and --end.
+    let window = |r: Option<&str>, s: Option<&str>, e: Option<&str>| advise::range::window(r, s, e, 2e9);
+    assert_eq!(
+        window(None, Some("2026-12-05T03:00:00Z"), Some("2026-12-05T04:30:00+01:00")).ok(),
+        Some((1_796_441_400.0, Duration::from_secs(1800)))
+    );
+    assert_eq!(
+        window(None, Some("1796437800.5"), Some("1796441400")).ok(),
+        Some((1_796_441_400.0, Duration::from_secs(3599)))
+    );
+    assert_eq!(
+        window(Some("30m"), None, Some("2026-12-05T03:30:00.000Z")).ok(),
+        Some((1_796_441_400.0, Duration::from_secs(1800)))
+    );
+    assert_eq!(window(Some("30m"), None, None).map(|w| w.0).ok(), Some(2e9));
+    // Bad values and combinations: refused naming the flag, and saying what is accepted.
+    let refusal = |r, s, e| window(r, s, e).expect_err("refused").to_string();
+    let e = refusal(None, Some("2026-13-05T03:00:00Z"), None);
+    assert!(e.starts_with("--start: \"2026-13-05T03:00:00Z\" is neither an RFC 3339 timestamp"), "{e}");
+    let e = refusal(None, Some("2026-12-05T03:00:00Z"), Some("yesterday"));
+    assert!(e.starts_with("--end: \"yesterday\" is neither"), "{e}");
+    assert!(refusal(None, Some("2026-12-05 03:00"), None).contains("RFC 3339"));
+    assert!(
+        refusal(None, Some("2026-12-05T04:00:00Z"), Some("2026-12-05T03:00:00Z"))
+            .contains("not before the end")
+    );
+    assert!(refusal(Some("30m"), Some("2026-12-05T03:00:00Z"), None).contains("not both"));
+    assert!(refusal(None, None, None).starts_with("--range: no range"));
+    assert!(refusal(Some("100,400"), None, Some("500")).starts_with("--end:"));
+    // Under a minute, from timestamps as from a duration.
+    assert!(
+        refusal(None, Some("2026-12-05T03:00:00Z"), Some("2026-12-05T03:00:30Z"))
+            .contains("1 minute to 31 days")
+    );
+
     let mut a = args("http://127.0.0.1:1", "1h".to_owned(), "job=\"x\"", out("args"));
     a.deadlines = vec!["blips.internal".to_owned()];
     assert!(matches!(advise::run(&a), Err(AdviseError::Argument { flag: "--deadline", .. })));

@@ -16,12 +16,14 @@ pub mod error;
 pub mod observe;
 pub mod output;
 pub mod prom;
+pub mod range;
 pub mod recovery;
 pub mod replay;
 pub mod rules;
 pub mod writer;
 
 pub use error::AdviseError;
+pub use range::{parse_duration, parse_range};
 
 use clap::Args;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,9 +46,16 @@ pub struct AdviseArgs {
     /// The Prometheus to read (`http://127.0.0.1:9090`).
     #[arg(long, value_name = "URL")]
     pub prometheus: String,
-    /// The range: a duration ending now (`30m`, `6h`, `2d`), or `START,END` in unix seconds.
+    /// The range: a duration ending now, or at `--end` (`30m`, `6h`, `2d`), or
+    /// `START,END` in unix seconds. Or give `--start` instead.
     #[arg(long, value_name = "RANGE")]
-    pub range: String,
+    pub range: Option<String>,
+    /// The range's start: an RFC 3339 timestamp (`2026-12-05T03:00:00Z`) or unix seconds.
+    #[arg(long, value_name = "TIME")]
+    pub start: Option<String>,
+    /// The range's end (default: now): an RFC 3339 timestamp or unix seconds.
+    #[arg(long, value_name = "TIME")]
+    pub end: Option<String>,
     /// The service's series: a selector's matchers (`job="checkout"`, braces optional).
     #[arg(long, value_name = "SELECTOR")]
     pub selector: String,
@@ -85,49 +94,6 @@ pub struct Report {
     pub replays: Vec<replay::Compared>,
     /// Where the file, the JSON and the SVG were written.
     pub paths: output::Paths,
-}
-
-/// `30m`, `6h`, `90s`, `2d`, `500ms`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = text.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let unit_ms: u64 = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    n.checked_mul(unit_ms).map(Duration::from_millis).filter(|d| !d.is_zero())
-}
-
-/// `(end, length)` of `--range`, relative to `now` (unix seconds).
-pub fn parse_range(text: &str, now: f64) -> Result<(f64, Duration), AdviseError> {
-    let bad = |why: String| AdviseError::Argument { flag: "--range", why };
-    let (end, window) = match text.split_once(',') {
-        Some((start, end)) => {
-            let start: f64 =
-                start.trim().parse().map_err(|_| bad(format!("{start:?} is not unix seconds")))?;
-            let end: f64 = end.trim().parse().map_err(|_| bad(format!("{end:?} is not unix seconds")))?;
-            if !(start.is_finite() && end.is_finite() && end > start) {
-                return Err(bad(format!("{text:?}: the end must come after the start")));
-            }
-            (end, Duration::from_secs_f64(end - start))
-        }
-        None => {
-            let d = parse_duration(text)
-                .ok_or_else(|| bad(format!("{text:?} is neither a duration (30m) nor START,END")))?;
-            (now, d)
-        }
-    };
-    if window < Duration::from_secs(60) || window > MAX_RANGE {
-        return Err(bad(format!("{} s: a range is 1 minute to 31 days", window.as_secs())));
-    }
-    // Whole seconds: PromQL's range selector is written in them.
-    Ok((end, Duration::from_secs(window.as_secs())))
 }
 
 /// The selector's matchers, without braces.
@@ -247,7 +213,8 @@ fn fit_to_rule(advice: &mut rules::Advice, keys: &[(String, String)]) {
 /// Reads, advises and writes `args.out`; the report of what was written.
 pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    let (end, window) = parse_range(&args.range, now)?;
+    let (end, window) =
+        range::window(args.range.as_deref(), args.start.as_deref(), args.end.as_deref(), now)?;
     let matchers = matchers(&args.selector)?;
     let deadlines = deadlines(&args.deadlines)?;
     let in_force = match &args.config {
