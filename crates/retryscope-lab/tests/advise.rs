@@ -80,12 +80,20 @@ fn each_generated_dependency_gets_what_its_rule_must_give() {
     assert_eq!(*timeout, Duration::from_millis(150));
     assert!(blips.key("breaker").is_none() && blips.key("pacer").is_none() && blips.key("hedging").is_none());
 
+    // The caller's 2 s deadline: an interactive caller, critical.
+    assert_eq!(blips.key("priority"), Some(&Value::Name("critical")));
+
     // A 10-minute outage: a breaker.
     let ledger = advice("ledger.internal");
     let breaker = table(ledger.key("breaker"));
     assert_eq!(get(&breaker, "failure_ratio"), Value::Float(0.5));
     assert!(ledger.key("budget").is_some());
     assert!(ledger.observed.iter().any(|l| l.contains("longest outage")), "{:?}", ledger.observed);
+    // No deadline given, 3 attempts at most: nothing says who waits, no priority.
+    assert!(
+        ledger.key("priority").is_none()
+            && ledger.notes.iter().any(|n| n.starts_with("priority not written"))
+    );
 
     // 429s: the throttled curve from 1 s, and the pacer.
     let quota = advice("quota.internal");

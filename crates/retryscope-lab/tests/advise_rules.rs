@@ -200,3 +200,52 @@ fn a_replay_answers_more_calls_with_retries_and_says_when_a_recommendation_is_wo
     // The same seed replays the same figures.
     assert_eq!(replay::replay(&o, &side(4, None), None, 42).expect("replays"), four);
 }
+
+#[test]
+fn priority_is_sheddable_for_a_batch_caller_critical_for_an_interactive_one_and_unsaid_otherwise() {
+    let o = flaky();
+    let with = |deadline: Option<u64>, o: &Observed| {
+        let caller = Caller {
+            deadline: deadline.map(Duration::from_secs),
+            file_deadline: None,
+            idempotent: false,
+            attempts_in_force: None,
+        };
+        rules::advise(o, &caller)
+    };
+    assert_eq!(with(Some(600), &o).key("priority"), Some(&Value::Name("sheddable")));
+    assert_eq!(with(Some(60), &o).key("priority"), Some(&Value::Name("sheddable")));
+    assert_eq!(with(Some(15), &o).key("priority"), Some(&Value::Name("critical")));
+    // 30 s: neither; no deadline: the data cannot tell.
+    let a = with(Some(30), &o);
+    assert!(
+        a.key("priority").is_none() && a.notes.iter().any(|n| n.starts_with("priority not written")),
+        "{a:#?}"
+    );
+    assert!(with(None, &o).key("priority").is_none());
+    // Operations that took 8 attempts: a background policy's.
+    let mut batch = flaky();
+    batch.operations.insert("8".to_owned(), 12.0);
+    assert_eq!(with(None, &batch).key("priority"), Some(&Value::Name("sheddable")));
+}
+
+#[test]
+fn a_hedge_in_the_replay_cuts_the_tail_and_adds_load() {
+    // The heavy tail: p50 18 ms, p95 225 ms, p99 2 s, p99.9 2.4 s; nothing fails.
+    let mut o = observed(6_000.0, 0.0, "503", 0.018, 1.0, 0, 0.0);
+    o.latency.insert(1, Quantiles { p50: 0.018, p95: 0.225, p99: 2.0, p999: 2.4 });
+    o.window = Duration::from_secs(600);
+    o.timeline_step = 15.0;
+    o.timeline = vec![0.0; 41];
+    let plain = replay::replay(&o, &side(3, None), None, 7).expect("replays");
+    let mut hedged_side = side(3, None);
+    hedged_side.hedge =
+        Some(retryscope_config::HedgeSettings { max_copies: 2, delay: Duration::from_millis(225) });
+    let hedged = replay::replay(&o, &hedged_side, None, 7).expect("replays");
+    // The copy after p95 answers most of the slowest 5 %: p99 falls from ~2 s to
+    // under a second; about 5 % more attempts (the copies).
+    assert!(plain.p99 > 1.5 && hedged.p99 < 1.0, "{} → {}", plain.p99, hedged.p99);
+    assert!((1.03..1.08).contains(&hedged.amplification), "{}", hedged.amplification);
+    assert!((plain.amplification - 1.0).abs() < 1e-9);
+    assert!(plain.recovery.is_none(), "no outage recorded, no recovery");
+}

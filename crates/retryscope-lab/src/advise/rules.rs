@@ -17,7 +17,7 @@
 //! | `budget` | `{ ratio = 0.1, min_per_second = 10, window = "10s" }` where attempts fail | Google SRE book, ch. 22: per-client retry budget of 10 % of requests; gRPC A6 retry throttling for the same idea |
 //! | `breaker` | `{ failure_ratio = 0.5, min_calls = 20, window = "10s", cool_down = "5s" }` where an outage (failure ratio ≥ 0.5) lasted [`OUTAGE_FOR`] or more | the engine's breaker defaults; retries cannot help through an outage, a breaker stops the load |
 //! | `hedging` | `{ max_copies = 2, delay = p95 }` for idempotent calls whose p99/p50 ≥ [`HEAVY_TAIL`], when p95 is under the attempt timeout | Dean & Barroso, "The Tail at Scale" (CACM 2013): defer the second request until the first has been out longer than the 95th-percentile latency, ≈ 5 % more load |
-//! | `priority` | not recommended: the series carry priority only on refusals, which says nothing of what a call is worth | — |
+//! | `priority` | `sheddable` where the caller's deadline (or the file in force's) is [`BACKGROUND_DEADLINE`] or more, or operations took more than 5 attempts (a background policy's); `critical` where that deadline is 15 s or less; not written where neither is known (the series carry priority only on refusals, which says nothing of what a call is worth) | Google SRE book, ch. 21 "Handling Overload" (criticality: batch traffic SHEDDABLE, shed first; user-facing CRITICAL); the seeds' `Policy::background` and `Policy::interactive` deadlines |
 
 use super::observe::{Observed, Quantiles};
 use std::time::Duration;
@@ -46,6 +46,9 @@ pub const OUTAGE_FOR: Duration = Duration::from_secs(60);
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
 /// A deadline shorter than this (a file in force may write one) is not tuned.
 pub const TUNABLE_DEADLINE: Duration = Duration::from_millis(20);
+/// A deadline this long or longer is a background or batch caller's
+/// (`Policy::background`'s is 10 minutes, `Policy::interactive`'s 15 s).
+pub const BACKGROUND_DEADLINE: Duration = Duration::from_secs(60);
 /// The attempt timeout's headroom over p99.9 of successful first attempts.
 pub const TIMEOUT_HEADROOM: f64 = 1.5;
 /// `Policy::interactive`'s attempts: what a dependency no file names sends.
@@ -419,7 +422,50 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
             ));
         }
     }
+    priority(o, caller, &mut advice);
     advice
+}
+
+/// The priority rule: what the caller is, from its deadline and the attempts
+/// its operations took; nothing where that cannot tell.
+fn priority(o: &Observed, caller: &Caller, advice: &mut Advice) {
+    let given = caller.deadline.or(caller.file_deadline);
+    let most = o.operations.keys().filter_map(|k| k.parse::<u32>().ok()).max().unwrap_or(0);
+    let (value, why) = if let Some(d) = given.filter(|d| *d >= BACKGROUND_DEADLINE) {
+        (
+            "sheddable",
+            format!(
+                "a deadline of {} (≥ {} s): a background or batch caller",
+                ms(d),
+                BACKGROUND_DEADLINE.as_secs()
+            ),
+        )
+    } else if most > A6_MAX_ATTEMPTS {
+        (
+            "sheddable",
+            format!(
+                "operations took up to {most} attempts (> {A6_MAX_ATTEMPTS}): a background policy's retries"
+            ),
+        )
+    } else if let Some(d) = given.filter(|d| *d <= DEFAULT_DEADLINE) {
+        ("critical", format!("a deadline of {} (≤ 15 s): an interactive caller waits on it", ms(d)))
+    } else {
+        advice.notes.push(
+            "priority not written: neither a deadline (--deadline, or the file in force) nor the attempts \
+             operations took say whether a user waits on these calls or a batch does"
+                .to_owned(),
+        );
+        return;
+    };
+    advice.keys.push(Key {
+        key: "priority",
+        value: Value::Name(value),
+        reason: format!(
+            "{why}: {value} (Google SRE book, ch. 21 \"Handling Overload\": batch traffic is SHEDDABLE and shed \
+             first, user-facing CRITICAL; the seeds' Policy::background (10 min) and Policy::interactive (15 s) \
+             deadlines tell the two apart)"
+        ),
+    });
 }
 
 /// The attempt timeout, and the attempts it lets fit in the deadline.
