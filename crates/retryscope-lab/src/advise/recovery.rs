@@ -1,9 +1,9 @@
 //! Time to recover, and the step-by-step timeline, of one replay.
 //!
 //! **Time to recover**, as every report states it: the recorded outage is the
-//! longest run of timeline steps whose attempt failure ratio is at or above
-//! [`OUTAGE_RATIO`] (`[first step's start, last step's end)` in the replay's
-//! time). The pre-outage level is the share of calls answered among those
+//! longest run of timeline points whose attempt failure ratio is at or above
+//! [`OUTAGE_RATIO`]; a point ends the step it measures, so a run of points
+//! `a..b` is the replay's `[(a − 1) · step, (b − 1) · step)`. The pre-outage level is the share of calls answered among those
 //! started in the [`PRE_WINDOW`] before the outage (fewer seconds where the
 //! range starts later). The dependency has recovered at the first whole second
 //! `s` at or after the outage's end from which the calls started in
@@ -49,10 +49,12 @@ pub fn outage(o: &Observed) -> Option<(f64, f64)> {
             _ => {}
         }
     }
-    best.map(|(a, b)| (a as f64 * step, b as f64 * step))
+    best.map(|(a, b)| (a.saturating_sub(1) as f64 * step, (b - 1) as f64 * step))
 }
 
-/// The recovery of calls `(start s, answered, attempts sent)`, in start order.
+/// The recovery of calls `(start s, answered, attempts sent)`, in start order;
+/// `None` where no outage was recorded, no call came before it, or less than
+/// a step of calls came after it (nothing to measure).
 pub fn recovery(o: &Observed, calls: &[(f64, bool, u32)]) -> Option<Recovery> {
     let (start, end) = outage(o)?;
     let step = o.timeline_step.max(1.0);
@@ -69,6 +71,9 @@ pub fn recovery(o: &Observed, calls: &[(f64, bool, u32)]) -> Option<Recovery> {
     };
     let pre_outage = share((start - PRE_WINDOW).max(0.0), start)?;
     let last = calls.last().map_or(end, |c| c.0);
+    if last + 1.0 < end + step {
+        return None;
+    }
     let mut s = end;
     let mut seconds = None;
     while s + step <= last + 1.0 {
@@ -115,16 +120,20 @@ mod tests {
     #[test]
     fn the_longest_outage_run_is_found_and_recovery_is_measured_from_its_end() {
         let o = observed(vec![0.0, 0.6, 0.0, 0.9, 1.0, 0.0, 0.0, 0.0]);
-        assert_eq!(outage(&o), Some((30.0, 50.0)));
+        // Points 3 and 4 measure the steps before them: [20 s, 40 s).
+        assert_eq!(outage(&o), Some((20.0, 40.0)));
         // One call a second: answered before, failing in the outage and for 7 s after it.
         let calls: Vec<(f64, bool, u32)> =
-            (0..80).map(|t| (f64::from(t), !(30..57).contains(&t) && t != 12, 1)).collect();
+            (0..80).map(|t| (f64::from(t), !(20..47).contains(&t) && t != 12, 1)).collect();
         let r = recovery(&o, &calls).expect("an outage");
-        assert!((r.pre_outage - 29.0 / 30.0).abs() < 1e-9, "{r:?}");
+        assert!((r.pre_outage - 19.0 / 20.0).abs() < 1e-9, "{r:?}");
         assert_eq!(r.seconds, Some(7.0), "{r:?}");
         // Never back: None.
-        let never: Vec<(f64, bool, u32)> = (0..80).map(|t| (f64::from(t), t < 30, 1)).collect();
-        assert_eq!(recovery(&o, &never).and_then(|r| r.seconds), None);
+        let never: Vec<(f64, bool, u32)> = (0..80).map(|t| (f64::from(t), t < 20, 1)).collect();
+        let r = recovery(&o, &never).expect("an outage");
+        assert_eq!(r.seconds, None);
+        // No step of calls after the outage: nothing measured.
+        assert!(recovery(&o, &calls[..45]).is_none());
         // No outage recorded: no recovery to measure.
         assert!(recovery(&observed(vec![0.1; 8]), &calls).is_none());
     }

@@ -21,7 +21,9 @@ use std::time::Duration;
 /// The model's assumptions, as the report states them.
 pub const ASSUMPTIONS: &[&str] = &[
     "calls arrive evenly at the observed request rate (at most 200,000 over the range); each attempt fails with \
-     the attempt failure ratio recorded for its step (a minute's ratio, steps of at least 15 s), independently",
+     the attempt failure ratio recorded for its step (a minute's ratio, steps of at least 15 s), independently \
+     (a quick retry within an outage fails or not as any attempt does: the series' minute ratios cannot say \
+     whether the dependency was down for part of a step or failed a share of all its calls)",
     "an attempt's latency is drawn from the recorded quantiles of successful first attempts (linear between p50, \
      p95, p99, p99.9, up to 1.25 × p99.9, or 1.5 × p99 where p99.9 is unknown), failed or not; an attempt longer \
      than its timeout fails at the timeout",
@@ -37,7 +39,8 @@ pub const ASSUMPTIONS: &[&str] = &[
      capacity), so amplification is what a configuration adds, not what the dependency would do with it",
     "time to recover: from the end of the longest recorded run of steps with attempt failure ratio >= 0.5, until \
      the calls started in one step's window are answered within 1 point of the share answered in the 5 minutes \
-     before that run ('-': no such run; 'never': not within the range)",
+     before that run ('-': no such run, or no step of calls after it in the range; 'never': not back within the \
+     range); a point of the recorded timeline is taken as the failure ratio of the step before it",
     "priority is not modelled: one dependency's calls are all of one caller",
 ];
 
@@ -257,7 +260,9 @@ pub fn replay(o: &Observed, side: &Side, caller: Option<Duration>, seed: u64) ->
         permits.push(permit);
         sent += 1;
         (c.sent, c.copies, c.out) = (c.sent + 1, c.copies + 1, c.out + 1);
-        let i = ((now as f64 / 1e9) / step) as usize;
+        // The timeline's point i, at i steps from the range's start, is the
+        // ratio of the minute before it: the moment is the next point's.
+        let i = ((now as f64 / 1e9) / step).ceil() as usize;
         let p = o.timeline.get(i).copied().unwrap_or(0.0);
         let fails = rng.random::<f64>() < p;
         let throttled = fails && rng.random::<f64>() < throttled_share;

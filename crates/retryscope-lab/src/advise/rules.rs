@@ -19,8 +19,13 @@
 //! | `hedging` | `{ max_copies = 2, delay = p95 }` for idempotent calls whose p99/p50 ≥ [`HEAVY_TAIL`], when p95 is under the attempt timeout | Dean & Barroso, "The Tail at Scale" (CACM 2013): defer the second request until the first has been out longer than the 95th-percentile latency, ≈ 5 % more load |
 //! | `priority` | `sheddable` where the caller's deadline (or the file in force's) is [`BACKGROUND_DEADLINE`] or more, or operations took more than 5 attempts (a background policy's); `critical` where that deadline is 15 s or less; not written where neither is known (the series carry priority only on refusals, which says nothing of what a call is worth) | Google SRE book, ch. 21 "Handling Overload" (criticality: batch traffic SHEDDABLE, shed first; user-facing CRITICAL); the seeds' `Policy::background` and `Policy::interactive` deadlines |
 
+mod priority;
+mod timeout;
+
 use super::observe::{Observed, Quantiles};
+use priority::priority;
 use std::time::Duration;
+use timeout::attempt_timeout;
 
 /// Fewer requests than this in the range: too little data.
 pub const MIN_REQUESTS: f64 = 100.0;
@@ -424,110 +429,6 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
     }
     priority(o, caller, &mut advice);
     advice
-}
-
-/// The priority rule: what the caller is, from its deadline and the attempts
-/// its operations took; nothing where that cannot tell.
-fn priority(o: &Observed, caller: &Caller, advice: &mut Advice) {
-    let given = caller.deadline.or(caller.file_deadline);
-    let most = o.operations.keys().filter_map(|k| k.parse::<u32>().ok()).max().unwrap_or(0);
-    let (value, why) = if let Some(d) = given.filter(|d| *d >= BACKGROUND_DEADLINE) {
-        (
-            "sheddable",
-            format!(
-                "a deadline of {} (≥ {} s): a background or batch caller",
-                ms(d),
-                BACKGROUND_DEADLINE.as_secs()
-            ),
-        )
-    } else if most > A6_MAX_ATTEMPTS {
-        (
-            "sheddable",
-            format!(
-                "operations took up to {most} attempts (> {A6_MAX_ATTEMPTS}): a background policy's retries"
-            ),
-        )
-    } else if let Some(d) = given.filter(|d| *d <= DEFAULT_DEADLINE) {
-        ("critical", format!("a deadline of {} (≤ 15 s): an interactive caller waits on it", ms(d)))
-    } else {
-        advice.notes.push(
-            "priority not written: neither a deadline (--deadline, or the file in force) nor the attempts \
-             operations took say whether a user waits on these calls or a batch does"
-                .to_owned(),
-        );
-        return;
-    };
-    advice.keys.push(Key {
-        key: "priority",
-        value: Value::Name(value),
-        reason: format!(
-            "{why}: {value} (Google SRE book, ch. 21 \"Handling Overload\": batch traffic is SHEDDABLE and shed \
-             first, user-facing CRITICAL; the seeds' Policy::background (10 min) and Policy::interactive (15 s) \
-             deadlines tell the two apart)"
-        ),
-    });
-}
-
-/// The attempt timeout, and the attempts it lets fit in the deadline.
-#[derive(Debug, Clone, Copy)]
-struct Fit {
-    timeout: Duration,
-    attempts: u32,
-    /// p99.9 of successful first attempts (p99 where unknown), whole ms: never cut.
-    floor: Duration,
-    /// `TIMEOUT_HEADROOM` × the floor.
-    wanted: Duration,
-    /// The deadline divided by the attempts wanted.
-    share: Duration,
-    /// Which quantile the floor is.
-    quantile: &'static str,
-}
-
-impl Fit {
-    fn reason(&self, deadline_from: &str) -> String {
-        let cut = if self.floor > self.share {
-            format!(
-                " (the {} is over the deadline itself: calls that slow are cut by the deadline, whatever this says)",
-                self.quantile
-            )
-        } else {
-            String::new()
-        };
-        format!(
-            "{TIMEOUT_HEADROOM} × {} {} = {}, never below the {} itself, never above {deadline_from} / {} attempts = \
-             {}: no healthy attempt is cut, and every attempt fits in the deadline. Derived from the caller's \
-             deadline, not from the slowest observed case (the source articles); the trade: an attempt that never \
-             answers is waited on up to {} instead of 2 × p99, which a retry budget and the deadline bound{cut}",
-            self.quantile,
-            ms(self.floor),
-            ms(self.wanted),
-            self.quantile,
-            self.attempts,
-            ms(self.share),
-            ms(self.timeout)
-        )
-    }
-}
-
-/// The attempt timeout rule: `TIMEOUT_HEADROOM` × p99.9 of successful first
-/// attempts (p99 where p99.9 is unknown), never below p99.9, never above
-/// `deadline / attempts`; where p99.9 does not fit `attempts` times in the
-/// deadline, fewer attempts (at least one), so that no healthy call is cut.
-fn attempt_timeout(lat: &Quantiles, deadline: Duration, attempts: u32) -> Fit {
-    let (floor_s, quantile) =
-        if lat.p999 > 0.0 && lat.p999 >= lat.p99 { (lat.p999, "p99.9") } else { (lat.p99, "p99 (no p99.9)") };
-    let floor = whole_ms(floor_s);
-    let wanted = whole_ms(TIMEOUT_HEADROOM * floor_s);
-    let deadline_ms = deadline.as_millis().max(1);
-    let share_of = |n: u32| Duration::from_millis((deadline_ms / u128::from(n.max(1))) as u64);
-    // As many attempts as fit, each at least the floor: at most those wanted, at least one.
-    let fits = (deadline_ms / floor.as_millis().max(1)).min(u128::from(attempts)) as u32;
-    let attempts = fits.max(1);
-    let share = share_of(attempts);
-    // Never below the floor unless the floor is over the whole deadline,
-    // where the deadline cuts those calls whatever the timeout says.
-    let timeout = wanted.min(share);
-    Fit { timeout, attempts, floor, wanted, share, quantile }
 }
 
 /// p99 / p50, 1 when the median is zero.
