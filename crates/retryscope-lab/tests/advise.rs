@@ -62,7 +62,7 @@ fn each_generated_dependency_gets_what_its_rule_must_give() {
     let Some(server) = prometheus() else { return };
     let path = out("lib");
     let report = advise::run(&on_generated(server, path.clone())).expect("advice");
-    println!("{}", report.text);
+    println!("{}\n{}", report.text, advise::replay::table(&report.replays));
     let advice = |name: &str| {
         report.advice.iter().map(|(a, _)| a).find(|a| a.name == name).unwrap_or_else(|| panic!("no {name}"))
     };
