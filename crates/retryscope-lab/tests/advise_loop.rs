@@ -15,12 +15,14 @@ const LAB: &str = env!("CARGO_BIN_EXE_retryscope");
 
 /// The poor policy: an attempt timeout of 25 ms against a server whose work
 /// takes 20 ms (the old timeout rule's failure: healthy calls cut), five
-/// attempts 1-2 ms apart, no jitter, no budget — every cut call hammers the
-/// server again. Named `storm` by host, so the
+/// attempts 1-2 ms apart, no jitter, no budget, no breaker (as the storm's
+/// naive policy, which is what the replay of the file in force then runs) —
+/// every cut call hammers the server again. Named `storm` by host, so the
 /// series name the dependency as the file does, and the advised file keeps
 /// the match and is matched by the next storm's calls (whatever their port).
 const POOR: &str = "[dependencies.storm]\nhost = \"127.0.0.1\"\nattempts = 5\nattempt_timeout = \"25ms\"\n\
-                    backoff = { initial = \"1ms\", max = \"2ms\", multiplier = 1.0 }\njitter = \"none\"\n";
+                    backoff = { initial = \"1ms\", max = \"2ms\", multiplier = 1.0 }\njitter = \"none\"\n\
+                    budget = { enabled = false }\nbreaker = { enabled = false }\n";
 
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");

@@ -249,3 +249,33 @@ fn a_hedge_in_the_replay_cuts_the_tail_and_adds_load() {
     assert!((plain.amplification - 1.0).abs() < 1e-9);
     assert!(plain.recovery.is_none(), "no outage recorded, no recovery");
 }
+
+#[test]
+fn recorded_timeouts_are_replayed_as_slow_attempts_a_longer_timeout_answers() {
+    // 40 % of attempts cut by the 25 ms timeout in force; successes under it.
+    let mut o = observed(6_000.0, 2_400.0, "timeout", 0.015, 1.5, 0, 0.0);
+    o.window = Duration::from_secs(600);
+    o.timeline_step = 15.0;
+    o.timeline = vec![0.4; 41];
+    o.timeout_in_force = Some(Duration::from_millis(25));
+    let with_timeout = |o: &Observed, ms: u64| {
+        let policy = retryscope::Policy::interactive()
+            .to_builder()
+            .max_attempts(1)
+            .attempt_timeout(Duration::from_millis(ms))
+            .build()
+            .expect("policy");
+        replay::replay(o, &replay::Side { policy, budget: None, breaker: None, hedge: None }, None, 3)
+            .expect("replays")
+    };
+    // The timeout in force replays its own cuts: about 60 % answered.
+    let tight = with_timeout(&o, 25);
+    assert!((0.57..0.63).contains(&tight.answered), "{tight:?}");
+    // Twice the timeout answers them all (they took 1-2 × 25 ms); 37 ms about half of them.
+    assert!(with_timeout(&o, 50).answered > 0.99);
+    let half = with_timeout(&o, 37);
+    assert!((0.75..0.85).contains(&half.answered), "{half:?}");
+    // Without the timeout in force known, a timeout is the dependency's failure, whatever the side's.
+    o.timeout_in_force = None;
+    assert!((0.57..0.63).contains(&with_timeout(&o, 50).answered));
+}

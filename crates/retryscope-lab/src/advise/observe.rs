@@ -89,6 +89,9 @@ pub struct Observed {
     pub timeline_step: f64,
     /// The range's length.
     pub window: Duration,
+    /// The attempt timeout in force while the series were recorded (the
+    /// replay's reading of `timeout` failures), where advise knows it.
+    pub timeout_in_force: Option<Duration>,
 }
 
 impl Observed {
