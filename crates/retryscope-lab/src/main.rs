@@ -67,8 +67,16 @@ fn main() -> ExitCode {
         Command::Storm(args) => retryscope_lab::storm::run(&args).map(drop).map_err(|e| chain(&e)),
         Command::Advise(args) => retryscope_lab::advise::run(&args)
             .map(|report| {
-                println!("wrote {} ({} dependencies)", args.out.display(), report.advice.len());
+                let p = &report.paths;
+                println!("wrote {} ({} dependencies)", p.config.display(), report.advice.len());
+                for path in [&p.json, &p.svg].into_iter().flatten() {
+                    println!("wrote {}", path.display());
+                }
                 print!("{}", retryscope_lab::advise::replay::table(&report.replays));
+                println!("the replay's assumptions:");
+                for a in retryscope_lab::advise::replay::ASSUMPTIONS {
+                    println!("- {a}");
+                }
             })
             .map_err(|e| chain(&e)),
         Command::Simulate(args) => retryscope_lab::sim::run(&args).map_err(|e| chain(&e)),

@@ -19,13 +19,16 @@ fn out(name: &str) -> PathBuf {
 fn args(url: &str, range: String, selector: &str, out: PathBuf) -> AdviseArgs {
     AdviseArgs {
         prometheus: url.to_owned(),
-        range,
+        range: Some(range),
+        start: None,
+        end: None,
         selector: selector.to_owned(),
         config: None,
         deadlines: vec!["blips.internal=2s".to_owned()],
         idempotent: vec!["search.internal".to_owned()],
         out,
         replay_json: None,
+        replay_svg: None,
     }
 }
 
@@ -59,7 +62,7 @@ fn each_generated_dependency_gets_what_its_rule_must_give() {
     let Some(server) = prometheus() else { return };
     let path = out("lib");
     let report = advise::run(&on_generated(server, path.clone())).expect("advice");
-    println!("{}", report.text);
+    println!("{}\n{}", report.text, advise::replay::table(&report.replays));
     let advice = |name: &str| {
         report.advice.iter().map(|(a, _)| a).find(|a| a.name == name).unwrap_or_else(|| panic!("no {name}"))
     };
@@ -72,10 +75,13 @@ fn each_generated_dependency_gets_what_its_rule_must_give() {
     let backoff = table(blips.key("backoff"));
     assert_eq!((get(&backoff, "initial"), get(&backoff, "max")), (ms(50), ms(1000)));
     assert_eq!(get(&table(blips.key("budget")), "ratio"), Value::Float(0.1));
-    // 2 × p99 (≈ 95 ms) is under half the deadline: the timeout is 2 × p99.
+    // 1.5 × p99.9 (≈ 99.5 ms) fits three times in the 2 s deadline: the timeout is 150 ms.
     let Some(Value::Duration(timeout)) = blips.key("attempt_timeout") else { panic!("no attempt_timeout") };
-    assert!((Duration::from_millis(150)..=Duration::from_millis(200)).contains(timeout), "{timeout:?}");
+    assert_eq!(*timeout, Duration::from_millis(150));
     assert!(blips.key("breaker").is_none() && blips.key("pacer").is_none() && blips.key("hedging").is_none());
+
+    // The caller's 2 s deadline: an interactive caller, critical.
+    assert_eq!(blips.key("priority"), Some(&Value::Name("critical")));
 
     // A 10-minute outage: a breaker.
     let ledger = advice("ledger.internal");
@@ -83,6 +89,11 @@ fn each_generated_dependency_gets_what_its_rule_must_give() {
     assert_eq!(get(&breaker, "failure_ratio"), Value::Float(0.5));
     assert!(ledger.key("budget").is_some());
     assert!(ledger.observed.iter().any(|l| l.contains("longest outage")), "{:?}", ledger.observed);
+    // No deadline given, 3 attempts at most: nothing says who waits, no priority.
+    assert!(
+        ledger.key("priority").is_none()
+            && ledger.notes.iter().any(|n| n.starts_with("priority not written"))
+    );
 
     // 429s: the throttled curve from 1 s, and the pacer.
     let quota = advice("quota.internal");
@@ -131,8 +142,22 @@ fn each_generated_dependency_gets_what_its_rule_must_give() {
     let replayed: Vec<&str> = report.replays.iter().map(|r| r.dependency.as_str()).collect();
     assert_eq!(replayed, ["blips.internal", "ledger.internal", "quota.internal", "search.internal"]);
     assert!(report.replays.iter().all(|r| !r.withheld && r.in_force.calls == r.recommended.calls));
+    // The 429s wait on the recommended throttled curve (from 1 s) where the
+    // defaults wait 200 ms: a longer tail, and no more load. (The replay does
+    // not model a rate limit that clears under less load: see ASSUMPTIONS.)
     let quota = &report.replays[2];
-    assert!(quota.recommended.p99 < quota.in_force.p99, "{quota:?}");
+    assert!(
+        quota.recommended.p99 > quota.in_force.p99 + 0.5,
+        "{:?} {:?}",
+        quota.in_force.p99,
+        quota.recommended.p99
+    );
+    assert!(quota.recommended.amplification <= quota.in_force.amplification * 1.05);
+    // No run of steps at or above 0.5 in blips, quota or search: no recovery to
+    // time; the ledger's outage is timed on both sides.
+    for r in &report.replays {
+        assert_eq!(r.in_force.recovery.is_some(), r.dependency == "ledger.internal", "{}", r.dependency);
+    }
     // A third of the ledger's range was an outage: about two thirds answered, either way.
     let ledger = &report.replays[1];
     assert!((0.6..0.7).contains(&ledger.recommended.answered), "{ledger:?}");
@@ -151,12 +176,13 @@ fn run_binary(args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
-fn the_binary_writes_a_file_that_check_config_accepts() {
+fn the_binary_writes_a_file_that_check_config_accepts_and_the_replay_as_json_and_svg() {
     let Some(server) = prometheus() else { return };
-    let path = out("bin");
-    let file = path.to_str().expect("utf-8 temp path");
+    // `--out DIR/`: the file, replay.json and replay.svg in it.
+    let dir = std::env::temp_dir().join(format!("retryscope-advise-bin-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out_dir = format!("{}/", dir.display());
     let range = range(server);
-    let json = out("bin-replay").with_extension("json");
     let (ok, stdout, stderr) = run_binary(&[
         "advise",
         "--prometheus",
@@ -166,29 +192,72 @@ fn the_binary_writes_a_file_that_check_config_accepts() {
         "--selector",
         "{job=\"checkout\"}",
         "--out",
-        file,
-        "--replay-json",
-        json.to_str().expect("utf-8 temp path"),
+        &out_dir,
     ]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("6 dependencies"), "{stdout}");
-    // The replay's table, and the same figures as JSON.
-    assert!(stdout.lines().any(|l| l.starts_with("ledger.internal") && l.ends_with("written")), "{stdout}");
+    // The replay's table, with the time to recover, and its assumptions.
+    let ledger_row = stdout.lines().find(|l| l.starts_with("ledger.internal")).unwrap_or_default();
+    assert!(ledger_row.ends_with("written"), "{stdout}");
+    assert!(stdout.contains("recover") && stdout.contains("the replay's assumptions:"), "{stdout}");
+    // The same figures as JSON.
     let replays: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
-    let ledger = replays.as_array().and_then(|a| a.iter().find(|r| r["dependency"] == "ledger.internal"));
-    assert!(
-        ledger.is_some_and(|r| r["recommended"]["answered"].as_f64().is_some_and(|a| a > 0.5)),
-        "{replays}"
-    );
-    let _ = std::fs::remove_file(&json);
-    let text = std::fs::read_to_string(&path).expect("written");
+        serde_json::from_str(&std::fs::read_to_string(dir.join("replay.json")).expect("json")).expect("JSON");
+    assert!(replays["assumptions"].as_array().is_some_and(|a| a.len() >= 5), "{replays}");
+    let deps = replays["dependencies"].as_array().expect("dependencies");
+    let ledger = deps.iter().find(|r| r["dependency"] == "ledger.internal").expect("ledger replayed");
+    assert!(ledger["recommended"]["answered"].as_f64().is_some_and(|a| a > 0.5), "{ledger}");
+    // The ten-minute outage is in the timeline: both sides measured their recovery from it.
+    for side in ["in_force", "recommended"] {
+        let r = &ledger[side]["recovery"];
+        assert!(
+            r["outage_end"].as_f64().unwrap_or(0.0) - r["outage_start"].as_f64().unwrap_or(0.0) >= 300.0,
+            "{r}"
+        );
+        assert!(r["pre_outage"].as_f64().is_some_and(|p| p > 0.99), "{r}");
+        assert!(ledger[side]["timeline"].as_array().is_some_and(|t| t.len() > 50), "{side}");
+    }
+    // The chart: an SVG document with one panel per replayed dependency, each
+    // with both sides' lines.
+    let svg = std::fs::read_to_string(dir.join("replay.svg")).expect("svg");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "not an SVG document");
+    assert_eq!(svg.matches("<svg").count(), 1);
+    for d in deps {
+        let name = d["dependency"].as_str().expect("name");
+        assert!(svg.contains(&format!("{name}: load")), "no panel for {name}");
+    }
+    assert!(balanced(&svg), "the SVG's elements do not nest");
+    assert_eq!(svg.matches("\nin force\n</text>").count(), deps.len(), "one in-force legend per panel");
+    assert_eq!(svg.matches("\nrecommended\n</text>").count(), deps.len(), "one recommended legend per panel");
+    assert!(svg.matches("<polyline").count() >= 2 * deps.len());
+    let file = dir.join("advised.toml");
+    let text = std::fs::read_to_string(&file).expect("written");
     // Without --idempotent, the heavy tail is named but not hedged.
     assert!(text.contains("pass --idempotent search.internal") && !text.contains("hedging ="), "{text}");
-    let (ok, table, stderr) = run_binary(&["check-config", file]);
+    let (ok, table, stderr) = run_binary(&["check-config", file.to_str().expect("utf-8 temp path")]);
     assert!(ok, "{stderr}");
     assert!(table.lines().any(|l| l.starts_with("quota.internal") && l.contains("adaptive")), "{table}");
-    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether every element of an XML document is closed in order (no comments,
+/// CDATA or processing instructions: plotters writes none).
+fn balanced(xml: &str) -> bool {
+    let mut open: Vec<&str> = Vec::new();
+    let mut rest = xml;
+    while let Some(i) = rest.find('<') {
+        let Some(j) = rest[i..].find('>') else { return false };
+        let tag = &rest[i + 1..i + j];
+        rest = &rest[i + j + 1..];
+        if let Some(name) = tag.strip_prefix('/') {
+            if open.pop() != Some(name.trim()) {
+                return false;
+            }
+        } else if !tag.ends_with('/') && !tag.starts_with('?') {
+            open.push(tag.split_whitespace().next().unwrap_or(""));
+        }
+    }
+    open.is_empty()
 }
 
 /// Runs the binary expecting a refusal; its stderr.
@@ -251,6 +320,41 @@ fn ranges_and_deadlines_that_cannot_be_read_are_refused_before_any_query() {
             "{bad}"
         );
     }
+    // RFC 3339 as well as unix seconds, for --start and --end.
+    let window = |r: Option<&str>, s: Option<&str>, e: Option<&str>| advise::range::window(r, s, e, 2e9);
+    assert_eq!(
+        window(None, Some("2026-12-05T03:00:00Z"), Some("2026-12-05T04:30:00+01:00")).ok(),
+        Some((1_796_441_400.0, Duration::from_secs(1800)))
+    );
+    assert_eq!(
+        window(None, Some("1796437800.5"), Some("1796441400")).ok(),
+        Some((1_796_441_400.0, Duration::from_secs(3599)))
+    );
+    assert_eq!(
+        window(Some("30m"), None, Some("2026-12-05T03:30:00.000Z")).ok(),
+        Some((1_796_441_400.0, Duration::from_secs(1800)))
+    );
+    assert_eq!(window(Some("30m"), None, None).map(|w| w.0).ok(), Some(2e9));
+    // Bad values and combinations: refused naming the flag, and saying what is accepted.
+    let refusal = |r, s, e| window(r, s, e).expect_err("refused").to_string();
+    let e = refusal(None, Some("2026-13-05T03:00:00Z"), None);
+    assert!(e.starts_with("--start: \"2026-13-05T03:00:00Z\" is neither an RFC 3339 timestamp"), "{e}");
+    let e = refusal(None, Some("2026-12-05T03:00:00Z"), Some("yesterday"));
+    assert!(e.starts_with("--end: \"yesterday\" is neither"), "{e}");
+    assert!(refusal(None, Some("2026-12-05 03:00"), None).contains("RFC 3339"));
+    assert!(
+        refusal(None, Some("2026-12-05T04:00:00Z"), Some("2026-12-05T03:00:00Z"))
+            .contains("not before the end")
+    );
+    assert!(refusal(Some("30m"), Some("2026-12-05T03:00:00Z"), None).contains("not both"));
+    assert!(refusal(None, None, None).starts_with("--range: no range"));
+    assert!(refusal(Some("100,400"), None, Some("500")).starts_with("--end:"));
+    // Under a minute, from timestamps as from a duration.
+    assert!(
+        refusal(None, Some("2026-12-05T03:00:00Z"), Some("2026-12-05T03:00:30Z"))
+            .contains("1 minute to 31 days")
+    );
+
     let mut a = args("http://127.0.0.1:1", "1h".to_owned(), "job=\"x\"", out("args"));
     a.deadlines = vec!["blips.internal".to_owned()];
     assert!(matches!(advise::run(&a), Err(AdviseError::Argument { flag: "--deadline", .. })));
@@ -406,8 +510,10 @@ fn a_recommendation_the_replay_finds_worse_is_withheld() {
     let Some(server) = prometheus() else { return };
     let path = out("withheld");
     let mut a = on_generated(server, path.clone());
-    // 100 ms for calls whose p99 is 95 ms: the timeout rule gives 50 ms, which
-    // cuts a third of the attempts the 100 ms alone would have let answer.
+    // 100 ms for calls whose p99.9 is 99.5 ms: one attempt fits, so the rule
+    // writes attempts = 1 (and a 100 ms timeout, cutting nothing healthy); the
+    // defaults' retries that still fit in 100 ms (a full-jitter wait under
+    // 200 ms after a quick 429) answer more calls, so the advice is withheld.
     a.deadlines = vec!["quota.internal=100ms".to_owned()];
     let report = advise::run(&a).expect("advice");
     let quota = report.replays.iter().find(|r| r.dependency == "quota.internal").expect("replayed");

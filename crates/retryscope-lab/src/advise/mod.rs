@@ -14,12 +14,16 @@
 
 pub mod error;
 pub mod observe;
+pub mod output;
 pub mod prom;
+pub mod range;
+pub mod recovery;
 pub mod replay;
 pub mod rules;
 pub mod writer;
 
 pub use error::AdviseError;
+pub use range::{parse_duration, parse_range};
 
 use clap::Args;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,9 +46,16 @@ pub struct AdviseArgs {
     /// The Prometheus to read (`http://127.0.0.1:9090`).
     #[arg(long, value_name = "URL")]
     pub prometheus: String,
-    /// The range: a duration ending now (`30m`, `6h`, `2d`), or `START,END` in unix seconds.
+    /// The range: a duration ending now, or at `--end` (`30m`, `6h`, `2d`), or
+    /// `START,END` in unix seconds. Or give `--start` instead.
     #[arg(long, value_name = "RANGE")]
-    pub range: String,
+    pub range: Option<String>,
+    /// The range's start: an RFC 3339 timestamp (`2026-12-05T03:00:00Z`) or unix seconds.
+    #[arg(long, value_name = "TIME")]
+    pub start: Option<String>,
+    /// The range's end (default: now): an RFC 3339 timestamp or unix seconds.
+    #[arg(long, value_name = "TIME")]
+    pub end: Option<String>,
     /// The service's series: a selector's matchers (`job="checkout"`, braces optional).
     #[arg(long, value_name = "SELECTOR")]
     pub selector: String,
@@ -58,12 +69,18 @@ pub struct AdviseArgs {
     /// A dependency whose calls are idempotent (repeatable): only those are hedged.
     #[arg(long = "idempotent", value_name = "NAME")]
     pub idempotent: Vec<String>,
-    /// Where the file is written.
-    #[arg(long, value_name = "FILE")]
+    /// Where the file is written; a directory (existing, or ending in `/`):
+    /// `advised.toml`, `replay.json` and `replay.svg` in it.
+    #[arg(long, value_name = "FILE|DIR")]
     pub out: PathBuf,
-    /// Where the replay's figures go as JSON, one object per replayed dependency.
+    /// Where the replay's figures go as JSON: the model's assumptions, and one
+    /// object per replayed dependency.
     #[arg(long, value_name = "FILE")]
     pub replay_json: Option<PathBuf>,
+    /// Where the replay's chart goes as SVG: calls answered step by step, in
+    /// force and recommended, one panel per replayed dependency.
+    #[arg(long, value_name = "FILE")]
+    pub replay_svg: Option<PathBuf>,
 }
 
 /// What a run found and wrote.
@@ -75,49 +92,8 @@ pub struct Report {
     pub text: String,
     /// Each tuned dependency replayed in force and recommended.
     pub replays: Vec<replay::Compared>,
-}
-
-/// `30m`, `6h`, `90s`, `2d`, `500ms`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (n, unit) = text.split_at(split);
-    let n: u64 = n.parse().ok()?;
-    let unit_ms: u64 = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return None,
-    };
-    n.checked_mul(unit_ms).map(Duration::from_millis).filter(|d| !d.is_zero())
-}
-
-/// `(end, length)` of `--range`, relative to `now` (unix seconds).
-pub fn parse_range(text: &str, now: f64) -> Result<(f64, Duration), AdviseError> {
-    let bad = |why: String| AdviseError::Argument { flag: "--range", why };
-    let (end, window) = match text.split_once(',') {
-        Some((start, end)) => {
-            let start: f64 =
-                start.trim().parse().map_err(|_| bad(format!("{start:?} is not unix seconds")))?;
-            let end: f64 = end.trim().parse().map_err(|_| bad(format!("{end:?} is not unix seconds")))?;
-            if !(start.is_finite() && end.is_finite() && end > start) {
-                return Err(bad(format!("{text:?}: the end must come after the start")));
-            }
-            (end, Duration::from_secs_f64(end - start))
-        }
-        None => {
-            let d = parse_duration(text)
-                .ok_or_else(|| bad(format!("{text:?} is neither a duration (30m) nor START,END")))?;
-            (now, d)
-        }
-    };
-    if window < Duration::from_secs(60) || window > MAX_RANGE {
-        return Err(bad(format!("{} s: a range is 1 minute to 31 days", window.as_secs())));
-    }
-    // Whole seconds: PromQL's range selector is written in them.
-    Ok((end, Duration::from_secs(window.as_secs())))
+    /// Where the file, the JSON and the SVG were written.
+    pub paths: output::Paths,
 }
 
 /// The selector's matchers, without braces.
@@ -157,9 +133,21 @@ fn deadlines(pairs: &[String]) -> Result<BTreeMap<String, Duration>, AdviseError
 struct InForce {
     config: Option<retryscope_config::Config>,
     matches: BTreeMap<String, Vec<(String, String)>>,
+    /// The dependencies whose blocks write a `deadline`, and whether `[defaults]` does.
+    deadlines: (BTreeSet<String>, bool),
 }
 
 impl InForce {
+    /// The deadline the file in force writes for `name` (its block's, else
+    /// `[defaults]`'s); `None` where it writes none, and the engine's default
+    /// is all there is (which says nothing of the caller).
+    fn deadline(&self, name: &str) -> Option<Duration> {
+        let (named, defaults) = &self.deadlines;
+        let own = self.config.as_ref().is_some_and(|c| c.dependency(name).is_some());
+        let written = if own { named.contains(name) || *defaults } else { *defaults };
+        written.then(|| self.settings(name).and_then(|s| s.policy().deadline())).flatten()
+    }
+
     /// The settings in force for a dependency the series name `name`: its own
     /// where the file names it, else what a call to that host resolves to.
     fn settings(&self, name: &str) -> Option<&retryscope_config::DependencySettings> {
@@ -209,7 +197,9 @@ fn in_force(path: &std::path::Path) -> Result<InForce, AdviseError> {
             .collect();
         matches.insert(name.clone(), keys);
     }
-    Ok(InForce { config: Some(config), matches })
+    let writes = |b: Option<&toml::Table>| b.is_some_and(|b| b.contains_key("deadline"));
+    let named = deps.iter().filter(|(_, b)| writes(b.as_table())).map(|(n, _)| n.clone()).collect();
+    Ok(InForce { config: Some(config), matches, deadlines: (named, writes(defaults)) })
 }
 
 /// The keys a rule of the file in force would refuse (gRPC, jobs), dropped with a note.
@@ -237,7 +227,8 @@ fn fit_to_rule(advice: &mut rules::Advice, keys: &[(String, String)]) {
 /// Reads, advises and writes `args.out`; the report of what was written.
 pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    let (end, window) = parse_range(&args.range, now)?;
+    let (end, window) =
+        range::window(args.range.as_deref(), args.start.as_deref(), args.end.as_deref(), now)?;
     let matchers = matchers(&args.selector)?;
     let deadlines = deadlines(&args.deadlines)?;
     let in_force = match &args.config {
@@ -266,11 +257,12 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
         let settings = in_force.settings(&o.name);
         let caller = rules::Caller {
             deadline: deadlines.get(&o.name).copied(),
-            file_deadline: settings.and_then(|s| s.policy().deadline()),
+            file_deadline: in_force.deadline(&o.name),
             // Hedging in force, or hedges seen: the calls are already sent twice.
             idempotent: args.idempotent.contains(&o.name)
                 || settings.is_some_and(|s| s.hedge().is_some())
                 || o.hedges > 0.0,
+            attempts_in_force: settings.map(|s| s.policy().max_attempts()),
         };
         let mut a = rules::advise(o, &caller);
         let m = match in_force.matches.get(&o.name) {
@@ -295,22 +287,22 @@ pub fn run(args: &AdviseArgs) -> Result<Report, AdviseError> {
         "(crates/retryscope-lab/src/advise/rules.rs). Review it, check it with".to_owned(),
         "`retryscope check-config`, then reload it.".to_owned(),
     ];
+    let paths = output::Paths::of(&args.out, args.replay_json.as_deref(), args.replay_svg.as_deref())?;
+    let shown = paths.config.display().to_string();
     let first = writer::render(&header, &advice);
-    let written = writer::check(&first, &args.out.display().to_string()).map_err(AdviseError::Config)?;
+    let written = writer::check(&first, &shown).map_err(AdviseError::Config)?;
     let replays = prove(&mut advice, &observed, &in_force, &written, &deadlines);
     let text = writer::render(&header, &advice);
-    writer::check(&text, &args.out.display().to_string()).map_err(AdviseError::Config)?;
-    std::fs::write(&args.out, &text)
-        .map_err(|source| AdviseError::Io { what: format!("writing {}", args.out.display()), source })?;
-    if let Some(path) = &args.replay_json {
-        let json = serde_json::to_string_pretty(&replays).map_err(|e| AdviseError::Io {
-            what: format!("writing {}", path.display()),
-            source: std::io::Error::other(e),
-        })?;
-        std::fs::write(path, json + "\n")
-            .map_err(|source| AdviseError::Io { what: format!("writing {}", path.display()), source })?;
+    writer::check(&text, &shown).map_err(AdviseError::Config)?;
+    std::fs::write(&paths.config, &text)
+        .map_err(|source| AdviseError::Io { what: format!("writing {shown}"), source })?;
+    if let Some(path) = &paths.json {
+        output::json(path, &replays)?;
     }
-    Ok(Report { advice, text, replays })
+    if let Some(path) = &paths.svg {
+        output::svg(path, &replays)?;
+    }
+    Ok(Report { advice, text, replays, paths })
 }
 
 /// Replays every dependency given keys under the configuration in force and
@@ -336,13 +328,16 @@ fn prove(
         let next = replay::Side::from_settings(recommended, &now);
         // One seed for both sides: the same arrivals, failures and latencies.
         let (seed, caller) = (crate::sim::DEFAULT_SEED, deadlines.get(&a.name).copied());
+        let o = &observe::Observed { timeout_in_force: now.policy.attempt_timeout(), ..o.clone() };
         let (Ok(before), Ok(after)) =
             (replay::replay(o, &now, caller, seed), replay::replay(o, &next, caller, seed))
         else {
             a.notes.push("replay: could not be run for these settings; not proven".to_owned());
             continue;
         };
-        let withheld = replay::worse(&after, &before);
+        // A hedge the recommendation adds costs its ≈ 5 % by design.
+        let extra = if next.hedge.is_some() && now.hedge.is_none() { replay::HEDGE_LOAD } else { 0.0 };
+        let withheld = replay::worse_allowing(&after, &before, extra);
         let compared =
             replay::Compared { dependency: a.name.clone(), in_force: before, recommended: after, withheld };
         if withheld {

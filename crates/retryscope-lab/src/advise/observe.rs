@@ -46,6 +46,8 @@ pub struct Quantiles {
     pub p95: f64,
     /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile: the floor of the attempt timeout (0 where unknown).
+    pub p999: f64,
 }
 
 /// One dependency's figures over the range.
@@ -87,6 +89,9 @@ pub struct Observed {
     pub timeline_step: f64,
     /// The range's length.
     pub window: Duration,
+    /// The attempt timeout in force while the series were recorded (the
+    /// replay's reading of `timeout` failures), where advise knows it.
+    pub timeout_in_force: Option<Duration>,
 }
 
 impl Observed {
@@ -228,7 +233,7 @@ pub async fn read(scope: &Scope<'_>, cap: usize) -> Result<Vec<Observed>, Advise
     }
 
     // Latency of successful attempts, by attempt number.
-    for (q, set) in [(0.5, 0usize), (0.95, 1), (0.99, 2)] {
+    for (q, set) in [(0.5, 0usize), (0.95, 1), (0.99, 2), (0.999, 3)] {
         let expr = format!(
             "histogram_quantile({q}, {})",
             scope.increase(series::ATTEMPT_BUCKET, "error_type=\"\"", "retryscope_attempt, le")
@@ -257,7 +262,8 @@ pub async fn read(scope: &Scope<'_>, cap: usize) -> Result<Vec<Observed>, Advise
             match set {
                 0 => quantiles.p50 = v,
                 1 => quantiles.p95 = v,
-                _ => quantiles.p99 = v,
+                2 => quantiles.p99 = v,
+                _ => quantiles.p999 = v,
             }
         }
     }

@@ -11,15 +11,21 @@
 //! | `backoff.throttled_initial`, `throttled_max` | 1 s (at most deadline / 2), cap min(20 s, deadline) — where 429s or rate-limited/held calls were seen | AWS 2026: throttling base 1 s |
 //! | `pacer` | `{ adaptive = true }` where 429s, `rate_limited` refusals or held attempts were seen | DESIGN §5: a rate limit is the dependency's, not one call's; gRPC A6 retry throttling |
 //! | `deadline` | the caller's (`--deadline dep=…`), never above it; unset when not given | DESIGN §2; the source articles: timeouts from the caller's deadline, "not from the slowest observed case" |
-//! | `attempt_timeout` | min(deadline / 2, max(2 × p99 of successful first attempts, 10 ms)) | `Policy::interactive`'s rationale: room in the deadline for one retry after an attempt that never answers; 2 × p99 cuts no healthy call |
+//! | `attempt_timeout` | min(1.5 × p99.9 of successful first attempts (p99 where unknown), deadline / attempts), never below p99.9; where p99.9 does not fit `attempts` times in the deadline, fewer attempts (at least 1) | the source articles: timeouts "derived from the caller's deadline, not from the slowest observed case"; no healthy call cut (the previous min(deadline / 2, 2 × p99) cut them when p99 was near half the deadline) |
+//! | `attempts` (fewer) | lowered where `attempts` × p99.9 is over the deadline | as above: an attempt that cannot finish healthy in its share is not worth sending |
 //! | `retry_statuses` | the engine's transient set (408, 429, 500, 502, 503, 504), written where statuses failed; other 4xx are never retried | DESIGN §2 (classification) |
 //! | `budget` | `{ ratio = 0.1, min_per_second = 10, window = "10s" }` where attempts fail | Google SRE book, ch. 22: per-client retry budget of 10 % of requests; gRPC A6 retry throttling for the same idea |
 //! | `breaker` | `{ failure_ratio = 0.5, min_calls = 20, window = "10s", cool_down = "5s" }` where an outage (failure ratio ≥ 0.5) lasted [`OUTAGE_FOR`] or more | the engine's breaker defaults; retries cannot help through an outage, a breaker stops the load |
 //! | `hedging` | `{ max_copies = 2, delay = p95 }` for idempotent calls whose p99/p50 ≥ [`HEAVY_TAIL`], when p95 is under the attempt timeout | Dean & Barroso, "The Tail at Scale" (CACM 2013): defer the second request until the first has been out longer than the 95th-percentile latency, ≈ 5 % more load |
-//! | `priority` | not recommended: the series carry priority only on refusals, which says nothing of what a call is worth | — |
+//! | `priority` | `sheddable` where the caller's deadline (or the file in force's) is [`BACKGROUND_DEADLINE`] or more, or operations took more than 5 attempts (a background policy's); `critical` where that deadline is 15 s or less; not written where neither is known (the series carry priority only on refusals, which says nothing of what a call is worth) | Google SRE book, ch. 21 "Handling Overload" (criticality: batch traffic SHEDDABLE, shed first; user-facing CRITICAL); the seeds' `Policy::background` and `Policy::interactive` deadlines |
+
+mod priority;
+mod timeout;
 
 use super::observe::{Observed, Quantiles};
+use priority::priority;
 use std::time::Duration;
+use timeout::attempt_timeout;
 
 /// Fewer requests than this in the range: too little data.
 pub const MIN_REQUESTS: f64 = 100.0;
@@ -45,6 +51,13 @@ pub const OUTAGE_FOR: Duration = Duration::from_secs(60);
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(15);
 /// A deadline shorter than this (a file in force may write one) is not tuned.
 pub const TUNABLE_DEADLINE: Duration = Duration::from_millis(20);
+/// A deadline this long or longer is a background or batch caller's
+/// (`Policy::background`'s is 10 minutes, `Policy::interactive`'s 15 s).
+pub const BACKGROUND_DEADLINE: Duration = Duration::from_secs(60);
+/// The attempt timeout's headroom over p99.9 of successful first attempts.
+pub const TIMEOUT_HEADROOM: f64 = 1.5;
+/// `Policy::interactive`'s attempts: what a dependency no file names sends.
+pub const INTERACTIVE_ATTEMPTS: u32 = 4;
 /// The shortest attempt timeout recommended.
 const MIN_TIMEOUT: Duration = Duration::from_millis(10);
 
@@ -57,6 +70,8 @@ pub struct Caller {
     pub file_deadline: Option<Duration>,
     /// Its calls are idempotent (`--idempotent`, hedging in force, or hedges seen).
     pub idempotent: bool,
+    /// The attempts the file in force sends (`None`: `Policy::interactive`'s 4).
+    pub attempts_in_force: Option<u32>,
 }
 
 /// A value of the configuration file.
@@ -241,27 +256,53 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
         return advice;
     }
 
-    // Never above half the deadline, even when that is under MIN_TIMEOUT.
-    let timeout = whole_ms(2.0 * lat.p99).max(MIN_TIMEOUT).min(half);
+    // The attempts the timeout must fit: the SRE book's 3 where attempts
+    // fail (written below), else what the file in force (or the engine's
+    // interactive default) already sends.
+    let wanted_attempts = if failing || rate_limited {
+        SRE_ATTEMPTS.min(A6_MAX_ATTEMPTS)
+    } else {
+        caller.attempts_in_force.unwrap_or(INTERACTIVE_ATTEMPTS).clamp(1, A6_MAX_ATTEMPTS)
+    };
+    let fit = attempt_timeout(&lat, deadline, wanted_attempts);
     advice.keys.push(Key {
         key: "attempt_timeout",
-        value: Value::Duration(timeout),
-        reason: format!(
-            "min({deadline_from} / 2 = {}, 2 × p99 {} = {}): room for one retry after an attempt that never \
-             answers, and no healthy call cut (Policy::interactive's rule)",
-            ms(half),
-            secs(lat.p99),
-            ms(whole_ms(2.0 * lat.p99))
-        ),
+        value: Value::Duration(fit.timeout),
+        reason: fit.reason(deadline_from),
     });
+    let timeout = fit.timeout;
+    if fit.attempts < wanted_attempts && !(failing || rate_limited) {
+        // Fewer than the file in force sends: written, or the timeout would cut healthy calls.
+        advice.keys.push(Key {
+            key: "attempts",
+            value: Value::Int(fit.attempts),
+            reason: format!(
+                "{wanted_attempts} attempts of at least p99.9 = {} do not fit in the deadline {}: {} (no healthy call cut \
+                 beats one more attempt that is cut anyway)",
+                ms(fit.floor),
+                ms(deadline),
+                fit.attempts
+            ),
+        });
+    }
     if failing || rate_limited {
         advice.keys.push(Key {
             key: "attempts",
-            value: Value::Int(SRE_ATTEMPTS.min(A6_MAX_ATTEMPTS)),
+            value: Value::Int(fit.attempts),
             reason: format!(
                 "{:.2} % of first attempts failed: 3 attempts per request (Google SRE book, ch. 22), \
-                 within gRPC A6's limit of 5",
-                first_failure * 100.0
+                 within gRPC A6's limit of 5{}",
+                first_failure * 100.0,
+                if fit.attempts < wanted_attempts {
+                    format!(
+                        "; {} here: {wanted_attempts} attempts of at least p99.9 = {} do not fit in the deadline {}",
+                        fit.attempts,
+                        ms(fit.floor),
+                        ms(deadline)
+                    )
+                } else {
+                    String::new()
+                }
             ),
         });
         let initial = AWS_TRANSIENT_BASE.min(quarter);
@@ -386,6 +427,7 @@ pub fn advise(o: &Observed, caller: &Caller) -> Advice {
             ));
         }
     }
+    priority(o, caller, &mut advice);
     advice
 }
 
