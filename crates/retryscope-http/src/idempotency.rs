@@ -48,6 +48,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::configured::CallConfig;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method};
 use retryscope::classify::is_idempotent_method;
 use std::fmt;
@@ -144,9 +145,24 @@ impl IdempotencyKeys {
         self.apply_generating(self.generate, method, headers, extensions, replayable)
     }
 
+    /// [`apply`](Self::apply) for a call of a configured client
+    /// (`configured`: its settings from the file, if any): the file's
+    /// `idempotency_keys`, where written, over the builder's.
+    pub fn apply_configured(
+        &self,
+        configured: Option<&CallConfig>,
+        method: &Method,
+        headers: &mut HeaderMap,
+        extensions: &Extensions,
+        replayable: bool,
+    ) -> Option<KeySource> {
+        let generate = configured.map_or(self.generate, |c| c.generates_keys(self.generate));
+        self.apply_generating(generate, method, headers, extensions, replayable)
+    }
+
     /// [`apply`](Self::apply), generating keys if `generate` says so rather
-    /// than as set: a configured client's file decides per dependency.
-    pub fn apply_generating(
+    /// than as set.
+    fn apply_generating(
         &self,
         generate: bool,
         method: &Method,

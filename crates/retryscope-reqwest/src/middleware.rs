@@ -226,19 +226,11 @@ impl Middleware for RetryMiddleware {
         let replayable = crate::classify::is_replayable(&request);
         let options = extensions.get::<RetryOptions>().cloned().unwrap_or_default();
         let (configured, guards) = self.resolve(request.url());
-        // Once per call, before any attempt: every attempt clones these headers.
-        let generate = configured
-            .as_ref()
-            .map_or(self.idempotency.generates(), |c| c.generates_keys(self.idempotency.generates()));
-        let key = self.idempotency.apply_generating(
-            generate,
-            &method,
-            request.headers_mut(),
-            extensions,
-            replayable,
-        );
-        let timeout = request.timeout().copied();
         let (configured, options) = (configured.as_ref(), &options);
+        // Once per call, before any attempt: every attempt clones these headers.
+        let headers = request.headers_mut();
+        let key = self.idempotency.apply_configured(configured, &method, headers, extensions, replayable);
+        let timeout = request.timeout().copied();
         let drive = Drive::http(self.policy, configured, &guards, options, &method, replayable, timeout);
         let ending = Ending::begin(self.fallbacks.is_some(), drive.deadline());
         let classifier = configured.map_or(self.classifier, CallConfig::classifier);
@@ -256,16 +248,14 @@ impl Middleware for RetryMiddleware {
             extensions,
             attempt_header: self.attempt_header.as_ref(),
             pacer: guards.pacer(),
-            body_rule: configured
-                .map_or(self.body_rule.as_ref(), |c| c.body_rule(&self.body_rules, self.body_rule.as_ref())),
+            body_rule: self.body_rule(configured),
             replayable,
             number: 0,
         };
         // The attempt's limit reaches the client's `ConnectLimit`, if it has one.
         let observer = (observer, retryscope_http::AttemptLimits);
-        let outcome = drive
-            .run(&guards, move || attempts.next(), &mut classifier, observer, options.operation_name())
-            .await;
+        let operation = options.operation_name();
+        let outcome = drive.run(&guards, move || attempts.next(), &mut classifier, observer, operation).await;
         let stop = stop.stopped();
         let headers = outcome.as_ref().ok().map(Response::headers);
         let fallbacks = self.fallbacks.as_deref();
@@ -276,9 +266,8 @@ impl Middleware for RetryMiddleware {
             return finish(outcome, stop, replayable);
         };
         let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
-        let target = (&source, key);
-        let answer =
-            answer_with(chosen, guards.dependency(), target, outcome, stop, replayable, remaining).await;
+        let (target, dependency) = ((&source, key), guards.dependency());
+        let answer = answer_with(chosen, dependency, target, outcome, stop, replayable, remaining).await;
         ending.settle(answer.is_ok());
         answer
     }
@@ -298,6 +287,13 @@ impl RetryMiddleware {
         });
         let (configured, guards) = file.map_or((None, None), |(call, guards)| (Some(call), guards));
         (configured, guards.unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None)))
+    }
+
+    /// The body rule a call reads bodies with: the one its file names, else
+    /// the builder's own.
+    fn body_rule(&self, configured: Option<&CallConfig>) -> Option<&SharedBodyRule> {
+        let own = self.body_rule.as_ref();
+        configured.map_or(own, |c| c.body_rule(&self.body_rules, own))
     }
 
     /// The call's telemetry, with its attempt spans, and the retry log.

@@ -47,11 +47,8 @@ fn keyed(
     mode: &mut Mode,
     replayable: bool,
 ) -> Option<KeySource> {
-    // The file's `idempotency_keys`, where written, over the builder's.
-    let builder = settings.idempotency.generates();
-    let generate = configured.map_or(builder, |c| c.generates_keys(builder));
-    let key = settings.idempotency.apply_generating(
-        generate,
+    let key = settings.idempotency.apply_configured(
+        configured,
         &parts.method,
         &mut parts.headers,
         &parts.extensions,
