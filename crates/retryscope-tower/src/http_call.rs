@@ -82,56 +82,12 @@ impl HttpAttempts {
         };
         Self { attempt_header: settings.attempt_header.clone(), body_rule: body_rule.cloned() }
     }
-
-    /// The body of attempt `number`, its head completed in `parts`, and what
-    /// it will do with its response.
-    pub(crate) fn attempt<B: ReplayBody>(
-        &self,
-        parts: &mut Parts,
-        number: u32,
-        source: &mut Source<B>,
-        pacer: Option<Pacer>,
-    ) -> (Option<B>, HttpAnswer) {
-        let body = source.next();
-        if let Some(name) = self.attempt_header.as_ref().filter(|_| number > 1) {
-            parts.headers.insert(name.clone(), http::HeaderValue::from(number));
-        }
-        (body, HttpAnswer { pacer, body_rule: self.body_rule.clone() })
-    }
 }
 
 /// What an HTTP attempt does with its response.
 pub(crate) struct HttpAnswer {
     pacer: Option<Pacer>,
     body_rule: Option<SharedBodyRule>,
-}
-
-impl HttpAnswer {
-    /// Records the status on the attempt span, tells the pacer what the
-    /// response says about pace, and lets the body rule read what it selects.
-    pub(crate) async fn answer<ResB>(
-        self,
-        response: Response<ResponseBody<ResB>>,
-        span: &Span,
-    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
-    where
-        ResB: Body + Send + 'static,
-        ResB::Error: Into<BoxError>,
-    {
-        span.record("http.response.status_code", i64::from(response.status().as_u16()));
-        if let Some(pacer) = &self.pacer {
-            let now = std::time::SystemTime::now();
-            pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
-        }
-        match self.body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
-            // Inside the attempt: its timeout bounds the read. Boxed: the
-            // read's state would otherwise take room in every attempt's
-            // future, which is moved many times, for a rule few responses
-            // meet.
-            Some(rule) => Box::pin(judge(response, rule)).await,
-            None => Ok(response),
-        }
-    }
 }
 
 /// Reads ahead in `response` for the body rule, which judges it.
@@ -301,6 +257,8 @@ impl Protocol for HttpCall {
 impl Attempts for HttpAttempts {
     type Answer = HttpAnswer;
 
+    /// The body of attempt `number`, its head completed in `parts`, and what
+    /// it will do with its response.
     fn attempt<B: ReplayBody>(
         &mut self,
         parts: &mut Parts,
@@ -309,11 +267,17 @@ impl Attempts for HttpAttempts {
         source: &mut Source<B>,
         pacer: Option<Pacer>,
     ) -> (Option<B>, HttpAnswer) {
-        HttpAttempts::attempt(self, parts, number, source, pacer)
+        let body = source.next();
+        if let Some(name) = self.attempt_header.as_ref().filter(|_| number > 1) {
+            parts.headers.insert(name.clone(), http::HeaderValue::from(number));
+        }
+        (body, HttpAnswer { pacer, body_rule: self.body_rule.clone() })
     }
 }
 
 impl Answer for HttpAnswer {
+    /// Records the status on the attempt span, tells the pacer what the
+    /// response says about pace, and lets the body rule read what it selects.
     async fn answer<S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
@@ -329,6 +293,19 @@ impl Answer for HttpAnswer {
         ResB::Data: Send,
         ResB::Error: Into<BoxError>,
     {
-        HttpAnswer::answer(self, sent?.map(ResponseBody::new), span).await
+        let response = sent?.map(ResponseBody::new);
+        span.record("http.response.status_code", i64::from(response.status().as_u16()));
+        if let Some(pacer) = &self.pacer {
+            let now = std::time::SystemTime::now();
+            pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
+        }
+        match self.body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
+            // Inside the attempt: its timeout bounds the read. Boxed: the
+            // read's state would otherwise take room in every attempt's
+            // future, which is moved many times, for a rule few responses
+            // meet.
+            Some(rule) => Box::pin(judge(response, rule)).await,
+            None => Ok(response),
+        }
     }
 }

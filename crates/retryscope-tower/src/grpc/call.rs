@@ -246,28 +246,6 @@ pub(crate) struct GrpcAttempts {
 }
 
 impl GrpcAttempts {
-    /// The body of attempt `number`, its metadata added to `parts`, and what it
-    /// will do with its answer. `shared` is the request's head, which a
-    /// transparent retry of the first attempt is made from.
-    pub(crate) fn attempt<B: ReplayBody>(
-        &mut self,
-        parts: &mut Parts,
-        number: u32,
-        shared: &Arc<Parts>,
-        source: &mut Source<B>,
-        pacer: Option<Pacer>,
-    ) -> (Option<B>, GrpcAnswer) {
-        let body = source.next_metered(self.metrics.as_ref().map(CallMetrics::sent_meter));
-        self.metadata(parts, number);
-        // A6's transparent retry: a first attempt the server refused before
-        // processing it is sent once more at once, whatever the retry policy,
-        // and not counted as an attempt. It needs the body again; what it
-        // needs is kept (the shared head, the body's bytes) and the request is
-        // made only if the server refuses the first one.
-        let transparent = (number == 1).then(|| self.transparent(shared, source)).flatten();
-        (body, GrpcAnswer { pacer, transparent })
-    }
-
     /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
     /// a deadline — `grpc-timeout` set to what is left of it.
     fn metadata(&mut self, parts: &mut Parts, number: u32) {
@@ -300,41 +278,6 @@ impl GrpcAttempts {
 pub(crate) struct GrpcAnswer {
     pacer: Option<Pacer>,
     transparent: Option<Transparent>,
-}
-
-impl GrpcAnswer {
-    /// A refused first attempt sent again at once (its transparent retry);
-    /// the server's pace told to the pacer; the status in the headers
-    /// recorded, or the span handed to the body for the trailers'.
-    pub(crate) async fn answer<S, B, ResB>(
-        self,
-        sent: Result<Response<ResB>, BoxError>,
-        service: &mut S,
-        span: &Span,
-    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
-    where
-        S: Service<Request<B>, Response = Response<ResB>>,
-        S::Error: Into<BoxError>,
-        B: ReplayBody,
-        ResB: Body,
-    {
-        let response = match sent {
-            Ok(response) => response,
-            Err(error) => match (&self.transparent, unprocessed(&error)) {
-                (Some(transparent), Some(why)) => {
-                    tracing::info!(parent: span, "transparent retry: {why}");
-                    ready(service).await?;
-                    send(service, transparent.request(), span).await?
-                }
-                _ => return Err(error),
-            },
-        };
-        let response = response.map(ResponseBody::new);
-        if let Some(pacer) = &self.pacer {
-            pacer.learn(&headers::pace_signal(response.headers()));
-        }
-        Ok(read_status(response, span))
-    }
 }
 
 /// What A6's transparent retry of a first attempt needs to make its request
@@ -477,6 +420,9 @@ impl Protocol for GrpcCall {
 impl Attempts for GrpcAttempts {
     type Answer = GrpcAnswer;
 
+    /// The body of attempt `number`, its metadata added to `parts`, and what it
+    /// will do with its answer. `shared` is the request's head, which a
+    /// transparent retry of the first attempt is made from.
     fn attempt<B: ReplayBody>(
         &mut self,
         parts: &mut Parts,
@@ -485,11 +431,22 @@ impl Attempts for GrpcAttempts {
         source: &mut Source<B>,
         pacer: Option<Pacer>,
     ) -> (Option<B>, GrpcAnswer) {
-        GrpcAttempts::attempt(self, parts, number, shared, source, pacer)
+        let body = source.next_metered(self.metrics.as_ref().map(CallMetrics::sent_meter));
+        self.metadata(parts, number);
+        // A6's transparent retry: a first attempt the server refused before
+        // processing it is sent once more at once, whatever the retry policy,
+        // and not counted as an attempt. It needs the body again; what it
+        // needs is kept (the shared head, the body's bytes) and the request is
+        // made only if the server refuses the first one.
+        let transparent = (number == 1).then(|| self.transparent(shared, source)).flatten();
+        (body, GrpcAnswer { pacer, transparent })
     }
 }
 
 impl Answer for GrpcAnswer {
+    /// A refused first attempt sent again at once (its transparent retry);
+    /// the server's pace told to the pacer; the status in the headers
+    /// recorded, or the span handed to the body for the trailers'.
     async fn answer<S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
@@ -505,6 +462,21 @@ impl Answer for GrpcAnswer {
         ResB::Data: Send,
         ResB::Error: Into<BoxError>,
     {
-        GrpcAnswer::answer(self, sent, service, span).await
+        let response = match sent {
+            Ok(response) => response,
+            Err(error) => match (&self.transparent, unprocessed(&error)) {
+                (Some(transparent), Some(why)) => {
+                    tracing::info!(parent: span, "transparent retry: {why}");
+                    ready(service).await?;
+                    send(service, transparent.request(), span).await?
+                }
+                _ => return Err(error),
+            },
+        };
+        let response = response.map(ResponseBody::new);
+        if let Some(pacer) = &self.pacer {
+            pacer.learn(&headers::pace_signal(response.headers()));
+        }
+        Ok(read_status(response, span))
     }
 }
