@@ -235,7 +235,11 @@ async fn a_mark_in_redis_only_rises_is_atomic_across_raisers_and_expires_with_it
     let ttl = Duration::from_secs(60);
     assert_eq!(store.raise_mark(&key, 1, ttl).await.expect("Redis answers"), None);
     assert_eq!(store.raise_mark(&key, 3, ttl).await.expect("Redis answers"), Some(1));
-    assert_eq!(store.raise_mark(&key, 2, ttl).await.expect("Redis answers"), Some(3), "a lower mark leaves it");
+    assert_eq!(
+        store.raise_mark(&key, 2, ttl).await.expect("Redis answers"),
+        Some(3),
+        "a lower mark leaves it"
+    );
     // Past 2^53, where Lua's numbers would round: kept exactly.
     let big = (7u64 << 32) | 2;
     assert_eq!(store.raise_mark(&key, big, ttl).await.expect("Redis answers"), Some(3));

@@ -66,11 +66,12 @@ async fn jobs_held_long_stays_silent_on_emitted_claimed_and_superseded_deliverie
     let print = Fingerprint::of(&http::Method::POST, &q.subject, b"pay 1");
     let claimed = store.claim(&key, print, Duration::from_secs(1)).await.expect("the memory store answers");
     assert!(matches!(claimed, Claim::Claimed(_)));
-    let worker = Worker::builder(q.queue.clone(), fast_policy(3), |_job: Job| async { Ok::<(), TestError>(()) })
-        .processed_keys(store)
-        .fetch_wait(Duration::from_millis(100))
-        .build()
-        .expect("a valid worker");
+    let worker =
+        Worker::builder(q.queue.clone(), fast_policy(3), |_job: Job| async { Ok::<(), TestError>(()) })
+            .processed_keys(store)
+            .fetch_wait(Duration::from_millis(100))
+            .build()
+            .expect("a valid worker");
     let stats = worker.stats();
     let running = start(|stopped| worker.run(stopped));
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-1", "pay 1").await.expect("enqueued");
@@ -115,7 +116,12 @@ async fn jobs_held_long_stays_silent_on_emitted_claimed_and_superseded_deliverie
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let path = dir.join("held_test.yml");
     std::fs::write(&path, &file).expect("written");
-    let run = std::process::Command::new("promtool").arg("test").arg("rules").arg(&path).output().expect("promtool");
+    let run = std::process::Command::new("promtool")
+        .arg("test")
+        .arg("rules")
+        .arg(&path)
+        .output()
+        .expect("promtool");
     let said = format!("{}{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
     println!("emitted on {}: {emitted:?}\n{said}", q.subject);
     assert!(run.status.success(), "promtool on the emitted series:\n{said}\n{file}");

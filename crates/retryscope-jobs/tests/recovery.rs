@@ -56,7 +56,12 @@ impl IdempotencyStore for DiesAfterRecording {
         self.inner.renew(ticket, lease).await
     }
 
-    async fn raise_mark(&self, key: &IdempotencyKey, mark: u64, ttl: Duration) -> Result<Option<u64>, StoreError> {
+    async fn raise_mark(
+        &self,
+        key: &IdempotencyKey,
+        mark: u64,
+        ttl: Duration,
+    ) -> Result<Option<u64>, StoreError> {
         self.inner.raise_mark(key, mark, ttl).await
     }
 }

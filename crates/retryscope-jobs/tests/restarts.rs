@@ -97,8 +97,11 @@ async fn a_worker_process_runs_here_when_the_restarts_test_starts_one() {
     let mut polling = connection.clone();
     let stop = async move {
         loop {
-            let stop: bool =
-                redis::cmd("EXISTS").arg(format!("{prefix}:stop")).query_async(&mut polling).await.unwrap_or(false);
+            let stop: bool = redis::cmd("EXISTS")
+                .arg(format!("{prefix}:stop"))
+                .query_async(&mut polling)
+                .await
+                .unwrap_or(false);
             if stop {
                 break;
             }
@@ -137,12 +140,14 @@ async fn nats_server_restarted_ten_times_mid_run_every_job_executes_exactly_as_o
         .expect("connects");
     let stream = unique("restarts").to_uppercase();
     let subject = format!("{}.work", stream.to_lowercase());
-    let queue = NatsQueue::open(client.clone(), queue_config(&stream, &subject, ACK_WAIT)).await.expect("streams");
+    let queue =
+        NatsQueue::open(client.clone(), queue_config(&stream, &subject, ACK_WAIT)).await.expect("streams");
     let q = TestQueue { queue: queue.clone(), client, subject: subject.clone(), stream };
     let prefix = unique("restarts");
     let test = "a_worker_process_runs_here_when_the_restarts_test_starts_one";
-    let child =
-        worker_process(test, CHILD, &q, &prefix, &url, &redis_url).spawn().expect("the worker process starts");
+    let child = worker_process(test, CHILD, &q, &prefix, &url, &redis_url)
+        .spawn()
+        .expect("the worker process starts");
 
     let producer = Producer::new(queue);
     let mut keys = Vec::new();
@@ -171,7 +176,8 @@ async fn nats_server_restarted_ten_times_mid_run_every_job_executes_exactly_as_o
     let runs_key = format!("{prefix}:runs");
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        let runs: HashMap<String, u32> = redis::cmd("HGETALL").arg(&runs_key).query_async(&mut connection).await.expect("HGETALL");
+        let runs: HashMap<String, u32> =
+            redis::cmd("HGETALL").arg(&runs_key).query_async(&mut connection).await.expect("HGETALL");
         if keys.iter().all(|k| runs.get(k).copied().unwrap_or(0) >= expected(k)) {
             break;
         }
@@ -182,13 +188,19 @@ async fn nats_server_restarted_ten_times_mid_run_every_job_executes_exactly_as_o
     tokio::time::sleep(ACK_WAIT + RETRY_DELAY + Duration::from_millis(500)).await;
     let runs: HashMap<String, u32> =
         redis::cmd("HGETALL").arg(&runs_key).query_async(&mut connection).await.expect("HGETALL");
-    let _: () = redis::cmd("SET").arg(format!("{prefix}:stop")).arg(1).query_async(&mut connection).await.expect("SET");
+    let _: () = redis::cmd("SET")
+        .arg(format!("{prefix}:stop"))
+        .arg(1)
+        .query_async(&mut connection)
+        .await
+        .expect("SET");
     let output = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .expect("no panic")
         .expect("the worker process stops");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().find_map(|l| l.strip_prefix(STATS)).expect("the worker process printed its stats");
+    let line =
+        stdout.lines().find_map(|l| l.strip_prefix(STATS)).expect("the worker process printed its stats");
     let stat = |name: &str| -> u64 {
         line.split_whitespace()
             .find_map(|pair| pair.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
@@ -218,7 +230,8 @@ async fn nats_server_restarted_ten_times_mid_run_every_job_executes_exactly_as_o
     // was stored, its ack lost to a restart (confirmed or not: a restart can
     // lose a confirmed ack too): only an attempt that was retried has one.
     assert!(stat("superseded") <= stat("retried"), "{line}");
-    assert_eq!(stat("retried") + stat("unsettled") >= failing as u64, true, "{line}");
+    // Each failing job's first attempt was retried, or its settle failed and it came again.
+    assert!(stat("retried") + stat("unsettled") + stat("held") >= failing as u64, "{line}");
     assert_eq!(stat("succeeded"), keys.len() as u64, "{line}");
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);

@@ -71,8 +71,14 @@ impl MemoryStore {
 
     /// A store of at most `max_keys` keys and `max_bytes` bytes of responses.
     pub fn with_limits(max_keys: usize, max_bytes: usize) -> Self {
-        let keys =
-            Keys { slots: HashMap::new(), max_keys, max_bytes, bytes: 0, next_token: 0, marks: HashMap::new() };
+        let keys = Keys {
+            slots: HashMap::new(),
+            max_keys,
+            max_bytes,
+            bytes: 0,
+            next_token: 0,
+            marks: HashMap::new(),
+        };
         Self { shared: Arc::new(Mutex::new(keys)) }
     }
 

@@ -5,8 +5,8 @@
 use super::Inner;
 use super::attempts::{self, Admitted};
 use super::execution::Execution;
-use super::requeue;
 use super::keys::Claimed;
+use super::requeue;
 use crate::broker::{Broker, Delivery, Outgoing};
 use crate::dead::{DeadLetter, DeadReason, TRACEPARENT, header_safe};
 use crate::job::{HandlerFuture, Job, JobOutcome};
