@@ -434,8 +434,10 @@ def overview():
         "Job keys claimed again after their claim ran out unrenewed, neither completed nor released "
         "(retryscope_job_claims_taken_over_total, per subject, in each interval): the worker that held "
         "the claim crashed or stalled, and another runs the job again. Each is logged once, with the "
-        "dead claim's age. A crashed worker shows here, not as holds.",
-        [target(f"sum by (job, messaging_destination_name) (increase(retryscope_job_claims_taken_over_total{{{jsel}}}[{RI}]))",
+        "dead claim's age. A crashed worker shows here, not as holds. A subject whose jobs are "
+        "delivered and never taken over shows 0 (the counter has no series until its first).",
+        [target(f"sum by (job, messaging_destination_name) (increase(retryscope_job_claims_taken_over_total{{{jsel}}}[{RI}]))"
+                f" or sum by (job, messaging_destination_name) (rate(retryscope_job_deliveries_total{{{jsel}}}[{RI}])) * 0",
                 "{{job}}: {{messaging_destination_name}}", "A")],
         {"h": 8, "w": 8, "x": 16, "y": 116}, unit="short"))
     p.append(timeseries(
