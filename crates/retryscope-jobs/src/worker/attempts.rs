@@ -41,7 +41,10 @@ fn unmark(mark: u64) -> (u64, u64) {
 
 impl<S: IdempotencyStore> Keys<S> {
     /// Records that the delivery's attempt is about to run, unless a later
-    /// one was already run or scheduled.
+    /// one was already run or scheduled. Called under the job key's claim,
+    /// as [`scheduled`](Self::scheduled) is: the claim orders the two, so a
+    /// delivery that waited on the claim of the attempt it duplicates sees
+    /// the retry that attempt recorded.
     pub(crate) async fn admit(&self, meta: &JobMeta) -> Admitted {
         let (Some(store), Some(key)) = (&self.store, meta.key.as_deref().and_then(store_key)) else {
             return Admitted::Current;

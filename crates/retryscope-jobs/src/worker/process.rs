@@ -96,20 +96,8 @@ where
     // The execution starts here: what it runs under is fixed now, from the
     // configuration in force (a reload reaches the next execution).
     let execution = Execution::resolve(inner, delivery.subject());
-    match inner.keys.admit(&meta).await {
-        Admitted::Current => {}
-        Admitted::Superseded(recorded) => return attempts::drop_superseded(delivery, &meta, recorded).await,
-        Admitted::Later(wait) => return put_back(inner, delivery, &meta, wait, JobOutcome::Held).await,
-    }
     let ticket = match inner.keys.claim(meta.key.as_deref(), delivery.subject(), delivery.payload()).await {
-        Claimed::Run(ticket) => {
-            if let (Some(age), Some(key)) = (ticket.as_ref().and_then(|t| t.took_over()), meta.key.as_deref())
-            {
-                inner.stats.took_over();
-                inner.telemetry.taken_over(delivery.subject(), key, age);
-            }
-            ticket
-        }
+        Claimed::Run(ticket) => ticket,
         Claimed::Done => {
             return match delivery.ack().await {
                 Ok(()) => JobOutcome::Deduplicated,
@@ -123,6 +111,24 @@ where
         }
         Claimed::Later(wait) => return put_back(inner, delivery, &meta, wait, JobOutcome::Held).await,
     };
+    // Under the claim, as the retry's record is raised: a delivery of this
+    // attempt that arrives while the attempt runs elsewhere waits for the
+    // claim above, and then sees the record that attempt left.
+    match inner.keys.admit(&meta).await {
+        Admitted::Current => {}
+        Admitted::Superseded(recorded) => {
+            inner.keys.release(ticket).await;
+            return attempts::drop_superseded(delivery, &meta, recorded).await;
+        }
+        Admitted::Later(wait) => {
+            inner.keys.release(ticket).await;
+            return put_back(inner, delivery, &meta, wait, JobOutcome::Held).await;
+        }
+    }
+    if let (Some(age), Some(key)) = (ticket.as_ref().and_then(|t| t.took_over()), meta.key.as_deref()) {
+        inner.stats.took_over();
+        inner.telemetry.taken_over(delivery.subject(), key, age);
+    }
     let first_attempt_at = meta.first_attempt_at.unwrap_or(now);
     let job = Job {
         key: meta.key.as_deref().map(Arc::from),
