@@ -8,6 +8,7 @@
 
 mod support;
 
+use retryscope::{Jitter, Policy};
 use retryscope_idempotency::store::Claim;
 use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore, MemoryStore};
 use retryscope_jobs::meta::JobMeta;
@@ -16,8 +17,8 @@ use retryscope_jobs::{Broker, Job, JobOutcome, Outgoing, Producer, Worker};
 use retryscope_test_support::telemetry::Telemetry;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
-use support::{TestError, fast_policy, nats_url, queue, start, wait_for};
+use std::time::Duration;
+use support::{TestError, nats_url, queue, start, wait_for};
 
 /// The Prometheus name of an OpenTelemetry attribute or counter, as the
 /// collector exports it: dots become underscores, a counter gets `_total`.
@@ -66,28 +67,40 @@ async fn jobs_held_long_stays_silent_on_emitted_claimed_and_superseded_deliverie
     let print = Fingerprint::of(&http::Method::POST, &q.subject, b"pay 1");
     let claimed = store.claim(&key, print, Duration::from_secs(1)).await.expect("the memory store answers");
     assert!(matches!(claimed, Claim::Claimed(_)));
-    let worker =
-        Worker::builder(q.queue.clone(), fast_policy(3), |_job: Job| async { Ok::<(), TestError>(()) })
-            .processed_keys(store)
-            .fetch_wait(Duration::from_millis(100))
-            .build()
-            .expect("a valid worker");
+    // "order-2" fails its first attempt; its retry waits a minute.
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .base_delay(Duration::from_secs(60))
+        .max_delay(Duration::from_secs(60))
+        .jitter(Jitter::None)
+        .no_deadline()
+        .build()
+        .expect("a valid policy");
+    let handler = |job: Job| async move {
+        if job.key.as_deref() == Some("order-2") && job.attempt == 1 { Err(TestError::Busy) } else { Ok(()) }
+    };
+    let worker = Worker::builder(q.queue.clone(), policy, handler)
+        .processed_keys(store)
+        .fetch_wait(Duration::from_millis(100))
+        .build()
+        .expect("a valid worker");
     let stats = worker.stats();
     let running = start(|stopped| worker.run(stopped));
     Producer::new(q.queue.clone()).enqueue(&q.subject, "order-1", "pay 1").await.expect("enqueued");
-    // "order-2": its attempt 2 runs, then its attempt 1 comes (as after a lost ack).
-    let attempt = |n: u32| {
-        let meta = JobMeta {
-            attempt: n,
-            first_attempt_at: Some(SystemTime::now()),
-            ..JobMeta::first(Some("order-2".into()))
-        };
-        let headers = meta.to_headers().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    // "order-2": its attempt 1 fails and its retry is stored; then attempt 1
+    // comes again, as after a lost ack.
+    let first = || {
+        let headers = JobMeta::first(Some("order-2".into()))
+            .to_headers()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
         Outgoing { subject: q.subject.clone(), payload: "pay 2".into(), headers, dedup_id: None }
     };
-    q.queue.publish(attempt(2)).await.expect("stored");
-    assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::Succeeded) == 2).await);
-    q.queue.publish(attempt(1)).await.expect("stored");
+    q.queue.publish(first()).await.expect("stored");
+    assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::Retried) == 1).await);
+    assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::Succeeded) == 1).await);
+    q.queue.publish(first()).await.expect("stored");
     assert!(wait_for(Duration::from_secs(10), || stats.count(JobOutcome::Superseded) == 1).await);
     running.stop().await;
 
