@@ -429,7 +429,7 @@ def synthetic_series():
         base = {"job": job, "instance": inst, "messaging_destination_name": subject}
         for outcome, k in (("succeeded", 60), ("retried", 9), ("held", 30), ("dead_lettered", 1),
                            ("deduplicated", 1), ("waiting", 3), ("replayed", 1),
-                           ("claimed_elsewhere", 2)):
+                           ("claimed_elsewhere", 2), ("superseded", 1)):
             counter("retryscope_job_deliveries_total", {**base, "retryscope_job_outcome": outcome}, k)
         for reason, k in (("attempts_exhausted", 1), ("permanent", 1)):
             counter("retryscope_job_dead_letters_total", {**base, "retryscope_job_dead_reason": reason}, k)

@@ -415,10 +415,12 @@ def overview():
         "processed: acked without running), waiting (before its run-at), unsettled (the broker failed "
         "while it was settled: it comes again), replayed (a dead letter queued again), and "
         "claimed_elsewhere (another worker's claim holds its key: running there, or that worker died "
-        "less than a claim ago; not a hold).",
+        "less than a claim ago; not a hold), and superseded (a delivery of an attempt older than one "
+        "already run or scheduled for its key, after a broker restart or a lost ack: acked and dropped, "
+        "not run).",
         [target(f"sum by (job, retryscope_job_outcome) (rate(retryscope_job_deliveries_total{{{jsel}}}[{RI}]))",
                 "{{job}}: {{retryscope_job_outcome}}", "A")],
-        {"h": 8, "w": 12, "x": 0, "y": 116}, unit="ops", links=[trace_link()]))
+        {"h": 8, "w": 8, "x": 0, "y": 116}, unit="ops", links=[trace_link()]))
     p.append(timeseries(
         61, "Dead letters by reason",
         "Jobs given up per second (retryscope_job_dead_letters_total, counted once the dead letter is "
@@ -426,7 +428,18 @@ def overview():
         "deadline_exceeded, hint_too_long, invalid_job_metadata, max_deliveries. A hold never is one.",
         [target(f"sum by (job, retryscope_job_dead_reason) (rate(retryscope_job_dead_letters_total{{{jsel}}}[{RI}]))",
                 "{{job}}: {{retryscope_job_dead_reason}}", "A")],
-        {"h": 8, "w": 12, "x": 12, "y": 116}, unit="ops"))
+        {"h": 8, "w": 8, "x": 8, "y": 116}, unit="ops"))
+    p.append(timeseries(
+        65, "Claims taken over",
+        "Job keys claimed again after their claim ran out unrenewed, neither completed nor released "
+        "(retryscope_job_claims_taken_over_total, per subject, in each interval): the worker that held "
+        "the claim crashed or stalled, and another runs the job again. Each is logged once, with the "
+        "dead claim's age. A crashed worker shows here, not as holds. A subject whose jobs are "
+        "delivered and never taken over shows 0 (the counter has no series until its first).",
+        [target(f"sum by (job, messaging_destination_name) (increase(retryscope_job_claims_taken_over_total{{{jsel}}}[{RI}]))"
+                f" or sum by (job, messaging_destination_name) (rate(retryscope_job_deliveries_total{{{jsel}}}[{RI}])) * 0",
+                "{{job}}: {{messaging_destination_name}}", "A")],
+        {"h": 8, "w": 8, "x": 16, "y": 116}, unit="short"))
     p.append(timeseries(
         62, "Dead letters kept",
         "Dead letters in each dead-letter stream (recording rule retryscope:job_dead_letter_depth:max, "

@@ -12,7 +12,7 @@ pub struct StoreError {
 }
 
 impl StoreError {
-    /// A failure of `operation` (`claim`, `complete`, `release`, `renew`), caused by `source`.
+    /// A failure of `operation` (`claim`, `complete`, `release`, `renew`, `raise_mark`), caused by `source`.
     pub fn new(operation: &'static str, source: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
         Self { operation, source: Some(source.into()) }
     }

@@ -274,3 +274,31 @@ async fn a_renewed_claim_outlives_its_lease_and_one_that_ran_out_is_taken_over_w
     store.complete(&third, Completion::NotReplayable, Duration::from_secs(60)).await.expect("answers");
     assert!(!store.renew(&third, lease).await.expect("answers"), "a completed claim is not renewed");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_mark_only_rises_outlives_the_claims_release_and_expires_with_its_ttl() {
+    let store = MemoryStore::with_limits(2, 1024);
+    let key = IdempotencyKey::parse(br#""job-1""#).expect("a key");
+    let ttl = Duration::from_secs(60);
+    assert_eq!(store.raise_mark(&key, 1, ttl).await.expect("answers"), None, "no mark yet");
+    assert_eq!(store.raise_mark(&key, 3, ttl).await.expect("answers"), Some(1));
+    // A lower mark is told the higher one and leaves it.
+    assert_eq!(store.raise_mark(&key, 2, ttl).await.expect("answers"), Some(3));
+    assert_eq!(store.raise_mark(&key, u64::MAX - 1, ttl).await.expect("answers"), Some(3));
+    assert_eq!(store.raise_mark(&key, 4, ttl).await.expect("answers"), Some(u64::MAX - 1));
+    // A claim taken and released beside it leaves the mark.
+    let print = Fingerprint::of(&http::Method::POST, "jobs", b"pay");
+    let Ok(Claim::Claimed(ticket)) = store.claim(&key, print, ttl).await else { panic!("a free key") };
+    store.release(&ticket).await.expect("answers");
+    assert_eq!(store.raise_mark(&key, 1, ttl).await.expect("answers"), Some(u64::MAX - 1));
+    // Bounded: a second key fits, a third is refused while both live, never evicting one.
+    let other = IdempotencyKey::parse(br#""job-2""#).expect("a key");
+    let third = IdempotencyKey::parse(br#""job-3""#).expect("a key");
+    assert_eq!(store.raise_mark(&other, 1, Duration::from_secs(10)).await.expect("answers"), None);
+    assert!(store.raise_mark(&third, 1, ttl).await.is_err(), "full: refused");
+    assert_eq!(store.raise_mark(&other, 1, Duration::from_secs(10)).await.expect("answers"), Some(1));
+    // Expired: gone, and its room is taken.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(store.raise_mark(&key, 2, ttl).await.expect("answers"), None, "expired with its ttl");
+    assert_eq!(store.raise_mark(&third, 1, ttl).await.expect("answers"), None, "room again");
+}

@@ -224,3 +224,48 @@ async fn a_renewed_claim_outlives_its_lease_in_redis_and_one_that_ran_out_is_tak
     let Ok(Claim::Claimed(third)) = store.claim(&key, print, lease).await else { panic!("a free key") };
     assert_eq!(third.took_over(), None, "a released claim was not taken over");
 }
+
+#[tokio::test]
+async fn a_mark_in_redis_only_rises_is_atomic_across_raisers_and_expires_with_its_ttl() {
+    use retryscope_idempotency::store::Claim;
+    use retryscope_idempotency::{Fingerprint, IdempotencyKey, IdempotencyStore};
+    let Some(url) = redis_url() else { return };
+    let store = store(&url, "mark").await;
+    let key = IdempotencyKey::parse(br#""job-1""#).expect("a key");
+    let ttl = Duration::from_secs(60);
+    assert_eq!(store.raise_mark(&key, 1, ttl).await.expect("Redis answers"), None);
+    assert_eq!(store.raise_mark(&key, 3, ttl).await.expect("Redis answers"), Some(1));
+    assert_eq!(
+        store.raise_mark(&key, 2, ttl).await.expect("Redis answers"),
+        Some(3),
+        "a lower mark leaves it"
+    );
+    // Past 2^53, where Lua's numbers would round: kept exactly.
+    let big = (7u64 << 32) | 2;
+    assert_eq!(store.raise_mark(&key, big, ttl).await.expect("Redis answers"), Some(3));
+    assert_eq!(store.raise_mark(&key, big - 1, ttl).await.expect("Redis answers"), Some(big));
+    assert_eq!(store.raise_mark(&key, u64::MAX, ttl).await.expect("Redis answers"), Some(big));
+    // A claim released beside it leaves the mark.
+    let print = Fingerprint::of(&http::Method::POST, "jobs", b"pay");
+    let Ok(Claim::Claimed(ticket)) = store.claim(&key, print, ttl).await else { panic!("a free key") };
+    store.release(&ticket).await.expect("Redis answers");
+    assert_eq!(store.raise_mark(&key, 1, ttl).await.expect("Redis answers"), Some(u64::MAX));
+    // Concurrent raisers of 1..=20: each sees a mark below its own or the
+    // highest; exactly one saw none, and the mark ends at 20.
+    let fresh = IdempotencyKey::parse(br#""job-2""#).expect("a key");
+    let raises = (1..=20u64).map(|n| {
+        let (store, fresh) = (store.clone(), fresh.clone());
+        tokio::spawn(async move { store.raise_mark(&fresh, n, ttl).await.expect("Redis answers") })
+    });
+    let mut seen = Vec::new();
+    for raise in raises {
+        seen.push(raise.await.expect("no panic"));
+    }
+    assert_eq!(seen.iter().filter(|s| s.is_none()).count(), 1, "{seen:?}");
+    assert_eq!(store.raise_mark(&fresh, 0, ttl).await.expect("Redis answers"), Some(20));
+    // Expires with its ttl.
+    let short = IdempotencyKey::parse(br#""job-3""#).expect("a key");
+    store.raise_mark(&short, 5, Duration::from_millis(200)).await.expect("Redis answers");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(store.raise_mark(&short, 1, ttl).await.expect("Redis answers"), None, "expired");
+}

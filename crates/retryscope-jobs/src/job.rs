@@ -67,6 +67,11 @@ pub enum JobOutcome {
     /// or that worker died less than a claim ago): put back for one renewal
     /// period, without counting an attempt. Not the dependency's hold.
     ClaimedElsewhere,
+    /// A delivery of an attempt older than one a worker already ran or
+    /// scheduled for the same job key (its ack was lost to a broker restart
+    /// or a crash after the retry that replaced it was stored): acked and
+    /// dropped, not run. Only keyed jobs are tracked.
+    Superseded,
     /// A dead letter was queued again as attempt 1 ([`dead::replay`](crate::dead::replay)):
     /// reported by the replay, not by a worker's delivery.
     Replayed,
@@ -74,7 +79,7 @@ pub enum JobOutcome {
 
 impl JobOutcome {
     /// Every outcome.
-    pub const ALL: [JobOutcome; 9] = [
+    pub const ALL: [JobOutcome; 10] = [
         JobOutcome::Succeeded,
         JobOutcome::Retried,
         JobOutcome::Held,
@@ -84,6 +89,7 @@ impl JobOutcome {
         JobOutcome::Unsettled,
         JobOutcome::Replayed,
         JobOutcome::ClaimedElsewhere,
+        JobOutcome::Superseded,
     ];
 
     /// The attribute value.
@@ -98,6 +104,7 @@ impl JobOutcome {
             JobOutcome::Unsettled => "unsettled",
             JobOutcome::Replayed => "replayed",
             JobOutcome::ClaimedElsewhere => "claimed_elsewhere",
+            JobOutcome::Superseded => "superseded",
         }
     }
 
@@ -112,6 +119,7 @@ impl JobOutcome {
             JobOutcome::Unsettled => 6,
             JobOutcome::Replayed => 7,
             JobOutcome::ClaimedElsewhere => 8,
+            JobOutcome::Superseded => 9,
         }
     }
 }

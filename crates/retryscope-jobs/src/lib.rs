@@ -1,7 +1,9 @@
 //! Job retries on a real broker: workers that requeue a failed job with a
 //! run-at from [`Policy::schedule`](retryscope::Policy::schedule), dead-letter
-//! what cannot succeed, never run a job key again once its handler returned
-//! (one interrupted by a crash runs again: see the guide's "What once
+//! what cannot succeed, never run a keyed job again once its handler
+//! succeeded nor one of its attempts again once that attempt's handler
+//! returned (a failed attempt delivered again beside its retry is dropped:
+//! [`JobOutcome::Superseded`]; one interrupted by a crash runs again: see the guide's "What once
 //! means"; the HTTP calls its handler makes through retryscope's clients
 //! carry idempotency keys derived from the job's key, so a server that stores
 //! them runs each once across crashes: [`WorkerBuilder::job_keyed_calls`]),
@@ -17,6 +19,7 @@
 //! | the dependency's breaker open, pacer gate closed, budget spent | `Nak` with the hold (not an attempt) |
 //! | its key already processed | ack, without running it |
 //! | its key claimed by another worker, live or dead less than a claim ago | `Nak` for one claim renewal period (not an attempt) |
+//! | an attempt older than one already run or scheduled for its key | ack, without running it |
 //! | handler succeeded | key recorded, ack |
 //! | transient failure, the policy allows another | the next attempt published (attempt + 1, run-at), then ack |
 //! | permanent, attempts spent, deadline passed, headers malformed (a run-at past [`MAX_JOB_DURATION`](retryscope::MAX_JOB_DURATION) included) | dead letter published and stored, then `Term` |

@@ -55,6 +55,15 @@ impl IdempotencyStore for DiesAfterRecording {
     async fn renew(&self, ticket: &Ticket, lease: Duration) -> Result<bool, StoreError> {
         self.inner.renew(ticket, lease).await
     }
+
+    async fn raise_mark(
+        &self,
+        key: &IdempotencyKey,
+        mark: u64,
+        ttl: Duration,
+    ) -> Result<Option<u64>, StoreError> {
+        self.inner.raise_mark(key, mark, ttl).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

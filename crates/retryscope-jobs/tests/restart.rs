@@ -8,52 +8,10 @@ use retryscope_idempotency::MemoryStore;
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
 use retryscope_jobs::{Job, JobOutcome, Producer, Worker};
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::own_nats::{OwnNats, ready};
 use support::{TestError, fast_policy, nats_url, start, wait_for};
-
-struct OwnNats {
-    child: Child,
-    port: u16,
-    store: std::path::PathBuf,
-}
-
-impl OwnNats {
-    fn start(port: u16, store: &std::path::Path) -> Self {
-        let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server on PATH (Debian package nats-server)");
-        Self { child, port, store: store.to_owned() }
-    }
-
-    /// A graceful stop (SIGTERM: the server flushes its store), as a restart does.
-    fn stop(&mut self) {
-        let _ = Command::new("kill").arg(self.child.id().to_string()).status();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for OwnNats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn ready(port: u16) {
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("nats-server did not listen on {port}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nats_server_restart_mid_run_loses_no_job_and_runs_none_twice() {

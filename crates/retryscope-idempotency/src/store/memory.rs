@@ -39,6 +39,10 @@ struct Keys {
     max_bytes: usize,
     bytes: usize,
     next_token: u64,
+    /// Each key's mark ([`IdempotencyStore::raise_mark`]) and when it
+    /// expires: apart from the slots, since a release must leave it. Bounded
+    /// by `max_keys` too.
+    marks: HashMap<IdempotencyKey, (u64, Instant)>,
 }
 
 #[derive(Debug)]
@@ -67,7 +71,14 @@ impl MemoryStore {
 
     /// A store of at most `max_keys` keys and `max_bytes` bytes of responses.
     pub fn with_limits(max_keys: usize, max_bytes: usize) -> Self {
-        let keys = Keys { slots: HashMap::new(), max_keys, max_bytes, bytes: 0, next_token: 0 };
+        let keys = Keys {
+            slots: HashMap::new(),
+            max_keys,
+            max_bytes,
+            bytes: 0,
+            next_token: 0,
+            marks: HashMap::new(),
+        };
         Self { shared: Arc::new(Mutex::new(keys)) }
     }
 
@@ -181,6 +192,21 @@ impl Keys {
         }
     }
 
+    /// `None` when every mark is live and there is no room for another.
+    fn raise_mark(&mut self, key: &IdempotencyKey, mark: u64, ttl: Duration) -> Option<Option<u64>> {
+        let now = Instant::now();
+        let before = self.marks.get(key).filter(|(_, expires)| *expires > now).map(|(held, _)| *held);
+        if before.is_none() && !self.marks.contains_key(key) && self.marks.len() >= self.max_keys {
+            self.marks.retain(|_, (_, expires)| *expires > now);
+            if self.marks.len() >= self.max_keys {
+                // Never drop a live mark to make room: that would let an old step run again.
+                return None;
+            }
+        }
+        self.marks.insert(key.clone(), (before.map_or(mark, |held| held.max(mark)), now + ttl));
+        Some(before)
+    }
+
     fn release(&mut self, ticket: &Ticket) {
         if self.slots.get(ticket.key()).is_some_and(|slot| slot.token == ticket.token()) {
             self.remove(ticket.key());
@@ -215,5 +241,16 @@ impl IdempotencyStore for MemoryStore {
 
     async fn renew(&self, ticket: &Ticket, lease: Duration) -> Result<bool, StoreError> {
         Ok(self.lock().renew(ticket, lease))
+    }
+
+    async fn raise_mark(
+        &self,
+        key: &IdempotencyKey,
+        mark: u64,
+        ttl: Duration,
+    ) -> Result<Option<u64>, StoreError> {
+        self.lock()
+            .raise_mark(key, mark, ttl)
+            .ok_or_else(|| StoreError::new("raise_mark", "the store holds as many marks as it may"))
     }
 }

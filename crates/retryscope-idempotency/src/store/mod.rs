@@ -81,6 +81,21 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         ticket: &Ticket,
         lease: Duration,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Raises the mark kept beside `key` (apart from its claim: a claim's
+    /// release leaves it) to `mark` when it is lower or absent, keeps it for
+    /// `ttl` from now either way, and returns the mark it held before (`None`:
+    /// none, or it had expired). Atomic for a key, like a claim: of concurrent
+    /// raises, each sees the highest mark of those before it, so a caller
+    /// whose mark is below the one returned knows a later step was already
+    /// recorded. A job worker marks each job key with the highest attempt it
+    /// ran or scheduled, so that a redelivered older attempt is dropped.
+    fn raise_mark(
+        &self,
+        key: &IdempotencyKey,
+        mark: u64,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
 }
 
 /// What a [`claim`](IdempotencyStore::claim) found.

@@ -62,6 +62,18 @@ end
 return 0
 ";
 
+/// Raises the mark in KEYS[1] to ARGV[1] (20 digits, zero-padded: string
+/// order is number order, and Lua's doubles would round a large u64) when
+/// lower or absent, and keeps it ARGV[2] milliseconds; returns the mark held
+/// before, or false.
+const RAISE_MARK: &str = r"
+local held = redis.call('GET', KEYS[1])
+local mark = ARGV[1]
+if held and held > mark then mark = held end
+redis.call('SET', KEYS[1], mark, 'PX', ARGV[2])
+return held
+";
+
 /// How long a claim's note outlives its lease: a claim that ran out is
 /// told as taken over when the key is claimed again within this.
 const NOTE_LINGER: Duration = Duration::from_secs(3600);
@@ -103,6 +115,7 @@ pub struct RedisStore {
     complete: redis::Script,
     release: redis::Script,
     renew: redis::Script,
+    raise_mark: redis::Script,
 }
 
 impl RedisStore {
@@ -135,6 +148,7 @@ impl RedisStore {
             complete: redis::Script::new(COMPLETE),
             release: redis::Script::new(RELEASE),
             renew: redis::Script::new(RENEW),
+            raise_mark: redis::Script::new(RAISE_MARK),
         }
     }
 
@@ -153,6 +167,11 @@ impl RedisStore {
     /// the `\u{1}` keeps notes apart from every key.
     fn note_key(&self, key: &IdempotencyKey) -> String {
         format!("{}\u{1}claimed:{}", self.prefix, key.as_str())
+    }
+
+    /// Where a key's mark is kept, apart from its record and note.
+    fn mark_key(&self, key: &IdempotencyKey) -> String {
+        format!("{}\u{1}mark:{}", self.prefix, key.as_str())
     }
 }
 
@@ -260,5 +279,26 @@ impl IdempotencyStore for RedisStore {
             .await
             .map_err(|error| StoreError::new("renew", error))?;
         Ok(renewed == 1)
+    }
+
+    async fn raise_mark(
+        &self,
+        key: &IdempotencyKey,
+        mark: u64,
+        ttl: Duration,
+    ) -> Result<Option<u64>, StoreError> {
+        let mut connection = self.connection.clone();
+        let before: Option<String> = self
+            .raise_mark
+            .key(self.mark_key(key))
+            .arg(format!("{mark:020}"))
+            .arg(millis(ttl))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|error| StoreError::new("raise_mark", error))?;
+        before
+            .map(|held| held.parse::<u64>())
+            .transpose()
+            .map_err(|_| StoreError::new("raise_mark", "a mark that is not a number"))
     }
 }

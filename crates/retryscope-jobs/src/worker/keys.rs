@@ -143,7 +143,7 @@ impl<S: IdempotencyStore> Keys<S> {
 }
 
 /// The key as the store's type, which parses a structured-field string.
-fn store_key(key: &str) -> Option<IdempotencyKey> {
+pub(super) fn store_key(key: &str) -> Option<IdempotencyKey> {
     let mut quoted = String::with_capacity(key.len() + 2);
     quoted.push('"');
     for c in key.chars() {

@@ -6,8 +6,10 @@ mod execution;
 pub(crate) mod builder_error {
     pub use super::builder::WorkerError;
 }
+mod attempts;
 mod keys;
 mod process;
+mod requeue;
 
 pub use builder::{Classifier, WorkerBuilder};
 

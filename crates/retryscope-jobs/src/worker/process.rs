@@ -3,8 +3,10 @@
 //! with the broker only after whatever replaces it is stored.
 
 use super::Inner;
+use super::attempts::{self, Admitted};
 use super::execution::Execution;
 use super::keys::Claimed;
+use super::requeue;
 use crate::broker::{Broker, Delivery, Outgoing};
 use crate::dead::{DeadLetter, DeadReason, TRACEPARENT, header_safe};
 use crate::job::{HandlerFuture, Job, JobOutcome};
@@ -95,14 +97,7 @@ where
     // configuration in force (a reload reaches the next execution).
     let execution = Execution::resolve(inner, delivery.subject());
     let ticket = match inner.keys.claim(meta.key.as_deref(), delivery.subject(), delivery.payload()).await {
-        Claimed::Run(ticket) => {
-            if let (Some(age), Some(key)) = (ticket.as_ref().and_then(|t| t.took_over()), meta.key.as_deref())
-            {
-                inner.stats.took_over();
-                inner.telemetry.taken_over(delivery.subject(), key, age);
-            }
-            ticket
-        }
+        Claimed::Run(ticket) => ticket,
         Claimed::Done => {
             return match delivery.ack().await {
                 Ok(()) => JobOutcome::Deduplicated,
@@ -116,6 +111,24 @@ where
         }
         Claimed::Later(wait) => return put_back(inner, delivery, &meta, wait, JobOutcome::Held).await,
     };
+    // Under the claim, as the retry's record is raised: a delivery of this
+    // attempt that arrives while the attempt runs elsewhere waits for the
+    // claim above, and then sees the record that attempt left.
+    match inner.keys.admit(&meta).await {
+        Admitted::Current => {}
+        Admitted::Superseded(recorded) => {
+            inner.keys.release(ticket).await;
+            return attempts::drop_superseded(delivery, &meta, recorded).await;
+        }
+        Admitted::Later(wait) => {
+            inner.keys.release(ticket).await;
+            return put_back(inner, delivery, &meta, wait, JobOutcome::Held).await;
+        }
+    }
+    if let (Some(age), Some(key)) = (ticket.as_ref().and_then(|t| t.took_over()), meta.key.as_deref()) {
+        inner.stats.took_over();
+        inner.telemetry.taken_over(delivery.subject(), key, age);
+    }
     let first_attempt_at = meta.first_attempt_at.unwrap_or(now);
     let job = Job {
         key: meta.key.as_deref().map(Arc::from),
@@ -165,7 +178,6 @@ where
             put_back(inner, delivery, &meta, wait, JobOutcome::Held).await
         }
         Err(error) => {
-            inner.keys.release(ticket).await;
             let error_type =
                 verdict.and_then(|v| v.error_type()).map(|t| retryscope_otel::error_type_str(t).to_owned());
             let last_error = error.last_error().map(|e| header_safe(&e.to_string()));
@@ -190,7 +202,7 @@ where
                 match execution.policy.schedule(&failure, ended, &mut rng) {
                     Schedule::RetryAt { at, delay, .. } => {
                         span.end("retried", error_type.as_deref());
-                        return requeue(inner, delivery, meta, at, delay).await;
+                        return requeue::requeue(inner, delivery, meta, at, delay, ticket).await;
                     }
                     Schedule::DeadLetter(reason) => {
                         DeadReason::from_stop(reason).unwrap_or(DeadReason::AttemptsExhausted)
@@ -199,6 +211,7 @@ where
             } else {
                 DeadReason::from_stop(error.reason()).unwrap_or(DeadReason::Permanent)
             };
+            inner.keys.release(ticket).await;
             span.end("dead_lettered", error_type.as_deref());
             let letter = DeadLetter { reason, error_type, last_error, ..letter(delivery, meta, ended) };
             dead_letter(inner, delivery, letter).await
@@ -345,37 +358,6 @@ fn spread(wait: Duration) -> Duration {
     wait.mul_f64(factor)
 }
 
-/// Queues the next attempt as a new message (its headers say which attempt,
-/// since when, and from when), then acks this one: the retry is stored
-/// before the original goes. The id `key#r<replays>a<attempt>` makes a
-/// republish after a crash between the two a duplicate the broker drops.
-async fn requeue<B: Broker, E, S>(
-    inner: &Inner<B, E, S>,
-    delivery: &B::Delivery,
-    meta: JobMeta,
-    at: SystemTime,
-    delay: Duration,
-) -> JobOutcome {
-    let next = JobMeta { attempt: meta.attempt + 1, previous_delay: Some(delay), run_at: Some(at), ..meta };
-    let dedup = next.key.as_ref().map(|key| format!("{key}#r{}a{}", next.replays, next.attempt));
-    let message = outgoing(delivery, &next, dedup);
-    match inner.broker.publish(message).await {
-        Ok(_) => match delivery.ack().await {
-            Ok(()) => JobOutcome::Retried,
-            // The next attempt is stored: the original's redelivery republishes
-            // it under the same id, which the broker drops.
-            Err(_) => JobOutcome::Unsettled,
-        },
-        Err(error) => {
-            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, "a retry could not be queued: the job comes again after a hold");
-            match delivery.nak(inner.hold).await {
-                Ok(()) => JobOutcome::Held,
-                Err(_) => JobOutcome::Unsettled,
-            }
-        }
-    }
-}
-
 /// Stores the dead letter, waits for the broker's ack, and only then
 /// terminates the original: a dead letter that cannot be stored leaves the
 /// job to come again.
@@ -416,7 +398,7 @@ fn letter<D: Delivery>(delivery: &D, meta: JobMeta, at: SystemTime) -> DeadLette
     }
 }
 
-fn outgoing<D: Delivery>(delivery: &D, meta: &JobMeta, dedup_id: Option<String>) -> Outgoing {
+pub(super) fn outgoing<D: Delivery>(delivery: &D, meta: &JobMeta, dedup_id: Option<String>) -> Outgoing {
     let mut headers: Vec<(String, String)> =
         meta.to_headers().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
     for name in [TRACEPARENT, "tracestate"] {

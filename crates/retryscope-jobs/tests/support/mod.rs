@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod own_nats;
+
 use retryscope::{ErrorType, Jitter, Policy, Transient, Verdict};
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
 use std::fmt;
