@@ -88,10 +88,20 @@ pub trait Guard: Send + Sync {
     /// Reports the guard's figures now, each with the [`Gauge`] it is
     /// published as: what an integration's per-dependency registry reads at
     /// each metrics collection, so that a new guard's gauges need nothing
-    /// but this method. The same gauges on every call, in the same order;
-    /// none by default.
+    /// but this method. Only those it has a value for now (every one it may
+    /// report is listed by [`published`](Self::published)); none by default.
     fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
         let _ = report;
+    }
+
+    /// Every gauge the guard may report through [`gauges`](Self::gauges),
+    /// whether or not it has a value for it now: what a telemetry crate
+    /// registers, once, when it sets a dependency's guards up (an adaptive
+    /// throttle has no accept ratio before its first request, and its gauge
+    /// must be registered all the same). By default, those `gauges` reports
+    /// now — right for a guard that always reports every gauge.
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        self.gauges(&mut |published, _| gauge(published));
     }
 }
 
@@ -121,12 +131,12 @@ pub enum Worst {
 }
 
 impl Gauge {
-    /// The distinct gauges `guard` publishes, by name: what a telemetry crate
-    /// registers for the guards a factory makes (each publishes the same
-    /// ones), learned from one of them.
+    /// The distinct gauges `guard` publishes ([`Guard::published`]), by
+    /// name: what a telemetry crate registers for the guards a factory makes
+    /// (each publishes the same ones), learned from one of them.
     pub fn of(guard: &dyn Guard) -> Vec<&'static Gauge> {
         let mut gauges: Vec<&'static Gauge> = Vec::new();
-        guard.gauges(&mut |gauge, _| {
+        guard.published(&mut |gauge| {
             if !gauges.iter().any(|known| known.name == gauge.name) {
                 gauges.push(gauge);
             }
@@ -260,6 +270,9 @@ impl<G: Guard + ?Sized> Guard for Arc<G> {
     fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
         (**self).gauges(report);
     }
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        (**self).published(gauge);
+    }
 }
 
 impl<G: Guard> Guard for Option<G> {
@@ -284,6 +297,11 @@ impl<G: Guard> Guard for Option<G> {
     fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
         if let Some(guard) = self {
             guard.gauges(report);
+        }
+    }
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        if let Some(guard) = self {
+            guard.published(gauge);
         }
     }
 }
@@ -319,6 +337,10 @@ impl<A: Guard, B: Guard> Guard for (A, B) {
     fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
         self.0.gauges(report);
         self.1.gauges(report);
+    }
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        self.0.published(gauge);
+        self.1.published(gauge);
     }
 }
 

@@ -194,6 +194,11 @@ impl Guard for AdaptiveThrottle {
             report(&ACCEPTED, ratio);
         }
     }
+
+    /// Its accept ratio, reported once its window holds a request.
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        gauge(&ACCEPTED);
+    }
 }
 
 /// The share of requests the dependency accepted, once the window holds any.
@@ -380,6 +385,20 @@ impl std::error::Error for OverloadError {}
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    #[test]
+    fn its_gauge_is_published_before_it_has_a_value_and_reported_once_it_has_one() {
+        let fresh = AdaptiveThrottle::builder().clock(ManualClock::new()).build().expect("valid");
+        // Registered at setup, when no request has been counted yet.
+        assert_eq!(Gauge::of(&fresh), vec![&ACCEPTED]);
+        let mut reported = Vec::new();
+        fresh.gauges(&mut |gauge, value| reported.push((gauge.name, value)));
+        assert!(reported.is_empty(), "no ratio of nothing: {reported:?}");
+        assert_eq!(Guard::admit(&fresh, Attempt::first()), Admission::Go);
+        fresh.settle(Attempt::first(), End::Succeeded);
+        fresh.gauges(&mut |gauge, value| reported.push((gauge.name, value)));
+        assert_eq!(reported, vec![("retryscope.overload.accepted", 1.0)]);
+    }
 
     /// The SRE book's formula as printed: no ceiling.
     fn throttle(clock: &ManualClock) -> AdaptiveThrottle {
