@@ -64,8 +64,9 @@ impl Drive {
     /// hedged) and a body that can be sent again (every copy needs it).
     /// Either way within the caller's `timeout`, which bounds the whole
     /// call: attempts and waits together.
+    #[inline]
     pub fn http<T>(
-        policy: Policy,
+        policy: &Policy,
         configured: Option<&CallConfig>,
         guards: &Guards<T>,
         options: &RetryOptions,
@@ -74,9 +75,16 @@ impl Drive {
         timeout: Option<Duration>,
     ) -> Self {
         let (policy, hedge, priority) = match configured {
-            Some(c) => (c.policy(options), c.hedge(options), c.priority(options)),
+            // The request's own policy, read once: it wins over the file's
+            // and hedges nothing.
+            Some(c) => match options.policy_override() {
+                None => (c.settings().policy(), c.settings().hedge_policy(), c.priority(options)),
+                Some(_) => (c.policy(options), None, c.priority(options)),
+            },
+            // Copied only here: a configured call never reads the
+            // builder's policy (a hundred-odd bytes).
             None => (
-                options.policy_override().unwrap_or(policy),
+                options.policy_override().unwrap_or(*policy),
                 guards.hedge().filter(|_| options.policy_override().is_none()).cloned(),
                 options.priority_class(),
             ),

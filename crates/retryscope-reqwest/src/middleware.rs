@@ -231,7 +231,7 @@ impl Middleware for RetryMiddleware {
         let headers = request.headers_mut();
         let key = self.idempotency.apply_configured(configured, &method, headers, extensions, replayable);
         let timeout = request.timeout().copied();
-        let drive = Drive::http(self.policy, configured, &guards, options, &method, replayable, timeout);
+        let drive = Drive::http(&self.policy, configured, &guards, options, &method, replayable, timeout);
         let ending = Ending::begin(self.fallbacks.is_some(), drive.deadline());
         let classifier = configured.map_or(self.classifier, CallConfig::classifier);
         let mut classifier =

@@ -211,7 +211,7 @@ impl Protocol for HttpCall {
     /// learns from that server alone).
     fn drive(&self, call: &Call, inputs: Inputs<'_>) -> Drive {
         let Inputs { configured, guards, parts, options, replayable, .. } = inputs;
-        Drive::http(call.policy, configured, guards, options, &parts.method, replayable, None)
+        Drive::http(&call.policy, configured, guards, options, &parts.method, replayable, None)
     }
 
     fn start(
