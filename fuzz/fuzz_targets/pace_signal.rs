@@ -10,6 +10,7 @@
 //! rate.
 #![no_main]
 
+use retryscope::dependency::Dependency;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use retryscope::clock::ManualClock;
@@ -64,7 +65,8 @@ fuzz_target!(|data: &[u8]| {
     assert!(rate.is_none_or(|r| r.is_finite() && r >= 0.0), "{rate:?}");
     let policy = Policy::builder().max_attempts(1).no_deadline().no_attempt_timeout().build().expect("policy");
     let start = clock.elapsed();
-    let sent = (|| Ok::<(), std::io::Error>(())).retry(policy).pacer(&pacer).call_with(&clock, |d| clock.advance(d));
+    let paced = Dependency::new("fuzz").with_pacer(pacer.clone());
+    let sent = (|| Ok::<(), std::io::Error>(())).retry(policy).dependency(&paced).call_with(&clock, |d| clock.advance(d));
     assert!(sent.is_ok());
     let held = clock.elapsed() - start;
     assert!(held <= MAX_PACE + HINT_SPREAD_MAX, "held {held:?} for {headers:?}");

@@ -18,6 +18,7 @@ mod contenders;
 
 use contenders::*;
 use retryscope::budget::Budget;
+use retryscope::dependency::Dependency;
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
@@ -55,8 +56,8 @@ const SCENARIOS: &[(&str, Iteration)] = &[
     ("happy_retryscope_booked", happy_retryscope_booked),
     // A pacer whose dependency said nothing, alone and shared with a fleet
     // (issue 38): the same one atomic load, no call into the share.
-    ("happy_retryscope_pacer", || happy_paced(&PACER)),
-    ("happy_retryscope_pacer_shared", || happy_paced(&SHARED_PACER)),
+    ("happy_retryscope_pacer", || happy_paced(&PACED)),
+    ("happy_retryscope_pacer_shared", || happy_paced(&SHARED_PACED)),
     ("happy_hedge_fixed", happy_hedge_fixed),
     ("happy_hedge_percentile", happy_hedge_percentile),
     ("happy_backon", || {
@@ -124,9 +125,7 @@ fn happy_retryscope_interactive() -> bool {
 fn happy_retryscope_budget() -> bool {
     let flaky = Flaky::new(0);
     let policy = *POLICY;
-    with_budget(|budget| {
-        poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).budget(budget)).is_ok()
-    })
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).dependency(&*BUDGETED)).is_ok()
 }
 
 /// The engine's full bookkeeping, without a guard's cost: an observer that
@@ -203,11 +202,17 @@ thread_local! {
 static LIMITER: LazyLock<retryscope::overload::ConcurrencyLimiter> =
     LazyLock::new(|| retryscope::overload::ConcurrencyLimiter::new(retryscope::overload::Aimd::default()));
 static POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_policy);
-static PACER: LazyLock<retryscope::Pacer> = LazyLock::new(retryscope::Pacer::new);
-static SHARED_PACER: LazyLock<retryscope::Pacer> = LazyLock::new(|| {
+// A dependency with one guard each, as a service builds one per dependency.
+static BUDGETED: LazyLock<Dependency> = LazyLock::new(|| {
+    Dependency::new("api.example:443")
+        .with_budget(RetryBudget::builder().ratio(1.0).build().unwrap_or_default())
+});
+static PACED: LazyLock<Dependency> =
+    LazyLock::new(|| Dependency::new("api.example:443").with_pacer(retryscope::Pacer::new()));
+static SHARED_PACED: LazyLock<Dependency> = LazyLock::new(|| {
     let pacer = retryscope::Pacer::new();
     pacer.share_with(std::sync::Arc::new(NoFleet), "api.example:443");
-    pacer
+    Dependency::new("api.example:443").with_pacer(pacer)
 });
 
 /// A share that must never be asked on the idle path: it panics if it is.
@@ -224,11 +229,11 @@ impl retryscope::pace::PaceShare for NoFleet {
     fn attach(&self, _: &str, _: retryscope::pace::SharedPacer) {}
 }
 
-/// The happy call through an idle `pacer`.
-fn happy_paced(pacer: &retryscope::Pacer) -> bool {
+/// The happy call to a dependency with an idle pacer.
+fn happy_paced(paced: &Dependency) -> bool {
     let flaky = Flaky::new(0);
     let policy = *POLICY;
-    poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).pacer(pacer)).is_ok()
+    poll_once(retryscope::Retryable::retry(|| flaky.call(), policy).dependency(paced)).is_ok()
 }
 static DEADLINE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope_deadline_policy);
 static INTERACTIVE_POLICY: LazyLock<retryscope::Policy> = LazyLock::new(retryscope::Policy::interactive);

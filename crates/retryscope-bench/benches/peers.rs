@@ -80,11 +80,12 @@ fn contenders(c: &mut Criterion, group: &str, failures: u32) {
             })
         });
         // One budget shared by every call, as a service keeps one per dependency.
-        let budget = retryscope::RetryBudget::new();
+        let budgeted =
+            retryscope::dependency::Dependency::new("bench").with_budget(retryscope::RetryBudget::new());
         g.bench_function("retryscope_budget", |b| {
             b.to_async(&rt).iter(|| async {
                 let flaky = Flaky::new(failures);
-                retryscope::Retryable::retry(|| flaky.call(), policy).budget(&budget).await
+                retryscope::Retryable::retry(|| flaky.call(), policy).dependency(&budgeted).await
             })
         });
     }

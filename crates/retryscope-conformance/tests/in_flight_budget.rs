@@ -8,6 +8,7 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use retryscope::budget::InFlightBudget;
+use retryscope::dependency::Dependency;
 use retryscope::{Jitter, Policy, Retryable};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -78,7 +79,9 @@ async fn fifty_calls(url: &str, budget: Option<InFlightBudget>) {
             };
             let retry = call.retry(policy).when(|_: &String| true);
             match budget {
-                Some(budget) => retry.guard(Arc::new(budget)).await.map(drop),
+                Some(budget) => {
+                    retry.dependency(&Dependency::new("upstream").with_guard(budget)).await.map(drop)
+                }
                 None => retry.await.map(drop),
             }
         })

@@ -19,7 +19,7 @@ use crate::options::RetryOptions;
 use http::{HeaderMap, Method};
 use retryscope::budget::Budget;
 use retryscope::classify::Classify;
-use retryscope::dependency::Guards;
+use retryscope::dependency::Dependency;
 use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope::observe::Observer;
 use retryscope::overload::Priority;
@@ -68,7 +68,7 @@ impl Drive {
     pub fn http<T>(
         policy: &Policy,
         configured: Option<&CallConfig>,
-        guards: &Guards<T>,
+        guards: &Dependency<T>,
         options: &RetryOptions,
         method: &Method,
         replayable: bool,
@@ -118,7 +118,7 @@ impl Drive {
     /// the dependency's `guards`, as `operation` if named.
     pub async fn run<'g, G, F, Fut, T, E, C, O>(
         self,
-        guards: &'g Guards<G>,
+        guards: &'g Dependency<G>,
         attempt: F,
         classifier: C,
         observer: O,
@@ -137,16 +137,24 @@ impl Drive {
                     .hedge(policy)
                     .priority(self.priority)
                     .with_classifier(classifier)
-                    .observe(observer);
-                guards.guard(hedge, operation).await
+                    .observe(observer)
+                    .dependency(guards);
+                match operation {
+                    Some(operation) => hedge.operation(operation).await,
+                    None => hedge.await,
+                }
             }
             How::Retry(policy) => {
                 let retry = attempt
                     .retry(policy)
                     .priority(self.priority)
                     .with_classifier(classifier)
-                    .observe(observer);
-                guards.guard(retry, operation).await
+                    .observe(observer)
+                    .dependency(guards);
+                match operation {
+                    Some(operation) => retry.operation(operation).await,
+                    None => retry.await,
+                }
             }
         }
     }

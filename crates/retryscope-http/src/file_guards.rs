@@ -41,7 +41,7 @@ use crate::configured::CallConfig;
 use crate::settings::ClientSettings;
 use retryscope::budget::Budget;
 use retryscope::budget::{BudgetShare, InFlightBudget};
-use retryscope::dependency::{DependencyGuards, DependencyGuardsBuilder, Factory, Guards, and_guard};
+use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency, Factory, and_guard};
 use retryscope::guard::{Gauge, Guard};
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::ConcurrencyLimiter;
@@ -101,8 +101,8 @@ impl<T: Budget + 'static> CodeFactories<T> {
 
     /// A registry whose every guard is made by these factories (no meter
     /// yet): the client's per-host guards, and a file's keys left to code.
-    pub fn registry(&self) -> DependencyGuardsBuilder<T> {
-        DependencyGuards::builder()
+    pub fn registry(&self) -> DependenciesBuilder<T> {
+        Dependencies::builder()
             .budget_factory(self.budget.clone())
             .breaker_factory(self.breaker.clone())
             .pacer_factory(self.pacer.clone())
@@ -115,7 +115,7 @@ impl<T: Budget + 'static> CodeFactories<T> {
 
     /// The client's own registry, made by these factories, its gauges
     /// published on `meter` where telemetry is on.
-    pub fn build(&self, meter: Option<&opentelemetry::metrics::Meter>) -> DependencyGuards<T>
+    pub fn build(&self, meter: Option<&opentelemetry::metrics::Meter>) -> Dependencies<T>
     where
         T: Send + Sync,
     {
@@ -172,7 +172,7 @@ struct State<T> {
     named: HashMap<Arc<str>, Slot<T>>,
     /// The same sets by [`DependencySettings::index`] in `synced`: a call
     /// of that snapshot finds its own there.
-    by_index: Vec<Option<Arc<Guards<T>>>>,
+    by_index: Vec<Option<Arc<Dependency<T>>>>,
     /// The defaults' guards, per server, if the defaults write a guard key.
     defaults: Option<Slot<T>>,
 }
@@ -182,7 +182,7 @@ struct Slot<T> {
     settings: Arc<DependencySettings>,
     /// A named dependency's holds its one set (under its name); the
     /// defaults' one per server.
-    guards: DependencyGuards<T>,
+    guards: Dependencies<T>,
 }
 
 impl<T: Budget + 'static> FileGuards<T> {
@@ -238,7 +238,7 @@ impl<T: Budget + 'static> FileGuards<T> {
         target: &Target<'_>,
         port: Option<u16>,
         default_port: Option<u16>,
-    ) -> (CallConfig, Option<Arc<Guards<T>>>) {
+    ) -> (CallConfig, Option<Arc<Dependency<T>>>) {
         let generation = self.inner.handle.generation();
         {
             let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
@@ -266,7 +266,7 @@ impl<T: Budget + 'static> FileGuards<T> {
         host: &str,
         port: Option<u16>,
         default_port: Option<u16>,
-    ) -> Option<Arc<Guards<T>>> {
+    ) -> Option<Arc<Dependency<T>>> {
         {
             let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
             if state.is_synced(call.snapshot()) {
@@ -336,7 +336,7 @@ impl<T: Budget + 'static> FileGuards<T> {
 
 impl<T: Budget + 'static> Inner<T> {
     /// Every guard set alive, for the gauges.
-    fn all(&self) -> Vec<Arc<Guards<T>>> {
+    fn all(&self) -> Vec<Arc<Dependency<T>>> {
         let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
         state.named.values().chain(state.defaults.as_ref()).flat_map(|slot| slot.guards.all()).collect()
     }
@@ -357,7 +357,7 @@ impl<T: Budget + 'static> State<T> {
         host: &str,
         port: Option<u16>,
         default_port: Option<u16>,
-    ) -> Option<Arc<Guards<T>>> {
+    ) -> Option<Arc<Dependency<T>>> {
         if settings.index().is_none() && !settings.sets_guards() {
             return None;
         }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 ///
 /// Register once per breaker; several dependencies share the instrument and
 /// differ by their `retryscope.dependency` attribute. Integrations that keep a
-/// breaker per dependency use [`DependencyGuards`](retryscope::dependency::DependencyGuards),
+/// breaker per dependency use [`Dependencies`](retryscope::dependency::Dependencies),
 /// which reports them all through one callback and stops when it is dropped.
 ///
 /// ```
@@ -77,8 +77,8 @@ where
 /// `guard_gauges`, those the dependencies' [`Guard`](retryscope::guard::Guard)s
 /// publish — read at each collection from
 /// the guards `live` lists then, each under its
-/// [`dependency`](retryscope::dependency::Guards::dependency) name — as
-/// [`DependencyGuards`](retryscope::dependency::DependencyGuards) reports its own. `live`
+/// [`dependency`](retryscope::dependency::Dependency::dependency) name — as
+/// [`Dependencies`](retryscope::dependency::Dependencies) reports its own. `live`
 /// should hold its registry weakly (OpenTelemetry keeps the callbacks for
 /// the meter provider's lifetime) and list a bounded number of guards.
 ///
@@ -90,7 +90,7 @@ where
 /// flight). One series each would collide: they carry the same attributes.
 pub fn register_guard_gauges<T: Budget + 'static>(
     meter: &Meter,
-    live: impl Fn() -> Vec<Arc<retryscope::dependency::Guards<T>>> + Send + Sync + 'static,
+    live: impl Fn() -> Vec<Arc<retryscope::dependency::Dependency<T>>> + Send + Sync + 'static,
     guard_gauges: &[&'static Gauge],
 ) {
     let live = Arc::new(live);
@@ -153,21 +153,21 @@ pub fn register_guard_gauges<T: Budget + 'static>(
 /// Publishes the gauges of every dependency `registry` keeps, now and later,
 /// on `meter` ([`register_guard_gauges`] with the registry's reader and its
 /// guards' gauges). The callbacks hold the registry weakly
-/// ([`DependencyGuards::live`](retryscope::dependency::DependencyGuards::live)):
+/// ([`Dependencies::live`](retryscope::dependency::Dependencies::live)):
 /// dropping its last clone frees the guards and ends the reports, although
 /// OpenTelemetry keeps callbacks for the meter provider's lifetime. With the
 /// global provider's meter and no provider installed, this costs nothing.
 ///
 /// ```
-/// use retryscope::dependency::DependencyGuards;
+/// use retryscope::dependency::Dependencies;
 /// use retryscope::{CircuitBreaker, RetryBudget};
 ///
-/// let guards = DependencyGuards::builder().budget(RetryBudget::new).breaker(CircuitBreaker::new).build();
+/// let guards = Dependencies::builder().budget(RetryBudget::new).breaker(CircuitBreaker::new).build();
 /// retryscope_otel::publish_dependency_gauges(&opentelemetry::global::meter("my-client"), &guards);
 /// ```
 pub fn publish_dependency_gauges<T: Budget + Send + Sync + 'static>(
     meter: &Meter,
-    registry: &retryscope::dependency::DependencyGuards<T>,
+    registry: &retryscope::dependency::Dependencies<T>,
 ) {
     register_guard_gauges(meter, registry.live(), registry.guard_gauges());
 }

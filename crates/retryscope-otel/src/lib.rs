@@ -99,7 +99,7 @@
 //! and operation names, interned in process-wide tables that admit at most
 //! [`MAX_DEPENDENCIES`](retryscope::dependency::MAX_DEPENDENCIES) names each (the rest are `_OTHER`): a name seen before
 //! costs a lookup and no allocation. Only the labels fold: a
-//! [`DependencyGuards`](retryscope::dependency::DependencyGuards) keeps guards of their own for hosts past the bound
+//! [`Dependencies`](retryscope::dependency::Dependencies) keeps guards of their own for hosts past the bound
 //! (the 1,000 it used last). Attempt numbers are clamped to the policy's
 //! attempt limit; an HTTP status is reported as its code only within 100..=599,
 //! else `_OTHER`.

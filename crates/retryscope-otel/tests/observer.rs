@@ -5,6 +5,7 @@
 mod common;
 
 use common::Refuse;
+use retryscope::dependency::Dependency;
 
 use common::{Telemetry, attrs, span_attr, to_attrs};
 use opentelemetry::trace::{SpanId, SpanKind, Status};
@@ -283,9 +284,8 @@ async fn throttled_by_the_budget() {
     let err = (|| async { Err::<(), u16>(503) })
         .retry(policy(3))
         .classify(by_status_unit)
-        .budget(&Refuse)
+        .dependency(&Dependency::new("db").with_budget(Refuse))
         .observe(t.observer.clone())
-        .dependency("db")
         .await
         .unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::BudgetExhausted, 1));
@@ -319,15 +319,13 @@ async fn refused_by_an_open_breaker() {
     let _ = (|| async { Err::<(), u16>(503) })
         .retry(policy(1))
         .classify(by_status_unit)
-        .breaker(&breaker)
-        .dependency("db")
+        .dependency(&Dependency::new("db").with_breaker(breaker.clone()))
         .await;
     let err = (|| async { Ok::<(), u16>(()) })
         .retry(policy(3))
         .classify(by_status_unit)
-        .breaker(&breaker)
+        .dependency(&Dependency::new("db").with_breaker(breaker.clone()))
         .observe(t.observer.clone())
-        .dependency("db")
         .into_future()
         .instrument(tracing::info_span!("caller"))
         .await
@@ -401,8 +399,12 @@ async fn a_retry_after_wait_reports_its_source() {
 async fn instruments_have_the_contract_names_units_and_buckets() {
     let t = Telemetry::new();
     let calls = Cell::new(0);
-    let _ =
-        op(&calls, 2).retry(policy(3)).classify(by_status).budget(&Refuse).observe(t.observer.clone()).await;
+    let _ = op(&calls, 2)
+        .retry(policy(3))
+        .classify(by_status)
+        .dependency(&Dependency::new("test").with_budget(Refuse))
+        .observe(t.observer.clone())
+        .await;
     let _ = op(&calls, 0).retry(policy(3)).classify(by_status).observe(t.observer.clone()).await;
     let units = t.units();
     let expected = [

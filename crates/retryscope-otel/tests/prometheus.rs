@@ -8,7 +8,7 @@ mod common;
 use common::Refuse;
 use retryscope::budget::InFlightBudget;
 use retryscope::clock::ManualClock;
-use retryscope::dependency::DependencyGuards;
+use retryscope::dependency::{Dependencies, Dependency};
 use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, Priority};
 use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, StopReason, Verdict};
@@ -65,14 +65,13 @@ fn the_scrape_has_the_contract_series() {
     let refused = (|| Err::<(), u16>(503))
         .retry(policy)
         .classify(classify)
-        .budget(&Refuse)
+        .dependency(&Dependency::new("db").with_budget(Refuse))
         .observe(observer)
-        .dependency("db")
         .call_with(&clock, |d| clock.advance(d));
     assert!(refused.is_err());
     // Two requests left in four seconds: the second call is held 2 s, and
     // the pacer's rate is in force.
-    let guards = DependencyGuards::<RetryBudget>::builder()
+    let guards = Dependencies::<RetryBudget>::builder()
         .pacer({
             let clock = clock.clone();
             move || Pacer::with_clock(clock.clone())
@@ -86,9 +85,8 @@ fn the_scrape_has_the_contract_series() {
         let sent = (|| Ok::<(), u16>(()))
             .retry(policy)
             .classify(classify)
-            .pacer(pacer)
             .observe(prometheus.observer())
-            .dependency("api")
+            .dependency(&paced)
             .call_with(&clock, |d| clock.advance(d));
         assert!(sent.is_ok());
     }
@@ -99,14 +97,14 @@ fn the_scrape_has_the_contract_series() {
     // (The registry's factory hands out clones of one throttle: clones share
     // its state, so the test can feed it.)
     let throttle = AdaptiveThrottle::builder().clock(clock.clone()).build().expect("valid");
-    let overloaded = DependencyGuards::<RetryBudget>::builder()
+    let overloaded = Dependencies::<RetryBudget>::builder()
         .guard({
             let throttle = throttle.clone();
             move || throttle.clone()
         })
         .build();
     retryscope_otel::publish_dependency_gauges(&meter, &overloaded);
-    let _guards_of = overloaded.get("overloaded");
+    let guards_of = overloaded.get("overloaded");
     for n in 0..4 {
         assert!(throttle.admit(1.0));
         if n == 0 {
@@ -120,10 +118,9 @@ fn the_scrape_has_the_contract_series() {
     })
     .retry(policy)
     .classify(classify)
-    .guard(&throttle)
     .seed(7)
     .observe(prometheus.observer())
-    .dependency("overloaded")
+    .dependency(&guards_of)
     .call_with(&clock, |d| clock.advance(d));
     assert_eq!(rejected.map_err(|e| e.reason()), Err(StopReason::RejectedLocally));
     assert!(!sent);
@@ -131,7 +128,7 @@ fn the_scrape_has_the_contract_series() {
     // A dependency whose concurrency limit of 1 is taken: a sheddable call
     // finds it full and is refused locally, never sent; the gauges read the
     // limit and the slot held.
-    let limited = DependencyGuards::<RetryBudget>::builder()
+    let limited = Dependencies::<RetryBudget>::builder()
         .concurrency_limit(|| {
             ConcurrencyLimiter::new(Aimd::builder().initial_limit(1).min_limit(1).build().expect("valid"))
         })
@@ -147,10 +144,9 @@ fn the_scrape_has_the_contract_series() {
     })
     .retry(policy)
     .classify(classify)
-    .concurrency_limit(limiter)
     .priority(Priority::Sheddable)
     .observe(prometheus.observer())
-    .dependency("limited")
+    .dependency(&guards_of)
     .call_with(&clock, |d| clock.advance(d));
     assert!(
         matches!(refused.map_err(|e| e.reason()), Err(StopReason::ConcurrencyLimited { limit: 1, .. })),
@@ -160,7 +156,7 @@ fn the_scrape_has_the_contract_series() {
 
     // A dependency with an in-flight budget (a `Guard`): its gauges come
     // through `Guard::gauges`, nothing written for them here.
-    let guarded = DependencyGuards::<RetryBudget>::builder().guard(InFlightBudget::envoy).build();
+    let guarded = Dependencies::<RetryBudget>::builder().guard(InFlightBudget::envoy).build();
     retryscope_otel::publish_dependency_gauges(&meter, &guarded);
     let _guarded = guarded.get("guarded");
 
@@ -267,9 +263,8 @@ fn refused_calls_are_counted_apart_from_the_attempt_figures() {
         let refused = (|| Ok::<(), u16>(()))
             .retry(policy)
             .classify(classify)
-            .breaker(&open)
+            .dependency(&Dependency::new("payments").with_breaker(open.clone()))
             .observe(observer.clone())
-            .dependency("payments")
             .call_with(&clock, |d| clock.advance(d));
         assert_eq!(refused.unwrap_err().reason(), retryscope::StopReason::CircuitOpen);
         let single = (|| Ok::<(), u16>(()))

@@ -4,6 +4,7 @@
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use retryscope::dependency::Dependency;
 use retryscope::{ErrorType, Verdict};
 use retryscope::{Jitter, Policy, Retryable};
 use retryscope_otel::{OtelObserver, RetryLog, names};
@@ -267,9 +268,8 @@ async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
     pacer.learn(&PaceSignal::none().with_quota(Quota::new(0, Duration::from_secs(2))));
     let ok = (|| async { Ok::<_, std::io::Error>(()) })
         .retry(policy(2))
-        .pacer(&pacer)
+        .dependency(&Dependency::new("quota").with_pacer(pacer.clone()))
         .observe(OtelObserver::global())
-        .dependency("quota")
         .into_future()
         .instrument(tracing::info_span!("caller"))
         .await;
@@ -295,9 +295,8 @@ async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
     let short = Policy::builder().max_attempts(2).deadline(Duration::from_secs(1)).build().expect("policy");
     let refused = (|| async { Ok::<_, std::io::Error>(()) })
         .retry(short)
-        .pacer(&pacer)
+        .dependency(&Dependency::new("quota").with_pacer(pacer.clone()))
         .observe(OtelObserver::global())
-        .dependency("quota")
         .await;
     assert!(matches!(refused.map_err(|e| e.reason()), Err(retryscope::StopReason::RateLimited { .. })));
     let gave_up = service.log.events(names::GAVE_UP_EVENT);

@@ -11,7 +11,7 @@ use reqwest::header::HeaderName;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{DependencyGuards, Guards};
+use retryscope::dependency::{Dependencies, Dependency};
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, StopReason};
 use retryscope_http::__private::body_rule::SharedBodyRule;
@@ -64,7 +64,7 @@ use std::sync::Arc;
 ///   [`MAX_DEPENDENCIES`](retryscope::dependency::MAX_DEPENDENCIES) dependencies are
 ///   told apart in telemetry; further hosts share the label `_OTHER` but not
 ///   the guards: each keeps its own, the 1,000 used last
-///   ([`DependencyGuards`](retryscope::dependency::DependencyGuards)).
+///   ([`Dependencies`](retryscope::dependency::Dependencies)).
 /// - **Telemetry**: the metrics and spans of the [telemetry contract], with HTTP
 ///   client attempt spans, the budget and breaker gauges of every dependency,
 ///   and the W3C `traceparent` of each attempt on the wire. Build the middleware
@@ -155,7 +155,7 @@ pub struct RetryMiddleware {
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
-    pub(crate) dependencies: DependencyGuards<RetryBudget>,
+    pub(crate) dependencies: Dependencies<RetryBudget>,
     /// The header that tells the next hop which attempt it receives; `None`
     /// sends nothing.
     pub(crate) attempt_header: Option<HeaderName>,
@@ -259,14 +259,13 @@ impl Middleware for RetryMiddleware {
         let stop = stop.stopped();
         let headers = outcome.as_ref().ok().map(Response::headers);
         let fallbacks = self.fallbacks.as_deref();
-        let Some((chosen, remaining)) =
-            ending.after(fallbacks, guards.dependency(), configured, stop, headers)
+        let Some((chosen, remaining)) = ending.after(fallbacks, guards.name(), configured, stop, headers)
         else {
             ending.settle(false);
             return finish(outcome, stop, replayable);
         };
         let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
-        let (target, dependency) = ((&source, key), guards.dependency());
+        let (target, dependency) = ((&source, key), guards.name());
         let answer = answer_with(chosen, dependency, target, outcome, stop, replayable, remaining).await;
         ending.settle(answer.is_ok());
         answer
@@ -278,7 +277,7 @@ impl RetryMiddleware {
     /// in force now, and its dependency's guards in the file; else the
     /// builder's per-host guards. (`Url::port` is `None` for the scheme's
     /// default port; the file matches either.)
-    fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Guards<RetryBudget>>) {
+    fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Dependency<RetryBudget>>) {
         let host = url.host_str().unwrap_or_default();
         let file = self.file_guards.as_ref().map(|file| {
             let target =

@@ -116,7 +116,14 @@ where
         .observer
         .clone()
         .map(|o| o.with_config_hash(hash).with_attempt_spans(DbAttemptSpan { target: &inner.target }));
-    let retry = attempt.retry(policy).with_classifier(judge).observe((observer, inner.retry_log.clone()));
     // The database's budget and breaker (it has no pacer).
-    inner.guards.guard(retry, operation).await
+    let retry = attempt
+        .retry(policy)
+        .with_classifier(judge)
+        .observe((observer, inner.retry_log.clone()))
+        .dependency(&*inner.guards);
+    match operation {
+        Some(operation) => retry.operation(operation).await,
+        None => retry.await,
+    }
 }

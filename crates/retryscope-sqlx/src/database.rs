@@ -6,7 +6,7 @@ use crate::statement::StatementBuilder;
 use crate::telemetry_state::{Off, On};
 use crate::transaction::TransactionBuilder;
 use opentelemetry::metrics::Meter;
-use retryscope::dependency::{DependencyGuards, Factory, Guards};
+use retryscope::dependency::{Dependencies, Dependency, Factory};
 use retryscope::{CircuitBreaker, Policy, RetryBudget};
 use retryscope_config::ConfigHandle;
 use retryscope_otel::{MeterChoice, OtelObserver, RetryLog};
@@ -53,9 +53,9 @@ pub struct Database {
 pub(crate) struct Inner {
     pub(crate) pool: PgPool,
     pub(crate) target: Target,
-    pub(crate) guards: Arc<Guards<RetryBudget>>,
+    pub(crate) guards: Arc<Dependency<RetryBudget>>,
     /// Keeps the budget and breaker gauges alive (they hold it weakly).
-    _registry: DependencyGuards<RetryBudget>,
+    _registry: Dependencies<RetryBudget>,
     pub(crate) observer: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
@@ -103,7 +103,7 @@ impl Database {
 
     /// The dependency label the database is reported under.
     pub fn dependency(&self) -> &str {
-        self.inner.guards.dependency()
+        self.inner.guards.name()
     }
 }
 
@@ -249,7 +249,7 @@ impl<T> DatabaseBuilder<T> {
         let target = Target::of(&self.pool);
         let (meter, observer, retry_log) = self.meter.observers(self.retry_log, false);
         let registry =
-            DependencyGuards::builder().budget_factory(self.budget).breaker_factory(self.breaker).build();
+            Dependencies::builder().budget_factory(self.budget).breaker_factory(self.breaker).build();
         if let Some(meter) = &meter {
             retryscope_otel::publish_dependency_gauges(meter, &registry);
         }

@@ -65,7 +65,7 @@ where
     let outcome = drive.run(guards, move || attempts.next(), classifier, observer, operation).await;
     let stop = stop.stopped();
     let headers = outcome.as_ref().ok().map(Response::headers);
-    let chosen = ending.after(settings.fallbacks.as_deref(), guards.dependency(), configured, stop, headers);
+    let chosen = ending.after(settings.fallbacks.as_deref(), guards.name(), configured, stop, headers);
     let end = End { call: &call, replayable, started, guards, key };
     let (answer, served) = protocol.answer(end, &settings, chosen, kept, outcome, stop).await;
     ending.settle(served);

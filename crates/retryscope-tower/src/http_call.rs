@@ -247,7 +247,7 @@ impl Protocol for HttpCall {
         };
         let key = end.key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
         let target = (&parts.method, &parts.uri, key);
-        let dependency = end.guards.dependency();
+        let dependency = end.guards.name();
         let answer = answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;
         let served = answer.is_ok();
         (answer, served)

@@ -14,7 +14,7 @@ use crate::settings::{Resolved, Settings};
 use http::Response;
 use http::request::Parts;
 use http_body::Body;
-use retryscope::dependency::Guards;
+use retryscope::dependency::Dependency;
 use retryscope::observe::Observer;
 use retryscope::{Pacer, Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
@@ -103,7 +103,7 @@ pub(crate) trait Protocol: Sized + Send + 'static {
 /// What [`Protocol::drive`] reads of the call.
 pub(crate) struct Inputs<'r> {
     pub(crate) configured: Option<&'r CallConfig>,
-    pub(crate) guards: &'r Guards<LayerBudget>,
+    pub(crate) guards: &'r Dependency<LayerBudget>,
     pub(crate) parts: &'r Parts,
     pub(crate) options: &'r RetryOptions,
     pub(crate) replayable: bool,
@@ -155,7 +155,7 @@ pub(crate) struct End<'c> {
     /// When the attempts began.
     #[cfg_attr(not(feature = "grpc"), expect(dead_code, reason = "gRPC's end reads it"))]
     pub(crate) started: tokio::time::Instant,
-    pub(crate) guards: &'c Guards<LayerBudget>,
+    pub(crate) guards: &'c Dependency<LayerBudget>,
     /// Whether the request carries an idempotency key (HTTP).
     pub(crate) key: Option<KeySource>,
 }

@@ -4,7 +4,7 @@ use crate::budget::LayerBudget;
 use http::{HeaderName, Uri};
 use retryscope::Policy;
 use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{DependencyGuards, Guards};
+use retryscope::dependency::{Dependencies, Dependency};
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::fallback::Fallbacks;
 use retryscope_http::__private::idempotency::IdempotencyKeys;
@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 /// What a call resolves to from its layer's file: its settings (`None` for
 /// a layer without a file) and its dependency's guards
 /// ([`Settings::file_call`]).
-pub(crate) type FileCall = (Option<retryscope_http::__private::CallConfig>, Arc<Guards<LayerBudget>>);
+pub(crate) type FileCall = (Option<retryscope_http::__private::CallConfig>, Arc<Dependency<LayerBudget>>);
 
 /// What a call resolved to from its layer's file: kept for its gRPC method
 /// under one configuration (shared by that method's calls, one reference
@@ -35,7 +35,7 @@ impl Resolved {
     )]
     pub(crate) fn parts(
         &self,
-    ) -> (Option<&retryscope_http::__private::CallConfig>, &Arc<Guards<LayerBudget>>) {
+    ) -> (Option<&retryscope_http::__private::CallConfig>, &Arc<Dependency<LayerBudget>>) {
         let (config, guards) = match self {
             #[cfg(feature = "grpc")]
             Resolved::Kept(kept) => &kept.file,
@@ -59,7 +59,7 @@ pub(crate) struct Settings {
     pub(crate) telemetry: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
-    pub(crate) guards: DependencyGuards<LayerBudget>,
+    pub(crate) guards: Dependencies<LayerBudget>,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Arc<Uri>>,
     /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
@@ -86,7 +86,7 @@ pub(crate) struct Settings {
     pub(crate) grpc_metrics: Option<crate::grpc::metrics::GrpcMetrics>,
     /// The guards of `origin`, found at the first request without an
     /// authority of its own (a tonic channel's every call), kept for the next.
-    pub(crate) origin_guards: OnceLock<Arc<Guards<LayerBudget>>>,
+    pub(crate) origin_guards: OnceLock<Arc<Dependency<LayerBudget>>>,
     /// `origin`'s host and ports, read from it once when the layer is built:
     /// a configured layer's every call without an authority (a tonic
     /// channel's) looks its dependency up by them, and parsing the origin's
@@ -154,7 +154,7 @@ impl Settings {
     /// guards of a named dependency, so the origin's are looked up once; an
     /// origin past the label bound keeps the set found then (its own host's,
     /// even if the registry later evicts it and makes another).
-    pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Guards<LayerBudget>> {
+    pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Dependency<LayerBudget>> {
         let find = || {
             let server = crate::spans::server(uri, self.origin.as_deref());
             self.guards.for_server(server.address, server.uri.port_u16(), server.default_port)

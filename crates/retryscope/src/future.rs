@@ -62,7 +62,7 @@ enum Phase<'a, O: Observer> {
 /// [`Driver::start_attempt`]) with no pacer to ask: what the fast path runs.
 #[inline]
 fn quiet_start<O: Observer>(setup: &Setup<'_>) -> bool {
-    O::SILENT && !setup.admits() && setup.pacer.is_none()
+    O::SILENT && !setup.admits() && setup.dependency.pacer.is_none()
 }
 
 impl<'a, O: Observer> Phase<'a, O> {
@@ -213,7 +213,7 @@ where
         };
         // Read the clock only if something uses the time (see `Driver::now`).
         let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
-        if let Some(throttle) = setup.throttle.as_deref() {
+        if let Some(throttle) = setup.dependency.budget {
             throttle.request_started();
         }
         let (mut state, mut timer) = (this.state, this.timer);
@@ -229,7 +229,7 @@ where
                 match result {
                     Ok(value) if verdict == Verdict::Success => {
                         if let Phase::Fresh { setup, .. } = &*this.phase
-                            && let Some(throttle) = setup.throttle.as_deref()
+                            && let Some(throttle) = setup.dependency.budget
                         {
                             throttle.attempt_finished(true);
                         }

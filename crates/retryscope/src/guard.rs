@@ -5,8 +5,8 @@
 //! each ended; the guard keeps whatever state it needs between the two. A
 //! new concern — a cap on concurrent retries, a hedge budget, a per-endpoint
 //! limit — is then one type implementing this trait, handed to
-//! [`Retry::guard`](crate::Retry::guard) or
-//! [`Hedge::guard`](crate::hedge::Hedge::guard), with nothing else in the
+//! [`Dependency::with_guard`](crate::dependency::Dependency::with_guard) and
+//! put on calls with the dependency, with nothing else in the
 //! engine or the integrations to change.
 //!
 //! The engine keeps these promises, whatever happens to the call (an error,

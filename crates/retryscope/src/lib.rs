@@ -15,6 +15,7 @@
 //! ([`Transient`]), so a reset connection is retried and a missing file is not:
 //!
 //! ```
+//! use retryscope::dependency::Dependency;
 //! use retryscope::{Policy, RetryBudget, Retryable, StopReason};
 //! use std::io::{Error, ErrorKind};
 //!
@@ -24,12 +25,12 @@
 //!     if attempt < 3 { Err(ErrorKind::ConnectionReset.into()) } else { Ok("payload") }
 //! }
 //!
-//! let budget = RetryBudget::new(); // one per dependency, shared by every call
+//! // One per dependency, shared by every call: its name and its guards.
+//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::new());
 //! let mut attempt = 0;
 //! let body = (|| { attempt += 1; fetch(attempt) })
 //!     .retry(Policy::interactive())
-//!     .budget(&budget)
-//!     .dependency("inventory")
+//!     .dependency(&inventory)
 //!     .await;
 //! assert_eq!(body.unwrap(), "payload");
 //!
@@ -48,6 +49,10 @@
 //! - [`classify`]: what a result means ([`Verdict`]); HTTP status, I/O error and
 //!   idempotency helpers.
 //! - [`hints`]: `Retry-After` and `RateLimit` headers.
+//! - [`dependency::Dependency`]: a dependency as a value — its name and its
+//!   guards, built once, shared by every call, put on a call with one setter
+//!   ([`Retry::dependency`]); [`dependency::Dependencies`], a client's
+//!   registry of them, made on first use.
 //! - [`RetryBudget`] and [`TokenBucket`]: fleet-level caps on retries
 //!   ([`budget::Budget`]); [`CircuitBreaker`]: stop calling a dependency that
 //!   is down.
@@ -57,9 +62,8 @@
 //!   delay (fixed, or a recent latency percentile), the first answer wins,
 //!   the budget charged for every extra copy.
 //! - [`observe`]: the hook instrumentation implements (see `retryscope-otel`).
-//! - [`Shared`]: budgets, breakers and names borrowed, or shared through an
-//!   `Arc` so that a retry can be `'static` (spawned, or returned by a tower
-//!   service).
+//! - [`Shared`]: names borrowed, or shared through an `Arc` so that a retry
+//!   can be `'static` (spawned).
 //! - [`jobs`]: the policy without the loop, for job queues; [`jobs::JobPolicy`]
 //!   schedules across days and weeks. [`job_key`]: the job key of the handler
 //!   running on this task, from which HTTP calls derive idempotency keys.

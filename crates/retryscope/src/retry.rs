@@ -1,16 +1,13 @@
 //! The retry builder: `op.retry(policy).when(..).notify(..).await`.
 
-use crate::breaker::CircuitBreaker;
-use crate::budget::Budget;
 use crate::classify::{AnyError, Classify, ClassifyFn, When};
 use crate::clock::Clock;
+use crate::dependency::DependencyRef;
 use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
-use crate::guard::Guard;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::StopReason;
-use crate::overload::{ConcurrencyLimiter, Priority};
-use crate::pace::Pacer;
+use crate::overload::Priority;
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::transient::TransientErrors;
@@ -131,11 +128,31 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
         Retry { op: self.op, classifier: self.classifier, observer, notify: self.notify, setup: self.setup }
     }
 
-    /// Names the dependency called (`retryscope.dependency`). Keep it
-    /// low-cardinality: a service or host name, never a URL.
+    /// The dependency called: its name (`retryscope.dependency`) and its
+    /// guards, if it has any. Takes a [`Dependency`](crate::dependency::Dependency),
+    /// borrowed — its budget, breaker, pacer, concurrency limit and further
+    /// guards then guard this call — or a name alone (`&str`, `String`, or
+    /// an `Arc<str>` for a `'static` retry). Keep names low-cardinality: a
+    /// service or host name, never a URL.
     ///
-    /// Takes a `&str` or, for a `'static` retry, an `Arc<str>` (see [`Shared`]).
-    pub fn dependency(mut self, dependency: impl Into<Shared<'a, str>>) -> Self {
+    /// ```
+    /// use retryscope::dependency::Dependency;
+    /// use retryscope::{Policy, RetryBudget, Retryable, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// // A budget with no retry to spend: no share of requests, no floor.
+    /// let no_retries = RetryBudget::builder().ratio(0.0).min_per_second(0).build().unwrap();
+    /// let search = Dependency::new("search").with_budget(no_retries);
+    /// let error = (|| async { Err::<(), _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset)) })
+    ///     .retry(Policy::interactive())
+    ///     .dependency(&search)
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!((error.reason(), error.attempts()), (StopReason::BudgetExhausted, 1));
+    /// # }
+    /// ```
+    pub fn dependency(mut self, dependency: impl Into<DependencyRef<'a>>) -> Self {
         self.setup.dependency = dependency.into();
         self
     }
@@ -144,72 +161,6 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// `Arc<str>`.
     pub fn operation(mut self, operation: impl Into<Shared<'a, str>>) -> Self {
         self.setup.operation = operation.into().into();
-        self
-    }
-
-    /// Asks `throttle` (a [`RetryBudget`](crate::RetryBudget) or a
-    /// [`TokenBucket`](crate::TokenBucket)) before every retry: a reference, or
-    /// an `Arc` for a `'static` retry.
-    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Budget + 'a>>) -> Self {
-        self.setup.throttle = throttle.into().into();
-        self
-    }
-
-    /// Asks `breaker` before every attempt and tells it how each ended: a
-    /// reference, or an `Arc` for a `'static` retry.
-    pub fn breaker(mut self, breaker: impl Into<Shared<'a, CircuitBreaker>>) -> Self {
-        self.setup.breaker = breaker.into().into();
-        self
-    }
-
-    /// Waits for what the dependency said about pace (see [`pace`](crate::pace)):
-    /// the first attempt and every retry are sent no sooner than `pacer`
-    /// allows, and a call whose next send would come after its deadline stops
-    /// with [`StopReason::RateLimited`](crate::StopReason::RateLimited). Feed
-    /// the pacer with [`Pacer::learn`](crate::Pacer::learn).
-    pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
-        self.setup.pacer = pacer.into().into();
-        self
-    }
-
-    /// Takes a slot of `limiter`, the dependency's adaptive concurrency limit
-    /// (see [`overload`](crate::overload)), for every attempt, and gives it back
-    /// with how the attempt ended: one that finds the limit full waits up to
-    /// the limiter's `max_wait` (never past the deadline) for a slot, then is
-    /// not sent, and the call stops with
-    /// [`StopReason::ConcurrencyLimited`](crate::StopReason::ConcurrencyLimited).
-    /// A reference, or an `Arc` for a `'static` call.
-    pub fn concurrency_limit(mut self, limiter: impl Into<Shared<'a, ConcurrencyLimiter>>) -> Self {
-        self.setup.limiter = limiter.into().into();
-        self
-    }
-
-    /// Puts `guard` on the call (see [`guard`](crate::guard)): it hears the
-    /// call start and end, admits each attempt (a retry at its plan, before
-    /// its wait) and hears how each ended. Compose several as a tuple. A
-    /// reference, or an `Arc` for a `'static` call.
-    ///
-    /// ```
-    /// use retryscope::budget::InFlightBudget;
-    /// use retryscope::{Policy, Retryable};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// // Envoy's retry budget: retries in flight at most 20 % of the calls
-    /// // in progress, at least 3. One per dependency, shared by its calls.
-    /// let in_flight = InFlightBudget::envoy();
-    /// let answer = (|| async { Err::<(), _>("busy") })
-    ///     .retry(Policy::interactive())
-    ///     .when(|e: &&str| *e == "busy")
-    ///     .guard(&in_flight)
-    ///     .await;
-    /// assert!(answer.is_err());
-    /// // The call is over: its retries and itself are no longer counted.
-    /// assert_eq!((in_flight.in_flight(), in_flight.calls()), (0, 0));
-    /// # }
-    /// ```
-    pub fn guard(mut self, guard: impl Into<Shared<'a, dyn Guard + 'a>>) -> Self {
-        self.setup.guard = guard.into().into();
         self
     }
 

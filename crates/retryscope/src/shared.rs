@@ -1,41 +1,50 @@
-//! Handles the engine holds either borrowed or shared.
+//! Names the engine holds either borrowed or shared.
 //!
-//! A retry awaited on the caller's stack borrows its budget, breaker and names
-//! for free. A retry that must outlive the caller's frame — a `'static` future
-//! handed to a tower service or spawned on a runtime — holds them through an
-//! [`Arc`] instead. [`Shared`] is either, so one builder serves both.
+//! A retry awaited on the caller's stack borrows its names for free. A retry
+//! that must outlive the caller's frame — a `'static` future spawned on a
+//! runtime — holds them through an [`Arc`] instead. [`Shared`] is either, so
+//! one builder serves both. A dependency's guards are always borrowed (see
+//! [`Retry::dependency`](crate::Retry::dependency)): a `'static` call with
+//! guards owns its [`Dependency`](crate::dependency::Dependency) (an `Arc` of
+//! it) and borrows it, as the integrations' futures do.
 
-use crate::budget::Budget;
-use crate::guard::Guard;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
 /// A value the engine either borrows for `'a` or shares through an [`Arc`].
 ///
-/// Builder methods such as [`Retry::dependency`](crate::Retry::dependency),
-/// [`Retry::budget`](crate::Retry::budget) and
-/// [`Retry::breaker`](crate::Retry::breaker) take `impl Into<Shared<..>>`, so
-/// they accept a reference or an `Arc` alike:
+/// [`Retry::dependency`](crate::Retry::dependency) (given a name) and
+/// [`Retry::operation`](crate::Retry::operation) take a `&str` or an
+/// `Arc<str>` alike:
 ///
 /// ```
+/// use retryscope::dependency::Dependency;
 /// use retryscope::{Policy, RetryBudget, Retryable};
 /// use std::future::IntoFuture;
 /// use std::sync::Arc;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let budget = Arc::new(RetryBudget::new());
 /// let dependency: Arc<str> = Arc::from("inventory");
 /// // Owns everything it holds: the future is `'static` and can be spawned.
 /// let task = tokio::spawn(
 ///     (|| async { Ok::<_, std::io::Error>(7) })
 ///         .retry(Policy::interactive())
-///         .budget(budget)
 ///         .dependency(dependency)
 ///         .into_future(),
 /// );
 /// assert_eq!(task.await.unwrap().unwrap(), 7);
+///
+/// // With guards: the task owns the dependency, the call borrows it.
+/// let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::new()));
+/// let task = tokio::spawn(async move {
+///     (|| async { Ok::<_, std::io::Error>(8) })
+///         .retry(Policy::interactive())
+///         .dependency(&inventory)
+///         .await
+/// });
+/// assert_eq!(task.await.unwrap().unwrap(), 8);
 /// # }
 /// ```
 pub enum Shared<'a, T: ?Sized> {
@@ -89,36 +98,8 @@ impl From<String> for Shared<'_, str> {
     }
 }
 
-/// A concrete budget or bucket, borrowed, as the engine's throttle.
-impl<'a, T: Budget + 'a> From<&'a T> for Shared<'a, dyn Budget + 'a> {
-    fn from(value: &'a T) -> Self {
-        Shared::Borrowed(value)
-    }
-}
-
-/// A concrete budget or bucket, shared, as the engine's throttle.
-impl<'a, T: Budget + 'a> From<Arc<T>> for Shared<'a, dyn Budget + 'a> {
-    fn from(value: Arc<T>) -> Self {
-        Shared::Owned(value)
-    }
-}
-
-/// A concrete guard, borrowed, as the engine's guard.
-impl<'a, T: Guard + 'a> From<&'a T> for Shared<'a, dyn Guard + 'a> {
-    fn from(value: &'a T) -> Self {
-        Shared::Borrowed(value)
-    }
-}
-
-/// A concrete guard, shared, as the engine's guard.
-impl<'a, T: Guard + 'a> From<Arc<T>> for Shared<'a, dyn Guard + 'a> {
-    fn from(value: Arc<T>) -> Self {
-        Shared::Owned(value)
-    }
-}
-
 /// An optional [`Shared`], flattened: for the engine's optional handles
-/// (budget, breaker, pacer, operation name), which most calls leave unset.
+/// (the operation's name), which most calls leave unset.
 /// As `Option<Shared<..>>` its drop and each look-up test two tags (set? then
 /// owned?); flattened, one.
 pub(crate) enum MaybeShared<'a, T: ?Sized> {
@@ -139,16 +120,6 @@ impl<'a, T: ?Sized> MaybeShared<'a, T> {
             MaybeShared::Borrowed(value) => Some(value),
             MaybeShared::Owned(value) => Some(value),
         }
-    }
-
-    #[inline]
-    pub(crate) fn is_none(&self) -> bool {
-        matches!(self, MaybeShared::None)
-    }
-
-    #[inline]
-    pub(crate) fn is_some(&self) -> bool {
-        !self.is_none()
     }
 }
 

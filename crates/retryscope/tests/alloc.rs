@@ -5,6 +5,7 @@
 // delegates to the system allocator.
 #![allow(unsafe_code)]
 
+use retryscope::dependency::Dependency;
 use retryscope::{Policy, RetryBudget, Retryable};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -59,13 +60,12 @@ fn a_deadline_and_a_budget_allocate_nothing_either() {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
     let _context = runtime.enter();
-    let budget = RetryBudget::new();
+    let db = Dependency::new("db").with_budget(RetryBudget::new());
     let (allocations, output) = allocations_of(
         (|| async { Ok::<_, ()>(2) })
             .retry(Policy::interactive())
             .retry_any_error()
-            .budget(&budget)
-            .dependency("db")
+            .dependency(&db)
             .into_future(),
     );
     assert_eq!(output, Ok(2));
@@ -77,10 +77,10 @@ fn a_deadline_and_a_budget_allocate_nothing_either() {
 /// either.
 #[test]
 fn a_breaker_with_its_full_bookkeeping_allocates_nothing_either() {
-    let breaker = retryscope::CircuitBreaker::new();
+    let db = Dependency::new("db").with_breaker(retryscope::CircuitBreaker::new());
     let policy = Policy::interactive().to_builder().no_deadline().build().expect("valid");
     let (allocations, output) = allocations_of(
-        (|| async { Ok::<_, ()>(3) }).retry(policy).retry_any_error().breaker(&breaker).into_future(),
+        (|| async { Ok::<_, ()>(3) }).retry(policy).retry_any_error().dependency(&db).into_future(),
     );
     assert_eq!(output, Ok(3));
     assert_eq!(allocations, 0);
@@ -96,15 +96,14 @@ fn a_hedged_call_the_first_copy_answers_allocates_nothing() {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
     let _context = runtime.enter();
-    let budget = RetryBudget::new();
+    let db = Dependency::new("db").with_budget(RetryBudget::new());
     for delay in [HedgeDelay::fixed(std::time::Duration::from_millis(50)), HedgeDelay::percentile(0.95)] {
         let policy = HedgePolicy::builder().delay(delay).build().expect("valid");
         let (allocations, output) = allocations_of(
             (|| async { Ok::<_, ()>(4) })
                 .hedge(policy.clone())
                 .when(|_: &()| true)
-                .budget(&budget)
-                .dependency("db")
+                .dependency(&db)
                 .into_future(),
         );
         assert_eq!(output, Ok(4));

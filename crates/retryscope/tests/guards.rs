@@ -5,6 +5,7 @@ mod common;
 use common::Recorder;
 use retryscope::breaker::BreakerState;
 use retryscope::clock::ManualClock;
+use retryscope::dependency::Dependency;
 use retryscope::{
     CircuitBreaker, ErrorType, Jitter, Outcome, Policy, RetryBudget, Retryable, StopReason, TokenBucket,
     Verdict,
@@ -38,7 +39,7 @@ async fn an_exhausted_budget_refuses_retries_and_says_so() {
     let err = always_failing()
         .retry(policy())
         .retry_any_error()
-        .budget(&budget)
+        .dependency(&Dependency::new("test").with_budget(budget.clone()))
         .observe(rec.clone())
         .await
         .unwrap_err();
@@ -60,7 +61,12 @@ async fn a_budget_caps_retries_across_a_failure_storm() {
         .expect("valid settings");
     let mut attempts = 0;
     for _ in 0..1_000 {
-        let err = always_failing().retry(policy()).retry_any_error().budget(&budget).await.unwrap_err();
+        let err = always_failing()
+            .retry(policy())
+            .retry_any_error()
+            .dependency(&Dependency::new("test").with_budget(budget.clone()))
+            .await
+            .unwrap_err();
         attempts += err.attempts();
     }
     assert_eq!(attempts - 1_000, 110);
@@ -70,10 +76,20 @@ async fn a_budget_caps_retries_across_a_failure_storm() {
 async fn a_token_bucket_stops_retries_once_half_empty() {
     // 10 tokens; each failed attempt costs one; retries need more than 5.
     let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.1).build().unwrap();
-    let first = always_failing().retry(policy()).retry_any_error().budget(&bucket).await.unwrap_err();
+    let first = always_failing()
+        .retry(policy())
+        .retry_any_error()
+        .dependency(&Dependency::new("test").with_budget(bucket.clone()))
+        .await
+        .unwrap_err();
     // Attempts 1..=4 fail: 10 → 6 tokens, all retries allowed (6 > 5).
     assert_eq!((first.attempts(), first.reason()), (4, StopReason::AttemptsExhausted));
-    let second = always_failing().retry(policy()).retry_any_error().budget(&bucket).await.unwrap_err();
+    let second = always_failing()
+        .retry(policy())
+        .retry_any_error()
+        .dependency(&Dependency::new("test").with_budget(bucket.clone()))
+        .await
+        .unwrap_err();
     // One more failure leaves 5: no retry.
     assert_eq!((second.attempts(), second.reason()), (1, StopReason::BudgetExhausted));
 }
@@ -90,7 +106,12 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
         .build()
         .expect("valid settings");
     // Four failing attempts open it.
-    let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
+    let err = always_failing()
+        .retry(policy())
+        .retry_any_error()
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+        .await
+        .unwrap_err();
     assert_eq!(err.attempts(), 4);
     assert_eq!(breaker.state(), BreakerState::Open);
 
@@ -102,7 +123,7 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
     })
     .retry(policy())
     .retry_any_error()
-    .breaker(&breaker)
+    .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
     .observe(rec.clone())
     .await
     .unwrap_err();
@@ -115,7 +136,7 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
     let ok = (|| std::future::ready(Ok::<_, &str>("probe")))
         .retry(policy())
         .retry_any_error()
-        .breaker(&breaker)
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
         .await;
     assert_eq!(ok.unwrap(), "probe");
     assert_eq!(breaker.state(), BreakerState::Closed);
@@ -125,8 +146,12 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
 async fn permanent_errors_do_not_trip_the_breaker() {
     let breaker = CircuitBreaker::builder().min_calls(2).clock(ManualClock::new()).build().unwrap();
     for _ in 0..10 {
-        let err =
-            always_failing().retry(policy()).when(|_: &&str| false).breaker(&breaker).await.unwrap_err();
+        let err = always_failing()
+            .retry(policy())
+            .when(|_: &&str| false)
+            .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+            .await
+            .unwrap_err();
         assert_eq!(err.reason(), StopReason::Permanent);
     }
     assert_eq!(breaker.state(), BreakerState::Closed);
@@ -144,12 +169,19 @@ async fn a_cancelled_probe_does_not_close_the_breaker() {
         .build()
         .expect("valid settings");
     let one_attempt = policy().to_builder().max_attempts(2).build().expect("valid settings");
-    let _ = always_failing().retry(one_attempt).retry_any_error().breaker(&breaker).await;
+    let _ = always_failing()
+        .retry(one_attempt)
+        .retry_any_error()
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+        .await;
     assert_eq!(breaker.state(), BreakerState::Open);
     clock.advance(Duration::from_secs(1));
     // The probe hangs and its caller gives up on it.
-    let hanging =
-        (|| std::future::pending::<Result<(), &str>>()).retry(policy()).retry_any_error().breaker(&breaker);
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
+    let hanging = (|| std::future::pending::<Result<(), &str>>())
+        .retry(policy())
+        .retry_any_error()
+        .dependency(&dependency);
     assert!(tokio::time::timeout(Duration::from_millis(10), hanging).await.is_err());
     // Nothing was learned about the dependency: still not closed, and the probe
     // slot is free again for the next caller.
@@ -157,7 +189,7 @@ async fn a_cancelled_probe_does_not_close_the_breaker() {
     let probe = (|| std::future::ready(Ok::<_, &str>("up")))
         .retry(policy())
         .retry_any_error()
-        .breaker(&breaker)
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
         .await;
     assert_eq!(probe.unwrap(), "up");
     assert_eq!(breaker.state(), BreakerState::Closed);
@@ -172,7 +204,12 @@ async fn the_last_error_survives_a_breaker_that_opens_during_the_wait() {
         .build()
         .expect("valid settings");
     // The first failure opens the breaker; its retry is refused.
-    let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
+    let err = always_failing()
+        .retry(policy())
+        .retry_any_error()
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+        .await
+        .unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
     assert_eq!(err.last_error(), Some(&"unavailable"));
 }
@@ -192,7 +229,7 @@ async fn database_conflicts_are_retried_but_never_open_the_breaker() {
             let err = (|| std::future::ready(Err::<(), _>("conflict")))
                 .retry(policy())
                 .classify(|_: &Result<(), &str>| Verdict::retryable(ErrorType::Kind(code)))
-                .breaker(&breaker)
+                .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
                 .await
                 .unwrap_err();
             assert_eq!((err.reason(), err.attempts()), (StopReason::AttemptsExhausted, 4));
@@ -200,7 +237,12 @@ async fn database_conflicts_are_retried_but_never_open_the_breaker() {
     }
     assert_eq!(breaker.state(), BreakerState::Closed);
     // Four failures of another kind open it.
-    let err = always_failing().retry(policy()).retry_any_error().breaker(&breaker).await.unwrap_err();
+    let err = always_failing()
+        .retry(policy())
+        .retry_any_error()
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+        .await
+        .unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::AttemptsExhausted, 4));
     assert_eq!(breaker.state(), BreakerState::Open);
 }
@@ -222,8 +264,7 @@ async fn a_retry_the_open_breaker_would_refuse_is_refused_before_its_wait_and_co
     let err = always_failing()
         .retry(policy())
         .retry_any_error()
-        .budget(&budget)
-        .breaker(&breaker)
+        .dependency(&Dependency::new("test").with_budget(budget.clone()).with_breaker(breaker.clone()))
         .await
         .unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
@@ -247,6 +288,10 @@ async fn a_retry_the_open_breaker_would_refuse_is_refused_before_its_wait_and_co
         calls.set(calls.get() + 1);
         std::future::ready(if calls.get() == 1 { Err("unavailable") } else { Ok("up") })
     };
-    let up = flaky.retry(policy()).retry_any_error().breaker(&brief).await;
+    let up = flaky
+        .retry(policy())
+        .retry_any_error()
+        .dependency(&Dependency::new("test").with_breaker(brief.clone()))
+        .await;
     assert_eq!((up, calls.get()), (Ok("up"), 2));
 }

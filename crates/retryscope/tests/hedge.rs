@@ -5,6 +5,7 @@
 mod common;
 
 use common::{Event, Recorder, ms};
+use retryscope::dependency::Dependency;
 use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable, MAX_COPIES};
 use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
 use retryscope::pace::{PaceSignal, Pacer, Quota};
@@ -277,7 +278,12 @@ async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
         .map(|_| {
             let (policy, budget, copies) = (policy.clone(), &budget, copies.clone());
             async move {
-                copies.op(|_| FOREVER, Ok).hedge(policy.clone()).budget(budget).when(|_: &&str| true).await
+                copies
+                    .op(|_| FOREVER, Ok)
+                    .hedge(policy.clone())
+                    .dependency(&Dependency::new("test").with_budget(budget.clone()))
+                    .when(|_: &&str| true)
+                    .await
             }
         })
         .collect();
@@ -324,7 +330,7 @@ async fn an_open_breaker_sends_nothing() {
     let error = copies
         .op(|_| ms(1), Ok)
         .hedge(fixed(3, ms(10)))
-        .breaker(&breaker)
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
         .when(|_: &&str| true)
         .await
         .expect_err("the breaker is open");
@@ -454,11 +460,10 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
         .delay(HedgeDelay::percentile(0.5).window(ms(100)).min_samples(5))
         .build()
         .expect("valid policy");
-    let budget = Arc::new(RetryBudget::new());
-    let dependency: Arc<str> = Arc::from("inventory");
+    let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::new()));
     let tasks: Vec<_> = (0..8)
         .map(|_| {
-            let (policy, budget, dependency) = (policy.clone(), budget.clone(), dependency.clone());
+            let (policy, inventory) = (policy.clone(), Arc::clone(&inventory));
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
                 let mut answered = 0;
@@ -468,8 +473,7 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
                         Ok::<_, std::io::Error>(())
                     })
                     .hedge(policy.clone())
-                    .budget(budget.clone())
-                    .dependency(dependency.clone())
+                    .dependency(&inventory)
                     .into_future();
                     call.await.expect("answers");
                     answered += 1;
@@ -515,7 +519,7 @@ async fn a_dependency_the_pacer_holds_gets_no_hedge_copy() {
     let answer = copies
         .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
         .hedge(fixed(2, ms(50)))
-        .pacer(&pacer)
+        .dependency(&Dependency::new("test").with_pacer(pacer.clone()))
         .when(|_: &&str| true)
         .await;
     assert_eq!((answer, copies.sent(), started.elapsed()), (Ok(1), 1, ms(200)));
@@ -535,7 +539,7 @@ async fn a_copy_the_pacer_would_hold_past_the_deadline_is_not_sent() {
     let error = copies
         .op(|_| ms(200), |_| Err("unavailable"))
         .hedge(policy)
-        .pacer(&pacer)
+        .dependency(&Dependency::new("test").with_pacer(pacer.clone()))
         .when(|_: &&str| true)
         .await
         .expect_err("the only copy failed");
@@ -552,7 +556,7 @@ async fn an_exhausted_budget_sends_no_hedge_copy() {
     let answer = copies
         .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
         .hedge(fixed(3, ms(50)))
-        .budget(&budget)
+        .dependency(&Dependency::new("test").with_budget(budget.clone()))
         .when(|_: &&str| true)
         .await;
     assert_eq!((answer, copies.sent()), (Ok(1), 1));
@@ -562,7 +566,7 @@ async fn an_exhausted_budget_sends_no_hedge_copy() {
     let error = copies
         .op(|_| ms(5), |_| Err("unavailable"))
         .hedge(fixed(3, ms(50)))
-        .budget(&budget)
+        .dependency(&Dependency::new("test").with_budget(budget.clone()))
         .when(|_: &&str| true)
         .await
         .expect_err("no copy answered");
@@ -576,7 +580,7 @@ async fn a_breaker_opened_by_one_copy_refuses_the_next() {
     let error = copies
         .op(|_| ms(5), |_| Err("unavailable"))
         .hedge(fixed(3, ms(50)))
-        .breaker(&breaker)
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
         .when(|_: &&str| true)
         .await
         .expect_err("the breaker opened");

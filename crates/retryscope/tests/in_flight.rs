@@ -3,6 +3,7 @@
 //! refusal, a deadline, the future dropped mid-wait, a hedge's lost copy).
 
 use retryscope::budget::InFlightBudget;
+use retryscope::dependency::Dependency;
 use retryscope::guard::{Admission, Attempt, End, Guard};
 use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
 use retryscope::{CircuitBreaker, Jitter, Policy, Retryable, StopReason};
@@ -78,7 +79,7 @@ async fn fifty_failing_calls_keep_at_most_a_fifth_of_them_retrying_at_once() {
             })
             .retry(policy())
             .when(|_: &&str| true)
-            .guard(Arc::new(guard))
+            .dependency(&Dependency::new("test").with_guard(guard))
             .await
         })
     });
@@ -110,10 +111,9 @@ async fn futures_join<T>(tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_call_dropped_while_its_retry_waits_settles_the_retry_as_not_sent() {
     let guard = Watched::new(InFlightBudget::envoy());
-    let call = (|| async { Err::<(), _>("503") })
-        .retry(policy())
-        .when(|_: &&str| true)
-        .guard(Arc::new(guard.clone()));
+    let dependency = Dependency::new("test").with_guard(guard.clone());
+    let call =
+        (|| async { Err::<(), _>("503") }).retry(policy()).when(|_: &&str| true).dependency(&dependency);
     // The first attempt fails at once; the retry is planned, then waits 100 ms.
     let timed_out = tokio::time::timeout(ms(50), call).await;
     assert!(timed_out.is_err(), "the call was still waiting");
@@ -138,7 +138,7 @@ async fn a_retry_the_deadline_cuts_off_is_settled_and_the_call_finished() {
     })
     .retry(policy)
     .when(|_: &&str| true)
-    .guard(Arc::new(guard.clone()))
+    .dependency(&Dependency::new("test").with_guard(guard.clone()))
     .await;
     assert!(answer.is_err());
     // Attempts at 0, 140 ms; the third would start at 280 ms, past the deadline.
@@ -165,8 +165,7 @@ async fn a_breaker_open_past_the_wait_refuses_the_retry_before_the_guard_counts_
     let answer = (|| async { Err::<(), _>("503") })
         .retry(policy())
         .when(|_: &&str| true)
-        .breaker(&breaker)
-        .guard(Arc::new(guard.clone()))
+        .dependency(&Dependency::new("test").with_breaker(breaker.clone()).with_guard(guard.clone()))
         .await;
     assert_eq!(answer.expect_err("the breaker stops it").reason(), StopReason::CircuitOpen);
     assert!(guard.settled.lock().expect("not poisoned").is_empty());
@@ -195,7 +194,7 @@ async fn a_hedges_further_copies_are_counted_until_they_end_or_are_cancelled() {
     })
     .hedge(hedge)
     .when(|_: &&str| true)
-    .guard(Arc::new(guard.clone()))
+    .dependency(&Dependency::new("test").with_guard(guard.clone()))
     .await;
     assert_eq!(answer.expect("the first copy answers"), 0);
     // The floor of one let a second copy out; the third was refused.

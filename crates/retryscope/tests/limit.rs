@@ -3,10 +3,10 @@
 //! wait for a slot, refusals that say why, sheddable calls refused first.
 
 use retryscope::clock::ManualClock;
+use retryscope::dependency::Dependency;
 use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, Priority};
 use retryscope::{Jitter, Policy, Retryable, StopReason};
 use std::cell::Cell;
-use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ async fn each_attempt_holds_a_slot_and_its_end_moves_the_limit() {
     })
     .retry(policy())
     .retry_any_error()
-    .concurrency_limit(&limiter)
+    .dependency(&Dependency::new("test").with_concurrency_limit(limiter.clone()))
     .await;
     assert_eq!(result.ok(), Some(2));
     // Each attempt held one slot; none is held after the call.
@@ -69,7 +69,7 @@ async fn a_full_limit_holds_the_attempt_for_max_wait_then_refuses_it_unsent() {
     })
     .retry(policy())
     .retry_any_error()
-    .concurrency_limit(Arc::clone(&limiter))
+    .dependency(&Dependency::new("test").with_concurrency_limit((*limiter).clone()))
     .await
     .expect_err("the limit stays full");
     assert_eq!(sent.get(), 0);
@@ -87,13 +87,10 @@ async fn a_full_limit_holds_the_attempt_for_max_wait_then_refuses_it_unsent() {
 async fn a_slot_freed_during_the_wait_lets_the_attempt_go() {
     let limiter = Arc::new(limiter(1, Duration::from_secs(1)));
     let slot = limiter.try_acquire(Priority::Critical).expect("the one slot");
-    let call = tokio::spawn(
-        (|| async { Ok::<_, &str>(7) })
-            .retry(policy())
-            .retry_any_error()
-            .concurrency_limit(Arc::clone(&limiter))
-            .into_future(),
-    );
+    let dependency = Dependency::new("test").with_concurrency_limit((*limiter).clone());
+    let call = tokio::spawn(async move {
+        (|| async { Ok::<_, &str>(7) }).retry(policy()).retry_any_error().dependency(&dependency).await
+    });
     let start = tokio::time::Instant::now();
     tokio::time::sleep(Duration::from_millis(100)).await;
     slot.success(Duration::from_millis(100));
@@ -111,7 +108,7 @@ async fn the_wait_for_a_slot_never_crosses_the_deadline() {
     let error = (|| async { Ok::<_, &str>(()) })
         .retry(policy)
         .retry_any_error()
-        .concurrency_limit(&limiter)
+        .dependency(&Dependency::new("test").with_concurrency_limit(limiter.clone()))
         .await
         .expect_err("full");
     assert!(matches!(error.reason(), StopReason::ConcurrencyLimited { .. }), "{:?}", error.reason());
@@ -123,12 +120,13 @@ async fn sheddable_calls_are_refused_before_critical_ones() {
     // The limit: 5 slots, 4 of them open to sheddable calls.
     let limiter = limiter(5, Duration::ZERO);
     let held: Vec<_> = (0..4).map(|_| limiter.try_acquire(Priority::Critical).expect("free")).collect();
+    let limited = Dependency::new("test").with_concurrency_limit(limiter.clone());
     let call = |priority| {
         (|| async { Ok::<_, &str>(()) })
             .retry(policy())
             .retry_any_error()
             .priority(priority)
-            .concurrency_limit(&limiter)
+            .dependency(&limited)
     };
     let shed = call(Priority::Sheddable).await.expect_err("above its share");
     assert!(matches!(shed.reason(), StopReason::ConcurrencyLimited { limit: 5, .. }));
@@ -143,12 +141,13 @@ async fn sheddable_calls_are_refused_before_critical_ones() {
             throttle.accepted();
         }
     }
+    let throttled_dependency = Dependency::new("test").with_guard(throttle.clone());
     let throttled = |priority, seed| {
         (|| async { Err::<(), _>("unavailable") })
             .retry(Policy::builder().max_attempts(1).build().expect("valid"))
             .retry_any_error()
             .priority(priority)
-            .guard(&throttle)
+            .dependency(&throttled_dependency)
             .seed(seed)
     };
     for seed in 0..20 {

@@ -7,6 +7,7 @@
 //! pacer's slots went that way.) Paused clock: tokio's timers wake on whole
 //! milliseconds, as they do in real time.
 
+use retryscope::dependency::Dependency;
 use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{Pacer, Policy, Retryable, StopReason};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -27,11 +28,14 @@ async fn a_call_whose_pacer_slot_leaves_no_time_before_its_deadline_is_refused_a
         Ok::<_, std::io::Error>(())
     };
     // The first call takes the current slot.
-    call.retry(policy).pacer(&pacer).await.expect("the first call is sent at once");
+    call.retry(policy)
+        .dependency(&Dependency::new("test").with_pacer(pacer.clone()))
+        .await
+        .expect("the first call is sent at once");
     assert_eq!(sent.load(Ordering::Relaxed), 1);
 
     let start = tokio::time::Instant::now();
-    let second = call.retry(policy).pacer(&pacer).await;
+    let second = call.retry(policy).dependency(&Dependency::new("test").with_pacer(pacer.clone())).await;
     let (took, sends) = (start.elapsed(), sent.load(Ordering::Relaxed));
     // Either it is sent in its slot, or it is refused at once as rate limited:
     // never held for its whole deadline and then dropped unsent.

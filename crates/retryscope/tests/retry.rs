@@ -3,6 +3,7 @@
 mod common;
 
 use common::{Event, Recorder, ms, plain};
+use retryscope::dependency::Dependency;
 use retryscope::observe::{AttemptEnd, AttemptStart, Wait};
 use retryscope::{DelaySource, ErrorType, Hint, Jitter, Outcome, Policy, Retryable, StopReason, Verdict};
 use std::cell::Cell;
@@ -560,7 +561,7 @@ async fn the_result_kept_through_a_wait_is_released_first() {
     })
     .retry(plain())
     .with_classifier(ReleasingBodies { released: &released })
-    .breaker(&breaker)
+    .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
     .await
     .expect("a refused retry hands back the last reply");
     assert_eq!((reply.status, reply.body), (503, None));
@@ -584,25 +585,26 @@ async fn the_result_kept_through_a_wait_is_released_first() {
 async fn an_owned_setup_is_static_and_shares_its_guards() {
     use retryscope::budget::Budget;
     use retryscope::{CircuitBreaker, TokenBucket};
-    use std::future::IntoFuture;
     use std::sync::Arc;
 
-    let bucket = Arc::new(TokenBucket::builder().max_tokens(10).build().expect("valid"));
-    let breaker = Arc::new(CircuitBreaker::new());
-    let dependency: Arc<str> = Arc::from("inventory");
+    let bucket = TokenBucket::builder().max_tokens(10).build().expect("valid");
+    let inventory = Arc::new(
+        Dependency::new("inventory").with_budget(bucket.clone()).with_breaker(CircuitBreaker::new()),
+    );
     let mut calls = 0;
-    let retry = (move || {
+    let op = move || {
         calls += 1;
         let result = if calls < 3 { Err("busy") } else { Ok(calls) };
         async move { result }
-    })
-    .retry(Policy::interactive())
-    .retry_any_error()
-    .budget(Arc::clone(&bucket))
-    .breaker(Arc::clone(&breaker))
-    .dependency(dependency)
-    .operation(String::from("reserve"))
-    .into_future();
+    };
+    // The task owns the dependency; the retry borrows it.
+    let retry = async move {
+        op.retry(Policy::interactive())
+            .retry_any_error()
+            .dependency(&inventory)
+            .operation(String::from("reserve"))
+            .await
+    };
     let answer = tokio::spawn(retry).await.expect("the task ran");
     assert_eq!(answer, Ok(3));
     // Two failures took two tokens, the success gave 0.1 back: the caller's
@@ -749,7 +751,7 @@ async fn a_budget_hears_the_same_from_a_quiet_first_attempt() {
         (&[Err("busy"), Ok(())], true, &["request", "failure", "retry?", "success"]),
     ];
     for (results, slow, expected) in cases {
-        let throttle = HeardThrottle::default();
+        let throttle = std::sync::Arc::new(HeardThrottle::default());
         let calls = Cell::new(0);
         let answer = (|| {
             let result = results[calls.get()];
@@ -763,7 +765,7 @@ async fn a_budget_hears_the_same_from_a_quiet_first_attempt() {
         })
         .retry(plain())
         .retry_any_error()
-        .budget(&throttle)
+        .dependency(&Dependency::new("test").with_budget(std::sync::Arc::clone(&throttle)))
         .await;
         assert_eq!(answer, Ok(()), "{results:?}, slow: {slow}");
         assert_eq!(throttle.heard(), expected, "{results:?}, slow: {slow}");
@@ -775,7 +777,7 @@ async fn a_budget_hears_the_same_from_a_quiet_first_attempt() {
 #[tokio::test(start_paused = true)]
 async fn a_quiet_first_attempt_that_hangs_is_cut_at_its_time_limit() {
     let policy = plain().to_builder().attempt_timeout(ms(50)).build().unwrap();
-    let throttle = HeardThrottle::default();
+    let throttle = std::sync::Arc::new(HeardThrottle::default());
     let calls = Cell::new(0);
     let started = Instant::now();
     let answer = (|| {
@@ -790,7 +792,7 @@ async fn a_quiet_first_attempt_that_hangs_is_cut_at_its_time_limit() {
     })
     .retry(policy)
     .retry_any_error()
-    .budget(&throttle)
+    .dependency(&Dependency::new("test").with_budget(std::sync::Arc::clone(&throttle)))
     .await;
     assert_eq!(answer, Ok(2));
     // 50 ms limit, 100 ms backoff, then the second attempt at once.

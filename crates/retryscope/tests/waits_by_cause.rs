@@ -8,6 +8,7 @@ mod common;
 use common::status_verdict;
 use retryscope::budget::RetryCause;
 use retryscope::budget::RetryQuota;
+use retryscope::dependency::Dependency;
 use retryscope::{ErrorType, Jitter, JitterRng, Policy, PolicyError, Retryable, StopReason};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
@@ -78,8 +79,11 @@ async fn an_empty_quota_still_leaves_a_long_poll_its_backoff_before_it_fails() {
         let policy = policy.wait_out_refusal(wait_out).build().expect("valid");
         let started = RefCell::new(Vec::new());
         let begun = Instant::now();
-        let refused =
-            scripted(&[503, 503, 200], &started).retry(policy).classify(status_verdict).budget(&quota).await;
+        let refused = scripted(&[503, 503, 200], &started)
+            .retry(policy)
+            .classify(status_verdict)
+            .dependency(&Dependency::new("test").with_budget(quota.clone()))
+            .await;
         let error = refused.expect_err("refused by the quota");
         assert_eq!((error.reason(), error.attempts()), (StopReason::BudgetExhausted, 2));
         assert_eq!(error.error_type(), Some(ErrorType::Status(503)), "the last answer is kept");
@@ -149,7 +153,7 @@ fn a_blocking_long_poll_waits_out_its_refusal_too() {
     })
     .retry(policy)
     .classify(status_verdict)
-    .budget(&quota)
+    .dependency(&Dependency::new("test").with_budget(quota.clone()))
     .call_with(&clock, |wait| clock.advance(wait));
     assert_eq!(refused.map_err(|e| e.reason()), Err(StopReason::BudgetExhausted));
     // 50 ms before the retry the quota paid for, 100 ms before the refusal.

@@ -5,7 +5,7 @@ use super::keys::Keys;
 use super::{Inner, Worker};
 use crate::broker::Broker;
 use crate::job::{Handler, WorkerStats};
-use retryscope::dependency::Guards;
+use retryscope::dependency::Dependency;
 use retryscope::jobs::JobPolicy;
 use retryscope::{Policy, PolicyError, RetryBudget, Transient, Verdict};
 use retryscope_config::ConfigHandle;
@@ -25,7 +25,7 @@ pub struct WorkerBuilder<B: Broker, E, S = MemoryStore> {
     handler: Box<dyn Handler<E>>,
     classify: Classifier<E>,
     policy: JobPolicy,
-    guards: Option<Arc<Guards<RetryBudget>>>,
+    guards: Option<Arc<Dependency<RetryBudget>>>,
     keys: Option<S>,
     key_ttl: Duration,
     concurrency: usize,
@@ -141,10 +141,10 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
     }
 
     /// The guards of the dependency the handler calls, shared with the
-    /// HTTP clients that call it (`DependencyGuards::get`): its breaker,
+    /// HTTP clients that call it (`Dependencies::get`): its breaker,
     /// pacer and budget hold jobs back while it is down, without the hold
     /// counting as an attempt.
-    pub fn guards(mut self, guards: Arc<Guards<RetryBudget>>) -> Self {
+    pub fn guards(mut self, guards: Arc<Dependency<RetryBudget>>) -> Self {
         self.guards = Some(guards);
         self
     }

@@ -258,7 +258,7 @@ where
         });
         let running = async {
             match &inner.guards {
-                Some(guards) => guards.guard(retry, None::<&str>).await,
+                Some(guards) => retry.dependency(&**guards).await,
                 None => retry.await,
             }
         };

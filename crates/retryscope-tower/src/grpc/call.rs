@@ -18,7 +18,7 @@ use crate::settings::{Resolved, Settings};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use retryscope::dependency::{Guards, bounded_operation};
+use retryscope::dependency::{Dependency, bounded_operation};
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Pacer, Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
@@ -140,7 +140,7 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Guards<LayerBudget>,
+        guards: &Dependency<LayerBudget>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         let codes = match call.mode {
             Mode::Grpc { codes } => codes,
@@ -177,7 +177,7 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Guards<LayerBudget>,
+        guards: &Dependency<LayerBudget>,
         fallback: Option<(Chosen<'_>, &Parts, Option<Duration>)>,
     ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool)
     where
@@ -190,8 +190,7 @@ impl GrpcCall {
             Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
             Err(error) => LastAnswer::Error(&**error),
         };
-        let context =
-            FallbackContext::new(guards.dependency(), chosen.reason(), &parts.method, &parts.uri, last);
+        let context = FallbackContext::new(guards.name(), chosen.reason(), &parts.method, &parts.uri, last);
         match chosen.run(context, remaining).await {
             Ok(response) => (Ok(super::fallback::answer(response)), true),
             Err(error) => (Err(Box::new(fallback_failed(error, result))), false),

@@ -162,11 +162,11 @@ mod tests {
 
     #[test]
     fn a_methods_file_settings_are_kept_for_one_configuration() {
-        use retryscope::dependency::DependencyGuards;
+        use retryscope::dependency::Dependencies;
         let retry = GrpcRetry::new(Policy::interactive());
         let methods = Methods::default();
         let guards =
-            DependencyGuards::<crate::budget::LayerBudget>::builder().build().for_server("svc", None, None);
+            Dependencies::<crate::budget::LayerBudget>::builder().build().for_server("svc", None, None);
         let resolved = std::cell::Cell::new(0);
         let resolve = || {
             resolved.set(resolved.get() + 1);

@@ -61,6 +61,33 @@ pub trait Budget: Send + Sync {
     }
 }
 
+/// A budget behind an `Arc` is a budget: what a caller keeps to read the
+/// budget a [`Dependency`](crate::dependency::Dependency) guards its calls
+/// with, when the budget is not a handle itself.
+impl<B: Budget + ?Sized> Budget for Arc<B> {
+    fn request_started(&self) {
+        (**self).request_started();
+    }
+    fn attempt_finished(&self, success: bool) {
+        (**self).attempt_finished(success);
+    }
+    fn try_acquire_retry(&self) -> bool {
+        (**self).try_acquire_retry()
+    }
+    fn available(&self) -> f64 {
+        (**self).available()
+    }
+    fn try_acquire_retry_for(&self, cause: RetryCause) -> bool {
+        (**self).try_acquire_retry_for(cause)
+    }
+    fn retry_finished(&self, cause: RetryCause, success: bool) {
+        (**self).retry_finished(cause, success);
+    }
+    fn share_floor(&self, share: Arc<dyn BudgetShare>, dependency: &str) -> bool {
+        (**self).share_floor(share, dependency)
+    }
+}
+
 /// Why a retry (or a hedge's further copy) is wanted: what a throttle that
 /// prices retries by their cause reads ([`Budget::try_acquire_retry_for`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// a rate over ten seconds lets that burst through until the window fills,
 /// a cap on concurrency never does. Envoy's `retry_budget` (20 % of active
 /// requests, at least 3 concurrent retries) is the model; the two compose
-/// (`.budget(..)` and `.guard(..)` on one call).
+/// (`with_budget(..)` and `with_guard(..)` on one
+/// [`Dependency`](crate::dependency::Dependency)).
 ///
 /// What is counted, exactly:
 /// - **Calls in progress**: each call once, from its start to its end, its

@@ -7,7 +7,7 @@
 //! through one process-wide table that admits at most [`MAX_DEPENDENCIES`]
 //! names and folds the rest into [`OVERFLOW`]. The guards of a folded name are
 //! still its own, bounded by their registry
-//! ([`DependencyGuards`](super::DependencyGuards)). Operation names get a
+//! ([`Dependencies`](super::Dependencies)). Operation names get a
 //! table of their own with the same bound.
 
 use std::collections::HashSet;

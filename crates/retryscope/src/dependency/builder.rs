@@ -1,7 +1,7 @@
-//! Configuring a [`DependencyGuards`]: which guards each dependency gets.
+//! Configuring a [`Dependencies`]: which guards each dependency gets.
 
 use super::overflow::OverflowGuards;
-use super::registry::{DependencyGuards, Factory, Registry, and_guard};
+use super::registry::{Dependencies, Factory, Registry, and_guard};
 use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
@@ -12,10 +12,10 @@ use crate::pace::{PaceShare, Pacer};
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
-/// Configures a [`DependencyGuards`]: which guards each dependency gets, and
+/// Configures a [`Dependencies`]: which guards each dependency gets, and
 /// where their gauges go.
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct DependencyGuardsBuilder<T> {
+pub struct DependenciesBuilder<T> {
     pub(super) budget: Option<Factory<T>>,
     pub(super) breaker: Option<Factory<CircuitBreaker>>,
     pub(super) pacer: Option<Factory<Pacer>>,
@@ -30,9 +30,9 @@ pub struct DependencyGuardsBuilder<T> {
     pub(super) labels: fn(&str) -> Arc<str>,
 }
 
-impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
+impl<T> fmt::Debug for DependenciesBuilder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DependencyGuardsBuilder")
+        f.debug_struct("DependenciesBuilder")
             .field("budget", &self.budget.is_some())
             .field("breaker", &self.breaker.is_some())
             .field("pacer", &self.pacer.is_some())
@@ -45,7 +45,7 @@ impl<T> fmt::Debug for DependencyGuardsBuilder<T> {
     }
 }
 
-impl<T: Budget + 'static> DependencyGuardsBuilder<T> {
+impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// Gives each dependency a budget made by `make`.
     pub fn budget(self, make: impl Fn() -> T + Send + Sync + 'static) -> Self {
         self.budget_factory(Some(Arc::new(make)))
@@ -159,7 +159,7 @@ impl<T: Budget + 'static> DependencyGuardsBuilder<T> {
     }
 
     /// The registry.
-    pub fn build(self) -> DependencyGuards<T> {
+    pub fn build(self) -> Dependencies<T> {
         // The gauges its guards publish: the same from every guard a
         // factory makes, so one made here says which.
         let guard_gauges = self.guard.as_ref().map_or_else(Vec::new, |make| Gauge::of(&*make()));
@@ -178,6 +178,6 @@ impl<T: Budget + 'static> DependencyGuardsBuilder<T> {
             guard_gauges,
             hedge: self.hedge,
         });
-        DependencyGuards { inner }
+        Dependencies { inner }
     }
 }

@@ -15,7 +15,7 @@
 //! breaker closed, its pacer without a gate, its budget full, its hedge delay
 //! unlearned. A call that holds the evicted set finishes with it.
 
-use super::guards::Guards;
+use super::value::Dependency;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -34,7 +34,7 @@ pub(crate) struct OverflowGuards<T> {
 }
 
 struct Entry<T> {
-    guards: Arc<Guards<T>>,
+    guards: Arc<Dependency<T>>,
     /// The tick of the last lookup that found (or made) this set. An atomic,
     /// so that a hit needs only the read lock.
     used: AtomicU64,
@@ -47,7 +47,7 @@ impl<T> OverflowGuards<T> {
     }
 
     /// The set of `dependency`, if it has one now; marks it used.
-    pub(crate) fn find(&self, dependency: &str) -> Option<Arc<Guards<T>>> {
+    pub(crate) fn find(&self, dependency: &str) -> Option<Arc<Dependency<T>>> {
         // A poisoned lock only means a thread panicked while inserting; the
         // map itself is still consistent.
         let sets = self.sets.read().unwrap_or_else(PoisonError::into_inner);
@@ -60,7 +60,11 @@ impl<T> OverflowGuards<T> {
     /// least recently used set when the table is full. The eviction walks the
     /// table (at most [`MAX_OVERFLOW_GUARDS`] stamps): only a host not seen
     /// lately pays it, on a lookup that builds a guard set anyway.
-    pub(crate) fn get_or_make(&self, dependency: &str, make: impl FnOnce() -> Guards<T>) -> Arc<Guards<T>> {
+    pub(crate) fn get_or_make(
+        &self,
+        dependency: &str,
+        make: impl FnOnce() -> Dependency<T>,
+    ) -> Arc<Dependency<T>> {
         if let Some(found) = self.find(dependency) {
             return found;
         }
@@ -86,7 +90,7 @@ impl<T> OverflowGuards<T> {
     }
 
     /// Every set kept now.
-    pub(crate) fn all(&self) -> Vec<Arc<Guards<T>>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Dependency<T>>> {
         let sets = self.sets.read().unwrap_or_else(PoisonError::into_inner);
         sets.values().map(|entry| Arc::clone(&entry.guards)).collect()
     }

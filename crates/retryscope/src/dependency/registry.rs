@@ -3,9 +3,9 @@
 //! it, by a table of its own ([`overflow`]).
 
 use super::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_name};
-use super::builder::DependencyGuardsBuilder;
-use super::guards::Guards;
+use super::builder::DependenciesBuilder;
 use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
+use super::value::Dependency;
 use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-/// How many ports of one host [`DependencyGuards::for_server`] remembers.
+/// How many ports of one host [`Dependencies::for_server`] remembers.
 pub const MAX_PORTS_PER_HOST: usize = 16;
 
 /// Makes a budget or a breaker for a newly seen dependency.
@@ -37,35 +37,35 @@ pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 /// guards: breaker closed, no pacer gate, a full budget). So the registry
 /// holds at most [`MAX_DEPENDENCIES`] + 1,000 guard sets whatever the
 /// traffic, and no host shares a breaker or a pacer gate with another. An
-/// overflow set's pacer is never shared with a fleet ([`pace_share`](DependencyGuardsBuilder::pace_share)):
+/// overflow set's pacer is never shared with a fleet ([`pace_share`](DependenciesBuilder::pace_share)):
 /// a fleet's gates are keyed by the dependency's name, and under `_OTHER`
 /// one host's `429` would hold every replica's calls to every other host past
 /// the bound.
 ///
 /// The registry knows nothing of telemetry: retryscope-otel's
 /// `publish_dependency_gauges` reads every guard set at each collection
-/// through [`live`](DependencyGuards::live), which holds the registry
+/// through [`live`](Dependencies::live), which holds the registry
 /// weakly, so dropping the last clone frees the guards and ends the
 /// reports.
 ///
 /// ```
 /// use retryscope::{CircuitBreaker, RetryBudget};
-/// use retryscope::dependency::DependencyGuards;
+/// use retryscope::dependency::Dependencies;
 ///
-/// let guards = DependencyGuards::builder()
+/// let guards = Dependencies::builder()
 ///     .budget(RetryBudget::new)
 ///     .breaker(CircuitBreaker::new)
 ///     .build();
 /// let payments = guards.get("payments:8443");
-/// assert_eq!(payments.dependency(), "payments:8443");
+/// assert_eq!(payments.name(), "payments:8443");
 /// assert!(payments.budget().is_some() && payments.breaker().is_some());
 /// assert!(std::sync::Arc::ptr_eq(&payments, &guards.get("payments:8443")));
 /// ```
-pub struct DependencyGuards<T> {
+pub struct Dependencies<T> {
     pub(super) inner: Arc<Registry<T>>,
 }
 
-impl<T> Clone for DependencyGuards<T> {
+impl<T> Clone for Dependencies<T> {
     fn clone(&self) -> Self {
         Self { inner: Arc::clone(&self.inner) }
     }
@@ -85,10 +85,10 @@ pub fn and_guard<G: Guard + 'static>(
 }
 
 /// Each host's guards, by the port in its dependency name (`None`: the scheme's).
-type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Guards<T>>)>>;
+type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Dependency<T>>)>>;
 
 pub(super) struct Registry<T> {
-    pub(super) guards: RwLock<HashMap<Arc<str>, Arc<Guards<T>>>>,
+    pub(super) guards: RwLock<HashMap<Arc<str>, Arc<Dependency<T>>>>,
     /// The guards of the dependencies beyond the label bound, one set each.
     pub(super) overflow: OverflowGuards<T>,
     /// The label table: [`bounded_dependency`], but for tests that need a
@@ -105,7 +105,7 @@ pub(super) struct Registry<T> {
     /// The fleet each new budget's floor is divided among, if any.
     pub(super) budget_share: Option<Arc<dyn BudgetShare>>,
     pub(super) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    /// Each dependency's [`Guard`]s, composed (see [`DependencyGuardsBuilder::guard`]).
+    /// Each dependency's [`Guard`]s, composed (see [`DependenciesBuilder::guard`]).
     pub(super) guard: Option<Factory<Arc<dyn Guard>>>,
     /// The gauges those guards publish.
     pub(super) guard_gauges: Vec<&'static Gauge>,
@@ -113,10 +113,10 @@ pub(super) struct Registry<T> {
     pub(super) hedge: Option<HedgePolicy>,
 }
 
-impl<T: Budget + 'static> DependencyGuards<T> {
+impl<T: Budget + 'static> Dependencies<T> {
     /// A registry with no guards and no gauges yet: see the builder's methods.
-    pub fn builder() -> DependencyGuardsBuilder<T> {
-        DependencyGuardsBuilder {
+    pub fn builder() -> DependenciesBuilder<T> {
+        DependenciesBuilder {
             budget: None,
             breaker: None,
             pacer: None,
@@ -134,7 +134,7 @@ impl<T: Budget + 'static> DependencyGuards<T> {
     /// process's [`MAX_DEPENDENCIES`] gets guards of its own, labelled
     /// [`OVERFLOW`], kept while it is among the 1,000 such names this
     /// registry used last (see the type's documentation).
-    pub fn get(&self, dependency: &str) -> Arc<Guards<T>> {
+    pub fn get(&self, dependency: &str) -> Arc<Dependency<T>> {
         // The named path: one read lock, as before overflow sets existed.
         if let Some(found) = self.find(dependency) {
             return found;
@@ -168,14 +168,14 @@ impl<T: Budget + 'static> DependencyGuards<T> {
     ///
     /// ```
     /// use retryscope::RetryBudget;
-    /// use retryscope::dependency::DependencyGuards;
+    /// use retryscope::dependency::Dependencies;
     ///
-    /// let guards = DependencyGuards::builder().budget(RetryBudget::new).build();
+    /// let guards = Dependencies::builder().budget(RetryBudget::new).build();
     /// let server = guards.for_server("127.0.0.1", Some(8080), Some(80));
-    /// assert_eq!(server.dependency(), "127.0.0.1:8080");
+    /// assert_eq!(server.name(), "127.0.0.1:8080");
     /// assert!(std::sync::Arc::ptr_eq(&server, &guards.get("127.0.0.1:8080")));
     /// ```
-    pub fn for_server(&self, host: &str, port: Option<u16>, default_port: Option<u16>) -> Arc<Guards<T>> {
+    pub fn for_server(&self, host: &str, port: Option<u16>, default_port: Option<u16>) -> Arc<Dependency<T>> {
         let named_port = port.filter(|port| Some(*port) != default_port);
         let find = |servers: &Servers<T>| {
             servers.get(host)?.iter().find(|(p, _)| *p == named_port).map(|(_, guards)| Arc::clone(guards))
@@ -186,7 +186,7 @@ impl<T: Budget + 'static> DependencyGuards<T> {
         let guards = self.get(&dependency_name(host, port, default_port));
         // An overflow set is not remembered here: it may be evicted, and a
         // server kept here would keep it alive beside its successor.
-        if guards.dependency() == OVERFLOW {
+        if guards.name() == OVERFLOW {
             return guards;
         }
         let mut servers = self.inner.servers.write().unwrap_or_else(PoisonError::into_inner);
@@ -215,11 +215,11 @@ impl<T: Budget + 'static> DependencyGuards<T> {
     /// ```
     /// use retryscope::RetryBudget;
     /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
-    /// use retryscope::dependency::DependencyGuards;
+    /// use retryscope::dependency::Dependencies;
     /// use std::time::{Duration, Instant};
     ///
     /// let template = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
-    /// let guards = DependencyGuards::<RetryBudget>::builder().hedge(template).build();
+    /// let guards = Dependencies::<RetryBudget>::builder().hedge(template).build();
     /// assert_eq!(guards.hedge_delay("payments", Instant::now()), None);
     /// let _ = guards.get("payments");
     /// // Nothing measured yet: the fallback.
@@ -236,7 +236,7 @@ impl<T: Budget + 'static> DependencyGuards<T> {
     /// gauges a caller registers itself (retryscope-otel's
     /// `register_guard_gauges` reports the `_OTHER` sets as one series), and
     /// tests.
-    pub fn all(&self) -> Vec<Arc<Guards<T>>> {
+    pub fn all(&self) -> Vec<Arc<Dependency<T>>> {
         self.inner.all()
     }
 
@@ -244,7 +244,7 @@ impl<T: Budget + 'static> DependencyGuards<T> {
     /// alive: once the last clone is dropped it reads nothing. What a gauge
     /// callback holds — telemetry keeps callbacks for the meter provider's
     /// lifetime, and must not keep the guards for as long.
-    pub fn live(&self) -> impl Fn() -> Vec<Arc<Guards<T>>> + Send + Sync + 'static
+    pub fn live(&self) -> impl Fn() -> Vec<Arc<Dependency<T>>> + Send + Sync + 'static
     where
         T: Send + Sync,
     {
@@ -269,7 +269,7 @@ impl<T: Budget + 'static> DependencyGuards<T> {
         self.len() == 0
     }
 
-    fn find(&self, dependency: &str) -> Option<Arc<Guards<T>>> {
+    fn find(&self, dependency: &str) -> Option<Arc<Dependency<T>>> {
         // A poisoned lock only means a thread panicked while inserting; the map
         // itself is still consistent.
         self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).get(dependency).cloned()
@@ -278,7 +278,7 @@ impl<T: Budget + 'static> DependencyGuards<T> {
 
 impl<T> Registry<T> {
     /// Every guard set kept now, the named ones and those beyond the bound.
-    fn all(&self) -> Vec<Arc<Guards<T>>> {
+    fn all(&self) -> Vec<Arc<Dependency<T>>> {
         let mut all: Vec<_> =
             self.guards.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
         all.extend(self.overflow.all());
@@ -289,8 +289,8 @@ impl<T> Registry<T> {
 impl<T: Budget> Registry<T> {
     /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
     /// share only if `pace_fleet` (a named dependency's: see
-    /// [`DependencyGuards`] for why an overflow set's does not).
-    fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Guards<T> {
+    /// [`Dependencies`] for why an overflow set's does not).
+    fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Dependency<T> {
         let pacer = self.pacer.as_ref().map(|make| {
             let pacer = make();
             if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
@@ -309,7 +309,7 @@ impl<T: Budget> Registry<T> {
             }
             budget
         });
-        Guards {
+        Dependency {
             dependency,
             budget,
             breaker: self.breaker.as_ref().map(|make| make()),
@@ -321,10 +321,10 @@ impl<T: Budget> Registry<T> {
     }
 }
 
-impl<T> fmt::Debug for DependencyGuards<T> {
+impl<T> fmt::Debug for Dependencies<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dependencies = self.inner.guards.read().map(|g| g.len()).unwrap_or_default();
-        f.debug_struct("DependencyGuards")
+        f.debug_struct("Dependencies")
             .field("dependencies", &dependencies)
             .field("overflow", &self.inner.overflow.len())
             .field("budget", &self.inner.budget.is_some())
@@ -342,16 +342,16 @@ mod tests {
 
     #[test]
     fn a_server_finds_the_guards_of_its_name_and_remembers_a_bounded_number() {
-        let guards = DependencyGuards::<crate::RetryBudget>::builder().build();
+        let guards = Dependencies::<crate::RetryBudget>::builder().build();
         let plain = guards.for_server("inventory", Some(80), Some(80));
-        assert_eq!(plain.dependency(), "inventory");
+        assert_eq!(plain.name(), "inventory");
         assert!(Arc::ptr_eq(&plain, &guards.for_server("inventory", None, Some(80))));
         let other = guards.for_server("inventory", Some(8080), Some(80));
-        assert_eq!(other.dependency(), "inventory:8080");
+        assert_eq!(other.name(), "inventory:8080");
         assert!(Arc::ptr_eq(&other, &guards.get("inventory:8080")));
         for port in 0..40 {
             let found = guards.for_server("many", Some(port), None);
-            assert_eq!(found.dependency(), format!("many:{port}"));
+            assert_eq!(found.name(), format!("many:{port}"));
         }
         let servers = guards.inner.servers.read().map(|s| s["many"].len()).unwrap_or_default();
         assert_eq!(servers, MAX_PORTS_PER_HOST);
@@ -374,8 +374,8 @@ mod tests {
         CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker")
     }
 
-    fn registry(overflow: usize) -> DependencyGuards<RetryBudget> {
-        DependencyGuards::builder()
+    fn registry(overflow: usize) -> Dependencies<RetryBudget> {
+        Dependencies::builder()
             .breaker(hair_trigger)
             .pacer(Pacer::new)
             .labels(one_name)
@@ -387,9 +387,9 @@ mod tests {
     fn hosts_beyond_the_label_bound_get_guards_of_their_own_labelled_other() {
         let guards = registry(2);
         let named = guards.get("named");
-        assert_eq!(named.dependency(), "named");
+        assert_eq!(named.name(), "named");
         let (a, b) = (guards.get("a.test"), guards.get("b.test"));
-        assert_eq!((a.dependency(), b.dependency()), (OVERFLOW, OVERFLOW));
+        assert_eq!((a.name(), b.name()), (OVERFLOW, OVERFLOW));
         assert!(!Arc::ptr_eq(&a, &b), "two hosts past the bound share one set");
         // One host's failures open its breaker only.
         let breaker = a.breaker().expect("a breaker");
@@ -402,7 +402,7 @@ mod tests {
         assert!(Arc::ptr_eq(&named, &guards.get("named")));
         assert!(Arc::ptr_eq(&named, &guards.for_server("named", None, None)));
         assert_eq!(guards.len(), 3);
-        assert_eq!(guards.all().iter().filter(|g| g.dependency() == OVERFLOW).count(), 2);
+        assert_eq!(guards.all().iter().filter(|g| g.name() == OVERFLOW).count(), 2);
         // An overflow host is not remembered by server: its set may be evicted.
         let servers = guards.inner.servers.read().map(|s| s.contains_key("b.test")).unwrap_or(true);
         assert!(!servers);
@@ -426,7 +426,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &guards.get("a.test")), "a was the least recently used");
         // The named set is never evicted.
         assert_eq!(guards.inner.guards.read().map(|g| g.len()).unwrap_or_default(), 1);
-        assert_eq!(guards.get("named").dependency(), "named");
+        assert_eq!(guards.get("named").name(), "named");
     }
 
     /// A fleet that only records which dependencies' pacers joined it.
@@ -446,7 +446,7 @@ mod tests {
     #[test]
     fn an_overflow_hosts_pacer_is_not_shared_with_the_fleet() {
         let fleet = Arc::new(Joined::default());
-        let guards = DependencyGuards::<RetryBudget>::builder()
+        let guards = Dependencies::<RetryBudget>::builder()
             .pacer(Pacer::new)
             .pace_share(Some(fleet.clone()))
             .labels(one_name)

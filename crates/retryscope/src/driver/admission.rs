@@ -37,7 +37,7 @@ impl<O: Observer> Driver<'_, O> {
     /// it), or [`StopReason::ConcurrencyLimited`] once the attempt has waited
     /// as long as it may.
     pub(super) fn ask_limiter(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
-        let Some(limiter) = self.setup.limiter.as_deref() else { return Ok(None) };
+        let Some(limiter) = self.setup.dependency.limiter else { return Ok(None) };
         if self.slot.is_some() {
             return Ok(None);
         }
@@ -59,7 +59,7 @@ impl<O: Observer> Driver<'_, O> {
         }
         // The schedule let this attempt go already: after the wait, only the
         // adaptive rate's token is asked again.
-        self.paced = self.setup.pacer.is_some();
+        self.paced = self.setup.dependency.pacer.is_some();
         let hold = left.min(SLOT_POLL);
         // At most `MAX_TIMEOUT` (60 s) in all: fits in a u32 of microseconds.
         self.slot_waited =
@@ -69,7 +69,7 @@ impl<O: Observer> Driver<'_, O> {
 
     /// The pacer's part of [`ask_pacer`](Self::ask_pacer).
     pub(super) fn ask_schedule(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
-        let Some(pacer) = self.setup.pacer.as_deref() else { return Ok(None) };
+        let Some(pacer) = self.setup.dependency.pacer else { return Ok(None) };
         let scheduled = std::mem::take(&mut self.paced);
         // A send that no retry's plan nor hold counted yet.
         if !scheduled {

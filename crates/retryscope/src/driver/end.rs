@@ -118,7 +118,7 @@ impl<O: Observer> Driver<'_, O> {
             Health::Unhealthy | Health::Throttling => Some(false),
             Health::Answered | Health::Unknown => None,
         };
-        match (self.setup.throttle.as_deref(), success, charged) {
+        match (self.setup.dependency.budget, success, charged) {
             (Some(throttle), Some(success), Some(cause)) => throttle.retry_finished(cause, success),
             (Some(throttle), Some(success), None) => throttle.attempt_finished(success),
             _ => {}
@@ -149,10 +149,10 @@ impl<O: Observer> Driver<'_, O> {
             next_wait(&self.setup.policy, self.attempts, cause, self.curve, elapsed, hint, rng)?;
         // The pace in force when the wait is over, before the budget spends a
         // token on a retry the pacer may refuse.
-        if let Some(pacer) = self.setup.pacer.as_deref() {
+        if let Some(pacer) = self.setup.dependency.pacer {
             pacer.offered();
         }
-        let delay = match self.setup.pacer.as_deref() {
+        let delay = match self.setup.dependency.pacer {
             Some(pacer) if !pacer.is_idle() => {
                 let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
                 let hold = pace::after_wait(pacer, wait, limit)?;
@@ -160,17 +160,17 @@ impl<O: Observer> Driver<'_, O> {
             }
             _ => wait,
         };
-        self.paced = self.setup.pacer.is_some();
+        self.paced = self.setup.dependency.pacer.is_some();
         // A breaker that is open past the wait would refuse the retry after
         // it: refused now, before the budget spends a token on it and the
         // caller waits for nothing.
-        if self.setup.breaker.as_deref().and_then(CircuitBreaker::open_for).is_some_and(|left| left > delay) {
+        if self.setup.dependency.breaker.and_then(CircuitBreaker::open_for).is_some_and(|left| left > delay) {
             return Err(StopReason::CircuitOpen);
         }
-        if self.setup.guard.is_some() {
+        if self.setup.dependency.guard.is_some() {
             self.guard_retry()?;
         }
-        if let Some(throttle) = self.setup.throttle.as_deref() {
+        if let Some(throttle) = self.setup.dependency.budget {
             if !throttle.try_acquire_retry_for(cause) {
                 self.withdraw_guarded();
                 if self.setup.policy.waits_out_refusal() {
@@ -194,7 +194,7 @@ impl<O: Observer> Driver<'_, O> {
 
     pub(super) fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         if let Some(op) = self.operation.take() {
-            if self.setup.guard.is_some() {
+            if self.setup.dependency.guard.is_some() {
                 self.guard_call_finished();
             }
             let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));

@@ -31,9 +31,9 @@ impl<O: Observer> Driver<'_, O> {
             self.observe_operation();
             self.count_request(now);
         }
-        if self.attempts == 0 && self.setup.guard.is_some() {
+        if self.attempts == 0 && self.setup.dependency.guard.is_some() {
             let first = self.for_guard(Attempt::first());
-            let admission = self.setup.guard.as_deref().map_or(Admission::Go, |guard| guard.admit(first));
+            let admission = self.setup.dependency.guard.map_or(Admission::Go, |guard| guard.admit(first));
             match admission {
                 Admission::Go => guarded = Some(first),
                 Admission::Refuse(reason) => return Err(reason),
@@ -64,7 +64,7 @@ impl<O: Observer> Driver<'_, O> {
     #[cold]
     #[inline(never)]
     pub(super) fn settle_guarded(&self, guarded: Option<Attempt>, end: End) {
-        if let (Some(guard), Some(attempt)) = (self.setup.guard.as_deref(), guarded) {
+        if let (Some(guard), Some(attempt)) = (self.setup.dependency.guard, guarded) {
             guard.settle(attempt, end);
         }
     }
@@ -73,7 +73,7 @@ impl<O: Observer> Driver<'_, O> {
     #[cold]
     #[inline(never)]
     pub(super) fn guard_call_started(&self) {
-        if let Some(guard) = self.setup.guard.as_deref() {
+        if let Some(guard) = self.setup.dependency.guard {
             guard.call_started();
         }
     }
@@ -83,11 +83,11 @@ impl<O: Observer> Driver<'_, O> {
     #[cold]
     #[inline(never)]
     pub(super) fn guard_retry(&mut self) -> Result<(), StopReason> {
-        if self.setup.guard.is_none() {
+        if self.setup.dependency.guard.is_none() {
             return Ok(());
         }
         let attempt = self.for_guard(Attempt::retry(self.attempts + 1));
-        let admission = self.setup.guard.as_deref().map_or(Admission::Go, |guard| guard.admit(attempt));
+        let admission = self.setup.dependency.guard.map_or(Admission::Go, |guard| guard.admit(attempt));
         if let Admission::Refuse(reason) = admission {
             return Err(reason);
         }
@@ -101,7 +101,7 @@ impl<O: Observer> Driver<'_, O> {
     #[inline(never)]
     pub(super) fn guard_call_finished(&mut self) {
         self.withdraw_guarded();
-        if let (Some(guard), Some(_)) = (self.setup.guard.as_deref(), self.started) {
+        if let (Some(guard), Some(_)) = (self.setup.dependency.guard, self.started) {
             guard.call_finished();
         }
     }

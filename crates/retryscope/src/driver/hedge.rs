@@ -153,13 +153,13 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
         }
         // A copy after a failed one is its retry; any other, a hedge. The
         // guard admits it first, as it admits a retry at its plan.
-        let guarded = match self.driver.setup.guard.is_some() && self.driver.attempts() > 0 {
+        let guarded = match self.driver.setup.dependency.guard.is_some() && self.driver.attempts() > 0 {
             true => {
                 let number = self.driver.attempts() + 1;
                 let attempt =
                     if self.retry_of.is_some() { Attempt::retry(number) } else { Attempt::hedge(number) };
                 let attempt = self.driver.for_guard(attempt);
-                let guard = self.driver.setup.guard.as_deref();
+                let guard = self.driver.setup.dependency.guard;
                 if let Some(Admission::Refuse(reason)) = guard.map(|guard| guard.admit(attempt)) {
                     return self.stop_sending(reason);
                 }
@@ -167,7 +167,7 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
             }
             false => None,
         };
-        let charged = match self.driver.setup.throttle.as_deref() {
+        let charged = match self.driver.setup.dependency.budget {
             Some(throttle) if self.driver.attempts() > 0 => {
                 let cause = self.retry_of.map_or(RetryCause::Hedge, RetryCause::of);
                 if !throttle.try_acquire_retry_for(cause) {

@@ -126,7 +126,7 @@ pub(crate) struct Driver<'a, O: Observer> {
 impl<'a, O: Observer> Driver<'a, O> {
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         // A concurrency limit learns from round trips: it needs the time.
-        let timed = O::TIMED || setup.policy.is_timed() || setup.limiter.is_some();
+        let timed = O::TIMED || setup.policy.is_timed() || setup.dependency.limiter.is_some();
         Self {
             curve: Curve::START,
             timed,
@@ -170,7 +170,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// call, the pacing itself off it.
     #[inline]
     pub(crate) fn paced(&self) -> bool {
-        self.setup.pacer.is_some() || self.setup.limiter.is_some()
+        self.setup.dependency.pacer.is_some() || self.setup.dependency.limiter.is_some()
     }
 
     /// What is left of the deadline at `now`, if there is one.
@@ -183,10 +183,10 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// the first attempt starts quietly or booked.
     #[inline]
     fn count_request(&mut self, now: Instant) {
-        if let Some(throttle) = self.setup.throttle.as_deref() {
+        if let Some(throttle) = self.setup.dependency.budget {
             throttle.request_started();
         }
-        if self.setup.guard.is_some() {
+        if self.setup.dependency.guard.is_some() {
             self.guard_call_started();
         }
         self.started = Some(now);
@@ -237,7 +237,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         retry_of: Option<ErrorType>,
         attempt_timeout: Option<Duration>,
     ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
-        if self.setup.guard.is_some() {
+        if self.setup.dependency.guard.is_some() {
             return self.admit_guarded(now, retry_of, attempt_timeout);
         }
         self.admit_unguarded(now, retry_of, attempt_timeout)
@@ -272,7 +272,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         };
         // Only a configured breaker hands out a permit: without one, the field
         // stays `None` and starting an attempt drops nothing.
-        let permit = match self.setup.breaker.as_deref() {
+        let permit = match self.setup.dependency.breaker {
             Some(breaker) => Some(breaker.try_acquire().map_err(|_| StopReason::CircuitOpen)?),
             None => None,
         };
@@ -291,7 +291,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     fn observe_operation(&mut self) {
         if self.operation.is_none() {
             self.operation = Some(self.observer.start(&OperationInfo {
-                dependency: &self.setup.dependency,
+                dependency: &self.setup.dependency.name,
                 operation: self.setup.operation.as_deref(),
                 max_attempts: self.setup.policy.max_attempts(),
                 hedged: self.setup.hedged,

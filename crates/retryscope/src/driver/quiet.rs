@@ -45,7 +45,7 @@ impl<O: Observer> Driver<'_, O> {
 
     /// The quiet first attempt succeeded: the operation is over.
     pub(crate) fn quiet_success(&mut self) {
-        if let Some(throttle) = self.setup.throttle.as_deref() {
+        if let Some(throttle) = self.setup.dependency.budget {
             throttle.attempt_finished(true);
         }
     }

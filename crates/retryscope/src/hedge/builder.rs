@@ -1,16 +1,13 @@
-//! The hedge builder: `op.hedge(policy).budget(..).when(..).await`.
+//! The hedge builder: `op.hedge(policy).dependency(&dep).when(..).await`.
 
 use super::future::{Copies, HedgeFuture};
 use super::policy::HedgePolicy;
-use crate::breaker::CircuitBreaker;
-use crate::budget::Budget;
 use crate::classify::{Classify, ClassifyFn, When};
+use crate::dependency::DependencyRef;
 use crate::driver::Setup;
 use crate::driver::hedge::{CopyPolicy, HedgeDriver};
-use crate::guard::Guard;
 use crate::observe::{NoObserver, Observer};
-use crate::overload::{ConcurrencyLimiter, Priority};
-use crate::pace::Pacer;
+use crate::overload::Priority;
 use crate::shared::Shared;
 use crate::sleep::Sleeper;
 use crate::transient::TransientErrors;
@@ -89,9 +86,13 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
         Hedge { op: self.op, classifier: self.classifier, observer, setup: self.setup, policy: self.policy }
     }
 
-    /// Names the dependency called (`retryscope.dependency`): a `&str` or an
-    /// `Arc<str>`. Keep it low-cardinality.
-    pub fn dependency(mut self, dependency: impl Into<Shared<'a, str>>) -> Self {
+    /// The dependency called: its name and its guards, as
+    /// [`Retry::dependency`](crate::Retry::dependency) takes it. Its budget
+    /// is charged every copy beyond the first, as a retry would be (a
+    /// refusal sends no further copies); its breaker, pacer, concurrency
+    /// limit and further guards are asked before every copy, as a retry's
+    /// are before every attempt (see [the module](super)).
+    pub fn dependency(mut self, dependency: impl Into<DependencyRef<'a>>) -> Self {
         self.setup.dependency = dependency.into();
         self
     }
@@ -99,53 +100,6 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
     /// Names the logical operation (`retryscope.operation`).
     pub fn operation(mut self, operation: impl Into<Shared<'a, str>>) -> Self {
         self.setup.operation = operation.into().into();
-        self
-    }
-
-    /// Charges every copy beyond the first to `throttle` (a
-    /// [`RetryBudget`](crate::RetryBudget) or [`TokenBucket`](crate::TokenBucket)),
-    /// as a retry would be; a refusal sends no further copies.
-    pub fn budget(mut self, throttle: impl Into<Shared<'a, dyn Budget + 'a>>) -> Self {
-        self.setup.throttle = throttle.into().into();
-        self
-    }
-
-    /// Asks `breaker` before every copy and tells it how each finished one
-    /// ended.
-    pub fn breaker(mut self, breaker: impl Into<Shared<'a, CircuitBreaker>>) -> Self {
-        self.setup.breaker = breaker.into().into();
-        self
-    }
-
-    /// Asks the dependency's `pacer` before every copy, as a retry asks it
-    /// before every attempt: a copy the pacer holds is not sent until the
-    /// hold is over, and one that would not fit the deadline is not sent at
-    /// all (see [the module](super)).
-    pub fn pacer(mut self, pacer: impl Into<Shared<'a, Pacer>>) -> Self {
-        self.setup.pacer = pacer.into().into();
-        self
-    }
-
-    /// Takes a slot of `limiter`, the dependency's adaptive concurrency limit
-    /// (see [`overload`](crate::overload)), for every copy, and gives it back
-    /// with how the copy ended: one that finds the limit full waits up to
-    /// the limiter's `max_wait` (never past the deadline) for a slot, then is
-    /// not sent, and the call stops with
-    /// [`StopReason::ConcurrencyLimited`](crate::StopReason::ConcurrencyLimited).
-    /// A reference, or an `Arc` for a `'static` call.
-    pub fn concurrency_limit(mut self, limiter: impl Into<Shared<'a, ConcurrencyLimiter>>) -> Self {
-        self.setup.limiter = limiter.into().into();
-        self
-    }
-
-    /// Puts `guard` on the call (see [`guard`](crate::guard)): it hears the
-    /// call start and end, admits each copy (a retry at its plan, before
-    /// its wait) and hears how each ended. Compose several as a tuple. A
-    /// reference, or an `Arc` for a `'static` call.
-    ///
-    /// See [`Retry::guard`](crate::Retry::guard).
-    pub fn guard(mut self, guard: impl Into<Shared<'a, dyn Guard + 'a>>) -> Self {
-        self.setup.guard = guard.into().into();
         self
     }
 

@@ -11,17 +11,18 @@
 //!
 //! ```
 //! use retryscope::RetryBudget;
+//! use retryscope::dependency::Dependency;
 //! use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // One policy and one budget per dependency, shared by every call.
+//! // One policy and one dependency (its budget) per dependency, shared by every call.
 //! let policy = HedgePolicy::builder()
 //!     .max_copies(3)
 //!     .delay(HedgeDelay::fixed(Duration::from_millis(50)))
 //!     .build()?;
-//! let budget = RetryBudget::new();
+//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::new());
 //!
 //! let mut copies = 0;
 //! let answer = (|| {
@@ -35,8 +36,7 @@
 //!     }
 //! })
 //! .hedge(policy.clone())
-//! .budget(&budget)
-//! .dependency("inventory")
+//! .dependency(&inventory)
 //! .await?;
 //! assert_eq!(answer, 2);
 //! # Ok(())
@@ -73,17 +73,17 @@
 //!
 //! # Load, deadlines, breaker
 //!
-//! - Every copy beyond the first is charged to the [`budget`](Hedge::budget)
+//! - Every copy beyond the first is charged to the dependency's budget ([`Hedge::dependency`])
 //!   like a retry ([`Budget::try_acquire_retry`](crate::budget::Budget::try_acquire_retry));
 //!   a refusal sends no further copies, so hedging cannot amplify an outage
 //!   beyond the budget's share. Finished copies report to the budget as
 //!   attempts do; cancelled ones report nothing.
 //! - The policy's deadline bounds the whole call and its attempt timeout each
 //!   copy, by default (15 s and 5 s).
-//! - A [`breaker`](Hedge::breaker) is asked before each copy: an open breaker
+//! - The dependency's breaker is asked before each copy: an open breaker
 //!   sends nothing, and each finished copy reports to it. A cancelled copy's
 //!   permit is released without a verdict.
-//! - A [`pacer`](Hedge::pacer) is asked before every copy, as before every
+//! - The dependency's pacer is asked before every copy, as before every
 //!   retry: a hedge answers a slow dependency, and a dependency that asked to
 //!   be called less gets no extra copy while it holds calls back. A copy the
 //!   pacer holds waits out the hold (the observer hears it, as a retry's

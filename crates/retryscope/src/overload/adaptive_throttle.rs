@@ -54,8 +54,8 @@ const ACCEPTS: usize = 1;
 /// [`AdaptiveThrottleBuilder::max_rejection_probability`]`(1.0)` restores it).
 ///
 /// It is a [`Guard`]: give one to every call to a dependency
-/// ([`Retry::guard`](crate::Retry::guard), or per dependency
-/// [`DependencyGuardsBuilder::guard`](crate::dependency::DependencyGuardsBuilder::guard));
+/// ([`Dependency::with_guard`](crate::dependency::Dependency::with_guard), or per dependency
+/// [`DependenciesBuilder::guard`](crate::dependency::DependenciesBuilder::guard));
 /// clones share one state. It is asked as every guard is — a call's first
 /// attempt before it is sent, a retry at its plan, a hedge's copy when due —
 /// with the attempt's draw ([`Attempt::draw`]: from the call's seed,

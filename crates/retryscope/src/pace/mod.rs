@@ -5,7 +5,7 @@
 //! [`Pacer`] keeps what one dependency's responses said — fed by
 //! [`learn`](Pacer::learn), read from headers by
 //! [`hints::pace_signal`](crate::hints::pace_signal) — and every call given it
-//! with [`Retry::pacer`](crate::Retry::pacer) waits for it, new calls and
+//! through its [`Dependency`](crate::dependency::Dependency::with_pacer) waits for it, new calls and
 //! retries alike:
 //!
 //! - **A dependency-wide gate.** A `Retry-After` on a 429 or 503, gRPC
@@ -53,6 +53,7 @@
 //! per-dependency table.
 //!
 //! ```
+//! use retryscope::dependency::Dependency;
 //! use retryscope::pace::{PaceSignal, Pacer, Quota};
 //! use retryscope::{Policy, Retryable};
 //! use std::time::Duration;
@@ -60,12 +61,13 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let pacer = Pacer::new(); // one per dependency, shared by every call
+//! let search = Dependency::new("search").with_pacer(pacer.clone());
 //! // A response said: two requests left in the next three seconds.
 //! pacer.learn(&PaceSignal::none().with_quota(Quota::new(2, Duration::from_secs(3))));
 //!
 //! let start = tokio::time::Instant::now();
 //! for _ in 0..3 {
-//!     (|| async { Ok::<_, std::io::Error>(()) }).retry(Policy::interactive()).pacer(&pacer).await.unwrap();
+//!     (|| async { Ok::<_, std::io::Error>(()) }).retry(Policy::interactive()).dependency(&search).await.unwrap();
 //! }
 //! // Sent at 0 s, 1.5 s and 3 s: the quota lasted until its reset.
 //! assert_eq!(start.elapsed(), Duration::from_secs(3));

@@ -25,6 +25,7 @@ use crate::storm::{StormArgs, StormError, error, finish, write_outputs};
 use rand::{RngExt, SeedableRng};
 use report::{TailRun, TailSummary};
 use retryscope::RetryBudget;
+use retryscope::dependency::Dependency;
 use retryscope::hedge::{HedgePolicy, Hedgeable};
 use retryscope_otel::OtelObserver;
 use server::{SlowTailServer, Tail};
@@ -197,7 +198,8 @@ struct Caller {
     http: reqwest::Client,
     url: Arc<str>,
     policy: HedgePolicy,
-    budget: RetryBudget,
+    /// The dependency called, with its retry budget: clones share it.
+    dependency: Arc<Dependency>,
     observer: OtelObserver,
     operation: &'static str,
     /// Copies sent, counted by the operation factory.
@@ -221,8 +223,7 @@ impl Caller {
         })
         .hedge(self.policy.clone())
         .when(|_: &CallError| true)
-        .budget(&self.budget)
-        .dependency(DEPENDENCY)
+        .dependency(&self.dependency)
         .operation(self.operation)
         .observe(self.observer.clone())
         .await
@@ -253,7 +254,7 @@ async fn run_policy(
         policy: policy
             .policy(hedge_delay(args), args.hedge_quantile)
             .map_err(|e| error("building the policy", e))?,
-        budget: RetryBudget::new(),
+        dependency: Arc::new(Dependency::new(DEPENDENCY).with_budget(RetryBudget::new())),
         observer: OtelObserver::from_meter(&telemetry.meter).no_retry_log(),
         operation: policy.name(),
         copies: Arc::new(AtomicU64::new(0)),

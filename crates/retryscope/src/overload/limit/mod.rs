@@ -88,7 +88,7 @@ impl From<Gradient2> for LimitAlgorithm {
 /// algorithm after each attempt.
 ///
 /// Give one to every call to a dependency
-/// ([`Retry::concurrency_limit`](crate::Retry::concurrency_limit)); clones
+/// ([`Dependency::with_concurrency_limit`](crate::dependency::Dependency::with_concurrency_limit)); clones
 /// share one state. The driver asks it last before an attempt is sent, after
 /// the pacer: an attempt that finds the limit full waits for a slot for up to
 /// [`max_wait`](ConcurrencyLimiterBuilder::max_wait) (and never past the

@@ -1,0 +1,291 @@
+//! A dependency as a value: its name and its guards, built once, shared by
+//! every call to it, and put on a call with one setter
+//! ([`Retry::dependency`](crate::Retry::dependency),
+//! [`Hedge::dependency`](crate::hedge::Hedge::dependency)).
+
+use crate::breaker::CircuitBreaker;
+use crate::budget::{Budget, RetryBudget};
+use crate::guard::Guard;
+use crate::hedge::HedgePolicy;
+use crate::overload::ConcurrencyLimiter;
+use crate::pace::Pacer;
+use crate::shared::Shared;
+use std::fmt;
+use std::sync::Arc;
+
+/// One dependency: its name and its guards — a retry budget (any
+/// [`Budget`]), a circuit breaker, a [`Pacer`], a concurrency limit, any
+/// further [`Guard`]s — and, in a client's registry, its hedging policy, each
+/// optional. Built once and shared by every call to the dependency (its
+/// guards are handles: a clone shares their state), and put on a call whole:
+///
+/// ```
+/// use retryscope::dependency::Dependency;
+/// use retryscope::{CircuitBreaker, Policy, RetryBudget, Retryable};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let inventory = Dependency::new("inventory")
+///     .with_budget(RetryBudget::new())
+///     .with_breaker(CircuitBreaker::new());
+/// let stock = (|| async { Ok::<_, std::io::Error>(7) })
+///     .retry(Policy::interactive())
+///     .dependency(&inventory)
+///     .await;
+/// assert_eq!(stock.unwrap(), 7);
+/// # }
+/// ```
+///
+/// A client keeps one per dependency it calls, made on first use, in a
+/// [`Dependencies`](super::Dependencies) registry. The hedging policy there
+/// is the dependency's own ([`HedgePolicy::fresh`] of the client's), so that
+/// a percentile delay learns from this dependency's latencies alone.
+pub struct Dependency<T = RetryBudget> {
+    pub(crate) dependency: Arc<str>,
+    pub(crate) budget: Option<T>,
+    pub(crate) breaker: Option<CircuitBreaker>,
+    pub(crate) pacer: Option<Pacer>,
+    pub(crate) concurrency_limit: Option<ConcurrencyLimiter>,
+    pub(crate) guard: Option<Arc<dyn Guard>>,
+    pub(crate) hedge: Option<HedgePolicy>,
+}
+
+impl Dependency {
+    /// A dependency named `name` (`retryscope.dependency`), with no guards
+    /// yet. Keep the name low-cardinality: a service or host name, never a
+    /// URL.
+    pub fn new(name: &str) -> Self {
+        Self {
+            dependency: Arc::from(name),
+            budget: None,
+            breaker: None,
+            pacer: None,
+            concurrency_limit: None,
+            guard: None,
+            hedge: None,
+        }
+    }
+}
+
+impl<T> Dependency<T> {
+    /// Charges its calls' retries (and hedges' further copies) to `budget`:
+    /// a [`RetryBudget`], a [`TokenBucket`](crate::TokenBucket), a
+    /// [`RetryQuota`](crate::budget::RetryQuota) or any [`Budget`].
+    pub fn with_budget<B: Budget>(self, budget: B) -> Dependency<B> {
+        Dependency {
+            dependency: self.dependency,
+            budget: Some(budget),
+            breaker: self.breaker,
+            pacer: self.pacer,
+            concurrency_limit: self.concurrency_limit,
+            guard: self.guard,
+            hedge: self.hedge,
+        }
+    }
+
+    /// Asks `breaker` before every attempt and tells it how each ended.
+    pub fn with_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// Sends the first attempt and every retry no sooner than `pacer`
+    /// allows (see [`pace`](crate::pace)): a call whose next send would come
+    /// after its deadline stops with
+    /// [`StopReason::RateLimited`](crate::StopReason::RateLimited). Feed the
+    /// pacer with [`Pacer::learn`].
+    pub fn with_pacer(mut self, pacer: Pacer) -> Self {
+        self.pacer = Some(pacer);
+        self
+    }
+
+    /// Takes a slot of `limiter`, the dependency's adaptive concurrency
+    /// limit (see [`overload`](crate::overload)), for every attempt, and
+    /// gives it back with how the attempt ended: one that finds the limit
+    /// full waits up to the limiter's `max_wait` (never past the deadline)
+    /// for a slot, then is not sent, and the call stops with
+    /// [`StopReason::ConcurrencyLimited`](crate::StopReason::ConcurrencyLimited).
+    pub fn with_concurrency_limit(mut self, limiter: ConcurrencyLimiter) -> Self {
+        self.concurrency_limit = Some(limiter);
+        self
+    }
+
+    /// Puts `guard` on every call (see [`guard`](crate::guard)): it hears
+    /// each call start and end, admits each attempt (a retry at its plan,
+    /// before its wait) and hears how each ended. Given twice, both guard
+    /// the calls, the first asked first. Keep a handle (an `Arc`, which is a
+    /// guard too) to read the guard's state.
+    ///
+    /// ```
+    /// use retryscope::budget::InFlightBudget;
+    /// use retryscope::dependency::Dependency;
+    /// use retryscope::{Policy, Retryable};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// // Envoy's retry budget: retries in flight at most 20 % of the calls
+    /// // in progress, at least 3. One per dependency, shared by its calls.
+    /// let in_flight = InFlightBudget::envoy();
+    /// let search = Dependency::new("search").with_guard(in_flight.clone());
+    /// let answer = (|| async { Err::<(), _>("busy") })
+    ///     .retry(Policy::interactive())
+    ///     .when(|e: &&str| *e == "busy")
+    ///     .dependency(&search)
+    ///     .await;
+    /// assert!(answer.is_err());
+    /// // The call is over: its retries and itself are no longer counted.
+    /// assert_eq!((in_flight.in_flight(), in_flight.calls()), (0, 0));
+    /// # }
+    /// ```
+    pub fn with_guard(mut self, guard: impl Guard + 'static) -> Self {
+        self.guard = Some(match self.guard.take() {
+            None => Arc::new(guard),
+            Some(first) => Arc::new((first, guard)),
+        });
+        self
+    }
+
+    /// The dependency's name (bounded, in a registry): the label to report
+    /// it under.
+    pub fn name(&self) -> &str {
+        &self.dependency
+    }
+
+    /// [`name`](Self::name), shared: what a telemetry crate labels the
+    /// guards' gauges with.
+    pub fn label(&self) -> &Arc<str> {
+        &self.dependency
+    }
+
+    /// The dependency's retry budget, if it has one.
+    pub fn budget(&self) -> Option<&T> {
+        self.budget.as_ref()
+    }
+
+    /// The dependency's circuit breaker, if it has one.
+    pub fn breaker(&self) -> Option<&CircuitBreaker> {
+        self.breaker.as_ref()
+    }
+
+    /// The dependency's pacer, if it has one.
+    pub fn pacer(&self) -> Option<&Pacer> {
+        self.pacer.as_ref()
+    }
+
+    /// The dependency's adaptive concurrency limit, if it has one.
+    pub fn concurrency_limit(&self) -> Option<&ConcurrencyLimiter> {
+        self.concurrency_limit.as_ref()
+    }
+
+    /// The dependency's further [`Guard`]s, composed into one, if it has any.
+    pub fn guards(&self) -> Option<&dyn Guard> {
+        self.guard.as_deref()
+    }
+
+    /// The dependency's hedging policy, if its client hedges: clone it into
+    /// each hedged call (`op.hedge(policy.clone())`).
+    pub fn hedge(&self) -> Option<&HedgePolicy> {
+        self.hedge.as_ref()
+    }
+}
+
+/// A dependency as one call refers to it: a name alone (`&str`, `String`,
+/// `Arc<str>`), or a [`Dependency`]'s name and guards, borrowed. What
+/// [`Retry::dependency`](crate::Retry::dependency) and
+/// [`Hedge::dependency`](crate::hedge::Hedge::dependency) take: the one
+/// setter that puts a dependency on a call, whatever it guards it with.
+#[derive(Clone)]
+pub struct DependencyRef<'a> {
+    pub(crate) name: Shared<'a, str>,
+    pub(crate) budget: Option<&'a (dyn Budget + 'a)>,
+    pub(crate) breaker: Option<&'a CircuitBreaker>,
+    pub(crate) pacer: Option<&'a Pacer>,
+    pub(crate) limiter: Option<&'a ConcurrencyLimiter>,
+    pub(crate) guard: Option<&'a (dyn Guard + 'a)>,
+}
+
+impl<'a> DependencyRef<'a> {
+    /// A name without guards.
+    fn named(name: Shared<'a, str>) -> Self {
+        Self { name, budget: None, breaker: None, pacer: None, limiter: None, guard: None }
+    }
+}
+
+impl<'a> From<&'a str> for DependencyRef<'a> {
+    fn from(name: &'a str) -> Self {
+        Self::named(Shared::Borrowed(name))
+    }
+}
+
+impl<'a> From<&'a String> for DependencyRef<'a> {
+    fn from(name: &'a String) -> Self {
+        Self::named(Shared::Borrowed(name))
+    }
+}
+
+impl From<String> for DependencyRef<'_> {
+    fn from(name: String) -> Self {
+        Self::named(name.into())
+    }
+}
+
+impl From<Arc<str>> for DependencyRef<'_> {
+    fn from(name: Arc<str>) -> Self {
+        Self::named(Shared::Owned(name))
+    }
+}
+
+impl<'a> From<Shared<'a, str>> for DependencyRef<'a> {
+    fn from(name: Shared<'a, str>) -> Self {
+        Self::named(name)
+    }
+}
+
+impl<'a, T: Budget> From<&'a Dependency<T>> for DependencyRef<'a> {
+    #[inline]
+    fn from(dependency: &'a Dependency<T>) -> Self {
+        Self {
+            // The interned name, borrowed: found without copying it.
+            name: Shared::Borrowed(&dependency.dependency),
+            budget: dependency.budget.as_ref().map(|budget| budget as &dyn Budget),
+            breaker: dependency.breaker.as_ref(),
+            pacer: dependency.pacer.as_ref(),
+            limiter: dependency.concurrency_limit.as_ref(),
+            guard: dependency.guard.as_deref(),
+        }
+    }
+}
+
+impl<'a, T: Budget> From<&'a Arc<Dependency<T>>> for DependencyRef<'a> {
+    #[inline]
+    fn from(dependency: &'a Arc<Dependency<T>>) -> Self {
+        Self::from(&**dependency)
+    }
+}
+
+impl fmt::Debug for DependencyRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DependencyRef")
+            .field("name", &&*self.name)
+            .field("budget", &self.budget.is_some())
+            .field("breaker", &self.breaker.is_some())
+            .field("pacer", &self.pacer.is_some())
+            .field("concurrency_limit", &self.limiter.is_some())
+            .field("guard", &self.guard.is_some())
+            .finish()
+    }
+}
+
+impl<T> fmt::Debug for Dependency<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dependency")
+            .field("name", &self.dependency)
+            .field("budget", &self.budget.is_some())
+            .field("breaker", &self.breaker.is_some())
+            .field("pacer", &self.pacer.is_some())
+            .field("concurrency_limit", &self.concurrency_limit.is_some())
+            .field("guard", &self.guard.is_some())
+            .field("hedge", &self.hedge.is_some())
+            .finish()
+    }
+}
