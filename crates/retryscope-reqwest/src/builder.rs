@@ -3,17 +3,18 @@
 use crate::middleware::RetryMiddleware;
 use crate::telemetry_state::{Off, On};
 use retryscope::Policy;
-use retryscope_http::__private::ClientSettings;
 use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
+use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::marker::PhantomData;
 
 /// Builds a [`RetryMiddleware`]. Its [telemetry state](crate::telemetry_state)
-/// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
+/// is `On` until [`no_telemetry`](crate::prelude::WithTelemetry::no_telemetry), after which the settings
 /// that only telemetry reads are not offered:
 ///
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_reqwest::RetryMiddleware;
+/// use retryscope_reqwest::prelude::*;
 ///
 /// // No spans are recorded at all: an operation span could only be ignored.
 /// let middleware = RetryMiddleware::builder(Policy::interactive()).no_telemetry().operation_spans();
@@ -26,23 +27,29 @@ pub struct RetryMiddlewareBuilder<T = On> {
     pub(crate) telemetry: PhantomData<T>,
 }
 
-impl RetryMiddlewareBuilder<On> {
-    retryscope_http::__private::shared_setters!(settings: telemetry_on => RetryMiddlewareBuilder<Off>);
+// The shared setters (`WithClientSettings`, `WithHttpSettings`, and
+// `WithTelemetry` while telemetry is on), written once in retryscope-http.
+impl<T> HasClientSettings for RetryMiddlewareBuilder<T> {
+    fn client_settings(&self) -> &ClientSettings {
+        &self.settings
+    }
+
+    fn client_settings_mut(&mut self) -> &mut ClientSettings {
+        &mut self.settings
+    }
+}
+
+impl<T> HasHttpSettings for RetryMiddlewareBuilder<T> {}
+
+impl HasTelemetry for RetryMiddlewareBuilder<On> {
+    type TelemetryOff = RetryMiddlewareBuilder<Off>;
+
+    fn telemetry_off(self) -> RetryMiddlewareBuilder<Off> {
+        RetryMiddlewareBuilder { policy: self.policy, settings: self.settings, telemetry: PhantomData }
+    }
 }
 
 impl<T> RetryMiddlewareBuilder<T> {
-    fn into_telemetry_state<U>(self) -> RetryMiddlewareBuilder<U> {
-        RetryMiddlewareBuilder { policy: self.policy, settings: self.settings, telemetry: PhantomData }
-    }
-
-    retryscope_http::__private::shared_setters!(settings: telemetry);
-    retryscope_http::__private::shared_setters!(settings: breaker);
-    retryscope_http::__private::shared_setters!(settings: pacer);
-    retryscope_http::__private::shared_setters!(settings: overload);
-    retryscope_http::__private::shared_setters!(settings: http);
-    retryscope_http::__private::shared_setters!(settings: fallback);
-    retryscope_http::__private::shared_setters!(settings: config);
-
     /// Retries only where no other layer of the call chain retries (off by
     /// default). Inside a request served under
     /// [`Upstream::scope`](retryscope_otel::Upstream::scope) (as

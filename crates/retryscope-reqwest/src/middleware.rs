@@ -40,22 +40,22 @@ use std::sync::Arc;
 ///   method — failures to connect, where nothing reached the server. A request
 ///   whose body is a stream is sent once.
 /// - **Idempotency keys** (opt-in,
-///   [`idempotency_keys`](RetryMiddlewareBuilder::idempotency_keys)): a POST
+///   [`idempotency_keys`](crate::prelude::WithHttpSettings::idempotency_keys)): a POST
 ///   or PATCH without a key gets a fresh one, the same on every attempt, and
 ///   is retried like an idempotent request; per request,
 ///   [`KeyChoice`](crate::KeyChoice) supplies one or suppresses it.
-/// - **Your own rule**: [`retry_rule`](RetryMiddlewareBuilder::retry_rule)
-///   asks a [`ResponseRule`](retryscope_http::__private::rule::ResponseRule) about each
+/// - **Your own rule**: [`retry_rule`](crate::prelude::WithHttpSettings::retry_rule)
+///   asks a [`ResponseRule`](crate::ResponseRule) about each
 ///   response's status and headers before the built-in statuses;
-///   [`retry_on_body`](RetryMiddlewareBuilder::retry_on_body) asks a
-///   [`BodyRule`](retryscope_http::__private::body_rule::BodyRule) about the bodies of
+///   [`retry_on_body`](crate::prelude::WithHttpSettings::retry_on_body) asks a
+///   [`BodyRule`](crate::BodyRule) about the bodies of
 ///   the responses it selects, read ahead up to a limit, before either.
 ///   Request safety still applies to their verdicts.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response, for
 ///   the call that got it; and a [`Pacer`](retryscope::Pacer) per dependency,
 ///   so that a 429's or 503's `Retry-After`, and the quota that `RateLimit` or
 ///   `X-RateLimit-*` headers report on any response, hold back every call to
-///   that dependency ([`no_pacer`](RetryMiddlewareBuilder::no_pacer) to keep
+///   that dependency ([`no_pacer`](crate::prelude::WithClientSettings::no_pacer) to keep
 ///   hints per call).
 /// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
@@ -83,7 +83,7 @@ use std::sync::Arc;
 /// error is a `reqwest_middleware::Error::Middleware` holding a
 /// [`RetryError`] that says why and keeps the last error as its source.
 ///
-/// **Hedging.** With [`hedge`](RetryMiddlewareBuilder::hedge), a request that
+/// **Hedging.** With [`hedge`](crate::prelude::WithHttpSettings::hedge), a request that
 /// may run twice at once (an idempotent method, an `Idempotency-Key`, or
 /// marked [`idempotent`](RetryOptions::idempotent)) and whose body is not
 /// a stream is hedged instead of retried: further copies after the policy's
@@ -118,6 +118,7 @@ use std::sync::Arc;
 /// use http::StatusCode;
 /// use retryscope::{ErrorType, Policy, Verdict};
 /// use retryscope_reqwest::{BodyLimit, RetryMiddleware, body_rule_fn, rule_fn};
+/// use retryscope_reqwest::prelude::*;
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let marked = rule_fn(|status, headers| {
@@ -137,6 +138,7 @@ use std::sync::Arc;
 /// # let _ = body;
 /// # Ok(()) }
 /// ```
+/// use retryscope_reqwest::prelude::*;
 ///
 /// A failed response is not allowed to hold its connection through the backoff
 /// wait that follows it: before the wait its body is read to the end in the

@@ -9,20 +9,21 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Factory;
-use retryscope_http::__private::ClientSettings;
 use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
+use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, `RetryLayer::grpc`
 /// (feature `grpc`). Its [telemetry state](crate::telemetry_state)
-/// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
+/// is `On` until [`no_telemetry`](crate::prelude::WithTelemetry::no_telemetry), after which the settings
 /// that only telemetry reads are not offered:
 ///
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_tower::RetryLayer;
+/// use retryscope_tower::prelude::*;
 ///
 /// // No spans are recorded at all: an operation span could only be ignored.
 /// let layer = RetryLayer::builder(Policy::interactive()).no_telemetry().operation_spans();
@@ -95,22 +96,31 @@ impl RetryLayerBuilder<On> {
     pub(crate) fn new(policy: Policy) -> Self {
         Self { policy, tower: TowerSettings::default(), telemetry: PhantomData }
     }
+}
 
-    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => RetryLayerBuilder<Off>);
+// The shared setters (`WithClientSettings`, `WithHttpSettings`, and
+// `WithTelemetry` while telemetry is on), written once in retryscope-http.
+impl<T> HasClientSettings for RetryLayerBuilder<T> {
+    fn client_settings(&self) -> &ClientSettings {
+        &self.tower.shared
+    }
+
+    fn client_settings_mut(&mut self) -> &mut ClientSettings {
+        &mut self.tower.shared
+    }
+}
+
+impl<T> HasHttpSettings for RetryLayerBuilder<T> {}
+
+impl HasTelemetry for RetryLayerBuilder<On> {
+    type TelemetryOff = RetryLayerBuilder<Off>;
+
+    fn telemetry_off(self) -> RetryLayerBuilder<Off> {
+        RetryLayerBuilder { policy: self.policy, tower: self.tower, telemetry: PhantomData }
+    }
 }
 
 impl<T> RetryLayerBuilder<T> {
-    fn into_telemetry_state<U>(self) -> RetryLayerBuilder<U> {
-        RetryLayerBuilder { policy: self.policy, tower: self.tower, telemetry: PhantomData }
-    }
-
-    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
-    retryscope_http::__private::shared_setters!(tower.shared: breaker);
-    retryscope_http::__private::shared_setters!(tower.shared: pacer);
-    retryscope_http::__private::shared_setters!(tower.shared: overload);
-    retryscope_http::__private::shared_setters!(tower.shared: config);
-    retryscope_http::__private::shared_setters!(tower.shared: http);
-    retryscope_http::__private::shared_setters!(tower.shared: fallback);
     tower_setters!();
 
     /// The server called, for requests whose URI carries no authority (a

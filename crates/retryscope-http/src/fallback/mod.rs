@@ -467,8 +467,9 @@ pub fn remaining(deadline: Option<Duration>, started: tokio::time::Instant) -> O
     deadline.map(|deadline| deadline.saturating_sub(started.elapsed()))
 }
 
-/// The setters, for `__shared_setters!`'s `fallback` group.
-#[doc(hidden)]
-pub fn shared(f: impl Fn(&FallbackContext<'_>) -> FallbackFuture + Send + Sync + 'static) -> SharedFallback {
+/// A fallback as `WithClientSettings::fallback` registers it.
+pub(crate) fn shared(
+    f: impl Fn(&FallbackContext<'_>) -> FallbackFuture + Send + Sync + 'static,
+) -> SharedFallback {
     Arc::new(f)
 }
