@@ -35,6 +35,7 @@
 
 mod body_rule;
 mod call;
+mod client;
 mod configured;
 mod connect;
 mod error;
@@ -81,6 +82,7 @@ pub mod __private {
     pub mod call {
         pub use crate::call::*;
     }
+    pub use crate::client::Client;
     pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;
     pub use crate::setters::{HasClientSettings, HasHttpSettings, HasTelemetry};

@@ -3,7 +3,6 @@
 use crate::middleware::RetryMiddleware;
 use crate::telemetry_state::{Off, On};
 use retryscope::Policy;
-use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
 use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::marker::PhantomData;
 
@@ -68,31 +67,8 @@ impl<T> RetryMiddlewareBuilder<T> {
 
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
-        let settings = self.settings;
-        let code = CodeFactories::of(&settings, settings.budget.clone(), std::convert::identity);
-        let (meter, telemetry, retry_log) =
-            ClientSettings::observers(settings.telemetry, settings.retry_log, settings.operation_spans);
-        // A configured client's guards from its file: made by the builder's
-        // factories for the keys the file leaves to code.
-        let file_guards =
-            settings.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
-        let guards = code.build(meter.as_ref());
-        let fallbacks = settings.fallbacks.build(meter.as_ref());
-        RetryMiddleware {
-            policy: self.policy,
-            classifier: settings.classifier,
-            rule: settings.rule,
-            body_rule: settings.body_rule,
-            body_rules: settings.body_rules,
-            file_guards,
-            telemetry,
-            retry_log,
-            dependencies: guards,
-            attempt_header: settings.attempt_header,
-            request_id_header: settings.request_id_header,
-            one_layer: settings.one_layer,
-            idempotency: settings.idempotency,
-            fallbacks,
-        }
+        let budget = self.settings.budget.clone();
+        let (client, _) = self.settings.build(budget, std::convert::identity);
+        RetryMiddleware { policy: self.policy, client }
     }
 }

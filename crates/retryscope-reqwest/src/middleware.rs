@@ -7,20 +7,16 @@ use crate::read_ahead;
 use crate::source::RequestSource;
 use crate::target::HttpAttemptSpan;
 use http::Extensions;
-use reqwest::header::HeaderName;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
-use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{DependencyGuards, Guards};
+use retryscope::dependency::Guards;
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, StopReason};
-use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::{Drive, Ending};
-use retryscope_http::__private::fallback::{self as fallback, Fallbacks};
-use retryscope_http::__private::idempotency::{IdempotencyKeys, KeySource};
-use retryscope_http::__private::rule::SharedRule;
+use retryscope_http::__private::fallback;
+use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
-use retryscope_http::__private::{CallConfig, ClientSettings};
+use retryscope_http::__private::{CallConfig, Client, ClientSettings};
 use retryscope_http::{NotRetried, RetryOptions};
 use retryscope_otel::{OtelObserver, RetryLog};
 use std::fmt;
@@ -33,7 +29,7 @@ use std::sync::Arc;
 /// budgets and breakers.
 ///
 /// - **What is retried**: statuses 408, 429, 500, 502, 503, 504 (configurable
-///   through [`HttpClassifier`]) and transport failures (connect, reset,
+///   through [`HttpClassifier`](retryscope::classify::HttpClassifier)) and transport failures (connect, reset,
 ///   timeout, incomplete response).
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
 ///   requests marked [`idempotent`](RetryOptions::idempotent), and — for any
@@ -149,32 +145,9 @@ use std::sync::Arc;
 /// response, without its body.
 pub struct RetryMiddleware {
     pub(crate) policy: Policy,
-    pub(crate) classifier: HttpClassifier,
-    /// The user's rule for responses, asked before `classifier`.
-    pub(crate) rule: Option<SharedRule>,
-    /// The user's rule that reads selected bodies, asked before `rule`.
-    pub(crate) body_rule: Option<SharedBodyRule>,
-    pub(crate) telemetry: Option<OtelObserver>,
-    /// The retry log on its own, when telemetry is off but the log is not.
-    pub(crate) retry_log: Option<RetryLog>,
-    pub(crate) dependencies: DependencyGuards<RetryBudget>,
-    /// The header that tells the next hop which attempt it receives; `None`
-    /// sends nothing.
-    pub(crate) attempt_header: Option<HeaderName>,
-    /// The header the retry log's `request_id` is read from.
-    pub(crate) request_id_header: HeaderName,
-    /// Retry only where no other layer does.
-    pub(crate) one_layer: bool,
-    /// Which header carries idempotency keys, and whether they are generated.
-    pub(crate) idempotency: IdempotencyKeys,
-    /// The fallbacks of the dependencies that have one; `None` when none
-    /// does, so that a call pays nothing for them.
-    pub(crate) fallbacks: Option<Arc<Fallbacks>>,
-    /// The body rules a file selects by name.
-    pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
-    /// A configured client's file: each call's settings from it, and the
-    /// guards it writes, per file dependency (`None` without a file).
-    pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<RetryBudget>>,
+    /// What the builder's shared settings made: rules, guards, telemetry,
+    /// idempotency keys, fallbacks, a configuration file.
+    pub(crate) client: Client<RetryBudget>,
 }
 
 impl RetryMiddleware {
@@ -200,7 +173,7 @@ impl RetryMiddleware {
     /// or before the first request to it. For tests and dashboards.
     pub fn hedge_delay(&self, dependency: &str) -> Option<std::time::Duration> {
         // The clock the engine times the copies with: tokio's.
-        self.dependencies.hedge_delay(dependency, tokio::time::Instant::now().into_std())
+        self.client.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
     }
 }
 
@@ -208,10 +181,7 @@ impl fmt::Debug for RetryMiddleware {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryMiddleware")
             .field("policy", &self.policy)
-            .field("classifier", &self.classifier)
-            .field("rule", &self.rule)
-            .field("body_rule", &self.body_rule)
-            .field("dependencies", &self.dependencies)
+            .field("client", &self.client)
             .finish_non_exhaustive()
     }
 }
@@ -231,14 +201,15 @@ impl Middleware for RetryMiddleware {
         let (configured, options) = (configured.as_ref(), &options);
         // Once per call, before any attempt: every attempt clones these headers.
         let headers = request.headers_mut();
-        let key = self.idempotency.apply_configured(configured, &method, headers, extensions, replayable);
+        let key =
+            self.client.idempotency.apply_configured(configured, &method, headers, extensions, replayable);
         let timeout = request.timeout().copied();
         let drive = Drive::http(&self.policy, configured, &guards, options, &method, replayable, timeout);
-        let ending = Ending::begin(self.fallbacks.is_some(), drive.deadline());
-        let classifier = configured.map_or(self.classifier, CallConfig::classifier);
+        let ending = Ending::begin(self.client.fallbacks.is_some(), drive.deadline());
+        let classifier = configured.map_or(self.client.classifier, CallConfig::classifier);
         let mut classifier =
-            RequestClassifier::for_request(classifier, self.rule.clone(), &request, options, key);
-        if self.one_layer {
+            RequestClassifier::for_request(classifier, self.client.rule.clone(), &request, options, key);
+        if self.client.one_layer {
             classifier.one_layer(ending.upstream());
         }
         let source = RequestSource::new(request);
@@ -248,9 +219,9 @@ impl Middleware for RetryMiddleware {
             source: &source,
             next,
             extensions,
-            attempt_header: self.attempt_header.as_ref(),
+            attempt_header: self.client.attempt_header.as_ref(),
             pacer: guards.pacer(),
-            body_rule: self.body_rule(configured),
+            body_rule: self.client.body_rule(configured),
             replayable,
             number: 0,
         };
@@ -260,14 +231,14 @@ impl Middleware for RetryMiddleware {
         let outcome = drive.run(&guards, move || attempts.next(), &mut classifier, observer, operation).await;
         let stop = stop.stopped();
         let headers = outcome.as_ref().ok().map(Response::headers);
-        let fallbacks = self.fallbacks.as_deref();
+        let fallbacks = self.client.fallbacks.as_deref();
         let Some((chosen, remaining)) =
             ending.after(fallbacks, guards.dependency(), configured, stop, headers)
         else {
             ending.settle(false);
             return finish(outcome, stop, replayable);
         };
-        let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
+        let key = key.and_then(|_| source.headers().get(self.client.idempotency.header_name()));
         let (target, dependency) = ((&source, key), guards.dependency());
         let answer = answer_with(chosen, dependency, target, outcome, stop, replayable, remaining).await;
         ending.settle(answer.is_ok());
@@ -282,20 +253,10 @@ impl RetryMiddleware {
     /// default port; the file matches either.)
     fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Guards<RetryBudget>>) {
         let host = url.host_str().unwrap_or_default();
-        let file = self.file_guards.as_ref().map(|file| {
-            let target =
-                retryscope_http::__private::Target::http(host, url.port_or_known_default(), url.path());
-            file.call(&target, url.port(), None)
-        });
-        let (configured, guards) = file.map_or((None, None), |(call, guards)| (Some(call), guards));
-        (configured, guards.unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None)))
-    }
-
-    /// The body rule a call reads bodies with: the one its file names, else
-    /// the builder's own.
-    fn body_rule(&self, configured: Option<&CallConfig>) -> Option<&SharedBodyRule> {
-        let own = self.body_rule.as_ref();
-        configured.map_or(own, |c| c.body_rule(&self.body_rules, own))
+        // The scheme's port matters only to a URL that writes none.
+        let default_port = url.port().map_or(url.port_or_known_default(), |_| None);
+        let code = || self.client.guards.for_server(host, url.port(), None);
+        self.client.resolve((host, url.port(), default_port), url.path(), false, code)
     }
 
     /// The call's telemetry, with its attempt spans, and the retry log.
@@ -306,23 +267,9 @@ impl RetryMiddleware {
         configured: Option<&CallConfig>,
         ending: &Ending,
     ) -> (Option<OtelObserver<HttpAttemptSpan<'s>>>, Option<RetryLog>) {
-        let telemetry = self.telemetry.clone().map(|o| {
-            o.with_attempt_spans(HttpAttemptSpan {
-                source,
-                idempotency_key: key,
-                request_id_header: &self.request_id_header,
-            })
-            // Which configuration this call runs under, on each of its spans.
-            .with_config_hash(configured.map(|c| Arc::clone(c.hash())))
-            .with_outcome_slot(ending.outcome_slot())
-        });
-        // The log alone (telemetry off) has no attempt span to read the
-        // request's id: it is handed the header's value.
-        let retry_log = self
-            .retry_log
-            .clone()
-            .map(|log| log.with_request_id(source.headers().get(&self.request_id_header)));
-        (telemetry, retry_log)
+        let request_id_header = &self.client.request_id_header;
+        let spans = HttpAttemptSpan { source, idempotency_key: key, request_id_header };
+        self.client.observers(spans, configured, ending, source.headers())
     }
 }
 

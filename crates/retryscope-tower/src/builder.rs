@@ -9,7 +9,6 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Factory;
-use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
 use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
@@ -161,12 +160,12 @@ impl TowerSettings {
             None => budget,
         };
         // What the layer makes per dependency: the builder's factories, a
-        // gRPC service config's token bucket included.
-        let code = CodeFactories::of(&shared, budget, LayerBudget::Ratio);
-        let (meter, telemetry, retry_log) =
-            ClientSettings::observers(shared.telemetry, shared.retry_log, shared.operation_spans);
+        // gRPC service config's token bucket included. One fallback
+        // registry for HTTP and gRPC: a gRPC call reads the fallback's
+        // `http::Response` as gRPC (`grpc::fallback`).
+        let (client, meter) = shared.build(budget, LayerBudget::Ratio);
         #[cfg(not(feature = "grpc"))]
-        let _: Option<GrpcConfig> = grpc;
+        let _: (Option<GrpcConfig>, _) = (grpc, meter);
         #[cfg(feature = "grpc")]
         let grpc_metrics = match (&grpc, &meter) {
             (Some(_), Some(meter)) if self.grpc_metrics => {
@@ -174,33 +173,13 @@ impl TowerSettings {
             }
             _ => None,
         };
-        // A configured layer's guards from its file: made by the builder's
-        // factories for the keys the file leaves to code.
-        let file_guards =
-            shared.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
-        let guards = code.build(meter.as_ref());
-        // One registry for HTTP and gRPC: a gRPC call reads the fallback's
-        // `http::Response` as gRPC (`grpc::fallback`).
-        let fallbacks = shared.fallbacks.build(meter.as_ref());
         RetryLayer {
             settings: Arc::new(Settings {
                 policy,
-                classifier: shared.classifier,
-                rule: shared.rule,
-                body_rule: shared.body_rule,
-                body_rules: shared.body_rules,
-                file_guards,
-                telemetry,
-                retry_log,
-                guards,
+                client,
                 replay_limit: self.replay_limit,
                 origin_server: self.origin.as_ref().map(crate::settings::OriginServer::of),
                 origin: self.origin.map(Arc::new),
-                attempt_header: shared.attempt_header,
-                request_id_header: shared.request_id_header,
-                one_layer: shared.one_layer,
-                idempotency: shared.idempotency,
-                fallbacks,
                 #[cfg(feature = "grpc")]
                 grpc,
                 #[cfg(feature = "grpc")]

@@ -34,7 +34,7 @@ fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, 
         retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
     let policy = options.policy_override().unwrap_or(settings.policy);
     let keyed = retryscope::classify::has_idempotency_key(&parts.headers);
-    (policy, Mode::Http { classifier: settings.classifier, safe_after_sent, keyed })
+    (policy, Mode::Http { classifier: settings.client.classifier, safe_after_sent, keyed })
 }
 
 /// Once per call, before any attempt (every attempt clones these headers):
@@ -42,12 +42,12 @@ fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, 
 /// An HTTP request with a key may run again once sent.
 fn keyed(
     settings: &Settings,
-    configured: Option<&retryscope_http::__private::CallConfig>,
+    configured: Option<&CallConfig>,
     parts: &mut Parts,
     mode: &mut Mode,
     replayable: bool,
 ) -> Option<KeySource> {
-    let key = settings.idempotency.apply_configured(
+    let key = settings.client.idempotency.apply_configured(
         configured,
         &parts.method,
         &mut parts.headers,
@@ -72,15 +72,9 @@ pub(crate) struct HttpAttempts {
 impl HttpAttempts {
     /// `configured`: a configured layer's call, whose file may select a
     /// body rule registered by name.
-    pub(crate) fn new(
-        settings: &Settings,
-        configured: Option<&retryscope_http::__private::CallConfig>,
-    ) -> Self {
-        let body_rule = match configured {
-            Some(c) => c.body_rule(&settings.body_rules, settings.body_rule.as_ref()),
-            None => settings.body_rule.as_ref(),
-        };
-        Self { attempt_header: settings.attempt_header.clone(), body_rule: body_rule.cloned() }
+    pub(crate) fn new(settings: &Settings, configured: Option<&CallConfig>) -> Self {
+        let body_rule = settings.client.body_rule(configured).cloned();
+        Self { attempt_header: settings.client.attempt_header.clone(), body_rule }
     }
 }
 
@@ -245,7 +239,7 @@ impl Protocol for HttpCall {
         let (Some((chosen, remaining)), Some(parts)) = (chosen, kept) else {
             return (finish(outcome, stop, end.replayable), false);
         };
-        let key = end.key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
+        let key = end.key.and_then(|_| parts.headers.get(settings.client.idempotency.header_name()));
         let target = (&parts.method, &parts.uri, key);
         let dependency = end.guards.dependency();
         let answer = answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;

@@ -158,7 +158,7 @@ impl RetryLayer {
     /// tests and dashboards.
     pub fn hedge_delay(&self, dependency: &str) -> Option<std::time::Duration> {
         // The clock the engine times the copies with: tokio's.
-        self.settings.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
+        self.settings.client.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
     }
 
     /// Configures a layer that retries gRPC calls as `retry` says (A6), with
@@ -186,8 +186,7 @@ impl fmt::Debug for RetryLayer {
         let s = &*self.settings;
         let mut d = f.debug_struct("RetryLayer");
         d.field("policy", &s.policy)
-            .field("classifier", &s.classifier)
-            .field("guards", &s.guards)
+            .field("client", &s.client)
             .field("replay_limit", &s.replay_limit)
             .field("origin", &s.origin);
         #[cfg(feature = "grpc")]

@@ -60,9 +60,9 @@ pub(crate) fn plan(
     // kept per configuration with the file's policy for it; another resolves
     // it now.
     let (method, file, from_file) =
-        match (&settings.file_guards, parts.uri.authority(), &settings.origin_server) {
-            (Some(file), None, Some(_)) => {
-                let (method, kept) = settings.methods.get_with_file(grpc, path, file.generation(), || {
+        match (settings.client.file_generation(), parts.uri.authority(), &settings.origin_server) {
+            (Some(generation), None, Some(_)) => {
+                let (method, kept) = settings.methods.get_with_file(grpc, path, generation, || {
                     let file = settings.file_call(&parts.uri, true);
                     Kept { policy: file_policy(file.0.as_ref(), &RetryOptions::default()), file }
                 });
