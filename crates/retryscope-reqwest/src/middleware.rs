@@ -13,11 +13,11 @@ use retryscope::dependency::Guards;
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, StopReason};
 use retryscope_http::__private::call::{Drive, Ending};
-use retryscope_http::__private::fallback;
+use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
 use retryscope_http::__private::{CallConfig, Client, ClientSettings};
-use retryscope_http::{NotRetried, RetryOptions};
+use retryscope_http::{LastAnswer, NotRetried, RetryOptions};
 use retryscope_otel::{OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
@@ -277,7 +277,7 @@ impl RetryMiddleware {
 /// marked, or both errors. The fallback is told the request and the
 /// idempotency key its attempts carried.
 async fn answer_with(
-    chosen: fallback::Chosen<'_>,
+    chosen: Chosen<'_>,
     dependency: &str,
     (source, key): (&RequestSource, Option<&http::HeaderValue>),
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
@@ -289,21 +289,17 @@ async fn answer_with(
     // Only on this path: a client's calls never parse their URL twice.
     let uri = url.as_str().parse::<http::Uri>().unwrap_or_default();
     let last = match &outcome {
-        Ok(response) => {
-            fallback::LastAnswer::Response { status: response.status(), headers: response.headers() }
-        }
+        Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
         Err(error) => match error.last_error() {
-            Some(last) => fallback::LastAnswer::Error(last),
-            None => fallback::LastAnswer::Nothing,
+            Some(last) => LastAnswer::Error(last),
+            None => LastAnswer::Nothing,
         },
     };
-    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, &uri, last)
-        .with_idempotency_key(key);
-    let result = chosen.run(context, remaining).await;
+    let result = chosen.answer(dependency, (method, &uri, key), last, remaining).await;
     match result {
         Ok(response) => Ok(Response::from(response)),
         Err(error) => {
-            let original: fallback::BoxError = match finish(outcome, stop, replayable) {
+            let original: Box<dyn std::error::Error + Send + Sync> = match finish(outcome, stop, replayable) {
                 Err(original) => Box::new(original),
                 // Retries ran out on a response (a 503): what the caller
                 // would have got is that answer; the error says so.

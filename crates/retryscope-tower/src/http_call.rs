@@ -17,10 +17,10 @@ use retryscope::{Pacer, Policy, RetryError, StopReason, hints};
 use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::Drive;
-use retryscope_http::__private::fallback;
+use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
-use retryscope_http::RetryOptions;
+use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tower_service::Service;
@@ -126,7 +126,7 @@ pub(crate) fn finish<B>(
 /// returned). The fallback is told the request and the idempotency key its
 /// attempts carried.
 pub(crate) async fn answer_with<ResB>(
-    chosen: fallback::Chosen<'_>,
+    chosen: Chosen<'_>,
     dependency: &str,
     (method, uri, key): (&http::Method, &http::Uri, Option<&http::HeaderValue>),
     outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
@@ -139,17 +139,13 @@ where
     ResB::Data: From<bytes::Bytes>,
 {
     let last = match &outcome {
-        Ok(response) => {
-            fallback::LastAnswer::Response { status: response.status(), headers: response.headers() }
-        }
+        Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
         Err(error) => match error.last_error() {
-            Some(last) => fallback::LastAnswer::Error(&**last),
-            None => fallback::LastAnswer::Nothing,
+            Some(last) => LastAnswer::Error(&**last),
+            None => LastAnswer::Nothing,
         },
     };
-    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, uri, last)
-        .with_idempotency_key(key);
-    match chosen.run(context, remaining).await {
+    match chosen.answer(dependency, (method, uri, key), last, remaining).await {
         Ok(response) => {
             let (parts, body) = response.into_parts();
             Ok(Response::from_parts(parts, ResponseBody::answered(body.into())))
@@ -226,7 +222,7 @@ impl Protocol for HttpCall {
         self,
         end: End<'_>,
         settings: &Settings,
-        chosen: Option<(fallback::Chosen<'_>, Option<Duration>)>,
+        chosen: Option<(Chosen<'_>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,

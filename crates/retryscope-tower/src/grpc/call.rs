@@ -23,9 +23,9 @@ use retryscope::hedge::HedgePolicy;
 use retryscope::{Pacer, Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Drive;
-use retryscope_http::__private::fallback::{Chosen, FallbackContext, LastAnswer};
+use retryscope_http::__private::fallback::{Chosen, FallbackError};
 use retryscope_http::__private::idempotency::KeySource;
-use retryscope_http::RetryOptions;
+use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -190,9 +190,8 @@ impl GrpcCall {
             Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
             Err(error) => LastAnswer::Error(&**error),
         };
-        let context =
-            FallbackContext::new(guards.dependency(), chosen.reason(), &parts.method, &parts.uri, last);
-        match chosen.run(context, remaining).await {
+        let request = (&parts.method, &parts.uri, None);
+        match chosen.answer(guards.dependency(), request, last, remaining).await {
             Ok(response) => (Ok(super::fallback::answer(response)), true),
             Err(error) => (Err(Box::new(fallback_failed(error, result))), false),
         }
@@ -206,7 +205,7 @@ impl GrpcCall {
 /// source the `FallbackFailed` whose chain holds the fallback's error, then
 /// the call's own.
 fn fallback_failed<B: Body>(
-    error: retryscope_http::__private::fallback::FallbackError,
+    error: FallbackError,
     result: Result<Response<ResponseBody<B>>, BoxError>,
 ) -> tonic::Status {
     let original = match result {
