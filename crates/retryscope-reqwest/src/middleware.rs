@@ -14,11 +14,9 @@ use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, StopReason};
 use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::Chosen;
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
 use retryscope_http::__private::{CallConfig, Client, ClientSettings};
 use retryscope_http::{LastAnswer, NotRetried, RetryOptions};
-use retryscope_otel::{OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
 
@@ -214,7 +212,9 @@ impl Middleware for RetryMiddleware {
         }
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
-        let observer = (self.observer(&source, key, configured, &ending), &stop);
+        let request_id_header = &self.client.request_id_header;
+        let spans = HttpAttemptSpan { source: &source, idempotency_key: key, request_id_header };
+        let observer = (self.client.observers(spans, configured, &ending, source.headers()), &stop);
         let mut attempts = Attempts {
             source: &source,
             next,
@@ -257,19 +257,6 @@ impl RetryMiddleware {
         let default_port = url.port().map_or(url.port_or_known_default(), |_| None);
         let code = || self.client.guards.for_server(host, url.port(), None);
         self.client.resolve((host, url.port(), default_port), url.path(), false, code)
-    }
-
-    /// The call's telemetry, with its attempt spans, and the retry log.
-    fn observer<'s>(
-        &'s self,
-        source: &'s RequestSource,
-        key: Option<KeySource>,
-        configured: Option<&CallConfig>,
-        ending: &Ending,
-    ) -> (Option<OtelObserver<HttpAttemptSpan<'s>>>, Option<RetryLog>) {
-        let request_id_header = &self.client.request_id_header;
-        let spans = HttpAttemptSpan { source, idempotency_key: key, request_id_header };
-        self.client.observers(spans, configured, ending, source.headers())
     }
 }
 

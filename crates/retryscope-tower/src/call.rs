@@ -6,7 +6,7 @@
 use crate::attempt::Attempts;
 use crate::classify::{AttemptClassifier, Layers};
 use crate::error::BoxError;
-use crate::protocol::{Call, End, Inputs, Planned, Protocol};
+use crate::protocol::{End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::Settings;
@@ -15,11 +15,9 @@ use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope::observe::StopRecorder;
-use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Ending;
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::{AttemptLimits, RetryOptions};
-use retryscope_otel::{OtelObserver, RetryLog, Upstream};
+use retryscope_otel::Upstream;
 use std::sync::Arc;
 use tower_service::Service;
 
@@ -58,7 +56,8 @@ where
         AttemptClassifier { mode: call.mode, rule: settings.client.rule.clone(), replayable, layers };
     let stop = StopRecorder::default();
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
-    let observers = observers(&settings, &call, &parts, key, configured, &ending);
+    let spans = AttemptSpan::of(&settings, call.mode.is_grpc(), &parts, key);
+    let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
     let observer = (((observers, stop.clone()), metrics), AttemptLimits);
     let operation = protocol.operation(&options);
     let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), attempts);
@@ -72,26 +71,6 @@ where
     let (answer, served) = protocol.answer(end, &settings, chosen, kept, outcome, stop).await;
     ending.settle(served);
     answer
-}
-
-/// The layer's telemetry, with this request's attempt spans and the
-/// configuration it runs under, and the retry log.
-fn observers(
-    settings: &Settings,
-    call: &Call,
-    parts: &Arc<Parts>,
-    key: Option<KeySource>,
-    configured: Option<&CallConfig>,
-    ending: &Ending,
-) -> (Option<OtelObserver<AttemptSpan>>, Option<RetryLog>) {
-    let spans = AttemptSpan {
-        request: Arc::clone(parts),
-        origin: settings.origin.clone(),
-        grpc: call.mode.is_grpc(),
-        idempotency_key: key,
-        request_id_header: settings.client.request_id_header.clone(),
-    };
-    settings.client.observers(spans, configured, ending, &parts.headers)
 }
 
 /// Where this request's retries happen: with `retry_at_one_layer`, nowhere
