@@ -132,7 +132,6 @@ use std::sync::Arc;
 /// # let _ = body;
 /// # Ok(()) }
 /// ```
-/// use retryscope_reqwest::prelude::*;
 ///
 /// A failed response is not allowed to hold its connection through the backoff
 /// wait that follows it: before the wait its body is read to the end in the
