@@ -56,7 +56,9 @@ where
         AttemptClassifier { mode: call.mode, rule: settings.client.rule.clone(), replayable, layers };
     let stop = StopRecorder::default();
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
-    let spans = AttemptSpan::of(&settings, call.mode.is_grpc(), &parts, key);
+    let (origin, request_id_header) = (settings.origin.clone(), settings.client.request_id_header.clone());
+    let (request, grpc) = (Arc::clone(&parts), call.mode.is_grpc());
+    let spans = AttemptSpan { request, origin, grpc, idempotency_key: key, request_id_header };
     let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
     let observer = (((observers, stop.clone()), metrics), AttemptLimits);
     let operation = protocol.operation(&options);

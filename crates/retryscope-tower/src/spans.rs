@@ -1,7 +1,6 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
-use crate::settings::Settings;
 use http::request::Parts;
 use http::{HeaderName, Uri};
 use retryscope_http::__private::idempotency::KeySource;
@@ -62,21 +61,6 @@ pub(crate) struct AttemptSpan {
     pub(crate) idempotency_key: Option<KeySource>,
     /// The header the retry log's `request_id` is read from.
     pub(crate) request_id_header: HeaderName,
-}
-
-impl AttemptSpan {
-    /// The attempt spans of a request of a layer with `settings` (`grpc`: a
-    /// gRPC call), whose head is `parts` and whose idempotency key, if it
-    /// has one, came from `key`.
-    pub(crate) fn of(settings: &Settings, grpc: bool, parts: &Arc<Parts>, key: Option<KeySource>) -> Self {
-        AttemptSpan {
-            request: Arc::clone(parts),
-            origin: settings.origin.clone(),
-            grpc,
-            idempotency_key: key,
-            request_id_header: settings.client.request_id_header.clone(),
-        }
-    }
 }
 
 impl MakeAttemptSpan for AttemptSpan {
