@@ -18,6 +18,7 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use retryscope::{ErrorType, Policy, Verdict};
+use retryscope_reqwest::prelude::*;
 use retryscope_reqwest::{BodyLimit, BodyRule, RetryMiddleware};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

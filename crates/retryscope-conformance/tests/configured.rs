@@ -21,6 +21,7 @@ use tower::Layer;
 mod common;
 
 use common::{BOTH, Call, Setup, code_policy};
+use retryscope_tower::prelude::*;
 
 fn file(name: &str, text: &str) -> PathBuf {
     let path =

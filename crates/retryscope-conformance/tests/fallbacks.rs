@@ -17,6 +17,7 @@ use tracing::Instrument;
 mod common;
 
 use common::{Answer, BOTH, Call, Client, Integration, Response, Setup};
+use retryscope_reqwest::prelude::*;
 
 const COOL_DOWN: Duration = Duration::from_millis(300);
 

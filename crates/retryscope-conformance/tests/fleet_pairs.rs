@@ -18,6 +18,7 @@ use tokio::time::Instant;
 mod common;
 
 use common::{Answer, BOTH, Call, Setup};
+use retryscope_reqwest::prelude::*;
 
 /// One attempt: the 429 is what the caller gets.
 fn once() -> Policy {

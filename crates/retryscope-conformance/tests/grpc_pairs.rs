@@ -9,6 +9,7 @@ use retryscope_test_support::echo::{EchoClient, echo};
 use retryscope_test_support::h2_server::{Answer, H2Server};
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::time::{Duration, Instant};
 use tonic::Code;

@@ -11,6 +11,7 @@ use hyper_util::rt::TokioExecutor;
 use retryscope::Policy;
 use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{BOTH, Call, Integration, Setup};
+use retryscope_reqwest::prelude::*;
 
 /// The test binary runs [`a_worker_process_runs_here_when_a_crash_test_starts_one`]
 /// as a worker of its own when this names the queue's stream.

@@ -25,6 +25,7 @@ use tower::{Service, ServiceBuilder, ServiceExt};
 mod common;
 
 use common::{BOTH, Integration};
+use retryscope_reqwest::prelude::*;
 
 /// The handler's running time, three attempt timeouts long.
 const WORK: Duration = Duration::from_millis(1_500);

@@ -6,8 +6,10 @@
 //! request carries on every attempt ([`KeyChoice`]), how a user's own rules for
 //! responses join the built-in ones ([`ResponseRule`], [`BodyRule`]), what a
 //! request whose body cannot be sent again ends with ([`NotRetried`]), what a
-//! call that gives up may be answered with instead ([`Fallback`]), and what
-//! of a URL may reach telemetry ([`redact_url`]). This crate holds each of
+//! call that gives up may be answered with instead ([`Fallback`]), what
+//! of a URL may reach telemetry ([`redact_url`]), and the setters every
+//! builder shares ([`WithClientSettings`], [`WithTelemetry`],
+//! [`WithHttpSettings`]). This crate holds each of
 //! those once, and both integrations re-export them: users normally name them
 //! through `retryscope_reqwest` or `retryscope_tower`.
 //!
@@ -17,7 +19,7 @@
 //!
 //! # Not public: the integrations' shared machinery
 //!
-//! The builders' shared settings and their setters, request safety, transport
+//! The builders' shared settings, request safety, transport
 //! classification, attempt spans, result shaping and connection release live
 //! under `__private`, hidden from the docs: they are for `retryscope-reqwest`
 //! and `retryscope-tower` only, change with them, and are not covered by
@@ -33,6 +35,7 @@
 
 mod body_rule;
 mod call;
+mod client;
 mod configured;
 mod connect;
 mod error;
@@ -67,6 +70,7 @@ pub use options::RetryOptions;
 pub use redact::{REDACTED, redact_url};
 pub use retryscope_otel::telemetry_state;
 pub use rule::{ResponseRule, rule_fn};
+pub use setters::{WithClientSettings, WithHttpSettings, WithTelemetry};
 
 /// What `retryscope-reqwest` and `retryscope-tower` share beyond the public
 /// items: their builders' settings and setters, and the decisions both make
@@ -78,12 +82,12 @@ pub mod __private {
     pub mod call {
         pub use crate::call::*;
     }
-    pub use crate::__shared_setters as shared_setters;
+    pub use crate::client::Client;
     pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;
+    pub use crate::setters::{HasClientSettings, HasHttpSettings, HasTelemetry};
     pub use crate::settings::ClientSettings;
-    pub use retryscope_config::{ConfigHandle, Target};
-    pub use retryscope_otel::MeterChoice;
+    pub use retryscope_config::Target;
 
     /// The per-response rules as the builders keep them.
     pub mod rule {
@@ -129,15 +133,4 @@ pub mod __private {
     pub mod redact {
         pub use crate::redact::{is_sensitive, redact_every_query_value};
     }
-
-    // Paths the setters expand to, so that an integration needs no extra
-    // dependency to use them.
-    pub use http::HeaderName;
-    pub use opentelemetry::metrics::Meter;
-    pub use retryscope::budget::BudgetShare;
-    pub use retryscope::classify::HttpClassifier;
-    pub use retryscope::hedge::HedgePolicy;
-    pub use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
-    pub use retryscope::pace::PaceShare;
-    pub use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 }

@@ -7,7 +7,6 @@ use crate::fallback::FallbackSettings;
 use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
-use opentelemetry::metrics::Meter;
 use retryscope::budget::BudgetShare;
 use retryscope::classify::HttpClassifier;
 use retryscope::dependency::Factory;
@@ -15,7 +14,7 @@ use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
-use retryscope_otel::{ATTEMPT_HEADER, MeterChoice, OtelObserver, REQUEST_ID_HEADER, RetryLog};
+use retryscope_otel::{ATTEMPT_HEADER, MeterChoice, REQUEST_ID_HEADER};
 use std::fmt;
 use std::sync::Arc;
 
@@ -37,7 +36,7 @@ pub struct ClientSettings {
     /// `telemetry` says.
     pub retry_log: bool,
     /// Whether each call gets an INTERNAL operation span over its attempts
-    /// ([`OtelObserver::with_operation_spans`]); off: attempts hang under the
+    /// ([`OtelObserver::with_operation_spans`](retryscope_otel::OtelObserver::with_operation_spans)); off: attempts hang under the
     /// caller's span.
     pub operation_spans: bool,
     /// Makes each dependency's budget; `None` retries without one.
@@ -113,20 +112,6 @@ impl Default for ClientSettings {
             fallbacks: FallbackSettings::default(),
             config: None,
         }
-    }
-}
-
-impl ClientSettings {
-    /// The meter, the observer that records with it, and the retry log for when
-    /// telemetry is off; once, at build time. With telemetry on, the observer
-    /// writes the log itself (unless `retry_log` is false); with it off, the
-    /// log stays on alone unless turned off too.
-    pub fn observers(
-        telemetry: MeterChoice,
-        retry_log: bool,
-        operation_spans: bool,
-    ) -> (Option<Meter>, Option<OtelObserver>, Option<RetryLog>) {
-        telemetry.observers(retry_log, operation_spans)
     }
 }
 

@@ -16,6 +16,7 @@ use retryscope_lab::storm::layers::LayerPolicy;
 use retryscope_lab::storm::metrics::{InProcessReader, IncomingTotals};
 use retryscope_lab::storm::server::{Behaviour, Model};
 use retryscope_otel::{EXHAUSTED_HEADER, IncomingRequests};
+use retryscope_reqwest::prelude::*;
 use std::time::Duration;
 
 /// User requests sent into the chain, concurrently.

@@ -58,6 +58,7 @@
 //!
 //! ```no_run
 //! use retryscope_redis::RedisPaceShare;
+//! use retryscope_reqwest::prelude::*;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = redis::Client::open("redis://127.0.0.1:6379/")?;

@@ -13,6 +13,7 @@ use retryscope::budget::Budget;
 use retryscope::{Jitter, Pacer, Policy, RetryBudget};
 use retryscope_redis::RedisPaceShare;
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{Mode, Orders, Replica, Server, epoch_ms};

@@ -3,17 +3,17 @@
 use crate::middleware::RetryMiddleware;
 use crate::telemetry_state::{Off, On};
 use retryscope::Policy;
-use retryscope_http::__private::ClientSettings;
-use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
+use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::marker::PhantomData;
 
 /// Builds a [`RetryMiddleware`]. Its [telemetry state](crate::telemetry_state)
-/// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
+/// is `On` until [`no_telemetry`](crate::prelude::WithTelemetry::no_telemetry), after which the settings
 /// that only telemetry reads are not offered:
 ///
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_reqwest::RetryMiddleware;
+/// use retryscope_reqwest::prelude::*;
 ///
 /// // No spans are recorded at all: an operation span could only be ignored.
 /// let middleware = RetryMiddleware::builder(Policy::interactive()).no_telemetry().operation_spans();
@@ -26,23 +26,29 @@ pub struct RetryMiddlewareBuilder<T = On> {
     pub(crate) telemetry: PhantomData<T>,
 }
 
-impl RetryMiddlewareBuilder<On> {
-    retryscope_http::__private::shared_setters!(settings: telemetry_on => RetryMiddlewareBuilder<Off>);
+// The shared setters (`WithClientSettings`, `WithHttpSettings`, and
+// `WithTelemetry` while telemetry is on), written once in retryscope-http.
+impl<T> HasClientSettings for RetryMiddlewareBuilder<T> {
+    fn client_settings(&self) -> &ClientSettings {
+        &self.settings
+    }
+
+    fn client_settings_mut(&mut self) -> &mut ClientSettings {
+        &mut self.settings
+    }
+}
+
+impl<T> HasHttpSettings for RetryMiddlewareBuilder<T> {}
+
+impl HasTelemetry for RetryMiddlewareBuilder<On> {
+    type TelemetryOff = RetryMiddlewareBuilder<Off>;
+
+    fn telemetry_off(self) -> RetryMiddlewareBuilder<Off> {
+        RetryMiddlewareBuilder { policy: self.policy, settings: self.settings, telemetry: PhantomData }
+    }
 }
 
 impl<T> RetryMiddlewareBuilder<T> {
-    fn into_telemetry_state<U>(self) -> RetryMiddlewareBuilder<U> {
-        RetryMiddlewareBuilder { policy: self.policy, settings: self.settings, telemetry: PhantomData }
-    }
-
-    retryscope_http::__private::shared_setters!(settings: telemetry);
-    retryscope_http::__private::shared_setters!(settings: breaker);
-    retryscope_http::__private::shared_setters!(settings: pacer);
-    retryscope_http::__private::shared_setters!(settings: overload);
-    retryscope_http::__private::shared_setters!(settings: http);
-    retryscope_http::__private::shared_setters!(settings: fallback);
-    retryscope_http::__private::shared_setters!(settings: config);
-
     /// Retries only where no other layer of the call chain retries (off by
     /// default). Inside a request served under
     /// [`Upstream::scope`](retryscope_otel::Upstream::scope) (as
@@ -61,31 +67,8 @@ impl<T> RetryMiddlewareBuilder<T> {
 
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
-        let settings = self.settings;
-        let code = CodeFactories::of(&settings, settings.budget.clone(), std::convert::identity);
-        let (meter, telemetry, retry_log) =
-            ClientSettings::observers(settings.telemetry, settings.retry_log, settings.operation_spans);
-        // A configured client's guards from its file: made by the builder's
-        // factories for the keys the file leaves to code.
-        let file_guards =
-            settings.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
-        let guards = code.build(meter.as_ref());
-        let fallbacks = settings.fallbacks.build(meter.as_ref());
-        RetryMiddleware {
-            policy: self.policy,
-            classifier: settings.classifier,
-            rule: settings.rule,
-            body_rule: settings.body_rule,
-            body_rules: settings.body_rules,
-            file_guards,
-            telemetry,
-            retry_log,
-            dependencies: guards,
-            attempt_header: settings.attempt_header,
-            request_id_header: settings.request_id_header,
-            one_layer: settings.one_layer,
-            idempotency: settings.idempotency,
-            fallbacks,
-        }
+        let budget = self.settings.budget.clone();
+        let (client, _) = self.settings.build(budget, std::convert::identity);
+        RetryMiddleware { policy: self.policy, client }
     }
 }

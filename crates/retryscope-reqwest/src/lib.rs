@@ -51,6 +51,25 @@ pub use retryscope_http::{
     LastAnswer, MAX_FALLBACKS, NO_DEADLINE_LIMIT, NoBudgetToShare, NotRetried, REDACTED, ResponseRule,
     RetryOptions, UnknownFallback, body_rule_fn, redact_url, rule_fn,
 };
+/// The builder's setters, in traits both HTTP integrations share (defined in
+/// `retryscope-http`): one `use retryscope_reqwest::prelude::*;` brings them
+/// all.
+///
+/// ```
+/// use retryscope::Policy;
+/// use retryscope_reqwest::RetryMiddleware;
+/// use retryscope_reqwest::prelude::*;
+///
+/// let middleware = RetryMiddleware::builder(Policy::interactive())
+///     .no_breaker() // WithClientSettings: every builder
+///     .no_attempt_header() // WithHttpSettings: HTTP only
+///     .operation_spans() // WithTelemetry: while telemetry is on
+///     .build();
+/// # let _ = middleware;
+/// ```
+pub mod prelude {
+    pub use retryscope_http::{WithClientSettings, WithHttpSettings, WithTelemetry};
+}
 /// The builder's telemetry states, to name a builder after `no_telemetry()`
 /// (defined in `retryscope-otel`, one pair for every integration).
 #[doc(inline)]

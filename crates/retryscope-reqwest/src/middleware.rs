@@ -7,22 +7,16 @@ use crate::read_ahead;
 use crate::source::RequestSource;
 use crate::target::HttpAttemptSpan;
 use http::Extensions;
-use reqwest::header::HeaderName;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
-use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{Dependencies, Dependency};
+use retryscope::dependency::Dependency;
 use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, StopReason};
-use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::{Drive, Ending};
-use retryscope_http::__private::fallback::{self as fallback, Fallbacks};
-use retryscope_http::__private::idempotency::{IdempotencyKeys, KeySource};
-use retryscope_http::__private::rule::SharedRule;
+use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::shape::{Shaped, shape};
-use retryscope_http::__private::{CallConfig, ClientSettings};
-use retryscope_http::{NotRetried, RetryOptions};
-use retryscope_otel::{OtelObserver, RetryLog};
+use retryscope_http::__private::{CallConfig, Client, ClientSettings};
+use retryscope_http::{LastAnswer, NotRetried, RetryOptions};
 use std::fmt;
 use std::sync::Arc;
 
@@ -33,29 +27,29 @@ use std::sync::Arc;
 /// budgets and breakers.
 ///
 /// - **What is retried**: statuses 408, 429, 500, 502, 503, 504 (configurable
-///   through [`HttpClassifier`]) and transport failures (connect, reset,
+///   through [`HttpClassifier`](retryscope::classify::HttpClassifier)) and transport failures (connect, reset,
 ///   timeout, incomplete response).
 /// - **Only when safe**: idempotent methods, requests with an `Idempotency-Key`,
 ///   requests marked [`idempotent`](RetryOptions::idempotent), and — for any
 ///   method — failures to connect, where nothing reached the server. A request
 ///   whose body is a stream is sent once.
 /// - **Idempotency keys** (opt-in,
-///   [`idempotency_keys`](RetryMiddlewareBuilder::idempotency_keys)): a POST
+///   [`idempotency_keys`](crate::prelude::WithHttpSettings::idempotency_keys)): a POST
 ///   or PATCH without a key gets a fresh one, the same on every attempt, and
 ///   is retried like an idempotent request; per request,
 ///   [`KeyChoice`](crate::KeyChoice) supplies one or suppresses it.
-/// - **Your own rule**: [`retry_rule`](RetryMiddlewareBuilder::retry_rule)
-///   asks a [`ResponseRule`](retryscope_http::__private::rule::ResponseRule) about each
+/// - **Your own rule**: [`retry_rule`](crate::prelude::WithHttpSettings::retry_rule)
+///   asks a [`ResponseRule`](crate::ResponseRule) about each
 ///   response's status and headers before the built-in statuses;
-///   [`retry_on_body`](RetryMiddlewareBuilder::retry_on_body) asks a
-///   [`BodyRule`](retryscope_http::__private::body_rule::BodyRule) about the bodies of
+///   [`retry_on_body`](crate::prelude::WithHttpSettings::retry_on_body) asks a
+///   [`BodyRule`](crate::BodyRule) about the bodies of
 ///   the responses it selects, read ahead up to a limit, before either.
 ///   Request safety still applies to their verdicts.
 /// - **Server hints**: `Retry-After` and `RateLimit` from the response, for
 ///   the call that got it; and a [`Pacer`](retryscope::Pacer) per dependency,
 ///   so that a 429's or 503's `Retry-After`, and the quota that `RateLimit` or
 ///   `X-RateLimit-*` headers report on any response, hold back every call to
-///   that dependency ([`no_pacer`](RetryMiddlewareBuilder::no_pacer) to keep
+///   that dependency ([`no_pacer`](crate::prelude::WithClientSettings::no_pacer) to keep
 ///   hints per call).
 /// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
@@ -83,7 +77,7 @@ use std::sync::Arc;
 /// error is a `reqwest_middleware::Error::Middleware` holding a
 /// [`RetryError`] that says why and keeps the last error as its source.
 ///
-/// **Hedging.** With [`hedge`](RetryMiddlewareBuilder::hedge), a request that
+/// **Hedging.** With [`hedge`](crate::prelude::WithHttpSettings::hedge), a request that
 /// may run twice at once (an idempotent method, an `Idempotency-Key`, or
 /// marked [`idempotent`](RetryOptions::idempotent)) and whose body is not
 /// a stream is hedged instead of retried: further copies after the policy's
@@ -118,6 +112,7 @@ use std::sync::Arc;
 /// use http::StatusCode;
 /// use retryscope::{ErrorType, Policy, Verdict};
 /// use retryscope_reqwest::{BodyLimit, RetryMiddleware, body_rule_fn, rule_fn};
+/// use retryscope_reqwest::prelude::*;
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let marked = rule_fn(|status, headers| {
@@ -147,32 +142,9 @@ use std::sync::Arc;
 /// response, without its body.
 pub struct RetryMiddleware {
     pub(crate) policy: Policy,
-    pub(crate) classifier: HttpClassifier,
-    /// The user's rule for responses, asked before `classifier`.
-    pub(crate) rule: Option<SharedRule>,
-    /// The user's rule that reads selected bodies, asked before `rule`.
-    pub(crate) body_rule: Option<SharedBodyRule>,
-    pub(crate) telemetry: Option<OtelObserver>,
-    /// The retry log on its own, when telemetry is off but the log is not.
-    pub(crate) retry_log: Option<RetryLog>,
-    pub(crate) dependencies: Dependencies<RetryBudget>,
-    /// The header that tells the next hop which attempt it receives; `None`
-    /// sends nothing.
-    pub(crate) attempt_header: Option<HeaderName>,
-    /// The header the retry log's `request_id` is read from.
-    pub(crate) request_id_header: HeaderName,
-    /// Retry only where no other layer does.
-    pub(crate) one_layer: bool,
-    /// Which header carries idempotency keys, and whether they are generated.
-    pub(crate) idempotency: IdempotencyKeys,
-    /// The fallbacks of the dependencies that have one; `None` when none
-    /// does, so that a call pays nothing for them.
-    pub(crate) fallbacks: Option<Arc<Fallbacks>>,
-    /// The body rules a file selects by name.
-    pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
-    /// A configured client's file: each call's settings from it, and the
-    /// guards it writes, per file dependency (`None` without a file).
-    pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<RetryBudget>>,
+    /// What the builder's shared settings made: rules, guards, telemetry,
+    /// idempotency keys, fallbacks, a configuration file.
+    pub(crate) client: Client<RetryBudget>,
 }
 
 impl RetryMiddleware {
@@ -198,7 +170,7 @@ impl RetryMiddleware {
     /// or before the first request to it. For tests and dashboards.
     pub fn hedge_delay(&self, dependency: &str) -> Option<std::time::Duration> {
         // The clock the engine times the copies with: tokio's.
-        self.dependencies.hedge_delay(dependency, tokio::time::Instant::now().into_std())
+        self.client.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
     }
 }
 
@@ -206,10 +178,7 @@ impl fmt::Debug for RetryMiddleware {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryMiddleware")
             .field("policy", &self.policy)
-            .field("classifier", &self.classifier)
-            .field("rule", &self.rule)
-            .field("body_rule", &self.body_rule)
-            .field("dependencies", &self.dependencies)
+            .field("client", &self.client)
             .finish_non_exhaustive()
     }
 }
@@ -229,26 +198,29 @@ impl Middleware for RetryMiddleware {
         let (configured, options) = (configured.as_ref(), &options);
         // Once per call, before any attempt: every attempt clones these headers.
         let headers = request.headers_mut();
-        let key = self.idempotency.apply_configured(configured, &method, headers, extensions, replayable);
+        let key =
+            self.client.idempotency.apply_configured(configured, &method, headers, extensions, replayable);
         let timeout = request.timeout().copied();
         let drive = Drive::http(&self.policy, configured, &guards, options, &method, replayable, timeout);
-        let ending = Ending::begin(self.fallbacks.is_some(), drive.deadline());
-        let classifier = configured.map_or(self.classifier, CallConfig::classifier);
+        let ending = Ending::begin(self.client.fallbacks.is_some(), drive.deadline());
+        let classifier = configured.map_or(self.client.classifier, CallConfig::classifier);
         let mut classifier =
-            RequestClassifier::for_request(classifier, self.rule.clone(), &request, options, key);
-        if self.one_layer {
+            RequestClassifier::for_request(classifier, self.client.rule.clone(), &request, options, key);
+        if self.client.one_layer {
             classifier.one_layer(ending.upstream());
         }
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
-        let observer = (self.observer(&source, key, configured, &ending), &stop);
+        let request_id_header = &self.client.request_id_header;
+        let spans = HttpAttemptSpan { source: &source, idempotency_key: key, request_id_header };
+        let observer = (self.client.observers(spans, configured, &ending, source.headers()), &stop);
         let mut attempts = Attempts {
             source: &source,
             next,
             extensions,
-            attempt_header: self.attempt_header.as_ref(),
+            attempt_header: self.client.attempt_header.as_ref(),
             pacer: guards.pacer(),
-            body_rule: self.body_rule(configured),
+            body_rule: self.client.body_rule(configured),
             replayable,
             number: 0,
         };
@@ -258,13 +230,13 @@ impl Middleware for RetryMiddleware {
         let outcome = drive.run(&guards, move || attempts.next(), &mut classifier, observer, operation).await;
         let stop = stop.stopped();
         let headers = outcome.as_ref().ok().map(Response::headers);
-        let fallbacks = self.fallbacks.as_deref();
+        let fallbacks = self.client.fallbacks.as_deref();
         let Some((chosen, remaining)) = ending.after(fallbacks, guards.name(), configured, stop, headers)
         else {
             ending.settle(false);
             return finish(outcome, stop, replayable);
         };
-        let key = key.and_then(|_| source.headers().get(self.idempotency.header_name()));
+        let key = key.and_then(|_| source.headers().get(self.client.idempotency.header_name()));
         let (target, dependency) = ((&source, key), guards.name());
         let answer = answer_with(chosen, dependency, target, outcome, stop, replayable, remaining).await;
         ending.settle(answer.is_ok());
@@ -279,47 +251,10 @@ impl RetryMiddleware {
     /// default port; the file matches either.)
     fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Dependency<RetryBudget>>) {
         let host = url.host_str().unwrap_or_default();
-        let file = self.file_guards.as_ref().map(|file| {
-            let target =
-                retryscope_http::__private::Target::http(host, url.port_or_known_default(), url.path());
-            file.call(&target, url.port(), None)
-        });
-        let (configured, guards) = file.map_or((None, None), |(call, guards)| (Some(call), guards));
-        (configured, guards.unwrap_or_else(|| self.dependencies.for_server(host, url.port(), None)))
-    }
-
-    /// The body rule a call reads bodies with: the one its file names, else
-    /// the builder's own.
-    fn body_rule(&self, configured: Option<&CallConfig>) -> Option<&SharedBodyRule> {
-        let own = self.body_rule.as_ref();
-        configured.map_or(own, |c| c.body_rule(&self.body_rules, own))
-    }
-
-    /// The call's telemetry, with its attempt spans, and the retry log.
-    fn observer<'s>(
-        &'s self,
-        source: &'s RequestSource,
-        key: Option<KeySource>,
-        configured: Option<&CallConfig>,
-        ending: &Ending,
-    ) -> (Option<OtelObserver<HttpAttemptSpan<'s>>>, Option<RetryLog>) {
-        let telemetry = self.telemetry.clone().map(|o| {
-            o.with_attempt_spans(HttpAttemptSpan {
-                source,
-                idempotency_key: key,
-                request_id_header: &self.request_id_header,
-            })
-            // Which configuration this call runs under, on each of its spans.
-            .with_config_hash(configured.map(|c| Arc::clone(c.hash())))
-            .with_outcome_slot(ending.outcome_slot())
-        });
-        // The log alone (telemetry off) has no attempt span to read the
-        // request's id: it is handed the header's value.
-        let retry_log = self
-            .retry_log
-            .clone()
-            .map(|log| log.with_request_id(source.headers().get(&self.request_id_header)));
-        (telemetry, retry_log)
+        // The scheme's port matters only to a URL that writes none.
+        let default_port = url.port().map_or(url.port_or_known_default(), |_| None);
+        let code = || self.client.guards.for_server(host, url.port(), None);
+        self.client.resolve((host, url.port(), default_port), url.path(), false, code)
     }
 }
 
@@ -327,7 +262,7 @@ impl RetryMiddleware {
 /// marked, or both errors. The fallback is told the request and the
 /// idempotency key its attempts carried.
 async fn answer_with(
-    chosen: fallback::Chosen<'_>,
+    chosen: Chosen<'_>,
     dependency: &str,
     (source, key): (&RequestSource, Option<&http::HeaderValue>),
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
@@ -339,21 +274,17 @@ async fn answer_with(
     // Only on this path: a client's calls never parse their URL twice.
     let uri = url.as_str().parse::<http::Uri>().unwrap_or_default();
     let last = match &outcome {
-        Ok(response) => {
-            fallback::LastAnswer::Response { status: response.status(), headers: response.headers() }
-        }
+        Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
         Err(error) => match error.last_error() {
-            Some(last) => fallback::LastAnswer::Error(last),
-            None => fallback::LastAnswer::Nothing,
+            Some(last) => LastAnswer::Error(last),
+            None => LastAnswer::Nothing,
         },
     };
-    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, &uri, last)
-        .with_idempotency_key(key);
-    let result = chosen.run(context, remaining).await;
+    let result = chosen.answer(dependency, (method, &uri, key), last, remaining).await;
     match result {
         Ok(response) => Ok(Response::from(response)),
         Err(error) => {
-            let original: fallback::BoxError = match finish(outcome, stop, replayable) {
+            let original: Box<dyn std::error::Error + Send + Sync> = match finish(outcome, stop, replayable) {
                 Err(original) => Box::new(original),
                 // Retries ran out on a response (a 503): what the caller
                 // would have got is that answer; the error says so.

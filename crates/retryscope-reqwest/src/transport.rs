@@ -1,5 +1,5 @@
 //! What a failed reqwest request tells us; the source-chain walk is shared
-//! ([`retryscope_http::__private::transport::walk`]).
+//! (retryscope-http's `transport::walk`).
 
 use retryscope::Verdict;
 use retryscope::classify::Stage;

@@ -9,6 +9,7 @@ use retryscope_test_support as support;
 use reqwest_middleware::ClientBuilder;
 use retryscope::Policy;
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::prelude::*;
 use std::net::SocketAddr;
 use support::telemetry::Telemetry;
 use support::{Reply, Server};

@@ -11,6 +11,7 @@
 use reqwest_middleware::ClientBuilder;
 use retryscope::Policy;
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! specified once for both integrations, in retryscope-conformance's
 //! `tests/hedging.rs`.
 
+use retryscope_reqwest::prelude::*;
 use retryscope_test_support::{Reply, Server};
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,7 @@
 
 use retryscope::Policy;
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::prelude::*;
 use retryscope_test_support::keys::uuid_v4_in_sf_string;
 use retryscope_test_support::{Reply, Server};
 

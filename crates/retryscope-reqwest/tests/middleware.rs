@@ -7,6 +7,7 @@ use opentelemetry::trace::SpanKind;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use retryscope::{Jitter, Policy};
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::prelude::*;
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_test_support::{Reply, Server};
 use std::time::Duration;

@@ -5,6 +5,7 @@
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use retryscope::Policy;
 use retryscope_reqwest::RetryMiddleware;
+use retryscope_reqwest::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -9,20 +9,20 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Factory;
-use retryscope_http::__private::ClientSettings;
-use retryscope_http::__private::file_guards::{CodeFactories, FileGuards};
+use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Builds an HTTP [`RetryLayer`]; gRPC has its own builder, `RetryLayer::grpc`
 /// (feature `grpc`). Its [telemetry state](crate::telemetry_state)
-/// is `On` until [`no_telemetry`](Self::no_telemetry), after which the settings
+/// is `On` until [`no_telemetry`](crate::prelude::WithTelemetry::no_telemetry), after which the settings
 /// that only telemetry reads are not offered:
 ///
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_tower::RetryLayer;
+/// use retryscope_tower::prelude::*;
 ///
 /// // No spans are recorded at all: an operation span could only be ignored.
 /// let layer = RetryLayer::builder(Policy::interactive()).no_telemetry().operation_spans();
@@ -95,22 +95,31 @@ impl RetryLayerBuilder<On> {
     pub(crate) fn new(policy: Policy) -> Self {
         Self { policy, tower: TowerSettings::default(), telemetry: PhantomData }
     }
+}
 
-    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => RetryLayerBuilder<Off>);
+// The shared setters (`WithClientSettings`, `WithHttpSettings`, and
+// `WithTelemetry` while telemetry is on), written once in retryscope-http.
+impl<T> HasClientSettings for RetryLayerBuilder<T> {
+    fn client_settings(&self) -> &ClientSettings {
+        &self.tower.shared
+    }
+
+    fn client_settings_mut(&mut self) -> &mut ClientSettings {
+        &mut self.tower.shared
+    }
+}
+
+impl<T> HasHttpSettings for RetryLayerBuilder<T> {}
+
+impl HasTelemetry for RetryLayerBuilder<On> {
+    type TelemetryOff = RetryLayerBuilder<Off>;
+
+    fn telemetry_off(self) -> RetryLayerBuilder<Off> {
+        RetryLayerBuilder { policy: self.policy, tower: self.tower, telemetry: PhantomData }
+    }
 }
 
 impl<T> RetryLayerBuilder<T> {
-    fn into_telemetry_state<U>(self) -> RetryLayerBuilder<U> {
-        RetryLayerBuilder { policy: self.policy, tower: self.tower, telemetry: PhantomData }
-    }
-
-    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
-    retryscope_http::__private::shared_setters!(tower.shared: breaker);
-    retryscope_http::__private::shared_setters!(tower.shared: pacer);
-    retryscope_http::__private::shared_setters!(tower.shared: overload);
-    retryscope_http::__private::shared_setters!(tower.shared: config);
-    retryscope_http::__private::shared_setters!(tower.shared: http);
-    retryscope_http::__private::shared_setters!(tower.shared: fallback);
     tower_setters!();
 
     /// The server called, for requests whose URI carries no authority (a
@@ -151,12 +160,12 @@ impl TowerSettings {
             None => budget,
         };
         // What the layer makes per dependency: the builder's factories, a
-        // gRPC service config's token bucket included.
-        let code = CodeFactories::of(&shared, budget, LayerBudget::Ratio);
-        let (meter, telemetry, retry_log) =
-            ClientSettings::observers(shared.telemetry, shared.retry_log, shared.operation_spans);
+        // gRPC service config's token bucket included. One fallback
+        // registry for HTTP and gRPC: a gRPC call reads the fallback's
+        // `http::Response` as gRPC (`grpc::fallback`).
+        let (client, meter) = shared.build(budget, LayerBudget::Ratio);
         #[cfg(not(feature = "grpc"))]
-        let _: Option<GrpcConfig> = grpc;
+        let _: (Option<GrpcConfig>, _) = (grpc, meter);
         #[cfg(feature = "grpc")]
         let grpc_metrics = match (&grpc, &meter) {
             (Some(_), Some(meter)) if self.grpc_metrics => {
@@ -164,33 +173,13 @@ impl TowerSettings {
             }
             _ => None,
         };
-        // A configured layer's guards from its file: made by the builder's
-        // factories for the keys the file leaves to code.
-        let file_guards =
-            shared.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
-        let guards = code.build(meter.as_ref());
-        // One registry for HTTP and gRPC: a gRPC call reads the fallback's
-        // `http::Response` as gRPC (`grpc::fallback`).
-        let fallbacks = shared.fallbacks.build(meter.as_ref());
         RetryLayer {
             settings: Arc::new(Settings {
                 policy,
-                classifier: shared.classifier,
-                rule: shared.rule,
-                body_rule: shared.body_rule,
-                body_rules: shared.body_rules,
-                file_guards,
-                telemetry,
-                retry_log,
-                guards,
+                client,
                 replay_limit: self.replay_limit,
                 origin_server: self.origin.as_ref().map(crate::settings::OriginServer::of),
                 origin: self.origin.map(Arc::new),
-                attempt_header: shared.attempt_header,
-                request_id_header: shared.request_id_header,
-                one_layer: shared.one_layer,
-                idempotency: shared.idempotency,
-                fallbacks,
                 #[cfg(feature = "grpc")]
                 grpc,
                 #[cfg(feature = "grpc")]

@@ -6,7 +6,7 @@
 use crate::attempt::Attempts;
 use crate::classify::{AttemptClassifier, Layers};
 use crate::error::BoxError;
-use crate::protocol::{Call, End, Inputs, Planned, Protocol};
+use crate::protocol::{End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::Settings;
@@ -15,11 +15,9 @@ use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope::observe::StopRecorder;
-use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Ending;
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::{AttemptLimits, RetryOptions};
-use retryscope_otel::{OtelObserver, RetryLog, Upstream};
+use retryscope_otel::Upstream;
 use std::sync::Arc;
 use tower_service::Service;
 
@@ -49,15 +47,19 @@ where
     let key = protocol.key(&settings, configured, &mut parts, &mut call.mode, replayable);
     let inputs = Inputs { configured, guards, parts: &parts, options: &options, replayable };
     let drive = protocol.drive(&call, inputs);
-    let ending = Ending::begin(settings.fallbacks.is_some(), drive.deadline());
+    let ending = Ending::begin(settings.client.fallbacks.is_some(), drive.deadline());
     // Shared by the attempts and their spans from here on; kept for a fallback.
     let parts = Arc::new(parts);
-    let kept = settings.fallbacks.as_ref().map(|_| Arc::clone(&parts));
+    let kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
     let layers = layers(&settings, ending.upstream());
-    let classifier = AttemptClassifier { mode: call.mode, rule: settings.rule.clone(), replayable, layers };
+    let classifier =
+        AttemptClassifier { mode: call.mode, rule: settings.client.rule.clone(), replayable, layers };
     let stop = StopRecorder::default();
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
-    let observers = observers(&settings, &call, &parts, key, configured, &ending);
+    let (origin, request_id_header) = (settings.origin.clone(), settings.client.request_id_header.clone());
+    let (request, grpc) = (Arc::clone(&parts), call.mode.is_grpc());
+    let spans = AttemptSpan { request, origin, grpc, idempotency_key: key, request_id_header };
+    let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
     let observer = (((observers, stop.clone()), metrics), AttemptLimits);
     let operation = protocol.operation(&options);
     let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), attempts);
@@ -65,48 +67,17 @@ where
     let outcome = drive.run(guards, move || attempts.next(), classifier, observer, operation).await;
     let stop = stop.stopped();
     let headers = outcome.as_ref().ok().map(Response::headers);
-    let chosen = ending.after(settings.fallbacks.as_deref(), guards.name(), configured, stop, headers);
+    let chosen = ending.after(settings.client.fallbacks.as_deref(), guards.name(), configured, stop, headers);
     let end = End { call: &call, replayable, started, guards, key };
     let (answer, served) = protocol.answer(end, &settings, chosen, kept, outcome, stop).await;
     ending.settle(served);
     answer
 }
 
-/// The layer's telemetry, with this request's attempt spans and the
-/// configuration it runs under, and the retry log.
-fn observers(
-    settings: &Settings,
-    call: &Call,
-    parts: &Arc<Parts>,
-    key: Option<KeySource>,
-    configured: Option<&CallConfig>,
-    ending: &Ending,
-) -> (Option<OtelObserver<AttemptSpan>>, Option<RetryLog>) {
-    let telemetry = settings.telemetry.clone().map(|o| {
-        o.with_attempt_spans(AttemptSpan {
-            request: Arc::clone(parts),
-            origin: settings.origin.clone(),
-            grpc: call.mode.is_grpc(),
-            idempotency_key: key,
-            request_id_header: settings.request_id_header.clone(),
-        })
-        // Which configuration this call runs under, on each of its spans.
-        .with_config_hash(configured.map(|c| Arc::clone(c.hash())))
-        .with_outcome_slot(ending.outcome_slot())
-    });
-    // The log alone (telemetry off) has no attempt span to read the
-    // request's id: it is handed the header's value.
-    let retry_log = settings
-        .retry_log
-        .clone()
-        .map(|log| log.with_request_id(parts.headers.get(&settings.request_id_header)));
-    (telemetry, retry_log)
-}
-
 /// Where this request's retries happen: with `retry_at_one_layer`, nowhere
 /// below a caller that retries already.
 fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
-    match settings.one_layer {
+    match settings.client.one_layer {
         true => Layers {
             retried_upstream: upstream.is_some_and(|u| u.attempt().is_retry()),
             honour_exhausted: true,

@@ -17,10 +17,10 @@ use retryscope::{Pacer, Policy, RetryError, StopReason, hints};
 use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::Drive;
-use retryscope_http::__private::fallback;
+use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
-use retryscope_http::RetryOptions;
+use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tower_service::Service;
@@ -34,7 +34,7 @@ fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, 
         retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
     let policy = options.policy_override().unwrap_or(settings.policy);
     let keyed = retryscope::classify::has_idempotency_key(&parts.headers);
-    (policy, Mode::Http { classifier: settings.classifier, safe_after_sent, keyed })
+    (policy, Mode::Http { classifier: settings.client.classifier, safe_after_sent, keyed })
 }
 
 /// Once per call, before any attempt (every attempt clones these headers):
@@ -42,12 +42,12 @@ fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, 
 /// An HTTP request with a key may run again once sent.
 fn keyed(
     settings: &Settings,
-    configured: Option<&retryscope_http::__private::CallConfig>,
+    configured: Option<&CallConfig>,
     parts: &mut Parts,
     mode: &mut Mode,
     replayable: bool,
 ) -> Option<KeySource> {
-    let key = settings.idempotency.apply_configured(
+    let key = settings.client.idempotency.apply_configured(
         configured,
         &parts.method,
         &mut parts.headers,
@@ -72,15 +72,9 @@ pub(crate) struct HttpAttempts {
 impl HttpAttempts {
     /// `configured`: a configured layer's call, whose file may select a
     /// body rule registered by name.
-    pub(crate) fn new(
-        settings: &Settings,
-        configured: Option<&retryscope_http::__private::CallConfig>,
-    ) -> Self {
-        let body_rule = match configured {
-            Some(c) => c.body_rule(&settings.body_rules, settings.body_rule.as_ref()),
-            None => settings.body_rule.as_ref(),
-        };
-        Self { attempt_header: settings.attempt_header.clone(), body_rule: body_rule.cloned() }
+    pub(crate) fn new(settings: &Settings, configured: Option<&CallConfig>) -> Self {
+        let body_rule = settings.client.body_rule(configured).cloned();
+        Self { attempt_header: settings.client.attempt_header.clone(), body_rule }
     }
 }
 
@@ -132,7 +126,7 @@ pub(crate) fn finish<B>(
 /// returned). The fallback is told the request and the idempotency key its
 /// attempts carried.
 pub(crate) async fn answer_with<ResB>(
-    chosen: fallback::Chosen<'_>,
+    chosen: Chosen<'_>,
     dependency: &str,
     (method, uri, key): (&http::Method, &http::Uri, Option<&http::HeaderValue>),
     outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
@@ -145,17 +139,13 @@ where
     ResB::Data: From<bytes::Bytes>,
 {
     let last = match &outcome {
-        Ok(response) => {
-            fallback::LastAnswer::Response { status: response.status(), headers: response.headers() }
-        }
+        Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
         Err(error) => match error.last_error() {
-            Some(last) => fallback::LastAnswer::Error(&**last),
-            None => fallback::LastAnswer::Nothing,
+            Some(last) => LastAnswer::Error(&**last),
+            None => LastAnswer::Nothing,
         },
     };
-    let context = fallback::FallbackContext::new(dependency, chosen.reason(), method, uri, last)
-        .with_idempotency_key(key);
-    match chosen.run(context, remaining).await {
+    match chosen.answer(dependency, (method, uri, key), last, remaining).await {
         Ok(response) => {
             let (parts, body) = response.into_parts();
             Ok(Response::from_parts(parts, ResponseBody::answered(body.into())))
@@ -232,7 +222,7 @@ impl Protocol for HttpCall {
         self,
         end: End<'_>,
         settings: &Settings,
-        chosen: Option<(fallback::Chosen<'_>, Option<Duration>)>,
+        chosen: Option<(Chosen<'_>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
@@ -245,7 +235,7 @@ impl Protocol for HttpCall {
         let (Some((chosen, remaining)), Some(parts)) = (chosen, kept) else {
             return (finish(outcome, stop, end.replayable), false);
         };
-        let key = end.key.and_then(|_| parts.headers.get(settings.idempotency.header_name()));
+        let key = end.key.and_then(|_| parts.headers.get(settings.client.idempotency.header_name()));
         let target = (&parts.method, &parts.uri, key);
         let dependency = end.guards.name();
         let answer = answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;

@@ -18,6 +18,7 @@ use tower_layer::Layer;
 /// use retryscope::Policy;
 /// use retryscope_tower::RetryLayer;
 /// use tower::{Service, ServiceBuilder, ServiceExt};
+/// use retryscope_tower::prelude::*;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), retryscope_tower::BoxError> {
@@ -38,10 +39,10 @@ use tower_layer::Layer;
 ///   transport failures; with the `grpc` feature and `RetryLayer::grpc`, the
 ///   retryable gRPC status codes (A6).
 /// - **Your own rule** (HTTP mode):
-///   [`retry_rule`](crate::RetryLayerBuilder::retry_rule) asks a
+///   [`retry_rule`](crate::prelude::WithHttpSettings::retry_rule) asks a
 ///   [`ResponseRule`](crate::ResponseRule) about each response's status and
 ///   headers before the built-in statuses;
-///   [`retry_on_body`](crate::RetryLayerBuilder::retry_on_body) asks a
+///   [`retry_on_body`](crate::prelude::WithHttpSettings::retry_on_body) asks a
 ///   [`BodyRule`](crate::BodyRule) about the bodies of the responses it
 ///   selects, read ahead up to a limit, before either (example below).
 ///   Request safety still applies to their verdicts.
@@ -50,7 +51,7 @@ use tower_layer::Layer;
 ///   for any method — a refused connection, where nothing reached the server.
 ///   gRPC calls are retried whatever their method, as A6 specifies.
 /// - **Idempotency keys** (HTTP, opt-in:
-///   [`idempotency_keys`](crate::RetryLayerBuilder::idempotency_keys)): a POST
+///   [`idempotency_keys`](crate::prelude::WithHttpSettings::idempotency_keys)): a POST
 ///   or PATCH without a key gets a fresh one, the same on every attempt, and
 ///   is retried like an idempotent request; per request,
 ///   [`KeyChoice`](crate::KeyChoice) supplies one or suppresses it.
@@ -71,7 +72,7 @@ use tower_layer::Layer;
 ///   ([`TokenBucket`](retryscope::TokenBucket)) when it has one, and no
 ///   budget, breaker or pacer unless asked for (see `GrpcRetryLayerBuilder`
 ///   in the `grpc` module, with the `grpc` feature).
-/// - **Hedging**: [`hedge`](crate::RetryLayerBuilder::hedge) sends further
+/// - **Hedging**: [`hedge`](crate::prelude::WithHttpSettings::hedge) sends further
 ///   copies of a slow idempotent request with a replayable body instead of
 ///   retrying it (the first acceptable answer wins, the others are dropped,
 ///   which closes their connection or resets their stream); with `grpc`, a
@@ -106,6 +107,7 @@ use tower_layer::Layer;
 /// use std::sync::atomic::{AtomicU32, Ordering};
 /// use std::sync::Arc;
 /// use tower::{Service, ServiceBuilder, ServiceExt};
+/// use retryscope_tower::prelude::*;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), retryscope_tower::BoxError> {
@@ -156,7 +158,7 @@ impl RetryLayer {
     /// tests and dashboards.
     pub fn hedge_delay(&self, dependency: &str) -> Option<std::time::Duration> {
         // The clock the engine times the copies with: tokio's.
-        self.settings.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
+        self.settings.client.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
     }
 
     /// Configures a layer that retries gRPC calls as `retry` says (A6), with
@@ -184,8 +186,7 @@ impl fmt::Debug for RetryLayer {
         let s = &*self.settings;
         let mut d = f.debug_struct("RetryLayer");
         d.field("policy", &s.policy)
-            .field("classifier", &s.classifier)
-            .field("guards", &s.guards)
+            .field("client", &s.client)
             .field("replay_limit", &s.replay_limit)
             .field("origin", &s.origin);
         #[cfg(feature = "grpc")]

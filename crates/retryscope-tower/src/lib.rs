@@ -99,5 +99,24 @@ pub use retryscope_http::{
 /// (defined in `retryscope-otel`, one pair for every integration).
 #[doc(inline)]
 pub use retryscope_otel::telemetry_state;
+/// The builders' setters, in traits both HTTP integrations share (defined in
+/// `retryscope-http`): one `use retryscope_tower::prelude::*;` brings them
+/// all. The gRPC builder has no [`WithHttpSettings`](prelude::WithHttpSettings).
+///
+/// ```
+/// use retryscope::Policy;
+/// use retryscope_tower::RetryLayer;
+/// use retryscope_tower::prelude::*;
+///
+/// let layer = RetryLayer::builder(Policy::interactive())
+///     .no_breaker() // WithClientSettings: every builder
+///     .no_attempt_header() // WithHttpSettings: HTTP only
+///     .operation_spans() // WithTelemetry: while telemetry is on
+///     .build();
+/// # let _ = layer;
+/// ```
+pub mod prelude {
+    pub use retryscope_http::{WithClientSettings, WithHttpSettings, WithTelemetry};
+}
 pub use server::{IncomingFuture, IncomingLayer, IncomingService};
 pub use service::{ResponseFuture, RetryService};

@@ -22,7 +22,7 @@ pub(crate) struct TrailersHook {
 
 /// The body of a response that came through the layer: the inner service's
 /// body, as it came. The layer reads ahead in it only for a body rule
-/// ([`retry_on_body`](crate::RetryLayerBuilder::retry_on_body)) that selected
+/// ([`retry_on_body`](crate::prelude::WithHttpSettings::retry_on_body)) that selected
 /// the response, and then gives back what it read before the rest; any other
 /// response is handed over with its headers (with `grpc`, a stream is never
 /// delayed to wait for its first message).

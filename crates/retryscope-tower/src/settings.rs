@@ -1,21 +1,16 @@
 //! What every request of a layer shares, fixed when the layer is built.
 
 use crate::budget::LayerBudget;
-use http::{HeaderName, Uri};
+use http::Uri;
 use retryscope::Policy;
-use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{Dependencies, Dependency};
-use retryscope_http::__private::body_rule::SharedBodyRule;
-use retryscope_http::__private::fallback::Fallbacks;
-use retryscope_http::__private::idempotency::IdempotencyKeys;
-use retryscope_http::__private::rule::SharedRule;
-use retryscope_otel::{OtelObserver, RetryLog};
+use retryscope::dependency::Dependency;
+use retryscope_http::__private::{CallConfig, Client};
 use std::sync::{Arc, OnceLock};
 
 /// What a call resolves to from its layer's file: its settings (`None` for
 /// a layer without a file) and its dependency's guards
 /// ([`Settings::file_call`]).
-pub(crate) type FileCall = (Option<retryscope_http::__private::CallConfig>, Arc<Dependency<LayerBudget>>);
+pub(crate) type FileCall = (Option<CallConfig>, Arc<Dependency<LayerBudget>>);
 
 /// What a call resolved to from its layer's file: kept for its gRPC method
 /// under one configuration (shared by that method's calls, one reference
@@ -33,9 +28,7 @@ impl Resolved {
         not(feature = "grpc"),
         allow(clippy::infallible_destructuring_match, reason = "one variant without gRPC")
     )]
-    pub(crate) fn parts(
-        &self,
-    ) -> (Option<&retryscope_http::__private::CallConfig>, &Arc<Dependency<LayerBudget>>) {
+    pub(crate) fn parts(&self) -> (Option<&CallConfig>, &Arc<Dependency<LayerBudget>>) {
         let (config, guards) = match self {
             #[cfg(feature = "grpc")]
             Resolved::Kept(kept) => &kept.file,
@@ -48,34 +41,15 @@ impl Resolved {
 /// What every request of a layer shares.
 pub(crate) struct Settings {
     pub(crate) policy: Policy,
-    pub(crate) classifier: HttpClassifier,
-    /// The user's rule for HTTP responses, asked before `classifier`. The gRPC
-    /// builder offers none: a gRPC answer's HTTP status is 200 whatever
-    /// happened, and its outcome is a gRPC status, often in the trailers.
-    pub(crate) rule: Option<SharedRule>,
-    /// The user's rule that reads selected HTTP bodies, asked before `rule`
-    /// (HTTP mode only, for the same reason).
-    pub(crate) body_rule: Option<SharedBodyRule>,
-    pub(crate) telemetry: Option<OtelObserver>,
-    /// The retry log on its own, when telemetry is off but the log is not.
-    pub(crate) retry_log: Option<RetryLog>,
-    pub(crate) guards: Dependencies<LayerBudget>,
+    /// What the builder's shared settings made: statuses and rules (the gRPC
+    /// builder sets none: a gRPC answer's HTTP status is 200 whatever
+    /// happened, and its outcome is a gRPC status, often in the trailers),
+    /// guards, telemetry, the attempt header (HTTP only; gRPC calls always
+    /// send `grpc-previous-rpc-attempts`, as A6 says), idempotency keys,
+    /// fallbacks (HTTP and gRPC), a configuration file.
+    pub(crate) client: Client<LayerBudget>,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Arc<Uri>>,
-    /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
-    /// (gRPC calls always send `grpc-previous-rpc-attempts`, as A6 says.)
-    pub(crate) attempt_header: Option<HeaderName>,
-    /// The request header the retry log's `request_id` is read from (HTTP
-    /// headers or gRPC metadata).
-    pub(crate) request_id_header: HeaderName,
-    /// Retry only where no other layer of the call chain retries.
-    pub(crate) one_layer: bool,
-    /// Which header carries idempotency keys, and whether HTTP requests
-    /// without one get one.
-    pub(crate) idempotency: IdempotencyKeys,
-    /// The fallbacks of the dependencies that have one (HTTP and gRPC); `None`
-    /// when none does, so that a call pays nothing for them.
-    pub(crate) fallbacks: Option<Arc<Fallbacks>>,
     #[cfg(feature = "grpc")]
     pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
     /// The methods a gRPC layer has called, with their settings.
@@ -93,11 +67,6 @@ pub(crate) struct Settings {
     /// authority per call cost ~1,500 instructions (issue 35's whole-call
     /// gate).
     pub(crate) origin_server: Option<OriginServer>,
-    /// The body rules a file selects by name (HTTP only).
-    pub(crate) body_rules: retryscope_http::__private::NamedBodyRules,
-    /// A configured layer's file: per-dependency settings, resolved per call,
-    /// and the guards it writes, per file dependency.
-    pub(crate) file_guards: Option<retryscope_http::__private::file_guards::FileGuards<LayerBudget>>,
 }
 
 /// The server a layer's origin names, as [`crate::spans::server`] reads it.
@@ -136,17 +105,7 @@ impl Settings {
     /// now: its settings (`None` for a layer without a file) and its
     /// dependency's guards (the file's, else the builder's).
     pub(crate) fn file_call(&self, uri: &Uri, grpc: bool) -> FileCall {
-        use retryscope_http::__private::Target;
-        let Some(file) = &self.file_guards else { return (None, self.guards_for(uri)) };
-        let (host, port, default_port) = self.server(uri);
-        let (path, port_or_default) = (uri.path(), port.or(default_port));
-        let target = if grpc {
-            Target::grpc(host, port_or_default, path)
-        } else {
-            Target::http(host, port_or_default, path)
-        };
-        let (call, guards) = file.call(&target, port, default_port);
-        (Some(call), guards.unwrap_or_else(|| self.guards_for(uri)))
+        self.client.resolve(self.server(uri), uri.path(), grpc, || self.guards_for(uri))
     }
 
     /// The guards of the dependency `uri` goes to: its authority's, or the
@@ -157,7 +116,7 @@ impl Settings {
     pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Dependency<LayerBudget>> {
         let find = || {
             let server = crate::spans::server(uri, self.origin.as_deref());
-            self.guards.for_server(server.address, server.uri.port_u16(), server.default_port)
+            self.client.guards.for_server(server.address, server.uri.port_u16(), server.default_port)
         };
         match (uri.authority(), &self.origin) {
             (None, Some(_)) => Arc::clone(self.origin_guards.get_or_init(find)),

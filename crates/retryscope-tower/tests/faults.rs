@@ -11,6 +11,7 @@ use retryscope_test_support::telemetry::Telemetry;
 use retryscope_tower::RetryLayer;
 use retryscope_tower::fault::{FAULT_KIND_HEADER, FaultLayer, Faults};
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,6 +6,7 @@ use retryscope_test_support as support;
 use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryOptions, RetryService};
 use std::time::Duration;
 use support::echo::{Behaviour, EchoClient, EchoServer, echo};

@@ -10,6 +10,7 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -11,6 +11,7 @@ use retryscope::{CircuitBreaker, Jitter, Policy, StopReason};
 use retryscope_test_support::echo::{Behaviour, EchoClient, EchoReply, EchoServer, echo};
 use retryscope_test_support::telemetry::Telemetry;
 use retryscope_tower::grpc::{GrpcRetry, fallback};
+use retryscope_tower::prelude::*;
 use retryscope_tower::{Fallback, FallbackContext, FallbackFuture, FallbackReason, RetryLayer, RetryService};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

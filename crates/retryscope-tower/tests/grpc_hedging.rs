@@ -5,6 +5,7 @@
 use retryscope_test_support as support;
 
 use retryscope_tower::grpc::{GrpcRetry, NOT_RETRIED, NOT_RETRIED_THROTTLED};
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::time::{Duration, Instant};
 use support::echo::{Behaviour, EchoClient, EchoServer, echo};

@@ -6,6 +6,7 @@ use retryscope_test_support as support;
 
 use retryscope::{Jitter, Policy};
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::collections::BTreeMap;
 use std::time::Duration;

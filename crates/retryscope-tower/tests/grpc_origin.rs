@@ -10,6 +10,7 @@ use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;
 use retryscope_tower::RetryLayer;
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
 use support::echo::{Behaviour, EchoClient, EchoServer, echo};

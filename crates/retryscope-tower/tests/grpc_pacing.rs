@@ -7,6 +7,7 @@ use retryscope_test_support as support;
 
 use retryscope::Pacer;
 use retryscope_tower::grpc::{GrpcRetry, NOT_RETRIED, NOT_RETRIED_RATE_LIMITED};
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::time::Duration;
 use support::echo::{Behaviour, EchoClient, EchoServer, echo};

@@ -9,6 +9,7 @@ use retryscope_test_support as support;
 use http::StatusCode;
 use retryscope::{Jitter, Policy};
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::time::Duration;
 use support::echo::{EchoClient, echo};

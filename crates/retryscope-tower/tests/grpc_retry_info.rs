@@ -8,6 +8,7 @@ use retryscope_test_support as support;
 
 use retryscope::Pacer;
 use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::time::Duration;
 use support::echo::{Behaviour, EchoClient, EchoServer, echo};

@@ -11,6 +11,7 @@ use retryscope::{CircuitBreaker, Policy};
 use retryscope_tower::grpc::{
     GrpcRetry, NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_THROTTLED,
 };
+use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
 use std::time::{Duration, Instant};
 use support::echo::{Behaviour, EchoClient, EchoServer, WATCH_FIRST_MESSAGE, echo};

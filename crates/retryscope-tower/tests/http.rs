@@ -14,6 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{BoxError, RetryLayer};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

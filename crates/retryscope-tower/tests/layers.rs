@@ -12,6 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use retryscope::Policy;
 use retryscope_otel::IncomingRequests;
+use retryscope_tower::prelude::*;
 use retryscope_tower::{BoxError, IncomingLayer, RetryLayer};
 use std::convert::Infallible;
 use std::net::SocketAddr;

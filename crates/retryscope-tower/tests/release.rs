@@ -9,6 +9,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use retryscope::{Jitter, Policy};
 use retryscope_tower::RetryLayer;
+use retryscope_tower::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -34,6 +34,7 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry::trace::TraceId;
 use retryscope_config::{ConfigHandle, HASH, KnownNames, RELOADS, RESULT};
+use retryscope_reqwest::prelude::*;
 use retryscope_test_support::echo::{EchoClient, echo};
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_tower::RetryLayer;

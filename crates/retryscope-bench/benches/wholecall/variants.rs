@@ -16,6 +16,7 @@ use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use retryscope::{Jitter, Policy};
 use retryscope_config::{ConfigHandle, KnownNames};
+use retryscope_reqwest::prelude::*;
 use retryscope_test_support::echo::EchoClient;
 use retryscope_tower::RetryLayer;
 use retryscope_tower::grpc::GrpcRetry;

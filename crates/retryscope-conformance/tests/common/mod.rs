@@ -16,6 +16,7 @@ use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::{CircuitBreaker, ErrorType, Pacer, Policy, RetryBudget, RetryError, StopReason};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_reqwest::fault::FaultMiddleware;
+use retryscope_reqwest::prelude::*;
 use retryscope_test_support::telemetry::Telemetry;
 use retryscope_tower::fault::{FaultLayer, FaultService, Faults};
 use retryscope_tower::{

@@ -166,9 +166,8 @@ pub struct FallbackContext<'a> {
 }
 
 impl<'a> FallbackContext<'a> {
-    /// For the integrations.
-    #[doc(hidden)]
-    pub fn new(
+    /// What [`Chosen::answer`] tells a fallback.
+    fn new(
         dependency: &'a str,
         reason: FallbackReason,
         method: &'a Method,
@@ -178,9 +177,8 @@ impl<'a> FallbackContext<'a> {
         Self { dependency, reason, method, uri, last, idempotency_key: None }
     }
 
-    /// For the integrations: the key the call's attempts carried.
-    #[doc(hidden)]
-    pub fn with_idempotency_key(mut self, key: Option<&'a HeaderValue>) -> Self {
+    /// The key the call's attempts carried.
+    fn with_idempotency_key(mut self, key: Option<&'a HeaderValue>) -> Self {
         self.idempotency_key = key;
         self
     }
@@ -411,11 +409,26 @@ impl Chosen<'_> {
         self.reason
     }
 
+    /// Answers a call to `dependency` that gave up: runs the fallback, told
+    /// the request (its method, URI and the idempotency key its attempts
+    /// carried, if any) and the `last` answer the call got, as [`run`](Self::run) does.
+    pub async fn answer(
+        self,
+        dependency: &str,
+        (method, uri, key): (&Method, &Uri, Option<&HeaderValue>),
+        last: LastAnswer<'_>,
+        remaining: Option<Duration>,
+    ) -> Result<http::Response<Bytes>, FallbackError> {
+        let context =
+            FallbackContext::new(dependency, self.reason, method, uri, last).with_idempotency_key(key);
+        self.run(context, remaining).await
+    }
+
     /// Runs the fallback for `context`, cut at `remaining` (the call's
     /// deadline left, if any), counts it and records its event on the
     /// current span. On success the response carries [`Fallback`]; on
     /// failure the fallback's error is returned, for [`FallbackFailed`].
-    pub async fn run(
+    async fn run(
         self,
         context: FallbackContext<'_>,
         remaining: Option<Duration>,
@@ -467,8 +480,9 @@ pub fn remaining(deadline: Option<Duration>, started: tokio::time::Instant) -> O
     deadline.map(|deadline| deadline.saturating_sub(started.elapsed()))
 }
 
-/// The setters, for `__shared_setters!`'s `fallback` group.
-#[doc(hidden)]
-pub fn shared(f: impl Fn(&FallbackContext<'_>) -> FallbackFuture + Send + Sync + 'static) -> SharedFallback {
+/// A fallback as `WithClientSettings::fallback` registers it.
+pub(crate) fn shared(
+    f: impl Fn(&FallbackContext<'_>) -> FallbackFuture + Send + Sync + 'static,
+) -> SharedFallback {
     Arc::new(f)
 }

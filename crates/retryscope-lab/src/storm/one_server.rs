@@ -8,6 +8,7 @@ use super::{
     StormArgs, StormError, StormPolicy, block_on, chart, delta, error, finish, load, policies, telemetry,
     write_outputs,
 };
+use retryscope_reqwest::prelude::*;
 use std::time::Duration;
 
 /// Runs the storm of one server and prints the report (see [`layers::run`](super::layers::run)

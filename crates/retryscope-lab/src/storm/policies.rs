@@ -3,6 +3,7 @@
 use retryscope::breaker::CircuitBreakerBuilder;
 use retryscope::overload::{AdaptiveThrottle, AdaptiveThrottleBuilder, Aimd, ConcurrencyLimiter};
 use retryscope::{CircuitBreaker, Jitter, Policy, PolicyError, RetryBudget};
+use retryscope_reqwest::prelude::*;
 use retryscope_reqwest::{RetryMiddleware, RetryMiddlewareBuilder};
 use std::fmt;
 use std::str::FromStr;

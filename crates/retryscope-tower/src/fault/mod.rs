@@ -14,6 +14,7 @@
 //! use retryscope_tower::RetryLayer;
 //! use retryscope_tower::fault::{FaultKind, FaultLayer, FaultRate, FaultRule, Faults};
 //! use tower::{Service, ServiceBuilder, ServiceExt};
+//! use retryscope_tower::prelude::*;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), retryscope_tower::BoxError> {

@@ -6,6 +6,7 @@ use crate::layer::RetryLayer;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
+use retryscope_http::__private::{ClientSettings, HasClientSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -38,12 +39,12 @@ use origin_state::{HasOrigin, NoOrigin};
 ///   bucket replaces where the config throttles).
 /// - **No circuit breaker** by default: A6 always sends the first attempt, and
 ///   a breaker refuses calls before sending them. Add one with
-///   [`breaker_per_dependency`](Self::breaker_per_dependency); a call it
+///   [`breaker_per_dependency`](crate::prelude::WithClientSettings::breaker_per_dependency); a call it
 ///   refuses fails with `UNAVAILABLE`, the message saying so, and
 ///   [`NOT_RETRIED_CIRCUIT_OPEN`](crate::grpc::NOT_RETRIED_CIRCUIT_OPEN) in its metadata.
 /// - **No pacer** by default: A6's pushback concerns the next attempt of the
 ///   call that got it. Ask for one with
-///   [`pacer_per_dependency`](Self::pacer_per_dependency)`(Pacer::new)` and a
+///   [`pacer_per_dependency`](crate::prelude::WithClientSettings::pacer_per_dependency)`(Pacer::new)` and a
 ///   Trailers-Only `RESOURCE_EXHAUSTED` or `UNAVAILABLE` with
 ///   `grpc-retry-pushback-ms` holds *every* call to that server for the
 ///   pushback (held calls come back spread over a fifth of it), first
@@ -72,6 +73,7 @@ use origin_state::{HasOrigin, NoOrigin};
 /// ```
 /// use retryscope::Policy;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+/// use retryscope_tower::prelude::*;
 ///
 /// let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive()))
@@ -84,6 +86,7 @@ use origin_state::{HasOrigin, NoOrigin};
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+/// use retryscope_tower::prelude::*;
 ///
 /// // No origin: every call would be an `unknown` server's.
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_telemetry().build();
@@ -93,6 +96,7 @@ use origin_state::{HasOrigin, NoOrigin};
 /// use retryscope::Policy;
 /// use retryscope::classify::HttpClassifier;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+/// use retryscope_tower::prelude::*;
 ///
 /// // gRPC statuses are not HTTP's: the setting does not exist in gRPC mode.
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).classifier(HttpClassifier::new());
@@ -101,17 +105,19 @@ use origin_state::{HasOrigin, NoOrigin};
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+/// use retryscope_tower::prelude::*;
 ///
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_attempt_header();
 /// ```
 ///
-/// After [`no_telemetry`](Self::no_telemetry) (its [telemetry state](crate::telemetry_state)
+/// After [`no_telemetry`](crate::prelude::WithTelemetry::no_telemetry) (its [telemetry state](crate::telemetry_state)
 /// is then `Off`), the settings that only telemetry reads are not offered:
 /// gRPC's own metrics could only be ignored.
 ///
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry};
+/// use retryscope_tower::prelude::*;
 ///
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).no_telemetry().grpc_metrics();
 /// ```
@@ -119,6 +125,7 @@ use origin_state::{HasOrigin, NoOrigin};
 /// ```compile_fail
 /// use retryscope::Policy;
 /// use retryscope_tower::{RetryLayer, grpc::GrpcRetry, rule_fn};
+/// use retryscope_tower::prelude::*;
 ///
 /// let rule = rule_fn(|_, _| None);
 /// let layer = RetryLayer::grpc(GrpcRetry::new(Policy::interactive())).retry_rule(rule);
@@ -168,25 +175,22 @@ impl<T> GrpcRetryLayerBuilder<T, NoOrigin> {
     }
 }
 
-impl<O> GrpcRetryLayerBuilder<On, O> {
-    retryscope_http::__private::shared_setters!(tower.shared: telemetry_on => GrpcRetryLayerBuilder<Off, O>);
+// The shared setters (`WithClientSettings`, and `WithTelemetry` while
+// telemetry is on; not the HTTP ones), written once in retryscope-http.
+impl<T, O> HasClientSettings for GrpcRetryLayerBuilder<T, O> {
+    fn client_settings(&self) -> &ClientSettings {
+        &self.tower.shared
+    }
 
-    /// Records gRPC's own client metrics too — the per-attempt and per-call
-    /// instruments of gRFC A66 and the retry instruments of A96
-    /// (`grpc.client.attempt.started`, `grpc.client.call.duration`, …; the
-    /// list is in docs/telemetry.md), on the layer's meter, so that gRPC
-    /// dashboards work. Off by default, as in gRPC's own libraries, which record
-    /// them only once their OpenTelemetry plugin is registered: they repeat
-    /// what the `retryscope.*` metrics say, and record five more instruments
-    /// per attempt. Not offered after [`no_telemetry`](Self::no_telemetry).
-    pub fn grpc_metrics(mut self) -> Self {
-        self.tower.grpc_metrics = true;
-        self
+    fn client_settings_mut(&mut self) -> &mut ClientSettings {
+        &mut self.tower.shared
     }
 }
 
-impl<T, O> GrpcRetryLayerBuilder<T, O> {
-    fn into_telemetry_state<U>(self) -> GrpcRetryLayerBuilder<U, O> {
+impl<O> HasTelemetry for GrpcRetryLayerBuilder<On, O> {
+    type TelemetryOff = GrpcRetryLayerBuilder<Off, O>;
+
+    fn telemetry_off(self) -> GrpcRetryLayerBuilder<Off, O> {
         GrpcRetryLayerBuilder {
             retry: self.retry,
             tower: self.tower,
@@ -194,13 +198,24 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
             origin: PhantomData,
         }
     }
+}
 
-    retryscope_http::__private::shared_setters!(tower.shared: telemetry);
-    retryscope_http::__private::shared_setters!(tower.shared: breaker);
-    retryscope_http::__private::shared_setters!(tower.shared: pacer);
-    retryscope_http::__private::shared_setters!(tower.shared: overload);
-    retryscope_http::__private::shared_setters!(tower.shared: config);
-    retryscope_http::__private::shared_setters!(tower.shared: fallback);
+impl<O> GrpcRetryLayerBuilder<On, O> {
+    /// Records gRPC's own client metrics too — the per-attempt and per-call
+    /// instruments of gRFC A66 and the retry instruments of A96
+    /// (`grpc.client.attempt.started`, `grpc.client.call.duration`, …; the
+    /// list is in docs/telemetry.md), on the layer's meter, so that gRPC
+    /// dashboards work. Off by default, as in gRPC's own libraries, which record
+    /// them only once their OpenTelemetry plugin is registered: they repeat
+    /// what the `retryscope.*` metrics say, and record five more instruments
+    /// per attempt. Not offered after [`no_telemetry`](crate::prelude::WithTelemetry::no_telemetry).
+    pub fn grpc_metrics(mut self) -> Self {
+        self.tower.grpc_metrics = true;
+        self
+    }
+}
+
+impl<T, O> GrpcRetryLayerBuilder<T, O> {
     tower_setters!();
 
     /// Gives each server a retry budget made by `make` (none by default: A6

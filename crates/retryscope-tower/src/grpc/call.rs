@@ -23,9 +23,9 @@ use retryscope::hedge::HedgePolicy;
 use retryscope::{Pacer, Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Drive;
-use retryscope_http::__private::fallback::{Chosen, FallbackContext, LastAnswer};
+use retryscope_http::__private::fallback::{Chosen, FallbackError};
 use retryscope_http::__private::idempotency::KeySource;
-use retryscope_http::RetryOptions;
+use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -60,9 +60,9 @@ pub(crate) fn plan(
     // kept per configuration with the file's policy for it; another resolves
     // it now.
     let (method, file, from_file) =
-        match (&settings.file_guards, parts.uri.authority(), &settings.origin_server) {
-            (Some(file), None, Some(_)) => {
-                let (method, kept) = settings.methods.get_with_file(grpc, path, file.generation(), || {
+        match (settings.client.file_generation(), parts.uri.authority(), &settings.origin_server) {
+            (Some(generation), None, Some(_)) => {
+                let (method, kept) = settings.methods.get_with_file(grpc, path, generation, || {
                     let file = settings.file_call(&parts.uri, true);
                     Kept { policy: file_policy(file.0.as_ref(), &RetryOptions::default()), file }
                 });
@@ -190,8 +190,8 @@ impl GrpcCall {
             Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
             Err(error) => LastAnswer::Error(&**error),
         };
-        let context = FallbackContext::new(guards.name(), chosen.reason(), &parts.method, &parts.uri, last);
-        match chosen.run(context, remaining).await {
+        let request = (&parts.method, &parts.uri, None);
+        match chosen.answer(guards.name(), request, last, remaining).await {
             Ok(response) => (Ok(super::fallback::answer(response)), true),
             Err(error) => (Err(Box::new(fallback_failed(error, result))), false),
         }
@@ -205,7 +205,7 @@ impl GrpcCall {
 /// source the `FallbackFailed` whose chain holds the fallback's error, then
 /// the call's own.
 fn fallback_failed<B: Body>(
-    error: retryscope_http::__private::fallback::FallbackError,
+    error: FallbackError,
     result: Result<Response<ResponseBody<B>>, BoxError>,
 ) -> tonic::Status {
     let original = match result {

@@ -26,6 +26,7 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope_reqwest::fault::{FaultMiddleware, Faults};
+use retryscope_reqwest::prelude::*;
 use serde::Serialize;
 use spec::ChaosSpec;
 use std::sync::Arc;

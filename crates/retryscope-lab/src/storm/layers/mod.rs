@@ -25,6 +25,7 @@ use crate::storm::{StormArgs, StormError, delta, error, finish, load, write_outp
 use opentelemetry::metrics::Meter;
 use report::{LayerSummary, LayeredRun, ServiceRun};
 use retryscope_otel::IncomingRequests;
+use retryscope_reqwest::prelude::*;
 use std::time::Duration;
 
 /// Runs the layered storm (`--layers`) and prints the report.

@@ -2,6 +2,7 @@
 //! at one layer, and a retry budget at every layer.
 
 use retryscope::{Jitter, Policy, PolicyError, RetryBudget};
+use retryscope_reqwest::prelude::*;
 use retryscope_reqwest::{RetryMiddleware, RetryMiddlewareBuilder};
 use std::fmt;
 use std::str::FromStr;

@@ -29,6 +29,7 @@ use lossy::{Losses, LossyServer, OPERATION_HEADER};
 use opentelemetry::metrics::Meter;
 use report::{LostRun, LostSummary};
 use reqwest_middleware::ClientWithMiddleware;
+use retryscope_reqwest::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

@@ -4,6 +4,7 @@
 
 use retryscope::classify::HttpClassifier;
 use retryscope::{Jitter, Policy, PolicyError};
+use retryscope_reqwest::prelude::*;
 use retryscope_reqwest::{RetryMiddleware, RetryMiddlewareBuilder, RetryOptions};
 use std::fmt;
 use std::str::FromStr;

@@ -33,6 +33,7 @@ use opentelemetry::metrics::Meter;
 use report::{RateRun, RateSummary, failure_reason, reason};
 use retryscope::Pacer;
 use retryscope_otel::IncomingRequests;
+use retryscope_reqwest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

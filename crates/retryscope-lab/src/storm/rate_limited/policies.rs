@@ -3,6 +3,7 @@
 
 use crate::storm::policies::{ATTEMPT_TIMEOUT, exponential};
 use retryscope::{Jitter, Pacer, Policy, PolicyError};
+use retryscope_reqwest::prelude::*;
 use retryscope_reqwest::{RetryMiddleware, RetryMiddlewareBuilder};
 use std::fmt;
 use std::str::FromStr;

@@ -18,6 +18,7 @@ use crate::storm::rate_limited::fleet::FleetPolicy;
 use crate::storm::server::{Counters, SLICE};
 use crate::storm::telemetry::Telemetry;
 use retryscope_redis::RedisPaceShare;
+use retryscope_reqwest::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};

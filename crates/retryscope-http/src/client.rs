@@ -1,0 +1,168 @@
+//! A built client: what a builder's shared settings ([`ClientSettings`])
+//! become once, kept alike by the reqwest middleware and the tower layer, and
+//! what each call reads from it before its first attempt — its settings and
+//! guards from a configuration file, its body rule, its telemetry.
+
+use crate::body_rule::SharedBodyRule;
+use crate::call::Ending;
+use crate::configured::{CallConfig, NamedBodyRules};
+use crate::fallback::Fallbacks;
+use crate::file_guards::{CodeFactories, FileGuards};
+use crate::idempotency::IdempotencyKeys;
+use crate::rule::SharedRule;
+use crate::settings::ClientSettings;
+use http::{HeaderMap, HeaderName};
+use opentelemetry::metrics::Meter;
+use retryscope::RetryBudget;
+use retryscope::budget::Budget;
+use retryscope::classify::HttpClassifier;
+use retryscope::dependency::{Dependencies, Dependency, Factory};
+use retryscope_config::Target;
+use retryscope_otel::{MakeAttemptSpan, OtelObserver, RetryLog};
+use std::fmt;
+use std::sync::Arc;
+
+/// What a client built from [`ClientSettings`] keeps, its per-dependency
+/// budgets of type `B` (the reqwest middleware's `RetryBudget`, the tower
+/// layer's budget or token bucket).
+pub struct Client<B> {
+    /// Which statuses are retried.
+    pub classifier: HttpClassifier,
+    /// The user's rule for responses, asked before `classifier`.
+    pub rule: Option<SharedRule>,
+    /// The user's rule that reads selected bodies, asked before `rule`.
+    body_rule: Option<SharedBodyRule>,
+    /// The body rules a file selects by name.
+    body_rules: NamedBodyRules,
+    /// The call's telemetry, `None` when it is off.
+    pub telemetry: Option<OtelObserver>,
+    /// The retry log on its own, when telemetry is off but the log is not.
+    pub retry_log: Option<RetryLog>,
+    /// The guards of each dependency, made by the builder's factories.
+    pub guards: Dependencies<B>,
+    /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
+    pub attempt_header: Option<HeaderName>,
+    /// The request header the retry log's `request_id` is read from.
+    pub request_id_header: HeaderName,
+    /// Retry only where no other layer of the call chain retries.
+    pub one_layer: bool,
+    /// Which header carries idempotency keys, and whether they are generated.
+    pub idempotency: IdempotencyKeys,
+    /// The fallbacks of the dependencies that have one; `None` when none
+    /// does, so that a call pays nothing for them.
+    pub fallbacks: Option<Arc<Fallbacks>>,
+    /// A configured client's file: each call's settings from it, and the
+    /// guards it writes, per file dependency (`None` without a file).
+    file_guards: Option<FileGuards<B>>,
+}
+
+impl ClientSettings {
+    /// The client these settings make, once, at build time: its
+    /// dependencies' budgets made by `budget` (the settings' own, or a gRPC
+    /// channel's token bucket) and a file's wrapped by `wrap`; and the meter
+    /// its telemetry records with (`None` when it is off), for an
+    /// integration's own metrics.
+    pub fn build<B: Budget + Send + Sync + 'static>(
+        self,
+        budget: Option<Factory<B>>,
+        wrap: fn(RetryBudget) -> B,
+    ) -> (Client<B>, Option<Meter>) {
+        let code = CodeFactories::of(&self, budget, wrap);
+        let (meter, telemetry, retry_log) = self.telemetry.observers(self.retry_log, self.operation_spans);
+        // A configured client's guards from its file: made by the builder's
+        // factories for the keys the file leaves to code.
+        let file_guards =
+            self.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
+        let client = Client {
+            classifier: self.classifier,
+            rule: self.rule,
+            body_rule: self.body_rule,
+            body_rules: self.body_rules,
+            telemetry,
+            retry_log,
+            guards: code.build(meter.as_ref()),
+            attempt_header: self.attempt_header,
+            request_id_header: self.request_id_header,
+            one_layer: self.one_layer,
+            idempotency: self.idempotency,
+            fallbacks: self.fallbacks.build(meter.as_ref()),
+            file_guards,
+        };
+        (client, meter)
+    }
+}
+
+impl<B: Budget + 'static> Client<B> {
+    /// What a call to `host` (`port`: its URI's, `None` for the scheme's
+    /// `default_port`) at `path` resolves to, from the snapshot in force
+    /// now: its settings from the client's file (`None` without one; a gRPC
+    /// call's path names its service and method) and its dependency's
+    /// guards — the file's, else `code`'s (the client's per-server guards).
+    pub fn resolve(
+        &self,
+        (host, port, default_port): (&str, Option<u16>, Option<u16>),
+        path: &str,
+        grpc: bool,
+        code: impl FnOnce() -> Arc<Dependency<B>>,
+    ) -> (Option<CallConfig>, Arc<Dependency<B>>) {
+        let Some(file) = &self.file_guards else { return (None, code()) };
+        let matched = port.or(default_port);
+        let target = match grpc {
+            true => Target::grpc(host, matched, path),
+            false => Target::http(host, matched, path),
+        };
+        let (call, guards) = file.call(&target, port, default_port);
+        (Some(call), guards.unwrap_or_else(code))
+    }
+
+    /// The [generation](retryscope_config::ConfigHandle::generation) of a
+    /// configured client's file in force, `None` without a file: what a
+    /// client that keeps something per configuration (a gRPC layer, per
+    /// method) tags it with.
+    pub fn file_generation(&self) -> Option<u64> {
+        self.file_guards.as_ref().map(FileGuards::generation)
+    }
+}
+
+impl<B> Client<B> {
+    /// The body rule a call reads bodies with: the one its file names, else
+    /// the builder's own.
+    pub fn body_rule(&self, configured: Option<&CallConfig>) -> Option<&SharedBodyRule> {
+        let own = self.body_rule.as_ref();
+        configured.map_or(own, |c| c.body_rule(&self.body_rules, own))
+    }
+
+    /// The call's telemetry, with its attempt `spans` and the configuration
+    /// it runs under (`configured`), and the retry log, which reads the
+    /// request's id from its `headers`.
+    pub fn observers<S: MakeAttemptSpan + Clone>(
+        &self,
+        spans: S,
+        configured: Option<&CallConfig>,
+        ending: &Ending,
+        headers: &HeaderMap,
+    ) -> (Option<OtelObserver<S>>, Option<RetryLog>) {
+        let telemetry = self.telemetry.clone().map(|o| {
+            o.with_attempt_spans(spans)
+                // Which configuration this call runs under, on each of its spans.
+                .with_config_hash(configured.map(|c| Arc::clone(c.hash())))
+                .with_outcome_slot(ending.outcome_slot())
+        });
+        // The log alone (telemetry off) has no attempt span to read the
+        // request's id: it is handed the header's value.
+        let retry_log =
+            self.retry_log.clone().map(|log| log.with_request_id(headers.get(&self.request_id_header)));
+        (telemetry, retry_log)
+    }
+}
+
+impl<B> fmt::Debug for Client<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("classifier", &self.classifier)
+            .field("rule", &self.rule)
+            .field("body_rule", &self.body_rule)
+            .field("dependencies", &self.guards)
+            .finish_non_exhaustive()
+    }
+}
