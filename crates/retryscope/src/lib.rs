@@ -107,7 +107,7 @@ pub mod hints;
 pub mod job_key;
 pub mod jobs;
 pub mod observe;
-pub mod outcome;
+mod outcome;
 pub mod overload;
 pub mod pace;
 mod policy;

@@ -30,7 +30,7 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_secs(1);
 /// The longest window a [`RetryBudget`] accepts.
 pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(3_600);
 /// The largest `min_per_second` a [`RetryBudget`] accepts.
-pub const MAX_MIN_PER_SECOND: u32 = 1_000_000;
+pub(crate) const MAX_MIN_PER_SECOND: u32 = 1_000_000;
 /// The largest `max_tokens` a [`TokenBucket`] accepts (gRPC's own limit).
 pub const MAX_TOKENS: u32 = 1_000;
 
@@ -39,7 +39,7 @@ pub const MAX_TOKENS: u32 = 1_000;
 #[non_exhaustive]
 pub enum BudgetError {
     /// A setting was outside what it accepts: the retry budget's `ratio` in
-    /// `0..=1`, `min_per_second` at most [`MAX_MIN_PER_SECOND`], `window`
+    /// `0..=1`, `min_per_second` at most 1,000,000, `window`
     /// within 1 s to 1 h; the token bucket's
     /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` at least
     /// 0.001.

@@ -97,6 +97,13 @@ const COUNT: usize = 0;
 /// assert!(!budget.try_acquire_retry());
 /// # Ok::<(), retryscope::budget::BudgetError>(())
 /// ```
+///
+/// **Limits**:
+///
+/// | | value |
+/// |---|---|
+/// | The largest `min_per_second`. | 1,000,000 |
+/// | The shortest and longest window. | 1 s, 1 h |
 #[derive(Clone)]
 pub struct RetryBudget {
     inner: Arc<BudgetInner>,
@@ -430,7 +437,7 @@ impl RetryBudgetBuilder {
     }
 
     /// Retries per second always allowed regardless of traffic (default 10), at
-    /// most [`MAX_MIN_PER_SECOND`]. The floor is `min_per_second × window`
+    /// most 1,000,000. The floor is `min_per_second × window`
     /// retries per window.
     #[must_use]
     pub fn min_per_second(mut self, min_per_second: u32) -> Self {

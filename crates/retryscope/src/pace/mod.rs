@@ -38,11 +38,11 @@
 //!   a token from a bucket filled at a rate that backs off multiplicatively on
 //!   each throttling answer and recovers along the CUBIC curve.
 //! - **Only ever slower.** Hints that are missing, malformed or beyond
-//!   [`MAX_PACE`] change nothing, and nothing here can make a caller send
+//!   a day (the pacer's limits below) change nothing, and nothing here can make a caller send
 //!   sooner than it would without a pacer.
 //!
 //! A call whose wait would not leave it half of what is left of its deadline
-//! (at most [`MIN_SEND_TIME`], 1 s) for the attempt itself is not sent: it
+//! (at most 1 s) for the attempt itself is not sent: it
 //! stops at once with
 //! [`StopReason::RateLimited`](crate::StopReason::RateLimited), and takes no
 //! slot. A call cancelled while held sends nothing; its slot stays unused, so
@@ -80,8 +80,6 @@ mod share;
 mod signal;
 
 pub(crate) use schedule::Admission;
-pub use schedule::MAX_PACE;
-pub use schedule::MIN_SEND_TIME;
 pub use share::{PaceShare, SharedPacer};
 pub use signal::{Held, HoldSource, PaceSignal, Quota, QuotaPolicy};
 
@@ -96,6 +94,13 @@ use std::time::Duration;
 
 /// One dependency's pace, shared by every call to it. See the [module
 /// docs](self).
+///
+/// **Limits**:
+///
+/// | | value |
+/// |---|---|
+/// | The longest wait, or quota window, a hint may set: a value beyond it is taken for a broken header and ignored. | 1 day |
+/// | The longest a held call's slot may leave it for the attempt itself: it keeps at least half of what is left of its deadline, up to this much, or is refused at once. | 1 s |
 #[derive(Clone)]
 pub struct Pacer {
     inner: Arc<Inner>,
@@ -233,11 +238,6 @@ impl Pacer {
     /// `None` until a few calls were counted over some time.
     pub fn offered_rate(&self) -> Option<f64> {
         self.inner.offered.rate(self.inner.clock.now())
-    }
-
-    /// Whether this pacer is in adaptive mode.
-    pub fn is_adaptive(&self) -> bool {
-        self.inner.adaptive.is_some()
     }
 
     /// Stores whether nothing is in force, with the schedule's lock held: no

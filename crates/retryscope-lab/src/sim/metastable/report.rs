@@ -44,9 +44,7 @@ pub fn report(args: &MetastableArgs) -> Result<Report, SimError> {
         crash_secs: args.crash_secs,
         duration: args.duration,
         model: MetastableModel::default(),
-        throttle_window: args
-            .throttle_window
-            .map_or(retryscope::overload::DEFAULT_WINDOW, std::time::Duration::from_secs),
+        throttle_window: args.throttle_window.map_or(super::THROTTLE_WINDOW, std::time::Duration::from_secs),
         seed: args.common.seed,
     };
     for &strategy in &strategies {
