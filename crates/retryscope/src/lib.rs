@@ -123,7 +123,7 @@ mod wait;
 mod window;
 
 pub use breaker::CircuitBreaker;
-pub use budget::{RetryBudget, TokenBucket};
+pub use budget::{retry_budget::RetryBudget, token_bucket::TokenBucket};
 pub use error::RetryError;
 pub use future::RetryFuture;
 pub use outcome::{Outcome, StopReason};

@@ -15,7 +15,7 @@
 //! polls. A blocking attempt runs entirely inside its scope.
 
 use crate::outcome::{Outcome, StopReason};
-pub use crate::pace::Held;
+pub use crate::pace::signal::Held;
 use crate::verdict::{DelaySource, ErrorType};
 use std::time::Duration;
 

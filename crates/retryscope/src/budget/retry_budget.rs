@@ -77,7 +77,7 @@ const COUNT: usize = 0;
 /// # Example
 ///
 /// ```
-/// use retryscope::budget::RetryBudget;
+/// use retryscope::RetryBudget;
 /// use retryscope::clock::ManualClock;
 /// use retryscope::budget::Budget;
 /// use std::time::Duration;
@@ -298,7 +298,8 @@ impl RetryBudget {
     /// budget: `false` (and nothing changes) when it is shared already.
     ///
     /// ```
-    /// use retryscope::budget::{BudgetShare, RetryBudget, SharedBudget};
+    /// use retryscope::RetryBudget;
+    /// use retryscope::budget::{BudgetShare, SharedBudget};
     /// use retryscope::clock::ManualClock;
     /// use retryscope::budget::Budget;
     /// use std::sync::Arc;

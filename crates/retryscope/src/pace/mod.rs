@@ -77,11 +77,12 @@ mod offered;
 mod release;
 mod schedule;
 mod share;
-mod signal;
+pub(crate) mod signal;
 
 pub(crate) use schedule::Admission;
 pub use share::{PaceShare, SharedPacer};
-pub use signal::{Held, HoldSource, PaceSignal, Quota, QuotaPolicy};
+pub(crate) use signal::Held;
+pub use signal::{HoldSource, PaceSignal, Quota, QuotaPolicy};
 
 use crate::clock::{Clock, DefaultClock};
 use adaptive::{AdaptiveRate, Answer};
