@@ -127,8 +127,9 @@ impl Transient for http::StatusCode {
 /// The verdict on the first cause in `error`'s source chain that says what
 /// happened on the wire ([`cause_verdict`]); `None` when no cause says.
 ///
-/// What the integrations use to classify a transport failure, whatever client
-/// library wrapped it.
+/// How the client libraries' errors are judged (the `hyper` feature and the
+/// ones that need it), whatever wraps the cause.
+#[cfg(any(test, feature = "hyper"))]
 pub(crate) fn transport_verdict(error: &(dyn std::error::Error + 'static)) -> Option<Verdict> {
     std::iter::successors(Some(error), |&e| e.source()).find_map(cause_verdict)
 }
@@ -281,6 +282,7 @@ impl<T, E: Transient> Classify<T, E> for TransientErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::ErrorType;
     use std::io;
 
     #[test]

@@ -156,4 +156,5 @@ pub use safety::{
 };
 #[cfg(feature = "http")]
 pub use status::HttpClassifier;
+#[cfg(feature = "http")]
 pub(crate) use status::status;

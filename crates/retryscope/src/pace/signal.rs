@@ -58,6 +58,7 @@ impl Quota {
     /// more restrictive of two quotas is the one a client must honour. An
     /// exhausted quota is the most restrictive of all; between two exhausted
     /// ones, the later reset.
+    #[cfg(any(test, feature = "http"))] // the quota headers' reader
     pub(crate) fn is_stricter_than(&self, other: &Quota) -> bool {
         match (self.remaining, other.remaining) {
             (0, 0) => self.reset > other.reset,
