@@ -127,7 +127,7 @@ pub use budget::{retry_budget::RetryBudget, token_bucket::TokenBucket};
 pub use error::RetryError;
 pub use future::RetryFuture;
 pub use outcome::{Outcome, StopReason};
-pub use pace::Pacer;
+pub use pace::pacer::Pacer;
 pub use policy::{Jitter, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};

@@ -5,9 +5,10 @@
 mod common;
 
 use common::{Event, Recorder, ms};
+use retryscope::Pacer;
 use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable, MAX_COPIES};
 use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
-use retryscope::pace::{PaceSignal, Pacer, Quota};
+use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{CircuitBreaker, ErrorType, Hint, Outcome, RetryBudget, SettingValue, StopReason, Verdict};
 use std::future::Future;
 use std::pin::Pin;

@@ -9,7 +9,7 @@ use std::time::Duration;
 impl Hint {
     /// The wait this hint implies when the policy alone would wait `computed`,
     /// before any spread: the longer of the two, or the pushback itself.
-    pub(crate) fn apply(self, computed: Duration) -> Duration {
+    pub fn apply(self, computed: Duration) -> Duration {
         match self.source {
             DelaySource::Policy => computed,
             DelaySource::GrpcPushback => self.delay,
