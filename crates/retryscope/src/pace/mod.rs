@@ -38,7 +38,7 @@
 //!   a token from a bucket filled at a rate that backs off multiplicatively on
 //!   each throttling answer and recovers along the CUBIC curve.
 //! - **Only ever slower.** Hints that are missing, malformed or beyond
-//!   a day (the pacer's limits below) change nothing, and nothing here can make a caller send
+//!   a day (the limits in [`Pacer`]'s docs) change nothing, and nothing here can make a caller send
 //!   sooner than it would without a pacer.
 //!
 //! A call whose wait would not leave it half of what is left of its deadline

@@ -118,11 +118,6 @@ impl PaceSignal {
         self.throttled = throttled;
         self
     }
-
-    /// Whether the signal says anything at all.
-    pub const fn is_empty(&self) -> bool {
-        self.not_before.is_none() && self.quota.is_none() && !self.throttled
-    }
 }
 
 /// Why the pacer held a call back (`retryscope.pace.source`).
