@@ -29,8 +29,9 @@ pub struct QuotaPolicy {
 }
 
 impl QuotaPolicy {
-    /// `quota` requests per `window`.
-    pub const fn new(quota: u64, window: Duration) -> Self {
+    /// `quota` requests per `window` (users write the two public fields).
+    #[cfg(any(test, feature = "http"))] // the quota headers' reader
+    pub(crate) const fn new(quota: u64, window: Duration) -> Self {
         Self { quota, window }
     }
 
@@ -48,8 +49,9 @@ impl Quota {
         Self { remaining, reset, policy: None }
     }
 
-    /// The same quota, part of `policy`.
-    pub const fn with_policy(mut self, policy: QuotaPolicy) -> Self {
+    /// The same quota, part of `policy` (users set the public field).
+    #[cfg(any(test, feature = "http"))] // the quota headers' reader
+    pub(crate) const fn with_policy(mut self, policy: QuotaPolicy) -> Self {
         self.policy = Some(policy);
         self
     }

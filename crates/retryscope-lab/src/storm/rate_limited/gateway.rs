@@ -293,8 +293,12 @@ mod tests {
         let signal = retryscope::hints::pace_signal(429, refused.headers(), now);
         assert!(signal.throttled && signal.not_before.is_some(), "{signal:?}");
         let quota = retryscope::hints::quota(ok.headers(), now);
-        let policy = retryscope::pace::QuotaPolicy::new(200, Duration::from_secs(1));
-        assert_eq!(quota, Some(retryscope::pace::Quota::new(17, Duration::from_secs(1)).with_policy(policy)));
+        let policy = retryscope::pace::QuotaPolicy { quota: 200, window: Duration::from_secs(1) };
+        let expected = retryscope::pace::Quota {
+            policy: Some(policy),
+            ..retryscope::pace::Quota::new(17, Duration::from_secs(1))
+        };
+        assert_eq!(quota, Some(expected));
     }
 
     #[test]
