@@ -9,9 +9,8 @@
 //!   every request pays when nothing fails: a write to the thread's own lane.
 //! - `budget/tower_tps_budget/N`: the peer for `retry_budget`, tower's
 //!   `TpsBudget::deposit` + `withdraw`, set up alike: 1 s window, 100 % of
-//!   deposits, a floor of a million per second (the largest the budget
-//!   accepts) (every withdrawal
-//!   granted).
+//!   deposits, a floor of a million per second, the largest the budget
+//!   accepts (every withdrawal granted).
 //! - `budget/token_bucket/N`: `TokenBucket::attempt_finished(true)` +
 //!   `try_acquire_retry`, default bucket (stays full, every retry granted).
 //! - `budget/circuit_breaker/N`: `CircuitBreaker::try_acquire` + `permit.success()`,
