@@ -6,7 +6,7 @@
 //!
 //! Properties: reading is total; only a 429, a 503 or GitHub's 403 (with
 //! `x-ratelimit-resource`) closes the dependency (`not_before`); a pacer that learned the signal never holds a call longer
-//! than `MAX_PACE` plus the widest spread, and reports a finite, non-negative
+//! than a day (the pacer's longest pace) plus the widest spread, and reports a finite, non-negative
 //! rate.
 #![no_main]
 
@@ -15,9 +15,12 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use retryscope::clock::ManualClock;
 use retryscope::hints::pace_signal;
-use retryscope::pace::MAX_PACE;
 use retryscope::{HINT_SPREAD_MAX, Pacer, Policy, Retryable};
 use std::time::{Duration, UNIX_EPOCH};
+
+/// The longest wait or quota window the pacer takes from a hint (`Pacer`'s
+/// limits table).
+const MAX_PACE: Duration = Duration::from_secs(24 * 60 * 60);
 
 const NAMES: [&str; 17] = [
     "ratelimit",

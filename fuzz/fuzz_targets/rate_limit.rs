@@ -14,9 +14,12 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use retryscope::hints::{RATELIMIT, RATELIMIT_POLICY, rate_limit};
+use retryscope::hints::rate_limit;
 use retryscope::Hint;
 use std::time::Duration;
+
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
 fuzz_target!(|data: &[u8]| {
     let (limits, policies) = match data.iter().position(|&b| b == 0) {

@@ -75,7 +75,7 @@ async fn a_call_held_by_the_pacer_gets_its_whole_attempt_timeout_and_the_hold_co
 
         // A deadline of 2.5 s and an attempt timeout of 2 s: the hold (1 to
         // 1.2 s) leaves the call more than the 1 s the pacer keeps for a send
-        // (`MIN_SEND_TIME`), so it is held, not refused; its stalled attempt
+        // (`Pacer`'s limits), so it is held, not refused; its stalled attempt
         // is then cut at the deadline, short of its own 2 s, and the call
         // stops there.
         let patient = Policy::builder()

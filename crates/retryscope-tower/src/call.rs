@@ -14,7 +14,7 @@ use crate::spans::AttemptSpan;
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use retryscope::observe::StopRecorder;
+use retryscope::observe::StopSlot;
 use retryscope_http::__private::call::Ending;
 use retryscope_http::{AttemptLimits, RetryOptions};
 use retryscope_otel::Upstream;
@@ -54,13 +54,13 @@ where
     let layers = layers(&settings, ending.upstream());
     let classifier =
         AttemptClassifier { mode: call.mode, rule: settings.client.rule.clone(), replayable, layers };
-    let stop = StopRecorder::default();
+    let stop = Arc::new(StopSlot::default());
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
     let (origin, request_id_header) = (settings.origin.clone(), settings.client.request_id_header.clone());
     let (request, grpc) = (Arc::clone(&parts), call.mode.is_grpc());
     let spans = AttemptSpan { request, origin, grpc, idempotency_key: key, request_id_header };
     let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
-    let observer = (((observers, stop.clone()), metrics), AttemptLimits);
+    let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
     let operation = protocol.operation(&options);
     let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), attempts);
     let started = tokio::time::Instant::now();

@@ -28,6 +28,19 @@
 //! | `Retry-After: -5` / `1.5` / `1 2` / empty / opaque bytes | — | `None` |
 //! | `RateLimit: "default";r=0;t=30` | quota exhausted | 30 s |
 //! | `RateLimit: "default";r=5;t=30` | quota left | `None` |
+//!
+//! **The headers read**, by name (as [`HeaderMap`] stores them, lowercase):
+//!
+//! | header | from | read by |
+//! |---|---|---|
+//! | `retry-after` | RFC 9110 | [`from_headers`] (each value: [`retry_after`]) |
+//! | `retry-after-ms`, `x-ms-retry-after-ms` | OpenAI, Azure (milliseconds) | [`from_headers`] (before `retry-after`) |
+//! | `x-amz-retry-after` | AWS (milliseconds) | [`from_headers`] (before `retry-after`) |
+//! | `ratelimit`, `ratelimit-policy` | the IETF draft (-10) | [`rate_limit`], [`quota`] |
+//! | `ratelimit-remaining`, `ratelimit-reset` | the draft's earlier revisions | [`quota`] |
+//! | `x-ratelimit-remaining`, `x-ratelimit-reset` | GitHub, Stripe, gateways | [`quota`] |
+//! | `x-ratelimit-resource` | GitHub (a 403 carrying it is a rate-limit answer) | [`pace_signal`] |
+//! | the vendors' `x-ratelimit-*-{requests,tokens}`, `anthropic-ratelimit-*` | OpenAI, Anthropic | [`quota`] (its table) |
 
 use std::time::{Duration, SystemTime};
 
@@ -36,10 +49,10 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use crate::verdict::Hint;
 
 /// The `RateLimit` field name (lowercase, as stored by [`HeaderMap`]).
-pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+pub(crate) const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The `RateLimit-Policy` field name (lowercase, as stored by [`HeaderMap`]).
-pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+pub(crate) const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 
 /// Parses one `Retry-After` field value (RFC 9110 §10.2.3).
 ///
@@ -105,20 +118,7 @@ fn delay_seconds(digits: &str) -> Duration {
 ///
 /// A response should carry at most one `Retry-After`; if it carries several, the
 /// invalid ones are skipped and the first that parses wins.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::{Duration, SystemTime};
-/// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
-/// use retryscope::hints::retry_after_from;
-///
-/// let mut headers = HeaderMap::new();
-/// headers.append(RETRY_AFTER, HeaderValue::from_static("soon"));
-/// headers.append(RETRY_AFTER, HeaderValue::from_static("7"));
-/// assert_eq!(retry_after_from(&headers, SystemTime::now()), Some(Duration::from_secs(7)));
-/// ```
-pub fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+pub(crate) fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     headers.get_all(RETRY_AFTER).iter().find_map(|value| retry_after(value, now))
 }
 
@@ -126,22 +126,9 @@ pub fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> Option<Duration
 /// vendors' millisecond headers first — `retry-after-ms` and
 /// `x-ms-retry-after-ms` (OpenAI, Azure), `x-amz-retry-after` (AWS), more
 /// precise than whole seconds, and what those vendors' own SDKs read first —
-/// then `Retry-After` ([`retry_after_from`]).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::{Duration, SystemTime};
-/// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
-/// use retryscope::hints::{retry_delay, RETRY_AFTER_MS};
-///
-/// let mut headers = HeaderMap::new();
-/// headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
-/// assert_eq!(retry_delay(&headers, SystemTime::now()), Some(Duration::from_secs(2)));
-/// headers.insert(RETRY_AFTER_MS, HeaderValue::from_static("1250"));
-/// assert_eq!(retry_delay(&headers, SystemTime::now()), Some(Duration::from_millis(1250)));
-/// ```
-pub fn retry_delay(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+/// then `Retry-After` ([`retry_after_from`]). Users read it through
+/// [`from_headers`], whose hint it is unless a `RateLimit` asks for longer.
+pub(crate) fn retry_delay(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     dialects::retry_after_millis(headers).or_else(|| retry_after_from(headers, now))
 }
 
@@ -174,19 +161,19 @@ pub fn retry_delay(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 /// ```
 /// use std::time::Duration;
 /// use http::{HeaderMap, HeaderValue};
-/// use retryscope::hints::{rate_limit, RATELIMIT, RATELIMIT_POLICY};
+/// use retryscope::hints::rate_limit;
 ///
 /// let mut headers = HeaderMap::new();
-/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=0;t=30"#));
+/// headers.insert("ratelimit", HeaderValue::from_static(r#""default";r=0;t=30"#));
 /// assert_eq!(rate_limit(&headers), Some(Duration::from_secs(30)));
 ///
 /// // Quota left: no wait requested.
-/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=5;t=30"#));
+/// headers.insert("ratelimit", HeaderValue::from_static(r#""default";r=5;t=30"#));
 /// assert_eq!(rate_limit(&headers), None);
 ///
 /// // Exhausted without `t`: fall back to the policy's window.
-/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=0"#));
-/// headers.insert(RATELIMIT_POLICY, HeaderValue::from_static(r#""default";q=100;w=60"#));
+/// headers.insert("ratelimit", HeaderValue::from_static(r#""default";r=0"#));
+/// headers.insert("ratelimit-policy", HeaderValue::from_static(r#""default";q=100;w=60"#));
 /// assert_eq!(rate_limit(&headers), Some(Duration::from_secs(60)));
 /// ```
 pub fn rate_limit(headers: &HeaderMap) -> Option<Duration> {
@@ -272,8 +259,8 @@ fn policy_window(policies: &sfv::List, name: &str) -> Option<u64> {
 
 /// The server hint carried by a response's headers, if any.
 ///
-/// A wait wins ([`retry_delay`]: `Retry-After` or a vendor's millisecond
-/// header; [`Hint::retry_after`]: the next attempt waits exactly that long); otherwise an exhausted `RateLimit` quota gives [`Hint::rate_limit`] (the
+/// A wait wins (a vendor's millisecond header, else the first valid
+/// `Retry-After`, each value read by [`retry_after`]; [`Hint::retry_after`]: the next attempt waits exactly that long); otherwise an exhausted `RateLimit` quota gives [`Hint::rate_limit`] (the
 /// next attempt waits at least that long); otherwise `None`. Malformed headers
 /// are ignored.
 ///
@@ -282,11 +269,11 @@ fn policy_window(policies: &sfv::List, name: &str) -> Option<u64> {
 /// ```
 /// use std::time::{Duration, SystemTime};
 /// use http::{HeaderMap, HeaderValue, header::RETRY_AFTER};
-/// use retryscope::hints::{from_headers, RATELIMIT};
+/// use retryscope::hints::from_headers;
 /// use retryscope::Hint;
 ///
 /// let mut headers = HeaderMap::new();
-/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=0;t=30"#));
+/// headers.insert("ratelimit", HeaderValue::from_static(r#""default";r=0;t=30"#));
 /// let now = SystemTime::now();
 /// assert_eq!(from_headers(&headers, now), Some(Hint::rate_limit(Duration::from_secs(30))));
 ///
@@ -302,11 +289,7 @@ pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Hint> {
 
 mod dialects;
 mod quota;
-pub use dialects::{RETRY_AFTER_MS, X_AMZ_RETRY_AFTER, X_MS_RETRY_AFTER_MS};
-pub use quota::{
-    RATELIMIT_REMAINING, RATELIMIT_RESET, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, X_RATELIMIT_RESOURCE,
-    pace_signal, quota,
-};
+pub use quota::{pace_signal, quota};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -15,7 +15,7 @@
 //! polls. A blocking attempt runs entirely inside its scope.
 
 use crate::outcome::{Outcome, StopReason};
-pub use crate::pace::Held;
+pub use crate::pace::signal::Held;
 use crate::verdict::{DelaySource, ErrorType};
 use std::time::Duration;
 
@@ -371,67 +371,13 @@ impl<A: AttemptScope> AttemptScope for Option<A> {
 
 /// Remembers why the engine stopped and after how many attempts: for callers
 /// whose result carries no error to say so — an integration that hands back the
-/// server's last response when retries ran out, say.
+/// server's last response when retries ran out, say. Read it with
+/// [`stopped`](Self::stopped) after the call.
 ///
-/// Clones share what they record; pair it with another observer as a tuple.
-/// A caller that owns the call's future can borrow a [`StopSlot`] instead,
-/// with no `Arc` to allocate.
-///
-/// ```
-/// use retryscope::observe::StopRecorder;
-/// use retryscope::{Policy, Retryable, StopReason};
-///
-/// let stop = StopRecorder::default();
-/// let _ = (|| Err::<(), _>("busy")).retry(Policy::interactive()).retry_any_error().observe(stop.clone()).call_with(
-///     &retryscope::clock::ManualClock::new(),
-///     |_| {},
-/// );
-/// assert_eq!(stop.stopped(), Some((StopReason::AttemptsExhausted, 4)));
-/// ```
-#[derive(Clone, Default)]
-pub struct StopRecorder(std::sync::Arc<StopSlot>);
-
-impl StopRecorder {
-    /// Why the engine stopped and after how many attempts; `None` before the
-    /// operation ended, or when it succeeded.
-    pub fn stopped(&self) -> Option<(StopReason, u32)> {
-        self.0.stopped()
-    }
-}
-
-impl Observer for StopRecorder {
-    type Operation = StopRecorder;
-
-    const TIMED: bool = false;
-
-    fn start(&self, _: &OperationInfo<'_>) -> StopRecorder {
-        self.clone()
-    }
-}
-
-impl OperationObserver for StopRecorder {
-    type Attempt = ();
-
-    fn attempt_started(&mut self, _: &AttemptStart) {}
-
-    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
-
-    fn waiting(&mut self, _: &Wait) {}
-
-    fn finished(self, finish: &Finish) {
-        self.0.record(finish);
-    }
-}
-
-impl std::fmt::Debug for StopRecorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("StopRecorder").field(&self.stopped()).finish()
-    }
-}
-
-/// Where the engine's stop reason lands, borrowed for one call (`&StopSlot`
-/// is the observer) and read with [`stopped`](Self::stopped) after it: what
-/// [`StopRecorder`] does, on the caller's stack instead of behind an `Arc`.
+/// `&StopSlot` is the observer of a call borrowed on the caller's stack;
+/// `Arc<StopSlot>` of one that must own what it observes (a spawned or
+/// `'static` future: clones share what they record). Pair it with another
+/// observer as a tuple.
 ///
 /// ```
 /// use retryscope::observe::StopSlot;
@@ -473,6 +419,44 @@ impl<'a> Observer for &'a StopSlot {
 }
 
 impl OperationObserver for &StopSlot {
+    type Attempt = ();
+
+    fn attempt_started(&mut self, _: &AttemptStart) {}
+
+    fn attempt_finished(&mut self, _: (), _: &AttemptEnd) {}
+
+    fn waiting(&mut self, _: &Wait) {}
+
+    fn finished(self, finish: &Finish) {
+        self.record(finish);
+    }
+}
+
+/// The owned form, for a call whose future must be `'static`:
+///
+/// ```
+/// use retryscope::observe::StopSlot;
+/// use retryscope::{Policy, Retryable, StopReason};
+/// use std::sync::Arc;
+///
+/// let stop = Arc::new(StopSlot::default());
+/// let _ = (|| Err::<(), _>("busy")).retry(Policy::interactive()).retry_any_error().observe(Arc::clone(&stop)).call_with(
+///     &retryscope::clock::ManualClock::new(),
+///     |_| {},
+/// );
+/// assert_eq!(stop.stopped(), Some((StopReason::AttemptsExhausted, 4)));
+/// ```
+impl Observer for std::sync::Arc<StopSlot> {
+    type Operation = std::sync::Arc<StopSlot>;
+
+    const TIMED: bool = false;
+
+    fn start(&self, _: &OperationInfo<'_>) -> std::sync::Arc<StopSlot> {
+        std::sync::Arc::clone(self)
+    }
+}
+
+impl OperationObserver for std::sync::Arc<StopSlot> {
     type Attempt = ();
 
     fn attempt_started(&mut self, _: &AttemptStart) {}

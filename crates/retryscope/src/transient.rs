@@ -111,7 +111,7 @@ impl Transient for std::io::Error {
     }
 }
 
-/// The default status rules ([`crate::classify::status`]): 408, 429, 500, 502,
+/// The default status rules ([`HttpClassifier::new`](crate::classify::HttpClassifier::new)'s): 408, 429, 500, 502,
 /// 503 and 504 are transient, every other status permanent.
 #[cfg(feature = "http")]
 impl Transient for http::StatusCode {
@@ -127,9 +127,10 @@ impl Transient for http::StatusCode {
 /// The verdict on the first cause in `error`'s source chain that says what
 /// happened on the wire ([`cause_verdict`]); `None` when no cause says.
 ///
-/// What the integrations use to classify a transport failure, whatever client
-/// library wrapped it.
-pub fn transport_verdict(error: &(dyn std::error::Error + 'static)) -> Option<Verdict> {
+/// How the client libraries' errors are judged (the `hyper` feature and the
+/// ones that need it), whatever wraps the cause.
+#[cfg(any(test, feature = "hyper"))]
+pub(crate) fn transport_verdict(error: &(dyn std::error::Error + 'static)) -> Option<Verdict> {
     std::iter::successors(Some(error), |&e| e.source()).find_map(cause_verdict)
 }
 
@@ -275,5 +276,32 @@ impl<T, E: Transient> Classify<T, E> for TransientErrors {
             Ok(_) => Verdict::Success,
             Err(error) => error.verdict(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::ErrorType;
+    use std::io;
+
+    #[test]
+    fn the_transport_walk_finds_the_io_error_under_any_wrapper() {
+        #[derive(Debug)]
+        struct Wrapper(io::Error);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("request failed")
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let wrapped = Wrapper(io::Error::from(io::ErrorKind::ConnectionReset));
+        assert_eq!(transport_verdict(&wrapped), Some(Verdict::retryable(ErrorType::RESET)));
+        let plain = io::Error::other("no cause");
+        assert_eq!(transport_verdict(&Wrapper(plain)), Some(Verdict::permanent(ErrorType::OTHER)));
     }
 }

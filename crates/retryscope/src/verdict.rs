@@ -91,7 +91,7 @@ impl ErrorType {
     /// configured, or on a keyed request whose first run is still in flight).
     /// A healthy server answering, so a circuit breaker does not count it (a
     /// retry budget still does).
-    pub fn is_conflict(self) -> bool {
+    pub(crate) fn is_conflict(self) -> bool {
         matches!(self, ErrorType::Kind("40001" | "40P01") | ErrorType::Status(409))
     }
 }
@@ -259,14 +259,5 @@ impl Verdict {
             | Verdict::Unrepeatable { error }
             | Verdict::RetriedElsewhere { error } => Some(*error),
         }
-    }
-
-    /// Whether the failure says the dependency is in trouble (retryable or
-    /// unrepeatable), which is what breakers and token buckets count.
-    pub const fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. }
-        )
     }
 }

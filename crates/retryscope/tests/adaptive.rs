@@ -12,12 +12,14 @@
 //! `max(1, rate_a) + Σ_{k=a}^{b-1} rate_k · step`.
 
 use retryscope::clock::{Clock, ManualClock};
-use retryscope::pace::adaptive::{AdaptiveRate, Admission, Answer, MIN_FILL_RATE};
+use retryscope::pace::adaptive::{AdaptiveRate, Admission, Answer};
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const THREADS: usize = 4;
+/// The slowest allowed rate, in sends per second (`AdaptiveRate`'s limits).
+const MIN_FILL_RATE: f64 = 0.5;
 
 /// What one step saw: sends admitted, and the allowed rate after them.
 struct Step {

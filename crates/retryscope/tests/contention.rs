@@ -6,9 +6,9 @@
 //! the same invariants at full speed with more threads and many operations, on
 //! the real atomics and the real per-thread lanes.
 
+use retryscope::RetryBudget;
 use retryscope::breaker::{BreakerState, CircuitBreaker};
 use retryscope::budget::Budget;
-use retryscope::budget::RetryBudget;
 use retryscope::clock::ManualClock;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,10 +5,11 @@
 mod common;
 
 use common::{Event, Recorder, ms};
+use retryscope::Pacer;
 use retryscope::dependency::Dependency;
-use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable, MAX_COPIES};
+use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError, Hedgeable};
 use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
-use retryscope::pace::{PaceSignal, Pacer, Quota};
+use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{CircuitBreaker, ErrorType, Hint, Outcome, RetryBudget, SettingValue, StopReason, Verdict};
 use std::future::Future;
 use std::pin::Pin;
@@ -401,7 +402,8 @@ async fn a_percentile_delay_is_clamped() {
 
 #[test]
 fn settings_out_of_range_are_refused() {
-    let copies = HedgePolicy::builder().max_copies(MAX_COPIES + 1).build().expect_err("6 copies");
+    // One above gRFC A6's cap of 5 (`HedgePolicy`'s limits).
+    let copies = HedgePolicy::builder().max_copies(5 + 1).build().expect_err("6 copies");
     assert_eq!(
         copies,
         HedgePolicyError::OutOfRange {

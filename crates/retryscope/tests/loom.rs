@@ -25,8 +25,9 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
 use retryscope::breaker::{BreakerPermit, BreakerState, CircuitBreaker};
 use retryscope::budget::Budget;
-use retryscope::budget::{BudgetShare, RetryBudget, SharedBudget, TokenBucket};
+use retryscope::budget::{BudgetShare, SharedBudget};
 use retryscope::clock::Clock;
+use retryscope::{RetryBudget, TokenBucket};
 use std::time::{Duration, Instant};
 
 const COOL_DOWN: Duration = Duration::from_secs(5);

@@ -96,29 +96,3 @@ async fn a_status_error_is_retried_only_when_transient() {
     // The 503 was retried, the 409 returned.
     assert_eq!((attempts.get(), error.last_error().copied()), (2, Some(http::StatusCode::CONFLICT)));
 }
-
-#[test]
-fn the_transport_walk_finds_the_io_error_under_any_wrapper() {
-    #[derive(Debug)]
-    struct Wrapper(io::Error);
-    impl std::fmt::Display for Wrapper {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("request failed")
-        }
-    }
-    impl std::error::Error for Wrapper {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            Some(&self.0)
-        }
-    }
-    let wrapped = Wrapper(io::Error::from(io::ErrorKind::ConnectionReset));
-    assert_eq!(
-        retryscope::transient::transport_verdict(&wrapped),
-        Some(Verdict::retryable(ErrorType::RESET))
-    );
-    let plain = io::Error::other("no cause");
-    assert_eq!(
-        retryscope::transient::transport_verdict(&Wrapper(plain)),
-        Some(Verdict::permanent(ErrorType::OTHER))
-    );
-}

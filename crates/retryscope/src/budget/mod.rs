@@ -4,12 +4,12 @@
 //! [`Guard`](crate::guard::Guard) ([`InFlightBudget`], Envoy's: retries in
 //! flight at most a share of the calls in progress):
 //!
-//! - [`RetryBudget`] caps retries to a fraction of recent requests plus a small
+//! - [`RetryBudget`](crate::RetryBudget) caps retries to a fraction of recent requests plus a small
 //!   floor, over a sliding window (Finagle / linkerd style). This is the default
 //!   the design calls for: 10 % of requests plus 10 retries per second over 10 s.
 //! - [`RetryQuota`] is the AWS SDKs' retry quota: each retry priced by its
 //!   cause, a successful retry refunded.
-//! - [`TokenBucket`] is gRPC's retry throttling (gRFC A6): failures drain a
+//! - [`TokenBucket`](crate::TokenBucket) is gRPC's retry throttling (gRFC A6): failures drain a
 //!   bucket, successes refill it, and retries stop while it is half empty or
 //!   worse.
 //!
@@ -30,8 +30,8 @@ pub(crate) const MIN_WINDOW: Duration = Duration::from_secs(1);
 /// The longest window a [`RetryBudget`] accepts.
 pub(crate) const MAX_WINDOW: Duration = Duration::from_secs(3_600);
 /// The largest `min_per_second` a [`RetryBudget`] accepts.
-pub const MAX_MIN_PER_SECOND: u32 = 1_000_000;
-/// The largest `max_tokens` a [`TokenBucket`] accepts (gRPC's own limit).
+pub(crate) const MAX_MIN_PER_SECOND: u32 = 1_000_000;
+/// The largest `max_tokens` a [`TokenBucket`](crate::TokenBucket) accepts (gRPC's own limit).
 pub const MAX_TOKENS: u32 = 1_000;
 
 /// A setting a budget builder refused.
@@ -39,7 +39,7 @@ pub const MAX_TOKENS: u32 = 1_000;
 #[non_exhaustive]
 pub enum BudgetError {
     /// A setting was outside what it accepts: the retry budget's `ratio` in
-    /// `0..=1`, `min_per_second` at most [`MAX_MIN_PER_SECOND`], `window`
+    /// `0..=1`, `min_per_second` at most 1,000,000, `window`
     /// within 1 s to 1 h; the token bucket's
     /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` at least
     /// 0.001.
@@ -92,17 +92,18 @@ fn to_milli(ratio: f64) -> u64 {
 
 mod contract;
 mod in_flight;
-mod retry_budget;
+// `RetryBudget` and `TokenBucket` have one public path, the crate root's.
+pub(crate) mod retry_budget;
 mod retry_quota;
 mod share;
 #[cfg(test)]
 mod tests;
-mod token_bucket;
+pub(crate) mod token_bucket;
 
 pub use contract::{Budget, RetryCause};
 pub use in_flight::InFlightBudget;
-pub use retry_budget::{RetryBudget, RetryBudgetBuilder};
+pub use retry_budget::RetryBudgetBuilder;
 use retry_quota::MAX_QUOTA;
 pub use retry_quota::{RetryQuota, RetryQuotaBuilder};
 pub use share::{BudgetShare, SharedBudget};
-pub use token_bucket::{TokenBucket, TokenBucketBuilder};
+pub use token_bucket::TokenBucketBuilder;

@@ -77,7 +77,7 @@ const COUNT: usize = 0;
 /// # Example
 ///
 /// ```
-/// use retryscope::budget::RetryBudget;
+/// use retryscope::RetryBudget;
 /// use retryscope::clock::ManualClock;
 /// use retryscope::budget::Budget;
 /// use std::time::Duration;
@@ -97,6 +97,13 @@ const COUNT: usize = 0;
 /// assert!(!budget.try_acquire_retry());
 /// # Ok::<(), retryscope::budget::BudgetError>(())
 /// ```
+///
+/// **Limits**:
+///
+/// | | value |
+/// |---|---|
+/// | The largest `min_per_second`. | 1,000,000 |
+/// | The shortest and longest window. | 1 s, 1 h |
 #[derive(Clone)]
 pub struct RetryBudget {
     inner: Arc<BudgetInner>,
@@ -291,7 +298,8 @@ impl RetryBudget {
     /// budget: `false` (and nothing changes) when it is shared already.
     ///
     /// ```
-    /// use retryscope::budget::{BudgetShare, RetryBudget, SharedBudget};
+    /// use retryscope::RetryBudget;
+    /// use retryscope::budget::{BudgetShare, SharedBudget};
     /// use retryscope::clock::ManualClock;
     /// use retryscope::budget::Budget;
     /// use std::sync::Arc;
@@ -430,7 +438,7 @@ impl RetryBudgetBuilder {
     }
 
     /// Retries per second always allowed regardless of traffic (default 10), at
-    /// most [`MAX_MIN_PER_SECOND`]. The floor is `min_per_second × window`
+    /// most 1,000,000. The floor is `min_per_second × window`
     /// retries per window.
     #[must_use]
     pub fn min_per_second(mut self, min_per_second: u32) -> Self {

@@ -18,7 +18,7 @@ pub(crate) const MAX_QUOTA: u32 = 100_000;
 /// gives `success_increment`. Failures cost nothing more: the retry they led to
 /// already paid.
 ///
-/// Unlike [`TokenBucket`](super::TokenBucket), the price depends on why the
+/// Unlike [`TokenBucket`](crate::TokenBucket), the price depends on why the
 /// retry is wanted, which the engine says through
 /// [`Budget::try_acquire_retry_for`]: so that a fleet that is merely being
 /// rate-limited keeps more of its retries than one whose dependency fails.

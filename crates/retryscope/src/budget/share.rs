@@ -8,13 +8,13 @@ use std::sync::Weak;
 /// store the fleet shares (Redis in `retryscope-redis`; the engine knows only
 /// this trait).
 ///
-/// A [`RetryBudget`](super::RetryBudget) bounds one replica's retries to
+/// A [`RetryBudget`](crate::RetryBudget) bounds one replica's retries to
 /// `ratio × its requests + min_per_second` per second. Summed over a fleet of
 /// N replicas, the ratio part is already the fleet's (`ratio × the fleet's
 /// requests`), but the floor is multiplied: 20 replicas each allowed 10
 /// retries a second make 200 a second against a dependency that is down and
 /// gets no successful request. A budget given a share
-/// ([`RetryBudget::share_with`](super::RetryBudget::share_with)) keeps
+/// ([`RetryBudget::share_with`](crate::RetryBudget::share_with)) keeps
 /// `1/N` of its floor while the share says N replicas spend it, so that the
 /// fleet's retries stay within `ratio × its requests + min_per_second`.
 ///

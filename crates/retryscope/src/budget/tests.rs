@@ -6,6 +6,7 @@ use crate::budget::Budget;
 use crate::clock::ManualClock;
 use crate::setting::SettingValue;
 use crate::sync::Ordering;
+use crate::{RetryBudget, TokenBucket};
 use proptest::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;

@@ -17,14 +17,14 @@ use crate::setting::SettingValue;
 /// the failure that caused it has already paid. Tokens are kept with three
 /// decimals, as in gRPC.
 ///
-/// Unlike [`RetryBudget`](super::RetryBudget) this reacts to *failures*, not to request volume: a
+/// Unlike [`RetryBudget`](crate::RetryBudget) this reacts to *failures*, not to request volume: a
 /// healthy dependency never throttles, a failing one stops retries after
 /// `max_tokens / 2` net failures.
 ///
 /// # Example
 ///
 /// ```
-/// use retryscope::budget::TokenBucket;
+/// use retryscope::TokenBucket;
 /// use retryscope::budget::Budget;
 ///
 /// let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.5).build()?;

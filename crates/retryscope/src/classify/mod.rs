@@ -9,8 +9,8 @@
 //!
 //! # HTTP statuses
 //!
-//! [`status`] (and [`HttpClassifier::DEFAULT`]) map a response status to a
-//! [`Verdict`]:
+//! [`HttpClassifier::new`]'s rules, the default everywhere (`Transient for
+//! http::StatusCode` too), map a response status to a [`Verdict`]:
 //!
 //! | Status | Verdict | `error.type` |
 //! |---|---|---|
@@ -19,9 +19,8 @@
 //! | any other 4xx / 5xx (incl. 409) | `Permanent` | the code |
 //! | 600–999 (non-standard) | `Permanent` | the code |
 //!
-//! An [`HttpClassifier`] changes the retryable set (409 via
-//! [`HttpClassifier::retry_conflict`], any code via
-//! [`HttpClassifier::retry_status`] / [`HttpClassifier::never_retry_status`]) and
+//! An [`HttpClassifier`] changes the retryable set (any code, 409 included,
+//! via [`HttpClassifier::retry_status`] / [`HttpClassifier::never_retry_status`]) and
 //! can attach server hints ([`crate::hints`]) to retryable responses.
 //!
 //! # I/O errors
@@ -156,4 +155,6 @@ pub use safety::{
     IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN, Stage, has_idempotency_key, is_idempotent_method, may_retry,
 };
 #[cfg(feature = "http")]
-pub use status::{HttpClassifier, status};
+pub use status::HttpClassifier;
+#[cfg(feature = "http")]
+pub(crate) use status::status;

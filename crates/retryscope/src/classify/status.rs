@@ -16,26 +16,10 @@ const MAX_CODE: u16 = 599;
 /// docs](super)): 1xx–3xx succeed; 408, 429, 500, 502, 503 and 504 are retryable;
 /// every other status (409 included) is permanent.
 ///
-/// Retryable verdicts carry no hint; use
-/// [`HttpClassifier::classify_response`] to attach `Retry-After` / `RateLimit`.
-///
-/// # Examples
-///
-/// ```
-/// use http::StatusCode;
-/// use retryscope::classify::status;
-/// use retryscope::{ErrorType, Verdict};
-///
-/// assert_eq!(status(StatusCode::OK), Verdict::Success);
-/// assert_eq!(status(StatusCode::FOUND), Verdict::Success);
-/// assert_eq!(
-///     status(StatusCode::SERVICE_UNAVAILABLE),
-///     Verdict::retryable(ErrorType::Status(503))
-/// );
-/// assert_eq!(status(StatusCode::NOT_FOUND), Verdict::permanent(ErrorType::Status(404)));
-/// assert_eq!(status(StatusCode::CONFLICT), Verdict::permanent(ErrorType::Status(409)));
-/// ```
-pub fn status(status: StatusCode) -> Verdict {
+/// Retryable verdicts carry no hint. What `Transient for StatusCode` asks;
+/// users ask [`HttpClassifier::new`]'s
+/// [`classify_status`](HttpClassifier::classify_status), the same rules.
+pub(crate) fn status(status: StatusCode) -> Verdict {
     HttpClassifier::DEFAULT.classify_status(status)
 }
 
@@ -55,7 +39,7 @@ pub fn status(status: StatusCode) -> Verdict {
 /// use retryscope::{ErrorType, Verdict};
 ///
 /// const CLASSIFIER: HttpClassifier = HttpClassifier::new()
-///     .retry_conflict(true)      // 409: retry an optimistic-locking conflict
+///     .retry_status(409)         // retry an optimistic-locking conflict
 ///     .retry_status(599)         // a proxy's custom "network timeout"
 ///     .never_retry_status(500);  // this backend's 500s are deterministic
 ///
@@ -77,7 +61,7 @@ pub struct HttpClassifier {
 
 impl HttpClassifier {
     /// The default rules: retry 408, 429, 500, 502, 503 and 504.
-    pub const DEFAULT: HttpClassifier = HttpClassifier { retryable: [0; 8] }
+    pub(crate) const DEFAULT: HttpClassifier = HttpClassifier { retryable: [0; 8] }
         .retry_status(408)
         .retry_status(429)
         .retry_status(500)
@@ -85,14 +69,10 @@ impl HttpClassifier {
         .retry_status(503)
         .retry_status(504);
 
-    /// A classifier with the default rules ([`HttpClassifier::DEFAULT`]).
+    /// A classifier with the default rules: retry 408, 429, 500, 502, 503
+    /// and 504 (the table in the [module docs](super)).
     pub const fn new() -> Self {
         Self::DEFAULT
-    }
-
-    /// Whether to retry `409 Conflict` (default: no).
-    pub const fn retry_conflict(self, retry: bool) -> Self {
-        if retry { self.retry_status(409) } else { self.never_retry_status(409) }
     }
 
     /// Makes `code` retryable. Ignored outside `100..=599`.

@@ -50,16 +50,26 @@ fn nonstandard_statuses_are_permanent() {
     assert_eq!(c, HttpClassifier::new());
 }
 
+/// Was `status`'s doc example.
+#[test]
+fn the_default_rules_by_example() {
+    assert_eq!(status(StatusCode::OK), Verdict::Success);
+    assert_eq!(status(StatusCode::FOUND), Verdict::Success);
+    assert_eq!(status(StatusCode::SERVICE_UNAVAILABLE), Verdict::retryable(ErrorType::Status(503)));
+    assert_eq!(status(StatusCode::NOT_FOUND), Verdict::permanent(ErrorType::Status(404)));
+    assert_eq!(status(StatusCode::CONFLICT), Verdict::permanent(ErrorType::Status(409)));
+}
+
 #[test]
 fn conflict_switch() {
     assert_eq!(status(StatusCode::CONFLICT), Verdict::permanent(ErrorType::Status(409)));
-    let on = HttpClassifier::new().retry_conflict(true);
+    let on = HttpClassifier::new().retry_status(409);
     let mut retry = DEFAULT_RETRY.to_vec();
     retry.push(409);
     for code in 100..=599 {
         assert_eq!(on.classify_status(sc(code)), expected(code, &retry), "{code}");
     }
-    let off = on.retry_conflict(false);
+    let off = on.never_retry_status(409);
     assert_eq!(off, HttpClassifier::new());
 }
 

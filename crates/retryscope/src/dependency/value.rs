@@ -3,8 +3,9 @@
 //! ([`Retry::dependency`](crate::Retry::dependency),
 //! [`Hedge::dependency`](crate::hedge::Hedge::dependency)).
 
+use crate::RetryBudget;
 use crate::breaker::CircuitBreaker;
-use crate::budget::{Budget, RetryBudget};
+use crate::budget::Budget;
 use crate::guard::Guard;
 use crate::hedge::HedgePolicy;
 use crate::overload::ConcurrencyLimiter;

@@ -113,4 +113,4 @@ mod policy;
 pub use builder::{Hedge, Hedgeable};
 pub use delay::{HedgeDelay, PercentileDelay};
 pub use future::HedgeFuture;
-pub use policy::{HedgePolicy, HedgePolicyBuilder, HedgePolicyError, MAX_COPIES};
+pub use policy::{HedgePolicy, HedgePolicyBuilder, HedgePolicyError};

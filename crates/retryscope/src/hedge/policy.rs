@@ -13,7 +13,7 @@ use std::time::Instant;
 /// The most copies a hedged call may send, the first included: gRFC A6 caps
 /// `hedgingPolicy.maxAttempts` at 5, and a policy asking for more is refused
 /// rather than silently capped.
-pub const MAX_COPIES: u32 = 5;
+pub(crate) const MAX_COPIES: u32 = 5;
 
 /// A validated hedging policy: build one with [`HedgePolicy::builder`].
 ///
@@ -36,6 +36,12 @@ pub const MAX_COPIES: u32 = 5;
 /// assert_eq!(policy.max_copies(), 3);
 /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
 /// ```
+///
+/// **Limits**:
+///
+/// | | value |
+/// |---|---|
+/// | The most copies a hedged call may send, the first included: gRFC A6 caps `hedgingPolicy.maxAttempts` at 5, and a policy asking for more is refused rather than silently capped. | 5 |
 #[derive(Clone)]
 pub struct HedgePolicy {
     max_copies: u32,
@@ -204,7 +210,7 @@ pub struct HedgePolicyBuilder {
 
 impl HedgePolicyBuilder {
     /// The most copies a call sends, the first included: 1 (no hedging) to
-    /// [`MAX_COPIES`].
+    /// 5 (gRFC A6's cap).
     pub const fn max_copies(mut self, copies: u32) -> Self {
         self.max_copies = copies;
         self

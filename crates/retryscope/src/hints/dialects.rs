@@ -27,11 +27,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// `retry-after-ms`: the wait in milliseconds (OpenAI's and Azure OpenAI's
 /// services; their SDKs prefer it to `Retry-After`).
-pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 /// `x-ms-retry-after-ms`: the same, as other Azure services send it.
-pub const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
+const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
 /// `x-amz-retry-after`: the wait in milliseconds (AWS services).
-pub const X_AMZ_RETRY_AFTER: HeaderName = HeaderName::from_static("x-amz-retry-after");
+const X_AMZ_RETRY_AFTER: HeaderName = HeaderName::from_static("x-amz-retry-after");
 
 /// The longest millisecond wait read (one day, the engine's
 /// [`MAX_DURATION`](crate::MAX_DURATION)): beyond it the number is saturated

@@ -10,18 +10,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// `RateLimit-Remaining`, of the draft's earlier revisions (-00 to -06) and
 /// the gateways that still send it.
-pub const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+pub(super) const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
 /// `RateLimit-Reset`, of the draft's earlier revisions.
-pub const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
+pub(super) const RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 /// `X-RateLimit-Remaining`, as GitHub, Stripe and many gateways send it.
-pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+pub(super) const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 /// `X-RateLimit-Reset`, as GitHub, Stripe and many gateways send it.
-pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+pub(super) const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// `X-RateLimit-Resource`: which of GitHub's quotas (`core`, `search`,
 /// `graphql`, …) the response's `X-RateLimit-*` describe. GitHub's own
 /// header, so a 403 that carries it is one of GitHub's rate-limit answers.
-pub const X_RATELIMIT_RESOURCE: HeaderName = HeaderName::from_static("x-ratelimit-resource");
+pub(super) const X_RATELIMIT_RESOURCE: HeaderName = HeaderName::from_static("x-ratelimit-resource");
 
 /// A reset at or above this many is a Unix time in seconds, not a delay: no
 /// quota window lasts 31 years (10⁹ s is September 2001).
@@ -31,7 +31,8 @@ const EPOCH_SECONDS_FROM: f64 = 1e9;
 const EPOCH_MILLIS_FROM: f64 = 1e12;
 
 /// The strictest quota a response's headers report, if any: the one that
-/// allows the fewest requests per second (see [`Quota::is_stricter_than`]).
+/// allows the fewest requests per second; an exhausted quota is the
+/// strictest of all, and between two exhausted ones the later reset.
 ///
 /// Read, each a hint on its own:
 ///
@@ -60,16 +61,16 @@ const EPOCH_MILLIS_FROM: f64 = 1e12;
 /// ```
 /// use std::time::{Duration, SystemTime};
 /// use http::{HeaderMap, HeaderValue};
-/// use retryscope::hints::{quota, RATELIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
+/// use retryscope::hints::quota;
 /// use retryscope::pace::Quota;
 ///
 /// let mut headers = HeaderMap::new();
-/// headers.insert(RATELIMIT, HeaderValue::from_static(r#""default";r=50;t=30"#));
+/// headers.insert("ratelimit", HeaderValue::from_static(r#""default";r=50;t=30"#));
 /// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota::new(50, Duration::from_secs(30))));
 ///
 /// // A vendor's stricter quota wins: 5 requests in 20 s is slower than 50 in 30 s.
-/// headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from_static("5"));
-/// headers.insert(X_RATELIMIT_RESET, HeaderValue::from_static("20"));
+/// headers.insert("x-ratelimit-remaining", HeaderValue::from_static("5"));
+/// headers.insert("x-ratelimit-reset", HeaderValue::from_static("20"));
 /// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota::new(5, Duration::from_secs(20))));
 /// ```
 pub fn quota(headers: &HeaderMap, now: SystemTime) -> Option<Quota> {
@@ -186,8 +187,8 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 /// What a response says about pace (see [`Pacer`](crate::Pacer)): for
 /// [`Pacer::learn`](crate::Pacer::learn).
 ///
-/// - a wait ([`retry_delay`](super::retry_delay): `Retry-After` or a
-///   vendor's millisecond header) on a **429 or 503** closes the dependency
+/// - a wait (`Retry-After` or a vendor's millisecond header, read as
+///   [`from_headers`](super::from_headers) reads it) on a **429 or 503** closes the dependency
 ///   for that long (RFC 9110 §10.2.3 pairs it with those; on other statuses it
 ///   concerns only the call that got it, and stays the call's own hint) — and
 ///   on a **403 from GitHub** (it carries `x-ratelimit-resource`), whose

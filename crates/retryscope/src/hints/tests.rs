@@ -91,6 +91,25 @@ fn retry_after_obsolete_date_forms() {
     }
 }
 
+/// Was `retry_after_from`'s doc example.
+#[test]
+fn retry_after_from_skips_a_value_it_cannot_read() {
+    let mut headers = HeaderMap::new();
+    headers.append(RETRY_AFTER, HeaderValue::from_static("soon"));
+    headers.append(RETRY_AFTER, HeaderValue::from_static("7"));
+    assert_eq!(retry_after_from(&headers, SystemTime::now()), Some(Duration::from_secs(7)));
+}
+
+/// Was `retry_delay`'s doc example.
+#[test]
+fn retry_delay_reads_milliseconds_before_retry_after() {
+    let mut headers = HeaderMap::new();
+    headers.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+    assert_eq!(retry_delay(&headers, SystemTime::now()), Some(Duration::from_secs(2)));
+    headers.insert("retry-after-ms", HeaderValue::from_static("1250"));
+    assert_eq!(retry_delay(&headers, SystemTime::now()), Some(Duration::from_millis(1250)));
+}
+
 #[test]
 fn retry_after_from_takes_first_valid() {
     let h = with(&[(RETRY_AFTER, "nope"), (RETRY_AFTER, "3"), (RETRY_AFTER, "9")]);

@@ -18,7 +18,7 @@ const MIN_K: f64 = 1.0;
 /// The largest `K`: beyond it the throttle hardly ever rejects.
 const MAX_K: f64 = 100.0;
 /// The window unless set: the SRE book's two minutes.
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(120);
+const DEFAULT_WINDOW: Duration = Duration::from_secs(120);
 /// The shortest window: the same bounds as the other guards' windows.
 const MIN_WINDOW: Duration = crate::budget::MIN_WINDOW;
 /// The longest window.
@@ -87,6 +87,7 @@ const ACCEPTS: usize = 1;
 /// | `K` unless set: the SRE book's 2 ("In general, we prefer the 2x multiplier"): the client sends up to twice what the dependency accepts. | 2 |
 /// | The smallest `K`: 1 rejects as soon as anything is refused, and below it a client would reject requests a healthy dependency accepts. | 1 |
 /// | The largest `K`: beyond it the throttle hardly ever rejects. | 100 |
+/// | The window unless set: the SRE book's two minutes. | 120 s |
 /// | The shortest window: the same bounds as the other guards' windows. | 1 s |
 /// | The longest window. | 1 h |
 /// | The rejection probability's ceiling unless set: Envoy's admission control default (`max_rejection_probability`, 80 %). Uncapped, the formula approaches 1 while a dependency accepts nothing, the client sends about one request per window, and after the dependency is back the accepts that let more through double only once per window or so; capped, a fifth of the requests keep probing, and the client follows the recovery within a window. | 0.8 |
@@ -262,7 +263,7 @@ impl AdaptiveThrottleBuilder {
     }
 
     /// The sliding window, within 1 s to 1 h (default
-    /// [`DEFAULT_WINDOW`], two minutes). Counts expire between 0.9 and 1
+    /// two minutes). Counts expire between 0.9 and 1
     /// window after they were made.
     pub fn window(mut self, window: Duration) -> Self {
         self.window = window;
@@ -355,7 +356,9 @@ impl fmt::Display for OverloadError {
                 write!(f, "concurrency limit initial_limit must be within min_limit..=max_limit, got {value}")
             }
             "backoff_ratio" => write!(f, "AIMD backoff_ratio must be within [0.5, 1.0), got {value}"),
-            "timeout" => write!(f, "AIMD timeout must be within 1ms..={:?}, got {value}", super::MAX_TIMEOUT),
+            "timeout" => {
+                write!(f, "AIMD timeout must be within 1ms..={:?}, got {value}", super::limit::MAX_TIMEOUT)
+            }
             "smoothing" => write!(f, "Gradient2 smoothing must be within (0, 1], got {value}"),
             "queue_size" => {
                 write!(f, "Gradient2 queue_size must be at most {}, got {value}", super::limit::MAX_LIMIT)
@@ -368,7 +371,7 @@ impl fmt::Display for OverloadError {
                 write!(
                     f,
                     "concurrency limiter max_wait must be at most {:?}, got {value}",
-                    super::MAX_TIMEOUT
+                    super::limit::MAX_TIMEOUT
                 )
             }
             "sheddable_reserve" => {

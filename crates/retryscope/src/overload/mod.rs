@@ -21,9 +21,10 @@ mod adaptive_throttle;
 mod limit;
 mod priority;
 
-pub use adaptive_throttle::{AdaptiveThrottle, AdaptiveThrottleBuilder, DEFAULT_WINDOW, OverloadError};
+pub use adaptive_throttle::{AdaptiveThrottle, AdaptiveThrottleBuilder, OverloadError};
+pub(crate) use limit::SLOT_POLL;
 pub use limit::{
     Aimd, AimdBuilder, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Gradient2, Gradient2Builder,
-    LimitAlgorithm, LimitPermit, MAX_TIMEOUT, SLOT_POLL,
+    LimitAlgorithm, LimitPermit,
 };
 pub use priority::Priority;

@@ -41,7 +41,7 @@ impl Priority {
     }
 
     /// Whether this call is refused first.
-    pub const fn is_sheddable(self) -> bool {
+    pub(crate) const fn is_sheddable(self) -> bool {
         matches!(self, Priority::Sheddable)
     }
 }

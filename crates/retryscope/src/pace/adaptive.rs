@@ -13,7 +13,8 @@
 //! - either way the rate never exceeds twice the rate the client was measured
 //!   to send at (answers per half second, smoothed with weight 0.8), so an idle
 //!   client does not bank a licence to burst, and never falls below half a
-//!   call per second ([`MIN_FILL_RATE`]), so a throttled client keeps learning.
+//!   call per second (the limits in [`AdaptiveRate`]'s docs), so a throttled
+//!   client keeps learning.
 //!
 //! The algorithm, its constants and its order of updates are the ones botocore
 //! (`botocore/retries/adaptive.py`, `throttling.py`, `bucket.py`), the Go v2 SDK
@@ -43,7 +44,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bucket::Bucket;
-pub use bucket::MIN_FILL_RATE;
 use cubic::Cubic;
 use send_rate::SendRate;
 
@@ -94,6 +94,12 @@ use send_rate::SendRate;
 /// let Admission::Wait(wait) = limiter.acquire(at(2_100)) else { unreachable!() };
 /// assert!(sent >= 1 && wait <= Duration::from_secs(1), "{sent} sent, then {wait:?}");
 /// ```
+///
+/// **Limits**:
+///
+/// | | value |
+/// |---|---|
+/// | The slowest the allowed rate goes, in sends per second: however hard a dependency throttles, a call gets through every two seconds, so the client keeps measuring and can recover. | 0.5 |
 #[derive(Clone)]
 pub struct AdaptiveRate {
     state: Arc<Mutex<State>>,

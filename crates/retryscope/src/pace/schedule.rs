@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 /// The longest wait, or quota window, a hint may set: a value beyond it is
 /// taken for a broken header and ignored.
-pub const MAX_PACE: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const MAX_PACE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// What the pacer answers a call that wants to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +56,7 @@ const RESET_ROUNDING: Duration = Duration::from_secs(1);
 /// is refused at once. A slot that leaves a call no time to send would be
 /// given out and lost (the call wakes past its deadline), and every caller
 /// behind it would wait for nothing.
-pub const MIN_SEND_TIME: Duration = Duration::from_secs(1);
+pub(crate) const MIN_SEND_TIME: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 pub(crate) struct Schedule {

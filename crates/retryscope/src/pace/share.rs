@@ -54,7 +54,7 @@ pub trait PaceShare: Send + Sync + fmt::Debug {
 /// learned.
 #[derive(Clone)]
 pub struct SharedPacer {
-    pub(super) inner: Weak<super::Inner>,
+    pub(super) inner: Weak<super::pacer::Inner>,
 }
 
 impl SharedPacer {

@@ -29,8 +29,9 @@ pub struct QuotaPolicy {
 }
 
 impl QuotaPolicy {
-    /// `quota` requests per `window`.
-    pub const fn new(quota: u64, window: Duration) -> Self {
+    /// `quota` requests per `window` (users write the two public fields).
+    #[cfg(any(test, feature = "http"))] // the quota headers' reader
+    pub(crate) const fn new(quota: u64, window: Duration) -> Self {
         Self { quota, window }
     }
 
@@ -48,8 +49,9 @@ impl Quota {
         Self { remaining, reset, policy: None }
     }
 
-    /// The same quota, part of `policy`.
-    pub const fn with_policy(mut self, policy: QuotaPolicy) -> Self {
+    /// The same quota, part of `policy` (users set the public field).
+    #[cfg(any(test, feature = "http"))] // the quota headers' reader
+    pub(crate) const fn with_policy(mut self, policy: QuotaPolicy) -> Self {
         self.policy = Some(policy);
         self
     }
@@ -58,7 +60,8 @@ impl Quota {
     /// more restrictive of two quotas is the one a client must honour. An
     /// exhausted quota is the most restrictive of all; between two exhausted
     /// ones, the later reset.
-    pub fn is_stricter_than(&self, other: &Quota) -> bool {
+    #[cfg(any(test, feature = "http"))] // the quota headers' reader
+    pub(crate) fn is_stricter_than(&self, other: &Quota) -> bool {
         match (self.remaining, other.remaining) {
             (0, 0) => self.reset > other.reset,
             (0, _) => true,
@@ -116,11 +119,6 @@ impl PaceSignal {
     pub const fn with_throttled(mut self, throttled: bool) -> Self {
         self.throttled = throttled;
         self
-    }
-
-    /// Whether the signal says anything at all.
-    pub const fn is_empty(&self) -> bool {
-        self.not_before.is_none() && self.quota.is_none() && !self.throttled
     }
 }
 

@@ -94,8 +94,8 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    /// Starts before the first retry.
-    pub fn new(policy: Policy) -> Self {
+    /// Starts before the first retry ([`Policy::backoff`]).
+    pub(crate) fn new(policy: Policy) -> Self {
         Self { policy, retries: 0, previous: policy.base_delay() }
     }
 

@@ -19,7 +19,7 @@ impl Hint {
 
     /// The widest random spread added on top of a floor hint: a fifth of the
     /// hint, at most [`HINT_SPREAD_MAX`]; none for gRPC pushback.
-    pub fn spread(self) -> Duration {
+    pub(crate) fn spread(self) -> Duration {
         match self.source {
             DelaySource::Policy | DelaySource::GrpcPushback => Duration::ZERO,
             DelaySource::RetryAfter | DelaySource::RateLimit => (self.delay / 5).min(HINT_SPREAD_MAX),
@@ -29,7 +29,8 @@ impl Hint {
     /// The wait after a failure that carried this hint, when the policy alone
     /// would wait `computed` (already jittered), and where it came from: the
     /// backoff if it is the longer wait, else the hint plus a random spread of
-    /// up to [`spread`](Self::spread), never beyond `limit` (what the deadline
+    /// up to a fifth of the hint (at most [`HINT_SPREAD_MAX`]; none for gRPC
+    /// pushback, which is waited exactly), never beyond `limit` (what the deadline
     /// and `max_server_delay` allow; a hint above it is the caller's to refuse).
     ///
     /// ```

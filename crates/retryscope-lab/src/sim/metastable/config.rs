@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The throttle's window unless `--throttle-window` says otherwise: the
+/// `AdaptiveThrottle`'s own default (its docs' table), the SRE book's two
+/// minutes.
+pub(super) const THROTTLE_WINDOW: Duration = Duration::from_secs(120);
+
 /// `retryscope simulate metastable`.
 #[derive(Debug, Clone, Args)]
 pub struct MetastableArgs {
@@ -116,7 +121,7 @@ impl MetastableConfig {
             crash_secs: 5,
             duration: 60,
             model: MetastableModel::default(),
-            throttle_window: retryscope::overload::DEFAULT_WINDOW,
+            throttle_window: THROTTLE_WINDOW,
             seed,
         }
     }

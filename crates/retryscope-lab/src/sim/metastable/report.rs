@@ -46,7 +46,7 @@ pub fn report(args: &MetastableArgs) -> Result<Report, SimError> {
         model: MetastableModel::default(),
         throttle_window: args
             .throttle_window
-            .map_or(retryscope::overload::DEFAULT_WINDOW, std::time::Duration::from_secs),
+            .map_or(super::config::THROTTLE_WINDOW, std::time::Duration::from_secs),
         seed: args.common.seed,
     };
     for &strategy in &strategies {

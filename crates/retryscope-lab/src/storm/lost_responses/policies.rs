@@ -75,7 +75,7 @@ impl LostPolicy {
             LostPolicy::NoRetry | LostPolicy::RetryWithoutKeys => builder,
             // The draft's 409: the first attempt with this key is still running.
             LostPolicy::RetryWithKeys => {
-                builder.idempotency_keys().classifier(HttpClassifier::new().retry_conflict(true))
+                builder.idempotency_keys().classifier(HttpClassifier::new().retry_status(409))
             }
         })
     }

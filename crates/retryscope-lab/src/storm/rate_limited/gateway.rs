@@ -38,11 +38,16 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{Request, Response, StatusCode};
-use retryscope::hints::{RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
 use retryscope_otel::IncomingRequests;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+// The quota headers the gateway sends, as the engine's `hints` reads them.
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The quota the gateway enforces: `requests` per fixed window of `window`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,8 +293,12 @@ mod tests {
         let signal = retryscope::hints::pace_signal(429, refused.headers(), now);
         assert!(signal.throttled && signal.not_before.is_some(), "{signal:?}");
         let quota = retryscope::hints::quota(ok.headers(), now);
-        let policy = retryscope::pace::QuotaPolicy::new(200, Duration::from_secs(1));
-        assert_eq!(quota, Some(retryscope::pace::Quota::new(17, Duration::from_secs(1)).with_policy(policy)));
+        let policy = retryscope::pace::QuotaPolicy { quota: 200, window: Duration::from_secs(1) };
+        let expected = retryscope::pace::Quota {
+            policy: Some(policy),
+            ..retryscope::pace::Quota::new(17, Duration::from_secs(1))
+        };
+        assert_eq!(quota, Some(expected));
     }
 
     #[test]

@@ -133,7 +133,7 @@ impl AimdBuilder {
     }
 
     /// The round trip beyond which a successful answer still counts as a drop
-    /// (default 5 s), within 1 ms..=[`MAX_TIMEOUT`](super::MAX_TIMEOUT). Set it
+    /// (default 5 s), within 1 ms..=60 s. Set it
     /// a little above the dependency's normal latency so that queueing at
     /// the dependency shrinks the limit before anything fails.
     pub const fn timeout(mut self, timeout: Duration) -> Self {

@@ -21,7 +21,7 @@ use std::time::Duration;
 /// should ever have in flight to one dependency.
 pub(crate) const MAX_LIMIT: u32 = 10_000;
 /// The longest duration setting (an AIMD timeout, a wait for a slot).
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long an attempt waits for a slot unless set: none, as Netflix's
 /// `SimpleLimiter` (refused at once when the limit is full).
 const DEFAULT_MAX_WAIT: Duration = Duration::ZERO;
@@ -29,7 +29,7 @@ const DEFAULT_MAX_WAIT: Duration = Duration::ZERO;
 const DEFAULT_SHEDDABLE_RESERVE: f64 = 0.2;
 /// How often a waiting attempt looks for a free slot again: waiters poll,
 /// there is no queue to grow (see [`ConcurrencyLimiterBuilder::max_wait`]).
-pub const SLOT_POLL: Duration = Duration::from_millis(2);
+pub(crate) const SLOT_POLL: Duration = Duration::from_millis(2);
 
 /// What an attempt's end tells the algorithm.
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +108,8 @@ impl From<Gradient2> for LimitAlgorithm {
 /// | The highest limit any algorithm accepts: far beyond what one client should ever have in flight to one dependency. | 10,000 |
 /// | How long an attempt waits for a slot unless set: none, as Netflix's `SimpleLimiter` (refused at once when the limit is full). | 0 |
 /// | The top share of the limit kept for critical calls unless set. | 0.2 |
+/// | The longest duration setting (an AIMD timeout, a wait for a slot). | 60 s |
+/// | How often a waiting attempt looks for a free slot again: waiters poll, there is no queue to grow. | 2 ms |
 #[derive(Clone)]
 pub struct ConcurrencyLimiter {
     inner: Arc<Inner>,
@@ -272,9 +274,9 @@ pub struct ConcurrencyLimiterBuilder {
 
 impl ConcurrencyLimiterBuilder {
     /// How long an attempt that finds the limit full waits for a slot
-    /// before it is refused, within zero..=[`MAX_TIMEOUT`] (default zero:
+    /// before it is refused, within zero..=60 s (default zero:
     /// refused at once). The wait never crosses the call's deadline. Waiters
-    /// look for a slot every [`SLOT_POLL`] rather than queue: nothing grows
+    /// look for a slot every 2 ms rather than queue: nothing grows
     /// with their number, and no order among them is promised.
     pub const fn max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = wait;
@@ -323,7 +325,7 @@ fn check_limits(initial: u32, min: u32, max: u32) -> Result<(), OverloadError> {
     Ok(())
 }
 
-/// Checks a duration setting: within 1 ms..=[`MAX_TIMEOUT`].
+/// Checks a duration setting: within 1 ms..=`MAX_TIMEOUT`.
 fn check_duration(setting: &'static str, value: Duration) -> Result<(), OverloadError> {
     if (Duration::from_millis(1)..=MAX_TIMEOUT).contains(&value) {
         Ok(())

@@ -1,11 +1,11 @@
 //! The token bucket that holds sends to the allowed rate: it fills at that
-//! rate (never slower than [`MIN_FILL_RATE`]) and holds up to one second of it
+//! rate (never slower than `MIN_FILL_RATE`) and holds up to one second of it
 //! (never less than one token).
 
 /// The slowest the allowed rate goes, in sends per second: however hard a
 /// dependency throttles, a call gets through every two seconds, so the client
 /// keeps measuring and can recover.
-pub const MIN_FILL_RATE: f64 = 0.5;
+pub(crate) const MIN_FILL_RATE: f64 = 0.5;
 /// The least the bucket holds: one send.
 const MIN_CAPACITY: f64 = 1.0;
 /// A shortfall that takes less than this to fill is float rounding, not a rate:

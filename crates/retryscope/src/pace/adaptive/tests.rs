@@ -1,6 +1,7 @@
 //! Adaptive mode against the AWS SDKs' published test vectors, and the
 //! behaviour around them, all on hand-driven time.
 
+use super::bucket::MIN_FILL_RATE;
 use super::cubic::{BETA, Cubic};
 use super::*;
 
