@@ -152,6 +152,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// assert_eq!((error.reason(), error.attempts()), (StopReason::BudgetExhausted, 1));
     /// # }
     /// ```
+    #[inline]
     pub fn dependency(mut self, dependency: impl Into<DependencyRef<'a>>) -> Self {
         self.setup.dependency = dependency.into();
         self

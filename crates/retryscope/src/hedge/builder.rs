@@ -92,6 +92,7 @@ impl<'a, Op, C, O> Hedge<'a, Op, C, O> {
     /// refusal sends no further copies); its breaker, pacer, concurrency
     /// limit and further guards are asked before every copy, as a retry's
     /// are before every attempt (see [the module](super)).
+    #[inline]
     pub fn dependency(mut self, dependency: impl Into<DependencyRef<'a>>) -> Self {
         self.setup.dependency = dependency.into();
         self
