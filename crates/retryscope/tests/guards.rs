@@ -35,11 +35,12 @@ async fn an_exhausted_budget_refuses_retries_and_says_so() {
         .clock(ManualClock::new())
         .build()
         .expect("valid settings");
+    let dependency = Dependency::new("test").with_budget(budget.clone());
     let rec = Recorder::default();
     let err = always_failing()
         .retry(policy())
         .retry_any_error()
-        .dependency(&Dependency::new("test").with_budget(budget.clone()))
+        .dependency(&dependency)
         .observe(rec.clone())
         .await
         .unwrap_err();
@@ -59,14 +60,11 @@ async fn a_budget_caps_retries_across_a_failure_storm() {
         .clock(ManualClock::new())
         .build()
         .expect("valid settings");
+    let dependency = Dependency::new("test").with_budget(budget.clone());
     let mut attempts = 0;
     for _ in 0..1_000 {
-        let err = always_failing()
-            .retry(policy())
-            .retry_any_error()
-            .dependency(&Dependency::new("test").with_budget(budget.clone()))
-            .await
-            .unwrap_err();
+        let err =
+            always_failing().retry(policy()).retry_any_error().dependency(&dependency).await.unwrap_err();
         attempts += err.attempts();
     }
     assert_eq!(attempts - 1_000, 110);
@@ -76,20 +74,12 @@ async fn a_budget_caps_retries_across_a_failure_storm() {
 async fn a_token_bucket_stops_retries_once_half_empty() {
     // 10 tokens; each failed attempt costs one; retries need more than 5.
     let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.1).build().unwrap();
-    let first = always_failing()
-        .retry(policy())
-        .retry_any_error()
-        .dependency(&Dependency::new("test").with_budget(bucket.clone()))
-        .await
-        .unwrap_err();
+    let dependency = Dependency::new("test").with_budget(bucket.clone());
+    let first = always_failing().retry(policy()).retry_any_error().dependency(&dependency).await.unwrap_err();
     // Attempts 1..=4 fail: 10 → 6 tokens, all retries allowed (6 > 5).
     assert_eq!((first.attempts(), first.reason()), (4, StopReason::AttemptsExhausted));
-    let second = always_failing()
-        .retry(policy())
-        .retry_any_error()
-        .dependency(&Dependency::new("test").with_budget(bucket.clone()))
-        .await
-        .unwrap_err();
+    let second =
+        always_failing().retry(policy()).retry_any_error().dependency(&dependency).await.unwrap_err();
     // One more failure leaves 5: no retry.
     assert_eq!((second.attempts(), second.reason()), (1, StopReason::BudgetExhausted));
 }
@@ -105,13 +95,9 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
         .clock(clock.clone())
         .build()
         .expect("valid settings");
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
     // Four failing attempts open it.
-    let err = always_failing()
-        .retry(policy())
-        .retry_any_error()
-        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
-        .await
-        .unwrap_err();
+    let err = always_failing().retry(policy()).retry_any_error().dependency(&dependency).await.unwrap_err();
     assert_eq!(err.attempts(), 4);
     assert_eq!(breaker.state(), BreakerState::Open);
 
@@ -123,7 +109,7 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
     })
     .retry(policy())
     .retry_any_error()
-    .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+    .dependency(&dependency)
     .observe(rec.clone())
     .await
     .unwrap_err();
@@ -136,7 +122,7 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
     let ok = (|| std::future::ready(Ok::<_, &str>("probe")))
         .retry(policy())
         .retry_any_error()
-        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+        .dependency(&dependency)
         .await;
     assert_eq!(ok.unwrap(), "probe");
     assert_eq!(breaker.state(), BreakerState::Closed);
@@ -145,11 +131,12 @@ async fn an_open_breaker_short_circuits_before_the_first_attempt() {
 #[tokio::test(start_paused = true)]
 async fn permanent_errors_do_not_trip_the_breaker() {
     let breaker = CircuitBreaker::builder().min_calls(2).clock(ManualClock::new()).build().unwrap();
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
     for _ in 0..10 {
         let err = always_failing()
             .retry(policy())
             .when(|_: &&str| false)
-            .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+            .dependency(&dependency)
             .await
             .unwrap_err();
         assert_eq!(err.reason(), StopReason::Permanent);
@@ -203,13 +190,9 @@ async fn the_last_error_survives_a_breaker_that_opens_during_the_wait() {
         .clock(ManualClock::new())
         .build()
         .expect("valid settings");
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
     // The first failure opens the breaker; its retry is refused.
-    let err = always_failing()
-        .retry(policy())
-        .retry_any_error()
-        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
-        .await
-        .unwrap_err();
+    let err = always_failing().retry(policy()).retry_any_error().dependency(&dependency).await.unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::CircuitOpen, 1));
     assert_eq!(err.last_error(), Some(&"unavailable"));
 }
@@ -224,12 +207,13 @@ async fn database_conflicts_are_retried_but_never_open_the_breaker() {
         .clock(ManualClock::new())
         .build()
         .expect("valid settings");
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
     for code in ["40001", "40P01"] {
         for _ in 0..10 {
             let err = (|| std::future::ready(Err::<(), _>("conflict")))
                 .retry(policy())
                 .classify(|_: &Result<(), &str>| Verdict::retryable(ErrorType::Kind(code)))
-                .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+                .dependency(&dependency)
                 .await
                 .unwrap_err();
             assert_eq!((err.reason(), err.attempts()), (StopReason::AttemptsExhausted, 4));
@@ -237,12 +221,7 @@ async fn database_conflicts_are_retried_but_never_open_the_breaker() {
     }
     assert_eq!(breaker.state(), BreakerState::Closed);
     // Four failures of another kind open it.
-    let err = always_failing()
-        .retry(policy())
-        .retry_any_error()
-        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
-        .await
-        .unwrap_err();
+    let err = always_failing().retry(policy()).retry_any_error().dependency(&dependency).await.unwrap_err();
     assert_eq!((err.reason(), err.attempts()), (StopReason::AttemptsExhausted, 4));
     assert_eq!(breaker.state(), BreakerState::Open);
 }

@@ -267,6 +267,7 @@ async fn a_server_hint_delays_the_next_copy_and_a_stop_sends_no_more() {
 async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
     // 10 % of requests, no per-second allowance: 200 calls may hedge about 20 times.
     let budget = RetryBudget::builder().ratio(0.1).min_per_second(0).build().expect("valid budget");
+    let dependency = Dependency::new("test").with_budget(budget.clone());
     let policy = HedgePolicy::builder()
         .max_copies(3)
         .delay(HedgeDelay::fixed(ms(20)))
@@ -277,12 +278,12 @@ async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
     let copies = Copies::default();
     let calls: Vec<_> = (0..200)
         .map(|_| {
-            let (policy, budget, copies) = (policy.clone(), &budget, copies.clone());
+            let (policy, dependency, copies) = (policy.clone(), &dependency, copies.clone());
             async move {
                 copies
                     .op(|_| FOREVER, Ok)
                     .hedge(policy.clone())
-                    .dependency(&Dependency::new("test").with_budget(budget.clone()))
+                    .dependency(dependency)
                     .when(|_: &&str| true)
                     .await
             }
@@ -326,12 +327,13 @@ async fn futures_join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 #[tokio::test(start_paused = true)]
 async fn an_open_breaker_sends_nothing() {
     let breaker = CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker");
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
     breaker.try_acquire().expect("closed").failure();
     let copies = Copies::default();
     let error = copies
         .op(|_| ms(1), Ok)
         .hedge(fixed(3, ms(10)))
-        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+        .dependency(&dependency)
         .when(|_: &&str| true)
         .await
         .expect_err("the breaker is open");
@@ -516,12 +518,13 @@ async fn a_dependency_the_pacer_holds_gets_no_hedge_copy() {
     // The first copy takes the quota's slot; the hedge's would be 10 s away,
     // so none is sent before the first copy answers.
     let pacer = pacer_with_one_slot_per_10s();
+    let dependency = Dependency::new("test").with_pacer(pacer.clone());
     let copies = Copies::default();
     let started = Instant::now();
     let answer = copies
         .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
         .hedge(fixed(2, ms(50)))
-        .dependency(&Dependency::new("test").with_pacer(pacer.clone()))
+        .dependency(&dependency)
         .when(|_: &&str| true)
         .await;
     assert_eq!((answer, copies.sent(), started.elapsed()), (Ok(1), 1, ms(200)));
@@ -537,11 +540,12 @@ async fn a_copy_the_pacer_would_hold_past_the_deadline_is_not_sent() {
         .build()
         .expect("valid policy");
     let pacer = pacer_with_one_slot_per_10s();
+    let dependency = Dependency::new("test").with_pacer(pacer.clone());
     let copies = Copies::default();
     let error = copies
         .op(|_| ms(200), |_| Err("unavailable"))
         .hedge(policy)
-        .dependency(&Dependency::new("test").with_pacer(pacer.clone()))
+        .dependency(&dependency)
         .when(|_: &&str| true)
         .await
         .expect_err("the only copy failed");
@@ -554,11 +558,12 @@ async fn a_copy_the_pacer_would_hold_past_the_deadline_is_not_sent() {
 async fn an_exhausted_budget_sends_no_hedge_copy() {
     // No request counted yet and no per-second allowance: no token for a hedge.
     let budget = RetryBudget::builder().ratio(0.1).min_per_second(0).build().expect("valid budget");
+    let dependency = Dependency::new("test").with_budget(budget.clone());
     let copies = Copies::default();
     let answer = copies
         .op(|n| if n == 1 { ms(200) } else { ms(10) }, Ok)
         .hedge(fixed(3, ms(50)))
-        .dependency(&Dependency::new("test").with_budget(budget.clone()))
+        .dependency(&dependency)
         .when(|_: &&str| true)
         .await;
     assert_eq!((answer, copies.sent()), (Ok(1), 1));
@@ -568,7 +573,7 @@ async fn an_exhausted_budget_sends_no_hedge_copy() {
     let error = copies
         .op(|_| ms(5), |_| Err("unavailable"))
         .hedge(fixed(3, ms(50)))
-        .dependency(&Dependency::new("test").with_budget(budget.clone()))
+        .dependency(&dependency)
         .when(|_: &&str| true)
         .await
         .expect_err("no copy answered");
@@ -578,11 +583,12 @@ async fn an_exhausted_budget_sends_no_hedge_copy() {
 #[tokio::test(start_paused = true)]
 async fn a_breaker_opened_by_one_copy_refuses_the_next() {
     let breaker = CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker");
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
     let copies = Copies::default();
     let error = copies
         .op(|_| ms(5), |_| Err("unavailable"))
         .hedge(fixed(3, ms(50)))
-        .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+        .dependency(&dependency)
         .when(|_: &&str| true)
         .await
         .expect_err("the breaker opened");

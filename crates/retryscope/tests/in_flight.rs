@@ -124,6 +124,7 @@ async fn a_call_dropped_while_its_retry_waits_settles_the_retry_as_not_sent() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_retry_the_deadline_cuts_off_is_settled_and_the_call_finished() {
     let guard = Watched::new(InFlightBudget::envoy());
+    let dependency = Dependency::new("test").with_guard(guard.clone());
     let policy = Policy::builder()
         .max_attempts(5)
         .base_delay(ms(100))
@@ -138,7 +139,7 @@ async fn a_retry_the_deadline_cuts_off_is_settled_and_the_call_finished() {
     })
     .retry(policy)
     .when(|_: &&str| true)
-    .dependency(&Dependency::new("test").with_guard(guard.clone()))
+    .dependency(&dependency)
     .await;
     assert!(answer.is_err());
     // Attempts at 0, 140 ms; the third would start at 280 ms, past the deadline.
@@ -162,10 +163,11 @@ async fn a_breaker_open_past_the_wait_refuses_the_retry_before_the_guard_counts_
         .cool_down(ms(5_000))
         .build()
         .expect("valid breaker");
+    let dependency = Dependency::new("test").with_breaker(breaker.clone()).with_guard(guard.clone());
     let answer = (|| async { Err::<(), _>("503") })
         .retry(policy())
         .when(|_: &&str| true)
-        .dependency(&Dependency::new("test").with_breaker(breaker.clone()).with_guard(guard.clone()))
+        .dependency(&dependency)
         .await;
     assert_eq!(answer.expect_err("the breaker stops it").reason(), StopReason::CircuitOpen);
     assert!(guard.settled.lock().expect("not poisoned").is_empty());
@@ -175,6 +177,7 @@ async fn a_breaker_open_past_the_wait_refuses_the_retry_before_the_guard_counts_
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_hedges_further_copies_are_counted_until_they_end_or_are_cancelled() {
     let guard = Watched::new(InFlightBudget::new(0.001, 1).expect("valid budget"));
+    let dependency = Dependency::new("test").with_guard(guard.clone());
     let hedge = HedgePolicy::builder()
         .max_copies(3)
         .delay(HedgeDelay::fixed(ms(10)))
@@ -194,7 +197,7 @@ async fn a_hedges_further_copies_are_counted_until_they_end_or_are_cancelled() {
     })
     .hedge(hedge)
     .when(|_: &&str| true)
-    .dependency(&Dependency::new("test").with_guard(guard.clone()))
+    .dependency(&dependency)
     .await;
     assert_eq!(answer.expect("the first copy answers"), 0);
     // The floor of one let a second copy out; the third was refused.

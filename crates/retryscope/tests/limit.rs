@@ -33,6 +33,7 @@ fn limiter(initial: u32, max_wait: Duration) -> ConcurrencyLimiter {
 #[tokio::test(start_paused = true)]
 async fn each_attempt_holds_a_slot_and_its_end_moves_the_limit() {
     let limiter = limiter(2, Duration::ZERO);
+    let dependency = Dependency::new("test").with_concurrency_limit(limiter.clone());
     let seen = Cell::new(Vec::new());
     let calls = Cell::new(0);
     let result = (|| {
@@ -48,7 +49,7 @@ async fn each_attempt_holds_a_slot_and_its_end_moves_the_limit() {
     })
     .retry(policy())
     .retry_any_error()
-    .dependency(&Dependency::new("test").with_concurrency_limit(limiter.clone()))
+    .dependency(&dependency)
     .await;
     assert_eq!(result.ok(), Some(2));
     // Each attempt held one slot; none is held after the call.
@@ -60,6 +61,7 @@ async fn each_attempt_holds_a_slot_and_its_end_moves_the_limit() {
 #[tokio::test(start_paused = true)]
 async fn a_full_limit_holds_the_attempt_for_max_wait_then_refuses_it_unsent() {
     let limiter = Arc::new(limiter(1, Duration::from_millis(50)));
+    let dependency = Dependency::new("test").with_concurrency_limit((*limiter).clone());
     let slot = limiter.try_acquire(Priority::Critical).expect("the one slot");
     let sent = Cell::new(0);
     let start = tokio::time::Instant::now();
@@ -69,7 +71,7 @@ async fn a_full_limit_holds_the_attempt_for_max_wait_then_refuses_it_unsent() {
     })
     .retry(policy())
     .retry_any_error()
-    .dependency(&Dependency::new("test").with_concurrency_limit((*limiter).clone()))
+    .dependency(&dependency)
     .await
     .expect_err("the limit stays full");
     assert_eq!(sent.get(), 0);
@@ -103,13 +105,14 @@ async fn a_slot_freed_during_the_wait_lets_the_attempt_go() {
 #[tokio::test(start_paused = true)]
 async fn the_wait_for_a_slot_never_crosses_the_deadline() {
     let limiter = limiter(1, Duration::from_secs(30));
+    let dependency = Dependency::new("test").with_concurrency_limit(limiter.clone());
     let _slot = limiter.try_acquire(Priority::Critical).expect("the one slot");
     let policy = Policy::builder().deadline(Duration::from_millis(300)).build().expect("valid");
     let start = tokio::time::Instant::now();
     let error = (|| async { Ok::<_, &str>(()) })
         .retry(policy)
         .retry_any_error()
-        .dependency(&Dependency::new("test").with_concurrency_limit(limiter.clone()))
+        .dependency(&dependency)
         .await
         .expect_err("full");
     assert!(matches!(error.reason(), StopReason::ConcurrencyLimited { .. }), "{:?}", error.reason());

@@ -19,6 +19,7 @@ async fn a_call_whose_pacer_slot_leaves_no_time_before_its_deadline_is_refused_a
     let deadline = Duration::from_secs(1);
     let policy = Policy::builder().max_attempts(1).deadline(deadline).build().expect("a valid policy");
     let pacer = Pacer::new();
+    let dependency = Dependency::new("test").with_pacer(pacer.clone());
     // A quota whose spacing puts the next slot 0.4 ms before the deadline of a
     // call that asks now: it fits, by less than the timer's resolution.
     pacer.learn(&PaceSignal::none().with_quota(Quota::new(1, Duration::from_micros(999_600))));
@@ -28,14 +29,11 @@ async fn a_call_whose_pacer_slot_leaves_no_time_before_its_deadline_is_refused_a
         Ok::<_, std::io::Error>(())
     };
     // The first call takes the current slot.
-    call.retry(policy)
-        .dependency(&Dependency::new("test").with_pacer(pacer.clone()))
-        .await
-        .expect("the first call is sent at once");
+    call.retry(policy).dependency(&dependency).await.expect("the first call is sent at once");
     assert_eq!(sent.load(Ordering::Relaxed), 1);
 
     let start = tokio::time::Instant::now();
-    let second = call.retry(policy).dependency(&Dependency::new("test").with_pacer(pacer.clone())).await;
+    let second = call.retry(policy).dependency(&dependency).await;
     let (took, sends) = (start.elapsed(), sent.load(Ordering::Relaxed));
     // Either it is sent in its slot, or it is refused at once as rate limited:
     // never held for its whole deadline and then dropped unsent.

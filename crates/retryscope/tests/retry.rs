@@ -553,6 +553,7 @@ async fn the_result_kept_through_a_wait_is_released_first() {
         .clock(retryscope::clock::ManualClock::new())
         .build()
         .expect("valid breaker");
+    let dependency = Dependency::new("test").with_breaker(breaker.clone());
     let released = Cell::new(0);
     let calls = Cell::new(0);
     let reply = (|| {
@@ -561,7 +562,7 @@ async fn the_result_kept_through_a_wait_is_released_first() {
     })
     .retry(plain())
     .with_classifier(ReleasingBodies { released: &released })
-    .dependency(&Dependency::new("test").with_breaker(breaker.clone()))
+    .dependency(&dependency)
     .await
     .expect("a refused retry hands back the last reply");
     assert_eq!((reply.status, reply.body), (503, None));

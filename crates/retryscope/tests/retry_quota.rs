@@ -27,14 +27,9 @@ fn scripted(script: &'static [u16]) -> impl FnMut() -> std::future::Ready<Result
 #[tokio::test(start_paused = true)]
 async fn a_throttled_retry_costs_five_and_a_failed_ones_fourteen_refunded_on_success() {
     let quota = RetryQuota::aws_2026();
+    let dependency = Dependency::new("test").with_budget(quota.clone());
     let op = scripted(&[429, 503, 200]);
-    assert!(
-        op.retry(plain())
-            .classify(status_verdict)
-            .dependency(&Dependency::new("test").with_budget(quota.clone()))
-            .await
-            .is_ok()
-    );
+    assert!(op.retry(plain()).classify(status_verdict).dependency(&dependency).await.is_ok());
     // The retry after the 429 paid 5 and failed: spent. The retry after the
     // 503 paid 14 and succeeded: given back.
     assert_eq!(quota.tokens(), 495);
@@ -43,29 +38,21 @@ async fn a_throttled_retry_costs_five_and_a_failed_ones_fourteen_refunded_on_suc
 #[tokio::test(start_paused = true)]
 async fn a_nearly_spent_quota_still_pays_for_throttled_retries_only() {
     let quota = RetryQuota::builder().capacity(20).build().expect("in range");
+    let dependency = Dependency::new("test").with_budget(quota.clone());
     let op = scripted(&[503, 503, 200]);
     // 20 - 14 = 6 left after the first retry: the second (14) is refused.
-    let refused = op
-        .retry(plain())
-        .classify(status_verdict)
-        .dependency(&Dependency::new("test").with_budget(quota.clone()))
-        .await;
+    let refused = op.retry(plain()).classify(status_verdict).dependency(&dependency).await;
     assert_eq!(refused.map_err(|e| e.reason()), Err(StopReason::BudgetExhausted));
     assert_eq!(quota.tokens(), 6);
     let op = scripted(&[429, 200]);
-    assert!(
-        op.retry(plain())
-            .classify(status_verdict)
-            .dependency(&Dependency::new("test").with_budget(quota.clone()))
-            .await
-            .is_ok()
-    );
+    assert!(op.retry(plain()).classify(status_verdict).dependency(&dependency).await.is_ok());
     assert_eq!(quota.tokens(), 6, "the throttled retry paid 5 and got it back");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_hedge_copy_is_priced_as_a_retry_and_refunded_when_it_wins() {
     let quota = RetryQuota::aws_2026();
+    let dependency = Dependency::new("test").with_budget(quota.clone());
     let policy = HedgePolicy::builder()
         .max_copies(2)
         .delay(HedgeDelay::fixed(ms(50)))
@@ -83,11 +70,7 @@ async fn a_hedge_copy_is_priced_as_a_retry_and_refunded_when_it_wins() {
             Ok::<u32, &'static str>(n)
         }
     };
-    let answer = op
-        .hedge(policy)
-        .dependency(&Dependency::new("test").with_budget(quota.clone()))
-        .when(|_: &&str| true)
-        .await;
+    let answer = op.hedge(policy).dependency(&dependency).when(|_: &&str| true).await;
     assert_eq!(answer.ok(), Some(2));
     // The first copy, dropped, says nothing; the second paid 14 and won.
     assert_eq!(quota.tokens(), 500);

@@ -76,13 +76,14 @@ async fn an_empty_quota_still_leaves_a_long_poll_its_backoff_before_it_fails() {
     // 100 ms after it, finds 6: refused, after its backoff or at once.
     for (wait_out, waited) in [(true, Duration::from_millis(150)), (false, Duration::from_millis(50))] {
         let quota = RetryQuota::builder().capacity(20).build().expect("in range");
+        let dependency = Dependency::new("test").with_budget(quota.clone());
         let policy = policy.wait_out_refusal(wait_out).build().expect("valid");
         let started = RefCell::new(Vec::new());
         let begun = Instant::now();
         let refused = scripted(&[503, 503, 200], &started)
             .retry(policy)
             .classify(status_verdict)
-            .dependency(&Dependency::new("test").with_budget(quota.clone()))
+            .dependency(&dependency)
             .await;
         let error = refused.expect_err("refused by the quota");
         assert_eq!((error.reason(), error.attempts()), (StopReason::BudgetExhausted, 2));
@@ -144,6 +145,7 @@ fn a_blocking_long_poll_waits_out_its_refusal_too() {
     let clock = retryscope::clock::ManualClock::new();
     let start = retryscope::clock::Clock::now(&clock);
     let quota = RetryQuota::builder().capacity(20).build().expect("in range");
+    let dependency = Dependency::new("test").with_budget(quota.clone());
     let policy =
         Policy::aws_2026().to_builder().jitter(Jitter::None).wait_out_refusal(true).build().expect("valid");
     let mut answers = [503_u16, 503, 200].into_iter();
@@ -153,7 +155,7 @@ fn a_blocking_long_poll_waits_out_its_refusal_too() {
     })
     .retry(policy)
     .classify(status_verdict)
-    .dependency(&Dependency::new("test").with_budget(quota.clone()))
+    .dependency(&dependency)
     .call_with(&clock, |wait| clock.advance(wait));
     assert_eq!(refused.map_err(|e| e.reason()), Err(StopReason::BudgetExhausted));
     // 50 ms before the retry the quota paid for, 100 ms before the refusal.
