@@ -411,7 +411,7 @@ impl Chosen<'_> {
 
     /// Answers a call to `dependency` that gave up: runs the fallback, told
     /// the request (its method, URI and the idempotency key its attempts
-    /// carried, if any) and the `last` answer the call got, as [`run`](Self::run) does.
+    /// carried, if any) and the `last` answer the call got, as `run` does.
     pub async fn answer(
         self,
         dependency: &str,

@@ -23,7 +23,7 @@ pub enum LostPolicy {
     /// Every POST marked [`idempotent`](RetryOptions::idempotent) and
     /// no key: what "just retry it" does to an operation that is not idempotent.
     RetryWithoutKeys,
-    /// [`idempotency_keys`](RetryMiddlewareBuilder::idempotency_keys) on the
+    /// [`idempotency_keys`](retryscope_reqwest::prelude::WithHttpSettings::idempotency_keys) on the
     /// client, and the server behind `retryscope_idempotency::IdempotencyLayer`
     /// with a `MemoryStore`; a 409 (the first attempt still running) is retried.
     RetryWithKeys,
