@@ -75,10 +75,14 @@ TARGETS=(
   # and a call copies only the policy it runs: configured minus code-built,
   # per order, gRPC -35 to -87 and HTTP -38 to -45 in 24 runs over two builds
   # (this tree and a clean clone elsewhere), where gRPC had moved between
-  # -38 and +186 before. Gated strictly: a configured call that does more
-  # than a code-built one fails the run.
-  "configured-vs-code-http           paired_http_configured       paired_http_code    1.00 met"
-  "configured-vs-code-grpc           paired_grpc_configured       paired_grpc_code    1.00 met"
+  # -38 and +186 before. Gated at 1.00x as the table prints it (two
+  # decimals: within 0.5 %, about 65 instructions): the same commit (issue
+  # 51's 2bd1330) measured -42 in one checkout and +15 in a clean clone
+  # elsewhere, the code's layout moving the figure by tens between builds;
+  # a configured call that does measurably more than a code-built one still
+  # fails the run.
+  "configured-vs-code-http           paired_http_configured       paired_http_code    1.005 met"
+  "configured-vs-code-grpc           paired_grpc_configured       paired_grpc_code    1.005 met"
   "configured-allocations-http       A:http_retryscope_configured A:http_retryscope  1.00 met"
   # Equal in every run so far (45.0 each), but tonic's allocations per call
   # vary by a few hundredths between runs, which the 0.1 rounding can tip:
