@@ -1,7 +1,8 @@
 //! The attempts of one request: each a copy of the caller's request, sent
 //! down the rest of the middleware chain, with what an attempt adds (its
-//! number, its span's context, the body rule's read-ahead) and what its
-//! answer teaches the dependency's pacer.
+//! number, its span's context, the body rule's read-ahead). What its answer
+//! teaches the dependency's pacer, the engine hands the pacer
+//! (`RequestClassifier`'s `pace`).
 
 use crate::read_ahead;
 use crate::source::RequestSource;
@@ -9,7 +10,6 @@ use http::Extensions;
 use reqwest::Response;
 use reqwest::header::{HeaderName, HeaderValue};
 use reqwest_middleware::Next;
-use retryscope::{Pacer, hints};
 use retryscope_http::__private::NotReplayable;
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use std::future::Future;
@@ -23,8 +23,6 @@ pub(crate) struct Attempts<'a> {
     pub(crate) extensions: &'a Extensions,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub(crate) attempt_header: Option<&'a HeaderName>,
-    /// Told what every response says about pace.
-    pub(crate) pacer: Option<&'a Pacer>,
     pub(crate) body_rule: Option<&'a SharedBodyRule>,
     pub(crate) replayable: bool,
     pub(crate) number: u32,
@@ -42,7 +40,7 @@ impl<'a> Attempts<'a> {
             .attempt_header
             .filter(|_| self.number > 1)
             .map(|name| (name.clone(), HeaderValue::from(self.number)));
-        let (pacer, body_rule, replayable) = (self.pacer, self.body_rule, self.replayable);
+        let (body_rule, replayable) = (self.body_rule, self.replayable);
         async move {
             let span = tracing::Span::current();
             let mut request = request.ok_or_else(|| reqwest_middleware::Error::middleware(NotReplayable))?;
@@ -59,10 +57,6 @@ impl<'a> Attempts<'a> {
             let result = next.run(request, &mut extensions).await;
             if let Ok(response) = &result {
                 span.record("http.response.status_code", i64::from(response.status().as_u16()));
-                if let Some(pacer) = pacer {
-                    let now = std::time::SystemTime::now();
-                    pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
-                }
             }
             // Inside the attempt: its timeout bounds the read.
             match (body_rule, result) {

@@ -3,8 +3,9 @@
 use crate::{read_ahead, release, transport};
 use reqwest::{Request, Response};
 use retryscope::ErrorType;
-use retryscope::Verdict;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
+use retryscope::pace::PaceSignal;
+use retryscope::{Verdict, hints};
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::rule::{self, SharedRule};
 use retryscope_http::__private::safety::Safety;
@@ -89,6 +90,11 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
     ) -> Result<Response, reqwest_middleware::Error> {
         // An unread body would pin its connection for the whole wait.
         kept.map(release::release_body)
+    }
+
+    fn pace(&mut self, result: &Result<Response, reqwest_middleware::Error>) -> Option<PaceSignal> {
+        let response = result.as_ref().ok()?;
+        Some(hints::pace_signal(response.status().as_u16(), response.headers(), SystemTime::now()))
     }
 }
 

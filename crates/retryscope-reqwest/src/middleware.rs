@@ -219,7 +219,6 @@ impl Middleware for RetryMiddleware {
             next,
             extensions,
             attempt_header: self.client.attempt_header.as_ref(),
-            pacer: guards.pacer(),
             body_rule: self.client.body_rule(configured),
             replayable,
             number: 0,

@@ -10,7 +10,6 @@ use crate::send::{ready, send};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
-use retryscope::Pacer;
 use std::future::Future;
 use std::sync::Arc;
 use tower_service::Service;
@@ -24,25 +23,17 @@ pub(crate) struct Attempts<S, B, P> {
     parts: Arc<Parts>,
     source: Source<B>,
     number: u32,
-    /// The dependency's pacer, told what every response says about pace.
-    pacer: Option<Pacer>,
     protocol: P,
 }
 
 impl<S, B, P> Attempts<S, B, P> {
     /// The attempts of a request whose first attempt `ready` serves.
-    pub(crate) fn new(
-        ready: S,
-        parts: Arc<Parts>,
-        source: Source<B>,
-        pacer: Option<Pacer>,
-        protocol: P,
-    ) -> Self
+    pub(crate) fn new(ready: S, parts: Arc<Parts>, source: Source<B>, protocol: P) -> Self
     where
         S: Clone,
     {
         let template = ready.clone();
-        Self { ready: Some(ready), template, parts, source, number: 0, pacer, protocol }
+        Self { ready: Some(ready), template, parts, source, number: 0, protocol }
     }
 }
 
@@ -70,8 +61,7 @@ where
         };
         let replayable = self.source.is_replayable();
         let mut parts = Parts::clone(&self.parts);
-        let pacer = self.pacer.clone();
-        let (body, answer) = self.protocol.attempt(&mut parts, number, &self.parts, &mut self.source, pacer);
+        let (body, answer) = self.protocol.attempt(&mut parts, number, &self.parts, &mut self.source);
         async move {
             // Polled inside the attempt's scope: this is the attempt span.
             let span = Span::current();

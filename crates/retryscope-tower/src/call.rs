@@ -62,7 +62,7 @@ where
     let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
     let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
     let operation = protocol.operation(&options);
-    let mut attempts = Attempts::new(ready, parts, source, guards.pacer().cloned(), attempts);
+    let mut attempts = Attempts::new(ready, parts, source, attempts);
     let started = tokio::time::Instant::now();
     let outcome = drive.run(guards, move || attempts.next(), classifier, observer, operation).await;
     let stop = stop.stopped();

@@ -6,8 +6,9 @@ use crate::response::ResponseBody;
 use http::Response;
 use http_body::Body;
 use retryscope::ErrorType;
-use retryscope::Verdict;
 use retryscope::classify::{Classify, HttpClassifier, Stage};
+use retryscope::pace::PaceSignal;
+use retryscope::{Verdict, hints};
 use retryscope_http::__private::rule::{self, SharedRule};
 use retryscope_http::__private::safety::Safety;
 use retryscope_http::__private::transport::{Refused, walk};
@@ -163,6 +164,17 @@ where
     fn timeout(&mut self) -> Verdict {
         // The request was on the wire when the engine gave up on it.
         self.guard(Verdict::retryable(ErrorType::TIMEOUT), Stage::Sent)
+    }
+
+    fn pace(&mut self, result: &Result<Response<ResponseBody<B>>, BoxError>) -> Option<PaceSignal> {
+        let response = result.as_ref().ok()?;
+        Some(match self.mode {
+            Mode::Http { .. } => {
+                hints::pace_signal(response.status().as_u16(), response.headers(), SystemTime::now())
+            }
+            #[cfg(feature = "grpc")]
+            Mode::Grpc { .. } => crate::grpc::headers::pace_signal(response.headers()),
+        })
     }
 
     fn before_wait(

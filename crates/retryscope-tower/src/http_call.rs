@@ -13,7 +13,7 @@ use http::request::Parts;
 use http::{HeaderName, Response};
 use http_body::Body;
 use retryscope::observe::NoObserver;
-use retryscope::{Pacer, Policy, RetryError, StopReason, hints};
+use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::Drive;
@@ -80,7 +80,6 @@ impl HttpAttempts {
 
 /// What an HTTP attempt does with its response.
 pub(crate) struct HttpAnswer {
-    pacer: Option<Pacer>,
     body_rule: Option<SharedBodyRule>,
 }
 
@@ -255,13 +254,12 @@ impl Attempts for HttpAttempts {
         number: u32,
         _: &Arc<Parts>,
         source: &mut Source<B>,
-        pacer: Option<Pacer>,
     ) -> (Option<B>, HttpAnswer) {
         let body = source.next();
         if let Some(name) = self.attempt_header.as_ref().filter(|_| number > 1) {
             parts.headers.insert(name.clone(), http::HeaderValue::from(number));
         }
-        (body, HttpAnswer { pacer, body_rule: self.body_rule.clone() })
+        (body, HttpAnswer { body_rule: self.body_rule.clone() })
     }
 }
 
@@ -285,10 +283,6 @@ impl Answer for HttpAnswer {
     {
         let response = sent?.map(ResponseBody::new);
         span.record("http.response.status_code", i64::from(response.status().as_u16()));
-        if let Some(pacer) = &self.pacer {
-            let now = std::time::SystemTime::now();
-            pacer.learn(&hints::pace_signal(response.status().as_u16(), response.headers(), now));
-        }
         match self.body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
             // Inside the attempt: its timeout bounds the read. Boxed: the
             // read's state would otherwise take room in every attempt's

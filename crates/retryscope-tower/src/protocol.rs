@@ -16,7 +16,7 @@ use http::request::Parts;
 use http_body::Body;
 use retryscope::dependency::Dependency;
 use retryscope::observe::Observer;
-use retryscope::{Pacer, Policy, RetryError, StopReason};
+use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
@@ -115,15 +115,13 @@ pub(crate) trait Attempts: Send + 'static {
     type Answer: Answer;
 
     /// The body of attempt `number`, its head completed in `parts`, and
-    /// what it will do with its answer. `shared` is the request's head;
-    /// `pacer`, the dependency's, to be told what the answer says of pace.
+    /// what it will do with its answer. `shared` is the request's head.
     fn attempt<B: ReplayBody>(
         &mut self,
         parts: &mut Parts,
         number: u32,
         shared: &Arc<Parts>,
         source: &mut Source<B>,
-        pacer: Option<Pacer>,
     ) -> (Option<B>, Self::Answer);
 }
 

@@ -225,7 +225,8 @@ where
         let clock = this.sleeper.clock();
         let step = match fut.poll(cx) {
             Poll::Ready(result) => {
-                let verdict = verdict_of(this.classifier, &result);
+                // Quiet: no pacer (it would have made the call paced).
+                let verdict = verdict_of(this.classifier, &result, None);
                 match result {
                     Ok(value) if verdict == Verdict::Success => {
                         if let Phase::Fresh { setup, .. } = &*this.phase

@@ -8,6 +8,7 @@ use crate::error::RetryError;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::StopReason;
 use crate::overload::Priority;
+use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::Shared;
 use crate::transient::TransientErrors;
@@ -227,19 +228,37 @@ pub(crate) fn settle<T, E, O: Observer>(
     result: Result<T, E>,
     quiet: Option<Instant>,
 ) -> Step<T, E> {
-    let verdict = verdict_of(classifier, &result);
+    let verdict = verdict_of(classifier, &result, driver.pacer());
     settle_verdict(driver, classifier, notify, result, verdict, quiet)
 }
 
-/// What `classifier` makes of an attempt's `result`. Each result is
-/// classified once: a classifier may count what it sees.
+/// What `classifier` makes of an attempt's `result`, once `pacer`, the
+/// dependency's if it has one, has learned what the result says about pace
+/// ([`Classify::pace`]). Each result is classified once: a classifier may
+/// count what it sees.
 #[inline]
-pub(crate) fn verdict_of<T, E>(classifier: &mut impl Classify<T, E>, result: &Result<T, E>) -> Verdict {
+pub(crate) fn verdict_of<T, E>(
+    classifier: &mut impl Classify<T, E>,
+    result: &Result<T, E>,
+    pacer: Option<&Pacer>,
+) -> Verdict {
+    if let Some(pacer) = pacer {
+        learn(pacer, classifier, result);
+    }
     match (classifier.classify(result), result) {
         // An `Err` is never a success: the caller gets an error, and the
         // telemetry, the breaker and the budget must say the same.
         (Verdict::Success, Err(_)) => Verdict::permanent(ErrorType::OTHER),
         (verdict, _) => verdict,
+    }
+}
+
+/// The pacer learns what `result` says about pace: out of line, so that a
+/// call without a pacer carries none of it.
+#[inline(never)]
+fn learn<T, E>(pacer: &Pacer, classifier: &mut impl Classify<T, E>, result: &Result<T, E>) {
+    if let Some(signal) = classifier.pace(result) {
+        pacer.learn(&signal);
     }
 }
 

@@ -20,7 +20,7 @@ use http::{Request, Response};
 use http_body::Body;
 use retryscope::dependency::{Dependency, bounded_operation};
 use retryscope::hedge::HedgePolicy;
-use retryscope::{Pacer, Policy, RetryError, StopReason};
+use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::{Chosen, FallbackError};
@@ -275,7 +275,6 @@ impl GrpcAttempts {
 
 /// What a gRPC attempt does with its answer.
 pub(crate) struct GrpcAnswer {
-    pacer: Option<Pacer>,
     transparent: Option<Transparent>,
 }
 
@@ -428,7 +427,6 @@ impl Attempts for GrpcAttempts {
         number: u32,
         shared: &Arc<Parts>,
         source: &mut Source<B>,
-        pacer: Option<Pacer>,
     ) -> (Option<B>, GrpcAnswer) {
         let body = source.next_metered(self.metrics.as_ref().map(CallMetrics::sent_meter));
         self.metadata(parts, number);
@@ -438,7 +436,7 @@ impl Attempts for GrpcAttempts {
         // needs is kept (the shared head, the body's bytes) and the request is
         // made only if the server refuses the first one.
         let transparent = (number == 1).then(|| self.transparent(shared, source)).flatten();
-        (body, GrpcAnswer { pacer, transparent })
+        (body, GrpcAnswer { transparent })
     }
 }
 
@@ -473,9 +471,6 @@ impl Answer for GrpcAnswer {
             },
         };
         let response = response.map(ResponseBody::new);
-        if let Some(pacer) = &self.pacer {
-            pacer.learn(&headers::pace_signal(response.headers()));
-        }
         Ok(read_status(response, span))
     }
 }

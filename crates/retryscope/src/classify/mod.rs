@@ -100,6 +100,54 @@ pub trait Classify<T, E> {
     fn before_wait(&mut self, kept: Result<T, E>) -> Result<T, E> {
         kept
     }
+
+    /// What an attempt's answer says about the dependency's pace: a
+    /// `Retry-After` or gRPC pushback, a reported quota, whether it was a
+    /// throttling answer ([`hints::pace_signal`](crate::hints::pace_signal)
+    /// reads them from HTTP headers).
+    ///
+    /// The engine asks it for every attempt's result when the call's
+    /// dependency has a [`Pacer`](crate::Pacer), before
+    /// [`classify`](Self::classify), and the pacer learns what it says: an
+    /// integration tells its pacer nothing itself. By default an answer says
+    /// nothing about pace.
+    ///
+    /// ```
+    /// use retryscope::classify::Classify;
+    /// use retryscope::pace::PaceSignal;
+    /// use retryscope::{ErrorType, Hint, Verdict};
+    /// use std::time::Duration;
+    ///
+    /// /// A status and the seconds its `Retry-After` asked for.
+    /// struct Reply { status: u16, retry_after: Option<u64> }
+    ///
+    /// struct Statuses;
+    ///
+    /// impl Classify<Reply, std::io::Error> for Statuses {
+    ///     fn classify(&mut self, result: &Result<Reply, std::io::Error>) -> Verdict {
+    ///         match result {
+    ///             Ok(reply) if reply.status == 429 => Verdict::retryable(ErrorType::Status(429)),
+    ///             Ok(_) => Verdict::Success,
+    ///             Err(_) => Verdict::retryable(ErrorType::OTHER),
+    ///         }
+    ///     }
+    ///
+    ///     fn pace(&mut self, result: &Result<Reply, std::io::Error>) -> Option<PaceSignal> {
+    ///         let reply = result.as_ref().ok()?;
+    ///         let signal = PaceSignal::none().with_throttled(reply.status == 429);
+    ///         Some(match reply.retry_after {
+    ///             Some(seconds) => signal.with_not_before(Hint::retry_after(Duration::from_secs(seconds))),
+    ///             None => signal,
+    ///         })
+    ///     }
+    /// }
+    /// # let signal = Statuses.pace(&Ok(Reply { status: 429, retry_after: Some(2) }));
+    /// # assert!(signal.is_some_and(|s| s.throttled && s.not_before.is_some()));
+    /// ```
+    fn pace(&mut self, result: &Result<T, E>) -> Option<crate::pace::PaceSignal> {
+        let _ = result;
+        None
+    }
 }
 
 /// Every `Ok` is a success, every `Err` retryable: what

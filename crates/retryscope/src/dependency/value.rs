@@ -93,8 +93,10 @@ impl<T> Dependency<T> {
     /// Sends the first attempt and every retry no sooner than `pacer`
     /// allows (see [`pace`](crate::pace)): a call whose next send would come
     /// after its deadline stops with
-    /// [`StopReason::RateLimited`](crate::StopReason::RateLimited). Feed the
-    /// pacer with [`Pacer::learn`].
+    /// [`StopReason::RateLimited`](crate::StopReason::RateLimited). The
+    /// engine feeds the pacer what each answer says about pace, as the
+    /// call's classifier reads it
+    /// ([`Classify::pace`](crate::classify::Classify::pace)).
     pub fn with_pacer(mut self, pacer: Pacer) -> Self {
         self.pacer = Some(pacer);
         self

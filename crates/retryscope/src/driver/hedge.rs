@@ -312,6 +312,11 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
         self.driver.last_error()
     }
 
+    /// The dependency's pacer, if it has one.
+    pub(crate) fn pacer(&self) -> Option<&'a crate::pace::Pacer> {
+        self.driver.pacer()
+    }
+
     /// The current time, from the call's clock.
     pub(crate) fn now(&self) -> Instant {
         self.driver.clock.now()

@@ -41,7 +41,7 @@ use crate::observe::{
 };
 use crate::outcome::{Outcome, StopReason};
 use crate::overload::{LimitPermit, SLOT_POLL};
-use crate::pace::Held;
+use crate::pace::{Held, Pacer};
 use crate::random::JitterRng;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use crate::wait::pace::{self, Hold};
@@ -171,6 +171,13 @@ impl<'a, O: Observer> Driver<'a, O> {
     #[inline]
     pub(crate) fn paced(&self) -> bool {
         self.setup.dependency.pacer.is_some() || self.setup.dependency.limiter.is_some()
+    }
+
+    /// The dependency's pacer, if it has one: it learns what each answer
+    /// says about pace ([`Classify::pace`](crate::classify::Classify::pace)).
+    #[inline]
+    pub(crate) fn pacer(&self) -> Option<&'a Pacer> {
+        self.setup.dependency.pacer
     }
 
     /// What is left of the deadline at `now`, if there is one.

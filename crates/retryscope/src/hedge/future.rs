@@ -160,6 +160,7 @@ where
         let clock: &dyn Clock = this.sleeper.clock();
         let mut now = clock.now();
         copies.driver.begin(now);
+        let pacer = copies.driver.pacer();
         loop {
             // Every copy in flight, in the order sent: the first, then the others.
             let mut index = 0;
@@ -170,10 +171,10 @@ where
                         index += 1;
                         continue;
                     };
-                    poll_copy(fut, sent, this.classifier, cx, now)
+                    poll_copy(fut, sent, this.classifier, pacer, cx, now)
                 } else {
                     let Some((fut, sent)) = copies.later.get_mut(index - 1) else { break };
-                    poll_copy(fut.as_mut(), sent, this.classifier, cx, now)
+                    poll_copy(fut.as_mut(), sent, this.classifier, pacer, cx, now)
                 };
                 let Some((verdict, result)) = polled else {
                     index += 1;
@@ -273,6 +274,7 @@ fn poll_copy<Fut, T, E, A: crate::observe::AttemptScope>(
     fut: Pin<&mut Fut>,
     sent: &Sent<A>,
     classifier: &mut impl Classify<T, E>,
+    pacer: Option<&crate::pace::Pacer>,
     cx: &mut Context<'_>,
     now: Instant,
 ) -> Option<(Verdict, Option<Result<T, E>>)>
@@ -280,7 +282,7 @@ where
     Fut: Future<Output = Result<T, E>>,
 {
     match sent.flight().in_scope(|| fut.poll(cx)) {
-        Poll::Ready(result) => Some((verdict_of(classifier, &result), Some(result))),
+        Poll::Ready(result) => Some((verdict_of(classifier, &result, pacer), Some(result))),
         Poll::Pending if sent.limit_at.is_some_and(|at| at <= now) => match classifier.timeout() {
             // No result to hand back: a timeout is never the answer.
             Verdict::Success => Some((Verdict::retryable(ErrorType::TIMEOUT), None)),

@@ -3,8 +3,10 @@
 //!
 //! A server that says "slow down" says it to the client, not to one call. A
 //! [`Pacer`] keeps what one dependency's responses said — fed by
-//! [`learn`](Pacer::learn), read from headers by
-//! [`hints::pace_signal`](crate::hints::pace_signal) — and every call given it
+//! [`learn`](Pacer::learn) with what the call's classifier reads from each
+//! answer ([`Classify::pace`](crate::classify::Classify::pace); from HTTP
+//! headers, [`hints::pace_signal`](crate::hints::pace_signal)), which the
+//! engine does for every call of the dependency — and every call given it
 //! through its [`Dependency`](crate::dependency::Dependency::with_pacer) waits for it, new calls and
 //! retries alike:
 //!
