@@ -44,6 +44,7 @@ pub mod fault;
 mod file_guards;
 mod idempotency;
 pub mod job_call_key;
+mod judge;
 mod options;
 mod redact;
 mod release;
@@ -85,6 +86,7 @@ pub mod __private {
     pub use crate::client::Client;
     pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;
+    pub use crate::judge::Judge;
     pub use crate::setters::{HasClientSettings, HasHttpSettings, HasTelemetry};
     pub use crate::settings::ClientSettings;
     pub use retryscope_config::Target;

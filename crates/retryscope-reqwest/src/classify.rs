@@ -2,27 +2,21 @@
 
 use crate::{read_ahead, release, transport};
 use reqwest::{Request, Response};
-use retryscope::ErrorType;
-use retryscope::classify::{Classify, HttpClassifier, Stage};
+use retryscope::classify::{Classify, HttpClassifier};
 use retryscope::pace::PaceSignal;
 use retryscope::{Verdict, hints};
+use retryscope_http::__private::Judge;
 use retryscope_http::__private::idempotency::KeySource;
-use retryscope_http::__private::rule::{self, SharedRule};
-use retryscope_http::__private::safety::Safety;
+use retryscope_http::__private::rule::SharedRule;
 use retryscope_http::RetryOptions;
-use retryscope_otel::{EXHAUSTED_HEADER, Upstream};
+use retryscope_otel::Upstream;
 use std::time::SystemTime;
 
 /// Classifies each attempt of one request: statuses, transport failures, and
-/// whether running the request again is safe.
+/// whether running the request again is safe (the integrations' one
+/// [`Judge`]), and what each response says about pace.
 pub(crate) struct RequestClassifier {
-    http: HttpClassifier,
-    /// The user's rule, asked before `http`.
-    rule: Option<SharedRule>,
-    pub(crate) safety: Safety,
-    /// Retries at one layer: a response saying the layer below retried is not
-    /// retried again.
-    honour_exhausted: bool,
+    judge: Judge,
 }
 
 impl RequestClassifier {
@@ -33,55 +27,29 @@ impl RequestClassifier {
         options: &RetryOptions,
         key: Option<KeySource>,
     ) -> Self {
-        let safety =
-            Safety::of(request.method(), request.headers(), options, is_replayable(request)).with_key(key);
-        Self { http, rule, safety, honour_exhausted: false }
+        let head = (request.method(), request.headers());
+        Self { judge: Judge::for_request(http, rule, head, options, is_replayable(request), key) }
     }
 
     /// Retries only where no other layer does, serving `upstream`.
     pub(crate) fn one_layer(&mut self, upstream: Option<&Upstream>) {
-        self.honour_exhausted = true;
-        self.safety.retried_upstream = upstream.is_some_and(|u| u.attempt().is_retry());
+        self.judge.one_layer(upstream.is_some_and(|u| u.attempt().is_retry()));
     }
 }
 
 impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
     fn classify(&mut self, result: &Result<Response, reqwest_middleware::Error>) -> Verdict {
-        let (verdict, stage) = match result {
+        match result {
+            // The user's body rule (its verdict came with the response).
             Ok(response) => {
-                // The user's body rule (its verdict came with the response),
-                // then the head rule, then the built-in statuses; the safety
-                // guard below applies to any of them.
-                let now = SystemTime::now();
-                let verdict = rule::classify_response(
-                    read_ahead::judged(response),
-                    self.rule.as_ref(),
-                    self.http,
-                    response.status(),
-                    response.headers(),
-                    now,
-                );
-                let verdict = self.safety.key_in_flight(verdict, response.headers(), now);
-                match verdict {
-                    Verdict::Retryable { error, .. }
-                        if self.honour_exhausted && response.headers().contains_key(EXHAUSTED_HEADER) =>
-                    {
-                        (Verdict::retried_elsewhere(error), Stage::Sent)
-                    }
-                    verdict => (verdict, Stage::Sent),
-                }
+                self.judge.response(read_ahead::judged(response), response.status(), response.headers())
             }
-            Err(error) => {
-                let failure = transport::classify(error);
-                (failure.verdict, failure.stage)
-            }
-        };
-        self.safety.guard(verdict, stage)
+            Err(error) => self.judge.failure(transport::classify(error)),
+        }
     }
 
     fn timeout(&mut self) -> Verdict {
-        // The request was on the wire when the engine gave up on it.
-        self.safety.guard(Verdict::retryable(ErrorType::TIMEOUT), Stage::Sent)
+        self.judge.timeout()
     }
 
     fn before_wait(

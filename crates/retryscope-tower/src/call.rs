@@ -4,7 +4,7 @@
 //! theirs ([`crate::http_call`], and `grpc::call` with the `grpc` feature).
 
 use crate::attempt::Attempts;
-use crate::classify::{AttemptClassifier, Layers};
+use crate::classify::AttemptClassifier;
 use crate::error::BoxError;
 use crate::protocol::{End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
@@ -17,7 +17,6 @@ use http_body::Body;
 use retryscope::observe::StopSlot;
 use retryscope_http::__private::call::Ending;
 use retryscope_http::{AttemptLimits, RetryOptions};
-use retryscope_otel::Upstream;
 use std::sync::Arc;
 use tower_service::Service;
 
@@ -40,20 +39,22 @@ where
     ResB::Data: Send + From<bytes::Bytes>,
     ResB::Error: Into<BoxError>,
 {
-    let Planned { mut call, mut protocol, file } = planned;
+    let Planned { call, mut protocol, file } = planned;
     let (configured, guards) = file.parts();
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
-    let key = protocol.key(&settings, configured, &mut parts, &mut call.mode, replayable);
+    let key = protocol.key(&settings, configured, &mut parts, replayable);
     let inputs = Inputs { configured, guards, parts: &parts, options: &options, replayable };
+    let mut judge = protocol.judge(&settings, &inputs, key);
     let drive = protocol.drive(&call, inputs);
     let ending = Ending::begin(settings.client.fallbacks.is_some(), drive.deadline());
     // Shared by the attempts and their spans from here on; kept for a fallback.
     let parts = Arc::new(parts);
     let kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
-    let layers = layers(&settings, ending.upstream());
-    let classifier =
-        AttemptClassifier { mode: call.mode, rule: settings.client.rule.clone(), replayable, layers };
+    if settings.client.one_layer {
+        judge.one_layer(ending.upstream().is_some_and(|upstream| upstream.attempt().is_retry()));
+    }
+    let classifier = AttemptClassifier { mode: call.mode, judge };
     let stop = Arc::new(StopSlot::default());
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
     let (origin, request_id_header) = (settings.origin.clone(), settings.client.request_id_header.clone());
@@ -72,16 +73,4 @@ where
     let (answer, served) = protocol.answer(end, &settings, chosen, kept, outcome, stop).await;
     ending.settle(served);
     answer
-}
-
-/// Where this request's retries happen: with `retry_at_one_layer`, nowhere
-/// below a caller that retries already.
-fn layers(settings: &Settings, upstream: Option<&Upstream>) -> Layers {
-    match settings.client.one_layer {
-        true => Layers {
-            retried_upstream: upstream.is_some_and(|u| u.attempt().is_retry()),
-            honour_exhausted: true,
-        },
-        false => Layers::default(),
-    }
 }

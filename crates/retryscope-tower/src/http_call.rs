@@ -12,53 +12,37 @@ use crate::settings::{Resolved, Settings};
 use http::request::Parts;
 use http::{HeaderName, Response};
 use http_body::Body;
+use retryscope::classify::HttpClassifier;
 use retryscope::observe::NoObserver;
-use retryscope::{Policy, RetryError, StopReason};
-use retryscope_http::__private::CallConfig;
+use retryscope::{RetryError, StopReason};
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::shape::{Shaped, shape};
+use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tower_service::Service;
 use tracing::Span;
 
-/// How an HTTP request is retried: the layer's policy unless the request
-/// brings its own, HTTP's statuses, and whether its method lets it run again
-/// once sent.
-fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> (Policy, Mode) {
-    let safe_after_sent =
-        retryscope_http::__private::safety::safe_after_sent(&parts.method, &parts.headers, options);
-    let policy = options.policy_override().unwrap_or(settings.policy);
-    let keyed = retryscope::classify::has_idempotency_key(&parts.headers);
-    (policy, Mode::Http { classifier: settings.client.classifier, safe_after_sent, keyed })
-}
-
 /// Once per call, before any attempt (every attempt clones these headers):
-/// the request's idempotency key, if the layer gives it one or it has one.
-/// An HTTP request with a key may run again once sent.
+/// the request's idempotency key, if the layer gives it one (an HTTP request
+/// with a key may run again once sent: see [`Judge::for_request`]).
 fn keyed(
     settings: &Settings,
     configured: Option<&CallConfig>,
     parts: &mut Parts,
-    mode: &mut Mode,
     replayable: bool,
 ) -> Option<KeySource> {
-    let key = settings.client.idempotency.apply_configured(
+    settings.client.idempotency.apply_configured(
         configured,
         &parts.method,
         &mut parts.headers,
         &parts.extensions,
         replayable,
-    );
-    if let (Mode::Http { safe_after_sent, keyed, .. }, Some(_)) = (mode, key) {
-        *safe_after_sent = true;
-        *keyed = true;
-    }
-    key
+    )
 }
 
 /// What an HTTP request's attempts add: the attempt header, and the body rule.
@@ -164,19 +148,22 @@ where
     }
 }
 
-/// An HTTP call: HTTP's semantics, and nothing of its own to carry.
-pub(crate) struct HttpCall;
+/// An HTTP call: HTTP's semantics, and the statuses it retries.
+pub(crate) struct HttpCall {
+    classifier: HttpClassifier,
+}
 
 impl HttpCall {
-    /// The layer's policy and statuses, or a configured layer's file's.
+    /// The layer's policy (unless the request brings its own) and statuses,
+    /// or a configured layer's file's.
     pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<HttpCall> {
-        let (mut policy, mut mode) = plan(settings, parts, options);
         let file = settings.file_call(&parts.uri, false);
-        if let (Some(c), Mode::Http { classifier, .. }) = (&file.0, &mut mode) {
-            policy = c.policy(options);
-            *classifier = c.classifier();
-        }
-        Planned { call: Call { policy, mode }, protocol: HttpCall, file: Resolved::Now(file) }
+        let (policy, classifier) = match &file.0 {
+            Some(c) => (c.policy(options), c.classifier()),
+            None => (options.policy_override().unwrap_or(settings.policy), settings.client.classifier),
+        };
+        let call = Call { policy, mode: Mode::Http };
+        Planned { call, protocol: HttpCall { classifier }, file: Resolved::Now(file) }
     }
 }
 
@@ -189,10 +176,18 @@ impl Protocol for HttpCall {
         settings: &Settings,
         configured: Option<&CallConfig>,
         parts: &mut Parts,
-        mode: &mut Mode,
         replayable: bool,
     ) -> Option<KeySource> {
-        keyed(settings, configured, parts, mode, replayable)
+        keyed(settings, configured, parts, replayable)
+    }
+
+    /// HTTP's: the call's statuses (the file's classifier for a configured
+    /// call), the layer's rule, and whether its method or key lets it run
+    /// again once sent.
+    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>, key: Option<KeySource>) -> Judge {
+        let rule = settings.client.rule.clone();
+        let head = (&inputs.parts.method, &inputs.parts.headers);
+        Judge::for_request(self.classifier, rule, head, inputs.options, inputs.replayable, key)
     }
 
     /// The shared recipe's ([`Drive::http`]): the file's, else the layer's

@@ -17,10 +17,10 @@ use http_body::Body;
 use retryscope::dependency::Dependency;
 use retryscope::observe::Observer;
 use retryscope::{Policy, RetryError, StopReason};
-use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::RetryOptions;
 use std::future::Future;
 use std::sync::Arc;
@@ -60,9 +60,11 @@ pub(crate) trait Protocol: Sized + Send + 'static {
         settings: &Settings,
         configured: Option<&CallConfig>,
         parts: &mut Parts,
-        mode: &mut Mode,
         replayable: bool,
     ) -> Option<KeySource>;
+
+    /// How the call's attempts are judged, once its key (`key`) is known.
+    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>, key: Option<KeySource>) -> Judge;
 
     /// Whether the call is retried or hedged, under which policy and priority.
     fn drive(&self, call: &Call, inputs: Inputs<'_>) -> Drive;

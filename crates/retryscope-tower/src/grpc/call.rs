@@ -21,10 +21,10 @@ use http_body::Body;
 use retryscope::dependency::{Dependency, bounded_operation};
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Policy, RetryError, StopReason};
-use retryscope_http::__private::CallConfig;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::{Chosen, FallbackError};
 use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
@@ -336,15 +336,14 @@ impl Protocol for GrpcCall {
     type Metrics = CallMetrics;
 
     /// None: A6 retries what the service config opts in.
-    fn key(
-        &self,
-        _: &Settings,
-        _: Option<&CallConfig>,
-        _: &mut Parts,
-        _: &mut Mode,
-        _: bool,
-    ) -> Option<KeySource> {
+    fn key(&self, _: &Settings, _: Option<&CallConfig>, _: &mut Parts, _: bool) -> Option<KeySource> {
         None
+    }
+
+    /// gRPC's: A6 lets a call the service config retries run again once
+    /// sent; its statuses are judged by their codes.
+    fn judge(&self, _: &Settings, inputs: &Inputs<'_>, _: Option<KeySource>) -> Judge {
+        Judge::grpc(inputs.replayable)
     }
 
     /// Hedged when the method's service config has a `hedgingPolicy` (loaded
