@@ -103,12 +103,16 @@ where
     let (policy, hash) = match &inner.config {
         None => (policy.own.unwrap_or(policy.given), None),
         Some(handle) => {
+            let generation = handle.generation();
             let snapshot = handle.snapshot();
             let target = &inner.target;
             // Matched as an HTTP client's call to the same host and port is,
             // with no path: a rule naming a path or a gRPC service never
             // matches a database.
             let settings = snapshot.resolve(&config::Target::http(&target.address, Some(target.port), ""));
+            if settings.own_guard_keys().any() {
+                unapplied_guards(db, generation, &settings);
+            }
             (settings.call_policy(policy.own), Some(snapshot.hash_str().clone()))
         }
     };
@@ -126,4 +130,30 @@ where
         Some(operation) => retry.operation(operation).await,
         None => retry.await,
     }
+}
+
+/// The file writes guard keys in the block of the dependency the database
+/// matches, and the database keeps its builder's guards: said once for each
+/// version of the file (`generation`), so that no setting is ignored
+/// silently. The defaults' keys are the HTTP clients' and are not reported.
+#[cold]
+#[inline(never)]
+fn unapplied_guards(db: &Database, generation: u64, settings: &config::DependencySettings) {
+    if db.inner.warned_generation.swap(generation, Ordering::Relaxed) == generation {
+        return;
+    }
+    let keys = settings.own_guard_keys();
+    let written = [
+        ("budget", keys.budget),
+        ("breaker", keys.breaker),
+        ("pacer", keys.pacer),
+        ("in_flight_budget", keys.in_flight_budget),
+    ];
+    let written: Vec<&str> = written.iter().filter(|(_, set)| *set).map(|(key, _)| *key).collect();
+    tracing::warn!(
+        target: retryscope_otel::names::TARGET,
+        dependency = settings.name().unwrap_or_default(),
+        keys = %written.join(", "),
+        "the database keeps the guards its builder gave it: these keys of its dependency in the configuration file are not applied to it",
+    );
 }

@@ -14,6 +14,7 @@ use sqlx::PgPool;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 /// A PostgreSQL pool whose transactions and statements are retried when, and
 /// only when, PostgreSQL says a retry can succeed (see
@@ -61,6 +62,9 @@ pub(crate) struct Inner {
     pub(crate) retry_log: Option<RetryLog>,
     /// The configuration each call's policy is resolved from (issue 35).
     pub(crate) config: Option<ConfigHandle>,
+    /// The version of the file whose guard keys the database last said it
+    /// does not apply (`u64::MAX`: none yet).
+    pub(crate) warned_generation: AtomicU64,
 }
 
 impl Database {
@@ -236,9 +240,13 @@ impl<T> DatabaseBuilder<T> {
     /// (they are HTTP settings, for the HTTP clients the same file serves,
     /// or — `budget`, `breaker` — the database keeps the builder's guards):
     /// `retry_statuses`, `body_rule`, `hedging`, `idempotency_keys`,
-    /// `priority`, `fallback`, `budget`, `breaker`, `pacer`. Do not write
-    /// them on a dependency only the database matches: the file cannot tell
-    /// which clients match a rule, so it cannot refuse them there.
+    /// `priority`, `fallback`, `budget`, `breaker`, `pacer`,
+    /// `in_flight_budget`. Do not write them on a dependency only the
+    /// database matches: the file cannot tell which clients match a rule, so
+    /// it cannot refuse them there. The guard keys (`budget`, `breaker`,
+    /// `pacer`, `in_flight_budget`) the database can tell: written on the
+    /// dependency it matches, the first call under each version of the file
+    /// logs a warning naming them.
     pub fn config(mut self, handle: ConfigHandle) -> Self {
         self.config = Some(handle);
         self
@@ -262,6 +270,7 @@ impl<T> DatabaseBuilder<T> {
             observer,
             retry_log,
             config: self.config,
+            warned_generation: AtomicU64::new(u64::MAX),
         };
         Database { inner: Arc::new(inner) }
     }

@@ -175,3 +175,83 @@ attempts = 9
         .expect_err("every attempt is a conflict");
     assert_eq!(error.attempts(), 2, "the defaults' attempts: {error}");
 }
+
+/// Collects the `keys` of every warning that the database does not apply
+/// a file's guard keys, on the thread it is set as the default on.
+#[derive(Clone, Default)]
+struct Unapplied(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Unapplied {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Keys(Option<String>, bool);
+        impl tracing::field::Visit for Keys {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                match field.name() {
+                    "keys" => self.0 = Some(format!("{value:?}")),
+                    "message" => self.1 = format!("{value:?}").contains("not applied"),
+                    _ => {}
+                }
+            }
+        }
+        let mut keys = Keys(None, false);
+        event.record(&mut keys);
+        if let (Some(keys), true, &tracing::Level::WARN) = (keys.0, keys.1, event.metadata().level()) {
+            self.0.lock().expect("not poisoned").push(keys);
+        }
+    }
+}
+
+/// The database keeps its builder's guards: guard keys written on the
+/// dependency it matches are not applied, and it says so, once for each
+/// version of the file; the defaults' guard keys (the HTTP clients') it
+/// does not report.
+#[tokio::test]
+async fn guard_keys_on_the_databases_dependency_are_reported_once_per_file_version() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let Some(url) = common::url() else { return };
+    let pool = common::pool(&url, "t_config_guards", 1).await;
+    let (host, port) = (pool.connect_options().get_host().to_owned(), pool.connect_options().get_port());
+    let path = std::env::temp_dir().join(format!("retryscope-sqlx-guards-{}.toml", std::process::id()));
+    let file = |dependency_keys: &str| {
+        format!(
+            "[defaults]\nbudget = {{ ratio = 0.2 }}\n\n[dependencies.orders-db]\nhost = \"{host}:{port}\"\n{dependency_keys}\n"
+        )
+    };
+    std::fs::write(&path, file("attempts = 1")).expect("write the config file");
+    let handle = ConfigHandle::builder(KnownNames::new()).file(&path).build().expect("the file loads");
+    let db = Database::builder(pool).no_telemetry().no_retry_log().config(handle.clone()).build();
+    let unapplied = Unapplied::default();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(unapplied.clone()));
+    let select = || async {
+        db.statement(policy(1))
+            .run(|conn| Box::pin(async move { sqlx::query("SELECT 1").execute(conn).await.map(|_| ()) }))
+            .await
+            .expect("SELECT 1")
+    };
+
+    select().await;
+    assert!(
+        unapplied.0.lock().expect("not poisoned").is_empty(),
+        "the defaults' budget is the HTTP clients'"
+    );
+
+    std::fs::write(&path, file("budget = { ratio = 0.1 }\nin_flight_budget = {}")).expect("rewrite");
+    handle.reload().expect("the rewritten file loads");
+    select().await;
+    select().await;
+    assert_eq!(
+        *unapplied.0.lock().expect("not poisoned"),
+        ["budget, in_flight_budget"],
+        "once for this version"
+    );
+
+    std::fs::write(&path, file("breaker = { min_calls = 5 }")).expect("rewrite");
+    handle.reload().expect("the rewritten file loads");
+    select().await;
+    assert_eq!(
+        *unapplied.0.lock().expect("not poisoned"),
+        ["budget, in_flight_budget", "breaker"],
+        "again for the next version"
+    );
+    let _ = std::fs::remove_file(&path);
+}

@@ -2,6 +2,7 @@
 //! dependency and each rule resolved and checked.
 
 use super::*;
+use crate::GuardKeys;
 
 pub(super) fn build(
     file: File,
@@ -113,6 +114,12 @@ pub(super) fn build(
         let mut settings = resolve(&merged, Some(Arc::from(name.as_str())), matcher.describe(), known)
             .map_err(|r| locate(r, Some(name)))?;
         settings.job = block.subject.is_some();
+        settings.own_sets = GuardKeys {
+            budget: block.budget.is_some(),
+            breaker: block.breaker.is_some(),
+            pacer: block.pacer.is_some(),
+            in_flight_budget: block.in_flight_budget.is_some(),
+        };
         rules.push((matcher, settings));
     }
     // Ambiguity: two rules one call could match (`Matcher::overlaps`) with

@@ -143,6 +143,8 @@ pub struct DependencySettings {
     pub(crate) priority: Priority,
     pub(crate) fallback: Option<Arc<str>>,
     pub(crate) sets: GuardKeys,
+    /// The guard keys its own block writes, not the `defaults`'.
+    pub(crate) own_sets: GuardKeys,
     /// Whether `attempt_timeout` is written (here or in `defaults`): a job
     /// worker keeps its builder's per-attempt timeout where it is not.
     pub(crate) attempt_timeout_set: bool,
@@ -286,10 +288,18 @@ impl DependencySettings {
         self.sets.any()
     }
 
-    /// Which of `budget`, `breaker` and `pacer` the file writes for these
-    /// settings (here or in the defaults they inherit).
+    /// Which guard keys the file writes for these settings (here or in the
+    /// defaults they inherit).
     pub fn sets(&self) -> GuardKeys {
         self.sets
+    }
+
+    /// Which guard keys the dependency's own block writes (none for the
+    /// defaults): what a client that keeps its builder's guards (a
+    /// database) reports it does not apply, leaving the defaults' to the
+    /// clients that do.
+    pub fn own_guard_keys(&self) -> GuardKeys {
+        self.own_sets
     }
 
     /// Whether guards made from `self` and from `other` would differ: a

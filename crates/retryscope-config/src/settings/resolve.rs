@@ -246,6 +246,7 @@ pub(crate) fn resolve(
             pacer: b.pacer.is_some(),
             in_flight_budget: b.in_flight_budget.is_some(),
         },
+        own_sets: GuardKeys::default(),
         attempt_timeout_set: b.attempt_timeout.is_some(),
         job: false,
         index: None,
