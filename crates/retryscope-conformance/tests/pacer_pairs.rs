@@ -190,3 +190,35 @@ async fn a_keyed_post_held_then_retried_keeps_one_key() {
         }
     }
 }
+
+/// A hedge's copy teaches the pacer as an attempt does (the engine hands
+/// the dependency's pacer what every answer says, copies' included): the
+/// first copy is slow, the second is answered `429` with `Retry-After: 1`;
+/// the first copy's 200 wins the call, and the next call to the dependency
+/// is held until the gate the losing copy learned opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedge_copys_retry_after_holds_the_next_call() {
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    for integration in BOTH {
+        let server = Server::start().await;
+        let slow = Reply::ok("first").after(Duration::from_millis(400));
+        server.script("/item", [slow, Reply::with_header(429, "retry-after", "1").into()]);
+        let hedge = HedgePolicy::builder()
+            .max_copies(2)
+            .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+            .build()
+            .expect("valid hedging policy");
+        let setup = Setup::new(Policy::interactive()).hedge(hedge).pacer_per_dependency(Pacer::new);
+        let client = integration.client(setup);
+        assert_eq!(client.get(&server.url("/item")).await, Answer::Status(200), "{integration:?}");
+        let copies: Vec<Instant> = server.seen().iter().filter(|s| s.path == "/item").map(|s| s.at).collect();
+        assert_eq!(copies.len(), 2, "{integration:?}: the second copy was sent");
+
+        server.script("/next", [Reply::ok("next")]);
+        assert_eq!(client.get(&server.url("/next")).await, Answer::Status(200), "{integration:?}");
+        let next = server.seen().iter().find(|s| s.path == "/next").expect("the next call was sent").at;
+        let held = next - copies[1];
+        eprintln!("{integration:?}: the next call was sent {held:?} after the copy told to wait");
+        assert!(held >= Duration::from_millis(950), "{integration:?}: not held by the copy's gate: {held:?}");
+    }
+}
