@@ -58,11 +58,14 @@ impl<'a> Attempts<'a> {
             if let Ok(response) = &result {
                 span.record("http.response.status_code", i64::from(response.status().as_u16()));
             }
-            // Inside the attempt: its timeout bounds the read.
+            // Inside the attempt: its timeout bounds the read. Boxed: the
+            // read's state (632 bytes) would otherwise take room in every
+            // attempt's future, moved with the whole call, for a rule few
+            // responses meet (as tower's answer does).
             match (body_rule, result) {
-                (Some(rule), Ok(response)) => {
-                    read_ahead::judge(rule, response).await.map_err(reqwest_middleware::Error::Reqwest)
-                }
+                (Some(rule), Ok(response)) => Box::pin(read_ahead::judge(rule, response))
+                    .await
+                    .map_err(reqwest_middleware::Error::Reqwest),
                 (_, result) => result,
             }
         }
