@@ -87,7 +87,12 @@ impl Pacer {
     }
 
     /// Takes in what a response said. In adaptive mode every answer counts
-    /// (call it for each); otherwise an empty signal costs nothing.
+    /// (call it for each); otherwise an empty signal costs nothing. A call
+    /// made through the engine with this pacer's dependency needs none of
+    /// it: the engine hands the pacer what each answer says, as the call's
+    /// classifier reads it
+    /// ([`Classify::pace`](crate::classify::Classify::pace)). Call it
+    /// yourself for answers the engine does not see.
     pub fn learn(&self, signal: &PaceSignal) {
         if let Some(adaptive) = &self.inner.adaptive {
             let answer = if signal.throttled { Answer::Throttled } else { Answer::Other };
