@@ -54,11 +54,11 @@ where
     if settings.client.one_layer {
         judge.one_layer(ending.upstream().is_some_and(|upstream| upstream.attempt().is_retry()));
     }
-    let classifier = AttemptClassifier { mode: call.mode, judge };
+    let classifier = AttemptClassifier { statuses: protocol.statuses(), judge };
     let stop = Arc::new(StopSlot::default());
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
     let (origin, request_id_header) = (settings.origin.clone(), settings.client.request_id_header.clone());
-    let (request, grpc) = (Arc::clone(&parts), call.mode.is_grpc());
+    let (request, grpc) = (Arc::clone(&parts), P::GRPC);
     let spans = AttemptSpan { request, origin, grpc, idempotency_key: key, request_id_header };
     let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
     let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);

@@ -13,91 +13,56 @@ use retryscope_http::__private::Judge;
 use retryscope_http::__private::transport::{Failure, Refused, walk};
 use std::time::SystemTime;
 
-/// Which statuses a request follows: HTTP's (its [`Judge`] holds them) or
-/// gRPC's codes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Mode {
-    /// HTTP statuses, hints and idempotency.
-    Http,
-    /// gRPC statuses (A6).
-    #[cfg(feature = "grpc")]
-    Grpc { codes: crate::grpc::CodeSet },
+/// What only a call's protocol knows of an attempt's result: how it reads
+/// an answer and a transport failure, and what an answer says about pace.
+/// HTTP's ([`HttpStatuses`]) or gRPC's (`grpc::statuses::GrpcStatuses`), fixed by
+/// the call's type ([`Protocol::statuses`](crate::protocol::Protocol::statuses)):
+/// nothing here branches on which protocol a call speaks.
+pub(crate) trait Statuses: Send + 'static {
+    /// The verdict on an answer, `judge` applying the rules every protocol
+    /// shares.
+    fn answer<B: Body>(&self, judge: &Judge, response: &Response<ResponseBody<B>>) -> Verdict;
+
+    /// The verdict on a transport failure.
+    fn failure(&self, judge: &Judge, error: &BoxError) -> Verdict {
+        judge.failure(transport(error))
+    }
+
+    /// What an answer says about the dependency's pace.
+    fn pace<B: Body>(&self, response: &Response<ResponseBody<B>>) -> PaceSignal;
 }
 
-impl Mode {
-    /// Whether the request is a gRPC call.
-    pub(crate) fn is_grpc(self) -> bool {
-        !matches!(self, Mode::Http)
+/// HTTP's statuses, hints and idempotency: the [`Judge`] holds them.
+pub(crate) struct HttpStatuses;
+
+impl Statuses for HttpStatuses {
+    /// The user's body rule (its verdict came with the body), then the
+    /// judge's rules and statuses.
+    fn answer<B: Body>(&self, judge: &Judge, response: &Response<ResponseBody<B>>) -> Verdict {
+        judge.response(response.body().judged(), response.status(), response.headers())
+    }
+
+    fn pace<B: Body>(&self, response: &Response<ResponseBody<B>>) -> PaceSignal {
+        hints::pace_signal(response.status().as_u16(), response.headers(), SystemTime::now())
     }
 }
 
-/// Classifies every attempt of one request: its protocol's statuses, then
-/// the integrations' one [`Judge`] (rules, safety, the one-layer rule).
-pub(crate) struct AttemptClassifier {
-    pub(crate) mode: Mode,
+/// Classifies every attempt of one request: its protocol's statuses `S`,
+/// then the integrations' one [`Judge`] (rules, safety, the one-layer rule).
+pub(crate) struct AttemptClassifier<S> {
+    pub(crate) statuses: S,
     pub(crate) judge: Judge,
 }
 
-impl AttemptClassifier {
-    fn failure(&self, error: &BoxError) -> Verdict {
-        #[cfg(feature = "grpc")]
-        if let Mode::Grpc { codes } = self.mode
-            && let Some(code) = crate::grpc::reset::code(error)
-        {
-            // An HTTP/2 reset stands for a gRPC status (gRPC's RST_STREAM
-            // mapping), retried only as that status is: an INTERNAL_ERROR
-            // reset is not an UNAVAILABLE. (REFUSED_STREAM got its
-            // transparent retry already, in the attempt.)
-            let error = ErrorType::Kind(crate::grpc::code::name(code));
-            let verdict = if codes.contains_number(code) {
-                Verdict::retryable(error)
-            } else {
-                Verdict::permanent(error)
-            };
-            return self.judge.failure(Failure::sent(verdict));
-        }
-        let failure = transport(error);
-        #[cfg(feature = "grpc")]
-        if let Mode::Grpc { codes } = self.mode {
-            // gRPC reports a transport failure as UNAVAILABLE: retried when that
-            // code is, or — a transparent retry — when nothing left the client.
-            let unavailable = codes.contains(tonic::Code::Unavailable);
-            if let Verdict::Retryable { error, .. } = failure.verdict
-                && !unavailable
-                && failure.stage == retryscope::classify::Stage::Sent
-            {
-                return Verdict::unrepeatable(error);
-            }
-        }
-        self.judge.failure(failure)
-    }
-}
-
-impl<B> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifier
+impl<B, S: Statuses> Classify<Response<ResponseBody<B>>, BoxError> for AttemptClassifier<S>
 where
     B: Body + Send + 'static,
     B::Data: Send,
 {
     fn classify(&mut self, result: &Result<Response<ResponseBody<B>>, BoxError>) -> Verdict {
-        let response = match result {
-            Ok(response) => response,
-            Err(error) => return self.failure(error),
-        };
-        match self.mode {
-            // The user's body rule (its verdict came with the body), then the
-            // judge's rules and statuses.
-            Mode::Http => {
-                self.judge.response(response.body().judged(), response.status(), response.headers())
-            }
-            #[cfg(feature = "grpc")]
-            Mode::Grpc { codes } => {
-                let verdict = match crate::grpc::status::received(response) {
-                    Some(status) => crate::grpc::status::verdict(status, codes),
-                    // Committed at its headers, which carry no status (A6).
-                    None => Verdict::Success,
-                };
-                self.judge.answered(verdict, response.headers())
-            }
+        match result {
+            Ok(response) => self.statuses.answer(&self.judge, response),
+            Err(error) => self.statuses.failure(&self.judge, error),
         }
     }
 
@@ -107,14 +72,7 @@ where
     }
 
     fn pace(&mut self, result: &Result<Response<ResponseBody<B>>, BoxError>) -> Option<PaceSignal> {
-        let response = result.as_ref().ok()?;
-        Some(match self.mode {
-            Mode::Http => {
-                hints::pace_signal(response.status().as_u16(), response.headers(), SystemTime::now())
-            }
-            #[cfg(feature = "grpc")]
-            Mode::Grpc { .. } => crate::grpc::headers::pace_signal(response.headers()),
-        })
+        Some(self.statuses.pace(result.as_ref().ok()?))
     }
 
     fn before_wait(
@@ -137,6 +95,6 @@ where
 /// A transport failure's verdict and how far the request got: the shared walk
 /// ([`walk`]), where a refused connection proves nothing was sent, and
 /// anything it does not name is `_OTHER`, retryable, maybe sent.
-fn transport(error: &BoxError) -> Failure {
+pub(crate) fn transport(error: &BoxError) -> Failure {
     walk(&**error, Refused::NotSent).unwrap_or(Failure::sent(Verdict::retryable(ErrorType::OTHER)))
 }

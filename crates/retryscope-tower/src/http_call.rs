@@ -3,7 +3,7 @@
 //! attempt does with its response (the status, the pacer, the body rule), and
 //! what the caller gets.
 
-use crate::classify::Mode;
+use crate::classify::HttpStatuses;
 use crate::error::{BoxError, GaveUp, NotRetried};
 use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
@@ -162,7 +162,7 @@ impl HttpCall {
             Some(c) => (c.policy(options), c.classifier()),
             None => (options.policy_override().unwrap_or(settings.policy), settings.client.classifier),
         };
-        let call = Call { policy, mode: Mode::Http };
+        let call = Call { policy };
         Planned { call, protocol: HttpCall { classifier }, file: Resolved::Now(file) }
     }
 }
@@ -170,6 +170,12 @@ impl HttpCall {
 impl Protocol for HttpCall {
     type Attempts = HttpAttempts;
     type Metrics = NoObserver;
+    type Statuses = HttpStatuses;
+    const GRPC: bool = false;
+
+    fn statuses(&self) -> HttpStatuses {
+        HttpStatuses
+    }
 
     fn key(
         &self,

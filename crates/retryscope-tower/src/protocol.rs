@@ -6,7 +6,7 @@
 //! in a call branches on which protocol it speaks.
 
 use crate::budget::LayerBudget;
-use crate::classify::Mode;
+use crate::classify::Statuses;
 use crate::error::BoxError;
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
@@ -28,12 +28,11 @@ use std::time::Duration;
 use tower_service::Service;
 use tracing::Span;
 
-/// How one request is retried: its policy and its semantics.
+/// How one request is retried: its policy (its semantics are its
+/// protocol's type).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call {
     pub(crate) policy: Policy,
-    /// HTTP's semantics or gRPC's: the one place that says which.
-    pub(crate) mode: Mode,
 }
 
 /// A call as its protocol planned it: how it is retried, the protocol's own
@@ -52,6 +51,13 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     type Attempts: Attempts;
     /// The protocol's own metrics of the call, if it keeps any.
     type Metrics: Observer + Send + Sync + 'static;
+    /// How it reads each attempt's result.
+    type Statuses: Statuses;
+    /// Whether its calls are gRPC calls, as the attempt spans say.
+    const GRPC: bool;
+
+    /// The statuses its attempts are read by.
+    fn statuses(&self) -> Self::Statuses;
 
     /// Once per call, before any attempt: the request's idempotency key, if
     /// it gets one.

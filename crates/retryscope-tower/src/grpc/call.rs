@@ -6,9 +6,9 @@
 use super::headers;
 use super::methods::{Kept, Method};
 use super::metrics::CallMetrics;
+use super::statuses::GrpcStatuses;
 use super::{CodeSet, GrpcRetry, reset, status};
 use crate::budget::LayerBudget;
-use crate::classify::Mode;
 use crate::error::BoxError;
 use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{Held, ReplayBody, Source};
@@ -36,6 +36,9 @@ use tracing::Span;
 /// deadline goes on the wire, and gRPC's own metrics of it.
 pub(crate) struct GrpcCall {
     method: Arc<Method>,
+    /// The codes its policy retries (the method's, or `UNAVAILABLE` for a
+    /// caller's own policy).
+    codes: CodeSet,
     /// gRPC's own metrics of the call (A66, A96), once started.
     metrics: Option<CallMetrics>,
     /// Whether the call's deadline goes on the wire as `grpc-timeout`: only a
@@ -101,8 +104,8 @@ pub(crate) fn plan(
         Some(timeout) => within(policy, timeout),
         None => policy,
     };
-    let protocol = GrpcCall { method, metrics: None, sends_deadline: timeout.is_some() };
-    Planned { call: Call { policy, mode: Mode::Grpc { codes } }, protocol, file }
+    let protocol = GrpcCall { method, codes, metrics: None, sends_deadline: timeout.is_some() };
+    Planned { call: Call { policy }, protocol, file }
 }
 
 /// The file's policy for a call with `options`, where the file decides it: a
@@ -142,11 +145,7 @@ impl GrpcCall {
         started: Instant,
         guards: &Dependency<LayerBudget>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
-        let codes = match call.mode {
-            Mode::Grpc { codes } => codes,
-            // Not planned: a gRPC call's mode is gRPC's (`plan`).
-            Mode::Http { .. } => CodeSet::EMPTY,
-        };
+        let codes = self.codes;
         let ending = super::stop::Ending {
             replayable,
             expired: call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
@@ -334,6 +333,12 @@ fn read_status<ResB: Body>(
 impl Protocol for GrpcCall {
     type Attempts = GrpcAttempts;
     type Metrics = CallMetrics;
+    type Statuses = GrpcStatuses;
+    const GRPC: bool = true;
+
+    fn statuses(&self) -> GrpcStatuses {
+        GrpcStatuses { codes: self.codes }
+    }
 
     /// None: A6 retries what the service config opts in.
     fn key(&self, _: &Settings, _: Option<&CallConfig>, _: &mut Parts, _: bool) -> Option<KeySource> {

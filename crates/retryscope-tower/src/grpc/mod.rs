@@ -12,6 +12,7 @@ pub(crate) mod methods;
 pub(crate) mod metrics;
 pub(crate) mod reset;
 pub(crate) mod status;
+pub(crate) mod statuses;
 pub(crate) mod stop;
 
 pub use builder::{GrpcRetryLayerBuilder, origin_state};
