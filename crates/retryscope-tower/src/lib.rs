@@ -67,8 +67,12 @@ mod classify;
 mod error;
 pub mod fault;
 #[cfg(feature = "grpc")]
+mod framing;
+#[cfg(feature = "grpc")]
 #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
 pub mod grpc;
+#[cfg(feature = "grpc")]
+mod head;
 mod http_call;
 mod layer;
 mod protocol;

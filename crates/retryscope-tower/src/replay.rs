@@ -80,7 +80,7 @@ pub struct Replay<B> {
     kind: Kind<B>,
     /// Counts the request message bytes this attempt sends (gRPC metrics).
     #[cfg(feature = "grpc")]
-    sent: Option<crate::grpc::metrics::MessageMeter>,
+    sent: Option<crate::framing::MessageMeter>,
 }
 
 // Trailers are boxed: a request seldom has any, and the bodies are moved with
@@ -105,7 +105,7 @@ impl<B: ReplayBody> Replay<B> {
     /// The body of type `B` that sends this, with `sent` counting the message
     /// bytes it sends.
     #[cfg(feature = "grpc")]
-    pub(crate) fn metered(self, sent: Option<crate::grpc::metrics::MessageMeter>) -> B {
+    pub(crate) fn metered(self, sent: Option<crate::framing::MessageMeter>) -> B {
         B::from_replay(Replay { sent, ..self })
     }
 }
@@ -263,7 +263,7 @@ impl<B: ReplayBody> Source<B> {
 
     /// [`next`](Self::next), with `sent` counting the message bytes it sends.
     #[cfg(feature = "grpc")]
-    pub(crate) fn next_metered(&mut self, sent: Option<crate::grpc::metrics::MessageMeter>) -> Option<B> {
+    pub(crate) fn next_metered(&mut self, sent: Option<crate::framing::MessageMeter>) -> Option<B> {
         self.next_replay().map(|replay| replay.metered(sent))
     }
 

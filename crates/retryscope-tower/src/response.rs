@@ -12,6 +12,19 @@ use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+/// What follows a response to the caller for gRPC's call metrics (gRFC A66):
+/// it counts the message bytes that pass by and ends the call with the
+/// status in the trailers, or without one if the body ends first.
+#[cfg(feature = "grpc")]
+pub(crate) trait Tail: Send + Sync {
+    /// Response bytes on their way to the caller.
+    fn data(&mut self, data: &dyn Buf);
+    /// The trailers reached the caller.
+    fn trailers(self: Box<Self>, trailers: &HeaderMap);
+    /// The body ended without trailers.
+    fn ended(self: Box<Self>);
+}
+
 /// What to do with the trailers of a response that was handed to the caller
 /// before they arrived (a gRPC stream's status, recorded on the attempt's span,
 /// which the hook keeps open until then).
@@ -37,10 +50,10 @@ pub struct ResponseBody<B: Body> {
     hook: Option<TrailersHook>,
     /// gRPC's call metrics, which end when the status reaches the caller.
     #[cfg(feature = "grpc")]
-    tail: Option<Box<crate::grpc::metrics::ResponseTail>>,
+    tail: Option<Box<dyn Tail>>,
     /// What the response's gRPC headers said, once the attempt read them.
     #[cfg(feature = "grpc")]
-    grpc_head: Option<crate::grpc::status::Head>,
+    grpc_head: Option<crate::head::Head>,
 }
 
 // No field is ever pinned in place: the inner body is behind its own `Pin<Box>`.
@@ -128,20 +141,20 @@ impl<B: Body> ResponseBody<B> {
 
     /// What the response's gRPC headers said, if the attempt read them.
     #[cfg(feature = "grpc")]
-    pub(crate) fn grpc_head(&self) -> Option<crate::grpc::status::Head> {
+    pub(crate) fn grpc_head(&self) -> Option<crate::head::Head> {
         self.grpc_head
     }
 
     /// Keeps what the response's gRPC headers said.
     #[cfg(feature = "grpc")]
-    pub(crate) fn set_grpc_head(&mut self, head: crate::grpc::status::Head) {
+    pub(crate) fn set_grpc_head(&mut self, head: crate::head::Head) {
         self.grpc_head = Some(head);
     }
 
     /// Follows the response to the caller for gRPC's call metrics: counts its
     /// message bytes and ends the call with its status.
     #[cfg(feature = "grpc")]
-    pub(crate) fn follow(&mut self, tail: crate::grpc::metrics::ResponseTail) {
+    pub(crate) fn follow(&mut self, tail: impl Tail + 'static) {
         self.tail = Some(Box::new(tail));
     }
 }

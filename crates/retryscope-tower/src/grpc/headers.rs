@@ -6,6 +6,8 @@ use retryscope::Hint;
 use retryscope::pace::PaceSignal;
 use std::time::Duration;
 
+pub(crate) use crate::head::Pushback;
+
 // Header names, not strings: a map looked up by a string parses it into a
 // name first, on every call.
 
@@ -41,19 +43,6 @@ pub(crate) fn status_of_http(status: StatusCode) -> u8 {
         429 | 502 | 503 | 504 => 14, // UNAVAILABLE
         _ => 2,                      // UNKNOWN
     }
-}
-
-/// What the server's pushback says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pushback {
-    /// Wait exactly this long before the next attempt.
-    Wait(Duration),
-    /// Do not retry (a negative or unparseable value, per gRFC A6).
-    Stop,
-    /// Wait at least this long: `google.rpc.RetryInfo`'s `retry_delay` in the
-    /// status details (AIP-194: "clients should wait at least"), a floor under
-    /// the backoff as `Retry-After` is.
-    AtLeast(Duration),
 }
 
 /// `grpc-retry-pushback-ms` in `metadata`, if present, read as grpc-go reads

@@ -4,29 +4,12 @@
 
 use super::code::{CodeSet, name};
 use super::headers::{self, Pushback};
+pub(crate) use crate::head::{Head, Received};
 use crate::response::ResponseBody;
 use http::{HeaderMap, Response, StatusCode};
 use http_body::Body;
 use retryscope::{ErrorType, Hint, Verdict};
 use tracing::Span;
-
-/// A status received with the response headers: a Trailers-Only answer, or an
-/// HTTP error status that carries none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Received {
-    pub(crate) code: u8,
-    pub(crate) pushback: Option<Pushback>,
-}
-
-/// What the headers of a gRPC response say, read once per attempt (by
-/// [`read`]) and kept with its body for the classifier and the call's end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Head {
-    /// A status with the headers.
-    Status(Received),
-    /// No status: the call is committed (A6); its status comes in the trailers.
-    Committed,
-}
 
 /// The status `response` carries in its headers, if any: a Trailers-Only
 /// answer (`grpc-status` in the headers), or an HTTP status other than 200

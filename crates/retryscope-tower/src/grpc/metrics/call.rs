@@ -1,9 +1,9 @@
 //! One call's metrics, from its first attempt to its status reaching the
 //! caller.
 
-use super::framing::MessageMeter;
 use super::{Instruments, names};
 use crate::error::BoxError;
+use crate::framing::MessageMeter;
 use crate::grpc::{code, headers};
 use bytes::Buf;
 use http::{HeaderMap, Response};
@@ -361,9 +361,8 @@ pub(crate) struct ResponseTail {
     rcvd: MessageMeter,
 }
 
-impl ResponseTail {
-    /// Response bytes on their way to the caller.
-    pub(crate) fn data(&mut self, data: &impl Buf) {
+impl crate::response::Tail for ResponseTail {
+    fn data(&mut self, data: &dyn Buf) {
         let chunk = data.chunk();
         if chunk.len() == data.remaining() {
             self.rcvd.count(chunk);
@@ -376,14 +375,14 @@ impl ResponseTail {
         pieces[..filled].iter().for_each(|piece| self.rcvd.count(piece));
     }
 
-    /// The trailers reached the caller: the call's status is theirs.
-    pub(crate) fn trailers(self, trailers: &HeaderMap) {
+    /// The call's status is the trailers'.
+    fn trailers(self: Box<Self>, trailers: &HeaderMap) {
         self.call.end(code::name(headers::status(trailers).unwrap_or(INTERNAL)));
     }
 
-    /// The body ended without trailers, so without a status: `INTERNAL`, as
-    /// gRPC clients report a stream that ended so.
-    pub(crate) fn ended(self) {
+    /// Without trailers, so without a status: `INTERNAL`, as gRPC clients
+    /// report a stream that ended so.
+    fn ended(self: Box<Self>) {
         self.call.end(code::name(INTERNAL));
     }
 }
@@ -393,8 +392,8 @@ const INTERNAL: u8 = 13;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framing::message;
     use crate::grpc::metrics::GrpcMetrics;
-    use crate::grpc::metrics::framing::message;
     use http::Uri;
 
     /// What the service's transparent retries record: a new attempt, counted

@@ -11,11 +11,9 @@
 //! dropped before its status arrives ends `CANCELLED`, as gRPC records it.
 
 mod call;
-mod framing;
 pub(crate) mod names;
 
-pub(crate) use call::{CallMetrics, ResponseTail};
-pub(crate) use framing::MessageMeter;
+pub(crate) use call::CallMetrics;
 
 use http::Uri;
 use opentelemetry::metrics::{Counter, Histogram, Meter};

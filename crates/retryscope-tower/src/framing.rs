@@ -1,4 +1,6 @@
-//! Counting message bytes without gRPC's framing.
+//! Counting message bytes without gRPC's framing: what a replayed request
+//! body ([`crate::replay`]) and gRPC's call metrics (`grpc::metrics`) share,
+//! apart from `grpc/` so that the body need not know the metrics.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
