@@ -110,3 +110,66 @@ pub(crate) fn panel(
         .draw()
         .map_err(|e| e.to_string())
 }
+
+/// The bars of a grouped bar chart: what each run counted in each group.
+pub(crate) struct Bars<'a> {
+    /// The chart's title and its y axis.
+    pub(crate) caption: &'a str,
+    pub(crate) y_desc: &'a str,
+    /// A label under each group.
+    pub(crate) groups: Vec<String>,
+    /// Per run, its legend and its count in each group.
+    pub(crate) runs: Vec<(&'a str, Vec<u64>)>,
+}
+
+/// Writes `bars` as an SVG: a group of bars per group, a bar (and a colour)
+/// per run — what the jobs and lost-responses storms draw.
+pub(crate) fn write_bars_svg(path: &Path, bars: &Bars<'_>) -> Result<(), String> {
+    let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let groups = bars.groups.len();
+    let top = bars.runs.iter().flat_map(|(_, counts)| counts).copied().max().unwrap_or(1).max(1) as f64 * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(bars.caption, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..groups as f64, 0.0..top)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups * 2 + 1)
+        .x_label_formatter(&|x| {
+            // A label under the middle of each group only.
+            let group = (x - 0.5).round();
+            match ((x - 0.5 - group).abs() < 1e-6, bars.groups.get(group as usize)) {
+                (true, Some(name)) => name.clone(),
+                _ => String::new(),
+            }
+        })
+        .y_desc(bars.y_desc)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let width = 0.8 / bars.runs.len().max(1) as f64;
+    for (i, (label, counts)) in bars.runs.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let drawn = counts.iter().enumerate().map(|(group, &n)| {
+            let left = group as f64 + 0.1 + width * i as f64;
+            Rectangle::new([(left, 0.0), (left + width * 0.9, n as f64)], color.filled())
+        });
+        chart
+            .draw_series(drawn)
+            .map_err(|e| e.to_string())?
+            .label(*label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
