@@ -143,11 +143,6 @@ impl AdaptiveThrottle {
         (requests > 0.0).then(|| (accepts / requests).min(1.0))
     }
 
-    /// `K`, the multiplier of accepts the client may send.
-    pub fn k(&self) -> f64 {
-        self.inner.k
-    }
-
     /// A request is about to be sent: counted, and admitted unless `draw`, a
     /// uniform random number in `[0, 1)`, falls below the rejection
     /// probability. `false`: reject it locally, do not send it.

@@ -127,7 +127,8 @@ impl AimdBuilder {
     }
 
     /// What a drop multiplies the limit by, within `[0.5, 1.0)` (default 0.9).
-    pub const fn backoff_ratio(mut self, ratio: f64) -> Self {
+    #[cfg(test)]
+    pub(crate) const fn backoff_ratio(mut self, ratio: f64) -> Self {
         self.aimd.backoff_ratio = ratio;
         self
     }

@@ -162,7 +162,8 @@ impl Gradient2Builder {
 
     /// How far the limit moves toward each estimate, within `(0, 1]`
     /// (default 0.2).
-    pub const fn smoothing(mut self, smoothing: f64) -> Self {
+    #[cfg(test)]
+    pub(crate) const fn smoothing(mut self, smoothing: f64) -> Self {
         self.g.smoothing = smoothing;
         self
     }
