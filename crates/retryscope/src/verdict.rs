@@ -164,8 +164,9 @@ impl fmt::Display for DelaySource {
 ///
 /// `Retry-After` and `RateLimit` hints are *floors*: the wait is at least the
 /// hint and at least the policy's computed backoff. When the hint is the longer
-/// of the two, a random spread of up to a fifth of the hint (at most
-/// [`HINT_SPREAD_MAX`]) is added on top, so that the
+/// of the two, a random spread of up to a fifth of the hint (at most 5 s, the
+/// width the AWS SDKs allow above the backoff: `clamp(hint, backoff, backoff +
+/// 5 s)`) is added on top, so that the
 /// many clients one server told "come back in 1 s" at the same moment do not
 /// come back in the same millisecond. The spread never takes the wait past the
 /// deadline or the policy's `max_server_delay`. A hint shorter than the backoff
@@ -186,7 +187,7 @@ pub struct Hint {
 /// The widest random spread added on top of a server's `Retry-After` or
 /// `RateLimit` hint: 5 s, the width the AWS SDKs allow above the backoff
 /// (`clamp(hint, backoff, backoff + 5 s)`).
-pub const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
+pub(crate) const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
 
 impl Hint {
     /// A `Retry-After` hint: the next attempt waits at least `delay`.
