@@ -15,12 +15,14 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use retryscope::clock::ManualClock;
 use retryscope::hints::pace_signal;
-use retryscope::{HINT_SPREAD_MAX, Pacer, Policy, Retryable};
+use retryscope::{Pacer, Policy, Retryable};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// The longest wait or quota window the pacer takes from a hint (`Pacer`'s
 /// limits table).
 const MAX_PACE: Duration = Duration::from_secs(24 * 60 * 60);
+/// The widest random spread on top of a server's hint (`Hint`'s docs).
+const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
 
 const NAMES: [&str; 17] = [
     "ratelimit",

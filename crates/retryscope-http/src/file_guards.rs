@@ -102,15 +102,26 @@ impl<T: Budget + 'static> CodeFactories<T> {
     /// A registry whose every guard is made by these factories (no meter
     /// yet): the client's per-host guards, and a file's keys left to code.
     pub fn registry(&self) -> DependenciesBuilder<T> {
-        Dependencies::builder()
-            .budget_factory(self.budget.clone())
-            .breaker_factory(self.breaker.clone())
-            .pacer_factory(self.pacer.clone())
+        let mut registry = Dependencies::builder()
             .pace_share(self.pace_share.clone())
             .budget_share(self.budget_share.clone())
-            .concurrency_limit_factory(self.concurrency_limit.clone())
-            .guard_factory(self.guard.clone())
-            .hedge_template(self.hedge.clone())
+            .guard_factory(self.guard.clone());
+        if let Some(make) = self.budget.clone() {
+            registry = registry.budget(move || make());
+        }
+        if let Some(make) = self.breaker.clone() {
+            registry = registry.breaker(move || make());
+        }
+        if let Some(make) = self.pacer.clone() {
+            registry = registry.pacer(move || make());
+        }
+        if let Some(make) = self.concurrency_limit.clone() {
+            registry = registry.concurrency_limit(move || make());
+        }
+        if let Some(template) = self.hedge.clone() {
+            registry = registry.hedge(template);
+        }
+        registry
     }
 
     /// The client's own registry, made by these factories, its gauges
@@ -402,13 +413,7 @@ impl<T: Budget + 'static> Slot<T> {
             })),
             None => code.guard.clone(),
         };
-        let guards = code
-            .registry()
-            .budget_factory(budget)
-            .breaker_factory(breaker)
-            .pacer_factory(pacer)
-            .guard_factory(guard)
-            .build();
+        let guards = CodeFactories { budget, breaker, pacer, guard, ..code.clone() }.registry().build();
         Self { settings: Arc::clone(settings), guards }
     }
 }

@@ -256,8 +256,14 @@ impl<T> DatabaseBuilder<T> {
     pub fn build(self) -> Database {
         let target = Target::of(&self.pool);
         let (meter, observer, retry_log) = self.meter.observers(self.retry_log, false);
-        let registry =
-            Dependencies::builder().budget_factory(self.budget).breaker_factory(self.breaker).build();
+        let mut registry = Dependencies::builder();
+        if let Some(make) = self.budget {
+            registry = registry.budget(move || make());
+        }
+        if let Some(make) = self.breaker {
+            registry = registry.breaker(move || make());
+        }
+        let registry = registry.build();
         if let Some(meter) = &meter {
             retryscope_otel::publish_dependency_gauges(meter, &registry);
         }

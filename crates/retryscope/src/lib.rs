@@ -141,5 +141,5 @@ pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]
 pub use sleep::TokioSleeper;
 pub use transient::Transient;
-pub use verdict::{DelaySource, ErrorType, HINT_SPREAD_MAX, Hint, Verdict};
+pub use verdict::{DelaySource, ErrorType, Hint, Verdict};
 pub use wait::Backoff;

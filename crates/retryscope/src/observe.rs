@@ -154,9 +154,6 @@ pub enum HedgeOutcome {
 }
 
 impl HedgeOutcome {
-    /// Every outcome, in the order above: what dashboards and alerts may see.
-    pub const ALL: [HedgeOutcome; 3] = [HedgeOutcome::Won, HedgeOutcome::Cancelled, HedgeOutcome::Failed];
-
     /// The attribute value used in telemetry: `won`, `cancelled` or `failed`.
     pub const fn as_str(self) -> &'static str {
         match self {

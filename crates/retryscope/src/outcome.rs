@@ -69,7 +69,7 @@ pub enum StopReason {
 
 impl StopReason {
     /// The `retryscope.outcome` this stop reports.
-    pub const fn outcome(self) -> Outcome {
+    pub(crate) const fn outcome(self) -> Outcome {
         match self {
             StopReason::Permanent | StopReason::Unrepeatable => Outcome::Failure,
             StopReason::AttemptsExhausted | StopReason::DeadlineExceeded | StopReason::HintTooLong { .. } => {

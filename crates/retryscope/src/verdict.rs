@@ -13,6 +13,21 @@ use std::time::Duration;
 /// HTTP statuses are reported as their code (`"503"`); other failures as a short
 /// static name such as `"timeout"` or `"connect"`. Unknown kinds should use
 /// [`ErrorType::OTHER`] so that metric cardinality stays bounded.
+///
+/// Besides the kinds with a constant here (`OTHER`, `TIMEOUT`, `CONNECT`,
+/// `RESET`, `INCOMPLETE`, `CANCELLED`), the engine names these itself; all
+/// are in [`ErrorType::BUILT_IN_KINDS`]:
+///
+/// | kind | reported for |
+/// |---|---|
+/// | `io` | a transient I/O condition (`Interrupted`, `WouldBlock`): try again |
+/// | `invalid_input` | an invalid argument (`InvalidInput`) |
+/// | `invalid_data` | data read that was not valid (`InvalidData`) |
+/// | `permission_denied` | a missing permission (`PermissionDenied`) |
+/// | `not_found` | what the operation needed was not there (`NotFound`) |
+/// | `unsupported` | an operation not supported on this platform (`Unsupported`) |
+/// | `request` | a request the HTTP client could not build, or a response it could not decode (`retryscope-reqwest`) |
+/// | `redirect` | a redirect that could not be followed: a loop, too many hops (`retryscope-reqwest`) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorType {
@@ -37,23 +52,23 @@ impl ErrorType {
     /// The caller dropped the operation while an attempt was running.
     pub const CANCELLED: ErrorType = ErrorType::Kind("cancelled");
     /// A transient I/O condition (`Interrupted`, `WouldBlock`): try again.
-    pub const IO: ErrorType = ErrorType::Kind("io");
+    pub(crate) const IO: ErrorType = ErrorType::Kind("io");
     /// The operation was given an invalid argument (`InvalidInput`).
-    pub const INVALID_INPUT: ErrorType = ErrorType::Kind("invalid_input");
+    pub(crate) const INVALID_INPUT: ErrorType = ErrorType::Kind("invalid_input");
     /// The data read was not valid (`InvalidData`).
-    pub const INVALID_DATA: ErrorType = ErrorType::Kind("invalid_data");
+    pub(crate) const INVALID_DATA: ErrorType = ErrorType::Kind("invalid_data");
     /// The operation lacked the permission it needed (`PermissionDenied`).
-    pub const PERMISSION_DENIED: ErrorType = ErrorType::Kind("permission_denied");
+    pub(crate) const PERMISSION_DENIED: ErrorType = ErrorType::Kind("permission_denied");
     /// What the operation needed was not there (`NotFound`).
-    pub const NOT_FOUND: ErrorType = ErrorType::Kind("not_found");
+    pub(crate) const NOT_FOUND: ErrorType = ErrorType::Kind("not_found");
     /// The operation is not supported on this platform (`Unsupported`).
-    pub const UNSUPPORTED: ErrorType = ErrorType::Kind("unsupported");
+    pub(crate) const UNSUPPORTED: ErrorType = ErrorType::Kind("unsupported");
     /// The request could not be built or its response not decoded: the
     /// HTTP client's own refusal, reported by `retryscope-reqwest`.
-    pub const REQUEST: ErrorType = ErrorType::Kind("request");
+    pub(crate) const REQUEST: ErrorType = ErrorType::Kind("request");
     /// A redirect could not be followed (a loop, too many hops), reported by
     /// `retryscope-reqwest`.
-    pub const REDIRECT: ErrorType = ErrorType::Kind("redirect");
+    pub(crate) const REDIRECT: ErrorType = ErrorType::Kind("redirect");
 
     /// The named kinds the engine and its integrations report themselves, for
     /// checks that a dashboard or alert only expects values that really occur.
@@ -149,8 +164,9 @@ impl fmt::Display for DelaySource {
 ///
 /// `Retry-After` and `RateLimit` hints are *floors*: the wait is at least the
 /// hint and at least the policy's computed backoff. When the hint is the longer
-/// of the two, a random spread of up to a fifth of the hint (at most
-/// [`HINT_SPREAD_MAX`]) is added on top, so that the
+/// of the two, a random spread of up to a fifth of the hint (at most 5 s, the
+/// width the AWS SDKs allow above the backoff: `clamp(hint, backoff, backoff +
+/// 5 s)`) is added on top, so that the
 /// many clients one server told "come back in 1 s" at the same moment do not
 /// come back in the same millisecond. The spread never takes the wait past the
 /// deadline or the policy's `max_server_delay`. A hint shorter than the backoff
@@ -171,7 +187,7 @@ pub struct Hint {
 /// The widest random spread added on top of a server's `Retry-After` or
 /// `RateLimit` hint: 5 s, the width the AWS SDKs allow above the backoff
 /// (`clamp(hint, backoff, backoff + 5 s)`).
-pub const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
+pub(crate) const HINT_SPREAD_MAX: Duration = Duration::from_secs(5);
 
 impl Hint {
     /// A `Retry-After` hint: the next attempt waits at least `delay`.

@@ -68,7 +68,8 @@ impl CircuitBreakerBuilder {
     /// per-attempt timeout, say): a probe still running when it expires is
     /// wasted. Kept with millisecond resolution, rounded down.
     #[must_use]
-    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+    #[cfg(test)]
+    pub(crate) fn probe_timeout(mut self, timeout: Duration) -> Self {
         self.settings.probe_timeout = timeout;
         self
     }

@@ -36,7 +36,7 @@ impl BreakerState {
 
     /// A stable lowercase name: `closed`, `half-open` or `open`.
     #[must_use]
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Closed => "closed",
             Self::HalfOpen => "half-open",

@@ -96,12 +96,12 @@ impl InFlightBudget {
     }
 
     /// The share of the calls in progress that may have a retry in flight.
-    pub fn share(&self) -> f64 {
+    pub(crate) fn share(&self) -> f64 {
         f64::from(self.inner.per_mille) / 1000.0
     }
 
     /// The floor: retries always allowed in flight.
-    pub fn min(&self) -> u32 {
+    pub(crate) fn min(&self) -> u32 {
         self.inner.min
     }
 
@@ -116,7 +116,7 @@ impl InFlightBudget {
     }
 
     /// How many retries may be in flight now.
-    pub fn limit(&self) -> u32 {
+    pub(crate) fn limit(&self) -> u32 {
         let calls = u64::from(self.calls());
         // At most u32::MAX × 1000 / 1000: fits.
         let share = u32::try_from(calls * u64::from(self.inner.per_mille) / 1000).unwrap_or(u32::MAX);

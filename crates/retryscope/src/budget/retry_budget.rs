@@ -329,7 +329,8 @@ impl RetryBudget {
     }
 
     /// Whether this budget is shared with a fleet ([`share_with`](Self::share_with)).
-    pub fn is_shared(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_shared(&self) -> bool {
         self.inner.share.get().is_some()
     }
 

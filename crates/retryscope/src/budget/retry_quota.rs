@@ -195,25 +195,22 @@ impl RetryQuotaBuilder {
     }
 
     /// What a retry after a transient failure (or a hedge's copy) costs.
-    pub fn retry_cost(mut self, tokens: u32) -> Self {
+    #[cfg(test)]
+    pub(crate) fn retry_cost(mut self, tokens: u32) -> Self {
         self.prices.retry = tokens;
         self
     }
 
-    /// What a retry after a timeout costs.
-    pub fn timeout_cost(mut self, tokens: u32) -> Self {
-        self.prices.timeout = tokens;
-        self
-    }
-
     /// What a retry after a throttling answer costs.
-    pub fn throttled_cost(mut self, tokens: u32) -> Self {
+    #[cfg(test)]
+    pub(crate) fn throttled_cost(mut self, tokens: u32) -> Self {
         self.prices.throttled = tokens;
         self
     }
 
     /// What a first attempt's success gives back (0 for nothing).
-    pub fn success_increment(mut self, tokens: u32) -> Self {
+    #[cfg(test)]
+    pub(crate) fn success_increment(mut self, tokens: u32) -> Self {
         self.prices.success = tokens;
         self
     }

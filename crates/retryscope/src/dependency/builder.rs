@@ -47,23 +47,20 @@ impl<T> fmt::Debug for DependenciesBuilder<T> {
 
 impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// Gives each dependency a budget made by `make`.
-    pub fn budget(self, make: impl Fn() -> T + Send + Sync + 'static) -> Self {
-        self.budget_factory(Some(Arc::new(make)))
+    pub fn budget(mut self, make: impl Fn() -> T + Send + Sync + 'static) -> Self {
+        self.budget = Some(Arc::new(make));
+        self
     }
 
     /// Gives each dependency a breaker made by `make`.
-    pub fn breaker(self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
-        self.breaker_factory(Some(Arc::new(make)))
+    pub fn breaker(mut self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
+        self.breaker = Some(Arc::new(make));
+        self
     }
 
     /// Gives each dependency a pacer made by `make`.
-    pub fn pacer(self, make: impl Fn() -> Pacer + Send + Sync + 'static) -> Self {
-        self.pacer_factory(Some(Arc::new(make)))
-    }
-
-    /// Sets (or, with `None`, removes) the shared pacer factory.
-    pub fn pacer_factory(mut self, make: Option<Factory<Pacer>>) -> Self {
-        self.pacer = make;
+    pub fn pacer(mut self, make: impl Fn() -> Pacer + Send + Sync + 'static) -> Self {
+        self.pacer = Some(Arc::new(make));
         self
     }
 
@@ -86,13 +83,11 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
     }
 
     /// Gives each dependency an adaptive concurrency limit made by `make`.
-    pub fn concurrency_limit(self, make: impl Fn() -> ConcurrencyLimiter + Send + Sync + 'static) -> Self {
-        self.concurrency_limit_factory(Some(Arc::new(make)))
-    }
-
-    /// Sets (or, with `None`, removes) the shared concurrency limit factory.
-    pub fn concurrency_limit_factory(mut self, make: Option<Factory<ConcurrencyLimiter>>) -> Self {
-        self.concurrency_limit = make;
+    pub fn concurrency_limit(
+        mut self,
+        make: impl Fn() -> ConcurrencyLimiter + Send + Sync + 'static,
+    ) -> Self {
+        self.concurrency_limit = Some(Arc::new(make));
         self
     }
 
@@ -116,30 +111,12 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         self
     }
 
-    /// Sets (or, with `None`, removes) the shared budget factory.
-    pub fn budget_factory(mut self, make: Option<Factory<T>>) -> Self {
-        self.budget = make;
-        self
-    }
-
     /// Gives each dependency a hedging policy of its own made from
     /// `template` ([`HedgePolicy::fresh`]): the template's settings, a latency
     /// tracker per dependency, so that a percentile delay is learned per
     /// dependency rather than over every host a client calls.
-    pub fn hedge(self, template: HedgePolicy) -> Self {
-        self.hedge_template(Some(template))
-    }
-
-    /// Sets (or, with `None`, removes) the hedging policy each dependency's
-    /// is made from.
-    pub fn hedge_template(mut self, template: Option<HedgePolicy>) -> Self {
-        self.hedge = template;
-        self
-    }
-
-    /// Sets (or, with `None`, removes) the shared breaker factory.
-    pub fn breaker_factory(mut self, make: Option<Factory<CircuitBreaker>>) -> Self {
-        self.breaker = make;
+    pub fn hedge(mut self, template: HedgePolicy) -> Self {
+        self.hedge = Some(template);
         self
     }
 

@@ -20,5 +20,5 @@ pub use bounded::{
     bounded_operation, dependency_name,
 };
 pub use builder::DependenciesBuilder;
-pub use registry::{Dependencies, Factory, MAX_PORTS_PER_HOST, and_guard};
+pub use registry::{Dependencies, Factory, and_guard};
 pub use value::{Dependency, DependencyRef};

@@ -19,7 +19,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// How many ports of one host [`Dependencies::for_server`] remembers.
-pub const MAX_PORTS_PER_HOST: usize = 16;
+pub(crate) const MAX_PORTS_PER_HOST: usize = 16;
 
 /// Makes a budget or a breaker for a newly seen dependency.
 pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
@@ -161,7 +161,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// [`dependency_name`] names it (`default_port` is the scheme's): the same
     /// guards as `get(&dependency_name(host, port, default_port))`, found
     /// without building the name once the server has been seen. At most
-    /// [`MAX_DEPENDENCIES`] hosts and [`MAX_PORTS_PER_HOST`] ports per host are
+    /// [`MAX_DEPENDENCIES`] hosts and 16 ports per host are
     /// remembered; further servers, and servers beyond the label bound (whose
     /// guards may be evicted), are looked up by name, as [`get`](Self::get)
     /// does.
@@ -260,13 +260,9 @@ impl<T: Budget + 'static> Dependencies<T> {
 
     /// How many guard sets the registry keeps: one per named dependency, and
     /// one per dependency beyond the label bound that it keeps now.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).len() + self.inner.overflow.len()
-    }
-
-    /// Whether no dependency has guards yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn find(&self, dependency: &str) -> Option<Arc<Dependency<T>>> {

@@ -91,12 +91,21 @@ impl HedgeDelay {
 /// later one won its time in flight (a lower bound of its latency), are
 /// counted in a fixed histogram of
 /// 224 buckets (about 12 % wide, from 1 µs to 18 minutes): bounded memory,
-/// whatever the traffic. Every [`window`](Self::window) the histogram is read
+/// whatever the traffic. Every [`window`](HedgeDelay::window) the histogram is read
 /// and cleared; the percentile it gave is the delay until the next window ends.
-/// A window that counted fewer than [`min_samples`](Self::min_samples)
-/// latencies gives the [`fallback`](Self::fallback) instead, as does the time
-/// before the first window ends. The delay is kept within
-/// [`min`](Self::min)..=[`max`](Self::max).
+/// A window that counted fewer than [`min_samples`](HedgeDelay::min_samples)
+/// latencies gives the [`fallback`](HedgeDelay::fallback) instead, as does the time
+/// before the first window ends. The delay is kept within `min..=max`
+/// ([`clamp`](HedgeDelay::clamp)).
+///
+/// Its settings are made with [`HedgeDelay`]'s methods; their defaults:
+///
+/// | setting | default |
+/// |---|---|
+/// | `fallback` | 100 ms |
+/// | `min`..=`max` | 1 ms..=1 s |
+/// | `min_samples` | 20 |
+/// | `window` | 10 s |
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PercentileDelay {
     // Read by the policy's builder, which checks them.
@@ -123,32 +132,27 @@ impl PercentileDelay {
     }
 
     /// The quantile, above 0 and below 1.
-    pub const fn quantile(&self) -> f64 {
+    pub(crate) const fn quantile(&self) -> f64 {
         self.quantile
     }
 
     /// The delay while too few latencies are known.
-    pub const fn fallback(&self) -> Duration {
+    pub(crate) const fn fallback(&self) -> Duration {
         self.fallback
     }
 
     /// The shortest delay the percentile may give.
-    pub const fn min(&self) -> Duration {
+    pub(crate) const fn min(&self) -> Duration {
         self.min
     }
 
     /// The longest delay the percentile may give.
-    pub const fn max(&self) -> Duration {
+    pub(crate) const fn max(&self) -> Duration {
         self.max
     }
 
     /// How many latencies a window needs before its percentile is used.
-    pub const fn min_samples(&self) -> u32 {
+    pub(crate) const fn min_samples(&self) -> u32 {
         self.min_samples
-    }
-
-    /// How long each window of latencies lasts.
-    pub const fn window(&self) -> Duration {
-        self.window
     }
 }

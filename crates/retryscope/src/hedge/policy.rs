@@ -72,11 +72,6 @@ impl HedgePolicy {
         self.max_copies
     }
 
-    /// How the delay before each further copy is chosen.
-    pub const fn delay(&self) -> HedgeDelay {
-        self.delay
-    }
-
     /// The time limit of the whole call, copies and delays included.
     pub const fn deadline(&self) -> Option<Duration> {
         self.deadline

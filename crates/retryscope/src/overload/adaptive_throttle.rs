@@ -84,7 +84,7 @@ const ACCEPTS: usize = 1;
 ///
 /// | | value |
 /// |---|---|
-/// | `K` unless set: the SRE book's 2 ("In general, we prefer the 2x multiplier"): the client sends up to twice what the dependency accepts. | 2 |
+/// | `K`, fixed at the SRE book's 2 ("In general, we prefer the 2x multiplier"): the client sends up to twice what the dependency accepts. | 2 |
 /// | The smallest `K`: 1 rejects as soon as anything is refused, and below it a client would reject requests a healthy dependency accepts. | 1 |
 /// | The largest `K`: beyond it the throttle hardly ever rejects. | 100 |
 /// | The window unless set: the SRE book's two minutes. | 120 s |
@@ -141,11 +141,6 @@ impl AdaptiveThrottle {
     pub fn accept_ratio(&self) -> Option<f64> {
         let (requests, accepts) = self.counts();
         (requests > 0.0).then(|| (accepts / requests).min(1.0))
-    }
-
-    /// `K`, the multiplier of accepts the client may send.
-    pub fn k(&self) -> f64 {
-        self.inner.k
     }
 
     /// A request is about to be sent: counted, and admitted unless `draw`, a
@@ -247,7 +242,8 @@ impl AdaptiveThrottleBuilder {
     /// `K`, within 1 to 100 (default 2): the
     /// client sends up to `K` times what the dependency accepts. Lower is
     /// more aggressive.
-    pub fn k(mut self, k: f64) -> Self {
+    #[cfg(test)]
+    pub(crate) fn k(mut self, k: f64) -> Self {
         self.k = k;
         self
     }

@@ -209,7 +209,8 @@ impl AdaptiveRate {
     /// The client's measured send rate, in answers per second: counted per
     /// half second and smoothed, as of the last half second that closed.
     #[must_use]
-    pub fn measured_rate(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn measured_rate(&self) -> f64 {
         self.lock().send_rate.rate()
     }
 

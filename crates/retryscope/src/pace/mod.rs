@@ -16,7 +16,7 @@
 //!   one after another at no more than the rate calls were offered at before
 //!   the hold (a moving average of call starts, [`offered_rate`](Pacer::offered_rate);
 //!   four fifths of it), starting at a quarter of that and ramping up to it
-//!   over a fifth of the wait (at most [`HINT_SPREAD_MAX`](crate::HINT_SPREAD_MAX)),
+//!   over a fifth of the wait (at most 5 s, as for a [`Hint`](crate::Hint)),
 //!   as TCP's slow start does: a server that asked for less never gets the
 //!   whole backlog at once. New calls after the gate go at once, so the two
 //!   together stay within twice the offered rate. A client with no rate

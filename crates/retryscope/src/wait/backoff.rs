@@ -99,33 +99,11 @@ impl Backoff {
         Self { policy, retries: 0, previous: policy.base_delay() }
     }
 
-    /// Resumes a sequence after `retries` retries, the last of which waited
-    /// `previous`: for job queues that store only those two numbers.
-    pub fn resume(policy: Policy, retries: u32, previous: Duration) -> Self {
-        Self { policy, retries, previous }
-    }
-
     /// The delay before the next retry; advances the sequence.
     pub fn next_delay(&mut self, rng: &mut JitterRng) -> Duration {
         let delay = self.policy.delay(self.retries, self.previous, rng);
-        self.record(delay);
-        delay
-    }
-
-    /// Records that `delay` was actually waited (e.g. a server hint replaced the
-    /// computed delay), so decorrelated jitter continues from it.
-    pub fn record(&mut self, delay: Duration) {
         self.retries = self.retries.saturating_add(1);
         self.previous = delay;
-    }
-
-    /// Retries delayed so far.
-    pub fn retries(&self) -> u32 {
-        self.retries
-    }
-
-    /// The delay used before the previous retry (the base delay before the first).
-    pub fn previous(&self) -> Duration {
-        self.previous
+        delay
     }
 }

@@ -29,7 +29,7 @@ impl Hint {
     /// The wait after a failure that carried this hint, when the policy alone
     /// would wait `computed` (already jittered), and where it came from: the
     /// backoff if it is the longer wait, else the hint plus a random spread of
-    /// up to a fifth of the hint (at most [`HINT_SPREAD_MAX`]; none for gRPC
+    /// up to a fifth of the hint (at most 5 s; none for gRPC
     /// pushback, which is waited exactly), never beyond `limit` (what the deadline
     /// and `max_server_delay` allow; a hint above it is the caller's to refuse).
     ///

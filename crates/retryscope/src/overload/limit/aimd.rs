@@ -55,7 +55,7 @@ const AIMD_BACKOFF_RATIO_RANGE: (f64, f64) = (0.5, 1.0);
 /// | The limit a new AIMD limiter starts at (Netflix's 20). | 20 |
 /// | The lowest limit unless set (Netflix's 20). | 20 |
 /// | The highest limit unless set (Netflix's 200). | 200 |
-/// | The factor a drop multiplies the limit by unless set (Netflix's 0.9). | 0.9 |
+/// | The factor a drop multiplies the limit by, fixed (Netflix's 0.9). | 0.9 |
 /// | The round trip beyond which an answer counts as a drop unless set (Netflix's 5 s). | 5 s |
 /// | The backoff ratio's range, Netflix's `[0.5, 1.0)`: below one half a single drop would more than halve the limit, at one it would never shrink. | 0.5 to 1.0 |
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,7 +127,8 @@ impl AimdBuilder {
     }
 
     /// What a drop multiplies the limit by, within `[0.5, 1.0)` (default 0.9).
-    pub const fn backoff_ratio(mut self, ratio: f64) -> Self {
+    #[cfg(test)]
+    pub(crate) const fn backoff_ratio(mut self, ratio: f64) -> Self {
         self.aimd.backoff_ratio = ratio;
         self
     }

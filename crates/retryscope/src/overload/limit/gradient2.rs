@@ -52,7 +52,7 @@ const WARMUP: u32 = 10;
 /// | The limit a new Gradient2 limiter starts at (Netflix's 20). | 20 |
 /// | The lowest limit unless set (Netflix's 20). | 20 |
 /// | The highest limit unless set (Netflix's `maxConcurrency`, 200). | 200 |
-/// | How far the limit may move toward each new estimate unless set (Netflix's 0.2). | 0.2 |
+/// | How far the limit may move toward each new estimate, fixed (Netflix's 0.2). | 0.2 |
 /// | The slack added to each estimate unless set: the queue the dependency may hold while latency stays low (Netflix's 4). | 4 |
 /// | The long-term RTT's window, in samples, unless set (Netflix's 600). | 600 |
 /// | How much slower than the long-term RTT the short-term one may be before the limit shrinks, unless set (Netflix's 1.5). | 1.5 |
@@ -162,7 +162,8 @@ impl Gradient2Builder {
 
     /// How far the limit moves toward each estimate, within `(0, 1]`
     /// (default 0.2).
-    pub const fn smoothing(mut self, smoothing: f64) -> Self {
+    #[cfg(test)]
+    pub(crate) const fn smoothing(mut self, smoothing: f64) -> Self {
         self.g.smoothing = smoothing;
         self
     }

@@ -169,7 +169,7 @@ impl ConcurrencyLimiter {
     }
 
     /// How long an attempt waits for a slot before it is refused.
-    pub fn max_wait(&self) -> Duration {
+    pub(crate) fn max_wait(&self) -> Duration {
         self.inner.max_wait
     }
 
