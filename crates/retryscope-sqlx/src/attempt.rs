@@ -111,7 +111,7 @@ where
             // matches a database.
             let settings = snapshot.resolve(&config::Target::http(&target.address, Some(target.port), ""));
             if settings.own_guard_keys().any() {
-                unapplied_guards(db, generation, &settings);
+                unapplied_guards(db, generation, settings);
             }
             (settings.call_policy(policy.own), Some(snapshot.hash_str().clone()))
         }
