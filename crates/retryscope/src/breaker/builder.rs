@@ -68,8 +68,7 @@ impl CircuitBreakerBuilder {
     /// per-attempt timeout, say): a probe still running when it expires is
     /// wasted. Kept with millisecond resolution, rounded down.
     #[must_use]
-    #[cfg(test)]
-    pub(crate) fn probe_timeout(mut self, timeout: Duration) -> Self {
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
         self.settings.probe_timeout = timeout;
         self
     }

@@ -110,7 +110,7 @@ use word::{LastProbe, PAYLOAD_BITS, PAYLOAD_MASK, Phase, Word, millis};
 /// | The most half-open probes a [`CircuitBreaker`] accepts. | 65,535 |
 /// | The shortest probe timeout a [`CircuitBreaker`] accepts. | 1 ms |
 /// | The longest probe timeout a [`CircuitBreaker`] accepts. | 24 h |
-/// | How long the probes of a full half-open breaker may go without handing out a slot before they are presumed lost (not configurable). | 30 s |
+/// | How long the probes of a full half-open breaker may go without handing out a slot before they are presumed lost, unless configured otherwise (`probe_timeout`). | 30 s |
 #[derive(Clone)]
 pub struct CircuitBreaker {
     inner: Arc<Inner>,
