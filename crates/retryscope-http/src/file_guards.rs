@@ -42,7 +42,7 @@ use crate::settings::ClientSettings;
 use retryscope::budget::Budget;
 use retryscope::budget::{BudgetShare, InFlightBudget};
 use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency, Factory, and_guard};
-use retryscope::guard::{Gauge, Guard};
+use retryscope::guard::{Gauge, Guard, SharedGuard};
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::ConcurrencyLimiter;
 use retryscope::pace::PaceShare;
@@ -70,7 +70,7 @@ pub struct CodeFactories<T> {
     pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// The builder's [`Guard`]s: `guard_per_dependency`'s, then the
     /// adaptive throttle (`adaptive_throttle_per_dependency`), composed.
-    pub guard: Option<Factory<Arc<dyn Guard>>>,
+    pub guard: Option<Factory<SharedGuard>>,
     /// The builder's hedging template.
     pub hedge: Option<HedgePolicy>,
     /// A file's retry budget as the client's budget type.

@@ -14,7 +14,9 @@
 use crate::classify::Classify;
 use crate::clock::Clock;
 use crate::driver::{Driver, Setup, Started, untimed_instant};
+use crate::dependency::Permits;
 use crate::error::RetryError;
+use crate::guard::{Attempt, End, Guard};
 use crate::observe::Observer;
 use crate::retry::{Notify, Retry, Step, final_result, settle, settle_timeout, settle_verdict, verdict_of};
 use crate::sleep::Sleeper;
@@ -213,9 +215,8 @@ where
         };
         // Read the clock only if something uses the time (see `Driver::now`).
         let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
-        if let Some(throttle) = setup.dependency.budget {
-            throttle.request_started();
-        }
+        // The guards (a budget at most: see `quiet_start`) hear the call.
+        setup.dependency.guards().call_started();
         let (mut state, mut timer) = (this.state, this.timer);
         // Built and polled outside any scope: a quiet attempt has none.
         state.set(State::Attempt { fut: (this.op)(), quiet: None, limit_at: None });
@@ -229,10 +230,10 @@ where
                 let verdict = verdict_of(this.classifier, &result, None);
                 match result {
                     Ok(value) if verdict == Verdict::Success => {
-                        if let Phase::Fresh { setup, .. } = &*this.phase
-                            && let Some(throttle) = setup.dependency.budget
-                        {
-                            throttle.attempt_finished(true);
+                        if let Phase::Fresh { setup, .. } = &*this.phase {
+                            let guards = setup.dependency.guards();
+                            guards.settle(Attempt::first(), Permits::default(), End::Succeeded);
+                            guards.call_finished();
                         }
                         state.set(State::Done);
                         return Poll::Ready(Ok(value));

@@ -44,19 +44,20 @@ impl Watched {
 }
 
 impl Guard for Watched {
+    type Permit = ();
     fn call_started(&self) {
         self.budget.call_started();
     }
-    fn admit(&self, attempt: Attempt) -> Admission {
+    fn admit(&self, attempt: Attempt) -> Admission<()> {
         let admitted = self.budget.admit(attempt);
         self.peak.fetch_max(self.budget.in_flight(), Ordering::SeqCst);
         admitted
     }
-    fn settle(&self, attempt: Attempt, end: End) {
+    fn settle(&self, attempt: Attempt, (): (), end: End) {
         if !attempt.is_first() {
             self.settled.lock().expect("not poisoned").push(end);
         }
-        self.budget.settle(attempt, end);
+        self.budget.settle(attempt, (), end);
     }
     fn call_finished(&self) {
         self.budget.call_finished();

@@ -53,6 +53,7 @@ const SUCCESSES: usize = 0;
 const FAILURES: usize = 1;
 
 mod builder;
+mod guard;
 mod permit;
 mod state;
 #[cfg(test)]

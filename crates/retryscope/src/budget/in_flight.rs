@@ -46,11 +46,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// }
 /// // Twenty calls in progress: four retries may be out at once.
 /// for number in 0..4 {
-///     assert_eq!(budget.admit(Attempt::retry(2 + number)), Admission::Go);
+///     assert_eq!(budget.admit(Attempt::retry(2 + number)), Admission::Go(()));
 /// }
 /// assert_eq!(budget.admit(Attempt::retry(2)), Admission::Refuse(StopReason::BudgetExhausted));
-/// budget.settle(Attempt::retry(2), End::Failed);
-/// assert_eq!(budget.admit(Attempt::retry(2)), Admission::Go);
+/// budget.settle(Attempt::retry(2), (), End::Failed);
+/// assert_eq!(budget.admit(Attempt::retry(2)), Admission::Go(()));
 /// # Ok::<(), retryscope::budget::BudgetError>(())
 /// ```
 #[derive(Clone)]
@@ -145,9 +145,11 @@ impl Guard for InFlightBudget {
         self.inner.calls.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn admit(&self, attempt: Attempt) -> Admission {
+    type Permit = ();
+
+    fn admit(&self, attempt: Attempt) -> Admission<()> {
         if attempt.is_first() {
-            return Admission::Go;
+            return Admission::Go(());
         }
         let limit = self.limit();
         // A compare-exchange, not an add then a check: two retries racing
@@ -157,12 +159,12 @@ impl Guard for InFlightBudget {
             .retries
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1));
         match taken {
-            Ok(_) => Admission::Go,
+            Ok(_) => Admission::Go(()),
             Err(_) => Admission::Refuse(StopReason::BudgetExhausted),
         }
     }
 
-    fn settle(&self, attempt: Attempt, _end: End) {
+    fn settle(&self, attempt: Attempt, (): (), _end: End) {
         if !attempt.is_first() {
             // Saturating: a settlement never drives the count below zero,
             // even if a caller of the trait settles what it did not admit.
@@ -215,8 +217,8 @@ mod tests {
     #[test]
     fn first_attempts_are_never_counted_or_refused() {
         let budget = InFlightBudget::new(0.001, 0).expect("valid budget");
-        assert_eq!(budget.admit(Attempt::first()), Admission::Go);
-        budget.settle(Attempt::first(), End::Succeeded);
+        assert_eq!(budget.admit(Attempt::first()), Admission::Go(()));
+        budget.settle(Attempt::first(), (), End::Succeeded);
         assert_eq!(budget.in_flight(), 0);
         assert_eq!(budget.admit(Attempt::hedge(2)), Admission::Refuse(StopReason::BudgetExhausted));
     }

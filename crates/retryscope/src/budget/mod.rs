@@ -91,6 +91,7 @@ fn to_milli(ratio: f64) -> u64 {
 }
 
 mod contract;
+mod guard;
 mod in_flight;
 // `RetryBudget` and `TokenBucket` have one public path, the crate root's.
 pub(crate) mod retry_budget;

@@ -5,7 +5,7 @@ use super::registry::{Dependencies, Factory, Registry, and_guard};
 use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
-use crate::guard::{Gauge, Guard};
+use crate::guard::{Gauge, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
 use crate::overload::ConcurrencyLimiter;
 use crate::pace::{PaceShare, Pacer};
@@ -22,7 +22,7 @@ pub struct DependenciesBuilder<T> {
     pub(super) pace_share: Option<Arc<dyn PaceShare>>,
     pub(super) budget_share: Option<Arc<dyn BudgetShare>>,
     pub(super) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    pub(super) guard: Option<Factory<Arc<dyn Guard>>>,
+    pub(super) guard: Option<Factory<SharedGuard>>,
     pub(super) hedge: Option<HedgePolicy>,
     /// How many overflow guard sets the registry keeps, and the label
     /// table: settings for tests.
@@ -100,13 +100,13 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// `make` is called once per dependency when its guards are made, and
     /// once more by [`build`](Self::build), to learn which gauges the guards
     /// publish: a factory with side effects sees that one extra call.
-    pub fn guard<G: Guard + 'static>(self, make: impl Fn() -> G + Send + Sync + 'static) -> Self {
+    pub fn guard<G: Guard<Permit = ()> + 'static>(self, make: impl Fn() -> G + Send + Sync + 'static) -> Self {
         let combined = and_guard(self.guard.clone(), make);
         self.guard_factory(Some(combined))
     }
 
     /// Sets (or, with `None`, removes) the guard factory.
-    pub fn guard_factory(mut self, make: Option<Factory<Arc<dyn Guard>>>) -> Self {
+    pub fn guard_factory(mut self, make: Option<Factory<SharedGuard>>) -> Self {
         self.guard = make;
         self
     }

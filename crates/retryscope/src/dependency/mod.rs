@@ -22,3 +22,4 @@ pub use bounded::{
 pub use builder::DependenciesBuilder;
 pub use registry::{Dependencies, Factory, and_guard};
 pub use value::{Dependency, DependencyRef};
+pub(crate) use value::Permits;

@@ -9,7 +9,7 @@ use super::value::Dependency;
 use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
-use crate::guard::{Gauge, Guard};
+use crate::guard::{Chained, Gauge, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
 use crate::overload::ConcurrencyLimiter;
 use crate::pace::{PaceShare, Pacer};
@@ -74,13 +74,13 @@ impl<T> Clone for Dependencies<T> {
 /// A factory making `first`'s guards (if any) and then `make`'s, composed
 /// into one [`Guard`] (a pair: both asked, in that order): how a builder's
 /// `guard` called twice gives each dependency both.
-pub fn and_guard<G: Guard + 'static>(
-    first: Option<Factory<Arc<dyn Guard>>>,
+pub fn and_guard<G: Guard<Permit = ()> + 'static>(
+    first: Option<Factory<SharedGuard>>,
     make: impl Fn() -> G + Send + Sync + 'static,
-) -> Factory<Arc<dyn Guard>> {
+) -> Factory<SharedGuard> {
     match first {
         None => Arc::new(move || Arc::new(make())),
-        Some(first) => Arc::new(move || Arc::new((first(), make()))),
+        Some(first) => Arc::new(move || Arc::new(Chained(first(), Arc::new(make())))),
     }
 }
 
@@ -106,7 +106,7 @@ pub(super) struct Registry<T> {
     pub(super) budget_share: Option<Arc<dyn BudgetShare>>,
     pub(super) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// Each dependency's [`Guard`]s, composed (see [`DependenciesBuilder::guard`]).
-    pub(super) guard: Option<Factory<Arc<dyn Guard>>>,
+    pub(super) guard: Option<Factory<SharedGuard>>,
     /// The gauges those guards publish.
     pub(super) guard_gauges: Vec<&'static Gauge>,
     /// The client's hedging policy, of which each dependency gets a fresh copy.

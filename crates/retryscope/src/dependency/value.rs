@@ -6,7 +6,7 @@
 use crate::RetryBudget;
 use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
-use crate::guard::Guard;
+use crate::guard::{Chained, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
 use crate::overload::ConcurrencyLimiter;
 use crate::pace::Pacer;
@@ -47,7 +47,7 @@ pub struct Dependency<T = RetryBudget> {
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) pacer: Option<Pacer>,
     pub(crate) concurrency_limit: Option<ConcurrencyLimiter>,
-    pub(crate) guard: Option<Arc<dyn Guard>>,
+    pub(crate) guard: Option<SharedGuard>,
     pub(crate) hedge: Option<HedgePolicy>,
 }
 
@@ -140,10 +140,10 @@ impl<T> Dependency<T> {
     /// assert_eq!((in_flight.in_flight(), in_flight.calls()), (0, 0));
     /// # }
     /// ```
-    pub fn with_guard(mut self, guard: impl Guard + 'static) -> Self {
+    pub fn with_guard(mut self, guard: impl Guard<Permit = ()> + 'static) -> Self {
         self.guard = Some(match self.guard.take() {
             None => Arc::new(guard),
-            Some(first) => Arc::new((first, guard)),
+            Some(first) => Arc::new(Chained(first, Arc::new(guard))),
         });
         self
     }
@@ -181,7 +181,7 @@ impl<T> Dependency<T> {
     }
 
     /// The dependency's further [`Guard`]s, composed into one, if it has any.
-    pub fn guards(&self) -> Option<&dyn Guard> {
+    pub fn guards(&self) -> Option<&dyn Guard<Permit = ()>> {
         self.guard.as_deref()
     }
 
@@ -204,10 +204,31 @@ pub struct DependencyRef<'a> {
     pub(crate) breaker: Option<&'a CircuitBreaker>,
     pub(crate) pacer: Option<&'a Pacer>,
     pub(crate) limiter: Option<&'a ConcurrencyLimiter>,
-    pub(crate) guard: Option<&'a (dyn Guard + 'a)>,
+    pub(crate) guard: Option<&'a (dyn Guard<Permit = ()> + 'a)>,
 }
 
+/// A dependency's guards as one [`Guard`], in the order they are asked: the
+/// pacer (a retry's pace is known before anything spends on it), the
+/// concurrency limit, the breaker, the further guards, the budget last (it
+/// spends a token only on a retry everything else lets go).
+pub(crate) type Stack<'a> = (
+    Option<&'a Pacer>,
+    (
+        Option<&'a ConcurrencyLimiter>,
+        (Option<&'a CircuitBreaker>, (Option<&'a (dyn Guard<Permit = ()> + 'a)>, Option<&'a (dyn Budget + 'a)>)),
+    ),
+);
+
+/// What an attempt keeps for a dependency's guards ([`Stack`]).
+pub(crate) type Permits = <Stack<'static> as Guard>::Permit;
+
 impl<'a> DependencyRef<'a> {
+    /// The dependency's guards, composed.
+    #[inline]
+    pub(crate) fn guards(&self) -> Stack<'a> {
+        (self.pacer, (self.limiter, (self.breaker, (self.guard, self.budget))))
+    }
+
     /// A name without guards.
     fn named(name: Shared<'a, str>) -> Self {
         Self { name, budget: None, breaker: None, pacer: None, limiter: None, guard: None }

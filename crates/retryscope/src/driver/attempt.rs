@@ -1,9 +1,8 @@
 //! One attempt in flight and what its end says about the dependency: the
 //! pieces a retry's attempt and a hedge's copy share.
 
-use crate::breaker::BreakerPermit;
-use crate::budget::RetryCause;
-use crate::guard::End;
+use crate::dependency::Permits;
+use crate::guard::{Attempt, End};
 use crate::observe::{AttemptScope, Observer, OperationObserver};
 use crate::verdict::Verdict;
 use std::time::Instant;
@@ -53,14 +52,10 @@ pub(crate) struct Flight<A> {
     pub(super) number: u32,
     pub(super) started: Option<Instant>,
     pub(super) scope: Option<A>,
-    pub(super) permit: Option<BreakerPermit>,
-    /// What the budget charged for this attempt, a retry's or a further
-    /// hedge copy's: settled with `Budget::retry_finished`. `None`: a first
-    /// attempt, or no budget.
-    pub(super) charged: Option<RetryCause>,
-    /// The attempt as the call's [`Guard`](crate::guard::Guard) admitted it:
-    /// settled with it. `None`: no guard.
-    pub(super) guarded: Option<crate::guard::Attempt>,
+    /// The attempt as the dependency's guards admitted it, and what they
+    /// keep for it (a breaker's permit, a limit's slot, what the budget
+    /// charged): settled with them.
+    pub(super) admitted: Option<(Attempt, Permits)>,
 }
 
 impl Health {

@@ -9,7 +9,7 @@ impl<O: Observer> Driver<'_, O> {
         // A success ends the operation: the end time then matters only to an
         // observer that measures durations. Anything else may need it for the
         // deadline or the next wait.
-        let now = if O::TIMED || verdict != Verdict::Success || self.slot.is_some() {
+        let now = if O::TIMED || verdict != Verdict::Success || self.setup.dependency.limiter.is_some() {
             self.now()
         } else {
             self.attempt_started.unwrap_or_else(untimed_instant)
@@ -44,7 +44,7 @@ impl<O: Observer> Driver<'_, O> {
 
     /// The operation was abandoned (the future dropped, the blocking call
     /// unwound): report it. An attempt cut short says nothing about the
-    /// dependency, so its breaker permit is released without a verdict.
+    /// dependency: its guards hear it was cancelled.
     pub(super) fn cancel(&mut self, now: Instant) {
         if self.operation.is_none() {
             return;
@@ -62,31 +62,14 @@ impl<O: Observer> Driver<'_, O> {
             number: self.attempts,
             started: self.attempt_started,
             scope: Some(scope),
-            permit: self.permit.take(),
-            charged: self.charged.take(),
-            guarded: self.guarded.take(),
+            admitted: self.admitted.take(),
         };
-        // The attempt's slot (a retry's attempt holds it here, a hedge's copy
-        // in its `Sent`) goes back with what its end says.
-        if self.slot.is_some() {
-            self.release_slot(health, flight.started, now);
-        }
         self.record(flight, now, error, health, None);
     }
 
-    /// Gives the running attempt's slot back (see [`release`]): cold, so
-    /// that settling an attempt without a limit carries nothing of it.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn release_slot(&mut self, health: Health, started: Option<Instant>, now: Instant) {
-        if let Some(slot) = self.slot.take() {
-            release(slot, health, started, now);
-        }
-    }
-
     /// Settles `flight`, which ended at `now` with `error` (none for a
-    /// success or a cancelled copy): the one place where the breaker, the
-    /// budget and the observer hear how an attempt ended. `hedge`: how a
+    /// success or a cancelled copy): the one place where the dependency's
+    /// guards and the observer hear how an attempt ended. `hedge`: how a
     /// hedge's copy ended.
     #[inline]
     pub(super) fn record(
@@ -97,31 +80,15 @@ impl<O: Observer> Driver<'_, O> {
         health: Health,
         hedge: Option<HedgeOutcome>,
     ) {
-        let Flight { number, started, scope, permit, charged, guarded } = flight;
-        if guarded.is_some() {
-            self.settle_guarded(guarded, health.end());
-        }
-        match (permit, health) {
-            (Some(permit), Health::Healthy | Health::Answered) => permit.success(),
-            // A rate limit says nothing of the dependency's health: dropped,
-            // the permit records nothing (and frees a half-open probe slot).
-            (Some(permit), Health::Unhealthy) => permit.failure(),
-            // Dropping the permit frees a half-open probe slot and records nothing.
-            (permit, _) => drop(permit),
-        }
-        // gRPC's throttling rule: successes earn tokens, transient failures cost
-        // one; a permanent error says nothing either way. An attempt the
-        // budget charged for is settled as such, so that a quota can refund
-        // what it cost.
-        let success = match health {
-            Health::Healthy => Some(true),
-            Health::Unhealthy | Health::Throttling => Some(false),
-            Health::Answered | Health::Unknown => None,
-        };
-        match (self.setup.dependency.budget, success, charged) {
-            (Some(throttle), Some(success), Some(cause)) => throttle.retry_finished(cause, success),
-            (Some(throttle), Some(success), None) => throttle.attempt_finished(success),
-            _ => {}
+        let Flight { number, started, scope, admitted } = flight;
+        if let Some((attempt, permits)) = admitted {
+            // A round trip a concurrency limit learns from: read whenever the
+            // call reads the clock (a limit makes it).
+            let latency = match (self.timed, started) {
+                (true, Some(started)) => now.saturating_duration_since(started),
+                _ => Duration::ZERO,
+            };
+            self.setup.dependency.guards().settle(attempt.took(latency), permits, health.end());
         }
         let duration = started.map_or(Duration::ZERO, |s| Self::since(s, now));
         let end = AttemptEnd { number, duration, error, hedge };
@@ -147,41 +114,28 @@ impl<O: Observer> Driver<'_, O> {
         let cause = self.last_error.map_or(RetryCause::Transient, RetryCause::of);
         let (wait, source) =
             next_wait(&self.setup.policy, self.attempts, cause, self.curve, elapsed, hint, rng)?;
-        // The pace in force when the wait is over, before the budget spends a
-        // token on a retry the pacer may refuse.
-        if let Some(pacer) = self.setup.dependency.pacer {
-            pacer.offered();
-        }
-        let delay = match self.setup.dependency.pacer {
-            Some(pacer) if !pacer.is_idle() => {
-                let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
-                let hold = pace::after_wait(pacer, wait, limit)?;
-                wait + self.held(hold).unwrap_or(Duration::ZERO)
+        // The guards admit the retry at its plan, before its wait: a pace
+        // lengthens the wait, a refusal costs the caller none.
+        let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
+        let attempt = Attempt::retry(self.attempts + 1).because(cause).after(wait).within(limit);
+        let attempt = self.for_guard(attempt);
+        let delay = match self.setup.dependency.guards().admit(attempt) {
+            Admission::Go(permits) => {
+                self.admitted = Some((attempt, permits));
+                wait
             }
-            _ => wait,
+            Admission::Hold { wait: held, source: hold_source, permit } => {
+                self.admitted = Some((attempt, permit));
+                self.report_hold(held, hold_source);
+                wait + held
+            }
+            Admission::Refuse(StopReason::BudgetExhausted) if self.setup.policy.waits_out_refusal() => {
+                // The backoff, not the pace: the refused call sends nothing.
+                self.refused = true;
+                return Ok((wait, source));
+            }
+            Admission::Refuse(reason) => return Err(reason),
         };
-        self.paced = self.setup.dependency.pacer.is_some();
-        // A breaker that is open past the wait would refuse the retry after
-        // it: refused now, before the budget spends a token on it and the
-        // caller waits for nothing.
-        if self.setup.dependency.breaker.and_then(CircuitBreaker::open_for).is_some_and(|left| left > delay) {
-            return Err(StopReason::CircuitOpen);
-        }
-        if self.setup.dependency.guard.is_some() {
-            self.guard_retry()?;
-        }
-        if let Some(throttle) = self.setup.dependency.budget {
-            if !throttle.try_acquire_retry_for(cause) {
-                self.withdraw_guarded();
-                if self.setup.policy.waits_out_refusal() {
-                    // The backoff, not the pace: the refused call sends nothing.
-                    self.refused = true;
-                    return Ok((wait, source));
-                }
-                return Err(StopReason::BudgetExhausted);
-            }
-            self.charged = Some(cause);
-        }
         // The curve goes on from the backoff's own wait, not the pace's.
         self.curve = self.curve.after(wait, source);
         Ok((delay, source))
@@ -194,8 +148,11 @@ impl<O: Observer> Driver<'_, O> {
 
     pub(super) fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
         if let Some(op) = self.operation.take() {
-            if self.setup.dependency.guard.is_some() {
-                self.guard_call_finished();
+            // A retry planned and never sent (stopped in its wait, dropped)
+            // is settled, then the call ends for the guards.
+            self.withdraw();
+            if self.started.is_some() {
+                self.setup.dependency.guards().call_finished();
             }
             let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });

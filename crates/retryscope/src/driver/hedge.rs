@@ -1,10 +1,9 @@
 //! A hedged call's decisions: the driver with overlapping attempts.
 //!
 //! Every copy goes through the admission a retry's attempt goes through —
-//! the dependency's pacer, then (beyond the first copy) the budget, then the
-//! deadline and the breaker ([`Driver::admit`]) — is settled where an
-//! attempt is ([`Driver::record`]), and the call finishes once, through the
-//! driver. What is the hedge's own is only *when* the next copy is due: after
+//! the dependency's guards admit it when it is due and clear it to go, then
+//! the deadline ([`Driver::admit`]) — is settled where an attempt is
+//! ([`Driver::record`]), and the call finishes once, through the driver. What is the hedge's own is only *when* the next copy is due: after
 //! the delay (fixed, or learned from the dependency's latencies), at once
 //! after a non-fatal failure, after a server's hint, or never again.
 //!
@@ -15,10 +14,9 @@ use super::attempt::Health;
 use super::{Driver, Flight, Scope, Setup};
 use crate::budget::RetryCause;
 use crate::clock::Clock;
-use crate::guard::{Admission, Attempt};
+use crate::guard::Attempt;
 use crate::observe::{HedgeOutcome, Observer};
 use crate::outcome::{Outcome, StopReason};
-use crate::overload::LimitPermit;
 use crate::policy::Policy;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
@@ -48,8 +46,6 @@ pub(crate) trait CopyPolicy {
 /// A copy the driver let go: its token until it is settled or cancelled.
 pub(crate) struct Sent<A> {
     flight: Flight<A>,
-    /// Its slot of the concurrency limit, if the dependency has one.
-    slot: Option<LimitPermit>,
     /// When its attempt timeout cuts it.
     pub(crate) limit_at: Option<Instant>,
 }
@@ -134,66 +130,50 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
     }
 
     /// Sends the next copy at `now` if the dependency lets it go, as it lets
-    /// a retry's attempt go: the pacer first (a hold moves the copy to the
-    /// hold's end, and the observer hears it; a refusal sends no further
-    /// copy), then the budget for every copy beyond the first, then the
-    /// deadline and the breaker. `None`: no copy now.
+    /// a retry's attempt go: its guards admit it (once, however long they
+    /// hold it), then clear it (a hold moves the copy to the hold's end; a
+    /// refusal sends no further copy), then the deadline. A copy after a
+    /// failed one is its retry; any other beyond the first, a hedge. `None`:
+    /// no copy now.
     pub(crate) fn send(&mut self, now: Instant) -> Option<Sent<Scope<O>>> {
-        // A branch on every copy's path, the pacing itself off it.
-        if self.driver.paced() {
-            match self.driver.ask_pacer(now) {
+        if self.driver.admitted.is_none() {
+            let number = self.driver.attempts() + 1;
+            let attempt = match self.retry_of {
+                _ if number == 1 => Attempt::first(),
+                Some(error) => Attempt::retry(number).because(RetryCause::of(error)),
+                None => Attempt::hedge(number),
+            };
+            match self.driver.admit_due(now, attempt) {
                 Ok(None) => {}
-                Ok(Some(wait)) => {
-                    self.held_until = Some(now + wait);
-                    self.next_at = self.held_until;
-                    return None;
-                }
+                Ok(Some(wait)) => return self.hold(now, wait),
                 Err(reason) => return self.stop_sending(reason),
             }
         }
-        // A copy after a failed one is its retry; any other, a hedge. The
-        // guard admits it first, as it admits a retry at its plan.
-        let guarded = match self.driver.setup.dependency.guard.is_some() && self.driver.attempts() > 0 {
-            true => {
-                let number = self.driver.attempts() + 1;
-                let attempt =
-                    if self.retry_of.is_some() { Attempt::retry(number) } else { Attempt::hedge(number) };
-                let attempt = self.driver.for_guard(attempt);
-                let guard = self.driver.setup.dependency.guard;
-                if let Some(Admission::Refuse(reason)) = guard.map(|guard| guard.admit(attempt)) {
-                    return self.stop_sending(reason);
-                }
-                Some(attempt)
-            }
-            false => None,
-        };
-        let charged = match self.driver.setup.dependency.budget {
-            Some(throttle) if self.driver.attempts() > 0 => {
-                let cause = self.retry_of.map_or(RetryCause::Hedge, RetryCause::of);
-                if !throttle.try_acquire_retry_for(cause) {
-                    self.driver.guarded = guarded;
-                    self.driver.withdraw_guarded();
-                    return self.stop_sending(StopReason::BudgetExhausted);
-                }
-                Some(cause)
-            }
-            _ => None,
-        };
-        // Taken into the copy's flight by the admission, or settled as not
-        // sent if it refuses.
-        self.driver.guarded = guarded;
+        match self.driver.clear(now) {
+            Ok(None) => {}
+            Ok(Some(wait)) => return self.hold(now, wait),
+            Err(reason) => return self.stop_sending(reason),
+        }
         match self.driver.admit(now, self.retry_of.take(), self.policy.attempt_timeout()) {
             Ok((mut flight, _)) => {
-                flight.charged = charged;
+                flight.admitted = self.driver.admitted.take();
                 let limit_at = self.policy.attempt_timeout().map(|t| now + t);
                 self.next_at = Some(now + self.policy.next_delay(now));
-                Some(Sent { flight, slot: self.driver.slot.take(), limit_at })
+                Some(Sent { flight, limit_at })
             }
             Err(reason) => {
-                self.driver.slot = None;
+                self.driver.withdraw();
                 self.stop_sending(reason)
             }
         }
+    }
+
+    /// The guards hold the next copy for `wait`: it goes at the hold's end,
+    /// and no failure brings it sooner.
+    fn hold<T>(&mut self, now: Instant, wait: Duration) -> Option<T> {
+        self.held_until = Some(now + wait);
+        self.next_at = self.held_until;
+        None
     }
 
     /// No further copies, for `reason`.
@@ -208,9 +188,6 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
     pub(crate) fn settle(&mut self, sent: Sent<Scope<O>>, verdict: Verdict, now: Instant) -> Settled {
         let started = sent.flight.started;
         let error = verdict.error_type();
-        if let Some(slot) = sent.slot {
-            super::release(slot, Health::of(verdict), started, now);
-        }
         let outcome = if verdict == Verdict::Success { HedgeOutcome::Won } else { HedgeOutcome::Failed };
         self.driver.record(sent.flight, now, error, Health::of(verdict), Some(outcome));
         if error.is_some() {
@@ -254,8 +231,9 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
     }
 
     /// A copy still in flight is cancelled at `now` (its future dropped): it
-    /// says nothing of the dependency's health, so its breaker permit is
-    /// released without a verdict and the budget hears nothing.
+    /// says nothing of the dependency's health: its guards hear it was
+    /// cancelled (a breaker's permit released without a verdict, the budget
+    /// counting nothing).
     ///
     /// A copy sent before the one that won ran longer than the winner and
     /// had not answered: its latency is at least the time it was in flight,
@@ -269,7 +247,6 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
         {
             self.policy.record(now.saturating_duration_since(started));
         }
-        drop(sent.slot);
         self.driver.record(sent.flight, now, None, Health::Unknown, Some(HedgeOutcome::Cancelled));
     }
 

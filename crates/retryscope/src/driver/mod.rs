@@ -23,7 +23,6 @@
 mod admission;
 mod attempt;
 mod end;
-mod guarded;
 pub(crate) mod hedge;
 mod quiet;
 mod setup;
@@ -31,20 +30,18 @@ mod setup;
 pub(crate) use attempt::{Flight, Scope};
 pub(crate) use setup::Setup;
 
-use crate::breaker::{BreakerPermit, CircuitBreaker};
 use crate::budget::RetryCause;
 use crate::clock::Clock;
-use crate::guard::Attempt;
+use crate::dependency::Permits;
+use crate::guard::{Admission, Attempt, End, Guard};
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver,
     Wait,
 };
 use crate::outcome::{Outcome, StopReason};
-use crate::overload::{LimitPermit, SLOT_POLL};
-use crate::pace::{Held, Pacer};
+use crate::pace::{Held, HoldSource, Pacer};
 use crate::random::JitterRng;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
-use crate::wait::pace::{self, Hold};
 use crate::wait::{Curve, next_wait};
 use attempt::Health;
 use std::sync::OnceLock;
@@ -88,17 +85,14 @@ pub(crate) struct Driver<'a, O: Observer> {
     quiet: bool,
     observer: O,
     operation: Option<O::Operation>,
-    // The running attempt, if one is: its observer scope, its breaker permit
-    // and when it started. Fields of their own rather than one `Option` of a
-    // struct, so that starting an attempt drops nothing.
+    // The running attempt, if one is: its observer scope and when it
+    // started. Fields of their own rather than one `Option` of a struct, so
+    // that starting an attempt drops nothing.
     scope: Option<<O::Operation as OperationObserver>::Attempt>,
-    permit: Option<BreakerPermit>,
     attempt_started: Option<Instant>,
     started: Option<Instant>,
     attempts: u32,
     last_error: Option<ErrorType>,
-    /// What the budget charged for the retry about to run or running.
-    charged: Option<RetryCause>,
     /// Whether the operation stops, the budget having refused its retry, once
     /// the wait now running is over ([`Next::StopAfter`]): a flag, not the
     /// reason, which is always [`StopReason::BudgetExhausted`] (the driver is
@@ -108,19 +102,13 @@ pub(crate) struct Driver<'a, O: Observer> {
     /// restarts it) and the delay before the previous one.
     curve: Curve,
     rng: Option<JitterRng>,
-    /// Whether the pacer has already admitted the next attempt (its hold, or
-    /// the retry's wait, included the pace).
-    paced: bool,
-    /// The concurrency limit's slot of the next attempt (taken by `pace`,
-    /// moved into the attempt by `admit`) or of the running one.
-    slot: Option<LimitPermit>,
-    /// How long the next attempt has waited for a slot, in microseconds (the
-    /// holds handed out, not the clock: 4 bytes where an instant takes 16,
-    /// on the path of every call, limited or not).
-    slot_waited: u32,
-    /// The attempt the call's guard admitted and has not heard the end of:
-    /// a retry planned (admitted at its plan, before its wait) or running.
-    guarded: Option<Attempt>,
+    /// The attempt the dependency's guards admitted and have not heard the
+    /// end of, with what they keep for it: a retry planned (admitted at its
+    /// plan, before its wait), an attempt cleared to go, or the running one.
+    admitted: Option<(Attempt, Permits)>,
+    /// Whether the guards have let the admitted attempt be sent now
+    /// ([`Guard::send`]): then starting it asks nothing more.
+    cleared: bool,
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
@@ -136,18 +124,14 @@ impl<'a, O: Observer> Driver<'a, O> {
             observer,
             operation: None,
             scope: None,
-            permit: None,
             attempt_started: None,
             started: None,
             attempts: 0,
             last_error: None,
-            charged: None,
             refused: false,
             rng: None,
-            paced: false,
-            slot: None,
-            slot_waited: 0,
-            guarded: None,
+            admitted: None,
+            cleared: false,
         }
     }
 
@@ -166,11 +150,13 @@ impl<'a, O: Observer> Driver<'a, O> {
     }
 
     /// Whether the front end must ask [`pace`](Self::pace) before each
-    /// attempt (a pacer, a concurrency limit): a branch on the path of every
-    /// call, the pacing itself off it.
+    /// attempt: the dependency has a guard that may hold an attempt as it is
+    /// sent (a pacer, a concurrency limit, a further guard). A branch on the
+    /// path of every call, the pacing itself off it.
     #[inline]
     pub(crate) fn paced(&self) -> bool {
-        self.setup.dependency.pacer.is_some() || self.setup.dependency.limiter.is_some()
+        let guards = &self.setup.dependency;
+        guards.pacer.is_some() || guards.limiter.is_some() || guards.guard.is_some()
     }
 
     /// The dependency's pacer, if it has one: it learns what each answer
@@ -186,17 +172,15 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed))
     }
 
-    /// The operation starts at `now`: the budget counts one request, whether
-    /// the first attempt starts quietly or booked.
+    /// The operation starts at `now`, unless it has: the guards hear of it
+    /// (the budget counts one request), whether the first attempt starts
+    /// quietly or booked.
     #[inline]
     fn count_request(&mut self, now: Instant) {
-        if let Some(throttle) = self.setup.dependency.budget {
-            throttle.request_started();
+        if self.started.is_none() {
+            self.setup.dependency.guards().call_started();
+            self.started = Some(now);
         }
-        if self.setup.dependency.guard.is_some() {
-            self.guard_call_started();
-        }
-        self.started = Some(now);
     }
 
     pub(crate) fn attempts(&self) -> u32 {
@@ -215,44 +199,34 @@ impl<'a, O: Observer> Driver<'a, O> {
         if std::mem::take(&mut self.refused) {
             return Err(self.stop(now, StopReason::BudgetExhausted));
         }
+        // A paced call's guards cleared it in `pace`; an unpaced call's have
+        // no hold to give.
+        if !std::mem::take(&mut self.cleared)
+            && let Err(reason) = self.clear(now)
+        {
+            return Err(self.stop(now, reason));
+        }
         let attempt_timeout = self.setup.policy.attempt_timeout();
         let (flight, limit) = match self.admit(now, self.last_error, attempt_timeout) {
             Ok(admitted) => admitted,
             Err(reason) => {
-                // Refused after it took its slot: the slot goes back unused.
-                self.slot = None;
+                self.withdraw();
                 return Err(self.stop(now, reason));
             }
         };
         self.scope = flight.scope;
-        self.permit = flight.permit;
         self.attempt_started = flight.started;
-        self.guarded = flight.guarded;
         Ok(limit)
     }
 
-    /// Admits the next attempt at `now`, the one admission of every attempt,
-    /// a retry's or a hedge's copy: the budget counts the operation's
-    /// request, the deadline and the breaker may refuse, the observer hears it
-    /// start (as a retry of `retry_of`). Returns the attempt and its time
-    /// limit (`attempt_timeout` cut to what is left of the deadline); a
-    /// refusal does not stop the operation.
+    /// Starts the attempt the guards cleared at `now`, the one start of every
+    /// attempt, a retry's or a hedge's copy: the deadline may refuse it, the
+    /// observer hears it start (as a retry of `retry_of`). Returns the
+    /// attempt and its time limit (`attempt_timeout` cut to what is left of
+    /// the deadline); a refusal does not stop the operation. The guards'
+    /// admission stays the driver's, for the caller to move into the flight.
     #[inline]
     fn admit(
-        &mut self,
-        now: Instant,
-        retry_of: Option<ErrorType>,
-        attempt_timeout: Option<Duration>,
-    ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
-        if self.setup.dependency.guard.is_some() {
-            return self.admit_guarded(now, retry_of, attempt_timeout);
-        }
-        self.admit_unguarded(now, retry_of, attempt_timeout)
-    }
-
-    /// [`admit`](Self::admit) but for the guard.
-    #[inline]
-    fn admit_unguarded(
         &mut self,
         now: Instant,
         retry_of: Option<ErrorType>,
@@ -277,18 +251,11 @@ impl<'a, O: Observer> Driver<'a, O> {
                 remaining
             }
         };
-        // Only a configured breaker hands out a permit: without one, the field
-        // stays `None` and starting an attempt drops nothing.
-        let permit = match self.setup.dependency.breaker {
-            Some(breaker) => Some(breaker.try_acquire().map_err(|_| StopReason::CircuitOpen)?),
-            None => None,
-        };
         self.attempts += 1;
         let limit = attempt_limit(attempt_timeout, remaining);
         let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged, limit };
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
-        let flight =
-            Flight { number: self.attempts, started: Some(now), scope, permit, charged: None, guarded: None };
+        let flight = Flight { number: self.attempts, started: Some(now), scope, admitted: None };
         Ok((flight, limit))
     }
 
@@ -358,21 +325,6 @@ impl<O: Observer> Drop for Driver<'_, O> {
 pub(crate) fn untimed_instant() -> Instant {
     static UNTIMED: OnceLock<Instant> = OnceLock::new();
     *UNTIMED.get_or_init(Instant::now)
-}
-
-/// Gives back the concurrency limit's slot of an attempt that started at
-/// `started` and ended at `now` with `health`: the limit learns from its
-/// round trip (an answer is a sample, a transient failure or a request to
-/// slow down a drop, a cancelled attempt nothing). Out of line, so that the
-/// calls without a limit carry none of it.
-#[inline(never)]
-pub(crate) fn release(slot: LimitPermit, health: Health, started: Option<Instant>, now: Instant) {
-    let rtt = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-    match health {
-        Health::Healthy | Health::Answered => slot.success(rtt),
-        Health::Unhealthy | Health::Throttling => slot.dropped(rtt),
-        Health::Unknown => drop(slot),
-    }
 }
 
 fn new_rng(seed: Option<u64>) -> JitterRng {

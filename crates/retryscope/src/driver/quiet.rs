@@ -2,6 +2,8 @@
 //! what must happen before it, booked only if it fails.
 
 use super::{Driver, Started};
+use crate::dependency::Permits;
+use crate::guard::{Attempt, End, Guard};
 use crate::observe::Observer;
 use crate::outcome::StopReason;
 use std::time::{Duration, Instant};
@@ -36,18 +38,23 @@ impl<O: Observer> Driver<'_, O> {
     /// Starts a quiet first attempt; `None` when this attempt is not one.
     #[inline]
     fn begin_quietly(&mut self, now: Instant) -> Option<Option<Duration>> {
-        if !self.quiet || self.started.is_some() {
+        // Not once the operation is observed: a pace that held the first
+        // attempt began it (and the pacer, which may have cleared it, is the
+        // only guard a quiet operation asks).
+        if !self.quiet || self.attempts > 0 || self.operation.is_some() {
             return None;
         }
         self.count_request(now);
         Some(self.attempt_limit(self.setup.policy.deadline()))
     }
 
-    /// The quiet first attempt succeeded: the operation is over.
+    /// The quiet first attempt succeeded: the operation is over, and its
+    /// guards (a budget, a pacer: a quiet operation has no other) hear so.
     pub(crate) fn quiet_success(&mut self) {
-        if let Some(throttle) = self.setup.dependency.budget {
-            throttle.attempt_finished(true);
-        }
+        let guards = self.setup.dependency.guards();
+        let (attempt, permits) = self.admitted.take().unwrap_or_else(|| (Attempt::first(), Permits::default()));
+        guards.settle(attempt, permits, End::Succeeded);
+        guards.call_finished();
     }
 
     /// The quiet first attempt, started at `started`, did not succeed: book it

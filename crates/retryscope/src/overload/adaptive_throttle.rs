@@ -171,15 +171,17 @@ impl AdaptiveThrottle {
 /// any answer but a transient failure or a request to slow down — counts as
 /// accepted.
 impl Guard for AdaptiveThrottle {
-    fn admit(&self, attempt: Attempt) -> Admission {
+    type Permit = ();
+
+    fn admit(&self, attempt: Attempt) -> Admission<()> {
         let draw = if attempt.priority().is_sheddable() { 0.0 } else { attempt.draw() };
         match AdaptiveThrottle::admit(self, draw) {
-            true => Admission::Go,
+            true => Admission::Go(()),
             false => Admission::Refuse(StopReason::RejectedLocally),
         }
     }
 
-    fn settle(&self, _: Attempt, end: End) {
+    fn settle(&self, _: Attempt, (): (), end: End) {
         if matches!(end, End::Succeeded | End::Answered) {
             self.accepted();
         }
@@ -393,8 +395,8 @@ mod tests {
         let mut reported = Vec::new();
         fresh.gauges(&mut |gauge, value| reported.push((gauge.name, value)));
         assert!(reported.is_empty(), "no ratio of nothing: {reported:?}");
-        assert_eq!(Guard::admit(&fresh, Attempt::first()), Admission::Go);
-        fresh.settle(Attempt::first(), End::Succeeded);
+        assert_eq!(Guard::admit(&fresh, Attempt::first()), Admission::Go(()));
+        fresh.settle(Attempt::first(), (), End::Succeeded);
         fresh.gauges(&mut |gauge, value| reported.push((gauge.name, value)));
         assert_eq!(reported, vec![("retryscope.overload.accepted", 1.0)]);
     }

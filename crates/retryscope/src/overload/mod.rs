@@ -22,7 +22,6 @@ mod limit;
 mod priority;
 
 pub use adaptive_throttle::{AdaptiveThrottle, AdaptiveThrottleBuilder, OverloadError};
-pub(crate) use limit::SLOT_POLL;
 pub use limit::{
     Aimd, AimdBuilder, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Gradient2, Gradient2Builder,
     LimitAlgorithm, LimitPermit,

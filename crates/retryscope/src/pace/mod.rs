@@ -78,6 +78,7 @@
 //! ```
 
 pub mod adaptive;
+mod guard;
 mod offered;
 mod release;
 mod schedule;

@@ -6,6 +6,7 @@
 
 mod aimd;
 mod gradient2;
+mod guard;
 
 pub use aimd::{Aimd, AimdBuilder};
 pub use gradient2::{Gradient2, Gradient2Builder};

@@ -1,0 +1,52 @@
+//! A pacer as a [`Guard`]: a retry's pace is asked at its plan, with its
+//! backoff (a hold lengthens the wait, a pace past the deadline refuses it
+//! at once); every attempt is paced again as it is sent.
+
+use super::Pacer;
+use crate::guard::{Admission, Attempt, End, Guard};
+use crate::wait::pace::{self, Hold};
+use crate::outcome::StopReason;
+
+impl Guard for Pacer {
+    /// Whether the schedule has let this attempt go already (its plan or an
+    /// earlier hold asked it): then only the adaptive rate's token is taken
+    /// at its send.
+    type Permit = bool;
+
+    fn admit(&self, attempt: Attempt) -> Admission<bool> {
+        // Only a retry planned ahead of its backoff is paced at its plan; an
+        // attempt due now is paced as it is sent.
+        let Some(wait) = attempt.wait() else { return Admission::Go(false) };
+        // The pace in force when the wait is over.
+        self.offered();
+        if self.is_idle() {
+            return Admission::Go(true);
+        }
+        decide(pace::after_wait(self, wait, attempt.remaining()), true)
+    }
+
+    fn send(&self, attempt: Attempt, scheduled: &mut bool) -> Admission {
+        let asked = std::mem::replace(scheduled, true);
+        // A send that no plan nor hold counted yet.
+        if !asked {
+            self.offered();
+        }
+        if self.is_idle() {
+            return Admission::Go(());
+        }
+        decide(pace::before_send(self, asked, attempt.remaining()), ())
+    }
+
+    /// The pacer learns from answers through the call's classifier
+    /// ([`Classify::pace`](crate::classify::Classify::pace)), not here.
+    fn settle(&self, _attempt: Attempt, _scheduled: bool, _end: End) {}
+}
+
+/// The pace's answer as an admission keeping `permit`.
+fn decide<P>(hold: Result<Hold, StopReason>, permit: P) -> Admission<P> {
+    match hold {
+        Ok(None) => Admission::Go(permit),
+        Ok(Some((wait, source))) => Admission::Hold { wait, source: Some(source), permit },
+        Err(reason) => Admission::Refuse(reason),
+    }
+}
