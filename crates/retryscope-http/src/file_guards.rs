@@ -42,7 +42,7 @@ use crate::settings::ClientSettings;
 use retryscope::budget::Budget;
 use retryscope::budget::{BudgetShare, InFlightBudget};
 use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency, Factory, and_guard};
-use retryscope::guard::{Gauge, Guard, SharedGuard};
+use retryscope::guard::{Gauge, SharedGuard};
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::ConcurrencyLimiter;
 use retryscope::pace::PaceShare;

@@ -197,7 +197,7 @@ pub trait WithClientSettings: HasClientSettings {
     /// hedge copies alike, with its gauges published with the others.
     /// Called again, the guards compose: each dependency gets both.
     /// None by default.
-    fn guard_per_dependency<G: retryscope::guard::Guard + 'static>(
+    fn guard_per_dependency<G: retryscope::guard::Guard<Permit = ()> + 'static>(
         mut self,
         make: impl Fn() -> G + Send + Sync + 'static,
     ) -> Self {

@@ -61,7 +61,7 @@ pub struct ClientSettings {
     /// Makes each dependency's [`Guard`](retryscope::guard::Guard)s
     /// (`guard_per_dependency`, composed when called again); `None` (the
     /// default): none.
-    pub guard: Option<Factory<Arc<dyn retryscope::guard::Guard>>>,
+    pub guard: Option<Factory<retryscope::guard::SharedGuard>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.

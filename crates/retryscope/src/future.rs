@@ -13,8 +13,8 @@
 
 use crate::classify::Classify;
 use crate::clock::Clock;
-use crate::driver::{Driver, Setup, Started, untimed_instant};
 use crate::dependency::Permits;
+use crate::driver::{Driver, Setup, Started, untimed_instant};
 use crate::error::RetryError;
 use crate::guard::{Attempt, End, Guard};
 use crate::observe::Observer;

@@ -62,7 +62,7 @@ pub(crate) struct Setup {
     adaptive_throttle: Option<fn() -> AdaptiveThrottle>,
     concurrency_limit: Option<Arc<dyn Fn() -> ConcurrencyLimiter + Send + Sync>>,
     /// `guard_per_dependency`: each dependency's `Guard`.
-    guard: Option<Arc<dyn Fn() -> Arc<dyn retryscope::guard::Guard> + Send + Sync>>,
+    guard: Option<Arc<dyn Fn() -> retryscope::guard::SharedGuard + Send + Sync>>,
     hedge: Option<HedgePolicy>,
     retry_at_one_layer: bool,
     /// Injected below the retries (`FaultMiddleware`, `FaultLayer`); every
@@ -222,7 +222,7 @@ impl Setup {
         self
     }
 
-    pub(crate) fn guard_per_dependency<G: retryscope::guard::Guard + 'static>(
+    pub(crate) fn guard_per_dependency<G: retryscope::guard::Guard<Permit = ()> + 'static>(
         mut self,
         make: impl Fn() -> G + Send + Sync + 'static,
     ) -> Setup {

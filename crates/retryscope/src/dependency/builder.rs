@@ -100,7 +100,10 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// `make` is called once per dependency when its guards are made, and
     /// once more by [`build`](Self::build), to learn which gauges the guards
     /// publish: a factory with side effects sees that one extra call.
-    pub fn guard<G: Guard<Permit = ()> + 'static>(self, make: impl Fn() -> G + Send + Sync + 'static) -> Self {
+    pub fn guard<G: Guard<Permit = ()> + 'static>(
+        self,
+        make: impl Fn() -> G + Send + Sync + 'static,
+    ) -> Self {
         let combined = and_guard(self.guard.clone(), make);
         self.guard_factory(Some(combined))
     }

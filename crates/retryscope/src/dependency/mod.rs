@@ -21,5 +21,5 @@ pub use bounded::{
 };
 pub use builder::DependenciesBuilder;
 pub use registry::{Dependencies, Factory, and_guard};
-pub use value::{Dependency, DependencyRef};
 pub(crate) use value::Permits;
+pub use value::{Dependency, DependencyRef};

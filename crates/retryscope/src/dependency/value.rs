@@ -17,8 +17,10 @@ use std::sync::Arc;
 /// One dependency: its name and its guards — a retry budget (any
 /// [`Budget`]), a circuit breaker, a [`Pacer`], a concurrency limit, any
 /// further [`Guard`]s — and, in a client's registry, its hedging policy, each
-/// optional. Built once and shared by every call to the dependency (its
-/// guards are handles: a clone shares their state), and put on a call whole:
+/// optional. Each is a [`Guard`], and a call asks them as one, in the order
+/// [`guard`](crate::guard) gives. Built once and shared by every call to the
+/// dependency (its guards are handles: a clone shares their state), and put
+/// on a call whole:
 ///
 /// ```
 /// use retryscope::dependency::Dependency;
@@ -215,7 +217,10 @@ pub(crate) type Stack<'a> = (
     Option<&'a Pacer>,
     (
         Option<&'a ConcurrencyLimiter>,
-        (Option<&'a CircuitBreaker>, (Option<&'a (dyn Guard<Permit = ()> + 'a)>, Option<&'a (dyn Budget + 'a)>)),
+        (
+            Option<&'a CircuitBreaker>,
+            (Option<&'a (dyn Guard<Permit = ()> + 'a)>, Option<&'a (dyn Budget + 'a)>),
+        ),
     ),
 );
 

@@ -28,7 +28,8 @@ impl<O: Observer> Driver<'_, O> {
     /// not sent.
     pub(super) fn clear(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         if self.admitted.is_none() {
-            let attempt = if self.attempts == 0 { Attempt::first() } else { Attempt::retry(self.attempts + 1) };
+            let attempt =
+                if self.attempts == 0 { Attempt::first() } else { Attempt::retry(self.attempts + 1) };
             if let Some(hold) = self.admit_due(now, attempt)? {
                 return Ok(Some(hold));
             }
@@ -50,7 +51,11 @@ impl<O: Observer> Driver<'_, O> {
 
     /// The guards admit `attempt`, due at `now` (the call begins with its
     /// first): `Some` hold before its send, or why it may not go.
-    pub(super) fn admit_due(&mut self, now: Instant, attempt: Attempt) -> Result<Option<Duration>, StopReason> {
+    pub(super) fn admit_due(
+        &mut self,
+        now: Instant,
+        attempt: Attempt,
+    ) -> Result<Option<Duration>, StopReason> {
         self.count_request(now);
         let attempt = self.for_guard(attempt).within(self.remaining(now));
         match self.setup.dependency.guards().admit(attempt) {

@@ -52,7 +52,8 @@ impl<O: Observer> Driver<'_, O> {
     /// guards (a budget, a pacer: a quiet operation has no other) hear so.
     pub(crate) fn quiet_success(&mut self) {
         let guards = self.setup.dependency.guards();
-        let (attempt, permits) = self.admitted.take().unwrap_or_else(|| (Attempt::first(), Permits::default()));
+        let (attempt, permits) =
+            self.admitted.take().unwrap_or_else(|| (Attempt::first(), Permits::default()));
         guards.settle(attempt, permits, End::Succeeded);
         guards.call_finished();
     }

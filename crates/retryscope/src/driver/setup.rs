@@ -11,12 +11,11 @@ use crate::shared::MaybeShared;
 #[derive(Clone)]
 pub(crate) struct Setup<'a> {
     pub(crate) policy: Policy,
-    /// The dependency's name and its guards, borrowed: the budget, the
-    /// breaker, the pacer, the concurrency limit (a slot is taken when the
-    /// attempt is about to be sent, see `Driver::pace`, and given back when
-    /// it ends) and the call's further [`Guard`](crate::guard::Guard)s (told
-    /// when the call starts and ends, asked before each attempt, told how
-    /// each ended). References: a call without guards drops nothing.
+    /// The dependency's name and its guards, borrowed, asked as one
+    /// [`Guard`](crate::guard::Guard) ([`DependencyRef::guards`]): told when
+    /// the call starts and ends, asked as each attempt is planned and as it
+    /// is sent, told how each ended. References: a call without guards
+    /// drops nothing.
     pub(crate) dependency: DependencyRef<'a>,
     pub(crate) operation: MaybeShared<'a, str>,
     /// Which calls the throttle and the limit refuse first.
@@ -38,9 +37,10 @@ impl<'a> Setup<'a> {
         }
     }
 
-    /// Whether a guard asks about every attempt before it starts (a breaker,
-    /// a concurrency limit, a [`Guard`](crate::guard::Guard)): then no
-    /// attempt may start quietly.
+    /// Whether a guard must hear of every attempt (a breaker, a concurrency
+    /// limit, a further [`Guard`](crate::guard::Guard)): then no attempt may
+    /// start quietly, booked only if it fails. A budget counts the request
+    /// and a success alike, and a pacer paces the send, booked or not.
     pub(crate) fn admits(&self) -> bool {
         let guards = &self.dependency;
         guards.breaker.is_some() || guards.limiter.is_some() || guards.guard.is_some()

@@ -4,8 +4,8 @@
 
 use super::Pacer;
 use crate::guard::{Admission, Attempt, End, Guard};
-use crate::wait::pace::{self, Hold};
 use crate::outcome::StopReason;
+use crate::wait::pace::{self, Hold};
 
 impl Guard for Pacer {
     /// Whether the schedule has let this attempt go already (its plan or an

@@ -31,7 +31,10 @@ impl Guard for ConcurrencyLimiter {
             left = left.min(remaining);
         }
         if left.is_zero() {
-            return Admission::Refuse(StopReason::ConcurrencyLimited { limit: self.limit(), waited: *waited });
+            return Admission::Refuse(StopReason::ConcurrencyLimited {
+                limit: self.limit(),
+                waited: *waited,
+            });
         }
         let hold = left.min(SLOT_POLL);
         *waited += hold;
