@@ -10,6 +10,7 @@ impl Guard for CircuitBreaker {
     /// The attempt's permit, taken as it is sent.
     type Permit = Option<BreakerPermit>;
 
+    #[inline]
     fn admit(&self, attempt: Attempt) -> Admission<Option<BreakerPermit>> {
         // A breaker that is open past the retry's wait would refuse it after
         // it: refused now, before a budget spends a token on it and the
@@ -22,6 +23,7 @@ impl Guard for CircuitBreaker {
         }
     }
 
+    #[inline]
     fn send(&self, _attempt: Attempt, permit: &mut Option<BreakerPermit>) -> Admission {
         if permit.is_none() {
             match self.try_acquire() {
@@ -32,6 +34,7 @@ impl Guard for CircuitBreaker {
         Admission::Go(())
     }
 
+    #[inline]
     fn settle(&self, _attempt: Attempt, permit: Option<BreakerPermit>, end: End) {
         let Some(permit) = permit else { return };
         match end {

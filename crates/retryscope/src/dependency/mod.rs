@@ -11,6 +11,7 @@
 
 mod bounded;
 mod builder;
+mod guards;
 mod overflow;
 mod registry;
 mod value;
@@ -20,6 +21,6 @@ pub use bounded::{
     bounded_operation, dependency_name,
 };
 pub use builder::DependenciesBuilder;
+pub(crate) use guards::Permits;
 pub use registry::{Dependencies, Factory, and_guard};
-pub(crate) use value::Permits;
 pub use value::{Dependency, DependencyRef};

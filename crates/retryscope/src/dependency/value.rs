@@ -209,31 +209,7 @@ pub struct DependencyRef<'a> {
     pub(crate) guard: Option<&'a (dyn Guard<Permit = ()> + 'a)>,
 }
 
-/// A dependency's guards as one [`Guard`], in the order they are asked: the
-/// pacer (a retry's pace is known before anything spends on it), the
-/// concurrency limit, the breaker, the further guards, the budget last (it
-/// spends a token only on a retry everything else lets go).
-pub(crate) type Stack<'a> = (
-    Option<&'a Pacer>,
-    (
-        Option<&'a ConcurrencyLimiter>,
-        (
-            Option<&'a CircuitBreaker>,
-            (Option<&'a (dyn Guard<Permit = ()> + 'a)>, Option<&'a (dyn Budget + 'a)>),
-        ),
-    ),
-);
-
-/// What an attempt keeps for a dependency's guards ([`Stack`]).
-pub(crate) type Permits = <Stack<'static> as Guard>::Permit;
-
 impl<'a> DependencyRef<'a> {
-    /// The dependency's guards, composed.
-    #[inline]
-    pub(crate) fn guards(&self) -> Stack<'a> {
-        (self.pacer, (self.limiter, (self.breaker, (self.guard, self.budget))))
-    }
-
     /// A name without guards.
     fn named(name: Shared<'a, str>) -> Self {
         Self { name, budget: None, breaker: None, pacer: None, limiter: None, guard: None }

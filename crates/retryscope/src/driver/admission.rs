@@ -26,6 +26,7 @@ impl<O: Observer> Driver<'_, O> {
     /// attempt is admitted if no plan admitted it (a first attempt), then
     /// cleared to go ([`Guard::send`]). A refusal settles the admission as
     /// not sent.
+    #[inline]
     pub(super) fn clear(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         if self.admitted.is_none() {
             let attempt =
@@ -34,14 +35,13 @@ impl<O: Observer> Driver<'_, O> {
                 return Ok(Some(hold));
             }
         }
-        let remaining = self.remaining(now);
-        let guards = self.setup.dependency.guards();
+        let remaining = self.remaining_for_guards(now);
         let Some((attempt, permits)) = self.admitted.as_mut() else { return Ok(None) };
         *attempt = attempt.within(remaining);
-        match guards.send(*attempt, permits) {
-            Admission::Go(()) => Ok(None),
-            Admission::Hold { wait, source, .. } => Ok(Some(self.hold(now, wait, source))),
-            Admission::Refuse(reason) => {
+        match self.setup.dependency.send(*attempt, permits) {
+            Ok(None) => Ok(None),
+            Ok(Some((wait, source))) => Ok(Some(self.hold(now, wait, source))),
+            Err(reason) => {
                 self.withdraw();
                 self.open(now);
                 Err(reason)
@@ -51,27 +51,33 @@ impl<O: Observer> Driver<'_, O> {
 
     /// The guards admit `attempt`, due at `now` (the call begins with its
     /// first): `Some` hold before its send, or why it may not go.
+    #[inline]
     pub(super) fn admit_due(
         &mut self,
         now: Instant,
         attempt: Attempt,
     ) -> Result<Option<Duration>, StopReason> {
         self.count_request(now);
-        let attempt = self.for_guard(attempt).within(self.remaining(now));
-        match self.setup.dependency.guards().admit(attempt) {
-            Admission::Go(permits) => {
-                self.admitted = Some((attempt, permits));
-                Ok(None)
-            }
-            Admission::Hold { wait, source, permit } => {
-                self.admitted = Some((attempt, permit));
-                Ok(Some(self.hold(now, wait, source)))
-            }
-            Admission::Refuse(reason) => {
+        let attempt = self.for_guard(attempt).within(self.remaining_for_guards(now));
+        // Admitted in place: the permits are filled where the driver keeps them.
+        let (attempt, permits) = self.admitted.insert((attempt, Permits::default()));
+        match self.setup.dependency.admit(*attempt, permits) {
+            Ok(None) => Ok(None),
+            Ok(Some((wait, source))) => Ok(Some(self.hold(now, wait, source))),
+            Err(reason) => {
+                // The guards that admitted it heard it will not go.
+                self.admitted = None;
                 self.open(now);
                 Err(reason)
             }
         }
+    }
+
+    /// What is left of the deadline at `now`, for the guards that read it
+    /// (`None` for the others: reading instants costs more than the rest of
+    /// a budget's admission).
+    fn remaining_for_guards(&self, now: Instant) -> Option<Duration> {
+        if self.setup.dependency.reads_remaining() { self.remaining(now) } else { None }
     }
 
     /// A guard holds the next attempt for `wait`: the operation has begun,
@@ -94,7 +100,7 @@ impl<O: Observer> Driver<'_, O> {
     pub(super) fn withdraw(&mut self) {
         self.cleared = false;
         if let Some((attempt, permits)) = self.admitted.take() {
-            self.setup.dependency.guards().settle(attempt, permits, End::NotSent);
+            self.setup.dependency.settle(attempt, permits, End::NotSent);
         }
     }
 

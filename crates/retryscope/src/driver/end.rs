@@ -88,7 +88,7 @@ impl<O: Observer> Driver<'_, O> {
                 (true, Some(started)) => now.saturating_duration_since(started),
                 _ => Duration::ZERO,
             };
-            self.setup.dependency.guards().settle(attempt.took(latency), permits, health.end());
+            self.setup.dependency.settle(attempt.took(latency), permits, health.end());
         }
         let duration = started.map_or(Duration::ZERO, |s| Self::since(s, now));
         let end = AttemptEnd { number, duration, error, hedge };
@@ -119,22 +119,24 @@ impl<O: Observer> Driver<'_, O> {
         let limit = self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed + wait));
         let attempt = Attempt::retry(self.attempts + 1).because(cause).after(wait).within(limit);
         let attempt = self.for_guard(attempt);
-        let delay = match self.setup.dependency.guards().admit(attempt) {
-            Admission::Go(permits) => {
+        let mut permits = Permits::default();
+        let delay = match self.setup.dependency.admit(attempt, &mut permits) {
+            Ok(hold) => {
                 self.admitted = Some((attempt, permits));
-                wait
+                match hold {
+                    None => wait,
+                    Some((held, hold_source)) => {
+                        self.report_hold(held, hold_source);
+                        wait + held
+                    }
+                }
             }
-            Admission::Hold { wait: held, source: hold_source, permit } => {
-                self.admitted = Some((attempt, permit));
-                self.report_hold(held, hold_source);
-                wait + held
-            }
-            Admission::Refuse(StopReason::BudgetExhausted) if self.setup.policy.waits_out_refusal() => {
+            Err(StopReason::BudgetExhausted) if self.setup.policy.waits_out_refusal() => {
                 // The backoff, not the pace: the refused call sends nothing.
                 self.refused = true;
                 return Ok((wait, source));
             }
-            Admission::Refuse(reason) => return Err(reason),
+            Err(reason) => return Err(reason),
         };
         // The curve goes on from the backoff's own wait, not the pace's.
         self.curve = self.curve.after(wait, source);
@@ -152,7 +154,7 @@ impl<O: Observer> Driver<'_, O> {
             // is settled, then the call ends for the guards.
             self.withdraw();
             if self.started.is_some() {
-                self.setup.dependency.guards().call_finished();
+                self.setup.dependency.call_finished();
             }
             let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });

@@ -33,7 +33,7 @@ pub(crate) use setup::Setup;
 use crate::budget::RetryCause;
 use crate::clock::Clock;
 use crate::dependency::Permits;
-use crate::guard::{Admission, Attempt, End, Guard};
+use crate::guard::{Attempt, End};
 use crate::observe::{
     AttemptEnd, AttemptScope, AttemptStart, Finish, HedgeOutcome, Observer, OperationInfo, OperationObserver,
     Wait,
@@ -168,8 +168,9 @@ impl<'a, O: Observer> Driver<'a, O> {
 
     /// What is left of the deadline at `now`, if there is one.
     fn remaining(&self, now: Instant) -> Option<Duration> {
+        let deadline = self.setup.policy.deadline()?;
         let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-        self.setup.policy.deadline().map(|d| d.saturating_sub(elapsed))
+        Some(deadline.saturating_sub(elapsed))
     }
 
     /// The operation starts at `now`, unless it has: the guards hear of it
@@ -178,7 +179,7 @@ impl<'a, O: Observer> Driver<'a, O> {
     #[inline]
     fn count_request(&mut self, now: Instant) {
         if self.started.is_none() {
-            self.setup.dependency.guards().call_started();
+            self.setup.dependency.call_started();
             self.started = Some(now);
         }
     }

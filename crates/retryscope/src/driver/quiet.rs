@@ -2,8 +2,7 @@
 //! what must happen before it, booked only if it fails.
 
 use super::{Driver, Started};
-use crate::dependency::Permits;
-use crate::guard::{Attempt, End, Guard};
+use crate::guard::{Attempt, End};
 use crate::observe::Observer;
 use crate::outcome::StopReason;
 use std::time::{Duration, Instant};
@@ -49,13 +48,16 @@ impl<O: Observer> Driver<'_, O> {
     }
 
     /// The quiet first attempt succeeded: the operation is over, and its
-    /// guards (a budget, a pacer: a quiet operation has no other) hear so.
+    /// guards hear so. A quiet operation's are a budget and a pacer at most
+    /// (see [`Setup::admits`](super::Setup::admits)), whose permits for a
+    /// first attempt hold nothing to hand back: settled as such, without
+    /// moving the admission out.
     pub(crate) fn quiet_success(&mut self) {
-        let guards = self.setup.dependency.guards();
-        let (attempt, permits) =
-            self.admitted.take().unwrap_or_else(|| (Attempt::first(), Permits::default()));
-        guards.settle(attempt, permits, End::Succeeded);
-        guards.call_finished();
+        let guards = &self.setup.dependency;
+        if guards.is_guarded() {
+            guards.settle_quiet(Attempt::first(), End::Succeeded);
+            guards.call_finished();
+        }
     }
 
     /// The quiet first attempt, started at `started`, did not succeed: book it

@@ -13,6 +13,7 @@ impl Guard for Pacer {
     /// at its send.
     type Permit = bool;
 
+    #[inline]
     fn admit(&self, attempt: Attempt) -> Admission<bool> {
         // Only a retry planned ahead of its backoff is paced at its plan; an
         // attempt due now is paced as it is sent.
@@ -25,6 +26,7 @@ impl Guard for Pacer {
         decide(pace::after_wait(self, wait, attempt.remaining()), true)
     }
 
+    #[inline]
     fn send(&self, attempt: Attempt, scheduled: &mut bool) -> Admission {
         let asked = std::mem::replace(scheduled, true);
         // A send that no plan nor hold counted yet.
@@ -39,6 +41,7 @@ impl Guard for Pacer {
 
     /// The pacer learns from answers through the call's classifier
     /// ([`Classify::pace`](crate::classify::Classify::pace)), not here.
+    #[inline]
     fn settle(&self, _attempt: Attempt, _scheduled: bool, _end: End) {}
 }
 

@@ -8,16 +8,20 @@ use crate::outcome::StopReason;
 use std::time::Duration;
 
 impl Guard for ConcurrencyLimiter {
-    /// The attempt's slot, once taken, and how long it has waited for one.
-    type Permit = (Option<LimitPermit>, Duration);
+    /// The attempt's slot, once taken, and how long it has waited for one,
+    /// in microseconds (the holds handed out, not the clock: at most the
+    /// limiter's `max_wait`, a minute).
+    type Permit = (Option<LimitPermit>, u32);
 
+    #[inline]
     fn admit(&self, _attempt: Attempt) -> Admission<Self::Permit> {
-        Admission::Go((None, Duration::ZERO))
+        Admission::Go((None, 0))
     }
 
     /// A full limit holds the attempt for [`SLOT_POLL`] at a time — waiters
     /// poll, there is no queue to grow — up to `max_wait`, never past the
     /// call's deadline, then refuses it.
+    #[inline]
     fn send(&self, attempt: Attempt, (slot, waited): &mut Self::Permit) -> Admission {
         if slot.is_some() {
             return Admission::Go(());
@@ -26,24 +30,26 @@ impl Guard for ConcurrencyLimiter {
             *slot = Some(taken);
             return Admission::Go(());
         }
-        let mut left = self.max_wait().saturating_sub(*waited);
+        let waited_for = Duration::from_micros(u64::from(*waited));
+        let mut left = self.max_wait().saturating_sub(waited_for);
         if let Some(remaining) = attempt.remaining() {
             left = left.min(remaining);
         }
         if left.is_zero() {
             return Admission::Refuse(StopReason::ConcurrencyLimited {
                 limit: self.limit(),
-                waited: *waited,
+                waited: waited_for,
             });
         }
         let hold = left.min(SLOT_POLL);
-        *waited += hold;
+        *waited = waited.saturating_add(u32::try_from(hold.as_micros()).unwrap_or(u32::MAX));
         Admission::Hold { wait: hold, source: None, permit: () }
     }
 
     /// The limit learns from the round trip: an answer is a sample, a
     /// transient failure or a request to slow down a drop, a cancelled
     /// attempt nothing.
+    #[inline]
     fn settle(&self, attempt: Attempt, (slot, _): Self::Permit, end: End) {
         let Some(slot) = slot else { return };
         match end {
