@@ -46,6 +46,10 @@ pin_project! {
 
 /// The engine's side of a retry: its settings until something needs more
 /// than the fast path (see `RetryFuture::poll`), then the driver.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the future is one allocation-free value: boxing the driver would allocate for every call that fails once, and `Fresh` is there so the fast path writes none of the driver, not to be small"
+)]
 enum Phase<'a, O: Observer> {
     /// No attempt has needed the driver: before the first poll, and after a
     /// quiet first attempt that succeeded at once. Such a call never builds
