@@ -175,6 +175,39 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
         self
     }
 
+    /// Runs the call as attempt `number` of work retried across calls — a
+    /// job's redelivery after a failure, each delivery one call: the
+    /// dependency's guards admit its first attempt as that retry, so a
+    /// budget charges it as one (priced as a transient failure's) and
+    /// settles it as one, and refuses it, before it runs, when it has none
+    /// to spend ([`StopReason::BudgetExhausted`](crate::StopReason::BudgetExhausted)
+    /// with no attempt made). The call's own attempts, as its observer
+    /// counts them, still start at 1. `0` and `1`: a fresh call (the
+    /// default).
+    ///
+    /// ```
+    /// use retryscope::dependency::Dependency;
+    /// use retryscope::{Policy, RetryBudget, Retryable, StopReason};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let no_retries = RetryBudget::builder().ratio(0.0).min_per_second(0).build().unwrap();
+    /// let inventory = Dependency::new("inventory").with_budget(no_retries);
+    /// // A job's third delivery: a retry the budget has no token for.
+    /// let error = (|| async { Ok::<_, std::io::Error>(()) })
+    ///     .retry(Policy::interactive())
+    ///     .dependency(&inventory)
+    ///     .resuming(3)
+    ///     .await
+    ///     .unwrap_err();
+    /// assert_eq!((error.reason(), error.attempts()), (StopReason::BudgetExhausted, 0));
+    /// # }
+    /// ```
+    pub fn resuming(mut self, number: u32) -> Self {
+        self.setup.resumes = number.max(1);
+        self
+    }
+
     /// Seeds the jitter's random-number generator, for reproducible delays.
     pub fn seed(mut self, seed: u64) -> Self {
         self.setup.seed = Some(seed);

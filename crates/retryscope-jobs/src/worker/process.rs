@@ -90,7 +90,7 @@ where
         }
         return put_back(inner, delivery, &meta, early, JobOutcome::Waiting).await;
     }
-    if let Some(hold) = guard_hold(inner, &meta) {
+    if let Some(hold) = guard_hold(inner) {
         return put_back(inner, delivery, &meta, hold, JobOutcome::Held).await;
     }
     // The execution starts here: what it runs under is fixed now, from the
@@ -167,7 +167,8 @@ where
         }
         Err(error) if error.attempts() == 0 => {
             // The engine refused to start it (breaker open, pacer gate past
-            // the attempt's deadline): a hold, not an attempt.
+            // the attempt's deadline, no budget for a retry): a hold, not an
+            // attempt.
             inner.keys.release(ticket).await;
             span.end("held", None);
             let wait = match error.reason() {
@@ -236,6 +237,9 @@ where
     S: IdempotencyStore,
 {
     let verdict: Mutex<Option<Verdict>> = Mutex::new(None);
+    // The delivery's place in the job's attempts: a redelivery after a
+    // failure is a retry to the dependency's guards (a budget charges it).
+    let number = job.attempt;
     let result = {
         // A new scope for each execution: its calls count from 1 again, so a
         // re-run sends the keys the first run sent.
@@ -248,7 +252,7 @@ where
                 None => run,
             }
         };
-        let retry = op.retry(attempt_policy).classify(|result: &Result<(), E>| {
+        let retry = op.retry(attempt_policy).resuming(number).classify(|result: &Result<(), E>| {
             let v = match result {
                 Ok(()) => Verdict::Success,
                 Err(e) => (inner.classify)(e),
@@ -287,23 +291,14 @@ where
     Some((result, verdict))
 }
 
-/// A hold the dependency's guards ask for before the job runs, if any: a
-/// closed pacer gate, or a retry the budget refuses. (An open breaker is the
-/// engine's to refuse: see the `attempts() == 0` arm above.)
-fn guard_hold<B: Broker, E, S>(inner: &Inner<B, E, S>, meta: &JobMeta) -> Option<Duration> {
-    let guards = inner.guards.as_ref()?;
-    if let Some(pacer) = guards.pacer()
-        && pacer.allowed_rate() == Some(0.0)
-    {
-        return Some(inner.hold);
-    }
-    if meta.attempt > 1
-        && let Some(budget) = guards.budget()
-        && !retryscope::budget::Budget::try_acquire_retry(budget)
-    {
-        return Some(inner.hold);
-    }
-    None
+/// A hold before the job is even claimed, if its dependency's pacer gate is
+/// closed: read, not asked (no worker waits out a gate). Everything else is
+/// the engine's to admit or refuse as the job's attempt starts — a retry the
+/// budget has no token for, an open breaker — through the dependency's
+/// guards: see the `attempts() == 0` arm above.
+fn guard_hold<B: Broker, E, S>(inner: &Inner<B, E, S>) -> Option<Duration> {
+    let pacer = inner.guards.as_ref()?.pacer()?;
+    (pacer.allowed_rate() == Some(0.0)).then_some(inner.hold)
 }
 
 /// How long the open breaker stays open, asked without taking a probe slot

@@ -29,8 +29,11 @@ impl<O: Observer> Driver<'_, O> {
     #[inline]
     pub(super) fn clear(&mut self, now: Instant) -> Result<Option<Duration>, StopReason> {
         if self.admitted.is_none() {
-            let attempt =
-                if self.attempts == 0 { Attempt::first() } else { Attempt::retry(self.attempts + 1) };
+            let attempt = if self.attempts == 0 {
+                self.setup.first_attempt()
+            } else {
+                Attempt::retry(self.attempts + 1)
+            };
             if let Some(hold) = self.admit_due(now, attempt)? {
                 return Ok(Some(hold));
             }
