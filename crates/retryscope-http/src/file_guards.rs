@@ -68,7 +68,7 @@ pub struct CodeFactories<T> {
     pub budget_share: Option<Arc<dyn BudgetShare>>,
     /// The builder's concurrency limit factory.
     pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    /// The builder's [`Guard`]s: `guard_per_dependency`'s, then the
+    /// The builder's [`Guard`](retryscope::guard::Guard)s: `guard_per_dependency`'s, then the
     /// adaptive throttle (`adaptive_throttle_per_dependency`), composed.
     pub guard: Option<Factory<SharedGuard>>,
     /// The builder's hedging template.

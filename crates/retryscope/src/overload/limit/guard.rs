@@ -18,7 +18,7 @@ impl Guard for ConcurrencyLimiter {
         Admission::Go((None, 0))
     }
 
-    /// A full limit holds the attempt for [`SLOT_POLL`] at a time — waiters
+    /// A full limit holds the attempt for 2 ms at a time — waiters
     /// poll, there is no queue to grow — up to `max_wait`, never past the
     /// call's deadline, then refuses it.
     #[inline]
