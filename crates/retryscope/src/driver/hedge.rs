@@ -3,9 +3,10 @@
 //! Every copy goes through the admission a retry's attempt goes through —
 //! the dependency's guards admit it when it is due and clear it to go, then
 //! the deadline ([`Driver::admit`]) — is settled where an attempt is
-//! ([`Driver::record`]), and the call finishes once, through the driver. What is the hedge's own is only *when* the next copy is due: after
-//! the delay (fixed, or learned from the dependency's latencies), at once
-//! after a non-fatal failure, after a server's hint, or never again.
+//! ([`Driver::record`]), and the call finishes once, through the driver.
+//! What is the hedge's own is only *when* the next copy is due: after the
+//! delay (fixed, or learned from the dependency's latencies), at once after
+//! a non-fatal failure, after a server's hint, or never again.
 //!
 //! The hedge's future polls the copies and keeps their tokens ([`Sent`])
 //! beside their futures; it asks this driver for everything else.
