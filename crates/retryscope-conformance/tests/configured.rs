@@ -191,8 +191,13 @@ async fn reloads_under_load_make_no_call_fail() {
             tokio::spawn(async move {
                 for i in 0..REWRITES {
                     tokio::time::sleep(Duration::from_millis(SECONDS * 1000 / u64::from(REWRITES + 1))).await;
-                    // 3 or 2 attempts, each text unlike the one before it.
-                    std::fs::write(&path, text(3 - i % 2, true)).expect("rewrite");
+                    // 3 or 2 attempts, each text unlike the one before it,
+                    // swapped in whole as an editor or a ConfigMap does: a
+                    // write in place can be read half-done, and half of this
+                    // file is a valid file too (one more reload than rewrites).
+                    let next = path.with_extension("next");
+                    std::fs::write(&next, text(3 - i % 2, true)).expect("rewrite");
+                    std::fs::rename(&next, &path).expect("swap");
                 }
             })
         };
