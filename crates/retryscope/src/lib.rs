@@ -57,7 +57,7 @@
 //!   ([`budget::Budget`]); [`CircuitBreaker`]: stop calling a dependency that
 //!   is down.
 //! - [`pace`]: pacing every call to a dependency by what it answers;
-//!   [`pace::adaptive::AdaptiveRate`] is the AWS SDKs' adaptive mode.
+//!   [`Pacer::adaptive`] is the AWS SDKs' adaptive mode.
 //! - [`hedge`]: hedged calls for slow dependencies — a second copy after a
 //!   delay (fixed, or a recent latency percentile), the first answer wins,
 //!   the budget charged for every extra copy.
