@@ -2,9 +2,8 @@
 //! (retryscope-http's `transport::walk`).
 
 use retryscope::Verdict;
-use retryscope::classify::Stage;
 use retryscope::{ErrorType, Transient};
-use retryscope_http::__private::transport::{Failure, Refused, walk};
+use retryscope_http::__private::transport::{Failure, Refused, Stage, walk};
 
 /// Classifies an error from the middleware stack.
 ///
