@@ -135,7 +135,7 @@ pub use pace::pacer::Pacer;
 pub use policy::{Jitter, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};
-pub use setting::SettingValue;
+pub use setting::{SettingError, SettingValue};
 pub use shared::Shared;
 pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]
