@@ -65,7 +65,7 @@ const ACCEPTS: usize = 1;
 /// use retryscope::clock::ManualClock;
 /// use retryscope::overload::AdaptiveThrottle;
 ///
-/// # fn main() -> Result<(), retryscope::overload::SettingError> {
+/// # fn main() -> Result<(), retryscope::SettingError> {
 /// let throttle = AdaptiveThrottle::builder().clock(ManualClock::new()).build()?;
 /// // 100 requests, 20 accepted: (100 − 2·20) / 101 of the next are rejected.
 /// for n in 0..100 {

@@ -31,7 +31,7 @@ const AIMD_BACKOFF_RATIO_RANGE: (f64, f64) = (0.5, 1.0);
 /// use retryscope::overload::{Aimd, ConcurrencyLimiter};
 /// use std::time::Duration;
 ///
-/// # fn main() -> Result<(), retryscope::overload::SettingError> {
+/// # fn main() -> Result<(), retryscope::SettingError> {
 /// let aimd = Aimd::builder().initial_limit(10).min_limit(1).timeout(Duration::from_millis(500)).build()?;
 /// let limiter = ConcurrencyLimiter::builder(aimd).build()?;
 /// let permits: Vec<_> = (0..5).filter_map(|_| limiter.try_acquire(Default::default())).collect();
