@@ -148,6 +148,12 @@ where
     }
 }
 
+/// The protocol of a layer that retries HTTP requests (the default of
+/// [`RetryLayer`](crate::RetryLayer) and [`RetryService`](crate::RetryService)):
+/// HTTP's semantics, its statuses and rules.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Http;
+
 /// An HTTP call: HTTP's semantics, and the statuses it retries.
 pub(crate) struct HttpCall {
     classifier: HttpClassifier,

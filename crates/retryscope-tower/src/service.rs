@@ -3,10 +3,11 @@
 
 use crate::call;
 use crate::error::BoxError;
-use crate::http_call::HttpCall;
+use crate::http_call::{Http, HttpCall};
 use crate::replay::ReplayBody;
 use crate::response::ResponseBody;
 use crate::settings::Settings;
+use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope_http::RetryOptions;
@@ -17,25 +18,47 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-/// A tower service whose requests are retried: made by [`RetryLayer`](crate::RetryLayer).
+/// A tower service whose requests are retried: made by [`RetryLayer`](crate::RetryLayer),
+/// its calls speaking the layer's protocol `P`.
 #[derive(Clone)]
-pub struct RetryService<S> {
-    inner: S,
+pub struct RetryService<S, P = Http> {
+    pub(crate) inner: S,
     settings: Arc<Settings>,
+    protocol: P,
 }
 
-impl<S> RetryService<S> {
-    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
-        Self { inner, settings }
+impl<S, P> RetryService<S, P> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>, protocol: P) -> Self {
+        Self { inner, settings, protocol }
     }
 
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// What a call of `request` starts from: the service made ready by
+    /// `poll_ready` (a clone takes its place for the caller's next request,
+    /// tower's usual dance), the layer's settings and protocol, and the
+    /// request with its options.
+    pub(crate) fn begin<B>(&mut self, request: Request<B>) -> Begun<'_, S, P, B>
+    where
+        S: Clone,
+    {
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let (parts, body) = request.into_parts();
+        let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+        Begun {
+            ready,
+            settings: Arc::clone(&self.settings),
+            protocol: &self.protocol,
+            request: (parts, body, options),
+        }
+    }
 }
 
-impl<S: fmt::Debug> fmt::Debug for RetryService<S> {
+impl<S: fmt::Debug, P> fmt::Debug for RetryService<S, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryService").field("inner", &self.inner).finish_non_exhaustive()
     }
@@ -44,7 +67,7 @@ impl<S: fmt::Debug> fmt::Debug for RetryService<S> {
 /// The future of a [`RetryService`] call. Dropping it cancels the running
 /// attempt (or the wait before the next one); no attempt starts after.
 pub struct ResponseFuture<T> {
-    inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>,
+    pub(crate) inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>,
 }
 
 impl<T> Future for ResponseFuture<T> {
@@ -61,7 +84,18 @@ impl<T> fmt::Debug for ResponseFuture<T> {
     }
 }
 
-impl<S, B, ResB> Service<Request<B>> for RetryService<S>
+/// A call as [`RetryService::begin`] starts it.
+pub(crate) struct Begun<'s, S, P, B> {
+    pub(crate) ready: S,
+    pub(crate) settings: Arc<Settings>,
+    #[cfg_attr(not(feature = "grpc"), expect(dead_code, reason = "gRPC's service reads it"))]
+    pub(crate) protocol: &'s P,
+    pub(crate) request: (Parts, B, RetryOptions),
+}
+
+/// An HTTP layer's service: each call planned with HTTP's semantics (a gRPC
+/// layer's is in `grpc::layer`).
+impl<S, B, ResB> Service<Request<B>> for RetryService<S, Http>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -81,23 +115,8 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        // The service made ready by `poll_ready` serves the first attempt; a clone
-        // takes its place for the caller's next request (tower's usual dance).
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        let settings = Arc::clone(&self.settings);
-        let (parts, body) = request.into_parts();
-        let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-        // The layer's protocol, chosen here once: a gRPC layer's calls are
-        // gRPC calls, every other layer's HTTP calls.
-        #[cfg(feature = "grpc")]
-        if let Some(grpc) = &settings.grpc {
-            let planned = crate::grpc::call::plan(grpc, &settings, &parts, &options);
-            return ResponseFuture {
-                inner: Box::pin(call::run(settings, ready, (parts, body, options), planned)),
-            };
-        }
-        let planned = HttpCall::plan(&settings, &parts, &options);
-        ResponseFuture { inner: Box::pin(call::run(settings, ready, (parts, body, options), planned)) }
+        let Begun { ready, settings, request, .. } = self.begin(request);
+        let planned = HttpCall::plan(&settings, &request.0, &request.2);
+        ResponseFuture { inner: Box::pin(call::run(settings, ready, request, planned)) }
     }
 }

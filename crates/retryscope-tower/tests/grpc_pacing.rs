@@ -6,6 +6,7 @@
 use retryscope_test_support as support;
 
 use retryscope::Pacer;
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::{GrpcRetry, NOT_RETRIED, NOT_RETRIED_RATE_LIMITED};
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -31,7 +32,7 @@ fn config() -> GrpcRetry {
 fn clients(
     server: &EchoServer,
     pacer: Option<fn() -> Pacer>,
-) -> (EchoClient<RetryService<Channel>>, EchoClient<RetryService<Channel>>) {
+) -> (EchoClient<RetryService<Channel, Grpc>>, EchoClient<RetryService<Channel, Grpc>>) {
     let builder = RetryLayer::grpc(config()).origin(server.uri()).no_telemetry();
     let builder = match pacer {
         Some(make) => builder.pacer_per_dependency(make),

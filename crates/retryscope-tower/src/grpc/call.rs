@@ -4,8 +4,8 @@
 //! gets.
 
 use super::headers;
-use super::methods::{Kept, Method};
-use super::metrics::CallMetrics;
+use super::methods::{Method, Methods};
+use super::metrics::{CallMetrics, GrpcMetrics};
 use super::statuses::GrpcStatuses;
 use super::{CodeSet, GrpcRetry, reset, status};
 use crate::budget::LayerBudget;
@@ -14,7 +14,7 @@ use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
-use crate::settings::{Resolved, Settings};
+use crate::settings::{Kept, Resolved, Settings};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
@@ -39,6 +39,9 @@ pub(crate) struct GrpcCall {
     /// The codes its policy retries (the method's, or `UNAVAILABLE` for a
     /// caller's own policy).
     codes: CodeSet,
+    /// The layer's gRPC metrics (A66, A96) when it records them, until the
+    /// call starts them (`start`).
+    layer_metrics: Option<GrpcMetrics>,
     /// gRPC's own metrics of the call (A66, A96), once started.
     metrics: Option<CallMetrics>,
     /// Whether the call's deadline goes on the wire as `grpc-timeout`: only a
@@ -53,6 +56,8 @@ pub(crate) struct GrpcCall {
 /// caller's `grpc-timeout`; and what it resolved to from the layer's file.
 pub(crate) fn plan(
     grpc: &GrpcRetry,
+    methods: &Methods,
+    metrics: Option<&GrpcMetrics>,
     settings: &Settings,
     parts: &Parts,
     options: &RetryOptions,
@@ -65,7 +70,7 @@ pub(crate) fn plan(
     let (method, file, from_file) =
         match (settings.client.file_generation(), parts.uri.authority(), &settings.origin_server) {
             (Some(generation), None, Some(_)) => {
-                let (method, kept) = settings.methods.get_with_file(grpc, path, generation, || {
+                let (method, kept) = methods.get_with_file(grpc, path, generation, || {
                     let file = settings.file_call(&parts.uri, true);
                     Kept { policy: file_policy(file.0.as_ref(), &RetryOptions::default()), file }
                 });
@@ -78,7 +83,7 @@ pub(crate) fn plan(
             _ => {
                 let file = settings.file_call(&parts.uri, true);
                 let from_file = file_policy(file.0.as_ref(), options);
-                (settings.methods.get(grpc, path), Resolved::Now(file), from_file)
+                (methods.get(grpc, path), Resolved::Now(file), from_file)
             }
         };
     let retry = method.retry;
@@ -104,7 +109,9 @@ pub(crate) fn plan(
         Some(timeout) => within(policy, timeout),
         None => policy,
     };
-    let protocol = GrpcCall { method, codes, metrics: None, sends_deadline: timeout.is_some() };
+    let layer_metrics = metrics.cloned();
+    let protocol =
+        GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline: timeout.is_some() };
     Planned { call: Call { policy }, protocol, file }
 }
 
@@ -375,13 +382,12 @@ impl Protocol for GrpcCall {
     /// attempts send.
     fn start(
         &mut self,
-        settings: &Settings,
+        _: &Settings,
         parts: &Parts,
         call: &Call,
         _: Option<&CallConfig>,
     ) -> (GrpcAttempts, Option<CallMetrics>) {
-        self.metrics =
-            settings.grpc_metrics.as_ref().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
+        self.metrics = self.layer_metrics.take().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
         let deadline = call.policy.deadline().filter(|_| self.sends_deadline);
         (GrpcAttempts { started: None, deadline, metrics: self.metrics.clone() }, self.metrics.clone())
     }
