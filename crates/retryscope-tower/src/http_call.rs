@@ -5,7 +5,7 @@
 
 use crate::classify::HttpStatuses;
 use crate::error::{BoxError, GaveUp, NotRetried};
-use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
+use crate::protocol::{Answer, Attempts, Call, End, Inputs, LayerProtocol, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::{Resolved, Settings};
@@ -153,6 +153,15 @@ where
 /// HTTP's semantics, its statuses and rules.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Http;
+
+impl LayerProtocol for Http {
+    type Call = HttpCall;
+
+    #[inline]
+    fn plan(&self, settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<HttpCall> {
+        HttpCall::plan(settings, parts, options)
+    }
+}
 
 /// An HTTP call: HTTP's semantics, and the statuses it retries.
 pub(crate) struct HttpCall {

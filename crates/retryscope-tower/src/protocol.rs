@@ -15,7 +15,7 @@ use http::Response;
 use http::request::Parts;
 use http_body::Body;
 use retryscope::dependency::Dependency;
-use retryscope::observe::Observer;
+use retryscope::observe::{Observer, OperationObserver};
 use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
@@ -27,6 +27,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_service::Service;
 use tracing::Span;
+
+/// A layer's protocol (the last type parameter of
+/// [`RetryLayer`](crate::RetryLayer) and [`RetryService`](crate::RetryService)):
+/// how its layer plans each call, which the protocol's [`Protocol`] then runs.
+pub(crate) trait LayerProtocol: Clone + Send + Sync + 'static {
+    /// One call of the protocol, once planned.
+    type Call: Protocol;
+
+    /// How the request `parts` (with its `options`) is retried by a layer
+    /// with `settings`.
+    fn plan(&self, settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<Self::Call>;
+}
 
 /// How one request is retried: its policy (its semantics are its
 /// protocol's type).
@@ -50,7 +62,7 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     /// What the protocol adds to each attempt.
     type Attempts: Attempts;
     /// The protocol's own metrics of the call, if it keeps any.
-    type Metrics: Observer + Send + Sync + 'static;
+    type Metrics: Observer<Operation: OperationObserver<Attempt: Send> + Send> + Send + Sync + 'static;
     /// How it reads each attempt's result.
     type Statuses: Statuses;
     /// Whether its calls are gRPC calls, as the attempt spans say.

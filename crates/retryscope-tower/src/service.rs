@@ -3,11 +3,11 @@
 
 use crate::call;
 use crate::error::BoxError;
-use crate::http_call::{Http, HttpCall};
+use crate::http_call::Http;
+use crate::protocol::LayerProtocol;
 use crate::replay::ReplayBody;
 use crate::response::ResponseBody;
 use crate::settings::Settings;
-use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use retryscope_http::RetryOptions;
@@ -22,7 +22,7 @@ use tower_service::Service;
 /// its calls speaking the layer's protocol `P`.
 #[derive(Clone)]
 pub struct RetryService<S, P = Http> {
-    pub(crate) inner: S,
+    inner: S,
     settings: Arc<Settings>,
     protocol: P,
 }
@@ -36,26 +36,6 @@ impl<S, P> RetryService<S, P> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
-
-    /// What a call of `request` starts from: the service made ready by
-    /// `poll_ready` (a clone takes its place for the caller's next request,
-    /// tower's usual dance), the layer's settings and protocol, and the
-    /// request with its options.
-    pub(crate) fn begin<B>(&mut self, request: Request<B>) -> Begun<'_, S, P, B>
-    where
-        S: Clone,
-    {
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        let (parts, body) = request.into_parts();
-        let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-        Begun {
-            ready,
-            settings: Arc::clone(&self.settings),
-            protocol: &self.protocol,
-            request: (parts, body, options),
-        }
-    }
 }
 
 impl<S: fmt::Debug, P> fmt::Debug for RetryService<S, P> {
@@ -67,7 +47,7 @@ impl<S: fmt::Debug, P> fmt::Debug for RetryService<S, P> {
 /// The future of a [`RetryService`] call. Dropping it cancels the running
 /// attempt (or the wait before the next one); no attempt starts after.
 pub struct ResponseFuture<T> {
-    pub(crate) inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>,
+    inner: Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>,
 }
 
 impl<T> Future for ResponseFuture<T> {
@@ -84,19 +64,9 @@ impl<T> fmt::Debug for ResponseFuture<T> {
     }
 }
 
-/// A call as [`RetryService::begin`] starts it.
-pub(crate) struct Begun<'s, S, P, B> {
-    pub(crate) ready: S,
-    pub(crate) settings: Arc<Settings>,
-    #[cfg_attr(not(feature = "grpc"), expect(dead_code, reason = "gRPC's service reads it"))]
-    pub(crate) protocol: &'s P,
-    pub(crate) request: (Parts, B, RetryOptions),
-}
-
-/// An HTTP layer's service: each call planned with HTTP's semantics (a gRPC
-/// layer's is in `grpc::layer`).
-impl<S, B, ResB> Service<Request<B>> for RetryService<S, Http>
+impl<S, P, B, ResB> Service<Request<B>> for RetryService<S, P>
 where
+    P: LayerProtocol,
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -115,8 +85,15 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let Begun { ready, settings, request, .. } = self.begin(request);
-        let planned = HttpCall::plan(&settings, &request.0, &request.2);
-        ResponseFuture { inner: Box::pin(call::run(settings, ready, request, planned)) }
+        // The service made ready by `poll_ready` serves the first attempt; a clone
+        // takes its place for the caller's next request (tower's usual dance).
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let settings = Arc::clone(&self.settings);
+        let (parts, body) = request.into_parts();
+        let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
+        // The layer's protocol, fixed by its type, plans the call.
+        let planned = self.protocol.plan(&settings, &parts, &options);
+        ResponseFuture { inner: Box::pin(call::run(settings, ready, (parts, body, options), planned)) }
     }
 }

@@ -245,9 +245,8 @@ impl<T> GrpcRetryLayerBuilder<T, HasOrigin> {
         // throttles, in place of any retry budget.
         let budget = self.retry.is_throttled().then(|| {
             let retry = self.retry.clone();
-            let bucket: Factory<LayerBudget> = Arc::new(move || {
-                LayerBudget::Bucket(retry.token_bucket().unwrap_or_else(retryscope::TokenBucket::new))
-            });
+            let bucket: Factory<LayerBudget> =
+                Arc::new(move || LayerBudget::Bucket(retry.token_bucket().unwrap_or_default()));
             bucket
         });
         let origin = self.tower.origin.clone();

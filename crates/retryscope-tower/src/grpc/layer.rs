@@ -2,21 +2,17 @@
 //! methods it has called, and gRPC's own metrics.
 
 use super::GrpcRetry;
-use super::call::plan;
+use super::call::{GrpcCall, plan};
 use super::methods::Methods;
 use super::metrics::GrpcMetrics;
-use crate::call::run;
-use crate::error::BoxError;
-use crate::replay::ReplayBody;
-use crate::response::ResponseBody;
-use crate::service::{Begun, ResponseFuture, RetryService};
-use http::{Request, Response, Uri};
-use http_body::Body;
+use crate::protocol::{LayerProtocol, Planned};
+use crate::settings::Settings;
+use http::Uri;
+use http::request::Parts;
 use opentelemetry::metrics::Meter;
+use retryscope_http::RetryOptions;
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tower_service::Service;
 
 /// The protocol of a layer that retries gRPC calls as its service config
 /// says (A6): a [`RetryLayer`](crate::RetryLayer)`<Grpc>`, made by
@@ -43,31 +39,13 @@ impl Grpc {
     }
 }
 
-/// A gRPC layer's service: each call planned with gRPC's semantics.
-impl<S, B, ResB> Service<Request<B>> for RetryService<S, Grpc>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: ReplayBody,
-    B::Error: Into<BoxError>,
-    ResB: Body + Send + 'static,
-    ResB::Data: Send + From<bytes::Bytes>,
-    ResB::Error: Into<BoxError>,
-{
-    type Response = Response<ResponseBody<ResB>>;
-    type Error = BoxError;
-    type Future = ResponseFuture<Self::Response>;
+impl LayerProtocol for Grpc {
+    type Call = GrpcCall;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let Begun { ready, settings, protocol, request } = self.begin(request);
-        let Layer { retry, methods, metrics } = &*protocol.0;
-        let planned = plan(retry, methods, metrics.as_ref(), &settings, &request.0, &request.2);
-        ResponseFuture { inner: Box::pin(run(settings, ready, request, planned)) }
+    #[inline]
+    fn plan(&self, settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<GrpcCall> {
+        let Layer { retry, methods, metrics } = &*self.0;
+        plan(retry, methods, metrics.as_ref(), settings, parts, options)
     }
 }
 
