@@ -127,10 +127,6 @@ pub mod __private {
     pub mod spans {
         pub use crate::spans::*;
     }
-    /// What a failed request tells us.
-    pub mod transport {
-        pub use crate::transport::*;
-    }
     /// The redaction's parts, for the fuzz targets.
     pub mod redact {
         pub use crate::redact::{is_sensitive, redact_every_query_value};

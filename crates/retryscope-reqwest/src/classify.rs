@@ -44,7 +44,10 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
             Ok(response) => {
                 self.judge.response(read_ahead::judged(response), response.status(), response.headers())
             }
-            Err(error) => self.judge.failure(transport::classify(error)),
+            Err(error) => {
+                let (verdict, stage) = transport::classify(error);
+                self.judge.failure(verdict, stage)
+            }
         }
     }
 
