@@ -62,6 +62,7 @@ impl ClientSettings {
     /// channel's token bucket) and a file's wrapped by `wrap`; and the meter
     /// its telemetry records with (`None` when it is off), for an
     /// integration's own metrics.
+    #[doc(hidden)]
     pub fn build<B: Budget + Send + Sync + 'static>(
         self,
         budget: Option<Factory<B>>,

@@ -15,8 +15,8 @@ use retryscope::{Policy, RetryBudget, RetryError, StopReason};
 use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::shape::{Shaped, shape};
-use retryscope_http::__private::{CallConfig, Client, ClientSettings};
-use retryscope_http::{LastAnswer, NotRetried, RetryOptions};
+use retryscope_http::__private::{CallConfig, Client};
+use retryscope_http::{ClientSettings, LastAnswer, NotRetried, RetryOptions};
 use std::fmt;
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Factory;
-use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
+use retryscope_http::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -83,7 +83,7 @@ macro_rules! tower_setters {
         /// throttled, reason `upstream_retry`. When this layer's own retries run
         /// out, the server it runs in says so to its caller.
         pub fn retry_at_one_layer(mut self) -> Self {
-            self.tower.shared.one_layer = true;
+            self.tower.shared.set_one_layer();
             self
         }
     };
@@ -142,7 +142,7 @@ impl TowerSettings {
     /// The layer, with gRPC semantics when `grpc` is given.
     pub(crate) fn build(self, policy: Policy, grpc: Option<GrpcConfig>) -> RetryLayer {
         let shared = self.shared;
-        let budget: Option<Factory<LayerBudget>> = match shared.budget.clone() {
+        let budget: Option<Factory<LayerBudget>> = match shared.budget() {
             Some(make) => Some(Arc::new(move || LayerBudget::Ratio(make()))),
             None => None,
         };

@@ -7,9 +7,9 @@ use http::Response;
 use http_body::Body;
 use retryscope::ErrorType;
 use retryscope::classify::Classify;
+use retryscope::classify::Stage;
 use retryscope::pace::PaceSignal;
 use retryscope::{Verdict, hints};
-use retryscope::classify::Stage;
 use retryscope_http::__private::Judge;
 use std::time::SystemTime;
 

@@ -6,7 +6,7 @@ use crate::layer::RetryLayer;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
-use retryscope_http::__private::{ClientSettings, HasClientSettings, HasTelemetry};
+use retryscope_http::{ClientSettings, HasClientSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -151,9 +151,7 @@ impl GrpcRetryLayerBuilder<On, NoOrigin> {
     pub(crate) fn new(retry: GrpcRetry) -> Self {
         let mut tower = TowerSettings::default();
         // A6's guards only: the token bucket, when the config throttles.
-        tower.shared.breaker = None;
-        tower.shared.budget = None;
-        tower.shared.pacer = None;
+        tower.shared.no_guards();
         Self { retry, tower, telemetry: PhantomData, origin: PhantomData }
     }
 }
@@ -225,7 +223,7 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
         mut self,
         make: impl Fn() -> retryscope::RetryBudget + Send + Sync + 'static,
     ) -> Self {
-        self.tower.shared.budget = Some(std::sync::Arc::new(make));
+        self.tower.shared.set_budget(Some(std::sync::Arc::new(make)));
         self
     }
 }
