@@ -203,12 +203,10 @@ impl Middleware for RetryMiddleware {
         let timeout = request.timeout().copied();
         let drive = Drive::http(&self.policy, configured, &guards, options, &method, replayable, timeout);
         let ending = Ending::begin(self.client.fallbacks.is_some(), drive.deadline());
-        let classifier = configured.map_or(self.client.classifier, CallConfig::classifier);
-        let mut classifier =
-            RequestClassifier::for_request(classifier, self.client.rule.clone(), &request, options, key);
-        if self.client.one_layer {
-            classifier.one_layer(ending.upstream());
-        }
+        let head = (&method, request.headers());
+        let mut judge = self.client.judge(configured, head, options, replayable, key);
+        self.client.at_one_layer(&mut judge, &ending);
+        let mut classifier = RequestClassifier { judge };
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
         let request_id_header = &self.client.request_id_header;

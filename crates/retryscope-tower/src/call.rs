@@ -51,9 +51,7 @@ where
     // Shared by the attempts and their spans from here on; kept for a fallback.
     let parts = Arc::new(parts);
     let kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
-    if settings.client.one_layer {
-        judge.one_layer(ending.upstream().is_some_and(|upstream| upstream.attempt().is_retry()));
-    }
+    settings.client.at_one_layer(&mut judge, &ending);
     let classifier = AttemptClassifier { statuses: protocol.statuses(), judge };
     let stop = Arc::new(StopSlot::default());
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);

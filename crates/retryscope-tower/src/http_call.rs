@@ -12,7 +12,6 @@ use crate::settings::{Resolved, Settings};
 use http::request::Parts;
 use http::{HeaderName, Response};
 use http_body::Body;
-use retryscope::classify::HttpClassifier;
 use retryscope::observe::NoObserver;
 use retryscope::{RetryError, StopReason};
 use retryscope_http::__private::body_rule::SharedBodyRule;
@@ -149,21 +148,19 @@ where
 }
 
 /// An HTTP call: HTTP's semantics, and the statuses it retries.
-pub(crate) struct HttpCall {
-    classifier: HttpClassifier,
-}
+pub(crate) struct HttpCall;
 
 impl HttpCall {
     /// The layer's policy (unless the request brings its own) and statuses,
     /// or a configured layer's file's.
     pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<HttpCall> {
         let file = settings.file_call(&parts.uri, false);
-        let (policy, classifier) = match &file.0 {
-            Some(c) => (c.policy(options), c.classifier()),
-            None => (options.policy_override().unwrap_or(settings.policy), settings.client.classifier),
+        let policy = match &file.0 {
+            Some(c) => c.policy(options),
+            None => options.policy_override().unwrap_or(settings.policy),
         };
         let call = Call { policy };
-        Planned { call, protocol: HttpCall { classifier }, file: Resolved::Now(file) }
+        Planned { call, protocol: HttpCall, file: Resolved::Now(file) }
     }
 }
 
@@ -191,9 +188,8 @@ impl Protocol for HttpCall {
     /// call), the layer's rule, and whether its method or key lets it run
     /// again once sent.
     fn judge(&self, settings: &Settings, inputs: &Inputs<'_>, key: Option<KeySource>) -> Judge {
-        let rule = settings.client.rule.clone();
         let head = (&inputs.parts.method, &inputs.parts.headers);
-        Judge::for_request(self.classifier, rule, head, inputs.options, inputs.replayable, key)
+        settings.client.judge(inputs.configured, head, inputs.options, inputs.replayable, key)
     }
 
     /// The shared recipe's ([`Drive::http`]): the file's, else the layer's
