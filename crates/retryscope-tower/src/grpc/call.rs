@@ -22,10 +22,10 @@ use retryscope::dependency::{Dependency, bounded_operation};
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::Drive;
-use retryscope_http::__private::fallback::{Chosen, FallbackError};
+use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::{CallConfig, Judge};
-use retryscope_http::{LastAnswer, RetryOptions};
+use retryscope_http::{FallbackFailed, LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -192,7 +192,7 @@ impl GrpcCall {
         let request = (&parts.method, &parts.uri, None);
         match chosen.answer(guards.name(), request, last, remaining).await {
             Ok(response) => (Ok(super::fallback::answer(response)), true),
-            Err(error) => (Err(Box::new(fallback_failed(error, result))), false),
+            Err(error) => (Err(Box::new(fallback_failed(|call| error.with_original(call), result))), false),
         }
     }
 }
@@ -202,9 +202,9 @@ impl GrpcCall {
 /// decodes a status, never an opaque error, which it would make `UNKNOWN`),
 /// its message saying that the fallback failed too and why, and as its
 /// source the `FallbackFailed` whose chain holds the fallback's error, then
-/// the call's own.
+/// the call's own (`failed` joins the two, once the call's status is known).
 fn fallback_failed<B: Body>(
-    error: FallbackError,
+    failed: impl FnOnce(BoxError) -> FallbackFailed,
     result: Result<Response<ResponseBody<B>>, BoxError>,
 ) -> tonic::Status {
     let original = match result {
@@ -221,7 +221,7 @@ fn fallback_failed<B: Body>(
             None => tonic::Status::unknown("the call's status was not received"),
         },
     };
-    let failed = error.with_original(Box::new(original.clone()));
+    let failed = failed(Box::new(original.clone()));
     let message = match original.message() {
         "" => format!("{failed}: {}", failed.fallback_error()),
         said => format!("{said} ({failed}: {})", failed.fallback_error()),
