@@ -14,9 +14,9 @@ use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, StopReason};
 use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::Chosen;
-use retryscope_http::__private::shape::{Shaped, shape};
+use retryscope_http::__private::shape;
 use retryscope_http::__private::{CallConfig, Client};
-use retryscope_http::{ClientSettings, LastAnswer, NotRetried, RetryOptions};
+use retryscope_http::{ClientSettings, LastAnswer, RetryOptions};
 use std::fmt;
 use std::sync::Arc;
 
@@ -299,18 +299,14 @@ fn gave_up_on(response: &Response, stop: Option<(StopReason, u32)>) -> RetryErro
 }
 
 /// Turns the engine's result into what reqwest-middleware callers expect: the
-/// shared decision ([`shape`]) in reqwest-middleware's error type.
+/// shared decision ([`shape::finish`]) in reqwest-middleware's error type.
 fn finish(
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
     stop: Option<(StopReason, u32)>,
     replayable: bool,
 ) -> reqwest_middleware::Result<Response> {
     let outcome = outcome.map(read_ahead::take_judged);
-    shape(outcome, stop, replayable, |response| Some(response.status().as_u16())).map_err(|shaped| {
-        match shaped {
-            Shaped::GaveUp(error) => reqwest_middleware::Error::middleware(error),
-            Shaped::NotRetried(last) => reqwest_middleware::Error::middleware(NotRetried::new(last)),
-            Shaped::AsItCame(last) => last,
-        }
-    })
+    let status = |response: &Response| Some(response.status().as_u16());
+    let gave_up = reqwest_middleware::Error::middleware;
+    shape::finish(outcome, stop, replayable, status, gave_up, reqwest_middleware::Error::middleware)
 }

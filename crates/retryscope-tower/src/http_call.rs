@@ -4,7 +4,7 @@
 //! what the caller gets.
 
 use crate::classify::HttpStatuses;
-use crate::error::{BoxError, GaveUp, NotRetried};
+use crate::error::{BoxError, GaveUp};
 use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
@@ -18,7 +18,7 @@ use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
-use retryscope_http::__private::shape::{Shaped, shape};
+use retryscope_http::__private::shape;
 use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
@@ -96,11 +96,7 @@ pub(crate) fn finish<B>(
     replayable: bool,
 ) -> Result<Response<B>, BoxError> {
     let status = |response: &Response<B>| Some(response.status().as_u16());
-    shape(outcome, stop, replayable, status).map_err(|shaped| match shaped {
-        Shaped::GaveUp(error) => GaveUp::new(error).into(),
-        Shaped::NotRetried(last) => NotRetried::new(last).into(),
-        Shaped::AsItCame(last) => last,
-    })
+    shape::finish(outcome, stop, replayable, status, |error| GaveUp::new(error).into(), Into::into)
 }
 
 /// Answers a call that gave up with its fallback: the fallback's response,
