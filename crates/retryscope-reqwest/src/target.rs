@@ -21,8 +21,9 @@ pub(crate) struct HttpAttemptSpan<'a> {
     pub(crate) request_id_header: &'a HeaderName,
 }
 
-impl MakeAttemptSpan for HttpAttemptSpan<'_> {
-    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+impl HttpAttemptSpan<'_> {
+    /// What the attempt's span and the retry log read from the request.
+    fn target(&self) -> HttpTarget<'_, Redacted<'_>> {
         let (method, url) = self.source.target();
         HttpTarget {
             method,
@@ -30,12 +31,19 @@ impl MakeAttemptSpan for HttpAttemptSpan<'_> {
             port: url.port_or_known_default(),
             url: Redacted(url),
             idempotency_key: self.idempotency_key,
+            headers: self.source.headers(),
+            request_id_header: self.request_id_header,
         }
-        .span(info)
+    }
+}
+
+impl MakeAttemptSpan for HttpAttemptSpan<'_> {
+    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+        self.target().span(info)
     }
 
     fn request_id(&self) -> Option<&str> {
-        retryscope_http::__private::spans::request_id(self.source.headers(), self.request_id_header)
+        self.target().request_id()
     }
 }
 

@@ -63,11 +63,10 @@ pub(crate) struct AttemptSpan {
     pub(crate) request_id_header: HeaderName,
 }
 
-impl MakeAttemptSpan for AttemptSpan {
-    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
-        if self.grpc {
-            return grpc_span(self, info);
-        }
+impl AttemptSpan {
+    /// What an HTTP attempt's span and the retry log read from the request
+    /// (a gRPC call's `request_id` too).
+    fn http_target(&self) -> HttpTarget<'_, RedactedUrl<'_>> {
         let uri = &self.request.uri;
         let server = server(uri, self.origin.as_deref());
         HttpTarget {
@@ -76,17 +75,25 @@ impl MakeAttemptSpan for AttemptSpan {
             port: server.port(),
             url: RedactedUrl { origin: server.uri, request: uri },
             idempotency_key: self.idempotency_key,
+            headers: &self.request.headers,
+            request_id_header: &self.request_id_header,
         }
-        .span(info)
-    }
-
-    fn request_id(&self) -> Option<&str> {
-        retryscope_http::__private::spans::request_id(&self.request.headers, &self.request_id_header)
     }
 }
 
-/// `package.Service/Method` from a gRPC path: the RPC span name of the
-/// semantic conventions, and the operation a gRPC call is reported as.
+impl MakeAttemptSpan for AttemptSpan {
+    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+        if self.grpc {
+            return grpc_span(self, info);
+        }
+        self.http_target().span(info)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        self.http_target().request_id()
+    }
+}
+
 pub(crate) fn rpc_method(path: &str) -> &str {
     path.strip_prefix('/').unwrap_or(path)
 }
