@@ -1,6 +1,5 @@
 //! HTTP client attempt spans, as the OpenTelemetry HTTP conventions ask.
 
-use crate::idempotency::KeySource;
 use http::{HeaderMap, HeaderName, Method};
 use retryscope_otel::AttemptInfo;
 use std::fmt;
@@ -43,9 +42,10 @@ pub struct HttpTarget<'a, U> {
     pub port: Option<u16>,
     /// `url.full`: writes the request's URL, redacted.
     pub url: U,
-    /// Where the request's idempotency key came from, if it has one:
+    /// Whether the integration made the request's idempotency key, if it has
+    /// one ([`KeySource::generated`](crate::idempotency::KeySource::generated)):
     /// `retryscope.idempotency_key.generated`.
-    pub idempotency_key: Option<KeySource>,
+    pub key_generated: Option<bool>,
     /// The request's headers, which the retry log's `request_id` is read
     /// from.
     pub headers: &'a HeaderMap,
@@ -109,7 +109,7 @@ impl<U: fmt::Display> HttpTarget<'_, U> {
             "url.full" = tracing::field::display(&self.url),
             "http.response.status_code" = Empty,
             "http.request.resend_count" = (info.attempt > 1).then(|| i64::from(info.attempt) - 1),
-            "retryscope.idempotency_key.generated" = self.idempotency_key.map(KeySource::generated),
+            "retryscope.idempotency_key.generated" = self.key_generated,
         )
     }
 }
@@ -127,7 +127,7 @@ mod tests {
             address: "a",
             port: None,
             url: "u",
-            idempotency_key: None,
+            key_generated: None,
             headers,
             request_id_header,
         }

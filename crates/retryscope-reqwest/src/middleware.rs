@@ -210,7 +210,8 @@ impl Middleware for RetryMiddleware {
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
         let request_id_header = &self.client.request_id_header;
-        let spans = HttpAttemptSpan { source: &source, idempotency_key: key, request_id_header };
+        let key_generated = key.map(|key| key.generated());
+        let spans = HttpAttemptSpan { source: &source, key_generated, request_id_header };
         let observer = (self.client.observers(spans, configured, &ending, source.headers()), &stop);
         let mut attempts = Attempts {
             source: &source,

@@ -5,7 +5,6 @@
 use crate::source::RequestSource;
 use reqwest::Url;
 use reqwest::header::HeaderName;
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::fmt;
@@ -15,8 +14,8 @@ use tracing::Span;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HttpAttemptSpan<'a> {
     pub(crate) source: &'a RequestSource,
-    /// Where the request's idempotency key came from, if it has one.
-    pub(crate) idempotency_key: Option<KeySource>,
+    /// Whether the middleware made the request's idempotency key, if it has one.
+    pub(crate) key_generated: Option<bool>,
     /// The header the retry log's `request_id` is read from.
     pub(crate) request_id_header: &'a HeaderName,
 }
@@ -30,7 +29,7 @@ impl HttpAttemptSpan<'_> {
             address: url.host_str().unwrap_or_default(),
             port: url.port_or_known_default(),
             url: Redacted(url),
-            idempotency_key: self.idempotency_key,
+            key_generated: self.key_generated,
             headers: self.source.headers(),
             request_id_header: self.request_id_header,
         }

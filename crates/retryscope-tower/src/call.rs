@@ -44,8 +44,8 @@ where
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
     let key = protocol.key(&settings, configured, &mut parts, replayable);
-    let inputs = Inputs { configured, guards, parts: &parts, options: &options, replayable };
-    let mut judge = protocol.judge(&settings, &inputs, key);
+    let inputs = Inputs { configured, guards, parts: &parts, options: &options, replayable, key };
+    let mut judge = protocol.judge(&settings, &inputs);
     let drive = protocol.drive(&call, inputs);
     let ending = Ending::begin(settings.client.fallbacks.is_some(), drive.deadline());
     // Shared by the attempts and their spans from here on; kept for a fallback.
@@ -57,7 +57,8 @@ where
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
     let (origin, request_id_header) = (settings.origin.clone(), settings.client.request_id_header.clone());
     let (request, grpc) = (Arc::clone(&parts), P::GRPC);
-    let spans = AttemptSpan { request, origin, grpc, idempotency_key: key, request_id_header };
+    let key_generated = key.map(|key| key.generated());
+    let spans = AttemptSpan { request, origin, grpc, key_generated, request_id_header };
     let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
     let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
     let operation = protocol.operation(&options);

@@ -183,9 +183,9 @@ impl Protocol for HttpCall {
     /// HTTP's: the call's statuses (the file's classifier for a configured
     /// call), the layer's rule, and whether its method or key lets it run
     /// again once sent.
-    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>, key: Option<KeySource>) -> Judge {
+    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>) -> Judge {
         let head = (&inputs.parts.method, &inputs.parts.headers);
-        settings.client.judge(inputs.configured, head, inputs.options, inputs.replayable, key)
+        settings.client.judge(inputs.configured, head, inputs.options, inputs.replayable, inputs.key)
     }
 
     /// The shared recipe's ([`Drive::http`]): the file's, else the layer's

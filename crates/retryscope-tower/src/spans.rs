@@ -3,7 +3,6 @@
 
 use http::request::Parts;
 use http::{HeaderName, Uri};
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::redact::redact_every_query_value;
 use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
@@ -57,8 +56,8 @@ pub(crate) struct AttemptSpan {
     pub(crate) origin: Option<Arc<Uri>>,
     /// An RPC span (`/package.Service/Method` is the path) rather than HTTP.
     pub(crate) grpc: bool,
-    /// Where the request's idempotency key came from, if it has one (HTTP).
-    pub(crate) idempotency_key: Option<KeySource>,
+    /// Whether the layer made the request's idempotency key, if it has one (HTTP).
+    pub(crate) key_generated: Option<bool>,
     /// The header the retry log's `request_id` is read from.
     pub(crate) request_id_header: HeaderName,
 }
@@ -74,7 +73,7 @@ impl AttemptSpan {
             address: server.address,
             port: server.port(),
             url: RedactedUrl { origin: server.uri, request: uri },
-            idempotency_key: self.idempotency_key,
+            key_generated: self.key_generated,
             headers: &self.request.headers,
             request_id_header: &self.request_id_header,
         }

@@ -23,7 +23,6 @@ use retryscope::hedge::HedgePolicy;
 use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::{FallbackFailed, LastAnswer, RetryOptions};
 use std::sync::Arc;
@@ -340,14 +339,9 @@ impl Protocol for GrpcCall {
         GrpcStatuses { codes: self.codes }
     }
 
-    /// None: A6 retries what the service config opts in.
-    fn key(&self, _: &Settings, _: Option<&CallConfig>, _: &mut Parts, _: bool) -> Option<KeySource> {
-        None
-    }
-
     /// gRPC's: A6 lets a call the service config retries run again once
     /// sent; its statuses are judged by their codes.
-    fn judge(&self, _: &Settings, inputs: &Inputs<'_>, _: Option<KeySource>) -> Judge {
+    fn judge(&self, _: &Settings, inputs: &Inputs<'_>) -> Judge {
         Judge::grpc(inputs.replayable)
     }
 
