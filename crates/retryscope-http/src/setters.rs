@@ -39,13 +39,11 @@ use std::sync::Arc;
 /// [`HasTelemetry`] and [`HasHttpSettings`], those of [`WithTelemetry`] and
 /// [`WithHttpSettings`].
 ///
-/// Why public: so that a builder outside retryscope — a third party's
-/// integration with another HTTP client — offers the same setters, with the
-/// same names, defaults and meaning, written once here, as
+/// Why public: so that a third party's builder (an integration with another
+/// HTTP client) offers the same setters, names, defaults and meaning, as
 /// opentelemetry-otlp's `HasExportConfig` does for its exporters. Two
-/// accessors and nothing else: a setter added to the `With*` traits reaches
-/// every implementor without a change. See [`ClientSettings`] for an
-/// example.
+/// accessors only: a setter added to the `With*` traits reaches every
+/// implementor unchanged. [`ClientSettings`] has an example.
 pub trait HasClientSettings: Sized {
     /// The settings, to read.
     fn client_settings(&self) -> &ClientSettings;
