@@ -10,7 +10,7 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Factory;
-use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
+use retryscope_http::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -75,7 +75,7 @@ macro_rules! tower_setters {
         /// throttled, reason `upstream_retry`. When this layer's own retries run
         /// out, the server it runs in says so to its caller.
         pub fn retry_at_one_layer(mut self) -> Self {
-            self.tower.shared.one_layer = true;
+            self.tower.shared.set_one_layer();
             self
         }
     };
@@ -157,7 +157,7 @@ impl TowerSettings {
     ) -> (Arc<Settings>, Option<opentelemetry::metrics::Meter>) {
         let shared = self.shared;
         let budget = budget.or_else(|| {
-            let make = shared.budget.clone()?;
+            let make = shared.budget()?;
             let ratio: Factory<LayerBudget> = Arc::new(move || LayerBudget::Ratio(make()));
             Some(ratio)
         });

@@ -72,17 +72,15 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     fn statuses(&self) -> Self::Statuses;
 
     /// Once per call, before any attempt: the request's idempotency key, if
-    /// it gets one.
-    fn key(
-        &self,
-        settings: &Settings,
-        configured: Option<&CallConfig>,
-        parts: &mut Parts,
-        replayable: bool,
-    ) -> Option<KeySource>;
+    /// it gets one. None by default: gRPC's A6 retries what the service
+    /// config opts in, and sends no key.
+    fn key(&self, _: &Settings, _: Option<&CallConfig>, _: &mut Parts, _: bool) -> Option<KeySource> {
+        None
+    }
 
-    /// How the call's attempts are judged, once its key (`key`) is known.
-    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>, key: Option<KeySource>) -> Judge;
+    /// How the call's attempts are judged, once its key (`inputs.key`) is
+    /// known.
+    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>) -> Judge;
 
     /// Whether the call is retried or hedged, under which policy and priority.
     fn drive(&self, call: &Call, inputs: Inputs<'_>) -> Drive;
@@ -127,6 +125,8 @@ pub(crate) struct Inputs<'r> {
     pub(crate) parts: &'r Parts,
     pub(crate) options: &'r RetryOptions,
     pub(crate) replayable: bool,
+    /// The request's idempotency key, if it has one (`Protocol::key`).
+    pub(crate) key: Option<KeySource>,
 }
 
 /// What a protocol adds to each attempt of a call.

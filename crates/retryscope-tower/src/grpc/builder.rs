@@ -9,7 +9,7 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Factory;
-use retryscope_http::__private::{ClientSettings, HasClientSettings, HasTelemetry};
+use retryscope_http::{ClientSettings, HasClientSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -157,9 +157,7 @@ impl GrpcRetryLayerBuilder<On, NoOrigin> {
     pub(crate) fn new(retry: GrpcRetry) -> Self {
         let mut tower = TowerSettings::default();
         // A6's guards only: the token bucket, when the config throttles.
-        tower.shared.breaker = None;
-        tower.shared.budget = None;
-        tower.shared.pacer = None;
+        tower.shared.no_guards();
         Self { retry, tower, metrics: false, telemetry: PhantomData, origin: PhantomData }
     }
 }
@@ -233,7 +231,7 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
         mut self,
         make: impl Fn() -> retryscope::RetryBudget + Send + Sync + 'static,
     ) -> Self {
-        self.tower.shared.budget = Some(Arc::new(make));
+        self.tower.shared.set_budget(Some(Arc::new(make)));
         self
     }
 }

@@ -22,10 +22,9 @@ use retryscope::dependency::{Dependency, bounded_operation};
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::Drive;
-use retryscope_http::__private::fallback::{Chosen, FallbackError};
-use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::{CallConfig, Judge};
-use retryscope_http::{LastAnswer, RetryOptions};
+use retryscope_http::{FallbackFailed, LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -199,7 +198,7 @@ impl GrpcCall {
         let request = (&parts.method, &parts.uri, None);
         match chosen.answer(guards.name(), request, last, remaining).await {
             Ok(response) => (Ok(super::fallback::answer(response)), true),
-            Err(error) => (Err(Box::new(fallback_failed(error, result))), false),
+            Err(error) => (Err(Box::new(fallback_failed(|call| error.with_original(call), result))), false),
         }
     }
 }
@@ -209,9 +208,9 @@ impl GrpcCall {
 /// decodes a status, never an opaque error, which it would make `UNKNOWN`),
 /// its message saying that the fallback failed too and why, and as its
 /// source the `FallbackFailed` whose chain holds the fallback's error, then
-/// the call's own.
+/// the call's own (`failed` joins the two, once the call's status is known).
 fn fallback_failed<B: Body>(
-    error: FallbackError,
+    failed: impl FnOnce(BoxError) -> FallbackFailed,
     result: Result<Response<ResponseBody<B>>, BoxError>,
 ) -> tonic::Status {
     let original = match result {
@@ -228,7 +227,7 @@ fn fallback_failed<B: Body>(
             None => tonic::Status::unknown("the call's status was not received"),
         },
     };
-    let failed = error.with_original(Box::new(original.clone()));
+    let failed = failed(Box::new(original.clone()));
     let message = match original.message() {
         "" => format!("{failed}: {}", failed.fallback_error()),
         said => format!("{said} ({failed}: {})", failed.fallback_error()),
@@ -347,14 +346,9 @@ impl Protocol for GrpcCall {
         GrpcStatuses { codes: self.codes }
     }
 
-    /// None: A6 retries what the service config opts in.
-    fn key(&self, _: &Settings, _: Option<&CallConfig>, _: &mut Parts, _: bool) -> Option<KeySource> {
-        None
-    }
-
     /// gRPC's: A6 lets a call the service config retries run again once
     /// sent; its statuses are judged by their codes.
-    fn judge(&self, _: &Settings, inputs: &Inputs<'_>, _: Option<KeySource>) -> Judge {
+    fn judge(&self, _: &Settings, inputs: &Inputs<'_>) -> Judge {
         Judge::grpc(inputs.replayable)
     }
 
