@@ -21,6 +21,7 @@ use tower::Layer;
 mod common;
 
 use common::{BOTH, Call, Setup, code_policy};
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::prelude::*;
 
 fn file(name: &str, text: &str) -> PathBuf {
@@ -67,7 +68,7 @@ fn echo_text(enabled: bool) -> String {
 /// A tonic channel to `server` through a gRPC layer with `echo_retry()`'s
 /// service config and the file `config`: each call's URI has no authority
 /// of its own, so its file settings are kept with its method.
-fn echo_channel(server: &H2Server, config: ConfigHandle) -> EchoClient<RetryService<Channel>> {
+fn echo_channel(server: &H2Server, config: ConfigHandle) -> EchoClient<RetryService<Channel, Grpc>> {
     let layer = RetryLayer::grpc(echo_retry()).origin(server.uri()).config(config).build();
     EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }

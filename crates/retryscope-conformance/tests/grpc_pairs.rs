@@ -8,6 +8,7 @@ use retryscope::RetryBudget;
 use retryscope_test_support::echo::{EchoClient, echo};
 use retryscope_test_support::h2_server::{Answer, H2Server};
 use retryscope_test_support::telemetry::{Telemetry, attr};
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::GrpcRetry;
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -18,7 +19,7 @@ use tower::Layer;
 
 const REFUSED: Answer = Answer::Reset(h2::Reason::REFUSED_STREAM);
 
-fn client(server: &H2Server, layer: RetryLayer) -> EchoClient<RetryService<Channel>> {
+fn client(server: &H2Server, layer: RetryLayer<Grpc>) -> EchoClient<RetryService<Channel, Grpc>> {
     EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }
 

@@ -274,6 +274,25 @@ impl SharedBodyRule {
     }
 }
 
+impl SharedBodyRule {
+    /// [`judge`](Self::judge) on a body the caller gets whole again: the
+    /// rule's verdict, and `body` as a [`ReadAhead`] that yields the frames
+    /// read before the rest. What an integration whose client hands out
+    /// bodies by value (reqwest) does with a selected response.
+    pub async fn read_ahead<B>(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        mut body: B,
+    ) -> Result<(Option<Verdict>, ReadAhead<B>), B::Error>
+    where
+        B: Body + Unpin,
+    {
+        let judged = self.judge(status, headers, &mut body).await?;
+        Ok((judged.verdict, ReadAhead::new(judged.read, body)))
+    }
+}
+
 /// The data of `frames` as one slice: borrowed when it is one chunk already.
 /// `None` when a chunk cannot be seen whole without consuming it (a `Buf` in
 /// more pieces than `chunks_vectored` shows; never the case for `Bytes`).

@@ -25,7 +25,7 @@ use retryscope::observe::Observer;
 use retryscope::overload::Priority;
 use retryscope::{Policy, RetryError, Retryable, Shared, StopReason};
 use retryscope_otel::{OutcomeSlot, Upstream};
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::time::Duration;
 
 /// How a call's attempts run: retried one after another under a policy, or
@@ -139,9 +139,12 @@ impl Drive {
                     .with_classifier(classifier)
                     .observe(observer)
                     .dependency(guards);
+                // Boxed: a hedge's future is a third larger than a retry's,
+                // and every call's future (and each move of it) would
+                // otherwise be as large as a hedged one's.
                 match operation {
-                    Some(operation) => hedge.operation(operation).await,
-                    None => hedge.await,
+                    Some(operation) => Box::pin(hedge.operation(operation).into_future()).await,
+                    None => Box::pin(hedge.into_future()).await,
                 }
             }
             How::Retry(policy) => {

@@ -8,10 +8,12 @@ use crate::call::Ending;
 use crate::configured::{CallConfig, NamedBodyRules};
 use crate::fallback::Fallbacks;
 use crate::file_guards::{CodeFactories, FileGuards};
-use crate::idempotency::IdempotencyKeys;
+use crate::idempotency::{IdempotencyKeys, KeySource};
+use crate::judge::Judge;
+use crate::options::RetryOptions;
 use crate::rule::SharedRule;
 use crate::settings::ClientSettings;
-use http::{HeaderMap, HeaderName};
+use http::{HeaderMap, HeaderName, Method};
 use opentelemetry::metrics::Meter;
 use retryscope::RetryBudget;
 use retryscope::budget::Budget;
@@ -27,9 +29,9 @@ use std::sync::Arc;
 /// layer's budget or token bucket).
 pub struct Client<B> {
     /// Which statuses are retried.
-    pub classifier: HttpClassifier,
+    classifier: HttpClassifier,
     /// The user's rule for responses, asked before `classifier`.
-    pub rule: Option<SharedRule>,
+    rule: Option<SharedRule>,
     /// The user's rule that reads selected bodies, asked before `rule`.
     body_rule: Option<SharedBodyRule>,
     /// The body rules a file selects by name.
@@ -62,6 +64,7 @@ impl ClientSettings {
     /// channel's token bucket) and a file's wrapped by `wrap`; and the meter
     /// its telemetry records with (`None` when it is off), for an
     /// integration's own metrics.
+    #[doc(hidden)]
     pub fn build<B: Budget + Send + Sync + 'static>(
         self,
         budget: Option<Factory<B>>,
@@ -125,6 +128,33 @@ impl<B: Budget + 'static> Client<B> {
 }
 
 impl<B> Client<B> {
+    /// The judge of an HTTP call's attempts ([`Judge::for_request`]): its
+    /// statuses by its file's classifier (`configured`) else the client's,
+    /// after the client's own rule; whether it may run again once sent by
+    /// its `head` (method and headers), its idempotency `key`, `options`,
+    /// and whether its body can be sent again (`replayable`).
+    pub fn judge(
+        &self,
+        configured: Option<&CallConfig>,
+        head: (&Method, &HeaderMap),
+        options: &RetryOptions,
+        replayable: bool,
+        key: Option<KeySource>,
+    ) -> Judge {
+        let classifier = configured.map_or(self.classifier, CallConfig::classifier);
+        Judge::for_request(classifier, self.rule.clone(), head, options, replayable, key)
+    }
+
+    /// Retries `judge`'s call at one layer only, when the client says so
+    /// (`retry_at_one_layer`): not again when the request it runs inside
+    /// (`ending`'s upstream) is itself a retry, nor on an answer saying the
+    /// layer below retried.
+    pub fn at_one_layer(&self, judge: &mut Judge, ending: &Ending) {
+        if self.one_layer {
+            judge.one_layer(ending.upstream().is_some_and(|upstream| upstream.attempt().is_retry()));
+        }
+    }
+
     /// The body rule a call reads bodies with: the one its file names, else
     /// the builder's own.
     pub fn body_rule(&self, configured: Option<&CallConfig>) -> Option<&SharedBodyRule> {

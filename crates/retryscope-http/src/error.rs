@@ -58,10 +58,10 @@ impl StdError for NoBudgetToShare {}
 
 /// The engine asked for a second attempt of a request that can only be sent
 /// once. The classifiers prevent this; the error exists so that a bug cannot
-/// turn into a panic or a silently duplicated request. [`transport::walk`]
+/// turn into a panic or a silently duplicated request. [`Judge::cause`]
 /// classifies it as permanent.
 ///
-/// [`transport::walk`]: crate::transport::walk
+/// [`Judge::cause`]: crate::judge::Judge::cause
 #[derive(Debug)]
 pub struct NotReplayable;
 

@@ -8,12 +8,12 @@ use crate::RetryOptions;
 use crate::idempotency::KeySource;
 use crate::rule::{self, SharedRule};
 use crate::safety::Safety;
-use crate::transport::Failure;
-use crate::transport::Stage;
+use crate::transport::{Refused, Stage, walk};
 use http::{HeaderMap, Method, StatusCode};
 use retryscope::classify::HttpClassifier;
 use retryscope::{ErrorType, Verdict};
 use retryscope_otel::EXHAUSTED_HEADER;
+use std::error::Error as StdError;
 use std::time::SystemTime;
 
 /// Judges every attempt of one request (see the module's documentation).
@@ -87,9 +87,45 @@ impl Judge {
         self.safety.guard(verdict, Stage::Sent)
     }
 
-    /// A transport failure: the safety guard, knowing how far the request got.
-    pub fn failure(&self, failure: Failure) -> Verdict {
-        self.safety.guard(failure.verdict, failure.stage)
+    /// A transport failure judged `verdict`, after which the request got as
+    /// far as `stage`: the safety guard, knowing how far it got.
+    pub fn failure(&self, verdict: Verdict, stage: Stage) -> Verdict {
+        self.safety.guard(verdict, stage)
+    }
+
+    /// What `error`'s source chain says of a failed attempt, for a library
+    /// with its own "connect" flag (reqwest): its verdict and how far the
+    /// request got; `otherwise`, as sent, when nothing in the chain names the
+    /// cause. A refused connection in the chain proves nothing here: the
+    /// I/O error may come from a pooled connection after the body. Why here:
+    /// which causes the chain may hold (an injected fault, a connect cut at
+    /// its share, the integrations' own errors) is this crate's to know, so
+    /// an integration judges only what its own library's errors say.
+    /// The causes, in [`Judge::connector_cause`]'s table.
+    pub fn cause(error: &(dyn StdError + 'static), otherwise: Verdict) -> (Verdict, Stage) {
+        Self::walked(walk(error, Refused::MaybeSent), otherwise)
+    }
+
+    /// What `error`'s source chain says of a failed attempt, for a library
+    /// whose connectors report a refused connection only as an I/O error
+    /// (tower's): as [`Judge::cause`], but a refused connection proves that
+    /// nothing was sent.
+    ///
+    /// | in the chain | `error.type` | verdict | reached the server? |
+    /// |---|---|---|---|
+    /// | the integrations' "cannot be sent again" | `_OTHER` | permanent | — |
+    /// | an injected refusal ([`InjectedFault`](crate::fault::InjectedFault)) | `connect` | retryable | no |
+    /// | a connect cut at its share of the attempt ([`ConnectTimedOut`](crate::ConnectTimedOut)) | `connect` | retryable | no |
+    /// | connection refused (here; not with [`Judge::cause`]) | `connect` | retryable | no |
+    /// | other I/O errors (even "unreachable" on an open connection) | per [`io_error`](retryscope::classify::io_error) | per [`io_error`](retryscope::classify::io_error) | maybe |
+    /// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
+    /// | nothing of the above | `otherwise` | `otherwise` | maybe |
+    pub fn connector_cause(error: &(dyn StdError + 'static), otherwise: Verdict) -> (Verdict, Stage) {
+        Self::walked(walk(error, Refused::NotSent), otherwise)
+    }
+
+    fn walked(failure: Option<crate::transport::Failure>, otherwise: Verdict) -> (Verdict, Stage) {
+        failure.map_or((otherwise, Stage::Sent), |failure| (failure.verdict, failure.stage))
     }
 
     /// An attempt the engine cut at its time limit: the request was on the

@@ -9,7 +9,10 @@
 //! call that gives up may be answered with instead ([`Fallback`]), what
 //! of a URL may reach telemetry ([`redact_url`]), and the setters every
 //! builder shares ([`WithClientSettings`], [`WithTelemetry`],
-//! [`WithHttpSettings`]). This crate holds each of
+//! [`WithHttpSettings`]) with the settings they set ([`ClientSettings`])
+//! and the accessors a builder implements to get them
+//! ([`HasClientSettings`], [`HasTelemetry`], [`HasHttpSettings`]: public so
+//! that a third party's builder can offer the same setters). This crate holds each of
 //! those once, and both integrations re-export them: users normally name them
 //! through `retryscope_reqwest` or `retryscope_tower`.
 //!
@@ -19,7 +22,7 @@
 //!
 //! # Not public: the integrations' shared machinery
 //!
-//! The builders' shared settings, request safety, transport
+//! What the builders' settings become (the built client), request safety, transport
 //! classification, attempt spans, result shaping and connection release live
 //! under `__private`, hidden from the docs: they are for `retryscope-reqwest`
 //! and `retryscope-tower` only, change with them, and are not covered by
@@ -71,7 +74,10 @@ pub use options::RetryOptions;
 pub use redact::{REDACTED, redact_url};
 pub use retryscope_otel::telemetry_state;
 pub use rule::{ResponseRule, rule_fn};
-pub use setters::{WithClientSettings, WithHttpSettings, WithTelemetry};
+pub use setters::{
+    HasClientSettings, HasHttpSettings, HasTelemetry, WithClientSettings, WithHttpSettings, WithTelemetry,
+};
+pub use settings::ClientSettings;
 
 /// What `retryscope-reqwest` and `retryscope-tower` share beyond the public
 /// items: their builders' settings and setters, and the decisions both make
@@ -87,8 +93,7 @@ pub mod __private {
     pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;
     pub use crate::judge::Judge;
-    pub use crate::setters::{HasClientSettings, HasHttpSettings, HasTelemetry};
-    pub use crate::settings::ClientSettings;
+    pub use crate::transport::Stage;
     pub use retryscope_config::Target;
 
     /// The per-response rules as the builders keep them.
@@ -126,10 +131,6 @@ pub mod __private {
     /// HTTP client attempt spans.
     pub mod spans {
         pub use crate::spans::*;
-    }
-    /// What a failed request tells us.
-    pub mod transport {
-        pub use crate::transport::*;
     }
     /// The redaction's parts, for the fuzz targets.
     pub mod redact {

@@ -18,70 +18,141 @@ use retryscope_otel::{ATTEMPT_HEADER, MeterChoice, REQUEST_ID_HEADER};
 use std::fmt;
 use std::sync::Arc;
 
-/// The settings of an integration's builder that both integrations share.
+/// The settings every retryscope HTTP builder shares: statuses and rules,
+/// the guards each dependency gets and their fleet shares, telemetry,
+/// headers, hedging, idempotency keys, fallbacks and a configuration file.
+///
+/// Why public: it is what a builder hands to the shared setter traits
+/// ([`WithClientSettings`](crate::WithClientSettings),
+/// [`WithTelemetry`](crate::WithTelemetry),
+/// [`WithHttpSettings`](crate::WithHttpSettings)) through
+/// [`HasClientSettings`](crate::HasClientSettings), as opentelemetry-otlp's
+/// `ExportConfig` is to its `HasExportConfig`/`WithExportConfig`. A
+/// third-party builder keeps one (start from [`Default`]) and gets every
+/// setter, with the same names, defaults and meaning as
+/// `retryscope-reqwest`'s and `retryscope-tower`'s builders. Its fields are
+/// private: the setters are the one way to change it, so a setting can be
+/// added in a minor release; reading it back to run calls is the
+/// integrations' machinery, not part of the public API.
+///
+/// The default: a [`RetryBudget`], a [`CircuitBreaker`] and a [`Pacer`] per
+/// dependency, the global meter provider, the retry log on, the
+/// [`retry-attempt`](ATTEMPT_HEADER) header, and nothing else.
+///
+/// ```
+/// use retryscope_http::{ClientSettings, HasClientSettings, WithClientSettings};
+///
+/// /// A third-party client's builder, with retryscope's shared setters.
+/// #[derive(Debug, Default)]
+/// struct MyBuilder {
+///     settings: ClientSettings,
+/// }
+///
+/// impl HasClientSettings for MyBuilder {
+///     fn client_settings(&self) -> &ClientSettings {
+///         &self.settings
+///     }
+///     fn client_settings_mut(&mut self) -> &mut ClientSettings {
+///         &mut self.settings
+///     }
+/// }
+///
+/// let builder = MyBuilder::default().no_breaker().no_retry_log();
+/// # let _ = builder;
+/// ```
 #[derive(Clone)]
 pub struct ClientSettings {
     /// Which statuses are retried.
-    pub classifier: HttpClassifier,
+    pub(crate) classifier: HttpClassifier,
     /// The user's own rule for responses, asked before `classifier`.
-    pub rule: Option<SharedRule>,
+    pub(crate) rule: Option<SharedRule>,
     /// The user's rule that reads selected bodies, asked before `rule`.
-    pub body_rule: Option<SharedBodyRule>,
+    pub(crate) body_rule: Option<SharedBodyRule>,
     /// Body rules registered by name, that a configuration file selects per
     /// dependency (`body_rule = "name"`).
-    pub body_rules: NamedBodyRules,
+    pub(crate) body_rules: NamedBodyRules,
     /// Where the metrics go.
-    pub telemetry: MeterChoice,
+    pub(crate) telemetry: MeterChoice,
     /// Whether the retry log is written: on unless turned off itself, whatever
     /// `telemetry` says.
-    pub retry_log: bool,
+    pub(crate) retry_log: bool,
     /// Whether each call gets an INTERNAL operation span over its attempts
     /// ([`OtelObserver::with_operation_spans`](retryscope_otel::OtelObserver::with_operation_spans)); off: attempts hang under the
     /// caller's span.
-    pub operation_spans: bool,
+    pub(crate) operation_spans: bool,
     /// Makes each dependency's budget; `None` retries without one.
-    pub budget: Option<Factory<RetryBudget>>,
+    pub(crate) budget: Option<Factory<RetryBudget>>,
     /// Makes each dependency's breaker; `None` calls without one.
-    pub breaker: Option<Factory<CircuitBreaker>>,
+    pub(crate) breaker: Option<Factory<CircuitBreaker>>,
     /// Makes each dependency's pacer; `None` leaves every call to its own
     /// server hints.
-    pub pacer: Option<Factory<Pacer>>,
+    pub(crate) pacer: Option<Factory<Pacer>>,
     /// The fleet each dependency's pacer is shared with (`pace_shared`);
     /// `None` (the default) paces each process alone.
-    pub pace_share: Option<Arc<dyn PaceShare>>,
+    pub(crate) pace_share: Option<Arc<dyn PaceShare>>,
     /// The fleet each dependency's budget floor is divided among
     /// (`budget_shared`); `None` (the default) keeps each process's whole.
-    pub budget_share: Option<Arc<dyn BudgetShare>>,
+    pub(crate) budget_share: Option<Arc<dyn BudgetShare>>,
     /// Makes each dependency's client-side adaptive throttle; `None` (the
     /// default) rejects nothing locally.
-    pub adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    pub(crate) adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
     /// Makes each dependency's adaptive concurrency limit; `None` (the
     /// default) limits nothing.
-    pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
+    pub(crate) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
     /// Makes each dependency's [`Guard`](retryscope::guard::Guard)s
     /// (`guard_per_dependency`, composed when called again); `None` (the
     /// default): none.
-    pub guard: Option<Factory<retryscope::guard::SharedGuard>>,
+    pub(crate) guard: Option<Factory<retryscope::guard::SharedGuard>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
-    pub attempt_header: Option<HeaderName>,
+    pub(crate) attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.
-    pub request_id_header: HeaderName,
+    pub(crate) request_id_header: HeaderName,
     /// Retry only where no other layer of the call chain retries.
-    pub one_layer: bool,
+    pub(crate) one_layer: bool,
     /// Hedges the idempotent requests with a body that can be sent again,
     /// instead of retrying them, each dependency with its own copy of this
     /// policy; `None` hedges nothing.
-    pub hedge: Option<HedgePolicy>,
+    pub(crate) hedge: Option<HedgePolicy>,
     /// Which header carries idempotency keys, and whether requests without
     /// one get one.
-    pub idempotency: IdempotencyKeys,
+    pub(crate) idempotency: IdempotencyKeys,
     /// The fallbacks registered, and which dependency uses which; none by
     /// default.
-    pub fallbacks: FallbackSettings,
+    pub(crate) fallbacks: FallbackSettings,
     // retryscope-config (issue 35): its block.
     /// Per-dependency settings from a file, resolved per call
-    /// ([`CallConfig`](crate::__private::CallConfig)); `None`: the builder's settings only.
-    pub config: Option<retryscope_config::ConfigHandle>,
+    /// (`CallConfig`); `None`: the builder's settings only.
+    pub(crate) config: Option<retryscope_config::ConfigHandle>,
+}
+
+/// What the integrations' builders read and set beyond the shared setters:
+/// hidden, not covered by semver.
+impl ClientSettings {
+    /// Retries at one layer only (`retry_at_one_layer`, an integration's own
+    /// setter).
+    #[doc(hidden)]
+    pub fn set_one_layer(&mut self) {
+        self.one_layer = true;
+    }
+
+    /// What makes each dependency's retry budget, if anything does.
+    #[doc(hidden)]
+    pub fn budget(&self) -> Option<Factory<RetryBudget>> {
+        self.budget.clone()
+    }
+
+    /// Sets what makes each dependency's retry budget (`None`: none).
+    #[doc(hidden)]
+    pub fn set_budget(&mut self, budget: Option<Factory<RetryBudget>>) {
+        self.budget = budget;
+    }
+
+    /// No budget, breaker or pacer per dependency (gRPC's A6: its token
+    /// bucket only).
+    #[doc(hidden)]
+    pub fn no_guards(&mut self) {
+        (self.breaker, self.budget, self.pacer) = (None, None, None);
+    }
 }
 
 impl Default for ClientSettings {

@@ -1,7 +1,32 @@
-//! What the caller gets when the engine stops: the integrations turn a
-//! [`Shaped`] into their library's own error type.
+//! What the caller gets when the engine stops, decided once ([`Shaped`]) and
+//! said in each integration's own error type ([`finish`]).
 
+use crate::NotRetried;
 use retryscope::{ErrorType, RetryError, StopReason};
+use std::error::Error as StdError;
+
+/// What the caller gets, in the library's error type `E`: the engine's result
+/// as [`shape`] decides, a give-up said by `gave_up` (reqwest-middleware's
+/// `Error::middleware`, tower's `GaveUp`) and a request that was not retried
+/// by `not_retried`; any other error as it came. `status` reads a
+/// response's status, for one the layer will not wait out.
+pub fn finish<T, E>(
+    outcome: Result<T, RetryError<E>>,
+    stop: Option<(StopReason, u32)>,
+    replayable: bool,
+    status: impl FnOnce(&T) -> Option<u16>,
+    gave_up: impl FnOnce(RetryError<E>) -> E,
+    not_retried: impl FnOnce(NotRetried) -> E,
+) -> Result<T, E>
+where
+    E: Into<Box<dyn StdError + Send + Sync>>,
+{
+    shape(outcome, stop, replayable, status).map_err(|shaped| match shaped {
+        Shaped::GaveUp(error) => gave_up(error),
+        Shaped::NotRetried(last) => not_retried(NotRetried::new(last)),
+        Shaped::AsItCame(last) => last,
+    })
+}
 
 /// The engine's result, decided but not yet in the library's error type.
 #[derive(Debug)]

@@ -1,6 +1,5 @@
 //! HTTP client attempt spans, as the OpenTelemetry HTTP conventions ask.
 
-use crate::idempotency::KeySource;
 use http::{HeaderMap, HeaderName, Method};
 use retryscope_otel::AttemptInfo;
 use std::fmt;
@@ -20,14 +19,17 @@ pub fn known_method(method: &Method) -> Option<&'static str> {
 /// The request's id for the retry log (`request_id`): the value of header
 /// `name`, if it is one the log accepts ([`retryscope_otel::request_id`]: 1 to
 /// 128 bytes of visible ASCII). Both integrations' attempt-span makers answer
-/// `MakeAttemptSpan::request_id` with it.
-pub fn request_id<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+/// `MakeAttemptSpan::request_id` with it ([`HttpTarget::request_id`]).
+fn request_id<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
     let value = headers.get(name)?.to_str().ok()?;
     retryscope_otel::request_id(value)
 }
 
-/// What an HTTP attempt span says about the request: borrowed from the
-/// request, nothing computed ahead. The span's field values — the redacted
+/// What an HTTP attempt's span and the retry log's `request_id` say about
+/// the request: borrowed from the request, nothing computed ahead. Each
+/// integration's attempt-span maker builds one from its request and answers
+/// both `MakeAttemptSpan` methods with it ([`span`](Self::span),
+/// [`request_id`](Self::request_id)). The span's field values — the redacted
 /// `url.full` above all, which is written out — are built only when a
 /// subscriber takes the span, so a process without one pays nothing for them.
 #[derive(Debug, Clone, Copy)]
@@ -40,9 +42,25 @@ pub struct HttpTarget<'a, U> {
     pub port: Option<u16>,
     /// `url.full`: writes the request's URL, redacted.
     pub url: U,
-    /// Where the request's idempotency key came from, if it has one:
+    /// Whether the integration made the request's idempotency key, if it has
+    /// one ([`KeySource::generated`](crate::idempotency::KeySource::generated)):
     /// `retryscope.idempotency_key.generated`.
-    pub idempotency_key: Option<KeySource>,
+    pub key_generated: Option<bool>,
+    /// The request's headers, which the retry log's `request_id` is read
+    /// from.
+    pub headers: &'a HeaderMap,
+    /// The header `request_id` is read from (the builder's
+    /// `request_id_header`).
+    pub request_id_header: &'a HeaderName,
+}
+
+impl<'a, U> HttpTarget<'a, U> {
+    /// The request's id for the retry log: the value of its
+    /// `request_id_header`, if the log accepts it (1 to 128 bytes of visible
+    /// ASCII).
+    pub fn request_id(&self) -> Option<&'a str> {
+        request_id(self.headers, self.request_id_header)
+    }
 }
 
 impl<U: fmt::Display> HttpTarget<'_, U> {
@@ -91,7 +109,7 @@ impl<U: fmt::Display> HttpTarget<'_, U> {
             "url.full" = tracing::field::display(&self.url),
             "http.response.status_code" = Empty,
             "http.request.resend_count" = (info.attempt > 1).then(|| i64::from(info.attempt) - 1),
-            "retryscope.idempotency_key.generated" = self.idempotency_key.map(KeySource::generated),
+            "retryscope.idempotency_key.generated" = self.key_generated,
         )
     }
 }
@@ -101,7 +119,18 @@ mod tests {
     use super::*;
 
     fn target(method: &Method) -> HttpTarget<'_, &'static str> {
-        HttpTarget { method, address: "a", port: None, url: "u", idempotency_key: None }
+        static HEADERS: std::sync::LazyLock<HeaderMap> = std::sync::LazyLock::new(HeaderMap::new);
+        static NAME: HeaderName = retryscope_otel::REQUEST_ID_HEADER;
+        let (headers, request_id_header) = (&*HEADERS, &NAME);
+        HttpTarget {
+            method,
+            address: "a",
+            port: None,
+            url: "u",
+            key_generated: None,
+            headers,
+            request_id_header,
+        }
     }
 
     #[test]

@@ -20,16 +20,16 @@ pub enum Stage {
 
 /// The engine's view of one transport failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// Retryable or permanent, with its `error.type`.
-    pub verdict: Verdict,
+    pub(crate) verdict: Verdict,
     /// Whether any of the request may have reached the server.
-    pub stage: Stage,
+    pub(crate) stage: Stage,
 }
 
 impl Failure {
     /// A failure after which the request may have reached the server.
-    pub const fn sent(verdict: Verdict) -> Self {
+    pub(crate) const fn sent(verdict: Verdict) -> Self {
         Self { verdict, stage: Stage::Sent }
     }
 }
@@ -37,7 +37,7 @@ impl Failure {
 /// What a refused connection (`io::ErrorKind::ConnectionRefused`) found in the
 /// source chain proves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Nothing was sent: the connection was never made (tower: its connectors
     /// report refusal only as an I/O error).
     NotSent,
@@ -59,7 +59,7 @@ pub enum Refused {
 /// | connection closed mid-response (hyper) | `incomplete` | retryable | maybe |
 ///
 /// `None` when nothing in the chain says: each integration decides.
-pub fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failure> {
+pub(crate) fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option<Failure> {
     // One pass down the chain: the first cause that says anything decides.
     std::iter::successors(Some(error), |&e| e.source()).find_map(|cause| {
         if cause.is::<NotReplayable>() {

@@ -3,7 +3,7 @@
 use crate::middleware::RetryMiddleware;
 use crate::telemetry_state::{Off, On};
 use retryscope::Policy;
-use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
+use retryscope_http::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::marker::PhantomData;
 
 /// Builds a [`RetryMiddleware`]. Its [telemetry state](crate::telemetry_state)
@@ -61,13 +61,13 @@ impl<T> RetryMiddlewareBuilder<T> {
     /// at each of three layers make 64 calls at the bottom for one user request;
     /// with it, four.
     pub fn retry_at_one_layer(mut self) -> Self {
-        self.settings.one_layer = true;
+        self.settings.set_one_layer();
         self
     }
 
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
-        let budget = self.settings.budget.clone();
+        let budget = self.settings.budget();
         let (client, _) = self.settings.build(budget, std::convert::identity);
         RetryMiddleware { policy: self.policy, client }
     }

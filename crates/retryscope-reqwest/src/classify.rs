@@ -2,39 +2,18 @@
 
 use crate::{read_ahead, release, transport};
 use reqwest::{Request, Response};
-use retryscope::classify::{Classify, HttpClassifier};
+use retryscope::classify::Classify;
 use retryscope::pace::PaceSignal;
 use retryscope::{Verdict, hints};
 use retryscope_http::__private::Judge;
-use retryscope_http::__private::idempotency::KeySource;
-use retryscope_http::__private::rule::SharedRule;
-use retryscope_http::RetryOptions;
-use retryscope_otel::Upstream;
 use std::time::SystemTime;
 
 /// Classifies each attempt of one request: statuses, transport failures, and
 /// whether running the request again is safe (the integrations' one
 /// [`Judge`]), and what each response says about pace.
 pub(crate) struct RequestClassifier {
-    judge: Judge,
-}
-
-impl RequestClassifier {
-    pub(crate) fn for_request(
-        http: HttpClassifier,
-        rule: Option<SharedRule>,
-        request: &Request,
-        options: &RetryOptions,
-        key: Option<KeySource>,
-    ) -> Self {
-        let head = (request.method(), request.headers());
-        Self { judge: Judge::for_request(http, rule, head, options, is_replayable(request), key) }
-    }
-
-    /// Retries only where no other layer does, serving `upstream`.
-    pub(crate) fn one_layer(&mut self, upstream: Option<&Upstream>) {
-        self.judge.one_layer(upstream.is_some_and(|u| u.attempt().is_retry()));
-    }
+    /// The call's judge (`Client::judge`), at one layer if the client says so.
+    pub(crate) judge: Judge,
 }
 
 impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
@@ -44,7 +23,10 @@ impl Classify<Response, reqwest_middleware::Error> for &mut RequestClassifier {
             Ok(response) => {
                 self.judge.response(read_ahead::judged(response), response.status(), response.headers())
             }
-            Err(error) => self.judge.failure(transport::classify(error)),
+            Err(error) => {
+                let (verdict, stage) = transport::classify(error);
+                self.judge.failure(verdict, stage)
+            }
         }
     }
 

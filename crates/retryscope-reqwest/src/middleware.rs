@@ -14,9 +14,9 @@ use retryscope::observe::StopSlot;
 use retryscope::{Policy, RetryBudget, RetryError, StopReason};
 use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::Chosen;
-use retryscope_http::__private::shape::{Shaped, shape};
-use retryscope_http::__private::{CallConfig, Client, ClientSettings};
-use retryscope_http::{LastAnswer, NotRetried, RetryOptions};
+use retryscope_http::__private::shape;
+use retryscope_http::__private::{CallConfig, Client};
+use retryscope_http::{ClientSettings, LastAnswer, RetryOptions};
 use std::fmt;
 use std::sync::Arc;
 
@@ -203,16 +203,15 @@ impl Middleware for RetryMiddleware {
         let timeout = request.timeout().copied();
         let drive = Drive::http(&self.policy, configured, &guards, options, &method, replayable, timeout);
         let ending = Ending::begin(self.client.fallbacks.is_some(), drive.deadline());
-        let classifier = configured.map_or(self.client.classifier, CallConfig::classifier);
-        let mut classifier =
-            RequestClassifier::for_request(classifier, self.client.rule.clone(), &request, options, key);
-        if self.client.one_layer {
-            classifier.one_layer(ending.upstream());
-        }
+        let head = (&method, request.headers());
+        let mut judge = self.client.judge(configured, head, options, replayable, key);
+        self.client.at_one_layer(&mut judge, &ending);
+        let mut classifier = RequestClassifier { judge };
         let source = RequestSource::new(request);
         let stop = StopSlot::default();
         let request_id_header = &self.client.request_id_header;
-        let spans = HttpAttemptSpan { source: &source, idempotency_key: key, request_id_header };
+        let key_generated = key.map(|key| key.generated());
+        let spans = HttpAttemptSpan { source: &source, key_generated, request_id_header };
         let observer = (self.client.observers(spans, configured, &ending, source.headers()), &stop);
         let mut attempts = Attempts {
             source: &source,
@@ -301,18 +300,14 @@ fn gave_up_on(response: &Response, stop: Option<(StopReason, u32)>) -> RetryErro
 }
 
 /// Turns the engine's result into what reqwest-middleware callers expect: the
-/// shared decision ([`shape`]) in reqwest-middleware's error type.
+/// shared decision ([`shape::finish`]) in reqwest-middleware's error type.
 fn finish(
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
     stop: Option<(StopReason, u32)>,
     replayable: bool,
 ) -> reqwest_middleware::Result<Response> {
     let outcome = outcome.map(read_ahead::take_judged);
-    shape(outcome, stop, replayable, |response| Some(response.status().as_u16())).map_err(|shaped| {
-        match shaped {
-            Shaped::GaveUp(error) => reqwest_middleware::Error::middleware(error),
-            Shaped::NotRetried(last) => reqwest_middleware::Error::middleware(NotRetried::new(last)),
-            Shaped::AsItCame(last) => last,
-        }
-    })
+    let status = |response: &Response| Some(response.status().as_u16());
+    let gave_up = reqwest_middleware::Error::middleware;
+    shape::finish(outcome, stop, replayable, status, gave_up, reqwest_middleware::Error::middleware)
 }

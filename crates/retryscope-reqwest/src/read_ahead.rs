@@ -8,7 +8,7 @@
 
 use reqwest::{Body, Response, ResponseBuilderExt};
 use retryscope::Verdict;
-use retryscope_http::__private::body_rule::{ReadAhead, SharedBodyRule};
+use retryscope_http::__private::body_rule::SharedBodyRule;
 
 /// The body rule's verdict on the response that carries it.
 #[derive(Debug, Clone, Copy)]
@@ -22,10 +22,10 @@ pub(crate) async fn judge(rule: &SharedBodyRule, response: Response) -> Result<R
         return Ok(response);
     }
     let url = response.url().clone();
-    let (parts, mut body) = http::Response::from(response).into_parts();
-    let judged = rule.judge(parts.status, &parts.headers, &mut body).await?;
-    let mut response = rebuilt(parts, url, Body::wrap(ReadAhead::new(judged.read, body)));
-    if let Some(verdict) = judged.verdict {
+    let (parts, body) = http::Response::from(response).into_parts();
+    let (verdict, body) = rule.read_ahead(parts.status, &parts.headers, body).await?;
+    let mut response = rebuilt(parts, url, Body::wrap(body));
+    if let Some(verdict) = verdict {
         response.extensions_mut().insert(Judged(verdict));
     }
     Ok(response)

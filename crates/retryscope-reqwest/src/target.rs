@@ -5,7 +5,6 @@
 use crate::source::RequestSource;
 use reqwest::Url;
 use reqwest::header::HeaderName;
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
 use std::fmt;
@@ -15,27 +14,35 @@ use tracing::Span;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HttpAttemptSpan<'a> {
     pub(crate) source: &'a RequestSource,
-    /// Where the request's idempotency key came from, if it has one.
-    pub(crate) idempotency_key: Option<KeySource>,
+    /// Whether the middleware made the request's idempotency key, if it has one.
+    pub(crate) key_generated: Option<bool>,
     /// The header the retry log's `request_id` is read from.
     pub(crate) request_id_header: &'a HeaderName,
 }
 
-impl MakeAttemptSpan for HttpAttemptSpan<'_> {
-    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+impl HttpAttemptSpan<'_> {
+    /// What the attempt's span and the retry log read from the request.
+    fn target(&self) -> HttpTarget<'_, Redacted<'_>> {
         let (method, url) = self.source.target();
         HttpTarget {
             method,
             address: url.host_str().unwrap_or_default(),
             port: url.port_or_known_default(),
             url: Redacted(url),
-            idempotency_key: self.idempotency_key,
+            key_generated: self.key_generated,
+            headers: self.source.headers(),
+            request_id_header: self.request_id_header,
         }
-        .span(info)
+    }
+}
+
+impl MakeAttemptSpan for HttpAttemptSpan<'_> {
+    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+        self.target().span(info)
     }
 
     fn request_id(&self) -> Option<&str> {
-        retryscope_http::__private::spans::request_id(self.source.headers(), self.request_id_header)
+        self.target().request_id()
     }
 }
 

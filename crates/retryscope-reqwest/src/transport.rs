@@ -1,9 +1,9 @@
 //! What a failed reqwest request tells us; the source-chain walk is shared
-//! (retryscope-http's `transport::walk`).
+//! (retryscope-http's `Judge::cause`).
 
 use retryscope::Verdict;
 use retryscope::{ErrorType, Transient};
-use retryscope_http::__private::transport::{Failure, Refused, Stage, walk};
+use retryscope_http::__private::{Judge, Stage};
 
 /// Classifies an error from the middleware stack.
 ///
@@ -16,21 +16,22 @@ use retryscope_http::__private::transport::{Failure, Refused, Stage, walk};
 /// | other I/O errors (even "unreachable" on an open connection) | per `io_error` | per `io_error` | maybe |
 /// | other request or body errors | `_OTHER` | retryable | maybe |
 /// | builder, redirect, decode errors, other middleware | `_OTHER` / named | permanent | — |
-pub(crate) fn classify(error: &reqwest_middleware::Error) -> Failure {
+pub(crate) fn classify(error: &reqwest_middleware::Error) -> (Verdict, Stage) {
     match error {
         reqwest_middleware::Error::Reqwest(e) => classify_reqwest(e),
-        reqwest_middleware::Error::Middleware(e) => walk(e.as_ref(), Refused::MaybeSent)
-            .unwrap_or(Failure::sent(Verdict::permanent(ErrorType::OTHER))),
+        reqwest_middleware::Error::Middleware(e) => {
+            Judge::cause(e.as_ref(), Verdict::permanent(ErrorType::OTHER))
+        }
     }
 }
 
-fn classify_reqwest(error: &reqwest::Error) -> Failure {
+fn classify_reqwest(error: &reqwest::Error) -> (Verdict, Stage) {
     if error.is_connect() {
-        return Failure { verdict: Verdict::retryable(ErrorType::CONNECT), stage: Stage::NotSent };
+        return (Verdict::retryable(ErrorType::CONNECT), Stage::NotSent);
     }
     // reqwest's own flags say it all: the engine's `Transient` judges them.
     if error.is_timeout() || error.is_builder() || error.is_redirect() || error.is_decode() {
-        return Failure::sent(error.verdict());
+        return (error.verdict(), Stage::Sent);
     }
-    walk(error, Refused::MaybeSent).unwrap_or_else(|| Failure::sent(Verdict::retryable(ErrorType::OTHER)))
+    Judge::cause(error, Verdict::retryable(ErrorType::OTHER))
 }

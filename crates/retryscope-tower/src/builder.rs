@@ -1,7 +1,8 @@
 //! The HTTP layer's builder, and what it shares with the gRPC one
-//! ([`GrpcRetryLayerBuilder`](crate::grpc::GrpcRetryLayerBuilder)).
+//! (`grpc::GrpcRetryLayerBuilder`, which adds gRPC's own parts).
 
 use crate::budget::LayerBudget;
+use crate::http_call::Http;
 use crate::layer::RetryLayer;
 use crate::replay::DEFAULT_REPLAY_LIMIT;
 use crate::settings::Settings;
@@ -9,7 +10,7 @@ use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Factory;
-use retryscope_http::__private::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
+use retryscope_http::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -39,20 +40,11 @@ pub(crate) struct TowerSettings {
     pub(crate) shared: ClientSettings,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Uri>,
-    /// Whether a gRPC layer records gRPC's own metrics (A66, A96) too.
-    #[cfg(feature = "grpc")]
-    pub(crate) grpc_metrics: bool,
 }
 
 impl Default for TowerSettings {
     fn default() -> Self {
-        Self {
-            shared: ClientSettings::default(),
-            replay_limit: DEFAULT_REPLAY_LIMIT,
-            origin: None,
-            #[cfg(feature = "grpc")]
-            grpc_metrics: false,
-        }
+        Self { shared: ClientSettings::default(), replay_limit: DEFAULT_REPLAY_LIMIT, origin: None }
     }
 }
 
@@ -83,7 +75,7 @@ macro_rules! tower_setters {
         /// throttled, reason `upstream_retry`. When this layer's own retries run
         /// out, the server it runs in says so to its caller.
         pub fn retry_at_one_layer(mut self) -> Self {
-            self.tower.shared.one_layer = true;
+            self.tower.shared.set_one_layer();
             self
         }
     };
@@ -134,66 +126,52 @@ impl<T> RetryLayerBuilder<T> {
 
     /// The layer.
     pub fn build(self) -> RetryLayer {
-        self.tower.build(self.policy, None)
+        let (settings, _meter) = self.tower.build(self.policy, None);
+        RetryLayer { settings, protocol: Http }
+    }
+}
+
+impl RetryLayer {
+    /// Retries with `policy`, instrumented through the global OpenTelemetry
+    /// providers, with a default [`RetryBudget`](retryscope::RetryBudget) and
+    /// [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency.
+    pub fn new(policy: Policy) -> Self {
+        Self::builder(policy).build()
+    }
+
+    /// Configures a layer for HTTP.
+    pub fn builder(policy: Policy) -> RetryLayerBuilder {
+        RetryLayerBuilder::new(policy)
     }
 }
 
 impl TowerSettings {
-    /// The layer, with gRPC semantics when `grpc` is given.
-    pub(crate) fn build(self, policy: Policy, grpc: Option<GrpcConfig>) -> RetryLayer {
+    /// What every request of the layer shares, its dependencies' budgets
+    /// made by `budget` where the protocol has its own (a gRPC config's
+    /// token bucket), else by the builder's; and the meter the layer
+    /// records with (`None` with telemetry off), for a protocol's own metrics.
+    pub(crate) fn build(
+        self,
+        policy: Policy,
+        budget: Option<Factory<LayerBudget>>,
+    ) -> (Arc<Settings>, Option<opentelemetry::metrics::Meter>) {
         let shared = self.shared;
-        let budget: Option<Factory<LayerBudget>> = match shared.budget.clone() {
-            Some(make) => Some(Arc::new(move || LayerBudget::Ratio(make()))),
-            None => None,
-        };
-        #[cfg(feature = "grpc")]
-        let budget = match grpc.clone().filter(crate::grpc::GrpcRetry::is_throttled) {
-            Some(grpc) => {
-                let bucket: Factory<LayerBudget> = Arc::new(move || {
-                    grpc.token_bucket().map_or_else(
-                        || LayerBudget::Bucket(retryscope::TokenBucket::new()),
-                        LayerBudget::Bucket,
-                    )
-                });
-                Some(bucket)
-            }
-            None => budget,
-        };
-        // What the layer makes per dependency: the builder's factories, a
-        // gRPC service config's token bucket included. One fallback
-        // registry for HTTP and gRPC: a gRPC call reads the fallback's
-        // `http::Response` as gRPC (`grpc::fallback`).
+        let budget = budget.or_else(|| {
+            let make = shared.budget()?;
+            let ratio: Factory<LayerBudget> = Arc::new(move || LayerBudget::Ratio(make()));
+            Some(ratio)
+        });
+        // One fallback registry for HTTP and gRPC: a gRPC call reads the
+        // fallback's `http::Response` as gRPC (`grpc::fallback`).
         let (client, meter) = shared.build(budget, LayerBudget::Ratio);
-        #[cfg(not(feature = "grpc"))]
-        let _: (Option<GrpcConfig>, _) = (grpc, meter);
-        #[cfg(feature = "grpc")]
-        let grpc_metrics = match (&grpc, &meter) {
-            (Some(_), Some(meter)) if self.grpc_metrics => {
-                Some(crate::grpc::metrics::GrpcMetrics::new(meter, self.origin.as_ref()))
-            }
-            _ => None,
+        let settings = Settings {
+            policy,
+            client,
+            replay_limit: self.replay_limit,
+            origin_server: self.origin.as_ref().map(crate::settings::OriginServer::of),
+            origin: self.origin.map(Arc::new),
+            origin_guards: std::sync::OnceLock::new(),
         };
-        RetryLayer {
-            settings: Arc::new(Settings {
-                policy,
-                client,
-                replay_limit: self.replay_limit,
-                origin_server: self.origin.as_ref().map(crate::settings::OriginServer::of),
-                origin: self.origin.map(Arc::new),
-                #[cfg(feature = "grpc")]
-                grpc,
-                #[cfg(feature = "grpc")]
-                grpc_metrics,
-                #[cfg(feature = "grpc")]
-                methods: crate::grpc::methods::Methods::default(),
-                origin_guards: std::sync::OnceLock::new(),
-            }),
-        }
+        (Arc::new(settings), meter)
     }
 }
-
-/// The gRPC configuration of a layer; without the feature there is none.
-#[cfg(feature = "grpc")]
-pub(crate) type GrpcConfig = crate::grpc::GrpcRetry;
-#[cfg(not(feature = "grpc"))]
-pub(crate) type GrpcConfig = std::convert::Infallible;

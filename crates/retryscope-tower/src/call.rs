@@ -44,22 +44,21 @@ where
     let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
     let replayable = source.is_replayable();
     let key = protocol.key(&settings, configured, &mut parts, replayable);
-    let inputs = Inputs { configured, guards, parts: &parts, options: &options, replayable };
-    let mut judge = protocol.judge(&settings, &inputs, key);
+    let inputs = Inputs { configured, guards, parts: &parts, options: &options, replayable, key };
+    let mut judge = protocol.judge(&settings, &inputs);
     let drive = protocol.drive(&call, inputs);
     let ending = Ending::begin(settings.client.fallbacks.is_some(), drive.deadline());
     // Shared by the attempts and their spans from here on; kept for a fallback.
     let parts = Arc::new(parts);
     let kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
-    if settings.client.one_layer {
-        judge.one_layer(ending.upstream().is_some_and(|upstream| upstream.attempt().is_retry()));
-    }
+    settings.client.at_one_layer(&mut judge, &ending);
     let classifier = AttemptClassifier { statuses: protocol.statuses(), judge };
     let stop = Arc::new(StopSlot::default());
     let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
     let (origin, request_id_header) = (settings.origin.clone(), settings.client.request_id_header.clone());
     let (request, grpc) = (Arc::clone(&parts), P::GRPC);
-    let spans = AttemptSpan { request, origin, grpc, idempotency_key: key, request_id_header };
+    let key_generated = key.map(|key| key.generated());
+    let spans = AttemptSpan { request, origin, grpc, key_generated, request_id_header };
     let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
     let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
     let operation = protocol.operation(&options);

@@ -10,7 +10,7 @@ use retryscope::classify::Classify;
 use retryscope::pace::PaceSignal;
 use retryscope::{Verdict, hints};
 use retryscope_http::__private::Judge;
-use retryscope_http::__private::transport::{Failure, Refused, walk};
+use retryscope_http::__private::Stage;
 use std::time::SystemTime;
 
 /// What only a call's protocol knows of an attempt's result: how it reads
@@ -25,7 +25,8 @@ pub(crate) trait Statuses: Send + 'static {
 
     /// The verdict on a transport failure.
     fn failure(&self, judge: &Judge, error: &BoxError) -> Verdict {
-        judge.failure(transport(error))
+        let (verdict, stage) = transport(error);
+        judge.failure(verdict, stage)
     }
 
     /// What an answer says about the dependency's pace.
@@ -95,6 +96,6 @@ where
 /// A transport failure's verdict and how far the request got: the shared walk
 /// ([`walk`]), where a refused connection proves nothing was sent, and
 /// anything it does not name is `_OTHER`, retryable, maybe sent.
-pub(crate) fn transport(error: &BoxError) -> Failure {
-    walk(&**error, Refused::NotSent).unwrap_or(Failure::sent(Verdict::retryable(ErrorType::OTHER)))
+pub(crate) fn transport(error: &BoxError) -> (Verdict, Stage) {
+    Judge::connector_cause(&**error, Verdict::retryable(ErrorType::OTHER))
 }

@@ -4,22 +4,21 @@
 //! what the caller gets.
 
 use crate::classify::HttpStatuses;
-use crate::error::{BoxError, GaveUp, NotRetried};
-use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
+use crate::error::{BoxError, GaveUp};
+use crate::protocol::{Answer, Attempts, Call, End, Inputs, LayerProtocol, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::{Resolved, Settings};
 use http::request::Parts;
 use http::{HeaderName, Response};
 use http_body::Body;
-use retryscope::classify::HttpClassifier;
 use retryscope::observe::NoObserver;
 use retryscope::{RetryError, StopReason};
 use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
-use retryscope_http::__private::shape::{Shaped, shape};
+use retryscope_http::__private::shape;
 use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
@@ -97,11 +96,7 @@ pub(crate) fn finish<B>(
     replayable: bool,
 ) -> Result<Response<B>, BoxError> {
     let status = |response: &Response<B>| Some(response.status().as_u16());
-    shape(outcome, stop, replayable, status).map_err(|shaped| match shaped {
-        Shaped::GaveUp(error) => GaveUp::new(error).into(),
-        Shaped::NotRetried(last) => NotRetried::new(last).into(),
-        Shaped::AsItCame(last) => last,
-    })
+    shape::finish(outcome, stop, replayable, status, |error| GaveUp::new(error).into(), Into::into)
 }
 
 /// Answers a call that gave up with its fallback: the fallback's response,
@@ -148,22 +143,35 @@ where
     }
 }
 
-/// An HTTP call: HTTP's semantics, and the statuses it retries.
-pub(crate) struct HttpCall {
-    classifier: HttpClassifier,
+/// The protocol of a layer that retries HTTP requests (the default of
+/// [`RetryLayer`](crate::RetryLayer) and [`RetryService`](crate::RetryService)):
+/// HTTP's semantics, its statuses and rules.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Http;
+
+impl LayerProtocol for Http {
+    type Call = HttpCall;
+
+    #[inline]
+    fn plan(&self, settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<HttpCall> {
+        HttpCall::plan(settings, parts, options)
+    }
 }
+
+/// An HTTP call: HTTP's semantics, and the statuses it retries.
+pub(crate) struct HttpCall;
 
 impl HttpCall {
     /// The layer's policy (unless the request brings its own) and statuses,
     /// or a configured layer's file's.
     pub(crate) fn plan(settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<HttpCall> {
         let file = settings.file_call(&parts.uri, false);
-        let (policy, classifier) = match &file.0 {
-            Some(c) => (c.policy(options), c.classifier()),
-            None => (options.policy_override().unwrap_or(settings.policy), settings.client.classifier),
+        let policy = match &file.0 {
+            Some(c) => c.policy(options),
+            None => options.policy_override().unwrap_or(settings.policy),
         };
         let call = Call { policy };
-        Planned { call, protocol: HttpCall { classifier }, file: Resolved::Now(file) }
+        Planned { call, protocol: HttpCall, file: Resolved::Now(file) }
     }
 }
 
@@ -190,10 +198,9 @@ impl Protocol for HttpCall {
     /// HTTP's: the call's statuses (the file's classifier for a configured
     /// call), the layer's rule, and whether its method or key lets it run
     /// again once sent.
-    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>, key: Option<KeySource>) -> Judge {
-        let rule = settings.client.rule.clone();
+    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>) -> Judge {
         let head = (&inputs.parts.method, &inputs.parts.headers);
-        Judge::for_request(self.classifier, rule, head, inputs.options, inputs.replayable, key)
+        settings.client.judge(inputs.configured, head, inputs.options, inputs.replayable, inputs.key)
     }
 
     /// The shared recipe's ([`Drive::http`]): the file's, else the layer's

@@ -1,9 +1,8 @@
 //! The layer: it builds the service, which knows nothing of it.
 
-use crate::builder::RetryLayerBuilder;
+use crate::http_call::Http;
 use crate::service::RetryService;
 use crate::settings::Settings;
-use retryscope::Policy;
 use std::fmt;
 use std::sync::Arc;
 use tower_layer::Layer;
@@ -132,24 +131,16 @@ use tower_layer::Layer;
 /// assert_eq!(calls.load(Ordering::Relaxed), 2);
 /// # Ok(()) }
 /// ```
+///
+/// Its type parameter is the protocol its calls speak: [`Http`] (the
+/// default), or `grpc::Grpc` for a layer from `RetryLayer::grpc`.
 #[derive(Clone)]
-pub struct RetryLayer {
+pub struct RetryLayer<P = Http> {
     pub(crate) settings: Arc<Settings>,
+    pub(crate) protocol: P,
 }
 
-impl RetryLayer {
-    /// Retries with `policy`, instrumented through the global OpenTelemetry
-    /// providers, with a default [`RetryBudget`](retryscope::RetryBudget) and
-    /// [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency.
-    pub fn new(policy: Policy) -> Self {
-        Self::builder(policy).build()
-    }
-
-    /// Configures a layer for HTTP.
-    pub fn builder(policy: Policy) -> RetryLayerBuilder {
-        RetryLayerBuilder::new(policy)
-    }
-
+impl<P> RetryLayer<P> {
     /// The hedging delay `dependency` (`host`, or `host:port` off the
     /// scheme's port, as the spans name it) has learned from its own
     /// latencies, as of now: `None` without a
@@ -160,37 +151,25 @@ impl RetryLayer {
         // The clock the engine times the copies with: tokio's.
         self.settings.client.guards.hedge_delay(dependency, tokio::time::Instant::now().into_std())
     }
+}
 
-    /// Configures a layer that retries gRPC calls as `retry` says (A6), with
-    /// A6's retry throttling as its only guard unless asked for more. The
-    /// builder needs the channel's [`origin`](crate::grpc::GrpcRetryLayerBuilder::origin)
-    /// before it builds: tonic sends only the path, and the origin is the
-    /// server every call is reported and guarded as.
-    #[cfg(feature = "grpc")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
-    pub fn grpc(retry: crate::grpc::GrpcRetry) -> crate::grpc::GrpcRetryLayerBuilder {
-        crate::grpc::GrpcRetryLayerBuilder::new(retry)
+impl<S, P: Clone> Layer<S> for RetryLayer<P> {
+    type Service = RetryService<S, P>;
+
+    fn layer(&self, inner: S) -> RetryService<S, P> {
+        RetryService::new(inner, Arc::clone(&self.settings), self.protocol.clone())
     }
 }
 
-impl<S> Layer<S> for RetryLayer {
-    type Service = RetryService<S>;
-
-    fn layer(&self, inner: S) -> RetryService<S> {
-        RetryService::new(inner, Arc::clone(&self.settings))
-    }
-}
-
-impl fmt::Debug for RetryLayer {
+impl<P: fmt::Debug> fmt::Debug for RetryLayer<P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &*self.settings;
         let mut d = f.debug_struct("RetryLayer");
         d.field("policy", &s.policy)
             .field("client", &s.client)
             .field("replay_limit", &s.replay_limit)
-            .field("origin", &s.origin);
-        #[cfg(feature = "grpc")]
-        d.field("grpc", &s.grpc);
+            .field("origin", &s.origin)
+            .field("protocol", &self.protocol);
         d.finish_non_exhaustive()
     }
 }

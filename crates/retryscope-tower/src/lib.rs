@@ -86,6 +86,7 @@ mod spans;
 
 pub use builder::RetryLayerBuilder;
 pub use error::{BoxError, GaveUp, NotRetried};
+pub use http_call::Http;
 pub use layer::RetryLayer;
 pub use replay::{DEFAULT_REPLAY_LIMIT, Replay, ReplayBody};
 pub use response::ResponseBody;

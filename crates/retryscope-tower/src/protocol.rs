@@ -15,7 +15,7 @@ use http::Response;
 use http::request::Parts;
 use http_body::Body;
 use retryscope::dependency::Dependency;
-use retryscope::observe::Observer;
+use retryscope::observe::{Observer, OperationObserver};
 use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
@@ -27,6 +27,18 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_service::Service;
 use tracing::Span;
+
+/// A layer's protocol (the last type parameter of
+/// [`RetryLayer`](crate::RetryLayer) and [`RetryService`](crate::RetryService)):
+/// how its layer plans each call, which the protocol's [`Protocol`] then runs.
+pub(crate) trait LayerProtocol: Clone + Send + Sync + 'static {
+    /// One call of the protocol, once planned.
+    type Call: Protocol;
+
+    /// How the request `parts` (with its `options`) is retried by a layer
+    /// with `settings`.
+    fn plan(&self, settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<Self::Call>;
+}
 
 /// How one request is retried: its policy (its semantics are its
 /// protocol's type).
@@ -50,7 +62,7 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     /// What the protocol adds to each attempt.
     type Attempts: Attempts;
     /// The protocol's own metrics of the call, if it keeps any.
-    type Metrics: Observer + Send + Sync + 'static;
+    type Metrics: Observer<Operation: OperationObserver<Attempt: Send> + Send> + Send + Sync + 'static;
     /// How it reads each attempt's result.
     type Statuses: Statuses;
     /// Whether its calls are gRPC calls, as the attempt spans say.
@@ -60,17 +72,15 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     fn statuses(&self) -> Self::Statuses;
 
     /// Once per call, before any attempt: the request's idempotency key, if
-    /// it gets one.
-    fn key(
-        &self,
-        settings: &Settings,
-        configured: Option<&CallConfig>,
-        parts: &mut Parts,
-        replayable: bool,
-    ) -> Option<KeySource>;
+    /// it gets one. None by default: gRPC's A6 retries what the service
+    /// config opts in, and sends no key.
+    fn key(&self, _: &Settings, _: Option<&CallConfig>, _: &mut Parts, _: bool) -> Option<KeySource> {
+        None
+    }
 
-    /// How the call's attempts are judged, once its key (`key`) is known.
-    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>, key: Option<KeySource>) -> Judge;
+    /// How the call's attempts are judged, once its key (`inputs.key`) is
+    /// known.
+    fn judge(&self, settings: &Settings, inputs: &Inputs<'_>) -> Judge;
 
     /// Whether the call is retried or hedged, under which policy and priority.
     fn drive(&self, call: &Call, inputs: Inputs<'_>) -> Drive;
@@ -115,6 +125,8 @@ pub(crate) struct Inputs<'r> {
     pub(crate) parts: &'r Parts,
     pub(crate) options: &'r RetryOptions,
     pub(crate) replayable: bool,
+    /// The request's idempotency key, if it has one (`Protocol::key`).
+    pub(crate) key: Option<KeySource>,
 }
 
 /// What a protocol adds to each attempt of a call.

@@ -3,7 +3,8 @@
 
 use crate::call;
 use crate::error::BoxError;
-use crate::http_call::HttpCall;
+use crate::http_call::Http;
+use crate::protocol::LayerProtocol;
 use crate::replay::ReplayBody;
 use crate::response::ResponseBody;
 use crate::settings::Settings;
@@ -17,16 +18,18 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-/// A tower service whose requests are retried: made by [`RetryLayer`](crate::RetryLayer).
+/// A tower service whose requests are retried: made by [`RetryLayer`](crate::RetryLayer),
+/// its calls speaking the layer's protocol `P`.
 #[derive(Clone)]
-pub struct RetryService<S> {
+pub struct RetryService<S, P = Http> {
     inner: S,
     settings: Arc<Settings>,
+    protocol: P,
 }
 
-impl<S> RetryService<S> {
-    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
-        Self { inner, settings }
+impl<S, P> RetryService<S, P> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>, protocol: P) -> Self {
+        Self { inner, settings, protocol }
     }
 
     /// The wrapped service.
@@ -35,7 +38,7 @@ impl<S> RetryService<S> {
     }
 }
 
-impl<S: fmt::Debug> fmt::Debug for RetryService<S> {
+impl<S: fmt::Debug, P> fmt::Debug for RetryService<S, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryService").field("inner", &self.inner).finish_non_exhaustive()
     }
@@ -61,8 +64,9 @@ impl<T> fmt::Debug for ResponseFuture<T> {
     }
 }
 
-impl<S, B, ResB> Service<Request<B>> for RetryService<S>
+impl<S, P, B, ResB> Service<Request<B>> for RetryService<S, P>
 where
+    P: LayerProtocol,
     S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -88,16 +92,8 @@ where
         let settings = Arc::clone(&self.settings);
         let (parts, body) = request.into_parts();
         let options = parts.extensions.get::<RetryOptions>().cloned().unwrap_or_default();
-        // The layer's protocol, chosen here once: a gRPC layer's calls are
-        // gRPC calls, every other layer's HTTP calls.
-        #[cfg(feature = "grpc")]
-        if let Some(grpc) = &settings.grpc {
-            let planned = crate::grpc::call::plan(grpc, &settings, &parts, &options);
-            return ResponseFuture {
-                inner: Box::pin(call::run(settings, ready, (parts, body, options), planned)),
-            };
-        }
-        let planned = HttpCall::plan(&settings, &parts, &options);
+        // The layer's protocol, fixed by its type, plans the call.
+        let planned = self.protocol.plan(&settings, &parts, &options);
         ResponseFuture { inner: Box::pin(call::run(settings, ready, (parts, body, options), planned)) }
     }
 }

@@ -12,12 +12,24 @@ use std::sync::{Arc, OnceLock};
 /// ([`Settings::file_call`]).
 pub(crate) type FileCall = (Option<CallConfig>, Arc<Dependency<LayerBudget>>);
 
+/// What a configured layer's calls to one gRPC method resolve to from its
+/// file under one configuration: its settings and guards, and the policy the
+/// file gives a call that brings none of its own.
+#[cfg(feature = "grpc")]
+#[derive(Debug)]
+pub(crate) struct Kept {
+    pub(crate) file: FileCall,
+    /// The file's policy for a call without a policy of its own, worked out
+    /// once with the rest.
+    pub(crate) policy: Option<Policy>,
+}
+
 /// What a call resolved to from its layer's file: kept for its gRPC method
 /// under one configuration (shared by that method's calls, one reference
 /// count a call), or resolved for this call alone.
 pub(crate) enum Resolved {
     #[cfg(feature = "grpc")]
-    Kept(Arc<crate::grpc::methods::Kept>),
+    Kept(Arc<Kept>),
     Now(FileCall),
 }
 
@@ -38,7 +50,8 @@ impl Resolved {
     }
 }
 
-/// What every request of a layer shares.
+/// What every request of a layer shares, whatever its protocol (what only
+/// gRPC's layers share is theirs: `grpc::Grpc`).
 pub(crate) struct Settings {
     pub(crate) policy: Policy,
     /// What the builder's shared settings made: statuses and rules (the gRPC
@@ -50,14 +63,6 @@ pub(crate) struct Settings {
     pub(crate) client: Client<LayerBudget>,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Arc<Uri>>,
-    #[cfg(feature = "grpc")]
-    pub(crate) grpc: Option<crate::grpc::GrpcRetry>,
-    /// The methods a gRPC layer has called, with their settings.
-    #[cfg(feature = "grpc")]
-    pub(crate) methods: crate::grpc::methods::Methods,
-    /// gRPC's own metrics (gRFC A66, A96), for a gRPC layer with telemetry on.
-    #[cfg(feature = "grpc")]
-    pub(crate) grpc_metrics: Option<crate::grpc::metrics::GrpcMetrics>,
     /// The guards of `origin`, found at the first request without an
     /// authority of its own (a tonic channel's every call), kept for the next.
     pub(crate) origin_guards: OnceLock<Arc<Dependency<LayerBudget>>>,

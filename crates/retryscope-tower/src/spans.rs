@@ -3,7 +3,6 @@
 
 use http::request::Parts;
 use http::{HeaderName, Uri};
-use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::redact::redact_every_query_value;
 use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
@@ -57,17 +56,16 @@ pub(crate) struct AttemptSpan {
     pub(crate) origin: Option<Arc<Uri>>,
     /// An RPC span (`/package.Service/Method` is the path) rather than HTTP.
     pub(crate) grpc: bool,
-    /// Where the request's idempotency key came from, if it has one (HTTP).
-    pub(crate) idempotency_key: Option<KeySource>,
+    /// Whether the layer made the request's idempotency key, if it has one (HTTP).
+    pub(crate) key_generated: Option<bool>,
     /// The header the retry log's `request_id` is read from.
     pub(crate) request_id_header: HeaderName,
 }
 
-impl MakeAttemptSpan for AttemptSpan {
-    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
-        if self.grpc {
-            return grpc_span(self, info);
-        }
+impl AttemptSpan {
+    /// What an HTTP attempt's span and the retry log read from the request
+    /// (a gRPC call's `request_id` too).
+    fn http_target(&self) -> HttpTarget<'_, RedactedUrl<'_>> {
         let uri = &self.request.uri;
         let server = server(uri, self.origin.as_deref());
         HttpTarget {
@@ -75,18 +73,26 @@ impl MakeAttemptSpan for AttemptSpan {
             address: server.address,
             port: server.port(),
             url: RedactedUrl { origin: server.uri, request: uri },
-            idempotency_key: self.idempotency_key,
+            key_generated: self.key_generated,
+            headers: &self.request.headers,
+            request_id_header: &self.request_id_header,
         }
-        .span(info)
-    }
-
-    fn request_id(&self) -> Option<&str> {
-        retryscope_http::__private::spans::request_id(&self.request.headers, &self.request_id_header)
     }
 }
 
-/// `package.Service/Method` from a gRPC path: the RPC span name of the
-/// semantic conventions, and the operation a gRPC call is reported as.
+impl MakeAttemptSpan for AttemptSpan {
+    fn make_span(&self, info: &AttemptInfo<'_>) -> Span {
+        if self.grpc {
+            return grpc_span(self, info);
+        }
+        self.http_target().span(info)
+    }
+
+    fn request_id(&self) -> Option<&str> {
+        self.http_target().request_id()
+    }
+}
+
 pub(crate) fn rpc_method(path: &str) -> &str {
     path.strip_prefix('/').unwrap_or(path)
 }

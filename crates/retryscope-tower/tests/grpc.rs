@@ -5,6 +5,7 @@ use retryscope_test_support as support;
 
 use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::GrpcRetry;
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryOptions, RetryService};
@@ -24,16 +25,16 @@ fn policy() -> Policy {
         .expect("valid policy")
 }
 
-fn client_with(server: &EchoServer, layer: RetryLayer) -> EchoClient<RetryService<Channel>> {
+fn client_with(server: &EchoServer, layer: RetryLayer<Grpc>) -> EchoClient<RetryService<Channel, Grpc>> {
     let channel = Endpoint::from(server.uri()).connect_lazy();
     EchoClient::new(layer.layer(channel))
 }
 
-fn layer(server: &EchoServer, telemetry: &Telemetry, retry: GrpcRetry) -> RetryLayer {
+fn layer(server: &EchoServer, telemetry: &Telemetry, retry: GrpcRetry) -> RetryLayer<Grpc> {
     RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).build()
 }
 
-fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService<Channel>> {
+fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService<Channel, Grpc>> {
     client_with(server, layer(server, telemetry, GrpcRetry::new(policy())))
 }
 

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::GrpcRetry;
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -27,7 +28,7 @@ const CONFIG: &str = r#"{"methodConfig": [{"name": [{"service": "test.Echo"}], "
     "maxAttempts": 5, "initialBackoff": "0.1s", "maxBackoff": "10s", "backoffMultiplier": 4,
     "retryableStatusCodes": ["unavailable"]}}]}"#;
 
-fn client(uri: http::Uri) -> EchoClient<RetryService<Channel>> {
+fn client(uri: http::Uri) -> EchoClient<RetryService<Channel, Grpc>> {
     let retry = GrpcRetry::from_service_config(CONFIG).expect("valid config");
     let layer = RetryLayer::grpc(retry).origin(uri.clone()).no_telemetry().build();
     EchoClient::new(layer.layer(Endpoint::from(uri).connect_lazy()))

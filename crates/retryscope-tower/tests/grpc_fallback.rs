@@ -10,6 +10,7 @@ use prost::Message as _;
 use retryscope::{CircuitBreaker, Jitter, Policy, StopReason};
 use retryscope_test_support::echo::{Behaviour, EchoClient, EchoReply, EchoServer, echo};
 use retryscope_test_support::telemetry::Telemetry;
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::{GrpcRetry, fallback};
 use retryscope_tower::prelude::*;
 use retryscope_tower::{Fallback, FallbackContext, FallbackFuture, FallbackReason, RetryLayer, RetryService};
@@ -50,7 +51,7 @@ fn cached(
     }
 }
 
-fn client(server: &EchoServer, layer: RetryLayer) -> EchoClient<RetryService<Channel>> {
+fn client(server: &EchoServer, layer: RetryLayer<Grpc>) -> EchoClient<RetryService<Channel, Grpc>> {
     EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }
 

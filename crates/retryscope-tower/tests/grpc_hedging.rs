@@ -4,6 +4,7 @@
 
 use retryscope_test_support as support;
 
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::{GrpcRetry, NOT_RETRIED, NOT_RETRIED_THROTTLED};
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -62,7 +63,11 @@ fn hedged(copies: u32, delay: &str) -> GrpcRetry {
     .expect("valid config")
 }
 
-fn client(server: &EchoServer, telemetry: &Telemetry, retry: GrpcRetry) -> EchoClient<RetryService<Channel>> {
+fn client(
+    server: &EchoServer,
+    telemetry: &Telemetry,
+    retry: GrpcRetry,
+) -> EchoClient<RetryService<Channel, Grpc>> {
     let layer = RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).build();
     EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }

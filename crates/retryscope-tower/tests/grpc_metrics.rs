@@ -5,6 +5,7 @@
 use retryscope_test_support as support;
 
 use retryscope::{Jitter, Policy};
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::GrpcRetry;
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -52,7 +53,7 @@ fn policy() -> Policy {
         .expect("valid policy")
 }
 
-fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService<Channel>> {
+fn client(server: &EchoServer, telemetry: &Telemetry) -> EchoClient<RetryService<Channel, Grpc>> {
     let layer = RetryLayer::grpc(GrpcRetry::new(policy()))
         .origin(server.uri())
         .meter(&telemetry.meter)

@@ -6,6 +6,7 @@
 use retryscope_test_support as support;
 
 use retryscope::Pacer;
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::{GrpcRetry, NOT_RETRIED, NOT_RETRIED_RATE_LIMITED};
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -26,12 +27,12 @@ fn config() -> GrpcRetry {
     .expect("valid config")
 }
 
+/// A client through a gRPC layer.
+type Client = EchoClient<RetryService<Channel, Grpc>>;
+
 /// Two clients on one channel through one layer, as two tasks of a service
 /// share them: the same guards behind both.
-fn clients(
-    server: &EchoServer,
-    pacer: Option<fn() -> Pacer>,
-) -> (EchoClient<RetryService<Channel>>, EchoClient<RetryService<Channel>>) {
+fn clients(server: &EchoServer, pacer: Option<fn() -> Pacer>) -> (Client, Client) {
     let builder = RetryLayer::grpc(config()).origin(server.uri()).no_telemetry();
     let builder = match pacer {
         Some(make) => builder.pacer_per_dependency(make),

@@ -8,6 +8,7 @@ use retryscope_test_support as support;
 
 use http::StatusCode;
 use retryscope::{Jitter, Policy};
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::GrpcRetry;
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -19,7 +20,7 @@ use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
 use tower::Layer;
 
-fn client(server: &H2Server, retry: GrpcRetry) -> EchoClient<RetryService<Channel>> {
+fn client(server: &H2Server, retry: GrpcRetry) -> EchoClient<RetryService<Channel, Grpc>> {
     let layer = RetryLayer::grpc(retry).origin(server.uri()).no_telemetry().build();
     EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }

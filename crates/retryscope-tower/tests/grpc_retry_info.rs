@@ -7,6 +7,7 @@
 use retryscope_test_support as support;
 
 use retryscope::Pacer;
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::GrpcRetry;
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryService};
@@ -27,7 +28,7 @@ fn config() -> GrpcRetry {
     .expect("valid config")
 }
 
-fn client(server: &EchoServer, pacer: bool) -> EchoClient<RetryService<Channel>> {
+fn client(server: &EchoServer, pacer: bool) -> EchoClient<RetryService<Channel, Grpc>> {
     let builder = RetryLayer::grpc(config()).origin(server.uri()).no_telemetry();
     let builder = if pacer { builder.pacer_per_dependency(Pacer::new) } else { builder };
     EchoClient::new(builder.build().layer(Endpoint::from(server.uri()).connect_lazy()))

@@ -8,6 +8,7 @@
 use retryscope_test_support as support;
 
 use retryscope::{CircuitBreaker, Policy};
+use retryscope_tower::grpc::Grpc;
 use retryscope_tower::grpc::{
     GrpcRetry, NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_THROTTLED,
 };
@@ -36,7 +37,7 @@ fn config(configured: bool) -> GrpcRetry {
     .expect("valid config")
 }
 
-fn client(server: &EchoServer, retry: GrpcRetry) -> EchoClient<RetryService<Channel>> {
+fn client(server: &EchoServer, retry: GrpcRetry) -> EchoClient<RetryService<Channel, Grpc>> {
     let layer = RetryLayer::grpc(retry).origin(server.uri()).no_telemetry().build();
     EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()))
 }

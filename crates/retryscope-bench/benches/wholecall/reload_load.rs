@@ -253,7 +253,7 @@ enum Client {
             >,
         >,
     ),
-    TonicGrpc(retryscope_tower::RetryService<tonic::transport::Channel>),
+    TonicGrpc(retryscope_tower::RetryService<tonic::transport::Channel, retryscope_tower::grpc::Grpc>),
 }
 
 impl Client {

@@ -5,7 +5,7 @@
 //! (`.fallback_for("inventory.internal", "stale-cache")?`) or for every
 //! dependency without one of its own (`.default_fallback("stale-cache")?`).
 //! The names are what a configuration file selects a fallback by
-//! ([`ClientSettings::fallback_names`](crate::__private::ClientSettings::fallback_names)).
+//! ([`ClientSettings::fallback_names`](crate::settings::ClientSettings::fallback_names)).
 //!
 //! **When it runs** — exactly when the engine *gave up* on the call
 //! ([`FallbackReason::for_stop`]): attempts exhausted, deadline, circuit
@@ -34,7 +34,7 @@
 //! A fallback that fails ends the call with [`FallbackFailed`], whose
 //! `source()` chain holds the fallback's error, then the call's own.
 
-use crate::__private::ClientSettings;
+use crate::settings::ClientSettings;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use opentelemetry::KeyValue;
@@ -342,7 +342,7 @@ impl FallbackSettings {
 impl ClientSettings {
     /// The names of the fallbacks registered so far, in registration order:
     /// what a configuration file's `fallback = "name"` is checked against.
-    pub fn fallback_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn fallback_names(&self) -> impl Iterator<Item = &str> {
         self.fallbacks.names()
     }
 }

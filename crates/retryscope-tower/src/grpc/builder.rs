@@ -1,14 +1,18 @@
 //! The gRPC layer's builder: only the settings gRPC mode reads.
 
+use crate::budget::LayerBudget;
 use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
+use crate::grpc::layer::Grpc;
 use crate::layer::RetryLayer;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
-use retryscope_http::__private::{ClientSettings, HasClientSettings, HasTelemetry};
+use retryscope::dependency::Factory;
+use retryscope_http::{ClientSettings, HasClientSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// Whether a [`GrpcRetryLayerBuilder`] has its channel's origin yet: `build`
 /// is offered only once it has.
@@ -134,6 +138,8 @@ use origin_state::{HasOrigin, NoOrigin};
 pub struct GrpcRetryLayerBuilder<T = On, O = NoOrigin> {
     retry: GrpcRetry,
     tower: TowerSettings,
+    /// Whether the layer records gRPC's own metrics (A66, A96) too.
+    metrics: bool,
     telemetry: PhantomData<T>,
     origin: PhantomData<O>,
 }
@@ -151,10 +157,8 @@ impl GrpcRetryLayerBuilder<On, NoOrigin> {
     pub(crate) fn new(retry: GrpcRetry) -> Self {
         let mut tower = TowerSettings::default();
         // A6's guards only: the token bucket, when the config throttles.
-        tower.shared.breaker = None;
-        tower.shared.budget = None;
-        tower.shared.pacer = None;
-        Self { retry, tower, telemetry: PhantomData, origin: PhantomData }
+        tower.shared.no_guards();
+        Self { retry, tower, metrics: false, telemetry: PhantomData, origin: PhantomData }
     }
 }
 
@@ -169,6 +173,7 @@ impl<T> GrpcRetryLayerBuilder<T, NoOrigin> {
         GrpcRetryLayerBuilder {
             retry: self.retry,
             tower: self.tower,
+            metrics: self.metrics,
             telemetry: PhantomData,
             origin: PhantomData,
         }
@@ -194,6 +199,7 @@ impl<O> HasTelemetry for GrpcRetryLayerBuilder<On, O> {
         GrpcRetryLayerBuilder {
             retry: self.retry,
             tower: self.tower,
+            metrics: self.metrics,
             telemetry: PhantomData,
             origin: PhantomData,
         }
@@ -210,7 +216,7 @@ impl<O> GrpcRetryLayerBuilder<On, O> {
     /// what the `retryscope.*` metrics say, and record five more instruments
     /// per attempt. Not offered after [`no_telemetry`](crate::prelude::WithTelemetry::no_telemetry).
     pub fn grpc_metrics(mut self) -> Self {
-        self.tower.grpc_metrics = true;
+        self.metrics = true;
         self
     }
 }
@@ -225,16 +231,39 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
         mut self,
         make: impl Fn() -> retryscope::RetryBudget + Send + Sync + 'static,
     ) -> Self {
-        self.tower.shared.budget = Some(std::sync::Arc::new(make));
+        self.tower.shared.set_budget(Some(Arc::new(make)));
         self
     }
 }
 
 impl<T> GrpcRetryLayerBuilder<T, HasOrigin> {
     /// The layer.
-    pub fn build(self) -> RetryLayer {
+    pub fn build(self) -> RetryLayer<Grpc> {
+        // A6's retry throttling: a token bucket per server where the config
+        // throttles, in place of any retry budget.
+        let budget = self.retry.is_throttled().then(|| {
+            let retry = self.retry.clone();
+            let bucket: Factory<LayerBudget> =
+                Arc::new(move || LayerBudget::Bucket(retry.token_bucket().unwrap_or_default()));
+            bucket
+        });
+        let origin = self.tower.origin.clone();
         // Every call takes the policy of its method (or its `RetryOptions`),
         // never this one: it only fills the field.
-        self.tower.build(Policy::interactive(), Some(self.retry))
+        let (settings, meter) = self.tower.build(Policy::interactive(), budget);
+        let metrics = meter.filter(|_| self.metrics);
+        RetryLayer { settings, protocol: Grpc::new(self.retry, metrics.as_ref(), origin.as_ref()) }
+    }
+}
+
+impl RetryLayer {
+    /// Configures a layer that retries gRPC calls as `retry` says (A6), with
+    /// A6's retry throttling as its only guard unless asked for more. The
+    /// builder needs the channel's [`origin`](GrpcRetryLayerBuilder::origin)
+    /// before it builds: tonic sends only the path, and the origin is the
+    /// server every call is reported and guarded as.
+    #[cfg_attr(docsrs, doc(cfg(feature = "grpc")))]
+    pub fn grpc(retry: GrpcRetry) -> GrpcRetryLayerBuilder {
+        GrpcRetryLayerBuilder::new(retry)
     }
 }

@@ -4,8 +4,8 @@
 //! gets.
 
 use super::headers;
-use super::methods::{Kept, Method};
-use super::metrics::CallMetrics;
+use super::methods::{Method, Methods};
+use super::metrics::{CallMetrics, GrpcMetrics};
 use super::statuses::GrpcStatuses;
 use super::{CodeSet, GrpcRetry, reset, status};
 use crate::budget::LayerBudget;
@@ -14,7 +14,7 @@ use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
-use crate::settings::{Resolved, Settings};
+use crate::settings::{Kept, Resolved, Settings};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
@@ -22,10 +22,9 @@ use retryscope::dependency::{Dependency, bounded_operation};
 use retryscope::hedge::HedgePolicy;
 use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::Drive;
-use retryscope_http::__private::fallback::{Chosen, FallbackError};
-use retryscope_http::__private::idempotency::KeySource;
+use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::{CallConfig, Judge};
-use retryscope_http::{LastAnswer, RetryOptions};
+use retryscope_http::{FallbackFailed, LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -39,6 +38,9 @@ pub(crate) struct GrpcCall {
     /// The codes its policy retries (the method's, or `UNAVAILABLE` for a
     /// caller's own policy).
     codes: CodeSet,
+    /// The layer's gRPC metrics (A66, A96) when it records them, until the
+    /// call starts them (`start`).
+    layer_metrics: Option<GrpcMetrics>,
     /// gRPC's own metrics of the call (A66, A96), once started.
     metrics: Option<CallMetrics>,
     /// Whether the call's deadline goes on the wire as `grpc-timeout`: only a
@@ -53,6 +55,8 @@ pub(crate) struct GrpcCall {
 /// caller's `grpc-timeout`; and what it resolved to from the layer's file.
 pub(crate) fn plan(
     grpc: &GrpcRetry,
+    methods: &Methods,
+    metrics: Option<&GrpcMetrics>,
     settings: &Settings,
     parts: &Parts,
     options: &RetryOptions,
@@ -65,7 +69,7 @@ pub(crate) fn plan(
     let (method, file, from_file) =
         match (settings.client.file_generation(), parts.uri.authority(), &settings.origin_server) {
             (Some(generation), None, Some(_)) => {
-                let (method, kept) = settings.methods.get_with_file(grpc, path, generation, || {
+                let (method, kept) = methods.get_with_file(grpc, path, generation, || {
                     let file = settings.file_call(&parts.uri, true);
                     Kept { policy: file_policy(file.0.as_ref(), &RetryOptions::default()), file }
                 });
@@ -78,7 +82,7 @@ pub(crate) fn plan(
             _ => {
                 let file = settings.file_call(&parts.uri, true);
                 let from_file = file_policy(file.0.as_ref(), options);
-                (settings.methods.get(grpc, path), Resolved::Now(file), from_file)
+                (methods.get(grpc, path), Resolved::Now(file), from_file)
             }
         };
     let retry = method.retry;
@@ -104,7 +108,9 @@ pub(crate) fn plan(
         Some(timeout) => within(policy, timeout),
         None => policy,
     };
-    let protocol = GrpcCall { method, codes, metrics: None, sends_deadline: timeout.is_some() };
+    let layer_metrics = metrics.cloned();
+    let protocol =
+        GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline: timeout.is_some() };
     Planned { call: Call { policy }, protocol, file }
 }
 
@@ -192,7 +198,7 @@ impl GrpcCall {
         let request = (&parts.method, &parts.uri, None);
         match chosen.answer(guards.name(), request, last, remaining).await {
             Ok(response) => (Ok(super::fallback::answer(response)), true),
-            Err(error) => (Err(Box::new(fallback_failed(error, result))), false),
+            Err(error) => (Err(Box::new(fallback_failed(|call| error.with_original(call), result))), false),
         }
     }
 }
@@ -202,9 +208,9 @@ impl GrpcCall {
 /// decodes a status, never an opaque error, which it would make `UNKNOWN`),
 /// its message saying that the fallback failed too and why, and as its
 /// source the `FallbackFailed` whose chain holds the fallback's error, then
-/// the call's own.
+/// the call's own (`failed` joins the two, once the call's status is known).
 fn fallback_failed<B: Body>(
-    error: FallbackError,
+    failed: impl FnOnce(BoxError) -> FallbackFailed,
     result: Result<Response<ResponseBody<B>>, BoxError>,
 ) -> tonic::Status {
     let original = match result {
@@ -221,7 +227,7 @@ fn fallback_failed<B: Body>(
             None => tonic::Status::unknown("the call's status was not received"),
         },
     };
-    let failed = error.with_original(Box::new(original.clone()));
+    let failed = failed(Box::new(original.clone()));
     let message = match original.message() {
         "" => format!("{failed}: {}", failed.fallback_error()),
         said => format!("{said} ({failed}: {})", failed.fallback_error()),
@@ -340,14 +346,9 @@ impl Protocol for GrpcCall {
         GrpcStatuses { codes: self.codes }
     }
 
-    /// None: A6 retries what the service config opts in.
-    fn key(&self, _: &Settings, _: Option<&CallConfig>, _: &mut Parts, _: bool) -> Option<KeySource> {
-        None
-    }
-
     /// gRPC's: A6 lets a call the service config retries run again once
     /// sent; its statuses are judged by their codes.
-    fn judge(&self, _: &Settings, inputs: &Inputs<'_>, _: Option<KeySource>) -> Judge {
+    fn judge(&self, _: &Settings, inputs: &Inputs<'_>) -> Judge {
         Judge::grpc(inputs.replayable)
     }
 
@@ -375,13 +376,12 @@ impl Protocol for GrpcCall {
     /// attempts send.
     fn start(
         &mut self,
-        settings: &Settings,
+        _: &Settings,
         parts: &Parts,
         call: &Call,
         _: Option<&CallConfig>,
     ) -> (GrpcAttempts, Option<CallMetrics>) {
-        self.metrics =
-            settings.grpc_metrics.as_ref().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
+        self.metrics = self.layer_metrics.take().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
         let deadline = call.policy.deadline().filter(|_| self.sends_deadline);
         (GrpcAttempts { started: None, deadline, metrics: self.metrics.clone() }, self.metrics.clone())
     }

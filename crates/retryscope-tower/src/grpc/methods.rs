@@ -2,8 +2,7 @@
 //! operation name, worked out at its first call and kept for the next.
 
 use super::{CallRetry, GrpcRetry};
-use crate::settings::FileCall;
-use retryscope::Policy;
+use crate::settings::Kept;
 use std::fmt;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
@@ -31,17 +30,6 @@ impl Method {
             .get_or_init(|| retryscope::dependency::bounded_operation(crate::spans::rpc_method(&self.path)));
         Arc::clone(operation)
     }
-}
-
-/// What a configured layer's calls to one method resolve to from its file
-/// under one configuration: its settings and guards, and the policy the file
-/// gives a call that brings none of its own.
-#[derive(Debug)]
-pub(crate) struct Kept {
-    pub(crate) file: FileCall,
-    /// `super::call::file_policy` of `file` for a call without a policy of
-    /// its own, worked out once with the rest.
-    pub(crate) policy: Option<Policy>,
 }
 
 /// The methods a layer has called, by path.
@@ -143,6 +131,7 @@ impl fmt::Debug for Methods {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use retryscope::Policy;
 
     #[test]
     fn a_method_is_worked_out_once_and_the_list_stays_bounded() {

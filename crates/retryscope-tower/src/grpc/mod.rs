@@ -8,6 +8,7 @@ pub(crate) mod code;
 mod config;
 pub mod fallback;
 pub(crate) mod headers;
+mod layer;
 pub(crate) mod methods;
 pub(crate) mod metrics;
 pub(crate) mod reset;
@@ -18,6 +19,7 @@ pub(crate) mod stop;
 pub use builder::{GrpcRetryLayerBuilder, origin_state};
 pub use code::CodeSet;
 pub use config::ServiceConfigError;
+pub use layer::Grpc;
 pub use stop::{
     NOT_RETRIED, NOT_RETRIED_BODY, NOT_RETRIED_CIRCUIT_OPEN, NOT_RETRIED_RATE_LIMITED,
     NOT_RETRIED_REJECTED_LOCALLY, NOT_RETRIED_THROTTLED,

@@ -11,7 +11,7 @@ use http_body::Body;
 use retryscope::pace::PaceSignal;
 use retryscope::{ErrorType, Verdict};
 use retryscope_http::__private::Judge;
-use retryscope_http::__private::transport::{Failure, Stage};
+use retryscope_http::__private::Stage;
 
 /// The statuses of a gRPC call whose method retries `codes`.
 pub(crate) struct GrpcStatuses {
@@ -40,18 +40,18 @@ impl Statuses for GrpcStatuses {
             } else {
                 Verdict::permanent(error)
             };
-            return judge.failure(Failure::sent(verdict));
+            return judge.failure(verdict, Stage::Sent);
         }
-        let failure = transport(error);
+        let (verdict, stage) = transport(error);
         // gRPC reports a transport failure as UNAVAILABLE: retried when that
         // code is, or — a transparent retry — when nothing left the client.
-        if let Verdict::Retryable { error, .. } = failure.verdict
+        if let Verdict::Retryable { error, .. } = verdict
             && !self.codes.contains(tonic::Code::Unavailable)
-            && failure.stage == Stage::Sent
+            && stage == Stage::Sent
         {
             return Verdict::unrepeatable(error);
         }
-        judge.failure(failure)
+        judge.failure(verdict, stage)
     }
 
     fn pace<B: Body>(&self, response: &Response<ResponseBody<B>>) -> PaceSignal {

@@ -7,39 +7,20 @@ use crate::observe::{AttemptScope, Observer, OperationObserver};
 use crate::verdict::Verdict;
 use std::time::Instant;
 
-/// What an attempt's end says about the dependency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Health {
-    /// It succeeded.
-    Healthy,
-    /// It answered with a permanent error: healthy, but no success to reward.
-    Answered,
-    /// It asked the client to slow down (429, `RESOURCE_EXHAUSTED`): a rate
-    /// limit, not an outage; or it rolled back a conflicting transaction
-    /// (`40001`, `40P01`), which is no outage either. The breaker hears
-    /// nothing; a retry budget counts it as the failure it is for the caller.
-    Throttling,
-    /// It failed transiently.
-    Unhealthy,
-    /// Nobody knows: the attempt was abandoned.
-    Unknown,
-}
-
-impl Health {
-    /// What an attempt that ended with `verdict` says about the dependency.
-    #[inline]
-    pub(super) fn of(verdict: Verdict) -> Self {
-        match verdict {
-            Verdict::Success => Health::Healthy,
-            // A 404 is a healthy server answering.
-            Verdict::Permanent { .. } => Health::Answered,
-            // A database conflict is a healthy server answering too.
-            Verdict::Retryable { error, .. } if error.is_throttling() || error.is_conflict() => {
-                Health::Throttling
-            }
-            Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
-                Health::Unhealthy
-            }
+/// How an attempt that ended with `verdict` ended, as the guards hear it:
+/// what it says about the dependency.
+#[inline]
+pub(super) fn end_of(verdict: Verdict) -> End {
+    match verdict {
+        Verdict::Success => End::Succeeded,
+        // A 404 is a healthy server answering.
+        Verdict::Permanent { .. } => End::Answered,
+        // A rate limit is no outage, nor is a database conflict
+        // (`40001`, `40P01`): the breaker hears nothing; a retry budget
+        // counts it as the failure it is for the caller.
+        Verdict::Retryable { error, .. } if error.is_throttling() || error.is_conflict() => End::Throttled,
+        Verdict::Retryable { .. } | Verdict::Unrepeatable { .. } | Verdict::RetriedElsewhere { .. } => {
+            End::Failed
         }
     }
 }
@@ -56,19 +37,6 @@ pub(crate) struct Flight<A> {
     /// keep for it (a breaker's permit, a limit's slot, what the budget
     /// charged): settled with them.
     pub(super) admitted: Option<(Attempt, Permits)>,
-}
-
-impl Health {
-    /// How an attempt that ended so ended, as a guard hears it.
-    pub(super) fn end(self) -> End {
-        match self {
-            Health::Healthy => End::Succeeded,
-            Health::Answered => End::Answered,
-            Health::Throttling => End::Throttled,
-            Health::Unhealthy => End::Failed,
-            Health::Unknown => End::Cancelled,
-        }
-    }
 }
 
 impl<A: AttemptScope> Flight<A> {

@@ -14,7 +14,7 @@ impl<O: Observer> Driver<'_, O> {
         } else {
             self.attempt_started.unwrap_or_else(untimed_instant)
         };
-        self.record_attempt(now, verdict.error_type(), Health::of(verdict));
+        self.record_attempt(now, verdict.error_type(), end_of(verdict));
         if let Some(error) = verdict.error_type() {
             self.last_error = Some(error);
         }
@@ -50,13 +50,13 @@ impl<O: Observer> Driver<'_, O> {
             return;
         }
         if self.scope.is_some() {
-            self.record_attempt(now, Some(ErrorType::CANCELLED), Health::Unknown);
+            self.record_attempt(now, Some(ErrorType::CANCELLED), End::Cancelled);
         }
         self.finish(now, Outcome::Cancelled, None);
     }
 
     /// Settles the running attempt, if one runs (see [`record`](Self::record)).
-    pub(super) fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, health: Health) {
+    pub(super) fn record_attempt(&mut self, now: Instant, error: Option<ErrorType>, end: End) {
         let Some(scope) = self.scope.take() else { return };
         let flight = Flight {
             number: self.attempts,
@@ -64,7 +64,7 @@ impl<O: Observer> Driver<'_, O> {
             scope: Some(scope),
             admitted: self.admitted.take(),
         };
-        self.record(flight, now, error, health, None);
+        self.record(flight, now, error, end, None);
     }
 
     /// Settles `flight`, which ended at `now` with `error` (none for a
@@ -77,7 +77,7 @@ impl<O: Observer> Driver<'_, O> {
         flight: Flight<Scope<O>>,
         now: Instant,
         error: Option<ErrorType>,
-        health: Health,
+        end: End,
         hedge: Option<HedgeOutcome>,
     ) {
         let Flight { number, started, scope, admitted } = flight;
@@ -88,7 +88,7 @@ impl<O: Observer> Driver<'_, O> {
                 (true, Some(started)) => now.saturating_duration_since(started),
                 _ => Duration::ZERO,
             };
-            self.setup.dependency.settle(attempt.took(latency), permits, health.end());
+            self.setup.dependency.settle(attempt.took(latency), permits, end);
         }
         let duration = started.map_or(Duration::ZERO, |s| Self::since(s, now));
         let end = AttemptEnd { number, duration, error, hedge };

@@ -11,11 +11,12 @@
 //! The hedge's future polls the copies and keeps their tokens ([`Sent`])
 //! beside their futures; it asks this driver for everything else.
 
-use super::attempt::Health;
+use super::attempt::end_of;
 use super::{Driver, Flight, Scope, Setup};
 use crate::budget::RetryCause;
 use crate::clock::Clock;
 use crate::guard::Attempt;
+use crate::guard::End;
 use crate::observe::{HedgeOutcome, Observer};
 use crate::outcome::{Outcome, StopReason};
 use crate::policy::Policy;
@@ -190,7 +191,7 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
         let started = sent.flight.started;
         let error = verdict.error_type();
         let outcome = if verdict == Verdict::Success { HedgeOutcome::Won } else { HedgeOutcome::Failed };
-        self.driver.record(sent.flight, now, error, Health::of(verdict), Some(outcome));
+        self.driver.record(sent.flight, now, error, end_of(verdict), Some(outcome));
         if error.is_some() {
             self.driver.last_error = error;
         }
@@ -248,7 +249,7 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
         {
             self.policy.record(now.saturating_duration_since(started));
         }
-        self.driver.record(sent.flight, now, None, Health::Unknown, Some(HedgeOutcome::Cancelled));
+        self.driver.record(sent.flight, now, None, End::Cancelled, Some(HedgeOutcome::Cancelled));
     }
 
     /// The call is over at `now` with `outcome`; its copies are settled or

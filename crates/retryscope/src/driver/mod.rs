@@ -43,7 +43,7 @@ use crate::pace::{Held, HoldSource, Pacer};
 use crate::random::JitterRng;
 use crate::verdict::{DelaySource, ErrorType, Hint, Verdict};
 use crate::wait::{Curve, next_wait};
-use attempt::Health;
+use attempt::end_of;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
