@@ -14,7 +14,8 @@
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::schema::InFlight;
 use crate::settings::Refusal;
-use retryscope::budget::{BudgetError, InFlightBudget};
+use retryscope::SettingError;
+use retryscope::budget::InFlightBudget;
 
 /// An in-flight budget's settings, checked when the file loaded.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -34,7 +35,7 @@ impl Default for InFlightSettings {
 
 impl InFlightSettings {
     /// A fresh budget with these settings.
-    pub fn build(&self) -> Result<InFlightBudget, BudgetError> {
+    pub fn build(&self) -> Result<InFlightBudget, SettingError> {
         InFlightBudget::new(self.share, self.min)
     }
 
@@ -48,8 +49,8 @@ impl InFlightSettings {
         match settings.build() {
             Ok(_) => Ok(Some(settings)),
             Err(e) => {
-                let key = match &e {
-                    BudgetError::OutOfRange { setting: "min", .. } => "in_flight_budget.min",
+                let key = match e.setting() {
+                    "min" => "in_flight_budget.min",
                     _ => "in_flight_budget.share",
                 };
                 let message = e.to_string();

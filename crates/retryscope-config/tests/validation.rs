@@ -256,7 +256,7 @@ fn an_in_flight_budget_is_read_inherited_and_refused_loudly_when_out_of_range() 
         assert_eq!(e.kind(), ConfigErrorKind::OutOfRange, "{e}");
         assert_eq!(e.path(), format!("dependencies.pay.in_flight_budget.{key}"), "{e}");
         assert_eq!(e.location().map(|l| l.line), Some(3), "{e}");
-        assert!(e.source().is_some(), "the engine's BudgetError is kept: {e}");
+        assert!(e.source().is_some(), "the engine's SettingError is kept: {e}");
     }
     let e = toml("[dependencies.pay]\nhost = \"pay\"\nin_flight_budget = { shares = 0.2 }\n").unwrap_err();
     assert_eq!(e.kind(), ConfigErrorKind::Syntax, "{e}");

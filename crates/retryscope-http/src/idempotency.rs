@@ -49,8 +49,8 @@
 //! ```
 
 use crate::configured::CallConfig;
+use crate::safety::is_idempotent_method;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method};
-use retryscope::classify::is_idempotent_method;
 use std::fmt;
 
 /// The draft's header, `Idempotency-Key` (lowercase, as [`HeaderMap`] keeps
@@ -200,7 +200,7 @@ impl IdempotencyKeys {
 /// Whether `headers` carry a non-empty `name` (as [`has_idempotency_key`]
 /// does for the draft's header).
 ///
-/// [`has_idempotency_key`]: retryscope::classify::has_idempotency_key
+/// [`has_idempotency_key`]: crate::safety::has_idempotency_key
 fn has_key(headers: &HeaderMap, name: &HeaderName) -> bool {
     headers.get_all(name).iter().any(|value| value.as_bytes().iter().any(|b| !matches!(b, b' ' | b'\t')))
 }

@@ -93,6 +93,7 @@ pub mod __private {
     pub use crate::configured::{CallConfig, NamedBodyRules};
     pub use crate::error::NotReplayable;
     pub use crate::judge::Judge;
+    pub use crate::transport::Stage;
     pub use retryscope_config::Target;
 
     /// The per-response rules as the builders keep them.

@@ -162,10 +162,10 @@ mod tests {
     use super::*;
     use crate::RetryOptions;
     use crate::safety::Safety;
+    use crate::transport::Stage;
     use http::Method;
     use retryscope::ErrorType;
     use retryscope::Hint;
-    use retryscope::classify::Stage;
     use std::time::Duration;
 
     const ASKED: ErrorType = ErrorType::Kind("x_retry");

@@ -5,8 +5,18 @@ use crate::error::NotReplayable;
 use crate::fault::InjectedFault;
 use retryscope::ErrorType;
 use retryscope::Verdict;
-use retryscope::classify::Stage;
 use std::error::Error as StdError;
+
+/// How far a failed request got before it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Nothing of the request can have reached the server (e.g. the connection
+    /// was refused), so a retry cannot duplicate a side effect.
+    NotSent,
+    /// Some or all of the request may have reached the server (e.g. a reset or
+    /// timeout after the connection was established, or any response).
+    Sent,
+}
 
 /// The engine's view of one transport failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

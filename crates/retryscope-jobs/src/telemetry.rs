@@ -8,9 +8,10 @@ use crate::job::{Job, JobOutcome};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, ObservableGauge};
 use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+use retryscope::dependency::NameTable;
 use retryscope_otel::tracing_opentelemetry::OpenTelemetrySpanExt;
-use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Weak};
 use std::time::Duration;
 
 /// Deliveries by how they ended (`retryscope.job.outcome`).
@@ -31,12 +32,20 @@ pub const OUTCOME_ATTR: &str = "retryscope.job.outcome";
 /// The dead-letter reason attribute.
 pub const DEAD_REASON_ATTR: &str = "retryscope.job.dead_reason";
 /// The OpenTelemetry messaging destination attribute: on metrics, the
-/// subject bounded by [`retryscope::dependency::bounded_destination`] (at most
-/// [`retryscope::dependency::MAX_DESTINATIONS`] values, then `_OTHER`); on spans, the
-/// subject itself.
+/// subject bounded (at most [`MAX_DESTINATIONS`] values, then `_OTHER`); on
+/// spans, the subject itself.
 pub const DESTINATION_ATTR: &str = "messaging.destination.name";
 /// The messaging system, as the conventions name NATS.
 pub const SYSTEM: &str = "nats";
+
+/// How many distinct messaging destinations (job subjects) one process
+/// reports; further ones are reported as `_OTHER`
+/// ([`OVERFLOW`](retryscope::dependency::OVERFLOW)). Lower than
+/// [`MAX_DEPENDENCIES`](retryscope::dependency::MAX_DEPENDENCIES): each
+/// destination carries a counter per outcome and two histograms, and a stream
+/// whose subjects carry ids (`orders.<id>`) would otherwise make one series set
+/// per id.
+pub const MAX_DESTINATIONS: usize = 100;
 
 /// The job instruments, from the global meter provider.
 pub(crate) struct JobTelemetry {
@@ -134,10 +143,15 @@ impl JobTelemetry {
 
 /// A metric's `messaging.destination.name`: the subject, bounded.
 fn destination(subject: &str) -> KeyValue {
-    KeyValue::new(
-        DESTINATION_ATTR,
-        opentelemetry::StringValue::from(retryscope::dependency::bounded_destination(subject)),
-    )
+    KeyValue::new(DESTINATION_ATTR, opentelemetry::StringValue::from(bounded_destination(subject)))
+}
+
+/// `subject` as a `messaging.destination.name` metric label, bounded by a
+/// process-wide table of its own to [`MAX_DESTINATIONS`] names (then `_OTHER`).
+/// Spans keep the full subject: only metric series multiply.
+fn bounded_destination(subject: &str) -> Arc<str> {
+    static DESTINATIONS: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DESTINATIONS));
+    DESTINATIONS.intern(subject)
 }
 
 /// The dead-letter depth as the worker last read it: written by the worker's
@@ -236,4 +250,13 @@ pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
         return None;
     }
     Some(SpanContext::new(trace, span, TraceFlags::new(flags), true, TraceState::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    /// What `bounded_destination`'s doc example showed when it was the engine's.
+    #[test]
+    fn a_subject_is_its_own_label_while_the_table_has_room() {
+        assert_eq!(&*super::bounded_destination("orders.created"), "orders.created");
+    }
 }

@@ -5,7 +5,7 @@
 mod support;
 
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
-use retryscope_jobs::telemetry::{DELIVERIES, DESTINATION_ATTR, OUTCOME_ATTR};
+use retryscope_jobs::telemetry::{DELIVERIES, DESTINATION_ATTR, MAX_DESTINATIONS, OUTCOME_ATTR};
 use retryscope_jobs::{Job, JobOutcome, Producer, Worker};
 use retryscope_test_support::telemetry::Telemetry;
 use std::time::Duration;
@@ -22,7 +22,7 @@ async fn destinations_beyond_the_cap_are_reported_as_other() {
     let prefix = stream.to_lowercase();
     let config = NatsQueueConfig::new(&stream, [format!("{prefix}.>")], "workers");
     let queue = NatsQueue::open(client, config).await.expect("streams and consumer");
-    let subjects = retryscope::dependency::MAX_DESTINATIONS + 20;
+    let subjects = MAX_DESTINATIONS + 20;
     let worker = Worker::builder(queue.clone(), policy, |_job: Job| async { Ok::<(), TestError>(()) })
         .concurrency(32)
         .build()
@@ -40,7 +40,7 @@ async fn destinations_beyond_the_cap_are_reported_as_other() {
     assert!(all, "{} of {subjects} succeeded", stats.count(JobOutcome::Succeeded));
     let (values, _) = telemetry.series(DELIVERIES, DESTINATION_ATTR);
     assert!(values.contains(retryscope::dependency::OVERFLOW), "{values:?}");
-    assert!(values.len() <= retryscope::dependency::MAX_DESTINATIONS + 1, "{} destinations", values.len());
+    assert!(values.len() <= MAX_DESTINATIONS + 1, "{} destinations", values.len());
     assert_eq!(
         telemetry.counter(DELIVERIES, &[(OUTCOME_ATTR, "succeeded")]),
         subjects as u64,

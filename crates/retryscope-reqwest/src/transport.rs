@@ -2,9 +2,8 @@
 //! (retryscope-http's `Judge::cause`).
 
 use retryscope::Verdict;
-use retryscope::classify::Stage;
 use retryscope::{ErrorType, Transient};
-use retryscope_http::__private::Judge;
+use retryscope_http::__private::{Judge, Stage};
 
 /// Classifies an error from the middleware stack.
 ///

@@ -7,10 +7,10 @@ use http::Response;
 use http_body::Body;
 use retryscope::ErrorType;
 use retryscope::classify::Classify;
-use retryscope::classify::Stage;
 use retryscope::pace::PaceSignal;
 use retryscope::{Verdict, hints};
 use retryscope_http::__private::Judge;
+use retryscope_http::__private::Stage;
 use std::time::SystemTime;
 
 /// What only a call's protocol knows of an attempt's result: how it reads

@@ -46,8 +46,8 @@
 //!
 //! - [`Policy`]: attempts, backoff, [`Jitter`], deadline, per-attempt timeout;
 //!   presets [`Policy::interactive`] and [`Policy::background`].
-//! - [`classify`]: what a result means ([`Verdict`]); HTTP status, I/O error and
-//!   idempotency helpers.
+//! - [`classify`]: what a result means ([`Verdict`]); HTTP status and I/O error
+//!   helpers, the `Idempotency-Key` header's name and key-length limit.
 //! - [`hints`]: `Retry-After` and `RateLimit` headers.
 //! - [`dependency::Dependency`]: a dependency as a value — its name and its
 //!   guards, built once, shared by every call, put on a call with one setter
@@ -57,7 +57,7 @@
 //!   ([`budget::Budget`]); [`CircuitBreaker`]: stop calling a dependency that
 //!   is down.
 //! - [`pace`]: pacing every call to a dependency by what it answers;
-//!   [`pace::adaptive::AdaptiveRate`] is the AWS SDKs' adaptive mode.
+//!   [`Pacer::adaptive`] is the AWS SDKs' adaptive mode.
 //! - [`hedge`]: hedged calls for slow dependencies — a second copy after a
 //!   delay (fixed, or a recent latency percentile), the first answer wins,
 //!   the budget charged for every extra copy.
@@ -78,7 +78,7 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `http` | on | [`hints`] (`Retry-After`, `RateLimit`), `classify::HttpClassifier`, the status and idempotency helpers in [`classify`]; depends on `http`, `httpdate`, `sfv` |
+//! | `http` | on | [`hints`] (`Retry-After`, `RateLimit`), `classify::HttpClassifier` and the `Idempotency-Key` name and key-length limit in [`classify`]; depends on `http`, `httpdate`, `sfv` |
 //! | `tokio` | on | `.await` on a retry with tokio's timer (`TokioSleeper`), tokio's clock (`clock::TokioClock`) as the default clock of budgets and breakers |
 //!
 //! Without `tokio`, async retries run on any runtime through
@@ -135,7 +135,7 @@ pub use pace::pacer::Pacer;
 pub use policy::{Jitter, MAX_DURATION, MAX_JOB_DURATION, Policy, PolicyBuilder, PolicyError};
 pub use random::JitterRng;
 pub use retry::{Notify, Retry, Retryable};
-pub use setting::SettingValue;
+pub use setting::{SettingError, SettingValue};
 pub use shared::Shared;
 pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]

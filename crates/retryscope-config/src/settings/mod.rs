@@ -9,12 +9,10 @@ use crate::error::{ConfigError, ConfigErrorKind};
 use crate::in_flight::InFlightSettings;
 use crate::names::KnownNames;
 use crate::schema::{Block, JitterName, PriorityName};
-use retryscope::breaker::BreakerError;
-use retryscope::budget::BudgetError;
 use retryscope::classify::HttpClassifier;
-use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError};
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope::overload::Priority;
-use retryscope::{CircuitBreaker, Jitter, Pacer, Policy, PolicyError, RetryBudget};
+use retryscope::{CircuitBreaker, Jitter, Pacer, Policy, PolicyError, RetryBudget, SettingError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +32,7 @@ pub struct BudgetSettings {
 
 impl BudgetSettings {
     /// A fresh budget with these settings (checked when the file loaded).
-    pub fn build(&self) -> Result<RetryBudget, BudgetError> {
+    pub fn build(&self) -> Result<RetryBudget, SettingError> {
         self.builder().build()
     }
 
@@ -72,7 +70,7 @@ pub struct BreakerSettings {
 
 impl BreakerSettings {
     /// A fresh breaker with these settings (checked when the file loaded).
-    pub fn build(&self) -> Result<CircuitBreaker, BreakerError> {
+    pub fn build(&self) -> Result<CircuitBreaker, SettingError> {
         self.builder().build()
     }
 

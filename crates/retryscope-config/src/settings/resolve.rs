@@ -149,8 +149,8 @@ pub(crate) fn resolve(
                 None => hb.no_attempt_timeout(),
             };
             let policy = hb.build().map_err(|e| {
-                let key = match &e {
-                    HedgePolicyError::OutOfRange { setting: "max_copies", .. } => "hedging.max_copies",
+                let key = match e.setting() {
+                    "max_copies" => "hedging.max_copies",
                     _ => "hedging.delay",
                 };
                 let message = e.to_string();
@@ -171,9 +171,9 @@ pub(crate) fn resolve(
                 window: x.window.map(|d| d.0),
             };
             if let Err(e) = s.build() {
-                let key = match &e {
-                    BudgetError::OutOfRange { setting: "ratio", .. } => "budget.ratio",
-                    BudgetError::OutOfRange { setting: "min_per_second", .. } => "budget.min_per_second",
+                let key = match e.setting() {
+                    "ratio" => "budget.ratio",
+                    "min_per_second" => "budget.min_per_second",
                     _ => "budget.window",
                 };
                 let message = e.to_string();
@@ -197,13 +197,11 @@ pub(crate) fn resolve(
                 half_open_probes: x.half_open_probes,
             };
             if let Err(e) = s.build() {
-                let key = match &e {
-                    BreakerError::OutOfRange { setting: "failure_ratio", .. } => "breaker.failure_ratio",
-                    BreakerError::OutOfRange { setting: "min_calls", .. } => "breaker.min_calls",
-                    BreakerError::OutOfRange { setting: "cool_down", .. } => "breaker.cool_down",
-                    BreakerError::OutOfRange { setting: "half_open_probes", .. } => {
-                        "breaker.half_open_probes"
-                    }
+                let key = match e.setting() {
+                    "failure_ratio" => "breaker.failure_ratio",
+                    "min_calls" => "breaker.min_calls",
+                    "cool_down" => "breaker.cool_down",
+                    "half_open_probes" => "breaker.half_open_probes",
                     _ => "breaker.window",
                 };
                 let message = e.to_string();

@@ -106,8 +106,8 @@ fn a_status_or_grpc_fault_answers_with_its_head() {
 
 #[test]
 fn an_injected_refusal_is_classified_as_a_real_one_and_proves_nothing_was_sent() {
+    use crate::transport::Stage;
     use crate::transport::{Refused, walk};
-    use retryscope::classify::Stage;
     let refused = InjectedFault::new(FaultKind::Refused);
     let failure = walk(&refused, Refused::MaybeSent).expect("a named cause");
     assert_eq!(

@@ -134,7 +134,7 @@ impl AmplifyStrategy {
     /// [`SimError`] if the engine refuses the settings (it does not: they are
     /// constants within its ranges).
     pub fn throttle(self, clock: &ManualClock) -> Result<Box<dyn Budget>, SimError> {
-        let engine = |e: retryscope::budget::BudgetError| SimError::new(e.to_string());
+        let engine = |e: retryscope::SettingError| SimError::new(e.to_string());
         Ok(match self {
             Self::None | Self::Retries3 => Box::new(Unlimited),
             Self::Bucket => Box::new(AdaptiveBucket::new()),

@@ -25,8 +25,9 @@ pub use stop::{
     NOT_RETRIED_REJECTED_LOCALLY, NOT_RETRIED_THROTTLED,
 };
 
-use retryscope::budget::{BudgetError, TokenBucketBuilder};
-use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError};
+use retryscope::SettingError;
+use retryscope::budget::TokenBucketBuilder;
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope::{Policy, TokenBucket};
 use tonic::Code;
 
@@ -44,7 +45,7 @@ use tonic::Code;
 /// let retry = GrpcRetry::new(Policy::interactive())
 ///     .retryable_codes([Code::Unavailable, Code::ResourceExhausted])
 ///     .throttling(10, 0.1)?;
-/// # Ok::<(), retryscope::budget::BudgetError>(())
+/// # Ok::<(), retryscope::SettingError>(())
 /// ```
 ///
 /// Following A6, a gRPC call is retried whatever its method (gRPC has no
@@ -140,7 +141,7 @@ impl Hedging {
     /// The engine's policy for a call whose retry policy is `within`: its
     /// deadline bounds the whole call and its attempt timeout each copy, as
     /// they bound a retried call's attempts.
-    pub(crate) fn policy(self, within: &Policy) -> Result<HedgePolicy, HedgePolicyError> {
+    pub(crate) fn policy(self, within: &Policy) -> Result<HedgePolicy, SettingError> {
         let builder = HedgePolicy::builder().max_copies(self.max_copies).delay(HedgeDelay::fixed(self.delay));
         let builder = match within.deadline() {
             Some(deadline) => builder.deadline(deadline),
@@ -216,7 +217,7 @@ impl GrpcRetry {
     /// When `max_tokens` is not within `1..=1000` or `token_ratio` is below
     /// 0.001 (the bucket keeps three decimals, as A6 says, truncating the rest:
     /// 0.5466 refills 0.546).
-    pub fn throttling(mut self, max_tokens: u32, token_ratio: f64) -> Result<Self, BudgetError> {
+    pub fn throttling(mut self, max_tokens: u32, token_ratio: f64) -> Result<Self, SettingError> {
         let builder = TokenBucket::builder().max_tokens(max_tokens).token_ratio(token_ratio);
         builder.build()?;
         self.throttling = Some(builder);

@@ -8,10 +8,10 @@ use crate::error::BoxError;
 use crate::response::ResponseBody;
 use http::Response;
 use http_body::Body;
-use retryscope::classify::Stage;
 use retryscope::pace::PaceSignal;
 use retryscope::{ErrorType, Verdict};
 use retryscope_http::__private::Judge;
+use retryscope_http::__private::Stage;
 
 /// The statuses of a gRPC call whose method retries `codes`.
 pub(crate) struct GrpcStatuses {

@@ -3,8 +3,9 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::{BreakerError, CircuitBreaker, Settings};
+use super::{CircuitBreaker, Settings};
 use crate::clock::{Clock, GuardClock};
+use crate::setting::SettingError;
 
 /// Builds a [`CircuitBreaker`]; see [`CircuitBreaker::builder`].
 #[derive(Clone, Default)]
@@ -84,8 +85,8 @@ impl CircuitBreakerBuilder {
     ///
     /// # Errors
     ///
-    /// [`BreakerError`] naming the first setting out of range.
-    pub fn build(self) -> Result<CircuitBreaker, BreakerError> {
+    /// [`SettingError`] naming the first setting out of range.
+    pub fn build(self) -> Result<CircuitBreaker, SettingError> {
         let settings = self.settings.validate()?;
         Ok(CircuitBreaker::assemble(settings, self.clock.unwrap_or_default()))
     }

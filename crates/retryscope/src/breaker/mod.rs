@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use crate::budget::{MAX_WINDOW, MIN_WINDOW};
 use crate::clock::{GuardClock, Timeline};
-use crate::setting::SettingValue;
+use crate::setting::{SettingError, SettingValue};
 use crate::window::SlottedWindow;
 
 /// The longest cool-down a [`CircuitBreaker`] accepts.
@@ -63,7 +63,8 @@ mod word;
 pub use builder::CircuitBreakerBuilder;
 pub use permit::BreakerPermit;
 use permit::Role;
-pub use state::{BreakerError, BreakerOpen, BreakerState};
+pub(crate) use state::describe;
+pub use state::{BreakerOpen, BreakerState};
 use word::{LastProbe, PAYLOAD_BITS, PAYLOAD_MASK, Phase, Word, millis};
 
 /// A circuit breaker shared by every caller of one dependency.
@@ -170,34 +171,28 @@ impl Default for Settings {
 }
 
 impl Settings {
-    fn validate(self) -> Result<Self, BreakerError> {
+    fn validate(self) -> Result<Self, SettingError> {
         // Written so that NaN fails too.
         if !(self.failure_ratio > 0.0 && self.failure_ratio <= 1.0) {
-            return Err(BreakerError::out_of_range(
-                "failure_ratio",
-                SettingValue::Number(self.failure_ratio),
-            ));
+            return Err(SettingError::breaker("failure_ratio", SettingValue::Number(self.failure_ratio)));
         }
         if self.min_calls == 0 {
-            return Err(BreakerError::out_of_range("min_calls", SettingValue::Count(self.min_calls)));
+            return Err(SettingError::breaker("min_calls", SettingValue::Count(self.min_calls)));
         }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
-            return Err(BreakerError::out_of_range("window", SettingValue::Duration(self.window)));
+            return Err(SettingError::breaker("window", SettingValue::Duration(self.window)));
         }
         if self.cool_down.is_zero() || self.cool_down > MAX_COOL_DOWN {
-            return Err(BreakerError::out_of_range("cool_down", SettingValue::Duration(self.cool_down)));
+            return Err(SettingError::breaker("cool_down", SettingValue::Duration(self.cool_down)));
         }
         if !(1..=MAX_HALF_OPEN_PROBES).contains(&self.half_open_probes) {
-            return Err(BreakerError::out_of_range(
+            return Err(SettingError::breaker(
                 "half_open_probes",
                 SettingValue::Count(self.half_open_probes),
             ));
         }
         if !(MIN_PROBE_TIMEOUT..=MAX_PROBE_TIMEOUT).contains(&self.probe_timeout) {
-            return Err(BreakerError::out_of_range(
-                "probe_timeout",
-                SettingValue::Duration(self.probe_timeout),
-            ));
+            return Err(SettingError::breaker("probe_timeout", SettingValue::Duration(self.probe_timeout)));
         }
         Ok(self)
     }

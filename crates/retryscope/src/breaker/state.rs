@@ -80,47 +80,25 @@ impl fmt::Display for BreakerOpen {
 
 impl std::error::Error for BreakerOpen {}
 
-/// A setting the breaker builder refused.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum BreakerError {
-    /// A setting was outside what it accepts: `failure_ratio` in `(0, 1]`,
-    /// `min_calls` at least 1, `window` within
-    /// 1 s to 1 h, `cool_down` positive and at most
-    /// 24 h, `half_open_probes` within
-    /// 1 to 65,535, `probe_timeout` within
-    /// 1 ms to 24 h.
-    OutOfRange {
-        /// The setting's name, as its builder method spells it.
-        setting: &'static str,
-        /// The value given.
-        value: SettingValue,
-    },
-}
-
-impl BreakerError {
-    /// The refusal of `setting`, given `value`.
-    pub(crate) const fn out_of_range(setting: &'static str, value: SettingValue) -> Self {
-        Self::OutOfRange { setting, value }
+/// What a breaker setting accepts, in a refusal's message: `failure_ratio` in
+/// `(0, 1]`, `min_calls` at least 1, `window` within 1 s to 1 h, `cool_down`
+/// positive and at most 24 h, `half_open_probes` within 1 to 65,535,
+/// `probe_timeout` within 1 ms to 24 h.
+pub(crate) fn describe(
+    setting: &'static str,
+    value: SettingValue,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    write!(f, "circuit breaker {setting} must be ")?;
+    // What each setting accepts, from the constants that bound it.
+    match setting {
+        "failure_ratio" => f.write_str("within (0, 1]")?,
+        "min_calls" => f.write_str("at least 1")?,
+        "window" => write!(f, "within {MIN_WINDOW:?}..={MAX_WINDOW:?}")?,
+        "cool_down" => write!(f, "within (0s, {MAX_COOL_DOWN:?}]")?,
+        "half_open_probes" => write!(f, "within 1..={MAX_HALF_OPEN_PROBES}")?,
+        "probe_timeout" => write!(f, "within {MIN_PROBE_TIMEOUT:?}..={MAX_PROBE_TIMEOUT:?}")?,
+        _ => f.write_str("in range")?,
     }
+    write!(f, ", got {value}")
 }
-
-impl fmt::Display for BreakerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self::OutOfRange { setting, value } = self;
-        write!(f, "circuit breaker {setting} must be ")?;
-        // What each setting accepts, from the constants that bound it.
-        match *setting {
-            "failure_ratio" => f.write_str("within (0, 1]")?,
-            "min_calls" => f.write_str("at least 1")?,
-            "window" => write!(f, "within {MIN_WINDOW:?}..={MAX_WINDOW:?}")?,
-            "cool_down" => write!(f, "within (0s, {MAX_COOL_DOWN:?}]")?,
-            "half_open_probes" => write!(f, "within 1..={MAX_HALF_OPEN_PROBES}")?,
-            "probe_timeout" => write!(f, "within {MIN_PROBE_TIMEOUT:?}..={MAX_PROBE_TIMEOUT:?}")?,
-            _ => f.write_str("in range")?,
-        }
-        write!(f, ", got {value}")
-    }
-}
-
-impl std::error::Error for BreakerError {}

@@ -1,8 +1,8 @@
 //! Envoy's retry budget as a [`Guard`]: see [`InFlightBudget`].
 
-use super::BudgetError;
 use crate::guard::{Admission, Attempt, End, Gauge, Guard, Worst};
 use crate::outcome::StopReason;
+use crate::setting::SettingError;
 use crate::setting::SettingValue;
 use std::fmt;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// assert_eq!(budget.admit(Attempt::retry(2)), Admission::Refuse(StopReason::BudgetExhausted));
 /// budget.settle(Attempt::retry(2), (), End::Failed);
 /// assert_eq!(budget.admit(Attempt::retry(2)), Admission::Go(()));
-/// # Ok::<(), retryscope::budget::BudgetError>(())
+/// # Ok::<(), retryscope::SettingError>(())
 /// ```
 #[derive(Clone)]
 pub struct InFlightBudget {
@@ -73,12 +73,12 @@ impl InFlightBudget {
 
     /// Retries in flight at most `share` (in `0.001..=1`) of the calls in
     /// progress, and at least `min` (at most 100,000).
-    pub fn new(share: f64, min: u32) -> Result<Self, BudgetError> {
+    pub fn new(share: f64, min: u32) -> Result<Self, SettingError> {
         if !(0.001..=1.0).contains(&share) {
-            return Err(BudgetError::out_of_range("share", SettingValue::Number(share)));
+            return Err(SettingError::budget("share", SettingValue::Number(share)));
         }
         if min > Self::MAX_MIN {
-            return Err(BudgetError::out_of_range("min", SettingValue::Count(min)));
+            return Err(SettingError::budget("min", SettingValue::Count(min)));
         }
         // In range, so the product is within 1..=1000.
         Ok(Self::with((share * 1000.0).round() as u32, min))

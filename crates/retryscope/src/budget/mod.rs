@@ -34,54 +34,34 @@ pub(crate) const MAX_MIN_PER_SECOND: u32 = 1_000_000;
 /// The largest `max_tokens` a [`TokenBucket`](crate::TokenBucket) accepts (gRPC's own limit).
 pub const MAX_TOKENS: u32 = 1_000;
 
-/// A setting a budget builder refused.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum BudgetError {
-    /// A setting was outside what it accepts: the retry budget's `ratio` in
-    /// `0..=1`, `min_per_second` at most 1,000,000, `window`
-    /// within 1 s to 1 h; the token bucket's
-    /// `max_tokens` within `1..=`[`MAX_TOKENS`] and `token_ratio` at least
-    /// 0.001.
-    OutOfRange {
-        /// The setting's name, as its builder method spells it.
-        setting: &'static str,
-        /// The value given.
-        value: SettingValue,
-    },
+/// What a budget setting accepts, in a refusal's message: the retry budget's
+/// `ratio` in `0..=1`, `min_per_second` at most 1,000,000, `window` within 1 s
+/// to 1 h; the token bucket's `max_tokens` within `1..=`[`MAX_TOKENS`] and
+/// `token_ratio` at least 0.001; the retry quota's and the in-flight budget's
+/// as their builders say.
+pub(crate) fn describe(
+    setting: &'static str,
+    value: SettingValue,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    // What each setting accepts, from the constants that bound it.
+    match setting {
+        "ratio" => write!(f, "retry budget ratio must be within 0..=1"),
+        "min_per_second" => write!(f, "retry budget min_per_second must be at most {MAX_MIN_PER_SECOND}"),
+        "window" => write!(f, "retry budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}"),
+        "max_tokens" => write!(f, "token bucket max_tokens must be within 1..={MAX_TOKENS}"),
+        "token_ratio" => write!(f, "token bucket token_ratio must be a finite number of at least 0.001"),
+        "capacity" => write!(f, "retry quota capacity must be within 1..={MAX_QUOTA}"),
+        "retry_cost" | "timeout_cost" | "throttled_cost" => {
+            write!(f, "retry quota {setting} must be within 1..=the quota's capacity")
+        }
+        "success_increment" => {
+            write!(f, "retry quota success_increment must be at most the quota's capacity")
+        }
+        _ => write!(f, "{setting} must be in range"),
+    }?;
+    write!(f, ", got {value}")
 }
-
-impl BudgetError {
-    /// The refusal of `setting`, given `value`.
-    pub(crate) const fn out_of_range(setting: &'static str, value: SettingValue) -> Self {
-        Self::OutOfRange { setting, value }
-    }
-}
-
-impl fmt::Display for BudgetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self::OutOfRange { setting, value } = self;
-        // What each setting accepts, from the constants that bound it.
-        match *setting {
-            "ratio" => write!(f, "retry budget ratio must be within 0..=1"),
-            "min_per_second" => write!(f, "retry budget min_per_second must be at most {MAX_MIN_PER_SECOND}"),
-            "window" => write!(f, "retry budget window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}"),
-            "max_tokens" => write!(f, "token bucket max_tokens must be within 1..={MAX_TOKENS}"),
-            "token_ratio" => write!(f, "token bucket token_ratio must be a finite number of at least 0.001"),
-            "capacity" => write!(f, "retry quota capacity must be within 1..={MAX_QUOTA}"),
-            "retry_cost" | "timeout_cost" | "throttled_cost" => {
-                write!(f, "retry quota {setting} must be within 1..=the quota's capacity")
-            }
-            "success_increment" => {
-                write!(f, "retry quota success_increment must be at most the quota's capacity")
-            }
-            _ => write!(f, "{setting} must be in range"),
-        }?;
-        write!(f, ", got {value}")
-    }
-}
-
-impl std::error::Error for BudgetError {}
 
 /// Converts a ratio already known to lie in `0..=1` to thousandths, rounding
 /// to nearest so that e.g. `0.1` is exactly 100 whatever its binary error.

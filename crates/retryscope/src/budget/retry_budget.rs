@@ -6,9 +6,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::share::{BudgetShare, SharedBudget};
-use super::{BudgetError, MAX_MIN_PER_SECOND, MAX_WINDOW, MILLI, MIN_WINDOW, to_milli};
+use super::{MAX_MIN_PER_SECOND, MAX_WINDOW, MILLI, MIN_WINDOW, to_milli};
 use crate::budget::Budget;
 use crate::clock::{Clock, GuardClock, Timeline};
+use crate::setting::SettingError;
 use crate::setting::SettingValue;
 use crate::window::{Ledger, Reserved, SlotLength, SlottedWindow};
 
@@ -95,7 +96,7 @@ const COUNT: usize = 0;
 /// assert!(budget.try_acquire_retry());
 /// assert!(budget.try_acquire_retry());
 /// assert!(!budget.try_acquire_retry());
-/// # Ok::<(), retryscope::budget::BudgetError>(())
+/// # Ok::<(), retryscope::SettingError>(())
 /// ```
 ///
 /// **Limits**:
@@ -171,19 +172,16 @@ impl Default for BudgetSettings {
 }
 
 impl BudgetSettings {
-    fn validate(self) -> Result<Self, BudgetError> {
+    fn validate(self) -> Result<Self, SettingError> {
         if !(0.0..=1.0).contains(&self.ratio) {
             // NaN fails `contains` too.
-            return Err(BudgetError::out_of_range("ratio", SettingValue::Number(self.ratio)));
+            return Err(SettingError::budget("ratio", SettingValue::Number(self.ratio)));
         }
         if self.min_per_second > MAX_MIN_PER_SECOND {
-            return Err(BudgetError::out_of_range(
-                "min_per_second",
-                SettingValue::Count(self.min_per_second),
-            ));
+            return Err(SettingError::budget("min_per_second", SettingValue::Count(self.min_per_second)));
         }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
-            return Err(BudgetError::out_of_range("window", SettingValue::Duration(self.window)));
+            return Err(SettingError::budget("window", SettingValue::Duration(self.window)));
         }
         Ok(self)
     }
@@ -318,7 +316,7 @@ impl RetryBudget {
     /// assert!(budget.share_with(Arc::new(FourReplicas), "payments:8443"));
     /// assert_eq!(budget.available(), 25.0); // this replica's quarter
     /// assert_eq!(budget.floor_replicas(), Some(4));
-    /// # Ok::<(), retryscope::budget::BudgetError>(())
+    /// # Ok::<(), retryscope::SettingError>(())
     /// ```
     pub fn share_with(&self, share: Arc<dyn BudgetShare>, dependency: &str) -> bool {
         if self.inner.share.set(Arc::clone(&share)).is_err() {
@@ -466,8 +464,8 @@ impl RetryBudgetBuilder {
     ///
     /// # Errors
     ///
-    /// [`BudgetError`] naming the first setting out of range.
-    pub fn build(self) -> Result<RetryBudget, BudgetError> {
+    /// [`SettingError`] naming the first setting out of range.
+    pub fn build(self) -> Result<RetryBudget, SettingError> {
         let settings = self.settings.validate()?;
         Ok(RetryBudget::assemble(settings, self.clock.unwrap_or_default()))
     }

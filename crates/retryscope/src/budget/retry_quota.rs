@@ -6,7 +6,7 @@ use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
 use std::sync::Arc;
 
-use super::BudgetError;
+use crate::setting::SettingError;
 
 /// The largest capacity a [`RetryQuota`] accepts.
 pub(crate) const MAX_QUOTA: u32 = 100_000;
@@ -218,20 +218,20 @@ impl RetryQuotaBuilder {
     /// The quota, or the first setting out of range: the capacity must be
     /// within 1..=100,000, each cost within 1..=capacity (a free retry
     /// would make the quota bound nothing), the increment at most the capacity.
-    pub fn build(self) -> Result<RetryQuota, BudgetError> {
+    pub fn build(self) -> Result<RetryQuota, SettingError> {
         let p = self.prices;
         if !(1..=MAX_QUOTA).contains(&p.capacity) {
-            return Err(BudgetError::out_of_range("capacity", SettingValue::Count(p.capacity)));
+            return Err(SettingError::budget("capacity", SettingValue::Count(p.capacity)));
         }
         for (setting, cost) in
             [("retry_cost", p.retry), ("timeout_cost", p.timeout), ("throttled_cost", p.throttled)]
         {
             if !(1..=p.capacity).contains(&cost) {
-                return Err(BudgetError::out_of_range(setting, SettingValue::Count(cost)));
+                return Err(SettingError::budget(setting, SettingValue::Count(cost)));
             }
         }
         if p.success > p.capacity {
-            return Err(BudgetError::out_of_range("success_increment", SettingValue::Count(p.success)));
+            return Err(SettingError::budget("success_increment", SettingValue::Count(p.success)));
         }
         Ok(RetryQuota::assemble(p))
     }

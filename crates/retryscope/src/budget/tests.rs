@@ -4,7 +4,7 @@ use super::retry_budget::{DepositsSeen, SEEN_TOKEN_MASK};
 use super::*;
 use crate::budget::Budget;
 use crate::clock::ManualClock;
-use crate::setting::SettingValue;
+use crate::setting::{SettingError, SettingValue};
 use crate::sync::Ordering;
 use crate::{RetryBudget, TokenBucket};
 use proptest::prelude::*;
@@ -174,19 +174,16 @@ fn builder_rejects_bad_settings() {
     let bad_ratios = [f64::NAN, -0.1, 1.5, f64::INFINITY];
     for ratio in bad_ratios {
         let err = RetryBudget::builder().ratio(ratio).build().expect_err("must reject");
-        assert!(matches!(err, BudgetError::OutOfRange { setting: "ratio", .. }), "{err}");
+        assert!(err.setting() == "ratio", "{err}");
         assert!(err.to_string().contains("ratio"), "{err}");
     }
     for window in [Duration::ZERO, Duration::from_millis(999), Duration::from_secs(3_601)] {
         let err = RetryBudget::builder().window(window).build().expect_err("must reject");
-        assert_eq!(err, BudgetError::OutOfRange { setting: "window", value: SettingValue::Duration(window) });
+        assert_eq!(err, SettingError::budget("window", SettingValue::Duration(window)));
         assert!(err.to_string().contains("window"), "{err}");
     }
     let err = RetryBudget::builder().min_per_second(u32::MAX).build().expect_err("must reject");
-    assert_eq!(
-        err,
-        BudgetError::OutOfRange { setting: "min_per_second", value: SettingValue::Count(u32::MAX) }
-    );
+    assert_eq!(err, SettingError::budget("min_per_second", SettingValue::Count(u32::MAX)));
     for ratio in [0.0, 1.0] {
         assert!(RetryBudget::builder().ratio(ratio).build().is_ok());
     }
@@ -283,12 +280,12 @@ fn token_bucket_stays_within_zero_and_max() {
 fn token_bucket_rejects_bad_settings() {
     for max in [0, 1_001] {
         let err = TokenBucket::builder().max_tokens(max).build().expect_err("must reject");
-        assert_eq!(err, BudgetError::OutOfRange { setting: "max_tokens", value: SettingValue::Count(max) });
+        assert_eq!(err, SettingError::budget("max_tokens", SettingValue::Count(max)));
         assert!(err.to_string().contains("max_tokens"), "{err}");
     }
     for ratio in [0.0, 0.0004, 0.0009, -1.0, f64::NAN, f64::INFINITY] {
         let err = TokenBucket::builder().token_ratio(ratio).build().expect_err("must reject");
-        assert!(matches!(err, BudgetError::OutOfRange { setting: "token_ratio", .. }), "{err}");
+        assert!(err.setting() == "token_ratio", "{err}");
         assert!(err.to_string().contains("token_ratio"), "{err}");
     }
     assert!(TokenBucket::builder().max_tokens(1_000).token_ratio(0.001).build().is_ok());

@@ -4,8 +4,9 @@ use crate::sync::{AtomicU64, Ordering};
 use std::fmt;
 use std::sync::Arc;
 
-use super::{BudgetError, MAX_TOKENS, MILLI};
+use super::{MAX_TOKENS, MILLI};
 use crate::budget::Budget;
+use crate::setting::SettingError;
 use crate::setting::SettingValue;
 
 /// gRPC-style retry throttling (gRFC A6).
@@ -35,7 +36,7 @@ use crate::setting::SettingValue;
 /// assert!(!bucket.try_acquire_retry());
 /// bucket.attempt_finished(true); // 5.5 tokens
 /// assert!(bucket.try_acquire_retry());
-/// # Ok::<(), retryscope::budget::BudgetError>(())
+/// # Ok::<(), retryscope::SettingError>(())
 /// ```
 #[derive(Clone)]
 pub struct TokenBucket {
@@ -164,15 +165,15 @@ impl TokenBucketBuilder {
     ///
     /// # Errors
     ///
-    /// [`BudgetError`] naming the first setting out of range.
-    pub fn build(self) -> Result<TokenBucket, BudgetError> {
+    /// [`SettingError`] naming the first setting out of range.
+    pub fn build(self) -> Result<TokenBucket, SettingError> {
         if !(1..=MAX_TOKENS).contains(&self.max_tokens) {
-            return Err(BudgetError::out_of_range("max_tokens", SettingValue::Count(self.max_tokens)));
+            return Err(SettingError::budget("max_tokens", SettingValue::Count(self.max_tokens)));
         }
         // A ratio below 0.001 truncates to zero thousandths: it would never refill.
         let refill = truncated_milli(self.token_ratio)
             .filter(|milli| *milli > 0)
-            .ok_or(BudgetError::out_of_range("token_ratio", SettingValue::Number(self.token_ratio)))?;
+            .ok_or(SettingError::budget("token_ratio", SettingValue::Number(self.token_ratio)))?;
         // One success never refills more than the whole bucket, so a larger
         // ratio behaves as this one.
         let refill = refill.min(u64::from(self.max_tokens) * MILLI);

@@ -8,8 +8,8 @@ use crate::verdict::{ErrorType, Verdict};
 ///
 /// Connection-level failures (`connect`, `reset`, `timeout`, `incomplete`) and
 /// the transient `Interrupted` / `WouldBlock` (`io`) are retryable; everything
-/// else is permanent. Whether a retry is *safe* also depends on the request: see
-/// [`may_retry`](super::may_retry).
+/// else is permanent. Whether a retry is *safe* also depends on the request,
+/// which is the integration's business (`retryscope-http` decides it for HTTP).
 ///
 /// # Examples
 ///

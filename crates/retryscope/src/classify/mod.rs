@@ -5,7 +5,7 @@
 //! every error retryable (the default), [`when`](crate::Retry::when) with a
 //! predicate on the error, and [`classify`](crate::Retry::classify) with a
 //! function of the whole result. The helpers below classify HTTP statuses and
-//! I/O errors and decide whether a request may safely run again.
+//! I/O errors.
 //!
 //! # HTTP statuses
 //!
@@ -45,7 +45,10 @@
 //! # Idempotency
 //!
 //! A failed request may be retried only if doing so cannot duplicate a side
-//! effect: see [`may_retry`].
+//! effect. Whether an HTTP request may is `retryscope-http`'s decision (its
+//! method, an [`IDEMPOTENCY_KEY`] header, the caller's word, and whether it
+//! reached the server); the engine holds the header's name and the one
+//! key-length limit ([`MAX_IDEMPOTENCY_KEY_LEN`]) client and server share.
 
 use crate::verdict::{ErrorType, Verdict};
 
@@ -199,9 +202,7 @@ mod tests;
 
 pub use io::io_error;
 #[cfg(feature = "http")]
-pub use safety::{
-    IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN, Stage, has_idempotency_key, is_idempotent_method, may_retry,
-};
+pub use safety::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN};
 #[cfg(feature = "http")]
 pub use status::HttpClassifier;
 #[cfg(feature = "http")]

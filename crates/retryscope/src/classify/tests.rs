@@ -1,10 +1,10 @@
-//! The HTTP classifier and the request-safety rules.
+//! The HTTP classifier.
 
 use super::*;
 use crate::Hint;
 use http::HeaderValue;
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, Method, StatusCode};
+use http::{HeaderMap, StatusCode};
 use std::time::Duration;
 use std::time::SystemTime;
 
@@ -124,48 +124,4 @@ fn hints_only_on_retryable() {
         c.classify_response(StatusCode::BAD_GATEWAY, &HeaderMap::new(), now),
         Verdict::retryable(ErrorType::Status(502))
     );
-}
-
-#[test]
-fn idempotent_methods() {
-    for m in [Method::GET, Method::HEAD, Method::OPTIONS, Method::PUT, Method::DELETE, Method::TRACE] {
-        assert!(is_idempotent_method(&m), "{m}");
-    }
-    for m in [Method::POST, Method::PATCH, Method::CONNECT] {
-        assert!(!is_idempotent_method(&m), "{m}");
-    }
-    let custom = Method::from_bytes(b"PURGE").unwrap();
-    assert!(!is_idempotent_method(&custom));
-}
-
-fn key(values: &[&str]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for v in values {
-        h.append(IDEMPOTENCY_KEY, HeaderValue::from_str(v).unwrap());
-    }
-    h
-}
-
-#[test]
-fn retry_safety() {
-    let none = HeaderMap::new();
-    let keyed = key(&["\"abc\""]);
-    assert!(!may_retry(&Method::POST, &none, false, Stage::Sent));
-    assert!(may_retry(&Method::POST, &keyed, false, Stage::Sent));
-    assert!(may_retry(&Method::POST, &none, false, Stage::NotSent));
-    assert!(may_retry(&Method::GET, &none, false, Stage::Sent));
-    assert!(may_retry(&Method::GET, &none, false, Stage::NotSent));
-    assert!(may_retry(&Method::POST, &none, true, Stage::Sent));
-    assert!(may_retry(&Method::PATCH, &none, true, Stage::Sent));
-    assert!(!may_retry(&Method::PATCH, &none, false, Stage::Sent));
-
-    // Empty or blank keys do not count.
-    assert!(!may_retry(&Method::POST, &key(&[""]), false, Stage::Sent));
-    assert!(!may_retry(&Method::POST, &key(&["  \t"]), false, Stage::Sent));
-    // Any non-empty line counts.
-    assert!(may_retry(&Method::POST, &key(&["", "k1"]), false, Stage::Sent));
-    // The header name is case-insensitive.
-    let mut h = HeaderMap::new();
-    h.insert("Idempotency-Key", HeaderValue::from_static("k"));
-    assert!(has_idempotency_key(&h));
 }

@@ -61,29 +61,9 @@ pub fn bounded_operation(name: &str) -> Arc<str> {
     OPERATIONS.intern(name)
 }
 
-/// How many distinct messaging destinations (job subjects) one process
-/// reports; further ones are reported as [`OVERFLOW`]. Lower than
-/// [`MAX_DEPENDENCIES`]: each destination carries a counter per outcome and two
-/// histograms, and a stream whose subjects carry ids (`orders.<id>`) would
-/// otherwise make one series set per id.
-pub const MAX_DESTINATIONS: usize = 100;
-
-/// `subject` as a `messaging.destination.name` metric label, bounded by a table
-/// of its own to [`MAX_DESTINATIONS`] names (then [`OVERFLOW`]). Spans keep the
-/// full subject: only metric series multiply.
-///
-/// ```
-/// let label = retryscope::dependency::bounded_destination("orders.created");
-/// assert_eq!(&*label, "orders.created");
-/// ```
-pub fn bounded_destination(subject: &str) -> Arc<str> {
-    static DESTINATIONS: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DESTINATIONS));
-    DESTINATIONS.intern(subject)
-}
-
 /// A set of at most `limit` names; the rest are [`OVERFLOW`]: what each
 /// bounded label above is kept in, for a label of another kind (a server's
-/// routes).
+/// routes, a job's subject).
 pub struct NameTable {
     names: RwLock<HashSet<Arc<str>>>,
     overflow: Arc<str>,

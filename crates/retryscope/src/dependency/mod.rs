@@ -17,8 +17,7 @@ mod registry;
 mod value;
 
 pub use bounded::{
-    MAX_DEPENDENCIES, MAX_DESTINATIONS, NameTable, OVERFLOW, bounded_dependency, bounded_destination,
-    bounded_operation, dependency_name,
+    MAX_DEPENDENCIES, NameTable, OVERFLOW, bounded_dependency, bounded_operation, dependency_name,
 };
 pub use builder::DependenciesBuilder;
 pub(crate) use guards::Permits;

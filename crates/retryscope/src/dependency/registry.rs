@@ -224,7 +224,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// let _ = guards.get("payments");
     /// // Nothing measured yet: the fallback.
     /// assert_eq!(guards.hedge_delay("payments", Instant::now()), Some(Duration::from_millis(100)));
-    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// # Ok::<(), retryscope::SettingError>(())
     /// ```
     pub fn hedge_delay(&self, dependency: &str, now: Instant) -> Option<Duration> {
         let found = self.find(dependency).or_else(|| self.inner.overflow.find(dependency));

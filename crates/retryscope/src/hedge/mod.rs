@@ -113,4 +113,5 @@ mod policy;
 pub use builder::{Hedge, Hedgeable};
 pub use delay::{HedgeDelay, PercentileDelay};
 pub use future::HedgeFuture;
-pub use policy::{HedgePolicy, HedgePolicyBuilder, HedgePolicyError};
+pub(crate) use policy::describe;
+pub use policy::{HedgePolicy, HedgePolicyBuilder};

@@ -4,7 +4,7 @@ use super::delay::{HedgeDelay, PercentileDelay};
 use super::latency::LatencyTracker;
 use crate::driver::hedge::CopyPolicy;
 use crate::policy::{MAX_DURATION, Policy};
-use crate::setting::SettingValue;
+use crate::setting::{SettingError, SettingValue};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +34,7 @@ pub(crate) const MAX_COPIES: u32 = 5;
 ///     .deadline(Duration::from_secs(5))
 ///     .build()?;
 /// assert_eq!(policy.max_copies(), 3);
-/// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+/// # Ok::<(), retryscope::SettingError>(())
 /// ```
 ///
 /// **Limits**:
@@ -95,7 +95,7 @@ impl HedgePolicy {
     /// let fast_host = template.fresh();
     /// assert_eq!(fast_host.max_copies(), template.max_copies());
     /// assert_eq!(fast_host.percentile_delay(Instant::now()), template.percentile_delay(Instant::now()));
-    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// # Ok::<(), retryscope::SettingError>(())
     /// ```
     #[must_use]
     pub fn fresh(&self) -> Self {
@@ -118,7 +118,7 @@ impl HedgePolicy {
     /// assert_eq!(call.deadline(), Some(Duration::from_millis(800)));
     /// let call = policy.with_deadline_within(Duration::from_secs(60));
     /// assert_eq!(call.deadline(), Some(Duration::from_secs(15)));
-    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// # Ok::<(), retryscope::SettingError>(())
     /// ```
     #[must_use]
     pub fn with_deadline_within(&self, limit: Duration) -> Self {
@@ -136,7 +136,7 @@ impl HedgePolicy {
     /// let policy = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
     /// // Nothing measured yet: the fallback.
     /// assert_eq!(policy.percentile_delay(Instant::now()), Some(Duration::from_millis(100)));
-    /// # Ok::<(), retryscope::hedge::HedgePolicyError>(())
+    /// # Ok::<(), retryscope::SettingError>(())
     /// ```
     pub fn percentile_delay(&self, now: std::time::Instant) -> Option<Duration> {
         match (&self.delay, &self.tracker) {
@@ -245,27 +245,27 @@ impl HedgePolicyBuilder {
     }
 
     /// Checks the settings and returns the policy.
-    pub fn build(self) -> Result<HedgePolicy, HedgePolicyError> {
+    pub fn build(self) -> Result<HedgePolicy, SettingError> {
         let within = |setting: &'static str, value: Duration, min: Duration, max: Duration| {
             if value < min || value > max {
-                Err(HedgePolicyError::OutOfRange {
+                Err(SettingError::hedge(
                     setting,
-                    value: SettingValue::Duration(value),
-                    min: SettingValue::Duration(min),
-                    max: SettingValue::Duration(max),
-                })
+                    SettingValue::Duration(value),
+                    SettingValue::Duration(min),
+                    SettingValue::Duration(max),
+                ))
             } else {
                 Ok(())
             }
         };
         let tiny = Duration::from_nanos(1);
         if !(1..=MAX_COPIES).contains(&self.max_copies) {
-            return Err(HedgePolicyError::OutOfRange {
-                setting: "max_copies",
-                value: SettingValue::Count(self.max_copies),
-                min: SettingValue::Count(1),
-                max: SettingValue::Count(MAX_COPIES),
-            });
+            return Err(SettingError::hedge(
+                "max_copies",
+                SettingValue::Count(self.max_copies),
+                SettingValue::Count(1),
+                SettingValue::Count(MAX_COPIES),
+            ));
         }
         if let Some(deadline) = self.deadline {
             within("deadline", deadline, tiny, MAX_DURATION)?;
@@ -280,24 +280,24 @@ impl HedgePolicyBuilder {
             }
             HedgeDelay::Percentile(p) => {
                 if !(p.quantile > 0.0 && p.quantile < 1.0) {
-                    return Err(HedgePolicyError::OutOfRange {
-                        setting: "quantile",
-                        value: SettingValue::Number(p.quantile),
-                        min: SettingValue::Number(0.0),
-                        max: SettingValue::Number(1.0),
-                    });
+                    return Err(SettingError::hedge(
+                        "quantile",
+                        SettingValue::Number(p.quantile),
+                        SettingValue::Number(0.0),
+                        SettingValue::Number(1.0),
+                    ));
                 }
                 within("max", p.max, Duration::ZERO, MAX_DURATION)?;
                 within("min", p.min, Duration::ZERO, p.max)?;
                 within("fallback", p.fallback, Duration::ZERO, MAX_DURATION)?;
                 within("window", p.window, Duration::from_millis(1), MAX_DURATION)?;
                 if p.min_samples == 0 {
-                    return Err(HedgePolicyError::OutOfRange {
-                        setting: "min_samples",
-                        value: SettingValue::Count(0),
-                        min: SettingValue::Count(1),
-                        max: SettingValue::Count(u32::MAX),
-                    });
+                    return Err(SettingError::hedge(
+                        "min_samples",
+                        SettingValue::Count(0),
+                        SettingValue::Count(1),
+                        SettingValue::Count(u32::MAX),
+                    ));
                 }
                 Some(Arc::new(LatencyTracker::new(p.window)))
             }
@@ -313,34 +313,18 @@ impl HedgePolicyBuilder {
     }
 }
 
-/// Why a [`HedgePolicyBuilder`] refused its settings.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum HedgePolicyError {
-    /// A setting was outside `min..=max` (for `quantile`, strictly between).
-    OutOfRange {
-        /// The setting's name, as its builder method spells it.
-        setting: &'static str,
-        /// The value given.
-        value: SettingValue,
-        /// The smallest value accepted.
-        min: SettingValue,
-        /// The largest value accepted.
-        max: SettingValue,
-    },
-}
-
-impl fmt::Display for HedgePolicyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HedgePolicyError::OutOfRange { setting: "quantile", value, min, max } => {
-                write!(f, "quantile must be above {min} and below {max}, got {value}")
-            }
-            HedgePolicyError::OutOfRange { setting, value, min, max } => {
-                write!(f, "{setting} must be at least {min} and at most {max}, got {value}")
-            }
-        }
+/// What a hedging setting accepts, in a refusal's message: `min..=max` (for
+/// `quantile`, strictly between).
+pub(crate) fn describe(
+    setting: &'static str,
+    value: SettingValue,
+    min: SettingValue,
+    max: SettingValue,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    if setting == "quantile" {
+        write!(f, "quantile must be above {min} and below {max}, got {value}")
+    } else {
+        write!(f, "{setting} must be at least {min} and at most {max}, got {value}")
     }
 }
-
-impl std::error::Error for HedgePolicyError {}

@@ -4,7 +4,7 @@
 use crate::clock::{Clock, GuardClock, Timeline};
 use crate::guard::{Admission, Attempt, End, Gauge, Guard, Worst};
 use crate::outcome::StopReason;
-use crate::setting::SettingValue;
+use crate::setting::{SettingError, SettingValue};
 use crate::window::SlottedWindow;
 use std::fmt;
 use std::time::Duration;
@@ -65,7 +65,7 @@ const ACCEPTS: usize = 1;
 /// use retryscope::clock::ManualClock;
 /// use retryscope::overload::AdaptiveThrottle;
 ///
-/// # fn main() -> Result<(), retryscope::overload::OverloadError> {
+/// # fn main() -> Result<(), retryscope::SettingError> {
 /// let throttle = AdaptiveThrottle::builder().clock(ManualClock::new()).build()?;
 /// // 100 requests, 20 accepted: (100 − 2·20) / 101 of the next are rejected.
 /// for n in 0..100 {
@@ -276,21 +276,18 @@ impl AdaptiveThrottleBuilder {
     }
 
     /// The throttle, or the setting that is out of range.
-    pub fn build(self) -> Result<AdaptiveThrottle, OverloadError> {
+    pub fn build(self) -> Result<AdaptiveThrottle, SettingError> {
         if !(MIN_K..=MAX_K).contains(&self.k) {
-            return Err(OverloadError::OutOfRange { setting: "k", value: SettingValue::Number(self.k) });
+            return Err(SettingError::overload("k", SettingValue::Number(self.k)));
         }
         if !(0.0..=1.0).contains(&self.max_rejection) {
-            return Err(OverloadError::OutOfRange {
-                setting: "max_rejection_probability",
-                value: SettingValue::Number(self.max_rejection),
-            });
+            return Err(SettingError::overload(
+                "max_rejection_probability",
+                SettingValue::Number(self.max_rejection),
+            ));
         }
         if !(MIN_WINDOW..=MAX_WINDOW).contains(&self.window) {
-            return Err(OverloadError::OutOfRange {
-                setting: "window",
-                value: SettingValue::Duration(self.window),
-            });
+            return Err(SettingError::overload("window", SettingValue::Duration(self.window)));
         }
         Ok(AdaptiveThrottle::from_settings(
             self.k,
@@ -311,76 +308,59 @@ impl fmt::Debug for AdaptiveThrottleBuilder {
     }
 }
 
-/// A setting an overload guard's builder refused.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum OverloadError {
-    /// A setting was outside what it accepts: the adaptive throttle's `k`
-    /// within 1 to 100, its `max_rejection_probability`
-    /// within `0.0..=1.0`, its `window` within
-    /// 1 s to 1 h; a concurrency limit's settings as
-    /// their builders ([`AimdBuilder`](super::AimdBuilder),
-    /// [`Gradient2Builder`](super::Gradient2Builder),
-    /// [`ConcurrencyLimiterBuilder`](super::ConcurrencyLimiterBuilder)) say.
-    OutOfRange {
-        /// The setting's name, as its builder method spells it.
-        setting: &'static str,
-        /// The value given.
-        value: SettingValue,
-    },
-}
-
-impl fmt::Display for OverloadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Self::OutOfRange { setting, value } = self;
-        match *setting {
-            "k" => write!(f, "adaptive throttle k must be within {MIN_K}..={MAX_K}, got {value}"),
-            "max_rejection_probability" => {
-                write!(f, "adaptive throttle max_rejection_probability must be within 0..=1, got {value}")
-            }
-            "window" => {
-                write!(
-                    f,
-                    "adaptive throttle window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {value}"
-                )
-            }
-            "min_limit" => write!(f, "concurrency limit min_limit must be at least 1, got {value}"),
-            "max_limit" => write!(
-                f,
-                "concurrency limit max_limit must be within min_limit..={}, got {value}",
-                super::limit::MAX_LIMIT
-            ),
-            "initial_limit" => {
-                write!(f, "concurrency limit initial_limit must be within min_limit..=max_limit, got {value}")
-            }
-            "backoff_ratio" => write!(f, "AIMD backoff_ratio must be within [0.5, 1.0), got {value}"),
-            "timeout" => {
-                write!(f, "AIMD timeout must be within 1ms..={:?}, got {value}", super::limit::MAX_TIMEOUT)
-            }
-            "smoothing" => write!(f, "Gradient2 smoothing must be within (0, 1], got {value}"),
-            "queue_size" => {
-                write!(f, "Gradient2 queue_size must be at most {}, got {value}", super::limit::MAX_LIMIT)
-            }
-            "long_window" => {
-                write!(f, "Gradient2 long_window must be within 1..=100000 samples, got {value}")
-            }
-            "rtt_tolerance" => write!(f, "Gradient2 rtt_tolerance must be within 1.0..=10.0, got {value}"),
-            "max_wait" => {
-                write!(
-                    f,
-                    "concurrency limiter max_wait must be at most {:?}, got {value}",
-                    super::limit::MAX_TIMEOUT
-                )
-            }
-            "sheddable_reserve" => {
-                write!(f, "concurrency limiter sheddable_reserve must be within 0..=1, got {value}")
-            }
-            other => write!(f, "{other} is out of range: {value}"),
+/// What an overload guard's setting accepts, in a refusal's message: the
+/// adaptive throttle's `k` within 1 to 100, its `max_rejection_probability`
+/// within `0.0..=1.0`, its `window` within 1 s to 1 h; a concurrency limit's
+/// settings as their builders ([`AimdBuilder`](super::AimdBuilder),
+/// [`Gradient2Builder`](super::Gradient2Builder),
+/// [`ConcurrencyLimiterBuilder`](super::ConcurrencyLimiterBuilder)) say.
+pub(crate) fn describe(
+    setting: &'static str,
+    value: SettingValue,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    match setting {
+        "k" => write!(f, "adaptive throttle k must be within {MIN_K}..={MAX_K}, got {value}"),
+        "max_rejection_probability" => {
+            write!(f, "adaptive throttle max_rejection_probability must be within 0..=1, got {value}")
         }
+        "window" => {
+            write!(f, "adaptive throttle window must be within {MIN_WINDOW:?}..={MAX_WINDOW:?}, got {value}")
+        }
+        "min_limit" => write!(f, "concurrency limit min_limit must be at least 1, got {value}"),
+        "max_limit" => write!(
+            f,
+            "concurrency limit max_limit must be within min_limit..={}, got {value}",
+            super::limit::MAX_LIMIT
+        ),
+        "initial_limit" => {
+            write!(f, "concurrency limit initial_limit must be within min_limit..=max_limit, got {value}")
+        }
+        "backoff_ratio" => write!(f, "AIMD backoff_ratio must be within [0.5, 1.0), got {value}"),
+        "timeout" => {
+            write!(f, "AIMD timeout must be within 1ms..={:?}, got {value}", super::limit::MAX_TIMEOUT)
+        }
+        "smoothing" => write!(f, "Gradient2 smoothing must be within (0, 1], got {value}"),
+        "queue_size" => {
+            write!(f, "Gradient2 queue_size must be at most {}, got {value}", super::limit::MAX_LIMIT)
+        }
+        "long_window" => {
+            write!(f, "Gradient2 long_window must be within 1..=100000 samples, got {value}")
+        }
+        "rtt_tolerance" => write!(f, "Gradient2 rtt_tolerance must be within 1.0..=10.0, got {value}"),
+        "max_wait" => {
+            write!(
+                f,
+                "concurrency limiter max_wait must be at most {:?}, got {value}",
+                super::limit::MAX_TIMEOUT
+            )
+        }
+        "sheddable_reserve" => {
+            write!(f, "concurrency limiter sheddable_reserve must be within 0..=1, got {value}")
+        }
+        other => write!(f, "{other} is out of range: {value}"),
     }
 }
-
-impl std::error::Error for OverloadError {}
 
 #[cfg(test)]
 mod tests {
@@ -493,7 +473,7 @@ mod tests {
             (AdaptiveThrottle::builder().window(Duration::from_secs(7_200)), "window"),
         ] {
             let error = builder.build().expect_err("out of range");
-            assert!(matches!(error, OverloadError::OutOfRange { setting: s, .. } if s == setting), "{error}");
+            assert!(error.setting() == setting, "{error}");
         }
     }
 }

@@ -21,7 +21,8 @@ mod adaptive_throttle;
 mod limit;
 mod priority;
 
-pub use adaptive_throttle::{AdaptiveThrottle, AdaptiveThrottleBuilder, OverloadError};
+pub(crate) use adaptive_throttle::describe;
+pub use adaptive_throttle::{AdaptiveThrottle, AdaptiveThrottleBuilder};
 pub use limit::{
     Aimd, AimdBuilder, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Gradient2, Gradient2Builder,
     LimitAlgorithm, LimitPermit,

@@ -38,6 +38,8 @@ mod cubic;
 mod send_rate;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod threads;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -63,52 +65,20 @@ use send_rate::SendRate;
 /// bucket together), which no single atomic word could hold. It takes the
 /// same constant memory however long it runs.
 ///
-/// # Example
-///
-/// ```
-/// use retryscope::pace::adaptive::{AdaptiveRate, Admission, Answer};
-/// use std::time::{Duration, Instant};
-///
-/// let start = Instant::now();
-/// let limiter = AdaptiveRate::new(start);
-/// let at = |millis| start + Duration::from_millis(millis);
-///
-/// // Before any throttling answer nothing is held back.
-/// assert_eq!(limiter.allowed_rate(), None);
-/// assert_eq!(limiter.acquire(at(100)), Admission::Send);
-///
-/// // Ten answers a second for two seconds, then a throttling one.
-/// for millis in (100..=2_000).step_by(100) {
-///     limiter.record(at(millis), Answer::Other);
-/// }
-/// limiter.record(at(2_100), Answer::Throttled);
-/// let cut = limiter.allowed_rate().expect("in force after a throttle");
-/// assert!((6.0..8.0).contains(&cut), "70 % of about ten a second: {cut}");
-///
-/// // Sends now take tokens; when none is left the caller is told how long to
-/// // wait, and a caller that gives up instead has taken nothing.
-/// let mut sent = 0;
-/// while limiter.acquire(at(2_100)) == Admission::Send {
-///     sent += 1;
-/// }
-/// let Admission::Wait(wait) = limiter.acquire(at(2_100)) else { unreachable!() };
-/// assert!(sent >= 1 && wait <= Duration::from_secs(1), "{sent} sent, then {wait:?}");
-/// ```
-///
 /// **Limits**:
 ///
 /// | | value |
 /// |---|---|
 /// | The slowest the allowed rate goes, in sends per second: however hard a dependency throttles, a call gets through every two seconds, so the client keeps measuring and can recover. | 0.5 |
 #[derive(Clone)]
-pub struct AdaptiveRate {
+pub(crate) struct AdaptiveRate {
     state: Arc<Mutex<State>>,
 }
 
 /// What [`AdaptiveRate::acquire`] answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a send must wait when told to"]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Send now: a token was taken (or the limiter is not in force yet).
     Send,
     /// Nothing was taken: ask again after this long. A caller that gives up
@@ -118,7 +88,7 @@ pub enum Admission {
 
 /// What a dependency answered, as far as the limiter cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// A throttling answer (HTTP 429, gRPC `RESOURCE_EXHAUSTED`, or whatever
     /// the caller's classification calls throttling): the rate backs off.
     Throttled,
@@ -145,7 +115,7 @@ impl AdaptiveRate {
     /// A limiter starting at `now`, not in force until the first throttling
     /// answer.
     #[must_use]
-    pub fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant) -> Self {
         let state = State {
             origin: now,
             latest: 0.0,
@@ -164,7 +134,7 @@ impl AdaptiveRate {
     /// Waiting callers do not queue: after the wait each asks again, and if
     /// another took the token first it is told to wait again. The rate holds
     /// either way; which caller goes first is left to the wake-up order.
-    pub fn acquire(&self, now: Instant) -> Admission {
+    pub(crate) fn acquire(&self, now: Instant) -> Admission {
         let mut state = self.lock();
         if !state.in_force {
             return Admission::Send;
@@ -181,7 +151,7 @@ impl AdaptiveRate {
     ///
     /// Record every attempt that got an answer, failures included, once; an
     /// attempt cancelled before an answer came is not an answer.
-    pub fn record(&self, now: Instant, answer: Answer) {
+    pub(crate) fn record(&self, now: Instant, answer: Answer) {
         let mut state = self.lock();
         let t = state.seconds(now);
         let measured = state.send_rate.record(t);
@@ -201,7 +171,7 @@ impl AdaptiveRate {
     /// The rate in force, in sends per second; `None` until the first
     /// throttling answer, before which nothing is held back.
     #[must_use]
-    pub fn allowed_rate(&self) -> Option<f64> {
+    pub(crate) fn allowed_rate(&self) -> Option<f64> {
         let state = self.lock();
         state.in_force.then(|| state.bucket.fill_rate())
     }

@@ -35,7 +35,8 @@
 //!   keep to the policy's rate (`RateLimit-Policy`'s `q` per `w`), else to
 //!   the rate of the report that opened the window.
 //! - **Adaptive mode**, opt in ([`Pacer::adaptive`]): the AWS SDKs'
-//!   client-side send-rate limiter ([`adaptive::AdaptiveRate`]). From the
+//!   client-side send-rate limiter (botocore's, the Go v2 SDK's and
+//!   smithy-rs' algorithm, checked against their published test vectors). From the
 //!   first throttling answer (429, `RESOURCE_EXHAUSTED`) on, every send takes
 //!   a token from a bucket filled at a rate that backs off multiplicatively on
 //!   each throttling answer and recovers along the CUBIC curve.
@@ -77,7 +78,7 @@
 //! # }
 //! ```
 
-pub mod adaptive;
+pub(crate) mod adaptive;
 mod guard;
 mod offered;
 mod release;

@@ -61,8 +61,10 @@ impl Pacer {
 
     /// A pacer in adaptive mode, on the default clock: the gates and quota
     /// spacing of [`new`](Self::new), and the AWS SDKs' adaptive send-rate
-    /// limiter ([`adaptive::AdaptiveRate`]), in force from the first
-    /// throttling answer on.
+    /// limiter, in force from the first throttling answer on: a throttling
+    /// answer cuts the allowed rate to 70 % of the measured send rate, any
+    /// other lets it climb back along a CUBIC curve, and it never falls below
+    /// half a call per second, so a throttled client keeps learning.
     pub fn adaptive() -> Self {
         Self::adaptive_with_clock(DefaultClock)
     }

@@ -12,7 +12,7 @@ pub enum PolicyError {
     /// `max_attempts` was 0: not even the first attempt could run.
     ZeroAttempts,
     /// A setting was outside what it accepts, in the shape every builder's
-    /// refusal has (`BreakerError::OutOfRange`, `BudgetError::OutOfRange`),
+    /// refusal has ([`SettingError`](crate::SettingError) of the guards),
     /// with the bound it was checked against: a duration must be above zero
     /// and at most `limit` ([`MAX_DURATION`](super::MAX_DURATION), or [`MAX_JOB_DURATION`](super::MAX_JOB_DURATION) for a job
     /// policy); `multiplier` must be finite and above `limit` (0).

@@ -1,7 +1,8 @@
 //! The hedging policies the slow-tail storm compares: none, a fixed delay, and
 //! a delay read from the dependency's recent latencies.
 
-use retryscope::hedge::{HedgeDelay, HedgePolicy, HedgePolicyError};
+use retryscope::SettingError;
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -59,7 +60,7 @@ impl HedgingPolicy {
     /// The engine's policy, hedging after `fixed` (the fixed policy's delay,
     /// and the percentile policy's until it has latencies to read) or the
     /// `quantile` of the recent latencies.
-    pub fn policy(self, fixed: Duration, quantile: f64) -> Result<HedgePolicy, HedgePolicyError> {
+    pub fn policy(self, fixed: Duration, quantile: f64) -> Result<HedgePolicy, SettingError> {
         let builder = HedgePolicy::builder().attempt_timeout(ATTEMPT_TIMEOUT).deadline(DEADLINE);
         match self {
             HedgingPolicy::None => builder.max_copies(1).delay(HedgeDelay::fixed(fixed)),

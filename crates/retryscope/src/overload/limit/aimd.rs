@@ -2,7 +2,7 @@
 //! concurrency-limits `AIMDLimit` defines it.
 
 use super::Sample;
-use crate::overload::OverloadError;
+use crate::setting::SettingError;
 use crate::setting::SettingValue;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ const AIMD_BACKOFF_RATIO_RANGE: (f64, f64) = (0.5, 1.0);
 /// use retryscope::overload::{Aimd, ConcurrencyLimiter};
 /// use std::time::Duration;
 ///
-/// # fn main() -> Result<(), retryscope::overload::OverloadError> {
+/// # fn main() -> Result<(), retryscope::SettingError> {
 /// let aimd = Aimd::builder().initial_limit(10).min_limit(1).timeout(Duration::from_millis(500)).build()?;
 /// let limiter = ConcurrencyLimiter::builder(aimd).build()?;
 /// let permits: Vec<_> = (0..5).filter_map(|_| limiter.try_acquire(Default::default())).collect();
@@ -143,15 +143,12 @@ impl AimdBuilder {
     }
 
     /// The limit, or the setting that is out of range.
-    pub fn build(self) -> Result<Aimd, OverloadError> {
+    pub fn build(self) -> Result<Aimd, SettingError> {
         let a = self.aimd;
         super::check_limits(a.initial_limit, a.min_limit, a.max_limit)?;
         let (low, high) = AIMD_BACKOFF_RATIO_RANGE;
         if !(low..high).contains(&a.backoff_ratio) {
-            return Err(OverloadError::OutOfRange {
-                setting: "backoff_ratio",
-                value: SettingValue::Number(a.backoff_ratio),
-            });
+            return Err(SettingError::overload("backoff_ratio", SettingValue::Number(a.backoff_ratio)));
         }
         super::check_duration("timeout", a.timeout)?;
         Ok(a)
@@ -196,7 +193,7 @@ mod tests {
             (Aimd::builder().timeout(Duration::ZERO), "timeout"),
         ] {
             let error = builder.build().expect_err("out of range");
-            assert!(matches!(error, OverloadError::OutOfRange { setting: s, .. } if s == setting), "{error}");
+            assert!(error.setting() == setting, "{error}");
         }
     }
 }

@@ -2,7 +2,7 @@
 //! (`Gradient2Limit`).
 
 use super::Sample;
-use crate::overload::OverloadError;
+use crate::setting::SettingError;
 use crate::setting::SettingValue;
 
 /// The limit a new Gradient2 limiter starts at (Netflix's 20).
@@ -190,10 +190,10 @@ impl Gradient2Builder {
     }
 
     /// The limit, or the setting that is out of range.
-    pub fn build(self) -> Result<Gradient2, OverloadError> {
+    pub fn build(self) -> Result<Gradient2, SettingError> {
         let g = self.g;
         super::check_limits(g.initial_limit, g.min_limit, g.max_limit)?;
-        let refuse = |setting, value| Err(OverloadError::OutOfRange { setting, value });
+        let refuse = |setting, value| Err(SettingError::overload(setting, value));
         if !(g.smoothing > 0.0 && g.smoothing <= 1.0) {
             return refuse("smoothing", SettingValue::Number(g.smoothing));
         }
@@ -310,7 +310,7 @@ mod tests {
             (Gradient2::builder().rtt_tolerance(0.9), "rtt_tolerance"),
         ] {
             let error = builder.build().expect_err("out of range");
-            assert!(matches!(error, OverloadError::OutOfRange { setting: s, .. } if s == setting), "{error}");
+            assert!(error.setting() == setting, "{error}");
         }
     }
 }

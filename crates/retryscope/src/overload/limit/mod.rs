@@ -11,7 +11,8 @@ mod guard;
 pub use aimd::{Aimd, AimdBuilder};
 pub use gradient2::{Gradient2, Gradient2Builder};
 
-use super::{OverloadError, Priority};
+use super::Priority;
+use crate::setting::SettingError;
 use crate::setting::SettingValue;
 use gradient2::LongRtt;
 use std::fmt;
@@ -293,27 +294,20 @@ impl ConcurrencyLimiterBuilder {
     }
 
     /// The limiter, or the setting that is out of range.
-    pub fn build(self) -> Result<ConcurrencyLimiter, OverloadError> {
+    pub fn build(self) -> Result<ConcurrencyLimiter, SettingError> {
         if self.max_wait > MAX_TIMEOUT {
-            return Err(OverloadError::OutOfRange {
-                setting: "max_wait",
-                value: SettingValue::Duration(self.max_wait),
-            });
+            return Err(SettingError::overload("max_wait", SettingValue::Duration(self.max_wait)));
         }
         if !(0.0..=1.0).contains(&self.reserve) {
-            return Err(OverloadError::OutOfRange {
-                setting: "sheddable_reserve",
-                value: SettingValue::Number(self.reserve),
-            });
+            return Err(SettingError::overload("sheddable_reserve", SettingValue::Number(self.reserve)));
         }
         Ok(ConcurrencyLimiter::from_settings(self.algorithm, self.max_wait, self.reserve))
     }
 }
 
 /// Checks an algorithm's limits: `1 ≤ min ≤ initial ≤ max ≤ MAX_LIMIT`.
-fn check_limits(initial: u32, min: u32, max: u32) -> Result<(), OverloadError> {
-    let refuse =
-        |setting, value| Err(OverloadError::OutOfRange { setting, value: SettingValue::Count(value) });
+fn check_limits(initial: u32, min: u32, max: u32) -> Result<(), SettingError> {
+    let refuse = |setting, value| Err(SettingError::overload(setting, SettingValue::Count(value)));
     if min == 0 {
         return refuse("min_limit", min);
     }
@@ -327,11 +321,11 @@ fn check_limits(initial: u32, min: u32, max: u32) -> Result<(), OverloadError> {
 }
 
 /// Checks a duration setting: within 1 ms..=`MAX_TIMEOUT`.
-fn check_duration(setting: &'static str, value: Duration) -> Result<(), OverloadError> {
+fn check_duration(setting: &'static str, value: Duration) -> Result<(), SettingError> {
     if (Duration::from_millis(1)..=MAX_TIMEOUT).contains(&value) {
         Ok(())
     } else {
-        Err(OverloadError::OutOfRange { setting, value: SettingValue::Duration(value) })
+        Err(SettingError::overload(setting, SettingValue::Duration(value)))
     }
 }
 
@@ -379,7 +373,7 @@ mod tests {
             (ConcurrencyLimiter::builder(aimd(1)).sheddable_reserve(f64::NAN), "sheddable_reserve"),
         ] {
             let error = builder.build().expect_err("out of range");
-            assert!(matches!(error, OverloadError::OutOfRange { setting: s, .. } if s == setting), "{error}");
+            assert!(error.setting() == setting, "{error}");
         }
     }
 }

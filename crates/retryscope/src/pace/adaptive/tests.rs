@@ -340,3 +340,33 @@ fn clones_pace_together() {
     assert!(matches!(limiter.acquire(at(origin, 2_000)), Admission::Wait(_)));
     assert_eq!(format!("{limiter:?}"), "AdaptiveRate { allowed_rate: Some(0.5), measured_rate: 0.0, .. }");
 }
+
+/// What the type's docs once showed as an example: nothing held back before
+/// a throttle, a cut to about 70 %, then tokens until told to wait.
+#[test]
+fn a_throttle_cuts_the_rate_and_sends_then_wait() {
+    let start = Instant::now();
+    let limiter = AdaptiveRate::new(start);
+    let at = |millis| start + Duration::from_millis(millis);
+
+    // Before any throttling answer nothing is held back.
+    assert_eq!(limiter.allowed_rate(), None);
+    assert_eq!(limiter.acquire(at(100)), Admission::Send);
+
+    // Ten answers a second for two seconds, then a throttling one.
+    for millis in (100..=2_000).step_by(100) {
+        limiter.record(at(millis), Answer::Other);
+    }
+    limiter.record(at(2_100), Answer::Throttled);
+    let cut = limiter.allowed_rate().expect("in force after a throttle");
+    assert!((6.0..8.0).contains(&cut), "70 % of about ten a second: {cut}");
+
+    // Sends now take tokens; when none is left the caller is told how long to
+    // wait, and a caller that gives up instead has taken nothing.
+    let mut sent = 0;
+    while limiter.acquire(at(2_100)) == Admission::Send {
+        sent += 1;
+    }
+    let Admission::Wait(wait) = limiter.acquire(at(2_100)) else { unreachable!() };
+    assert!(sent >= 1 && wait <= Duration::from_secs(1), "{sent} sent, then {wait:?}");
+}

@@ -11,8 +11,8 @@
 //! itself or one token) plus what it filled at the rates in force since:
 //! `max(1, rate_a) + Σ_{k=a}^{b-1} rate_k · step`.
 
-use retryscope::clock::{Clock, ManualClock};
-use retryscope::pace::adaptive::{AdaptiveRate, Admission, Answer};
+use super::{AdaptiveRate, Admission, Answer};
+use crate::clock::{Clock, ManualClock};
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
