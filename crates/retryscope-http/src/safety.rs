@@ -133,10 +133,7 @@ pub(crate) fn has_idempotency_key(headers: &HeaderMap) -> bool {
     // Parsed once, at compile time: a `&str` name is parsed at every lookup
     // (~190 instructions of a whole call, by callgrind).
     const KEY: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
-    headers
-        .get_all(KEY)
-        .iter()
-        .any(|value| value.as_bytes().iter().any(|b| !matches!(b, b' ' | b'\t')))
+    headers.get_all(KEY).iter().any(|value| value.as_bytes().iter().any(|b| !matches!(b, b' ' | b'\t')))
 }
 
 /// Whether a failed request may be sent again without risking a duplicated side
