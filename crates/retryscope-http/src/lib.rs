@@ -39,6 +39,8 @@
 mod body_rule;
 mod call;
 mod client;
+#[cfg(test)]
+mod client_keys;
 mod configured;
 mod connect;
 mod error;

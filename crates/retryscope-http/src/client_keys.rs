@@ -1,13 +1,15 @@
-//! Every key retryscope's clients send, this layer accepts: the keys
-//! `KeyChoice::new` allows (up to the one shared limit, escapes and all)
-//! and the ones `.idempotency_keys()` generates read back here as themselves,
-//! and a key one character over the limit is refused on the client, before
-//! it could be sent and answered 400.
+//! Every key retryscope's clients send, the server layer
+//! (`retryscope-idempotency`) accepts: the keys `KeyChoice::new` allows (up
+//! to the one shared limit, escapes and all) and the ones
+//! `.idempotency_keys()` generates read back there as themselves, and a key
+//! one character over the limit is refused on the client, before it could
+//! be sent and answered 400. Tests of this crate's own key handling, so
+//! here, beside it.
 
 use http::{Extensions, HeaderMap, HeaderName, Method};
 use retryscope::classify::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN};
-use retryscope_http::__private::idempotency::IdempotencyKeys;
-use retryscope_http::{KeyChoice, KeyChoiceError};
+use crate::idempotency::IdempotencyKeys;
+use crate::{KeyChoice, KeyChoiceError};
 use retryscope_idempotency::IdempotencyKey;
 
 /// The header both sides name, as the server layer reads it.
