@@ -6,10 +6,10 @@
 //! be sent and answered 400. Tests of this crate's own key handling, so
 //! here, beside it.
 
-use http::{Extensions, HeaderMap, HeaderName, Method};
-use retryscope::classify::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN};
 use crate::idempotency::IdempotencyKeys;
 use crate::{KeyChoice, KeyChoiceError};
+use http::{Extensions, HeaderMap, HeaderName, Method};
+use retryscope::classify::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN};
 use retryscope_idempotency::IdempotencyKey;
 
 /// The header both sides name, as the server layer reads it.
