@@ -55,7 +55,7 @@ use std::fmt;
 
 /// The draft's header, `Idempotency-Key` (lowercase, as [`HeaderMap`] keeps
 /// it): [`retryscope::classify::IDEMPOTENCY_KEY`] as a header name.
-const DEFAULT_HEADER: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
+pub(crate) const DEFAULT_HEADER: HeaderName = HeaderName::from_static(retryscope::classify::IDEMPOTENCY_KEY);
 
 /// The longest key [`KeyChoice::new`] accepts, in bytes (before quoting): the
 /// limit the server layer (retryscope-idempotency) accepts too.
