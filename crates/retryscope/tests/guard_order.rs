@@ -31,24 +31,28 @@ fn two_attempts() -> retryscope::PolicyBuilder {
         .no_attempt_timeout()
 }
 
+/// A call whose every attempt fails at once, under `policy`, to
+/// `dependency`: how it stopped, after how many attempts, and when.
+async fn always_failing(policy: Policy, dependency: &Dependency) -> (StopReason, u32, Duration) {
+    let started = Instant::now();
+    let error = (|| async { Err::<(), _>("503") })
+        .retry(policy)
+        .when(|_: &&str| true)
+        .dependency(dependency)
+        .await
+        .expect_err("every attempt fails");
+    (error.reason(), error.attempts(), started.elapsed())
+}
+
 /// Two calls to a dependency whose in-flight budget lets one retry out at a
 /// time, both failing at once: the first call's retry is admitted, the
 /// second's refused. Returns each call's stop reason, attempts and duration.
 async fn two_calls_one_retry_slot(policy: Policy) -> [(StopReason, u32, Duration); 2] {
     let in_flight = InFlightBudget::new(0.001, 1).expect("valid budget");
     let dependency = Dependency::new("test").with_guard(in_flight);
-    let call = || async {
-        let started = Instant::now();
-        let error = (|| async { Err::<(), _>("503") })
-            .retry(policy)
-            .when(|_: &&str| true)
-            .dependency(&dependency)
-            .await
-            .expect_err("every attempt fails");
-        (error.reason(), error.attempts(), started.elapsed())
-    };
     // `join!` polls the first call first: its retry takes the one slot.
-    let (first, second) = tokio::join!(call(), call());
+    let (first, second) =
+        tokio::join!(always_failing(policy, &dependency), always_failing(policy, &dependency));
     [first, second]
 }
 
@@ -102,21 +106,12 @@ async fn a_send_held_past_the_deadline_releases_the_breakers_permit_unused() {
     let guard = Arc::new(HoldsRetriesOnce { hold: ms(100), held: AtomicU32::new(0) });
     let dependency = Dependency::new("test").with_breaker(breaker.clone()).with_guard(Arc::clone(&guard));
     let policy = two_attempts().deadline(ms(150)).build().expect("valid policy");
-    let started = Instant::now();
-    let error = (|| async { Err::<(), _>("503") })
-        .retry(policy)
-        .when(|_: &&str| true)
-        .dependency(&dependency)
-        .await
-        .expect_err("the deadline stops it");
+    let stopped = always_failing(policy, &dependency).await;
     // The retry's send at 100 ms: the breaker gave its permit, the guard held
     // it to 200 ms, past the 150 ms deadline. Asked again, every guard lets
     // it go; the deadline stops it, and the breaker's permit goes back unused.
     assert_eq!(guard.held.load(Ordering::SeqCst), 2, "asked at the send and again after the hold");
-    assert_eq!(
-        (error.reason(), error.attempts(), started.elapsed()),
-        (StopReason::DeadlineExceeded, 1, ms(200))
-    );
+    assert_eq!(stopped, (StopReason::DeadlineExceeded, 1, ms(200)));
     // Settled as a failure, the permit would have opened the breaker.
     assert_eq!(breaker.state(), BreakerState::Closed);
     assert!(breaker.try_acquire().is_ok());
