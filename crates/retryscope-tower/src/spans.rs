@@ -149,17 +149,29 @@ struct RedactedUrl<'a> {
 
 impl fmt::Display for RedactedUrl<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = self.origin.scheme_str().unwrap_or("http");
-        let mut url = format!("{scheme}://{}", self.origin.host().unwrap_or("unknown"));
-        if let Some(port) = self.origin.port_u16() {
-            url.push_str(&format!(":{port}"));
-        }
-        url.push_str(self.request.path());
-        if let Some(query) = self.request.query() {
-            url.push('?');
-            url.push_str(query);
-        }
+        let Some(query) = self.request.query() else {
+            // No query, no credentials (a host has none), no fragment (a
+            // request's URI has none): nothing to redact, nothing to build.
+            return self.write_without_query(f);
+        };
+        let mut url = String::new();
+        self.write_without_query(&mut url)?;
+        url.push('?');
+        url.push_str(query);
         f.write_str(&redact_every_query_value(&url))
+    }
+}
+
+impl RedactedUrl<'_> {
+    /// The scheme and host of `origin`, its port if it has one, and the path
+    /// of `request`.
+    fn write_without_query(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        let scheme = self.origin.scheme_str().unwrap_or("http");
+        write!(out, "{scheme}://{}", self.origin.host().unwrap_or("unknown"))?;
+        if let Some(port) = self.origin.port_u16() {
+            write!(out, ":{port}")?;
+        }
+        out.write_str(self.request.path())
     }
 }
 
@@ -183,6 +195,18 @@ mod tests {
         let (name, full, port) = url("https://payments.internal/charge");
         assert_eq!((name.as_str(), port), ("payments.internal", Some(443)));
         assert_eq!(full, "https://payments.internal/charge");
+    }
+
+    /// Without a query the URL is written straight out; with one it goes
+    /// through the redaction: both give what the redaction gives.
+    #[test]
+    fn a_url_without_a_query_is_what_the_redaction_would_make_of_it() {
+        for uri in ["http://[::1]:8080/a/b", "https://payments.internal/", "http://10.0.0.1:81/x@y/z", "http://h/p?"] {
+            let (_, full, _) = url(uri);
+            assert_eq!(full, redact_every_query_value(&full), "{uri}");
+        }
+        assert_eq!(url("http://[::1]:8080/a/b").1, "http://[::1]:8080/a/b");
+        assert_eq!(url("http://h/p?").1, "http://h/p?");
     }
 
     #[test]
