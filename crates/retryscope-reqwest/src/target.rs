@@ -56,7 +56,11 @@ impl fmt::Display for Redacted<'_> {
         // What redaction could change — credentials, a query, a fragment —
         // the parsed URL already knows where it is: a URL with none of them
         // (most) is written as it is, without scanning it again.
-        if url.username().is_empty() && url.password().is_none() && url.query().is_none() && url.fragment().is_none() {
+        if url.username().is_empty()
+            && url.password().is_none()
+            && url.query().is_none()
+            && url.fragment().is_none()
+        {
             return f.write_str(url.as_str());
         }
         f.write_str(&retryscope_http::redact_url(url.as_str()))
@@ -87,11 +91,7 @@ mod tests {
             "data:text/plain,hi#x",
         ] {
             let parsed = Url::parse(url).expect("a valid URL");
-            assert_eq!(
-                Redacted(&parsed).to_string(),
-                retryscope_http::redact_url(parsed.as_str()),
-                "{url}"
-            );
+            assert_eq!(Redacted(&parsed).to_string(), retryscope_http::redact_url(parsed.as_str()), "{url}");
         }
     }
 }

@@ -201,7 +201,9 @@ mod tests {
     /// through the redaction: both give what the redaction gives.
     #[test]
     fn a_url_without_a_query_is_what_the_redaction_would_make_of_it() {
-        for uri in ["http://[::1]:8080/a/b", "https://payments.internal/", "http://10.0.0.1:81/x@y/z", "http://h/p?"] {
+        for uri in
+            ["http://[::1]:8080/a/b", "https://payments.internal/", "http://10.0.0.1:81/x@y/z", "http://h/p?"]
+        {
             let (_, full, _) = url(uri);
             assert_eq!(full, redact_every_query_value(&full), "{uri}");
         }
