@@ -157,8 +157,10 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
             Err(reason) => return self.stop_sending(reason),
         }
         match self.driver.admit(now, self.retry_of.take(), self.policy.attempt_timeout()) {
-            Ok((mut flight, _)) => {
-                flight.admitted = self.driver.admitted.take();
+            Ok((scope, _)) => {
+                let number = self.driver.attempts;
+                let admitted = self.driver.admitted.take();
+                let flight = Flight { number, started: Some(now), scope, admitted };
                 let limit_at = self.policy.attempt_timeout().map(|t| now + t);
                 self.next_at = Some(now + self.policy.next_delay(now));
                 Some(Sent { flight, limit_at })

@@ -208,22 +208,22 @@ impl<'a, O: Observer> Driver<'a, O> {
             return Err(self.stop(now, reason));
         }
         let attempt_timeout = self.setup.policy.attempt_timeout();
-        let (flight, limit) = match self.admit(now, self.last_error, attempt_timeout) {
+        let (scope, limit) = match self.admit(now, self.last_error, attempt_timeout) {
             Ok(admitted) => admitted,
             Err(reason) => {
                 self.withdraw();
                 return Err(self.stop(now, reason));
             }
         };
-        self.scope = flight.scope;
-        self.attempt_started = flight.started;
+        self.scope = scope;
+        self.attempt_started = Some(now);
         Ok(limit)
     }
 
     /// Starts the attempt the guards cleared at `now`, the one start of every
     /// attempt, a retry's or a hedge's copy: the deadline may refuse it, the
     /// observer hears it start (as a retry of `retry_of`). Returns the
-    /// attempt and its time limit (`attempt_timeout` cut to what is left of
+    /// observer's scope of the attempt and its time limit (`attempt_timeout` cut to what is left of
     /// the deadline); a refusal does not stop the operation. The guards'
     /// admission stays the driver's, for the caller to move into the flight.
     #[inline]
@@ -232,7 +232,7 @@ impl<'a, O: Observer> Driver<'a, O> {
         now: Instant,
         retry_of: Option<ErrorType>,
         attempt_timeout: Option<Duration>,
-    ) -> Result<(Flight<Scope<O>>, Option<Duration>), StopReason> {
+    ) -> Result<(Option<Scope<O>>, Option<Duration>), StopReason> {
         self.observe_operation();
         let remaining = match self.started {
             // The first attempt has the whole deadline: no arithmetic on instants.
@@ -255,9 +255,10 @@ impl<'a, O: Observer> Driver<'a, O> {
         self.attempts += 1;
         let limit = attempt_limit(attempt_timeout, remaining);
         let start = AttemptStart { number: self.attempts, retry_of, hedge: self.setup.hedged, limit };
+        // Only the observer's scope goes back: the attempt's number and start
+        // are the driver's already (a whole `Flight` here cost a copy of it).
         let scope = self.operation.as_mut().map(|operation| operation.attempt_started(&start));
-        let flight = Flight { number: self.attempts, started: Some(now), scope, admitted: None };
-        Ok((flight, limit))
+        Ok((scope, limit))
     }
 
     /// The observer hears of the operation before its first attempt starts,
