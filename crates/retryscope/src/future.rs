@@ -15,7 +15,7 @@ use crate::classify::Classify;
 use crate::clock::Clock;
 use crate::driver::{Driver, Setup, Started, untimed_instant};
 use crate::error::RetryError;
-use crate::guard::{Attempt, End};
+use crate::guard::Attempt;
 use crate::observe::Observer;
 use crate::retry::{Notify, Retry, Step, final_result, settle, settle_timeout, settle_verdict, verdict_of};
 use crate::sleep::Sleeper;
@@ -219,7 +219,7 @@ where
         // Read the clock only if something uses the time (see `Driver::now`).
         let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
         // The guards (a budget at most: see `quiet_start`) hear the call.
-        setup.dependency.call_started();
+        setup.dependency.quiet_call_started();
         let (mut state, mut timer) = (this.state, this.timer);
         // Built and polled outside any scope: a quiet attempt has none.
         state.set(State::Attempt { fut: (this.op)(), quiet: None, limit_at: None });
@@ -233,12 +233,8 @@ where
                 let verdict = verdict_of(this.classifier, &result, None);
                 match result {
                     Ok(value) if verdict == Verdict::Success => {
-                        if let Phase::Fresh { setup, .. } = &*this.phase
-                            && setup.dependency.is_guarded()
-                        {
-                            let guards = &setup.dependency;
-                            guards.settle_quiet(Attempt::first(), End::Succeeded);
-                            guards.call_finished();
+                        if let Phase::Fresh { setup, .. } = &*this.phase {
+                            setup.dependency.quiet_call_succeeded(Attempt::first());
                         }
                         state.set(State::Done);
                         return Poll::Ready(Ok(value));
