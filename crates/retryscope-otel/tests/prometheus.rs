@@ -80,7 +80,7 @@ fn the_scrape_has_the_contract_series() {
     retryscope_otel::publish_dependency_gauges(&meter, &guards);
     let paced = guards.get("api");
     let pacer = paced.pacer().expect("a pacer per dependency");
-    pacer.learn(&PaceSignal::none().with_quota(Quota::new(2, Duration::from_secs(4))));
+    pacer.learn(&PaceSignal { quota: Some(Quota::new(2, Duration::from_secs(4))), ..PaceSignal::none() });
     for _ in 0..2 {
         let sent = (|| Ok::<(), u16>(()))
             .retry(policy)

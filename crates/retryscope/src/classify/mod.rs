@@ -137,11 +137,8 @@ pub trait Classify<T, E> {
     ///
     ///     fn pace(&mut self, result: &Result<Reply, std::io::Error>) -> Option<PaceSignal> {
     ///         let reply = result.as_ref().ok()?;
-    ///         let signal = PaceSignal::none().with_throttled(reply.status == 429);
-    ///         Some(match reply.retry_after {
-    ///             Some(seconds) => signal.with_not_before(Hint::retry_after(Duration::from_secs(seconds))),
-    ///             None => signal,
-    ///         })
+    ///         let not_before = reply.retry_after.map(|seconds| Hint::retry_after(Duration::from_secs(seconds)));
+    ///         Some(PaceSignal { not_before, throttled: reply.status == 429, ..PaceSignal::none() })
     ///     }
     /// }
     /// # let signal = Statuses.pace(&Ok(Reply { status: 429, retry_after: Some(2) }));

@@ -67,7 +67,7 @@
 //! let pacer = Pacer::new(); // one per dependency, shared by every call
 //! let search = Dependency::new("search").with_pacer(pacer.clone());
 //! // A response said: two requests left in the next three seconds.
-//! pacer.learn(&PaceSignal::none().with_quota(Quota::new(2, Duration::from_secs(3))));
+//! pacer.learn(&PaceSignal { quota: Some(Quota::new(2, Duration::from_secs(3))), ..PaceSignal::none() });
 //!
 //! let start = tokio::time::Instant::now();
 //! for _ in 0..3 {
