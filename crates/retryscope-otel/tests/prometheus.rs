@@ -431,7 +431,7 @@ fn connections_beyond_the_limit_are_closed_at_once() {
 async fn a_hedged_call_shows_as_hedges_and_wins_total() {
     use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
     let prometheus = PrometheusMetrics::new().expect("exporter");
-    let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(50))).build().unwrap();
+    let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(50))).build().unwrap();
     let mut copies = 0;
     let answer = (|| {
         copies += 1;

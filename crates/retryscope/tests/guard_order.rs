@@ -151,7 +151,7 @@ async fn hedged_through_a_spent_pacer(budget: Option<RetryBudget>) -> (Vec<Held>
     }
     let policy = HedgePolicy::builder()
         .max_copies(2)
-        .delay(HedgeDelay::fixed(ms(50)))
+        .delay(HedgeDelay::Fixed(ms(50)))
         .no_deadline()
         .no_attempt_timeout()
         .build()

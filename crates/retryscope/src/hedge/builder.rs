@@ -25,7 +25,7 @@ use std::future::Future;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(20))).build()?;
+/// let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(20))).build()?;
 /// let answer = (|| async { Ok::<_, std::io::Error>("fast") }).hedge(policy).await?;
 /// assert_eq!(answer, "fast");
 /// # Ok(())
