@@ -121,13 +121,13 @@ mod setting;
 mod shared;
 mod sleep;
 mod sync;
-pub mod transient;
 mod verdict;
 mod wait;
 mod window;
 
 pub use breaker::CircuitBreaker;
 pub use budget::{retry_budget::RetryBudget, token_bucket::TokenBucket};
+pub use classify::Transient;
 pub use error::RetryError;
 pub use future::RetryFuture;
 pub use outcome::{Outcome, StopReason};
@@ -140,6 +140,5 @@ pub use shared::Shared;
 pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]
 pub use sleep::TokioSleeper;
-pub use transient::Transient;
 pub use verdict::{DelaySource, ErrorType, Hint, Verdict};
 pub use wait::Backoff;

@@ -2,6 +2,7 @@
 
 use super::future::{Copies, HedgeFuture};
 use super::policy::HedgePolicy;
+use crate::classify::TransientErrors;
 use crate::classify::{Classify, ClassifyFn, When};
 use crate::dependency::DependencyRef;
 use crate::driver::Setup;
@@ -10,7 +11,6 @@ use crate::observe::{NoObserver, Observer};
 use crate::overload::Priority;
 use crate::shared::Shared;
 use crate::sleep::Sleeper;
-use crate::transient::TransientErrors;
 use std::future::Future;
 
 /// Adds [`hedge`](Hedgeable::hedge) to every `FnMut()` closure that returns a
