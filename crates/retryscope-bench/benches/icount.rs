@@ -188,7 +188,7 @@ thread_local! {
     static BREAKER: CircuitBreaker = CircuitBreaker::new();
     // A service holds one hedging policy per dependency and clones it per call.
     static HEDGE_FIXED: retryscope::hedge::HedgePolicy = retryscope::hedge::HedgePolicy::builder()
-        .delay(retryscope::hedge::HedgeDelay::fixed(std::time::Duration::from_millis(50)))
+        .delay(retryscope::hedge::HedgeDelay::Fixed(std::time::Duration::from_millis(50)))
         .build()
         .expect("a valid hedging policy");
     static HEDGE_PERCENTILE: retryscope::hedge::HedgePolicy = retryscope::hedge::HedgePolicy::builder()

@@ -330,7 +330,7 @@ async fn a_hedged_call_that_gives_up_runs_its_fallback_once() {
     let hedged = || {
         HedgePolicy::builder()
             .max_copies(3)
-            .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+            .delay(HedgeDelay::Fixed(Duration::from_millis(50)))
             .deadline(Duration::from_secs(2))
             .build()
             .expect("a valid hedging policy")

@@ -39,7 +39,7 @@ impl BodyRule for TryAgain {
 fn hedge(delay: Duration) -> HedgePolicy {
     HedgePolicy::builder()
         .max_copies(3)
-        .delay(HedgeDelay::fixed(delay))
+        .delay(HedgeDelay::Fixed(delay))
         .build()
         .expect("valid hedging policy")
 }

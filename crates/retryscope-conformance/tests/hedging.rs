@@ -17,7 +17,7 @@ use common::{BOTH, Call, Client, Integration, Setup};
 fn hedge(delay: Duration) -> HedgePolicy {
     HedgePolicy::builder()
         .max_copies(3)
-        .delay(HedgeDelay::fixed(delay))
+        .delay(HedgeDelay::Fixed(delay))
         .build()
         .expect("valid hedging policy")
 }

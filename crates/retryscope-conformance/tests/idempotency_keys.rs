@@ -278,7 +278,7 @@ async fn a_post_in_a_jobs_scope_carries_the_derived_key_on_every_attempt_and_its
         server.script("/charges", [Reply::status(503), Reply::ok("charged")]);
         let client = integration.client(Setup::new(policy()).meter(&t));
         let post = client.send(Call::post(server.url("/charges")).body("amount=7"));
-        let response = retryscope::job_key::JobKeyScope::new("order-9".into(), post).await;
+        let response = retryscope::jobs::JobKeyScope::new("order-9".into(), post).await;
         assert_eq!(response.expect("retried").status, 200, "{integration:?}");
         let derived = Some(r#""order-9/1""#.to_owned());
         assert_eq!(keys_seen(&server, "/charges", "idempotency-key"), [derived.clone(), derived]);

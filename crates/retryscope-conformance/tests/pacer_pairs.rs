@@ -205,7 +205,7 @@ async fn a_hedge_copys_retry_after_holds_the_next_call() {
         server.script("/item", [slow, Reply::with_header(429, "retry-after", "1").into()]);
         let hedge = HedgePolicy::builder()
             .max_copies(2)
-            .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+            .delay(HedgeDelay::Fixed(Duration::from_millis(50)))
             .build()
             .expect("valid hedging policy");
         let setup = Setup::new(Policy::interactive()).hedge(hedge).pacer_per_dependency(Pacer::new);

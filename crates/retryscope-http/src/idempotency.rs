@@ -12,7 +12,7 @@
 //! [`KeyChoice`] extension supplies a key or suppresses generation.
 //!
 //! Inside a job's handler (a `retryscope-jobs` worker, or any future run in
-//! a [`retryscope::job_key::JobKeyScope`]), such a request gets instead a
+//! a [`retryscope::jobs::JobKeyScope`]), such a request gets instead a
 //! key derived from the job's key and the call's ordinal in the handler,
 //! `"<job key>/<n>"` (see [`crate::job_call_key`]), whether or not generation
 //! is on: the same key on every run of the job, so a server that stores keys
@@ -85,7 +85,7 @@ pub enum KeySource {
     /// Made by the integration for this operation.
     Generated,
     /// Derived from the key of the job whose handler makes the call, and the
-    /// call's ordinal in it ([`retryscope::job_key`]).
+    /// call's ordinal in it ([`retryscope::jobs`]).
     Job,
 }
 
@@ -132,7 +132,7 @@ impl IdempotencyKeys {
     /// it gets a fresh UUID v4. A body that cannot be sent again gets no key:
     /// there will be no second attempt for it to protect.
     ///
-    /// Inside a job's scope ([`retryscope::job_key`]), such a request gets
+    /// Inside a job's scope ([`retryscope::jobs`]), such a request gets
     /// the key of the job's next call instead, generation on or off (the job
     /// asks for it): the one place both integrations derive job keys.
     pub fn apply(
@@ -184,8 +184,7 @@ impl IdempotencyKeys {
         }
         // Taken only for a request that will carry it, so that a GET or a
         // caller's key in between does not move the ordinals of the rest.
-        if let Some(value) =
-            retryscope::job_key::next_call().and_then(|c| crate::job_call_key::header_value(&c))
+        if let Some(value) = retryscope::jobs::next_call().and_then(|c| crate::job_call_key::header_value(&c))
         {
             headers.insert(self.header.clone(), value);
             return Some(KeySource::Job);

@@ -2,7 +2,7 @@
 //! and the call's ordinal in that execution of the handler,
 //! `<job key>/<n>` (`order-7781/1`, `order-7781/2`, …), the same on every
 //! run of the job as long as the handler makes its keyed calls in the same
-//! order (see [`retryscope::job_key`] for what breaks that).
+//! order (see [`retryscope::jobs`] for what breaks that).
 //!
 //! A job key that cannot stand in an RFC 8941 String of at most
 //! [`MAX_IDEMPOTENCY_KEY_LEN`] bytes with its ordinal — longer than
@@ -23,7 +23,7 @@
 use crate::KeyChoice;
 use http::HeaderValue;
 use retryscope::classify::MAX_IDEMPOTENCY_KEY_LEN;
-use retryscope::job_key::JobCall;
+use retryscope::jobs::JobCall;
 use sha2::{Digest, Sha256};
 use std::fmt::Write;
 
@@ -59,7 +59,7 @@ pub(crate) fn header_value(call: &JobCall) -> Option<HeaderValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use retryscope::job_key::{JobKeyScope, next_call};
+    use retryscope::jobs::{JobKeyScope, next_call};
 
     fn call(job_key: &str, ordinals: usize) -> Vec<HeaderValue> {
         let scoped = JobKeyScope::new(job_key.into(), async move {

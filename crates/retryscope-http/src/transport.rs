@@ -74,7 +74,7 @@ pub(crate) fn walk(error: &(dyn StdError + 'static), refused: Refused) -> Option
         if cause.downcast_ref::<InjectedFault>().is_some_and(InjectedFault::refused) {
             return Some(Failure { verdict: Verdict::retryable(ErrorType::CONNECT), stage: Stage::NotSent });
         }
-        let verdict = retryscope::transient::cause_verdict(cause)?;
+        let verdict = retryscope::classify::cause_verdict(cause)?;
         // Which failure it was is the engine's rule; where it happened is ours.
         let not_sent = refused == Refused::NotSent
             && cause

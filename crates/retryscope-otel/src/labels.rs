@@ -3,9 +3,9 @@
 use crate::names;
 use opentelemetry::KeyValue;
 use retryscope::ErrorType;
-use retryscope::dependency::{bounded_dependency, bounded_operation};
+use retryscope::dependency::{MAX_DEPENDENCIES, NameTable, bounded_dependency};
 use std::cell::Cell;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::thread::LocalKey;
 
 /// The `error.type` value for a status code outside 100..=599.
@@ -69,6 +69,21 @@ macro_rules! with_attrs {
     }};
 }
 pub(crate) use with_attrs;
+
+/// `name` as a `retryscope.operation` label, bounded like dependency names
+/// ([`bounded_dependency`]) by a table of its own: the first
+/// [`MAX_DEPENDENCIES`] names of the process are kept, the rest are `_OTHER`.
+/// A telemetry label only (the engine keeps no state per operation), so the
+/// table is this crate's; the integrations bound the names they set with it.
+///
+/// ```
+/// let label = retryscope_otel::bounded_operation("GetOrder");
+/// assert_eq!(&*label, "GetOrder");
+/// ```
+pub fn bounded_operation(name: &str) -> Arc<str> {
+    static OPERATIONS: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DEPENDENCIES));
+    OPERATIONS.intern(name)
+}
 
 /// The common attributes of one operation: `retryscope.dependency` and, when set,
 /// `retryscope.operation`. Both go through the process-wide bounded tables, so a

@@ -142,7 +142,7 @@ pub use incoming::{
     ATTEMPT_HEADER, ENVOY_ATTEMPT_HEADER, EXHAUSTED_HEADER, GRPC_PREVIOUS_ATTEMPTS, IncomingAttempt,
     IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,
 };
-pub use labels::error_type_str;
+pub use labels::{bounded_operation, error_type_str};
 pub use log::{REQUEST_ID_HEADER, RetryLog, RetryLogOperation, request_id, stop_reason_str};
 pub use meter_choice::MeterChoice;
 pub use metrics::RetryMetrics;

@@ -333,7 +333,7 @@ fn http_status(error: ErrorType) -> Option<i64> {
 /// The gRPC status code of a failure, as its own field (`rpc.grpc.status_code`).
 fn grpc_code(error: ErrorType) -> Option<i64> {
     match error {
-        ErrorType::Kind(kind) => retryscope::transient::GRPC_CODE_NAMES
+        ErrorType::Kind(kind) => retryscope::classify::GRPC_CODE_NAMES
             .iter()
             .position(|name| *name == kind)
             .and_then(|i| i64::try_from(i).ok()),

@@ -22,7 +22,7 @@ fn ms(n: u64) -> Duration {
 fn policy() -> HedgePolicy {
     HedgePolicy::builder()
         .max_copies(3)
-        .delay(HedgeDelay::fixed(ms(50)))
+        .delay(HedgeDelay::Fixed(ms(50)))
         .no_deadline()
         .no_attempt_timeout()
         .build()

@@ -80,7 +80,7 @@ fn the_scrape_has_the_contract_series() {
     retryscope_otel::publish_dependency_gauges(&meter, &guards);
     let paced = guards.get("api");
     let pacer = paced.pacer().expect("a pacer per dependency");
-    pacer.learn(&PaceSignal::none().with_quota(Quota::new(2, Duration::from_secs(4))));
+    pacer.learn(&PaceSignal { quota: Some(Quota::new(2, Duration::from_secs(4))), ..PaceSignal::none() });
     for _ in 0..2 {
         let sent = (|| Ok::<(), u16>(()))
             .retry(policy)
@@ -431,7 +431,7 @@ fn connections_beyond_the_limit_are_closed_at_once() {
 async fn a_hedged_call_shows_as_hedges_and_wins_total() {
     use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
     let prometheus = PrometheusMetrics::new().expect("exporter");
-    let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(50))).build().unwrap();
+    let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(50))).build().unwrap();
     let mut copies = 0;
     let answer = (|| {
         copies += 1;

@@ -450,7 +450,10 @@ async fn redis_stopped_mid_run_falls_back_to_local_pacing_and_sharing_resumes_wh
     pa.share_with(a.clone(), "api.example:443");
     pb.share_with(b.clone(), "api.example:443");
     let hint = retryscope::Hint::retry_after(Duration::from_secs(5));
-    pa.learn(&retryscope::pace::PaceSignal::none().with_not_before(hint));
+    pa.learn(&retryscope::pace::PaceSignal {
+        not_before: Some(hint),
+        ..retryscope::pace::PaceSignal::none()
+    });
     let reached = until("the gate at B", Duration::from_secs(2), || pb.allowed_rate() == Some(0.0)).await;
     assert_eq!(a.fallbacks(), 1);
     println!("rejoined {rejoined:?} after the restart; a gate reached B in {reached:?}");

@@ -51,7 +51,7 @@ async fn a_hedged_requests_own_timeout_bounds_the_whole_call() -> Result<(), Box
     server.script("/stalled", [Reply::Stall, Reply::Stall, Reply::Stall]);
     // A second copy after 200 ms; each copy allowed 5 s, the call 15 s.
     let hedge =
-        HedgePolicy::builder().max_copies(2).delay(HedgeDelay::fixed(Duration::from_millis(200))).build()?;
+        HedgePolicy::builder().max_copies(2).delay(HedgeDelay::Fixed(Duration::from_millis(200))).build()?;
     let middleware = retryscope_reqwest::RetryMiddleware::builder(retryscope::Policy::interactive())
         .no_telemetry()
         .hedge(hedge)

@@ -222,7 +222,7 @@ impl Protocol for HttpCall {
     }
 
     fn operation(&self, options: &RetryOptions) -> Option<Arc<str>> {
-        options.operation_name().map(retryscope::dependency::bounded_operation)
+        options.operation_name().map(retryscope_otel::bounded_operation)
     }
 
     async fn answer<ResB>(

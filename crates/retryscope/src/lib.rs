@@ -65,8 +65,9 @@
 //! - [`Shared`]: names borrowed, or shared through an `Arc` so that a retry
 //!   can be `'static` (spawned).
 //! - [`jobs`]: the policy without the loop, for job queues; [`jobs::JobPolicy`]
-//!   schedules across days and weeks. [`job_key`]: the job key of the handler
-//!   running on this task, from which HTTP calls derive idempotency keys.
+//!   schedules across days and weeks; [`jobs::JobKeyScope`]: the job key of
+//!   the handler running on this task, from which HTTP calls derive
+//!   idempotency keys.
 //! - Blocking code: [`Retry::call`]. Other async runtimes: [`Retry::with_sleeper`]
 //!   with a [`Sleeper`].
 //!
@@ -108,7 +109,6 @@ pub mod guard;
 pub mod hedge;
 #[cfg(feature = "http")]
 pub mod hints;
-pub mod job_key;
 pub mod jobs;
 pub mod observe;
 mod outcome;
@@ -121,13 +121,13 @@ mod setting;
 mod shared;
 mod sleep;
 mod sync;
-pub mod transient;
 mod verdict;
 mod wait;
 mod window;
 
 pub use breaker::CircuitBreaker;
 pub use budget::{retry_budget::RetryBudget, token_bucket::TokenBucket};
+pub use classify::Transient;
 pub use error::RetryError;
 pub use future::RetryFuture;
 pub use outcome::{Outcome, StopReason};
@@ -140,6 +140,5 @@ pub use shared::Shared;
 pub use sleep::Sleeper;
 #[cfg(feature = "tokio")]
 pub use sleep::TokioSleeper;
-pub use transient::Transient;
 pub use verdict::{DelaySource, ErrorType, Hint, Verdict};
 pub use wait::Backoff;

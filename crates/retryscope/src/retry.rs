@@ -1,5 +1,6 @@
 //! The retry builder: `op.retry(policy).when(..).notify(..).await`.
 
+use crate::classify::TransientErrors;
 use crate::classify::{AnyError, Classify, ClassifyFn, When};
 use crate::clock::Clock;
 use crate::dependency::DependencyRef;
@@ -11,7 +12,6 @@ use crate::overload::Priority;
 use crate::pace::Pacer;
 use crate::policy::Policy;
 use crate::shared::Shared;
-use crate::transient::TransientErrors;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
 

@@ -95,7 +95,7 @@ impl ErrorType {
     /// Whether this failure is the dependency asking the client to slow down —
     /// HTTP 429 or gRPC `RESOURCE_EXHAUSTED` — rather than failing: a circuit
     /// breaker does not count it, and the adaptive pacer backs off on it.
-    pub fn is_throttling(self) -> bool {
+    pub(crate) fn is_throttling(self) -> bool {
         matches!(self, ErrorType::Status(429) | ErrorType::Kind("RESOURCE_EXHAUSTED"))
     }
 

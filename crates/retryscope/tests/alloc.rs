@@ -97,7 +97,7 @@ fn a_hedged_call_the_first_copy_answers_allocates_nothing() {
         tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
     let _context = runtime.enter();
     let db = Dependency::new("db").with_budget(RetryBudget::new());
-    for delay in [HedgeDelay::fixed(std::time::Duration::from_millis(50)), HedgeDelay::percentile(0.95)] {
+    for delay in [HedgeDelay::Fixed(std::time::Duration::from_millis(50)), HedgeDelay::percentile(0.95)] {
         let policy = HedgePolicy::builder().delay(delay).build().expect("valid");
         let (allocations, output) = allocations_of(
             (|| async { Ok::<_, ()>(4) })

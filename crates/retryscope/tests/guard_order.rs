@@ -144,14 +144,14 @@ impl OperationObserver for Holds {
 /// heard, and the copies it sent.
 async fn hedged_through_a_spent_pacer(budget: Option<RetryBudget>) -> (Vec<Held>, u32) {
     let pacer = Pacer::new();
-    pacer.learn(&PaceSignal::none().with_quota(Quota::new(1, Duration::from_secs(10))));
+    pacer.learn(&PaceSignal { quota: Some(Quota::new(1, Duration::from_secs(10))), ..PaceSignal::none() });
     let mut dependency = Dependency::new("test").with_pacer(pacer);
     if let Some(budget) = budget {
         dependency = dependency.with_budget(budget);
     }
     let policy = HedgePolicy::builder()
         .max_copies(2)
-        .delay(HedgeDelay::fixed(ms(50)))
+        .delay(HedgeDelay::Fixed(ms(50)))
         .no_deadline()
         .no_attempt_timeout()
         .build()

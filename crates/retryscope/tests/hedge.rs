@@ -22,7 +22,7 @@ use tokio::time::{Instant, sleep};
 fn fixed(copies: u32, delay: Duration) -> HedgePolicy {
     HedgePolicy::builder()
         .max_copies(copies)
-        .delay(HedgeDelay::fixed(delay))
+        .delay(HedgeDelay::Fixed(delay))
         .no_deadline()
         .no_attempt_timeout()
         .build()
@@ -186,7 +186,7 @@ async fn no_more_than_max_copies_are_sent_and_each_is_cut_at_its_attempt_timeout
     let copies = Copies::default();
     let policy = HedgePolicy::builder()
         .max_copies(3)
-        .delay(HedgeDelay::fixed(ms(10)))
+        .delay(HedgeDelay::Fixed(ms(10)))
         .attempt_timeout(ms(100))
         .no_deadline()
         .build()
@@ -210,7 +210,7 @@ async fn the_deadline_ends_the_call_with_every_copy_dropped() {
     let copies = Copies::default();
     let policy = HedgePolicy::builder()
         .max_copies(2)
-        .delay(HedgeDelay::fixed(ms(50)))
+        .delay(HedgeDelay::Fixed(ms(50)))
         .attempt_timeout(Duration::from_secs(5))
         .deadline(ms(300))
         .build()
@@ -270,7 +270,7 @@ async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
     let dependency = Dependency::new("test").with_budget(budget.clone());
     let policy = HedgePolicy::builder()
         .max_copies(3)
-        .delay(HedgeDelay::fixed(ms(20)))
+        .delay(HedgeDelay::Fixed(ms(20)))
         .attempt_timeout(ms(100))
         .deadline(ms(150))
         .build()
@@ -416,7 +416,7 @@ fn settings_out_of_range_are_refused() {
     let clamp = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9).clamp(ms(20), ms(10))).build();
     assert!(clamp.is_err(), "min above max");
     assert!(HedgePolicy::builder().deadline(Duration::ZERO).build().is_err());
-    assert!(HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::ZERO)).build().is_ok(), "all at once");
+    assert!(HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::ZERO)).build().is_ok(), "all at once");
 }
 
 #[tokio::test(start_paused = true)]
@@ -493,7 +493,7 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
 /// A pacer that has spent its quota on one send: the next slot is 10 s away.
 fn pacer_with_one_slot_per_10s() -> Pacer {
     let pacer = Pacer::new();
-    pacer.learn(&PaceSignal::none().with_quota(Quota::new(1, Duration::from_secs(10))));
+    pacer.learn(&PaceSignal { quota: Some(Quota::new(1, Duration::from_secs(10))), ..PaceSignal::none() });
     pacer
 }
 
@@ -527,7 +527,7 @@ async fn a_dependency_the_pacer_holds_gets_no_hedge_copy() {
 async fn a_copy_the_pacer_would_hold_past_the_deadline_is_not_sent() {
     let policy = HedgePolicy::builder()
         .max_copies(3)
-        .delay(HedgeDelay::fixed(ms(50)))
+        .delay(HedgeDelay::Fixed(ms(50)))
         .no_attempt_timeout()
         .deadline(Duration::from_secs(2))
         .build()

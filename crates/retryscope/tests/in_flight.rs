@@ -181,7 +181,7 @@ async fn a_hedges_further_copies_are_counted_until_they_end_or_are_cancelled() {
     let dependency = Dependency::new("test").with_guard(guard.clone());
     let hedge = HedgePolicy::builder()
         .max_copies(3)
-        .delay(HedgeDelay::fixed(ms(10)))
+        .delay(HedgeDelay::Fixed(ms(10)))
         .no_deadline()
         .no_attempt_timeout()
         .build()

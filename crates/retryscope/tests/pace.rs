@@ -22,7 +22,10 @@ async fn a_call_whose_pacer_slot_leaves_no_time_before_its_deadline_is_refused_a
     let dependency = Dependency::new("test").with_pacer(pacer.clone());
     // A quota whose spacing puts the next slot 0.4 ms before the deadline of a
     // call that asks now: it fits, by less than the timer's resolution.
-    pacer.learn(&PaceSignal::none().with_quota(Quota::new(1, Duration::from_micros(999_600))));
+    pacer.learn(&PaceSignal {
+        quota: Some(Quota::new(1, Duration::from_micros(999_600))),
+        ..PaceSignal::none()
+    });
     let sent = AtomicU32::new(0);
     let call = || async {
         sent.fetch_add(1, Ordering::Relaxed);

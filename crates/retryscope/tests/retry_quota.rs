@@ -55,7 +55,7 @@ async fn a_hedge_copy_is_priced_as_a_retry_and_refunded_when_it_wins() {
     let dependency = Dependency::new("test").with_budget(quota.clone());
     let policy = HedgePolicy::builder()
         .max_copies(2)
-        .delay(HedgeDelay::fixed(ms(50)))
+        .delay(HedgeDelay::Fixed(ms(50)))
         .no_deadline()
         .no_attempt_timeout()
         .build()

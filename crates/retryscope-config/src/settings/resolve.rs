@@ -139,7 +139,7 @@ pub(crate) fn resolve(
             };
             let mut hb = HedgePolicy::builder()
                 .max_copies(settings.max_copies)
-                .delay(HedgeDelay::fixed(settings.delay));
+                .delay(HedgeDelay::Fixed(settings.delay));
             hb = match configured.deadline() {
                 Some(d) => hb.deadline(d),
                 None => hb.no_deadline(),

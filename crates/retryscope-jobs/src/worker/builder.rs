@@ -193,7 +193,7 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
     /// The keys are stable while the handler makes its keyed calls in the same
     /// order on every run; calls made in a spawned task get none, and
     /// reordered, conditional or concurrent calls may swap keys
-    /// ([`retryscope::job_key`] says why). A caller's own key (a header, a
+    /// ([`retryscope::jobs`] says why). A caller's own key (a header, a
     /// `KeyChoice`) wins, and `KeyChoice::suppress()` leaves a request without
     /// one. `false` turns derivation off for this worker's jobs.
     pub fn job_keyed_calls(mut self, on: bool) -> Self {

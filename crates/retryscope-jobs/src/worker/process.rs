@@ -12,7 +12,7 @@ use crate::dead::{DeadLetter, DeadReason, TRACEPARENT, header_safe};
 use crate::job::{HandlerFuture, Job, JobOutcome};
 use crate::meta::JobMeta;
 use rand::RngExt;
-use retryscope::job_key::JobKeyScope;
+use retryscope::jobs::JobKeyScope;
 use retryscope::jobs::{JobFailure, Schedule};
 use retryscope::{JitterRng, Retryable, StopReason, Verdict};
 use retryscope_idempotency::IdempotencyStore;

@@ -6,7 +6,7 @@ use tonic::Code;
 
 /// The canonical names, indexed by code number, as gRPC and the OpenTelemetry
 /// conventions spell them: the engine's one list.
-use retryscope::transient::GRPC_CODE_NAMES as NAMES;
+use retryscope::classify::GRPC_CODE_NAMES as NAMES;
 
 /// The status a response carries, as a bounded number: a code outside
 /// `0..=16` is `UNKNOWN`, as gRPC clients treat it.

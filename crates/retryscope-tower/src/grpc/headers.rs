@@ -108,16 +108,16 @@ pub(crate) fn pace_signal(metadata: &HeaderMap) -> PaceSignal {
     const RESOURCE_EXHAUSTED: u8 = 8;
     const UNAVAILABLE: u8 = 14;
     let Some(code) = status(metadata) else { return PaceSignal::none() };
-    let signal = PaceSignal::none().with_throttled(code == RESOURCE_EXHAUSTED);
-    match pushback(metadata) {
+    let not_before = match pushback(metadata) {
         Some(Pushback::Wait(wait)) if matches!(code, RESOURCE_EXHAUSTED | UNAVAILABLE) && !wait.is_zero() => {
-            signal.with_not_before(Hint::grpc_pushback(wait))
+            Some(Hint::grpc_pushback(wait))
         }
         Some(Pushback::AtLeast(wait)) if matches!(code, RESOURCE_EXHAUSTED | UNAVAILABLE) => {
-            signal.with_not_before(Hint::retry_after(wait))
+            Some(Hint::retry_after(wait))
         }
-        _ => signal,
-    }
+        _ => None,
+    };
+    PaceSignal { not_before, throttled: code == RESOURCE_EXHAUSTED, ..PaceSignal::none() }
 }
 
 /// `grpc-timeout` (`TimeoutValue TimeoutUnit`: up to 8 digits and one of `H M S m

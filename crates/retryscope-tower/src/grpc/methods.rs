@@ -27,7 +27,7 @@ impl Method {
     pub(crate) fn operation(&self) -> Arc<str> {
         let operation = self
             .operation
-            .get_or_init(|| retryscope::dependency::bounded_operation(crate::spans::rpc_method(&self.path)));
+            .get_or_init(|| retryscope_otel::bounded_operation(crate::spans::rpc_method(&self.path)));
         Arc::clone(operation)
     }
 }

@@ -142,7 +142,7 @@ impl Hedging {
     /// deadline bounds the whole call and its attempt timeout each copy, as
     /// they bound a retried call's attempts.
     pub(crate) fn policy(self, within: &Policy) -> Result<HedgePolicy, SettingError> {
-        let builder = HedgePolicy::builder().max_copies(self.max_copies).delay(HedgeDelay::fixed(self.delay));
+        let builder = HedgePolicy::builder().max_copies(self.max_copies).delay(HedgeDelay::Fixed(self.delay));
         let builder = match within.deadline() {
             Some(deadline) => builder.deadline(deadline),
             None => builder.no_deadline(),

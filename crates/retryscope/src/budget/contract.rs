@@ -99,7 +99,7 @@ pub enum RetryCause {
     /// `DEADLINE_EXCEEDED`).
     Timeout,
     /// The dependency asked the client to slow down: HTTP 429 or gRPC
-    /// `RESOURCE_EXHAUSTED` ([`ErrorType::is_throttling`]).
+    /// `RESOURCE_EXHAUSTED`.
     Throttled,
     /// A hedge's further copy, sent while earlier ones are still in flight.
     Hedge,

@@ -2,7 +2,8 @@
 //!
 //! A [`Classify`] implementation turns each attempt's result into a
 //! [`Verdict`]. The retry builder offers three without writing a type:
-//! every error retryable (the default), [`when`](crate::Retry::when) with a
+//! every error retryable ([`retry_any_error`](crate::Retry::retry_any_error);
+//! by default only [`Transient`] errors are), [`when`](crate::Retry::when) with a
 //! predicate on the error, and [`classify`](crate::Retry::classify) with a
 //! function of the whole result. The helpers below classify HTTP statuses and
 //! I/O errors.
@@ -49,6 +50,61 @@
 //! method, an [`IDEMPOTENCY_KEY`] header, the caller's word, and whether it
 //! reached the server); the engine holds the header's name and the one
 //! key-length limit ([`MAX_IDEMPOTENCY_KEY_LEN`]) client and server share.
+//!
+//! # Transient errors
+//!
+//! Transient-only by default: errors that know whether retrying can help.
+//!
+//! The first rule of retrying is to retry only what is plausibly transient: a
+//! refused connection or a 503 may succeed next time, a unique violation or a
+//! syntax error never will, and retrying it only multiplies the load. So
+//! `op.retry(policy)` retries an error only if its type says how
+//! ([`Transient`]); for any other error type the retry does not compile until
+//! the caller says which errors to retry ([`Retry::when`](crate::Retry::when),
+//! [`classify`](crate::Retry::classify)) or that every error is worth a retry
+//! ([`Retry::retry_any_error`](crate::Retry::retry_any_error)).
+//!
+//! ```
+//! use retryscope::{Policy, Retryable};
+//! use std::io;
+//!
+//! # async fn connect() -> io::Result<()> { Ok(()) }
+//! # async fn run() -> Result<(), retryscope::RetryError<io::Error>> {
+//! // `std::io::Error` is `Transient`: a refused connection is retried, a
+//! // permission error is returned at once.
+//! (|| connect()).retry(Policy::interactive()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! An error type that does not say is refused at compile time:
+//!
+//! ```compile_fail,E0277
+//! use retryscope::{Policy, Retryable};
+//!
+//! struct UniqueViolation;
+//!
+//! # async fn run() {
+//! let _ = (|| async { Err::<(), _>(UniqueViolation) }).retry(Policy::interactive()).await;
+//! # }
+//! ```
+//!
+//! Until it says how, or the caller says which errors to retry:
+//!
+//! ```
+//! use retryscope::{Policy, Retryable};
+//!
+//! #[derive(Debug)]
+//! enum DbError { Deadlock, UniqueViolation }
+//!
+//! # async fn run() {
+//! let result = (|| async { Err::<(), _>(DbError::UniqueViolation) })
+//!     .retry(Policy::interactive())
+//!     .when(|e: &DbError| matches!(e, DbError::Deadlock))
+//!     .await;
+//! assert_eq!(result.unwrap_err().attempts(), 1); // never retried
+//! # }
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(run());
+//! ```
 
 use crate::verdict::{ErrorType, Verdict};
 
@@ -137,11 +193,8 @@ pub trait Classify<T, E> {
     ///
     ///     fn pace(&mut self, result: &Result<Reply, std::io::Error>) -> Option<PaceSignal> {
     ///         let reply = result.as_ref().ok()?;
-    ///         let signal = PaceSignal::none().with_throttled(reply.status == 429);
-    ///         Some(match reply.retry_after {
-    ///             Some(seconds) => signal.with_not_before(Hint::retry_after(Duration::from_secs(seconds))),
-    ///             None => signal,
-    ///         })
+    ///         let not_before = reply.retry_after.map(|seconds| Hint::retry_after(Duration::from_secs(seconds)));
+    ///         Some(PaceSignal { not_before, throttled: reply.status == 429, ..PaceSignal::none() })
     ///     }
     /// }
     /// # let signal = Statuses.pace(&Ok(Reply { status: 429, retry_after: Some(2) }));
@@ -199,6 +252,7 @@ mod status;
 #[cfg(all(test, feature = "http"))]
 #[allow(clippy::unwrap_used)]
 mod tests;
+mod transient;
 
 pub use io::io_error;
 #[cfg(feature = "http")]
@@ -207,3 +261,4 @@ pub use safety::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN};
 pub use status::HttpClassifier;
 #[cfg(feature = "http")]
 pub(crate) use status::status;
+pub use transient::{GRPC_CODE_NAMES, Transient, TransientErrors, cause_verdict};

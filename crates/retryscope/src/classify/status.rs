@@ -18,7 +18,8 @@ const MAX_CODE: u16 = 599;
 ///
 /// Retryable verdicts carry no hint. What `Transient for StatusCode` asks;
 /// users ask [`HttpClassifier::new`]'s
-/// [`classify_status`](HttpClassifier::classify_status), the same rules.
+/// [`classify_response`](HttpClassifier::classify_response), the same rules
+/// (and a retryable response's hint).
 pub(crate) fn status(status: StatusCode) -> Verdict {
     HttpClassifier::DEFAULT.classify_status(status)
 }
@@ -34,7 +35,8 @@ pub(crate) fn status(status: StatusCode) -> Verdict {
 /// # Examples
 ///
 /// ```
-/// use http::StatusCode;
+/// use std::time::SystemTime;
+/// use http::{HeaderMap, StatusCode};
 /// use retryscope::classify::HttpClassifier;
 /// use retryscope::{ErrorType, Verdict};
 ///
@@ -42,13 +44,14 @@ pub(crate) fn status(status: StatusCode) -> Verdict {
 ///     .retry_status(409)         // retry an optimistic-locking conflict
 ///     .retry_status(599)         // a proxy's custom "network timeout"
 ///     .never_retry_status(500);  // this backend's 500s are deterministic
+/// let (headers, now) = (HeaderMap::new(), SystemTime::now());
 ///
 /// assert_eq!(
-///     CLASSIFIER.classify_status(StatusCode::CONFLICT),
+///     CLASSIFIER.classify_response(StatusCode::CONFLICT, &headers, now),
 ///     Verdict::retryable(ErrorType::Status(409))
 /// );
 /// assert_eq!(
-///     CLASSIFIER.classify_status(StatusCode::INTERNAL_SERVER_ERROR),
+///     CLASSIFIER.classify_response(StatusCode::INTERNAL_SERVER_ERROR, &headers, now),
 ///     Verdict::permanent(ErrorType::Status(500))
 /// );
 /// assert!(CLASSIFIER.retries(599));
@@ -112,23 +115,9 @@ impl HttpClassifier {
         Some((index / 64, 1 << (index % 64)))
     }
 
-    /// Classifies a status without looking at headers.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use http::StatusCode;
-    /// use retryscope::classify::HttpClassifier;
-    /// use retryscope::{ErrorType, Verdict};
-    ///
-    /// let c = HttpClassifier::new();
-    /// assert_eq!(
-    ///     c.classify_status(StatusCode::TOO_MANY_REQUESTS),
-    ///     Verdict::retryable(ErrorType::Status(429))
-    /// );
-    /// assert_eq!(c.classify_status(StatusCode::NO_CONTENT), Verdict::Success);
-    /// ```
-    pub fn classify_status(&self, status: StatusCode) -> Verdict {
+    /// Classifies a status without looking at headers (what
+    /// [`classify_response`](Self::classify_response) does first).
+    pub(crate) fn classify_status(&self, status: StatusCode) -> Verdict {
         let code = status.as_u16();
         if self.retries(code) {
             Verdict::retryable(ErrorType::Status(code))
@@ -170,6 +159,13 @@ impl HttpClassifier {
     ///     c.classify_response(StatusCode::BAD_REQUEST, &headers, now),
     ///     Verdict::permanent(ErrorType::Status(400))
     /// );
+    /// // Without headers: the status alone.
+    /// let none = HeaderMap::new();
+    /// assert_eq!(
+    ///     c.classify_response(StatusCode::TOO_MANY_REQUESTS, &none, now),
+    ///     Verdict::retryable(ErrorType::Status(429))
+    /// );
+    /// assert_eq!(c.classify_response(StatusCode::NO_CONTENT, &none, now), Verdict::Success);
     /// ```
     pub fn classify_response(&self, status: StatusCode, headers: &HeaderMap, now: SystemTime) -> Verdict {
         match self.classify_status(status) {

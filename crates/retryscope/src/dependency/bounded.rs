@@ -54,13 +54,6 @@ pub fn bounded_dependency(name: &str) -> Arc<str> {
     DEPENDENCIES.intern(name)
 }
 
-/// `name` as an operation label, bounded like [`bounded_dependency`] by a table
-/// of its own.
-pub fn bounded_operation(name: &str) -> Arc<str> {
-    static OPERATIONS: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DEPENDENCIES));
-    OPERATIONS.intern(name)
-}
-
 /// A set of at most `limit` names; the rest are [`OVERFLOW`]: what each
 /// bounded label above is kept in, for a label of another kind (a server's
 /// routes, a job's subject).

@@ -16,9 +16,7 @@ mod overflow;
 mod registry;
 mod value;
 
-pub use bounded::{
-    MAX_DEPENDENCIES, NameTable, OVERFLOW, bounded_dependency, bounded_operation, dependency_name,
-};
+pub use bounded::{MAX_DEPENDENCIES, NameTable, OVERFLOW, bounded_dependency, dependency_name};
 pub use builder::DependenciesBuilder;
 pub(crate) use guards::Permits;
 pub use registry::{Dependencies, Factory, and_guard};

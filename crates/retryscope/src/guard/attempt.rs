@@ -146,11 +146,6 @@ impl Attempt {
         matches!(self.kind, Kind::Retry(_))
     }
 
-    /// Whether it is a hedge's further copy.
-    pub const fn is_hedge(self) -> bool {
-        matches!(self.kind, Kind::Hedge)
-    }
-
     /// Why it is sent, beyond the first: a retry's failure, or a hedge.
     /// What a retry budget prices it by.
     pub const fn cause(self) -> Option<RetryCause> {

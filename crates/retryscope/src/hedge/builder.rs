@@ -2,6 +2,7 @@
 
 use super::future::{Copies, HedgeFuture};
 use super::policy::HedgePolicy;
+use crate::classify::TransientErrors;
 use crate::classify::{Classify, ClassifyFn, When};
 use crate::dependency::DependencyRef;
 use crate::driver::Setup;
@@ -10,7 +11,6 @@ use crate::observe::{NoObserver, Observer};
 use crate::overload::Priority;
 use crate::shared::Shared;
 use crate::sleep::Sleeper;
-use crate::transient::TransientErrors;
 use std::future::Future;
 
 /// Adds [`hedge`](Hedgeable::hedge) to every `FnMut()` closure that returns a
@@ -25,7 +25,7 @@ use std::future::Future;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let policy = HedgePolicy::builder().delay(HedgeDelay::fixed(Duration::from_millis(20))).build()?;
+/// let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(20))).build()?;
 /// let answer = (|| async { Ok::<_, std::io::Error>("fast") }).hedge(policy).await?;
 /// assert_eq!(answer, "fast");
 /// # Ok(())

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// When the next copy of a hedged call goes out while the earlier ones are
 /// still running.
 ///
-/// [`fixed`](Self::fixed) waits the same delay every time;
+/// [`Fixed`](Self::Fixed) waits the same delay every time;
 /// [`percentile`](Self::percentile) waits as long as the given share of the
 /// dependency's recent successful calls took, so that only the slowest calls
 /// are hedged.
@@ -16,7 +16,7 @@ use std::time::Duration;
 /// use retryscope::hedge::HedgeDelay;
 /// use std::time::Duration;
 ///
-/// let fixed = HedgeDelay::fixed(Duration::from_millis(50));
+/// let fixed = HedgeDelay::Fixed(Duration::from_millis(50));
 /// let p95 = HedgeDelay::percentile(0.95)
 ///     .fallback(Duration::from_millis(50))
 ///     .clamp(Duration::from_millis(5), Duration::from_millis(500));
@@ -33,11 +33,6 @@ pub enum HedgeDelay {
 }
 
 impl HedgeDelay {
-    /// The same `delay` before every copy after the first.
-    pub const fn fixed(delay: Duration) -> Self {
-        HedgeDelay::Fixed(delay)
-    }
-
     /// The `quantile` (above 0, below 1: `0.95` for p95) of the latencies of
     /// the dependency's recent successful copies, with the defaults of
     /// [`PercentileDelay`]; refine it with its methods.

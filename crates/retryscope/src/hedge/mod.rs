@@ -20,7 +20,7 @@
 //! // One policy and one dependency (its budget) per dependency, shared by every call.
 //! let policy = HedgePolicy::builder()
 //!     .max_copies(3)
-//!     .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+//!     .delay(HedgeDelay::Fixed(Duration::from_millis(50)))
 //!     .build()?;
 //! let inventory = Dependency::new("inventory").with_budget(RetryBudget::new());
 //!

@@ -29,7 +29,7 @@ pub(crate) const MAX_COPIES: u32 = 5;
 ///
 /// let policy = HedgePolicy::builder()
 ///     .max_copies(3)
-///     .delay(HedgeDelay::fixed(Duration::from_millis(50)))
+///     .delay(HedgeDelay::Fixed(Duration::from_millis(50)))
 ///     .attempt_timeout(Duration::from_secs(2))
 ///     .deadline(Duration::from_secs(5))
 ///     .build()?;

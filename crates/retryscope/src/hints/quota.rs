@@ -211,15 +211,13 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 /// assert_eq!(pace_signal(500, &headers, SystemTime::now()).not_before, None);
 /// ```
 pub fn pace_signal(status: u16, headers: &HeaderMap, now: SystemTime) -> PaceSignal {
-    let mut signal = PaceSignal::none().with_throttled(status == 429);
+    let mut signal = PaceSignal { throttled: status == 429, ..PaceSignal::none() };
     if (matches!(status, 429 | 503) || (status == 403 && headers.contains_key(X_RATELIMIT_RESOURCE)))
         && let Some(delay) = retry_delay(headers, now)
     {
-        signal = signal.with_not_before(Hint::retry_after(delay));
+        signal.not_before = Some(Hint::retry_after(delay));
     }
-    if let Some(quota) = quota(headers, now) {
-        signal = signal.with_quota(quota);
-    }
+    signal.quota = quota(headers, now);
     signal
 }
 

@@ -74,8 +74,10 @@ const ACCEPTS: usize = 1;
 ///         throttle.accepted();
 ///     }
 /// }
-/// assert_eq!(throttle.rejection_probability(), 60.0 / 101.0);
-/// assert_eq!(throttle.accept_ratio(), Some(0.2));
+/// // So a request that draws 0.5 (below 60/101 ≈ 0.594) is rejected locally,
+/// assert!(!throttle.admit(0.5));
+/// // and, counted too, makes it (101 − 40) / 102 ≈ 0.598: 0.6 is sent.
+/// assert!(throttle.admit(0.6));
 /// # Ok(())
 /// # }
 /// ```
@@ -130,7 +132,8 @@ impl AdaptiveThrottle {
     }
 
     /// The probability that the next request is rejected locally, now.
-    pub fn rejection_probability(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn rejection_probability(&self) -> f64 {
         let (requests, accepts) = self.counts();
         self.probability(requests, accepts)
     }
@@ -138,7 +141,7 @@ impl AdaptiveThrottle {
     /// The share of the window's requests the dependency accepted, `None`
     /// while the window holds none: the `retryscope.overload.accepted`
     /// gauge.
-    pub fn accept_ratio(&self) -> Option<f64> {
+    pub(crate) fn accept_ratio(&self) -> Option<f64> {
         let (requests, accepts) = self.counts();
         (requests > 0.0).then(|| (accepts / requests).min(1.0))
     }
@@ -428,6 +431,21 @@ mod tests {
         assert_eq!(throttle.rejection_probability(), DEFAULT_MAX_REJECTION);
         assert!(throttle.admit(DEFAULT_MAX_REJECTION), "a draw at the ceiling is sent");
         assert!(!throttle.admit(DEFAULT_MAX_REJECTION - 1e-9));
+    }
+
+    #[test]
+    fn a_hundred_requests_twenty_accepted_reject_sixty_in_a_hundred_and_one() {
+        // Once the type's example, which shows the effect through `admit`.
+        let throttle =
+            AdaptiveThrottle::builder().clock(ManualClock::new()).build().expect("defaults are valid");
+        for n in 0..100 {
+            assert!(throttle.admit(1.0 - f64::EPSILON));
+            if n < 20 {
+                throttle.accepted();
+            }
+        }
+        assert_eq!(throttle.rejection_probability(), 60.0 / 101.0);
+        assert_eq!(throttle.accept_ratio(), Some(0.2));
     }
 
     #[test]

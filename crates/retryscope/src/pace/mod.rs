@@ -14,7 +14,7 @@
 //!   pushback, an exhausted quota (`RateLimit: "default";r=0;t=5`): no call is
 //!   sent before it has passed. **A gentle return**: the held calls come back
 //!   one after another at no more than the rate calls were offered at before
-//!   the hold (a moving average of call starts, [`offered_rate`](Pacer::offered_rate);
+//!   the hold (a moving average of call starts;
 //!   four fifths of it), starting at a quarter of that and ramping up to it
 //!   over a fifth of the wait (at most 5 s, as for a [`Hint`](crate::Hint)),
 //!   as TCP's slow start does: a server that asked for less never gets the
@@ -67,7 +67,7 @@
 //! let pacer = Pacer::new(); // one per dependency, shared by every call
 //! let search = Dependency::new("search").with_pacer(pacer.clone());
 //! // A response said: two requests left in the next three seconds.
-//! pacer.learn(&PaceSignal::none().with_quota(Quota::new(2, Duration::from_secs(3))));
+//! pacer.learn(&PaceSignal { quota: Some(Quota::new(2, Duration::from_secs(3))), ..PaceSignal::none() });
 //!
 //! let start = tokio::time::Instant::now();
 //! for _ in 0..3 {

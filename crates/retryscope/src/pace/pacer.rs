@@ -66,12 +66,7 @@ impl Pacer {
     /// other lets it climb back along a CUBIC curve, and it never falls below
     /// half a call per second, so a throttled client keeps learning.
     pub fn adaptive() -> Self {
-        Self::adaptive_with_clock(DefaultClock)
-    }
-
-    /// A pacer in adaptive mode reading time from `clock`.
-    pub fn adaptive_with_clock(clock: impl Clock + 'static) -> Self {
-        Self::assemble(Arc::new(clock), true)
+        Self::assemble(Arc::new(DefaultClock), true)
     }
 
     fn assemble(clock: Arc<dyn Clock>, adaptive: bool) -> Self {
@@ -157,12 +152,6 @@ impl Pacer {
     #[inline]
     pub(crate) fn offered(&self) {
         self.inner.offered.call(&*self.inner.clock);
-    }
-
-    /// The rate the dependency is offered calls at, in calls per second:
-    /// `None` until a few calls were counted over some time.
-    pub fn offered_rate(&self) -> Option<f64> {
-        self.inner.offered.rate(self.inner.clock.now())
     }
 
     /// Stores whether nothing is in force, with the schedule's lock held: no

@@ -227,7 +227,11 @@ mod tests {
     fn a_retry_after_gate_holds_every_call_and_spreads_their_return() {
         let start = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(2.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { not_before: Some(Hint::retry_after(secs(2.0))), ..PaceSignal::none() },
+            None,
+        );
         let waits: Vec<_> = (0..20).map(|_| wait_of(schedule.admit(start, start, None))).collect();
         assert!(waits.iter().all(|w| *w >= secs(2.0) && *w <= secs(2.4)), "{waits:?}");
         let (min, max) = (waits.iter().min().copied(), waits.iter().max().copied());
@@ -266,7 +270,7 @@ mod tests {
         let mut schedule = Schedule::default();
         // 80 calls a second were offered; a 5 s gate; the calls go on
         // arriving 12.5 ms apart throughout it, each held.
-        let signal = PaceSignal::none().with_not_before(Hint::retry_after(secs(5.0)));
+        let signal = PaceSignal { not_before: Some(Hint::retry_after(secs(5.0))), ..PaceSignal::none() };
         schedule.learn(start, &signal, Some(80.0));
         let slots = held_every_12_5_ms(&mut schedule, start);
         let open = start + secs(5.0);
@@ -292,7 +296,11 @@ mod tests {
         let mut schedule = Schedule::default();
         // No rate before the hold: the first call was told to wait 5 s, and
         // 80 calls a second go on arriving through it, each held.
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(5.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { not_before: Some(Hint::retry_after(secs(5.0))), ..PaceSignal::none() },
+            None,
+        );
         let slots = held_every_12_5_ms(&mut schedule, start);
         let open = start + secs(5.0);
         let windows = per_100_ms(&slots, open);
@@ -308,7 +316,11 @@ mod tests {
     fn a_held_call_whose_release_slot_is_past_its_deadline_is_refused_and_takes_no_slot() {
         let start = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(1.0))), Some(10.0));
+        schedule.learn(
+            start,
+            &PaceSignal { not_before: Some(Hint::retry_after(secs(1.0))), ..PaceSignal::none() },
+            Some(10.0),
+        );
         // The first slot at 1 s; the next 500 ms on (a quarter of four
         // fifths of 10/s).
         assert_eq!(wait_of(schedule.admit(start, start, Some(secs(3.0)))), secs(1.0));
@@ -322,7 +334,11 @@ mod tests {
     fn a_quota_is_spread_until_its_reset_and_its_rate_goes_on() {
         let start = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(2, secs(3.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { quota: Some(Quota::new(2, secs(3.0))), ..PaceSignal::none() },
+            None,
+        );
         let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, start, None))).collect();
         assert_eq!(waits, [secs(0.0), secs(1.5), secs(3.0), secs(4.5)]);
         assert_eq!(schedule.allowed_rate(start), Some(1.0 / 1.5));
@@ -332,7 +348,11 @@ mod tests {
     fn a_wait_past_the_deadline_is_refused_and_takes_no_slot() {
         let start = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(0, secs(2.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { quota: Some(Quota::new(0, secs(2.0))), ..PaceSignal::none() },
+            None,
+        );
         let refused = schedule.admit(start, start, Some(secs(1.0)));
         assert!(
             matches!(refused, Admission::Refused { wait, source: HoldSource::RateLimit }
@@ -348,16 +368,28 @@ mod tests {
         let start = Instant::now();
         let mut schedule = Schedule::default();
         // The window opens: 200 left in its 1 s.
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(200, secs(1.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { quota: Some(Quota::new(200, secs(1.0))), ..PaceSignal::none() },
+            None,
+        );
         // Half a second on: 100 left, and `t` is still 1, rounded up.
         let mid = start + secs(0.5);
-        schedule.learn(mid, &PaceSignal::none().with_quota(Quota::new(100, secs(1.0))), None);
+        schedule.learn(
+            mid,
+            &PaceSignal { quota: Some(Quota::new(100, secs(1.0))), ..PaceSignal::none() },
+            None,
+        );
         assert_eq!(schedule.admit(mid, mid, None), Admission::Now);
         // 100 over the 0.5 s really left: 5 ms apart, not 10.
         assert_eq!(wait_of(schedule.admit(mid, mid, None)), secs(0.005));
         // The next window: more left than before, a later end.
         let next = start + secs(1.0);
-        schedule.learn(next, &PaceSignal::none().with_quota(Quota::new(199, secs(1.0))), None);
+        schedule.learn(
+            next,
+            &PaceSignal { quota: Some(Quota::new(199, secs(1.0))), ..PaceSignal::none() },
+            None,
+        );
         let rate = schedule.allowed_rate(next).expect("a pace in force");
         assert!((rate - 199.0).abs() < 0.01, "{rate}");
     }
@@ -370,7 +402,7 @@ mod tests {
         // The window's last moment: 2 left in 10 ms, as a vendor's precise
         // reset says it: 5 ms apart inside the window, 100 ms beyond it.
         let quota = Quota::new(2, secs(0.01)).with_policy(policy);
-        schedule.learn(start, &PaceSignal::none().with_quota(quota), None);
+        schedule.learn(start, &PaceSignal { quota: Some(quota), ..PaceSignal::none() }, None);
         let waits: Vec<_> = (0..4).map(|_| wait_of(schedule.admit(start, start, None))).collect();
         assert_eq!(waits, [secs(0.0), secs(0.005), secs(0.01), secs(0.11)]);
     }
@@ -379,7 +411,11 @@ mod tests {
     fn a_slot_must_leave_the_attempt_half_its_time_up_to_a_second() {
         let start = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_quota(Quota::new(1, secs(0.6))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { quota: Some(Quota::new(1, secs(0.6))), ..PaceSignal::none() },
+            None,
+        );
         assert_eq!(schedule.admit(start, start, Some(secs(1.0))), Admission::Now);
         // The next slot, 0.6 s on, would leave 0.4 s of a 1 s deadline.
         assert!(matches!(schedule.admit(start, start, Some(secs(1.0))), Admission::Refused { .. }));
@@ -390,7 +426,11 @@ mod tests {
         );
         // A long deadline keeps 1 s, not half: 10 s of wait (and up to 2 s of
         // spread) fit in 13.5 s.
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::rate_limit(secs(10.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { not_before: Some(Hint::rate_limit(secs(10.0))), ..PaceSignal::none() },
+            None,
+        );
         assert!(matches!(schedule.admit(start, start, Some(secs(13.5))), Admission::Hold { .. }));
     }
 
@@ -400,12 +440,12 @@ mod tests {
         let mut schedule = Schedule::default();
         for signal in [
             PaceSignal::none(),
-            PaceSignal::none().with_throttled(true),
-            PaceSignal::none().with_not_before(Hint::retry_after(Duration::ZERO)),
-            PaceSignal::none().with_not_before(Hint::retry_after(MAX_PACE + secs(1.0))),
-            PaceSignal::none().with_quota(Quota::new(5, Duration::ZERO)),
-            PaceSignal::none().with_quota(Quota::new(0, MAX_PACE * 2)),
-            PaceSignal::none().with_quota(Quota::new(u64::MAX, secs(1.0))),
+            PaceSignal { throttled: true, ..PaceSignal::none() },
+            PaceSignal { not_before: Some(Hint::retry_after(Duration::ZERO)), ..PaceSignal::none() },
+            PaceSignal { not_before: Some(Hint::retry_after(MAX_PACE + secs(1.0))), ..PaceSignal::none() },
+            PaceSignal { quota: Some(Quota::new(5, Duration::ZERO)), ..PaceSignal::none() },
+            PaceSignal { quota: Some(Quota::new(0, MAX_PACE * 2)), ..PaceSignal::none() },
+            PaceSignal { quota: Some(Quota::new(u64::MAX, secs(1.0))), ..PaceSignal::none() },
         ] {
             schedule.learn(start, &signal, Some(80.0));
             assert!(schedule.is_idle(), "{signal:?}");
@@ -417,7 +457,11 @@ mod tests {
     fn a_slot_asked_for_later_does_not_lift_the_gate_now() {
         let start = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::grpc_pushback(secs(2.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { not_before: Some(Hint::grpc_pushback(secs(2.0))), ..PaceSignal::none() },
+            None,
+        );
         // The call that was pushed back asks for its retry's slot, 2 s on: free.
         assert_eq!(schedule.admit(start, start + secs(2.0), None), Admission::Now);
         // Everyone else is still held now.
@@ -429,8 +473,16 @@ mod tests {
     fn the_later_gate_stands() {
         let start = Instant::now();
         let mut schedule = Schedule::default();
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(10.0))), None);
-        schedule.learn(start, &PaceSignal::none().with_not_before(Hint::retry_after(secs(1.0))), None);
+        schedule.learn(
+            start,
+            &PaceSignal { not_before: Some(Hint::retry_after(secs(10.0))), ..PaceSignal::none() },
+            None,
+        );
+        schedule.learn(
+            start,
+            &PaceSignal { not_before: Some(Hint::retry_after(secs(1.0))), ..PaceSignal::none() },
+            None,
+        );
         assert!(wait_of(schedule.admit(start, start, None)) >= secs(10.0));
     }
 

@@ -134,7 +134,10 @@ mod tests {
         assert!(b.share_with(fleet.clone(), "api:443"));
         assert!(other.share_with(fleet.clone(), "other:443"));
         assert!(!b.share_with(fleet.clone(), "api:443"), "shared once");
-        a.learn(&PaceSignal::none().with_not_before(Hint::retry_after(Duration::from_secs(10))));
+        a.learn(&PaceSignal {
+            not_before: Some(Hint::retry_after(Duration::from_secs(10))),
+            ..PaceSignal::none()
+        });
         match b.admit(Duration::ZERO, None) {
             Admission::Hold { wait, source: HoldSource::Fleet } => {
                 assert!(wait > Duration::from_secs(9) && wait <= Duration::from_secs(12), "{wait:?}")
@@ -159,7 +162,10 @@ mod tests {
         b.share_with(fleet.clone(), "api");
         // B never called before: A learns a 5 s gate, and B's callers go on
         // offering 80 calls a second through it.
-        a.learn(&PaceSignal::none().with_not_before(Hint::retry_after(Duration::from_secs(5))));
+        a.learn(&PaceSignal {
+            not_before: Some(Hint::retry_after(Duration::from_secs(5))),
+            ..PaceSignal::none()
+        });
         let start = clock.now();
         let open = start + Duration::from_secs(5);
         let mut slots = Vec::new();
@@ -185,7 +191,7 @@ mod tests {
         let (a, b) = (Pacer::with_clock(SystemClock), Pacer::with_clock(SystemClock));
         a.share_with(fleet.clone(), "api");
         b.share_with(fleet.clone(), "api");
-        a.learn(&PaceSignal::none().with_quota(Quota::new(0, Duration::from_secs(5))));
+        a.learn(&PaceSignal { quota: Some(Quota::new(0, Duration::from_secs(5))), ..PaceSignal::none() });
         let wait = wait_of(b.admit(Duration::ZERO, None));
         assert!(wait > Duration::from_secs(4), "{wait:?}");
     }
@@ -196,11 +202,11 @@ mod tests {
         let a = Pacer::with_clock(SystemClock);
         a.share_with(fleet, "api");
         // 40 left in 10 s, among 4: 10 for this replica, 1 s apart.
-        a.learn(&PaceSignal::none().with_quota(Quota::new(40, Duration::from_secs(10))));
+        a.learn(&PaceSignal { quota: Some(Quota::new(40, Duration::from_secs(10))), ..PaceSignal::none() });
         let rate = a.allowed_rate().expect("a pace in force");
         assert!((rate - 1.0).abs() < 0.01, "{rate}");
         // 3 left among 4: none for this replica until the reset.
-        a.learn(&PaceSignal::none().with_quota(Quota::new(3, Duration::from_secs(2))));
+        a.learn(&PaceSignal { quota: Some(Quota::new(3, Duration::from_secs(2))), ..PaceSignal::none() });
         assert_eq!(a.allowed_rate(), Some(0.0));
     }
 
@@ -211,7 +217,7 @@ mod tests {
         a.share_with(fleet.clone(), "api");
         for _ in 0..100 {
             a.learn(&PaceSignal::none());
-            a.learn(&PaceSignal::none().with_throttled(false));
+            a.learn(&PaceSignal { throttled: false, ..PaceSignal::none() });
             assert_eq!(a.admit(Duration::ZERO, None), Admission::Now);
         }
         assert_eq!(fleet.calls.load(Ordering::Relaxed), 0);

@@ -82,10 +82,12 @@ impl Quota {
 /// for [`Pacer::learn`](super::Pacer::learn). Every field is a hint: an empty
 /// signal changes nothing.
 ///
-/// With the `http` feature, [`hints::pace_signal`](crate::hints::pace_signal)
-/// reads one from a response's status and headers.
+/// Plain data, like [`Quota`]: name the fields that say something and take the
+/// rest from [`none`](Self::none),
+/// `PaceSignal { throttled: true, ..PaceSignal::none() }`. With the `http`
+/// feature, [`hints::pace_signal`](crate::hints::pace_signal) reads one from a
+/// response's status and headers.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[non_exhaustive]
 pub struct PaceSignal {
     /// No call may be sent before this wait has passed: a `Retry-After` on a
     /// 429 or 503, gRPC pushback on `RESOURCE_EXHAUSTED` or `UNAVAILABLE`.
@@ -101,24 +103,6 @@ impl PaceSignal {
     /// A signal that says nothing.
     pub const fn none() -> Self {
         Self { not_before: None, quota: None, throttled: false }
-    }
-
-    /// No call before `hint` has passed.
-    pub const fn with_not_before(mut self, hint: Hint) -> Self {
-        self.not_before = Some(hint);
-        self
-    }
-
-    /// The quota the server reported.
-    pub const fn with_quota(mut self, quota: Quota) -> Self {
-        self.quota = Some(quota);
-        self
-    }
-
-    /// Whether the answer was a throttling one.
-    pub const fn with_throttled(mut self, throttled: bool) -> Self {
-        self.throttled = throttled;
-        self
     }
 }
 

@@ -63,8 +63,8 @@ impl HedgingPolicy {
     pub fn policy(self, fixed: Duration, quantile: f64) -> Result<HedgePolicy, SettingError> {
         let builder = HedgePolicy::builder().attempt_timeout(ATTEMPT_TIMEOUT).deadline(DEADLINE);
         match self {
-            HedgingPolicy::None => builder.max_copies(1).delay(HedgeDelay::fixed(fixed)),
-            HedgingPolicy::Fixed => builder.max_copies(COPIES).delay(HedgeDelay::fixed(fixed)),
+            HedgingPolicy::None => builder.max_copies(1).delay(HedgeDelay::Fixed(fixed)),
+            HedgingPolicy::Fixed => builder.max_copies(COPIES).delay(HedgeDelay::Fixed(fixed)),
             HedgingPolicy::Percentile => builder
                 .max_copies(COPIES)
                 .delay(HedgeDelay::percentile(quantile).fallback(fixed).window(WINDOW)),

@@ -109,7 +109,7 @@ impl From<Gradient2> for LimitAlgorithm {
 /// |---|---|
 /// | The highest limit any algorithm accepts: far beyond what one client should ever have in flight to one dependency. | 10,000 |
 /// | How long an attempt waits for a slot unless set: none, as Netflix's `SimpleLimiter` (refused at once when the limit is full). | 0 |
-/// | The top share of the limit kept for critical calls unless set. | 0.2 |
+/// | The top share of the limit kept for critical calls: a sheddable call takes a slot only while fewer than `limit · (1 − 0.2)` are in flight. | 0.2 |
 /// | The longest duration setting (an AIMD timeout, a wait for a slot). | 60 s |
 /// | How often a waiting attempt looks for a free slot again: waiters poll, there is no queue to grow. | 2 ms |
 #[derive(Clone)]
@@ -286,9 +286,10 @@ impl ConcurrencyLimiterBuilder {
     }
 
     /// The top share of the limit kept for critical calls, within `0..=1`
-    /// (default 0.2): a sheddable call takes a slot only while fewer than
-    /// `limit · (1 − reserve)` are in flight.
-    pub const fn sheddable_reserve(mut self, reserve: f64) -> Self {
+    /// (0.2 outside the engine's own tests: the table in
+    /// [`ConcurrencyLimiter`]'s docs).
+    #[cfg(test)]
+    pub(crate) const fn sheddable_reserve(mut self, reserve: f64) -> Self {
         self.reserve = reserve;
         self
     }

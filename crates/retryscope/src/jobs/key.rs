@@ -1,45 +1,6 @@
-//! The job key of the handler running on this task, and a count of the calls
-//! it has made: what lets an HTTP call inside a job's handler carry an
-//! idempotency key derived from the job's own key, without the handler
-//! passing anything down.
-//!
-//! A job worker (`retryscope-jobs`) wraps each execution of a handler in
-//! [`JobKeyScope`]; while that future is polled, the scope is this thread's,
-//! and [`next_call`] hands out the job key with the next ordinal (1, 2, 3, …).
-//! The HTTP integrations ask for one for each request that needs a key
-//! (`retryscope-http`'s `IdempotencyKeys`), so the handler's first keyed POST
-//! is call 1 of its job on every run, and a server that stores keys replays
-//! the one that completed before a crash.
-//!
-//! **What keeps the ordinals stable**: the handler makes its keyed calls in
-//! the same order on every run. **What breaks it**:
-//! - a call made in a spawned task (`tokio::spawn`), or by a client that
-//!   runs its calls on a task of its own (a tower `Buffer` around the retry
-//!   layer): the scope is the polled future's, and does not follow it to
-//!   another task, so such a call gets no derived key;
-//! - calls reordered or made conditionally from one run to the next (on the
-//!   clock, on data that changed): call *n* then names another request;
-//! - concurrent calls (`join!`, `select!`) whose order varies: the ordinal
-//!   is taken when a call decides its key, at its first poll, so calls
-//!   started together are numbered in the order they are first polled.
-//!
-//! Only a thread-local is read when no scope is set: code outside a job
-//! pays one thread-local read per keyed request. No runtime is needed.
-//!
-//! ```
-//! use retryscope::job_key::{JobKeyScope, next_call};
-//!
-//! # futures_executor::block_on(async {
-//! assert!(next_call().is_none()); // outside any job
-//! let calls = JobKeyScope::new("order-7781".into(), async {
-//!     let first = next_call().expect("inside the job");
-//!     let second = next_call().expect("inside the job");
-//!     (first.ordinal(), second.ordinal(), second.job_key().to_owned())
-//! })
-//! .await;
-//! assert_eq!(calls, (1, 2, "order-7781".to_owned()));
-//! # });
-//! ```
+//! The job key of the handler running on this task (`JobKeyScope`,
+//! `next_call`), explained in the `jobs` module's docs (its section *The job
+//! key of the running handler*).
 
 use std::cell::Cell;
 use std::future::Future;

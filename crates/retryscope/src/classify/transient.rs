@@ -1,55 +1,5 @@
-//! Transient-only by default: errors that know whether retrying can help.
-//!
-//! The first rule of retrying is to retry only what is plausibly transient: a
-//! refused connection or a 503 may succeed next time, a unique violation or a
-//! syntax error never will, and retrying it only multiplies the load. So
-//! `op.retry(policy)` retries an error only if its type says how
-//! ([`Transient`]); for any other error type the retry does not compile until
-//! the caller says which errors to retry ([`Retry::when`](crate::Retry::when),
-//! [`classify`](crate::Retry::classify)) or that every error is worth a retry
-//! ([`Retry::retry_any_error`](crate::Retry::retry_any_error)).
-//!
-//! ```
-//! use retryscope::{Policy, Retryable};
-//! use std::io;
-//!
-//! # async fn connect() -> io::Result<()> { Ok(()) }
-//! # async fn run() -> Result<(), retryscope::RetryError<io::Error>> {
-//! // `std::io::Error` is `Transient`: a refused connection is retried, a
-//! // permission error is returned at once.
-//! (|| connect()).retry(Policy::interactive()).await?;
-//! # Ok(()) }
-//! ```
-//!
-//! An error type that does not say is refused at compile time:
-//!
-//! ```compile_fail,E0277
-//! use retryscope::{Policy, Retryable};
-//!
-//! struct UniqueViolation;
-//!
-//! # async fn run() {
-//! let _ = (|| async { Err::<(), _>(UniqueViolation) }).retry(Policy::interactive()).await;
-//! # }
-//! ```
-//!
-//! Until it says how, or the caller says which errors to retry:
-//!
-//! ```
-//! use retryscope::{Policy, Retryable};
-//!
-//! #[derive(Debug)]
-//! enum DbError { Deadlock, UniqueViolation }
-//!
-//! # async fn run() {
-//! let result = (|| async { Err::<(), _>(DbError::UniqueViolation) })
-//!     .retry(Policy::interactive())
-//!     .when(|e: &DbError| matches!(e, DbError::Deadlock))
-//!     .await;
-//! assert_eq!(result.unwrap_err().attempts(), 1); // never retried
-//! # }
-//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(run());
-//! ```
+//! Errors that say whether retrying can help (`Transient`), explained in the
+//! `classify` module's docs (its section *Transient errors*).
 
 use crate::classify::Classify;
 #[cfg(any(feature = "http", feature = "hyper", feature = "tonic"))]
