@@ -223,9 +223,10 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// Starts the attempt the guards cleared at `now`, the one start of every
     /// attempt, a retry's or a hedge's copy: the deadline may refuse it, the
     /// observer hears it start (as a retry of `retry_of`). Returns the
-    /// observer's scope of the attempt and its time limit (`attempt_timeout` cut to what is left of
-    /// the deadline); a refusal does not stop the operation. The guards'
-    /// admission stays the driver's, for the caller to move into the flight.
+    /// observer's scope of the attempt and its time limit (`attempt_timeout`
+    /// cut to what is left of the deadline); a refusal does not stop the
+    /// operation. The guards' admission stays the driver's, for the caller to
+    /// move into the flight.
     #[inline]
     fn admit(
         &mut self,
