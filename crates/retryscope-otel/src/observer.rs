@@ -268,6 +268,8 @@ impl<S: MakeAttemptSpan> OtelOperation<S> {
 #[derive(Debug)]
 pub struct OtelAttempt {
     span: Span,
+    /// [`MakeAttemptSpan::BUILDS_IN_SPAN`] of the spans' maker.
+    builds_in_span: bool,
 }
 
 impl OtelAttempt {
@@ -280,6 +282,10 @@ impl OtelAttempt {
 impl AttemptScope for OtelAttempt {
     fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         self.span.in_scope(f)
+    }
+
+    fn in_build_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.builds_in_span { self.span.in_scope(f) } else { f() }
     }
 }
 
@@ -311,7 +317,7 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
         if attempt.hedge {
             span.record(names::HEDGE, true);
         }
-        OtelAttempt { span }
+        OtelAttempt { span, builds_in_span: S::BUILDS_IN_SPAN }
     }
 
     fn attempt_finished(&mut self, scope: OtelAttempt, attempt: &AttemptEnd) {

@@ -85,6 +85,16 @@ pub trait MakeAttemptSpan {
     fn request_id(&self) -> Option<&str> {
         None
     }
+
+    /// Whether the call that builds an attempt's future (the operation
+    /// closure) runs inside the attempt's span, as every poll of the future
+    /// does. Yes by default: code in the closure before its future — a tower
+    /// service's `call`, whose own layers may start spans there — sees the
+    /// attempt's span as their parent. An integration whose closure only
+    /// prepares the future, doing everything that reads the current span in
+    /// the future's body, says no and saves entering and leaving the span
+    /// once per attempt (about 2,200 instructions with tracing-opentelemetry).
+    const BUILDS_IN_SPAN: bool = true;
 }
 
 impl<F: Fn(&AttemptInfo<'_>) -> Span> MakeAttemptSpan for F {

@@ -679,3 +679,46 @@ async fn with_the_retry_log_off_a_failed_attempt_has_no_events() {
     assert!(spans.iter().all(|s| s.events.is_empty()));
     assert_eq!(span_attr(&spans[0], names::ERROR_TYPE).as_deref(), Some("503"));
 }
+
+/// Attempt spans named "attempt" that say whether an attempt's closure runs in
+/// them (`BUILDS_IN_SPAN`, the const parameter).
+#[derive(Clone)]
+struct Builds<const IN_SPAN: bool>;
+
+impl<const IN_SPAN: bool> retryscope_otel::MakeAttemptSpan for Builds<IN_SPAN> {
+    fn make_span(&self, info: &retryscope_otel::AttemptInfo<'_>) -> tracing::Span {
+        tracing::info_span!(parent: info.parent, "attempt")
+    }
+
+    const BUILDS_IN_SPAN: bool = IN_SPAN;
+}
+
+/// The name of the span current where an attempt is built and where it is
+/// polled, for one call made inside a span named "caller".
+async fn current_spans<const IN_SPAN: bool>(t: &Telemetry) -> (Option<&'static str>, Option<&'static str>) {
+    let name = || tracing::Span::current().metadata().map(|m| m.name());
+    let built = Cell::new(None);
+    let result = (|| {
+        built.set(name());
+        async move { Ok::<_, u16>(name()) }
+    })
+    .retry(policy(1))
+    .classify(|_: &Result<_, u16>| Verdict::Success)
+    .observe(t.observer.clone().with_attempt_spans(Builds::<IN_SPAN>))
+    .dependency("db")
+    .into_future()
+    .instrument(tracing::info_span!("caller"))
+    .await;
+    (built.get(), result.expect("one attempt succeeds"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_is_built_in_its_span_unless_the_spans_say_otherwise() {
+    let t = Telemetry::new();
+    // By default the closure sees the attempt's span, as the future's polls do.
+    assert_eq!(current_spans::<true>(&t).await, (Some("attempt"), Some("attempt")));
+    // A maker whose closures only prepare their future (the HTTP
+    // integrations') spares the span's enter and exit around the build: the
+    // closure sees the caller's span, the polls still the attempt's.
+    assert_eq!(current_spans::<false>(&t).await, (Some("caller"), Some("attempt")));
+}

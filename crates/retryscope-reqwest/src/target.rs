@@ -44,6 +44,11 @@ impl MakeAttemptSpan for HttpAttemptSpan<'_> {
     fn request_id(&self) -> Option<&str> {
         self.target().request_id()
     }
+
+    // An attempt's closure (`Attempts::next`) only clones the request: the
+    // `traceparent`, the chain below and the status are the future's, polled
+    // in the span.
+    const BUILDS_IN_SPAN: bool = false;
 }
 
 /// `url.full`: the URL without its secrets ([`redact_url`](crate::redact_url)),

@@ -91,6 +91,12 @@ impl MakeAttemptSpan for AttemptSpan {
     fn request_id(&self) -> Option<&str> {
         self.http_target().request_id()
     }
+
+    // An attempt's closure (`Attempts::next`) only clones the request's
+    // parts: the readiness check, the inner service's `call` (where its own
+    // layers may start spans) and the `traceparent` are the future's, polled
+    // in the span.
+    const BUILDS_IN_SPAN: bool = false;
 }
 
 pub(crate) fn rpc_method(path: &str) -> &str {

@@ -133,3 +133,42 @@ async fn every_attempt_is_made_ready_afresh() {
     assert_eq!(calls.load(Ordering::Relaxed), 3);
     assert_eq!(unready.load(Ordering::Relaxed), 0, "every call followed a poll_ready on its own clone");
 }
+
+/// A layer below the retry layer that starts a span of its own in `call`,
+/// as a tracing layer does.
+#[derive(Clone)]
+struct SpanInCall<S>(S);
+
+impl<S: Service<R>, R> Service<R> for SpanInCall<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = tracing::instrument::Instrumented<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        tracing::Instrument::instrument(self.0.call(request), tracing::info_span!("below"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layer_below_starts_its_spans_in_the_attempt_span() {
+    let telemetry = Telemetry::install();
+    let server = HttpServer::start(&[503]).await;
+    let mut client = layer(&telemetry).layer(SpanInCall(hyper_client::<Full<Bytes>>()));
+    send(&mut client, get(&server.url("/"))).await.expect("succeeds");
+    // The attempt's closure is not run in its span (`BUILDS_IN_SPAN`), but
+    // the inner service's `call` is the future's, polled in it.
+    let attempts = attempt_spans(&telemetry);
+    let below: Vec<SpanData> = telemetry.spans().into_iter().filter(|s| s.name == "below").collect();
+    assert_eq!((attempts.len(), below.len()), (2, 2), "two attempts, each with its span below");
+    for (attempt, below) in attempts.iter().zip(below.iter()) {
+        assert_eq!(
+            below.parent_span_id,
+            attempt.span_context.span_id(),
+            "the span below is the attempt's child"
+        );
+    }
+}
