@@ -20,12 +20,14 @@ use http::{HeaderMap, Method};
 use retryscope::budget::Budget;
 use retryscope::classify::Classify;
 use retryscope::dependency::Dependency;
-use retryscope::hedge::{HedgePolicy, Hedgeable};
+use retryscope::hedge::{HedgeFuture, HedgePolicy, Hedgeable};
 use retryscope::observe::Observer;
 use retryscope::overload::Priority;
-use retryscope::{Policy, RetryError, Retryable, Shared, StopReason};
+use retryscope::{Policy, RetryError, RetryFuture, Retryable, Shared, StopReason, TokioSleeper};
 use retryscope_otel::{OutcomeSlot, Upstream};
 use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// How a call's attempts run: retried one after another under a policy, or
@@ -116,14 +118,19 @@ impl Drive {
     /// Runs the call's attempts (`attempt` makes each; a hedge's copies
     /// overlap), judged by `classifier` and reported to `observer`, under
     /// the dependency's `guards`, as `operation` if named.
-    pub async fn run<'g, G, F, Fut, T, E, C, O>(
+    ///
+    /// Not an `async fn`: its future would hold its arguments beside the
+    /// engine's future made of them (some 700 bytes, copied with every move
+    /// of the call's future).
+    #[inline(always)]
+    pub fn run<'g, G, F, Fut, T, E, C, O>(
         self,
         guards: &'g Dependency<G>,
         attempt: F,
         classifier: C,
         observer: O,
         operation: Option<impl Into<Shared<'g, str>>>,
-    ) -> Result<T, RetryError<E>>
+    ) -> Running<'g, F, Fut, C, O>
     where
         G: Budget,
         F: FnMut() -> Fut,
@@ -139,13 +146,11 @@ impl Drive {
                     .with_classifier(classifier)
                     .observe(observer)
                     .dependency(guards);
-                // Boxed: a hedge's future is a third larger than a retry's,
-                // and every call's future (and each move of it) would
-                // otherwise be as large as a hedged one's.
-                match operation {
-                    Some(operation) => Box::pin(hedge.operation(operation).into_future()).await,
-                    None => Box::pin(hedge.into_future()).await,
-                }
+                let hedge = match operation {
+                    Some(operation) => hedge.operation(operation),
+                    None => hedge,
+                };
+                Running { how: Runs::Hedged { future: Box::pin(hedge.into_future()) } }
             }
             How::Retry(policy) => {
                 let retry = attempt
@@ -154,11 +159,56 @@ impl Drive {
                     .with_classifier(classifier)
                     .observe(observer)
                     .dependency(guards);
-                match operation {
-                    Some(operation) => retry.operation(operation).await,
-                    None => retry.await,
-                }
+                let retry = match operation {
+                    Some(operation) => retry.operation(operation),
+                    None => retry,
+                };
+                Running { how: Runs::Retried { future: retry.into_future() } }
             }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A call's attempts, running: [`Drive::run`]'s future.
+    pub struct Running<'g, F, Fut, C, O>
+    where
+        Fut: Future,
+        O: Observer,
+    {
+        #[pin]
+        how: Runs<'g, F, Fut, C, O>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = RunsProj]
+    enum Runs<'g, F, Fut, C, O>
+    where
+        Fut: Future,
+        O: Observer,
+    {
+        Retried { #[pin] future: RetryFuture<'g, F, Fut, C, O, (), TokioSleeper> },
+        // Boxed: a hedge's future is a third larger than a retry's, and every
+        // call's future (and each move of it) would otherwise be as large as
+        // a hedged one's.
+        Hedged { future: Pin<Box<HedgeFuture<'g, F, Fut, C, O, TokioSleeper>>> },
+    }
+}
+
+impl<F, Fut, T, E, C, O> Future for Running<'_, F, Fut, C, O>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+{
+    type Output = Result<T, RetryError<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().how.project() {
+            RunsProj::Retried { future } => future.poll(cx),
+            RunsProj::Hedged { future } => future.as_mut().poll(cx),
         }
     }
 }

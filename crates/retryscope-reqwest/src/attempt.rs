@@ -34,40 +34,44 @@ impl<'a> Attempts<'a> {
         &mut self,
     ) -> impl Future<Output = reqwest_middleware::Result<Response>> + Send + use<'a> {
         self.number += 1;
-        let request = self.source.next();
+        let mut request = self.source.next();
+        if let (Some(request), Some(name)) = (&mut request, self.attempt_header.filter(|_| self.number > 1)) {
+            request.headers_mut().insert(name.clone(), HeaderValue::from(self.number));
+        }
         let (next, mut extensions) = (self.next.clone(), self.extensions.clone());
-        let announce = self
-            .attempt_header
-            .filter(|_| self.number > 1)
-            .map(|name| (name.clone(), HeaderValue::from(self.number)));
         let (body_rule, replayable) = (self.body_rule, self.replayable);
         async move {
             let span = tracing::Span::current();
-            let mut request = request.ok_or_else(|| reqwest_middleware::Error::middleware(NotReplayable))?;
-            if !replayable {
-                tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
-            }
-            // A span no subscriber took has no context to propagate.
-            if !span.is_disabled() {
-                retryscope_otel::inject_span_context(&span, request.headers_mut());
-            }
-            if let Some((name, value)) = announce {
-                request.headers_mut().insert(name, value);
-            }
-            let result = next.run(request, &mut extensions).await;
+            // In a block of its own: the request is moved into the chain's
+            // future before the await, and its slot (264 bytes) is not kept
+            // in this future's beside the one it was captured in.
+            let sent = {
+                let Some(mut request) = request else {
+                    return Err(reqwest_middleware::Error::middleware(NotReplayable));
+                };
+                if !replayable {
+                    tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
+                }
+                // A span no subscriber took has no context to propagate.
+                if !span.is_disabled() {
+                    retryscope_otel::inject_span_context(&span, request.headers_mut());
+                }
+                next.run(request, &mut extensions)
+            };
+            let result = sent.await;
             if let Ok(response) = &result {
                 span.record("http.response.status_code", i64::from(response.status().as_u16()));
             }
             // Inside the attempt: its timeout bounds the read. Boxed: the
             // read's state (632 bytes) would otherwise take room in every
             // attempt's future, moved with the whole call, for a rule few
-            // responses meet (as tower's answer does).
-            match (body_rule, result) {
-                (Some(rule), Ok(response)) => Box::pin(read_ahead::judge(rule, response))
-                    .await
-                    .map_err(reqwest_middleware::Error::Reqwest),
-                (_, result) => result,
-            }
+            // responses meet (as tower's answer does). Chosen before the
+            // await, which then holds neither the result nor the rule.
+            let judged = match (body_rule, result) {
+                (Some(rule), Ok(response)) => Box::pin(read_ahead::judge(rule, response)),
+                (_, result) => return result,
+            };
+            judged.await.map_err(reqwest_middleware::Error::Reqwest)
         }
     }
 }
