@@ -50,3 +50,49 @@ async fn credentials_and_signatures_never_reach_a_span() {
         Some(format!("http://{}/signed?sig=REDACTED&X-Amz-Signature=REDACTED&page=1", server.addr))
     );
 }
+
+/// A middleware below the retry middleware that starts a span of its own
+/// around the rest of the chain, as a tracing middleware does.
+struct SpanBelow;
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for SpanBelow {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let span = tracing::info_span!("below");
+        tracing::Instrument::instrument(next.run(request, extensions), span).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_middleware_below_starts_its_spans_in_the_attempt_span() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/", [Reply::status(503), Reply::ok("ok")]);
+    let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+    let client = ClientBuilder::new(inner)
+        .with(RetryMiddleware::builder(policy()).meter(&t.meter).build())
+        .with(SpanBelow)
+        .build();
+    let response = client.get(format!("http://{}/", server.addr)).send().await.expect("response");
+    assert_eq!(response.status(), 200);
+    // The attempt's closure is not run in its span (`BUILDS_IN_SPAN`), but
+    // the chain below is the attempt's future, polled in it.
+    let spans = t.spans();
+    let mut attempts: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Client).collect();
+    attempts.sort_by_key(|s| s.start_time);
+    let mut below: Vec<_> = spans.iter().filter(|s| s.name == "below").collect();
+    below.sort_by_key(|s| s.start_time);
+    assert_eq!((attempts.len(), below.len()), (2, 2), "two attempts, each with its span below");
+    for (attempt, below) in attempts.iter().zip(&below) {
+        assert_eq!(
+            below.parent_span_id,
+            attempt.span_context.span_id(),
+            "the span below is the attempt's child"
+        );
+    }
+}

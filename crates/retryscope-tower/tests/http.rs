@@ -162,7 +162,8 @@ async fn a_layer_below_starts_its_spans_in_the_attempt_span() {
     // The attempt's closure is not run in its span (`BUILDS_IN_SPAN`), but
     // the inner service's `call` is the future's, polled in it.
     let attempts = attempt_spans(&telemetry);
-    let below: Vec<SpanData> = telemetry.spans().into_iter().filter(|s| s.name == "below").collect();
+    let mut below: Vec<SpanData> = telemetry.spans().into_iter().filter(|s| s.name == "below").collect();
+    below.sort_by_key(|s| s.start_time);
     assert_eq!((attempts.len(), below.len()), (2, 2), "two attempts, each with its span below");
     for (attempt, below) in attempts.iter().zip(below.iter()) {
         assert_eq!(
