@@ -23,6 +23,7 @@ use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::RetryOptions;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tower_service::Service;
@@ -148,13 +149,14 @@ pub(crate) trait Attempts: Send + 'static {
 /// What one attempt does with its answer, as its protocol says.
 pub(crate) trait Answer: Send + 'static {
     /// The attempt's result from what `service` sent back (`sent`), read on
-    /// the attempt's `span`.
-    fn answer<S, B, ResB>(
+    /// the attempt's `span`: at once, or — for an answer that needs more I/O —
+    /// a future the attempt awaits.
+    fn answer<'a, S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
-        service: &mut S,
-        span: &Span,
-    ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>> + Send
+        service: &'a mut S,
+        span: &'a Span,
+    ) -> Answered<'a, Response<ResponseBody<ResB>>>
     where
         S: Service<http::Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,
@@ -163,6 +165,15 @@ pub(crate) trait Answer: Send + 'static {
         ResB: Body + Send + 'static,
         ResB::Data: Send,
         ResB::Error: Into<BoxError>;
+}
+
+/// An attempt's answer ([`Answer::answer`]): known at once, or still to come
+/// (a transparent retry, a body rule's read). Boxed when it is to come: its
+/// state would otherwise take room in every attempt's future, which is moved
+/// many times, for answers few attempts need.
+pub(crate) enum Answered<'a, T> {
+    Now(Result<T, BoxError>),
+    Later(Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send + 'a>>),
 }
 
 /// What the call's end needs of the call.

@@ -10,7 +10,7 @@ use super::statuses::GrpcStatuses;
 use super::{CodeSet, GrpcRetry, reset, status};
 use crate::budget::LayerBudget;
 use crate::error::BoxError;
-use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
+use crate::protocol::{Answer, Answered, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
@@ -449,12 +449,12 @@ impl Answer for GrpcAnswer {
     /// A refused first attempt sent again at once (its transparent retry);
     /// the server's pace told to the pacer; the status in the headers
     /// recorded, or the span handed to the body for the trailers'.
-    async fn answer<S, B, ResB>(
+    fn answer<'a, S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
-        service: &mut S,
-        span: &Span,
-    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
+        service: &'a mut S,
+        span: &'a Span,
+    ) -> Answered<'a, Response<ResponseBody<ResB>>>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,
@@ -466,16 +466,18 @@ impl Answer for GrpcAnswer {
     {
         let response = match sent {
             Ok(response) => response,
-            Err(error) => match (&self.transparent, unprocessed(&error)) {
+            Err(error) => match (self.transparent, unprocessed(&error)) {
                 (Some(transparent), Some(why)) => {
                     tracing::info!(parent: span, "transparent retry: {why}");
-                    ready(service).await?;
-                    send(service, transparent.request(), span).await?
+                    return Answered::Later(Box::pin(async move {
+                        ready(service).await?;
+                        let response = send(service, transparent.request(), span).await?;
+                        Ok(read_status(response.map(ResponseBody::new), span))
+                    }));
                 }
-                _ => return Err(error),
+                _ => return Answered::Now(Err(error)),
             },
         };
-        let response = response.map(ResponseBody::new);
-        Ok(read_status(response, span))
+        Answered::Now(Ok(read_status(response.map(ResponseBody::new), span)))
     }
 }
