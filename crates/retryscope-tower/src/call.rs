@@ -6,7 +6,7 @@
 use crate::attempt::Attempts;
 use crate::classify::AttemptClassifier;
 use crate::error::BoxError;
-use crate::protocol::{End, Inputs, Planned, Protocol};
+use crate::protocol::{Answered, End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::Settings;
@@ -69,7 +69,15 @@ where
     let headers = outcome.as_ref().ok().map(Response::headers);
     let chosen = ending.after(settings.client.fallbacks.as_deref(), guards.name(), configured, stop, headers);
     let end = End { call: &call, replayable, started, guards, key };
-    let (answer, served) = protocol.answer(end, &settings, chosen, kept, outcome, stop).await;
+    // Taken out before the await, which then holds the box alone.
+    let later = match protocol.answer(end, &settings, chosen, kept, outcome, stop) {
+        Answered::Now((answer, served)) => {
+            ending.settle(served);
+            return answer;
+        }
+        Answered::Later(later) => later,
+    };
+    let (answer, served) = later.await;
     ending.settle(served);
     answer
 }

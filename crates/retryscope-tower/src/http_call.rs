@@ -225,29 +225,32 @@ impl Protocol for HttpCall {
         options.operation_name().map(retryscope_otel::bounded_operation)
     }
 
-    async fn answer<ResB>(
+    fn answer<'a, ResB>(
         self,
-        end: End<'_>,
-        settings: &Settings,
-        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        end: End<'a>,
+        settings: &'a Settings,
+        chosen: Option<(Chosen<'a>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
-    ) -> (Result<Response<ResponseBody<ResB>>, BoxError>, bool)
+    ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
         ResB: Body + Send + 'static,
         ResB::Data: Send + From<bytes::Bytes>,
         ResB::Error: Into<BoxError>,
     {
         let (Some((chosen, remaining)), Some(parts)) = (chosen, kept) else {
-            return (finish(outcome, stop, end.replayable), false);
+            return Answered::Now((finish(outcome, stop, end.replayable), false));
         };
-        let key = end.key.and_then(|_| parts.headers.get(settings.client.idempotency.header_name()));
-        let target = (&parts.method, &parts.uri, key);
-        let dependency = end.guards.name();
-        let answer = answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;
-        let served = answer.is_ok();
-        (answer, served)
+        Answered::Later(Box::pin(async move {
+            let key = end.key.and_then(|_| parts.headers.get(settings.client.idempotency.header_name()));
+            let target = (&parts.method, &parts.uri, key);
+            let dependency = end.guards.name();
+            let answer =
+                answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;
+            let served = answer.is_ok();
+            (answer, served)
+        }))
     }
 }
 
@@ -279,7 +282,7 @@ impl Answer for HttpAnswer {
         sent: Result<Response<ResB>, BoxError>,
         _: &'a mut S,
         span: &'a Span,
-    ) -> Answered<'a, Response<ResponseBody<ResB>>>
+    ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Service<http::Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,

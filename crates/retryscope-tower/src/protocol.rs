@@ -102,17 +102,18 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     /// The caller's answer: the fallback's, if one was `chosen` (with the
     /// time left; `kept`: the request's head, kept for it), else the
     /// engine's outcome in the shape the protocol's callers expect; and
-    /// whether a fallback served it.
+    /// whether a fallback served it. Known at once without a fallback.
     #[allow(clippy::too_many_arguments, reason = "the call's end, each part read once")]
-    fn answer<ResB>(
+    #[allow(clippy::type_complexity, reason = "the caller's answer, and whether a fallback served it")]
+    fn answer<'a, ResB>(
         self,
-        end: End<'_>,
-        settings: &Settings,
-        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        end: End<'a>,
+        settings: &'a Settings,
+        chosen: Option<(Chosen<'a>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
-    ) -> impl Future<Output = (Result<Response<ResponseBody<ResB>>, BoxError>, bool)> + Send
+    ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
         ResB: Body + Send + 'static,
         ResB::Data: Send + From<bytes::Bytes>,
@@ -156,7 +157,7 @@ pub(crate) trait Answer: Send + 'static {
         sent: Result<Response<ResB>, BoxError>,
         service: &'a mut S,
         span: &'a Span,
-    ) -> Answered<'a, Response<ResponseBody<ResB>>>
+    ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Service<http::Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,
@@ -167,13 +168,14 @@ pub(crate) trait Answer: Send + 'static {
         ResB::Error: Into<BoxError>;
 }
 
-/// An attempt's answer ([`Answer::answer`]): known at once, or still to come
-/// (a transparent retry, a body rule's read). Boxed when it is to come: its
-/// state would otherwise take room in every attempt's future, which is moved
-/// many times, for answers few attempts need.
+/// An answer known at once, or still to come: an attempt's ([`Answer::answer`]:
+/// a transparent retry, a body rule's read) or a call's
+/// ([`Protocol::answer`]: a fallback's). Boxed when it is to come: its state
+/// would otherwise take room in every attempt's or call's future, which is
+/// moved many times, for answers few need.
 pub(crate) enum Answered<'a, T> {
-    Now(Result<T, BoxError>),
-    Later(Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send + 'a>>),
+    Now(T),
+    Later(Pin<Box<dyn Future<Output = T> + Send + 'a>>),
 }
 
 /// What the call's end needs of the call.

@@ -392,15 +392,15 @@ impl Protocol for GrpcCall {
         Some(options.operation_name().map_or_else(|| self.method.operation(), bounded_operation))
     }
 
-    async fn answer<ResB>(
+    fn answer<'a, ResB>(
         self,
-        end: End<'_>,
-        _: &Settings,
-        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        end: End<'a>,
+        _: &'a Settings,
+        chosen: Option<(Chosen<'a>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
-    ) -> (Result<Response<ResponseBody<ResB>>, BoxError>, bool)
+    ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
         ResB: Body + Send + 'static,
         ResB::Data: Send + From<bytes::Bytes>,
@@ -408,14 +408,14 @@ impl Protocol for GrpcCall {
     {
         let End { call, replayable, started, guards, .. } = end;
         match (chosen, kept) {
-            (Some((chosen, remaining)), Some(parts)) => {
+            (Some((chosen, remaining)), Some(parts)) => Answered::Later(Box::pin(async move {
                 let fallback = Some((chosen, &*parts, remaining));
                 self.answer_with(outcome, stop, call, replayable, started, guards, fallback).await
-            }
+            })),
             // Without a fallback to run, finished here: `answer_with` is a
             // future of its own, which a call that cannot use it should not
             // build and poll.
-            _ => (self.finish(outcome, stop, call, replayable, started, guards), false),
+            _ => Answered::Now((self.finish(outcome, stop, call, replayable, started, guards), false)),
         }
     }
 }
@@ -454,7 +454,7 @@ impl Answer for GrpcAnswer {
         sent: Result<Response<ResB>, BoxError>,
         service: &'a mut S,
         span: &'a Span,
-    ) -> Answered<'a, Response<ResponseBody<ResB>>>
+    ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,
