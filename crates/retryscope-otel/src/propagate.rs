@@ -18,6 +18,8 @@ static BAGGAGE: HeaderName = HeaderName::from_static("baggage");
 /// Every attempt then carries its own span id, so a server's spans hang under
 /// the attempt that caused them. With no propagator installed, nothing is added.
 /// An empty `tracestate` is not sent: W3C Trace Context lets a client omit it.
+/// `traceparent`, unique to each attempt, is marked sensitive, which HTTP/2
+/// sends as a never-indexed literal (its value is the same on the wire).
 ///
 /// ```
 /// let mut headers = http::HeaderMap::new();
@@ -61,7 +63,11 @@ impl Injector for HeaderInjector<'_> {
             },
         };
         // `TryFrom<String>` keeps the propagator's buffer instead of copying it.
-        if let Ok(value) = HeaderValue::try_from(value) {
+        if let Ok(mut value) = HeaderValue::try_from(value) {
+            // Unique to each attempt: HTTP/2 sends it never-indexed rather than
+            // filling the HPACK table with it (a table entry per attempt,
+            // evicting the headers every call repeats).
+            value.set_sensitive(name == TRACEPARENT);
             self.0.insert(name, value);
         }
     }

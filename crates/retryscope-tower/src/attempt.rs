@@ -3,7 +3,7 @@
 //! only its protocol adds ([`protocol::Attempts`](crate::protocol::Attempts)).
 
 use crate::error::{BoxError, NotReplayable};
-use crate::protocol::{self, Answer};
+use crate::protocol::{self, Answer, Answered};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::send::{ready, send};
@@ -76,7 +76,13 @@ where
                 Ok(()) => send(&mut service, Request::from_parts(parts, body), &span).await,
                 Err(error) => Err(error),
             };
-            answer.answer(sent, &mut service, &span).await
+            // Taken out before the await, which then holds the box alone,
+            // not the whole `Answered` (224 bytes).
+            let later = match answer.answer(sent, &mut service, &span) {
+                Answered::Now(result) => return result,
+                Answered::Later(later) => later,
+            };
+            later.await
         }
     }
 }

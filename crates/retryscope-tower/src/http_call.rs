@@ -5,7 +5,7 @@
 
 use crate::classify::HttpStatuses;
 use crate::error::{BoxError, GaveUp};
-use crate::protocol::{Answer, Attempts, Call, End, Inputs, LayerProtocol, Planned, Protocol};
+use crate::protocol::{Answer, Answered, Attempts, Call, End, Inputs, LayerProtocol, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::{Resolved, Settings};
@@ -225,29 +225,32 @@ impl Protocol for HttpCall {
         options.operation_name().map(retryscope_otel::bounded_operation)
     }
 
-    async fn answer<ResB>(
+    fn answer<'a, ResB>(
         self,
-        end: End<'_>,
-        settings: &Settings,
-        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        end: End<'a>,
+        settings: &'a Settings,
+        chosen: Option<(Chosen<'a>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
-    ) -> (Result<Response<ResponseBody<ResB>>, BoxError>, bool)
+    ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
         ResB: Body + Send + 'static,
         ResB::Data: Send + From<bytes::Bytes>,
         ResB::Error: Into<BoxError>,
     {
         let (Some((chosen, remaining)), Some(parts)) = (chosen, kept) else {
-            return (finish(outcome, stop, end.replayable), false);
+            return Answered::Now((finish(outcome, stop, end.replayable), false));
         };
-        let key = end.key.and_then(|_| parts.headers.get(settings.client.idempotency.header_name()));
-        let target = (&parts.method, &parts.uri, key);
-        let dependency = end.guards.name();
-        let answer = answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;
-        let served = answer.is_ok();
-        (answer, served)
+        Answered::Later(Box::pin(async move {
+            let key = end.key.and_then(|_| parts.headers.get(settings.client.idempotency.header_name()));
+            let target = (&parts.method, &parts.uri, key);
+            let dependency = end.guards.name();
+            let answer =
+                answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;
+            let served = answer.is_ok();
+            (answer, served)
+        }))
     }
 }
 
@@ -274,12 +277,12 @@ impl Attempts for HttpAttempts {
 impl Answer for HttpAnswer {
     /// Records the status on the attempt span, tells the pacer what the
     /// response says about pace, and lets the body rule read what it selects.
-    async fn answer<S, B, ResB>(
+    fn answer<'a, S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
-        _: &mut S,
-        span: &Span,
-    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
+        _: &'a mut S,
+        span: &'a Span,
+    ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Service<http::Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,
@@ -289,15 +292,16 @@ impl Answer for HttpAnswer {
         ResB::Data: Send,
         ResB::Error: Into<BoxError>,
     {
-        let response = sent?.map(ResponseBody::new);
+        let response = match sent {
+            Ok(response) => response.map(ResponseBody::new),
+            Err(error) => return Answered::Now(Err(error)),
+        };
         span.record("http.response.status_code", i64::from(response.status().as_u16()));
         match self.body_rule.filter(|rule| rule.wants_body(response.status(), response.headers())) {
-            // Inside the attempt: its timeout bounds the read. Boxed: the
-            // read's state would otherwise take room in every attempt's
-            // future, which is moved many times, for a rule few responses
-            // meet.
-            Some(rule) => Box::pin(judge(response, rule)).await,
-            None => Ok(response),
+            // Inside the attempt: its timeout bounds the read. Boxed (as
+            // `Answered` says): a rule few responses meet.
+            Some(rule) => Answered::Later(Box::pin(judge(response, rule))),
+            None => Answered::Now(Ok(response)),
         }
     }
 }

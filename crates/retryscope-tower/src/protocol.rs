@@ -23,6 +23,7 @@ use retryscope_http::__private::idempotency::KeySource;
 use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::RetryOptions;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tower_service::Service;
@@ -101,17 +102,18 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     /// The caller's answer: the fallback's, if one was `chosen` (with the
     /// time left; `kept`: the request's head, kept for it), else the
     /// engine's outcome in the shape the protocol's callers expect; and
-    /// whether a fallback served it.
+    /// whether a fallback served it. Known at once without a fallback.
     #[allow(clippy::too_many_arguments, reason = "the call's end, each part read once")]
-    fn answer<ResB>(
+    #[allow(clippy::type_complexity, reason = "the caller's answer, and whether a fallback served it")]
+    fn answer<'a, ResB>(
         self,
-        end: End<'_>,
-        settings: &Settings,
-        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        end: End<'a>,
+        settings: &'a Settings,
+        chosen: Option<(Chosen<'a>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
-    ) -> impl Future<Output = (Result<Response<ResponseBody<ResB>>, BoxError>, bool)> + Send
+    ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
         ResB: Body + Send + 'static,
         ResB::Data: Send + From<bytes::Bytes>,
@@ -148,13 +150,14 @@ pub(crate) trait Attempts: Send + 'static {
 /// What one attempt does with its answer, as its protocol says.
 pub(crate) trait Answer: Send + 'static {
     /// The attempt's result from what `service` sent back (`sent`), read on
-    /// the attempt's `span`.
-    fn answer<S, B, ResB>(
+    /// the attempt's `span`: at once, or — for an answer that needs more I/O —
+    /// a future the attempt awaits.
+    fn answer<'a, S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
-        service: &mut S,
-        span: &Span,
-    ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>> + Send
+        service: &'a mut S,
+        span: &'a Span,
+    ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Service<http::Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,
@@ -163,6 +166,16 @@ pub(crate) trait Answer: Send + 'static {
         ResB: Body + Send + 'static,
         ResB::Data: Send,
         ResB::Error: Into<BoxError>;
+}
+
+/// An answer known at once, or still to come: an attempt's ([`Answer::answer`]:
+/// a transparent retry, a body rule's read) or a call's
+/// ([`Protocol::answer`]: a fallback's). Boxed when it is to come: its state
+/// would otherwise take room in every attempt's or call's future, which is
+/// moved many times, for answers few need.
+pub(crate) enum Answered<'a, T> {
+    Now(T),
+    Later(Pin<Box<dyn Future<Output = T> + Send + 'a>>),
 }
 
 /// What the call's end needs of the call.

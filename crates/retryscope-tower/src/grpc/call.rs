@@ -10,7 +10,7 @@ use super::statuses::GrpcStatuses;
 use super::{CodeSet, GrpcRetry, reset, status};
 use crate::budget::LayerBudget;
 use crate::error::BoxError;
-use crate::protocol::{Answer, Attempts, Call, End, Inputs, Planned, Protocol};
+use crate::protocol::{Answer, Answered, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
 use crate::send::{ready, send};
@@ -392,15 +392,15 @@ impl Protocol for GrpcCall {
         Some(options.operation_name().map_or_else(|| self.method.operation(), bounded_operation))
     }
 
-    async fn answer<ResB>(
+    fn answer<'a, ResB>(
         self,
-        end: End<'_>,
-        _: &Settings,
-        chosen: Option<(Chosen<'_>, Option<Duration>)>,
+        end: End<'a>,
+        _: &'a Settings,
+        chosen: Option<(Chosen<'a>, Option<Duration>)>,
         kept: Option<Arc<Parts>>,
         outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
         stop: Option<(StopReason, u32)>,
-    ) -> (Result<Response<ResponseBody<ResB>>, BoxError>, bool)
+    ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
         ResB: Body + Send + 'static,
         ResB::Data: Send + From<bytes::Bytes>,
@@ -408,14 +408,14 @@ impl Protocol for GrpcCall {
     {
         let End { call, replayable, started, guards, .. } = end;
         match (chosen, kept) {
-            (Some((chosen, remaining)), Some(parts)) => {
+            (Some((chosen, remaining)), Some(parts)) => Answered::Later(Box::pin(async move {
                 let fallback = Some((chosen, &*parts, remaining));
                 self.answer_with(outcome, stop, call, replayable, started, guards, fallback).await
-            }
+            })),
             // Without a fallback to run, finished here: `answer_with` is a
             // future of its own, which a call that cannot use it should not
             // build and poll.
-            _ => (self.finish(outcome, stop, call, replayable, started, guards), false),
+            _ => Answered::Now((self.finish(outcome, stop, call, replayable, started, guards), false)),
         }
     }
 }
@@ -449,12 +449,12 @@ impl Answer for GrpcAnswer {
     /// A refused first attempt sent again at once (its transparent retry);
     /// the server's pace told to the pacer; the status in the headers
     /// recorded, or the span handed to the body for the trailers'.
-    async fn answer<S, B, ResB>(
+    fn answer<'a, S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
-        service: &mut S,
-        span: &Span,
-    ) -> Result<Response<ResponseBody<ResB>>, BoxError>
+        service: &'a mut S,
+        span: &'a Span,
+    ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Service<Request<B>, Response = Response<ResB>> + Send,
         S::Future: Send,
@@ -466,16 +466,18 @@ impl Answer for GrpcAnswer {
     {
         let response = match sent {
             Ok(response) => response,
-            Err(error) => match (&self.transparent, unprocessed(&error)) {
+            Err(error) => match (self.transparent, unprocessed(&error)) {
                 (Some(transparent), Some(why)) => {
                     tracing::info!(parent: span, "transparent retry: {why}");
-                    ready(service).await?;
-                    send(service, transparent.request(), span).await?
+                    return Answered::Later(Box::pin(async move {
+                        ready(service).await?;
+                        let response = send(service, transparent.request(), span).await?;
+                        Ok(read_status(response.map(ResponseBody::new), span))
+                    }));
                 }
-                _ => return Err(error),
+                _ => return Answered::Now(Err(error)),
             },
         };
-        let response = response.map(ResponseBody::new);
-        Ok(read_status(response, span))
+        Answered::Now(Ok(read_status(response.map(ResponseBody::new), span)))
     }
 }
