@@ -6,20 +6,19 @@
 use crate::attempt::Attempts;
 use crate::classify::AttemptClassifier;
 use crate::error::BoxError;
+use crate::inner::{AnswerBody, Inner};
 use crate::protocol::{Answered, End, Inputs, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::Settings;
 use crate::spans::AttemptSpan;
+use http::Response;
 use http::request::Parts;
-use http::{Request, Response};
-use http_body::Body;
 use retryscope::observe::StopSlot;
 use retryscope_http::__private::call::Ending;
 use retryscope_http::{AttemptLimits, RetryOptions};
 use std::future::Future;
 use std::sync::Arc;
-use tower_service::Service;
 
 /// One logical request, from the caller's request to its response, planned
 /// by its protocol `P` ([`RetryService`](crate::RetryService) chooses it).
@@ -34,22 +33,15 @@ pub(crate) fn run<P, S, B, ResB>(
 ) -> impl Future<Output = Result<Response<ResponseBody<ResB>>, BoxError>>
 where
     P: Protocol,
-    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: ReplayBody,
-    B::Error: Into<BoxError>,
-    ResB: Body + Send + 'static,
-    ResB::Data: Send + From<bytes::Bytes>,
-    ResB::Error: Into<BoxError>,
+    S: Inner<B, ResB>,
+    B: ReplayBody<Error: Into<BoxError>>,
+    ResB: AnswerBody,
 {
     let Planned { call, mut protocol, file } = planned;
     async move {
         let (configured, guards) = file.parts();
-        // What outlives the attempts, set in the block below: what goes into
-        // the engine's future (the body, the drive, the judge, the attempts)
-        // keeps no slot of its own here beside it, and the engine's future
-        // is made where it is awaited, not moved there.
+        // Set in the block: what the engine's future is made of keeps no slot
+        // here beside it, and that future is made where it is awaited.
         let (ending, kept, stop, started, replayable, key);
         let outcome = {
             let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
@@ -66,11 +58,7 @@ where
             let classifier = AttemptClassifier { statuses: protocol.statuses(), judge };
             stop = Arc::new(StopSlot::default());
             let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
-            let (origin, request_id_header) =
-                (settings.origin.clone(), settings.client.request_id_header.clone());
-            let (request, grpc) = (Arc::clone(&parts), P::GRPC);
-            let key_generated = key.map(|key| key.generated());
-            let spans = AttemptSpan { request, origin, grpc, key_generated, request_id_header };
+            let spans = AttemptSpan::new(&settings, &parts, P::GRPC, key.map(|key| key.generated()));
             let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
             let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
             let operation = protocol.operation(&options);
@@ -79,10 +67,9 @@ where
             drive.run(guards, move || attempts.next(), classifier, observer, operation)
         }
         .await;
-        let stop = stop.stopped();
+        let (stop, fallbacks) = (stop.stopped(), settings.client.fallbacks.as_deref());
         let headers = outcome.as_ref().ok().map(Response::headers);
-        let chosen =
-            ending.after(settings.client.fallbacks.as_deref(), guards.name(), configured, stop, headers);
+        let chosen = ending.after(fallbacks, guards.name(), configured, stop, headers);
         let end = End { call: &call, replayable, started, guards, key };
         // Taken out before the await, which then holds the box alone.
         let later = match protocol.answer(end, &settings, chosen, kept, outcome, stop) {

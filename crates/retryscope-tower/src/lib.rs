@@ -74,6 +74,7 @@ pub mod grpc;
 #[cfg(feature = "grpc")]
 mod head;
 mod http_call;
+mod inner;
 mod layer;
 mod protocol;
 mod replay;

@@ -1,6 +1,7 @@
 //! Attempt spans: the OpenTelemetry HTTP client conventions, or with `grpc`
 //! the RPC conventions.
 
+use crate::settings::Settings;
 use http::request::Parts;
 use http::{HeaderName, Uri};
 use retryscope_http::__private::redact::redact_every_query_value;
@@ -63,6 +64,19 @@ pub(crate) struct AttemptSpan {
 }
 
 impl AttemptSpan {
+    /// The attempt spans of a call to `request` through a layer with
+    /// `settings`.
+    pub(crate) fn new(
+        settings: &Settings,
+        request: &Arc<Parts>,
+        grpc: bool,
+        key_generated: Option<bool>,
+    ) -> Self {
+        let (origin, request_id_header) =
+            (settings.origin.clone(), settings.client.request_id_header.clone());
+        Self { request: Arc::clone(request), origin, grpc, key_generated, request_id_header }
+    }
+
     /// What an HTTP attempt's span and the retry log read from the request
     /// (a gRPC call's `request_id` too).
     fn http_target(&self) -> HttpTarget<'_, RedactedUrl<'_>> {
