@@ -3,13 +3,13 @@
 //! only its protocol adds ([`protocol::Attempts`](crate::protocol::Attempts)).
 
 use crate::error::{BoxError, NotReplayable};
+use crate::inner::{AnswerBody, Inner};
 use crate::protocol::{self, Answer, Answered};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::send::{ready, send};
 use http::request::Parts;
 use http::{Request, Response};
-use http_body::Body;
 use std::future::Future;
 use std::sync::Arc;
 use tower_service::Service;
@@ -37,15 +37,13 @@ impl<S, B, P> Attempts<S, B, P> {
     }
 }
 
+// `ResB` is named by the `Service` bound as well as by `Inner`: in a trait's
+// parameters alone it would be unconstrained (E0207); `Response = ..` fixes it.
 impl<S, B, ResB, P: protocol::Attempts> Attempts<S, B, P>
 where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
+    S: Inner<B, ResB> + Service<Request<B>, Response = Response<ResB>>,
     B: ReplayBody,
-    ResB: Body + Send + 'static,
-    ResB::Data: Send,
-    ResB::Error: Into<BoxError>,
+    ResB: AnswerBody,
 {
     pub(crate) fn next(
         &mut self,

@@ -5,6 +5,7 @@
 
 use crate::classify::HttpStatuses;
 use crate::error::{BoxError, GaveUp};
+use crate::inner::{AnswerBody, Inner};
 use crate::protocol::{Answer, Answered, Attempts, Call, End, Inputs, LayerProtocol, Planned, Protocol};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
@@ -23,7 +24,6 @@ use retryscope_http::__private::{CallConfig, Judge};
 use retryscope_http::{LastAnswer, RetryOptions};
 use std::sync::Arc;
 use std::time::Duration;
-use tower_service::Service;
 use tracing::Span;
 
 /// Once per call, before any attempt (every attempt clones these headers):
@@ -235,9 +235,7 @@ impl Protocol for HttpCall {
         stop: Option<(StopReason, u32)>,
     ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
-        ResB: Body + Send + 'static,
-        ResB::Data: Send + From<bytes::Bytes>,
-        ResB::Error: Into<BoxError>,
+        ResB: AnswerBody,
     {
         let (Some((chosen, remaining)), Some(parts)) = (chosen, kept) else {
             return Answered::Now((finish(outcome, stop, end.replayable), false));
@@ -284,13 +282,9 @@ impl Answer for HttpAnswer {
         span: &'a Span,
     ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
-        S: Service<http::Request<B>, Response = Response<ResB>> + Send,
-        S::Future: Send,
-        S::Error: Into<BoxError>,
+        S: Inner<B, ResB>,
         B: ReplayBody,
-        ResB: Body + Send + 'static,
-        ResB::Data: Send,
-        ResB::Error: Into<BoxError>,
+        ResB: AnswerBody,
     {
         let response = match sent {
             Ok(response) => response.map(ResponseBody::new),

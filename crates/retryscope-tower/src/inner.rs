@@ -1,5 +1,5 @@
-//! What running a call asks of the service the layer wraps and of the bodies
-//! of its answers, named once for the functions that run calls.
+//! What a call asks of the service the layer wraps and of the bodies of its
+//! answers: named once for the call, its attempts and their answers.
 
 use crate::error::BoxError;
 use bytes::Bytes;

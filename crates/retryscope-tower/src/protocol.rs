@@ -8,12 +8,12 @@
 use crate::budget::LayerBudget;
 use crate::classify::Statuses;
 use crate::error::BoxError;
+use crate::inner::{AnswerBody, Inner};
 use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::{Resolved, Settings};
 use http::Response;
 use http::request::Parts;
-use http_body::Body;
 use retryscope::dependency::Dependency;
 use retryscope::observe::{Observer, OperationObserver};
 use retryscope::{Policy, RetryError, StopReason};
@@ -26,7 +26,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tower_service::Service;
 use tracing::Span;
 
 /// A layer's protocol (the last type parameter of
@@ -115,9 +114,7 @@ pub(crate) trait Protocol: Sized + Send + 'static {
         stop: Option<(StopReason, u32)>,
     ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
-        ResB: Body + Send + 'static,
-        ResB::Data: Send + From<bytes::Bytes>,
-        ResB::Error: Into<BoxError>;
+        ResB: AnswerBody;
 }
 
 /// What [`Protocol::drive`] reads of the call.
@@ -159,13 +156,9 @@ pub(crate) trait Answer: Send + 'static {
         span: &'a Span,
     ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
-        S: Service<http::Request<B>, Response = Response<ResB>> + Send,
-        S::Future: Send,
-        S::Error: Into<BoxError>,
+        S: Inner<B, ResB>,
         B: ReplayBody,
-        ResB: Body + Send + 'static,
-        ResB::Data: Send,
-        ResB::Error: Into<BoxError>;
+        ResB: AnswerBody;
 }
 
 /// An answer known at once, or still to come: an attempt's ([`Answer::answer`]:

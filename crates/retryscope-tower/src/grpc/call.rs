@@ -10,6 +10,7 @@ use super::statuses::GrpcStatuses;
 use super::{CodeSet, GrpcRetry, reset, status};
 use crate::budget::LayerBudget;
 use crate::error::BoxError;
+use crate::inner::{AnswerBody, Inner};
 use crate::protocol::{Answer, Answered, Attempts, Call, End, Inputs, Planned, Protocol};
 use crate::replay::{Held, ReplayBody, Source};
 use crate::response::{ResponseBody, TrailersHook};
@@ -29,7 +30,6 @@ use retryscope_otel::bounded_operation;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-use tower_service::Service;
 use tracing::Span;
 
 /// What only gRPC needs of one call: the method it calls, whether its
@@ -402,9 +402,7 @@ impl Protocol for GrpcCall {
         stop: Option<(StopReason, u32)>,
     ) -> Answered<'a, (Result<Response<ResponseBody<ResB>>, BoxError>, bool)>
     where
-        ResB: Body + Send + 'static,
-        ResB::Data: Send + From<bytes::Bytes>,
-        ResB::Error: Into<BoxError>,
+        ResB: AnswerBody,
     {
         let End { call, replayable, started, guards, .. } = end;
         match (chosen, kept) {
@@ -456,13 +454,9 @@ impl Answer for GrpcAnswer {
         span: &'a Span,
     ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
-        S: Service<Request<B>, Response = Response<ResB>> + Send,
-        S::Future: Send,
-        S::Error: Into<BoxError>,
+        S: Inner<B, ResB>,
         B: ReplayBody,
-        ResB: Body + Send + 'static,
-        ResB::Data: Send,
-        ResB::Error: Into<BoxError>,
+        ResB: AnswerBody,
     {
         let response = match sent {
             Ok(response) => response,
