@@ -86,8 +86,17 @@ pub struct Replay<B> {
 // Trailers are boxed: a request seldom has any, and the bodies are moved with
 // every attempt.
 enum Kind<B> {
-    Buffered { data: Bytes, trailers: Option<Box<HeaderMap>> },
-    Streaming { prefix: VecDeque<Bytes>, trailers: Option<Box<HeaderMap>>, rest: Option<Pin<Box<B>>> },
+    /// `exact`: whether the caller's body knew its length (see [`Held`]).
+    Buffered {
+        data: Bytes,
+        trailers: Option<Box<HeaderMap>>,
+        exact: bool,
+    },
+    Streaming {
+        prefix: VecDeque<Bytes>,
+        trailers: Option<Box<HeaderMap>>,
+        rest: Option<Pin<Box<B>>>,
+    },
 }
 
 impl<B> fmt::Debug for Replay<B> {
@@ -113,7 +122,7 @@ impl<B: ReplayBody> Replay<B> {
 impl<B: Body<Data = Bytes>> Replay<B> {
     fn next_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match &mut self.kind {
-            Kind::Buffered { data, trailers } => {
+            Kind::Buffered { data, trailers, .. } => {
                 if !data.is_empty() {
                     return Poll::Ready(Some(Ok(Frame::data(std::mem::take(data)))));
                 }
@@ -156,7 +165,7 @@ impl<B: Body<Data = Bytes>> Body for Replay<B> {
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Buffered { data, trailers } => data.is_empty() && trailers.is_none(),
+            Kind::Buffered { data, trailers, .. } => data.is_empty() && trailers.is_none(),
             Kind::Streaming { prefix, trailers, rest } => {
                 prefix.is_empty() && trailers.is_none() && rest.as_ref().is_none_or(|b| b.is_end_stream())
             }
@@ -165,7 +174,13 @@ impl<B: Body<Data = Bytes>> Body for Replay<B> {
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Buffered { data, .. } => SizeHint::with_exact(data.len() as u64),
+            Kind::Buffered { data, exact: true, .. } => SizeHint::with_exact(data.len() as u64),
+            // At least what is left, as no more than the caller's body said.
+            Kind::Buffered { data, exact: false, .. } => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(data.len() as u64);
+                hint
+            }
             Kind::Streaming { prefix, rest, .. } => {
                 let read: u64 = prefix.iter().map(|c| c.len() as u64).sum();
                 let hint = rest.as_ref().map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint());
@@ -197,8 +212,9 @@ impl<B: ReplayBody> Source<B> {
     ///
     /// The body's own error, if reading it failed before anything was sent.
     pub(crate) async fn read(body: B, limit: usize) -> Result<Self, B::Error> {
+        let exact = body.size_hint().exact().is_some();
         if body.is_end_stream() {
-            return Ok(Self::Replayable(Held { data: Bytes::new(), trailers: None }));
+            return Ok(Self::Replayable(Held { data: Bytes::new(), trailers: None, exact }));
         }
         let mut body = Box::pin(body);
         if body.size_hint().lower() > limit as u64 {
@@ -233,7 +249,7 @@ impl<B: ReplayBody> Source<B> {
                 break;
             }
         }
-        Ok(Self::Replayable(Held { data: chunks.into_bytes(), trailers }))
+        Ok(Self::Replayable(Held { data: chunks.into_bytes(), trailers, exact }))
     }
 
     fn once(prefix: VecDeque<Bytes>, trailers: Option<Box<HeaderMap>>, rest: Option<Pin<Box<B>>>) -> Self {
@@ -280,17 +296,29 @@ impl<B: ReplayBody> Source<B> {
 
 /// A request body held in memory: its bytes, and its trailers if it had any.
 /// A clone shares them.
+///
+/// Every attempt's body tells its length as the caller's did (`exact`): a body
+/// that knew its length gives it (an HTTP/1.1 request keeps its
+/// `Content-Length`), one that did not gives none (a tonic message stays
+/// without one, and a chunked request stays chunked). An attempt then puts on
+/// the wire no header the caller's own send would not have: hyper adds
+/// `Content-Length` for a body of exact length.
 #[derive(Clone)]
 pub(crate) struct Held {
     data: Bytes,
     trailers: Option<Box<HeaderMap>>,
+    exact: bool,
 }
 
 impl Held {
     /// The body of one attempt: the bytes again.
     pub(crate) fn replay<B>(&self) -> Replay<B> {
         Replay {
-            kind: Kind::Buffered { data: self.data.clone(), trailers: self.trailers.clone() },
+            kind: Kind::Buffered {
+                data: self.data.clone(),
+                trailers: self.trailers.clone(),
+                exact: self.exact,
+            },
             #[cfg(feature = "grpc")]
             sent: None,
         }
@@ -415,6 +443,26 @@ mod tests {
         assert!(!source.is_replayable());
         let body = source.next().expect("sent once");
         assert_eq!(body.collect().await.unwrap_or_else(|e| match e {}).to_bytes().len(), 100);
+    }
+
+    /// A replay tells its length as the caller's body did: a body of known
+    /// length (a `Full`) gets its exact length on every attempt, so hyper
+    /// sends `Content-Length`; a stream of unknown length (a tonic message,
+    /// a chunked upload) gets none, so no attempt sends one the caller's own
+    /// send would not have.
+    #[tokio::test]
+    async fn a_replay_knows_its_length_exactly_when_the_caller_s_body_did() {
+        let known = Full::new(Bytes::from("hello")).map_err(|e| match e {}).boxed();
+        let unknown = frames(vec![Frame::data(Bytes::from("hel")), Frame::data(Bytes::from("lo"))]);
+        for (body, exact) in [(known, Some(5)), (unknown, None)] {
+            let mut source = Source::read(body, 16).await.unwrap_or_else(|e| match e {});
+            for _ in 0..2 {
+                let body = source.next().expect("replayable");
+                let hint = body.size_hint();
+                assert_eq!((hint.exact(), hint.lower()), (exact, 5));
+                assert_eq!(collect(body).await.0, Bytes::from("hello"));
+            }
+        }
     }
 
     #[test]
