@@ -1,16 +1,20 @@
-//! What only reqwest does to a URL before the middleware sees it, against a
-//! real HTTP server on 127.0.0.1 with tokio's paused clock. Everything the
+//! What only reqwest does to a URL before the middleware sees it, and where a
+//! middleware below it starts its spans, against a real HTTP server on
+//! 127.0.0.1 with tokio's paused clock (the wall clock for a hedged call, whose
+//! second copy after its delay is a claim about real time). Everything the
 //! middleware shares with the tower layer is specified once for both, in
 //! retryscope-conformance's `tests/middleware.rs`.
 
 use opentelemetry::trace::SpanKind;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope::{Jitter, Policy};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_reqwest::prelude::*;
 use retryscope_test_support::telemetry::{Telemetry, attr};
 use retryscope_test_support::{Reply, Server};
 use std::time::Duration;
+use tracing::Instrument;
 
 fn policy() -> Policy {
     Policy::builder()
@@ -94,5 +98,56 @@ async fn a_middleware_below_starts_its_spans_in_the_attempt_span() {
             attempt.span_context.span_id(),
             "the span below is the attempt's child"
         );
+    }
+}
+
+/// "Hedging × operation spans" (docs/guide/where-features-meet.md) with a
+/// middleware below: the copies of a hedged call overlap, and each polls the
+/// chain below in its own attempt span, never the caller's or the operation's,
+/// though the closure that builds a copy runs outside it (`BUILDS_IN_SPAN`).
+/// The first copy stalls; the second, 100 ms later (long enough for the first
+/// to have reached the server over loopback), answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedged_copy_s_inner_spans_hang_under_that_copy_s_attempt_span_and_its_traceparent_names_it() {
+    let t = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/", [Reply::StallUntilClosed, Reply::ok("second").into()]);
+    let hedge = HedgePolicy::builder().max_copies(2).delay(HedgeDelay::Fixed(Duration::from_millis(100)));
+    let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
+    let client = ClientBuilder::new(inner)
+        .with(RetryMiddleware::builder(policy()).meter(&t.meter).hedge(hedge.build().expect("valid")).build())
+        .with(SpanBelow)
+        .build();
+    let call = client.get(server.url("/")).send().instrument(tracing::info_span!("caller"));
+    let response =
+        tokio::time::timeout(Duration::from_secs(5), call).await.expect("in time").expect("answer");
+    assert_eq!(response.text().await.expect("body"), "second");
+
+    let spans = t.spans();
+    let caller = spans.iter().find(|s| s.name == "caller").expect("caller span").span_context.span_id();
+    let attempts: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Client).collect();
+    let below: Vec<_> = spans.iter().filter(|s| s.name == "below").collect();
+    assert_eq!((attempts.len(), below.len()), (2, 2), "two copies, each with its span below");
+    let operation = attempts[0].parent_span_id;
+    assert!(attempts.iter().all(|a| a.parent_span_id == operation) && operation != caller);
+    for below in &below {
+        let parent = below.parent_span_id;
+        assert!(![caller, operation].contains(&parent), "{parent} is the caller's or the operation's span");
+    }
+    let seen = server.seen();
+    assert_eq!(seen[0].headers.get("retry-attempt"), None, "the first copy is the one that stalled");
+    for (n, outcome) in [("1", "cancelled"), ("2", "won")] {
+        let attempt = attempts.iter().find(|a| attr(a, "retryscope.attempt").as_deref() == Some(n));
+        let attempt = attempt.unwrap_or_else(|| panic!("copy {n}'s attempt span in {attempts:#?}"));
+        assert_eq!(attr(attempt, "retryscope.hedge").as_deref(), Some("true"), "copy {n}");
+        assert_eq!(attr(attempt, "retryscope.hedge.outcome").as_deref(), Some(outcome), "copy {n}");
+        let id = attempt.span_context.span_id();
+        let under: Vec<_> = below.iter().filter(|b| b.parent_span_id == id).collect();
+        assert_eq!(under.len(), 1, "copy {n}: one span below, a child of its own attempt span");
+        // The server tells the copies apart by the header the second one carries.
+        let sent = seen.iter().find(|s| s.headers.get("retry-attempt").map_or("1", String::as_str) == n);
+        let traceparent = sent.and_then(|s| s.headers.get("traceparent")).map(String::as_str);
+        let own = format!("00-{}-{id}-01", attempt.span_context.trace_id());
+        assert_eq!(traceparent, Some(own.as_str()), "copy {n} names its own attempt span on the wire");
     }
 }

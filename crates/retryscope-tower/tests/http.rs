@@ -1,27 +1,33 @@
 //! What only the tower layer does to plain HTTP calls, through a hyper-util
 //! client against a real hyper server on 127.0.0.1, on tokio's paused clock:
-//! the replay limit of a request body, and readiness. Everything it shares
-//! with the reqwest middleware is specified once for both, in
-//! retryscope-conformance's `tests/middleware.rs`.
+//! the replay limit of a request body, readiness, and where the layers below
+//! start their spans (for a hedged call, against the scripted server that
+//! stalls, on the wall clock: its second copy after its delay is a claim about
+//! real time). Everything it shares with the reqwest middleware is specified
+//! once for both, in retryscope-conformance's `tests/middleware.rs`.
 
 use retryscope_test_support as support;
 
 use bytes::Bytes;
 use http::{Request, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry_sdk::trace::SpanData;
 use retryscope::Policy;
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope_tower::prelude::*;
 use retryscope_tower::{BoxError, RetryLayer};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 use support::http_server::HttpServer;
-use support::telemetry::Telemetry;
+use support::telemetry::{Telemetry, attr};
+use support::{Reply, Server};
 use tower::{Layer, Service, ServiceExt};
+use tracing::Instrument;
 
 fn policy() -> Policy {
     support::quick_policy()
@@ -171,5 +177,53 @@ async fn a_layer_below_starts_its_spans_in_the_attempt_span() {
             attempt.span_context.span_id(),
             "the span below is the attempt's child"
         );
+    }
+}
+
+/// "Hedging × operation spans" (docs/guide/where-features-meet.md) with a
+/// layer below: the copies of a hedged call overlap, and each calls the inner
+/// service in its own attempt span, never the caller's or the operation's,
+/// though the closure that builds a copy runs outside it (`BUILDS_IN_SPAN`).
+/// The first copy stalls; the second, 100 ms later (long enough for the first
+/// to have reached the server over loopback), answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedged_copy_s_inner_spans_hang_under_that_copy_s_attempt_span_and_its_traceparent_names_it() {
+    let telemetry = Telemetry::install();
+    let server = Server::start().await;
+    server.script("/", [Reply::StallUntilClosed, Reply::ok("second").into()]);
+    let hedge = HedgePolicy::builder().max_copies(2).delay(HedgeDelay::Fixed(Duration::from_millis(100)));
+    let layer = RetryLayer::builder(policy()).meter(&telemetry.meter).hedge(hedge.build().expect("valid"));
+    let mut client = layer.build().layer(SpanInCall(hyper_client::<Full<Bytes>>()));
+    let call = send(&mut client, get(&server.url("/"))).instrument(tracing::info_span!("caller"));
+    let response =
+        tokio::time::timeout(Duration::from_secs(5), call).await.expect("in time").expect("answer");
+    assert_eq!(response.into_body().collect().await.expect("body").to_bytes(), "second");
+
+    let spans = telemetry.spans();
+    let caller = spans.iter().find(|s| s.name == "caller").expect("caller span").span_context.span_id();
+    let attempts = attempt_spans(&telemetry);
+    let below: Vec<SpanData> = spans.into_iter().filter(|s| s.name == "below").collect();
+    assert_eq!((attempts.len(), below.len()), (2, 2), "two copies, each with its span below");
+    let operation = attempts[0].parent_span_id;
+    assert!(attempts.iter().all(|a| a.parent_span_id == operation) && operation != caller);
+    for below in &below {
+        let parent = below.parent_span_id;
+        assert!(![caller, operation].contains(&parent), "{parent} is the caller's or the operation's span");
+    }
+    let seen = server.seen();
+    assert_eq!(seen[0].headers.get("retry-attempt"), None, "the first copy is the one that stalled");
+    for (n, outcome) in [("1", "cancelled"), ("2", "won")] {
+        let attempt = attempts.iter().find(|a| attr(a, "retryscope.attempt").as_deref() == Some(n));
+        let attempt = attempt.unwrap_or_else(|| panic!("copy {n}'s attempt span in {attempts:#?}"));
+        assert_eq!(attr(attempt, "retryscope.hedge").as_deref(), Some("true"), "copy {n}");
+        assert_eq!(attr(attempt, "retryscope.hedge.outcome").as_deref(), Some(outcome), "copy {n}");
+        let id = attempt.span_context.span_id();
+        let under: Vec<_> = below.iter().filter(|b| b.parent_span_id == id).collect();
+        assert_eq!(under.len(), 1, "copy {n}: one span below, a child of its own attempt span");
+        // The server tells the copies apart by the header the second one carries.
+        let sent = seen.iter().find(|s| s.headers.get("retry-attempt").map_or("1", String::as_str) == n);
+        let traceparent = sent.and_then(|s| s.headers.get("traceparent")).map(String::as_str);
+        let own = format!("00-{}-{id}-01", attempt.span_context.trace_id());
+        assert_eq!(traceparent, Some(own.as_str()), "copy {n} names its own attempt span on the wire");
     }
 }
