@@ -252,6 +252,42 @@ pub fn attr(span: &SpanData, key: &str) -> Option<String> {
     span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| value_str(&kv.value))
 }
 
+/// "Hedging × operation spans" (docs/guide/where-features-meet.md) with a
+/// layer below the retry layer that starts a span named `below` when it is
+/// called, for a two-copy hedged call made inside a span named `caller`, whose
+/// first copy stalled and whose second answered: each copy's CLIENT span is a
+/// child of the one operation span (not the caller's), has the one `below`
+/// span under it, and named itself in the `traceparent` the server `seen`
+/// from that copy (told apart by the `retry-attempt` header only the second
+/// copy carries). Panics with what differs.
+pub fn assert_hedged_copies_own_their_spans(spans: &[SpanData], seen: &[crate::Seen]) {
+    use opentelemetry::trace::SpanKind;
+    let caller = spans.iter().find(|s| s.name == "caller").expect("caller span").span_context.span_id();
+    let attempts: Vec<_> = spans.iter().filter(|s| s.span_kind == SpanKind::Client).collect();
+    let below: Vec<_> = spans.iter().filter(|s| s.name == "below").collect();
+    assert_eq!((attempts.len(), below.len()), (2, 2), "two copies, each with its span below");
+    let operation = attempts[0].parent_span_id;
+    assert!(attempts.iter().all(|a| a.parent_span_id == operation) && operation != caller);
+    for below in &below {
+        let parent = below.parent_span_id;
+        assert!(![caller, operation].contains(&parent), "{parent} is the caller's or the operation's span");
+    }
+    assert_eq!(seen[0].headers.get("retry-attempt"), None, "the first copy is the one that stalled");
+    for (n, outcome) in [("1", "cancelled"), ("2", "won")] {
+        let attempt = attempts.iter().find(|a| attr(a, "retryscope.attempt").as_deref() == Some(n));
+        let attempt = attempt.unwrap_or_else(|| panic!("copy {n}'s attempt span in {attempts:#?}"));
+        assert_eq!(attr(attempt, "retryscope.hedge").as_deref(), Some("true"), "copy {n}");
+        assert_eq!(attr(attempt, "retryscope.hedge.outcome").as_deref(), Some(outcome), "copy {n}");
+        let id = attempt.span_context.span_id();
+        let under = below.iter().filter(|b| b.parent_span_id == id).count();
+        assert_eq!(under, 1, "copy {n}: one span below, a child of its own attempt span");
+        let sent = seen.iter().find(|s| s.headers.get("retry-attempt").map_or("1", String::as_str) == n);
+        let traceparent = sent.and_then(|s| s.headers.get("traceparent")).map(String::as_str);
+        let own = format!("00-{}-{id}-01", attempt.span_context.trace_id());
+        assert_eq!(traceparent, Some(own.as_str()), "copy {n} names its own attempt span on the wire");
+    }
+}
+
 impl Telemetry {
     /// The distinct values of attribute `key` over every point of metric `name`,
     /// whatever its kind, and how many points (series) the metric has.

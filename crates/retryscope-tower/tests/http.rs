@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use support::http_server::HttpServer;
-use support::telemetry::{Telemetry, attr};
+use support::telemetry::{Telemetry, assert_hedged_copies_own_their_spans};
 use support::{Reply, Server};
 use tower::{Layer, Service, ServiceExt};
 use tracing::Instrument;
@@ -199,31 +199,5 @@ async fn a_hedged_copy_s_inner_spans_hang_under_that_copy_s_attempt_span_and_its
         tokio::time::timeout(Duration::from_secs(5), call).await.expect("in time").expect("answer");
     assert_eq!(response.into_body().collect().await.expect("body").to_bytes(), "second");
 
-    let spans = telemetry.spans();
-    let caller = spans.iter().find(|s| s.name == "caller").expect("caller span").span_context.span_id();
-    let attempts = attempt_spans(&telemetry);
-    let below: Vec<SpanData> = spans.into_iter().filter(|s| s.name == "below").collect();
-    assert_eq!((attempts.len(), below.len()), (2, 2), "two copies, each with its span below");
-    let operation = attempts[0].parent_span_id;
-    assert!(attempts.iter().all(|a| a.parent_span_id == operation) && operation != caller);
-    for below in &below {
-        let parent = below.parent_span_id;
-        assert!(![caller, operation].contains(&parent), "{parent} is the caller's or the operation's span");
-    }
-    let seen = server.seen();
-    assert_eq!(seen[0].headers.get("retry-attempt"), None, "the first copy is the one that stalled");
-    for (n, outcome) in [("1", "cancelled"), ("2", "won")] {
-        let attempt = attempts.iter().find(|a| attr(a, "retryscope.attempt").as_deref() == Some(n));
-        let attempt = attempt.unwrap_or_else(|| panic!("copy {n}'s attempt span in {attempts:#?}"));
-        assert_eq!(attr(attempt, "retryscope.hedge").as_deref(), Some("true"), "copy {n}");
-        assert_eq!(attr(attempt, "retryscope.hedge.outcome").as_deref(), Some(outcome), "copy {n}");
-        let id = attempt.span_context.span_id();
-        let under: Vec<_> = below.iter().filter(|b| b.parent_span_id == id).collect();
-        assert_eq!(under.len(), 1, "copy {n}: one span below, a child of its own attempt span");
-        // The server tells the copies apart by the header the second one carries.
-        let sent = seen.iter().find(|s| s.headers.get("retry-attempt").map_or("1", String::as_str) == n);
-        let traceparent = sent.and_then(|s| s.headers.get("traceparent")).map(String::as_str);
-        let own = format!("00-{}-{id}-01", attempt.span_context.trace_id());
-        assert_eq!(traceparent, Some(own.as_str()), "copy {n} names its own attempt span on the wire");
-    }
+    assert_hedged_copies_own_their_spans(&telemetry.spans(), &server.seen());
 }
