@@ -247,9 +247,23 @@ fn an_in_flight_budget_is_read_inherited_and_refused_loudly_when_out_of_range() 
     assert_eq!(off.in_flight_budget(), None);
     assert!(off.sets().in_flight_budget, "written, as off");
     assert!(c.table().contains("code+in_flight=10%/min=5"), "{}", c.table());
+    // The ranges' ends (share 0.001..=1, min at most 100,000) load, beside
+    // the other key's default (0.2, 3) ...
+    for (written, share, min) in [
+        ("in_flight_budget = { share = 0.001 }", 0.001, 3),
+        ("in_flight_budget = { share = 1.0 }", 1.0, 3),
+        ("in_flight_budget = { min = 100000 }", 0.2, 100_000),
+    ] {
+        let c = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap();
+        let settings = c.dependency("pay").unwrap().in_flight_budget().unwrap();
+        assert_eq!((settings.share, settings.min), (share, min), "{written}");
+    }
+    // ... and just past them is refused.
     for (written, key) in [
         ("in_flight_budget = { share = 0.0 }", "share"),
+        ("in_flight_budget = { share = 0.0009 }", "share"),
         ("in_flight_budget = { share = 1.5 }", "share"),
+        ("in_flight_budget = { share = 1.001 }", "share"),
         ("in_flight_budget = { min = 100001 }", "min"),
     ] {
         let e = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap_err();
