@@ -247,9 +247,23 @@ fn an_in_flight_budget_is_read_inherited_and_refused_loudly_when_out_of_range() 
     assert_eq!(off.in_flight_budget(), None);
     assert!(off.sets().in_flight_budget, "written, as off");
     assert!(c.table().contains("code+in_flight=10%/min=5"), "{}", c.table());
+    // The ranges' ends (share 0.001..=1, min at most 100,000) load, beside
+    // the other key's default (0.2, 3) ...
+    for (written, share, min) in [
+        ("in_flight_budget = { share = 0.001 }", 0.001, 3),
+        ("in_flight_budget = { share = 1.0 }", 1.0, 3),
+        ("in_flight_budget = { min = 100000 }", 0.2, 100_000),
+    ] {
+        let c = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap();
+        let settings = c.dependency("pay").unwrap().in_flight_budget().unwrap();
+        assert_eq!((settings.share, settings.min), (share, min), "{written}");
+    }
+    // ... and just past them is refused.
     for (written, key) in [
         ("in_flight_budget = { share = 0.0 }", "share"),
+        ("in_flight_budget = { share = 0.0009 }", "share"),
         ("in_flight_budget = { share = 1.5 }", "share"),
+        ("in_flight_budget = { share = 1.001 }", "share"),
         ("in_flight_budget = { min = 100001 }", "min"),
     ] {
         let e = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap_err();
@@ -260,4 +274,31 @@ fn an_in_flight_budget_is_read_inherited_and_refused_loudly_when_out_of_range() 
     }
     let e = toml("[dependencies.pay]\nhost = \"pay\"\nin_flight_budget = { shares = 0.2 }\n").unwrap_err();
     assert_eq!(e.kind(), ConfigErrorKind::Syntax, "{e}");
+}
+
+/// "At most 256 dependencies" (`MAX_DEPENDENCIES`), at its edge: a file with
+/// 256 loads and its 256th rule is looked up like the first; one more is
+/// refused, naming the bound and the count.
+#[test]
+fn a_file_of_256_dependencies_loads_and_one_more_is_refused() {
+    use retryscope_config::MAX_DEPENDENCIES;
+    assert_eq!(MAX_DEPENDENCIES, 256, "the guide's figure");
+    let file = |count: usize| {
+        (0..count)
+            .map(|n| format!("[dependencies.d{n}]\nhost = \"h{n}\"\nattempts = 2\n"))
+            .collect::<String>()
+    };
+    let c = toml(&file(MAX_DEPENDENCIES)).unwrap();
+    let last = MAX_DEPENDENCIES - 1;
+    for n in [0, last] {
+        let name = format!("d{n}");
+        let resolved = c.resolve(&Target::http(&format!("h{n}"), None, "/"));
+        assert_eq!(resolved.name(), Some(name.as_str()));
+        assert_eq!(resolved.policy().max_attempts(), 2, "{name}: its own attempts");
+    }
+
+    let e = toml(&file(MAX_DEPENDENCIES + 1)).unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::OutOfRange, "{e}");
+    assert_eq!(e.path(), "dependencies", "{e}");
+    assert!(e.message().contains("at most 256 dependencies, got 257"), "{e}");
 }

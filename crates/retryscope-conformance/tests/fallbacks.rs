@@ -320,6 +320,34 @@ fn an_unknown_fallback_name_is_refused() {
     }
 }
 
+/// "At most 256 dependencies have a fallback of their own"
+/// (`MAX_FALLBACKS`), at its edge, in both builders: the 256th dependency is
+/// given its fallback, and one of those 256 may be given another; a 257th
+/// is refused, naming the bound.
+#[test]
+fn the_256th_dependency_gets_its_own_fallback_and_a_257th_is_refused() {
+    use retryscope_reqwest::MAX_FALLBACKS;
+    assert_eq!(MAX_FALLBACKS, 256, "the guide's figure");
+    let ok = |_: &FallbackContext<'_>| -> FallbackFuture {
+        Box::pin(async { Ok(http::Response::new(Bytes::new())) })
+    };
+    let refusal = "fallback `stale` refused: at most 256 dependencies may have a fallback of their own";
+    let error =
+        |result: Result<(), retryscope_reqwest::UnknownFallback>| result.expect_err("a 257th").to_string();
+    let reqwest = (0..MAX_FALLBACKS).fold(
+        retryscope_reqwest::RetryMiddleware::builder(policy()).fallback("stale", ok).fallback("empty", ok),
+        |builder, n| builder.fallback_for(&format!("host-{n}"), "stale").expect("within the bound"),
+    );
+    let reqwest = reqwest.fallback_for("host-0", "empty").expect("a dependency that has one already");
+    assert_eq!(error(reqwest.fallback_for("host-256", "stale").map(drop)), refusal);
+    let tower = (0..MAX_FALLBACKS).fold(
+        retryscope_tower::RetryLayer::builder(policy()).fallback("stale", ok).fallback("empty", ok),
+        |builder, n| builder.fallback_for(&format!("host-{n}"), "stale").expect("within the bound"),
+    );
+    let tower = tower.fallback_for("host-255", "empty").expect("a dependency that has one already");
+    assert_eq!(error(tower.fallback_for("host-256", "stale").map(drop)), refusal);
+}
+
 /// Where fallbacks meet hedging: a hedged GET whose three copies all fail
 /// is answered by its fallback once — not once per copy — after the server
 /// saw every copy; a hedged call whose copy gets an answer the server meant

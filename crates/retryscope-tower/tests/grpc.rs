@@ -247,6 +247,44 @@ async fn a_body_over_the_replay_limit_is_sent_once_and_the_span_says_so() {
     assert!(said.iter().any(|e| e.contains("sent once and never retried")), "{said:?}");
 }
 
+/// The guide's "request bodies up to 256 KiB are kept for replay; larger
+/// ones are sent once", at its edge: the request's HTTP/2 body (the 5-byte
+/// gRPC frame header and the encoded message) of exactly
+/// `DEFAULT_REPLAY_LIMIT` bytes is retried, and answered; one byte more is
+/// sent once and its `UNAVAILABLE` reaches the caller. On the real clock,
+/// where each case takes milliseconds: on the paused one, a retried body of
+/// 100 KiB already ends `DEADLINE_EXCEEDED`, the clock having jumped to the
+/// deadline while the bytes were under way.
+#[tokio::test]
+async fn a_body_of_exactly_the_replay_limit_is_retried_and_one_byte_more_is_sent_once() {
+    use prost::Message as _;
+    const FRAME_HEADER: usize = 5;
+    let limit = retryscope_tower::DEFAULT_REPLAY_LIMIT;
+    assert_eq!(limit, 256 * 1024, "the guide's figure");
+    // A request whose body on the wire is `body` bytes long.
+    let request = |body: usize| {
+        let mut request = echo("edge");
+        request.padding = vec![7; body - 64];
+        let missing = body - (FRAME_HEADER + request.encoded_len());
+        request.padding.resize(request.padding.len() + missing, 7);
+        assert_eq!(FRAME_HEADER + request.encoded_len(), body, "the body on the wire");
+        request
+    };
+    for (body, retried) in [(limit, true), (limit + 1, false)] {
+        let telemetry = Telemetry::install();
+        let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None)]).await;
+        let answer = client(&server, &telemetry).unary(request(body)).await;
+        let calls = server.calls().len();
+        if retried {
+            assert_eq!(answer.map(|r| r.into_inner().message).map_err(|s| s.code()), Ok("edge".to_owned()));
+            assert_eq!(calls, 2, "a body of {body} bytes is kept and sent again");
+        } else {
+            assert_eq!(answer.map(|_| ()).map_err(|s| s.code()), Err(Code::Unavailable));
+            assert_eq!(calls, 1, "a body of {body} bytes is sent once");
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_stream_answered_trailers_only_is_retried() {
     let telemetry = Telemetry::install();

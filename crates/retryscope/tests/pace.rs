@@ -52,3 +52,51 @@ async fn a_call_whose_pacer_slot_leaves_no_time_before_its_deadline_is_refused_a
         }
     }
 }
+
+/// The bound itself, at its edge (`Pacer`'s limits; the guide's "Pacer ×
+/// attempt timeout"): a call is held only if the hold leaves it
+/// `min(half of what remains, 1 s)` to send, else refused at once with
+/// `RateLimited`, unsent. A quota of one request per `hold` makes the second
+/// call's wait exactly `hold`; each case takes a fresh pacer. With a 10 s
+/// deadline the 1 s applies (a 9 s hold leaves exactly it), with a 1 s
+/// deadline the half (a 500 ms hold leaves exactly it); a nanosecond more
+/// is refused.
+#[tokio::test(start_paused = true)]
+async fn a_hold_that_leaves_exactly_the_send_time_is_held_and_a_nanosecond_longer_is_refused_at_once() {
+    const NS: Duration = Duration::from_nanos(1);
+    let cases = [
+        (Duration::from_secs(10), Duration::from_secs(9)),
+        (Duration::from_secs(1), Duration::from_millis(500)),
+    ];
+    for (deadline, hold) in cases {
+        for (wait, held) in [(hold, true), (hold + NS, false)] {
+            let policy =
+                Policy::builder().max_attempts(1).deadline(deadline).build().expect("a valid policy");
+            let pacer = Pacer::new();
+            let dependency = Dependency::new("test").with_pacer(pacer.clone());
+            pacer.learn(&PaceSignal { quota: Some(Quota::new(1, wait)), ..PaceSignal::none() });
+            let sent = AtomicU32::new(0);
+            let call = || async {
+                sent.fetch_add(1, Ordering::Relaxed);
+                Ok::<_, std::io::Error>(())
+            };
+            call.retry(policy).dependency(&dependency).await.expect("the first call takes the free slot");
+
+            let start = tokio::time::Instant::now();
+            let second = call.retry(policy).dependency(&dependency).await;
+            let (took, sends) = (start.elapsed(), sent.load(Ordering::Relaxed));
+            let case = format!("deadline {deadline:?}, hold {wait:?}");
+            if held {
+                assert_eq!(second.map_err(|e| e.reason()), Ok(()), "{case}: held, then sent");
+                assert_eq!((took, sends), (wait, 2), "{case}: sent when its slot came");
+            } else {
+                let reason = second.expect_err("refused").reason();
+                assert!(
+                    matches!(reason, StopReason::RateLimited { wait: w, limit, .. } if w == wait && limit == deadline),
+                    "{case}: {reason:?}"
+                );
+                assert_eq!((took, sends), (Duration::ZERO, 1), "{case}: refused at once, unsent");
+            }
+        }
+    }
+}
