@@ -302,3 +302,19 @@ fn a_file_of_256_dependencies_loads_and_one_more_is_refused() {
     assert_eq!(e.path(), "dependencies", "{e}");
     assert!(e.message().contains("at most 256 dependencies, got 257"), "{e}");
 }
+
+/// The guide's "Loud validation": a value out of range is refused with its
+/// place "and the allowed range" — the in-flight budget's keys as every other
+/// guard key's (`budget.window`: "must be within 1s..=3600s"); they once said
+/// only "must be in range".
+#[test]
+fn an_in_flight_budget_out_of_range_is_refused_naming_the_range() {
+    for (written, range) in [
+        ("in_flight_budget = { share = 0.0009 }", "0.001..=1"),
+        ("in_flight_budget = { share = 1.5 }", "0.001..=1"),
+        ("in_flight_budget = { min = 100001 }", "at most 100000"),
+    ] {
+        let e = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap_err();
+        assert!(e.message().contains(range), "{written}: {e}");
+    }
+}

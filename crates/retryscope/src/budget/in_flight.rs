@@ -69,7 +69,7 @@ struct Inner {
 impl InFlightBudget {
     /// The most a floor may be: more concurrent retries than any one
     /// process sends.
-    const MAX_MIN: u32 = 100_000;
+    pub(super) const MAX_MIN: u32 = 100_000;
 
     /// Retries in flight at most `share` (in `0.001..=1`) of the calls in
     /// progress, and at least `min` (at most 100,000).

@@ -58,6 +58,8 @@ pub(crate) fn describe(
         "success_increment" => {
             write!(f, "retry quota success_increment must be at most the quota's capacity")
         }
+        "share" => write!(f, "in-flight budget share must be within 0.001..=1"),
+        "min" => write!(f, "in-flight budget min must be at most {}", in_flight::InFlightBudget::MAX_MIN),
         _ => write!(f, "{setting} must be in range"),
     }?;
     write!(f, ", got {value}")
