@@ -100,6 +100,8 @@ pub struct Call {
     pub timeout: Option<String>,
     /// Its `traceparent` metadata.
     pub traceparent: Option<String>,
+    /// Its `content-length` header: tonic sends none.
+    pub content_length: Option<String>,
     /// When it arrived, on tokio's clock (paused or not).
     pub at: tokio::time::Instant,
 }
@@ -183,6 +185,7 @@ impl State {
             previous_attempts: text("grpc-previous-rpc-attempts"),
             timeout: text("grpc-timeout"),
             traceparent: text("traceparent"),
+            content_length: text("content-length"),
             at: tokio::time::Instant::now(),
         });
         let index = calls.len() - 1;

@@ -247,6 +247,24 @@ async fn a_body_over_the_replay_limit_is_sent_once_and_the_span_says_so() {
     assert!(said.iter().any(|e| e.contains("sent once and never retried")), "{said:?}");
 }
 
+/// Every attempt is sent as tonic sends the call itself: a body held for
+/// replay tells its length as tonic's did (not at all), so no attempt — the
+/// first or a retry — carries a `content-length` that a call without the
+/// layer would not (hyper adds one for a body of exact length).
+#[tokio::test(start_paused = true)]
+async fn no_attempt_carries_a_content_length_tonic_would_not_send() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Ok, Behaviour::Fail(Code::Unavailable, None)]).await;
+    let channel = Endpoint::from(server.uri()).connect_lazy();
+    EchoClient::new(channel).unary(echo("plain")).await.expect("answered without the layer");
+    client(&server, &telemetry).unary(echo("retried")).await.expect("answered on the retry");
+    let calls = server.calls();
+    assert_eq!(calls.len(), 3, "one plain call, then an attempt and its retry");
+    for (n, call) in calls.iter().enumerate() {
+        assert_eq!(call.content_length, None, "call {n}: {:?}", call.previous_attempts);
+    }
+}
+
 /// The guide's "request bodies up to 256 KiB are kept for replay; larger
 /// ones are sent once", at its edge: the request's HTTP/2 body (the 5-byte
 /// gRPC frame header and the encoded message) of exactly
