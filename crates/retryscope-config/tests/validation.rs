@@ -106,6 +106,18 @@ fn a_throttled_backoff_is_read_and_refused_loudly_when_out_of_range() {
     assert_eq!(policy.base_delay(), Duration::from_millis(50));
     assert_eq!(policy.throttled_base_delay(), Duration::from_secs(1));
     assert_eq!(policy.throttled_max_delay(), Duration::from_secs(20));
+    // Equal to the cap it applies to, its own or the backoff's: loaded as written.
+    for (written, base, cap) in [
+        ("backoff = { throttled_initial = \"1s\", throttled_max = \"1s\" }", 1000, 1000),
+        ("backoff = { max = \"2s\", throttled_initial = \"2s\" }", 2000, 2000),
+        ("backoff = { throttled_max = \"200ms\" }", 200, 200),
+    ] {
+        let c = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n"))
+            .unwrap_or_else(|e| panic!("{written}: a base equal to its cap is refused: {e}"));
+        let policy = c.dependency("pay").unwrap().policy();
+        assert_eq!(policy.throttled_base_delay(), Duration::from_millis(base), "{written}");
+        assert_eq!(policy.throttled_max_delay(), Duration::from_millis(cap), "{written}");
+    }
     // Above the cap it applies to, its own or the backoff's.
     for (written, key, column) in [
         ("backoff = { throttled_initial = \"2s\", throttled_max = \"1s\" }", "throttled_initial", 33),
