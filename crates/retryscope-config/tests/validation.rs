@@ -106,6 +106,18 @@ fn a_throttled_backoff_is_read_and_refused_loudly_when_out_of_range() {
     assert_eq!(policy.base_delay(), Duration::from_millis(50));
     assert_eq!(policy.throttled_base_delay(), Duration::from_secs(1));
     assert_eq!(policy.throttled_max_delay(), Duration::from_secs(20));
+    // Equal to the cap it applies to, its own or the backoff's: loaded as written.
+    for (written, base, cap) in [
+        ("backoff = { throttled_initial = \"1s\", throttled_max = \"1s\" }", 1000, 1000),
+        ("backoff = { max = \"2s\", throttled_initial = \"2s\" }", 2000, 2000),
+        ("backoff = { throttled_max = \"200ms\" }", 200, 200),
+    ] {
+        let c = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n"))
+            .unwrap_or_else(|e| panic!("{written}: a base equal to its cap is refused: {e}"));
+        let policy = c.dependency("pay").unwrap().policy();
+        assert_eq!(policy.throttled_base_delay(), Duration::from_millis(base), "{written}");
+        assert_eq!(policy.throttled_max_delay(), Duration::from_millis(cap), "{written}");
+    }
     // Above the cap it applies to, its own or the backoff's.
     for (written, key, column) in [
         ("backoff = { throttled_initial = \"2s\", throttled_max = \"1s\" }", "throttled_initial", 33),
@@ -316,5 +328,99 @@ fn an_in_flight_budget_out_of_range_is_refused_naming_the_range() {
     ] {
         let e = toml(&format!("[dependencies.pay]\nhost = \"pay\"\n{written}\n")).unwrap_err();
         assert!(e.message().contains(range), "{written}: {e}");
+    }
+}
+
+/// The guide's "Loud validation", key by key: every numeric or duration key
+/// the file accepts, written just past each of its bounds, is refused as out
+/// of range, naming the range and the line and column of the value; written
+/// at the bound (for an open bound: the nearest value the file can write,
+/// 1 ms for a duration, the next float for a ratio) it loads. Each row is
+/// tried in `defaults` and in a dependency. Keys whose bound is 0 and whose
+/// type is unsigned (`budget.min_per_second`, `in_flight_budget.min`) or a
+/// duration (`hedging.delay`) cannot be written past it: TOML refuses `-1`
+/// as a u32, a duration has no sign.
+///
+/// Not here, as it fails: a cap written below a base the file leaves to the
+/// engine (`backoff = { max = "199ms" }` under `Policy::interactive()`'s
+/// 200 ms, `throttled_max` likewise) is refused naming the range but neither
+/// line nor column: the refusal names the unwritten base.
+#[test]
+fn every_numeric_key_out_of_range_is_refused_naming_its_range_and_place() {
+    // The floats next to the bounds, written as TOML reads them back.
+    assert_eq!("1.0000000000000002".parse::<f64>().unwrap(), 1.0f64.next_up());
+    assert_eq!("0.0009999999999999998".parse::<f64>().unwrap(), 0.001f64.next_down());
+    assert_eq!("5e-324".parse::<f64>().unwrap(), 0.0f64.next_up());
+    assert_eq!("-5e-324".parse::<f64>().unwrap(), 0.0f64.next_down());
+    // (key, other keys of its table the row needs, just past, at the edge, the range said)
+    let rows: &[(&str, &str, &str, &str, &str)] = &[
+        ("attempts", "", "0", "1", "must be 1..=100"),
+        ("attempts", "", "101", "100", "must be 1..=100"),
+        ("backoff.initial", "", "\"0ms\"", "\"1ms\"", "must be above zero"),
+        ("backoff.initial", "max = \"24h\"", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("backoff.initial", "max = \"1s\"", "\"1001ms\"", "\"1s\"", "must not exceed max_delay (1s)"),
+        ("backoff.max", "initial = \"1ms\"", "\"0ms\"", "\"1ms\"", "must be above zero"),
+        ("backoff.max", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("backoff.multiplier", "", "0.0", "5e-324", "must be a finite number above 0"),
+        ("backoff.multiplier", "", "inf", "1.7976931348623157e308", "must be a finite number above 0"),
+        ("backoff.throttled_initial", "", "\"0ms\"", "\"1ms\"", "must be above zero"),
+        ("backoff.throttled_initial", "max = \"2s\"", "\"2001ms\"", "\"2s\"", "at most 2s"),
+        ("backoff.throttled_initial", "throttled_max = \"1s\"", "\"1001ms\"", "\"1s\"", "at most 1s"),
+        ("backoff.throttled_max", "throttled_initial = \"1ms\"", "\"0ms\"", "\"1ms\"", "must be above zero"),
+        ("backoff.throttled_max", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("attempt_timeout", "", "\"0ms\"", "\"1ms\"", "must be above zero"),
+        ("attempt_timeout", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("deadline", "", "\"0ms\"", "\"1ms\"", "must be above zero"),
+        ("deadline", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("retry_statuses", "", "[399]", "[400]", "must be 400..=599"),
+        ("retry_statuses", "", "[600]", "[599]", "must be 400..=599"),
+        ("hedging.max_copies", "", "0", "1", "at least 1 and at most 5"),
+        ("hedging.max_copies", "", "6", "5", "at least 1 and at most 5"),
+        ("hedging.delay", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("budget.ratio", "", "-5e-324", "0.0", "within 0..=1"),
+        ("budget.ratio", "", "1.0000000000000002", "1.0", "within 0..=1"),
+        ("budget.min_per_second", "", "1000001", "1000000", "at most 1000000"),
+        ("budget.window", "", "\"999ms\"", "\"1s\"", "within 1s..=3600s"),
+        ("budget.window", "", "\"3600001ms\"", "\"1h\"", "within 1s..=3600s"),
+        ("breaker.failure_ratio", "", "0.0", "5e-324", "within (0, 1]"),
+        ("breaker.failure_ratio", "", "1.0000000000000002", "1.0", "within (0, 1]"),
+        ("breaker.min_calls", "", "0", "1", "at least 1"),
+        ("breaker.window", "", "\"999ms\"", "\"1s\"", "within 1s..=3600s"),
+        ("breaker.window", "", "\"3600001ms\"", "\"1h\"", "within 1s..=3600s"),
+        ("breaker.cool_down", "", "\"0ms\"", "\"1ms\"", "within (0s, 86400s]"),
+        ("breaker.cool_down", "", "\"86400001ms\"", "\"24h\"", "within (0s, 86400s]"),
+        ("breaker.half_open_probes", "", "0", "1", "within 1..=65535"),
+        ("breaker.half_open_probes", "", "65536", "65535", "within 1..=65535"),
+        ("in_flight_budget.share", "", "0.0009999999999999998", "0.001", "within 0.001..=1"),
+        ("in_flight_budget.share", "", "1.0000000000000002", "1.0", "within 0.001..=1"),
+        ("in_flight_budget.min", "", "100001", "100000", "at most 100000"),
+    ];
+    // One line writing `key = value`, inline in its table where it has one.
+    let line = |key: &str, others: &str, value: &str| match key.split_once('.') {
+        None => format!("{key} = {value}"),
+        Some((table, key)) if others.is_empty() => format!("{table} = {{ {key} = {value} }}"),
+        Some((table, key)) => format!("{table} = {{ {others}, {key} = {value} }}"),
+    };
+    for (block, header) in
+        [("defaults", "[defaults]\n"), ("dependencies.pay", "[dependencies.pay]\nhost = \"pay\"\n")]
+    {
+        let line_no = header.lines().count() + 1;
+        for &(key, others, past, edge, range) in rows {
+            let written = line(key, others, past);
+            let case = format!("{block}: {written}");
+            let Err(e) = toml(&format!("{header}{written}\n")) else { panic!("{case}: loaded") };
+            assert_eq!(e.kind(), ConfigErrorKind::OutOfRange, "{case}: {e}");
+            assert_eq!(e.path(), format!("{block}.{key}"), "{case}: {e}");
+            assert!(e.message().contains(range), "{case}: the range {range:?} not named: {e}");
+            // The value's own place: where `past` starts on its line.
+            let column = written.rfind(past).unwrap() + 1;
+            assert_eq!(e.location(), Some(Location { line: line_no, column }), "{case}: {e}");
+            assert!(e.to_string().starts_with(&format!("svc.toml:{line_no}:{column}: ")), "{case}: {e}");
+
+            let written = line(key, others, edge);
+            if let Err(e) = toml(&format!("{header}{written}\n")) {
+                panic!("{block}: {written}: the edge is refused: {e}");
+            }
+        }
     }
 }

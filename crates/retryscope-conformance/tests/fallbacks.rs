@@ -261,6 +261,57 @@ async fn a_slow_fallback_is_cut_at_the_calls_deadline() {
     }
 }
 
+/// With no deadline in the policy a fallback has 10 s (`NO_DEADLINE_LIMIT`,
+/// the guide's "10 s when the policy has none"), at its edge: one that
+/// answers after exactly 10 s is served, one that answers 1 ms later is cut
+/// at 10 s; both errors reach the caller.
+#[tokio::test(start_paused = true)]
+async fn without_a_deadline_a_fallback_has_ten_seconds_and_not_a_millisecond_more() {
+    use retryscope_tower::NO_DEADLINE_LIMIT;
+    assert_eq!(NO_DEADLINE_LIMIT, Duration::from_secs(10), "the guide's figure");
+    let no_deadline = policy().to_builder().no_deadline().build().expect("valid policy");
+    assert_eq!(no_deadline.deadline(), None);
+    for integration in BOTH {
+        for (wait, served) in
+            [(NO_DEADLINE_LIMIT, true), (NO_DEADLINE_LIMIT + Duration::from_millis(1), false)]
+        {
+            let server = Server::start().await;
+            let answers_after = move |_: &FallbackContext<'_>| -> FallbackFuture {
+                Box::pin(async move {
+                    let started = tokio::time::Instant::now();
+                    tokio::time::sleep(wait).await;
+                    assert_eq!(started.elapsed(), wait, "the paused clock moves exactly");
+                    Ok(http::Response::new(Bytes::from_static(b"late")))
+                })
+            };
+            let setup = Setup::new(no_deadline).fallback("slow", answers_after).default_fallback("slow");
+            let client = integration.client(setup);
+            server.script("/inventory", (0..2).map(|_| Reply::status(503)));
+            let started = tokio::time::Instant::now();
+            let result = client.send(Call::get(server.url("/inventory"))).await;
+            let elapsed = started.elapsed();
+            // Two attempts 10 ms apart, then the fallback's 10 s at most.
+            let limit = NO_DEADLINE_LIMIT + Duration::from_millis(100);
+            assert!(
+                elapsed >= NO_DEADLINE_LIMIT && elapsed <= limit,
+                "{integration:?} {wait:?}: {elapsed:?}"
+            );
+            if served {
+                let response = result.expect("answered within its 10 s");
+                assert_eq!(response.text().await, "late", "{integration:?} {wait:?}");
+            } else {
+                let failure = result.expect_err("cut at 10 s");
+                assert!(failure.fallback_failed.is_some(), "{integration:?} {wait:?}: {:?}", failure.chain);
+                assert_eq!(
+                    failure.chain[1], "fallback: the fallback did not answer within the call's remaining 10s",
+                    "{integration:?} {wait:?}: {:?}",
+                    failure.chain
+                );
+            }
+        }
+    }
+}
+
 /// A dependency's own fallback wins over the default; a dependency with
 /// neither gets the failure as it came.
 #[tokio::test(start_paused = true)]
