@@ -339,12 +339,9 @@ fn an_in_flight_budget_out_of_range_is_refused_naming_the_range() {
 /// tried in `defaults` and in a dependency. Keys whose bound is 0 and whose
 /// type is unsigned (`budget.min_per_second`, `in_flight_budget.min`) or a
 /// duration (`hedging.delay`) cannot be written past it: TOML refuses `-1`
-/// as a u32, a duration has no sign.
-///
-/// Not here, as it fails: a cap written below a base the file leaves to the
-/// engine (`backoff = { max = "199ms" }` under `Policy::interactive()`'s
-/// 200 ms, `throttled_max` likewise) is refused naming the range but neither
-/// line nor column: the refusal names the unwritten base.
+/// as a u32, a duration has no sign. A cap written below a base the file
+/// leaves to the engine (`Policy::interactive()`'s 200 ms) is refused at the
+/// cap, the place the file has.
 #[test]
 fn every_numeric_key_out_of_range_is_refused_naming_its_range_and_place() {
     // The floats next to the bounds, written as TOML reads them back.
@@ -361,6 +358,7 @@ fn every_numeric_key_out_of_range_is_refused_naming_its_range_and_place() {
         ("backoff.initial", "max = \"1s\"", "\"1001ms\"", "\"1s\"", "must not exceed max_delay (1s)"),
         ("backoff.max", "initial = \"1ms\"", "\"0ms\"", "\"1ms\"", "must be above zero"),
         ("backoff.max", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("backoff.max", "", "\"199ms\"", "\"200ms\"", "must not exceed max_delay (199ms)"),
         ("backoff.multiplier", "", "0.0", "5e-324", "must be a finite number above 0"),
         ("backoff.multiplier", "", "inf", "1.7976931348623157e308", "must be a finite number above 0"),
         ("backoff.throttled_initial", "", "\"0ms\"", "\"1ms\"", "must be above zero"),
@@ -368,6 +366,7 @@ fn every_numeric_key_out_of_range_is_refused_naming_its_range_and_place() {
         ("backoff.throttled_initial", "throttled_max = \"1s\"", "\"1001ms\"", "\"1s\"", "at most 1s"),
         ("backoff.throttled_max", "throttled_initial = \"1ms\"", "\"0ms\"", "\"1ms\"", "must be above zero"),
         ("backoff.throttled_max", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
+        ("backoff.throttled_max", "", "\"199ms\"", "\"200ms\"", "at most 199ms"),
         ("attempt_timeout", "", "\"0ms\"", "\"1ms\"", "must be above zero"),
         ("attempt_timeout", "", "\"86400001ms\"", "\"24h\"", "at most 86400s"),
         ("deadline", "", "\"0ms\"", "\"1ms\"", "must be above zero"),

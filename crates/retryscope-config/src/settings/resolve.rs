@@ -60,20 +60,30 @@ pub(crate) fn resolve(
     if let Some(d) = b.deadline {
         pb = pb.deadline(d.0);
     }
+    // A base the file leaves to the engine is refused only for a cap the file
+    // writes below it: the refusal points at that cap, which has a place.
+    let (base, throttled_base) = (
+        if backoff.initial.is_some() { "backoff.initial" } else { "backoff.max" },
+        match (backoff.throttled_initial, backoff.throttled_max) {
+            (Some(_), _) => "backoff.throttled_initial",
+            (None, Some(_)) => "backoff.throttled_max",
+            (None, None) => "backoff.max",
+        },
+    );
     let configured = pb.build().map_err(|e| {
         let key = match &e {
             PolicyError::ZeroAttempts => "attempts",
             PolicyError::OutOfRange { setting, .. } => match *setting {
-                "base_delay" => "backoff.initial",
+                "base_delay" => base,
                 "max_delay" => "backoff.max",
                 "multiplier" => "backoff.multiplier",
-                "throttled_base_delay" => "backoff.throttled_initial",
+                "throttled_base_delay" => throttled_base,
                 "throttled_max_delay" => "backoff.throttled_max",
                 "deadline" => "deadline",
                 "attempt_timeout" => "attempt_timeout",
                 _ => "backoff",
             },
-            PolicyError::BaseAboveCap { .. } => "backoff.initial",
+            PolicyError::BaseAboveCap { .. } => base,
             _ => "backoff",
         };
         let message = e.to_string();
