@@ -67,8 +67,12 @@ TARGETS=(
   # none of them adds +15,121 (0.51x; HTTP +442 instructions likewise). A gRPC
   # call without a fallback is now finished without building the fallback's
   # future; two runs after that gave 0.51x and 0.49x (+15,170, +14,572: gRPC
-  # moves by hundreds between runs), so it stays missed: met once is not met.
-  "grpc-no-provider-halved           grpc_retryscope      const:29919         0.50 missed"
+  # moves by hundreds between runs), so it stayed missed: met once is not met.
+  # Met since a replayed body tells its length as tonic's did (no
+  # Content-Length built, sent, parsed and checked on every attempt): 0.43x
+  # (+12,789) locally, ~2,000 instructions inside the bound where runs and
+  # builds move it by hundreds.
+  "grpc-no-provider-halved           grpc_retryscope      const:29919         0.50 met"
   # Issue 35: a client configured from a file (one dependency matching the
   # call, the same policy) adds no more than the same client built in code,
   # in instructions and in allocations (met: none added). Instructions are
