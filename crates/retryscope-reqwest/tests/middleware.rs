@@ -105,14 +105,14 @@ async fn a_middleware_below_starts_its_spans_in_the_attempt_span() {
 /// middleware below: the copies of a hedged call overlap, and each polls the
 /// chain below in its own attempt span, never the caller's or the operation's,
 /// though the closure that builds a copy runs outside it (`BUILDS_IN_SPAN`).
-/// The first copy stalls; the second, 100 ms later (long enough for the first
+/// The first copy stalls; the second, 250 ms later (long enough for the first
 /// to have reached the server over loopback), answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hedged_copy_s_inner_spans_hang_under_that_copy_s_attempt_span_and_its_traceparent_names_it() {
     let t = Telemetry::install();
     let server = Server::start().await;
     server.script("/", [Reply::StallUntilClosed, Reply::ok("second").into()]);
-    let hedge = HedgePolicy::builder().max_copies(2).delay(HedgeDelay::Fixed(Duration::from_millis(100)));
+    let hedge = HedgePolicy::builder().max_copies(2).delay(HedgeDelay::Fixed(Duration::from_millis(250)));
     let inner = reqwest::Client::builder().no_proxy().build().expect("reqwest client");
     let client = ClientBuilder::new(inner)
         .with(RetryMiddleware::builder(policy()).meter(&t.meter).hedge(hedge.build().expect("valid")).build())

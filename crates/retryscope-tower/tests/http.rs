@@ -184,14 +184,14 @@ async fn a_layer_below_starts_its_spans_in_the_attempt_span() {
 /// layer below: the copies of a hedged call overlap, and each calls the inner
 /// service in its own attempt span, never the caller's or the operation's,
 /// though the closure that builds a copy runs outside it (`BUILDS_IN_SPAN`).
-/// The first copy stalls; the second, 100 ms later (long enough for the first
+/// The first copy stalls; the second, 250 ms later (long enough for the first
 /// to have reached the server over loopback), answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hedged_copy_s_inner_spans_hang_under_that_copy_s_attempt_span_and_its_traceparent_names_it() {
     let telemetry = Telemetry::install();
     let server = Server::start().await;
     server.script("/", [Reply::StallUntilClosed, Reply::ok("second").into()]);
-    let hedge = HedgePolicy::builder().max_copies(2).delay(HedgeDelay::Fixed(Duration::from_millis(100)));
+    let hedge = HedgePolicy::builder().max_copies(2).delay(HedgeDelay::Fixed(Duration::from_millis(250)));
     let layer = RetryLayer::builder(policy()).meter(&telemetry.meter).hedge(hedge.build().expect("valid"));
     let mut client = layer.build().layer(SpanInCall(hyper_client::<Full<Bytes>>()));
     let call = send(&mut client, get(&server.url("/"))).instrument(tracing::info_span!("caller"));
