@@ -3,17 +3,18 @@
 //! Hand-written rather than an `async fn` so that the future has a nameable type
 //! (for `IntoFuture`) and no heap allocation. Most calls succeed at once, so
 //! `poll` is a small fast path for the driver's quiet first attempt (a silent
-//! observer, no breaker, no pacer): it runs that attempt without building the
-//! driver at all, and an operation that succeeds at once costs one poll of the
-//! operation, its classification and a budget's count. Everything else — a
-//! failure, an attempt not ready at once, an observed or guarded call — goes
-//! to `drive`, the whole state machine, out of line; a timer is armed only for
-//! an attempt that is not ready at once. It waits with a [`Sleeper`]: tokio's
-//! for `.await`, any runtime's through [`Retry::with_sleeper`].
+//! observer, no breaker, no pacer, borrowed names): it runs that attempt
+//! without building the driver at all, and an operation that succeeds at once
+//! costs one poll of the operation, its classification and a budget's count.
+//! Everything else — a failure, an attempt not ready at once, an observed or
+//! guarded call — goes to `drive`, the whole state machine, out of line; a
+//! timer is armed only for an attempt that is not ready at once. It waits with
+//! a [`Sleeper`]: tokio's for `.await`, any runtime's through
+//! [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
 use crate::clock::Clock;
-use crate::driver::{Driver, Setup, Started, untimed_instant};
+use crate::driver::{Driver, QuietSetup, Started, untimed_instant};
 use crate::error::RetryError;
 use crate::guard::Attempt;
 use crate::observe::Observer;
@@ -53,21 +54,15 @@ pin_project! {
 enum Phase<'a, O: Observer> {
     /// No attempt has needed the driver: before the first poll, and after a
     /// quiet first attempt that succeeded at once. Such a call never builds
-    /// one: a dozen fields written and dropped that it would never read.
+    /// one: a dozen fields written and dropped that it would never read. Its
+    /// names are borrowed: it has nothing of its own to drop.
     Fresh {
-        setup: Setup<'a>,
+        setup: QuietSetup<'a>,
         observer: O,
     },
     Running(Driver<'a, O>),
     /// Only while `Fresh` turns into `Running`.
     Moving,
-}
-
-/// Whether a retry with `setup`, observed by an `O`, starts quietly (see
-/// [`Driver::start_attempt`]) with no pacer to ask: what the fast path runs.
-#[inline]
-fn quiet_start<O: Observer>(setup: &Setup<'_>) -> bool {
-    O::SILENT && !setup.admits() && setup.dependency.pacer.is_none()
 }
 
 impl<'a, O: Observer> Phase<'a, O> {
@@ -88,7 +83,7 @@ impl<'a, O: Observer> Phase<'a, O> {
     #[inline(never)]
     fn build(&mut self, clock: &'a dyn Clock) {
         if let Phase::Fresh { setup, observer } = std::mem::replace(self, Phase::Moving) {
-            *self = Phase::Running(Driver::new(setup, observer, clock));
+            *self = Phase::Running(Driver::new(setup.into(), observer, clock));
         }
     }
 }
@@ -183,12 +178,14 @@ where
     #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
         let Retry { op, classifier, observer, notify, setup } = self;
-        // Only a retry the fast path can run starts without its driver: for any
-        // other, building it later would cost a move of the whole phase.
-        let phase = if quiet_start::<O>(&setup) {
-            Phase::Fresh { setup, observer }
-        } else {
-            Phase::Running(Driver::new(setup, observer, sleeper.clock()))
+        // Only a retry the fast path can run starts without its driver: one
+        // that starts quietly (see `Driver::start_attempt`) with no pacer to
+        // ask, and borrows its names. For any other, building it later would
+        // cost a move of the whole phase.
+        let quiet = if O::SILENT { setup.quiet() } else { None };
+        let phase = match quiet {
+            Some(setup) => Phase::Fresh { setup, observer },
+            None => Phase::Running(Driver::new(setup, observer, sleeper.clock())),
         };
         RetryFuture { op, classifier, notify, sleeper, phase, last: None, timer: None, state: State::Idle }
     }
@@ -213,13 +210,13 @@ where
         // count, in this small function. Anything else goes on in `drive`,
         // the whole state machine, out of line.
         let this = self.as_mut().project();
-        let (Phase::Fresh { setup, .. }, State::Idle) = (&*this.phase, &*this.state) else {
+        let (&Phase::Fresh { setup, .. }, State::Idle) = (&*this.phase, &*this.state) else {
             return self.drive(cx);
         };
         // Read the clock only if something uses the time (see `Driver::now`).
         let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
-        // The guards (a budget at most: see `quiet_start`) hear the call.
-        setup.dependency.quiet_call_started();
+        // The guards (a budget at most: see `QuietSetup`) hear the call.
+        setup.call_started();
         let (mut state, mut timer) = (this.state, this.timer);
         // Built and polled outside any scope: a quiet attempt has none.
         state.set(State::Attempt { fut: (this.op)(), quiet: None, limit_at: None });
@@ -233,9 +230,9 @@ where
                 let verdict = verdict_of(this.classifier, &result, None);
                 match result {
                     Ok(value) if verdict == Verdict::Success => {
-                        if let Phase::Fresh { setup, .. } = &*this.phase {
-                            setup.dependency.quiet_call_succeeded(Attempt::first());
-                        }
+                        // The setup as read before the attempt, which cannot
+                        // have changed it: the phase need not be read again.
+                        setup.call_succeeded(Attempt::first());
                         state.set(State::Done);
                         return Poll::Ready(Ok(value));
                     }
