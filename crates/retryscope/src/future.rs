@@ -7,10 +7,10 @@
 //! without building the driver at all, and an operation that succeeds at once
 //! costs one poll of the operation, its classification and a budget's count.
 //! Everything else — a failure, an attempt not ready at once, an observed or
-//! guarded call — goes to `drive`, the whole state machine, out of line; a
-//! timer is armed only for an attempt that is not ready at once. It waits with
-//! a [`Sleeper`]: tokio's for `.await`, any runtime's through
-//! [`Retry::with_sleeper`].
+//! guarded call — goes out of line to `drive`, the whole state machine (through
+//! `take_over` if the fast path started the attempt); a timer is armed only for
+//! an attempt that is not ready at once. It waits with a [`Sleeper`]: tokio's
+//! for `.await`, any runtime's through [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
 use crate::clock::Clock;
@@ -205,10 +205,11 @@ where
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // The fast path: the quiet first attempt (a silent observer, no
-        // breaker, no pacer) runs without a driver; one that is ready at once
-        // and succeeds costs its poll, its classification and the budget's
-        // count, in this small function. Anything else goes on in `drive`,
-        // the whole state machine, out of line.
+        // breaker, no pacer, borrowed names) runs without a driver; one that
+        // is ready at once and succeeds costs its poll, its classification and
+        // the budget's count, in this small function. Anything else goes on
+        // out of line: in `take_over` if that attempt failed or is not ready,
+        // then in `drive`, the whole state machine.
         let this = self.as_mut().project();
         let (&Phase::Fresh { setup, .. }, State::Idle) = (&*this.phase, &*this.state) else {
             return self.drive(cx);
@@ -217,14 +218,13 @@ where
         let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
         // The guards (a budget at most: see `QuietSetup`) hear the call.
         setup.call_started();
-        let (mut state, mut timer) = (this.state, this.timer);
+        let mut state = this.state;
         // Built and polled outside any scope: a quiet attempt has none.
         state.set(State::Attempt { fut: (this.op)(), quiet: None, limit_at: None });
-        let StateProj::Attempt { fut, quiet, .. } = state.as_mut().project() else {
+        let StateProj::Attempt { fut, .. } = state.as_mut().project() else {
             unreachable!("the attempt was just started")
         };
-        let clock = this.sleeper.clock();
-        let step = match fut.poll(cx) {
+        let failed = match fut.poll(cx) {
             Poll::Ready(result) => {
                 // Quiet: no pacer (it would have made the call paced).
                 let verdict = verdict_of(this.classifier, &result, None);
@@ -236,20 +236,51 @@ where
                         state.set(State::Done);
                         return Poll::Ready(Ok(value));
                     }
-                    result => {
-                        // It failed: the driver takes over, and books the attempt.
-                        let started = start.unwrap_or_else(untimed_instant);
-                        let driver = this.phase.driver(clock);
-                        driver.resume_quiet(started);
-                        settle_verdict(driver, this.classifier, this.notify, result, verdict, Some(started))
-                    }
+                    result => Some((result, verdict)),
                 }
             }
-            Poll::Pending => {
-                // Not ready at once: the driver takes over, and only now is the
-                // attempt's time limit armed, from the instant it started.
-                let started = start.unwrap_or_else(untimed_instant);
-                let driver = this.phase.driver(clock);
+            Poll::Pending => None,
+        };
+        self.take_over(cx, start.unwrap_or_else(untimed_instant), failed)
+    }
+}
+
+impl<Op, Fut, T, E, C, O, N, S> RetryFuture<'_, Op, Fut, C, O, N, S>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+    S: Sleeper,
+{
+    /// The driver takes over the fast path's quiet attempt, started at
+    /// `started`: it `failed` (with its result and verdict), or it was not
+    /// ready at once. Out of line, so that the fast path, which rarely comes
+    /// here, holds none of it.
+    #[inline(never)]
+    fn take_over(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        started: Instant,
+        failed: Option<(Result<T, E>, Verdict)>,
+    ) -> Poll<Result<T, RetryError<E>>> {
+        let this = self.as_mut().project();
+        let (mut state, mut timer) = (this.state, this.timer);
+        let StateProj::Attempt { quiet, .. } = state.as_mut().project() else {
+            unreachable!("the quiet attempt is running")
+        };
+        let clock = this.sleeper.clock();
+        let driver = this.phase.driver(clock);
+        let step = match failed {
+            Some((result, verdict)) => {
+                // It failed: the driver books the attempt.
+                driver.resume_quiet(started);
+                settle_verdict(driver, this.classifier, this.notify, result, verdict, Some(started))
+            }
+            None => {
+                // Not ready at once: only now is the attempt's time limit
+                // armed, from the instant it started.
                 *quiet = Some(started);
                 let Some(limit) = driver.resume_quiet(started) else { return Poll::Pending };
                 timer.set(Some(this.sleeper.sleep_until(started + limit)));
@@ -267,7 +298,6 @@ where
             }
             Step::Wait { delay, last } => {
                 *this.last = last;
-                let driver = this.phase.driver(clock);
                 schedule(driver, this.sleeper, timer, state, delay);
             }
         }
