@@ -121,6 +121,7 @@ impl QuietSetup<'_> {
 }
 
 impl<'a> From<QuietSetup<'a>> for Setup<'a> {
+    #[inline]
     fn from(quiet: QuietSetup<'a>) -> Self {
         let QuietSetup { policy, budget, dependency, operation, priority, seed, hedged } = quiet;
         // The guards and the resumed attempt `Setup::quiet` found absent.
