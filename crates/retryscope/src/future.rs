@@ -3,17 +3,18 @@
 //! Hand-written rather than an `async fn` so that the future has a nameable type
 //! (for `IntoFuture`) and no heap allocation. Most calls succeed at once, so
 //! `poll` is a small fast path for the driver's quiet first attempt (a silent
-//! observer, no breaker, no pacer): it runs that attempt without building the
-//! driver at all, and an operation that succeeds at once costs one poll of the
-//! operation, its classification and a budget's count. Everything else — a
-//! failure, an attempt not ready at once, an observed or guarded call — goes
-//! to `drive`, the whole state machine, out of line; a timer is armed only for
+//! observer, no breaker, no pacer, borrowed names): it runs that attempt
+//! without building the driver at all, and an operation that succeeds at once
+//! costs one poll of the operation, its classification and a budget's count.
+//! Everything else — a failure, an attempt not ready at once, an observed or
+//! guarded call — goes out of line to `drive`, the whole state machine (through
+//! `take_over` if the fast path started the attempt); a timer is armed only for
 //! an attempt that is not ready at once. It waits with a [`Sleeper`]: tokio's
 //! for `.await`, any runtime's through [`Retry::with_sleeper`].
 
 use crate::classify::Classify;
 use crate::clock::Clock;
-use crate::driver::{Driver, Setup, Started, untimed_instant};
+use crate::driver::{Driver, QuietSetup, Started, untimed_instant};
 use crate::error::RetryError;
 use crate::guard::Attempt;
 use crate::observe::Observer;
@@ -53,21 +54,15 @@ pin_project! {
 enum Phase<'a, O: Observer> {
     /// No attempt has needed the driver: before the first poll, and after a
     /// quiet first attempt that succeeded at once. Such a call never builds
-    /// one: a dozen fields written and dropped that it would never read.
+    /// one: a dozen fields written and dropped that it would never read. Its
+    /// names are borrowed: it has nothing of its own to drop.
     Fresh {
-        setup: Setup<'a>,
+        setup: QuietSetup<'a>,
         observer: O,
     },
     Running(Driver<'a, O>),
     /// Only while `Fresh` turns into `Running`.
     Moving,
-}
-
-/// Whether a retry with `setup`, observed by an `O`, starts quietly (see
-/// [`Driver::start_attempt`]) with no pacer to ask: what the fast path runs.
-#[inline]
-fn quiet_start<O: Observer>(setup: &Setup<'_>) -> bool {
-    O::SILENT && !setup.admits() && setup.dependency.pacer.is_none()
 }
 
 impl<'a, O: Observer> Phase<'a, O> {
@@ -88,7 +83,7 @@ impl<'a, O: Observer> Phase<'a, O> {
     #[inline(never)]
     fn build(&mut self, clock: &'a dyn Clock) {
         if let Phase::Fresh { setup, observer } = std::mem::replace(self, Phase::Moving) {
-            *self = Phase::Running(Driver::new(setup, observer, clock));
+            *self = Phase::Running(Driver::new(setup.into(), observer, clock));
         }
     }
 }
@@ -183,12 +178,14 @@ where
     #[inline]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
         let Retry { op, classifier, observer, notify, setup } = self;
-        // Only a retry the fast path can run starts without its driver: for any
-        // other, building it later would cost a move of the whole phase.
-        let phase = if quiet_start::<O>(&setup) {
-            Phase::Fresh { setup, observer }
-        } else {
-            Phase::Running(Driver::new(setup, observer, sleeper.clock()))
+        // Only a retry the fast path can run starts without its driver: one
+        // that starts quietly (see `Driver::start_attempt`) with no pacer to
+        // ask, and borrows its names. For any other, building it later would
+        // cost a move of the whole phase.
+        let quiet = if O::SILENT { setup.quiet() } else { None };
+        let phase = match quiet {
+            Some(setup) => Phase::Fresh { setup, observer },
+            None => Phase::Running(Driver::new(setup, observer, sleeper.clock())),
         };
         RetryFuture { op, classifier, notify, sleeper, phase, last: None, timer: None, state: State::Idle }
     }
@@ -208,51 +205,82 @@ where
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // The fast path: the quiet first attempt (a silent observer, no
-        // breaker, no pacer) runs without a driver; one that is ready at once
-        // and succeeds costs its poll, its classification and the budget's
-        // count, in this small function. Anything else goes on in `drive`,
-        // the whole state machine, out of line.
+        // breaker, no pacer, borrowed names) runs without a driver; one that
+        // is ready at once and succeeds costs its poll, its classification and
+        // the budget's count, in this small function. Anything else goes on
+        // out of line: in `take_over` if that attempt failed or is not ready,
+        // then in `drive`, the whole state machine.
         let this = self.as_mut().project();
-        let (Phase::Fresh { setup, .. }, State::Idle) = (&*this.phase, &*this.state) else {
+        let (&Phase::Fresh { setup, .. }, State::Idle) = (&*this.phase, &*this.state) else {
             return self.drive(cx);
         };
         // Read the clock only if something uses the time (see `Driver::now`).
         let start = (O::TIMED || setup.policy.is_timed()).then(|| this.sleeper.clock().now());
-        // The guards (a budget at most: see `quiet_start`) hear the call.
-        setup.dependency.quiet_call_started();
-        let (mut state, mut timer) = (this.state, this.timer);
+        // The guards (a budget at most: see `QuietSetup`) hear the call.
+        setup.call_started();
+        let mut state = this.state;
         // Built and polled outside any scope: a quiet attempt has none.
         state.set(State::Attempt { fut: (this.op)(), quiet: None, limit_at: None });
-        let StateProj::Attempt { fut, quiet, .. } = state.as_mut().project() else {
+        let StateProj::Attempt { fut, .. } = state.as_mut().project() else {
             unreachable!("the attempt was just started")
         };
-        let clock = this.sleeper.clock();
-        let step = match fut.poll(cx) {
+        let failed = match fut.poll(cx) {
             Poll::Ready(result) => {
                 // Quiet: no pacer (it would have made the call paced).
                 let verdict = verdict_of(this.classifier, &result, None);
                 match result {
                     Ok(value) if verdict == Verdict::Success => {
-                        if let Phase::Fresh { setup, .. } = &*this.phase {
-                            setup.dependency.quiet_call_succeeded(Attempt::first());
-                        }
+                        // The setup as read before the attempt, which cannot
+                        // have changed it: the phase need not be read again.
+                        setup.call_succeeded(Attempt::first());
                         state.set(State::Done);
                         return Poll::Ready(Ok(value));
                     }
-                    result => {
-                        // It failed: the driver takes over, and books the attempt.
-                        let started = start.unwrap_or_else(untimed_instant);
-                        let driver = this.phase.driver(clock);
-                        driver.resume_quiet(started);
-                        settle_verdict(driver, this.classifier, this.notify, result, verdict, Some(started))
-                    }
+                    result => Some((result, verdict)),
                 }
             }
-            Poll::Pending => {
-                // Not ready at once: the driver takes over, and only now is the
-                // attempt's time limit armed, from the instant it started.
-                let started = start.unwrap_or_else(untimed_instant);
-                let driver = this.phase.driver(clock);
+            Poll::Pending => None,
+        };
+        self.take_over(cx, start.unwrap_or_else(untimed_instant), failed)
+    }
+}
+
+impl<Op, Fut, T, E, C, O, N, S> RetryFuture<'_, Op, Fut, C, O, N, S>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+    N: Notify<E>,
+    S: Sleeper,
+{
+    /// The driver takes over the fast path's quiet attempt, started at
+    /// `started`: it `failed` (with its result and verdict), or it was not
+    /// ready at once. Out of line, so that the fast path, which rarely comes
+    /// here, holds none of it.
+    #[inline(never)]
+    fn take_over(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        started: Instant,
+        failed: Option<(Result<T, E>, Verdict)>,
+    ) -> Poll<Result<T, RetryError<E>>> {
+        let this = self.as_mut().project();
+        let (mut state, mut timer) = (this.state, this.timer);
+        let StateProj::Attempt { quiet, .. } = state.as_mut().project() else {
+            unreachable!("the quiet attempt is running")
+        };
+        let clock = this.sleeper.clock();
+        let driver = this.phase.driver(clock);
+        let step = match failed {
+            Some((result, verdict)) => {
+                // It failed: the driver books the attempt.
+                driver.resume_quiet(started);
+                settle_verdict(driver, this.classifier, this.notify, result, verdict, Some(started))
+            }
+            None => {
+                // Not ready at once: only now is the attempt's time limit
+                // armed, from the instant it started.
                 *quiet = Some(started);
                 let Some(limit) = driver.resume_quiet(started) else { return Poll::Pending };
                 timer.set(Some(this.sleeper.sleep_until(started + limit)));
@@ -270,7 +298,6 @@ where
             }
             Step::Wait { delay, last } => {
                 *this.last = last;
-                let driver = this.phase.driver(clock);
                 schedule(driver, this.sleeper, timer, state, delay);
             }
         }

@@ -898,3 +898,94 @@ async fn a_stop_slot_stays_empty_on_success_and_names_a_permanent_error() {
     assert!(refused.is_err());
     assert_eq!(stop.stopped(), Some((StopReason::Permanent, 1)));
 }
+
+/// Names shared through an `Arc` (a `'static` call's) are held while the call
+/// runs and released with it, whether it ends on its first attempt or after
+/// retries, observed or not: the fast path keeps only borrowed names, and a
+/// call with shared ones starts with its driver instead.
+#[tokio::test(start_paused = true)]
+async fn shared_names_are_held_while_the_call_runs_and_released_with_it() {
+    use std::future::IntoFuture;
+    use std::sync::Arc;
+
+    let dependency: Arc<str> = Arc::from("inventory");
+    let operation: Arc<str> = Arc::from("stock");
+    for failures in [0, 2] {
+        let calls = Cell::new(0);
+        let call = flaky(failures, &calls)
+            .retry(plain())
+            .retry_any_error()
+            .dependency(Arc::clone(&dependency))
+            .operation(Arc::clone(&operation))
+            .into_future();
+        assert_eq!((Arc::strong_count(&dependency), Arc::strong_count(&operation)), (2, 2));
+        assert_eq!(call.await, Ok(failures + 1));
+        assert_eq!((Arc::strong_count(&dependency), Arc::strong_count(&operation)), (1, 1));
+
+        let rec = Recorder::default();
+        let calls = Cell::new(0);
+        let observed = flaky(failures, &calls)
+            .retry(plain())
+            .retry_any_error()
+            .observe(rec.clone())
+            .dependency(Arc::clone(&dependency))
+            .operation(Arc::clone(&operation))
+            .await;
+        assert_eq!(observed, Ok(failures + 1));
+        assert_eq!(
+            rec.events()[0],
+            Event::Start { dependency: "inventory".into(), operation: Some("stock".into()), max_attempts: 5 }
+        );
+        assert_eq!((Arc::strong_count(&dependency), Arc::strong_count(&operation)), (1, 1));
+    }
+}
+
+/// A call the fast path starts (a silent observer, borrowed names) hands its
+/// settings whole to the driver it builds once its first attempt fails: the
+/// observer, told nothing of a success at once, hears that call's names and
+/// priority. (An observer that says it is silent but records: a test's.)
+#[tokio::test(start_paused = true)]
+async fn a_call_the_fast_path_started_keeps_its_settings_once_it_fails() {
+    use retryscope::observe::{NoObserver, Observer, OperationInfo};
+    use retryscope::overload::Priority;
+    use std::sync::Mutex;
+
+    /// What `start` was told: the names, the attempt limit, whether hedged, the priority.
+    type Info = (String, Option<String>, u32, bool, Priority);
+
+    #[derive(Default)]
+    struct Said(Mutex<Vec<Info>>);
+
+    impl Observer for Said {
+        type Operation = NoObserver;
+        const SILENT: bool = true;
+
+        fn start(&self, op: &OperationInfo<'_>) -> NoObserver {
+            let info = (
+                op.dependency.to_owned(),
+                op.operation.map(str::to_owned),
+                op.max_attempts,
+                op.hedged,
+                op.priority,
+            );
+            self.0.lock().expect("said lock").push(info);
+            NoObserver
+        }
+    }
+
+    let said = Said::default();
+    for failures in [0, 1] {
+        let calls = Cell::new(0);
+        let answer = flaky(failures, &calls)
+            .retry(plain())
+            .retry_any_error()
+            .observe(&said)
+            .dependency("db")
+            .operation("read")
+            .priority(Priority::Sheddable)
+            .await;
+        assert_eq!(answer, Ok(failures + 1));
+    }
+    let said = said.0.into_inner().expect("said lock");
+    assert_eq!(said, [("db".to_owned(), Some("read".to_owned()), 5, false, Priority::Sheddable)]);
+}

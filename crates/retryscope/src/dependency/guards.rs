@@ -199,29 +199,6 @@ impl DependencyRef<'_> {
         }
     }
 
-    /// A quiet call begins: one whose only guard is its budget, if it has
-    /// one (the fast path's, see `future::quiet_start`), so only the budget
-    /// is asked.
-    #[inline(always)]
-    pub(crate) fn quiet_call_started(&self) {
-        debug_assert!(
-            self.pacer.is_none() && self.limiter.is_none() && self.breaker.is_none() && self.guard.is_none()
-        );
-        if let Some(budget) = self.budget {
-            budget.call_started();
-        }
-    }
-
-    /// A quiet call's first attempt succeeded at once, and the call is over:
-    /// its budget, if any, hears both.
-    #[inline(always)]
-    pub(crate) fn quiet_call_succeeded(&self, attempt: Attempt) {
-        if let Some(budget) = self.budget {
-            budget.settle(attempt, None, End::Succeeded);
-            budget.call_finished();
-        }
-    }
-
     /// The call is over ([`Guard::call_finished`]).
     #[inline(always)]
     pub(crate) fn call_finished(&self) {

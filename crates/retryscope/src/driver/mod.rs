@@ -28,7 +28,7 @@ mod quiet;
 mod setup;
 
 pub(crate) use attempt::{Flight, Scope};
-pub(crate) use setup::Setup;
+pub(crate) use setup::{QuietSetup, Setup};
 
 use crate::budget::RetryCause;
 use crate::clock::Clock;

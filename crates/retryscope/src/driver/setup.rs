@@ -1,11 +1,12 @@
 //! What a call is driven with, apart from the operation's types: its policy,
 //! its names and its guards.
 
+use crate::budget::Budget;
 use crate::dependency::DependencyRef;
-use crate::guard::Attempt;
+use crate::guard::{Attempt, End, Guard};
 use crate::overload::Priority;
 use crate::policy::Policy;
-use crate::shared::MaybeShared;
+use crate::shared::{MaybeShared, Shared};
 
 /// Settings that do not depend on the operation's types. Borrowed handles cost
 /// nothing; shared ones let the operation be `'static`.
@@ -56,5 +57,84 @@ impl<'a> Setup<'a> {
     pub(crate) fn admits(&self) -> bool {
         let guards = &self.dependency;
         guards.breaker.is_some() || guards.limiter.is_some() || guards.guard.is_some() || self.resumes > 1
+    }
+
+    /// The setup as the async fast path keeps it ([`QuietSetup`]), if its
+    /// first attempt may start quietly with no pacer to ask — no guard but a
+    /// budget, not a resumed call — and it borrows its names.
+    #[inline]
+    pub(crate) fn quiet(&self) -> Option<QuietSetup<'a>> {
+        let Shared::Borrowed(dependency) = self.dependency.name else { return None };
+        let operation = match self.operation {
+            MaybeShared::None => None,
+            MaybeShared::Borrowed(operation) => Some(operation),
+            MaybeShared::Owned(_) => return None,
+        };
+        if self.admits() || self.dependency.pacer.is_some() {
+            return None;
+        }
+        Some(QuietSetup {
+            policy: self.policy,
+            budget: self.dependency.budget,
+            dependency,
+            operation,
+            priority: self.priority,
+            seed: self.seed,
+            hedged: self.hedged,
+        })
+    }
+}
+
+/// A [`Setup`] with no guard but a budget and borrowed names: what a call
+/// keeps until it needs its driver (see `future::Phase::Fresh`). `Copy`, so
+/// it holds nothing to drop: a future that finishes on the fast path, as most
+/// calls do, has no name to check for an `Arc` as it is dropped.
+#[derive(Clone, Copy)]
+pub(crate) struct QuietSetup<'a> {
+    pub(crate) policy: Policy,
+    budget: Option<&'a (dyn Budget + 'a)>,
+    dependency: &'a str,
+    operation: Option<&'a str>,
+    priority: Priority,
+    seed: Option<u64>,
+    hedged: bool,
+}
+
+impl QuietSetup<'_> {
+    /// A quiet call begins: only its budget, if it has one, hears it.
+    #[inline(always)]
+    pub(crate) fn call_started(&self) {
+        if let Some(budget) = self.budget {
+            budget.call_started();
+        }
+    }
+
+    /// A quiet call's first attempt succeeded at once, and the call is over:
+    /// its budget, if any, hears both.
+    #[inline(always)]
+    pub(crate) fn call_succeeded(&self, attempt: Attempt) {
+        if let Some(budget) = self.budget {
+            budget.settle(attempt, None, End::Succeeded);
+            budget.call_finished();
+        }
+    }
+}
+
+impl<'a> From<QuietSetup<'a>> for Setup<'a> {
+    #[inline]
+    fn from(quiet: QuietSetup<'a>) -> Self {
+        let QuietSetup { policy, budget, dependency, operation, priority, seed, hedged } = quiet;
+        // The guards and the resumed attempt `Setup::quiet` found absent.
+        let mut guards = DependencyRef::from(dependency);
+        guards.budget = budget;
+        Self {
+            policy,
+            dependency: guards,
+            operation: operation.map_or(MaybeShared::None, MaybeShared::Borrowed),
+            priority,
+            seed,
+            hedged,
+            resumes: 1,
+        }
     }
 }
