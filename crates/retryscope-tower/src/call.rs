@@ -51,6 +51,10 @@ where
             let mut judge = protocol.judge(&settings, &inputs);
             let drive = protocol.drive(&call, inputs);
             ending = Ending::begin(settings.client.fallbacks.is_some(), drive.deadline());
+            // The first attempt sends the request's own headers (see
+            // `Attempts::next`); the shared head keeps a copy.
+            let copy = parts.headers.clone();
+            let headers = std::mem::replace(&mut parts.headers, copy);
             // Shared by the attempts and their spans from here on; kept for a fallback.
             let parts = Arc::new(parts);
             kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
@@ -62,7 +66,7 @@ where
             let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
             let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
             let operation = protocol.operation(&options);
-            let mut attempts = Attempts::new(ready, parts, source, attempts);
+            let mut attempts = Attempts::new(ready, parts, headers, source, attempts);
             started = tokio::time::Instant::now();
             drive.run(guards, move || attempts.next(), classifier, observer, operation)
         }
