@@ -240,7 +240,8 @@ fn fallback_failed<B: Body>(
 
 /// What a gRPC call's attempts carry besides the request.
 pub(crate) struct GrpcAttempts {
-    /// When the first attempt started: `grpc-timeout` counts from there.
+    /// When the first attempt started, with a deadline on the wire:
+    /// `grpc-timeout` counts from there.
     started: Option<Instant>,
     /// The call's deadline, if it goes on the wire.
     deadline: Option<Duration>,
@@ -254,12 +255,14 @@ impl GrpcAttempts {
     /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
     /// a deadline — `grpc-timeout` set to what is left of it.
     fn metadata(&mut self, parts: &mut Parts, number: u32) {
-        let now = Instant::now();
-        let started = *self.started.get_or_insert(now);
         if number > 1 {
             parts.headers.insert(headers::PREVIOUS_ATTEMPTS, headers::previous_attempts(number - 1));
         }
+        // The clock is read for a deadline on the wire only: `started` is
+        // read with it alone (here and by the transparent retry).
         if let Some(deadline) = self.deadline {
+            let now = Instant::now();
+            let started = *self.started.get_or_insert(now);
             let remaining = deadline.saturating_sub(now.saturating_duration_since(started));
             parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
         }
