@@ -63,8 +63,11 @@ where
             stop = Arc::new(StopSlot::default());
             let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
             let spans = AttemptSpan::new(&settings, &parts, P::GRPC, key.map(|key| key.generated()));
-            let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
-            let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
+            let (telemetry, log) = settings.client.observers(spans, configured, &ending, &parts.headers);
+            // Nested to the right, in the order they are told: the engine's
+            // pairs hand each operation up by value, nesting level by nesting
+            // level, and the telemetry's (the largest) is then moved once.
+            let observer = (telemetry, (log, (Arc::clone(&stop), (metrics, AttemptLimits))));
             let operation = protocol.operation(&options);
             let mut attempts = Attempts::new(ready, parts, headers, source, attempts);
             started = tokio::time::Instant::now();
