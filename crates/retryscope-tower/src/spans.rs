@@ -138,7 +138,10 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
     // Each worked out once, and only if a subscriber wants the span.
     let (service_method, to) = (OnceCell::new(), OnceCell::new());
     let split = || *service_method.get_or_init(|| rpc_method(path).split_once('/').unwrap_or(("", path)));
-    let server = || *to.get_or_init(|| server(&request.request.uri, request.settings.origin.as_deref()));
+    // The layer's origin, read once when the layer was built, for a call
+    // without an authority of its own (a tonic channel's every call): parsing
+    // its host and port again cost some 500 instructions an attempt.
+    let server = || *to.get_or_init(|| request.settings.server(&request.request.uri));
     tracing::info_span!(
         target: retryscope_otel::names::TARGET,
         parent: info.parent,
@@ -163,8 +166,9 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
         "rpc.service" = split().0,
         "rpc.method" = split().1,
         "rpc.grpc.status_code" = Empty,
-        "server.address" = server().address,
-        "server.port" = server().port().map(i64::from),
+        "server.address" = server().0,
+        // The URI's port, else the scheme's: `Server::port`.
+        "server.port" = server().1.or(server().2).map(i64::from),
     )
 }
 
