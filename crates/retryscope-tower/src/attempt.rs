@@ -77,7 +77,7 @@ where
             };
             // Taken out before the await, which then holds the box alone,
             // not the whole `Answered` (224 bytes).
-            let later = match answer.answer(sent, &mut service, &span) {
+            let later = match answer.answer(sent, &mut service, span) {
                 Answered::Now(result) => return result,
                 Answered::Later(later) => later,
             };

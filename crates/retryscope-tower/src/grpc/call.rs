@@ -333,16 +333,16 @@ fn unprocessed(error: &BoxError) -> Option<&'static str> {
 /// Records the status a gRPC response carries in its headers on the attempt
 /// span; a response whose headers carry none is committed (A6) and goes to the
 /// caller at once, its body unread, with the span handed to the body, which
-/// records the status when the trailers arrive.
+/// records the status when the trailers arrive. The attempt's handle on the
+/// span is the body's: a clone would cost a reference count through the
+/// subscriber's layers, and its drop another.
 fn read_status<ResB: Body>(
     mut response: Response<ResponseBody<ResB>>,
-    span: &Span,
+    span: Span,
 ) -> Response<ResponseBody<ResB>> {
     match status::read(&mut response) {
-        Some(received) => status::record_code(span, received.code),
-        None => response
-            .body_mut()
-            .on_trailers(TrailersHook { span: span.clone(), call: status::record_trailers }),
+        Some(received) => status::record_code(&span, received.code),
+        None => response.body_mut().on_trailers(TrailersHook { span, call: status::record_trailers }),
     }
     response
 }
@@ -461,7 +461,7 @@ impl Answer for GrpcAnswer {
         self,
         sent: Result<Response<ResB>, BoxError>,
         service: &'a mut S,
-        span: &'a Span,
+        span: Span,
     ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Inner<B, ResB>,
@@ -472,10 +472,10 @@ impl Answer for GrpcAnswer {
             Ok(response) => response,
             Err(error) => match (self.transparent, unprocessed(&error)) {
                 (Some(transparent), Some(why)) => {
-                    tracing::info!(parent: span, "transparent retry: {why}");
+                    tracing::info!(parent: &span, "transparent retry: {why}");
                     return Answered::Later(Box::pin(async move {
                         ready(service).await?;
-                        let response = send(service, transparent.request(), span).await?;
+                        let response = send(service, transparent.request(), &span).await?;
                         Ok(read_status(response.map(ResponseBody::new), span))
                     }));
                 }
