@@ -104,6 +104,28 @@ pub(crate) struct LastFailure {
     pub(crate) correlation: Correlation,
 }
 
+/// An operation's [`LastFailure`], boxed once an attempt has failed: most
+/// operations never fail, and the observer's operation state, which the
+/// engine moves by value many times a call, is 72 bytes smaller without it
+/// (80 with its alignment).
+#[derive(Debug, Default)]
+pub(crate) struct LastFailureSlot(Option<Box<LastFailure>>);
+
+impl LastFailureSlot {
+    /// Keeps `failure` as the last one, in the box of the one before if any.
+    pub(crate) fn set(&mut self, failure: LastFailure) {
+        match &mut self.0 {
+            Some(last) => **last = failure,
+            None => self.0 = Some(Box::new(failure)),
+        }
+    }
+
+    /// The last failure: none yet is the default.
+    pub(crate) fn get(&self) -> LastFailure {
+        self.0.as_deref().copied().unwrap_or_default()
+    }
+}
+
 /// The retry log alone, without spans or metrics: pass it to the engine's
 /// `.observe(..)` where the telemetry is off but the log should stay.
 ///
@@ -169,7 +191,7 @@ impl Observer for RetryLog {
         RetryLogOperation {
             common: Common::new(info.dependency, info.operation),
             max_attempts: info.max_attempts,
-            last_failure: LastFailure::default(),
+            last_failure: LastFailureSlot::default(),
             service: self.service,
             request_id: self.request_id.clone(),
         }
@@ -181,7 +203,7 @@ impl Observer for RetryLog {
 pub struct RetryLogOperation {
     common: Common,
     max_attempts: u32,
-    last_failure: LastFailure,
+    last_failure: LastFailureSlot,
     service: Option<&'static str>,
     request_id: Option<http::HeaderValue>,
 }
@@ -200,12 +222,19 @@ impl OperationObserver for RetryLogOperation {
 
     fn attempt_finished(&mut self, (): (), attempt: &AttemptEnd) {
         if attempt.error.is_some() {
-            self.last_failure = LastFailure { error: attempt.error, correlation: Correlation::current() };
+            self.last_failure.set(LastFailure { error: attempt.error, correlation: Correlation::current() });
         }
     }
 
     fn waiting(&mut self, wait: &Wait) {
-        retry(&Span::current(), &self.common, self.max_attempts, wait, &self.last_failure, self.subject());
+        retry(
+            &Span::current(),
+            &self.common,
+            self.max_attempts,
+            wait,
+            &self.last_failure.get(),
+            self.subject(),
+        );
     }
 
     fn finished(self, finish: &Finish) {
@@ -215,7 +244,7 @@ impl OperationObserver for RetryLogOperation {
                 &self.common,
                 self.max_attempts,
                 finish,
-                &self.last_failure,
+                &self.last_failure.get(),
                 self.subject(),
             );
         }

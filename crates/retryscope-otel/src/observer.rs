@@ -8,7 +8,7 @@
 //! above its attempts.
 
 use crate::labels::{Common, attempt_value, error_type_str};
-use crate::log::{self, Correlation, LastFailure, Subject};
+use crate::log::{self, Correlation, LastFailure, LastFailureSlot, Subject};
 use crate::metrics::RetryMetrics;
 use crate::names;
 use crate::outcome_slot::{OutcomeSlot, Pending};
@@ -187,7 +187,7 @@ impl<S: MakeAttemptSpan + Clone> Observer for OtelObserver<S> {
             common,
             max_attempts: info.max_attempts,
             priority: info.priority,
-            last_failure: LastFailure::default(),
+            last_failure: LastFailureSlot::default(),
             log: self.log,
             service: self.service,
             config_hash: self.config_hash.clone(),
@@ -233,7 +233,7 @@ pub struct OtelOperation<S = DefaultAttemptSpan> {
     max_attempts: u32,
     /// Labels the refusals: sheddable calls are refused first.
     priority: Priority,
-    last_failure: LastFailure,
+    last_failure: LastFailureSlot,
     log: bool,
     service: Option<&'static str>,
     config_hash: Option<Arc<str>>,
@@ -343,8 +343,8 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
             // Only failures are logged, so only they pay for the span's ids,
             // and only when the log is on.
             if self.log {
-                self.last_failure =
-                    LastFailure { error: attempt.error, correlation: Correlation::of(&scope.span) };
+                self.last_failure
+                    .set(LastFailure { error: attempt.error, correlation: Correlation::of(&scope.span) });
                 if matches!(self.parent, Parent::Caller(_)) {
                     // Closed once the wait or the stop is logged, a moment from now.
                     self.failed = Some(scope.span);
@@ -367,7 +367,7 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
                 &self.common,
                 self.max_attempts,
                 wait,
-                &self.last_failure,
+                &self.last_failure.get(),
                 self.subject(),
             );
         }
@@ -412,7 +412,7 @@ impl<S: MakeAttemptSpan> OperationObserver for OtelOperation<S> {
                 &self.common,
                 self.max_attempts,
                 finish,
-                &self.last_failure,
+                &self.last_failure.get(),
                 self.subject(),
             );
         }

@@ -49,16 +49,21 @@ struct HeaderInjector<'a>(&'a mut HeaderMap);
 
 impl Injector for HeaderInjector<'_> {
     fn set(&mut self, key: &str, value: String) {
-        let name = match key {
-            "traceparent" => TRACEPARENT.clone(),
+        // Whether the header is `traceparent` is known from the key: comparing
+        // the names afterwards compares their bytes.
+        let (name, traceparent) = match key {
+            "traceparent" => (TRACEPARENT.clone(), true),
             "tracestate" if value.is_empty() => return,
-            "tracestate" => TRACESTATE.clone(),
-            "baggage" => BAGGAGE.clone(),
+            "tracestate" => (TRACESTATE.clone(), false),
+            "baggage" => (BAGGAGE.clone(), false),
             // Another propagator's header (B3's `b3`, `x-b3-traceid`, …). One that
             // produced an invalid name has nothing useful to send: skip it rather
             // than fail the request.
             other => match HeaderName::from_bytes(other.as_bytes()) {
-                Ok(name) => name,
+                Ok(name) => {
+                    let traceparent = name == TRACEPARENT;
+                    (name, traceparent)
+                }
                 Err(_) => return,
             },
         };
@@ -67,7 +72,7 @@ impl Injector for HeaderInjector<'_> {
             // Unique to each attempt: HTTP/2 sends it never-indexed rather than
             // filling the HPACK table with it (a table entry per attempt,
             // evicting the headers every call repeats).
-            value.set_sensitive(name == TRACEPARENT);
+            value.set_sensitive(traceparent);
             self.0.insert(name, value);
         }
     }

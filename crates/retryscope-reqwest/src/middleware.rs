@@ -212,7 +212,7 @@ impl Middleware for RetryMiddleware {
         let request_id_header = &self.client.request_id_header;
         let key_generated = key.map(|key| key.generated());
         let spans = HttpAttemptSpan { source: &source, key_generated, request_id_header };
-        let observer = (self.client.observers(spans, configured, &ending, source.headers()), &stop);
+        let (telemetry, log) = self.client.observers(spans, configured, &ending, source.headers());
         let mut attempts = Attempts {
             source: &source,
             next,
@@ -223,7 +223,10 @@ impl Middleware for RetryMiddleware {
             number: 0,
         };
         // The attempt's limit reaches the client's `ConnectLimit`, if it has one.
-        let observer = (observer, retryscope_http::AttemptLimits);
+        // Nested to the right, in the order they are told: the engine's pairs
+        // hand each operation up by value, nesting level by nesting level, and
+        // the telemetry's (the largest) is then moved once.
+        let observer = (telemetry, (log, (&stop, retryscope_http::AttemptLimits)));
         let operation = options.operation_name();
         let outcome = drive.run(&guards, move || attempts.next(), &mut classifier, observer, operation).await;
         let stop = stop.stopped();

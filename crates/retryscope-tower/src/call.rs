@@ -51,6 +51,10 @@ where
             let mut judge = protocol.judge(&settings, &inputs);
             let drive = protocol.drive(&call, inputs);
             ending = Ending::begin(settings.client.fallbacks.is_some(), drive.deadline());
+            // The first attempt sends the request's own headers (see
+            // `Attempts::next`); the shared head keeps a copy.
+            let copy = parts.headers.clone();
+            let headers = std::mem::replace(&mut parts.headers, copy);
             // Shared by the attempts and their spans from here on; kept for a fallback.
             let parts = Arc::new(parts);
             kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
@@ -59,10 +63,13 @@ where
             stop = Arc::new(StopSlot::default());
             let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
             let spans = AttemptSpan::new(&settings, &parts, P::GRPC, key.map(|key| key.generated()));
-            let observers = settings.client.observers(spans, configured, &ending, &parts.headers);
-            let observer = (((observers, Arc::clone(&stop)), metrics), AttemptLimits);
+            let (telemetry, log) = settings.client.observers(spans, configured, &ending, &parts.headers);
+            // Nested to the right, in the order they are told: the engine's
+            // pairs hand each operation up by value, nesting level by nesting
+            // level, and the telemetry's (the largest) is then moved once.
+            let observer = (telemetry, (log, (Arc::clone(&stop), (metrics, AttemptLimits))));
             let operation = protocol.operation(&options);
-            let mut attempts = Attempts::new(ready, parts, source, attempts);
+            let mut attempts = Attempts::new(ready, parts, headers, source, attempts);
             started = tokio::time::Instant::now();
             drive.run(guards, move || attempts.next(), classifier, observer, operation)
         }

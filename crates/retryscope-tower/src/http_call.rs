@@ -279,7 +279,7 @@ impl Answer for HttpAnswer {
         self,
         sent: Result<Response<ResB>, BoxError>,
         _: &'a mut S,
-        span: &'a Span,
+        span: Span,
     ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Inner<B, ResB>,

@@ -148,12 +148,14 @@ pub(crate) trait Attempts: Send + 'static {
 pub(crate) trait Answer: Send + 'static {
     /// The attempt's result from what `service` sent back (`sent`), read on
     /// the attempt's `span`: at once, or — for an answer that needs more I/O —
-    /// a future the attempt awaits.
+    /// a future the attempt awaits. The attempt's handle on its span is
+    /// handed over: what keeps the span open past the attempt (a gRPC
+    /// response's trailers hook) keeps this one rather than a clone.
     fn answer<'a, S, B, ResB>(
         self,
         sent: Result<Response<ResB>, BoxError>,
         service: &'a mut S,
-        span: &'a Span,
+        span: Span,
     ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Inner<B, ResB>,

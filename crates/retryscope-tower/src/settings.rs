@@ -95,7 +95,7 @@ impl Settings {
     /// The server a call to `uri` goes to, as (host, the port its URI writes,
     /// the scheme's port): its authority's, or the origin's for a URI without
     /// one (read once, when the layer was built).
-    fn server<'a>(&'a self, uri: &'a Uri) -> (&'a str, Option<u16>, Option<u16>) {
+    pub(crate) fn server<'a>(&'a self, uri: &'a Uri) -> (&'a str, Option<u16>, Option<u16>) {
         match (uri.authority(), &self.origin_server) {
             (None, Some(origin)) => (&origin.host, origin.port, origin.default_port),
             _ => {

@@ -2,8 +2,8 @@
 //! the RPC conventions.
 
 use crate::settings::Settings;
+use http::Uri;
 use http::request::Parts;
-use http::{HeaderName, Uri};
 use retryscope_http::__private::redact::redact_every_query_value;
 use retryscope_http::__private::spans::HttpTarget;
 use retryscope_otel::{AttemptInfo, MakeAttemptSpan};
@@ -49,39 +49,50 @@ impl Server<'_> {
 /// The attempt span of one request: what it needs of the request, kept
 /// without working anything out, since the span's fields are computed only
 /// when a subscriber takes the span.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct AttemptSpan {
     /// The request's method and URI, shared with its attempts.
     pub(crate) request: Arc<Parts>,
-    /// The layer's origin, for a URI without authority.
-    pub(crate) origin: Option<Arc<Uri>>,
+    /// The layer's settings: its origin, for a URI without authority, and
+    /// the header the retry log's `request_id` is read from. Shared, not
+    /// copied: the call's observer and its operation each hold the spans
+    /// (one reference count rather than an origin's and a header name's).
+    pub(crate) settings: Arc<Settings>,
     /// An RPC span (`/package.Service/Method` is the path) rather than HTTP.
     pub(crate) grpc: bool,
     /// Whether the layer made the request's idempotency key, if it has one (HTTP).
     pub(crate) key_generated: Option<bool>,
-    /// The header the retry log's `request_id` is read from.
-    pub(crate) request_id_header: HeaderName,
+}
+
+impl fmt::Debug for AttemptSpan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AttemptSpan")
+            .field("request", &self.request)
+            .field("origin", &self.settings.origin)
+            .field("grpc", &self.grpc)
+            .field("key_generated", &self.key_generated)
+            .field("request_id_header", &self.settings.client.request_id_header)
+            .finish()
+    }
 }
 
 impl AttemptSpan {
     /// The attempt spans of a call to `request` through a layer with
     /// `settings`.
     pub(crate) fn new(
-        settings: &Settings,
+        settings: &Arc<Settings>,
         request: &Arc<Parts>,
         grpc: bool,
         key_generated: Option<bool>,
     ) -> Self {
-        let (origin, request_id_header) =
-            (settings.origin.clone(), settings.client.request_id_header.clone());
-        Self { request: Arc::clone(request), origin, grpc, key_generated, request_id_header }
+        Self { request: Arc::clone(request), settings: Arc::clone(settings), grpc, key_generated }
     }
 
     /// What an HTTP attempt's span and the retry log read from the request
     /// (a gRPC call's `request_id` too).
     fn http_target(&self) -> HttpTarget<'_, RedactedUrl<'_>> {
         let uri = &self.request.uri;
-        let server = server(uri, self.origin.as_deref());
+        let server = server(uri, self.settings.origin.as_deref());
         HttpTarget {
             method: &self.request.method,
             address: server.address,
@@ -89,7 +100,7 @@ impl AttemptSpan {
             url: RedactedUrl { origin: server.uri, request: uri },
             key_generated: self.key_generated,
             headers: &self.request.headers,
-            request_id_header: &self.request_id_header,
+            request_id_header: &self.settings.client.request_id_header,
         }
     }
 }
@@ -127,7 +138,10 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
     // Each worked out once, and only if a subscriber wants the span.
     let (service_method, to) = (OnceCell::new(), OnceCell::new());
     let split = || *service_method.get_or_init(|| rpc_method(path).split_once('/').unwrap_or(("", path)));
-    let server = || *to.get_or_init(|| server(&request.request.uri, request.origin.as_deref()));
+    // The layer's origin, read once when the layer was built, for a call
+    // without an authority of its own (a tonic channel's every call): parsing
+    // its host and port again cost some 500 instructions an attempt.
+    let server = || *to.get_or_init(|| request.settings.server(&request.request.uri));
     tracing::info_span!(
         target: retryscope_otel::names::TARGET,
         parent: info.parent,
@@ -152,8 +166,9 @@ fn grpc_span(request: &AttemptSpan, info: &AttemptInfo<'_>) -> Span {
         "rpc.service" = split().0,
         "rpc.method" = split().1,
         "rpc.grpc.status_code" = Empty,
-        "server.address" = server().address,
-        "server.port" = server().port().map(i64::from),
+        "server.address" = server().0,
+        // The URI's port, else the scheme's: `Server::port`.
+        "server.port" = server().1.or(server().2).map(i64::from),
     )
 }
 

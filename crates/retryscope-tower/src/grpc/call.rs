@@ -153,9 +153,16 @@ impl GrpcCall {
         guards: &Dependency<LayerBudget>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         let codes = self.codes;
+        // Whether the deadline had passed is read only for a call that did
+        // not end OK (an error, or a status other than OK with the headers:
+        // `stop::finish`), so only such a call reads the clock.
+        let failed = match &outcome {
+            Ok(response) => status::received(response).is_some_and(|received| received.code != 0),
+            Err(_) => true,
+        };
         let ending = super::stop::Ending {
             replayable,
-            expired: call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
+            expired: failed && call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
             codes,
             guard: guards.budget().map(LayerBudget::name),
         };
@@ -240,7 +247,8 @@ fn fallback_failed<B: Body>(
 
 /// What a gRPC call's attempts carry besides the request.
 pub(crate) struct GrpcAttempts {
-    /// When the first attempt started: `grpc-timeout` counts from there.
+    /// When the first attempt started, with a deadline on the wire:
+    /// `grpc-timeout` counts from there.
     started: Option<Instant>,
     /// The call's deadline, if it goes on the wire.
     deadline: Option<Duration>,
@@ -254,12 +262,14 @@ impl GrpcAttempts {
     /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
     /// a deadline — `grpc-timeout` set to what is left of it.
     fn metadata(&mut self, parts: &mut Parts, number: u32) {
-        let now = Instant::now();
-        let started = *self.started.get_or_insert(now);
         if number > 1 {
             parts.headers.insert(headers::PREVIOUS_ATTEMPTS, headers::previous_attempts(number - 1));
         }
+        // The clock is read for a deadline on the wire only: `started` is
+        // read with it alone (here and by the transparent retry).
         if let Some(deadline) = self.deadline {
+            let now = Instant::now();
+            let started = *self.started.get_or_insert(now);
             let remaining = deadline.saturating_sub(now.saturating_duration_since(started));
             parts.headers.insert(headers::TIMEOUT, headers::timeout_value(remaining));
         }
@@ -323,16 +333,16 @@ fn unprocessed(error: &BoxError) -> Option<&'static str> {
 /// Records the status a gRPC response carries in its headers on the attempt
 /// span; a response whose headers carry none is committed (A6) and goes to the
 /// caller at once, its body unread, with the span handed to the body, which
-/// records the status when the trailers arrive.
+/// records the status when the trailers arrive. The attempt's handle on the
+/// span is the body's: a clone would cost a reference count through the
+/// subscriber's layers, and its drop another.
 fn read_status<ResB: Body>(
     mut response: Response<ResponseBody<ResB>>,
-    span: &Span,
+    span: Span,
 ) -> Response<ResponseBody<ResB>> {
     match status::read(&mut response) {
-        Some(received) => status::record_code(span, received.code),
-        None => response
-            .body_mut()
-            .on_trailers(TrailersHook { span: span.clone(), call: status::record_trailers }),
+        Some(received) => status::record_code(&span, received.code),
+        None => response.body_mut().on_trailers(TrailersHook { span, call: status::record_trailers }),
     }
     response
 }
@@ -451,7 +461,7 @@ impl Answer for GrpcAnswer {
         self,
         sent: Result<Response<ResB>, BoxError>,
         service: &'a mut S,
-        span: &'a Span,
+        span: Span,
     ) -> Answered<'a, Result<Response<ResponseBody<ResB>>, BoxError>>
     where
         S: Inner<B, ResB>,
@@ -462,10 +472,10 @@ impl Answer for GrpcAnswer {
             Ok(response) => response,
             Err(error) => match (self.transparent, unprocessed(&error)) {
                 (Some(transparent), Some(why)) => {
-                    tracing::info!(parent: span, "transparent retry: {why}");
+                    tracing::info!(parent: &span, "transparent retry: {why}");
                     return Answered::Later(Box::pin(async move {
                         ready(service).await?;
-                        let response = send(service, transparent.request(), span).await?;
+                        let response = send(service, transparent.request(), &span).await?;
                         Ok(read_status(response.map(ResponseBody::new), span))
                     }));
                 }
