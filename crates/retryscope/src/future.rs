@@ -132,7 +132,7 @@ where
     type Output = Result<T, RetryError<E>>;
     type IntoFuture = RetryFuture<'a, Op, Fut, C, O, N, crate::TokioSleeper>;
 
-    #[inline]
+    #[inline(always)]
     fn into_future(self) -> Self::IntoFuture {
         self.with_sleeper(crate::TokioSleeper)
     }
@@ -175,7 +175,7 @@ where
     /// assert_eq!(futures_executor::block_on(retry), Ok(3));
     /// # Ok::<(), retryscope::PolicyError>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
         let Retry { op, classifier, observer, notify, setup } = self;
         // Only a retry the fast path can run starts without its driver: one

@@ -44,6 +44,7 @@ pub trait Retryable<R>: FnMut() -> R + Sized {
     /// error type that does not, say which errors to retry with
     /// [`when`](Retry::when) or [`classify`](Retry::classify), or that every
     /// error is worth a retry with [`retry_any_error`](Retry::retry_any_error).
+    #[inline(always)]
     fn retry<'a>(self, policy: Policy) -> Retry<'a, Self> {
         Retry {
             op: self,
@@ -108,6 +109,11 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     }
 
     /// Classifies each result with a [`Classify`] implementation.
+    // The builder's steps are always inlined: each moves the whole retry
+    // (its setup alone is 200 bytes), and an integration that chains five
+    // of them copied it at each step out of line (two copies fewer a tower
+    // call once inlined, BENCHMARKS.md).
+    #[inline(always)]
     pub fn with_classifier<C2>(self, classifier: C2) -> Retry<'a, Op, C2, O, N> {
         Retry { op: self.op, classifier, observer: self.observer, notify: self.notify, setup: self.setup }
     }
@@ -125,6 +131,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
 
     /// Reports attempts, waits and the outcome to `observer` (e.g. the
     /// OpenTelemetry instrumentation).
+    #[inline(always)]
     pub fn observe<O2: Observer>(self, observer: O2) -> Retry<'a, Op, C, O2, N> {
         Retry { op: self.op, classifier: self.classifier, observer, notify: self.notify, setup: self.setup }
     }
@@ -153,7 +160,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// assert_eq!((error.reason(), error.attempts()), (StopReason::BudgetExhausted, 1));
     /// # }
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn dependency(mut self, dependency: impl Into<DependencyRef<'a>>) -> Self {
         self.setup.dependency = dependency.into();
         self
@@ -161,6 +168,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
 
     /// Names the logical operation (`retryscope.operation`): a `&str` or an
     /// `Arc<str>`.
+    #[inline(always)]
     pub fn operation(mut self, operation: impl Into<Shared<'a, str>>) -> Self {
         self.setup.operation = operation.into().into();
         self
@@ -170,6 +178,7 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// some (critical unless set): sheddable calls are refused first by the
     /// adaptive throttle and the concurrency limit (see
     /// [`Priority`](crate::overload::Priority)).
+    #[inline(always)]
     pub fn priority(mut self, priority: Priority) -> Self {
         self.setup.priority = priority;
         self

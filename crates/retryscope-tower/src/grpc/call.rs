@@ -143,6 +143,7 @@ impl GrpcCall {
     /// The engine's result as a gRPC caller gets it (`grpc::stop`), with the
     /// call's metrics handed to the response, which ends them when its status
     /// reaches the caller (an error ends them now).
+    #[inline(always)]
     fn finish<B: Body>(
         self,
         outcome: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
@@ -402,6 +403,10 @@ impl Protocol for GrpcCall {
         Some(options.operation_name().map_or_else(|| self.method.operation(), bounded_operation))
     }
 
+    // Inlined into the call's future with `finish` and `stop::finish`: out
+    // of line, each handed the answer (over 200 bytes) on by a copy, some
+    // 220 instructions a call in all (BENCHMARKS.md).
+    #[inline(always)]
     fn answer<'a, ResB>(
         self,
         end: End<'a>,

@@ -109,6 +109,7 @@ pub(crate) struct Ending {
 }
 
 /// The engine's result as a gRPC caller gets it.
+#[inline(always)]
 pub(crate) fn finish<B: Body>(
     outcome: Result<Response<ResponseBody<B>>, RetryError<BoxError>>,
     stop: Option<(StopReason, u32)>,
@@ -122,6 +123,7 @@ pub(crate) fn finish<B: Body>(
 
 /// The engine returned a response: an OK or committed call, or the status of
 /// the last attempt the layer will make.
+#[inline(always)]
 fn answered<B: Body>(
     mut response: Response<ResponseBody<B>>,
     stop: Option<(StopReason, u32)>,

@@ -112,6 +112,9 @@ pub(crate) struct Driver<'a, O: Observer> {
 }
 
 impl<'a, O: Observer> Driver<'a, O> {
+    // Inlined into the future it is built in, so that it is written there
+    // rather than returned and copied.
+    #[inline(always)]
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
         // A concurrency limit learns from round trips: it needs the time.
         let timed = O::TIMED || setup.policy.is_timed() || setup.dependency.limiter.is_some();
