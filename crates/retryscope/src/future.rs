@@ -245,66 +245,6 @@ where
     }
 }
 
-impl<Op, Fut, T, E, C, O, N, S> RetryFuture<'_, Op, Fut, C, O, N, S>
-where
-    Op: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    C: Classify<T, E>,
-    O: Observer,
-    N: Notify<E>,
-    S: Sleeper,
-{
-    /// The driver takes over the fast path's quiet attempt, started at
-    /// `started`: it `failed` (with its result and verdict), or it was not
-    /// ready at once. Out of line, so that the fast path, which rarely comes
-    /// here, holds none of it.
-    #[inline(never)]
-    fn take_over(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        started: Instant,
-        failed: Option<(Result<T, E>, Verdict)>,
-    ) -> Poll<Result<T, RetryError<E>>> {
-        let this = self.as_mut().project();
-        let (mut state, mut timer) = (this.state, this.timer);
-        let StateProj::Attempt { quiet, .. } = state.as_mut().project() else {
-            unreachable!("the quiet attempt is running")
-        };
-        let clock = this.sleeper.clock();
-        let driver = this.phase.driver(clock);
-        let step = match failed {
-            Some((result, verdict)) => {
-                // It failed: the driver books the attempt.
-                driver.resume_quiet(started);
-                settle_verdict(driver, this.classifier, this.notify, result, verdict, Some(started))
-            }
-            None => {
-                // Not ready at once: only now is the attempt's time limit
-                // armed, from the instant it started.
-                *quiet = Some(started);
-                let Some(limit) = driver.resume_quiet(started) else { return Poll::Pending };
-                timer.set(Some(this.sleeper.sleep_until(started + limit)));
-                if !timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
-                    return Poll::Pending;
-                }
-                timer.set(None);
-                settle_timeout(driver, this.classifier, quiet.take())
-            }
-        };
-        match step {
-            Step::Finished(output) => {
-                state.set(State::Done);
-                return Poll::Ready(output);
-            }
-            Step::Wait { delay, last } => {
-                *this.last = last;
-                schedule(driver, this.sleeper, timer, state, delay);
-            }
-        }
-        self.drive(cx)
-    }
-}
-
 /// Sets up the wait of `delay` before the next attempt.
 fn schedule<Fut, O: Observer, S: Sleeper>(
     driver: &Driver<'_, O>,
@@ -415,5 +355,55 @@ where
                 }
             }
         }
+    }
+
+    /// The driver takes over the fast path's quiet attempt, started at
+    /// `started`: it `failed` (with its result and verdict), or it was not
+    /// ready at once. Out of line, so that the fast path, which rarely comes
+    /// here, holds none of it.
+    #[inline(never)]
+    fn take_over(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        started: Instant,
+        failed: Option<(Result<T, E>, Verdict)>,
+    ) -> Poll<Result<T, RetryError<E>>> {
+        let this = self.as_mut().project();
+        let (mut state, mut timer) = (this.state, this.timer);
+        let StateProj::Attempt { quiet, .. } = state.as_mut().project() else {
+            unreachable!("the quiet attempt is running")
+        };
+        let clock = this.sleeper.clock();
+        let driver = this.phase.driver(clock);
+        let step = match failed {
+            Some((result, verdict)) => {
+                // It failed: the driver books the attempt.
+                driver.resume_quiet(started);
+                settle_verdict(driver, this.classifier, this.notify, result, verdict, Some(started))
+            }
+            None => {
+                // Not ready at once: only now is the attempt's time limit
+                // armed, from the instant it started.
+                *quiet = Some(started);
+                let Some(limit) = driver.resume_quiet(started) else { return Poll::Pending };
+                timer.set(Some(this.sleeper.sleep_until(started + limit)));
+                if !timer.as_mut().as_pin_mut().is_some_and(|l| l.poll(cx).is_ready()) {
+                    return Poll::Pending;
+                }
+                timer.set(None);
+                settle_timeout(driver, this.classifier, quiet.take())
+            }
+        };
+        match step {
+            Step::Finished(output) => {
+                state.set(State::Done);
+                return Poll::Ready(output);
+            }
+            Step::Wait { delay, last } => {
+                *this.last = last;
+                schedule(driver, this.sleeper, timer, state, delay);
+            }
+        }
+        self.drive(cx)
     }
 }
