@@ -12,8 +12,8 @@ use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::Settings;
 use crate::spans::AttemptSpan;
-use http::Response;
 use http::request::Parts;
+use http::{HeaderMap, Response};
 use retryscope::observe::StopSlot;
 use retryscope_http::__private::call::Ending;
 use retryscope_http::{AttemptLimits, RetryOptions};
@@ -51,12 +51,8 @@ where
             let mut judge = protocol.judge(&settings, &inputs);
             let drive = protocol.drive(&call, inputs);
             ending = Ending::begin(settings.client.fallbacks.is_some(), drive.deadline());
-            // The first attempt sends the request's own headers (see
-            // `Attempts::next`); the shared head keeps a copy.
-            let copy = parts.headers.clone();
-            let headers = std::mem::replace(&mut parts.headers, copy);
             // Shared by the attempts and their spans from here on; kept for a fallback.
-            let parts = Arc::new(parts);
+            let (parts, headers) = share_head(parts);
             kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
             settings.client.at_one_layer(&mut judge, &ending);
             let classifier = AttemptClassifier { statuses: protocol.statuses(), judge };
@@ -64,9 +60,7 @@ where
             let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
             let spans = AttemptSpan::new(&settings, &parts, P::GRPC, key.map(|key| key.generated()));
             let (telemetry, log) = settings.client.observers(spans, configured, &ending, &parts.headers);
-            // Nested to the right, in the order they are told: the engine's
-            // pairs hand each operation up by value, nesting level by nesting
-            // level, and the telemetry's (the largest) is then moved once.
+            // Nested to the right: the engine's pairs then move the telemetry's operation once.
             let observer = (telemetry, (log, (Arc::clone(&stop), (metrics, AttemptLimits))));
             let operation = protocol.operation(&options);
             let mut attempts = Attempts::new(ready, parts, headers, source, attempts);
@@ -90,4 +84,14 @@ where
         ending.settle(served);
         answer
     }
+}
+
+/// The request's head, shared (its headers a copy), and the request's own
+/// headers, which the first attempt sends: they have room for the headers
+/// an attempt adds, a copy has none (see `first_head` in `attempt.rs`).
+#[inline]
+fn share_head(mut parts: Parts) -> (Arc<Parts>, HeaderMap) {
+    let copy = parts.headers.clone();
+    let headers = std::mem::replace(&mut parts.headers, copy);
+    (Arc::new(parts), headers)
 }
