@@ -154,16 +154,9 @@ impl GrpcCall {
         guards: &Dependency<LayerBudget>,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         let codes = self.codes;
-        // Whether the deadline had passed is read only for a call that did
-        // not end OK (an error, or a status other than OK with the headers:
-        // `stop::finish`), so only such a call reads the clock.
-        let failed = match &outcome {
-            Ok(response) => status::received(response).is_some_and(|received| received.code != 0),
-            Err(_) => true,
-        };
         let ending = super::stop::Ending {
             replayable,
-            expired: failed && call.policy.deadline().is_some_and(|deadline| started.elapsed() >= deadline),
+            deadline_at: call.policy.deadline().and_then(|deadline| started.checked_add(deadline)),
             codes,
             guard: guards.budget().map(LayerBudget::name),
         };

@@ -25,6 +25,7 @@ use http::{HeaderValue, Response};
 use http_body::Body;
 use retryscope::{RetryError, StopReason};
 use std::sync::Arc;
+use tokio::time::Instant;
 use tonic::Status;
 
 /// The metadata key on a status whose failure would have been retried, but
@@ -100,12 +101,21 @@ impl Held {
 pub(crate) struct Ending {
     /// Whether the request body could be sent again.
     pub(crate) replayable: bool,
-    /// Whether the call's deadline had passed when the engine stopped.
-    pub(crate) expired: bool,
+    /// When the call's deadline passes, if it has one: read only by a call
+    /// that did not end OK ([`expired`](Self::expired)), so that only such a
+    /// call reads the clock.
+    pub(crate) deadline_at: Option<Instant>,
     /// The codes the call retries.
     pub(crate) codes: CodeSet,
     /// The dependency's retry guard, as the throttled message names it.
     pub(crate) guard: Option<&'static str>,
+}
+
+impl Ending {
+    /// Whether the call's deadline has passed: asked as the call ends.
+    fn expired(&self) -> bool {
+        self.deadline_at.is_some_and(|at| Instant::now() >= at)
+    }
 }
 
 /// The engine's result as a gRPC caller gets it.
@@ -133,7 +143,7 @@ fn answered<B: Body>(
         return Ok(response);
     };
     let attempts = stop.map_or(1, |(_, attempts)| attempts);
-    if ending.expired {
+    if ending.expired() {
         let message = format!(
             "retryscope: the call's deadline passed after {attempts} attempt(s); the last answer was {}",
             name(received.code)
@@ -187,16 +197,17 @@ fn stopped(error: RetryError<BoxError>, ending: Ending) -> BoxError {
         StopReason::Unrepeatable => ending.replayable,
         _ => false,
     };
+    let expired = ending.expired();
     let last = match error.into_last_error().map(super::reset::status) {
         // An HTTP/2 reset or GOAWAY: the status gRPC maps it to.
-        Some(Ok(status)) if passes_through && !ending.expired => return Box::new(status),
+        Some(Ok(status)) if passes_through && !expired => return Box::new(status),
         // The engine decided nothing but not to retry: the error as it came.
-        Some(Err(last)) if passes_through && !ending.expired => return last,
+        Some(Err(last)) if passes_through && !expired => return last,
         Some(Ok(status)) => Some(status),
         Some(Err(last)) => Some(Status::from_error(last)),
         None => None,
     };
-    let mut status = if ending.expired || last.is_none() && reason == StopReason::DeadlineExceeded {
+    let mut status = if expired || last.is_none() && reason == StopReason::DeadlineExceeded {
         Status::deadline_exceeded(format!(
             "retryscope: the call's deadline passed after {attempts} attempt(s)"
         ))
@@ -260,7 +271,12 @@ mod tests {
     use http_body_util::Empty;
 
     fn ending(expired: bool) -> Ending {
-        Ending { replayable: true, expired, codes: CodeSet::UNAVAILABLE, guard: None }
+        Ending {
+            replayable: true,
+            deadline_at: expired.then(Instant::now),
+            codes: CodeSet::UNAVAILABLE,
+            guard: None,
+        }
     }
 
     /// A Trailers-Only answer with `grpc-status: code`.
