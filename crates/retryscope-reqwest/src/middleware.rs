@@ -18,6 +18,8 @@ use retryscope_http::__private::shape;
 use retryscope_http::__private::{CallConfig, Client};
 use retryscope_http::{ClientSettings, LastAnswer, RetryOptions};
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// Retries requests of an existing reqwest client, correctly and visibly.
@@ -183,9 +185,31 @@ impl fmt::Debug for RetryMiddleware {
     }
 }
 
-#[async_trait::async_trait]
+// What `#[async_trait]` would write, but for how the future gets into its box:
+// `Box::pin(future)` makes the future on the stack and then copies the whole
+// of it into the box; a box allocated first is written in place.
 impl Middleware for RetryMiddleware {
-    async fn handle(
+    fn handle<'s, 'e, 'n, 'f>(
+        &'s self,
+        request: Request,
+        extensions: &'e mut Extensions,
+        next: Next<'n>,
+    ) -> Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'f>>
+    where
+        's: 'f,
+        'e: 'f,
+        'n: 'f,
+        Self: 'f,
+    {
+        let future = Box::write(Box::new_uninit(), self.call(request, extensions, next));
+        Box::into_pin(future)
+    }
+}
+
+impl RetryMiddleware {
+    /// One call: the recipe every integration runs (`Drive`), with reqwest's
+    /// request, attempts, spans and answer.
+    async fn call(
         &self,
         mut request: Request,
         extensions: &mut Extensions,
@@ -243,9 +267,7 @@ impl Middleware for RetryMiddleware {
         ending.settle(answer.is_ok());
         answer
     }
-}
 
-impl RetryMiddleware {
     /// A configured client's settings for a call to `url`, from the snapshot
     /// in force now, and its dependency's guards in the file; else the
     /// builder's per-host guards. (`Url::port` is `None` for the scheme's
