@@ -7,7 +7,8 @@
 //! the real atomics and the real per-thread lanes.
 
 use retryscope::RetryBudget;
-use retryscope::breaker::{BreakerState, CircuitBreaker};
+use retryscope::CircuitBreaker;
+use retryscope::breaker::BreakerState;
 use retryscope::budget::Budget;
 use retryscope::clock::ManualClock;
 use std::sync::Barrier;

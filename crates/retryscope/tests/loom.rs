@@ -23,7 +23,8 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
-use retryscope::breaker::{BreakerPermit, BreakerState, CircuitBreaker};
+use retryscope::CircuitBreaker;
+use retryscope::breaker::{BreakerPermit, BreakerState};
 use retryscope::budget::Budget;
 use retryscope::budget::{BudgetShare, SharedBudget};
 use retryscope::clock::Clock;

@@ -6,7 +6,7 @@ use super::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_
 use super::builder::DependenciesBuilder;
 use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 use super::value::Dependency;
-use crate::breaker::CircuitBreaker;
+use crate::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
 use crate::guard::{Chained, Gauge, Guard, SharedGuard};

@@ -4,7 +4,7 @@
 //! [`Hedge::dependency`](crate::hedge::Hedge::dependency)).
 
 use crate::RetryBudget;
-use crate::breaker::CircuitBreaker;
+use crate::CircuitBreaker;
 use crate::budget::Budget;
 use crate::guard::{Chained, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
