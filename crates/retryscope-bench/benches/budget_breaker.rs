@@ -85,8 +85,8 @@ fn guards(c: &mut Criterion) {
         .build()
         .expect("a valid budget");
     let tps_budget = TpsBudget::new(Duration::from_secs(1), MAX_MIN_PER_SECOND, 1.0);
-    let bucket = TokenBucket::new();
-    let breaker = CircuitBreaker::new();
+    let bucket = TokenBucket::default();
+    let breaker = CircuitBreaker::default();
 
     let retry_budget = || {
         budget.request_started();

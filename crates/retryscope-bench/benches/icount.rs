@@ -184,8 +184,8 @@ thread_local! {
         .ratio(1.0)
         .build()
         .unwrap_or_default();
-    static BUCKET: TokenBucket = TokenBucket::new();
-    static BREAKER: CircuitBreaker = CircuitBreaker::new();
+    static BUCKET: TokenBucket = TokenBucket::default();
+    static BREAKER: CircuitBreaker = CircuitBreaker::default();
     // A service holds one hedging policy per dependency and clones it per call.
     static HEDGE_FIXED: retryscope::hedge::HedgePolicy = retryscope::hedge::HedgePolicy::builder()
         .delay(retryscope::hedge::HedgeDelay::Fixed(std::time::Duration::from_millis(50)))

@@ -26,7 +26,7 @@
 //! }
 //!
 //! // One per dependency, shared by every call: its name and its guards.
-//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::new());
+//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::default());
 //! let mut attempt = 0;
 //! let body = (|| { attempt += 1; fetch(attempt) })
 //!     .retry(Policy::interactive())

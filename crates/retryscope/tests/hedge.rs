@@ -457,7 +457,7 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
         .delay(HedgeDelay::percentile(0.5).window(ms(100)).min_samples(5))
         .build()
         .expect("valid policy");
-    let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::new()));
+    let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::default()));
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let (policy, inventory) = (policy.clone(), Arc::clone(&inventory));

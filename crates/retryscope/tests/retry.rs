@@ -590,7 +590,7 @@ async fn an_owned_setup_is_static_and_shares_its_guards() {
 
     let bucket = TokenBucket::builder().max_tokens(10).build().expect("valid");
     let inventory = Arc::new(
-        Dependency::new("inventory").with_budget(bucket.clone()).with_breaker(CircuitBreaker::new()),
+        Dependency::new("inventory").with_budget(bucket.clone()).with_breaker(CircuitBreaker::default()),
     );
     let mut calls = 0;
     let op = move || {

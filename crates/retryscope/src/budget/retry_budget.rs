@@ -188,13 +188,6 @@ impl BudgetSettings {
 }
 
 impl RetryBudget {
-    /// The default budget (10 % of requests, 10 retries per second, 10 s window)
-    /// on tokio's clock.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::assemble(BudgetSettings::default(), GuardClock::default())
-    }
-
     /// A builder starting from the defaults.
     #[must_use]
     pub fn builder() -> RetryBudgetBuilder {
@@ -369,8 +362,10 @@ impl DepositsSeen {
 }
 
 impl Default for RetryBudget {
+    /// The default budget (10 % of requests, 10 retries per second, 10 s window)
+    /// on tokio's clock.
     fn default() -> Self {
-        Self::new()
+        Self::assemble(BudgetSettings::default(), GuardClock::default())
     }
 }
 

@@ -419,7 +419,7 @@ fn the_share_sets_the_floor_and_a_fallback_restores_it() {
 #[test]
 fn a_throttle_without_a_floor_is_not_shared() {
     let fleet: Arc<dyn BudgetShare> = Arc::new(Fleet::default());
-    assert!(!TokenBucket::new().share_floor(fleet.clone(), "api"));
+    assert!(!TokenBucket::default().share_floor(fleet.clone(), "api"));
     assert!(!RetryQuota::aws_2026().share_floor(fleet.clone(), "api"));
-    assert!(RetryBudget::new().share_floor(fleet, "api"));
+    assert!(RetryBudget::default().share_floor(fleet, "api"));
 }

@@ -53,12 +53,6 @@ struct BucketInner {
 }
 
 impl TokenBucket {
-    /// A bucket of 100 tokens refilled 0.1 per success.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::assemble(100, 100)
-    }
-
     /// A builder starting from the defaults (100 tokens, ratio 0.1).
     #[must_use]
     pub fn builder() -> TokenBucketBuilder {
@@ -89,8 +83,9 @@ impl TokenBucket {
 }
 
 impl Default for TokenBucket {
+    /// A bucket of 100 tokens refilled 0.1 per success.
     fn default() -> Self {
-        Self::new()
+        Self::assemble(100, 100)
     }
 }
 

@@ -175,13 +175,6 @@ impl Settings {
 }
 
 impl CircuitBreaker {
-    /// A breaker with the defaults (failure ratio 0.5 over at least 20 calls in
-    /// 10 s, 5 s cool-down, 3 probes presumed lost after 30 s) on tokio's clock.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::assemble(Settings::default(), GuardClock::default())
-    }
-
     /// A builder starting from the defaults.
     #[must_use]
     pub fn builder() -> CircuitBreakerBuilder {
@@ -438,8 +431,10 @@ impl Inner {
 }
 
 impl Default for CircuitBreaker {
+    /// A breaker with the defaults (failure ratio 0.5 over at least 20 calls in
+    /// 10 s, 5 s cool-down, 3 probes presumed lost after 30 s) on tokio's clock.
     fn default() -> Self {
-        Self::new()
+        Self::assemble(Settings::default(), GuardClock::default())
     }
 }
 

@@ -53,8 +53,8 @@ pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 /// use retryscope::dependency::Dependencies;
 ///
 /// let guards = Dependencies::builder()
-///     .budget(RetryBudget::new)
-///     .breaker(CircuitBreaker::new)
+///     .budget(RetryBudget::default)
+///     .breaker(CircuitBreaker::default)
 ///     .build();
 /// let payments = guards.get("payments:8443");
 /// assert_eq!(payments.name(), "payments:8443");
@@ -170,7 +170,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// use retryscope::RetryBudget;
     /// use retryscope::dependency::Dependencies;
     ///
-    /// let guards = Dependencies::builder().budget(RetryBudget::new).build();
+    /// let guards = Dependencies::builder().budget(RetryBudget::default).build();
     /// let server = guards.for_server("127.0.0.1", Some(8080), Some(80));
     /// assert_eq!(server.name(), "127.0.0.1:8080");
     /// assert!(std::sync::Arc::ptr_eq(&server, &guards.get("127.0.0.1:8080")));

@@ -29,8 +29,8 @@ use std::sync::Arc;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let inventory = Dependency::new("inventory")
-///     .with_budget(RetryBudget::new())
-///     .with_breaker(CircuitBreaker::new());
+///     .with_budget(RetryBudget::default())
+///     .with_breaker(CircuitBreaker::default());
 /// let stock = (|| async { Ok::<_, std::io::Error>(7) })
 ///     .retry(Policy::interactive())
 ///     .dependency(&inventory)
