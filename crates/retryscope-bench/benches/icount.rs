@@ -17,7 +17,7 @@
 mod contenders;
 
 use contenders::*;
-use retryscope::budget::Budget;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::dependency::Dependency;
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
@@ -259,12 +259,12 @@ trait RetryCheck {
 impl<T: Budget> RetryCheck for T {
     fn request_started_and_retry(&self) -> bool {
         self.request_started();
-        self.try_acquire_retry()
+        self.try_acquire_retry(RetryCause::Transient)
     }
 
     fn success_and_retry(&self) -> bool {
         self.attempt_finished(true);
-        self.try_acquire_retry()
+        self.try_acquire_retry(RetryCause::Transient)
     }
 }
 

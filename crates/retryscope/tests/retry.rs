@@ -725,7 +725,7 @@ impl retryscope::budget::Budget for HeardThrottle {
         self.hear(if success { "success" } else { "failure" });
     }
 
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: retryscope::budget::RetryCause) -> bool {
         self.hear("retry?");
         true
     }
