@@ -397,7 +397,9 @@ impl<T: Budget + 'static> Slot<T> {
         let breaker: Option<Factory<CircuitBreaker>> = match (sets.breaker, settings.breaker()) {
             (false, _) => code.breaker.clone(),
             (true, None) => None,
-            (true, Some(b)) => Some(Arc::new(move || b.build().unwrap_or_else(|_| CircuitBreaker::default()))),
+            (true, Some(b)) => {
+                Some(Arc::new(move || b.build().unwrap_or_else(|_| CircuitBreaker::default())))
+            }
         };
         let pacer: Option<Factory<Pacer>> = match (sets.pacer, settings.pacer()) {
             (false, _) => code.pacer.clone(),

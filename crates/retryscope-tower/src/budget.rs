@@ -1,7 +1,7 @@
 //! A dependency's retry budget: the default ratio budget, or gRPC's token bucket.
 
-use retryscope::budget::{Budget, RetryCause};
 use retryscope::budget::BudgetShare;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::{RetryBudget, TokenBucket};
 use std::sync::Arc;
 

@@ -126,8 +126,8 @@ mod verdict;
 mod wait;
 mod window;
 
-pub use circuit::CircuitBreaker;
 pub use budget::{retry_budget::RetryBudget, token_bucket::TokenBucket};
+pub use circuit::CircuitBreaker;
 pub use classify::transient::Transient;
 pub use error::RetryError;
 pub use future::RetryFuture;

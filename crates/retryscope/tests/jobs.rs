@@ -33,12 +33,14 @@ fn each_failure_is_requeued_with_the_next_delay() {
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let mut rng = JitterRng::seeded(0);
     let delays: Vec<_> = (1..=4)
-        .map(|attempt| match JobPolicy::from(policy()).schedule(&failure(attempt, None, 0, now), now, &mut rng) {
-            Schedule::RetryAt { at, delay, source } => {
-                assert_eq!((at, source), (now + delay, DelaySource::Policy));
-                delay.as_secs()
+        .map(|attempt| {
+            match JobPolicy::from(policy()).schedule(&failure(attempt, None, 0, now), now, &mut rng) {
+                Schedule::RetryAt { at, delay, source } => {
+                    assert_eq!((at, source), (now + delay, DelaySource::Policy));
+                    delay.as_secs()
+                }
+                Schedule::DeadLetter(reason) => panic!("attempt {attempt}: {reason}"),
             }
-            Schedule::DeadLetter(reason) => panic!("attempt {attempt}: {reason}"),
         })
         .collect();
     assert_eq!(delays, [1, 2, 4, 8]);
@@ -54,7 +56,8 @@ fn the_last_attempt_goes_to_the_dead_letter_queue() {
 #[test]
 fn an_old_job_past_its_deadline_is_dead() {
     let now = SystemTime::now();
-    let s = JobPolicy::from(policy()).schedule(&failure(2, Some(1), 599, now), now, &mut JitterRng::seeded(0));
+    let s =
+        JobPolicy::from(policy()).schedule(&failure(2, Some(1), 599, now), now, &mut JitterRng::seeded(0));
     assert_eq!(s, Schedule::DeadLetter(StopReason::DeadlineExceeded));
 }
 
@@ -74,7 +77,10 @@ fn a_server_hint_sets_the_run_at_time() {
 fn a_clock_that_stepped_back_is_not_a_panic() {
     let now = SystemTime::now();
     let job = JobFailure { first_attempt_at: now + Duration::from_secs(3_600), ..failure(1, None, 0, now) };
-    assert!(matches!(JobPolicy::from(policy()).schedule(&job, now, &mut JitterRng::seeded(0)), Schedule::RetryAt { .. }));
+    assert!(matches!(
+        JobPolicy::from(policy()).schedule(&job, now, &mut JitterRng::seeded(0)),
+        Schedule::RetryAt { .. }
+    ));
 }
 
 const HOUR: Duration = Duration::from_secs(60 * 60);

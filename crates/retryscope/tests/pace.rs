@@ -74,7 +74,10 @@ async fn a_hold_that_leaves_exactly_the_send_time_is_held_and_a_nanosecond_longe
                 Policy::builder().max_attempts(1).deadline(deadline).build().expect("a valid policy");
             let pacer = Pacer::new();
             let dependency = Dependency::new("test").with_pacer(pacer.clone());
-            pacer.learn(&PaceSignal { quota: Some(Quota { remaining: 1, reset: wait, policy: None }), ..PaceSignal::none() });
+            pacer.learn(&PaceSignal {
+                quota: Some(Quota { remaining: 1, reset: wait, policy: None }),
+                ..PaceSignal::none()
+            });
             let sent = AtomicU32::new(0);
             let call = || async {
                 sent.fetch_add(1, Ordering::Relaxed);

@@ -3,8 +3,8 @@
 //! ([`Retry::dependency`](crate::Retry::dependency),
 //! [`Hedge::dependency`](crate::hedge::Hedge::dependency)).
 
-use crate::RetryBudget;
 use crate::CircuitBreaker;
+use crate::RetryBudget;
 use crate::budget::Budget;
 use crate::guard::{Chained, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;

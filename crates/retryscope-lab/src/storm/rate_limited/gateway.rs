@@ -310,7 +310,10 @@ mod tests {
         assert_eq!(ok.headers()[X_RATELIMIT_RESET], "0.400");
         assert!(ok.headers().get(RATELIMIT).is_none());
         let quota = retryscope::hints::quota(ok.headers(), std::time::SystemTime::now());
-        assert_eq!(quota, Some(retryscope::pace::Quota { remaining: 17, reset: Duration::from_millis(400), policy: None }));
+        assert_eq!(
+            quota,
+            Some(retryscope::pace::Quota { remaining: 17, reset: Duration::from_millis(400), policy: None })
+        );
         let refused = report.respond(Decision { allowed: false, left: 0, to_reset: secs(0.4) });
         assert_eq!(refused.headers()[RETRY_AFTER], "1");
     }
