@@ -35,7 +35,7 @@
 //! `scripts/bench.sh` runs this and prints the 2-thread / 1-thread table.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use retryscope::budget::Budget;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::clock::{Clock as _, SystemClock};
 use retryscope::{CircuitBreaker, RetryBudget, TokenBucket};
 use std::hint::black_box;
@@ -85,12 +85,12 @@ fn guards(c: &mut Criterion) {
         .build()
         .expect("a valid budget");
     let tps_budget = TpsBudget::new(Duration::from_secs(1), MAX_MIN_PER_SECOND, 1.0);
-    let bucket = TokenBucket::new();
-    let breaker = CircuitBreaker::new();
+    let bucket = TokenBucket::default();
+    let breaker = CircuitBreaker::default();
 
     let retry_budget = || {
         budget.request_started();
-        budget.try_acquire_retry()
+        budget.try_acquire_retry(RetryCause::Transient)
     };
     let retry_budget_request = || {
         budget.request_started();
@@ -102,7 +102,7 @@ fn guards(c: &mut Criterion) {
     };
     let token_bucket = || {
         bucket.attempt_finished(true);
-        bucket.try_acquire_retry()
+        bucket.try_acquire_retry(RetryCause::Transient)
     };
     let circuit_breaker = || match breaker.try_acquire() {
         Ok(permit) => {

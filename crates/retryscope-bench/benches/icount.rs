@@ -17,7 +17,7 @@
 mod contenders;
 
 use contenders::*;
-use retryscope::budget::Budget;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::dependency::Dependency;
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
@@ -184,8 +184,8 @@ thread_local! {
         .ratio(1.0)
         .build()
         .unwrap_or_default();
-    static BUCKET: TokenBucket = TokenBucket::new();
-    static BREAKER: CircuitBreaker = CircuitBreaker::new();
+    static BUCKET: TokenBucket = TokenBucket::default();
+    static BREAKER: CircuitBreaker = CircuitBreaker::default();
     // A service holds one hedging policy per dependency and clones it per call.
     static HEDGE_FIXED: retryscope::hedge::HedgePolicy = retryscope::hedge::HedgePolicy::builder()
         .delay(retryscope::hedge::HedgeDelay::Fixed(std::time::Duration::from_millis(50)))
@@ -259,12 +259,12 @@ trait RetryCheck {
 impl<T: Budget> RetryCheck for T {
     fn request_started_and_retry(&self) -> bool {
         self.request_started();
-        self.try_acquire_retry()
+        self.try_acquire_retry(RetryCause::Transient)
     }
 
     fn success_and_retry(&self) -> bool {
         self.attempt_finished(true);
-        self.try_acquire_retry()
+        self.try_acquire_retry(RetryCause::Transient)
     }
 }
 

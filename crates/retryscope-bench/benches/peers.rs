@@ -81,7 +81,7 @@ fn contenders(c: &mut Criterion, group: &str, failures: u32) {
         });
         // One budget shared by every call, as a service keeps one per dependency.
         let budgeted =
-            retryscope::dependency::Dependency::new("bench").with_budget(retryscope::RetryBudget::new());
+            retryscope::dependency::Dependency::new("bench").with_budget(retryscope::RetryBudget::default());
         g.bench_function("retryscope_budget", |b| {
             b.to_async(&rt).iter(|| async {
                 let flaky = Flaky::new(failures);

@@ -101,7 +101,7 @@ fn policy() -> Policy {
 async fn a_guard_that_holds_spaces_the_sends_beside_the_breaker_the_limit_and_the_budget() {
     for integration in BOTH {
         let spacing = Arc::new(Spacing::default());
-        let breaker = CircuitBreaker::new();
+        let breaker = CircuitBreaker::default();
         let limiter = ConcurrencyLimiter::new(Aimd::default());
         let arrivals = Arc::new(Mutex::new(Vec::new()));
         let url = flaky(Arc::clone(&arrivals)).await;

@@ -123,8 +123,7 @@ async fn converge(
     let limiter = seen.lock().expect("not poisoned").clone().expect("the dependency got a limiter");
     let (limit, course) = sampler.await.expect("the sampler ran");
     eprintln!(
-        "{integration:?} {}: mean limit {limit:.1} over the last half, {workers} workers; {ok} served, {limited} refused locally; every 500 ms: {course:?}",
-        limiter.algorithm().as_str()
+        "{integration:?} {limiter:?}: mean limit {limit:.1} over the last half, {workers} workers; {ok} served, {limited} refused locally; every 500 ms: {course:?}"
     );
     assert!(ok > 0 && limited > 0, "{integration:?}: {ok} served, {limited} refused");
     assert_eq!(limiter.in_flight(), 0, "{integration:?}: every slot given back");

@@ -466,9 +466,9 @@ async fn dropping_the_client_frees_its_guards_and_ends_its_gauges() {
             .meter(&t)
             .budget_per_dependency(move || {
                 let _keep = &captured;
-                RetryBudget::new()
+                RetryBudget::default()
             })
-            .breaker_per_dependency(CircuitBreaker::new);
+            .breaker_per_dependency(CircuitBreaker::default);
         let client = integration.client(setup);
         client.send(Call::get(server.url("/"))).await.expect("response");
 

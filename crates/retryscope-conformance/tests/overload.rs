@@ -29,8 +29,11 @@ async fn a_dead_dependency_gets_at_most_one_kth_of_the_requests_and_the_rest_are
             // No breaker, so that only the throttle stands between the
             // calls and the dead server.
             let setup = Setup::new(once()).no_breaker();
-            let setup =
-                if throttled { setup.adaptive_throttle_per_dependency(AdaptiveThrottle::new) } else { setup };
+            let setup = if throttled {
+                setup.adaptive_throttle_per_dependency(AdaptiveThrottle::default)
+            } else {
+                setup
+            };
             let client = integration.client(setup);
             let url = server.url("/api");
             let (mut rejected, mut failed) = (0, 0);
@@ -62,8 +65,8 @@ async fn a_dead_dependency_gets_at_most_one_kth_of_the_requests_and_the_rest_are
 async fn a_healthy_dependency_is_never_throttled() {
     for integration in BOTH {
         let server = Server::start().await;
-        let client =
-            integration.client(Setup::new(once()).adaptive_throttle_per_dependency(AdaptiveThrottle::new));
+        let client = integration
+            .client(Setup::new(once()).adaptive_throttle_per_dependency(AdaptiveThrottle::default));
         let url = server.url("/api");
         for _ in 0..200 {
             assert_eq!(client.get(&url).await, Answer::Status(200), "{integration:?}");

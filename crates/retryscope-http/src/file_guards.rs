@@ -391,13 +391,15 @@ impl<T: Budget + 'static> Slot<T> {
             (true, Some(b)) => {
                 let wrap = code.wrap;
                 // Checked when the file loaded: it cannot fail here.
-                Some(Arc::new(move || wrap(b.build().unwrap_or_else(|_| RetryBudget::new()))))
+                Some(Arc::new(move || wrap(b.build().unwrap_or_else(|_| RetryBudget::default()))))
             }
         };
         let breaker: Option<Factory<CircuitBreaker>> = match (sets.breaker, settings.breaker()) {
             (false, _) => code.breaker.clone(),
             (true, None) => None,
-            (true, Some(b)) => Some(Arc::new(move || b.build().unwrap_or_else(|_| CircuitBreaker::new()))),
+            (true, Some(b)) => {
+                Some(Arc::new(move || b.build().unwrap_or_else(|_| CircuitBreaker::default())))
+            }
         };
         let pacer: Option<Factory<Pacer>> = match (sets.pacer, settings.pacer()) {
             (false, _) => code.pacer.clone(),

@@ -91,7 +91,7 @@ pub trait WithClientSettings: HasClientSettings {
     }
 
     /// Gives each dependency a circuit breaker made by `make` (default:
-    /// [`CircuitBreaker::new`](retryscope::CircuitBreaker::new): open at
+    /// [`CircuitBreaker::default`](retryscope::CircuitBreaker::default): open at
     /// 50 % failures over at least 20 calls in 10 s, 5 s cool-down).
     fn breaker_per_dependency(mut self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
         self.client_settings_mut().breaker = Some(Arc::new(make));
@@ -162,7 +162,7 @@ pub trait WithClientSettings: HasClientSettings {
     }
 
     /// Gives each dependency a client-side adaptive throttle made by
-    /// `make` (the SRE book's, [`AdaptiveThrottle::new`](retryscope::overload::AdaptiveThrottle::new):
+    /// `make` (the SRE book's, [`AdaptiveThrottle::default`](retryscope::overload::AdaptiveThrottle::default):
     /// `K` = 2 over two minutes): an attempt is rejected locally, never
     /// sent, with a probability that grows as the dependency accepts
     /// fewer of the client's requests (see
@@ -401,7 +401,7 @@ pub trait WithHttpSettings: HasHttpSettings {
     }
 
     /// Gives each dependency a budget made by `make` (default:
-    /// [`RetryBudget::new`](retryscope::RetryBudget::new)).
+    /// [`RetryBudget::default`](retryscope::RetryBudget::default)).
     fn budget_per_dependency(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
         self.client_settings_mut().budget = Some(Arc::new(make));
         self

@@ -1,5 +1,5 @@
 //! Job retries on a real broker: workers that requeue a failed job with a
-//! run-at from [`Policy::schedule`](retryscope::Policy::schedule), dead-letter
+//! run-at from [`JobPolicy::schedule`](retryscope::jobs::JobPolicy::schedule), dead-letter
 //! what cannot succeed, never run a keyed job again once its handler
 //! succeeded nor one of its attempts again once that attempt's handler
 //! returned (a failed attempt delivered again beside its retry is dropped:

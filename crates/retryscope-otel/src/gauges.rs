@@ -162,7 +162,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
 /// use retryscope::dependency::Dependencies;
 /// use retryscope::{CircuitBreaker, RetryBudget};
 ///
-/// let guards = Dependencies::builder().budget(RetryBudget::new).breaker(CircuitBreaker::new).build();
+/// let guards = Dependencies::builder().budget(RetryBudget::default).breaker(CircuitBreaker::default).build();
 /// retryscope_otel::publish_dependency_gauges(&opentelemetry::global::meter("my-client"), &guards);
 /// ```
 pub fn publish_dependency_gauges<T: Budget + Send + Sync + 'static>(

@@ -561,7 +561,7 @@ async fn integrations_can_shape_attempt_spans() {
 fn gauges_report_breaker_state_and_budget() {
     let t = Telemetry::new();
     let meter = opentelemetry::metrics::MeterProvider::meter(&t.meter_provider, "gauges");
-    let breaker = CircuitBreaker::new();
+    let breaker = CircuitBreaker::default();
     let state = breaker.clone();
     let _breaker_gauge =
         retryscope_otel::register_breaker_gauge(&meter, "db", move || state.state().as_gauge());

@@ -80,7 +80,10 @@ fn the_scrape_has_the_contract_series() {
     retryscope_otel::publish_dependency_gauges(&meter, &guards);
     let paced = guards.get("api");
     let pacer = paced.pacer().expect("a pacer per dependency");
-    pacer.learn(&PaceSignal { quota: Some(Quota::new(2, Duration::from_secs(4))), ..PaceSignal::none() });
+    pacer.learn(&PaceSignal {
+        quota: Some(Quota { remaining: 2, reset: Duration::from_secs(4), policy: None }),
+        ..PaceSignal::none()
+    });
     for _ in 0..2 {
         let sent = (|| Ok::<(), u16>(()))
             .retry(policy)

@@ -265,7 +265,10 @@ async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
     use retryscope::pace::{PaceSignal, Quota};
     let service = Service::start();
     let pacer = retryscope::Pacer::new();
-    pacer.learn(&PaceSignal { quota: Some(Quota::new(0, Duration::from_secs(2))), ..PaceSignal::none() });
+    pacer.learn(&PaceSignal {
+        quota: Some(Quota { remaining: 0, reset: Duration::from_secs(2), policy: None }),
+        ..PaceSignal::none()
+    });
     let ok = (|| async { Ok::<_, std::io::Error>(()) })
         .retry(policy(2))
         .dependency(&Dependency::new("quota").with_pacer(pacer.clone()))
@@ -291,7 +294,10 @@ async fn a_held_call_is_logged_and_a_refused_one_gives_up_rate_limited() {
         .expect("the caller's span");
     assert!(caller.events.iter().any(|e| e.name == names::HELD_EVENT), "{:?}", caller.events);
 
-    pacer.learn(&PaceSignal { quota: Some(Quota::new(0, Duration::from_secs(60))), ..PaceSignal::none() });
+    pacer.learn(&PaceSignal {
+        quota: Some(Quota { remaining: 0, reset: Duration::from_secs(60), policy: None }),
+        ..PaceSignal::none()
+    });
     let short = Policy::builder().max_attempts(2).deadline(Duration::from_secs(1)).build().expect("policy");
     let refused = (|| async { Ok::<_, std::io::Error>(()) })
         .retry(short)

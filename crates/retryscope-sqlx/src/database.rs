@@ -81,8 +81,8 @@ impl Database {
             dependency: None,
             meter: MeterChoice::Global,
             retry_log: true,
-            budget: Some(Arc::new(RetryBudget::new)),
-            breaker: Some(Arc::new(CircuitBreaker::new)),
+            budget: Some(Arc::new(RetryBudget::default)),
+            breaker: Some(Arc::new(CircuitBreaker::default)),
             config: None,
             telemetry: PhantomData,
         }
@@ -189,7 +189,7 @@ impl<T> DatabaseBuilder<T> {
     }
 
     /// Gives the dependency — the database, one for the pool — a retry budget
-    /// made by `make` (default: [`RetryBudget::new`]); the same setting as
+    /// made by `make` (default: [`RetryBudget::default`]); the same setting as
     /// the HTTP integrations' `budget_per_dependency`.
     pub fn budget_per_dependency(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
         self.budget = Some(Arc::new(make));
@@ -203,7 +203,7 @@ impl<T> DatabaseBuilder<T> {
     }
 
     /// Gives the dependency — the database — a circuit breaker made by `make`
-    /// (default: [`CircuitBreaker::new`]). Conflicts (`40001`, `40P01`) are not
+    /// (default: [`CircuitBreaker::default`]). Conflicts (`40001`, `40P01`) are not
     /// counted as failures: a busy database that answers is not down.
     pub fn breaker_per_dependency(
         mut self,

@@ -1,7 +1,7 @@
 //! A dependency's retry budget: the default ratio budget, or gRPC's token bucket.
 
-use retryscope::budget::Budget;
 use retryscope::budget::BudgetShare;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::{RetryBudget, TokenBucket};
 use std::sync::Arc;
 
@@ -40,10 +40,10 @@ impl Budget for LayerBudget {
         }
     }
 
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, cause: RetryCause) -> bool {
         match self {
-            LayerBudget::Ratio(b) => b.try_acquire_retry(),
-            LayerBudget::Bucket(b) => b.try_acquire_retry(),
+            LayerBudget::Ratio(b) => b.try_acquire_retry(cause),
+            LayerBudget::Bucket(b) => b.try_acquire_retry(cause),
         }
     }
 

@@ -253,7 +253,7 @@ async fn a_breaker_is_there_only_when_asked_for_and_its_refusal_is_unavailable()
     let layer = RetryLayer::grpc(GrpcRetry::new(once))
         .origin(server.uri())
         .no_telemetry()
-        .breaker_per_dependency(CircuitBreaker::new)
+        .breaker_per_dependency(CircuitBreaker::default)
         .build();
     let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
     let mut refused = 0;

@@ -1,7 +1,7 @@
 //! gRPC service configs, as gRPC's own documentation writes them, load into the
 //! equivalent policy and bucket; malformed ones are refused, naming the field.
 
-use retryscope::budget::Budget;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::{Jitter, Policy};
 use retryscope_tower::grpc::GrpcRetry;
 use std::time::Duration;
@@ -50,11 +50,11 @@ fn grpcs_documented_config_loads_into_the_equivalent_policy() {
     for _ in 0..4 {
         bucket.attempt_finished(false);
     }
-    assert!(bucket.try_acquire_retry(), "6 tokens, more than half");
+    assert!(bucket.try_acquire_retry(RetryCause::Transient), "6 tokens, more than half");
     bucket.attempt_finished(false);
-    assert!(!bucket.try_acquire_retry(), "5 tokens, half: no retry");
+    assert!(!bucket.try_acquire_retry(RetryCause::Transient), "5 tokens, half: no retry");
     bucket.attempt_finished(true);
-    assert!(bucket.try_acquire_retry(), "5.1 tokens");
+    assert!(bucket.try_acquire_retry(RetryCause::Transient), "5.1 tokens");
 }
 
 #[test]

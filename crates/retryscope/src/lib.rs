@@ -26,7 +26,7 @@
 //! }
 //!
 //! // One per dependency, shared by every call: its name and its guards.
-//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::new());
+//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::default());
 //! let mut attempt = 0;
 //! let body = (|| { attempt += 1; fetch(attempt) })
 //!     .retry(Policy::interactive())
@@ -99,6 +99,7 @@
 mod blocking;
 pub mod breaker;
 pub mod budget;
+mod circuit;
 pub mod classify;
 pub mod clock;
 pub mod dependency;
@@ -125,9 +126,9 @@ mod verdict;
 mod wait;
 mod window;
 
-pub use breaker::CircuitBreaker;
 pub use budget::{retry_budget::RetryBudget, token_bucket::TokenBucket};
-pub use classify::Transient;
+pub use circuit::CircuitBreaker;
+pub use classify::transient::Transient;
 pub use error::RetryError;
 pub use future::RetryFuture;
 pub use outcome::{Outcome, StopReason};

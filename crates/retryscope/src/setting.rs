@@ -107,7 +107,7 @@ impl fmt::Display for SettingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (setting, value) = (self.setting, self.value);
         match self.of {
-            Of::Breaker => crate::breaker::describe(setting, value, f),
+            Of::Breaker => crate::circuit::describe(setting, value, f),
             Of::Budget => crate::budget::describe(setting, value, f),
             Of::Overload => crate::overload::describe(setting, value, f),
             Of::Hedge { min, max } => crate::hedge::describe(setting, value, min, max, f),

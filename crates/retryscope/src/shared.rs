@@ -37,7 +37,7 @@ use std::sync::Arc;
 /// assert_eq!(task.await.unwrap().unwrap(), 7);
 ///
 /// // With guards: the task owns the dependency, the call borrows it.
-/// let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::new()));
+/// let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::default()));
 /// let task = tokio::spawn(async move {
 ///     (|| async { Ok::<_, std::io::Error>(8) })
 ///         .retry(Policy::interactive())

@@ -60,7 +60,7 @@ fn a_deadline_and_a_budget_allocate_nothing_either() {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
     let _context = runtime.enter();
-    let db = Dependency::new("db").with_budget(RetryBudget::new());
+    let db = Dependency::new("db").with_budget(RetryBudget::default());
     let (allocations, output) = allocations_of(
         (|| async { Ok::<_, ()>(2) })
             .retry(Policy::interactive())
@@ -77,7 +77,7 @@ fn a_deadline_and_a_budget_allocate_nothing_either() {
 /// either.
 #[test]
 fn a_breaker_with_its_full_bookkeeping_allocates_nothing_either() {
-    let db = Dependency::new("db").with_breaker(retryscope::CircuitBreaker::new());
+    let db = Dependency::new("db").with_breaker(retryscope::CircuitBreaker::default());
     let policy = Policy::interactive().to_builder().no_deadline().build().expect("valid");
     let (allocations, output) = allocations_of(
         (|| async { Ok::<_, ()>(3) }).retry(policy).retry_any_error().dependency(&db).into_future(),
@@ -96,7 +96,7 @@ fn a_hedged_call_the_first_copy_answers_allocates_nothing() {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
     let _context = runtime.enter();
-    let db = Dependency::new("db").with_budget(RetryBudget::new());
+    let db = Dependency::new("db").with_budget(RetryBudget::default());
     for delay in [HedgeDelay::Fixed(std::time::Duration::from_millis(50)), HedgeDelay::percentile(0.95)] {
         let policy = HedgePolicy::builder().delay(delay).build().expect("valid");
         let (allocations, output) = allocations_of(

@@ -6,9 +6,10 @@
 //! the same invariants at full speed with more threads and many operations, on
 //! the real atomics and the real per-thread lanes.
 
+use retryscope::CircuitBreaker;
 use retryscope::RetryBudget;
-use retryscope::breaker::{BreakerState, CircuitBreaker};
-use retryscope::budget::Budget;
+use retryscope::breaker::BreakerState;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::clock::ManualClock;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,10 +61,11 @@ fn four_threads_on_a_frozen_clock_get_exactly_ratio_plus_floor() {
             for _ in 0..REQUESTS_PER_THREAD {
                 budget.request_started();
                 // Up to three retries per request, as an engine would ask.
-                granted += (0..3).take_while(|_| budget.try_acquire_retry()).count() as u64;
+                granted +=
+                    (0..3).take_while(|_| budget.try_acquire_retry(RetryCause::Transient)).count() as u64;
             }
             // Drain: whatever is left now belongs to whoever asks first.
-            while budget.try_acquire_retry() {
+            while budget.try_acquire_retry(RetryCause::Transient) {
                 granted += 1;
             }
             granted
@@ -84,7 +86,9 @@ fn four_threads_racing_for_a_fixed_pot_never_overdraw_it() {
             budget.request_started();
         }
         // 2,000 requests at 0.5: 1,000 tokens for 4 × 5,000 asks.
-        let granted = on_threads(|| (0..5_000).filter(|_| budget.try_acquire_retry()).count() as u64);
+        let granted = on_threads(|| {
+            (0..5_000).filter(|_| budget.try_acquire_retry(RetryCause::Transient)).count() as u64
+        });
         assert_eq!(granted, 1_000, "round {round}");
     }
 }

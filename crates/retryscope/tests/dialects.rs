@@ -28,7 +28,10 @@ fn openai_reports_requests_and_tokens_with_go_durations() {
         ("x-ratelimit-reset-requests", "1s"),
         ("x-ratelimit-reset-tokens", "6m0s"),
     ]);
-    assert_eq!(quota(&sample, SystemTime::now()), Some(Quota::new(59, Duration::from_secs(1))));
+    assert_eq!(
+        quota(&sample, SystemTime::now()),
+        Some(Quota { remaining: 59, reset: Duration::from_secs(1), policy: None })
+    );
 
     // A response recorded on the forum (2025-05-26), with millisecond resets.
     let recorded = headers(&[
@@ -39,7 +42,10 @@ fn openai_reports_requests_and_tokens_with_go_durations() {
         ("x-ratelimit-reset-requests", "12ms"),
         ("x-ratelimit-reset-tokens", "9ms"),
     ]);
-    assert_eq!(quota(&recorded, SystemTime::now()), Some(Quota::new(4999, Duration::from_millis(12))));
+    assert_eq!(
+        quota(&recorded, SystemTime::now()),
+        Some(Quota { remaining: 4999, reset: Duration::from_millis(12), policy: None })
+    );
 }
 
 #[test]
@@ -52,7 +58,10 @@ fn an_exhausted_token_quota_holds_every_request_until_its_reset() {
         ("x-ratelimit-remaining-tokens", "0"),
         ("x-ratelimit-reset-tokens", "6m0s"),
     ]);
-    assert_eq!(quota(&exhausted, SystemTime::now()), Some(Quota::new(0, Duration::from_secs(360))));
+    assert_eq!(
+        quota(&exhausted, SystemTime::now()),
+        Some(Quota { remaining: 0, reset: Duration::from_secs(360), policy: None })
+    );
 }
 
 #[test]
@@ -74,7 +83,10 @@ fn anthropic_reports_rfc3339_resets() {
     ]);
     // Two seconds before the requests' reset: 999 requests in 2 s.
     let before = at(1_755_780_057);
-    assert_eq!(quota(&recorded, before), Some(Quota::new(999, Duration::from_secs(2))));
+    assert_eq!(
+        quota(&recorded, before),
+        Some(Quota { remaining: 999, reset: Duration::from_secs(2), policy: None })
+    );
     // At the response's own Date the reset has passed: nothing to pace.
     assert_eq!(quota(&recorded, at(1_755_780_060)), None);
 
@@ -85,7 +97,10 @@ fn anthropic_reports_rfc3339_resets() {
         ("anthropic-ratelimit-output-tokens-remaining", "0"),
         ("anthropic-ratelimit-output-tokens-reset", "2025-08-21T12:41:00Z"),
     ]);
-    assert_eq!(quota(&spent, before), Some(Quota::new(0, Duration::from_secs(3))));
+    assert_eq!(
+        quota(&spent, before),
+        Some(Quota { remaining: 0, reset: Duration::from_secs(3), policy: None })
+    );
 }
 
 #[test]
@@ -99,7 +114,10 @@ fn github_reports_a_unix_reset_and_its_secondary_limits_answer_403_with_retry_af
         ("x-ratelimit-reset", "1372700873"),
         ("x-ratelimit-resource", "core"),
     ]);
-    assert_eq!(quota(&primary, at(1_372_700_860)), Some(Quota::new(56, Duration::from_secs(13))));
+    assert_eq!(
+        quota(&primary, at(1_372_700_860)),
+        Some(Quota { remaining: 56, reset: Duration::from_secs(13), policy: None })
+    );
 
     // A secondary rate limit: 403 with retry-after. The dependency is held.
     let secondary = headers(&[("retry-after", "60"), ("x-ratelimit-resource", "core")]);
@@ -147,5 +165,8 @@ fn malformed_dialect_values_are_ignored_and_the_other_headers_still_count() {
         ("x-ratelimit-remaining", "3"),
         ("x-ratelimit-reset", "30"),
     ]);
-    assert_eq!(quota(&mixed, now), Some(Quota::new(3, Duration::from_secs(30))));
+    assert_eq!(
+        quota(&mixed, now),
+        Some(Quota { remaining: 3, reset: Duration::from_secs(30), policy: None })
+    );
 }

@@ -144,7 +144,10 @@ impl OperationObserver for Holds {
 /// heard, and the copies it sent.
 async fn hedged_through_a_spent_pacer(budget: Option<RetryBudget>) -> (Vec<Held>, u32) {
     let pacer = Pacer::new();
-    pacer.learn(&PaceSignal { quota: Some(Quota::new(1, Duration::from_secs(10))), ..PaceSignal::none() });
+    pacer.learn(&PaceSignal {
+        quota: Some(Quota { remaining: 1, reset: Duration::from_secs(10), policy: None }),
+        ..PaceSignal::none()
+    });
     let mut dependency = Dependency::new("test").with_pacer(pacer);
     if let Some(budget) = budget {
         dependency = dependency.with_budget(budget);

@@ -457,7 +457,7 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
         .delay(HedgeDelay::percentile(0.5).window(ms(100)).min_samples(5))
         .build()
         .expect("valid policy");
-    let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::new()));
+    let inventory = Arc::new(Dependency::new("inventory").with_budget(RetryBudget::default()));
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let (policy, inventory) = (policy.clone(), Arc::clone(&inventory));
@@ -493,7 +493,10 @@ async fn many_spawned_callers_share_one_percentile_policy_and_budget() {
 /// A pacer that has spent its quota on one send: the next slot is 10 s away.
 fn pacer_with_one_slot_per_10s() -> Pacer {
     let pacer = Pacer::new();
-    pacer.learn(&PaceSignal { quota: Some(Quota::new(1, Duration::from_secs(10))), ..PaceSignal::none() });
+    pacer.learn(&PaceSignal {
+        quota: Some(Quota { remaining: 1, reset: Duration::from_secs(10), policy: None }),
+        ..PaceSignal::none()
+    });
     pacer
 }
 

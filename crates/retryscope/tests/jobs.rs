@@ -33,12 +33,14 @@ fn each_failure_is_requeued_with_the_next_delay() {
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let mut rng = JitterRng::seeded(0);
     let delays: Vec<_> = (1..=4)
-        .map(|attempt| match policy().schedule(&failure(attempt, None, 0, now), now, &mut rng) {
-            Schedule::RetryAt { at, delay, source } => {
-                assert_eq!((at, source), (now + delay, DelaySource::Policy));
-                delay.as_secs()
+        .map(|attempt| {
+            match JobPolicy::from(policy()).schedule(&failure(attempt, None, 0, now), now, &mut rng) {
+                Schedule::RetryAt { at, delay, source } => {
+                    assert_eq!((at, source), (now + delay, DelaySource::Policy));
+                    delay.as_secs()
+                }
+                Schedule::DeadLetter(reason) => panic!("attempt {attempt}: {reason}"),
             }
-            Schedule::DeadLetter(reason) => panic!("attempt {attempt}: {reason}"),
         })
         .collect();
     assert_eq!(delays, [1, 2, 4, 8]);
@@ -47,14 +49,15 @@ fn each_failure_is_requeued_with_the_next_delay() {
 #[test]
 fn the_last_attempt_goes_to_the_dead_letter_queue() {
     let now = SystemTime::now();
-    let s = policy().schedule(&failure(5, Some(8), 20, now), now, &mut JitterRng::seeded(0));
+    let s = JobPolicy::from(policy()).schedule(&failure(5, Some(8), 20, now), now, &mut JitterRng::seeded(0));
     assert_eq!(s, Schedule::DeadLetter(StopReason::AttemptsExhausted));
 }
 
 #[test]
 fn an_old_job_past_its_deadline_is_dead() {
     let now = SystemTime::now();
-    let s = policy().schedule(&failure(2, Some(1), 599, now), now, &mut JitterRng::seeded(0));
+    let s =
+        JobPolicy::from(policy()).schedule(&failure(2, Some(1), 599, now), now, &mut JitterRng::seeded(0));
     assert_eq!(s, Schedule::DeadLetter(StopReason::DeadlineExceeded));
 }
 
@@ -63,7 +66,7 @@ fn a_server_hint_sets_the_run_at_time() {
     let now = SystemTime::now();
     let job =
         JobFailure { hint: Some(Hint::retry_after(Duration::from_secs(30))), ..failure(1, None, 0, now) };
-    let s = policy().schedule(&job, now, &mut JitterRng::seeded(0));
+    let s = JobPolicy::from(policy()).schedule(&job, now, &mut JitterRng::seeded(0));
     // The hint is a floor with a spread of up to a fifth of it on top (6 s here).
     let Schedule::RetryAt { at, delay, source } = s else { panic!("not scheduled: {s:?}") };
     assert_eq!((at, source), (now + delay, DelaySource::RetryAfter));
@@ -74,7 +77,10 @@ fn a_server_hint_sets_the_run_at_time() {
 fn a_clock_that_stepped_back_is_not_a_panic() {
     let now = SystemTime::now();
     let job = JobFailure { first_attempt_at: now + Duration::from_secs(3_600), ..failure(1, None, 0, now) };
-    assert!(matches!(policy().schedule(&job, now, &mut JitterRng::seeded(0)), Schedule::RetryAt { .. }));
+    assert!(matches!(
+        JobPolicy::from(policy()).schedule(&job, now, &mut JitterRng::seeded(0)),
+        Schedule::RetryAt { .. }
+    ));
 }
 
 const HOUR: Duration = Duration::from_secs(60 * 60);
@@ -177,7 +183,7 @@ fn every_policy_is_a_job_policy_with_the_same_schedule() {
     assert_eq!(as_job.max_attempts(), policy().max_attempts());
     assert_eq!(
         as_job.schedule(&job, now, &mut JitterRng::seeded(3)),
-        policy().schedule(&job, now, &mut JitterRng::seeded(3))
+        JobPolicy::from(policy()).schedule(&job, now, &mut JitterRng::seeded(3))
     );
 }
 

@@ -23,8 +23,9 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::thread;
-use retryscope::breaker::{BreakerPermit, BreakerState, CircuitBreaker};
-use retryscope::budget::Budget;
+use retryscope::CircuitBreaker;
+use retryscope::breaker::{BreakerPermit, BreakerState};
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::budget::{BudgetShare, SharedBudget};
 use retryscope::clock::Clock;
 use retryscope::{RetryBudget, TokenBucket};
@@ -98,7 +99,7 @@ fn budget(clock: &ModelClock) -> RetryBudget {
 }
 
 fn retries(budget: &RetryBudget, tries: usize) -> usize {
-    (0..tries).filter(|_| budget.try_acquire_retry()).count()
+    (0..tries).filter(|_| budget.try_acquire_retry(RetryCause::Transient)).count()
 }
 
 /// Invariant: on a frozen clock the budget grants exactly `ratio · requests`

@@ -23,7 +23,7 @@ async fn a_call_whose_pacer_slot_leaves_no_time_before_its_deadline_is_refused_a
     // A quota whose spacing puts the next slot 0.4 ms before the deadline of a
     // call that asks now: it fits, by less than the timer's resolution.
     pacer.learn(&PaceSignal {
-        quota: Some(Quota::new(1, Duration::from_micros(999_600))),
+        quota: Some(Quota { remaining: 1, reset: Duration::from_micros(999_600), policy: None }),
         ..PaceSignal::none()
     });
     let sent = AtomicU32::new(0);
@@ -74,7 +74,10 @@ async fn a_hold_that_leaves_exactly_the_send_time_is_held_and_a_nanosecond_longe
                 Policy::builder().max_attempts(1).deadline(deadline).build().expect("a valid policy");
             let pacer = Pacer::new();
             let dependency = Dependency::new("test").with_pacer(pacer.clone());
-            pacer.learn(&PaceSignal { quota: Some(Quota::new(1, wait)), ..PaceSignal::none() });
+            pacer.learn(&PaceSignal {
+                quota: Some(Quota { remaining: 1, reset: wait, policy: None }),
+                ..PaceSignal::none()
+            });
             let sent = AtomicU32::new(0);
             let call = || async {
                 sent.fetch_add(1, Ordering::Relaxed);

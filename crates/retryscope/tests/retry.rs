@@ -590,7 +590,7 @@ async fn an_owned_setup_is_static_and_shares_its_guards() {
 
     let bucket = TokenBucket::builder().max_tokens(10).build().expect("valid");
     let inventory = Arc::new(
-        Dependency::new("inventory").with_budget(bucket.clone()).with_breaker(CircuitBreaker::new()),
+        Dependency::new("inventory").with_budget(bucket.clone()).with_breaker(CircuitBreaker::default()),
     );
     let mut calls = 0;
     let op = move || {
@@ -725,7 +725,7 @@ impl retryscope::budget::Budget for HeardThrottle {
         self.hear(if success { "success" } else { "failure" });
     }
 
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: retryscope::budget::RetryCause) -> bool {
         self.hear("retry?");
         true
     }

@@ -241,7 +241,7 @@ pub fn replay(o: &Observed, side: &Side, caller: Option<Duration>, seed: u64) ->
                 }
                 let cause = if throttled { RetryCause::Throttled } else { RetryCause::Transient };
                 if attempt >= side.policy.max_attempts()
-                    || budget.as_ref().is_some_and(|b| !b.try_acquire_retry_for(cause))
+                    || budget.as_ref().is_some_and(|b| !b.try_acquire_retry(cause))
                 {
                     c.over = true;
                     continue;

@@ -339,7 +339,7 @@ impl Run {
         }
         if ok {
             self.succeeded += 1;
-        } else if attempt < self.max_attempts && throttle.try_acquire_retry_for(RetryCause::Transient) {
+        } else if attempt < self.max_attempts && throttle.try_acquire_retry(RetryCause::Transient) {
             // Full jitter does not depend on the previous delay; the base stands in.
             let wait = self.policy.delay(u32::from(attempt - 1), BACKOFF_BASE, self.rng.jitter());
             let hop = self.hop();

@@ -8,7 +8,7 @@
 //! Token amounts are kept in thousandths so that deposits like 0.1 add up
 //! exactly.
 
-use retryscope::budget::Budget;
+use retryscope::budget::{Budget, RetryCause};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Thousandths of a token per token.
@@ -21,7 +21,7 @@ pub struct Unlimited;
 impl Budget for Unlimited {
     fn request_started(&self) {}
     fn attempt_finished(&self, _success: bool) {}
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: RetryCause) -> bool {
         true
     }
     fn available(&self) -> f64 {
@@ -69,7 +69,7 @@ impl Budget for AdaptiveBucket {
         self.tokens.store((t + self.deposit).min(self.capacity), Relaxed);
     }
     fn attempt_finished(&self, _success: bool) {}
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: RetryCause) -> bool {
         let t = self.tokens.load(Relaxed);
         let granted = t > MILLI;
         if granted {
@@ -116,12 +116,12 @@ impl Budget for FailureRatioBreaker {
             self.failures.fetch_add(1, Relaxed);
         }
     }
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: RetryCause) -> bool {
         // failures / first_tries <= threshold, in integers.
         self.failures.load(Relaxed) * MILLI <= self.threshold * self.first_tries.load(Relaxed)
     }
     fn available(&self) -> f64 {
-        if self.try_acquire_retry() { 1.0 } else { 0.0 }
+        if self.try_acquire_retry(RetryCause::Transient) { 1.0 } else { 0.0 }
     }
 }
 
@@ -133,10 +133,10 @@ mod tests {
     fn adaptive_bucket_needs_more_than_one_token() {
         let bucket = AdaptiveBucket::new();
         // 5 tokens: four retries leave exactly 1, which is not more than 1.
-        assert_eq!((0..10).filter(|_| bucket.try_acquire_retry()).count(), 4);
+        assert_eq!((0..10).filter(|_| bucket.try_acquire_retry(RetryCause::Transient)).count(), 4);
         (0..10).for_each(|_| bucket.request_started()); // 2 tokens
-        assert!(bucket.try_acquire_retry());
-        assert!(!bucket.try_acquire_retry());
+        assert!(bucket.try_acquire_retry(RetryCause::Transient));
+        assert!(!bucket.try_acquire_retry(RetryCause::Transient));
     }
 
     #[test]
@@ -144,8 +144,8 @@ mod tests {
         let breaker = FailureRatioBreaker::new();
         (0..10).for_each(|_| breaker.request_started());
         breaker.attempt_finished(false);
-        assert!(breaker.try_acquire_retry());
+        assert!(breaker.try_acquire_retry(RetryCause::Transient));
         breaker.attempt_finished(false);
-        assert!(!breaker.try_acquire_retry());
+        assert!(!breaker.try_acquire_retry(RetryCause::Transient));
     }
 }

@@ -91,7 +91,7 @@ impl StormPolicy {
             StormPolicy::Naive | StormPolicy::Backoff | StormPolicy::FullJitter => {
                 builder.no_budget().no_breaker()
             }
-            StormPolicy::Budget => builder.budget_per_dependency(RetryBudget::new).no_breaker(),
+            StormPolicy::Budget => builder.budget_per_dependency(RetryBudget::default).no_breaker(),
             StormPolicy::Throttled => {
                 // Checked once here, so the per-host factory below cannot fail.
                 throttle().build().map_err(|e| e.to_string())?;
@@ -109,7 +109,7 @@ impl StormPolicy {
                 // Checked once here, so the per-host factory below cannot fail.
                 breaker.clone().build().map_err(|e| e.to_string())?;
                 builder
-                    .budget_per_dependency(RetryBudget::new)
+                    .budget_per_dependency(RetryBudget::default)
                     .breaker_per_dependency(move || breaker.clone().build().unwrap_or_default())
                     .fallback("degraded", degraded)
                     .default_fallback("degraded")

@@ -145,7 +145,7 @@ pub struct Refuse;
 impl retryscope::budget::Budget for Refuse {
     fn request_started(&self) {}
     fn attempt_finished(&self, _: bool) {}
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: retryscope::budget::RetryCause) -> bool {
         false
     }
     fn available(&self) -> f64 {

@@ -20,22 +20,15 @@ pub trait Budget: Send + Sync {
     fn request_started(&self);
     /// An attempt finished; `success` is whether it succeeded.
     fn attempt_finished(&self, success: bool);
-    /// Asks for permission to retry; `true` consumes the permission.
-    fn try_acquire_retry(&self) -> bool;
+    /// Asks for permission to retry after a failure of `cause`; `true`
+    /// consumes the permission. A budget that prices retries by their cause
+    /// (the AWS retry quota) reads it; the others ignore it.
+    fn try_acquire_retry(&self, cause: RetryCause) -> bool;
     /// How many retries could start right now (for the `retryscope.budget.available`
     /// gauge).
     fn available(&self) -> f64;
 
-    /// Asks for permission to retry after a failure of `cause`; `true`
-    /// consumes it. What the engine calls: a throttle that prices retries by
-    /// their cause (the AWS retry quota) overrides it; the default asks
-    /// [`try_acquire_retry`](Self::try_acquire_retry), whatever the cause.
-    fn try_acquire_retry_for(&self, cause: RetryCause) -> bool {
-        let _ = cause;
-        self.try_acquire_retry()
-    }
-
-    /// A retry granted by [`try_acquire_retry_for`](Self::try_acquire_retry_for)
+    /// A retry granted by [`try_acquire_retry`](Self::try_acquire_retry)
     /// with `cause` finished; `success` is whether it succeeded. The engine
     /// calls it instead of [`attempt_finished`](Self::attempt_finished) for
     /// every attempt a grant paid for, so that a throttle can refund what that
@@ -71,14 +64,11 @@ impl<B: Budget + ?Sized> Budget for Arc<B> {
     fn attempt_finished(&self, success: bool) {
         (**self).attempt_finished(success);
     }
-    fn try_acquire_retry(&self) -> bool {
-        (**self).try_acquire_retry()
+    fn try_acquire_retry(&self, cause: RetryCause) -> bool {
+        (**self).try_acquire_retry(cause)
     }
     fn available(&self) -> f64 {
         (**self).available()
-    }
-    fn try_acquire_retry_for(&self, cause: RetryCause) -> bool {
-        (**self).try_acquire_retry_for(cause)
     }
     fn retry_finished(&self, cause: RetryCause, success: bool) {
         (**self).retry_finished(cause, success);
@@ -89,7 +79,7 @@ impl<B: Budget + ?Sized> Budget for Arc<B> {
 }
 
 /// Why a retry (or a hedge's further copy) is wanted: what a throttle that
-/// prices retries by their cause reads ([`Budget::try_acquire_retry_for`]).
+/// prices retries by their cause reads ([`Budget::try_acquire_retry`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RetryCause {

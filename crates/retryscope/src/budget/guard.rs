@@ -22,7 +22,7 @@ impl Guard for dyn Budget + '_ {
     fn admit(&self, attempt: Attempt) -> Admission<Option<RetryCause>> {
         match attempt.cause() {
             None => Admission::Go(None),
-            Some(cause) if self.try_acquire_retry_for(cause) => Admission::Go(Some(cause)),
+            Some(cause) if self.try_acquire_retry(cause) => Admission::Go(Some(cause)),
             Some(_) => Admission::Refuse(StopReason::BudgetExhausted),
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::share::{BudgetShare, SharedBudget};
 use super::{MAX_MIN_PER_SECOND, MAX_WINDOW, MILLI, MIN_WINDOW, to_milli};
-use crate::budget::Budget;
+use crate::budget::{Budget, RetryCause};
 use crate::clock::{Clock, GuardClock, Timeline};
 use crate::setting::SettingError;
 use crate::setting::SettingValue;
@@ -80,7 +80,7 @@ const COUNT: usize = 0;
 /// ```
 /// use retryscope::RetryBudget;
 /// use retryscope::clock::ManualClock;
-/// use retryscope::budget::Budget;
+/// use retryscope::budget::{Budget, RetryCause};
 /// use std::time::Duration;
 ///
 /// let budget = RetryBudget::builder()
@@ -93,9 +93,9 @@ const COUNT: usize = 0;
 ///     budget.request_started();
 /// }
 /// // Ten requests at 20 % pay for two retries.
-/// assert!(budget.try_acquire_retry());
-/// assert!(budget.try_acquire_retry());
-/// assert!(!budget.try_acquire_retry());
+/// assert!(budget.try_acquire_retry(RetryCause::Transient));
+/// assert!(budget.try_acquire_retry(RetryCause::Transient));
+/// assert!(!budget.try_acquire_retry(RetryCause::Transient));
 /// # Ok::<(), retryscope::SettingError>(())
 /// ```
 ///
@@ -188,13 +188,6 @@ impl BudgetSettings {
 }
 
 impl RetryBudget {
-    /// The default budget (10 % of requests, 10 retries per second, 10 s window)
-    /// on tokio's clock.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::assemble(BudgetSettings::default(), GuardClock::default())
-    }
-
     /// A builder starting from the defaults.
     #[must_use]
     pub fn builder() -> RetryBudgetBuilder {
@@ -369,8 +362,10 @@ impl DepositsSeen {
 }
 
 impl Default for RetryBudget {
+    /// The default budget (10 % of requests, 10 retries per second, 10 s window)
+    /// on tokio's clock.
     fn default() -> Self {
-        Self::new()
+        Self::assemble(BudgetSettings::default(), GuardClock::default())
     }
 }
 
@@ -402,7 +397,7 @@ impl Budget for RetryBudget {
     fn attempt_finished(&self, _success: bool) {}
 
     /// Withdraws one token if a whole token is available.
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: RetryCause) -> bool {
         self.withdraw()
     }
 

@@ -20,7 +20,7 @@ pub(crate) const MAX_QUOTA: u32 = 100_000;
 ///
 /// Unlike [`TokenBucket`](crate::TokenBucket), the price depends on why the
 /// retry is wanted, which the engine says through
-/// [`Budget::try_acquire_retry_for`]: so that a fleet that is merely being
+/// [`Budget::try_acquire_retry`]: so that a fleet that is merely being
 /// rate-limited keeps more of its retries than one whose dependency fails.
 ///
 /// Two presets: [`aws_standard`](Self::aws_standard), the standard mode as
@@ -36,8 +36,8 @@ pub(crate) const MAX_QUOTA: u32 = 100_000;
 /// use retryscope::budget::{Budget, RetryCause};
 ///
 /// let quota = RetryQuota::aws_2026();
-/// assert!(quota.try_acquire_retry_for(RetryCause::Transient)); // 500 - 14
-/// assert!(quota.try_acquire_retry_for(RetryCause::Throttled)); // - 5
+/// assert!(quota.try_acquire_retry(RetryCause::Transient)); // 500 - 14
+/// assert!(quota.try_acquire_retry(RetryCause::Throttled)); // - 5
 /// assert_eq!(quota.tokens(), 481);
 /// quota.retry_finished(RetryCause::Transient, true); // refunded: 495
 /// quota.retry_finished(RetryCause::Throttled, false); // a failure keeps the price
@@ -157,17 +157,13 @@ impl Budget for RetryQuota {
     }
 
     /// Priced as a transient failure's retry.
-    fn try_acquire_retry(&self) -> bool {
-        self.try_acquire_retry_for(RetryCause::Transient)
-    }
-
     /// How many retries at a transient failure's price the quota still pays for.
     fn available(&self) -> f64 {
         f64::from(self.tokens() / self.inner.prices.retry)
     }
 
     /// Takes the price of `cause`, if the quota holds that much.
-    fn try_acquire_retry_for(&self, cause: RetryCause) -> bool {
+    fn try_acquire_retry(&self, cause: RetryCause) -> bool {
         let price = u64::from(self.inner.prices.of(cause));
         self.inner.tokens.fetch_update(Ordering::AcqRel, Ordering::Acquire, |t| t.checked_sub(price)).is_ok()
     }
@@ -245,21 +241,21 @@ mod tests {
     fn the_2026_preset_prices_throttled_retries_below_others() {
         let quota = RetryQuota::aws_2026();
         // 500 / 14: 35 retries after failures, then 10 tokens left.
-        assert_eq!((0..40).filter(|_| quota.try_acquire_retry_for(RetryCause::Transient)).count(), 35);
+        assert_eq!((0..40).filter(|_| quota.try_acquire_retry(RetryCause::Transient)).count(), 35);
         assert_eq!(quota.tokens(), 10);
         // Two throttled retries still fit, at 5 each.
-        assert!(quota.try_acquire_retry_for(RetryCause::Throttled));
-        assert!(quota.try_acquire_retry_for(RetryCause::Throttled));
-        assert!(!quota.try_acquire_retry_for(RetryCause::Throttled));
+        assert!(quota.try_acquire_retry(RetryCause::Throttled));
+        assert!(quota.try_acquire_retry(RetryCause::Throttled));
+        assert!(!quota.try_acquire_retry(RetryCause::Throttled));
         assert_eq!(quota.available(), 0.0);
     }
 
     #[test]
     fn the_standard_preset_charges_timeouts_double() {
         let quota = RetryQuota::aws_standard();
-        assert!(quota.try_acquire_retry_for(RetryCause::Timeout));
+        assert!(quota.try_acquire_retry(RetryCause::Timeout));
         assert_eq!(quota.tokens(), 490);
-        assert!(quota.try_acquire_retry_for(RetryCause::Transient));
+        assert!(quota.try_acquire_retry(RetryCause::Transient));
         assert_eq!(quota.tokens(), 485);
         quota.retry_finished(RetryCause::Timeout, true);
         assert_eq!(quota.tokens(), 495);
@@ -270,7 +266,7 @@ mod tests {
         let quota = RetryQuota::aws_2026();
         quota.attempt_finished(true);
         assert_eq!(quota.tokens(), 500);
-        assert!(quota.try_acquire_retry());
+        assert!(quota.try_acquire_retry(RetryCause::Transient));
         quota.attempt_finished(false);
         assert_eq!(quota.tokens(), 486);
         (0..20).for_each(|_| quota.attempt_finished(true));

@@ -19,7 +19,7 @@ fn budget(clock: &ManualClock) -> RetryBudget {
 /// three retries were made. Returns the retries granted.
 fn failing_request(budget: &RetryBudget) -> u64 {
     budget.request_started();
-    (0..3).take_while(|_| budget.try_acquire_retry()).count() as u64
+    (0..3).take_while(|_| budget.try_acquire_retry(RetryCause::Transient)).count() as u64
 }
 
 #[test]
@@ -60,14 +60,14 @@ fn deposits_expire_after_the_window() {
     assert_eq!(b.available(), 5.0);
     clock.advance(Duration::from_millis(1));
     assert_eq!(b.available(), 0.0);
-    assert!(!b.try_acquire_retry());
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
 }
 
 #[test]
 fn withdrawals_expire_too() {
     let clock = ManualClock::new();
     let b = RetryBudget::builder().min_per_second(1).clock(clock.clone()).build().expect("valid");
-    let spent = (0..100).take_while(|_| b.try_acquire_retry()).count();
+    let spent = (0..100).take_while(|_| b.try_acquire_retry(RetryCause::Transient)).count();
     assert_eq!(spent, 10);
     clock.advance(Duration::from_secs(10));
     assert_eq!(b.available(), 10.0);
@@ -93,14 +93,14 @@ fn a_stale_sum_never_refuses_a_retry_the_lanes_can_pay() {
     let clock = ManualClock::new();
     let b = RetryBudget::builder().ratio(1.0).min_per_second(0).clock(clock).build().expect("valid");
     b.request_started();
-    assert!(b.try_acquire_retry(), "the first check sums the lanes");
-    assert!(!b.try_acquire_retry());
+    assert!(b.try_acquire_retry(RetryCause::Transient), "the first check sums the lanes");
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
     // Deposits after the remembered sum: the check falls back to the lanes.
     b.request_started();
     b.request_started();
-    assert!(b.try_acquire_retry());
-    assert!(b.try_acquire_retry());
-    assert!(!b.try_acquire_retry());
+    assert!(b.try_acquire_retry(RetryCause::Transient));
+    assert!(b.try_acquire_retry(RetryCause::Transient));
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
 }
 
 #[test]
@@ -111,10 +111,10 @@ fn a_sum_from_an_earlier_slot_is_not_trusted() {
         b.request_started();
     }
     // Remembers three tokens deposited in the first slot.
-    assert!(b.try_acquire_retry());
+    assert!(b.try_acquire_retry(RetryCause::Transient));
     clock.advance(Duration::from_secs(10));
     // They expired with their slot, and so did the retry.
-    assert!(!b.try_acquire_retry());
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
     assert_eq!(b.available(), 0.0);
 }
 
@@ -123,7 +123,7 @@ fn clones_share_state() {
     let clock = ManualClock::new();
     let b = RetryBudget::builder().min_per_second(1).clock(clock).build().expect("valid");
     let c = b.clone();
-    assert!(c.try_acquire_retry());
+    assert!(c.try_acquire_retry(RetryCause::Transient));
     assert_eq!(b.available(), 9.0);
 }
 
@@ -140,7 +140,7 @@ fn threads_never_overspend_on_a_frozen_clock() {
         for _ in 0..4 {
             s.spawn(|| {
                 for _ in 0..1_000 {
-                    if b.try_acquire_retry() {
+                    if b.try_acquire_retry(RetryCause::Transient) {
                         granted.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -220,7 +220,7 @@ proptest! {
         for (op, millis) in steps {
             match op {
                 0 => { b.request_started(); requests += 1; }
-                1 => retries += u64::from(b.try_acquire_retry()),
+                1 => retries += u64::from(b.try_acquire_retry(RetryCause::Transient)),
                 _ => clock.advance(Duration::from_millis(millis)),
             }
         }
@@ -234,7 +234,7 @@ proptest! {
 #[test]
 fn token_bucket_starts_full() {
     let b = TokenBucket::builder().max_tokens(10).build().expect("valid");
-    assert!(b.try_acquire_retry());
+    assert!(b.try_acquire_retry(RetryCause::Transient));
     assert_eq!(b.available(), 5.0);
 }
 
@@ -245,16 +245,16 @@ fn token_bucket_stops_retries_at_half() {
         b.attempt_finished(false);
     }
     // 6 tokens > 5: still allowed, and allowing costs nothing.
-    assert!(b.try_acquire_retry());
-    assert!(b.try_acquire_retry());
+    assert!(b.try_acquire_retry(RetryCause::Transient));
+    assert!(b.try_acquire_retry(RetryCause::Transient));
     assert_eq!(b.available(), 1.0);
     // The 5th failure leaves 5, which is not more than 10 / 2.
     b.attempt_finished(false);
-    assert!(!b.try_acquire_retry());
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
     assert_eq!(b.available(), 0.0);
     // Recovery: one success at 0.1 makes 5.1 > 5.
     b.attempt_finished(true);
-    assert!(b.try_acquire_retry());
+    assert!(b.try_acquire_retry(RetryCause::Transient));
     assert!((b.available() - 0.1).abs() < 1e-9);
 }
 
@@ -267,9 +267,9 @@ fn token_bucket_stays_within_zero_and_max() {
     assert_eq!(b.tokens(), 0);
     // From empty, 2 successes reach 2 > 1.5.
     b.attempt_finished(true);
-    assert!(!b.try_acquire_retry());
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
     b.attempt_finished(true);
-    assert!(b.try_acquire_retry());
+    assert!(b.try_acquire_retry(RetryCause::Transient));
     for _ in 0..10 {
         b.attempt_finished(true);
     }
@@ -397,8 +397,8 @@ fn the_share_sets_the_floor_and_a_fallback_restores_it() {
     fleet.set(3);
     // 100 / 3, rounded down to a thousandth: 33.333 retries, 33 whole.
     assert_eq!((b.available(), b.floor_replicas()), (33.0, Some(3)));
-    (0..33).for_each(|_| assert!(b.try_acquire_retry()));
-    assert!(!b.try_acquire_retry());
+    (0..33).for_each(|_| assert!(b.try_acquire_retry(RetryCause::Transient)));
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
     // Redis gone: the whole floor again, less what was spent.
     fleet.set(0);
     assert_eq!((b.available(), b.floor_replicas()), (67.0, None));
@@ -406,7 +406,7 @@ fn the_share_sets_the_floor_and_a_fallback_restores_it() {
     // the retries leave the window, and no retry taken back.
     fleet.set(10);
     assert_eq!(b.available(), 0.0);
-    assert!(!b.try_acquire_retry());
+    assert!(!b.try_acquire_retry(RetryCause::Transient));
     clock.advance(Duration::from_secs(10));
     assert_eq!(b.available(), 10.0);
     // A share never keeps a budget alive.
@@ -419,7 +419,7 @@ fn the_share_sets_the_floor_and_a_fallback_restores_it() {
 #[test]
 fn a_throttle_without_a_floor_is_not_shared() {
     let fleet: Arc<dyn BudgetShare> = Arc::new(Fleet::default());
-    assert!(!TokenBucket::new().share_floor(fleet.clone(), "api"));
+    assert!(!TokenBucket::default().share_floor(fleet.clone(), "api"));
     assert!(!RetryQuota::aws_2026().share_floor(fleet.clone(), "api"));
-    assert!(RetryBudget::new().share_floor(fleet, "api"));
+    assert!(RetryBudget::default().share_floor(fleet, "api"));
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{MAX_TOKENS, MILLI};
-use crate::budget::Budget;
+use crate::budget::{Budget, RetryCause};
 use crate::setting::SettingError;
 use crate::setting::SettingValue;
 
@@ -26,16 +26,16 @@ use crate::setting::SettingValue;
 ///
 /// ```
 /// use retryscope::TokenBucket;
-/// use retryscope::budget::Budget;
+/// use retryscope::budget::{Budget, RetryCause};
 ///
 /// let bucket = TokenBucket::builder().max_tokens(10).token_ratio(0.5).build()?;
 /// for _ in 0..5 {
 ///     bucket.attempt_finished(false);
 /// }
 /// // 5 tokens left: not more than half of 10, so no retries.
-/// assert!(!bucket.try_acquire_retry());
+/// assert!(!bucket.try_acquire_retry(RetryCause::Transient));
 /// bucket.attempt_finished(true); // 5.5 tokens
-/// assert!(bucket.try_acquire_retry());
+/// assert!(bucket.try_acquire_retry(RetryCause::Transient));
 /// # Ok::<(), retryscope::SettingError>(())
 /// ```
 #[derive(Clone)]
@@ -53,12 +53,6 @@ struct BucketInner {
 }
 
 impl TokenBucket {
-    /// A bucket of 100 tokens refilled 0.1 per success.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::assemble(100, 100)
-    }
-
     /// A builder starting from the defaults (100 tokens, ratio 0.1).
     #[must_use]
     pub fn builder() -> TokenBucketBuilder {
@@ -89,8 +83,9 @@ impl TokenBucket {
 }
 
 impl Default for TokenBucket {
+    /// A bucket of 100 tokens refilled 0.1 per success.
     fn default() -> Self {
-        Self::new()
+        Self::assemble(100, 100)
     }
 }
 
@@ -119,7 +114,7 @@ impl Budget for TokenBucket {
     }
 
     /// Allowed while more than half the bucket is left; costs nothing.
-    fn try_acquire_retry(&self) -> bool {
+    fn try_acquire_retry(&self, _cause: RetryCause) -> bool {
         self.tokens() * 2 > self.inner.max
     }
 

@@ -3,7 +3,7 @@
 //! A [`Classify`] implementation turns each attempt's result into a
 //! [`Verdict`]. The retry builder offers three without writing a type:
 //! every error retryable ([`retry_any_error`](crate::Retry::retry_any_error);
-//! by default only [`Transient`] errors are), [`when`](crate::Retry::when) with a
+//! by default only [`Transient`](crate::Transient) errors are), [`when`](crate::Retry::when) with a
 //! predicate on the error, and [`classify`](crate::Retry::classify) with a
 //! function of the whole result. The helpers below classify HTTP statuses and
 //! I/O errors.
@@ -59,7 +59,7 @@
 //! refused connection or a 503 may succeed next time, a unique violation or a
 //! syntax error never will, and retrying it only multiplies the load. So
 //! `op.retry(policy)` retries an error only if its type says how
-//! ([`Transient`]); for any other error type the retry does not compile until
+//! ([`Transient`](crate::Transient)); for any other error type the retry does not compile until
 //! the caller says which errors to retry ([`Retry::when`](crate::Retry::when),
 //! [`classify`](crate::Retry::classify)) or that every error is worth a retry
 //! ([`Retry::retry_any_error`](crate::Retry::retry_any_error)).
@@ -252,7 +252,7 @@ mod status;
 #[cfg(all(test, feature = "http"))]
 #[allow(clippy::unwrap_used)]
 mod tests;
-mod transient;
+pub(crate) mod transient;
 
 pub use io::io_error;
 #[cfg(feature = "http")]
@@ -261,4 +261,4 @@ pub use safety::{IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY_LEN};
 pub use status::HttpClassifier;
 #[cfg(feature = "http")]
 pub(crate) use status::status;
-pub use transient::{GRPC_CODE_NAMES, Transient, TransientErrors, cause_verdict};
+pub use transient::{GRPC_CODE_NAMES, TransientErrors, cause_verdict};

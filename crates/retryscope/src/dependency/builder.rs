@@ -2,7 +2,7 @@
 
 use super::overflow::OverflowGuards;
 use super::registry::{Dependencies, Factory, Registry, and_guard};
-use crate::breaker::CircuitBreaker;
+use crate::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
 use crate::guard::{Gauge, Guard, SharedGuard};

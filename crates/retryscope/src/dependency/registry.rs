@@ -6,7 +6,7 @@ use super::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_
 use super::builder::DependenciesBuilder;
 use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 use super::value::Dependency;
-use crate::breaker::CircuitBreaker;
+use crate::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
 use crate::guard::{Chained, Gauge, Guard, SharedGuard};
@@ -53,8 +53,8 @@ pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 /// use retryscope::dependency::Dependencies;
 ///
 /// let guards = Dependencies::builder()
-///     .budget(RetryBudget::new)
-///     .breaker(CircuitBreaker::new)
+///     .budget(RetryBudget::default)
+///     .breaker(CircuitBreaker::default)
 ///     .build();
 /// let payments = guards.get("payments:8443");
 /// assert_eq!(payments.name(), "payments:8443");
@@ -177,7 +177,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// use retryscope::RetryBudget;
     /// use retryscope::dependency::Dependencies;
     ///
-    /// let guards = Dependencies::builder().budget(RetryBudget::new).build();
+    /// let guards = Dependencies::builder().budget(RetryBudget::default).build();
     /// let server = guards.for_server("127.0.0.1", Some(8080), Some(80));
     /// assert_eq!(server.name(), "127.0.0.1:8080");
     /// assert!(std::sync::Arc::ptr_eq(&server, &guards.get("127.0.0.1:8080")));

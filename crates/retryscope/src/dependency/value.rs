@@ -3,8 +3,8 @@
 //! ([`Retry::dependency`](crate::Retry::dependency),
 //! [`Hedge::dependency`](crate::hedge::Hedge::dependency)).
 
+use crate::CircuitBreaker;
 use crate::RetryBudget;
-use crate::breaker::CircuitBreaker;
 use crate::budget::Budget;
 use crate::guard::{Chained, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
@@ -29,8 +29,8 @@ use std::sync::Arc;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
 /// let inventory = Dependency::new("inventory")
-///     .with_budget(RetryBudget::new())
-///     .with_breaker(CircuitBreaker::new());
+///     .with_budget(RetryBudget::default())
+///     .with_breaker(CircuitBreaker::default());
 /// let stock = (|| async { Ok::<_, std::io::Error>(7) })
 ///     .retry(Policy::interactive())
 ///     .dependency(&inventory)

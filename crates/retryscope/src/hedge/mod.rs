@@ -22,7 +22,7 @@
 //!     .max_copies(3)
 //!     .delay(HedgeDelay::Fixed(Duration::from_millis(50)))
 //!     .build()?;
-//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::new());
+//! let inventory = Dependency::new("inventory").with_budget(RetryBudget::default());
 //!
 //! let mut copies = 0;
 //! let answer = (|| {

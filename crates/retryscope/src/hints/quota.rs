@@ -66,12 +66,12 @@ const EPOCH_MILLIS_FROM: f64 = 1e12;
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert("ratelimit", HeaderValue::from_static(r#""default";r=50;t=30"#));
-/// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota::new(50, Duration::from_secs(30))));
+/// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota { remaining: 50, reset: Duration::from_secs(30), policy: None }));
 ///
 /// // A vendor's stricter quota wins: 5 requests in 20 s is slower than 50 in 30 s.
 /// headers.insert("x-ratelimit-remaining", HeaderValue::from_static("5"));
 /// headers.insert("x-ratelimit-reset", HeaderValue::from_static("20"));
-/// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota::new(5, Duration::from_secs(20))));
+/// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota { remaining: 5, reset: Duration::from_secs(20), policy: None }));
 /// ```
 pub fn quota(headers: &HeaderMap, now: SystemTime) -> Option<Quota> {
     // Most responses carry no quota at all: one pass over their few names

@@ -1,7 +1,7 @@
 //! Retries for job queues: the policy without the loop.
 //!
 //! A worker that failed a job does not sleep; it requeues the job with a run-at
-//! time, or moves it to a dead-letter queue. [`Policy::schedule`] answers which,
+//! time, or moves it to a dead-letter queue. [`JobPolicy::schedule`] answers which,
 //! from what the queue stored about the job.
 //!
 //! Job retries often span days. A [`Policy`] bounds every duration by
@@ -102,32 +102,6 @@ pub enum Schedule {
     DeadLetter(StopReason),
 }
 
-impl Policy {
-    /// Decides when a transiently failed job runs again, or that it is dead.
-    /// Permanent failures need no policy: dead-letter them directly.
-    ///
-    /// ```
-    /// use retryscope::jobs::{JobFailure, Schedule};
-    /// use retryscope::{Jitter, JitterRng, Policy, StopReason};
-    /// use std::time::{Duration, SystemTime};
-    ///
-    /// let policy = Policy::builder().max_attempts(3).jitter(Jitter::None).no_deadline().build()?;
-    /// let now = SystemTime::now();
-    /// let mut rng = JitterRng::seeded(1);
-    /// let failure = JobFailure { attempt: 2, previous_delay: Some(Duration::from_millis(200)), first_attempt_at: now, hint: None, error: None };
-    /// match policy.schedule(&failure, now, &mut rng) {
-    ///     Schedule::RetryAt { delay, .. } => assert_eq!(delay, Duration::from_millis(400)),
-    ///     Schedule::DeadLetter(reason) => panic!("{reason}"),
-    /// }
-    /// let last = JobFailure { attempt: 3, ..failure };
-    /// assert_eq!(policy.schedule(&last, now, &mut rng), Schedule::DeadLetter(StopReason::AttemptsExhausted));
-    /// # Ok::<(), retryscope::PolicyError>(())
-    /// ```
-    pub fn schedule(&self, failure: &JobFailure, now: SystemTime, rng: &mut JitterRng) -> Schedule {
-        schedule(self, failure, now, rng)
-    }
-}
-
 impl PolicyBuilder {
     /// Checks the settings for a job queue, where durations may reach
     /// [`MAX_JOB_DURATION`], and returns a policy that can only
@@ -185,8 +159,27 @@ impl JobPolicy {
         Self(policy)
     }
 
-    /// Decides when a transiently failed job runs again, or that it is dead;
-    /// as [`Policy::schedule`].
+    /// Decides when a transiently failed job runs again, or that it is dead.
+    /// Permanent failures need no policy: dead-letter them directly. Any
+    /// [`Policy`] schedules jobs through this type (`JobPolicy::from(policy)`).
+    ///
+    /// ```
+    /// use retryscope::jobs::{JobFailure, Schedule};
+    /// use retryscope::{Jitter, JitterRng, Policy, StopReason};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let policy = Policy::builder().max_attempts(3).jitter(Jitter::None).no_deadline().build_for_jobs()?;
+    /// let now = SystemTime::now();
+    /// let mut rng = JitterRng::seeded(1);
+    /// let failure = JobFailure { attempt: 2, previous_delay: Some(Duration::from_millis(200)), first_attempt_at: now, hint: None, error: None };
+    /// match policy.schedule(&failure, now, &mut rng) {
+    ///     Schedule::RetryAt { delay, .. } => assert_eq!(delay, Duration::from_millis(400)),
+    ///     Schedule::DeadLetter(reason) => panic!("{reason}"),
+    /// }
+    /// let last = JobFailure { attempt: 3, ..failure };
+    /// assert_eq!(policy.schedule(&last, now, &mut rng), Schedule::DeadLetter(StopReason::AttemptsExhausted));
+    /// # Ok::<(), retryscope::PolicyError>(())
+    /// ```
     pub fn schedule(&self, failure: &JobFailure, now: SystemTime, rng: &mut JitterRng) -> Schedule {
         schedule(&self.0, failure, now, rng)
     }

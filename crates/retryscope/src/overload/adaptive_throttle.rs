@@ -106,11 +106,6 @@ struct Inner {
 }
 
 impl AdaptiveThrottle {
-    /// `K` = 2 over two minutes, on the default clock.
-    pub fn new() -> Self {
-        Self::from_settings(DEFAULT_K, DEFAULT_MAX_REJECTION, DEFAULT_WINDOW, GuardClock::default())
-    }
-
     /// Settings other than the defaults.
     pub fn builder() -> AdaptiveThrottleBuilder {
         AdaptiveThrottleBuilder::default()
@@ -211,8 +206,9 @@ const ACCEPTED: Gauge = Gauge {
 };
 
 impl Default for AdaptiveThrottle {
+    /// `K` = 2 over two minutes, on the default clock.
     fn default() -> Self {
-        Self::new()
+        Self::from_settings(DEFAULT_K, DEFAULT_MAX_REJECTION, DEFAULT_WINDOW, GuardClock::default())
     }
 }
 

@@ -67,7 +67,7 @@
 //! let pacer = Pacer::new(); // one per dependency, shared by every call
 //! let search = Dependency::new("search").with_pacer(pacer.clone());
 //! // A response said: two requests left in the next three seconds.
-//! pacer.learn(&PaceSignal { quota: Some(Quota::new(2, Duration::from_secs(3))), ..PaceSignal::none() });
+//! pacer.learn(&PaceSignal { quota: Some(Quota { remaining: 2, reset: Duration::from_secs(3), policy: None }), ..PaceSignal::none() });
 //!
 //! let start = tokio::time::Instant::now();
 //! for _ in 0..3 {

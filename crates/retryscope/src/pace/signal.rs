@@ -44,8 +44,10 @@ impl QuotaPolicy {
 }
 
 impl Quota {
-    /// A quota of `remaining` requests over the next `reset`.
-    pub const fn new(remaining: u64, reset: Duration) -> Self {
+    /// A quota of `remaining` requests over the next `reset` (users write
+    /// the public fields).
+    #[cfg(any(test, feature = "http"))] // the quota headers' reader
+    pub(crate) const fn new(remaining: u64, reset: Duration) -> Self {
         Self { remaining, reset, policy: None }
     }
 

@@ -49,7 +49,7 @@ use clap::{Args, ValueEnum};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rand_distr::{Distribution, Exp};
-use retryscope::budget::Budget;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::{Jitter, JitterRng, Policy, RetryBudget};
 use serde::Serialize;
 use std::time::Duration;
@@ -399,7 +399,7 @@ impl Run {
             return;
         }
         self.throttle.attempt_finished(false);
-        if attempt >= self.config.model.tries || !self.throttle.try_acquire_retry() {
+        if attempt >= self.config.model.tries || !self.throttle.try_acquire_retry(RetryCause::Transient) {
             self.requests[request as usize].finished = true;
             return;
         }

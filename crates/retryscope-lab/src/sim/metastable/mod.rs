@@ -44,7 +44,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp};
 use retryscope::RetryBudget;
-use retryscope::budget::Budget;
+use retryscope::budget::{Budget, RetryCause};
 use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, LimitPermit, Priority};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -341,7 +341,7 @@ impl Run {
             && match &self.guard {
                 Guard::Budget(budget) => {
                     budget.attempt_finished(false);
-                    budget.try_acquire_retry()
+                    budget.try_acquire_retry(RetryCause::Transient)
                 }
                 Guard::Unlimited | Guard::Throttled(_) | Guard::Limited(..) => true,
             };

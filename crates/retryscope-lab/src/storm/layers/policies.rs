@@ -59,7 +59,7 @@ impl LayerPolicy {
         Ok(match self {
             LayerPolicy::PerLayer => builder.no_budget(),
             LayerPolicy::OneLayer => builder.no_budget().retry_at_one_layer(),
-            LayerPolicy::Budget => builder.budget_per_dependency(RetryBudget::new),
+            LayerPolicy::Budget => builder.budget_per_dependency(RetryBudget::default),
         })
     }
 }

@@ -296,7 +296,7 @@ mod tests {
         let policy = retryscope::pace::QuotaPolicy { quota: 200, window: Duration::from_secs(1) };
         let expected = retryscope::pace::Quota {
             policy: Some(policy),
-            ..retryscope::pace::Quota::new(17, Duration::from_secs(1))
+            ..retryscope::pace::Quota { remaining: 17, reset: Duration::from_secs(1), policy: None }
         };
         assert_eq!(quota, Some(expected));
     }
@@ -310,7 +310,10 @@ mod tests {
         assert_eq!(ok.headers()[X_RATELIMIT_RESET], "0.400");
         assert!(ok.headers().get(RATELIMIT).is_none());
         let quota = retryscope::hints::quota(ok.headers(), std::time::SystemTime::now());
-        assert_eq!(quota, Some(retryscope::pace::Quota::new(17, Duration::from_millis(400))));
+        assert_eq!(
+            quota,
+            Some(retryscope::pace::Quota { remaining: 17, reset: Duration::from_millis(400), policy: None })
+        );
         let refused = report.respond(Decision { allowed: false, left: 0, to_reset: secs(0.4) });
         assert_eq!(refused.headers()[RETRY_AFTER], "1");
     }

@@ -254,7 +254,7 @@ async fn run_policy(
         policy: policy
             .policy(hedge_delay(args), args.hedge_quantile)
             .map_err(|e| error("building the policy", e))?,
-        dependency: Arc::new(Dependency::new(DEPENDENCY).with_budget(RetryBudget::new())),
+        dependency: Arc::new(Dependency::new(DEPENDENCY).with_budget(RetryBudget::default())),
         observer: OtelObserver::from_meter(&telemetry.meter).no_retry_log(),
         operation: policy.name(),
         copies: Arc::new(AtomicU64::new(0)),

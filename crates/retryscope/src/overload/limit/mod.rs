@@ -45,43 +45,47 @@ pub(crate) struct Sample {
     pub(crate) dropped: bool,
 }
 
-/// The algorithm that moves a [`ConcurrencyLimiter`]'s limit.
+/// The algorithm that moves a [`ConcurrencyLimiter`]'s limit: an [`Aimd`]
+/// (loss-based) or a [`Gradient2`] (latency-based), converted with `into()`
+/// where a limiter is made (`ConcurrencyLimiter::new(Aimd::default())`).
+/// Opaque: the algorithm's own type is the one path to its settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum LimitAlgorithm {
-    /// Loss-based: see [`Aimd`].
+pub struct LimitAlgorithm(Algorithm);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Algorithm {
     Aimd(Aimd),
-    /// Latency-based: see [`Gradient2`].
     Gradient2(Gradient2),
 }
 
 impl LimitAlgorithm {
     fn initial_limit(&self) -> u32 {
-        match self {
-            LimitAlgorithm::Aimd(a) => a.initial_limit,
-            LimitAlgorithm::Gradient2(g) => g.initial_limit,
+        match self.0 {
+            Algorithm::Aimd(a) => a.initial_limit,
+            Algorithm::Gradient2(g) => g.initial_limit,
         }
     }
 
-    /// The algorithm's name: `aimd` or `gradient2` (not a telemetry
-    /// attribute: the limit's gauges carry the dependency alone).
-    pub const fn as_str(&self) -> &'static str {
-        match self {
-            LimitAlgorithm::Aimd(_) => "aimd",
-            LimitAlgorithm::Gradient2(_) => "gradient2",
+    /// The algorithm's name, `aimd` or `gradient2`, for the limiter's `Debug`
+    /// (not a telemetry attribute: the limit's gauges carry the dependency
+    /// alone).
+    const fn as_str(&self) -> &'static str {
+        match self.0 {
+            Algorithm::Aimd(_) => "aimd",
+            Algorithm::Gradient2(_) => "gradient2",
         }
     }
 }
 
 impl From<Aimd> for LimitAlgorithm {
     fn from(aimd: Aimd) -> Self {
-        LimitAlgorithm::Aimd(aimd)
+        LimitAlgorithm(Algorithm::Aimd(aimd))
     }
 }
 
 impl From<Gradient2> for LimitAlgorithm {
     fn from(gradient2: Gradient2) -> Self {
-        LimitAlgorithm::Gradient2(gradient2)
+        LimitAlgorithm(Algorithm::Gradient2(gradient2))
     }
 }
 
@@ -165,11 +169,6 @@ impl ConcurrencyLimiter {
         self.state().in_flight
     }
 
-    /// The algorithm that moves the limit.
-    pub fn algorithm(&self) -> &LimitAlgorithm {
-        &self.inner.algorithm
-    }
-
     /// How long an attempt waits for a slot before it is refused.
     pub(crate) fn max_wait(&self) -> Duration {
         self.inner.max_wait
@@ -243,9 +242,9 @@ impl LimitPermit {
         let mut guard = lock(&self.inner);
         let state = &mut *guard;
         state.in_flight = state.in_flight.saturating_sub(1);
-        state.limit = match &self.inner.algorithm {
-            LimitAlgorithm::Aimd(aimd) => aimd.update(state.limit, sample),
-            LimitAlgorithm::Gradient2(g) => g.update(state.limit, &mut state.long_rtt, sample),
+        state.limit = match &self.inner.algorithm.0 {
+            Algorithm::Aimd(aimd) => aimd.update(state.limit, sample),
+            Algorithm::Gradient2(g) => g.update(state.limit, &mut state.long_rtt, sample),
         };
     }
 }

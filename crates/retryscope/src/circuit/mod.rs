@@ -1,30 +1,5 @@
-//! A lock-free circuit breaker: closed → open → half-open → closed.
-//!
-//! While **closed**, every call goes through and its outcome is recorded in a
-//! sliding window. Once the window holds at least `min_calls` outcomes and the
-//! share of failures reaches `failure_ratio`, the breaker **opens**: calls are
-//! refused for `cool_down`. After that the next caller moves it to **half-open**,
-//! where at most `half_open_probes` calls may be in flight; `half_open_probes`
-//! successes close it again with an empty window, and any failure reopens it for
-//! a fresh cool-down.
-//!
-//! A probe that never reports back (a hung call without a deadline, a blocking
-//! call, a leaked permit) must not keep the breaker half-open forever. When every
-//! probe slot is taken and no slot has been handed out for `probe_timeout`, the
-//! probes in flight are presumed lost: the next caller starts a fresh half-open
-//! period and becomes its first probe, and the lost probes' late outcomes are
-//! ignored.
-//!
-//! The whole state machine lives in one `AtomicU64` changed by compare-exchange,
-//! and the window is a ring of atomic counters, so no call ever waits on a lock.
-//! While closed, a call only reads the state word: its outcome goes to the
-//! window of the calling thread's *lane*, one of several padded copies that
-//! are summed only when a failure asks whether to open, and its permit holds
-//! that lane's handle, so threads on different cores write no common cache
-//! line.
-//! When the last probe slot was handed out is kept in a second word, tagged with
-//! the half-open period it belongs to; it only decides *when* lost probes may be
-//! replaced, never how many probes are in flight.
+//! The circuit breaker's implementation: [`CircuitBreaker`] at the crate
+//! root, its builder, permit and states in [`breaker`](crate::breaker).
 
 use crate::sync::{AtomicU64, CachePadded, Ordering, fence, lane_count, lane_hint};
 use std::fmt;
@@ -71,12 +46,13 @@ use word::{LastProbe, PAYLOAD_BITS, PAYLOAD_MASK, Phase, Word, millis};
 ///
 /// Call [`try_acquire`](Self::try_acquire) before every attempt and report the
 /// attempt's outcome through the returned [`BreakerPermit`]. Clones share one
-/// breaker. See the [module docs](self) for the state machine.
+/// breaker. See the [`breaker`](crate::breaker) module's docs for the state machine.
 ///
 /// # Example
 ///
 /// ```
-/// use retryscope::breaker::{BreakerState, CircuitBreaker};
+/// use retryscope::CircuitBreaker;
+/// use retryscope::breaker::BreakerState;
 /// use retryscope::clock::ManualClock;
 /// use std::time::Duration;
 ///
@@ -199,13 +175,6 @@ impl Settings {
 }
 
 impl CircuitBreaker {
-    /// A breaker with the defaults (failure ratio 0.5 over at least 20 calls in
-    /// 10 s, 5 s cool-down, 3 probes presumed lost after 30 s) on tokio's clock.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::assemble(Settings::default(), GuardClock::default())
-    }
-
     /// A builder starting from the defaults.
     #[must_use]
     pub fn builder() -> CircuitBreakerBuilder {
@@ -462,8 +431,10 @@ impl Inner {
 }
 
 impl Default for CircuitBreaker {
+    /// A breaker with the defaults (failure ratio 0.5 over at least 20 calls in
+    /// 10 s, 5 s cool-down, 3 probes presumed lost after 30 s) on tokio's clock.
     fn default() -> Self {
-        Self::new()
+        Self::assemble(Settings::default(), GuardClock::default())
     }
 }
 
