@@ -143,10 +143,17 @@ fn recently_interned(
 ) -> Arc<str> {
     last.with(|cell| {
         let remembered = cell.take();
-        let interned = match remembered {
-            Some(known) if *known == *name => known,
-            _ => intern(name),
-        };
+        // The name a call passes is most often the remembered one itself (the
+        // engine's registry hands out the interned name): the same bytes at
+        // the same address need no comparison. A hit is compared once, not
+        // again before it is remembered.
+        if let Some(known) = remembered
+            && (std::ptr::eq(known.as_ptr(), name.as_ptr()) && known.len() == name.len() || *known == *name)
+        {
+            cell.set(Some(Arc::clone(&known)));
+            return known;
+        }
+        let interned = intern(name);
         if *interned == *name {
             cell.set(Some(Arc::clone(&interned)));
         }

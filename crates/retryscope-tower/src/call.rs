@@ -40,9 +40,12 @@ where
     let Planned { call, mut protocol, file } = planned;
     async move {
         let (configured, guards) = file.parts();
+        // Borrowed by the engine's observer: the call's future outlives the
+        // engine's, so the slot needs no `Arc` (an allocation a call).
+        let stop = StopSlot::default();
         // Set in the block: what the engine's future is made of keeps no slot
         // here beside it, and that future is made where it is awaited.
-        let (ending, kept, stop, started, replayable, key);
+        let (ending, kept, started, replayable, key);
         let outcome = {
             let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
             replayable = source.is_replayable();
@@ -56,12 +59,11 @@ where
             kept = settings.client.fallbacks.as_ref().map(|_| Arc::clone(&parts));
             settings.client.at_one_layer(&mut judge, &ending);
             let classifier = AttemptClassifier { statuses: protocol.statuses(), judge };
-            stop = Arc::new(StopSlot::default());
             let (attempts, metrics) = protocol.start(&settings, &parts, &call, configured);
             let spans = AttemptSpan::new(&settings, &parts, P::GRPC, key.map(|key| key.generated()));
             let (telemetry, log) = settings.client.observers(spans, configured, &ending, &parts.headers);
             // Nested to the right: the engine's pairs then move the telemetry's operation once.
-            let observer = (telemetry, (log, (Arc::clone(&stop), (metrics, AttemptLimits))));
+            let observer = (telemetry, (log, (&stop, (metrics, AttemptLimits))));
             let operation = protocol.operation(&options);
             let mut attempts = Attempts::new(ready, parts, headers, source, attempts);
             started = tokio::time::Instant::now();
