@@ -88,8 +88,9 @@ pub fn and_guard<G: Guard<Permit = ()> + 'static>(
 type Servers<T> = Map<Box<str>, Vec<(Option<u16>, Arc<Dependency<T>>)>>;
 
 /// The registry's maps hash with foldhash rather than std's SipHash: every
-/// call looks its host up, and SipHash cost some 150 instructions of a whole
-/// reqwest call's ~12,000 (BENCHMARKS.md). Still seeded per process; and a
+/// call looks its host up, and SipHash cost some 110 instructions a call
+/// more (BENCHMARKS.md, of the ~12,000 a reqwest call adds). Still seeded
+/// per process; and a
 /// key chosen to collide costs at most a scan of the registry's bound
 /// (`MAX_DEPENDENCIES` hosts), not an unbounded one.
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
