@@ -40,11 +40,9 @@ where
     let Planned { call, mut protocol, file } = planned;
     async move {
         let (configured, guards) = file.parts();
-        // Borrowed by the engine's observer: the call's future outlives the
-        // engine's, so the slot needs no `Arc` (an allocation a call).
+        // Borrowed by the engine's observer (this future outlives the engine's): no `Arc`.
         let stop = StopSlot::default();
-        // Set in the block: what the engine's future is made of keeps no slot
-        // here beside it, and that future is made where it is awaited.
+        // Set in the block: the parts of the engine's future (made where awaited) keep no slot here.
         let (ending, kept, started, replayable, key);
         let outcome = {
             let source = Source::read(body, settings.replay_limit).await.map_err(Into::into)?;
