@@ -37,10 +37,15 @@ impl<O: Observer> Driver<'_, O> {
             if let Some(hold) = self.admit_due(now, attempt)? {
                 return Ok(Some(hold));
             }
+            // Admitted at `now`: what is left of its deadline is already the
+            // attempt's, and reading it again costs an `Instant` subtraction.
+        } else {
+            let remaining = self.remaining_for_guards(now);
+            if let Some((attempt, _)) = self.admitted.as_mut() {
+                *attempt = attempt.within(remaining);
+            }
         }
-        let remaining = self.remaining_for_guards(now);
         let Some((attempt, permits)) = self.admitted.as_mut() else { return Ok(None) };
-        *attempt = attempt.within(remaining);
         match self.setup.dependency.send(*attempt, permits) {
             Ok(None) => Ok(None),
             Ok(Some((wait, source))) => Ok(Some(self.hold(now, wait, source))),
