@@ -172,8 +172,14 @@ impl<'a, O: Observer> Driver<'a, O> {
     /// What is left of the deadline at `now`, if there is one.
     fn remaining(&self, now: Instant) -> Option<Duration> {
         let deadline = self.setup.policy.deadline()?;
-        let elapsed = self.started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
-        Some(deadline.saturating_sub(elapsed))
+        match self.started {
+            // Nothing has elapsed at the instant the operation began (a first
+            // attempt's admission): no arithmetic on instants (~55 instructions).
+            Some(started) if started != now => {
+                Some(deadline.saturating_sub(now.saturating_duration_since(started)))
+            }
+            _ => Some(deadline),
+        }
     }
 
     /// The operation starts at `now`, unless it has: the guards hear of it
