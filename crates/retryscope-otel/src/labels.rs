@@ -5,7 +5,8 @@ use opentelemetry::KeyValue;
 use retryscope::ErrorType;
 use retryscope::dependency::{MAX_DEPENDENCIES, NameTable, bounded_dependency};
 use std::cell::Cell;
-use std::sync::{Arc, LazyLock};
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 use std::thread::LocalKey;
 
 /// The `error.type` value for a status code outside 100..=599.
@@ -89,11 +90,11 @@ pub fn bounded_operation(name: &str) -> Arc<str> {
 /// `retryscope.operation`. Both go through the process-wide bounded tables, so a
 /// name seen before costs a lookup and no allocation, and no more than
 /// [`MAX_DEPENDENCIES`](retryscope::dependency::MAX_DEPENDENCIES) values (plus `_OTHER`) of each
-/// are ever reported; each record then clones them, a reference-count increment.
-#[derive(Debug, Clone)]
+/// are ever reported; each record then borrows them ([`for_the_process`]).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Common {
-    dependency: Arc<str>,
-    operation: Option<Arc<str>>,
+    dependency: &'static str,
+    operation: Option<&'static str>,
 }
 
 impl Common {
@@ -105,59 +106,90 @@ impl Common {
     }
 
     pub(crate) fn dependency(&self) -> &str {
-        &self.dependency
+        self.dependency
     }
 
     pub(crate) fn operation(&self) -> Option<&str> {
-        self.operation.as_deref()
+        self.operation
     }
 
-    /// `retryscope.dependency`: a reference-count increment, no allocation.
+    /// `retryscope.dependency`: a borrowed value, nothing to count or drop.
     pub(crate) fn dependency_kv(&self) -> KeyValue {
-        KeyValue::new(names::DEPENDENCY, Arc::clone(&self.dependency))
+        KeyValue::new(names::DEPENDENCY, self.dependency)
     }
 
     /// `retryscope.operation`, when the operation is named.
     pub(crate) fn operation_kv(&self) -> Option<KeyValue> {
-        self.operation.as_ref().map(|operation| KeyValue::new(names::OPERATION, Arc::clone(operation)))
+        self.operation.map(|operation| KeyValue::new(names::OPERATION, operation))
     }
 }
+
+/// A label value for the life of the process. The tables that bound label
+/// values ([`bounded_dependency`], [`bounded_operation`]) never evict a name,
+/// so what they hand out is at most their bounds plus `_OTHER`: each value is
+/// written here once, leaked, and borrowed by every record after that, as an
+/// attribute with nothing to count or drop (an `Arc<str>` cost every record a
+/// reference-count increment and decrement). Bounded all the same, should a
+/// table ever hand out more: past both tables' bounds it answers `_OTHER`.
+fn for_the_process(name: &str) -> &'static str {
+    const BOUND: usize = 2 * MAX_DEPENDENCIES + 1;
+    static LABELS: LazyLock<RwLock<HashSet<&'static str>>> = LazyLock::new(RwLock::default);
+    if let Some(&known) = LABELS.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+        return known;
+    }
+    let mut labels = LABELS.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&known) = labels.get(name) {
+        return known;
+    }
+    if labels.len() >= BOUND {
+        return OTHER;
+    }
+    let leaked: &'static str = Box::leak(Box::from(name));
+    labels.insert(leaked);
+    leaked
+}
+
+/// What a thread remembers of the last name it interned: its label, and the
+/// table's name it came from, kept so that its address stays the name's (the
+/// engine hands out its interned name call after call: the same address needs
+/// no comparison).
+type Remembered = Cell<Option<(&'static str, Arc<str>)>>;
 
 thread_local! {
     /// The last dependency name this thread interned: a client calls the same
     /// dependency call after call, and comparing with the last name is cheaper
     /// than the shared table's lock and hash. Names are never evicted from the
     /// table, so a name it admitted once stays admitted.
-    static LAST_DEPENDENCY: Cell<Option<Arc<str>>> = const { Cell::new(None) };
+    static LAST_DEPENDENCY: Remembered = const { Cell::new(None) };
     /// The same for operation names.
-    static LAST_OPERATION: Cell<Option<Arc<str>>> = const { Cell::new(None) };
+    static LAST_OPERATION: Remembered = const { Cell::new(None) };
 }
 
-/// `name` through `intern`, or the interned name this thread saw last if it is
-/// the same. Only names admitted as themselves are remembered (`_OTHER` for a
-/// name beyond the cap is looked up each time, as the table answers it).
+/// `name`'s label through `intern`, or the label this thread saw last if the
+/// name is the same. Only names admitted as themselves are remembered
+/// (`_OTHER` for a name beyond the cap is looked up each time, as the table
+/// answers it).
 fn recently_interned(
-    last: &'static LocalKey<Cell<Option<Arc<str>>>>,
+    last: &'static LocalKey<Remembered>,
     name: &str,
     intern: fn(&str) -> Arc<str>,
-) -> Arc<str> {
+) -> &'static str {
     last.with(|cell| {
         let remembered = cell.take();
-        // The name a call passes is most often the remembered one itself (the
-        // engine's registry hands out the interned name): the same bytes at
-        // the same address need no comparison. A hit is compared once, not
-        // again before it is remembered.
-        if let Some(known) = remembered
+        // The remembered name is alive and immutable while it is held: the
+        // same address and length are the same name.
+        if let Some((label, known)) = remembered
             && (std::ptr::eq(known.as_ptr(), name.as_ptr()) && known.len() == name.len() || *known == *name)
         {
-            cell.set(Some(Arc::clone(&known)));
-            return known;
+            cell.set(Some((label, known)));
+            return label;
         }
         let interned = intern(name);
+        let label = for_the_process(&interned);
         if *interned == *name {
-            cell.set(Some(Arc::clone(&interned)));
+            cell.set(Some((label, interned)));
         }
-        interned
+        label
     })
 }
 
@@ -169,11 +201,11 @@ mod tests {
     fn a_name_seen_last_is_the_same_interned_name_and_others_are_looked_up() {
         let first = Common::new("labels-test-a", Some("op-a"));
         let again = Common::new("labels-test-a", Some("op-a"));
-        assert!(Arc::ptr_eq(&first.dependency, &again.dependency));
+        assert!(std::ptr::eq(first.dependency, again.dependency));
         let other = Common::new("labels-test-b", None);
         assert_eq!((other.dependency(), other.operation()), ("labels-test-b", None));
         let back = Common::new("labels-test-a", Some("op-a"));
-        assert!(Arc::ptr_eq(&first.dependency, &back.dependency), "the table's own name");
+        assert!(std::ptr::eq(first.dependency, back.dependency), "the table's own name");
         assert_eq!(back.operation(), Some("op-a"));
     }
 
