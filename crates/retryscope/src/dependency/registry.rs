@@ -85,18 +85,10 @@ pub fn and_guard<G: Guard<Permit = ()> + 'static>(
 }
 
 /// Each host's guards, by the port in its dependency name (`None`: the scheme's).
-type Servers<T> = Map<Box<str>, Vec<(Option<u16>, Arc<Dependency<T>>)>>;
-
-/// The registry's maps hash with foldhash rather than std's SipHash: every
-/// call looks its host up, and SipHash cost some 110 instructions a call
-/// more (BENCHMARKS.md, of the ~12,000 a reqwest call adds). Still seeded
-/// per process; and a
-/// key chosen to collide costs at most a scan of the registry's bound
-/// (`MAX_DEPENDENCIES` hosts), not an unbounded one.
-type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Dependency<T>>)>>;
 
 pub(super) struct Registry<T> {
-    pub(super) guards: RwLock<Map<Arc<str>, Arc<Dependency<T>>>>,
+    pub(super) guards: RwLock<HashMap<Arc<str>, Arc<Dependency<T>>>>,
     /// The guards of the dependencies beyond the label bound, one set each.
     pub(super) overflow: OverflowGuards<T>,
     /// The label table: [`bounded_dependency`], but for tests that need a
