@@ -132,21 +132,36 @@ impl Common {
 /// reference-count increment and decrement). Bounded all the same, should a
 /// table ever hand out more: past both tables' bounds it answers `_OTHER`.
 fn for_the_process(name: &str) -> &'static str {
-    const BOUND: usize = 2 * MAX_DEPENDENCIES + 1;
-    static LABELS: LazyLock<RwLock<HashSet<&'static str>>> = LazyLock::new(RwLock::default);
-    if let Some(&known) = LABELS.read().unwrap_or_else(PoisonError::into_inner).get(name) {
-        return known;
+    static LABELS: LazyLock<Leaked> = LazyLock::new(|| Leaked::new(2 * MAX_DEPENDENCIES + 1));
+    LABELS.get(name)
+}
+
+/// Names leaked once each, at most `bound` of them: past it, `_OTHER`.
+struct Leaked {
+    bound: usize,
+    names: RwLock<HashSet<&'static str>>,
+}
+
+impl Leaked {
+    fn new(bound: usize) -> Self {
+        Self { bound, names: RwLock::default() }
     }
-    let mut labels = LABELS.write().unwrap_or_else(PoisonError::into_inner);
-    if let Some(&known) = labels.get(name) {
-        return known;
+
+    fn get(&self, name: &str) -> &'static str {
+        if let Some(&known) = self.names.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+            return known;
+        }
+        let mut names = self.names.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(&known) = names.get(name) {
+            return known;
+        }
+        if names.len() >= self.bound {
+            return OTHER;
+        }
+        let leaked: &'static str = Box::leak(Box::from(name));
+        names.insert(leaked);
+        leaked
     }
-    if labels.len() >= BOUND {
-        return OTHER;
-    }
-    let leaked: &'static str = Box::leak(Box::from(name));
-    labels.insert(leaked);
-    leaked
 }
 
 /// What a thread remembers of the last name it interned: its label, and the
@@ -207,6 +222,19 @@ mod tests {
         let back = Common::new("labels-test-a", Some("op-a"));
         assert!(std::ptr::eq(first.dependency, back.dependency), "the table's own name");
         assert_eq!(back.operation(), Some("op-a"));
+    }
+
+    #[test]
+    fn past_its_bound_a_leaked_label_is_other_and_the_names_before_it_stay_themselves() {
+        let labels = Leaked::new(2);
+        let a = labels.get("a");
+        assert_eq!((a, labels.get("b")), ("a", "b"));
+        // The bound's edge: a third name is never leaked.
+        assert_eq!(labels.get("c"), OTHER);
+        assert_eq!(labels.get("c"), OTHER);
+        assert_eq!(labels.names.read().unwrap_or_else(PoisonError::into_inner).len(), 2);
+        // A name kept before the bound is the same leaked value, not a copy.
+        assert!(std::ptr::eq(labels.get("a"), a));
     }
 
     #[test]
