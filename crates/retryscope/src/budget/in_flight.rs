@@ -215,6 +215,24 @@ mod tests {
     }
 
     #[test]
+    fn a_share_of_the_calls_that_is_not_whole_is_rounded_down() {
+        // Envoy's 20 % with a floor of 1: 14 calls allow ⌊2.8⌋ = 2 retries
+        // out at once, 15 allow 3 — never the 3rd before the 15th call.
+        let budget = InFlightBudget::new(0.2, 1).expect("valid budget");
+        for _ in 0..14 {
+            budget.call_started();
+        }
+        assert_eq!(budget.limit(), 2);
+        for number in 2..4 {
+            assert_eq!(budget.admit(Attempt::retry(number)), Admission::Go(()));
+        }
+        assert_eq!(budget.admit(Attempt::retry(2)), Admission::Refuse(StopReason::BudgetExhausted));
+        budget.call_started();
+        assert_eq!(budget.limit(), 3);
+        assert_eq!(budget.admit(Attempt::retry(2)), Admission::Go(()));
+    }
+
+    #[test]
     fn first_attempts_are_never_counted_or_refused() {
         let budget = InFlightBudget::new(0.001, 0).expect("valid budget");
         assert_eq!(budget.admit(Attempt::first()), Admission::Go(()));
