@@ -20,7 +20,7 @@ use http::{HeaderMap, Method};
 use retryscope::budget::Budget;
 use retryscope::classify::Classify;
 use retryscope::dependency::Dependency;
-use retryscope::hedge::{HedgeFuture, HedgePolicy, Hedgeable};
+use retryscope::hedge::{HedgeFuture, HedgePolicy};
 use retryscope::observe::Observer;
 use retryscope::overload::Priority;
 use retryscope::{Policy, RetryError, RetryFuture, Retryable, Shared, StopReason, TokioSleeper};

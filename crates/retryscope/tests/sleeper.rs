@@ -132,7 +132,7 @@ fn a_function_is_a_sleeper() {
 #[test]
 #[cfg(target_pointer_width = "64")]
 fn the_futures_keep_their_size() {
-    use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
     use std::mem::size_of_val;
 
     let op = || async { Ok::<u32, std::io::Error>(7) };
