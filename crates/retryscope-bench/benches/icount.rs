@@ -142,18 +142,16 @@ fn happy_retryscope_booked() -> bool {
 /// value, a clone of the dependency's, as every caller passes it.
 fn happy_hedge_fixed() -> bool {
     let flaky = Flaky::new(0);
-    HEDGE_FIXED.with(|policy| {
-        poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy.clone())).is_ok()
-    })
+    HEDGE_FIXED
+        .with(|policy| poll_once(retryscope::Retryable::hedge(|| flaky.call(), policy.clone())).is_ok())
 }
 
 /// The same with a p95 delay: the policy's shared latency tracker counts the
 /// copy's latency.
 fn happy_hedge_percentile() -> bool {
     let flaky = Flaky::new(0);
-    HEDGE_PERCENTILE.with(|policy| {
-        poll_once(retryscope::hedge::Hedgeable::hedge(|| flaky.call(), policy.clone())).is_ok()
-    })
+    HEDGE_PERCENTILE
+        .with(|policy| poll_once(retryscope::Retryable::hedge(|| flaky.call(), policy.clone())).is_ok())
 }
 
 /// An observer that ignores everything, without declaring itself silent.

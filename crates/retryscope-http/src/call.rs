@@ -18,12 +18,12 @@ use crate::fallback::{Chosen, Fallbacks};
 use crate::options::RetryOptions;
 use http::{HeaderMap, Method};
 use retryscope::budget::Budget;
-use retryscope::classify::Classify;
+use retryscope::classify::{Classify, TransientErrors};
 use retryscope::dependency::Dependency;
-use retryscope::hedge::{HedgeFuture, HedgePolicy, Hedgeable};
-use retryscope::observe::Observer;
+use retryscope::hedge::{HedgeFuture, HedgePolicy};
+use retryscope::observe::{NoObserver, Observer};
 use retryscope::overload::Priority;
-use retryscope::{Policy, RetryError, RetryFuture, Retryable, Shared, StopReason, TokioSleeper};
+use retryscope::{Policy, Retry, RetryError, RetryFuture, Retryable, Shared, StopReason, TokioSleeper};
 use retryscope_otel::{OutcomeSlot, Upstream};
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -143,32 +143,40 @@ impl Drive {
     {
         match self.how {
             How::Hedge(policy) => {
-                let hedge = attempt
-                    .hedge(policy)
-                    .priority(self.priority)
-                    .with_classifier(classifier)
-                    .observe(observer)
-                    .dependency(guards);
-                let hedge = match operation {
-                    Some(operation) => hedge.operation(operation),
-                    None => hedge,
-                };
+                let hedge =
+                    configure(attempt.hedge(policy), self.priority, guards, classifier, observer, operation);
                 Running { how: Runs::Hedged { future: Box::pin(hedge.into_future()) } }
             }
             How::Retry(policy) => {
-                let retry = attempt
-                    .retry(policy)
-                    .priority(self.priority)
-                    .with_classifier(classifier)
-                    .observe(observer)
-                    .dependency(guards);
-                let retry = match operation {
-                    Some(operation) => retry.operation(operation),
-                    None => retry,
-                };
+                let retry =
+                    configure(attempt.retry(policy), self.priority, guards, classifier, observer, operation);
                 Running { how: Runs::Retried { future: retry.into_future() } }
             }
         }
+    }
+}
+
+/// The setters every call has, retried or hedged (`M`, the builder's mode),
+/// written once for both.
+// Always inlined, as the engine's setters are: each step moves the whole
+// builder, and out of line every call would copy it once more.
+#[inline(always)]
+fn configure<'g, G, F, C, O, M>(
+    call: Retry<'g, F, TransientErrors, NoObserver, (), M>,
+    priority: Priority,
+    guards: &'g Dependency<G>,
+    classifier: C,
+    observer: O,
+    operation: Option<impl Into<Shared<'g, str>>>,
+) -> Retry<'g, F, C, O, (), M>
+where
+    G: Budget,
+    O: Observer,
+{
+    let call = call.priority(priority).with_classifier(classifier).observe(observer).dependency(guards);
+    match operation {
+        Some(operation) => call.operation(operation),
+        None => call,
     }
 }
 

@@ -6,8 +6,8 @@ mod common;
 
 use common::{Telemetry, attrs, span_attr};
 use opentelemetry::trace::{SpanKind, Status};
-use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
-use retryscope::{ErrorType, Verdict};
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
+use retryscope::{ErrorType, Retryable, Verdict};
 use retryscope_otel::names;
 use std::cell::Cell;
 use std::future::{Future, IntoFuture};

@@ -173,7 +173,7 @@ fn a_hedged_call_arrives_as_one_span_per_copy_under_its_operation_span() {
 
 /// The first copy stalls; the second, sent after 20 ms, answers in 5 ms.
 async fn hedged_call(observer: &OtelObserver) {
-    use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
     let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(20))).build().unwrap();
     let mut copies = 0;
     let answer = (|| {

@@ -432,7 +432,7 @@ fn connections_beyond_the_limit_are_closed_at_once() {
 /// The hedge counters' series, as hedge-lab's rules read them.
 #[tokio::test(start_paused = true)]
 async fn a_hedged_call_shows_as_hedges_and_wins_total() {
-    use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
     let prometheus = PrometheusMetrics::new().expect("exporter");
     let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(50))).build().unwrap();
     let mut copies = 0;

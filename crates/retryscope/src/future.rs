@@ -177,7 +177,7 @@ where
     /// ```
     #[inline(always)]
     pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> RetryFuture<'a, Op, Fut, C, O, N, S> {
-        let Retry { op, classifier, observer, notify, setup } = self;
+        let Retry { op, classifier, observer, notify, setup, mode: () } = self;
         // Only a retry the fast path can run starts without its driver: one
         // that starts quietly (see `Driver::start_attempt`) with no pacer to
         // ask, and borrows its names. For any other, building it later would

@@ -60,7 +60,8 @@
 //!   [`Pacer::adaptive`] is the AWS SDKs' adaptive mode.
 //! - [`hedge`]: hedged calls for slow dependencies — a second copy after a
 //!   delay (fixed, or a recent latency percentile), the first answer wins,
-//!   the budget charged for every extra copy.
+//!   the budget charged for every extra copy; built by the same builder as a
+//!   retry, in its hedging mode ([`Retryable::hedge`]).
 //! - [`observe`]: the hook instrumentation implements (see `retryscope-otel`).
 //! - [`Shared`]: names borrowed, or shared through an `Arc` so that a retry
 //!   can be `'static` (spawned).

@@ -1,11 +1,14 @@
-//! The retry builder: `op.retry(policy).when(..).notify(..).await`.
+//! The one builder of a call: `op.retry(policy).when(..).notify(..).await`,
+//! or hedged, `op.hedge(hedge_policy).when(..).await`.
 
 use crate::classify::TransientErrors;
 use crate::classify::{AnyError, Classify, ClassifyFn, When};
 use crate::clock::Clock;
 use crate::dependency::DependencyRef;
+use crate::driver::hedge::CopyPolicy;
 use crate::driver::{Driver, Next, Setup};
 use crate::error::RetryError;
+use crate::hedge::HedgePolicy;
 use crate::observe::{NoObserver, Observer};
 use crate::outcome::StopReason;
 use crate::overload::Priority;
@@ -15,10 +18,13 @@ use crate::shared::Shared;
 use crate::verdict::{ErrorType, Verdict};
 use std::time::{Duration, Instant};
 
-/// Adds [`retry`](Retryable::retry) to every `FnMut()` closure.
+/// Adds [`retry`](Retryable::retry) and [`hedge`](Retryable::hedge) to every
+/// `FnMut()` closure.
 ///
 /// A closure returning a future is retried with `.await`; a closure returning a
-/// `Result` is retried in blocking code with [`call`](Retry::call).
+/// `Result` is retried in blocking code with [`call`](Retry::call). A closure
+/// returning a future can also be hedged: called once per copy, copies
+/// overlapping (see [`hedge`](crate::hedge)).
 ///
 /// ```
 /// use retryscope::{Policy, Retryable};
@@ -52,59 +58,92 @@ pub trait Retryable<R>: FnMut() -> R + Sized {
             observer: NoObserver,
             notify: (),
             setup: Setup::new(policy),
+            mode: (),
+        }
+    }
+
+    /// Hedges this operation under `policy`: the same builder as a
+    /// [`retry`](Self::retry)'s, in its hedging mode. The policy is taken by
+    /// value as `retry` takes its own: pass a clone of the dependency's
+    /// (clones share a percentile delay's latencies). Only the errors whose
+    /// type says they are transient ([`Transient`](crate::Transient)) are
+    /// non-fatal; say otherwise with [`when`](Retry::when) or
+    /// [`classify`](Retry::classify).
+    ///
+    /// The operation must be idempotent: copies run at the same time (see
+    /// [`hedge`](crate::hedge)).
+    ///
+    /// ```
+    /// use retryscope::Retryable;
+    /// use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let policy = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(20))).build()?;
+    /// let answer = (|| async { Ok::<_, std::io::Error>("fast") }).hedge(policy).await?;
+    /// assert_eq!(answer, "fast");
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[inline(always)]
+    fn hedge<'a>(self, policy: HedgePolicy) -> Retry<'a, Self, TransientErrors, NoObserver, (), HedgePolicy> {
+        Retry {
+            op: self,
+            classifier: TransientErrors,
+            observer: NoObserver,
+            notify: (),
+            // The driver's policy: the hedge's deadline and attempt timeout,
+            // as many attempts as copies.
+            setup: Setup::new(policy.driven()),
+            mode: policy,
         }
     }
 }
 
 impl<R, F: FnMut() -> R> Retryable<R> for F {}
 
-/// A configured retry of one operation. Await it (async operations on tokio,
-/// feature `tokio`), run it on another runtime with
+/// A configured call of one operation: retried, or hedged. Await it (async
+/// operations on tokio, feature `tokio`), run it on another runtime with
 /// [`with_sleeper`](Self::with_sleeper), or [`call`](Self::call) it (blocking
-/// operations).
+/// operations, retried only).
+///
+/// `M` is the mode, what the call carries beyond what every call has (the
+/// operation, its classifier, observer, dependency and names, its
+/// [`Policy`]): nothing, `()`, for a retry ([`Retryable::retry`]); the
+/// [`HedgePolicy`] for a hedged call ([`Retryable::hedge`]). The setters
+/// every call has are written once, for every mode; those that only make
+/// sense for attempts one after another ([`notify`](Self::notify),
+/// [`retry_any_error`](Self::retry_any_error), [`resuming`](Self::resuming),
+/// [`seed`](Self::seed), [`call`](Self::call)) exist for a retry only. A
+/// type, not a value: each mode's future is the one it always was
+/// ([`RetryFuture`](crate::RetryFuture), [`HedgeFuture`](crate::hedge::HedgeFuture)),
+/// with nothing in it to say which.
 #[must_use = "a retry does nothing until awaited or called"]
-pub struct Retry<'a, Op, C = TransientErrors, O = NoObserver, N = ()> {
+pub struct Retry<'a, Op, C = TransientErrors, O = NoObserver, N = (), M = ()> {
     pub(crate) op: Op,
     pub(crate) classifier: C,
     pub(crate) observer: O,
+    /// Told of each retry: `()` in a hedged call, which waits for no error.
     pub(crate) notify: N,
     pub(crate) setup: Setup<'a>,
+    /// `()` for a retry, whose policy is the setup's; a hedged call's
+    /// [`HedgePolicy`] (the setup holds the limits it drives the copies by).
+    pub(crate) mode: M,
 }
 
-impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
+/// What every call has, retried or hedged.
+impl<'a, Op, C, O, N, M> Retry<'a, Op, C, O, N, M> {
     /// Retries only the errors `predicate` accepts; other errors are permanent.
-    pub fn when<P>(self, predicate: P) -> Retry<'a, Op, When<P>, O, N> {
+    /// (A hedged call's non-fatal errors: the next copy goes at once.)
+    pub fn when<P>(self, predicate: P) -> Retry<'a, Op, When<P>, O, N, M> {
         self.with_classifier(When(predicate))
     }
 
-    /// Retries every error, whatever its type: the choice for an operation
-    /// whose every failure is known to be transient. Prefer [`when`](Self::when),
-    /// which names the errors worth a retry.
-    ///
-    /// ```
-    /// use retryscope::{Policy, Retryable};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let mut calls = 0;
-    /// let answer = (|| {
-    ///     calls += 1;
-    ///     let result = if calls < 3 { Err("flaky") } else { Ok(42) };
-    ///     async move { result }
-    /// })
-    /// .retry(Policy::interactive())
-    /// .retry_any_error()
-    /// .await;
-    /// assert_eq!((answer.ok(), calls), (Some(42), 3));
-    /// # }
-    /// ```
-    pub fn retry_any_error(self) -> Retry<'a, Op, AnyError, O, N> {
-        self.with_classifier(AnyError)
-    }
-
     /// Classifies each result with `f`, e.g. to retry an `Ok` HTTP 503 or to pass a
-    /// server's `Retry-After` hint.
-    pub fn classify<F>(self, f: F) -> Retry<'a, Op, ClassifyFn<F>, O, N> {
+    /// server's `Retry-After` hint (for a hedged call, see the table in
+    /// [`hedge`](crate::hedge)).
+    pub fn classify<F>(self, f: F) -> Retry<'a, Op, ClassifyFn<F>, O, N, M> {
         self.with_classifier(ClassifyFn(f))
     }
 
@@ -114,26 +153,29 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     // of them copied it at each step out of line (two copies fewer a tower
     // call once inlined, BENCHMARKS.md).
     #[inline(always)]
-    pub fn with_classifier<C2>(self, classifier: C2) -> Retry<'a, Op, C2, O, N> {
-        Retry { op: self.op, classifier, observer: self.observer, notify: self.notify, setup: self.setup }
-    }
-
-    /// Calls `f(&error, delay)` before each wait that follows an `Err`.
-    pub fn notify<N2>(self, f: N2) -> Retry<'a, Op, C, O, N2> {
+    pub fn with_classifier<C2>(self, classifier: C2) -> Retry<'a, Op, C2, O, N, M> {
         Retry {
             op: self.op,
-            classifier: self.classifier,
+            classifier,
             observer: self.observer,
-            notify: f,
+            notify: self.notify,
             setup: self.setup,
+            mode: self.mode,
         }
     }
 
     /// Reports attempts, waits and the outcome to `observer` (e.g. the
     /// OpenTelemetry instrumentation).
     #[inline(always)]
-    pub fn observe<O2: Observer>(self, observer: O2) -> Retry<'a, Op, C, O2, N> {
-        Retry { op: self.op, classifier: self.classifier, observer, notify: self.notify, setup: self.setup }
+    pub fn observe<O2: Observer>(self, observer: O2) -> Retry<'a, Op, C, O2, N, M> {
+        Retry {
+            op: self.op,
+            classifier: self.classifier,
+            observer,
+            notify: self.notify,
+            setup: self.setup,
+            mode: self.mode,
+        }
     }
 
     /// The dependency called: its name (`retryscope.dependency`) and its
@@ -141,7 +183,10 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     /// borrowed — its budget, breaker, pacer, concurrency limit and further
     /// guards then guard this call — or a name alone (`&str`, `String`, or
     /// an `Arc<str>` for a `'static` retry). Keep names low-cardinality: a
-    /// service or host name, never a URL.
+    /// service or host name, never a URL. A hedged call's copies are admitted
+    /// as a retry's attempts are: every copy beyond the first is charged to
+    /// the budget as a retry, and the guards are asked before every copy
+    /// (see [`hedge`](crate::hedge)).
     ///
     /// ```
     /// use retryscope::dependency::Dependency;
@@ -182,6 +227,46 @@ impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
     pub fn priority(mut self, priority: Priority) -> Self {
         self.setup.priority = priority;
         self
+    }
+}
+
+/// What only a retry has: its attempts run one after another.
+impl<'a, Op, C, O, N> Retry<'a, Op, C, O, N> {
+    /// Retries every error, whatever its type: the choice for an operation
+    /// whose every failure is known to be transient. Prefer [`when`](Self::when),
+    /// which names the errors worth a retry.
+    ///
+    /// ```
+    /// use retryscope::{Policy, Retryable};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut calls = 0;
+    /// let answer = (|| {
+    ///     calls += 1;
+    ///     let result = if calls < 3 { Err("flaky") } else { Ok(42) };
+    ///     async move { result }
+    /// })
+    /// .retry(Policy::interactive())
+    /// .retry_any_error()
+    /// .await;
+    /// assert_eq!((answer.ok(), calls), (Some(42), 3));
+    /// # }
+    /// ```
+    pub fn retry_any_error(self) -> Retry<'a, Op, AnyError, O, N> {
+        self.with_classifier(AnyError)
+    }
+
+    /// Calls `f(&error, delay)` before each wait that follows an `Err`.
+    pub fn notify<N2>(self, f: N2) -> Retry<'a, Op, C, O, N2> {
+        Retry {
+            op: self.op,
+            classifier: self.classifier,
+            observer: self.observer,
+            notify: f,
+            setup: self.setup,
+            mode: self.mode,
+        }
     }
 
     /// Runs the call as attempt `number` of work retried across calls — a

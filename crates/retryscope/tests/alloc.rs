@@ -92,7 +92,7 @@ fn a_breaker_with_its_full_bookkeeping_allocates_nothing_either() {
 /// tracker counts the latency in place).
 #[test]
 fn a_hedged_call_the_first_copy_answers_allocates_nothing() {
-    use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_time().build().expect("a tokio runtime");
     let _context = runtime.enter();

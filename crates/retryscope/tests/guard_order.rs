@@ -6,7 +6,7 @@ use retryscope::breaker::BreakerState;
 use retryscope::budget::InFlightBudget;
 use retryscope::dependency::Dependency;
 use retryscope::guard::{Admission, Attempt, End, Guard};
-use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Held, Observer, OperationInfo, OperationObserver, Wait,
 };

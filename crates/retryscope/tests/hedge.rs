@@ -7,10 +7,12 @@ mod common;
 use common::{Event, Recorder, ms};
 use retryscope::Pacer;
 use retryscope::dependency::Dependency;
-use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope::observe::{AttemptEnd, AttemptStart, HedgeOutcome};
 use retryscope::pace::{PaceSignal, Quota};
-use retryscope::{CircuitBreaker, ErrorType, Hint, Outcome, RetryBudget, SettingValue, StopReason, Verdict};
+use retryscope::{
+    CircuitBreaker, ErrorType, Hint, Outcome, RetryBudget, Retryable, SettingValue, StopReason, Verdict,
+};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

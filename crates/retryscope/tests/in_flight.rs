@@ -5,7 +5,7 @@
 use retryscope::budget::InFlightBudget;
 use retryscope::dependency::Dependency;
 use retryscope::guard::{Admission, Attempt, End, Guard};
-use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope::{CircuitBreaker, Jitter, Policy, Retryable, StopReason};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

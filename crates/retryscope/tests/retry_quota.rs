@@ -8,7 +8,7 @@ mod common;
 use common::{ms, plain, status_verdict};
 use retryscope::budget::RetryQuota;
 use retryscope::dependency::Dependency;
-use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+use retryscope::hedge::{HedgeDelay, HedgePolicy};
 use retryscope::{ErrorType, Hint, Retryable, StopReason, Verdict};
 use std::cell::Cell;
 use std::time::Duration;

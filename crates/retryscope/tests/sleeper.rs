@@ -124,3 +124,35 @@ fn a_function_is_a_sleeper() {
     assert_eq!((error.reason(), error.attempts()), (StopReason::AttemptsExhausted, 3));
     assert_eq!(waits.load(Ordering::Relaxed), 2);
 }
+
+/// The futures a retry and a hedged call become: their sizes are part of
+/// what a call costs (each is moved into the caller's future), so a change
+/// to the builders must not grow them. Measured on x86-64; `SIZES=1` prints
+/// them.
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn the_futures_keep_their_size() {
+    use retryscope::hedge::{HedgeDelay, HedgePolicy};
+    use std::mem::size_of_val;
+
+    let op = || async { Ok::<u32, std::io::Error>(7) };
+    let retry = op.retry(policy().build().unwrap()).with_sleeper(ThreadTimer::default());
+    let retry_when = op
+        .retry(policy().build().unwrap())
+        .when(|_: &std::io::Error| true)
+        .with_sleeper(ThreadTimer::default());
+    let hedge_policy =
+        HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(5))).build().unwrap();
+    let hedge = op.hedge(hedge_policy.clone()).with_sleeper(ThreadTimer::default());
+    let hedge_when =
+        op.hedge(hedge_policy).when(|_: &std::io::Error| true).with_sleeper(ThreadTimer::default());
+    let sizes =
+        [size_of_val(&retry), size_of_val(&retry_when), size_of_val(&hedge), size_of_val(&hedge_when)];
+    if std::env::var_os("SIZES").is_some() {
+        println!(
+            "RetryFuture {} / {} (when), HedgeFuture {} / {} (when)",
+            sizes[0], sizes[1], sizes[2], sizes[3]
+        );
+    }
+    assert_eq!(sizes, [536, 536, 1_048, 1_048]);
+}

@@ -1,7 +1,6 @@
 //! A dependency as a value: its name and its guards, built once, shared by
 //! every call to it, and put on a call with one setter
-//! ([`Retry::dependency`](crate::Retry::dependency),
-//! [`Hedge::dependency`](crate::hedge::Hedge::dependency)).
+//! ([`Retry::dependency`](crate::Retry::dependency), retried or hedged).
 
 use crate::CircuitBreaker;
 use crate::RetryBudget;
@@ -196,9 +195,9 @@ impl<T> Dependency<T> {
 
 /// A dependency as one call refers to it: a name alone (`&str`, `String`,
 /// `Arc<str>`), or a [`Dependency`]'s name and guards, borrowed. What
-/// [`Retry::dependency`](crate::Retry::dependency) and
-/// [`Hedge::dependency`](crate::hedge::Hedge::dependency) take: the one
-/// setter that puts a dependency on a call, whatever it guards it with.
+/// [`Retry::dependency`](crate::Retry::dependency) takes, retried or
+/// hedged: the one setter that puts a dependency on a call, whatever it
+/// guards it with.
 #[derive(Clone)]
 pub struct DependencyRef<'a> {
     pub(crate) name: Shared<'a, str>,

@@ -11,7 +11,7 @@ use crate::driver::hedge::{HedgeDriver, Sent, Settled};
 use crate::error::RetryError;
 use crate::observe::Observer;
 use crate::outcome::{Outcome, StopReason};
-use crate::retry::verdict_of;
+use crate::retry::{Retry, verdict_of};
 use crate::sleep::Sleeper;
 use crate::verdict::{ErrorType, Verdict};
 use pin_project_lite::pin_project;
@@ -92,7 +92,8 @@ impl<Fut, O: Observer> Drop for Copies<'_, Fut, O> {
 }
 
 pin_project! {
-    /// The future of an awaited [`Hedge`](super::Hedge).
+    /// The future of an awaited hedged call (a [`Retry`](crate::Retry) built
+    /// by [`hedge`](crate::Retryable::hedge)).
     ///
     /// Dropping it mid-flight cancels every copy in flight; the observer
     /// hears [`Outcome::Cancelled`].
@@ -118,6 +119,41 @@ pin_project! {
         timer: Option<S::Sleep>,
         timer_at: Option<Instant>,
         done: bool,
+    }
+}
+
+/// Awaiting a hedged call waits on tokio's timer.
+#[cfg(feature = "tokio")]
+impl<'a, Op, Fut, T, E, C, O> std::future::IntoFuture for Retry<'a, Op, C, O, (), HedgePolicy>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+{
+    type Output = Result<T, RetryError<E>>;
+    type IntoFuture = HedgeFuture<'a, Op, Fut, C, O, crate::TokioSleeper>;
+
+    #[inline]
+    fn into_future(self) -> Self::IntoFuture {
+        self.with_sleeper(crate::TokioSleeper)
+    }
+}
+
+/// What only a hedged call has: its future.
+impl<'a, Op, Fut, T, E, C, O> Retry<'a, Op, C, O, (), HedgePolicy>
+where
+    Op: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    C: Classify<T, E>,
+    O: Observer,
+{
+    /// The hedged call as a future that times its delays and limits with
+    /// `sleeper`, as a retry's [`with_sleeper`](Retry::with_sleeper) does.
+    #[inline]
+    pub fn with_sleeper<S: Sleeper>(self, sleeper: S) -> HedgeFuture<'a, Op, Fut, C, O, S> {
+        let driver = HedgeDriver::new(self.setup, self.mode, self.observer, sleeper.clock());
+        HedgeFuture::new(self.op, self.classifier, sleeper, Copies::new(driver))
     }
 }
 

@@ -9,10 +9,16 @@
 //! call's, and the other copies' futures are dropped at once, which cancels
 //! them (an HTTP client resets the stream or closes the connection).
 //!
+//! A hedged call is built as a retry is, by the one builder in its hedging
+//! mode: [`Retryable::hedge`](crate::Retryable::hedge) in place of
+//! [`retry`](crate::Retryable::retry), then the same setters
+//! ([`Retry::dependency`](crate::Retry::dependency), [`when`](crate::Retry::when),
+//! [`observe`](crate::Retry::observe)…), awaited into a [`HedgeFuture`].
+//!
 //! ```
-//! use retryscope::RetryBudget;
 //! use retryscope::dependency::Dependency;
-//! use retryscope::hedge::{HedgeDelay, HedgePolicy, Hedgeable};
+//! use retryscope::hedge::{HedgeDelay, HedgePolicy};
+//! use retryscope::{RetryBudget, Retryable};
 //! use std::time::Duration;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -46,8 +52,9 @@
 //! # Which results end the call
 //!
 //! Each copy's result is classified as a retry's is: the default
-//! ([`Transient`](crate::Transient)), [`when`](Hedge::when),
-//! [`classify`](Hedge::classify) or [`with_classifier`](Hedge::with_classifier).
+//! ([`Transient`](crate::Transient)), [`when`](crate::Retry::when),
+//! [`classify`](crate::Retry::classify) or
+//! [`with_classifier`](crate::Retry::with_classifier).
 //!
 //! | verdict | meaning for a hedge |
 //! |---|---|
@@ -73,7 +80,7 @@
 //!
 //! # Load, deadlines, breaker
 //!
-//! - Every copy beyond the first is charged to the dependency's budget ([`Hedge::dependency`])
+//! - Every copy beyond the first is charged to the dependency's budget ([`Retry::dependency`](crate::Retry::dependency))
 //!   like a retry ([`Budget::try_acquire_retry`](crate::budget::Budget::try_acquire_retry));
 //!   a refusal sends no further copies, so hedging cannot amplify an outage
 //!   beyond the budget's share. Finished copies report to the budget as
@@ -104,13 +111,11 @@
 //! error) or `failed`. There are no `waiting` events: a hedge's delay runs
 //! while copies are in flight.
 
-mod builder;
 mod delay;
 mod future;
 mod latency;
 mod policy;
 
-pub use builder::{Hedge, Hedgeable};
 pub use delay::{HedgeDelay, PercentileDelay};
 pub use future::HedgeFuture;
 pub(crate) use policy::describe;
