@@ -119,7 +119,7 @@ impl<R, F: FnMut() -> R> Retryable<R> for F {}
 /// type, not a value: each mode's future is the one it always was
 /// ([`RetryFuture`](crate::RetryFuture), [`HedgeFuture`](crate::hedge::HedgeFuture)),
 /// with nothing in it to say which.
-#[must_use = "a retry does nothing until awaited or called"]
+#[must_use = "a retried or hedged call does nothing until awaited (or, retried, called)"]
 pub struct Retry<'a, Op, C = TransientErrors, O = NoObserver, N = (), M = ()> {
     pub(crate) op: Op,
     pub(crate) classifier: C,
