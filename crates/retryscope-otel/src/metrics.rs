@@ -102,7 +102,7 @@ impl RetryMetrics {
     }
 
     pub(crate) fn retry_started(&self, common: &Common, reason: &'static str) {
-        with_attrs!(common, [KeyValue::new(names::RETRY_REASON, reason)], |attrs: &[KeyValue]| {
+        with_attrs!(common, [names::RETRY_REASON => reason], |attrs: &[KeyValue]| {
             self.inner.retries.add(1, attrs);
         });
     }
@@ -124,29 +124,28 @@ impl RetryMetrics {
     ) {
         let seconds = duration.as_secs_f64();
         let record = |attrs: &[KeyValue]| self.inner.attempt_duration.record(seconds, attrs);
-        let attempt = KeyValue::new(names::ATTEMPT, attempt);
         match error {
-            Some(error) => with_attrs!(common, [attempt, KeyValue::new(names::ERROR_TYPE, error)], record),
-            None => with_attrs!(common, [attempt], record),
+            Some(error) => {
+                with_attrs!(common, [names::ATTEMPT => attempt, names::ERROR_TYPE => error], record)
+            }
+            None => with_attrs!(common, [names::ATTEMPT => attempt], record),
         }
     }
 
     pub(crate) fn waited(&self, common: &Common, source: &'static str, delay: Duration) {
-        with_attrs!(common, [KeyValue::new(names::DELAY_SOURCE, source)], |attrs: &[KeyValue]| {
+        with_attrs!(common, [names::DELAY_SOURCE => source], |attrs: &[KeyValue]| {
             self.inner.backoff_delay.record(delay.as_secs_f64(), attrs);
         });
     }
 
     pub(crate) fn held(&self, common: &Common, source: &'static str, wait: Duration) {
-        with_attrs!(common, [KeyValue::new(names::PACE_SOURCE, source)], |attrs: &[KeyValue]| {
+        with_attrs!(common, [names::PACE_SOURCE => source], |attrs: &[KeyValue]| {
             self.inner.pace_held.record(wait.as_secs_f64(), attrs);
         });
     }
 
     pub(crate) fn finished(&self, common: &Common, outcome: &'static str, attempts: i64, duration: Duration) {
-        let outcome = KeyValue::new(names::OUTCOME, outcome);
-        let attempts = KeyValue::new(names::ATTEMPTS, attempts);
-        with_attrs!(common, [outcome, attempts], |attrs: &[KeyValue]| {
+        with_attrs!(common, [names::OUTCOME => outcome, names::ATTEMPTS => attempts], |attrs: &[KeyValue]| {
             self.inner.request_duration.record(duration.as_secs_f64(), attrs);
         });
     }
@@ -162,28 +161,24 @@ impl RetryMetrics {
         reason: Option<&'static str>,
         priority: Priority,
     ) {
-        let outcome = KeyValue::new(names::OUTCOME, outcome);
         let add = |attrs: &[KeyValue]| self.inner.refused.add(1, attrs);
         match reason {
             Some(reason) => with_attrs!(
                 common,
                 [
-                    outcome,
-                    KeyValue::new(names::THROTTLE_REASON, reason),
-                    KeyValue::new(names::PRIORITY, priority.as_str())
+                    names::OUTCOME => outcome,
+                    names::THROTTLE_REASON => reason,
+                    names::PRIORITY => priority.as_str()
                 ],
                 add
             ),
-            None => with_attrs!(common, [outcome], add),
+            None => with_attrs!(common, [names::OUTCOME => outcome], add),
         }
     }
 
     pub(crate) fn throttled(&self, common: &Common, reason: &'static str, priority: Priority) {
-        let reason = KeyValue::new(names::THROTTLE_REASON, reason);
-        let priority = KeyValue::new(names::PRIORITY, priority.as_str());
-        with_attrs!(common, [reason, priority], |attrs: &[KeyValue]| {
-            self.inner.throttled.add(1, attrs);
-        });
+        let add = |attrs: &[KeyValue]| self.inner.throttled.add(1, attrs);
+        with_attrs!(common, [names::THROTTLE_REASON => reason, names::PRIORITY => priority.as_str()], add);
     }
 }
 
