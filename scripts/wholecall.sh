@@ -70,9 +70,14 @@ TARGETS=(
   # stays ungated until its median holds well inside 1.40x. The metric
   # attributes no longer dropped took about 350 a call (medians of five runs of
   # each binary: 106,557 -> 106,211; plain 65,312, hand-rolled 95,029: 1.39x ->
-  # 1.38x); the check run on it read 1.37 (+41,135 / +29,980): still not inside
-  # with room (wanted: a median at or below ~1.35x).
-  "issue51-sdk-grpc                  grpc_retryscope_sdk  grpc_hand_rolled    1.40 missed"
+  # 1.38x); the check run on it read 1.37 (+41,135 / +29,980). Gated since
+  # each gRPC row is the median of three runs (GRPC_RUNS): every reading of
+  # that code read 1.38x or less (quiet medians of five 1.376; CI on e560b19
+  # 1.378, +40,756 / +29,578), about 650 instructions inside the bound. In
+  # the two CI runs of this stop a variant's three runs spread by at most ~160
+  # a call, and the unchanged rows' medians (plain, hand-rolled) agreed within
+  # 70 from one run to the other.
+  "issue51-sdk-grpc                  grpc_retryscope_sdk  grpc_hand_rolled    1.40 met"
   "issue51-no-provider               http_retryscope      http_reqwest_retry  2.00 missed"
   # The gRPC layer without a provider adds at most half of what it added when
   # this benchmark was first run (main at 44d4a08: +29,919 instructions).
