@@ -74,7 +74,7 @@ impl<T> Clone for Dependencies<T> {
 /// A factory making `first`'s guards (if any) and then `make`'s, composed
 /// into one [`Guard`] (a pair: both asked, in that order): how a builder's
 /// `guard` called twice gives each dependency both.
-pub fn and_guard<G: Guard<Permit = ()> + 'static>(
+pub(super) fn and_guard<G: Guard<Permit = ()> + 'static>(
     first: Option<Factory<SharedGuard>>,
     make: impl Fn() -> G + Send + Sync + 'static,
 ) -> Factory<SharedGuard> {
