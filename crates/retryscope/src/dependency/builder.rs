@@ -2,6 +2,7 @@
 
 use super::overflow::OverflowGuards;
 use super::registry::{Dependencies, Factory, Registry, and_guard};
+use super::value::Dependency;
 use crate::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
@@ -213,19 +214,46 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
             overflow: OverflowGuards::new(self.overflow_capacity),
-            labels: self.labels,
             servers: RwLock::default(),
-            budget: self.budget,
-            breaker: self.breaker,
-            pacer: self.pacer,
-            pace_share: self.pace_share,
-            budget_share: self.budget_share,
-            concurrency_limit: self.concurrency_limit,
-            guard: self.guard,
+            template: self,
             guard_gauges,
-            hedge: self.hedge,
         });
         Dependencies { inner }
+    }
+}
+
+impl<T: Budget> DependenciesBuilder<T> {
+    /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
+    /// share only if `pace_fleet` (a named dependency's: see
+    /// [`Dependencies`] for why an overflow set's does not).
+    pub(super) fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Dependency<T> {
+        let pacer = self.pacer.as_ref().map(|make| {
+            let pacer = make();
+            if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
+                // A factory that hands one pacer to several dependencies
+                // shares it under the first name only.
+                pacer.share_with(Arc::clone(share), &dependency);
+            }
+            pacer
+        });
+        let budget = self.budget.as_ref().map(|make| {
+            let budget = make();
+            if let Some(share) = &self.budget_share {
+                // A factory that hands one budget to several dependencies
+                // shares it under the first name only.
+                budget.share_floor(Arc::clone(share), &dependency);
+            }
+            budget
+        });
+        Dependency {
+            dependency,
+            budget,
+            breaker: self.breaker.as_ref().map(|make| make()),
+            pacer,
+            concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
+            guard: self.guard.as_ref().map(|make| make()),
+            hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
+        }
     }
 }
 
