@@ -67,6 +67,10 @@ pub fn register_guard_gauges<T: Budget + 'static>(
     let live = Arc::new(live);
     for gauge in guard_gauges.iter().copied() {
         let read = Arc::clone(&live);
+        // Each instrument's callback hears every figure of every guard and
+        // keeps its own: OpenTelemetry calls one callback per instrument,
+        // and a collection is off the call path, so reading a few figures
+        // more than needed costs no call anything.
         guard_gauge(meter, gauge, move |observe| {
             for dependency in read() {
                 dependency.gauges(&mut |published, value| {
