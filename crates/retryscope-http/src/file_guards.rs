@@ -42,7 +42,7 @@ use crate::settings::ClientSettings;
 use retryscope::budget::Budget;
 use retryscope::budget::{BudgetShare, InFlightBudget};
 use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency, Factory, and_guard};
-use retryscope::guard::{Gauge, SharedGuard};
+use retryscope::guard::SharedGuard;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::ConcurrencyLimiter;
 use retryscope::pace::PaceShare;
@@ -198,9 +198,8 @@ struct Slot<T> {
 
 impl<T: Budget + 'static> FileGuards<T> {
     /// The guards of `handle`'s file, made with `code` for what it does not
-    /// write; with a `meter`, their gauges (`retryscope.budget.available`,
-    /// `retryscope.breaker.state`, `retryscope.pace.rate`) are registered
-    /// once, holding the guards weakly.
+    /// write; with a `meter`, the gauges of every guard a file's sets may
+    /// have are registered once, holding the guards weakly.
     pub fn new(
         handle: ConfigHandle,
         code: CodeFactories<T>,
@@ -219,9 +218,17 @@ impl<T: Budget + 'static> FileGuards<T> {
         });
         if let Some(meter) = meter {
             // The gauges of the guards a file's sets may have: the code's,
-            // and the file's in-flight budget's.
-            let sample = and_guard(inner.code.guard.clone(), InFlightBudget::envoy)();
-            let guard_gauges = Gauge::of(&*sample);
+            // and those a file may write (a budget, a breaker, a pacer, an
+            // in-flight budget), as a registry with all of them learns them.
+            let wrap = inner.code.wrap;
+            let every = CodeFactories {
+                budget: Some(Arc::new(move || wrap(RetryBudget::default()))),
+                breaker: Some(Arc::new(CircuitBreaker::default)),
+                pacer: Some(Arc::new(Pacer::new)),
+                guard: Some(and_guard(inner.code.guard.clone(), InFlightBudget::envoy)),
+                ..inner.code.clone()
+            };
+            let guard_gauges = every.registry().build().guard_gauges().to_vec();
             let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
             let live = move || weak.upgrade().map(|inner| inner.all()).unwrap_or_default();
             retryscope_otel::register_guard_gauges(meter, live, &guard_gauges);
