@@ -40,7 +40,7 @@
 use crate::configured::CallConfig;
 use retryscope::budget::{Budget, InFlightBudget};
 use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency};
-use retryscope::{CircuitBreaker, RetryBudget};
+use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
 use std::collections::HashMap;
 use std::fmt;
@@ -119,9 +119,8 @@ struct Slot<T> {
 
 impl<T: Budget + 'static> FileGuards<T> {
     /// The guards of `handle`'s file, made with `code` for what it does not
-    /// write; with a `meter`, their gauges (`retryscope.budget.available`,
-    /// `retryscope.breaker.state`, `retryscope.pace.rate`) are registered
-    /// once, holding the guards weakly.
+    /// write; with a `meter`, the gauges of every guard a file's sets may
+    /// have are registered once, holding the guards weakly.
     pub fn new(
         handle: ConfigHandle,
         code: CodeGuards<T>,
@@ -140,8 +139,15 @@ impl<T: Budget + 'static> FileGuards<T> {
         });
         if let Some(meter) = meter {
             // The gauges of the guards a file's sets may have: the code's,
-            // and the file's in-flight budget's.
-            let sample = inner.code.dependencies.clone().guard(InFlightBudget::envoy).build();
+            // and those a file may write (a budget, a breaker, a pacer, an
+            // in-flight budget), as a registry with all of them learns them.
+            let wrap = inner.code.wrap;
+            let sample = (inner.code.dependencies.clone())
+                .budget(move || wrap(RetryBudget::default()))
+                .breaker(CircuitBreaker::default)
+                .pacer(Pacer::new)
+                .guard(InFlightBudget::envoy)
+                .build();
             let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
             let live = move || weak.upgrade().map(|inner| inner.all()).unwrap_or_default();
             retryscope_otel::register_guard_gauges(meter, live, sample.guard_gauges());

@@ -1,150 +1,83 @@
-//! Observable gauges for state that lives outside any one call: the circuit
-//! breaker's state, the retry budget's headroom and the pacer's rate.
+//! Observable gauges for state that lives outside any one call: whatever a
+//! dependency's guards publish ([`Guard::gauges`](retryscope::guard::Guard::gauges)) —
+//! the breaker's state, the budget's headroom, the pacer's rate, the
+//! overload guards' figures, any further guard's — registered through one
+//! path that names no guard.
 //!
 //! The SDK calls the callbacks at each collection, so reading the state costs
 //! nothing on the request path.
 
 use crate::names;
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Meter, ObservableGauge};
+use opentelemetry::metrics::Meter;
 use retryscope::budget::Budget;
-use retryscope::dependency::OVERFLOW;
-use retryscope::guard::{Gauge, Worst};
+use retryscope::dependency::{Dependency, OVERFLOW};
+use retryscope::guard::{Gauge, GaugeKind, Worst};
 use std::sync::Arc;
 
-/// Registers `retryscope.breaker.state` (`{state}`: 0 closed, 1 half-open, 2 open)
-/// for `dependency`, read from `state` at each collection.
-///
-/// Register once per breaker; several dependencies share the instrument and
-/// differ by their `retryscope.dependency` attribute. Integrations that keep a
-/// breaker per dependency use [`Dependencies`](retryscope::dependency::Dependencies),
-/// which reports them all through one callback and stops when it is dropped.
+/// Publishes the gauges of `dependency`'s guards ([`Dependency::published`]),
+/// each labelled with its name: for guards kept outside any
+/// [`Dependencies`](retryscope::dependency::Dependencies) registry, which
+/// [`publish_dependency_gauges`] reports instead. The callbacks hold the
+/// dependency weakly (OpenTelemetry keeps them for the meter provider's
+/// lifetime): dropping its last `Arc` ends the reports, so keep it as long
+/// as its gauges should be reported.
 ///
 /// ```
+/// use retryscope::CircuitBreaker;
+/// use retryscope::dependency::Dependency;
 /// use std::sync::Arc;
-/// use std::sync::atomic::{AtomicI64, Ordering};
 ///
 /// let meter = opentelemetry::global::meter("my-service");
-/// let state = Arc::new(AtomicI64::new(0));
-/// let shared = state.clone();
-/// let _gauge = retryscope_otel::register_breaker_gauge(&meter, "payments", move || {
-///     shared.load(Ordering::Relaxed)
-/// });
+/// let payments = Arc::new(Dependency::new("payments").with_breaker(CircuitBreaker::default()));
+/// retryscope_otel::publish_guard_gauges(&meter, &payments);
 /// ```
-pub fn register_breaker_gauge(
+pub fn publish_guard_gauges<T: Budget + Send + Sync + 'static>(
     meter: &Meter,
-    dependency: impl Into<String>,
-    state: impl Fn() -> i64 + Send + Sync + 'static,
-) -> ObservableGauge<i64> {
-    let dependency: Arc<str> = Arc::from(dependency.into());
-    breaker_gauge(meter, move |observe| observe(state(), &dependency))
+    dependency: &Arc<Dependency<T>>,
+) {
+    let held = Arc::downgrade(dependency);
+    register_guard_gauges(meter, move || held.upgrade().into_iter().collect(), &dependency.published());
 }
 
-/// Registers `retryscope.budget.available` (`{retry}`) for `dependency`, read
-/// from `available` at each collection.
-///
-/// OpenTelemetry keeps the callback, and what it captures, as long as the meter
-/// provider lives: capture shared state (an `Arc`, or better a `Weak`), not
-/// something that should be freed earlier.
-pub fn register_budget_gauge(
-    meter: &Meter,
-    dependency: impl Into<String>,
-    available: impl Fn() -> f64 + Send + Sync + 'static,
-) -> ObservableGauge<f64> {
-    let dependency: Arc<str> = Arc::from(dependency.into());
-    budget_gauge(meter, move |observe| observe(available(), &dependency))
-}
-
-/// Registers `retryscope.budget.available` for a shared [`Budget`] (a
-/// [`RetryBudget`](retryscope::RetryBudget) or a
-/// [`TokenBucket`](retryscope::TokenBucket)), reading
-/// [`Budget::available`] at each collection.
-pub fn register_throttle_gauge<T>(
-    meter: &Meter,
-    dependency: impl Into<String>,
-    throttle: Arc<T>,
-) -> ObservableGauge<f64>
-where
-    T: Budget + ?Sized + 'static,
-{
-    register_budget_gauge(meter, dependency, move || throttle.available())
-}
-
-/// Registers the gauges of guards kept per dependency —
+/// Registers `guard_gauges`, the gauges the dependencies' guards publish
+/// ([`Dependencies::guard_gauges`](retryscope::dependency::Dependencies::guard_gauges):
 /// `retryscope.budget.available`, `retryscope.breaker.state`,
-/// `retryscope.pace.rate`, `retryscope.overload.accepted_ratio`,
-/// `retryscope.limit.limit`, `retryscope.limit.in_flight`, and
-/// `guard_gauges`, those the dependencies' [`Guard`](retryscope::guard::Guard)s
-/// publish — read at each collection from
-/// the guards `live` lists then, each under its
-/// [`dependency`](retryscope::dependency::Dependency::dependency) name — as
+/// `retryscope.pace.rate`, `retryscope.limit.limit`,
+/// `retryscope.limit.in_flight`, `retryscope.overload.accepted`, a further
+/// guard's own), one instrument each, of the number type its
+/// [`kind`](Gauge::kind) says — read at each collection from the guards
+/// `live` lists then ([`Dependency::gauges`]), each under its
+/// [`dependency`](retryscope::dependency::Dependency::label) name — as
 /// [`Dependencies`](retryscope::dependency::Dependencies) reports its own. `live`
 /// should hold its registry weakly (OpenTelemetry keeps the callbacks for
 /// the meter provider's lifetime) and list a bounded number of guards.
 ///
 /// Guard sets labelled [`OVERFLOW`] (`_OTHER`: one per dependency beyond the
-/// label bound) make one series per gauge, the worst of them: the least
-/// budget available, the most open breaker, the slowest pace in force (as do
-/// the registry's own gauges, and its adaptive throttle's and concurrency
-/// limit's: the lowest accept ratio, the lowest limit, the most attempts in
-/// flight). One series each would collide: they carry the same attributes.
+/// label bound) make one series per gauge, the worst of them as the gauge's
+/// [`worst`](Gauge::worst) says: the least budget available, the most open
+/// breaker, the slowest pace in force, the lowest accept ratio, the lowest
+/// limit, the most attempts in flight. One series each would collide: they
+/// carry the same attributes.
 pub fn register_guard_gauges<T: Budget + 'static>(
     meter: &Meter,
-    live: impl Fn() -> Vec<Arc<retryscope::dependency::Dependency<T>>> + Send + Sync + 'static,
+    live: impl Fn() -> Vec<Arc<Dependency<T>>> + Send + Sync + 'static,
     guard_gauges: &[&'static Gauge],
 ) {
     let live = Arc::new(live);
-    let budgets = Arc::clone(&live);
-    budget_gauge(meter, move |observe| {
-        for guards in budgets() {
-            if let Some(budget) = guards.budget() {
-                observe(budget.available(), guards.label());
-            }
-        }
-    });
-    let breakers = Arc::clone(&live);
-    breaker_gauge(meter, move |observe| {
-        for guards in breakers() {
-            if let Some(breaker) = guards.breaker() {
-                observe(breaker.state().as_gauge(), guards.label());
-            }
-        }
-    });
-    let pacers = Arc::clone(&live);
-    pace_gauge(meter, move |observe| {
-        for guards in pacers() {
-            if let Some(rate) = guards.pacer().and_then(retryscope::Pacer::allowed_rate) {
-                observe(rate, guards.label());
-            }
-        }
-    });
-    let limits = Arc::clone(&live);
-    limit_gauge(meter, move |observe| {
-        for guards in limits() {
-            if let Some(limiter) = guards.concurrency_limit() {
-                observe(u64::from(limiter.limit()), guards.label());
-            }
-        }
-    });
-    let slots = Arc::clone(&live);
-    in_flight_gauge(meter, move |observe| {
-        for guards in slots() {
-            if let Some(limiter) = guards.concurrency_limit() {
-                observe(u64::from(limiter.in_flight()), guards.label());
-            }
-        }
-    });
     for gauge in guard_gauges.iter().copied() {
         let read = Arc::clone(&live);
+        // Each instrument's callback hears every figure of every guard and
+        // keeps its own: OpenTelemetry calls one callback per instrument,
+        // and a collection is off the call path, so reading a few figures
+        // more than needed costs no call anything.
         guard_gauge(meter, gauge, move |observe| {
-            for guards in read() {
-                if let Some(guard) = guards.guards() {
-                    guard.gauges(&mut |published, value| {
-                        if published.name == gauge.name {
-                            observe(value, guards.label());
-                        }
-                    });
-                }
+            for dependency in read() {
+                dependency.gauges(&mut |published, value| {
+                    if published.name == gauge.name {
+                        observe(value, dependency.label());
+                    }
+                });
             }
         });
     }
@@ -172,118 +105,55 @@ pub fn publish_dependency_gauges<T: Budget + Send + Sync + 'static>(
     register_guard_gauges(meter, registry.live(), registry.guard_gauges());
 }
 
-/// `retryscope.breaker.state` with a callback that reports any number of
-/// dependencies: `report` calls `observe(state, dependency)` for each.
-pub(crate) fn breaker_gauge(
-    meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(i64, &Arc<str>)) + Send + Sync + 'static,
-) -> ObservableGauge<i64> {
-    meter
-        .i64_observable_gauge(names::BREAKER_STATE)
-        .with_unit(names::UNIT_STATE)
-        .with_description("Circuit breaker state: 0 closed, 1 half-open, 2 open.")
-        .with_callback(move |gauge| {
-            fold_overflow(&report, i64::max, &mut |state, dependency| {
-                gauge.observe(state, &attrs(dependency))
-            })
-        })
-        .build()
-}
-
-/// `retryscope.budget.available` with a callback that reports any number of
-/// dependencies: `report` calls `observe(available, dependency)` for each.
-pub(crate) fn budget_gauge(
-    meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
-) -> ObservableGauge<f64> {
-    meter
-        .f64_observable_gauge(names::BUDGET_AVAILABLE)
-        .with_unit(names::UNIT_RETRY)
-        .with_description("Retries the retry budget would allow right now.")
-        .with_callback(move |gauge| {
-            fold_overflow(&report, f64::min, &mut |available, dependency| {
-                gauge.observe(available, &attrs(dependency))
-            })
-        })
-        .build()
-}
-
-/// `retryscope.pace.rate` with a callback that reports any number of
-/// dependencies: `report` calls `observe(rate, dependency)` for each whose
-/// pacer has a pace in force.
-pub(crate) fn pace_gauge(
-    meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
-) -> ObservableGauge<f64> {
-    meter
-        .f64_observable_gauge(names::PACE_RATE)
-        .with_unit(names::UNIT_RATE)
-        .with_description("The send rate the dependency's pacer allows while a pace is in force.")
-        .with_callback(move |gauge| {
-            fold_overflow(&report, f64::min, &mut |rate, dependency| gauge.observe(rate, &attrs(dependency)))
-        })
-        .build()
-}
-
-/// `retryscope.limit.limit` with a callback that reports each dependency's
-/// concurrency limit.
-pub(crate) fn limit_gauge(
-    meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(u64, &Arc<str>)) + Send + Sync + 'static,
-) -> ObservableGauge<u64> {
-    meter
-        .u64_observable_gauge(names::LIMIT)
-        .with_unit(names::UNIT_REQUEST)
-        .with_description(
-            "The adaptive concurrency limit: how many attempts may be in flight to the dependency.",
-        )
-        .with_callback(move |gauge| {
-            fold_overflow(&report, u64::min, &mut |limit, dependency| {
-                gauge.observe(limit, &attrs(dependency))
-            })
-        })
-        .build()
-}
-
-/// `retryscope.limit.in_flight` with a callback that reports how many
-/// attempts hold a slot of each dependency's concurrency limit.
-pub(crate) fn in_flight_gauge(
-    meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(u64, &Arc<str>)) + Send + Sync + 'static,
-) -> ObservableGauge<u64> {
-    meter
-        .u64_observable_gauge(names::LIMIT_IN_FLIGHT)
-        .with_unit(names::UNIT_REQUEST)
-        .with_description("How many attempts hold a slot of the dependency's adaptive concurrency limit.")
-        .with_callback(move |gauge| {
-            fold_overflow(&report, u64::max, &mut |n, dependency| gauge.observe(n, &attrs(dependency)))
-        })
-        .build()
-}
-
-/// `gauge`, one a dependency's [`Guard`](retryscope::guard::Guard) publishes
-/// ([`Guard::gauges`](retryscope::guard::Guard::gauges)), with a callback
-/// that reports it for each dependency (the overflow sets' worst value, as
-/// the gauge says which is, as one `_OTHER` series).
-pub(crate) fn guard_gauge(
+/// `gauge`, one a dependency's [`Guard`](retryscope::guard::Guard) publishes,
+/// as an instrument of its [`kind`](Gauge::kind), with a callback that
+/// reports it for each dependency (the overflow sets' worst value, as the
+/// gauge says which is, as one `_OTHER` series).
+fn guard_gauge(
     meter: &Meter,
     gauge: &'static Gauge,
     report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
-) -> ObservableGauge<f64> {
-    meter
-        .f64_observable_gauge(gauge.name)
-        .with_unit(gauge.unit)
-        .with_description(gauge.description)
-        .with_callback(move |observer| {
-            let worst = match gauge.worst {
-                Worst::Highest => f64::max,
-                Worst::Lowest => f64::min,
-            };
-            fold_overflow(&report, worst, &mut |value, dependency| {
-                observer.observe(value, &attrs(dependency))
-            })
-        })
-        .build()
+) {
+    // Folded as f64, then converted: an integer gauge's values (a breaker's
+    // state, a limit, slots in flight) are small integers, exact as f64, so
+    // the worst of them and the cast back are exact too.
+    let worst = match gauge.worst {
+        Worst::Highest => f64::max,
+        Worst::Lowest => f64::min,
+    };
+    let observed = move |observe: &mut dyn FnMut(f64, &Arc<str>)| fold_overflow(&report, worst, observe);
+    match gauge.kind {
+        GaugeKind::F64 => {
+            meter
+                .f64_observable_gauge(gauge.name)
+                .with_unit(gauge.unit)
+                .with_description(gauge.description)
+                .with_callback(move |observer| {
+                    observed(&mut |value, dependency| observer.observe(value, &attrs(dependency)))
+                })
+                .build();
+        }
+        GaugeKind::I64 => {
+            meter
+                .i64_observable_gauge(gauge.name)
+                .with_unit(gauge.unit)
+                .with_description(gauge.description)
+                .with_callback(move |observer| {
+                    observed(&mut |value, dependency| observer.observe(value as i64, &attrs(dependency)))
+                })
+                .build();
+        }
+        GaugeKind::U64 => {
+            meter
+                .u64_observable_gauge(gauge.name)
+                .with_unit(gauge.unit)
+                .with_description(gauge.description)
+                .with_callback(move |observer| {
+                    observed(&mut |value, dependency| observer.observe(value as u64, &attrs(dependency)))
+                })
+                .build();
+        }
+    }
 }
 
 /// Reports what `report` observes, the values labelled [`OVERFLOW`] folded

@@ -9,10 +9,10 @@
 //!   `retryscope.requests`, `retryscope.retries` and `retryscope.throttled`, and
 //!   the histograms `retryscope.attempt.duration`, `retryscope.request.duration`
 //!   and `retryscope.backoff.delay` (seconds, with the contract's bucket
-//!   boundaries). The gauges `retryscope.breaker.state` and
-//!   `retryscope.budget.available` are registered separately, once per breaker or
-//!   budget ([`register_breaker_gauge`], [`register_budget_gauge`],
-//!   [`register_throttle_gauge`]). Every attribute is bounded; the names are in
+//!   boundaries). The gauges of a dependency's guards (`retryscope.breaker.state`,
+//!   `retryscope.budget.available`, whatever its guards publish) are registered
+//!   separately, once per registry or dependency ([`publish_dependency_gauges`],
+//!   [`publish_guard_gauges`]). Every attribute is bounded; the names are in
 //!   [`names`].
 //! - **Spans** through `tracing`, bridged to OpenTelemetry by
 //!   tracing-opentelemetry: one CLIENT span per attempt, a child of the span
@@ -134,10 +134,7 @@ mod spans;
 pub mod telemetry_state;
 mod upstream;
 
-pub use gauges::{
-    publish_dependency_gauges, register_breaker_gauge, register_budget_gauge, register_guard_gauges,
-    register_throttle_gauge,
-};
+pub use gauges::{publish_dependency_gauges, publish_guard_gauges, register_guard_gauges};
 pub use incoming::{
     ATTEMPT_HEADER, ENVOY_ATTEMPT_HEADER, EXHAUSTED_HEADER, GRPC_PREVIOUS_ATTEMPTS, IncomingAttempt,
     IncomingRequests, MAX_TRUSTED_ATTEMPT, bounded_route,

@@ -35,14 +35,16 @@ pub const BACKOFF_DELAY: &str = "retryscope.backoff.delay";
 /// Counter `{request}`: incoming requests, by the attempt their caller says
 /// they are ([`ATTEMPT`] bucketed `1`, `2`, `3`, `4+`, `unknown`).
 pub const SERVER_REQUESTS: &str = "retryscope.server.requests";
-/// Observable gauge `{state}`: 0 closed, 1 half-open, 2 open.
-pub const BREAKER_STATE: &str = "retryscope.breaker.state";
+/// Observable gauge `{state}`: 0 closed, 1 half-open, 2 open (the breaker's
+/// [`STATE`](retryscope::breaker::STATE), which it publishes).
+pub const BREAKER_STATE: &str = retryscope::breaker::STATE.name;
 /// Histogram `s`: how long the pacer held a call back before an attempt was
 /// sent, by [`PACE_SOURCE`].
 pub const PACE_HELD: &str = "retryscope.pace.held";
 /// Observable gauge `{request}/s`: the send rate a dependency's pacer allows
-/// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise.
-pub const PACE_RATE: &str = "retryscope.pace.rate";
+/// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise
+/// (the pacer's [`RATE`](retryscope::pace::RATE), which it publishes).
+pub const PACE_RATE: &str = retryscope::pace::RATE.name;
 
 // --- fleet pacing (issue 38) ---
 /// Whether a dependency's pace is shared with the fleet (1) or kept by this
@@ -58,20 +60,26 @@ pub const PACE_SHARED_FALLBACKS: &str = "retryscope.pace.shared.fallbacks";
 pub const BUDGET_SHARED: &str = "retryscope.budget.shared";
 /// Observable gauge `1`: the share of the client's requests a dependency
 /// accepted over its adaptive throttle's window (the SRE book's
-/// `accepts / requests`); absent while the window holds none.
-pub const OVERLOAD_ACCEPT_RATIO: &str = "retryscope.overload.accepted";
+/// `accepts / requests`); absent while the window holds none (the adaptive
+/// throttle's [`ACCEPTED`](retryscope::overload::ACCEPTED), which it publishes).
+pub const OVERLOAD_ACCEPT_RATIO: &str = retryscope::overload::ACCEPTED.name;
 /// Observable gauge `{request}`: a dependency's adaptive concurrency limit
-/// (how many attempts may be in flight at once); absent without one.
-pub const LIMIT: &str = "retryscope.limit.limit";
+/// (how many attempts may be in flight at once); absent without one (the
+/// limiter's [`LIMIT`](retryscope::overload::LIMIT), which it publishes).
+pub const LIMIT: &str = retryscope::overload::LIMIT.name;
 /// Observable gauge `{request}`: how many attempts hold a slot of a
-/// dependency's adaptive concurrency limit now; absent without one.
-pub const LIMIT_IN_FLIGHT: &str = "retryscope.limit.in_flight";
+/// dependency's adaptive concurrency limit now; absent without one (the
+/// limiter's [`LIMIT_IN_FLIGHT`](retryscope::overload::LIMIT_IN_FLIGHT), which
+/// it publishes).
+pub const LIMIT_IN_FLIGHT: &str = retryscope::overload::LIMIT_IN_FLIGHT.name;
 /// Counter `{hedge}`: one per copy of a hedged call sent beyond the first.
 pub const HEDGES: &str = "retryscope.hedges";
 /// Counter `{hedge}`: one per hedged call won by a copy other than the first.
 pub const HEDGE_WINS: &str = "retryscope.hedge.wins";
-/// Observable gauge `{retry}`: how many retries the budget would allow now.
-pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
+/// Observable gauge `{retry}`: how many retries the budget would allow now
+/// (any budget's [`AVAILABLE`](retryscope::budget::AVAILABLE), which it
+/// publishes).
+pub const BUDGET_AVAILABLE: &str = retryscope::budget::AVAILABLE.name;
 
 /// Counter `{fault}`: faults injected below the retry layer (fault injection,
 /// `retryscope_http::fault`), by [`DEPENDENCY`] and [`FAULT_KIND`].
@@ -125,11 +133,11 @@ pub const UNIT_RETRY: &str = "{retry}";
 /// Unit of [`HEDGES`] and [`HEDGE_WINS`].
 pub const UNIT_HEDGE: &str = "{hedge}";
 /// Unit of [`PACE_RATE`].
-pub const UNIT_RATE: &str = "{request}/s";
+pub const UNIT_RATE: &str = retryscope::pace::RATE.unit;
 /// Unit of [`OVERLOAD_ACCEPT_RATIO`].
-pub const UNIT_RATIO: &str = "1";
+pub const UNIT_RATIO: &str = retryscope::overload::ACCEPTED.unit;
 /// Unit of [`BREAKER_STATE`].
-pub const UNIT_STATE: &str = "{state}";
+pub const UNIT_STATE: &str = retryscope::breaker::STATE.unit;
 /// Unit of the duration histograms.
 pub const UNIT_SECONDS: &str = "s";
 

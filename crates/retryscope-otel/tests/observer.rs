@@ -5,7 +5,9 @@
 mod common;
 
 use common::Refuse;
-use retryscope::dependency::Dependency;
+use retryscope::dependency::{Dependency, OVERFLOW};
+use retryscope::overload::{Aimd, ConcurrencyLimiter};
+use std::sync::Arc;
 
 use common::{Telemetry, attrs, span_attr, to_attrs};
 use opentelemetry::trace::{SpanId, SpanKind, Status};
@@ -561,12 +563,10 @@ async fn integrations_can_shape_attempt_spans() {
 fn gauges_report_breaker_state_and_budget() {
     let t = Telemetry::new();
     let meter = opentelemetry::metrics::MeterProvider::meter(&t.meter_provider, "gauges");
-    let breaker = CircuitBreaker::default();
-    let state = breaker.clone();
-    let _breaker_gauge =
-        retryscope_otel::register_breaker_gauge(&meter, "db", move || state.state().as_gauge());
-    let _open = retryscope_otel::register_breaker_gauge(&meter, "cache", || 2);
-    let _budget = retryscope_otel::register_throttle_gauge(&meter, "db", std::sync::Arc::new(Refuse));
+    let db = Arc::new(Dependency::new("db").with_breaker(CircuitBreaker::default()).with_budget(Refuse));
+    retryscope_otel::publish_guard_gauges(&meter, &db);
+    let cache = Arc::new(Dependency::new("cache").with_breaker(opened()));
+    retryscope_otel::publish_guard_gauges(&meter, &cache);
 
     let (unit, points) = t
         .with_metric(names::BREAKER_STATE, |m| match m.data() {
@@ -593,6 +593,57 @@ fn gauges_report_breaker_state_and_budget() {
         .expect("budget gauge");
     assert_eq!(unit, "{retry}");
     assert_eq!(points, [(attrs(&[(names::DEPENDENCY, "db")]), 0.0)]);
+}
+
+/// A breaker that has opened: its first failure opens it.
+fn opened() -> CircuitBreaker {
+    let breaker = CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker");
+    breaker.try_acquire().expect("closed").failure();
+    breaker
+}
+
+#[test]
+fn the_overflow_sets_of_a_built_in_gauge_make_one_series_the_worst_of_them() {
+    let t = Telemetry::new();
+    let meter = opentelemetry::metrics::MeterProvider::meter(&t.meter_provider, "gauges");
+    let limit =
+        |n| ConcurrencyLimiter::new(Aimd::builder().initial_limit(n).min_limit(1).build().expect("valid"));
+    let sets = [
+        Dependency::new("db").with_breaker(CircuitBreaker::default()).with_concurrency_limit(limit(5)),
+        Dependency::new(OVERFLOW).with_breaker(CircuitBreaker::default()).with_concurrency_limit(limit(7)),
+        Dependency::new(OVERFLOW).with_breaker(opened()).with_concurrency_limit(limit(3)),
+        Dependency::new(OVERFLOW).with_breaker(CircuitBreaker::default()).with_concurrency_limit(limit(9)),
+    ]
+    .map(Arc::new);
+    let gauges = sets[0].published();
+    retryscope_otel::register_guard_gauges(&meter, move || sets.to_vec(), &gauges);
+
+    let states = t
+        .with_metric(names::BREAKER_STATE, |m| match m.data() {
+            AggregatedMetrics::I64(MetricData::Gauge(g)) => {
+                g.data_points().map(|p| (to_attrs(p.attributes()), p.value())).collect::<BTreeMap<_, _>>()
+            }
+            other => panic!("not an i64 gauge: {other:?}"),
+        })
+        .expect("breaker gauge");
+    assert_eq!(
+        states,
+        [(attrs(&[(names::DEPENDENCY, "db")]), 0), (attrs(&[(names::DEPENDENCY, OVERFLOW)]), 2)].into(),
+        "one _OTHER series: the most open of their breakers"
+    );
+    let limits = t
+        .with_metric(names::LIMIT, |m| match m.data() {
+            AggregatedMetrics::U64(MetricData::Gauge(g)) => {
+                g.data_points().map(|p| (to_attrs(p.attributes()), p.value())).collect::<BTreeMap<_, _>>()
+            }
+            other => panic!("not a u64 gauge: {other:?}"),
+        })
+        .expect("limit gauge");
+    assert_eq!(
+        limits,
+        [(attrs(&[(names::DEPENDENCY, "db")]), 5), (attrs(&[(names::DEPENDENCY, OVERFLOW)]), 3)].into(),
+        "one _OTHER series: the lowest of their limits"
+    );
 }
 
 /// With operation spans, every call keeps today's tree: an INTERNAL span named

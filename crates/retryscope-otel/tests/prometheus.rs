@@ -11,11 +11,14 @@ use retryscope::clock::ManualClock;
 use retryscope::dependency::{Dependencies, Dependency};
 use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, Priority};
 use retryscope::pace::{PaceSignal, Quota};
-use retryscope::{ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, StopReason, Verdict};
-use retryscope_otel::{PrometheusMetrics, register_breaker_gauge, register_budget_gauge};
+use retryscope::{
+    CircuitBreaker, ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, StopReason, TokenBucket,
+    Verdict,
+};
+use retryscope_otel::{PrometheusMetrics, publish_guard_gauges};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// How long the server gives a client to send its request head (documented on
@@ -36,8 +39,13 @@ fn the_scrape_has_the_contract_series() {
     let prometheus = PrometheusMetrics::new().expect("exporter");
     let observer = prometheus.observer();
     let meter = prometheus.meter();
-    let _breaker = register_breaker_gauge(&meter, "db", || 2);
-    let _budget = register_budget_gauge(&meter, "db", || 4.0);
+    // An open breaker (2) and a budget with four retries to give, published
+    // as any dependency's guards are.
+    let breaker = CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker");
+    breaker.try_acquire().expect("closed").failure();
+    let four = TokenBucket::builder().max_tokens(8).build().expect("valid bucket");
+    let db = Arc::new(Dependency::new("db").with_breaker(breaker).with_budget(four));
+    publish_guard_gauges(&meter, &db);
     let policy = Policy::builder()
         .max_attempts(3)
         .base_delay(Duration::from_millis(10))
@@ -131,14 +139,18 @@ fn the_scrape_has_the_contract_series() {
     // A dependency whose concurrency limit of 1 is taken: a sheddable call
     // finds it full and is refused locally, never sent; the gauges read the
     // limit and the slot held.
+    // (The registry's factory hands out clones of one limiter: clones share
+    // its slots, so the test can take one.)
+    let limiter =
+        ConcurrencyLimiter::new(Aimd::builder().initial_limit(1).min_limit(1).build().expect("valid"));
     let limited = Dependencies::<RetryBudget>::builder()
-        .concurrency_limit(|| {
-            ConcurrencyLimiter::new(Aimd::builder().initial_limit(1).min_limit(1).build().expect("valid"))
+        .concurrency_limit({
+            let limiter = limiter.clone();
+            move || limiter.clone()
         })
         .build();
     retryscope_otel::publish_dependency_gauges(&meter, &limited);
     let guards_of = limited.get("limited");
-    let limiter = guards_of.concurrency_limit().expect("a limit per dependency");
     let held = limiter.try_acquire(Priority::Critical).expect("a free slot");
     let mut sent = false;
     let refused = (|| {

@@ -30,4 +30,4 @@
 //! The breaker itself is [`CircuitBreaker`](crate::CircuitBreaker), at the
 //! crate root beside the budgets; this module holds what comes with it.
 
-pub use crate::circuit::{BreakerOpen, BreakerPermit, BreakerState, CircuitBreakerBuilder};
+pub use crate::circuit::{BreakerOpen, BreakerPermit, BreakerState, CircuitBreakerBuilder, STATE};

@@ -1,9 +1,21 @@
 //! A retry budget as a [`Guard`]: it counts each call, charges each retry
-//! and hedge copy at its plan, and hears how each attempt ended.
+//! and hedge copy at its plan, and hears how each attempt ended; what it
+//! has left published as a gauge.
 
 use super::{Budget, RetryCause};
-use crate::guard::{Admission, Attempt, End, Guard};
+use crate::guard::{Admission, Attempt, End, Gauge, GaugeKind, Guard, Worst};
 use crate::outcome::StopReason;
+
+/// `retryscope.budget.available` (`{retry}`): how many retries the budget
+/// would allow now ([`Budget::available`]), for any budget; the lowest is the
+/// worst.
+pub const AVAILABLE: Gauge = Gauge {
+    name: "retryscope.budget.available",
+    description: "Retries the retry budget would allow right now.",
+    unit: "{retry}",
+    worst: Worst::Lowest,
+    kind: GaugeKind::F64,
+};
 
 /// Every [`Budget`] is a guard: a call is a request, a retry (or a hedge's
 /// further copy) is admitted if the budget has one to spend for its cause,
@@ -36,5 +48,10 @@ impl Guard for dyn Budget + '_ {
             Some(cause) => self.retry_finished(cause, success),
             None => self.attempt_finished(success),
         }
+    }
+
+    /// What it has left, always.
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        report(&AVAILABLE, self.available());
     }
 }

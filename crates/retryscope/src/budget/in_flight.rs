@@ -1,6 +1,6 @@
 //! Envoy's retry budget as a [`Guard`]: see [`InFlightBudget`].
 
-use crate::guard::{Admission, Attempt, End, Gauge, Guard, Worst};
+use crate::guard::{Admission, Attempt, End, Gauge, GaugeKind, Guard, Worst};
 use crate::outcome::StopReason;
 use crate::setting::SettingError;
 use crate::setting::SettingValue;
@@ -130,6 +130,7 @@ const IN_FLIGHT: Gauge = Gauge {
     description: "Retries and hedge copies of the dependency planned or running now, under its in-flight budget.",
     unit: "{retry}",
     worst: Worst::Highest,
+    kind: GaugeKind::F64,
 };
 
 /// `retryscope.budget.retries_in_flight_limit`: how many may be.
@@ -138,6 +139,7 @@ const IN_FLIGHT_LIMIT: Gauge = Gauge {
     description: "How many retries of the dependency its in-flight budget lets out now: max(min, share x calls in progress).",
     unit: "{retry}",
     worst: Worst::Highest,
+    kind: GaugeKind::F64,
 };
 
 impl Guard for InFlightBudget {

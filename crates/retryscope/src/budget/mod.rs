@@ -84,6 +84,7 @@ mod tests;
 pub(crate) mod token_bucket;
 
 pub use contract::{Budget, RetryCause};
+pub use guard::AVAILABLE;
 pub use in_flight::InFlightBudget;
 pub use retry_budget::RetryBudgetBuilder;
 use retry_quota::MAX_QUOTA;

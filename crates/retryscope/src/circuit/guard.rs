@@ -1,10 +1,21 @@
 //! A circuit breaker as a [`Guard`]: a permit for every attempt as it is
 //! sent, a retry refused at its plan when the breaker stays open past its
-//! wait, and each attempt's end recorded.
+//! wait, and each attempt's end recorded; its state published as a gauge.
 
 use super::{BreakerPermit, CircuitBreaker};
-use crate::guard::{Admission, Attempt, End, Guard};
+use crate::guard::{Admission, Attempt, End, Gauge, GaugeKind, Guard, Worst};
 use crate::outcome::StopReason;
+
+/// `retryscope.breaker.state` (`{state}`): 0 closed, 1 half-open, 2 open
+/// ([`BreakerState::as_gauge`](super::BreakerState::as_gauge)); the highest,
+/// the most open, is the worst.
+pub const STATE: Gauge = Gauge {
+    name: "retryscope.breaker.state",
+    description: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
+    unit: "{state}",
+    worst: Worst::Highest,
+    kind: GaugeKind::I64,
+};
 
 impl Guard for CircuitBreaker {
     /// The attempt's permit, taken as it is sent.
@@ -45,5 +56,11 @@ impl Guard for CircuitBreaker {
             // records nothing (and frees a half-open probe slot).
             End::Throttled | End::Cancelled | End::NotSent => drop(permit),
         }
+    }
+
+    /// Its state, always.
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        // 0, 1 or 2: exact as an f64.
+        report(&STATE, self.state().as_gauge() as f64);
     }
 }

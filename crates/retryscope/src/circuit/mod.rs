@@ -36,6 +36,7 @@ mod tests;
 mod word;
 
 pub use builder::CircuitBreakerBuilder;
+pub use guard::STATE;
 pub use permit::BreakerPermit;
 use permit::Role;
 pub(crate) use state::describe;

@@ -6,7 +6,7 @@ use super::value::Dependency;
 use crate::CircuitBreaker;
 use crate::budget::Budget;
 use crate::budget::BudgetShare;
-use crate::guard::{Gauge, Guard, SharedGuard};
+use crate::guard::{Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
 use crate::overload::ConcurrencyLimiter;
 use crate::pace::{PaceShare, Pacer};
@@ -172,8 +172,9 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// both, asked in the order given.
     ///
     /// `make` is called once per dependency when its guards are made, and
-    /// once more by [`build`](Self::build), to learn which gauges the guards
-    /// publish: a factory with side effects sees that one extra call.
+    /// once more by [`build`](Self::build), as every factory is, to learn
+    /// which gauges the guards publish: a factory with side effects sees that
+    /// one extra call.
     pub fn guard<G: Guard<Permit = ()> + 'static>(
         mut self,
         make: impl Fn() -> G + Send + Sync + 'static,
@@ -206,11 +207,22 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         self
     }
 
-    /// The registry.
+    /// The registry. Each factory is called once here, to learn which
+    /// gauges its guards publish ([`Dependencies::guard_gauges`]).
     pub fn build(self) -> Dependencies<T> {
-        // The gauges its guards publish: the same from every guard a
-        // factory makes, so one made here says which.
-        let guard_gauges = self.guard.as_ref().map_or_else(Vec::new, |make| Gauge::of(&*make()));
+        // The gauges its guards publish: the same from every set the
+        // factories make, so one made here (shared with no fleet, labelled
+        // nothing) says which.
+        let sample = Dependency {
+            dependency: Arc::from(""),
+            budget: self.budget.as_ref().map(|make| make()),
+            breaker: self.breaker.as_ref().map(|make| make()),
+            pacer: self.pacer.as_ref().map(|make| make()),
+            concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
+            guard: self.guard.as_ref().map(|make| make()),
+            hedge: None,
+        };
+        let guard_gauges = sample.published();
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
             overflow: OverflowGuards::new(self.overflow_capacity),

@@ -11,6 +11,7 @@
 
 mod bounded;
 mod builder;
+mod gauges;
 mod guards;
 mod overflow;
 mod registry;

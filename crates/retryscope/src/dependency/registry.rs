@@ -91,7 +91,7 @@ pub(super) struct Registry<T> {
     pub(super) servers: RwLock<Servers<T>>,
     /// What each dependency gets: the builder the registry was built from.
     pub(super) template: DependenciesBuilder<T>,
-    /// The gauges its guards publish.
+    /// The gauges every dependency's guards publish.
     pub(super) guard_gauges: Vec<&'static Gauge>,
 }
 
@@ -235,8 +235,19 @@ impl<T: Budget + 'static> Dependencies<T> {
         move || registry.upgrade().map(|registry| registry.all()).unwrap_or_default()
     }
 
-    /// The gauges the registry's [`Guard`]s publish
-    /// ([`Guard::gauges`]): what a telemetry crate registers for them.
+    /// The gauges every dependency's guards publish, built-in and further
+    /// ones alike ([`Dependency::published`]): what a telemetry crate
+    /// registers for them, reading each at every collection through
+    /// [`Dependency::gauges`].
+    ///
+    /// ```
+    /// use retryscope::dependency::Dependencies;
+    /// use retryscope::{CircuitBreaker, RetryBudget, breaker, budget};
+    ///
+    /// let guards = Dependencies::builder().budget(RetryBudget::default).breaker(CircuitBreaker::default).build();
+    /// let names: Vec<_> = guards.guard_gauges().iter().map(|gauge| gauge.name).collect();
+    /// assert_eq!(names, [breaker::STATE.name, budget::AVAILABLE.name]);
+    /// ```
     pub fn guard_gauges(&self) -> &[&'static Gauge] {
         &self.inner.guard_gauges
     }

@@ -156,7 +156,7 @@ impl<T> Dependency<T> {
     }
 
     /// [`name`](Self::name), shared: what a telemetry crate labels the
-    /// guards' gauges with.
+    /// guards' gauges ([`gauges`](Self::gauges)) with.
     pub fn label(&self) -> &Arc<str> {
         &self.dependency
     }
@@ -174,16 +174,6 @@ impl<T> Dependency<T> {
     /// The dependency's pacer, if it has one.
     pub fn pacer(&self) -> Option<&Pacer> {
         self.pacer.as_ref()
-    }
-
-    /// The dependency's adaptive concurrency limit, if it has one.
-    pub fn concurrency_limit(&self) -> Option<&ConcurrencyLimiter> {
-        self.concurrency_limit.as_ref()
-    }
-
-    /// The dependency's further [`Guard`]s, composed into one, if it has any.
-    pub fn guards(&self) -> Option<&dyn Guard<Permit = ()>> {
-        self.guard.as_deref()
     }
 
     /// The dependency's hedging policy, if its client hedges: clone it into

@@ -170,6 +170,23 @@ pub struct Gauge {
     /// Which of several values is the worst: what one series shows for the
     /// dependencies past the label bound, which share the label `_OTHER`.
     pub worst: Worst,
+    /// The type of number it is exported as. Its values are reported as
+    /// `f64` whatever the kind: a guard's integer figures (a breaker's state,
+    /// a limit, slots in flight) are far below 2^53, so an `f64` holds each
+    /// exactly and the exporter converts it back without loss.
+    pub kind: GaugeKind,
+}
+
+/// The type of number a [`Gauge`] is exported as: part of the telemetry
+/// contract (an exporter's instrument type), so a guard says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GaugeKind {
+    /// A floating-point value (a budget's retries available, a rate, a ratio).
+    F64,
+    /// A signed integer (a breaker's state: 0, 1 or 2).
+    I64,
+    /// An unsigned integer (a concurrency limit, the attempts holding its slots).
+    U64,
 }
 
 /// Which value of a [`Gauge`] is the worst.
@@ -186,8 +203,13 @@ impl Gauge {
     /// name: what a telemetry crate registers for the guards a factory makes
     /// (each publishes the same ones), learned from one of them.
     pub fn of<G: Guard + ?Sized>(guard: &G) -> Vec<&'static Gauge> {
+        Self::distinct(|gauge| guard.published(gauge))
+    }
+
+    /// The distinct gauges `publish` names, by name, in the order first named.
+    pub(crate) fn distinct(publish: impl FnOnce(&mut dyn FnMut(&'static Gauge))) -> Vec<&'static Gauge> {
         let mut gauges: Vec<&'static Gauge> = Vec::new();
-        guard.published(&mut |gauge| {
+        publish(&mut |gauge| {
             if !gauges.iter().any(|known| known.name == gauge.name) {
                 gauges.push(gauge);
             }

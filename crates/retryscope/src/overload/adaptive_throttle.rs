@@ -2,7 +2,7 @@
 //! Overload").
 
 use crate::clock::{Clock, GuardClock, Timeline};
-use crate::guard::{Admission, Attempt, End, Gauge, Guard, Worst};
+use crate::guard::{Admission, Attempt, End, Gauge, GaugeKind, Guard, Worst};
 use crate::outcome::StopReason;
 use crate::setting::{SettingError, SettingValue};
 use crate::window::SlottedWindow;
@@ -197,12 +197,15 @@ impl Guard for AdaptiveThrottle {
     }
 }
 
-/// The share of requests the dependency accepted, once the window holds any.
-const ACCEPTED: Gauge = Gauge {
+/// `retryscope.overload.accepted` (`1`): the share of requests the
+/// dependency accepted, reported once the throttle's window holds any; the
+/// lowest is the worst.
+pub const ACCEPTED: Gauge = Gauge {
     name: "retryscope.overload.accepted",
     description: "The share of the client's requests the dependency accepted over the adaptive throttle's window.",
     unit: "1",
     worst: Worst::Lowest,
+    kind: GaugeKind::F64,
 };
 
 impl Default for AdaptiveThrottle {

@@ -1,11 +1,23 @@
 //! A pacer as a [`Guard`]: a retry's pace is asked at its plan, with its
 //! backoff (a hold lengthens the wait, a pace past the deadline refuses it
-//! at once); every attempt is paced again as it is sent.
+//! at once); every attempt is paced again as it is sent. The rate in force
+//! is published as a gauge.
 
 use super::Pacer;
-use crate::guard::{Admission, Attempt, End, Guard};
+use crate::guard::{Admission, Attempt, End, Gauge, GaugeKind, Guard, Worst};
 use crate::outcome::StopReason;
 use crate::wait::pace::{self, Hold};
+
+/// `retryscope.pace.rate` (`{request}/s`): the send rate the pacer allows
+/// while a pace is in force ([`Pacer::allowed_rate`]), absent otherwise; the
+/// lowest, the slowest pace, is the worst.
+pub const RATE: Gauge = Gauge {
+    name: "retryscope.pace.rate",
+    description: "The send rate the dependency's pacer allows while a pace is in force.",
+    unit: "{request}/s",
+    worst: Worst::Lowest,
+    kind: GaugeKind::F64,
+};
 
 impl Guard for Pacer {
     /// Whether the schedule has let this attempt go already (its plan or an
@@ -43,6 +55,19 @@ impl Guard for Pacer {
     /// ([`Classify::pace`](crate::classify::Classify::pace)), not here.
     #[inline]
     fn settle(&self, _attempt: Attempt, _scheduled: bool, _end: End) {}
+
+    /// Its rate while a pace is in force; nothing otherwise.
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        if let Some(rate) = self.allowed_rate() {
+            report(&RATE, rate);
+        }
+    }
+
+    /// Its rate, whether or not a pace is in force now: a pacer starts
+    /// without one, and its gauge must be registered all the same.
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        gauge(&RATE);
+    }
 }
 
 /// The pace's answer as an admission keeping `permit`.

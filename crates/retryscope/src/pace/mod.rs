@@ -88,6 +88,7 @@ mod share;
 pub(crate) mod pacer;
 pub(crate) mod signal;
 
+pub use guard::RATE;
 pub(crate) use pacer::Pacer;
 pub(crate) use schedule::Admission;
 pub use share::{PaceShare, SharedPacer};

@@ -1,11 +1,32 @@
 //! A concurrency limit as a [`Guard`]: a slot for every attempt as it is
 //! sent (a full limit holds it, polling, up to the limiter's `max_wait`),
-//! given back with the attempt's round trip.
+//! given back with the attempt's round trip; its limit and the slots taken
+//! published as gauges.
 
 use super::{ConcurrencyLimiter, LimitPermit, SLOT_POLL};
-use crate::guard::{Admission, Attempt, End, Guard};
+use crate::guard::{Admission, Attempt, End, Gauge, GaugeKind, Guard, Worst};
 use crate::outcome::StopReason;
 use std::time::Duration;
+
+/// `retryscope.limit.limit` (`{request}`): how many attempts may be in
+/// flight at once; the lowest is the worst.
+pub const LIMIT: Gauge = Gauge {
+    name: "retryscope.limit.limit",
+    description: "The adaptive concurrency limit: how many attempts may be in flight to the dependency.",
+    unit: "{request}",
+    worst: Worst::Lowest,
+    kind: GaugeKind::U64,
+};
+
+/// `retryscope.limit.in_flight` (`{request}`): how many attempts hold a
+/// slot now; the highest is the worst.
+pub const LIMIT_IN_FLIGHT: Gauge = Gauge {
+    name: "retryscope.limit.in_flight",
+    description: "How many attempts hold a slot of the dependency's adaptive concurrency limit.",
+    unit: "{request}",
+    worst: Worst::Highest,
+    kind: GaugeKind::U64,
+};
 
 impl Guard for ConcurrencyLimiter {
     /// The attempt's slot, once taken, and how long it has waited for one,
@@ -57,5 +78,11 @@ impl Guard for ConcurrencyLimiter {
             End::Failed | End::Throttled => slot.dropped(attempt.latency()),
             End::Cancelled | End::NotSent => drop(slot),
         }
+    }
+
+    /// The limit and the slots taken, always: a limit has both from its start.
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        report(&LIMIT, f64::from(self.limit()));
+        report(&LIMIT_IN_FLIGHT, f64::from(self.in_flight()));
     }
 }

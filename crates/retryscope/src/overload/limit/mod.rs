@@ -10,6 +10,7 @@ mod guard;
 
 pub use aimd::{Aimd, AimdBuilder};
 pub use gradient2::{Gradient2, Gradient2Builder};
+pub use guard::{LIMIT, LIMIT_IN_FLIGHT};
 
 use super::Priority;
 use crate::setting::SettingError;
