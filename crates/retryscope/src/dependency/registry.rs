@@ -246,7 +246,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     ///
     /// let guards = Dependencies::builder().budget(RetryBudget::default).breaker(CircuitBreaker::default).build();
     /// let names: Vec<_> = guards.guard_gauges().iter().map(|gauge| gauge.name).collect();
-    /// assert_eq!(names, [breaker::STATE.name, budget::AVAILABLE.name]);
+    /// assert_eq!(names, ["retryscope.breaker.state", "retryscope.budget.available"]);
     /// ```
     pub fn guard_gauges(&self) -> &[&'static Gauge] {
         &self.inner.guard_gauges
