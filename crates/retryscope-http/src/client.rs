@@ -7,7 +7,7 @@ use crate::body_rule::SharedBodyRule;
 use crate::call::Ending;
 use crate::configured::{CallConfig, NamedBodyRules};
 use crate::fallback::Fallbacks;
-use crate::file_guards::{CodeFactories, FileGuards};
+use crate::file_guards::{CodeGuards, FileGuards};
 use crate::idempotency::{IdempotencyKeys, KeySource};
 use crate::judge::Judge;
 use crate::options::RetryOptions;
@@ -60,17 +60,23 @@ pub struct Client<B> {
 
 impl ClientSettings {
     /// The client these settings make, once, at build time: its
-    /// dependencies' budgets made by `budget` (the settings' own, or a gRPC
-    /// channel's token bucket) and a file's wrapped by `wrap`; and the meter
+    /// dependencies' budgets made by the factory `budget` turns the
+    /// settings' own into (itself, or a gRPC channel's token bucket), and a
+    /// file's wrapped by `wrap`; and the meter
     /// its telemetry records with (`None` when it is off), for an
     /// integration's own metrics.
     #[doc(hidden)]
     pub fn build<B: Budget + Send + Sync + 'static>(
         self,
-        budget: Option<Factory<B>>,
+        budget: impl FnOnce(Option<Factory<RetryBudget>>) -> Option<Factory<B>>,
         wrap: fn(RetryBudget) -> B,
     ) -> (Client<B>, Option<Meter>) {
-        let code = CodeFactories::of(&self, budget, wrap);
+        // The adaptive throttle is asked after the builder's own guards.
+        let dependencies = match self.adaptive_throttle {
+            Some(throttle) => self.dependencies.guard(move || throttle()),
+            None => self.dependencies,
+        };
+        let code = CodeGuards { dependencies: dependencies.map_budget(budget), wrap };
         let (meter, telemetry, retry_log) = self.telemetry.observers(self.retry_log, self.operation_spans);
         // A configured client's guards from its file: made by the builder's
         // factories for the keys the file leaves to code.

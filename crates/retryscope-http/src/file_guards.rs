@@ -38,119 +38,40 @@
 //!   floors divided among it (`budget_shared`), as the builder's own are.
 
 use crate::configured::CallConfig;
-use crate::settings::ClientSettings;
-use retryscope::budget::Budget;
-use retryscope::budget::{BudgetShare, InFlightBudget};
-use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency, Factory, and_guard};
-use retryscope::guard::SharedGuard;
-use retryscope::hedge::HedgePolicy;
-use retryscope::overload::ConcurrencyLimiter;
-use retryscope::pace::PaceShare;
+use retryscope::budget::{Budget, InFlightBudget};
+use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency};
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
-/// What the client's builder makes per dependency: the guards for the keys a
-/// file does not write, and how a file's budget becomes the client's budget
-/// type.
-pub struct CodeFactories<T> {
-    /// The builder's budget factory.
-    pub budget: Option<Factory<T>>,
-    /// The builder's breaker factory.
-    pub breaker: Option<Factory<CircuitBreaker>>,
-    /// The builder's pacer factory.
-    pub pacer: Option<Factory<Pacer>>,
-    /// The fleet every pacer is shared with.
-    pub pace_share: Option<Arc<dyn PaceShare>>,
-    /// The fleet every retry budget's floor is divided among.
-    pub budget_share: Option<Arc<dyn BudgetShare>>,
-    /// The builder's concurrency limit factory.
-    pub concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    /// The builder's [`Guard`](retryscope::guard::Guard)s: `guard_per_dependency`'s, then the
-    /// adaptive throttle (`adaptive_throttle_per_dependency`), composed.
-    pub guard: Option<Factory<SharedGuard>>,
-    /// The builder's hedging template.
-    pub hedge: Option<HedgePolicy>,
+/// What the client's builder makes per dependency — the template of every
+/// registry of guards the client keeps (its own per-host one, and each
+/// file dependency's, for the keys the file does not write) — and how a
+/// file's budget becomes the client's budget type.
+pub struct CodeGuards<T> {
+    /// The builder's registry, not built: each registry is made from a copy.
+    pub dependencies: DependenciesBuilder<T>,
     /// A file's retry budget as the client's budget type.
     pub wrap: fn(RetryBudget) -> T,
 }
 
-impl<T: Budget + 'static> CodeFactories<T> {
-    /// What a client built with `settings` makes per dependency, its budgets
-    /// made by `budget` (the settings' own, or a gRPC channel's token
-    /// bucket) and a file's wrapped by `wrap`: what both integrations'
-    /// builders hand their registries, written once.
-    pub fn of(settings: &ClientSettings, budget: Option<Factory<T>>, wrap: fn(RetryBudget) -> T) -> Self {
-        Self {
-            budget,
-            breaker: settings.breaker.clone(),
-            pacer: settings.pacer.clone(),
-            pace_share: settings.pace_share.clone(),
-            budget_share: settings.budget_share.clone(),
-            concurrency_limit: settings.concurrency_limit.clone(),
-            guard: match settings.adaptive_throttle.clone() {
-                Some(throttle) => Some(and_guard(settings.guard.clone(), move || throttle())),
-                None => settings.guard.clone(),
-            },
-            hedge: settings.hedge.clone(),
-            wrap,
-        }
+impl<T> Clone for CodeGuards<T> {
+    fn clone(&self) -> Self {
+        Self { dependencies: self.dependencies.clone(), wrap: self.wrap }
     }
+}
 
-    /// A registry whose every guard is made by these factories (no meter
-    /// yet): the client's per-host guards, and a file's keys left to code.
-    pub fn registry(&self) -> DependenciesBuilder<T> {
-        let mut registry = Dependencies::builder()
-            .pace_share(self.pace_share.clone())
-            .budget_share(self.budget_share.clone())
-            .guard_factory(self.guard.clone());
-        if let Some(make) = self.budget.clone() {
-            registry = registry.budget(move || make());
-        }
-        if let Some(make) = self.breaker.clone() {
-            registry = registry.breaker(move || make());
-        }
-        if let Some(make) = self.pacer.clone() {
-            registry = registry.pacer(move || make());
-        }
-        if let Some(make) = self.concurrency_limit.clone() {
-            registry = registry.concurrency_limit(move || make());
-        }
-        if let Some(template) = self.hedge.clone() {
-            registry = registry.hedge(template);
-        }
-        registry
-    }
-
-    /// The client's own registry, made by these factories, its gauges
+impl<T: Budget + Send + Sync + 'static> CodeGuards<T> {
+    /// The client's own registry, made from the template, its gauges
     /// published on `meter` where telemetry is on.
-    pub fn build(&self, meter: Option<&opentelemetry::metrics::Meter>) -> Dependencies<T>
-    where
-        T: Send + Sync,
-    {
-        let registry = self.registry().build();
+    pub fn build(&self, meter: Option<&opentelemetry::metrics::Meter>) -> Dependencies<T> {
+        let registry = self.dependencies.clone().build();
         if let Some(meter) = meter {
             retryscope_otel::publish_dependency_gauges(meter, &registry);
         }
         registry
-    }
-}
-
-impl<T> Clone for CodeFactories<T> {
-    fn clone(&self) -> Self {
-        Self {
-            budget: self.budget.clone(),
-            breaker: self.breaker.clone(),
-            pacer: self.pacer.clone(),
-            pace_share: self.pace_share.clone(),
-            budget_share: self.budget_share.clone(),
-            concurrency_limit: self.concurrency_limit.clone(),
-            guard: self.guard.clone(),
-            hedge: self.hedge.clone(),
-            wrap: self.wrap,
-        }
     }
 }
 
@@ -168,7 +89,7 @@ impl<T> Clone for FileGuards<T> {
 
 struct Inner<T> {
     handle: ConfigHandle,
-    code: CodeFactories<T>,
+    code: CodeGuards<T>,
     state: RwLock<State<T>>,
 }
 
@@ -202,7 +123,7 @@ impl<T: Budget + 'static> FileGuards<T> {
     /// have are registered once, holding the guards weakly.
     pub fn new(
         handle: ConfigHandle,
-        code: CodeFactories<T>,
+        code: CodeGuards<T>,
         meter: Option<&opentelemetry::metrics::Meter>,
     ) -> Self {
         let inner = Arc::new(Inner {
@@ -221,17 +142,15 @@ impl<T: Budget + 'static> FileGuards<T> {
             // and those a file may write (a budget, a breaker, a pacer, an
             // in-flight budget), as a registry with all of them learns them.
             let wrap = inner.code.wrap;
-            let every = CodeFactories {
-                budget: Some(Arc::new(move || wrap(RetryBudget::default()))),
-                breaker: Some(Arc::new(CircuitBreaker::default)),
-                pacer: Some(Arc::new(Pacer::new)),
-                guard: Some(and_guard(inner.code.guard.clone(), InFlightBudget::envoy)),
-                ..inner.code.clone()
-            };
-            let guard_gauges = every.registry().build().guard_gauges().to_vec();
+            let sample = (inner.code.dependencies.clone())
+                .budget(move || wrap(RetryBudget::default()))
+                .breaker(CircuitBreaker::default)
+                .pacer(Pacer::new)
+                .guard(InFlightBudget::envoy)
+                .build();
             let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
             let live = move || weak.upgrade().map(|inner| inner.all()).unwrap_or_default();
-            retryscope_otel::register_guard_gauges(meter, live, &guard_gauges);
+            retryscope_otel::register_guard_gauges(meter, live, sample.guard_gauges());
         }
         Self { inner }
     }
@@ -390,39 +309,38 @@ impl<T: Budget + 'static> State<T> {
 impl<T: Budget + 'static> Slot<T> {
     /// Fresh guards for `settings`: the keys it writes from the file, the
     /// rest from the builder's factories.
-    fn new(settings: &Arc<DependencySettings>, code: &CodeFactories<T>) -> Self {
+    fn new(settings: &Arc<DependencySettings>, code: &CodeGuards<T>) -> Self {
         let sets = settings.sets();
-        let budget: Option<Factory<T>> = match (sets.budget, settings.budget()) {
-            (false, _) => code.budget.clone(),
-            (true, None) => None,
-            (true, Some(b)) => {
-                let wrap = code.wrap;
-                // Checked when the file loaded: it cannot fail here.
-                Some(Arc::new(move || wrap(b.build().unwrap_or_else(|_| RetryBudget::default()))))
-            }
-        };
-        let breaker: Option<Factory<CircuitBreaker>> = match (sets.breaker, settings.breaker()) {
-            (false, _) => code.breaker.clone(),
-            (true, None) => None,
-            (true, Some(b)) => {
-                Some(Arc::new(move || b.build().unwrap_or_else(|_| CircuitBreaker::default())))
-            }
-        };
-        let pacer: Option<Factory<Pacer>> = match (sets.pacer, settings.pacer()) {
-            (false, _) => code.pacer.clone(),
-            (true, None) => None,
-            (true, Some(p)) => Some(Arc::new(move || p.build())),
-        };
+        let mut guards = code.dependencies.clone();
+        if sets.budget {
+            guards = match settings.budget() {
+                None => guards.no_budget(),
+                Some(b) => {
+                    let wrap = code.wrap;
+                    // Checked when the file loaded: it cannot fail here.
+                    guards.budget(move || wrap(b.build().unwrap_or_else(|_| RetryBudget::default())))
+                }
+            };
+        }
+        if sets.breaker {
+            guards = match settings.breaker() {
+                None => guards.no_breaker(),
+                Some(b) => guards.breaker(move || b.build().unwrap_or_else(|_| CircuitBreaker::default())),
+            };
+        }
+        if sets.pacer {
+            guards = match settings.pacer() {
+                None => guards.no_pacer(),
+                Some(p) => guards.pacer(move || p.build()),
+            };
+        }
         // The file's in-flight budget goes beside the guards code gives (the
         // file cannot see inside those to replace one).
-        let guard = match settings.in_flight_budget() {
-            Some(in_flight) => Some(and_guard(code.guard.clone(), move || {
-                // Checked when the file loaded: it cannot fail here.
-                in_flight.build().unwrap_or_else(|_| InFlightBudget::envoy())
-            })),
-            None => code.guard.clone(),
-        };
-        let guards = CodeFactories { budget, breaker, pacer, guard, ..code.clone() }.registry().build();
+        if let Some(in_flight) = settings.in_flight_budget() {
+            // Checked when the file loaded: it cannot fail here.
+            guards = guards.guard(move || in_flight.build().unwrap_or_else(|_| InFlightBudget::envoy()));
+        }
+        let guards = guards.build();
         Self { settings: Arc::clone(settings), guards }
     }
 }

@@ -94,13 +94,13 @@ pub trait WithClientSettings: HasClientSettings {
     /// [`CircuitBreaker::default`](retryscope::CircuitBreaker::default): open at
     /// 50 % failures over at least 20 calls in 10 s, 5 s cool-down).
     fn breaker_per_dependency(mut self, make: impl Fn() -> CircuitBreaker + Send + Sync + 'static) -> Self {
-        self.client_settings_mut().breaker = Some(Arc::new(make));
+        self.client_settings_mut().dependencies(|d| d.breaker(make));
         self
     }
 
     /// Calls every dependency, however often it fails: no circuit breaker.
     fn no_breaker(mut self) -> Self {
-        self.client_settings_mut().breaker = None;
+        self.client_settings_mut().dependencies(|d| d.no_breaker());
         self
     }
 
@@ -111,14 +111,14 @@ pub trait WithClientSettings: HasClientSettings {
     /// back every call to that dependency, not only the one that got it
     /// (see [`retryscope::pace`](retryscope::pace)).
     fn pacer_per_dependency(mut self, make: impl Fn() -> Pacer + Send + Sync + 'static) -> Self {
-        self.client_settings_mut().pacer = Some(Arc::new(make));
+        self.client_settings_mut().dependencies(|d| d.pacer(make));
         self
     }
 
     /// Keeps no pace per dependency: each call honours only the hints of
     /// its own responses.
     fn no_pacer(mut self) -> Self {
-        self.client_settings_mut().pacer = None;
+        self.client_settings_mut().dependencies(|d| d.no_pacer());
         self
     }
 
@@ -131,7 +131,7 @@ pub trait WithClientSettings: HasClientSettings {
     /// Needs a pacer (the default); a dependency that never reported a
     /// limit costs the share nothing.
     fn pace_shared(mut self, share: Arc<dyn PaceShare>) -> Self {
-        self.client_settings_mut().pace_share = Some(share);
+        self.client_settings_mut().dependencies(|d| d.pace_share(Some(share)));
         self
     }
 
@@ -154,10 +154,10 @@ pub trait WithClientSettings: HasClientSettings {
     /// no budget (`no_budget()` was set): the share would be ignored. A
     /// later `no_budget()` drops the share with the budget.
     fn budget_shared(mut self, share: Arc<dyn BudgetShare>) -> Result<Self, NoBudgetToShare> {
-        if self.client_settings_mut().budget.is_none() {
+        if !self.client_settings().dependencies.has_budget() {
             return Err(NoBudgetToShare);
         }
-        self.client_settings_mut().budget_share = Some(share);
+        self.client_settings_mut().dependencies(|d| d.budget_share(Some(share)));
         Ok(self)
     }
 
@@ -194,13 +194,13 @@ pub trait WithClientSettings: HasClientSettings {
         mut self,
         make: impl Fn() -> ConcurrencyLimiter + Send + Sync + 'static,
     ) -> Self {
-        self.client_settings_mut().concurrency_limit = Some(Arc::new(make));
+        self.client_settings_mut().dependencies(|d| d.concurrency_limit(make));
         self
     }
 
     /// Limits nothing: no concurrency limit (the default).
     fn no_concurrency_limit(mut self) -> Self {
-        self.client_settings_mut().concurrency_limit = None;
+        self.client_settings_mut().dependencies(|d| d.no_concurrency_limit());
         self
     }
 
@@ -214,8 +214,7 @@ pub trait WithClientSettings: HasClientSettings {
         mut self,
         make: impl Fn() -> G + Send + Sync + 'static,
     ) -> Self {
-        let first = self.client_settings_mut().guard.take();
-        self.client_settings_mut().guard = Some(retryscope::dependency::and_guard(first, make));
+        self.client_settings_mut().dependencies(|d| d.guard(make));
         self
     }
 
@@ -403,7 +402,7 @@ pub trait WithHttpSettings: HasHttpSettings {
     /// Gives each dependency a budget made by `make` (default:
     /// [`RetryBudget::default`](retryscope::RetryBudget::default)).
     fn budget_per_dependency(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
-        self.client_settings_mut().budget = Some(Arc::new(make));
+        self.client_settings_mut().dependencies(|d| d.budget(make));
         self
     }
 
@@ -411,8 +410,7 @@ pub trait WithHttpSettings: HasHttpSettings {
     /// budget share given before (`budget_shared`): no floor is left to
     /// divide.
     fn no_budget(mut self) -> Self {
-        self.client_settings_mut().budget = None;
-        self.client_settings_mut().budget_share = None;
+        self.client_settings_mut().dependencies(|d| d.no_budget());
         self
     }
 
@@ -466,7 +464,7 @@ pub trait WithHttpSettings: HasHttpSettings {
     /// does: a dependency that asked to be called less gets no extra copy
     /// while it holds calls back.
     fn hedge(mut self, policy: HedgePolicy) -> Self {
-        self.client_settings_mut().hedge = Some(policy);
+        self.client_settings_mut().dependencies(|d| d.hedge(policy));
         self
     }
 

@@ -7,16 +7,12 @@ use crate::fallback::FallbackSettings;
 use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
-use retryscope::budget::BudgetShare;
 use retryscope::classify::HttpClassifier;
-use retryscope::dependency::Factory;
-use retryscope::hedge::HedgePolicy;
-use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
-use retryscope::pace::PaceShare;
+use retryscope::dependency::{Dependencies, DependenciesBuilder, Factory};
+use retryscope::overload::AdaptiveThrottle;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, MeterChoice, REQUEST_ID_HEADER};
 use std::fmt;
-use std::sync::Arc;
 
 /// The settings every retryscope HTTP builder shares: statuses and rules,
 /// the guards each dependency gets and their fleet shares, telemetry,
@@ -80,39 +76,23 @@ pub struct ClientSettings {
     /// ([`OtelObserver::with_operation_spans`](retryscope_otel::OtelObserver::with_operation_spans)); off: attempts hang under the
     /// caller's span.
     pub(crate) operation_spans: bool,
-    /// Makes each dependency's budget; `None` retries without one.
-    pub(crate) budget: Option<Factory<RetryBudget>>,
-    /// Makes each dependency's breaker; `None` calls without one.
-    pub(crate) breaker: Option<Factory<CircuitBreaker>>,
-    /// Makes each dependency's pacer; `None` leaves every call to its own
-    /// server hints.
-    pub(crate) pacer: Option<Factory<Pacer>>,
-    /// The fleet each dependency's pacer is shared with (`pace_shared`);
-    /// `None` (the default) paces each process alone.
-    pub(crate) pace_share: Option<Arc<dyn PaceShare>>,
-    /// The fleet each dependency's budget floor is divided among
-    /// (`budget_shared`); `None` (the default) keeps each process's whole.
-    pub(crate) budget_share: Option<Arc<dyn BudgetShare>>,
+    /// What each dependency gets — its budget, breaker, pacer, concurrency
+    /// limit, further guards, fleet shares and hedging template — as the
+    /// engine's registry builder: the template of the client's own registry
+    /// and of each one a configuration file's dependency gets (one list of
+    /// guards, the engine's).
+    pub(crate) dependencies: DependenciesBuilder<RetryBudget>,
     /// Makes each dependency's client-side adaptive throttle; `None` (the
-    /// default) rejects nothing locally.
+    /// default) rejects nothing locally. Kept apart from `dependencies`'s
+    /// guards, which it joins (after them) when the client is built, so
+    /// that `no_adaptive_throttle` can take it back out.
     pub(crate) adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
-    /// Makes each dependency's adaptive concurrency limit; `None` (the
-    /// default) limits nothing.
-    pub(crate) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    /// Makes each dependency's [`Guard`](retryscope::guard::Guard)s
-    /// (`guard_per_dependency`, composed when called again); `None` (the
-    /// default): none.
-    pub(crate) guard: Option<Factory<retryscope::guard::SharedGuard>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub(crate) attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.
     pub(crate) request_id_header: HeaderName,
     /// Retry only where no other layer of the call chain retries.
     pub(crate) one_layer: bool,
-    /// Hedges the idempotent requests with a body that can be sent again,
-    /// instead of retrying them, each dependency with its own copy of this
-    /// policy; `None` hedges nothing.
-    pub(crate) hedge: Option<HedgePolicy>,
     /// Which header carries idempotency keys, and whether requests without
     /// one get one.
     pub(crate) idempotency: IdempotencyKeys,
@@ -135,23 +115,16 @@ impl ClientSettings {
         self.one_layer = true;
     }
 
-    /// What makes each dependency's retry budget, if anything does.
+    /// Changes what each dependency gets (its guards, their shares, its
+    /// hedging template): `change` is given the registry builder and
+    /// returns it changed.
     #[doc(hidden)]
-    pub fn budget(&self) -> Option<Factory<RetryBudget>> {
-        self.budget.clone()
-    }
-
-    /// Sets what makes each dependency's retry budget (`None`: none).
-    #[doc(hidden)]
-    pub fn set_budget(&mut self, budget: Option<Factory<RetryBudget>>) {
-        self.budget = budget;
-    }
-
-    /// No budget, breaker or pacer per dependency (gRPC's A6: its token
-    /// bucket only).
-    #[doc(hidden)]
-    pub fn no_guards(&mut self) {
-        (self.breaker, self.budget, self.pacer) = (None, None, None);
+    pub fn dependencies(
+        &mut self,
+        change: impl FnOnce(DependenciesBuilder<RetryBudget>) -> DependenciesBuilder<RetryBudget>,
+    ) {
+        let template = std::mem::replace(&mut self.dependencies, Dependencies::builder());
+        self.dependencies = change(template);
     }
 }
 
@@ -167,18 +140,14 @@ impl Default for ClientSettings {
             telemetry: MeterChoice::Global,
             retry_log: true,
             operation_spans: false,
-            budget: Some(Arc::new(RetryBudget::default)),
-            breaker: Some(Arc::new(CircuitBreaker::default)),
-            pacer: Some(Arc::new(Pacer::new)),
-            pace_share: None,
-            budget_share: None,
+            dependencies: Dependencies::builder()
+                .budget(RetryBudget::default)
+                .breaker(CircuitBreaker::default)
+                .pacer(Pacer::new),
             adaptive_throttle: None,
-            concurrency_limit: None,
-            guard: None,
             attempt_header: Some(ATTEMPT_HEADER),
             request_id_header: REQUEST_ID_HEADER,
             one_layer: false,
-            hedge: None,
             idempotency: IdempotencyKeys::default(),
             fallbacks: FallbackSettings::default(),
             config: None,
@@ -196,18 +165,11 @@ impl fmt::Debug for ClientSettings {
             .field("telemetry", &self.telemetry)
             .field("retry_log", &self.retry_log)
             .field("operation_spans", &self.operation_spans)
-            .field("budget", &self.budget.is_some())
-            .field("breaker", &self.breaker.is_some())
-            .field("pacer", &self.pacer.is_some())
-            .field("pace_share", &self.pace_share)
-            .field("budget_share", &self.budget_share)
+            .field("dependencies", &self.dependencies)
             .field("adaptive_throttle", &self.adaptive_throttle.is_some())
-            .field("concurrency_limit", &self.concurrency_limit.is_some())
-            .field("guard", &self.guard.is_some())
             .field("attempt_header", &self.attempt_header)
             .field("request_id_header", &self.request_id_header)
             .field("one_layer", &self.one_layer)
-            .field("hedge", &self.hedge)
             .field("idempotency", &self.idempotency)
             .field("fallbacks", &self.fallbacks)
             .field("config", &self.config)

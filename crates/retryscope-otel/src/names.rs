@@ -35,16 +35,14 @@ pub const BACKOFF_DELAY: &str = "retryscope.backoff.delay";
 /// Counter `{request}`: incoming requests, by the attempt their caller says
 /// they are ([`ATTEMPT`] bucketed `1`, `2`, `3`, `4+`, `unknown`).
 pub const SERVER_REQUESTS: &str = "retryscope.server.requests";
-/// Observable gauge `{state}`: 0 closed, 1 half-open, 2 open (the breaker's
-/// [`STATE`](retryscope::breaker::STATE), which it publishes).
-pub const BREAKER_STATE: &str = retryscope::breaker::STATE.name;
+/// Observable gauge `{state}`: 0 closed, 1 half-open, 2 open.
+pub const BREAKER_STATE: &str = "retryscope.breaker.state";
 /// Histogram `s`: how long the pacer held a call back before an attempt was
 /// sent, by [`PACE_SOURCE`].
 pub const PACE_HELD: &str = "retryscope.pace.held";
 /// Observable gauge `{request}/s`: the send rate a dependency's pacer allows
-/// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise
-/// (the pacer's [`RATE`](retryscope::pace::RATE), which it publishes).
-pub const PACE_RATE: &str = retryscope::pace::RATE.name;
+/// while a pace is in force (0 behind a `Retry-After` gate); absent otherwise.
+pub const PACE_RATE: &str = "retryscope.pace.rate";
 
 // --- fleet pacing (issue 38) ---
 /// Whether a dependency's pace is shared with the fleet (1) or kept by this
@@ -60,26 +58,20 @@ pub const PACE_SHARED_FALLBACKS: &str = "retryscope.pace.shared.fallbacks";
 pub const BUDGET_SHARED: &str = "retryscope.budget.shared";
 /// Observable gauge `1`: the share of the client's requests a dependency
 /// accepted over its adaptive throttle's window (the SRE book's
-/// `accepts / requests`); absent while the window holds none (the adaptive
-/// throttle's [`ACCEPTED`](retryscope::overload::ACCEPTED), which it publishes).
-pub const OVERLOAD_ACCEPT_RATIO: &str = retryscope::overload::ACCEPTED.name;
+/// `accepts / requests`); absent while the window holds none.
+pub const OVERLOAD_ACCEPT_RATIO: &str = "retryscope.overload.accepted";
 /// Observable gauge `{request}`: a dependency's adaptive concurrency limit
-/// (how many attempts may be in flight at once); absent without one (the
-/// limiter's [`LIMIT`](retryscope::overload::LIMIT), which it publishes).
-pub const LIMIT: &str = retryscope::overload::LIMIT.name;
+/// (how many attempts may be in flight at once); absent without one.
+pub const LIMIT: &str = "retryscope.limit.limit";
 /// Observable gauge `{request}`: how many attempts hold a slot of a
-/// dependency's adaptive concurrency limit now; absent without one (the
-/// limiter's [`LIMIT_IN_FLIGHT`](retryscope::overload::LIMIT_IN_FLIGHT), which
-/// it publishes).
-pub const LIMIT_IN_FLIGHT: &str = retryscope::overload::LIMIT_IN_FLIGHT.name;
+/// dependency's adaptive concurrency limit now; absent without one.
+pub const LIMIT_IN_FLIGHT: &str = "retryscope.limit.in_flight";
 /// Counter `{hedge}`: one per copy of a hedged call sent beyond the first.
 pub const HEDGES: &str = "retryscope.hedges";
 /// Counter `{hedge}`: one per hedged call won by a copy other than the first.
 pub const HEDGE_WINS: &str = "retryscope.hedge.wins";
-/// Observable gauge `{retry}`: how many retries the budget would allow now
-/// (any budget's [`AVAILABLE`](retryscope::budget::AVAILABLE), which it
-/// publishes).
-pub const BUDGET_AVAILABLE: &str = retryscope::budget::AVAILABLE.name;
+/// Observable gauge `{retry}`: how many retries the budget would allow now.
+pub const BUDGET_AVAILABLE: &str = "retryscope.budget.available";
 
 /// Counter `{fault}`: faults injected below the retry layer (fault injection,
 /// `retryscope_http::fault`), by [`DEPENDENCY`] and [`FAULT_KIND`].
@@ -133,11 +125,11 @@ pub const UNIT_RETRY: &str = "{retry}";
 /// Unit of [`HEDGES`] and [`HEDGE_WINS`].
 pub const UNIT_HEDGE: &str = "{hedge}";
 /// Unit of [`PACE_RATE`].
-pub const UNIT_RATE: &str = retryscope::pace::RATE.unit;
+pub const UNIT_RATE: &str = "{request}/s";
 /// Unit of [`OVERLOAD_ACCEPT_RATIO`].
-pub const UNIT_RATIO: &str = retryscope::overload::ACCEPTED.unit;
+pub const UNIT_RATIO: &str = "1";
 /// Unit of [`BREAKER_STATE`].
-pub const UNIT_STATE: &str = retryscope::breaker::STATE.unit;
+pub const UNIT_STATE: &str = "{state}";
 /// Unit of the duration histograms.
 pub const UNIT_SECONDS: &str = "s";
 
@@ -268,3 +260,37 @@ pub const DURATION_BUCKETS: [f64; 17] =
 /// The longest request id the retry log records (`request_id`), in bytes: a
 /// UUID is 36, a W3C trace id 32; anything longer is not an id to log.
 pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use retryscope::dependency::Dependency;
+    use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter};
+    use retryscope::{CircuitBreaker, Pacer, RetryBudget};
+
+    /// The engine's guards name their gauges themselves (`Guard::gauges`):
+    /// the names here, which dashboards, alerts and docs/telemetry.md use,
+    /// must be those, with the same units.
+    #[test]
+    fn the_gauge_names_are_those_the_built_in_guards_publish() {
+        let limit = Aimd::builder().build().expect("the default limit");
+        let everything = Dependency::new("everything")
+            .with_budget(RetryBudget::default())
+            .with_breaker(CircuitBreaker::default())
+            .with_pacer(Pacer::new())
+            .with_concurrency_limit(ConcurrencyLimiter::new(limit))
+            .with_guard(AdaptiveThrottle::default());
+        let published: Vec<_> = everything.published().iter().map(|gauge| (gauge.name, gauge.unit)).collect();
+        assert_eq!(
+            published,
+            [
+                (PACE_RATE, UNIT_RATE),
+                (LIMIT, UNIT_REQUEST),
+                (LIMIT_IN_FLIGHT, UNIT_REQUEST),
+                (BREAKER_STATE, UNIT_STATE),
+                (OVERLOAD_ACCEPT_RATIO, UNIT_RATIO),
+                (BUDGET_AVAILABLE, UNIT_RETRY),
+            ]
+        );
+    }
+}

@@ -67,8 +67,7 @@ impl<T> RetryMiddlewareBuilder<T> {
 
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
-        let budget = self.settings.budget();
-        let (client, _) = self.settings.build(budget, std::convert::identity);
+        let (client, _) = self.settings.build(|own| own, std::convert::identity);
         RetryMiddleware { policy: self.policy, client }
     }
 }

@@ -156,11 +156,13 @@ impl TowerSettings {
         budget: Option<Factory<LayerBudget>>,
     ) -> (Arc<Settings>, Option<opentelemetry::metrics::Meter>) {
         let shared = self.shared;
-        let budget = budget.or_else(|| {
-            let make = shared.budget()?;
-            let ratio: Factory<LayerBudget> = Arc::new(move || LayerBudget::Ratio(make()));
-            Some(ratio)
-        });
+        let budget = |own: Option<Factory<retryscope::RetryBudget>>| {
+            budget.or_else(|| {
+                let make = own?;
+                let ratio: Factory<LayerBudget> = Arc::new(move || LayerBudget::Ratio(make()));
+                Some(ratio)
+            })
+        };
         // One fallback registry for HTTP and gRPC: a gRPC call reads the
         // fallback's `http::Response` as gRPC (`grpc::fallback`).
         let (client, meter) = shared.build(budget, LayerBudget::Ratio);

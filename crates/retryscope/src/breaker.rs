@@ -30,4 +30,6 @@
 //! The breaker itself is [`CircuitBreaker`](crate::CircuitBreaker), at the
 //! crate root beside the budgets; this module holds what comes with it.
 
-pub use crate::circuit::{BreakerOpen, BreakerPermit, BreakerState, CircuitBreakerBuilder, STATE};
+#[cfg(test)]
+pub(crate) use crate::circuit::STATE;
+pub use crate::circuit::{BreakerOpen, BreakerPermit, BreakerState, CircuitBreakerBuilder};

@@ -157,7 +157,7 @@ impl GrpcRetryLayerBuilder<On, NoOrigin> {
     pub(crate) fn new(retry: GrpcRetry) -> Self {
         let mut tower = TowerSettings::default();
         // A6's guards only: the token bucket, when the config throttles.
-        tower.shared.no_guards();
+        tower.shared.dependencies(|guards| guards.no_budget().no_breaker().no_pacer());
         Self { retry, tower, metrics: false, telemetry: PhantomData, origin: PhantomData }
     }
 }
@@ -231,7 +231,7 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
         mut self,
         make: impl Fn() -> retryscope::RetryBudget + Send + Sync + 'static,
     ) -> Self {
-        self.tower.shared.set_budget(Some(Arc::new(make)));
+        self.tower.shared.dependencies(|guards| guards.budget(make));
         self
     }
 }

@@ -9,7 +9,7 @@ use crate::outcome::StopReason;
 /// `retryscope.budget.available` (`{retry}`): how many retries the budget
 /// would allow now ([`Budget::available`]), for any budget; the lowest is the
 /// worst.
-pub const AVAILABLE: Gauge = Gauge {
+pub(crate) const AVAILABLE: Gauge = Gauge {
     name: "retryscope.budget.available",
     description: "Retries the retry budget would allow right now.",
     unit: "{retry}",

@@ -84,7 +84,8 @@ mod tests;
 pub(crate) mod token_bucket;
 
 pub use contract::{Budget, RetryCause};
-pub use guard::AVAILABLE;
+#[cfg(test)]
+pub(crate) use guard::AVAILABLE;
 pub use in_flight::InFlightBudget;
 pub use retry_budget::RetryBudgetBuilder;
 use retry_quota::MAX_QUOTA;

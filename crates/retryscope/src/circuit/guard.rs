@@ -9,7 +9,7 @@ use crate::outcome::StopReason;
 /// `retryscope.breaker.state` (`{state}`): 0 closed, 1 half-open, 2 open
 /// ([`BreakerState::as_gauge`](super::BreakerState::as_gauge)); the highest,
 /// the most open, is the worst.
-pub const STATE: Gauge = Gauge {
+pub(crate) const STATE: Gauge = Gauge {
     name: "retryscope.breaker.state",
     description: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
     unit: "{state}",

@@ -36,7 +36,8 @@ mod tests;
 mod word;
 
 pub use builder::CircuitBreakerBuilder;
-pub use guard::STATE;
+#[cfg(test)]
+pub(crate) use guard::STATE;
 pub use permit::BreakerPermit;
 use permit::Role;
 pub(crate) use state::describe;

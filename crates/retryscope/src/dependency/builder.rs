@@ -46,11 +46,66 @@ impl<T> fmt::Debug for DependenciesBuilder<T> {
     }
 }
 
+impl<T> Clone for DependenciesBuilder<T> {
+    /// The same factories, shared: a client keeps its builder as the
+    /// template of every registry it makes (its own, and one per dependency
+    /// a configuration file names).
+    fn clone(&self) -> Self {
+        Self {
+            budget: self.budget.clone(),
+            breaker: self.breaker.clone(),
+            pacer: self.pacer.clone(),
+            pace_share: self.pace_share.clone(),
+            budget_share: self.budget_share.clone(),
+            concurrency_limit: self.concurrency_limit.clone(),
+            guard: self.guard.clone(),
+            hedge: self.hedge.clone(),
+            overflow_capacity: self.overflow_capacity,
+            labels: self.labels,
+        }
+    }
+}
+
 impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// Gives each dependency a budget made by `make`.
     pub fn budget(mut self, make: impl Fn() -> T + Send + Sync + 'static) -> Self {
         self.budget = Some(Arc::new(make));
         self
+    }
+
+    /// Gives each dependency no budget, and divides no floor
+    /// ([`budget_share`](Self::budget_share) is dropped with the budget).
+    pub fn no_budget(mut self) -> Self {
+        (self.budget, self.budget_share) = (None, None);
+        self
+    }
+
+    /// Whether each dependency gets a budget: a fleet's share of the budget
+    /// floor needs one.
+    pub fn has_budget(&self) -> bool {
+        self.budget.is_some()
+    }
+
+    /// The same registry with its budgets made by what `make` turns the
+    /// budget factory into (`None`: no budget): how an integration whose
+    /// budget type is its own (a gRPC channel's token bucket, say) keeps
+    /// the rest of a template.
+    pub fn map_budget<U: Budget + 'static>(
+        self,
+        make: impl FnOnce(Option<Factory<T>>) -> Option<Factory<U>>,
+    ) -> DependenciesBuilder<U> {
+        DependenciesBuilder {
+            budget: make(self.budget),
+            breaker: self.breaker,
+            pacer: self.pacer,
+            pace_share: self.pace_share,
+            budget_share: self.budget_share,
+            concurrency_limit: self.concurrency_limit,
+            guard: self.guard,
+            hedge: self.hedge,
+            overflow_capacity: self.overflow_capacity,
+            labels: self.labels,
+        }
     }
 
     /// Gives each dependency a breaker made by `make`.
@@ -59,9 +114,21 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         self
     }
 
+    /// Gives each dependency no breaker.
+    pub fn no_breaker(mut self) -> Self {
+        self.breaker = None;
+        self
+    }
+
     /// Gives each dependency a pacer made by `make`.
     pub fn pacer(mut self, make: impl Fn() -> Pacer + Send + Sync + 'static) -> Self {
         self.pacer = Some(Arc::new(make));
+        self
+    }
+
+    /// Gives each dependency no pacer.
+    pub fn no_pacer(mut self) -> Self {
+        self.pacer = None;
         self
     }
 
@@ -92,6 +159,12 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         self
     }
 
+    /// Gives each dependency no concurrency limit.
+    pub fn no_concurrency_limit(mut self) -> Self {
+        self.concurrency_limit = None;
+        self
+    }
+
     /// Gives each dependency a [`Guard`] made by `make` (an
     /// [`InFlightBudget`](crate::budget::InFlightBudget), say), put on
     /// each of its calls and its gauges ([`Guard::gauges`]) published with
@@ -103,16 +176,10 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// which gauges the guards publish: a factory with side effects sees that
     /// one extra call.
     pub fn guard<G: Guard<Permit = ()> + 'static>(
-        self,
+        mut self,
         make: impl Fn() -> G + Send + Sync + 'static,
     ) -> Self {
-        let combined = and_guard(self.guard.clone(), make);
-        self.guard_factory(Some(combined))
-    }
-
-    /// Sets (or, with `None`, removes) the guard factory.
-    pub fn guard_factory(mut self, make: Option<Factory<SharedGuard>>) -> Self {
-        self.guard = make;
+        self.guard = Some(and_guard(self.guard.take(), make));
         self
     }
 
@@ -159,18 +226,89 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
             overflow: OverflowGuards::new(self.overflow_capacity),
-            labels: self.labels,
             servers: RwLock::default(),
-            budget: self.budget,
-            breaker: self.breaker,
-            pacer: self.pacer,
-            pace_share: self.pace_share,
-            budget_share: self.budget_share,
-            concurrency_limit: self.concurrency_limit,
-            guard: self.guard,
+            template: self,
             guard_gauges,
-            hedge: self.hedge,
         });
         Dependencies { inner }
+    }
+}
+
+impl<T: Budget> DependenciesBuilder<T> {
+    /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
+    /// share only if `pace_fleet` (a named dependency's: see
+    /// [`Dependencies`] for why an overflow set's does not).
+    pub(super) fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Dependency<T> {
+        let pacer = self.pacer.as_ref().map(|make| {
+            let pacer = make();
+            if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
+                // A factory that hands one pacer to several dependencies
+                // shares it under the first name only.
+                pacer.share_with(Arc::clone(share), &dependency);
+            }
+            pacer
+        });
+        let budget = self.budget.as_ref().map(|make| {
+            let budget = make();
+            if let Some(share) = &self.budget_share {
+                // A factory that hands one budget to several dependencies
+                // shares it under the first name only.
+                budget.share_floor(Arc::clone(share), &dependency);
+            }
+            budget
+        });
+        Dependency {
+            dependency,
+            budget,
+            breaker: self.breaker.as_ref().map(|make| make()),
+            pacer,
+            concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
+            guard: self.guard.as_ref().map(|make| make()),
+            hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RetryBudget, TokenBucket};
+
+    fn template() -> DependenciesBuilder<RetryBudget> {
+        Dependencies::builder()
+            .budget(RetryBudget::default)
+            .breaker(CircuitBreaker::default)
+            .pacer(Pacer::new)
+    }
+
+    #[test]
+    fn a_copy_of_a_template_changes_alone() {
+        let template = template();
+        // A file writes `enabled = false` for one dependency's breaker and budget.
+        let file = template.clone().no_breaker().no_budget().build().get("written");
+        let code = template.build().get("left-to-code");
+        assert!(file.breaker().is_none() && file.budget().is_none() && file.pacer().is_some());
+        assert!(code.breaker().is_some() && code.budget().is_some() && code.pacer().is_some());
+    }
+
+    #[test]
+    fn no_budget_leaves_no_floor_to_share() {
+        let without = template().no_budget();
+        assert!(!without.has_budget());
+        assert!(format!("{without:?}").contains("budget_share: None"));
+        assert!(template().has_budget());
+    }
+
+    #[test]
+    fn a_template_given_another_budget_type_keeps_its_other_guards() {
+        let mut had_own = false;
+        let bucket = template().map_budget(|own| {
+            had_own = own.is_some();
+            let bucket: Factory<TokenBucket> = Arc::new(TokenBucket::default);
+            Some(bucket)
+        });
+        assert!(had_own, "the template's own budget factory is handed over");
+        let grpc = bucket.no_pacer().build().get("grpc");
+        assert!(grpc.budget().is_some() && grpc.breaker().is_some() && grpc.pacer().is_none());
     }
 }

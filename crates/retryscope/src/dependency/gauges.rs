@@ -15,13 +15,12 @@ impl<T: Budget> Dependency<T> {
     ///
     /// ```
     /// use retryscope::CircuitBreaker;
-    /// use retryscope::breaker::STATE;
     /// use retryscope::dependency::Dependency;
     ///
     /// let payments = Dependency::new("payments").with_breaker(CircuitBreaker::default());
     /// let mut seen = Vec::new();
     /// payments.gauges(&mut |gauge, value| seen.push((gauge.name, value)));
-    /// assert_eq!(seen, [(STATE.name, 0.0)], "a closed breaker");
+    /// assert_eq!(seen, [("retryscope.breaker.state", 0.0)], "a closed breaker");
     /// ```
     pub fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
         self.pacer.gauges(report);

@@ -6,13 +6,8 @@ use super::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_
 use super::builder::DependenciesBuilder;
 use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 use super::value::Dependency;
-use crate::CircuitBreaker;
 use crate::budget::Budget;
-use crate::budget::BudgetShare;
 use crate::guard::{Chained, Gauge, Guard, SharedGuard};
-use crate::hedge::HedgePolicy;
-use crate::overload::ConcurrencyLimiter;
-use crate::pace::{PaceShare, Pacer};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -74,7 +69,7 @@ impl<T> Clone for Dependencies<T> {
 /// A factory making `first`'s guards (if any) and then `make`'s, composed
 /// into one [`Guard`] (a pair: both asked, in that order): how a builder's
 /// `guard` called twice gives each dependency both.
-pub fn and_guard<G: Guard<Permit = ()> + 'static>(
+pub(super) fn and_guard<G: Guard<Permit = ()> + 'static>(
     first: Option<Factory<SharedGuard>>,
     make: impl Fn() -> G + Send + Sync + 'static,
 ) -> Factory<SharedGuard> {
@@ -91,26 +86,13 @@ pub(super) struct Registry<T> {
     pub(super) guards: RwLock<HashMap<Arc<str>, Arc<Dependency<T>>>>,
     /// The guards of the dependencies beyond the label bound, one set each.
     pub(super) overflow: OverflowGuards<T>,
-    /// The label table: [`bounded_dependency`], but for tests that need a
-    /// small bound without filling the process's table.
-    pub(super) labels: fn(&str) -> Arc<str>,
     /// The guards found for each server (host, then the port in its name), so
     /// that a request finds its dependency without building the name.
     pub(super) servers: RwLock<Servers<T>>,
-    pub(super) budget: Option<Factory<T>>,
-    pub(super) breaker: Option<Factory<CircuitBreaker>>,
-    pub(super) pacer: Option<Factory<Pacer>>,
-    /// The fleet each new pacer is shared with, if any.
-    pub(super) pace_share: Option<Arc<dyn PaceShare>>,
-    /// The fleet each new budget's floor is divided among, if any.
-    pub(super) budget_share: Option<Arc<dyn BudgetShare>>,
-    pub(super) concurrency_limit: Option<Factory<ConcurrencyLimiter>>,
-    /// Each dependency's [`Guard`]s, composed (see [`DependenciesBuilder::guard`]).
-    pub(super) guard: Option<Factory<SharedGuard>>,
+    /// What each dependency gets: the builder the registry was built from.
+    pub(super) template: DependenciesBuilder<T>,
     /// The gauges every dependency's guards publish.
     pub(super) guard_gauges: Vec<&'static Gauge>,
-    /// The client's hedging policy, of which each dependency gets a fresh copy.
-    pub(super) hedge: Option<HedgePolicy>,
 }
 
 impl<T: Budget + 'static> Dependencies<T> {
@@ -145,15 +127,16 @@ impl<T: Budget + 'static> Dependencies<T> {
         if let Some(found) = self.inner.overflow.find(dependency) {
             return found;
         }
-        let name = (self.inner.labels)(dependency);
+        let name = (self.inner.template.labels)(dependency);
         if &*name == OVERFLOW {
-            return self.inner.overflow.get_or_make(dependency, || self.inner.make(name, false));
+            return self.inner.overflow.get_or_make(dependency, || self.inner.template.make(name, false));
         }
         if let Some(found) = self.find(&name) {
             return found;
         }
         let mut guards = self.inner.guards.write().unwrap_or_else(PoisonError::into_inner);
-        let entry = guards.entry(Arc::clone(&name)).or_insert_with(|| Arc::new(self.inner.make(name, true)));
+        let entry =
+            guards.entry(Arc::clone(&name)).or_insert_with(|| Arc::new(self.inner.template.make(name, true)));
         Arc::clone(entry)
     }
 
@@ -263,7 +246,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     ///
     /// let guards = Dependencies::builder().budget(RetryBudget::default).breaker(CircuitBreaker::default).build();
     /// let names: Vec<_> = guards.guard_gauges().iter().map(|gauge| gauge.name).collect();
-    /// assert_eq!(names, [breaker::STATE.name, budget::AVAILABLE.name]);
+    /// assert_eq!(names, ["retryscope.breaker.state", "retryscope.budget.available"]);
     /// ```
     pub fn guard_gauges(&self) -> &[&'static Gauge] {
         &self.inner.guard_gauges
@@ -293,52 +276,13 @@ impl<T> Registry<T> {
     }
 }
 
-impl<T: Budget> Registry<T> {
-    /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
-    /// share only if `pace_fleet` (a named dependency's: see
-    /// [`Dependencies`] for why an overflow set's does not).
-    fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Dependency<T> {
-        let pacer = self.pacer.as_ref().map(|make| {
-            let pacer = make();
-            if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
-                // A factory that hands one pacer to several dependencies
-                // shares it under the first name only.
-                pacer.share_with(Arc::clone(share), &dependency);
-            }
-            pacer
-        });
-        let budget = self.budget.as_ref().map(|make| {
-            let budget = make();
-            if let Some(share) = &self.budget_share {
-                // A factory that hands one budget to several dependencies
-                // shares it under the first name only.
-                budget.share_floor(Arc::clone(share), &dependency);
-            }
-            budget
-        });
-        Dependency {
-            dependency,
-            budget,
-            breaker: self.breaker.as_ref().map(|make| make()),
-            pacer,
-            concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
-            guard: self.guard.as_ref().map(|make| make()),
-            hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
-        }
-    }
-}
-
 impl<T> fmt::Debug for Dependencies<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dependencies = self.inner.guards.read().map(|g| g.len()).unwrap_or_default();
         f.debug_struct("Dependencies")
             .field("dependencies", &dependencies)
             .field("overflow", &self.inner.overflow.len())
-            .field("budget", &self.inner.budget.is_some())
-            .field("breaker", &self.inner.breaker.is_some())
-            .field("pacer", &self.inner.pacer.is_some())
-            .field("concurrency_limit", &self.inner.concurrency_limit.is_some())
-            .field("hedge", &self.inner.hedge.is_some())
+            .field("template", &self.inner.template)
             .finish()
     }
 }
@@ -346,6 +290,8 @@ impl<T> fmt::Debug for Dependencies<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pace::PaceShare;
+    use crate::{CircuitBreaker, Pacer};
 
     #[test]
     fn a_server_finds_the_guards_of_its_name_and_remembers_a_bounded_number() {

@@ -200,7 +200,7 @@ impl Guard for AdaptiveThrottle {
 /// `retryscope.overload.accepted` (`1`): the share of requests the
 /// dependency accepted, reported once the throttle's window holds any; the
 /// lowest is the worst.
-pub const ACCEPTED: Gauge = Gauge {
+pub(crate) const ACCEPTED: Gauge = Gauge {
     name: "retryscope.overload.accepted",
     description: "The share of the client's requests the dependency accepted over the adaptive throttle's window.",
     unit: "1",

@@ -22,9 +22,11 @@ mod limit;
 mod priority;
 
 pub(crate) use adaptive_throttle::describe;
-pub use adaptive_throttle::{ACCEPTED, AdaptiveThrottle, AdaptiveThrottleBuilder};
+pub use adaptive_throttle::{AdaptiveThrottle, AdaptiveThrottleBuilder};
 pub use limit::{
-    Aimd, AimdBuilder, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Gradient2, Gradient2Builder, LIMIT,
-    LIMIT_IN_FLIGHT, LimitAlgorithm, LimitPermit,
+    Aimd, AimdBuilder, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Gradient2, Gradient2Builder,
+    LimitAlgorithm, LimitPermit,
 };
+#[cfg(test)]
+pub(crate) use limit::{LIMIT, LIMIT_IN_FLIGHT};
 pub use priority::Priority;

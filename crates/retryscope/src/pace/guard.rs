@@ -11,7 +11,7 @@ use crate::wait::pace::{self, Hold};
 /// `retryscope.pace.rate` (`{request}/s`): the send rate the pacer allows
 /// while a pace is in force ([`Pacer::allowed_rate`]), absent otherwise; the
 /// lowest, the slowest pace, is the worst.
-pub const RATE: Gauge = Gauge {
+pub(crate) const RATE: Gauge = Gauge {
     name: "retryscope.pace.rate",
     description: "The send rate the dependency's pacer allows while a pace is in force.",
     unit: "{request}/s",

@@ -88,7 +88,8 @@ mod share;
 pub(crate) mod pacer;
 pub(crate) mod signal;
 
-pub use guard::RATE;
+#[cfg(test)]
+pub(crate) use guard::RATE;
 pub(crate) use pacer::Pacer;
 pub(crate) use schedule::Admission;
 pub use share::{PaceShare, SharedPacer};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// `retryscope.limit.limit` (`{request}`): how many attempts may be in
 /// flight at once; the lowest is the worst.
-pub const LIMIT: Gauge = Gauge {
+pub(crate) const LIMIT: Gauge = Gauge {
     name: "retryscope.limit.limit",
     description: "The adaptive concurrency limit: how many attempts may be in flight to the dependency.",
     unit: "{request}",
@@ -20,7 +20,7 @@ pub const LIMIT: Gauge = Gauge {
 
 /// `retryscope.limit.in_flight` (`{request}`): how many attempts hold a
 /// slot now; the highest is the worst.
-pub const LIMIT_IN_FLIGHT: Gauge = Gauge {
+pub(crate) const LIMIT_IN_FLIGHT: Gauge = Gauge {
     name: "retryscope.limit.in_flight",
     description: "How many attempts hold a slot of the dependency's adaptive concurrency limit.",
     unit: "{request}",

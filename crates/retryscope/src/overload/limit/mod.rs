@@ -10,7 +10,8 @@ mod guard;
 
 pub use aimd::{Aimd, AimdBuilder};
 pub use gradient2::{Gradient2, Gradient2Builder};
-pub use guard::{LIMIT, LIMIT_IN_FLIGHT};
+#[cfg(test)]
+pub(crate) use guard::{LIMIT, LIMIT_IN_FLIGHT};
 
 use super::Priority;
 use crate::setting::SettingError;
