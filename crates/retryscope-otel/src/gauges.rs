@@ -98,7 +98,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
     budget_gauge(meter, move |observe| {
         for guards in budgets() {
             if let Some(budget) = guards.budget() {
-                observe(budget.available(), guards.label());
+                observe(budget.available(), guards.name());
             }
         }
     });
@@ -106,7 +106,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
     breaker_gauge(meter, move |observe| {
         for guards in breakers() {
             if let Some(breaker) = guards.breaker() {
-                observe(breaker.state().as_gauge(), guards.label());
+                observe(breaker.state().as_gauge(), guards.name());
             }
         }
     });
@@ -114,7 +114,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
     pace_gauge(meter, move |observe| {
         for guards in pacers() {
             if let Some(rate) = guards.pacer().and_then(retryscope::Pacer::allowed_rate) {
-                observe(rate, guards.label());
+                observe(rate, guards.name());
             }
         }
     });
@@ -122,7 +122,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
     limit_gauge(meter, move |observe| {
         for guards in limits() {
             if let Some(limiter) = guards.concurrency_limit() {
-                observe(u64::from(limiter.limit()), guards.label());
+                observe(u64::from(limiter.limit()), guards.name());
             }
         }
     });
@@ -130,7 +130,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
     in_flight_gauge(meter, move |observe| {
         for guards in slots() {
             if let Some(limiter) = guards.concurrency_limit() {
-                observe(u64::from(limiter.in_flight()), guards.label());
+                observe(u64::from(limiter.in_flight()), guards.name());
             }
         }
     });
@@ -141,7 +141,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
                 if let Some(guard) = guards.guards() {
                     guard.gauges(&mut |published, value| {
                         if published.name == gauge.name {
-                            observe(value, guards.label());
+                            observe(value, guards.name());
                         }
                     });
                 }
@@ -176,7 +176,7 @@ pub fn publish_dependency_gauges<T: Budget + Send + Sync + 'static>(
 /// dependencies: `report` calls `observe(state, dependency)` for each.
 pub(crate) fn breaker_gauge(
     meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(i64, &Arc<str>)) + Send + Sync + 'static,
+    report: impl Fn(&mut dyn FnMut(i64, &str)) + Send + Sync + 'static,
 ) -> ObservableGauge<i64> {
     meter
         .i64_observable_gauge(names::BREAKER_STATE)
@@ -194,7 +194,7 @@ pub(crate) fn breaker_gauge(
 /// dependencies: `report` calls `observe(available, dependency)` for each.
 pub(crate) fn budget_gauge(
     meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+    report: impl Fn(&mut dyn FnMut(f64, &str)) + Send + Sync + 'static,
 ) -> ObservableGauge<f64> {
     meter
         .f64_observable_gauge(names::BUDGET_AVAILABLE)
@@ -213,7 +213,7 @@ pub(crate) fn budget_gauge(
 /// pacer has a pace in force.
 pub(crate) fn pace_gauge(
     meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+    report: impl Fn(&mut dyn FnMut(f64, &str)) + Send + Sync + 'static,
 ) -> ObservableGauge<f64> {
     meter
         .f64_observable_gauge(names::PACE_RATE)
@@ -229,7 +229,7 @@ pub(crate) fn pace_gauge(
 /// concurrency limit.
 pub(crate) fn limit_gauge(
     meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(u64, &Arc<str>)) + Send + Sync + 'static,
+    report: impl Fn(&mut dyn FnMut(u64, &str)) + Send + Sync + 'static,
 ) -> ObservableGauge<u64> {
     meter
         .u64_observable_gauge(names::LIMIT)
@@ -249,7 +249,7 @@ pub(crate) fn limit_gauge(
 /// attempts hold a slot of each dependency's concurrency limit.
 pub(crate) fn in_flight_gauge(
     meter: &Meter,
-    report: impl Fn(&mut dyn FnMut(u64, &Arc<str>)) + Send + Sync + 'static,
+    report: impl Fn(&mut dyn FnMut(u64, &str)) + Send + Sync + 'static,
 ) -> ObservableGauge<u64> {
     meter
         .u64_observable_gauge(names::LIMIT_IN_FLIGHT)
@@ -268,7 +268,7 @@ pub(crate) fn in_flight_gauge(
 pub(crate) fn guard_gauge(
     meter: &Meter,
     gauge: &'static Gauge,
-    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+    report: impl Fn(&mut dyn FnMut(f64, &str)) + Send + Sync + 'static,
 ) -> ObservableGauge<f64> {
     meter
         .f64_observable_gauge(gauge.name)
@@ -290,30 +290,29 @@ pub(crate) fn guard_gauge(
 /// into one by `worse`: the guard sets beyond the label bound all carry that
 /// label, and several values of one series in one collection would collide
 /// (the SDK would keep whichever came last).
-fn fold_overflow<V: Copy, R: Fn(&mut dyn FnMut(V, &Arc<str>)) + ?Sized>(
+fn fold_overflow<V: Copy, R: Fn(&mut dyn FnMut(V, &str)) + ?Sized>(
     report: &R,
     worse: fn(V, V) -> V,
-    observe: &mut dyn FnMut(V, &Arc<str>),
+    observe: &mut dyn FnMut(V, &str),
 ) {
-    let mut other: Option<(V, Arc<str>)> = None;
+    let mut other: Option<V> = None;
     report(&mut |value, dependency| {
-        if &**dependency == OVERFLOW {
-            other = Some(match other.take() {
-                Some((kept, label)) => (worse(kept, value), label),
-                None => (value, Arc::clone(dependency)),
-            });
+        if dependency == OVERFLOW {
+            other = Some(other.map_or(value, |kept| worse(kept, value)));
         } else {
             observe(value, dependency);
         }
     });
-    if let Some((value, label)) = other {
-        observe(value, &label);
+    if let Some(value) = other {
+        observe(value, OVERFLOW);
     }
 }
 
-/// The gauges' one attribute; the name is shared, not copied.
-fn attrs(dependency: &Arc<str>) -> [KeyValue; 1] {
-    [KeyValue::new(names::DEPENDENCY, Arc::clone(dependency))]
+/// The gauges' one attribute. Read at each collection, off the request
+/// path: a copy of the name, which a dependency made by
+/// `Dependency::new` owns (only a registry's lives as long as the process).
+fn attrs(dependency: &str) -> [KeyValue; 1] {
+    [KeyValue::new(names::DEPENDENCY, dependency.to_owned())]
 }
 
 #[cfg(test)]
@@ -323,7 +322,7 @@ mod tests {
     #[test]
     fn the_overflow_sets_make_one_series_the_worst_of_them() {
         let (a, b, other): (Arc<str>, Arc<str>, Arc<str>) = ("a".into(), "b".into(), OVERFLOW.into());
-        let report = |observe: &mut dyn FnMut(i64, &Arc<str>)| {
+        let report = |observe: &mut dyn FnMut(i64, &str)| {
             observe(0, &a);
             observe(0, &other);
             observe(2, &other);
@@ -339,7 +338,7 @@ mod tests {
             "named as they come, one _OTHER: the open breaker"
         );
         let mut none = 0;
-        fold_overflow(&|observe: &mut dyn FnMut(f64, &Arc<str>)| observe(5.0, &a), f64::min, &mut |_, _| {
+        fold_overflow(&|observe: &mut dyn FnMut(f64, &str)| observe(5.0, &a), f64::min, &mut |_, _| {
             none += 1
         });
         assert_eq!(none, 1, "no overflow set, no _OTHER series");

@@ -27,7 +27,7 @@ pub struct DependenciesBuilder<T> {
     /// How many overflow guard sets the registry keeps, and the label
     /// table: settings for tests.
     pub(super) overflow_capacity: usize,
-    pub(super) labels: fn(&str) -> Arc<str>,
+    pub(super) labels: fn(&str) -> &'static str,
 }
 
 impl<T> fmt::Debug for DependenciesBuilder<T> {
@@ -133,7 +133,7 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
 
     /// Labels dependencies with `labels` instead of [`bounded_dependency`].
     #[cfg(test)]
-    pub(crate) fn labels(mut self, labels: fn(&str) -> Arc<str>) -> Self {
+    pub(crate) fn labels(mut self, labels: fn(&str) -> &'static str) -> Self {
         self.labels = labels;
         self
     }

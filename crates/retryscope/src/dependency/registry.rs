@@ -13,6 +13,7 @@ use crate::guard::{Chained, Gauge, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
 use crate::overload::ConcurrencyLimiter;
 use crate::pace::{PaceShare, Pacer};
+use crate::shared::Shared;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -88,12 +89,14 @@ pub fn and_guard<G: Guard<Permit = ()> + 'static>(
 type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Dependency<T>>)>>;
 
 pub(super) struct Registry<T> {
-    pub(super) guards: RwLock<HashMap<Arc<str>, Arc<Dependency<T>>>>,
+    /// The named guard sets, by their label, which the label table keeps
+    /// for the life of the process.
+    pub(super) guards: RwLock<HashMap<&'static str, Arc<Dependency<T>>>>,
     /// The guards of the dependencies beyond the label bound, one set each.
     pub(super) overflow: OverflowGuards<T>,
     /// The label table: [`bounded_dependency`], but for tests that need a
     /// small bound without filling the process's table.
-    pub(super) labels: fn(&str) -> Arc<str>,
+    pub(super) labels: fn(&str) -> &'static str,
     /// The guards found for each server (host, then the port in its name), so
     /// that a request finds its dependency without building the name.
     pub(super) servers: RwLock<Servers<T>>,
@@ -146,14 +149,14 @@ impl<T: Budget + 'static> Dependencies<T> {
             return found;
         }
         let name = (self.inner.labels)(dependency);
-        if &*name == OVERFLOW {
+        if name == OVERFLOW {
             return self.inner.overflow.get_or_make(dependency, || self.inner.make(name, false));
         }
-        if let Some(found) = self.find(&name) {
+        if let Some(found) = self.find(name) {
             return found;
         }
         let mut guards = self.inner.guards.write().unwrap_or_else(PoisonError::into_inner);
-        let entry = guards.entry(Arc::clone(&name)).or_insert_with(|| Arc::new(self.inner.make(name, true)));
+        let entry = guards.entry(name).or_insert_with(|| Arc::new(self.inner.make(name, true)));
         Arc::clone(entry)
     }
 
@@ -286,13 +289,13 @@ impl<T: Budget> Registry<T> {
     /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
     /// share only if `pace_fleet` (a named dependency's: see
     /// [`Dependencies`] for why an overflow set's does not).
-    fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Dependency<T> {
+    fn make(&self, dependency: &'static str, pace_fleet: bool) -> Dependency<T> {
         let pacer = self.pacer.as_ref().map(|make| {
             let pacer = make();
             if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
                 // A factory that hands one pacer to several dependencies
                 // shares it under the first name only.
-                pacer.share_with(Arc::clone(share), &dependency);
+                pacer.share_with(Arc::clone(share), dependency);
             }
             pacer
         });
@@ -301,12 +304,12 @@ impl<T: Budget> Registry<T> {
             if let Some(share) = &self.budget_share {
                 // A factory that hands one budget to several dependencies
                 // shares it under the first name only.
-                budget.share_floor(Arc::clone(share), &dependency);
+                budget.share_floor(Arc::clone(share), dependency);
             }
             budget
         });
         Dependency {
-            dependency,
+            dependency: Shared::Borrowed(dependency),
             budget,
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer,
@@ -361,8 +364,8 @@ mod tests {
     /// A label table that admits `named` alone, as a full one would: every
     /// other name is beyond the bound, without filling the process's table
     /// (whichever test ran first would take its slots).
-    fn one_name(name: &str) -> Arc<str> {
-        Arc::from(if name == "named" { name } else { OVERFLOW })
+    fn one_name(name: &str) -> &'static str {
+        if name == "named" { "named" } else { OVERFLOW }
     }
 
     /// A breaker that opens on the first failure.
