@@ -257,6 +257,6 @@ mod tests {
     /// What `bounded_destination`'s doc example showed when it was the engine's.
     #[test]
     fn a_subject_is_its_own_label_while_the_table_has_room() {
-        assert_eq!(&*super::bounded_destination("orders.created"), "orders.created");
+        assert_eq!(super::bounded_destination("orders.created"), "orders.created");
     }
 }

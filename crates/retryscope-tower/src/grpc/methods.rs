@@ -136,7 +136,7 @@ mod tests {
         let retry = GrpcRetry::new(Policy::interactive());
         let methods = Methods::default();
         let first = methods.get(&retry, "/test.Echo/Unary");
-        assert_eq!(&*first.operation(), "test.Echo/Unary");
+        assert_eq!(first.operation(), "test.Echo/Unary");
         assert_eq!(first.retry.map(|r| r.policy.max_attempts()), Some(4));
         assert!(Arc::ptr_eq(&first, &methods.get(&retry, "/test.Echo/Unary")));
         assert!(methods.get(&retry, "/other.Service/Call").retry.is_some());
