@@ -173,8 +173,11 @@ impl Common {
 thread_local! {
     /// The last dependency label this thread interned: a client calls the
     /// same dependency call after call, and comparing with the last name is
-    /// cheaper than the shared table's lock and hash. Names are never
-    /// evicted from the table, so a name it admitted once stays admitted.
+    /// cheaper than the shared table's lock and hash (without these two, a
+    /// call with the SDK cost some 370 instructions more over HTTP and 760
+    /// over gRPC, which also names its operation: scripts/wholecall.sh).
+    /// Names are never evicted from the table, so a name it admitted once
+    /// stays admitted.
     static LAST_DEPENDENCY: Cell<Option<&'static str>> = const { Cell::new(None) };
     /// The same for operation names.
     static LAST_OPERATION: Cell<Option<&'static str>> = const { Cell::new(None) };
