@@ -31,7 +31,7 @@ fn fill_the_label_table() {
     for i in 0..MAX_DEPENDENCIES {
         let _ = bounded_dependency(&format!("filler-{i}.test"));
     }
-    assert_eq!(&*bounded_dependency("127.0.0.1:1"), OVERFLOW);
+    assert_eq!(bounded_dependency("127.0.0.1:1"), OVERFLOW);
 }
 
 /// `call` with the caller's own limit of `limit`: reqwest's `.timeout()`, a

@@ -11,7 +11,7 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState}
 use retryscope::dependency::NameTable;
 use retryscope_otel::tracing_opentelemetry::OpenTelemetrySpanExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{LazyLock, Weak};
 use std::time::Duration;
 
 /// Deliveries by how they ended (`retryscope.job.outcome`).
@@ -143,13 +143,13 @@ impl JobTelemetry {
 
 /// A metric's `messaging.destination.name`: the subject, bounded.
 fn destination(subject: &str) -> KeyValue {
-    KeyValue::new(DESTINATION_ATTR, opentelemetry::StringValue::from(bounded_destination(subject)))
+    KeyValue::new(DESTINATION_ATTR, bounded_destination(subject))
 }
 
 /// `subject` as a `messaging.destination.name` metric label, bounded by a
 /// process-wide table of its own to [`MAX_DESTINATIONS`] names (then `_OTHER`).
 /// Spans keep the full subject: only metric series multiply.
-fn bounded_destination(subject: &str) -> Arc<str> {
+fn bounded_destination(subject: &str) -> &'static str {
     static DESTINATIONS: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DESTINATIONS));
     DESTINATIONS.intern(subject)
 }
@@ -257,6 +257,6 @@ mod tests {
     /// What `bounded_destination`'s doc example showed when it was the engine's.
     #[test]
     fn a_subject_is_its_own_label_while_the_table_has_room() {
-        assert_eq!(&*super::bounded_destination("orders.created"), "orders.created");
+        assert_eq!(super::bounded_destination("orders.created"), "orders.created");
     }
 }

@@ -48,7 +48,7 @@ pub fn publish_guard_gauges<T: Budget + Send + Sync + 'static>(
 /// guard's own), one instrument each, of the number type its
 /// [`kind`](Gauge::kind) says — read at each collection from the guards
 /// `live` lists then ([`Dependency::gauges`]), each under its
-/// [`dependency`](retryscope::dependency::Dependency::label) name — as
+/// [`dependency`](retryscope::dependency::Dependency::name) name — as
 /// [`Dependencies`](retryscope::dependency::Dependencies) reports its own. `live`
 /// should hold its registry weakly (OpenTelemetry keeps the callbacks for
 /// the meter provider's lifetime) and list a bounded number of guards.
@@ -75,7 +75,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
             for dependency in read() {
                 dependency.gauges(&mut |published, value| {
                     if published.name == gauge.name {
-                        observe(value, dependency.label());
+                        observe(value, dependency.name());
                     }
                 });
             }
@@ -112,7 +112,7 @@ pub fn publish_dependency_gauges<T: Budget + Send + Sync + 'static>(
 fn guard_gauge(
     meter: &Meter,
     gauge: &'static Gauge,
-    report: impl Fn(&mut dyn FnMut(f64, &Arc<str>)) + Send + Sync + 'static,
+    report: impl Fn(&mut dyn FnMut(f64, &str)) + Send + Sync + 'static,
 ) {
     // Folded as f64, then converted: an integer gauge's values (a breaker's
     // state, a limit, slots in flight) are small integers, exact as f64, so
@@ -121,7 +121,7 @@ fn guard_gauge(
         Worst::Highest => f64::max,
         Worst::Lowest => f64::min,
     };
-    let observed = move |observe: &mut dyn FnMut(f64, &Arc<str>)| fold_overflow(&report, worst, observe);
+    let observed = move |observe: &mut dyn FnMut(f64, &str)| fold_overflow(&report, worst, observe);
     match gauge.kind {
         GaugeKind::F64 => {
             meter
@@ -160,30 +160,29 @@ fn guard_gauge(
 /// into one by `worse`: the guard sets beyond the label bound all carry that
 /// label, and several values of one series in one collection would collide
 /// (the SDK would keep whichever came last).
-fn fold_overflow<V: Copy, R: Fn(&mut dyn FnMut(V, &Arc<str>)) + ?Sized>(
+fn fold_overflow<V: Copy, R: Fn(&mut dyn FnMut(V, &str)) + ?Sized>(
     report: &R,
     worse: fn(V, V) -> V,
-    observe: &mut dyn FnMut(V, &Arc<str>),
+    observe: &mut dyn FnMut(V, &str),
 ) {
-    let mut other: Option<(V, Arc<str>)> = None;
+    let mut other: Option<V> = None;
     report(&mut |value, dependency| {
-        if &**dependency == OVERFLOW {
-            other = Some(match other.take() {
-                Some((kept, label)) => (worse(kept, value), label),
-                None => (value, Arc::clone(dependency)),
-            });
+        if dependency == OVERFLOW {
+            other = Some(other.map_or(value, |kept| worse(kept, value)));
         } else {
             observe(value, dependency);
         }
     });
-    if let Some((value, label)) = other {
-        observe(value, &label);
+    if let Some(value) = other {
+        observe(value, OVERFLOW);
     }
 }
 
-/// The gauges' one attribute; the name is shared, not copied.
-fn attrs(dependency: &Arc<str>) -> [KeyValue; 1] {
-    [KeyValue::new(names::DEPENDENCY, Arc::clone(dependency))]
+/// The gauges' one attribute. Read at each collection, off the request
+/// path: a copy of the name, which a dependency made by
+/// `Dependency::new` owns (only a registry's lives as long as the process).
+fn attrs(dependency: &str) -> [KeyValue; 1] {
+    [KeyValue::new(names::DEPENDENCY, dependency.to_owned())]
 }
 
 #[cfg(test)]
@@ -193,7 +192,7 @@ mod tests {
     #[test]
     fn the_overflow_sets_make_one_series_the_worst_of_them() {
         let (a, b, other): (Arc<str>, Arc<str>, Arc<str>) = ("a".into(), "b".into(), OVERFLOW.into());
-        let report = |observe: &mut dyn FnMut(i64, &Arc<str>)| {
+        let report = |observe: &mut dyn FnMut(i64, &str)| {
             observe(0, &a);
             observe(0, &other);
             observe(2, &other);
@@ -209,7 +208,7 @@ mod tests {
             "named as they come, one _OTHER: the open breaker"
         );
         let mut none = 0;
-        fold_overflow(&|observe: &mut dyn FnMut(f64, &Arc<str>)| observe(5.0, &a), f64::min, &mut |_, _| {
+        fold_overflow(&|observe: &mut dyn FnMut(f64, &str)| observe(5.0, &a), f64::min, &mut |_, _| {
             none += 1
         });
         assert_eq!(none, 1, "no overflow set, no _OTHER series");

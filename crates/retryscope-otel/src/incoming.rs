@@ -14,7 +14,7 @@ use http::{HeaderMap, HeaderName};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Meter};
 use retryscope::dependency::NameTable;
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The request header retryscope's clients send on every retry: the attempt's
@@ -202,9 +202,9 @@ impl IncomingRequests {
 ///
 /// ```
 /// let label = retryscope_otel::bounded_route("/orders/{id}");
-/// assert_eq!(&*label, "/orders/{id}");
+/// assert_eq!(label, "/orders/{id}");
 /// ```
-pub fn bounded_route(route: &str) -> Arc<str> {
+pub fn bounded_route(route: &str) -> &'static str {
     static ROUTES: LazyLock<NameTable> =
         LazyLock::new(|| NameTable::new(retryscope::dependency::MAX_DEPENDENCIES));
     ROUTES.intern(route)

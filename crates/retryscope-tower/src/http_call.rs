@@ -221,7 +221,7 @@ impl Protocol for HttpCall {
         (HttpAttempts::new(settings, configured), None)
     }
 
-    fn operation(&self, options: &RetryOptions) -> Option<Arc<str>> {
+    fn operation(&self, options: &RetryOptions) -> Option<&'static str> {
         options.operation_name().map(retryscope_otel::bounded_operation)
     }
 

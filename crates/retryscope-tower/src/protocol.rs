@@ -95,8 +95,8 @@ pub(crate) trait Protocol: Sized + Send + 'static {
     ) -> (Self::Attempts, Option<Self::Metrics>);
 
     /// The operation the call is reported as: the caller's name for it, else
-    /// the protocol's.
-    fn operation(&self, options: &RetryOptions) -> Option<Arc<str>>;
+    /// the protocol's, bounded (the label table keeps it for the process).
+    fn operation(&self, options: &RetryOptions) -> Option<&'static str>;
 
     /// The caller's answer: the fallback's, if one was `chosen` (with the
     /// time left; `kept`: the request's head, kept for it), else the

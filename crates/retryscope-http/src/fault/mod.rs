@@ -180,7 +180,7 @@ impl Faults {
             counter.add(
                 1,
                 &[
-                    KeyValue::new(names::DEPENDENCY, dependency.to_string()),
+                    KeyValue::new(names::DEPENDENCY, dependency),
                     KeyValue::new(names::FAULT_KIND, kind.label()),
                 ],
             );

@@ -392,7 +392,7 @@ impl Protocol for GrpcCall {
     }
 
     /// The caller's name for it, else the method.
-    fn operation(&self, options: &RetryOptions) -> Option<Arc<str>> {
+    fn operation(&self, options: &RetryOptions) -> Option<&'static str> {
         Some(options.operation_name().map_or_else(|| self.method.operation(), bounded_operation))
     }
 

@@ -19,16 +19,14 @@ pub(crate) struct Method {
     path: Box<str>,
     /// `package.Service/Method`, interned as an operation name the first
     /// time a call needs it (a caller may name its calls itself).
-    operation: OnceLock<Arc<str>>,
+    operation: OnceLock<&'static str>,
 }
 
 impl Method {
     /// The method as the operation a call to it is reported as.
-    pub(crate) fn operation(&self) -> Arc<str> {
-        let operation = self
-            .operation
-            .get_or_init(|| retryscope_otel::bounded_operation(crate::spans::rpc_method(&self.path)));
-        Arc::clone(operation)
+    pub(crate) fn operation(&self) -> &'static str {
+        self.operation
+            .get_or_init(|| retryscope_otel::bounded_operation(crate::spans::rpc_method(&self.path)))
     }
 }
 
@@ -138,7 +136,7 @@ mod tests {
         let retry = GrpcRetry::new(Policy::interactive());
         let methods = Methods::default();
         let first = methods.get(&retry, "/test.Echo/Unary");
-        assert_eq!(&*first.operation(), "test.Echo/Unary");
+        assert_eq!(first.operation(), "test.Echo/Unary");
         assert_eq!(first.retry.map(|r| r.policy.max_attempts()), Some(4));
         assert!(Arc::ptr_eq(&first, &methods.get(&retry, "/test.Echo/Unary")));
         assert!(methods.get(&retry, "/other.Service/Call").retry.is_some());

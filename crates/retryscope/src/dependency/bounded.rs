@@ -11,7 +11,7 @@
 //! table of their own with the same bound.
 
 use std::collections::HashSet;
-use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+use std::sync::{LazyLock, PoisonError, RwLock};
 
 /// How many distinct dependency names (and, separately, operation names) one
 /// process reports. Further names are reported as [`OVERFLOW`].
@@ -42,14 +42,15 @@ pub fn dependency_name(host: &str, port: Option<u16>, default_port: Option<u16>)
 
 /// `name` as a dependency label: the name itself while fewer than
 /// [`MAX_DEPENDENCIES`] distinct names have been seen by this process (or it was
-/// seen before), else [`OVERFLOW`]. Names are interned: a name seen before costs
-/// a shared lookup and no allocation.
+/// seen before), else [`OVERFLOW`]. Names are interned for the life of the
+/// process ([`NameTable`]): a name seen before costs a shared lookup and no
+/// allocation, and a metric attribute borrows it with nothing to count.
 ///
 /// ```
 /// let label = retryscope::dependency::bounded_dependency("inventory");
-/// assert_eq!(&*label, "inventory");
+/// assert_eq!(label, "inventory");
 /// ```
-pub fn bounded_dependency(name: &str) -> Arc<str> {
+pub fn bounded_dependency(name: &str) -> &'static str {
     static DEPENDENCIES: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(MAX_DEPENDENCIES));
     DEPENDENCIES.intern(name)
 }
@@ -57,36 +58,59 @@ pub fn bounded_dependency(name: &str) -> Arc<str> {
 /// A set of at most `limit` names; the rest are [`OVERFLOW`]: what each
 /// bounded label above is kept in, for a label of another kind (a server's
 /// routes, a job's subject).
+///
+/// The table never evicts a name, so a name it admits is a label for the
+/// rest of the process: it is leaked once, when first admitted, and handed
+/// out as a `&'static str` that a metric attribute borrows with nothing to
+/// count or drop (an `Arc<str>` cost every record a reference-count
+/// increment and decrement). The leak is bounded by the table's: at most
+/// `limit` names, each leaked once, whatever the traffic. That bound holds
+/// only for a table that lives as long as the process — one made and
+/// dropped again and again would leak up to `limit` names each time — so
+/// [`intern`](Self::intern) takes `&'static self`: keep the table in a
+/// `static`.
+///
+/// ```
+/// use retryscope::dependency::{NameTable, OVERFLOW};
+/// use std::sync::LazyLock;
+///
+/// static TENANTS: LazyLock<NameTable> = LazyLock::new(|| NameTable::new(2));
+/// assert_eq!(TENANTS.intern("acme"), "acme");
+/// assert_eq!(TENANTS.intern("globex"), "globex");
+/// assert_eq!(TENANTS.intern("initech"), OVERFLOW);
+/// // The same name is the same leaked label, not a copy.
+/// assert!(std::ptr::eq(TENANTS.intern("acme"), TENANTS.intern("acme")));
+/// ```
 pub struct NameTable {
-    names: RwLock<HashSet<Arc<str>>>,
-    overflow: Arc<str>,
+    names: RwLock<HashSet<&'static str>>,
     limit: usize,
 }
 
 impl NameTable {
     /// A table that admits `limit` names.
     pub fn new(limit: usize) -> Self {
-        Self { names: RwLock::default(), overflow: Arc::from(OVERFLOW), limit }
+        Self { names: RwLock::default(), limit }
     }
 
-    /// `name`, shared, if the table admits it (it has room, or knows it
-    /// already); else [`OVERFLOW`].
-    pub fn intern(&self, name: &str) -> Arc<str> {
+    /// `name`, for the life of the process, if the table admits it (it has
+    /// room, or knows it already); else [`OVERFLOW`]. Only a name admitted
+    /// for the first time is copied (and leaked): a full table leaks nothing.
+    pub fn intern(&'static self, name: &str) -> &'static str {
         // A poisoned lock only means a thread panicked while inserting a name;
         // the set itself is still consistent.
-        if let Some(known) = self.names.read().unwrap_or_else(PoisonError::into_inner).get(name) {
-            return Arc::clone(known);
+        if let Some(&known) = self.names.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+            return known;
         }
         let mut names = self.names.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(known) = names.get(name) {
-            return Arc::clone(known);
+        if let Some(&known) = names.get(name) {
+            return known;
         }
         if names.len() >= self.limit || name == OVERFLOW {
-            return Arc::clone(&self.overflow);
+            return OVERFLOW;
         }
-        let interned: Arc<str> = Arc::from(name);
-        names.insert(Arc::clone(&interned));
-        interned
+        let leaked: &'static str = Box::leak(Box::from(name));
+        names.insert(leaked);
+        leaked
     }
 }
 
@@ -94,26 +118,54 @@ impl NameTable {
 mod tests {
     use super::*;
 
+    /// A small table for one test, leaked as a `static` would be.
+    fn table(limit: usize) -> &'static NameTable {
+        Box::leak(Box::new(NameTable::new(limit)))
+    }
+
+    /// How many names `table` holds: each of them leaked once.
+    fn held(table: &NameTable) -> usize {
+        table.names.read().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
     #[test]
     fn a_full_table_folds_new_names_and_keeps_old_ones() {
-        let table = NameTable::new(2);
-        assert_eq!(&*table.intern("a"), "a");
-        assert_eq!(&*table.intern("b"), "b");
-        assert_eq!(&*table.intern("c"), OVERFLOW);
-        assert_eq!(&*table.intern("a"), "a");
-        assert_eq!(table.names.read().map(|n| n.len()).unwrap_or_default(), 2);
+        let table = table(2);
+        assert_eq!(table.intern("a"), "a");
+        assert_eq!(table.intern("b"), "b");
+        assert_eq!(table.intern("c"), OVERFLOW);
+        assert_eq!(table.intern("a"), "a");
+        assert_eq!(held(table), 2);
     }
 
     #[test]
     fn interned_names_are_shared() {
-        let table = NameTable::new(10);
-        assert!(Arc::ptr_eq(&table.intern("inventory"), &table.intern("inventory")));
+        let table = table(10);
+        assert!(std::ptr::eq(table.intern("inventory"), table.intern("inventory")));
     }
 
     #[test]
     fn the_overflow_name_takes_no_slot() {
-        let table = NameTable::new(1);
-        assert_eq!(&*table.intern(OVERFLOW), OVERFLOW);
-        assert_eq!(&*table.intern("a"), "a");
+        let table = table(1);
+        assert_eq!(table.intern(OVERFLOW), OVERFLOW);
+        assert_eq!(table.intern("a"), "a");
+    }
+
+    #[test]
+    fn a_table_at_its_bound_hands_out_other_and_leaks_nothing_more() {
+        let table = table(2);
+        let a = table.intern("a");
+        assert_eq!((a, table.intern("b")), ("a", "b"));
+        // The bound's edge: no further name is leaked, however many come.
+        for i in 0..100 {
+            assert_eq!(table.intern(&format!("past-the-bound-{i}")), OVERFLOW);
+        }
+        assert_eq!(table.intern("c"), OVERFLOW);
+        assert_eq!(held(table), 2);
+        // (The overflow label is the constant, never leaked: a constant has
+        // no one address to compare, so the count above is the check.)
+        // A name kept before the bound is the same leaked value, not a copy.
+        assert!(std::ptr::eq(table.intern("a"), a));
+        assert_eq!(held(table), 2);
     }
 }

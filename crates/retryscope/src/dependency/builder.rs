@@ -10,6 +10,7 @@ use crate::guard::{Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
 use crate::overload::ConcurrencyLimiter;
 use crate::pace::{PaceShare, Pacer};
+use crate::shared::Shared;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
@@ -28,7 +29,7 @@ pub struct DependenciesBuilder<T> {
     /// How many overflow guard sets the registry keeps, and the label
     /// table: settings for tests.
     pub(super) overflow_capacity: usize,
-    pub(super) labels: fn(&str) -> Arc<str>,
+    pub(super) labels: fn(&str) -> &'static str,
 }
 
 impl<T> fmt::Debug for DependenciesBuilder<T> {
@@ -202,7 +203,7 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
 
     /// Labels dependencies with `labels` instead of [`bounded_dependency`].
     #[cfg(test)]
-    pub(crate) fn labels(mut self, labels: fn(&str) -> Arc<str>) -> Self {
+    pub(crate) fn labels(mut self, labels: fn(&str) -> &'static str) -> Self {
         self.labels = labels;
         self
     }
@@ -214,7 +215,7 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         // factories make, so one made here (shared with no fleet, labelled
         // nothing) says which.
         let sample = Dependency {
-            dependency: Arc::from(""),
+            dependency: Shared::Borrowed(""),
             budget: self.budget.as_ref().map(|make| make()),
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer: self.pacer.as_ref().map(|make| make()),
@@ -238,13 +239,13 @@ impl<T: Budget> DependenciesBuilder<T> {
     /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
     /// share only if `pace_fleet` (a named dependency's: see
     /// [`Dependencies`] for why an overflow set's does not).
-    pub(super) fn make(&self, dependency: Arc<str>, pace_fleet: bool) -> Dependency<T> {
+    pub(super) fn make(&self, dependency: &'static str, pace_fleet: bool) -> Dependency<T> {
         let pacer = self.pacer.as_ref().map(|make| {
             let pacer = make();
             if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
                 // A factory that hands one pacer to several dependencies
                 // shares it under the first name only.
-                pacer.share_with(Arc::clone(share), &dependency);
+                pacer.share_with(Arc::clone(share), dependency);
             }
             pacer
         });
@@ -253,12 +254,12 @@ impl<T: Budget> DependenciesBuilder<T> {
             if let Some(share) = &self.budget_share {
                 // A factory that hands one budget to several dependencies
                 // shares it under the first name only.
-                budget.share_floor(Arc::clone(share), &dependency);
+                budget.share_floor(Arc::clone(share), dependency);
             }
             budget
         });
         Dependency {
-            dependency,
+            dependency: Shared::Borrowed(dependency),
             budget,
             breaker: self.breaker.as_ref().map(|make| make()),
             pacer,

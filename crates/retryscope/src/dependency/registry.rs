@@ -83,7 +83,9 @@ pub(super) fn and_guard<G: Guard<Permit = ()> + 'static>(
 type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Dependency<T>>)>>;
 
 pub(super) struct Registry<T> {
-    pub(super) guards: RwLock<HashMap<Arc<str>, Arc<Dependency<T>>>>,
+    /// The named guard sets, by their label, which the label table keeps
+    /// for the life of the process.
+    pub(super) guards: RwLock<HashMap<&'static str, Arc<Dependency<T>>>>,
     /// The guards of the dependencies beyond the label bound, one set each.
     pub(super) overflow: OverflowGuards<T>,
     /// The guards found for each server (host, then the port in its name), so
@@ -128,15 +130,14 @@ impl<T: Budget + 'static> Dependencies<T> {
             return found;
         }
         let name = (self.inner.template.labels)(dependency);
-        if &*name == OVERFLOW {
+        if name == OVERFLOW {
             return self.inner.overflow.get_or_make(dependency, || self.inner.template.make(name, false));
         }
-        if let Some(found) = self.find(&name) {
+        if let Some(found) = self.find(name) {
             return found;
         }
         let mut guards = self.inner.guards.write().unwrap_or_else(PoisonError::into_inner);
-        let entry =
-            guards.entry(Arc::clone(&name)).or_insert_with(|| Arc::new(self.inner.template.make(name, true)));
+        let entry = guards.entry(name).or_insert_with(|| Arc::new(self.inner.template.make(name, true)));
         Arc::clone(entry)
     }
 
@@ -318,8 +319,8 @@ mod tests {
     /// A label table that admits `named` alone, as a full one would: every
     /// other name is beyond the bound, without filling the process's table
     /// (whichever test ran first would take its slots).
-    fn one_name(name: &str) -> Arc<str> {
-        Arc::from(if name == "named" { name } else { OVERFLOW })
+    fn one_name(name: &str) -> &'static str {
+        if name == "named" { "named" } else { OVERFLOW }
     }
 
     /// A breaker that opens on the first failure.

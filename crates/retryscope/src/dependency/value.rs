@@ -43,7 +43,11 @@ use std::sync::Arc;
 /// is the dependency's own ([`HedgePolicy::fresh`] of the client's), so that
 /// a percentile delay learns from this dependency's latencies alone.
 pub struct Dependency<T = RetryBudget> {
-    pub(crate) dependency: Arc<str>,
+    /// The name: a registry's is its label table's, which lives as long as
+    /// the process (so the telemetry recognises it by address); a name
+    /// given to [`new`](Dependency::new) is the caller's, unbounded, so it
+    /// is a copy of its own, freed with the dependency.
+    pub(crate) dependency: Shared<'static, str>,
     pub(crate) budget: Option<T>,
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) pacer: Option<Pacer>,
@@ -58,7 +62,7 @@ impl Dependency {
     /// URL.
     pub fn new(name: &str) -> Self {
         Self {
-            dependency: Arc::from(name),
+            dependency: Shared::Owned(Arc::from(name)),
             budget: None,
             breaker: None,
             pacer: None,
@@ -155,12 +159,6 @@ impl<T> Dependency<T> {
         &self.dependency
     }
 
-    /// [`name`](Self::name), shared: what a telemetry crate labels the
-    /// guards' gauges ([`gauges`](Self::gauges)) with.
-    pub fn label(&self) -> &Arc<str> {
-        &self.dependency
-    }
-
     /// The dependency's retry budget, if it has one.
     pub fn budget(&self) -> Option<&T> {
         self.budget.as_ref()
@@ -240,7 +238,7 @@ impl<'a, T: Budget> From<&'a Dependency<T>> for DependencyRef<'a> {
     fn from(dependency: &'a Dependency<T>) -> Self {
         Self {
             // The interned name, borrowed: found without copying it.
-            name: Shared::Borrowed(&dependency.dependency),
+            name: Shared::Borrowed(dependency.name()),
             budget: dependency.budget.as_ref().map(|budget| budget as &dyn Budget),
             breaker: dependency.breaker.as_ref(),
             pacer: dependency.pacer.as_ref(),
