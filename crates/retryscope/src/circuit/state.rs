@@ -26,7 +26,7 @@ impl BreakerState {
     /// The value of the `retryscope.breaker.state` gauge: 0 closed, 1 half-open,
     /// 2 open.
     #[must_use]
-    pub fn as_gauge(self) -> i64 {
+    pub(crate) fn as_gauge(self) -> i64 {
         match self {
             Self::Closed => 0,
             Self::HalfOpen => 1,

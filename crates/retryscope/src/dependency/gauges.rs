@@ -11,7 +11,7 @@ impl<T: Budget> Dependency<T> {
     /// Reports every figure its guards have a value for now, each with the
     /// [`Gauge`] it is published as ([`Guard::gauges`]): what a telemetry
     /// crate reads at each collection, labelled with the dependency's
-    /// [`label`](Self::label).
+    /// [`name`](Self::name).
     ///
     /// ```
     /// use retryscope::CircuitBreaker;

@@ -199,14 +199,8 @@ pub enum Worst {
 }
 
 impl Gauge {
-    /// The distinct gauges `guard` publishes ([`Guard::published`]), by
-    /// name: what a telemetry crate registers for the guards a factory makes
-    /// (each publishes the same ones), learned from one of them.
-    pub fn of<G: Guard + ?Sized>(guard: &G) -> Vec<&'static Gauge> {
-        Self::distinct(|gauge| guard.published(gauge))
-    }
-
-    /// The distinct gauges `publish` names, by name, in the order first named.
+    /// The distinct gauges `publish` names, by name, in the order first
+    /// named: what a dependency publishes ([`Dependency::published`](crate::dependency::Dependency::published)).
     pub(crate) fn distinct(publish: impl FnOnce(&mut dyn FnMut(&'static Gauge))) -> Vec<&'static Gauge> {
         let mut gauges: Vec<&'static Gauge> = Vec::new();
         publish(&mut |gauge| {

@@ -373,7 +373,7 @@ mod tests {
     fn its_gauge_is_published_before_it_has_a_value_and_reported_once_it_has_one() {
         let fresh = AdaptiveThrottle::builder().clock(ManualClock::new()).build().expect("valid");
         // Registered at setup, when no request has been counted yet.
-        assert_eq!(Gauge::of(&fresh), vec![&ACCEPTED]);
+        assert_eq!(Gauge::distinct(|gauge| fresh.published(gauge)), vec![&ACCEPTED]);
         let mut reported = Vec::new();
         fresh.gauges(&mut |gauge, value| reported.push((gauge.name, value)));
         assert!(reported.is_empty(), "no ratio of nothing: {reported:?}");
