@@ -337,3 +337,58 @@ async fn the_gauges_report_the_files_guards_and_forget_a_removed_dependency() {
         assert_eq!(breakers, 0, "{integration:?}");
     }
 }
+
+/// A dependency the file names gets the builder's own guards for the keys
+/// the file does not write, beside the file's: the builder's concurrency
+/// limit (one slot, no wait) holds a dependency whose breaker comes from
+/// the file, and the builder's `no_breaker()` does not take the file's
+/// breaker away. The file's set is a copy of the builder's template with
+/// the file's keys changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_dependency_keeps_the_builders_guards_for_the_keys_the_file_does_not_write() {
+    use retryscope::overload::{Aimd, ConcurrencyLimiter};
+    let text = file_text(
+        "[dependencies.pay]\npath_prefix = \"/pay\"\nattempts = 1\n\
+         breaker = { min_calls = 1, failure_ratio = 0.5, cool_down = \"60s\" }\n",
+    );
+    for integration in BOTH {
+        let server = Server::start().await;
+        let one_slot = || {
+            let one = Aimd::builder().initial_limit(1).min_limit(1).max_limit(1).build().expect("valid");
+            ConcurrencyLimiter::new(one)
+        };
+        let setup = Setup::new(code_policy())
+            .no_budget()
+            .no_breaker()
+            .concurrency_limit_per_dependency(one_slot)
+            .config(handle(KnownNames::new(), &text));
+        let client = integration.client(setup);
+        server.script("/pay/slow", [Reply::status(200).after(Duration::from_millis(1500))]);
+
+        // The builder's limit: a second call while the first holds the one slot.
+        let (slow_url, second_url) = (server.url("/pay/slow"), server.url("/pay/second"));
+        let (slow, second) = tokio::join!(client.get(&slow_url), async {
+            // Long enough for the first to hold its slot on a loaded machine,
+            // well before its answer comes.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            client.get(&second_url).await
+        });
+        assert_eq!(slow, Answer::Status(200), "{integration:?}");
+        assert!(
+            matches!(second, Answer::GaveUp(StopReason::ConcurrencyLimited { limit: 1, .. }, None)),
+            "{integration:?}: the builder's limit holds the file's dependency: {second:?}"
+        );
+        assert_eq!(server.seen().iter().filter(|s| s.path == "/pay/second").count(), 0, "{integration:?}");
+
+        // The file's breaker, though the builder has none: one failure opens it.
+        server.script("/pay/down", [Reply::status(503)]);
+        assert_eq!(client.get(&server.url("/pay/down")).await, Answer::Status(503), "{integration:?}");
+        let before = server.seen().len();
+        let refused = client.get(&server.url("/pay/down")).await;
+        assert!(
+            matches!(refused, Answer::GaveUp(StopReason::CircuitOpen, _)),
+            "{integration:?}: the file's breaker is open: {refused:?}"
+        );
+        assert_eq!(server.seen().len(), before, "{integration:?}: an open breaker sends nothing");
+    }
+}
