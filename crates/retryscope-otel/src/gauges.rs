@@ -9,7 +9,7 @@
 
 use crate::names;
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::Meter;
+use opentelemetry::metrics::{AsyncInstrumentBuilder, Meter};
 use retryscope::budget::Budget;
 use retryscope::dependency::{Dependency, OVERFLOW};
 use retryscope::guard::{Gauge, GaugeKind, Worst};
@@ -124,36 +124,30 @@ fn guard_gauge(
     let observed = move |observe: &mut dyn FnMut(f64, &str)| fold_overflow(&report, worst, observe);
     match gauge.kind {
         GaugeKind::F64 => {
-            meter
-                .f64_observable_gauge(gauge.name)
-                .with_unit(gauge.unit)
-                .with_description(gauge.description)
-                .with_callback(move |observer| {
-                    observed(&mut |value, dependency| observer.observe(value, &attrs(dependency)))
-                })
-                .build();
+            described(meter.f64_observable_gauge(gauge.name), gauge, observed, |v| v).build();
         }
         GaugeKind::I64 => {
-            meter
-                .i64_observable_gauge(gauge.name)
-                .with_unit(gauge.unit)
-                .with_description(gauge.description)
-                .with_callback(move |observer| {
-                    observed(&mut |value, dependency| observer.observe(value as i64, &attrs(dependency)))
-                })
-                .build();
+            described(meter.i64_observable_gauge(gauge.name), gauge, observed, |v| v as i64).build();
         }
         GaugeKind::U64 => {
-            meter
-                .u64_observable_gauge(gauge.name)
-                .with_unit(gauge.unit)
-                .with_description(gauge.description)
-                .with_callback(move |observer| {
-                    observed(&mut |value, dependency| observer.observe(value as u64, &attrs(dependency)))
-                })
-                .build();
+            described(meter.u64_observable_gauge(gauge.name), gauge, observed, |v| v as u64).build();
         }
     }
+}
+
+/// `builder`, an instrument of `gauge`'s number type `T`, with the gauge's
+/// unit and description and a callback observing what `observed` reports,
+/// each value `convert`ed to `T`. (The three typed builders share no trait
+/// with `build`, so each kind builds its own.)
+fn described<'a, I, T: 'static>(
+    builder: AsyncInstrumentBuilder<'a, I, T>,
+    gauge: &'static Gauge,
+    observed: impl Fn(&mut dyn FnMut(f64, &str)) + Send + Sync + 'static,
+    convert: fn(f64) -> T,
+) -> AsyncInstrumentBuilder<'a, I, T> {
+    builder.with_unit(gauge.unit).with_description(gauge.description).with_callback(move |observer| {
+        observed(&mut |value, dependency| observer.observe(convert(value), &attrs(dependency)))
+    })
 }
 
 /// Reports what `report` observes, the values labelled [`OVERFLOW`] folded
