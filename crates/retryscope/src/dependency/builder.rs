@@ -214,16 +214,7 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         // The gauges its guards publish: the same from every set the
         // factories make, so one made here (shared with no fleet, labelled
         // nothing) says which.
-        let sample = Dependency {
-            dependency: Shared::Borrowed(""),
-            budget: self.budget.as_ref().map(|make| make()),
-            breaker: self.breaker.as_ref().map(|make| make()),
-            pacer: self.pacer.as_ref().map(|make| make()),
-            concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
-            guard: self.guard.as_ref().map(|make| make()),
-            hedge: None,
-        };
-        let guard_gauges = sample.published();
+        let guard_gauges = self.unshared("").published();
         let inner = Arc::new(Registry {
             guards: RwLock::default(),
             overflow: OverflowGuards::new(self.overflow_capacity),
@@ -240,29 +231,27 @@ impl<T: Budget> DependenciesBuilder<T> {
     /// share only if `pace_fleet` (a named dependency's: see
     /// [`Dependencies`] for why an overflow set's does not).
     pub(super) fn make(&self, dependency: &'static str, pace_fleet: bool) -> Dependency<T> {
-        let pacer = self.pacer.as_ref().map(|make| {
-            let pacer = make();
-            if let Some(share) = self.pace_share.as_ref().filter(|_| pace_fleet) {
-                // A factory that hands one pacer to several dependencies
-                // shares it under the first name only.
-                pacer.share_with(Arc::clone(share), dependency);
-            }
-            pacer
-        });
-        let budget = self.budget.as_ref().map(|make| {
-            let budget = make();
-            if let Some(share) = &self.budget_share {
-                // A factory that hands one budget to several dependencies
-                // shares it under the first name only.
-                budget.share_floor(Arc::clone(share), dependency);
-            }
-            budget
-        });
+        let made = self.unshared(dependency);
+        // A factory that hands one pacer or budget to several dependencies
+        // shares it under the first name only.
+        if let (Some(pacer), Some(share)) = (&made.pacer, self.pace_share.as_ref().filter(|_| pace_fleet)) {
+            pacer.share_with(Arc::clone(share), dependency);
+        }
+        if let (Some(budget), Some(share)) = (&made.budget, &self.budget_share) {
+            budget.share_floor(Arc::clone(share), dependency);
+        }
+        made
+    }
+
+    /// A fresh guard set labelled `dependency`, shared with no fleet: what
+    /// [`make`](Self::make) starts from, and the sample
+    /// [`build`](Self::build) learns the gauges from.
+    fn unshared(&self, dependency: &'static str) -> Dependency<T> {
         Dependency {
             dependency: Shared::Borrowed(dependency),
-            budget,
+            budget: self.budget.as_ref().map(|make| make()),
             breaker: self.breaker.as_ref().map(|make| make()),
-            pacer,
+            pacer: self.pacer.as_ref().map(|make| make()),
             concurrency_limit: self.concurrency_limit.as_ref().map(|make| make()),
             guard: self.guard.as_ref().map(|make| make()),
             hedge: self.hedge.as_ref().map(HedgePolicy::fresh),
