@@ -81,7 +81,7 @@ pub struct ClientSettings {
     /// engine's registry builder: the template of the client's own registry
     /// and of each one a configuration file's dependency gets (one list of
     /// guards, the engine's).
-    pub(crate) dependencies: DependenciesBuilder<RetryBudget>,
+    pub(crate) dependencies: DependenciesBuilder,
     /// Makes each dependency's client-side adaptive throttle; `None` (the
     /// default) rejects nothing locally. Kept apart from `dependencies`'s
     /// guards, which it joins (after them) when the client is built, so
@@ -119,10 +119,7 @@ impl ClientSettings {
     /// hedging template): `change` is given the registry builder and
     /// returns it changed.
     #[doc(hidden)]
-    pub fn dependencies(
-        &mut self,
-        change: impl FnOnce(DependenciesBuilder<RetryBudget>) -> DependenciesBuilder<RetryBudget>,
-    ) {
+    pub fn dependencies(&mut self, change: impl FnOnce(DependenciesBuilder) -> DependenciesBuilder) {
         let template = std::mem::replace(&mut self.dependencies, Dependencies::builder());
         self.dependencies = change(template);
     }

@@ -11,7 +11,7 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::dependency::Dependency;
 use retryscope::observe::StopSlot;
-use retryscope::{Policy, RetryBudget, RetryError, StopReason};
+use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::shape;
@@ -146,7 +146,7 @@ pub struct RetryMiddleware {
     pub(crate) policy: Policy,
     /// What the builder's shared settings made: rules, guards, telemetry,
     /// idempotency keys, fallbacks, a configuration file.
-    pub(crate) client: Client<RetryBudget>,
+    pub(crate) client: Client,
 }
 
 impl RetryMiddleware {
@@ -272,7 +272,7 @@ impl RetryMiddleware {
     /// in force now, and its dependency's guards in the file; else the
     /// builder's per-host guards. (`Url::port` is `None` for the scheme's
     /// default port; the file matches either.)
-    fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Dependency<RetryBudget>>) {
+    fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Dependency>) {
         let host = url.host_str().unwrap_or_default();
         // The scheme's port matters only to a URL that writes none.
         let default_port = url.port().map_or(url.port_or_known_default(), |_| None);

@@ -4,10 +4,9 @@
 //! registers whatever they publish through one path, naming no guard.
 
 use super::value::Dependency;
-use crate::budget::Budget;
 use crate::guard::{Gauge, Guard};
 
-impl<T: Budget> Dependency<T> {
+impl Dependency {
     /// Reports every figure its guards have a value for now, each with the
     /// [`Gauge`] it is published as ([`Guard::gauges`]): what a telemetry
     /// crate reads at each collection, labelled with the dependency's
@@ -28,7 +27,7 @@ impl<T: Budget> Dependency<T> {
         self.breaker.gauges(report);
         self.guard.gauges(report);
         if let Some(budget) = &self.budget {
-            (budget as &dyn Budget).gauges(report);
+            (**budget).gauges(report);
         }
     }
 
@@ -42,7 +41,7 @@ impl<T: Budget> Dependency<T> {
             self.breaker.published(gauge);
             self.guard.published(gauge);
             if let Some(budget) = &self.budget {
-                (budget as &dyn Budget).published(gauge);
+                (**budget).published(gauge);
             }
         })
     }
@@ -58,7 +57,7 @@ mod tests {
     use crate::{CircuitBreaker, Pacer, RetryBudget, breaker};
 
     /// What `dependency` reports now, by name.
-    fn reported(dependency: &Dependency<RetryBudget>) -> Vec<(&'static str, f64)> {
+    fn reported(dependency: &Dependency) -> Vec<(&'static str, f64)> {
         let mut seen = Vec::new();
         dependency.gauges(&mut |gauge, value| seen.push((gauge.name, value)));
         seen
