@@ -18,7 +18,7 @@ use std::sync::{Arc, RwLock};
 /// where their gauges go.
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct DependenciesBuilder {
-    pub(super) budget: Option<Factory<Arc<dyn Budget>>>,
+    pub(super) budget: Option<Factory<Box<dyn Budget>>>,
     pub(super) breaker: Option<Factory<CircuitBreaker>>,
     pub(super) pacer: Option<Factory<Pacer>>,
     pub(super) pace_share: Option<Arc<dyn PaceShare>>,
@@ -72,7 +72,7 @@ impl DependenciesBuilder {
     /// given before): a [`RetryBudget`](crate::RetryBudget), a
     /// [`TokenBucket`](crate::TokenBucket), any [`Budget`].
     pub fn budget<B: Budget + 'static>(mut self, make: impl Fn() -> B + Send + Sync + 'static) -> Self {
-        self.budget = Some(Arc::new(move || Arc::new(make())));
+        self.budget = Some(Arc::new(move || Box::new(make())));
         self
     }
 

@@ -47,7 +47,7 @@ pub struct Dependency {
     /// given to [`new`](Dependency::new) is the caller's, unbounded, so it
     /// is a copy of its own, freed with the dependency.
     pub(crate) dependency: Shared<'static, str>,
-    pub(crate) budget: Option<Arc<dyn Budget>>,
+    pub(crate) budget: Option<Box<dyn Budget>>,
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) pacer: Option<Pacer>,
     pub(crate) concurrency_limit: Option<ConcurrencyLimiter>,
@@ -77,7 +77,7 @@ impl Dependency {
     /// given before is replaced). Keep a clone (a budget is a handle) or an
     /// `Arc` to read its state.
     pub fn with_budget(mut self, budget: impl Budget + 'static) -> Self {
-        self.budget = Some(Arc::new(budget));
+        self.budget = Some(Box::new(budget));
         self
     }
 
