@@ -8,7 +8,7 @@ use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
 use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{Dependencies, DependenciesBuilder, Factory};
+use retryscope::dependency::{Dependencies, DependenciesBuilder};
 use retryscope::overload::AdaptiveThrottle;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, MeterChoice, REQUEST_ID_HEADER};
@@ -86,7 +86,7 @@ pub struct ClientSettings {
     /// default) rejects nothing locally. Kept apart from `dependencies`'s
     /// guards, which it joins (after them) when the client is built, so
     /// that `no_adaptive_throttle` can take it back out.
-    pub(crate) adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    pub(crate) adaptive_throttle: Option<std::sync::Arc<dyn Fn() -> AdaptiveThrottle + Send + Sync>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub(crate) attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.

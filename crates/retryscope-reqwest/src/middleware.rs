@@ -53,7 +53,7 @@ use std::sync::Arc;
 ///   `X-RateLimit-*` headers report on any response, hold back every call to
 ///   that dependency ([`no_pacer`](crate::prelude::WithClientSettings::no_pacer) to keep
 ///   hints per call).
-/// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
+/// - **Guards**: a [`RetryBudget`](retryscope::RetryBudget) and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
 ///   every clone of the client; the breaker counts no 429, since a rate limit
 ///   is not an outage. At most
@@ -151,7 +151,7 @@ pub struct RetryMiddleware {
 
 impl RetryMiddleware {
     /// Retries with `policy`, instrumented through the global OpenTelemetry
-    /// providers (install them first), with a default [`RetryBudget`] and a
+    /// providers (install them first), with a default [`RetryBudget`](retryscope::RetryBudget) and a
     /// default [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency.
     pub fn new(policy: Policy) -> Self {
         Self::builder(policy).build()

@@ -22,28 +22,41 @@ impl Dependency {
     /// assert_eq!(seen, [("retryscope.breaker.state", 0.0)], "a closed breaker");
     /// ```
     pub fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
-        self.pacer.gauges(report);
-        self.concurrency_limit.gauges(report);
-        self.breaker.gauges(report);
-        self.guard.gauges(report);
-        if let Some(budget) = &self.budget {
-            (**budget).gauges(report);
-        }
+        self.each_guard(&mut |guard| guard.gauges(report));
     }
 
     /// The distinct gauges its guards may report through
     /// [`gauges`](Self::gauges), by name ([`Guard::published`]), whether or
     /// not they have a value now: what a telemetry crate registers, once.
     pub fn published(&self) -> Vec<&'static Gauge> {
-        Gauge::distinct(|gauge| {
-            self.pacer.published(gauge);
-            self.concurrency_limit.published(gauge);
-            self.breaker.published(gauge);
-            self.guard.published(gauge);
-            if let Some(budget) = &self.budget {
-                (**budget).published(gauge);
-            }
-        })
+        Gauge::distinct(|gauge| self.each_guard(&mut |guard| guard.published(gauge)))
+    }
+
+    /// Each of its guards, in the order every call asks them: the one list
+    /// both visits read.
+    fn each_guard(&self, visit: &mut dyn FnMut(&dyn Publishes)) {
+        visit(&self.pacer);
+        visit(&self.concurrency_limit);
+        visit(&self.breaker);
+        visit(&self.guard);
+        visit(&self.budget.as_deref());
+    }
+}
+
+/// What a guard publishes, whatever its permit: [`Guard`] less its
+/// associated type, so that guards of every kind go through one visit.
+trait Publishes {
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64));
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge));
+}
+
+impl<G: Guard> Publishes for G {
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        Guard::gauges(self, report);
+    }
+
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        Guard::published(self, gauge);
     }
 }
 

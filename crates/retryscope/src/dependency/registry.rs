@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 pub(crate) const MAX_PORTS_PER_HOST: usize = 16;
 
 /// Makes a budget or a breaker for a newly seen dependency.
-pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
+pub(crate) type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 
 /// One budget, one breaker and one pacer per dependency, created on first use and shared
 /// by every clone — what a client keeps so that a failing dependency cannot
