@@ -67,7 +67,6 @@ impl ClientSettings {
             Some(throttle) => self.dependencies.guard(move || throttle()),
             None => self.dependencies,
         };
-
         let (meter, telemetry, retry_log) = self.telemetry.observers(self.retry_log, self.operation_spans);
         // A configured client's guards from its file: made by the builder's
         // factories for the keys the file leaves to code.
