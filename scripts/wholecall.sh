@@ -27,9 +27,9 @@
 # Each variant runs in a process of its own (`wholecall VARIANT`, the
 # `wholecall` bench of crates/retryscope-bench, release with debug symbols):
 # 200 warm-up calls, then 2,000 inside the function callgrind counts
-# (--toggle-collect); the count per call is total / 2,000, rounded (a gRPC
-# variant's: the median of three such runs, GRPC_RUNS below). Installs
-# valgrind with apt when it is missing and we are root.
+# (--toggle-collect); the count per call is total / 2,000, rounded: the
+# median of five such runs, from five copies of the binary (LAYOUTS below).
+# Installs valgrind with apt when it is missing and we are root.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -71,7 +71,7 @@ TARGETS=(
   # attributes no longer dropped took about 350 a call (medians of five runs of
   # each binary: 106,557 -> 106,211; plain 65,312, hand-rolled 95,029: 1.39x ->
   # 1.38x); the check run on it read 1.37 (+41,135 / +29,980). Gated since
-  # each gRPC row is the median of three runs (GRPC_RUNS): every reading of
+  # each gRPC row is the median of three runs (then; now of five layouts): every reading of
   # that code read 1.38x or less (quiet medians of five 1.376; CI on e560b19
   # 1.378, +40,756 / +29,578), about 650 instructions inside the bound. In
   # the two CI runs of this stop a variant's three runs spread by at most ~160
@@ -129,26 +129,46 @@ binary="$(bench_binary wholecall)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/wholecall.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
+# Where the binary runs from moves its counts. The bench reads its own path
+# (its arguments, and the executable it starts its servers from), so the
+# path's length sizes a few early allocations, and that shifts where glibc's
+# malloc later finds room, and how many instructions its slow path takes on
+# every call. The same binary, run from five paths, read the no-provider
+# ratio from 2.16x to 2.52x (reqwest-retry's +4,255 to +5,083, almost all of
+# it in `_int_malloc`). That was the "denominator moves ~10 % with the
+# build" of earlier rounds: a clean clone in CI and a checkout here run from
+# paths of different lengths. So every variant runs from five copies of the
+# binary at paths exactly 32, 40, 48, 56 and 64 characters long, one heap
+# layout each, and its count is the median of the five. The same binary then
+# reads the same in any checkout; gRPC's scheduling noise (several hundred
+# instructions a run) is also covered by the median.
+LAYOUTS=(32 40 48 56 64)
+layout_binary() {
+  local length=$1 dir="$work/l$1/" pad name
+  pad=$(( length - ${#dir} ))
+  [ "$pad" -ge 1 ] || { echo "wholecall: $work is too long for a $length-character path: set TMPDIR shorter" >&2; exit 1; }
+  name=$(printf 'w%.0s' $(seq 1 "$pad"))
+  mkdir -p "$dir"
+  # A hard link where it can (the kernel names the executable by the path it
+  # was run from), else a copy.
+  ln "$binary" "$dir$name" 2>/dev/null || cp "$binary" "$dir$name"
+  printf '%s\n' "$dir$name"
+}
+layouts=()
+for length in "${LAYOUTS[@]}"; do layouts+=("$(layout_binary "$length")"); done
+
 declare -A count allocs
 variants=$("$binary")
-# The HTTP rows repeat to the instruction on a quiet host; the gRPC rows do
-# not: h2's and tokio's scheduling move a run by several hundred
-# instructions (a gRPC ratio by about 0.01-0.03). Each gRPC variant is run
-# GRPC_RUNS times and its median counted, so that a gate near its bound
-# holds or fails on the code, not on one run's draw.
-GRPC_RUNS=3
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 for variant in $variants; do
-  runs=1
-  case "$variant" in grpc_*) runs=$GRPC_RUNS ;; esac
   totals=() made_counts=()
-  for run in $(seq 1 "$runs"); do
+  for run in "${!layouts[@]}"; do
     out="$work/$variant.$run.out"
     # The servers are the client's children and run natively: callgrind traces
     # only the process it starts (no --trace-children), and counts only while
     # the client thread is inside `measured`.
     valgrind --tool=callgrind --toggle-collect='*wholecall*measured*' --callgrind-out-file="$out" \
-      "$binary" "$variant" >"$work/$variant.log" 2>"$work/$variant.err" \
+      "${layouts[$run]}" "$variant" >"$work/$variant.log" 2>"$work/$variant.err" \
       || { echo "wholecall: $variant failed:" >&2; tail -n 30 "$work/$variant.err" >&2; exit 1; }
     total=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$out")
     [ -n "$total" ] || { echo "wholecall: no total for $variant" >&2; exit 1; }
@@ -158,7 +178,7 @@ for variant in $variants; do
   done
   total=$(printf '%s\n' "${totals[@]}" | median)
   made=$(printf '%s\n' "${made_counts[@]}" | median)
-  [ "$runs" -gt 1 ] && echo "wholecall: $variant, $runs runs: $(printf '%s ' "${totals[@]}")-> median $total" >&2
+  echo "wholecall: $variant, ${#layouts[@]} layouts: $(printf '%s ' "${totals[@]}")-> median $total" >&2
   count[$variant]=$(( (total + CALLS / 2) / CALLS ))
   allocs[$variant]=$(python3 -c "print(f'{$made / $CALLS:.1f}')")
 done
@@ -175,8 +195,10 @@ for family in http grpc; do
   declare -A sum=([plain]=0 [code]=0 [configured]=0)
   for order in code-first configured-first; do
     out="$work/paired_${family}_$order.out"
+    # One layout (the first) serves both orders: a paired run compares
+    # three clients inside one heap, whatever its layout.
     valgrind --tool=callgrind --toggle-collect='*wholecall*measured*' --callgrind-out-file="$out" \
-      "$binary" paired "$family" "$order" >"$work/paired_$family.log" 2>"$work/paired_$family.err" \
+      "${layouts[0]}" paired "$family" "$order" >"$work/paired_$family.log" 2>"$work/paired_$family.err" \
       || { echo "wholecall: paired $family $order failed:" >&2; tail -n 30 "$work/paired_$family.err" >&2; exit 1; }
     read -r _ calls _ <"$work/paired_$family.log"
     [ "$calls" = "$CALLS" ] || { echo "wholecall: paired $family made $calls rounds, not $CALLS" >&2; exit 1; }

@@ -477,6 +477,44 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A file's budget meets A6's retry throttling. On a channel whose service
+/// config throttles, the token bucket guards each server's calls, unless
+/// the file writes a budget for their dependency, which replaces it for
+/// them; the status a refusal ends a call with names the guard that
+/// refused.
+#[tokio::test]
+async fn a_files_budget_replaces_a_throttled_channels_token_bucket_and_the_refusal_names_it() {
+    // Two tokens: the first failure leaves one, half, and A6 retries only above half.
+    let throttled = retryscope_tower::grpc::GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}],
+          "retryThrottling": {"maxTokens": 2, "tokenRatio": 0.1}}"#,
+    )
+    .expect("valid service config");
+    let cases = [
+        ("bucket", "", "the retry throttling (token bucket) refused a retry"),
+        // No retry at all: the file's budget, not the bucket, is asked.
+        ("budget", "budget = { ratio = 0.0, min_per_second = 0 }\n", "the retry budget refused a retry"),
+    ];
+    for (name, budget, refused) in cases {
+        let text = format!("[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n{budget}");
+        let path = file(&format!("grpc-throttled-{name}"), &text);
+        let server = H2Server::start(vec![UNAVAILABLE; 3]).await;
+        let layer = RetryLayer::grpc(throttled.clone())
+            .origin(server.uri())
+            .config(handle(&path))
+            .no_telemetry()
+            .build();
+        let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
+        let status = client.unary(echo("x")).await.expect_err("answered UNAVAILABLE");
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{name}: {status:?}");
+        assert!(status.message().contains(refused), "{name}: {status:?}");
+        assert_eq!(server.streams().len(), 1, "{name}: the retry was refused");
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
 /// Where a file's policy meets a caller's `grpc-timeout`: the file names the
 /// dependency (three attempts within 15 s), the caller gives the call 400 ms,
 /// and the caller's deadline still bounds the call — on the wire, where each

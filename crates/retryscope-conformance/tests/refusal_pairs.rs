@@ -8,6 +8,7 @@
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use retryscope::budget::RetryQuota;
 use retryscope::{CircuitBreaker, ErrorType, Policy, RetryBudget, StopReason};
 use retryscope_idempotency::{IdempotencyLayer, MemoryStore};
 use retryscope_test_support::telemetry::Telemetry;
@@ -203,6 +204,34 @@ async fn the_budget_and_the_breaker_on_one_call_refuse_at_the_failure_and_say_wh
                 assert_eq!(refused, 1, "{integration:?}");
             }
         }
+    }
+}
+
+/// The AWS SDKs' 2026 retry quota as each dependency's budget, given
+/// through the integrations' `budget_per_dependency` (which takes any
+/// `Budget`): each retry pays the price of its cause, 14 tokens after a 503
+/// and 5 after a 429, and a retry the quota cannot pay for is not sent — the
+/// caller gets the last answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aws_retry_quota_per_dependency_prices_each_retry_by_its_cause() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        server.script("/busy", vec![Reply::status(503); 5]);
+        server.script("/limited", vec![Reply::status(429); 5]);
+        // 20 tokens: a 503's retry leaves 6, too few for a second (14) but
+        // enough for a 429's (5), after which 1 is left.
+        let quota = || RetryQuota::builder().capacity(20).build().expect("a valid quota");
+        let setup = Setup::new(common::code_policy()).budget_per_dependency(quota).no_breaker().no_pacer();
+        let client = integration.client(setup);
+
+        for (path, status) in [("/busy", 503), ("/limited", 429)] {
+            let answer = client.get(&server.url(path)).await;
+            assert_eq!(answer, Answer::Status(status), "{integration:?} {path}: the last answer");
+        }
+        let seen = server.seen();
+        let sent = |path: &str| seen.iter().filter(|s| s.path == path).count();
+        // Five attempts allowed each; the quota paid for one retry of each.
+        assert_eq!((sent("/busy"), sent("/limited")), (2, 2), "{integration:?}");
     }
 }
 

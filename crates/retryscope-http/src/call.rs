@@ -17,7 +17,6 @@ use crate::configured::CallConfig;
 use crate::fallback::{Chosen, Fallbacks};
 use crate::options::RetryOptions;
 use http::{HeaderMap, Method};
-use retryscope::budget::Budget;
 use retryscope::classify::{Classify, TransientErrors};
 use retryscope::dependency::Dependency;
 use retryscope::hedge::{HedgeFuture, HedgePolicy};
@@ -67,10 +66,10 @@ impl Drive {
     /// Either way within the caller's `timeout`, which bounds the whole
     /// call: attempts and waits together.
     #[inline]
-    pub fn http<T>(
+    pub fn http(
         policy: &Policy,
         configured: Option<&CallConfig>,
-        guards: &Dependency<T>,
+        guards: &Dependency,
         options: &RetryOptions,
         method: &Method,
         replayable: bool,
@@ -126,16 +125,15 @@ impl Drive {
     // where it is awaited: returned by a call, it was copied twice more and
     // the whole call cost ~350 instructions more (BENCHMARKS.md, eighth round).
     #[inline(always)]
-    pub fn run<'g, G, F, Fut, T, E, C, O>(
+    pub fn run<'g, F, Fut, T, E, C, O>(
         self,
-        guards: &'g Dependency<G>,
+        guards: &'g Dependency,
         attempt: F,
         classifier: C,
         observer: O,
         operation: Option<impl Into<Shared<'g, str>>>,
     ) -> Running<'g, F, Fut, C, O>
     where
-        G: Budget,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         C: Classify<T, E>,
@@ -161,16 +159,15 @@ impl Drive {
 // Always inlined, as the engine's setters are: each step moves the whole
 // builder, and out of line every call would copy it once more.
 #[inline(always)]
-fn configure<'g, G, F, C, O, M>(
+fn configure<'g, F, C, O, M>(
     call: Retry<'g, F, TransientErrors, NoObserver, (), M>,
     priority: Priority,
-    guards: &'g Dependency<G>,
+    guards: &'g Dependency,
     classifier: C,
     observer: O,
     operation: Option<impl Into<Shared<'g, str>>>,
 ) -> Retry<'g, F, C, O, (), M>
 where
-    G: Budget,
     O: Observer,
 {
     let call = call.priority(priority).with_classifier(classifier).observe(observer).dependency(guards);

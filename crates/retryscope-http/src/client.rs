@@ -7,7 +7,7 @@ use crate::body_rule::SharedBodyRule;
 use crate::call::Ending;
 use crate::configured::{CallConfig, NamedBodyRules};
 use crate::fallback::Fallbacks;
-use crate::file_guards::{CodeGuards, FileGuards};
+use crate::file_guards::{FileGuards, build_registry};
 use crate::idempotency::{IdempotencyKeys, KeySource};
 use crate::judge::Judge;
 use crate::options::RetryOptions;
@@ -15,19 +15,15 @@ use crate::rule::SharedRule;
 use crate::settings::ClientSettings;
 use http::{HeaderMap, HeaderName, Method};
 use opentelemetry::metrics::Meter;
-use retryscope::RetryBudget;
-use retryscope::budget::Budget;
 use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{Dependencies, Dependency, Factory};
+use retryscope::dependency::{Dependencies, Dependency};
 use retryscope_config::Target;
 use retryscope_otel::{MakeAttemptSpan, OtelObserver, RetryLog};
 use std::fmt;
 use std::sync::Arc;
 
-/// What a client built from [`ClientSettings`] keeps, its per-dependency
-/// budgets of type `B` (the reqwest middleware's `RetryBudget`, the tower
-/// layer's budget or token bucket).
-pub struct Client<B> {
+/// What a client built from [`ClientSettings`] keeps.
+pub struct Client {
     /// Which statuses are retried.
     classifier: HttpClassifier,
     /// The user's rule for responses, asked before `classifier`.
@@ -41,7 +37,7 @@ pub struct Client<B> {
     /// The retry log on its own, when telemetry is off but the log is not.
     pub retry_log: Option<RetryLog>,
     /// The guards of each dependency, made by the builder's factories.
-    pub guards: Dependencies<B>,
+    pub guards: Dependencies,
     /// Tells the next hop which attempt an HTTP retry is; `None` sends nothing.
     pub attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.
@@ -55,33 +51,27 @@ pub struct Client<B> {
     pub fallbacks: Option<Arc<Fallbacks>>,
     /// A configured client's file: each call's settings from it, and the
     /// guards it writes, per file dependency (`None` without a file).
-    file_guards: Option<FileGuards<B>>,
+    file_guards: Option<FileGuards>,
 }
 
 impl ClientSettings {
-    /// The client these settings make, once, at build time: its
-    /// dependencies' budgets made by the factory `budget` turns the
-    /// settings' own into (itself, or a gRPC channel's token bucket), and a
-    /// file's wrapped by `wrap`; and the meter
+    /// The client these settings make, once, at build time, and the meter
     /// its telemetry records with (`None` when it is off), for an
-    /// integration's own metrics.
+    /// integration's own metrics. An integration whose protocol brings its
+    /// own budget (a gRPC channel's token bucket) sets it on the settings'
+    /// [`dependencies`](Self::dependencies) first.
     #[doc(hidden)]
-    pub fn build<B: Budget + Send + Sync + 'static>(
-        self,
-        budget: impl FnOnce(Option<Factory<RetryBudget>>) -> Option<Factory<B>>,
-        wrap: fn(RetryBudget) -> B,
-    ) -> (Client<B>, Option<Meter>) {
+    pub fn build(self) -> (Client, Option<Meter>) {
         // The adaptive throttle is asked after the builder's own guards.
         let dependencies = match self.adaptive_throttle {
             Some(throttle) => self.dependencies.guard(move || throttle()),
             None => self.dependencies,
         };
-        let code = CodeGuards { dependencies: dependencies.map_budget(budget), wrap };
         let (meter, telemetry, retry_log) = self.telemetry.observers(self.retry_log, self.operation_spans);
         // A configured client's guards from its file: made by the builder's
         // factories for the keys the file leaves to code.
         let file_guards =
-            self.config.clone().map(|handle| FileGuards::new(handle, code.clone(), meter.as_ref()));
+            self.config.clone().map(|handle| FileGuards::new(handle, dependencies.clone(), meter.as_ref()));
         let client = Client {
             classifier: self.classifier,
             rule: self.rule,
@@ -89,7 +79,7 @@ impl ClientSettings {
             body_rules: self.body_rules,
             telemetry,
             retry_log,
-            guards: code.build(meter.as_ref()),
+            guards: build_registry(&dependencies, meter.as_ref()),
             attempt_header: self.attempt_header,
             request_id_header: self.request_id_header,
             one_layer: self.one_layer,
@@ -101,7 +91,7 @@ impl ClientSettings {
     }
 }
 
-impl<B: Budget + 'static> Client<B> {
+impl Client {
     /// What a call to `host` (`port`: its URI's, `None` for the scheme's
     /// `default_port`) at `path` resolves to, from the snapshot in force
     /// now: its settings from the client's file (`None` without one; a gRPC
@@ -112,8 +102,8 @@ impl<B: Budget + 'static> Client<B> {
         (host, port, default_port): (&str, Option<u16>, Option<u16>),
         path: &str,
         grpc: bool,
-        code: impl FnOnce() -> Arc<Dependency<B>>,
-    ) -> (Option<CallConfig>, Arc<Dependency<B>>) {
+        code: impl FnOnce() -> Arc<Dependency>,
+    ) -> (Option<CallConfig>, Arc<Dependency>) {
         let Some(file) = &self.file_guards else { return (None, code()) };
         let matched = port.or(default_port);
         let target = match grpc {
@@ -133,7 +123,7 @@ impl<B: Budget + 'static> Client<B> {
     }
 }
 
-impl<B> Client<B> {
+impl Client {
     /// The judge of an HTTP call's attempts ([`Judge::for_request`]): its
     /// statuses by its file's classifier (`configured`) else the client's,
     /// after the client's own rule; whether it may run again once sent by
@@ -192,7 +182,7 @@ impl<B> Client<B> {
     }
 }
 
-impl<B> fmt::Debug for Client<B> {
+impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
             .field("classifier", &self.classifier)

@@ -38,7 +38,7 @@
 //!   floors divided among it (`budget_shared`), as the builder's own are.
 
 use crate::configured::CallConfig;
-use retryscope::budget::{Budget, InFlightBudget};
+use retryscope::budget::InFlightBudget;
 use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency};
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_config::{Config, ConfigHandle, DependencySettings, Target};
@@ -46,54 +46,41 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
-/// What the client's builder makes per dependency — the template of every
-/// registry of guards the client keeps (its own per-host one, and each
-/// file dependency's, for the keys the file does not write) — and how a
-/// file's budget becomes the client's budget type.
-pub struct CodeGuards<T> {
-    /// The builder's registry, not built: each registry is made from a copy.
-    pub dependencies: DependenciesBuilder<T>,
-    /// A file's retry budget as the client's budget type.
-    pub wrap: fn(RetryBudget) -> T,
-}
-
-impl<T> Clone for CodeGuards<T> {
-    fn clone(&self) -> Self {
-        Self { dependencies: self.dependencies.clone(), wrap: self.wrap }
+/// The client's own registry, made from `template` (the builder's: what
+/// the client makes per dependency), its gauges published on `meter` where
+/// telemetry is on.
+pub(crate) fn build_registry(
+    template: &DependenciesBuilder,
+    meter: Option<&opentelemetry::metrics::Meter>,
+) -> Dependencies {
+    let registry = template.clone().build();
+    if let Some(meter) = meter {
+        retryscope_otel::publish_dependency_gauges(meter, &registry);
     }
-}
-
-impl<T: Budget + Send + Sync + 'static> CodeGuards<T> {
-    /// The client's own registry, made from the template, its gauges
-    /// published on `meter` where telemetry is on.
-    pub fn build(&self, meter: Option<&opentelemetry::metrics::Meter>) -> Dependencies<T> {
-        let registry = self.dependencies.clone().build();
-        if let Some(meter) = meter {
-            retryscope_otel::publish_dependency_gauges(meter, &registry);
-        }
-        registry
-    }
+    registry
 }
 
 /// The guards a configured client takes from its file (see the module's
 /// documentation). Cloning shares them.
-pub struct FileGuards<T> {
-    inner: Arc<Inner<T>>,
+pub struct FileGuards {
+    inner: Arc<Inner>,
 }
 
-impl<T> Clone for FileGuards<T> {
+impl Clone for FileGuards {
     fn clone(&self) -> Self {
         Self { inner: Arc::clone(&self.inner) }
     }
 }
 
-struct Inner<T> {
+struct Inner {
     handle: ConfigHandle,
-    code: CodeGuards<T>,
-    state: RwLock<State<T>>,
+    /// What the client's builder makes per dependency: the template of
+    /// each file dependency's registry, for the keys the file does not write.
+    code: DependenciesBuilder,
+    state: RwLock<State>,
 }
 
-struct State<T> {
+struct State {
     /// The snapshot the sets below were made for.
     synced: Option<Arc<Config>>,
     /// The handle's generation read before `synced` was loaded: while the
@@ -101,29 +88,29 @@ struct State<T> {
     generation: u64,
     /// Each named dependency's guards (calls', not jobs'), by name: what a
     /// reload keeps, and how a call of an older snapshot finds its own.
-    named: HashMap<Arc<str>, Slot<T>>,
+    named: HashMap<Arc<str>, Slot>,
     /// The same sets by [`DependencySettings::index`] in `synced`: a call
     /// of that snapshot finds its own there.
-    by_index: Vec<Option<Arc<Dependency<T>>>>,
+    by_index: Vec<Option<Arc<Dependency>>>,
     /// The defaults' guards, per server, if the defaults write a guard key.
-    defaults: Option<Slot<T>>,
+    defaults: Option<Slot>,
 }
 
 /// One dependency's guards and the settings they were made from.
-struct Slot<T> {
+struct Slot {
     settings: Arc<DependencySettings>,
     /// A named dependency's holds its one set (under its name); the
     /// defaults' one per server.
-    guards: Dependencies<T>,
+    guards: Dependencies,
 }
 
-impl<T: Budget + 'static> FileGuards<T> {
+impl FileGuards {
     /// The guards of `handle`'s file, made with `code` for what it does not
     /// write; with a `meter`, the gauges of every guard a file's sets may
     /// have are registered once, holding the guards weakly.
     pub fn new(
         handle: ConfigHandle,
-        code: CodeGuards<T>,
+        code: DependenciesBuilder,
         meter: Option<&opentelemetry::metrics::Meter>,
     ) -> Self {
         let inner = Arc::new(Inner {
@@ -141,14 +128,13 @@ impl<T: Budget + 'static> FileGuards<T> {
             // The gauges of the guards a file's sets may have: the code's,
             // and those a file may write (a budget, a breaker, a pacer, an
             // in-flight budget), as a registry with all of them learns them.
-            let wrap = inner.code.wrap;
-            let sample = (inner.code.dependencies.clone())
-                .budget(move || wrap(RetryBudget::default()))
+            let sample = (inner.code.clone())
+                .budget(RetryBudget::default)
                 .breaker(CircuitBreaker::default)
                 .pacer(Pacer::new)
                 .guard(InFlightBudget::envoy)
                 .build();
-            let weak: Weak<Inner<T>> = Arc::downgrade(&inner);
+            let weak: Weak<Inner> = Arc::downgrade(&inner);
             let live = move || weak.upgrade().map(|inner| inner.all()).unwrap_or_default();
             retryscope_otel::register_guard_gauges(meter, live, sample.guard_gauges());
         }
@@ -175,7 +161,7 @@ impl<T: Budget + 'static> FileGuards<T> {
         target: &Target<'_>,
         port: Option<u16>,
         default_port: Option<u16>,
-    ) -> (CallConfig, Option<Arc<Dependency<T>>>) {
+    ) -> (CallConfig, Option<Arc<Dependency>>) {
         let generation = self.inner.handle.generation();
         {
             let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
@@ -203,7 +189,7 @@ impl<T: Budget + 'static> FileGuards<T> {
         host: &str,
         port: Option<u16>,
         default_port: Option<u16>,
-    ) -> Option<Arc<Dependency<T>>> {
+    ) -> Option<Arc<Dependency>> {
         {
             let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
             if state.is_synced(call.snapshot()) {
@@ -271,15 +257,15 @@ impl<T: Budget + 'static> FileGuards<T> {
     }
 }
 
-impl<T: Budget + 'static> Inner<T> {
+impl Inner {
     /// Every guard set alive, for the gauges.
-    fn all(&self) -> Vec<Arc<Dependency<T>>> {
+    fn all(&self) -> Vec<Arc<Dependency>> {
         let state = self.state.read().unwrap_or_else(PoisonError::into_inner);
         state.named.values().chain(state.defaults.as_ref()).flat_map(|slot| slot.guards.all()).collect()
     }
 }
 
-impl<T: Budget + 'static> State<T> {
+impl State {
     fn is_synced(&self, snapshot: &Arc<Config>) -> bool {
         self.synced.as_ref().is_some_and(|s| Arc::ptr_eq(s, snapshot))
     }
@@ -294,7 +280,7 @@ impl<T: Budget + 'static> State<T> {
         host: &str,
         port: Option<u16>,
         default_port: Option<u16>,
-    ) -> Option<Arc<Dependency<T>>> {
+    ) -> Option<Arc<Dependency>> {
         if settings.index().is_none() && !settings.sets_guards() {
             return None;
         }
@@ -306,20 +292,17 @@ impl<T: Budget + 'static> State<T> {
     }
 }
 
-impl<T: Budget + 'static> Slot<T> {
+impl Slot {
     /// Fresh guards for `settings`: the keys it writes from the file, the
     /// rest from the builder's factories.
-    fn new(settings: &Arc<DependencySettings>, code: &CodeGuards<T>) -> Self {
+    fn new(settings: &Arc<DependencySettings>, code: &DependenciesBuilder) -> Self {
         let sets = settings.sets();
-        let mut guards = code.dependencies.clone();
+        let mut guards = code.clone();
         if sets.budget {
             guards = match settings.budget() {
                 None => guards.no_budget(),
-                Some(b) => {
-                    let wrap = code.wrap;
-                    // Checked when the file loaded: it cannot fail here.
-                    guards.budget(move || wrap(b.build().unwrap_or_else(|_| RetryBudget::default())))
-                }
+                // Checked when the file loaded: it cannot fail here.
+                Some(b) => guards.budget(move || b.build().unwrap_or_else(|_| RetryBudget::default())),
             };
         }
         if sets.breaker {
@@ -345,7 +328,7 @@ impl<T: Budget + 'static> Slot<T> {
     }
 }
 
-impl<T> fmt::Debug for FileGuards<T> {
+impl fmt::Debug for FileGuards {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = self.inner.state.read().unwrap_or_else(PoisonError::into_inner);
         f.debug_struct("FileGuards")

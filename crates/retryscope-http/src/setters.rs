@@ -29,7 +29,7 @@ use retryscope::classify::HttpClassifier;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
 use retryscope::pace::PaceShare;
-use retryscope::{CircuitBreaker, Pacer, RetryBudget};
+use retryscope::{CircuitBreaker, Pacer};
 use retryscope_config::ConfigHandle;
 use retryscope_otel::MeterChoice;
 use std::sync::Arc;
@@ -400,8 +400,14 @@ pub trait WithHttpSettings: HasHttpSettings {
     }
 
     /// Gives each dependency a budget made by `make` (default:
-    /// [`RetryBudget::default`](retryscope::RetryBudget::default)).
-    fn budget_per_dependency(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
+    /// [`RetryBudget::default`](retryscope::RetryBudget::default)): a
+    /// [`RetryBudget`](retryscope::RetryBudget) of your own, a [`TokenBucket`](retryscope::TokenBucket),
+    /// a [`RetryQuota`](retryscope::budget::RetryQuota), any
+    /// [`Budget`](retryscope::budget::Budget).
+    fn budget_per_dependency<B: retryscope::budget::Budget + 'static>(
+        mut self,
+        make: impl Fn() -> B + Send + Sync + 'static,
+    ) -> Self {
         self.client_settings_mut().dependencies(|d| d.budget(make));
         self
     }

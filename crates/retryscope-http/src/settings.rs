@@ -8,7 +8,7 @@ use crate::idempotency::IdempotencyKeys;
 use crate::rule::SharedRule;
 use http::HeaderName;
 use retryscope::classify::HttpClassifier;
-use retryscope::dependency::{Dependencies, DependenciesBuilder, Factory};
+use retryscope::dependency::{Dependencies, DependenciesBuilder};
 use retryscope::overload::AdaptiveThrottle;
 use retryscope::{CircuitBreaker, Pacer, RetryBudget};
 use retryscope_otel::{ATTEMPT_HEADER, MeterChoice, REQUEST_ID_HEADER};
@@ -81,12 +81,12 @@ pub struct ClientSettings {
     /// engine's registry builder: the template of the client's own registry
     /// and of each one a configuration file's dependency gets (one list of
     /// guards, the engine's).
-    pub(crate) dependencies: DependenciesBuilder<RetryBudget>,
+    pub(crate) dependencies: DependenciesBuilder,
     /// Makes each dependency's client-side adaptive throttle; `None` (the
     /// default) rejects nothing locally. Kept apart from `dependencies`'s
     /// guards, which it joins (after them) when the client is built, so
     /// that `no_adaptive_throttle` can take it back out.
-    pub(crate) adaptive_throttle: Option<Factory<AdaptiveThrottle>>,
+    pub(crate) adaptive_throttle: Option<std::sync::Arc<dyn Fn() -> AdaptiveThrottle + Send + Sync>>,
     /// Tells the next hop which attempt a retry is; `None` sends nothing.
     pub(crate) attempt_header: Option<HeaderName>,
     /// The request header the retry log's `request_id` is read from.
@@ -119,10 +119,7 @@ impl ClientSettings {
     /// hedging template): `change` is given the registry builder and
     /// returns it changed.
     #[doc(hidden)]
-    pub fn dependencies(
-        &mut self,
-        change: impl FnOnce(DependenciesBuilder<RetryBudget>) -> DependenciesBuilder<RetryBudget>,
-    ) {
+    pub fn dependencies(&mut self, change: impl FnOnce(DependenciesBuilder) -> DependenciesBuilder) {
         let template = std::mem::replace(&mut self.dependencies, Dependencies::builder());
         self.dependencies = change(template);
     }

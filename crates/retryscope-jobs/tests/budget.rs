@@ -25,7 +25,7 @@ async fn a_spent_budget_holds_a_jobs_retry_and_runs_it_once_when_it_has_one() {
     let Some(url) = nats_url() else { return };
     let q = queue(&url, "budget", Duration::from_secs(5)).await;
     // No share of requests: only the floor's two retries a second.
-    let guards = Dependencies::<RetryBudget>::builder()
+    let guards = Dependencies::builder()
         .budget(|| {
             RetryBudget::builder()
                 .ratio(0.0)

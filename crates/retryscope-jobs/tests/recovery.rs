@@ -125,7 +125,7 @@ async fn an_outage_three_times_the_retry_window_sends_no_job_to_the_dead_letters
     let window = Duration::from_millis(550);
     let outage = window * 3;
     let q = queue(&url, "outage", Duration::from_secs(5)).await;
-    let guards = Dependencies::<retryscope::RetryBudget>::builder()
+    let guards = Dependencies::builder()
         .breaker(|| {
             CircuitBreaker::builder()
                 .min_calls(4)

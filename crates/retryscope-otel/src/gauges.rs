@@ -10,7 +10,6 @@
 use crate::names;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{AsyncInstrumentBuilder, Meter};
-use retryscope::budget::Budget;
 use retryscope::dependency::{Dependency, OVERFLOW};
 use retryscope::guard::{Gauge, GaugeKind, Worst};
 use std::sync::Arc;
@@ -32,10 +31,7 @@ use std::sync::Arc;
 /// let payments = Arc::new(Dependency::new("payments").with_breaker(CircuitBreaker::default()));
 /// retryscope_otel::publish_guard_gauges(&meter, &payments);
 /// ```
-pub fn publish_guard_gauges<T: Budget + Send + Sync + 'static>(
-    meter: &Meter,
-    dependency: &Arc<Dependency<T>>,
-) {
+pub fn publish_guard_gauges(meter: &Meter, dependency: &Arc<Dependency>) {
     let held = Arc::downgrade(dependency);
     register_guard_gauges(meter, move || held.upgrade().into_iter().collect(), &dependency.published());
 }
@@ -59,9 +55,9 @@ pub fn publish_guard_gauges<T: Budget + Send + Sync + 'static>(
 /// breaker, the slowest pace in force, the lowest accept ratio, the lowest
 /// limit, the most attempts in flight. One series each would collide: they
 /// carry the same attributes.
-pub fn register_guard_gauges<T: Budget + 'static>(
+pub fn register_guard_gauges(
     meter: &Meter,
-    live: impl Fn() -> Vec<Arc<Dependency<T>>> + Send + Sync + 'static,
+    live: impl Fn() -> Vec<Arc<Dependency>> + Send + Sync + 'static,
     guard_gauges: &[&'static Gauge],
 ) {
     let live = Arc::new(live);
@@ -98,10 +94,7 @@ pub fn register_guard_gauges<T: Budget + 'static>(
 /// let guards = Dependencies::builder().budget(RetryBudget::default).breaker(CircuitBreaker::default).build();
 /// retryscope_otel::publish_dependency_gauges(&opentelemetry::global::meter("my-client"), &guards);
 /// ```
-pub fn publish_dependency_gauges<T: Budget + Send + Sync + 'static>(
-    meter: &Meter,
-    registry: &retryscope::dependency::Dependencies<T>,
-) {
+pub fn publish_dependency_gauges(meter: &Meter, registry: &retryscope::dependency::Dependencies) {
     register_guard_gauges(meter, registry.live(), registry.guard_gauges());
 }
 

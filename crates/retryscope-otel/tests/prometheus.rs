@@ -12,8 +12,7 @@ use retryscope::dependency::{Dependencies, Dependency};
 use retryscope::overload::{AdaptiveThrottle, Aimd, ConcurrencyLimiter, Priority};
 use retryscope::pace::{PaceSignal, Quota};
 use retryscope::{
-    CircuitBreaker, ErrorType, Jitter, Pacer, Policy, RetryBudget, Retryable, StopReason, TokenBucket,
-    Verdict,
+    CircuitBreaker, ErrorType, Jitter, Pacer, Policy, Retryable, StopReason, TokenBucket, Verdict,
 };
 use retryscope_otel::{PrometheusMetrics, publish_guard_gauges};
 use std::io::{ErrorKind, Read, Write};
@@ -79,7 +78,7 @@ fn the_scrape_has_the_contract_series() {
     assert!(refused.is_err());
     // Two requests left in four seconds: the second call is held 2 s, and
     // the pacer's rate is in force.
-    let guards = Dependencies::<RetryBudget>::builder()
+    let guards = Dependencies::builder()
         .pacer({
             let clock = clock.clone();
             move || Pacer::with_clock(clock.clone())
@@ -108,7 +107,7 @@ fn the_scrape_has_the_contract_series() {
     // (The registry's factory hands out clones of one throttle: clones share
     // its state, so the test can feed it.)
     let throttle = AdaptiveThrottle::builder().clock(clock.clone()).build().expect("valid");
-    let overloaded = Dependencies::<RetryBudget>::builder()
+    let overloaded = Dependencies::builder()
         .guard({
             let throttle = throttle.clone();
             move || throttle.clone()
@@ -143,7 +142,7 @@ fn the_scrape_has_the_contract_series() {
     // its slots, so the test can take one.)
     let limiter =
         ConcurrencyLimiter::new(Aimd::builder().initial_limit(1).min_limit(1).build().expect("valid"));
-    let limited = Dependencies::<RetryBudget>::builder()
+    let limited = Dependencies::builder()
         .concurrency_limit({
             let limiter = limiter.clone();
             move || limiter.clone()
@@ -171,7 +170,7 @@ fn the_scrape_has_the_contract_series() {
 
     // A dependency with an in-flight budget (a `Guard`): its gauges come
     // through `Guard::gauges`, nothing written for them here.
-    let guarded = Dependencies::<RetryBudget>::builder().guard(InFlightBudget::envoy).build();
+    let guarded = Dependencies::builder().guard(InFlightBudget::envoy).build();
     retryscope_otel::publish_dependency_gauges(&meter, &guarded);
     let _guarded = guarded.get("guarded");
 

@@ -67,7 +67,7 @@ impl<T> RetryMiddlewareBuilder<T> {
 
     /// The middleware.
     pub fn build(self) -> RetryMiddleware {
-        let (client, _) = self.settings.build(|own| own, std::convert::identity);
+        let (client, _) = self.settings.build();
         RetryMiddleware { policy: self.policy, client }
     }
 }

@@ -11,7 +11,7 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use retryscope::dependency::Dependency;
 use retryscope::observe::StopSlot;
-use retryscope::{Policy, RetryBudget, RetryError, StopReason};
+use retryscope::{Policy, RetryError, StopReason};
 use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::shape;
@@ -53,7 +53,7 @@ use std::sync::Arc;
 ///   `X-RateLimit-*` headers report on any response, hold back every call to
 ///   that dependency ([`no_pacer`](crate::prelude::WithClientSettings::no_pacer) to keep
 ///   hints per call).
-/// - **Guards**: a [`RetryBudget`] and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
+/// - **Guards**: a [`RetryBudget`](retryscope::RetryBudget) and a [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency
 ///   (`host`, or `host:port` when the port is not the scheme's default), shared by
 ///   every clone of the client; the breaker counts no 429, since a rate limit
 ///   is not an outage. At most
@@ -146,12 +146,12 @@ pub struct RetryMiddleware {
     pub(crate) policy: Policy,
     /// What the builder's shared settings made: rules, guards, telemetry,
     /// idempotency keys, fallbacks, a configuration file.
-    pub(crate) client: Client<RetryBudget>,
+    pub(crate) client: Client,
 }
 
 impl RetryMiddleware {
     /// Retries with `policy`, instrumented through the global OpenTelemetry
-    /// providers (install them first), with a default [`RetryBudget`] and a
+    /// providers (install them first), with a default [`RetryBudget`](retryscope::RetryBudget) and a
     /// default [`CircuitBreaker`](retryscope::CircuitBreaker) per dependency.
     pub fn new(policy: Policy) -> Self {
         Self::builder(policy).build()
@@ -272,7 +272,7 @@ impl RetryMiddleware {
     /// in force now, and its dependency's guards in the file; else the
     /// builder's per-host guards. (`Url::port` is `None` for the scheme's
     /// default port; the file matches either.)
-    fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Dependency<RetryBudget>>) {
+    fn resolve(&self, url: &reqwest::Url) -> (Option<CallConfig>, Arc<Dependency>) {
         let host = url.host_str().unwrap_or_default();
         // The scheme's port matters only to a URL that writes none.
         let default_port = url.port().map_or(url.port_or_known_default(), |_| None);

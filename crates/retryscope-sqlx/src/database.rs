@@ -6,7 +6,7 @@ use crate::statement::StatementBuilder;
 use crate::telemetry_state::{Off, On};
 use crate::transaction::TransactionBuilder;
 use opentelemetry::metrics::Meter;
-use retryscope::dependency::{Dependencies, Dependency, Factory};
+use retryscope::dependency::{Dependencies, DependenciesBuilder, Dependency};
 use retryscope::{CircuitBreaker, Policy, RetryBudget};
 use retryscope_config::ConfigHandle;
 use retryscope_otel::{MeterChoice, OtelObserver, RetryLog};
@@ -54,9 +54,9 @@ pub struct Database {
 pub(crate) struct Inner {
     pub(crate) pool: PgPool,
     pub(crate) target: Target,
-    pub(crate) guards: Arc<Dependency<RetryBudget>>,
+    pub(crate) guards: Arc<Dependency>,
     /// Keeps the budget and breaker gauges alive (they hold it weakly).
-    _registry: Dependencies<RetryBudget>,
+    _registry: Dependencies,
     pub(crate) observer: Option<OtelObserver>,
     /// The retry log on its own, when telemetry is off but the log is not.
     pub(crate) retry_log: Option<RetryLog>,
@@ -81,8 +81,7 @@ impl Database {
             dependency: None,
             meter: MeterChoice::Global,
             retry_log: true,
-            budget: Some(Arc::new(RetryBudget::default)),
-            breaker: Some(Arc::new(CircuitBreaker::default)),
+            guards: Dependencies::builder().budget(RetryBudget::default).breaker(CircuitBreaker::default),
             config: None,
             telemetry: PhantomData,
         }
@@ -140,8 +139,8 @@ pub struct DatabaseBuilder<T = On> {
     dependency: Option<String>,
     meter: MeterChoice,
     retry_log: bool,
-    budget: Option<Factory<RetryBudget>>,
-    breaker: Option<Factory<CircuitBreaker>>,
+    /// The database's guards: a budget and a breaker unless told otherwise.
+    guards: DependenciesBuilder,
     config: Option<ConfigHandle>,
     telemetry: PhantomData<T>,
 }
@@ -166,8 +165,7 @@ impl DatabaseBuilder<On> {
             dependency: self.dependency,
             meter: MeterChoice::Off,
             retry_log: self.retry_log,
-            budget: self.budget,
-            breaker: self.breaker,
+            guards: self.guards,
             config: self.config,
             telemetry: PhantomData,
         }
@@ -189,16 +187,20 @@ impl<T> DatabaseBuilder<T> {
     }
 
     /// Gives the dependency — the database, one for the pool — a retry budget
-    /// made by `make` (default: [`RetryBudget::default`]); the same setting as
-    /// the HTTP integrations' `budget_per_dependency`.
-    pub fn budget_per_dependency(mut self, make: impl Fn() -> RetryBudget + Send + Sync + 'static) -> Self {
-        self.budget = Some(Arc::new(make));
+    /// made by `make` (default: [`RetryBudget::default`]; any
+    /// [`Budget`](retryscope::budget::Budget)); the same setting as the HTTP
+    /// integrations' `budget_per_dependency`.
+    pub fn budget_per_dependency<B: retryscope::budget::Budget + 'static>(
+        mut self,
+        make: impl Fn() -> B + Send + Sync + 'static,
+    ) -> Self {
+        self.guards = self.guards.budget(make);
         self
     }
 
     /// Retries without a budget: only the policy bounds them.
     pub fn no_budget(mut self) -> Self {
-        self.budget = None;
+        self.guards = self.guards.no_budget();
         self
     }
 
@@ -209,13 +211,13 @@ impl<T> DatabaseBuilder<T> {
         mut self,
         make: impl Fn() -> CircuitBreaker + Send + Sync + 'static,
     ) -> Self {
-        self.breaker = Some(Arc::new(make));
+        self.guards = self.guards.breaker(make);
         self
     }
 
     /// Calls the database however often it fails: no circuit breaker.
     pub fn no_breaker(mut self) -> Self {
-        self.breaker = None;
+        self.guards = self.guards.no_breaker();
         self
     }
 
@@ -256,14 +258,7 @@ impl<T> DatabaseBuilder<T> {
     pub fn build(self) -> Database {
         let target = Target::of(&self.pool);
         let (meter, observer, retry_log) = self.meter.observers(self.retry_log, false);
-        let mut registry = Dependencies::builder();
-        if let Some(make) = self.budget {
-            registry = registry.budget(move || make());
-        }
-        if let Some(make) = self.breaker {
-            registry = registry.breaker(move || make());
-        }
-        let registry = registry.build();
+        let registry = self.guards.build();
         if let Some(meter) = &meter {
             retryscope_otel::publish_dependency_gauges(meter, &registry);
         }
@@ -288,8 +283,7 @@ impl<T> fmt::Debug for DatabaseBuilder<T> {
             .field("dependency", &self.dependency)
             .field("meter", &self.meter)
             .field("retry_log", &self.retry_log)
-            .field("budget", &self.budget.is_some())
-            .field("breaker", &self.breaker.is_some())
+            .field("guards", &self.guards)
             .field("config", &self.config.is_some())
             .finish_non_exhaustive()
     }

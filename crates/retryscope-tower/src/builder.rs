@@ -1,7 +1,6 @@
 //! The HTTP layer's builder, and what it shares with the gRPC one
 //! (`grpc::GrpcRetryLayerBuilder`, which adds gRPC's own parts).
 
-use crate::budget::LayerBudget;
 use crate::http_call::Http;
 use crate::layer::RetryLayer;
 use crate::replay::DEFAULT_REPLAY_LIMIT;
@@ -9,7 +8,6 @@ use crate::settings::Settings;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
-use retryscope::dependency::Factory;
 use retryscope_http::{ClientSettings, HasClientSettings, HasHttpSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
@@ -126,7 +124,7 @@ impl<T> RetryLayerBuilder<T> {
 
     /// The layer.
     pub fn build(self) -> RetryLayer {
-        let (settings, _meter) = self.tower.build(self.policy, None);
+        let (settings, _meter) = self.tower.build(self.policy);
         RetryLayer { settings, protocol: Http }
     }
 }
@@ -146,26 +144,13 @@ impl RetryLayer {
 }
 
 impl TowerSettings {
-    /// What every request of the layer shares, its dependencies' budgets
-    /// made by `budget` where the protocol has its own (a gRPC config's
-    /// token bucket), else by the builder's; and the meter the layer
+    /// What every request of the layer shares, and the meter the layer
     /// records with (`None` with telemetry off), for a protocol's own metrics.
-    pub(crate) fn build(
-        self,
-        policy: Policy,
-        budget: Option<Factory<LayerBudget>>,
-    ) -> (Arc<Settings>, Option<opentelemetry::metrics::Meter>) {
+    pub(crate) fn build(self, policy: Policy) -> (Arc<Settings>, Option<opentelemetry::metrics::Meter>) {
         let shared = self.shared;
-        let budget = |own: Option<Factory<retryscope::RetryBudget>>| {
-            budget.or_else(|| {
-                let make = own?;
-                let ratio: Factory<LayerBudget> = Arc::new(move || LayerBudget::Ratio(make()));
-                Some(ratio)
-            })
-        };
         // One fallback registry for HTTP and gRPC: a gRPC call reads the
         // fallback's `http::Response` as gRPC (`grpc::fallback`).
-        let (client, meter) = shared.build(budget, LayerBudget::Ratio);
+        let (client, meter) = shared.build();
         let settings = Settings {
             policy,
             client,

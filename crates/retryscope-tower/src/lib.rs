@@ -60,7 +60,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod attempt;
-mod budget;
 mod builder;
 mod call;
 mod classify;

@@ -5,7 +5,6 @@
 //! gRPC calls), and its service picks the type once per request — nothing
 //! in a call branches on which protocol it speaks.
 
-use crate::budget::LayerBudget;
 use crate::classify::Statuses;
 use crate::error::BoxError;
 use crate::inner::{AnswerBody, Inner};
@@ -120,7 +119,7 @@ pub(crate) trait Protocol: Sized + Send + 'static {
 /// What [`Protocol::drive`] reads of the call.
 pub(crate) struct Inputs<'r> {
     pub(crate) configured: Option<&'r CallConfig>,
-    pub(crate) guards: &'r Dependency<LayerBudget>,
+    pub(crate) guards: &'r Dependency,
     pub(crate) parts: &'r Parts,
     pub(crate) options: &'r RetryOptions,
     pub(crate) replayable: bool,
@@ -181,7 +180,7 @@ pub(crate) struct End<'c> {
     /// When the attempts began.
     #[cfg_attr(not(feature = "grpc"), expect(dead_code, reason = "gRPC's end reads it"))]
     pub(crate) started: tokio::time::Instant,
-    pub(crate) guards: &'c Dependency<LayerBudget>,
+    pub(crate) guards: &'c Dependency,
     /// Whether the request carries an idempotency key (HTTP).
     pub(crate) key: Option<KeySource>,
 }

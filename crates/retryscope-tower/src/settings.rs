@@ -1,6 +1,5 @@
 //! What every request of a layer shares, fixed when the layer is built.
 
-use crate::budget::LayerBudget;
 use http::Uri;
 use retryscope::Policy;
 use retryscope::dependency::Dependency;
@@ -10,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 /// What a call resolves to from its layer's file: its settings (`None` for
 /// a layer without a file) and its dependency's guards
 /// ([`Settings::file_call`]).
-pub(crate) type FileCall = (Option<CallConfig>, Arc<Dependency<LayerBudget>>);
+pub(crate) type FileCall = (Option<CallConfig>, Arc<Dependency>);
 
 /// What a configured layer's calls to one gRPC method resolve to from its
 /// file under one configuration: its settings and guards, and the policy the
@@ -40,7 +39,7 @@ impl Resolved {
         not(feature = "grpc"),
         allow(clippy::infallible_destructuring_match, reason = "one variant without gRPC")
     )]
-    pub(crate) fn parts(&self) -> (Option<&CallConfig>, &Arc<Dependency<LayerBudget>>) {
+    pub(crate) fn parts(&self) -> (Option<&CallConfig>, &Arc<Dependency>) {
         let (config, guards) = match self {
             #[cfg(feature = "grpc")]
             Resolved::Kept(kept) => &kept.file,
@@ -60,12 +59,12 @@ pub(crate) struct Settings {
     /// guards, telemetry, the attempt header (HTTP only; gRPC calls always
     /// send `grpc-previous-rpc-attempts`, as A6 says), idempotency keys,
     /// fallbacks (HTTP and gRPC), a configuration file.
-    pub(crate) client: Client<LayerBudget>,
+    pub(crate) client: Client,
     pub(crate) replay_limit: usize,
     pub(crate) origin: Option<Arc<Uri>>,
     /// The guards of `origin`, found at the first request without an
     /// authority of its own (a tonic channel's every call), kept for the next.
-    pub(crate) origin_guards: OnceLock<Arc<Dependency<LayerBudget>>>,
+    pub(crate) origin_guards: OnceLock<Arc<Dependency>>,
     /// `origin`'s host and ports, read from it once when the layer is built:
     /// a configured layer's every call without an authority (a tonic
     /// channel's) looks its dependency up by them, and parsing the origin's
@@ -118,7 +117,7 @@ impl Settings {
     /// guards of a named dependency, so the origin's are looked up once; an
     /// origin past the label bound keeps the set found then (its own host's,
     /// even if the registry later evicts it and makes another).
-    pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Dependency<LayerBudget>> {
+    pub(crate) fn guards_for(&self, uri: &Uri) -> Arc<Dependency> {
         let find = || {
             let server = crate::spans::server(uri, self.origin.as_deref());
             self.client.guards.for_server(server.address, server.uri.port_u16(), server.default_port)

@@ -13,7 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use retryscope::hedge::HedgePolicy;
 use retryscope::overload::{AdaptiveThrottle, ConcurrencyLimiter};
-use retryscope::{CircuitBreaker, ErrorType, Pacer, Policy, RetryBudget, RetryError, StopReason};
+use retryscope::{CircuitBreaker, ErrorType, Pacer, Policy, RetryError, StopReason};
 use retryscope_reqwest::RetryMiddleware;
 use retryscope_reqwest::fault::FaultMiddleware;
 use retryscope_reqwest::prelude::*;
@@ -53,7 +53,7 @@ pub(crate) struct Setup {
     idempotency_keys: bool,
     idempotency_key_header: Option<HeaderName>,
     request_id_header: Option<HeaderName>,
-    budget: Option<Box<dyn Fn() -> RetryBudget + Send + Sync>>,
+    budget: Option<Box<dyn Fn() -> Arc<dyn retryscope::budget::Budget> + Send + Sync>>,
     no_budget: bool,
     breaker: Option<Box<dyn Fn() -> CircuitBreaker + Send + Sync>>,
     no_breaker: bool,
@@ -173,11 +173,11 @@ impl Setup {
         self
     }
 
-    pub(crate) fn budget_per_dependency(
+    pub(crate) fn budget_per_dependency<B: retryscope::budget::Budget + 'static>(
         mut self,
-        make: impl Fn() -> RetryBudget + Send + Sync + 'static,
+        make: impl Fn() -> B + Send + Sync + 'static,
     ) -> Setup {
-        self.budget = Some(Box::new(make));
+        self.budget = Some(Box::new(move || Arc::new(make())));
         self
     }
 

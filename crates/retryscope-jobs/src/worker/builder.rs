@@ -7,7 +7,7 @@ use crate::broker::Broker;
 use crate::job::{Handler, WorkerStats};
 use retryscope::dependency::Dependency;
 use retryscope::jobs::JobPolicy;
-use retryscope::{Policy, PolicyError, RetryBudget, Transient, Verdict};
+use retryscope::{Policy, PolicyError, Transient, Verdict};
 use retryscope_config::ConfigHandle;
 use retryscope_idempotency::{IdempotencyStore, MemoryStore};
 use std::fmt;
@@ -25,7 +25,7 @@ pub struct WorkerBuilder<B: Broker, E, S = MemoryStore> {
     handler: Box<dyn Handler<E>>,
     classify: Classifier<E>,
     policy: JobPolicy,
-    guards: Option<Arc<Dependency<RetryBudget>>>,
+    guards: Option<Arc<Dependency>>,
     keys: Option<S>,
     key_ttl: Duration,
     concurrency: usize,
@@ -144,7 +144,7 @@ impl<B: Broker, E: 'static, S> WorkerBuilder<B, E, S> {
     /// HTTP clients that call it (`Dependencies::get`): its breaker,
     /// pacer and budget hold jobs back while it is down, without the hold
     /// counting as an attempt.
-    pub fn guards(mut self, guards: Arc<Dependency<RetryBudget>>) -> Self {
+    pub fn guards(mut self, guards: Arc<Dependency>) -> Self {
         self.guards = Some(guards);
         self
     }

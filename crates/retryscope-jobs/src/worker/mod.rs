@@ -17,9 +17,9 @@ use crate::broker::{Broker, DeadLetterStore};
 use crate::job::{Handler, WorkerStats};
 use crate::telemetry::{self, DeadLetterDepth};
 use keys::Keys;
+use retryscope::Policy;
 use retryscope::dependency::Dependency;
 use retryscope::jobs::JobPolicy;
-use retryscope::{Policy, RetryBudget};
 use retryscope_config::ConfigHandle;
 use retryscope_idempotency::IdempotencyStore;
 use std::future::Future;
@@ -51,7 +51,7 @@ pub(crate) struct Inner<B: Broker, E, S> {
     /// `job_keyed_calls`: each execution of a keyed job runs in its key's
     /// scope, from which its HTTP calls derive their idempotency keys.
     pub(crate) job_keyed_calls: bool,
-    pub(crate) guards: Option<Arc<Dependency<RetryBudget>>>,
+    pub(crate) guards: Option<Arc<Dependency>>,
     pub(crate) keys: Keys<S>,
     pub(crate) concurrency: usize,
     pub(crate) hold: Duration,

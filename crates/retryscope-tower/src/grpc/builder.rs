@@ -1,6 +1,5 @@
 //! The gRPC layer's builder: only the settings gRPC mode reads.
 
-use crate::budget::LayerBudget;
 use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
 use crate::grpc::layer::Grpc;
@@ -8,11 +7,9 @@ use crate::layer::RetryLayer;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
 use retryscope::Policy;
-use retryscope::dependency::Factory;
 use retryscope_http::{ClientSettings, HasClientSettings, HasTelemetry};
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 /// Whether a [`GrpcRetryLayerBuilder`] has its channel's origin yet: `build`
 /// is offered only once it has.
@@ -227,9 +224,9 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
     /// Gives each server a retry budget made by `make` (none by default: A6
     /// throttles only with `retryThrottling`). Where the config throttles, its
     /// token bucket is the guard instead, as A6 says.
-    pub fn budget_per_dependency(
+    pub fn budget_per_dependency<B: retryscope::budget::Budget + 'static>(
         mut self,
-        make: impl Fn() -> retryscope::RetryBudget + Send + Sync + 'static,
+        make: impl Fn() -> B + Send + Sync + 'static,
     ) -> Self {
         self.tower.shared.dependencies(|guards| guards.budget(make));
         self
@@ -238,19 +235,18 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
 
 impl<T> GrpcRetryLayerBuilder<T, HasOrigin> {
     /// The layer.
-    pub fn build(self) -> RetryLayer<Grpc> {
+    pub fn build(mut self) -> RetryLayer<Grpc> {
         // A6's retry throttling: a token bucket per server where the config
         // throttles, in place of any retry budget.
-        let budget = self.retry.is_throttled().then(|| {
+        if self.retry.is_throttled() {
             let retry = self.retry.clone();
-            let bucket: Factory<LayerBudget> =
-                Arc::new(move || LayerBudget::Bucket(retry.token_bucket().unwrap_or_default()));
-            bucket
-        });
+            let bucket = move || retry.token_bucket().unwrap_or_default();
+            self.tower.shared.dependencies(|guards| guards.budget(bucket));
+        }
         let origin = self.tower.origin.clone();
         // Every call takes the policy of its method (or its `RetryOptions`),
         // never this one: it only fills the field.
-        let (settings, meter) = self.tower.build(Policy::interactive(), budget);
+        let (settings, meter) = self.tower.build(Policy::interactive());
         let metrics = meter.filter(|_| self.metrics);
         RetryLayer { settings, protocol: Grpc::new(self.retry, metrics.as_ref(), origin.as_ref()) }
     }

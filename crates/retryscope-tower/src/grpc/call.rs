@@ -8,7 +8,6 @@ use super::methods::{Method, Methods};
 use super::metrics::{CallMetrics, GrpcMetrics};
 use super::statuses::GrpcStatuses;
 use super::{CodeSet, GrpcRetry, reset, status};
-use crate::budget::LayerBudget;
 use crate::error::BoxError;
 use crate::inner::{AnswerBody, Inner};
 use crate::protocol::{Answer, Answered, Attempts, Call, End, Inputs, Planned, Protocol};
@@ -49,6 +48,10 @@ pub(crate) struct GrpcCall {
     /// preset's 15 s) bounds the retries here and is nobody else's business —
     /// a server would otherwise end a long-lived stream at it.
     sends_deadline: bool,
+    /// What a refusal of its dependency's budget names: A6's retry
+    /// throttling where the channel's config throttles and the file writes
+    /// no budget of its own for the call, else a retry budget.
+    budget: &'static str,
 }
 
 /// How a call of a gRPC layer (`grpc`, its configuration) is retried: its
@@ -110,8 +113,13 @@ pub(crate) fn plan(
         None => policy,
     };
     let layer_metrics = metrics.cloned();
-    let protocol =
-        GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline: timeout.is_some() };
+    let file_budget = file.parts().0.is_some_and(|config| config.settings().sets().budget);
+    let budget = match grpc.is_throttled() && !file_budget {
+        true => "retry throttling (token bucket)",
+        false => "retry budget",
+    };
+    let sends_deadline = timeout.is_some();
+    let protocol = GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline, budget };
     Planned { call: Call { policy }, protocol, file }
 }
 
@@ -151,14 +159,14 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Dependency<LayerBudget>,
+        guards: &Dependency,
     ) -> Result<Response<ResponseBody<B>>, BoxError> {
         let codes = self.codes;
         let ending = super::stop::Ending {
             replayable,
             deadline_at: call.policy.deadline().and_then(|deadline| started.checked_add(deadline)),
             codes,
-            guard: guards.budget().map(LayerBudget::name),
+            guard: guards.budget().map(|_| self.budget),
         };
         let mut result = super::stop::finish(outcome, stop, ending);
         if let Some(tail) = self.metrics.and_then(|m| m.outcome(&result))
@@ -184,7 +192,7 @@ impl GrpcCall {
         call: &Call,
         replayable: bool,
         started: Instant,
-        guards: &Dependency<LayerBudget>,
+        guards: &Dependency,
         fallback: Option<(Chosen<'_>, &Parts, Option<Duration>)>,
     ) -> (Result<Response<ResponseBody<B>>, BoxError>, bool)
     where

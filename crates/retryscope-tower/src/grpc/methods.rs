@@ -152,8 +152,7 @@ mod tests {
         use retryscope::dependency::Dependencies;
         let retry = GrpcRetry::new(Policy::interactive());
         let methods = Methods::default();
-        let guards =
-            Dependencies::<crate::budget::LayerBudget>::builder().build().for_server("svc", None, None);
+        let guards = Dependencies::builder().build().for_server("svc", None, None);
         let resolved = std::cell::Cell::new(0);
         let resolve = || {
             resolved.set(resolved.get() + 1);

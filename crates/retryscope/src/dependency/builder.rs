@@ -17,8 +17,8 @@ use std::sync::{Arc, RwLock};
 /// Configures a [`Dependencies`]: which guards each dependency gets, and
 /// where their gauges go.
 #[must_use = "a builder does nothing until `build` is called"]
-pub struct DependenciesBuilder<T> {
-    pub(super) budget: Option<Factory<T>>,
+pub struct DependenciesBuilder {
+    pub(super) budget: Option<Factory<Box<dyn Budget>>>,
     pub(super) breaker: Option<Factory<CircuitBreaker>>,
     pub(super) pacer: Option<Factory<Pacer>>,
     pub(super) pace_share: Option<Arc<dyn PaceShare>>,
@@ -32,7 +32,7 @@ pub struct DependenciesBuilder<T> {
     pub(super) labels: fn(&str) -> &'static str,
 }
 
-impl<T> fmt::Debug for DependenciesBuilder<T> {
+impl fmt::Debug for DependenciesBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DependenciesBuilder")
             .field("budget", &self.budget.is_some())
@@ -47,7 +47,7 @@ impl<T> fmt::Debug for DependenciesBuilder<T> {
     }
 }
 
-impl<T> Clone for DependenciesBuilder<T> {
+impl Clone for DependenciesBuilder {
     /// The same factories, shared: a client keeps its builder as the
     /// template of every registry it makes (its own, and one per dependency
     /// a configuration file names).
@@ -67,10 +67,12 @@ impl<T> Clone for DependenciesBuilder<T> {
     }
 }
 
-impl<T: Budget + 'static> DependenciesBuilder<T> {
-    /// Gives each dependency a budget made by `make`.
-    pub fn budget(mut self, make: impl Fn() -> T + Send + Sync + 'static) -> Self {
-        self.budget = Some(Arc::new(make));
+impl DependenciesBuilder {
+    /// Gives each dependency a budget made by `make` (in place of any
+    /// given before): a [`RetryBudget`](crate::RetryBudget), a
+    /// [`TokenBucket`](crate::TokenBucket), any [`Budget`].
+    pub fn budget<B: Budget + 'static>(mut self, make: impl Fn() -> B + Send + Sync + 'static) -> Self {
+        self.budget = Some(Arc::new(move || Box::new(make())));
         self
     }
 
@@ -85,28 +87,6 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
     /// floor needs one.
     pub fn has_budget(&self) -> bool {
         self.budget.is_some()
-    }
-
-    /// The same registry with its budgets made by what `make` turns the
-    /// budget factory into (`None`: no budget): how an integration whose
-    /// budget type is its own (a gRPC channel's token bucket, say) keeps
-    /// the rest of a template.
-    pub fn map_budget<U: Budget + 'static>(
-        self,
-        make: impl FnOnce(Option<Factory<T>>) -> Option<Factory<U>>,
-    ) -> DependenciesBuilder<U> {
-        DependenciesBuilder {
-            budget: make(self.budget),
-            breaker: self.breaker,
-            pacer: self.pacer,
-            pace_share: self.pace_share,
-            budget_share: self.budget_share,
-            concurrency_limit: self.concurrency_limit,
-            guard: self.guard,
-            hedge: self.hedge,
-            overflow_capacity: self.overflow_capacity,
-            labels: self.labels,
-        }
     }
 
     /// Gives each dependency a breaker made by `make`.
@@ -210,7 +190,7 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
 
     /// The registry. Each factory is called once here, to learn which
     /// gauges its guards publish ([`Dependencies::guard_gauges`]).
-    pub fn build(self) -> Dependencies<T> {
+    pub fn build(self) -> Dependencies {
         // The gauges its guards publish: the same from every set the
         // factories make, so one made here (shared with no fleet, labelled
         // nothing) says which.
@@ -224,13 +204,11 @@ impl<T: Budget + 'static> DependenciesBuilder<T> {
         });
         Dependencies { inner }
     }
-}
 
-impl<T: Budget> DependenciesBuilder<T> {
     /// A fresh guard set labelled `dependency`; its pacer joins the fleet's
     /// share only if `pace_fleet` (a named dependency's: see
     /// [`Dependencies`] for why an overflow set's does not).
-    pub(super) fn make(&self, dependency: &'static str, pace_fleet: bool) -> Dependency<T> {
+    pub(super) fn make(&self, dependency: &'static str, pace_fleet: bool) -> Dependency {
         let made = self.unshared(dependency);
         // A factory that hands one pacer or budget to several dependencies
         // shares it under the first name only.
@@ -246,7 +224,7 @@ impl<T: Budget> DependenciesBuilder<T> {
     /// A fresh guard set labelled `dependency`, shared with no fleet: what
     /// [`make`](Self::make) starts from, and the sample
     /// [`build`](Self::build) learns the gauges from.
-    fn unshared(&self, dependency: &'static str) -> Dependency<T> {
+    fn unshared(&self, dependency: &'static str) -> Dependency {
         Dependency {
             dependency: Shared::Borrowed(dependency),
             budget: self.budget.as_ref().map(|make| make()),
@@ -264,7 +242,7 @@ mod tests {
     use super::*;
     use crate::{RetryBudget, TokenBucket};
 
-    fn template() -> DependenciesBuilder<RetryBudget> {
+    fn template() -> DependenciesBuilder {
         Dependencies::builder()
             .budget(RetryBudget::default)
             .breaker(CircuitBreaker::default)
@@ -290,15 +268,12 @@ mod tests {
     }
 
     #[test]
-    fn a_template_given_another_budget_type_keeps_its_other_guards() {
-        let mut had_own = false;
-        let bucket = template().map_budget(|own| {
-            had_own = own.is_some();
-            let bucket: Factory<TokenBucket> = Arc::new(TokenBucket::default);
-            Some(bucket)
-        });
-        assert!(had_own, "the template's own budget factory is handed over");
-        let grpc = bucket.no_pacer().build().get("grpc");
-        assert!(grpc.budget().is_some() && grpc.breaker().is_some() && grpc.pacer().is_none());
+    fn a_template_given_another_budget_keeps_its_other_guards() {
+        // gRPC's retry throttling in place of the template's ratio budget.
+        let grpc = template().budget(TokenBucket::default).no_pacer().build().get("grpc");
+        let available = grpc.budget().map(|budget| budget.available());
+        assert_eq!(available, Some(TokenBucket::default().available()));
+        assert_ne!(available, Some(RetryBudget::default().available()), "the two tell apart");
+        assert!(grpc.breaker().is_some() && grpc.pacer().is_none());
     }
 }

@@ -4,10 +4,9 @@
 //! registers whatever they publish through one path, naming no guard.
 
 use super::value::Dependency;
-use crate::budget::Budget;
 use crate::guard::{Gauge, Guard};
 
-impl<T: Budget> Dependency<T> {
+impl Dependency {
     /// Reports every figure its guards have a value for now, each with the
     /// [`Gauge`] it is published as ([`Guard::gauges`]): what a telemetry
     /// crate reads at each collection, labelled with the dependency's
@@ -23,28 +22,41 @@ impl<T: Budget> Dependency<T> {
     /// assert_eq!(seen, [("retryscope.breaker.state", 0.0)], "a closed breaker");
     /// ```
     pub fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
-        self.pacer.gauges(report);
-        self.concurrency_limit.gauges(report);
-        self.breaker.gauges(report);
-        self.guard.gauges(report);
-        if let Some(budget) = &self.budget {
-            (budget as &dyn Budget).gauges(report);
-        }
+        self.each_guard(&mut |guard| guard.gauges(report));
     }
 
     /// The distinct gauges its guards may report through
     /// [`gauges`](Self::gauges), by name ([`Guard::published`]), whether or
     /// not they have a value now: what a telemetry crate registers, once.
     pub fn published(&self) -> Vec<&'static Gauge> {
-        Gauge::distinct(|gauge| {
-            self.pacer.published(gauge);
-            self.concurrency_limit.published(gauge);
-            self.breaker.published(gauge);
-            self.guard.published(gauge);
-            if let Some(budget) = &self.budget {
-                (budget as &dyn Budget).published(gauge);
-            }
-        })
+        Gauge::distinct(|gauge| self.each_guard(&mut |guard| guard.published(gauge)))
+    }
+
+    /// Each of its guards, in the order every call asks them: the one list
+    /// both visits read.
+    fn each_guard(&self, visit: &mut dyn FnMut(&dyn Publishes)) {
+        visit(&self.pacer);
+        visit(&self.concurrency_limit);
+        visit(&self.breaker);
+        visit(&self.guard);
+        visit(&self.budget.as_deref());
+    }
+}
+
+/// What a guard publishes, whatever its permit: [`Guard`] less its
+/// associated type, so that guards of every kind go through one visit.
+trait Publishes {
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64));
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge));
+}
+
+impl<G: Guard> Publishes for G {
+    fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
+        Guard::gauges(self, report);
+    }
+
+    fn published(&self, gauge: &mut dyn FnMut(&'static Gauge)) {
+        Guard::published(self, gauge);
     }
 }
 
@@ -58,7 +70,7 @@ mod tests {
     use crate::{CircuitBreaker, Pacer, RetryBudget, breaker};
 
     /// What `dependency` reports now, by name.
-    fn reported(dependency: &Dependency<RetryBudget>) -> Vec<(&'static str, f64)> {
+    fn reported(dependency: &Dependency) -> Vec<(&'static str, f64)> {
         let mut seen = Vec::new();
         dependency.gauges(&mut |gauge, value| seen.push((gauge.name, value)));
         seen

@@ -20,5 +20,5 @@ mod value;
 pub use bounded::{MAX_DEPENDENCIES, NameTable, OVERFLOW, bounded_dependency, dependency_name};
 pub use builder::DependenciesBuilder;
 pub(crate) use guards::Permits;
-pub use registry::{Dependencies, Factory};
+pub use registry::Dependencies;
 pub use value::{Dependency, DependencyRef};

@@ -25,29 +25,29 @@ use std::sync::{Arc, PoisonError, RwLock};
 pub(crate) const MAX_OVERFLOW_GUARDS: usize = 1_000;
 
 /// The guard sets of the hosts beyond the label bound, by their own name.
-pub(crate) struct OverflowGuards<T> {
-    sets: RwLock<HashMap<Arc<str>, Entry<T>>>,
+pub(crate) struct OverflowGuards {
+    sets: RwLock<HashMap<Arc<str>, Entry>>,
     /// The clock of use: every lookup takes the next tick, so the set with
     /// the smallest stamp is the least recently used.
     ticks: AtomicU64,
     capacity: usize,
 }
 
-struct Entry<T> {
-    guards: Arc<Dependency<T>>,
+struct Entry {
+    guards: Arc<Dependency>,
     /// The tick of the last lookup that found (or made) this set. An atomic,
     /// so that a hit needs only the read lock.
     used: AtomicU64,
 }
 
-impl<T> OverflowGuards<T> {
+impl OverflowGuards {
     /// A table of at most `capacity` sets (at least one).
     pub(crate) fn new(capacity: usize) -> Self {
         Self { sets: RwLock::default(), ticks: AtomicU64::new(0), capacity: capacity.max(1) }
     }
 
     /// The set of `dependency`, if it has one now; marks it used.
-    pub(crate) fn find(&self, dependency: &str) -> Option<Arc<Dependency<T>>> {
+    pub(crate) fn find(&self, dependency: &str) -> Option<Arc<Dependency>> {
         // A poisoned lock only means a thread panicked while inserting; the
         // map itself is still consistent.
         let sets = self.sets.read().unwrap_or_else(PoisonError::into_inner);
@@ -60,17 +60,13 @@ impl<T> OverflowGuards<T> {
     /// least recently used set when the table is full. The eviction walks the
     /// table (at most [`MAX_OVERFLOW_GUARDS`] stamps): only a host not seen
     /// lately pays it, on a lookup that builds a guard set anyway.
-    pub(crate) fn get_or_make(
-        &self,
-        dependency: &str,
-        make: impl FnOnce() -> Dependency<T>,
-    ) -> Arc<Dependency<T>> {
+    pub(crate) fn get_or_make(&self, dependency: &str, make: impl FnOnce() -> Dependency) -> Arc<Dependency> {
         if let Some(found) = self.find(dependency) {
             return found;
         }
         // Declared before the lock, so dropped after it: the evicted guards
         // (a user's budget among them) are not dropped under the lock.
-        let _evicted: Option<Entry<T>>;
+        let _evicted: Option<Entry>;
         let mut sets = self.sets.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = sets.get(dependency) {
             entry.used.store(self.tick(), Ordering::Relaxed);
@@ -90,7 +86,7 @@ impl<T> OverflowGuards<T> {
     }
 
     /// Every set kept now.
-    pub(crate) fn all(&self) -> Vec<Arc<Dependency<T>>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Dependency>> {
         let sets = self.sets.read().unwrap_or_else(PoisonError::into_inner);
         sets.values().map(|entry| Arc::clone(&entry.guards)).collect()
     }

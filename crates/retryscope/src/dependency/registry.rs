@@ -6,7 +6,6 @@ use super::bounded::{MAX_DEPENDENCIES, OVERFLOW, bounded_dependency, dependency_
 use super::builder::DependenciesBuilder;
 use super::overflow::{MAX_OVERFLOW_GUARDS, OverflowGuards};
 use super::value::Dependency;
-use crate::budget::Budget;
 use crate::guard::{Chained, Gauge, Guard, SharedGuard};
 use std::collections::HashMap;
 use std::fmt;
@@ -17,7 +16,7 @@ use std::time::{Duration, Instant};
 pub(crate) const MAX_PORTS_PER_HOST: usize = 16;
 
 /// Makes a budget or a breaker for a newly seen dependency.
-pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
+pub(crate) type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 
 /// One budget, one breaker and one pacer per dependency, created on first use and shared
 /// by every clone — what a client keeps so that a failing dependency cannot
@@ -56,11 +55,11 @@ pub type Factory<T> = Arc<dyn Fn() -> T + Send + Sync>;
 /// assert!(payments.budget().is_some() && payments.breaker().is_some());
 /// assert!(std::sync::Arc::ptr_eq(&payments, &guards.get("payments:8443")));
 /// ```
-pub struct Dependencies<T> {
-    pub(super) inner: Arc<Registry<T>>,
+pub struct Dependencies {
+    pub(super) inner: Arc<Registry>,
 }
 
-impl<T> Clone for Dependencies<T> {
+impl Clone for Dependencies {
     fn clone(&self) -> Self {
         Self { inner: Arc::clone(&self.inner) }
     }
@@ -80,26 +79,26 @@ pub(super) fn and_guard<G: Guard<Permit = ()> + 'static>(
 }
 
 /// Each host's guards, by the port in its dependency name (`None`: the scheme's).
-type Servers<T> = HashMap<Box<str>, Vec<(Option<u16>, Arc<Dependency<T>>)>>;
+type Servers = HashMap<Box<str>, Vec<(Option<u16>, Arc<Dependency>)>>;
 
-pub(super) struct Registry<T> {
+pub(super) struct Registry {
     /// The named guard sets, by their label, which the label table keeps
     /// for the life of the process.
-    pub(super) guards: RwLock<HashMap<&'static str, Arc<Dependency<T>>>>,
+    pub(super) guards: RwLock<HashMap<&'static str, Arc<Dependency>>>,
     /// The guards of the dependencies beyond the label bound, one set each.
-    pub(super) overflow: OverflowGuards<T>,
+    pub(super) overflow: OverflowGuards,
     /// The guards found for each server (host, then the port in its name), so
     /// that a request finds its dependency without building the name.
-    pub(super) servers: RwLock<Servers<T>>,
+    pub(super) servers: RwLock<Servers>,
     /// What each dependency gets: the builder the registry was built from.
-    pub(super) template: DependenciesBuilder<T>,
+    pub(super) template: DependenciesBuilder,
     /// The gauges every dependency's guards publish.
     pub(super) guard_gauges: Vec<&'static Gauge>,
 }
 
-impl<T: Budget + 'static> Dependencies<T> {
+impl Dependencies {
     /// A registry with no guards and no gauges yet: see the builder's methods.
-    pub fn builder() -> DependenciesBuilder<T> {
+    pub fn builder() -> DependenciesBuilder {
         DependenciesBuilder {
             budget: None,
             breaker: None,
@@ -118,7 +117,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// process's [`MAX_DEPENDENCIES`] gets guards of its own, labelled
     /// [`OVERFLOW`], kept while it is among the 1,000 such names this
     /// registry used last (see the type's documentation).
-    pub fn get(&self, dependency: &str) -> Arc<Dependency<T>> {
+    pub fn get(&self, dependency: &str) -> Arc<Dependency> {
         // The named path: one read lock, as before overflow sets existed.
         if let Some(found) = self.find(dependency) {
             return found;
@@ -159,9 +158,9 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// assert_eq!(server.name(), "127.0.0.1:8080");
     /// assert!(std::sync::Arc::ptr_eq(&server, &guards.get("127.0.0.1:8080")));
     /// ```
-    pub fn for_server(&self, host: &str, port: Option<u16>, default_port: Option<u16>) -> Arc<Dependency<T>> {
+    pub fn for_server(&self, host: &str, port: Option<u16>, default_port: Option<u16>) -> Arc<Dependency> {
         let named_port = port.filter(|port| Some(*port) != default_port);
-        let find = |servers: &Servers<T>| {
+        let find = |servers: &Servers| {
             servers.get(host)?.iter().find(|(p, _)| *p == named_port).map(|(_, guards)| Arc::clone(guards))
         };
         if let Some(found) = find(&self.inner.servers.read().unwrap_or_else(PoisonError::into_inner)) {
@@ -203,7 +202,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// use std::time::{Duration, Instant};
     ///
     /// let template = HedgePolicy::builder().delay(HedgeDelay::percentile(0.9)).build()?;
-    /// let guards = Dependencies::<RetryBudget>::builder().hedge(template).build();
+    /// let guards = Dependencies::builder().hedge(template).build();
     /// assert_eq!(guards.hedge_delay("payments", Instant::now()), None);
     /// let _ = guards.get("payments");
     /// // Nothing measured yet: the fallback.
@@ -220,7 +219,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// gauges a caller registers itself (retryscope-otel's
     /// `register_guard_gauges` reports the `_OTHER` sets as one series), and
     /// tests.
-    pub fn all(&self) -> Vec<Arc<Dependency<T>>> {
+    pub fn all(&self) -> Vec<Arc<Dependency>> {
         self.inner.all()
     }
 
@@ -228,10 +227,7 @@ impl<T: Budget + 'static> Dependencies<T> {
     /// alive: once the last clone is dropped it reads nothing. What a gauge
     /// callback holds — telemetry keeps callbacks for the meter provider's
     /// lifetime, and must not keep the guards for as long.
-    pub fn live(&self) -> impl Fn() -> Vec<Arc<Dependency<T>>> + Send + Sync + 'static
-    where
-        T: Send + Sync,
-    {
+    pub fn live(&self) -> impl Fn() -> Vec<Arc<Dependency>> + Send + Sync + 'static {
         let registry = Arc::downgrade(&self.inner);
         move || registry.upgrade().map(|registry| registry.all()).unwrap_or_default()
     }
@@ -260,16 +256,16 @@ impl<T: Budget + 'static> Dependencies<T> {
         self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).len() + self.inner.overflow.len()
     }
 
-    fn find(&self, dependency: &str) -> Option<Arc<Dependency<T>>> {
+    fn find(&self, dependency: &str) -> Option<Arc<Dependency>> {
         // A poisoned lock only means a thread panicked while inserting; the map
         // itself is still consistent.
         self.inner.guards.read().unwrap_or_else(PoisonError::into_inner).get(dependency).cloned()
     }
 }
 
-impl<T> Registry<T> {
+impl Registry {
     /// Every guard set kept now, the named ones and those beyond the bound.
-    fn all(&self) -> Vec<Arc<Dependency<T>>> {
+    fn all(&self) -> Vec<Arc<Dependency>> {
         let mut all: Vec<_> =
             self.guards.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
         all.extend(self.overflow.all());
@@ -277,7 +273,7 @@ impl<T> Registry<T> {
     }
 }
 
-impl<T> fmt::Debug for Dependencies<T> {
+impl fmt::Debug for Dependencies {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dependencies = self.inner.guards.read().map(|g| g.len()).unwrap_or_default();
         f.debug_struct("Dependencies")
@@ -296,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_server_finds_the_guards_of_its_name_and_remembers_a_bounded_number() {
-        let guards = Dependencies::<crate::RetryBudget>::builder().build();
+        let guards = Dependencies::builder().build();
         let plain = guards.for_server("inventory", Some(80), Some(80));
         assert_eq!(plain.name(), "inventory");
         assert!(Arc::ptr_eq(&plain, &guards.for_server("inventory", None, Some(80))));
@@ -311,7 +307,6 @@ mod tests {
         assert_eq!(servers, MAX_PORTS_PER_HOST);
     }
 
-    use crate::RetryBudget;
     use crate::breaker::BreakerState;
     use crate::pace::{HoldSource, SharedPacer};
     use std::sync::Mutex;
@@ -328,7 +323,7 @@ mod tests {
         CircuitBreaker::builder().min_calls(1).failure_ratio(0.5).build().expect("valid breaker")
     }
 
-    fn registry(overflow: usize) -> Dependencies<RetryBudget> {
+    fn registry(overflow: usize) -> Dependencies {
         Dependencies::builder()
             .breaker(hair_trigger)
             .pacer(Pacer::new)
@@ -400,7 +395,7 @@ mod tests {
     #[test]
     fn an_overflow_hosts_pacer_is_not_shared_with_the_fleet() {
         let fleet = Arc::new(Joined::default());
-        let guards = Dependencies::<RetryBudget>::builder()
+        let guards = Dependencies::builder()
             .pacer(Pacer::new)
             .pace_share(Some(fleet.clone()))
             .labels(one_name)

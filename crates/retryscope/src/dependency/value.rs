@@ -3,7 +3,6 @@
 //! ([`Retry::dependency`](crate::Retry::dependency), retried or hedged).
 
 use crate::CircuitBreaker;
-use crate::RetryBudget;
 use crate::budget::Budget;
 use crate::guard::{Chained, Guard, SharedGuard};
 use crate::hedge::HedgePolicy;
@@ -42,13 +41,13 @@ use std::sync::Arc;
 /// [`Dependencies`](super::Dependencies) registry. The hedging policy there
 /// is the dependency's own ([`HedgePolicy::fresh`] of the client's), so that
 /// a percentile delay learns from this dependency's latencies alone.
-pub struct Dependency<T = RetryBudget> {
+pub struct Dependency {
     /// The name: a registry's is its label table's, which lives as long as
     /// the process (so the telemetry recognises it by address); a name
     /// given to [`new`](Dependency::new) is the caller's, unbounded, so it
     /// is a copy of its own, freed with the dependency.
     pub(crate) dependency: Shared<'static, str>,
-    pub(crate) budget: Option<T>,
+    pub(crate) budget: Option<Box<dyn Budget>>,
     pub(crate) breaker: Option<CircuitBreaker>,
     pub(crate) pacer: Option<Pacer>,
     pub(crate) concurrency_limit: Option<ConcurrencyLimiter>,
@@ -71,22 +70,15 @@ impl Dependency {
             hedge: None,
         }
     }
-}
 
-impl<T> Dependency<T> {
     /// Charges its calls' retries (and hedges' further copies) to `budget`:
-    /// a [`RetryBudget`], a [`TokenBucket`](crate::TokenBucket), a
-    /// [`RetryQuota`](crate::budget::RetryQuota) or any [`Budget`].
-    pub fn with_budget<B: Budget>(self, budget: B) -> Dependency<B> {
-        Dependency {
-            dependency: self.dependency,
-            budget: Some(budget),
-            breaker: self.breaker,
-            pacer: self.pacer,
-            concurrency_limit: self.concurrency_limit,
-            guard: self.guard,
-            hedge: self.hedge,
-        }
+    /// a [`RetryBudget`](crate::RetryBudget), a [`TokenBucket`](crate::TokenBucket), a
+    /// [`RetryQuota`](crate::budget::RetryQuota) or any [`Budget`] (one
+    /// given before is replaced). Keep a clone (a budget is a handle) or an
+    /// `Arc` to read its state.
+    pub fn with_budget(mut self, budget: impl Budget + 'static) -> Self {
+        self.budget = Some(Box::new(budget));
+        self
     }
 
     /// Asks `breaker` before every attempt and tells it how each ended.
@@ -160,8 +152,8 @@ impl<T> Dependency<T> {
     }
 
     /// The dependency's retry budget, if it has one.
-    pub fn budget(&self) -> Option<&T> {
-        self.budget.as_ref()
+    pub fn budget(&self) -> Option<&dyn Budget> {
+        self.budget.as_deref()
     }
 
     /// The dependency's circuit breaker, if it has one.
@@ -233,13 +225,13 @@ impl<'a> From<Shared<'a, str>> for DependencyRef<'a> {
     }
 }
 
-impl<'a, T: Budget> From<&'a Dependency<T>> for DependencyRef<'a> {
+impl<'a> From<&'a Dependency> for DependencyRef<'a> {
     #[inline]
-    fn from(dependency: &'a Dependency<T>) -> Self {
+    fn from(dependency: &'a Dependency) -> Self {
         Self {
             // The interned name, borrowed: found without copying it.
             name: Shared::Borrowed(dependency.name()),
-            budget: dependency.budget.as_ref().map(|budget| budget as &dyn Budget),
+            budget: dependency.budget.as_deref(),
             breaker: dependency.breaker.as_ref(),
             pacer: dependency.pacer.as_ref(),
             limiter: dependency.concurrency_limit.as_ref(),
@@ -248,9 +240,9 @@ impl<'a, T: Budget> From<&'a Dependency<T>> for DependencyRef<'a> {
     }
 }
 
-impl<'a, T: Budget> From<&'a Arc<Dependency<T>>> for DependencyRef<'a> {
+impl<'a> From<&'a Arc<Dependency>> for DependencyRef<'a> {
     #[inline]
-    fn from(dependency: &'a Arc<Dependency<T>>) -> Self {
+    fn from(dependency: &'a Arc<Dependency>) -> Self {
         Self::from(&**dependency)
     }
 }
@@ -268,7 +260,7 @@ impl fmt::Debug for DependencyRef<'_> {
     }
 }
 
-impl<T> fmt::Debug for Dependency<T> {
+impl fmt::Debug for Dependency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Dependency")
             .field("name", &self.dependency)

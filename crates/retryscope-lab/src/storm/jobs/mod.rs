@@ -26,7 +26,7 @@ use crate::storm::telemetry::Telemetry;
 use crate::storm::{StormArgs, StormError, error};
 use report::JobsRun;
 use retryscope::dependency::Dependencies;
-use retryscope::{CircuitBreaker, ErrorType, Jitter, Policy, RetryBudget, Transient, Verdict};
+use retryscope::{CircuitBreaker, ErrorType, Jitter, Policy, Transient, Verdict};
 use retryscope_idempotency::MemoryStore;
 use retryscope_jobs::nats::{NatsQueue, NatsQueueConfig};
 use retryscope_jobs::{DeadLetterStore, Job, JobOutcome, Producer, Worker};
@@ -197,7 +197,7 @@ async fn run_worker(args: &StormArgs, url: &str, kind: JobWorker) -> Result<(Job
     let worker = match kind {
         JobWorker::Naive => builder.build(),
         JobWorker::Retryscope => {
-            let guards = Dependencies::<RetryBudget>::builder()
+            let guards = Dependencies::builder()
                 .breaker(|| {
                     CircuitBreaker::builder()
                         .min_calls(10)
