@@ -48,10 +48,12 @@ pub(crate) struct GrpcCall {
     /// preset's 15 s) bounds the retries here and is nobody else's business —
     /// a server would otherwise end a long-lived stream at it.
     sends_deadline: bool,
-    /// What a refusal of its dependency's budget names: A6's retry
-    /// throttling where the channel's config throttles and the file writes
-    /// no budget of its own for the call, else a retry budget.
-    budget: &'static str,
+    /// Whether its dependency's budget is A6's token bucket: the channel's
+    /// config throttles and the file writes no budget of its own for the
+    /// call. Read only by a refusal's message; a flag beside
+    /// `sends_deadline` rather than the name, so the call's future, moved
+    /// many times, carries no more than before.
+    bucket: bool,
 }
 
 /// How a call of a gRPC layer (`grpc`, its configuration) is retried: its
@@ -113,13 +115,10 @@ pub(crate) fn plan(
         None => policy,
     };
     let layer_metrics = metrics.cloned();
-    let file_budget = file.parts().0.is_some_and(|config| config.settings().sets().budget);
-    let budget = match grpc.is_throttled() && !file_budget {
-        true => "retry throttling (token bucket)",
-        false => "retry budget",
-    };
+    // The file is read only on a channel that throttles.
+    let bucket = grpc.is_throttled() && !file.parts().0.is_some_and(|config| config.settings().sets().budget);
     let sends_deadline = timeout.is_some();
-    let protocol = GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline, budget };
+    let protocol = GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline, bucket };
     Planned { call: Call { policy }, protocol, file }
 }
 
@@ -166,7 +165,10 @@ impl GrpcCall {
             replayable,
             deadline_at: call.policy.deadline().and_then(|deadline| started.checked_add(deadline)),
             codes,
-            guard: guards.budget().map(|_| self.budget),
+            guard: guards.budget().map(|_| match self.bucket {
+                true => "retry throttling (token bucket)",
+                false => "retry budget",
+            }),
         };
         let mut result = super::stop::finish(outcome, stop, ending);
         if let Some(tail) = self.metrics.and_then(|m| m.outcome(&result))
