@@ -4,9 +4,9 @@
 use retryscope_test_support as support;
 
 use opentelemetry_sdk::trace::SpanData;
-use retryscope::Policy;
+use retryscope::{Policy, RetryBudget};
 use retryscope_tower::grpc::Grpc;
-use retryscope_tower::grpc::GrpcRetry;
+use retryscope_tower::grpc::{GrpcRetry, NOT_RETRIED, NOT_RETRIED_THROTTLED};
 use retryscope_tower::prelude::*;
 use retryscope_tower::{RetryLayer, RetryOptions, RetryService};
 use std::time::Duration;
@@ -230,6 +230,50 @@ async fn throttling_stops_retries_at_half_the_tokens_and_successes_resume_them()
     server.script(vec![Behaviour::Fail(Code::Unavailable, None)]);
     client.unary(echo("x")).await.expect("retried and succeeds");
     assert_eq!(server.calls().len(), 13);
+}
+
+/// A retry budget given in code on a channel whose config throttles: the
+/// token bucket and the budget are both asked, and a retry goes only when
+/// both allow it. (The bucket used to replace the budget: a setting accepted
+/// and then ignored.) Here the bucket is full and the budget allows none.
+#[tokio::test(start_paused = true)]
+async fn a_budget_given_in_code_is_asked_beside_the_configs_token_bucket() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None); 4]).await;
+    let retry = GrpcRetry::new(policy()).throttling(10, 1.0).expect("valid throttling");
+    let none = || RetryBudget::builder().ratio(0.0).min_per_second(0).build().expect("valid budget");
+    let layer =
+        RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).budget_per_dependency(none);
+    let mut client = client_with(&server, layer.build());
+
+    let status = client.unary(echo("x")).await.expect_err("not retried");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 1, "the budget refused the retry the full bucket allowed");
+    // Either could have refused: the message names both.
+    assert!(status.message().contains("retry budget or retry throttling (token bucket)"), "{status:?}");
+    let why = status.metadata().get(NOT_RETRIED).and_then(|v| v.to_str().ok());
+    assert_eq!(why, Some(NOT_RETRIED_THROTTLED));
+}
+
+/// ... and the other way round: a budget that allows every retry does not
+/// lift the config's throttling. With 4 tokens a retry goes while more than
+/// 2 are left: the first failure leaves 3 (retried), the second 2 (not).
+#[tokio::test(start_paused = true)]
+async fn the_configs_token_bucket_still_throttles_beside_a_generous_budget() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None); 4]).await;
+    let retry = GrpcRetry::new(policy()).throttling(4, 1.0).expect("valid throttling");
+    let all = || RetryBudget::builder().ratio(1.0).min_per_second(1_000).build().expect("valid budget");
+    let layer =
+        RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).budget_per_dependency(all);
+    let mut client = client_with(&server, layer.build());
+
+    assert_eq!(client.unary(echo("x")).await.expect_err("throttled").code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 2, "policy() allows 4 attempts; the bucket stopped the third");
+    let dependency = server.addr.to_string();
+    let throttled =
+        [("retryscope.dependency", dependency.as_str()), ("retryscope.throttle.reason", "budget")];
+    assert_eq!(telemetry.counter("retryscope.throttled", &throttled), 1);
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,6 +3,7 @@
 use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
 use crate::grpc::layer::Grpc;
+use crate::grpc::throttling::Throttling;
 use crate::layer::RetryLayer;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
@@ -36,8 +37,9 @@ use origin_state::{HasOrigin, NoOrigin};
 ///   a first attempt, only retries.
 /// - **No retry budget otherwise**: A6 has no throttling without
 ///   `retryThrottling`, so neither does this layer, unless you give one with
-///   [`budget_per_dependency`](Self::budget_per_dependency) (which the token
-///   bucket replaces where the config throttles).
+///   [`budget_per_dependency`](Self::budget_per_dependency). Where the
+///   config throttles too, both are asked: a retry goes only when the token
+///   bucket and the budget allow it.
 /// - **No circuit breaker** by default: A6 always sends the first attempt, and
 ///   a breaker refuses calls before sending them. Add one with
 ///   [`breaker_per_dependency`](crate::prelude::WithClientSettings::breaker_per_dependency); a call it
@@ -222,8 +224,11 @@ impl<T, O> GrpcRetryLayerBuilder<T, O> {
     tower_setters!();
 
     /// Gives each server a retry budget made by `make` (none by default: A6
-    /// throttles only with `retryThrottling`). Where the config throttles, its
-    /// token bucket is the guard instead, as A6 says.
+    /// throttles only with `retryThrottling`). Where the config throttles,
+    /// its token bucket is asked as well: a retry goes only when both allow
+    /// it, and a refusal's message names both, since either may have
+    /// refused. (A configuration file's budget for a dependency replaces
+    /// the budget given here, as any file setting replaces code's.)
     pub fn budget_per_dependency<B: retryscope::budget::Budget + 'static>(
         mut self,
         make: impl Fn() -> B + Send + Sync + 'static,
@@ -237,18 +242,29 @@ impl<T> GrpcRetryLayerBuilder<T, HasOrigin> {
     /// The layer.
     pub fn build(mut self) -> RetryLayer<Grpc> {
         // A6's retry throttling: a token bucket per server where the config
-        // throttles, in place of any retry budget.
+        // throttles, the dependency's budget; beside a budget given in code,
+        // a further guard, so that neither setting is dropped for the other.
+        let mut beside_budget = false;
         if self.retry.is_throttled() {
             let retry = self.retry.clone();
             let bucket = move || retry.token_bucket().unwrap_or_default();
-            self.tower.shared.dependencies(|guards| guards.budget(bucket));
+            self.tower.shared.dependencies(|guards| match guards.has_budget() {
+                true => {
+                    beside_budget = true;
+                    guards.guard(move || Throttling(bucket()))
+                }
+                false => guards.budget(bucket),
+            });
         }
         let origin = self.tower.origin.clone();
         // Every call takes the policy of its method (or its `RetryOptions`),
         // never this one: it only fills the field.
         let (settings, meter) = self.tower.build(Policy::interactive());
         let metrics = meter.filter(|_| self.metrics);
-        RetryLayer { settings, protocol: Grpc::new(self.retry, metrics.as_ref(), origin.as_ref()) }
+        RetryLayer {
+            settings,
+            protocol: Grpc::new(self.retry, metrics.as_ref(), origin.as_ref(), beside_budget),
+        }
     }
 }
 

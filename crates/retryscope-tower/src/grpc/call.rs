@@ -48,19 +48,43 @@ pub(crate) struct GrpcCall {
     /// preset's 15 s) bounds the retries here and is nobody else's business —
     /// a server would otherwise end a long-lived stream at it.
     sends_deadline: bool,
-    /// Whether its dependency's budget is A6's token bucket: the channel's
-    /// config throttles and the file writes no budget of its own for the
-    /// call. Read only by a refusal's message; a flag beside
-    /// `sends_deadline` rather than the name, so the call's future, moved
-    /// many times, carries no more than before.
-    bucket: bool,
+    /// Which guard a budget's refusal came from ([`Refuser`]). Read only by
+    /// a refusal's message; a byte beside `sends_deadline` rather than the
+    /// name, so the call's future, moved many times, carries no more than
+    /// before.
+    refuser: Refuser,
+}
+
+/// Which of a dependency's guards a refusal for want of budget
+/// (`BudgetExhausted`) came from, as its message names it.
+#[derive(Debug, Clone, Copy)]
+enum Refuser {
+    /// The dependency's retry budget: one given in code or in the file, or
+    /// none at all.
+    Budget,
+    /// A6's token bucket: the channel's config throttles and the file writes
+    /// no budget of its own for the call.
+    Bucket,
+    /// Either: the config throttles and the layer has a budget of code's
+    /// (or the file's, for the call), both asked.
+    Both,
+}
+
+impl Refuser {
+    fn name(self) -> &'static str {
+        match self {
+            Refuser::Budget => "retry budget",
+            Refuser::Bucket => "retry throttling (token bucket)",
+            Refuser::Both => "retry budget or retry throttling (token bucket)",
+        }
+    }
 }
 
 /// How a call of a gRPC layer (`grpc`, its configuration) is retried: its
 /// method's policy and codes, or the caller's own policy, within the
 /// caller's `grpc-timeout`; and what it resolved to from the layer's file.
 pub(crate) fn plan(
-    grpc: &GrpcRetry,
+    (grpc, beside_budget): (&GrpcRetry, bool),
     methods: &Methods,
     metrics: Option<&GrpcMetrics>,
     settings: &Settings,
@@ -116,9 +140,13 @@ pub(crate) fn plan(
     };
     let layer_metrics = metrics.cloned();
     // The file is read only on a channel that throttles.
-    let bucket = grpc.is_throttled() && !file.parts().0.is_some_and(|config| config.settings().sets().budget);
+    let refuser = match grpc.is_throttled() {
+        true if beside_budget => Refuser::Both,
+        true if !file.parts().0.is_some_and(|config| config.settings().sets().budget) => Refuser::Bucket,
+        _ => Refuser::Budget,
+    };
     let sends_deadline = timeout.is_some();
-    let protocol = GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline, bucket };
+    let protocol = GrpcCall { method, codes, layer_metrics, metrics: None, sends_deadline, refuser };
     Planned { call: Call { policy }, protocol, file }
 }
 
@@ -165,10 +193,7 @@ impl GrpcCall {
             replayable,
             deadline_at: call.policy.deadline().and_then(|deadline| started.checked_add(deadline)),
             codes,
-            guard: guards.budget().map(|_| match self.bucket {
-                true => "retry throttling (token bucket)",
-                false => "retry budget",
-            }),
+            guard: guards.budget().map(|_| self.refuser.name()),
         };
         let mut result = super::stop::finish(outcome, stop, ending);
         if let Some(tail) = self.metrics.and_then(|m| m.outcome(&result))

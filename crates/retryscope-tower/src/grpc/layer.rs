@@ -28,14 +28,23 @@ struct Layer {
     methods: Methods,
     /// gRPC's own metrics (gRFC A66, A96), when the layer records them.
     metrics: Option<GrpcMetrics>,
+    /// Whether the config's token bucket is asked beside a budget given in
+    /// code (`Throttling`), rather than being the dependency's budget.
+    beside_budget: bool,
 }
 
 impl Grpc {
     /// `retry`'s protocol, recording gRPC's own metrics on `meter` when
-    /// given one (the channel's `origin` is their `grpc.target`).
-    pub(crate) fn new(retry: GrpcRetry, meter: Option<&Meter>, origin: Option<&Uri>) -> Self {
+    /// given one (the channel's `origin` is their `grpc.target`);
+    /// `beside_budget`: its token bucket is asked beside a budget of code's.
+    pub(crate) fn new(
+        retry: GrpcRetry,
+        meter: Option<&Meter>,
+        origin: Option<&Uri>,
+        beside_budget: bool,
+    ) -> Self {
         let metrics = meter.map(|meter| GrpcMetrics::new(meter, origin));
-        Self(Arc::new(Layer { retry, methods: Methods::default(), metrics }))
+        Self(Arc::new(Layer { retry, methods: Methods::default(), metrics, beside_budget }))
     }
 }
 
@@ -44,8 +53,8 @@ impl LayerProtocol for Grpc {
 
     #[inline]
     fn plan(&self, settings: &Settings, parts: &Parts, options: &RetryOptions) -> Planned<GrpcCall> {
-        let Layer { retry, methods, metrics } = &*self.0;
-        plan(retry, methods, metrics.as_ref(), settings, parts, options)
+        let Layer { retry, methods, metrics, beside_budget } = &*self.0;
+        plan((retry, *beside_budget), methods, metrics.as_ref(), settings, parts, options)
     }
 }
 

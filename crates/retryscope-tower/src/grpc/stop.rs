@@ -317,7 +317,12 @@ mod tests {
 
     #[test]
     fn the_not_retried_messages_need_no_percent_encoding() {
-        let guards = ["retry budget", "retry throttling (token bucket)", "retry guard"];
+        let guards = [
+            "retry budget",
+            "retry throttling (token bucket)",
+            "retry budget or retry throttling (token bucket)",
+            "retry guard",
+        ];
         let held = [Held::Body, Held::CircuitOpen, Held::RateLimited, Held::RejectedLocally]
             .into_iter()
             .chain(guards.map(Held::Throttled));
