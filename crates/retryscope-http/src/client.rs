@@ -168,8 +168,11 @@ impl Client {
         ending: &Ending,
         headers: &HeaderMap,
     ) -> (Option<OtelObserver<S>>, Option<RetryLog>) {
-        let telemetry = self.telemetry.clone().map(|o| {
-            o.with_attempt_spans(spans)
+        // Skipped for the call when nothing it does could be seen (no meter
+        // provider, no subscriber): it would only cost the call.
+        let telemetry = self.telemetry.as_ref().filter(|o| o.is_heard()).map(|o| {
+            o.clone()
+                .with_attempt_spans(spans)
                 // Which configuration this call runs under, on each of its spans.
                 .with_config_hash(configured.map(|c| Arc::clone(c.hash())))
                 .with_outcome_slot(ending.outcome_slot())

@@ -31,7 +31,7 @@ impl MeterChoice {
     /// The meter to record with, if any.
     pub fn meter(self) -> Option<Meter> {
         match self {
-            MeterChoice::Global => Some(opentelemetry::global::meter_with_scope(crate::scope())),
+            MeterChoice::Global => Some(crate::observer::global_meter().0),
             MeterChoice::Meter(meter) => Some(meter),
             MeterChoice::Off => None,
         }
@@ -47,10 +47,18 @@ impl MeterChoice {
         retry_log: bool,
         operation_spans: bool,
     ) -> (Option<Meter>, Option<OtelObserver>, Option<RetryLog>) {
-        let meter = self.meter();
+        // Whether the meter is the API's no-op is known only of the global
+        // provider's: an observer that nobody hears is skipped per call.
+        let (meter, noop) = match self {
+            MeterChoice::Global => {
+                let (meter, noop) = crate::observer::global_meter();
+                (Some(meter), noop)
+            }
+            choice => (choice.meter(), false),
+        };
         let observer = meter
             .as_ref()
-            .map(OtelObserver::from_meter)
+            .map(|meter| OtelObserver::from_meter(meter).with_noop_meter(noop))
             .map(|o| if retry_log { o } else { o.no_retry_log() })
             .map(|o| if operation_spans { o.with_operation_spans() } else { o });
         let log = (observer.is_none() && retry_log).then(RetryLog::new);

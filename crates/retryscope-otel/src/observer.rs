@@ -67,6 +67,9 @@ pub struct OtelObserver<S = DefaultAttemptSpan> {
     config_hash: Option<Arc<str>>,
     /// Where a call with a fallback parks its outcome (set per call).
     outcome_slot: Option<OutcomeSlot>,
+    /// Whether its instruments are the API's no-ops: made on the global
+    /// meter provider while none was installed ([`is_heard`](Self::is_heard)).
+    noop_meter: bool,
 }
 
 impl OtelObserver {
@@ -80,6 +83,7 @@ impl OtelObserver {
             service: crate::service::name(),
             config_hash: None,
             outcome_slot: None,
+            noop_meter: false,
         }
     }
 
@@ -95,7 +99,13 @@ impl OtelObserver {
     /// called*: install the provider first (e.g. with `init_otlp`), then create
     /// the observer once and clone it.
     pub fn global() -> Self {
-        Self::from_meter(&opentelemetry::global::meter_with_scope(scope()))
+        let (meter, noop) = global_meter();
+        Self::from_meter(&meter).with_noop_meter(noop)
+    }
+
+    /// The same observer, told whether its meter is the API's no-op.
+    pub(crate) fn with_noop_meter(self, noop_meter: bool) -> Self {
+        Self { noop_meter, ..self }
     }
 }
 
@@ -111,6 +121,7 @@ impl<S> OtelObserver<S> {
             service: self.service,
             config_hash: self.config_hash,
             outcome_slot: self.outcome_slot,
+            noop_meter: self.noop_meter,
         }
     }
 
@@ -145,6 +156,27 @@ impl<S> OtelObserver<S> {
         self
     }
 
+    /// Whether anything this observer does can be seen now: `false` when
+    /// its metrics go to the API's no-op (it was made on the global meter
+    /// provider while none was installed: see [`global`](Self::global)) and
+    /// no `tracing` subscriber has ever been set in the process, so that its
+    /// spans, its retry log's events and the `traceparent` they carry reach
+    /// nobody. An integration skips such an observer for the call (about a
+    /// thousand instructions a reqwest call); a subscriber set later is
+    /// seen by the next call.
+    ///
+    /// ```
+    /// use retryscope_otel::OtelObserver;
+    ///
+    /// // No provider installed, no subscriber set: nobody would hear it.
+    /// assert!(!OtelObserver::global().is_heard());
+    /// let _subscriber = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
+    /// assert!(OtelObserver::global().is_heard());
+    /// ```
+    pub fn is_heard(&self) -> bool {
+        !self.noop_meter || tracing::dispatcher::has_been_set()
+    }
+
     /// Turns the retry log off, keeping the spans and metrics (the log has
     /// its own switch, so that turning the rest off does not silence it).
     #[must_use]
@@ -157,6 +189,18 @@ impl<S> OtelObserver<S> {
     pub fn metrics(&self) -> &RetryMetrics {
         &self.metrics
     }
+}
+
+/// A meter of the global meter provider's, with this crate's scope, and
+/// whether that provider is the API's no-op, as it is until a program
+/// installs one. Told by its size: a provider that records keeps its
+/// pipelines (the SDK's holds them), and the no-op holds nothing
+/// (`NoopMeterProvider` is of size zero). A provider of size zero that
+/// records into a `static` of its own would be taken for the no-op.
+pub(crate) fn global_meter() -> (Meter, bool) {
+    let provider = opentelemetry::global::meter_provider();
+    let noop = std::mem::size_of_val(&*provider) == 0;
+    (provider.meter_with_scope(scope()), noop)
 }
 
 /// The instrumentation scope of this crate's meter: `retryscope` and the
