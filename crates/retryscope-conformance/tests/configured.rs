@@ -5,6 +5,7 @@
 //! own policy still wins; a broken file changes nothing; and reloads under
 //! load make no call fail.
 
+use retryscope::RetryBudget;
 use retryscope_config::{ConfigHandle, KnownNames};
 use retryscope_http::RetryOptions;
 use retryscope_test_support::echo::{EchoClient, echo};
@@ -511,6 +512,41 @@ async fn a_files_budget_replaces_a_throttled_channels_token_bucket_and_the_refus
         assert_eq!(status.code(), tonic::Code::Unavailable, "{name}: {status:?}");
         assert!(status.message().contains(refused), "{name}: {status:?}");
         assert_eq!(server.streams().len(), 1, "{name}: the retry was refused");
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// With a budget of code's as well (`budget_per_dependency`), the channel's
+/// token bucket is asked beside whichever budget applies — the file's, for a
+/// dependency that writes one — and is not replaced: here both budgets allow
+/// every retry, and the bucket (two tokens) still refuses the second
+/// attempt; the message names both guards, since either may refuse.
+#[tokio::test]
+async fn beside_a_budget_of_codes_the_bucket_is_asked_whatever_budget_the_file_writes() {
+    let throttled = retryscope_tower::grpc::GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}],
+          "retryThrottling": {"maxTokens": 2, "tokenRatio": 0.1}}"#,
+    )
+    .expect("valid service config");
+    let generous = || RetryBudget::builder().ratio(1.0).min_per_second(1_000).build().expect("valid budget");
+    for (name, budget) in [("code", ""), ("file", "budget = { ratio = 1.0, min_per_second = 1000 }\n")] {
+        let text = format!("[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n{budget}");
+        let path = file(&format!("grpc-throttled-beside-{name}"), &text);
+        let server = H2Server::start(vec![UNAVAILABLE; 3]).await;
+        let layer = RetryLayer::grpc(throttled.clone())
+            .origin(server.uri())
+            .config(handle(&path))
+            .budget_per_dependency(generous)
+            .no_telemetry()
+            .build();
+        let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
+        let status = client.unary(echo("x")).await.expect_err("answered UNAVAILABLE");
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{name}: {status:?}");
+        let refused = "the retry budget or retry throttling (token bucket) refused a retry";
+        assert!(status.message().contains(refused), "{name}: {status:?}");
+        assert_eq!(server.streams().len(), 1, "{name}: the bucket refused the retry both budgets allowed");
         let _ = std::fs::remove_file(&path);
     }
 }
