@@ -478,6 +478,19 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A service config that retries `test.Echo` five times and throttles with
+/// two tokens: the first failure leaves one, half, and A6 retries only above
+/// half.
+fn two_tokens() -> retryscope_tower::grpc::GrpcRetry {
+    retryscope_tower::grpc::GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}],
+          "retryThrottling": {"maxTokens": 2, "tokenRatio": 0.1}}"#,
+    )
+    .expect("valid service config")
+}
+
 /// A file's budget meets A6's retry throttling. On a channel whose service
 /// config throttles, the token bucket guards each server's calls, unless
 /// the file writes a budget for their dependency, which replaces it for
@@ -485,14 +498,7 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
 /// refused.
 #[tokio::test]
 async fn a_files_budget_replaces_a_throttled_channels_token_bucket_and_the_refusal_names_it() {
-    // Two tokens: the first failure leaves one, half, and A6 retries only above half.
-    let throttled = retryscope_tower::grpc::GrpcRetry::from_service_config(
-        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
-          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
-            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}],
-          "retryThrottling": {"maxTokens": 2, "tokenRatio": 0.1}}"#,
-    )
-    .expect("valid service config");
+    let throttled = two_tokens();
     let cases = [
         ("bucket", "", "the retry throttling (token bucket) refused a retry"),
         // No retry at all: the file's budget, not the bucket, is asked.
@@ -523,13 +529,7 @@ async fn a_files_budget_replaces_a_throttled_channels_token_bucket_and_the_refus
 /// attempt; the message names both guards, since either may refuse.
 #[tokio::test]
 async fn beside_a_budget_of_codes_the_bucket_is_asked_whatever_budget_the_file_writes() {
-    let throttled = retryscope_tower::grpc::GrpcRetry::from_service_config(
-        r#"{"methodConfig": [{"name": [{"service": "test.Echo"}],
-          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
-            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}],
-          "retryThrottling": {"maxTokens": 2, "tokenRatio": 0.1}}"#,
-    )
-    .expect("valid service config");
+    let throttled = two_tokens();
     let generous = || RetryBudget::builder().ratio(1.0).min_per_second(1_000).build().expect("valid budget");
     for (name, budget) in [("code", ""), ("file", "budget = { ratio = 1.0, min_per_second = 1000 }\n")] {
         let text = format!("[dependencies.echo]\nservice = \"test.Echo\"\nattempts = 3\n{budget}");
