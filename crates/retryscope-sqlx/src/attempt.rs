@@ -116,10 +116,11 @@ where
             (settings.call_policy(policy.own), Some(snapshot.hash_str().clone()))
         }
     };
-    let observer = inner
-        .observer
-        .clone()
-        .map(|o| o.with_config_hash(hash).with_attempt_spans(DbAttemptSpan { target: &inner.target }));
+    // Skipped for the call when nothing it does could be seen (no meter
+    // provider, no subscriber), as an HTTP client's is.
+    let observer = inner.observer.as_ref().filter(|o| o.is_heard()).map(|o| {
+        o.clone().with_config_hash(hash).with_attempt_spans(DbAttemptSpan { target: &inner.target })
+    });
     // The database's budget and breaker (it has no pacer).
     let retry = attempt
         .retry(policy)
