@@ -3,7 +3,6 @@
 use crate::builder::{TowerSettings, tower_setters};
 use crate::grpc::GrpcRetry;
 use crate::grpc::layer::Grpc;
-use crate::grpc::throttling::Throttling;
 use crate::layer::RetryLayer;
 use crate::telemetry_state::{Off, On};
 use http::Uri;
@@ -251,7 +250,7 @@ impl<T> GrpcRetryLayerBuilder<T, HasOrigin> {
             self.tower.shared.dependencies(|guards| match guards.has_budget() {
                 true => {
                     beside_budget = true;
-                    guards.guard(move || Throttling(bucket()))
+                    guards.guard(bucket)
                 }
                 false => guards.budget(bucket),
             });

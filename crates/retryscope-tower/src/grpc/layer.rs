@@ -29,7 +29,7 @@ struct Layer {
     /// gRPC's own metrics (gRFC A66, A96), when the layer records them.
     metrics: Option<GrpcMetrics>,
     /// Whether the config's token bucket is asked beside a budget given in
-    /// code (`Throttling`), rather than being the dependency's budget.
+    /// code (a further guard of the dependency), rather than being its budget.
     beside_budget: bool,
 }
 

@@ -15,7 +15,6 @@ pub(crate) mod reset;
 pub(crate) mod status;
 pub(crate) mod statuses;
 pub(crate) mod stop;
-mod throttling;
 
 pub use builder::{GrpcRetryLayerBuilder, origin_state};
 pub use code::CodeSet;

@@ -2,6 +2,7 @@
 //! and hedge copy at its plan, and hears how each attempt ended; what it
 //! has left published as a gauge.
 
+use super::token_bucket::TokenBucket;
 use super::{Budget, RetryCause};
 use crate::guard::{Admission, Attempt, End, Gauge, GaugeKind, Guard, Worst};
 use crate::outcome::StopReason;
@@ -53,5 +54,60 @@ impl Guard for dyn Budget + '_ {
     /// What it has left, always.
     fn gauges(&self, report: &mut dyn FnMut(&'static Gauge, f64)) {
         report(&AVAILABLE, self.available());
+    }
+}
+
+/// A6's token bucket is also a guard of its own, for a dependency whose
+/// budget slot holds another budget: a gRPC channel whose service config
+/// throttles, given a retry budget in code as well
+/// ([`Dependency::with_guard`](crate::dependency::Dependency::with_guard)).
+/// Both are asked and a retry goes only when both allow it; each hears
+/// every attempt's end. The bucket charges nothing when it admits (only
+/// failures take tokens), so asking it beside a budget never spends a retry
+/// that the other refuses. It publishes no gauge: the budget slot's
+/// `retryscope.budget.available` speaks for the dependency.
+impl Guard for TokenBucket {
+    type Permit = ();
+
+    #[inline]
+    fn admit(&self, attempt: Attempt) -> Admission {
+        match attempt.cause() {
+            Some(cause) if !self.try_acquire_retry(cause) => Admission::Refuse(StopReason::BudgetExhausted),
+            _ => Admission::Go(()),
+        }
+    }
+
+    #[inline]
+    fn settle(&self, _attempt: Attempt, (): (), end: End) {
+        // A6: a success gives back `tokenRatio`, a retryable failure takes a
+        // token; a permanent answer, a cancelled or unsent attempt, nothing.
+        if let Some(success) = end.served() {
+            self.attempt_finished(success);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_as_a_guard_refuses_retries_at_half_and_never_a_first_attempt() {
+        let bucket = TokenBucket::builder().max_tokens(4).token_ratio(1.0).build().expect("valid");
+        let retry = Attempt::retry(2);
+        assert_eq!(bucket.admit(retry), Admission::Go(()));
+        // 4 tokens: two failures leave 2, which is not more than half.
+        bucket.settle(retry, (), End::Failed);
+        bucket.settle(retry, (), End::Throttled);
+        assert_eq!(bucket.admit(retry), Admission::Refuse(StopReason::BudgetExhausted));
+        assert_eq!(bucket.admit(Attempt::first()), Admission::Go(()));
+        // A permanent answer, a cancelled or unsent attempt say nothing; a
+        // success gives a token back.
+        for silent in [End::Answered, End::Cancelled, End::NotSent] {
+            bucket.settle(retry, (), silent);
+        }
+        assert_eq!(bucket.admit(retry), Admission::Refuse(StopReason::BudgetExhausted));
+        bucket.settle(retry, (), End::Succeeded);
+        assert_eq!(bucket.admit(retry), Admission::Go(()));
     }
 }

@@ -22,6 +22,12 @@ use crate::setting::SettingValue;
 /// healthy dependency never throttles, a failing one stops retries after
 /// `max_tokens / 2` net failures.
 ///
+/// It is a dependency's budget, or a further [`Guard`](crate::guard::Guard)
+/// asked beside another budget
+/// ([`Dependency::with_guard`](crate::dependency::Dependency::with_guard)):
+/// a gRPC channel whose service config throttles and whose client also has
+/// a retry budget asks both.
+///
 /// # Example
 ///
 /// ```
