@@ -35,7 +35,10 @@ fn storm(name: &str, extra: &[&str]) -> (Value, String) {
         .arg(&out)
         .output()
         .expect("run retryscope storm --rate-limited --replicas 3");
-    assert!(output.status.success(), "storm failed: {}", String::from_utf8_lossy(&output.stderr));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "storm failed: {stderr}");
+    // Each replica ends once it has reported; none is waited out and killed.
+    assert!(!stderr.contains("did not end"), "{stderr}");
     let table = String::from_utf8_lossy(&output.stdout).into_owned();
     eprintln!("{name}:\n{table}");
     let svg = std::fs::read_to_string(out.join("storm-rate-limited-fleet.svg")).expect("the chart");
@@ -125,6 +128,8 @@ fn the_documented_fleet_storm_runs_with_no_redis_given_on_a_redis_server_of_its_
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "storm failed: {stderr}");
     assert!(stderr.contains("started redis-server at redis://127.0.0.1:"), "{stderr}");
+    // Each replica ends once it has reported; none is waited out and killed.
+    assert!(!stderr.contains("did not end"), "{stderr}");
     let table = String::from_utf8_lossy(&output.stdout).into_owned();
     eprintln!("{table}");
     let json = std::fs::read(out.join("storm-rate-limited-fleet.json")).expect("the JSON");

@@ -132,12 +132,11 @@ pub(super) async fn run_policy(
     let (redis_down_s, reports) = (redis_down_s?, reports?);
     // The replicas end after their report (replica 0 after its linger); any
     // still running is killed when `fleet` drops.
-    for replica in &mut fleet {
-        let _ = tokio::time::timeout(
-            Duration::from_secs_f64(args.linger) + Duration::from_secs(5),
-            replica.child.wait(),
-        )
-        .await;
+    for (index, replica) in fleet.iter_mut().enumerate() {
+        let wait = Duration::from_secs_f64(args.linger) + Duration::from_secs(5);
+        if tokio::time::timeout(wait, replica.child.wait()).await.is_err() {
+            eprintln!("storm: replica {index} did not end within {wait:?} of its report: killed");
+        }
     }
     drop(fleet);
     drop(own_redis);
