@@ -6,13 +6,23 @@ use super::{StormArgs, StormError, error, telemetry};
 use std::time::Duration;
 
 /// Runs one storm to its end on a multi-threaded runtime of its own: what every
-/// storm's `run` does once its flags are checked.
+/// storm's `run` does once its flags are checked (and a fleet replica's).
+///
+/// Once the storm's future has ended, the runtime is shut down without
+/// waiting for its blocking pool: whatever is still there is left over, such
+/// as a fleet replica's watcher of standard input, whose read blocks until
+/// the storm closes the pipe, which it does only when the replica has ended.
+/// Dropped the usual way, the runtime waited for that read, and every
+/// replica outlived its report until the storm gave up on it (5 s each, one
+/// after another: 40 s a policy for a fleet of 8).
 pub(crate) fn block_on<T>(storm: impl Future<Output = Result<T, StormError>>) -> Result<T, StormError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| error("starting the runtime", e))?;
-    runtime.block_on(storm)
+    let result = runtime.block_on(storm);
+    runtime.shutdown_background();
+    result
 }
 
 /// Writes `{stem}.svg` with `chart` and `{stem}.json` with `json` into `--out`.

@@ -104,27 +104,15 @@ pub fn run(args: &ReplicaArgs) -> Result<(), StormError> {
             "a replica's orders are out of range (it is started by the fleet storm)",
         ));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| error("starting the runtime", e))?;
-    let deadline = Duration::from_secs_f64(args.duration + args.deadline + 1.0 + args.linger)
-        + JOIN_TIMEOUT
-        + GO_TIMEOUT;
-    let result = runtime.block_on(async {
+    crate::storm::block_on(async {
+        let deadline = Duration::from_secs_f64(args.duration + args.deadline + 1.0 + args.linger)
+            + JOIN_TIMEOUT
+            + GO_TIMEOUT;
         match tokio::time::timeout(deadline, replica(args)).await {
             Ok(result) => result,
             Err(_) => Err(StormError::new("the replica ran past its deadline")),
         }
-    });
-    // Without waiting for the watcher of standard input: its read blocks in
-    // tokio's blocking pool until the storm closes the pipe, and the storm
-    // closes it only when this process has ended. A runtime dropped the usual
-    // way waits for that read, so every replica outlived its report until the
-    // storm gave up on it (5 s each, one after another: 40 s a policy for a
-    // fleet of 8).
-    runtime.shutdown_background();
-    result
+    })
 }
 
 async fn replica(args: &ReplicaArgs) -> Result<(), StormError> {
