@@ -1,5 +1,5 @@
 //! Configuring a [`RedisPaceShare`]: the Redis, the quota's name, the
-//! timeout of each operation, the meter.
+//! heartbeat's deadline, the meter.
 
 use super::*;
 
@@ -13,9 +13,11 @@ pub struct RedisPaceShareBuilder {
 }
 
 impl RedisPaceShareBuilder {
-    /// The deadline of every Redis operation (default [`DEFAULT_TIMEOUT`],
-    /// 2 ms): more than 0 and at most 1 s, else [`build`](Self::build)
-    /// refuses it. Past it, the operation counts as failed.
+    /// The deadline of each heartbeat (default [`DEFAULT_TIMEOUT`], 2 ms):
+    /// more than 0 and at most 1 s, else [`build`](Self::build) refuses it.
+    /// Past it, the heartbeat counts as failed, and three in a row put this
+    /// replica on its own pacing until Redis answers in time again. A gate's
+    /// publication or read waits up to [`MAX_TIMEOUT`] whatever this is.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
@@ -40,7 +42,9 @@ impl RedisPaceShareBuilder {
         }
         let handle = Handle::try_current().map_err(|_| ShareError::NoRuntime)?;
         let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(self.timeout))
+            // The longest any operation waits: a heartbeat's own deadline
+            // is shorter (`State::within`).
+            .set_response_timeout(Some(MAX_TIMEOUT))
             // Connecting is in the background, never on a call's path.
             .set_connection_timeout(Some(MAX_TIMEOUT))
             .set_number_of_retries(1);

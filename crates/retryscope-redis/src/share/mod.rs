@@ -23,9 +23,10 @@ mod tasks;
 pub use builder::RedisPaceShareBuilder;
 use tasks::{heartbeat, read_gate, subscriber};
 
-/// The default deadline of one Redis operation.
+/// The default deadline of a heartbeat.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2);
-/// The longest deadline [`RedisPaceShareBuilder::timeout`] accepts.
+/// The longest deadline [`RedisPaceShareBuilder::timeout`] accepts, and the
+/// one of a gate's publication or read.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(1);
 /// How many dependencies a share keeps pacers for; gates of further ones are
 /// neither received nor published.
@@ -195,10 +196,20 @@ impl State {
         });
     }
 
-    /// One Redis operation within the deadline; `None` when it failed or
-    /// took longer.
+    /// A heartbeat, within the configured deadline; `None` when it failed
+    /// or took longer: past the deadline, Redis counts as not answering.
     async fn within<T>(&self, operation: impl Future<Output = redis::RedisResult<T>>) -> Option<T> {
         tokio::time::timeout(self.timeout, operation).await.ok()?.ok()
+    }
+
+    /// A gate's publication or read, within [`MAX_TIMEOUT`]: it is off every
+    /// call's path, and a gate that reaches the fleet a few milliseconds
+    /// late still holds it, where one cut at the heartbeat's deadline would
+    /// not (a busy machine's Redis answered in 50 ms, and every gate
+    /// published then was lost). Bounded all the same: by this deadline and
+    /// by [`MAX_PUBLISHING`].
+    async fn delivered<T>(operation: impl Future<Output = redis::RedisResult<T>>) -> Option<T> {
+        tokio::time::timeout(MAX_TIMEOUT, operation).await.ok()?.ok()
     }
 
     /// Gives a gate another replica learned to this process's pacers of
@@ -274,7 +285,7 @@ impl PaceShare for RedisPaceShare {
             let mut connection = state.connection.clone();
             let mut invocation = state.close_gate.key(key);
             invocation.arg(millis).arg(state.channel()).arg(&state.replica).arg(dependency);
-            let _: Option<i64> = state.within(invocation.invoke_async(&mut connection)).await;
+            let _: Option<i64> = State::delivered(invocation.invoke_async(&mut connection)).await;
             state.publishing.fetch_sub(1, Ordering::AcqRel);
         });
     }

@@ -6,7 +6,7 @@ use super::*;
 /// Reads the gate kept for `dependency` and gives it to its pacers.
 pub(super) async fn read_gate(state: &State, key: &str, dependency: &str) {
     let mut connection = state.connection.clone();
-    let left: Option<i64> = state.within(redis::cmd("PTTL").arg(key).query_async(&mut connection)).await;
+    let left: Option<i64> = State::delivered(redis::cmd("PTTL").arg(key).query_async(&mut connection)).await;
     if let Some(millis) = left.and_then(|ms| u64::try_from(ms).ok()).filter(|ms| *ms > 0) {
         state.deliver(dependency, Duration::from_millis(millis));
     }
