@@ -13,7 +13,7 @@
 #
 # Needs the nightly toolchain (sanitizers) and cargo-fuzz, installed here from
 # crates.io when missing. FUZZ_SECONDS sets the time per target (default 30,
-# four minutes for the eight).
+# two minutes for the eight, two at a time).
 # Seeds come from fuzz/seeds/TARGET (real headers and URLs, committed); what the
 # fuzzer learns goes to target/fuzz/corpus/TARGET, crashes to
 # target/fuzz/artifacts/.
@@ -38,18 +38,33 @@ work="$PWD/target/fuzz"
 mkdir -p "$work/artifacts"
 cargo +nightly fuzz build
 
-for t in "${TARGETS[@]}"; do
+# FUZZ_JOBS targets fuzz at a time (two: the machine's cores; libFuzzer runs one
+# process on one core without -jobs), each still for its full time.
+JOBS="${FUZZ_JOBS:-2}"
+fuzz_target() {
+  local t=$1 status=0
   mkdir -p "$work/corpus/$t"
-  log="$work/$t.log"
-  echo "--- fuzz $t for ${SECONDS_PER_TARGET}s"
-  if ! cargo +nightly fuzz run "$t" "$work/corpus/$t" "fuzz/seeds/$t" -- \
+  cargo +nightly fuzz run "$t" "$work/corpus/$t" "fuzz/seeds/$t" -- \
       -max_total_time="$SECONDS_PER_TARGET" -timeout=10 \
-      -artifact_prefix="$work/artifacts/$t-" >"$log" 2>&1; then
-    tail -n 40 "$log"
-    echo "fuzz: $t failed; the input is in $work/artifacts/" >&2
-    exit 1
-  fi
-  # libFuzzer's closing line: runs, coverage, corpus size, executions per second.
-  grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1
-  echo "corpus: $(find "$work/corpus/$t" -type f | wc -l) files learnt + $(find "fuzz/seeds/$t" -type f | wc -l) seeds"
+      -artifact_prefix="$work/artifacts/$t-" >"$work/$t.log" 2>&1 || status=$?
+  echo "$status" >"$work/$t.status"
+}
+for ((i = 0; i < ${#TARGETS[@]}; i += JOBS)); do
+  batch=("${TARGETS[@]:i:JOBS}")
+  for t in "${batch[@]}"; do
+    echo "--- fuzz $t for ${SECONDS_PER_TARGET}s"
+    fuzz_target "$t" &
+  done
+  wait
+  for t in "${batch[@]}"; do
+    log="$work/$t.log"
+    if [ "$(cat "$work/$t.status" 2>/dev/null)" != 0 ]; then
+      tail -n 40 "$log"
+      echo "fuzz: $t failed; the input is in $work/artifacts/" >&2
+      exit 1
+    fi
+    # libFuzzer's closing line: runs, coverage, corpus size, executions per second.
+    echo "$t: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1)"
+    echo "corpus: $(find "$work/corpus/$t" -type f | wc -l) files learnt + $(find "fuzz/seeds/$t" -type f | wc -l) seeds"
+  done
 done
