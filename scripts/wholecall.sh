@@ -160,37 +160,19 @@ for length in "${LAYOUTS[@]}"; do layouts+=("$(layout_binary "$length")"); done
 declare -A count allocs
 variants=$("$binary")
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-# The layouts of a variant run WHOLECALL_JOBS at a time (two: the machine's
-# cores). A count is of one client thread inside `measured`, so a run beside
-# another counts the same instructions: HTTP rows read equal, and gRPC's
-# scheduling noise, which a busier machine can move, is what the median of
-# five already covers. Five runs one after another took the step from
-# ~370 s to ~950 s in CI (stop 71, when the layouts came in).
-JOBS="${WHOLECALL_JOBS:-2}"
-measure_layout() {
-  local variant=$1 run=$2 status=0
-  valgrind --tool=callgrind --toggle-collect='*wholecall*measured*' --callgrind-out-file="$work/$variant.$run.out" \
-    "${layouts[$run]}" "$variant" >"$work/$variant.$run.log" 2>"$work/$variant.$run.err" || status=$?
-  echo "$status" >"$work/$variant.$run.status"
-}
 for variant in $variants; do
-  totals=() made_counts=() batch=()
+  totals=() made_counts=()
   for run in "${!layouts[@]}"; do
+    out="$work/$variant.$run.out"
     # The servers are the client's children and run natively: callgrind traces
     # only the process it starts (no --trace-children), and counts only while
     # the client thread is inside `measured`.
-    measure_layout "$variant" "$run" &
-    batch+=("$!")
-    if [ "${#batch[@]}" -ge "$JOBS" ]; then wait "${batch[@]}"; batch=(); fi
-  done
-  [ "${#batch[@]}" -eq 0 ] || wait "${batch[@]}"
-  for run in "${!layouts[@]}"; do
-    out="$work/$variant.$run.out"
-    [ "$(cat "$work/$variant.$run.status" 2>/dev/null)" = 0 ] \
-      || { echo "wholecall: $variant failed (layout $run):" >&2; tail -n 30 "$work/$variant.$run.err" >&2; exit 1; }
+    valgrind --tool=callgrind --toggle-collect='*wholecall*measured*' --callgrind-out-file="$out" \
+      "${layouts[$run]}" "$variant" >"$work/$variant.log" 2>"$work/$variant.err" \
+      || { echo "wholecall: $variant failed:" >&2; tail -n 30 "$work/$variant.err" >&2; exit 1; }
     total=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$out")
     [ -n "$total" ] || { echo "wholecall: no total for $variant" >&2; exit 1; }
-    read -r name calls made < <(grep "^$variant " "$work/$variant.$run.log")
+    read -r name calls made < <(grep "^$variant " "$work/$variant.log")
     [ "$calls" = "$CALLS" ] || { echo "wholecall: $variant made $calls calls, not $CALLS" >&2; exit 1; }
     totals+=("$total") made_counts+=("$made")
   done
