@@ -116,10 +116,19 @@ def write_config(path, text):
     os.replace(tmp, path)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """n distinct free ports. Every socket stays bound until all n are chosen:
+    one bound and closed at a time, the kernel handed one port out twice (two
+    runs on one port, one target fewer for Prometheus, and "the lab is
+    scraped" waited for a target that could not exist)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def spawn(args, **kwargs):
@@ -175,7 +184,7 @@ def main(argv):
         raise SystemExit("live_check: prometheus not installed (apt-get install prometheus)")
     work = Path(tempfile.mkdtemp(prefix="retryscope-live."))
     (prom_port, short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
-     throttled_port, limited_port, fleet_port, config_port) = (free_port() for _ in range(12))
+     throttled_port, limited_port, fleet_port, config_port) = free_ports(12)
     ports = (short_port, sustained_port, paced_port, hedged_port, keyed_port, jobs_port, chaos_port,
              throttled_port, limited_port, fleet_port, config_port)
     targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
