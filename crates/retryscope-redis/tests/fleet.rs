@@ -16,7 +16,7 @@ use retryscope_reqwest::RetryMiddleware;
 use retryscope_reqwest::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Mode, Orders, Replica, Server, epoch_ms};
+use support::{Mode, Orders, OwnRedis, Replica, Server, epoch_ms, spare_port, until};
 use tokio::io::AsyncBufReadExt;
 
 fn redis_url() -> Option<String> {
@@ -289,56 +289,6 @@ async fn a_shared_budget_holds_the_fleets_retries_to_one_floor() {
     let floors = (retries as f64 - BUDGET_RATIO * requests as f64) / f64::from(BUDGET_FLOOR);
     assert!(floors >= 3.0 * span as f64 / 1000.0, "{local:?}: {floors:.1} floor-seconds");
     assert!(retries as f64 > bound(shared, 1.0) + tolerance, "{local:?} within one floor: nothing to share");
-}
-
-/// A `redis-server` of this test's own, on a spare loopback port, so that
-/// stopping it harms no other test.
-struct OwnRedis {
-    port: u16,
-    process: Option<tokio::process::Child>,
-}
-
-impl OwnRedis {
-    async fn start(port: u16) -> Self {
-        let process = tokio::process::Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("redis-server starts (apt-get install redis-server)");
-        let url = format!("redis://127.0.0.1:{port}/");
-        let client = redis::Client::open(url).expect("a URL");
-        let started = Instant::now();
-        while client.get_multiplexed_async_connection().await.is_err() {
-            assert!(started.elapsed() < Duration::from_secs(10), "redis-server on {port} did not come up");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Self { port, process: Some(process) }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    async fn stop(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.kill().await.expect("redis-server stops");
-        }
-    }
-}
-
-/// A loopback port free now.
-fn spare_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a port")
-}
-
-async fn until(what: &str, within: Duration, test: impl Fn() -> bool) -> Duration {
-    let started = Instant::now();
-    while !test() {
-        assert!(started.elapsed() < within, "not {what} within {within:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    started.elapsed()
 }
 
 /// `calls` calls, one after another: how long the slowest took, and the

@@ -217,3 +217,53 @@ impl Replica {
         self.stdin.flush().await.expect("flushed");
     }
 }
+
+/// A `redis-server` of this test's own, on a spare loopback port, so that
+/// stopping it harms no other test.
+pub(crate) struct OwnRedis {
+    pub(crate) port: u16,
+    process: Option<tokio::process::Child>,
+}
+
+impl OwnRedis {
+    pub(crate) async fn start(port: u16) -> Self {
+        let process = tokio::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server starts (apt-get install redis-server)");
+        let url = format!("redis://127.0.0.1:{port}/");
+        let client = redis::Client::open(url).expect("a URL");
+        let started = Instant::now();
+        while client.get_multiplexed_async_connection().await.is_err() {
+            assert!(started.elapsed() < Duration::from_secs(10), "redis-server on {port} did not come up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Self { port, process: Some(process) }
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub(crate) async fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill().await.expect("redis-server stops");
+        }
+    }
+}
+
+/// A loopback port free now.
+pub(crate) fn spare_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a port")
+}
+
+pub(crate) async fn until(what: &str, within: Duration, test: impl Fn() -> bool) -> Duration {
+    let started = Instant::now();
+    while !test() {
+        assert!(started.elapsed() < within, "not {what} within {within:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
