@@ -40,10 +40,10 @@
 //! - **No Redis on a call's path.** The pacer asks the share only when a
 //!   response carried a pace hint, and the share answers from memory; every
 //!   Redis operation runs in the background: a heartbeat within a deadline
-//!   (2 ms by default, [`RedisPaceShareBuilder::timeout`], refused if 0 or
-//!   over 1 s), a gate's publication or read within [`MAX_TIMEOUT`], 1 s (a
-//!   gate that reaches the fleet late still holds it; one cut at 2 ms would
-//!   not).
+//!   (50 ms by default, [`RedisPaceShareBuilder::timeout`], refused if 0 or
+//!   over 1 s), a gate's publication or read within [`MAX_TIMEOUT`], 1 s,
+//!   whatever the heartbeat's deadline (a gate that reaches the fleet late
+//!   still holds it; one cut at the heartbeat's deadline would not).
 //!   When Redis fails three heartbeats in a row or the subscriber connection
 //!   drops, each replica paces alone: gates are no longer shared, and a
 //!   quota is still divided by the fleet size last read (the replicas are

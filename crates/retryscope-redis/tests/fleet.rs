@@ -325,10 +325,11 @@ async fn redis_stopped_mid_run_falls_back_to_local_pacing_and_sharing_resumes_wh
             .build()
             .expect("a share")
     };
-    // Two replicas (two shares: what two processes hold), the default 2 ms
+    // Two replicas (two shares: what two processes hold), the default
     // heartbeat deadline. A gate is published within 1 s whatever that is:
-    // cut at 2 ms, the gate at the end was lost in 7 runs of 12 on a busy
-    // machine (CI's failure at stop 72), Redis answering in ~50 ms.
+    // cut at the heartbeat's deadline, then 2 ms, the gate at the end was
+    // lost in 7 runs of 12 on a busy machine (CI's failure at stop 72),
+    // Redis answering in ~50 ms (tests/slow_redis.rs holds both edges).
     let (a, b) = (share(redis.url()), share(redis.url()));
     until("shared by both", Duration::from_secs(10), || {
         a.is_shared() && b.is_shared() && a.live_replicas() == 2 && b.live_replicas() == 2

@@ -7,8 +7,9 @@
 //! published by A right after Redis's script cache is flushed, so its
 //! publication is three round trips through the proxy (`EVALSHA` answered
 //! `NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA`), the path that lost a gate on a busy
-//! machine when the publication was cut at the heartbeat's 2 ms (stop 72's
-//! CI failure): within the second it arrives, beyond it it is given up.
+//! machine when the publication was cut at the heartbeat's deadline, then
+//! 2 ms (stop 72's CI failure): within the second it arrives, beyond it it is
+//! given up.
 //!
 //! Needs `RETRYSCOPE_REDIS_URL` (skipped outside CI without it, as the fleet
 //! tests are) and runs a `redis-server` of its own.

@@ -13,7 +13,7 @@ pub struct RedisPaceShareBuilder {
 }
 
 impl RedisPaceShareBuilder {
-    /// The deadline of each heartbeat (default [`DEFAULT_TIMEOUT`], 2 ms):
+    /// The deadline of each heartbeat (default [`DEFAULT_TIMEOUT`], 50 ms):
     /// more than 0 and at most 1 s, else [`build`](Self::build) refuses it.
     /// Past it, the heartbeat counts as failed, and three in a row put this
     /// replica on its own pacing until Redis answers in time again. A gate's

@@ -23,8 +23,13 @@ mod tasks;
 pub use builder::RedisPaceShareBuilder;
 use tasks::{heartbeat, read_gate, subscriber};
 
-/// The default deadline of a heartbeat.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2);
+/// The default deadline of a heartbeat, 50 ms. A heartbeat is off every
+/// call's path, so its deadline decides only when Redis counts as gone
+/// (three late in a row, 200 ms apart): 50 ms keeps a busy or cross-zone
+/// Redis (a few milliseconds) shared, and a Redis that hangs is still left
+/// within a second. It was 2 ms, which a busy machine's Redis missed: the
+/// fleet then paced alone while Redis was up.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 /// The longest deadline [`RedisPaceShareBuilder::timeout`] accepts, and the
 /// one of a gate's publication or read.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(1);
