@@ -1,6 +1,7 @@
 //! A slow Redis, at the edges of what the share promises: a gate's
 //! publication waits up to [`MAX_TIMEOUT`] (1 s) for Redis, whatever the
-//! heartbeat's deadline, and no longer.
+//! heartbeat's deadline, and no longer; and a Redis that stops answering is
+//! left within a second, at the third late heartbeat.
 //!
 //! One replica (A) reaches Redis through a loopback proxy that holds every
 //! answer for a set delay; the other (B) reaches it directly. A gate is
@@ -112,14 +113,11 @@ async fn a_gate_published_through_a_slow_redis_arrives_within_a_second_and_is_gi
     let mut redis = OwnRedis::start(spare_port()).await;
     let proxy = SlowProxy::start(redis.port).await;
     let quota = format!("test-slow-{}", std::process::id());
-    // The heartbeat's deadline, 20 ms: every slow answer below misses it;
-    // at most two heartbeats (200 ms apart) fail while a gate is published,
-    // so neither replica stops sharing before the gate is out.
+    // The default heartbeat deadline, 50 ms: every slow answer below misses
+    // it; at most two heartbeats (200 ms apart) fail while a gate is
+    // published, so neither replica stops sharing before the gate is out.
     let share = |url: String| {
-        RedisPaceShare::builder(redis::Client::open(url).expect("a URL"), &quota)
-            .timeout(Duration::from_millis(20))
-            .build()
-            .expect("a share")
+        RedisPaceShare::builder(redis::Client::open(url).expect("a URL"), &quota).build().expect("a share")
     };
     let (a, b) = (share(proxy.url()), share(redis.url()));
     until("shared by both", Duration::from_secs(10), || {
@@ -133,7 +131,7 @@ async fn a_gate_published_through_a_slow_redis_arrives_within_a_second_and_is_gi
         .expect("a connection");
 
     // Each answer held 150 ms: the three round trips take ~450 ms, well
-    // within the second, far beyond the heartbeat's 20 ms.
+    // within the second, far beyond the heartbeat's 50 ms.
     flush_scripts(&mut direct).await;
     let (at_a, at_b) = pacers(&a, &b, "within.example:443");
     proxy.hold(Duration::from_millis(150));
@@ -175,5 +173,14 @@ async fn a_gate_published_through_a_slow_redis_arrives_within_a_second_and_is_gi
     let (at_a, at_b) = pacers(&a, &b, "after.example:443");
     close(&at_a);
     until("the next gate at B", Duration::from_secs(2), || at_b.allowed_rate() == Some(0.0)).await;
+
+    // Redis stops answering (answers held 10 s): A's heartbeats miss their
+    // 50 ms three times, 200 ms apart, and A paces alone within 750 ms of
+    // the last answer in time; a second is the promise.
+    proxy.hold(Duration::from_secs(10));
+    let stopped = Instant::now();
+    until("A fallen back", Duration::from_secs(1), || !a.is_shared()).await;
+    println!("a Redis that stopped answering was left in {:?}", stopped.elapsed());
+    assert!(b.is_shared(), "B, which reaches Redis directly, still shares");
     redis.stop().await;
 }
