@@ -16,12 +16,8 @@ use retryscope_reqwest::RetryMiddleware;
 use retryscope_reqwest::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{Mode, Orders, OwnRedis, Replica, Server, epoch_ms, spare_port, until};
+use support::{Mode, Orders, OwnRedis, Replica, Server, epoch_ms, redis_url, spare_port, until};
 use tokio::io::AsyncBufReadExt;
-
-fn redis_url() -> Option<String> {
-    retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a Redis for fleet pacing")
-}
 
 /// A quota name no other run shares.
 fn fresh_quota(test: &str) -> String {

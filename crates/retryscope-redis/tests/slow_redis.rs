@@ -24,7 +24,7 @@ use retryscope_redis::{MAX_TIMEOUT, RedisPaceShare};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::{OwnRedis, spare_port, until};
+use support::{OwnRedis, redis_url, spare_port, until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -106,9 +106,7 @@ fn close(pacer: &Pacer) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gate_published_through_a_slow_redis_arrives_within_a_second_and_is_given_up_beyond_it() {
-    if retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a Redis for fleet pacing")
-        .is_none()
-    {
+    if redis_url().is_none() {
         return;
     }
     let mut redis = OwnRedis::start(spare_port()).await;

@@ -218,6 +218,12 @@ impl Replica {
     }
 }
 
+/// The Redis the fleet tests share (`RETRYSCOPE_REDIS_URL`): `None` skips a
+/// test outside CI; in CI a missing one fails it.
+pub(crate) fn redis_url() -> Option<String> {
+    retryscope_test_support::external::required("RETRYSCOPE_REDIS_URL", "a Redis for fleet pacing")
+}
+
 /// A `redis-server` of this test's own, on a spare loopback port, so that
 /// stopping it harms no other test.
 pub(crate) struct OwnRedis {
