@@ -24,11 +24,14 @@ pub use builder::RedisPaceShareBuilder;
 use tasks::{heartbeat, read_gate, subscriber};
 
 /// The default deadline of a heartbeat, 50 ms. A heartbeat is off every
-/// call's path, so its deadline decides only when Redis counts as gone
-/// (three late in a row, 200 ms apart): 50 ms keeps a busy or cross-zone
-/// Redis (a few milliseconds) shared, and a Redis that hangs is still left
-/// within a second. It was 2 ms, which a busy machine's Redis missed: the
-/// fleet then paced alone while Redis was up.
+/// call's path, so its deadline decides only when Redis counts as gone:
+/// three late in a row, 200 ms apart, so a replica paces alone about
+/// 600 ms + 3 × the deadline after Redis's last timely answer to a heartbeat
+/// (750 ms with this default, under a second in `tests/slow_redis.rs`; 3.6 s
+/// with the largest, [`MAX_TIMEOUT`]), and as soon as its subscriber
+/// connection is seen to drop. 50 ms keeps a busy or cross-zone Redis
+/// (a few milliseconds) shared; it was 2 ms, which a busy machine's Redis
+/// missed, and the fleet then paced alone while Redis was up.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
 /// The longest deadline [`RedisPaceShareBuilder::timeout`] accepts, and the
 /// one of a gate's publication or read.
