@@ -39,6 +39,17 @@ pub trait Observer {
 
     /// A logical operation starts (before its first attempt).
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation;
+
+    /// Whether this observer, as it is now, uses the durations it is given:
+    /// [`TIMED`](Self::TIMED) unless it says otherwise. An observer that may
+    /// be absent at run time says `false` while it is (an `Option` that is
+    /// `None`, as the HTTP integrations' telemetry is when nothing would hear
+    /// it), so that a call it would not hear reads the clock only for what
+    /// else needs the time: a deadline, a timeout, a concurrency limit. Read
+    /// once, when the operation starts; only a `TIMED` observer is asked.
+    fn is_timed(&self) -> bool {
+        Self::TIMED
+    }
 }
 
 /// Observes one logical operation: its attempts, its waits and how it ended.
@@ -232,6 +243,10 @@ impl<O: Observer + ?Sized> Observer for &O {
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (**self).start(operation)
     }
+
+    fn is_timed(&self) -> bool {
+        (**self).is_timed()
+    }
 }
 
 impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
@@ -242,6 +257,10 @@ impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (**self).start(operation)
+    }
+
+    fn is_timed(&self) -> bool {
+        (**self).is_timed()
     }
 }
 
@@ -265,6 +284,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         (self.0.start(operation), self.1.start(operation))
+    }
+
+    fn is_timed(&self) -> bool {
+        (A::TIMED && self.0.is_timed()) || (B::TIMED && self.1.is_timed())
     }
 }
 
@@ -315,6 +338,10 @@ impl<O: Observer> Observer for Option<O> {
 
     fn start(&self, operation: &OperationInfo<'_>) -> Self::Operation {
         self.as_ref().map(|o| o.start(operation))
+    }
+
+    fn is_timed(&self) -> bool {
+        self.as_ref().is_some_and(O::is_timed)
     }
 }
 

@@ -9,7 +9,7 @@ impl<O: Observer> Driver<'_, O> {
         // A success ends the operation: the end time then matters only to an
         // observer that measures durations. Anything else may need it for the
         // deadline or the next wait.
-        let now = if O::TIMED || verdict != Verdict::Success || self.setup.dependency.limiter.is_some() {
+        let now = if self.observed || verdict != Verdict::Success || self.setup.dependency.limiter.is_some() {
             self.now()
         } else {
             self.attempt_started.unwrap_or_else(untimed_instant)
@@ -83,8 +83,9 @@ impl<O: Observer> Driver<'_, O> {
         let Flight { number, started, scope, admitted } = flight;
         // How long the attempt took, worked out once for the guards and the
         // observer: an `Instant` subtraction costs some 55 instructions.
+        // (A success that nobody times ends at its start: nothing to work out.)
         let took = match started {
-            Some(started) if self.timed || O::TIMED => now.saturating_duration_since(started),
+            Some(started) if self.timed && started != now => now.saturating_duration_since(started),
             _ => Duration::ZERO,
         };
         if let Some((attempt, permits)) = admitted {
@@ -93,8 +94,8 @@ impl<O: Observer> Driver<'_, O> {
             let latency = if self.timed { took } else { Duration::ZERO };
             self.setup.dependency.settle(attempt.took(latency), permits, end);
         }
-        // Zero for an observer that ignores durations (`Observer::TIMED`).
-        let duration = if O::TIMED { took } else { Duration::ZERO };
+        // Zero for an observer that ignores durations (`Observer::is_timed`).
+        let duration = if self.observed { took } else { Duration::ZERO };
         let end = AttemptEnd { number, duration, error, hedge };
         if let (Some(op), Some(scope)) = (self.operation.as_mut(), scope) {
             op.attempt_finished(scope, &end);
@@ -102,9 +103,10 @@ impl<O: Observer> Driver<'_, O> {
     }
 
     /// A duration for the observer: zero for one that ignores durations
-    /// ([`Observer::TIMED`] false), whose instants are not read from the clock.
-    pub(super) fn since(earlier: Instant, now: Instant) -> Duration {
-        if O::TIMED { now.saturating_duration_since(earlier) } else { Duration::ZERO }
+    /// ([`Observer::is_timed`] false), whose instants may not be read from
+    /// the clock.
+    pub(super) fn since(&self, earlier: Instant, now: Instant) -> Duration {
+        if self.observed { now.saturating_duration_since(earlier) } else { Duration::ZERO }
     }
 
     pub(super) fn plan_retry(
@@ -160,7 +162,7 @@ impl<O: Observer> Driver<'_, O> {
             if self.started.is_some() {
                 self.setup.dependency.call_finished();
             }
-            let duration = self.started.map_or(Duration::ZERO, |s| Self::since(s, now));
+            let duration = self.started.map_or(Duration::ZERO, |s| self.since(s, now));
             op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
         }
     }

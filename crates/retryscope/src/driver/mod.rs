@@ -80,6 +80,10 @@ pub(crate) struct Driver<'a, O: Observer> {
     clock: &'a dyn Clock,
     /// Whether anything needs the time: a deadline, a timeout or the observer.
     timed: bool,
+    /// Whether the observer uses durations: a `TIMED` one that is there
+    /// ([`Observer::is_timed`]). Without it an attempt that succeeds ends at
+    /// its start for the observer, and no duration is worked out for it.
+    observed: bool,
     /// Whether the first attempt may start without the bookkeeping: a silent
     /// observer and no breaker (see [`begin_quietly`](Self::begin_quietly)).
     quiet: bool,
@@ -116,11 +120,13 @@ impl<'a, O: Observer> Driver<'a, O> {
     // rather than returned and copied.
     #[inline(always)]
     pub(crate) fn new(setup: Setup<'a>, observer: O, clock: &'a dyn Clock) -> Self {
+        let observed = O::TIMED && observer.is_timed();
         // A concurrency limit learns from round trips: it needs the time.
-        let timed = O::TIMED || setup.policy.is_timed() || setup.dependency.limiter.is_some();
+        let timed = observed || setup.policy.is_timed() || setup.dependency.limiter.is_some();
         Self {
             curve: Curve::START,
             timed,
+            observed,
             quiet: O::SILENT && !setup.admits(),
             setup,
             clock,
@@ -250,6 +256,9 @@ impl<'a, O: Observer> Driver<'a, O> {
                 self.count_request(now);
                 self.setup.policy.deadline()
             }
+            // Opened at this very instant (a paced call's first attempt,
+            // cleared at once): the whole deadline, no arithmetic either.
+            Some(started) if started == now => self.setup.policy.deadline(),
             Some(started) => {
                 let remaining = self
                     .setup
