@@ -155,15 +155,22 @@ impl<O: Observer> Driver<'_, O> {
     }
 
     pub(super) fn finish(&mut self, now: Instant, outcome: Outcome, reason: Option<StopReason>) {
+        if self.operation.is_none() {
+            return;
+        }
+        // A retry planned and never sent (stopped in its wait, dropped)
+        // is settled, then the call ends for the guards.
+        self.withdraw();
+        if self.started.is_some() {
+            self.setup.dependency.call_finished();
+        }
+        let duration = self.started.map_or(Duration::ZERO, |s| self.since(s, now));
+        let finish = Finish { outcome, reason, attempts: self.attempts, duration };
+        // Taken only now, handed straight on: taken first, the operation
+        // (hundreds of bytes with telemetry's) was kept on the stack across
+        // the guards' settlement and copied once more.
         if let Some(op) = self.operation.take() {
-            // A retry planned and never sent (stopped in its wait, dropped)
-            // is settled, then the call ends for the guards.
-            self.withdraw();
-            if self.started.is_some() {
-                self.setup.dependency.call_finished();
-            }
-            let duration = self.started.map_or(Duration::ZERO, |s| self.since(s, now));
-            op.finished(&Finish { outcome, reason, attempts: self.attempts, duration });
+            op.finished(&finish);
         }
     }
 }
