@@ -34,21 +34,24 @@ impl<'a> Attempts<'a> {
         &mut self,
     ) -> impl Future<Output = reqwest_middleware::Result<Response>> + Send + use<'a> {
         self.number += 1;
-        let mut request = self.source.next();
-        if let (Some(request), Some(name)) = (&mut request, self.attempt_header.filter(|_| self.number > 1)) {
-            request.headers_mut().insert(name.clone(), HeaderValue::from(self.number));
-        }
+        let (source, number) = (self.source, self.number);
+        let attempt_header = self.attempt_header.filter(|_| number > 1);
         let (next, mut extensions) = (self.next.clone(), self.extensions.clone());
         let (body_rule, replayable) = (self.body_rule, self.replayable);
         async move {
             let span = tracing::Span::current();
-            // In a block of its own: the request is moved into the chain's
-            // future before the await, and its slot (264 bytes) is not kept
-            // in this future's beside the one it was captured in.
+            // In a block of its own, on the attempt's first poll: the request
+            // is made here and moved into the chain's future before the
+            // await, so this future (built, then moved into the engine's)
+            // keeps no slot for it (264 bytes) and the request is copied
+            // into none.
             let sent = {
-                let Some(mut request) = request else {
+                let Some(mut request) = source.next() else {
                     return Err(reqwest_middleware::Error::middleware(NotReplayable));
                 };
+                if let Some(name) = attempt_header {
+                    request.headers_mut().insert(name.clone(), HeaderValue::from(number));
+                }
                 if !replayable {
                     tracing::info!(parent: &span, "the request body is a stream: it is sent once and never retried");
                 }
