@@ -9,7 +9,8 @@ impl<O: Observer> Driver<'_, O> {
         // A success ends the operation: the end time then matters only to an
         // observer that measures durations. Anything else may need it for the
         // deadline or the next wait.
-        let now = if self.observed || verdict != Verdict::Success || self.setup.dependency.limiter.is_some() {
+        let now = if self.observed() || verdict != Verdict::Success || self.setup.dependency.limiter.is_some()
+        {
             self.now()
         } else {
             self.attempt_started.unwrap_or_else(untimed_instant)
@@ -95,7 +96,7 @@ impl<O: Observer> Driver<'_, O> {
             self.setup.dependency.settle(attempt.took(latency), permits, end);
         }
         // Zero for an observer that ignores durations (`Observer::is_timed`).
-        let duration = if self.observed { took } else { Duration::ZERO };
+        let duration = if self.observed() { took } else { Duration::ZERO };
         let end = AttemptEnd { number, duration, error, hedge };
         if let (Some(op), Some(scope)) = (self.operation.as_mut(), scope) {
             op.attempt_finished(scope, &end);
@@ -106,7 +107,7 @@ impl<O: Observer> Driver<'_, O> {
     /// ([`Observer::is_timed`] false), whose instants may not be read from
     /// the clock.
     pub(super) fn since(&self, earlier: Instant, now: Instant) -> Duration {
-        if self.observed { now.saturating_duration_since(earlier) } else { Duration::ZERO }
+        if self.observed() { now.saturating_duration_since(earlier) } else { Duration::ZERO }
     }
 
     pub(super) fn plan_retry(

@@ -153,6 +153,14 @@ impl<'a, O: Observer> Driver<'a, O> {
         if self.timed { self.clock.now() } else { untimed_instant() }
     }
 
+    /// Whether the observer uses durations ([`Observer::is_timed`]): known
+    /// at compile time for an observer that never does (`TIMED` false), so
+    /// that its calls pay nothing for the question.
+    #[inline]
+    pub(crate) fn observed(&self) -> bool {
+        O::TIMED && self.observed
+    }
+
     /// Whether [`now`](Self::now) reads the clock every time.
     pub(crate) fn timed(&self) -> bool {
         self.timed
