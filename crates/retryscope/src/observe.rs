@@ -45,8 +45,9 @@ pub trait Observer {
     /// be absent at run time says `false` while it is (an `Option` that is
     /// `None`, as the HTTP integrations' telemetry is when nothing would hear
     /// it), so that a call it would not hear reads the clock only for what
-    /// else needs the time: a deadline, a timeout, a concurrency limit. Read
-    /// once, when the operation starts; only a `TIMED` observer is asked.
+    /// else needs the time: a deadline, a timeout, a concurrency limit. Asked
+    /// once a call, before its first attempt is settled; only a `TIMED`
+    /// observer is asked.
     fn is_timed(&self) -> bool {
         Self::TIMED
     }

@@ -83,7 +83,7 @@ fn an_observer_that_is_there_hears_real_durations() {
 }
 
 #[test]
-fn an_absent_observer_costs_no_clock_read() {
+fn an_absent_observer_costs_no_clock_read_of_its_own() {
     let there = reads_with(Some(Durations::default()));
     let absent = reads_with(None::<Durations>);
     // The attempt's end: read for an observer's durations, not otherwise
