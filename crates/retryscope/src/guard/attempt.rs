@@ -169,8 +169,13 @@ impl Attempt {
         duration(self.remaining)
     }
 
-    /// At its settlement, how long it took from its send (zero if it never
-    /// went, or if nothing in the call reads the clock).
+    /// At its settlement, how long it took from its send. Zero if it never
+    /// went, if nothing in the call reads the clock, or if it is a retried
+    /// call's attempt that succeeded while neither a concurrency limit nor an
+    /// observer that times durations
+    /// ([`Observer::is_timed`](crate::observe::Observer::is_timed)) is on the
+    /// call: only those make the engine read such a success's end (a hedge's
+    /// copies are timed whenever the call is).
     pub const fn latency(self) -> Duration {
         Duration::from_nanos(self.latency)
     }
