@@ -1,10 +1,14 @@
 //! An observer that is absent at run time costs no clock reads
-//! (`Observer::is_timed`), and one that is there still hears real durations.
+//! (`Observer::is_timed`), one that is there still hears real durations, and
+//! a concurrency limit still learns real round trips without one.
 
 use retryscope::clock::{Clock, ManualClock};
+use retryscope::dependency::Dependency;
+use retryscope::guard::{Admission, Attempt, End, Guard};
 use retryscope::observe::{
     AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
 };
+use retryscope::overload::{Aimd, ConcurrencyLimiter};
 use retryscope::{Policy, Retryable};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -98,4 +102,51 @@ fn a_pair_is_timed_when_either_of_its_observers_is_there() {
     assert_eq!(reads_with(pair), reads_with(Some(Durations::default())));
     assert_eq!(durations.heard(), [Duration::from_millis(30); 2]);
     assert_eq!(reads_with((None::<Durations>, None::<Durations>)), reads_with(None::<Durations>));
+}
+
+/// Hears each attempt's latency at its settlement (`Attempt::latency`).
+#[derive(Clone, Default)]
+struct Latencies(Arc<Mutex<Vec<Duration>>>);
+
+impl Guard for Latencies {
+    type Permit = ();
+
+    fn admit(&self, _: Attempt) -> Admission<()> {
+        Admission::Go(())
+    }
+
+    fn settle(&self, attempt: Attempt, (): (), _: End) {
+        self.0.lock().expect("not poisoned").push(attempt.latency());
+    }
+}
+
+/// The latencies a dependency's guards hear of one call (its one attempt
+/// takes 30 ms and succeeds) that no observer hears, with a concurrency
+/// limit on the dependency or without.
+fn latencies_heard(limited: bool) -> Vec<Duration> {
+    let heard = Latencies::default();
+    let mut dependency = Dependency::new("test").with_guard(heard.clone());
+    if limited {
+        dependency = dependency.with_concurrency_limit(ConcurrencyLimiter::new(Aimd::default()));
+    }
+    let clock = ManualClock::new();
+    let result = (|| {
+        clock.advance(Duration::from_millis(30));
+        Ok::<_, &str>(())
+    })
+    .retry(Policy::interactive())
+    .retry_any_error()
+    .observe(None::<Durations>)
+    .dependency(&dependency)
+    .call_with(&clock, |_| {});
+    assert_eq!(result, Ok(()));
+    heard.0.lock().expect("not poisoned").clone()
+}
+
+#[test]
+fn a_concurrency_limit_learns_real_round_trips_with_no_observer_there() {
+    assert_eq!(latencies_heard(true), [Duration::from_millis(30)]);
+    // Without a limit nothing reads the success's end: its latency is zero,
+    // as `Attempt::latency` says.
+    assert_eq!(latencies_heard(false), [Duration::ZERO]);
 }
