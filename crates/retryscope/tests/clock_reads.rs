@@ -2,12 +2,13 @@
 //! (`Observer::is_timed`), one that is there still hears real durations, and
 //! a concurrency limit still learns real round trips without one.
 
+mod common;
+
+use common::Recorder;
 use retryscope::clock::{Clock, ManualClock};
 use retryscope::dependency::Dependency;
 use retryscope::guard::{Admission, Attempt, End, Guard};
-use retryscope::observe::{
-    AttemptEnd, AttemptStart, Finish, Observer, OperationInfo, OperationObserver, Wait,
-};
+use retryscope::observe::Observer;
 use retryscope::overload::{Aimd, ConcurrencyLimiter};
 use retryscope::{Policy, Retryable};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -28,40 +29,6 @@ impl Clock for Counted {
     }
 }
 
-/// Records the durations it is told: each attempt's, then the operation's.
-#[derive(Clone, Default)]
-struct Durations(Arc<Mutex<Vec<Duration>>>);
-
-impl Durations {
-    fn heard(&self) -> Vec<Duration> {
-        self.0.lock().expect("not poisoned").clone()
-    }
-}
-
-impl Observer for Durations {
-    type Operation = Durations;
-
-    fn start(&self, _: &OperationInfo<'_>) -> Durations {
-        self.clone()
-    }
-}
-
-impl OperationObserver for Durations {
-    type Attempt = ();
-
-    fn attempt_started(&mut self, _: &AttemptStart) {}
-
-    fn attempt_finished(&mut self, (): (), attempt: &AttemptEnd) {
-        self.0.lock().expect("not poisoned").push(attempt.duration);
-    }
-
-    fn waiting(&mut self, _: &Wait) {}
-
-    fn finished(self, finish: &Finish) {
-        self.0.lock().expect("not poisoned").push(finish.duration);
-    }
-}
-
 /// A call under the interactive preset (it has a deadline, so the clock is
 /// read for it) whose one attempt takes 30 ms and succeeds, observed by
 /// `observer`: how often the clock was read.
@@ -79,17 +46,23 @@ fn reads_with<O: Observer>(observer: O) -> u32 {
     clock.reads.load(Ordering::Relaxed)
 }
 
+/// The durations `recorder` heard: each attempt's, then the operation's.
+fn durations(recorder: &Recorder) -> Vec<Duration> {
+    let attempts = recorder.attempts().into_iter().map(|attempt| attempt.duration);
+    attempts.chain([recorder.finish().duration]).collect()
+}
+
 #[test]
 fn an_observer_that_is_there_hears_real_durations() {
-    let durations = Durations::default();
-    reads_with(Some(durations.clone()));
-    assert_eq!(durations.heard(), [Duration::from_millis(30); 2]);
+    let recorder = Recorder::default();
+    reads_with(Some(recorder.clone()));
+    assert_eq!(durations(&recorder), [Duration::from_millis(30); 2]);
 }
 
 #[test]
 fn an_absent_observer_costs_no_clock_read_of_its_own() {
-    let there = reads_with(Some(Durations::default()));
-    let absent = reads_with(None::<Durations>);
+    let there = reads_with(Some(Recorder::default()));
+    let absent = reads_with(None::<Recorder>);
     // The attempt's end: read for an observer's durations, not otherwise
     // (the deadline needs only the start).
     assert_eq!(absent, there - 1, "{there} reads with the observer, {absent} without");
@@ -97,11 +70,11 @@ fn an_absent_observer_costs_no_clock_read_of_its_own() {
 
 #[test]
 fn a_pair_is_timed_when_either_of_its_observers_is_there() {
-    let durations = Durations::default();
-    let pair = (None::<Durations>, Some(durations.clone()));
-    assert_eq!(reads_with(pair), reads_with(Some(Durations::default())));
-    assert_eq!(durations.heard(), [Duration::from_millis(30); 2]);
-    assert_eq!(reads_with((None::<Durations>, None::<Durations>)), reads_with(None::<Durations>));
+    let recorder = Recorder::default();
+    let pair = (None::<Recorder>, Some(recorder.clone()));
+    assert_eq!(reads_with(pair), reads_with(Some(Recorder::default())));
+    assert_eq!(durations(&recorder), [Duration::from_millis(30); 2]);
+    assert_eq!(reads_with((None::<Recorder>, None::<Recorder>)), reads_with(None::<Recorder>));
 }
 
 /// Hears each attempt's latency at its settlement (`Attempt::latency`).
@@ -136,7 +109,7 @@ fn latencies_heard(limited: bool) -> Vec<Duration> {
     })
     .retry(Policy::interactive())
     .retry_any_error()
-    .observe(None::<Durations>)
+    .observe(None::<Recorder>)
     .dependency(&dependency)
     .call_with(&clock, |_| {});
     assert_eq!(result, Ok(()));
