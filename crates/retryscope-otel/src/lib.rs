@@ -123,6 +123,7 @@ mod meter_choice;
 mod metrics;
 pub mod names;
 mod observer;
+mod operation;
 mod outcome_slot;
 #[cfg(feature = "prometheus")]
 mod prometheus;
@@ -143,7 +144,8 @@ pub use labels::{bounded_operation, error_type_str};
 pub use log::{REQUEST_ID_HEADER, RetryLog, RetryLogOperation, request_id, stop_reason_str};
 pub use meter_choice::MeterChoice;
 pub use metrics::RetryMetrics;
-pub use observer::{OtelAttempt, OtelObserver, OtelOperation, scope};
+pub use observer::{OtelObserver, scope};
+pub use operation::{OtelAttempt, OtelOperation};
 pub use outcome_slot::OutcomeSlot;
 #[cfg(feature = "prometheus")]
 pub use prometheus::{MetricsServer, PrometheusMetrics, PrometheusSetupError};
