@@ -2,6 +2,7 @@
 //! the server's pushback and the call's deadline bound the waits, and retry
 //! throttling.
 
+pub(crate) mod attempt;
 mod builder;
 pub(crate) mod call;
 pub(crate) mod code;
