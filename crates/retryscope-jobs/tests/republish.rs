@@ -25,13 +25,15 @@ const PAUSE: Duration = Duration::from_millis(200);
 /// The broker in front of `inner`: every `publish` is counted (with its
 /// de-duplication id), and fails without reaching `inner` while `fail` is
 /// above zero, then — while `lose` is — fails after `inner` stored it
-/// (taking one off either). Everything else is `inner`'s.
+/// (taking one off either). The next publish waits `slow` first, once (a
+/// broker slow to answer, as one restarting). Everything else is `inner`'s.
 #[derive(Clone)]
 struct FailingPublishes<B> {
     inner: B,
     fail: Arc<AtomicU32>,
     lose: Arc<AtomicU32>,
     calls: Arc<Mutex<Vec<Option<String>>>>,
+    slow: Arc<Mutex<Duration>>,
     /// The publishes `inner` answered as duplicates.
     duplicates: Arc<AtomicU32>,
 }
@@ -43,6 +45,7 @@ impl<B> FailingPublishes<B> {
             fail: Arc::default(),
             lose: Arc::default(),
             calls: Arc::default(),
+            slow: Arc::default(),
             duplicates: Arc::default(),
         }
     }
@@ -62,6 +65,10 @@ impl<B: Broker> Broker for FailingPublishes<B> {
 
     async fn publish(&self, message: Outgoing) -> Result<Published, BrokerError> {
         self.calls.lock().expect("not poisoned").push(message.dedup_id.clone());
+        let slow = std::mem::take(&mut *self.slow.lock().expect("not poisoned"));
+        if !slow.is_zero() {
+            tokio::time::sleep(slow).await;
+        }
         if self.fail.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
             return Err(BrokerError::new("publish", "an injected publish failure"));
         }
@@ -309,4 +316,51 @@ async fn a_keyed_retry_stored_before_its_answer_was_lost_is_one_retry_and_runs_o
     assert_eq!(seen.stats.count(JobOutcome::DeadLettered), 0);
     assert_eq!(seen.dead, 0, "nothing dead-lettered");
     assert_eq!(seen.stats.executions(), 2);
+}
+
+/// A retry whose publish outlasts the job key's claim (the broker slow to
+/// answer, as while it restarts; a claim lasts one AckWait here): the claim is
+/// renewed while the retry is stored and recorded, as while the handler ran.
+/// The failed attempt, delivered again meanwhile (no ack within its AckWait),
+/// finds the claim held, waits, and is dropped as superseded once the retry is
+/// recorded: it does not run again beside its retry. (The restarts test found
+/// this edge: the claim ran out during the publish, and the attempt ran twice.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_whose_publish_outlasts_the_claim_keeps_it_and_its_attempt_runs_once() {
+    let Some(url) = nats_url() else { return };
+    let ack_wait = Duration::from_secs(1);
+    let q = queue(&url, "republish_slow", ack_wait).await;
+    let broker = FailingPublishes::new(q.queue.clone());
+    *broker.slow.lock().expect("not poisoned") = ack_wait * 3;
+    let runs: Arc<Mutex<Vec<(u32, Instant)>>> = Arc::default();
+    let worker = Worker::builder(broker.clone(), fast_policy(5), fails_first_run(&runs))
+        .hold(HOLD)
+        .fetch_wait(Duration::from_millis(100))
+        .processed_keys(MemoryStore::default())
+        .build()
+        .expect("valid settings");
+    let stats = worker.stats();
+    let running = start(|stopped| worker.run(stopped));
+    Producer::new(q.queue.clone()).enqueue(&q.subject, "order-slow", "x").await.expect("stored");
+    let succeeded = wait_for(Duration::from_secs(10), || stats.count(JobOutcome::Succeeded) == 1).await;
+    // Two AckWaits more: an attempt that would come again would have run by now.
+    tokio::time::sleep(ack_wait * 2 + Duration::from_millis(500)).await;
+    running.stop().await;
+    let runs: Vec<u32> = runs.lock().expect("not poisoned").iter().map(|(attempt, _)| *attempt).collect();
+    println!(
+        "slow publish: runs {runs:?}, publishes {:?}, retried {}, superseded {}, claimed elsewhere {}, deduplicated {}",
+        broker.calls(),
+        stats.count(JobOutcome::Retried),
+        stats.count(JobOutcome::Superseded),
+        stats.count(JobOutcome::ClaimedElsewhere),
+        stats.count(JobOutcome::Deduplicated),
+    );
+    assert!(succeeded, "the job completed within 10 s; runs {runs:?}");
+    assert_eq!(runs, vec![1, 2], "attempt 1 failed once, its retry ran once");
+    assert!(
+        stats.count(JobOutcome::ClaimedElsewhere) >= 1,
+        "attempt 1 came again while its retry was being stored, and found the claim held"
+    );
+    assert_eq!(stats.count(JobOutcome::Superseded), 1, "then it was dropped, its retry recorded");
+    assert_eq!(stats.executions(), 2);
 }

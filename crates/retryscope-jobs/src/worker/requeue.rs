@@ -23,7 +23,7 @@ const REPUBLISH_PAUSE: Duration = Duration::from_millis(200);
 /// republish after a crash between the two a duplicate the broker drops.
 ///
 /// Once the retry is stored, and while this attempt still holds the key's
-/// claim, the attempt record is raised to it: a redelivery of this attempt
+/// claim (renewed meanwhile), the attempt record is raised to it: a redelivery of this attempt
 /// (the ack below lost) is then dropped as superseded, not run again. Not
 /// before the publish: a retry that failed to publish leaves this attempt
 /// to come again, and it must not find itself superseded.
@@ -42,23 +42,41 @@ where
     let dedup = next.key.as_ref().map(|key| format!("{key}#r{}a{}", next.replays, next.attempt));
     let keyed = dedup.is_some();
     let message = outgoing(delivery, &next, dedup);
-    let mut published = inner.broker.publish(message.clone()).await;
-    // A failed publish may have been stored (the broker restarted before it
-    // answered): this attempt would then come again and run once more than
-    // scheduled. Under its de-duplication id, publishing it again is safe (a
-    // stored one makes it a duplicate the broker drops) and tells. A keyless
-    // retry has no id, and a second publish could queue it twice.
-    let mut tries = 0;
-    while keyed && published.is_err() && tries < REPUBLISH_TRIES {
-        tries += 1;
-        tokio::time::sleep(REPUBLISH_PAUSE).await;
-        // Keeps the broker from delivering this attempt again meanwhile.
-        let _ = delivery.in_progress().await;
-        published = inner.broker.publish(message.clone()).await;
-    }
-    if published.is_ok() {
-        inner.keys.scheduled(&next).await;
-    }
+    let storing = async {
+        let mut published = inner.broker.publish(message.clone()).await;
+        // A failed publish may have been stored (the broker restarted before
+        // it answered): this attempt would then come again and run once more
+        // than scheduled. Under its de-duplication id, publishing it again is
+        // safe (a stored one makes it a duplicate the broker drops) and tells.
+        // A keyless retry has no id, and a second publish could queue it twice.
+        let mut tries = 0;
+        while keyed && published.is_err() && tries < REPUBLISH_TRIES {
+            tries += 1;
+            tokio::time::sleep(REPUBLISH_PAUSE).await;
+            // Keeps the broker from delivering this attempt again meanwhile.
+            let _ = delivery.in_progress().await;
+            published = inner.broker.publish(message.clone()).await;
+        }
+        if published.is_ok() {
+            inner.keys.scheduled(&next).await;
+        }
+        published
+    };
+    // The claim is renewed until the record is raised, as while the handler
+    // ran: a publish that waits on a restarting broker can outlast a claim,
+    // and a redelivery of this attempt that took the lapsed claim before the
+    // record was raised would run it again beside its retry.
+    let published = {
+        let renewing = inner.keys.keep(ticket.as_ref());
+        tokio::pin!(storing, renewing);
+        loop {
+            tokio::select! {
+                published = &mut storing => break published,
+                // Never completes: it renews the claim each period.
+                () = &mut renewing => {}
+            }
+        }
+    };
     inner.keys.release(ticket).await;
     match published {
         Ok(_) => match delivery.ack().await {
