@@ -13,3 +13,4 @@ mod storm_layers;
 mod storm_lost_responses;
 mod storm_rate_limited;
 mod storm_slow_tail;
+mod summary;

@@ -6,6 +6,7 @@
 //! Shared pacing is held to the storm's target, read from its JSON: at most
 //! 10 429s per 1,000 attempts and at least 95 % of the quota served.
 
+use crate::summary::{number, row};
 use serde_json::Value;
 use std::process::Command;
 
@@ -46,15 +47,6 @@ fn storm(name: &str, extra: &[&str]) -> (Value, String) {
     let json = std::fs::read(out.join("storm-rate-limited-fleet.json")).expect("the JSON");
     let _ = std::fs::remove_dir_all(&out);
     (serde_json::from_slice(&json).expect("valid JSON"), table)
-}
-
-fn row<'a>(summary: &'a Value, policy: &str) -> &'a Value {
-    let rows = summary["summary"].as_array().expect("summary rows");
-    rows.iter().find(|r| r["policy"] == policy).unwrap_or_else(|| panic!("no row for {policy} in {rows:?}"))
-}
-
-fn number(summary: &Value, policy: &str, field: &str) -> f64 {
-    row(summary, policy)[field].as_f64().unwrap_or_else(|| panic!("no {field} for {policy}: {summary}"))
 }
 
 #[test]

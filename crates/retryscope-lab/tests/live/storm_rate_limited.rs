@@ -13,6 +13,7 @@
 //! pacer reads as an upper bound on the window's end, keeping the earliest it
 //! has seen) and with the vendor's to-the-millisecond ones alike.
 
+use crate::summary::{number, row};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -41,15 +42,6 @@ fn storm(name: &str, extra: &[&str]) -> (Value, String) {
     let summary: Value = serde_json::from_slice(&json).expect("valid JSON");
     let _ = std::fs::remove_dir_all(&out);
     (summary, table)
-}
-
-fn row<'a>(summary: &'a Value, policy: &str) -> &'a Value {
-    let rows = summary["summary"].as_array().expect("summary rows");
-    rows.iter().find(|r| r["policy"] == policy).unwrap_or_else(|| panic!("no row for {policy} in {rows:?}"))
-}
-
-fn number(summary: &Value, policy: &str, field: &str) -> f64 {
-    row(summary, policy)[field].as_f64().unwrap_or_else(|| panic!("no {field} for {policy}"))
 }
 
 fn failed_because(summary: &Value, policy: &str, reason: &str) -> u64 {

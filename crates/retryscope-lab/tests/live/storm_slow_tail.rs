@@ -13,6 +13,7 @@
 //! server sees the cancelled copies go (their connections close while it is
 //! still working on them).
 
+use crate::summary::number;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -38,15 +39,6 @@ fn storm(name: &str, extra: &[&str]) -> (Value, String) {
     let summary: Value = serde_json::from_slice(&json).expect("valid JSON");
     let _ = std::fs::remove_dir_all(&out);
     (summary, table)
-}
-
-fn row<'a>(summary: &'a Value, policy: &str) -> &'a Value {
-    let rows = summary["summary"].as_array().expect("summary rows");
-    rows.iter().find(|r| r["policy"] == policy).unwrap_or_else(|| panic!("no row for {policy} in {rows:?}"))
-}
-
-fn number(summary: &Value, policy: &str, field: &str) -> f64 {
-    row(summary, policy)[field].as_f64().unwrap_or_else(|| panic!("no {field} for {policy}"))
 }
 
 #[test]
