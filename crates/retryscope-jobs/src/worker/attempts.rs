@@ -66,13 +66,29 @@ impl<S: IdempotencyStore> Keys<S> {
     /// on: the record is a guard against the broker's redelivery, and
     /// without it an old attempt that comes again runs (as before the record).
     pub(crate) async fn scheduled(&self, next: &JobMeta) {
-        let (Some(store), Some(key)) = (&self.store, next.key.as_deref().and_then(store_key)) else {
+        let failed = "the job-key store did not record a scheduled attempt: a redelivery of the one before may run again";
+        self.raise(next, next.attempt, failed).await;
+    }
+
+    /// Records that the job's attempts ended in the dead letters (its letter
+    /// is stored), while its last attempt `last` still holds the claim: the
+    /// record is raised past every attempt of this replay, so a redelivery
+    /// of that attempt (its `Term` lost to a broker restart) is dropped, not
+    /// run again into a second letter. A replay from the dead letters ranks
+    /// higher, and runs. A failure is logged, as for a scheduled retry.
+    pub(crate) async fn dead_lettered(&self, last: &JobMeta) {
+        let ended = JobMeta { attempt: u32::MAX, ..last.clone() };
+        let failed = "the job-key store did not record a dead-lettered job: a redelivery of its last attempt may run again";
+        self.raise(&ended, last.attempt, failed).await;
+    }
+
+    /// Raises the record to `meta`'s mark; logs `failed` if the store fails.
+    async fn raise(&self, meta: &JobMeta, attempt: u32, failed: &str) {
+        let (Some(store), Some(key)) = (&self.store, meta.key.as_deref().and_then(store_key)) else {
             return;
         };
-        if let Err(error) = store.raise_mark(&key, mark(next), self.ttl).await {
-            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, key = key.as_str(), attempt = next.attempt,
-                "the job-key store did not record a scheduled attempt: a redelivery of the one before may run again"
-            );
+        if let Err(error) = store.raise_mark(&key, mark(meta), self.ttl).await {
+            tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, key = key.as_str(), attempt, "{failed}");
         }
     }
 }
@@ -121,5 +137,18 @@ mod tests {
         assert!(matches!(keys.admit(&meta(0, 3)).await, Admitted::Superseded(_)), "older than the replay");
         let keyless = JobMeta { key: None, ..meta(0, 1) };
         assert!(matches!(keys.admit(&keyless).await, Admitted::Current));
+    }
+
+    #[tokio::test]
+    async fn a_dead_lettered_job_s_last_attempt_is_superseded_and_its_replay_is_not() {
+        let keys = Keys {
+            store: Some(retryscope_idempotency::MemoryStore::default()),
+            renew_every: Duration::from_secs(1),
+            ttl: Duration::from_secs(60),
+        };
+        assert!(matches!(keys.admit(&meta(0, 3)).await, Admitted::Current));
+        keys.dead_lettered(&meta(0, 3)).await;
+        assert!(matches!(keys.admit(&meta(0, 3)).await, Admitted::Superseded(_)), "its Term lost: dropped");
+        assert!(matches!(keys.admit(&meta(1, 1)).await, Admitted::Current), "its replay runs");
     }
 }

@@ -124,6 +124,24 @@ impl<S: IdempotencyStore> Keys<S> {
         std::future::pending::<()>().await;
     }
 
+    /// Runs `work` while the claim of `ticket` is renewed, as while the
+    /// handler ran ([`keep`](Self::keep)): what settles a failed attempt —
+    /// its retry or its dead letter stored, the attempt record raised — can
+    /// wait on a restarting broker for longer than a claim, and a
+    /// redelivery of the attempt that took the lapsed claim before the
+    /// record was raised would run it again.
+    pub(crate) async fn renewing<T>(&self, ticket: Option<&Ticket>, work: impl Future<Output = T>) -> T {
+        let renewing = self.keep(ticket);
+        tokio::pin!(work, renewing);
+        loop {
+            tokio::select! {
+                done = &mut work => break done,
+                // Never completes: it renews the claim each period.
+                () = &mut renewing => {}
+            }
+        }
+    }
+
     pub(crate) async fn complete(&self, ticket: Option<Ticket>) {
         if let (Some(store), Some(ticket)) = (&self.store, ticket)
             && let Err(error) = store.complete(&ticket, Completion::NotReplayable, self.ttl).await

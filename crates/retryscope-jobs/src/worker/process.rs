@@ -60,7 +60,7 @@ where
                 last_error: Some(invalid.to_string()),
                 ..letter
             };
-            return dead_letter(inner, delivery, letter).await;
+            return dead_letter(inner, delivery, letter, None).await;
         }
     };
     if let Some(max) = inner.broker.max_deliver()
@@ -68,7 +68,7 @@ where
     {
         // The broker's last delivery of it: every earlier one went unsettled.
         let letter = DeadLetter { reason: DeadReason::MaxDeliveries, ..letter(delivery, meta, now) };
-        return dead_letter(inner, delivery, letter).await;
+        return dead_letter(inner, delivery, letter, None).await;
     }
     if let Some(run_at) = meta.run_at
         && let Ok(early) = run_at.duration_since(now)
@@ -86,7 +86,7 @@ where
                 )),
                 ..letter(delivery, meta, now)
             };
-            return dead_letter(inner, delivery, letter).await;
+            return dead_letter(inner, delivery, letter, None).await;
         }
         return put_back(inner, delivery, &meta, early, JobOutcome::Waiting).await;
     }
@@ -212,10 +212,9 @@ where
             } else {
                 DeadReason::from_stop(error.reason()).unwrap_or(DeadReason::Permanent)
             };
-            inner.keys.release(ticket).await;
             span.end("dead_lettered", error_type.as_deref());
             let letter = DeadLetter { reason, error_type, last_error, ..letter(delivery, meta, ended) };
-            dead_letter(inner, delivery, letter).await
+            dead_letter(inner, delivery, letter, ticket).await
         }
     }
 }
@@ -267,28 +266,45 @@ where
             }
         };
         tokio::pin!(running);
-        // Three progress acks per AckWait: one may be lost and the next still in time.
-        let period = (inner.broker.ack_wait() / 3).max(Duration::from_millis(10));
-        let mut progress = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut abandon = inner.abandon.subscribe();
-        let renewing = inner.keys.keep(ticket);
-        tokio::pin!(renewing);
+        // Each its own future, polled beside the handler: a progress ack that
+        // waits on a reconnecting broker stalls neither the handler nor the
+        // claim's renewal.
+        let (renewing, progressing) =
+            (inner.keys.keep(ticket), in_progress(delivery, inner.broker.ack_wait()));
+        tokio::pin!(renewing, progressing);
         loop {
             tokio::select! {
                 result = &mut running => break result,
-                // Never completes: it renews the claim each period.
+                // Never complete: they renew the claim and the delivery each period.
                 () = &mut renewing => {}
+                () = &mut progressing => {}
                 true = async { abandon.wait_for(|abandoned| *abandoned).await.is_ok() } => return None,
-                _ = progress.tick() => {
-                    if let Err(error) = delivery.in_progress().await {
-                        tracing::debug!(target: retryscope_otel::names::TARGET, error = %error, "an in-progress ack failed");
-                    }
-                }
             }
         }
     };
     let verdict = *verdict.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     Some((result, verdict))
+}
+
+/// Sends a progress ack three times per `ack_wait` (one may be lost and the
+/// next still be in time), each given a period; never returns.
+async fn in_progress<D: Delivery>(delivery: &D, ack_wait: Duration) {
+    let period = (ack_wait / 3).max(Duration::from_millis(10));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match tokio::time::timeout(period, delivery.in_progress()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                tracing::debug!(target: retryscope_otel::names::TARGET, error = %error, "an in-progress ack failed");
+            }
+            Err(_) => {
+                tracing::debug!(target: retryscope_otel::names::TARGET, ?period, "an in-progress ack did not go out within a period");
+            }
+        }
+    }
 }
 
 /// A hold before the job is even claimed, if its dependency's pacer gate is
@@ -355,14 +371,30 @@ fn spread(wait: Duration) -> Duration {
 
 /// Stores the dead letter, waits for the broker's ack, and only then
 /// terminates the original: a dead letter that cannot be stored leaves the
-/// job to come again.
+/// job to come again. A keyed job's last attempt keeps its claim (`ticket`,
+/// renewed meanwhile) until the letter is stored and the attempt record
+/// raised past it, as a retry's does ([`requeue`](super::requeue)): a
+/// redelivery of that attempt — its `Term` lost — is then dropped.
 async fn dead_letter<B: Broker, E, S>(
     inner: &Inner<B, E, S>,
     delivery: &B::Delivery,
     letter: DeadLetter,
-) -> JobOutcome {
+    ticket: Option<retryscope_idempotency::store::Ticket>,
+) -> JobOutcome
+where
+    S: IdempotencyStore,
+{
     let message = letter.to_outgoing();
-    match inner.broker.publish_dead(message).await {
+    let storing = async {
+        let stored = inner.broker.publish_dead(message).await;
+        if stored.is_ok() {
+            inner.keys.dead_lettered(&letter.meta).await;
+        }
+        stored
+    };
+    let stored = inner.keys.renewing(ticket.as_ref(), storing).await;
+    inner.keys.release(ticket).await;
+    match stored {
         Ok(_) => {
             inner.telemetry.dead_lettered(delivery.subject(), letter.reason);
             match delivery.term().await {

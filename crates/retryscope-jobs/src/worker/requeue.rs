@@ -62,21 +62,9 @@ where
         }
         published
     };
-    // The claim is renewed until the record is raised, as while the handler
-    // ran: a publish that waits on a restarting broker can outlast a claim,
-    // and a redelivery of this attempt that took the lapsed claim before the
-    // record was raised would run it again beside its retry.
-    let published = {
-        let renewing = inner.keys.keep(ticket.as_ref());
-        tokio::pin!(storing, renewing);
-        loop {
-            tokio::select! {
-                published = &mut storing => break published,
-                // Never completes: it renews the claim each period.
-                () = &mut renewing => {}
-            }
-        }
-    };
+    // The claim is renewed until the record is raised: a redelivery of this
+    // attempt must not take it before then and run beside its retry.
+    let published = inner.keys.renewing(ticket.as_ref(), storing).await;
     inner.keys.release(ticket).await;
     match published {
         Ok(_) => match delivery.ack().await {
