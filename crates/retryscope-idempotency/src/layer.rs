@@ -90,9 +90,12 @@ impl<St: IdempotencyStore> IdempotencyLayer<St> {
     }
 
     /// How long a claim holds a key while its request runs (default 5 min, at
-    /// least 1 ms, at most the [`ttl`](Self::ttl)). A process that dies while
-    /// running frees its keys after it; a request still running after it could
-    /// be run again by a retry, so keep it above the slowest request.
+    /// least 1 ms, at most the [`ttl`](Self::ttl)). The claim is renewed every
+    /// third of it while the request runs and its response is read, so a
+    /// request slower than the lease keeps its key; a process that dies
+    /// while running frees its keys a lease after its last renewal. A
+    /// completion the store failed to record is tried again until a lease
+    /// has passed: after that, a repeat runs the request again.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.settings.lease = lease.max(MIN_DURATION);
         self
@@ -161,7 +164,12 @@ impl<S, St: IdempotencyStore> Layer<S> for IdempotencyLayer<St> {
 
     fn layer(&self, inner: S) -> Self::Service {
         let telemetry = self.meter.as_ref().map_or_else(Telemetry::global, Telemetry::from_meter);
-        let shared = Shared { store: Arc::clone(&self.store), settings: self.settings.clone(), telemetry };
+        let shared = Shared {
+            store: Arc::clone(&self.store),
+            settings: self.settings.clone(),
+            telemetry,
+            late_completions: Default::default(),
+        };
         IdempotencyService::new(inner, Arc::new(shared))
     }
 }

@@ -69,6 +69,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod claim;
 mod config;
 mod error;
 mod fingerprint;

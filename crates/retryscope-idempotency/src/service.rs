@@ -15,6 +15,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use tower_service::Service;
 
 use crate::body::{BoxError, RequestBody, ResponseBody};
+use crate::claim::ClaimGuard;
 use crate::config::Settings;
 use crate::response::{Problem, StoredResponse};
 use crate::store::{Claim, Completion, EntryState, IdempotencyStore, Ticket};
@@ -27,6 +28,9 @@ pub(crate) struct Shared<St> {
     pub(crate) store: Arc<St>,
     pub(crate) settings: Settings,
     pub(crate) telemetry: Telemetry,
+    /// Completions the store failed to record, being tried again
+    /// (`claim::MAX_LATE_COMPLETIONS` at most).
+    pub(crate) late_completions: std::sync::atomic::AtomicUsize,
 }
 
 /// The service [`IdempotencyLayer`](crate::IdempotencyLayer) builds around `S`.
@@ -233,8 +237,10 @@ where
     ResBody: Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
-    let mut claim = ClaimGuard { shared: Arc::clone(&shared), ticket: Some(ticket) };
-    let response = match inner.call(request).await {
+    let mut claim = ClaimGuard::new(Arc::clone(&shared), ticket);
+    // Its claim is renewed while it runs and its response is read: however
+    // long that takes, no retry runs it beside this run.
+    let response = match claim.renewing(inner.call(request)).await {
         Ok(response) => response,
         Err(error) => {
             claim.release().await;
@@ -248,7 +254,7 @@ where
     }
     let settings = &shared.settings;
     let (parts, body) = response.into_parts();
-    let read = read_response_body(body, settings).await;
+    let read = claim.renewing(read_response_body(body, settings)).await;
     let completion = match &read {
         Read::Whole { bytes, trailers: None } => Completion::Response(StoredResponse {
             status: parts.status,
@@ -323,52 +329,8 @@ fn kept_headers(headers: &HeaderMap, settings: &Settings) -> Vec<(http::HeaderNa
     kept
 }
 
-/// A claim not yet completed: released if the run ends any other way (an
-/// error, a panic in the inner service, a runtime shutting down).
-struct ClaimGuard<St: IdempotencyStore> {
-    shared: Arc<Shared<St>>,
-    ticket: Option<Ticket>,
-}
-
-impl<St: IdempotencyStore> ClaimGuard<St> {
-    async fn complete(&mut self, completion: Completion) {
-        let Some(ticket) = self.ticket.take() else { return };
-        let settings = &self.shared.settings;
-        let done =
-            timeout(settings.store_timeout, self.shared.store.complete(&ticket, completion, settings.ttl))
-                .await;
-        if let Err(error) = done.unwrap_or_else(|_| Err(StoreError::timeout("complete"))) {
-            // The key stays claimed until its lease ends: repeats get 409 until then.
-            tracing::warn!(error = %chain(&error), "idempotency store failed to record a completed request");
-        }
-    }
-
-    async fn release(&mut self) {
-        let Some(ticket) = self.ticket.take() else { return };
-        release(&self.shared, &ticket).await;
-    }
-}
-
-async fn release<St: IdempotencyStore>(shared: &Shared<St>, ticket: &Ticket) {
-    let done = timeout(shared.settings.store_timeout, shared.store.release(ticket)).await;
-    if let Err(error) = done.unwrap_or_else(|_| Err(StoreError::timeout("release"))) {
-        // The key stays claimed until its lease ends: repeats get 409 until then.
-        tracing::warn!(error = %chain(&error), "idempotency store failed to release a key");
-    }
-}
-
-impl<St: IdempotencyStore> Drop for ClaimGuard<St> {
-    fn drop(&mut self) {
-        let Some(ticket) = self.ticket.take() else { return };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let shared = Arc::clone(&self.shared);
-            runtime.spawn(async move { release(&shared, &ticket).await });
-        }
-    }
-}
-
 /// An error and its sources, for a log line or a problem's detail.
-fn chain(error: &dyn Error) -> String {
+pub(crate) fn chain(error: &dyn Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
