@@ -16,7 +16,7 @@ use retryscope_http::__private::call::{Drive, Ending};
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::shape;
 use retryscope_http::__private::{CallConfig, Client};
-use retryscope_http::{ClientSettings, LastAnswer, RetryOptions};
+use retryscope_http::{ClientSettings, RetryOptions};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -263,7 +263,7 @@ impl RetryMiddleware {
         };
         let key = key.and_then(|_| source.headers().get(self.client.idempotency.header_name()));
         let (target, dependency) = ((&source, key), guards.name());
-        let answer = answer_with(chosen, dependency, target, outcome, stop, replayable, remaining).await;
+        let answer = answer_with(chosen, dependency, target, outcome, (stop, replayable), remaining).await;
         ending.settle(answer.is_ok());
         answer
     }
@@ -281,58 +281,62 @@ impl RetryMiddleware {
     }
 }
 
-/// Answers a call that gave up with its fallback: the fallback's response,
-/// marked, or both errors. The fallback is told the request and the
-/// idempotency key its attempts carried.
+/// A reqwest-middleware call's answer and error types, for the end every
+/// integration shares ([`shape`]).
+struct Reqwest;
+
+impl shape::Answers for Reqwest {
+    type Response = Response;
+    type Error = reqwest_middleware::Error;
+
+    fn head(response: &Response) -> (http::StatusCode, &http::HeaderMap) {
+        (response.status(), response.headers())
+    }
+
+    fn error(error: &reqwest_middleware::Error) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        error
+    }
+
+    fn gave_up(error: RetryError<reqwest_middleware::Error>) -> reqwest_middleware::Error {
+        reqwest_middleware::Error::middleware(error)
+    }
+
+    fn not_retried(error: retryscope_http::NotRetried) -> reqwest_middleware::Error {
+        reqwest_middleware::Error::middleware(error)
+    }
+
+    fn answered(response: http::Response<hyper::body::Bytes>) -> Response {
+        Response::from(response)
+    }
+
+    fn fallback_failed(error: retryscope_http::FallbackFailed) -> reqwest_middleware::Error {
+        reqwest_middleware::Error::middleware(error)
+    }
+}
+
+/// Answers a call that gave up with its fallback ([`shape::answer_with`]),
+/// told the request and the idempotency key its attempts carried.
 async fn answer_with(
     chosen: Chosen<'_>,
     dependency: &str,
     (source, key): (&RequestSource, Option<&http::HeaderValue>),
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
-    stop: Option<(StopReason, u32)>,
-    replayable: bool,
+    end: (Option<(StopReason, u32)>, bool),
     remaining: Option<std::time::Duration>,
 ) -> reqwest_middleware::Result<Response> {
     let (method, url) = source.target();
     // Only on this path: a client's calls never parse their URL twice.
     let uri = url.as_str().parse::<http::Uri>().unwrap_or_default();
-    let last = match &outcome {
-        Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
-        Err(error) => match error.last_error() {
-            Some(last) => LastAnswer::Error(last),
-            None => LastAnswer::Nothing,
-        },
-    };
-    let result = chosen.answer(dependency, (method, &uri, key), last, remaining).await;
-    match result {
-        Ok(response) => Ok(Response::from(response)),
-        Err(error) => {
-            let original: Box<dyn std::error::Error + Send + Sync> = match finish(outcome, stop, replayable) {
-                Err(original) => Box::new(original),
-                // Retries ran out on a response (a 503): what the caller
-                // would have got is that answer; the error says so.
-                Ok(response) => Box::new(gave_up_on(&response, stop)),
-            };
-            Err(reqwest_middleware::Error::middleware(error.with_original(original)))
-        }
-    }
-}
-
-/// The give-up error of a call whose retries ran out on `response`.
-fn gave_up_on(response: &Response, stop: Option<(StopReason, u32)>) -> RetryError<reqwest_middleware::Error> {
-    let (reason, attempts) = stop.unwrap_or((StopReason::AttemptsExhausted, 0));
-    RetryError::new(reason, attempts, Some(retryscope::ErrorType::Status(response.status().as_u16())), None)
+    shape::answer_with::<Reqwest>(chosen, dependency, (method, &uri, key), remaining, outcome, end).await
 }
 
 /// Turns the engine's result into what reqwest-middleware callers expect: the
-/// shared decision ([`shape::finish`]) in reqwest-middleware's error type.
+/// shared decision ([`shape::Answers::finish`]), the body rule's mark taken
+/// off the response.
 fn finish(
     outcome: Result<Response, RetryError<reqwest_middleware::Error>>,
     stop: Option<(StopReason, u32)>,
     replayable: bool,
 ) -> reqwest_middleware::Result<Response> {
-    let outcome = outcome.map(read_ahead::take_judged);
-    let status = |response: &Response| Some(response.status().as_u16());
-    let gave_up = reqwest_middleware::Error::middleware;
-    shape::finish(outcome, stop, replayable, status, gave_up, reqwest_middleware::Error::middleware)
+    <Reqwest as shape::Answers>::finish(outcome.map(read_ahead::take_judged), stop, replayable)
 }

@@ -11,7 +11,7 @@ use crate::replay::{ReplayBody, Source};
 use crate::response::ResponseBody;
 use crate::settings::{Resolved, Settings};
 use http::request::Parts;
-use http::{HeaderName, Response};
+use http::{HeaderMap, HeaderName, Response, StatusCode};
 use http_body::Body;
 use retryscope::observe::NoObserver;
 use retryscope::{RetryError, StopReason};
@@ -19,9 +19,10 @@ use retryscope_http::__private::body_rule::SharedBodyRule;
 use retryscope_http::__private::call::Drive;
 use retryscope_http::__private::fallback::Chosen;
 use retryscope_http::__private::idempotency::KeySource;
-use retryscope_http::__private::shape;
+use retryscope_http::__private::shape::{self, Answers};
 use retryscope_http::__private::{CallConfig, Judge};
-use retryscope_http::{LastAnswer, RetryOptions};
+use retryscope_http::RetryOptions;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Span;
@@ -80,8 +81,8 @@ where
     Ok(Response::from_parts(parts, body))
 }
 
-/// Turns the engine's result into what the caller gets: the shared decision
-/// ([`shape`]) in tower's error types.
+/// A tower HTTP call's answer and error types, for the end every
+/// integration shares ([`shape`]).
 ///
 /// A response is returned as it came, also when retries ran out on it (a
 /// 503): it is the server's answer. A response whose server asked for a wait
@@ -90,56 +91,41 @@ where
 /// as they came; a retryable failure of a request that could not be sent
 /// again is wrapped in [`NotRetried`]; any other stop is a [`GaveUp`] holding
 /// the last error. (A gRPC caller gets a status instead: `grpc::stop`.)
-pub(crate) fn finish<B>(
-    outcome: Result<Response<B>, RetryError<BoxError>>,
-    stop: Option<(StopReason, u32)>,
-    replayable: bool,
-) -> Result<Response<B>, BoxError> {
-    let status = |response: &Response<B>| Some(response.status().as_u16());
-    shape::finish(outcome, stop, replayable, status, |error| GaveUp::new(error).into(), Into::into)
-}
+///
+/// [`NotRetried`]: retryscope_http::NotRetried
+pub(crate) struct Tower<B>(PhantomData<B>);
 
-/// Answers a call that gave up with its fallback: the fallback's response,
-/// marked, or both errors (the fallback's, then what [`finish`] would have
-/// returned). The fallback is told the request and the idempotency key its
-/// attempts carried.
-pub(crate) async fn answer_with<ResB>(
-    chosen: Chosen<'_>,
-    dependency: &str,
-    (method, uri, key): (&http::Method, &http::Uri, Option<&http::HeaderValue>),
-    outcome: Result<Response<ResponseBody<ResB>>, RetryError<BoxError>>,
-    stop: Option<(StopReason, u32)>,
-    replayable: bool,
-    remaining: Option<std::time::Duration>,
-) -> Result<Response<ResponseBody<ResB>>, BoxError>
+impl<B> shape::Answers for Tower<B>
 where
-    ResB: Body + Send + 'static,
-    ResB::Data: From<bytes::Bytes>,
+    B: Body,
+    B::Data: From<bytes::Bytes>,
 {
-    let last = match &outcome {
-        Ok(response) => LastAnswer::Response { status: response.status(), headers: response.headers() },
-        Err(error) => match error.last_error() {
-            Some(last) => LastAnswer::Error(&**last),
-            None => LastAnswer::Nothing,
-        },
-    };
-    match chosen.answer(dependency, (method, uri, key), last, remaining).await {
-        Ok(response) => {
-            let (parts, body) = response.into_parts();
-            Ok(Response::from_parts(parts, ResponseBody::answered(body.into())))
-        }
-        Err(error) => {
-            let original = match finish(outcome, stop, replayable) {
-                Err(original) => original,
-                // Retries ran out on a response (a 503): the error says so.
-                Ok(response) => {
-                    let (reason, attempts) = stop.unwrap_or((StopReason::AttemptsExhausted, 0));
-                    let status = Some(retryscope::ErrorType::Status(response.status().as_u16()));
-                    GaveUp::new(RetryError::new(reason, attempts, status, None)).into()
-                }
-            };
-            Err(error.with_original(original).into())
-        }
+    type Response = Response<ResponseBody<B>>;
+    type Error = BoxError;
+
+    fn head(response: &Self::Response) -> (StatusCode, &HeaderMap) {
+        (response.status(), response.headers())
+    }
+
+    fn error(error: &BoxError) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &**error
+    }
+
+    fn gave_up(error: RetryError<BoxError>) -> BoxError {
+        GaveUp::new(error).into()
+    }
+
+    fn not_retried(error: retryscope_http::NotRetried) -> BoxError {
+        error.into()
+    }
+
+    fn answered(response: Response<bytes::Bytes>) -> Self::Response {
+        let (parts, body) = response.into_parts();
+        Response::from_parts(parts, ResponseBody::answered(body.into()))
+    }
+
+    fn fallback_failed(error: retryscope_http::FallbackFailed) -> BoxError {
+        error.into()
     }
 }
 
@@ -238,14 +224,15 @@ impl Protocol for HttpCall {
         ResB: AnswerBody,
     {
         let (Some((chosen, remaining)), Some(parts)) = (chosen, kept) else {
-            return Answered::Now((finish(outcome, stop, end.replayable), false));
+            return Answered::Now((Tower::<ResB>::finish(outcome, stop, end.replayable), false));
         };
         Answered::Later(Box::pin(async move {
+            // The fallback is told the idempotency key the attempts carried.
             let key = end.key.and_then(|_| parts.headers.get(settings.client.idempotency.header_name()));
             let target = (&parts.method, &parts.uri, key);
-            let dependency = end.guards.name();
+            let (dependency, end) = (end.guards.name(), (stop, end.replayable));
             let answer =
-                answer_with(chosen, dependency, target, outcome, stop, end.replayable, remaining).await;
+                shape::answer_with::<Tower<ResB>>(chosen, dependency, target, remaining, outcome, end).await;
             let served = answer.is_ok();
             (answer, served)
         }))
