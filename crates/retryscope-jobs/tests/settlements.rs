@@ -16,7 +16,6 @@ mod support;
 
 use bytes::Bytes;
 use retryscope_idempotency::MemoryStore;
-use retryscope_jobs::broker::StoredDead;
 use retryscope_jobs::{
     Broker, BrokerError, DeadLetterStore, Delivery, Job, JobOutcome, Outgoing, Producer, Published, Worker,
 };
@@ -121,27 +120,7 @@ impl<B: Broker> Broker for Faulty<B> {
     }
 }
 
-impl<B: DeadLetterStore> DeadLetterStore for Faulty<B> {
-    async fn list_dead(&self, from: u64, limit: usize) -> Result<Vec<StoredDead>, BrokerError> {
-        self.inner.list_dead(from, limit).await
-    }
-
-    async fn get_dead(&self, id: u64) -> Result<Option<StoredDead>, BrokerError> {
-        self.inner.get_dead(id).await
-    }
-
-    async fn remove_dead(&self, id: u64) -> Result<bool, BrokerError> {
-        self.inner.remove_dead(id).await
-    }
-
-    async fn dead_depth(&self) -> Result<u64, BrokerError> {
-        self.inner.dead_depth().await
-    }
-
-    fn dead_letters_name(&self) -> &str {
-        self.inner.dead_letters_name()
-    }
-}
+support::dead_letters_of_inner!(Faulty);
 
 /// What one case saw.
 struct Seen {

@@ -187,3 +187,42 @@ pub fn worker_process(
         .stderr(std::process::Stdio::null());
     command
 }
+
+/// `DeadLetterStore` for a broker in front of another (`$front<B>`, holding
+/// it as `inner`): every call is the inner broker's. For the tests' brokers
+/// that fail one thing and pass the rest through.
+#[allow(unused_macros, reason = "not every test binary has such a broker")]
+macro_rules! dead_letters_of_inner {
+    ($front:ident) => {
+        impl<B: retryscope_jobs::DeadLetterStore> retryscope_jobs::DeadLetterStore for $front<B> {
+            async fn list_dead(
+                &self,
+                from: u64,
+                limit: usize,
+            ) -> Result<Vec<retryscope_jobs::broker::StoredDead>, retryscope_jobs::BrokerError> {
+                self.inner.list_dead(from, limit).await
+            }
+
+            async fn get_dead(
+                &self,
+                id: u64,
+            ) -> Result<Option<retryscope_jobs::broker::StoredDead>, retryscope_jobs::BrokerError> {
+                self.inner.get_dead(id).await
+            }
+
+            async fn remove_dead(&self, id: u64) -> Result<bool, retryscope_jobs::BrokerError> {
+                self.inner.remove_dead(id).await
+            }
+
+            async fn dead_depth(&self) -> Result<u64, retryscope_jobs::BrokerError> {
+                self.inner.dead_depth().await
+            }
+
+            fn dead_letters_name(&self) -> &str {
+                self.inner.dead_letters_name()
+            }
+        }
+    };
+}
+#[allow(unused_imports, reason = "not every test binary has such a broker")]
+pub(crate) use dead_letters_of_inner;
