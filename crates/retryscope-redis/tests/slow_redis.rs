@@ -13,6 +13,11 @@
 //! publication slower than that was lost: on a busy machine whose Redis
 //! answered in ~50 ms, in CI at stop 72.
 //!
+//! A subscriber connection that Redis's answers stop reaching, open but
+//! silent (a NAT's idle timeout): it hears not even its own replica's
+//! heartbeats echo, and is replaced within two seconds; the replacement
+//! reads the gates kept, so a gate published meanwhile still arrives.
+//!
 //! Needs `RETRYSCOPE_REDIS_URL` (skipped outside CI without it, as the fleet
 //! tests are) and runs a `redis-server` of its own.
 
@@ -22,17 +27,24 @@ use retryscope::pace::PaceSignal;
 use retryscope::{Hint, Pacer};
 use retryscope_redis::{MAX_TIMEOUT, RedisPaceShare};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::{OwnRedis, redis_url, spare_port, until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A loopback proxy to Redis that holds each answer for the delay set when
-/// it arrives, keeping their order; requests pass at once.
+/// it arrives, keeping their order; requests pass at once. On
+/// [`silence_subscribers`](Self::silence_subscribers), the subscriber
+/// connections open then get nothing more, and stay open: a flow a NAT
+/// dropped without a FIN or RST.
 struct SlowProxy {
     port: u16,
     delay_ms: Arc<AtomicU64>,
+    /// Connections opened so far, numbered from 0.
+    opened: Arc<AtomicU64>,
+    /// Subscriber connections numbered below this get no answer.
+    silenced_below: Arc<AtomicU64>,
 }
 
 impl SlowProxy {
@@ -41,14 +53,31 @@ impl SlowProxy {
         let port = listener.local_addr().expect("an address").port();
         let delay_ms = Arc::new(AtomicU64::new(0));
         let delay = Arc::clone(&delay_ms);
+        let (opened, silenced_below) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (counting, silence) = (Arc::clone(&opened), Arc::clone(&silenced_below));
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(redis) = TcpStream::connect(("127.0.0.1", redis_port)).await else { continue };
+                let number = counting.fetch_add(1, Ordering::SeqCst);
                 let (mut client_read, mut client_write) = client.into_split();
                 let (mut redis_read, mut redis_write) = redis.into_split();
+                // Whether the client subscribed on this connection.
+                let subscriber = Arc::new(AtomicBool::new(false));
+                let subscribed = Arc::clone(&subscriber);
                 tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut client_read, &mut redis_write).await;
+                    let mut buffer = vec![0u8; 16 * 1024];
+                    while let Ok(read @ 1..) = client_read.read(&mut buffer).await {
+                        if buffer[..read].windows(9).any(|w| w.eq_ignore_ascii_case(b"SUBSCRIBE")) {
+                            subscribed.store(true, Ordering::SeqCst);
+                        }
+                        if redis_write.write_all(&buffer[..read]).await.is_err() {
+                            break;
+                        }
+                    }
                 });
+                let silence = Arc::clone(&silence);
+                let silenced =
+                    move || subscriber.load(Ordering::SeqCst) && number < silence.load(Ordering::SeqCst);
                 // Each answer leaves `delay` after it came, in order: a
                 // reader stamps it, a writer waits for the stamp.
                 let (held, mut due) = tokio::sync::mpsc::channel::<(Instant, Vec<u8>)>(1024);
@@ -65,6 +94,9 @@ impl SlowProxy {
                 tokio::spawn(async move {
                     while let Some((at, answer)) = due.recv().await {
                         tokio::time::sleep_until(at.into()).await;
+                        if silenced() {
+                            continue;
+                        }
                         if client_write.write_all(&answer).await.is_err() {
                             break;
                         }
@@ -72,7 +104,12 @@ impl SlowProxy {
                 });
             }
         });
-        Self { port, delay_ms }
+        Self { port, delay_ms, opened, silenced_below }
+    }
+
+    /// The subscriber connections open now get nothing more from Redis.
+    fn silence_subscribers(&self) {
+        self.silenced_below.store(self.opened.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 
     fn url(&self) -> String {
@@ -181,5 +218,34 @@ async fn a_gate_published_through_a_slow_redis_arrives_within_a_second_and_is_gi
     until("A fallen back", Duration::from_secs(1), || !a.is_shared()).await;
     println!("a Redis that stopped answering was left in {:?}", stopped.elapsed());
     assert!(b.is_shared(), "B, which reaches Redis directly, still shares");
+    redis.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_connection_gone_silent_is_replaced_and_a_gate_published_meanwhile_arrives() {
+    if redis_url().is_none() {
+        return;
+    }
+    let mut redis = OwnRedis::start(spare_port()).await;
+    let proxy = SlowProxy::start(redis.port).await;
+    let quota = format!("test-silent-{}", std::process::id());
+    let share = |url: String| {
+        RedisPaceShare::builder(redis::Client::open(url).expect("a URL"), &quota).build().expect("a share")
+    };
+    let (a, b) = (share(proxy.url()), share(redis.url()));
+    until("shared by both", Duration::from_secs(10), || a.is_shared() && b.is_shared()).await;
+    let (at_a, at_b) = pacers(&a, &b, "silent.example:443");
+    // A's subscription stops hearing anything; its heartbeats (another
+    // connection) go on, so A would count itself shared and never hear B.
+    proxy.silence_subscribers();
+    let silenced = Instant::now();
+    close(&at_b);
+    let reached = until("B's gate at A", Duration::from_secs(5), || at_a.allowed_rate() == Some(0.0)).await;
+    println!("a silent subscription: B's gate reached A {reached:?} after A's subscription went silent");
+    assert!(
+        silenced.elapsed() >= Duration::from_millis(1_500),
+        "the gate came through a new subscription (the old one heard nothing for 2 s)"
+    );
+    until("A shared again", Duration::from_secs(2), || a.is_shared()).await;
     redis.stop().await;
 }

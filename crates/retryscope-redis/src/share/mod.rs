@@ -29,7 +29,9 @@ use tasks::{heartbeat, read_gate, subscriber};
 /// 600 ms + 3 × the deadline after Redis's last timely answer to a heartbeat
 /// (750 ms with this default, under a second in `tests/slow_redis.rs`; 3.6 s
 /// with the largest, [`MAX_TIMEOUT`]), and as soon as its subscriber
-/// connection is seen to drop. 50 ms keeps a busy or cross-zone Redis
+/// connection is seen to drop — or to have heard nothing, not even its own
+/// heartbeats' echo, for 2 s (a connection a NAT dropped silently), when it
+/// is replaced. 50 ms keeps a busy or cross-zone Redis
 /// (a few milliseconds) shared; it was 2 ms, which a busy machine's Redis
 /// missed, and the fleet then paced alone while Redis was up.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(50);
@@ -55,6 +57,13 @@ const REPLICA_EXPIRY: Duration = Duration::from_secs(1);
 const FAILURES_TO_FALL_BACK: u32 = 3;
 /// The subscriber's reconnection backoff: from the first to the last, doubling.
 const RECONNECT: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
+/// How long the subscriber connection may hear nothing, not even the echo
+/// of this replica's own heartbeats (every [`HEARTBEAT`]), before it is
+/// taken for dead and replaced: a connection dropped without a FIN or RST
+/// (a NAT's or load balancer's idle timeout, a failover) never ends on its
+/// own, and would leave the replica counting itself shared while it hears
+/// no gate. Ten heartbeats: a busy Redis that answers late still echoes.
+const SILENCE: Duration = Duration::from_secs(2);
 
 /// Closes the gate of KEYS[1] for ARGV[1] ms unless a later one is kept,
 /// and pushes it to the fleet on channel ARGV[2] as ARGV[3] .. "\n" .. ms ..
@@ -73,14 +82,17 @@ return 1
 ";
 
 /// Counts this replica (ARGV[1]) alive in the sorted set KEYS[1], forgets
-/// those not heard from for ARGV[2] ms, and answers how many are left. The
-/// set expires when the whole fleet is gone.
+/// those not heard from for ARGV[2] ms, echoes on this replica's own channel
+/// ARGV[3] (what tells its subscriber connection it still hears: see
+/// [`SILENCE`]), and answers how many are left. The set expires when the
+/// whole fleet is gone.
 const HEARTBEAT_SCRIPT: &str = r"
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PUBLISH', ARGV[3], '')
 return redis.call('ZCARD', KEYS[1])
 ";
 
@@ -168,6 +180,11 @@ impl State {
 
     fn channel(&self) -> String {
         format!("retryscope:pace:{}", self.quota)
+    }
+
+    /// This replica's own channel, on which its heartbeats echo.
+    fn echo_channel(&self) -> String {
+        format!("retryscope:pace:{}:echo:{}", self.quota, self.replica)
     }
 
     fn replicas_key(&self) -> String {

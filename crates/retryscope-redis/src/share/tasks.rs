@@ -22,7 +22,7 @@ pub(super) async fn heartbeat(state: Weak<State>) {
         let Some(live) = state.upgrade() else { return };
         let mut connection = live.connection.clone();
         let mut invocation = script.key(live.replicas_key());
-        invocation.arg(&live.replica).arg(expiry);
+        invocation.arg(&live.replica).arg(expiry).arg(live.echo_channel());
         match live.within(invocation.invoke_async::<u32>(&mut connection)).await {
             Some(count) => {
                 // The first answer after an outage may come from a Redis that
@@ -50,15 +50,17 @@ pub(super) async fn heartbeat(state: Weak<State>) {
 
 /// One subscriber connection for every dependency: receives the gates the
 /// other replicas publish, reconnecting with a bounded backoff; after each
-/// (re)connection reads the gates kept, which it may have missed.
+/// (re)connection reads the gates kept, which it may have missed. A
+/// connection that hears nothing for [`SILENCE`] — not even the echo of this
+/// replica's heartbeats — is replaced as if it had dropped.
 pub(super) async fn subscriber(state: Weak<State>, client: redis::Client) {
     let mut backoff = RECONNECT.0;
     loop {
         let Some(live) = state.upgrade() else { return };
-        let channel = live.channel();
+        let channels = [live.channel(), live.echo_channel()];
         let connect = async {
             let mut pubsub = client.get_async_pubsub().await?;
-            pubsub.subscribe(&channel).await?;
+            pubsub.subscribe(&channels).await?;
             Ok::<_, redis::RedisError>(pubsub)
         };
         let pubsub = tokio::time::timeout(MAX_TIMEOUT, connect).await.ok().and_then(Result::ok);
@@ -79,7 +81,16 @@ pub(super) async fn subscriber(state: Weak<State>, client: redis::Client) {
         }
         drop(live);
         let mut messages = pubsub.into_on_message();
-        while let Some(message) = messages.next().await {
+        loop {
+            let message = match tokio::time::timeout(SILENCE, messages.next()).await {
+                Ok(Some(message)) => message,
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(target: retryscope_otel::names::TARGET, silence = ?SILENCE,
+                        "the fleet's gate subscription heard nothing, not even this replica's heartbeats: reconnecting");
+                    break;
+                }
+            };
             let Some(live) = state.upgrade() else { return };
             if let Ok(payload) = message.get_payload::<String>()
                 && let Some((replica, wait, dependency)) = parse(&payload)
