@@ -19,14 +19,14 @@ use support::{app, send, serve};
 
 #[tokio::test]
 async fn a_request_slower_than_its_lease_keeps_its_key_and_runs_once() {
-    // A 300-ms lease and a request that takes a second: renewed every
-    // 100 ms, the claim holds throughout; without renewal a repeat 600 ms
-    // in would find the key free and run the request a second time.
-    let layer = IdempotencyLayer::new(MemoryStore::default()).lease(Duration::from_millis(300));
-    let (router, executions) = app(layer, Duration::from_secs(1));
+    // A 600-ms lease and a request that takes 2 s: renewed every 200 ms,
+    // the claim holds throughout; without renewal a repeat 1.2 s in would
+    // find the key free and run the request a second time.
+    let layer = IdempotencyLayer::new(MemoryStore::default()).lease(Duration::from_millis(600));
+    let (router, executions) = app(layer, Duration::from_secs(2));
     let addr = serve(router).await;
     let first = tokio::spawn(async move { send(addr, "/orders", Some("\"slow\""), "sku=1").await });
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
     let during = send(addr, "/orders", Some("\"slow\""), "sku=1").await;
     assert_eq!(during.status, 409, "still running, two leases in: {during:?}");
     let first = first.await.expect("the first caller finishes");
@@ -87,11 +87,11 @@ impl IdempotencyStore for CompletionFails {
 
 #[tokio::test]
 async fn a_completion_the_store_failed_to_record_is_recorded_later_and_its_repeat_replayed() {
-    // Three failed tries (the first, then 50 and 100 ms later); the fourth,
-    // 200 ms after that, records it. The lease is 2 s: without the later
-    // tries the key would stay claimed (409) until then, and a repeat after
-    // it would run the request a second time.
-    let store = CompletionFails { inner: MemoryStore::default(), failing: Arc::new(AtomicU32::new(3)) };
+    // Four failed tries (the first, then 50, 100 and 200 ms apart); the
+    // fifth, 400 ms after that (750 ms in all), records it. The lease is
+    // 2 s: without the later tries the key would stay claimed (409) until
+    // then, and a repeat after it would run the request a second time.
+    let store = CompletionFails { inner: MemoryStore::default(), failing: Arc::new(AtomicU32::new(4)) };
     let layer = IdempotencyLayer::new(store.clone()).lease(Duration::from_secs(2));
     let (router, executions) = app(layer, Duration::ZERO);
     let addr = serve(router).await;
@@ -99,7 +99,7 @@ async fn a_completion_the_store_failed_to_record_is_recorded_later_and_its_repea
     assert_eq!((first.status, first.replayed()), (201, false), "the caller got its response at once");
     let at_once = send(addr, "/orders", Some("\"blip\""), "sku=2").await;
     assert_eq!(at_once.status, 409, "not yet recorded: in flight: {at_once:?}");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert_eq!(store.failing.load(Ordering::SeqCst), 0, "every failure was used");
     let repeat = send(addr, "/orders", Some("\"blip\""), "sku=2").await;
     assert_eq!((repeat.status, repeat.replayed(), repeat.body.as_str()), (201, true, "order 1: sku=2"));
@@ -117,12 +117,12 @@ async fn a_completion_the_store_never_records_frees_the_key_after_its_lease_as_t
     // repeat after it runs the request again.
     let store =
         CompletionFails { inner: MemoryStore::default(), failing: Arc::new(AtomicU32::new(u32::MAX)) };
-    let layer = IdempotencyLayer::new(store.clone()).lease(Duration::from_millis(400));
+    let layer = IdempotencyLayer::new(store.clone()).lease(Duration::from_secs(1));
     let (router, executions) = app(layer, Duration::ZERO);
     let addr = serve(router).await;
     assert_eq!(send(addr, "/orders", Some("\"down\""), "sku=3").await.status, 201);
     assert_eq!(send(addr, "/orders", Some("\"down\""), "sku=3").await.status, 409, "in flight");
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
     let after = send(addr, "/orders", Some("\"down\""), "sku=3").await;
     assert_eq!((after.status, after.replayed()), (201, false), "run again after the lease");
     assert_eq!(executions.count(), 2);
