@@ -5,8 +5,11 @@
 //! have run out, when the store failed to record it — or released, so that
 //! a retry runs the request again.
 
+use std::future::poll_fn;
+use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior, timeout};
@@ -44,15 +47,16 @@ impl<St: IdempotencyStore> ClaimGuard<St> {
     /// from here for a whole lease) is logged, and the request finishes.
     pub(crate) async fn renewing<T>(&self, work: impl Future<Output = T>) -> T {
         let Some(ticket) = &self.ticket else { return work.await };
-        let renewing = renew(&self.shared, ticket);
-        tokio::pin!(work, renewing);
-        loop {
-            tokio::select! {
-                done = &mut work => break done,
-                // Never completes: it renews the claim each period.
-                () = &mut renewing => {}
+        let (mut work, mut renewing) = (pin!(work), pin!(renew(&self.shared, ticket)));
+        poll_fn(|cx| {
+            if let Poll::Ready(done) = work.as_mut().poll(cx) {
+                return Poll::Ready(done);
             }
-        }
+            // Never ready: it renews the claim each period.
+            let _ = renewing.as_mut().poll(cx);
+            Poll::Pending
+        })
+        .await
     }
 
     /// Records how the request ended. A completion the store fails to
