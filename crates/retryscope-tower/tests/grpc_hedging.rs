@@ -217,6 +217,22 @@ async fn a_pushback_with_a_wait_sends_the_next_copy_after_that_wait() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushback_past_the_policys_limit_sends_no_further_copy_and_the_call_fails_at_once() {
+    let telemetry = Telemetry::install();
+    let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, Some("600000"))]).await;
+    // Ten minutes, past the 60 s a call may wait on a server: "not any time
+    // soon". No copy waits on it; the call fails with the server's status.
+    let mut client = client(&server, &telemetry, hedged(3, "60s"));
+
+    let status = tokio::time::timeout(Duration::from_secs(2), client.unary(echo("hello")))
+        .await
+        .expect("the call ends at once, not after the pushback")
+        .expect_err("the only copy failed");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 1, "{:?}", server.calls());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_throttling_holds_the_hedges_of_a_dead_dependency() {
     let telemetry = Telemetry::install();
     let server = EchoServer::start(vec![Behaviour::Fail(Code::Unavailable, None); 100]).await;

@@ -266,6 +266,38 @@ async fn a_server_hint_delays_the_next_copy_and_a_stop_sends_no_more() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_server_hint_past_the_policys_limit_sends_no_further_copy_and_the_call_ends_at_once() {
+    // A pushback of 20 minutes, past the 60 s a hedging policy may wait on a
+    // server: it means "not any time soon", as it does for a retry. The call
+    // ends when the failed copy does, and says why.
+    let copies = Copies::default();
+    let rec = Recorder::default();
+    let started = Instant::now();
+    let answer = copies
+        .op(|_| ms(5), |_| Err("pushback"))
+        .hedge(fixed(3, ms(100)))
+        .observe(rec.clone())
+        .classify(|r: &Result<u32, &str>| match r {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::Retryable {
+                error: ErrorType::Kind("UNAVAILABLE"),
+                hint: Some(Hint::grpc_pushback(Duration::from_secs(1_200))),
+            },
+        })
+        .await;
+    let error = answer.expect_err("the only copy failed");
+    assert_eq!((error.last_error(), started.elapsed(), copies.sent()), (Some(&"pushback"), ms(5), 1));
+    assert!(matches!(error.reason(), StopReason::HintTooLong { .. }), "{error}");
+    let finish = rec.finish();
+    assert_eq!(finish.outcome, Outcome::Exhausted);
+    assert!(
+        matches!(finish.reason, Some(StopReason::HintTooLong { limit, .. }) if limit == Duration::from_secs(60)),
+        "{:?}",
+        finish.reason
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn under_a_dead_dependency_the_budget_holds_hedges_to_its_share() {
     // 10 % of requests, no per-second allowance: 200 calls may hedge about 20 times.
     let budget = RetryBudget::builder().ratio(0.1).min_per_second(0).build().expect("valid budget");

@@ -211,6 +211,18 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
             }
             Verdict::Permanent { .. } => Settled::Fatal(StopReason::Permanent),
             Verdict::Retryable { error, hint } => {
+                // A hint past what the policy may wait means "not any time
+                // soon", as it does for a retry: no further copy goes, and
+                // the call ends once those in flight have (what a retry does
+                // with it in `wait::next_wait`).
+                if let Some(hint) = hint
+                    && self.next_at.is_some()
+                {
+                    let limit = self.hint_limit(now);
+                    if hint.delay > limit {
+                        self.stop_sending::<()>(StopReason::HintTooLong { hint, limit });
+                    }
+                }
                 if let Some(next) = self.next_at.as_mut() {
                     let at = match hint {
                         // The server said when: the next copy goes then.
@@ -232,6 +244,13 @@ impl<'a, O: Observer, P: CopyPolicy> HedgeDriver<'a, O, P> {
                 Settled::Continue
             }
         }
+    }
+
+    /// The longest a server's hint may hold the next copy at `now`: the
+    /// policy's `max_server_delay`, or what is left of the deadline.
+    fn hint_limit(&self, now: Instant) -> Duration {
+        let most = self.policy.driven().max_server_delay();
+        self.deadline_at.map_or(most, |at| most.min(at.saturating_duration_since(now)))
     }
 
     /// A copy still in flight is cancelled at `now` (its future dropped): it
