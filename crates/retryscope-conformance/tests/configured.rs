@@ -478,6 +478,29 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// The kill switch means one request on the wire: A6's transparent retry of
+/// a stream the server refused unprocessed is a second one, so it stops it
+/// too; lifted, the transparent retry is back.
+#[tokio::test]
+async fn the_kill_switch_stops_a6s_transparent_retry_too() {
+    use retryscope_config::Format;
+
+    let path = file("grpc-kill-transparent", &echo_text(false));
+    let config = handle(&path);
+    let refused = Answer::Reset(h2::Reason::REFUSED_STREAM);
+    let server = H2Server::start(vec![refused.clone(), refused, Answer::Ok("sent again")]).await;
+    let mut client = echo_channel(&server, config.clone());
+
+    let status = client.unary(echo("x")).await.expect_err("refused, and not sent again");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert_eq!(server.streams().len(), 1, "the kill switch: one request on the wire");
+    config.reload_from_str(&echo_text(true), Format::Toml).expect("a valid reload");
+    let answer = client.unary(echo("x")).await.expect("the transparent retry answers");
+    assert_eq!(answer.into_inner().message, "sent again");
+    assert_eq!(server.streams().len(), 3, "lifted: the refused stream was sent again");
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A service config that retries `test.Echo` five times and throttles with
 /// two tokens: the first failure leaves one, half, and A6 retries only above
 /// half.

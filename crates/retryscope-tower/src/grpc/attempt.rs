@@ -31,13 +31,17 @@ pub(crate) struct GrpcAttempts {
     /// transparent retry calls `CallMetrics::transparent_retry_started` before
     /// making its body.
     metrics: Option<CallMetrics>,
+    /// Whether a first attempt the server refused unprocessed is sent again
+    /// (A6's transparent retry): not under the file's kill switch.
+    transparent: bool,
 }
 
 impl GrpcAttempts {
     /// A call's attempts: `deadline` is the call's, if it goes on the wire;
+    /// `transparent`, whether a refused first attempt is sent again;
     /// `metrics`, gRPC's call metrics, if the layer records them.
-    pub(super) fn new(deadline: Option<Duration>, metrics: Option<CallMetrics>) -> Self {
-        Self { started: None, deadline, metrics }
+    pub(super) fn new(deadline: Option<Duration>, transparent: bool, metrics: Option<CallMetrics>) -> Self {
+        Self { started: None, deadline, metrics, transparent }
     }
 
     /// `grpc-previous-rpc-attempts` on every retry, and — when the caller set
@@ -148,7 +152,8 @@ impl Attempts for GrpcAttempts {
         // and not counted as an attempt. It needs the body again; what it
         // needs is kept (the shared head, the body's bytes) and the request is
         // made only if the server refuses the first one.
-        let transparent = (number == 1).then(|| self.transparent(shared, source)).flatten();
+        let transparent =
+            (number == 1 && self.transparent).then(|| self.transparent(shared, source)).flatten();
         (body, GrpcAnswer { transparent })
     }
 }

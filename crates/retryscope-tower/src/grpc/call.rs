@@ -315,11 +315,14 @@ impl Protocol for GrpcCall {
         _: &Settings,
         parts: &Parts,
         call: &Call,
-        _: Option<&CallConfig>,
+        configured: Option<&CallConfig>,
     ) -> (GrpcAttempts, Option<CallMetrics>) {
         self.metrics = self.layer_metrics.take().map(|metrics| metrics.call(parts.uri.path(), &parts.uri));
         let deadline = call.policy.deadline().filter(|_| self.sends_deadline);
-        (GrpcAttempts::new(deadline, self.metrics.clone()), self.metrics.clone())
+        // The file's kill switch means one request on the wire: A6's
+        // transparent retry is a second one, so it stops it too.
+        let transparent = configured.is_none_or(|c| c.settings().enabled());
+        (GrpcAttempts::new(deadline, transparent, self.metrics.clone()), self.metrics.clone())
     }
 
     /// The caller's name for it, else the method.
