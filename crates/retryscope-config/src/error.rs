@@ -25,6 +25,11 @@ pub enum ConfigErrorKind {
     /// `idempotency_keys`): refused rather than accepted and ignored; the
     /// message says where it is set instead.
     NotApplied,
+    /// A reload found the file empty: a writer caught between truncating
+    /// and writing it leaves it so, and an empty file would put every
+    /// default back in force (the kill switch off). Only a reload refuses
+    /// it; to go back to the defaults, write a file with a comment.
+    Empty,
     /// `RETRYSCOPE_CONFIG` is unset, the file has no `.toml`/`.json`
     /// extension, or a reload from the file was asked of a handle without one.
     NoFile,

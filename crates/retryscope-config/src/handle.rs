@@ -247,7 +247,12 @@ impl ConfigHandle {
     }
 
     /// Reads the file again (through its name, so a symlink swapped since
-    /// is followed) and puts it in force if its text changed and it checks.
+    /// is followed) and puts it in force if its text changed since a reload
+    /// last read it and it checks; an empty file is refused
+    /// ([`ConfigErrorKind::Empty`]). A configuration put in force by
+    /// [`replace`](Self::replace) or [`reload_from_str`](Self::reload_from_str)
+    /// stays until the file's text changes: reloading an unchanged file
+    /// leaves it in force.
     pub fn reload(&self) -> Result<Reload, ConfigError> {
         match self.read_changed()? {
             None => Ok(Reload::Unchanged),
@@ -280,6 +285,17 @@ impl ConfigHandle {
             return Ok(Reload::Unchanged);
         }
         let Some(path) = &self.inner.path else { return Ok(Reload::Unchanged) };
+        if text.trim().is_empty() {
+            // A rewrite in place that takes longer than `SETTLE` between its
+            // truncation and its write reads empty twice; loading it would
+            // lift every setting (a kill switch too) until the write lands.
+            let error = ConfigError::new(
+                ConfigErrorKind::Empty,
+                "",
+                "the file is empty: the configuration in force stays (write a comment to go back to the defaults)",
+            );
+            return Err(self.refused(error.at(&Arc::from(path.display().to_string()), None)));
+        }
         let format = Format::of_path(path)?;
         match Config::parse(text, format, &path.display().to_string(), &self.inner.known) {
             Ok(config) => {
@@ -294,7 +310,8 @@ impl ConfigHandle {
     /// put in force only if it is still the same. An editor or `echo >`
     /// rewriting the file in place truncates it first; a poll that read it
     /// then would put an empty (and valid: all defaults) configuration in
-    /// force for one poll. A text still changing waits for the next poll.
+    /// force for one poll. A text still changing waits for the next poll; a
+    /// file still empty after `SETTLE` (a slower writer) is refused.
     async fn reload_settled(&self) -> Result<Reload, ConfigError> {
         let Some((text, seen)) = self.read_changed()? else { return Ok(Reload::Unchanged) };
         tokio::time::sleep(SETTLE).await;
@@ -320,8 +337,8 @@ impl ConfigHandle {
     /// notifications: polling through the path sees an in-place edit, a
     /// rename over it and a Kubernetes ConfigMap's `..data` symlink swap
     /// alike. A changed text is put in force only once two reads [`SETTLE`]
-    /// apart agree, so a file caught halfway through an in-place rewrite is
-    /// never loaded. Stops when the returned [`Watch`] is dropped.
+    /// apart agree, and never when the file is empty, so a file caught
+    /// halfway through an in-place rewrite is never loaded. Stops when the returned [`Watch`] is dropped.
     pub fn watch(&self, every: Duration) -> Watch {
         let weak = Arc::downgrade(&self.inner);
         let every = every.max(MIN_POLL);

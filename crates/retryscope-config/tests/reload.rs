@@ -217,3 +217,47 @@ async fn a_file_caught_halfway_through_a_rewrite_is_never_loaded() {
         "one reload, of the finished file"
     );
 }
+
+/// A slower writer: the file stays empty for several polls, longer than
+/// `SETTLE`, so two reads agree on the empty text. It is refused, once (it
+/// is seen), and the configuration in force — its kill switch on — keeps serving
+/// until the finished file lands. Paused clock.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_file_left_empty_longer_than_settle_is_refused_and_the_last_one_keeps_serving() {
+    let d = dir("slow-writer");
+    let path = d.join("retry.toml");
+    std::fs::write(&path, file(2, false)).unwrap();
+    let metrics = Metrics::new();
+    let meter = metrics.provider.meter("test");
+    let handle = ConfigHandle::builder(KnownNames::new()).meter(&meter).file(&path).build().unwrap();
+    let _watch = handle.watch(retryscope_config::MIN_POLL);
+    let start = tokio::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    std::fs::write(&path, "").unwrap();
+    for poll in 1..=4 {
+        tokio::time::sleep_until(start + poll * retryscope_config::MIN_POLL + 2 * retryscope_config::SETTLE)
+            .await;
+        let pay = handle.snapshot().resolve(&Target::http("pay", None, "/")).enabled();
+        assert!(!pay, "poll {poll}: the kill switch stays on");
+        assert_eq!(attempts(&handle), 1, "poll {poll}: the empty file is not in force");
+    }
+    std::fs::write(&path, file(3, true)).unwrap();
+    tokio::time::sleep_until(start + 7 * retryscope_config::MIN_POLL).await;
+    assert_eq!(attempts(&handle), 3, "the finished file is in force");
+    assert_eq!(
+        (metrics.reloads("ok"), metrics.reloads("refused")),
+        (1, 1),
+        "the empty file refused once, the finished one loaded"
+    );
+
+    // Asked for directly, a reload of an empty file says why it refuses.
+    std::fs::write(&path, "  \n").unwrap();
+    let refused = handle.reload().expect_err("an empty file is refused");
+    assert_eq!(refused.kind(), ConfigErrorKind::Empty, "{refused}");
+    assert!(refused.to_string().contains("empty"), "{refused}");
+    assert_eq!(attempts(&handle), 3);
+    // A comment is a file: back to the defaults on purpose.
+    std::fs::write(&path, "# the defaults\n").unwrap();
+    assert!(matches!(handle.reload().unwrap(), Reload::Replaced(_)));
+    assert_eq!(attempts(&handle), retryscope::Policy::interactive().max_attempts());
+}
