@@ -98,7 +98,7 @@ async fn a_503_sends_the_next_copy_at_once_and_a_404_ends_the_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_post_without_an_idempotency_key_is_never_hedged_but_a_put_or_a_keyed_post_is() {
+async fn a_put_is_hedged_a_post_never_is_and_a_keyed_post_is_retried_instead() {
     for integration in BOTH {
         let telemetry = Telemetry::install();
         let server = Server::start().await;
@@ -121,7 +121,24 @@ async fn a_post_without_an_idempotency_key_is_never_hedged_but_a_put_or_a_keyed_
         server.script("/payments", [Reply::StallUntilClosed, Reply::ok("paid").into()]);
         let keyed = Call::post(server.url("/payments")).header("idempotency-key", "pay-1");
         let paid = client.send(keyed).await;
-        assert_eq!(paid.expect("a keyed POST is hedged").status, 200, "{integration:?}");
+        assert_eq!(paid.expect("a keyed POST is retried").status, 200, "{integration:?}");
+        // Retried after its attempt timeout, never hedged: a copy beside a
+        // running keyed POST would only meet the server's 409.
+        let payments: Vec<_> = server.seen().into_iter().filter(|s| s.path == "/payments").collect();
+        let attempts: Vec<Option<&str>> =
+            payments.iter().map(|s| s.headers.get("retry-attempt").map(String::as_str)).collect();
+        assert_eq!(attempts, [None, Some("2")], "{integration:?}");
+        let keyed_spans: Vec<_> = telemetry
+            .spans()
+            .into_iter()
+            .filter(|s| s.span_kind == SpanKind::Client)
+            .filter(|s| attr(s, "url.full").is_some_and(|url| url.ends_with("/payments")))
+            .collect();
+        assert_eq!(keyed_spans.len(), 2, "{integration:?}: {keyed_spans:#?}");
+        assert!(
+            keyed_spans.iter().all(|s| attr(s, "retryscope.hedge").is_none()),
+            "{integration:?}: a keyed POST is not hedged: {keyed_spans:#?}"
+        );
     }
 }
 
