@@ -5,14 +5,11 @@
 //! have run out, when the store failed to record it — or released, so that
 //! a retry runs the request again.
 
-use std::future::poll_fn;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::task::Poll;
 use std::time::Duration;
 
-use tokio::time::{Instant, MissedTickBehavior, timeout};
+use tokio::time::{Instant, timeout};
 
 use crate::StoreError;
 use crate::service::{Shared, chain};
@@ -24,10 +21,6 @@ use crate::store::{Completion, IdempotencyStore, Ticket};
 /// every response completed during it. Past this, a completion is not
 /// tried again: its key stays claimed until its lease ends.
 pub(crate) const MAX_LATE_COMPLETIONS: usize = 1_024;
-
-/// The shortest renewal period: a lease of a few milliseconds (at least
-/// 1 ms is accepted) renews every millisecond.
-const MIN_RENEWAL: Duration = Duration::from_millis(1);
 
 /// A claim not yet completed: released if the run ends any other way (an
 /// error, a panic in the inner service, a runtime shutting down).
@@ -41,22 +34,17 @@ impl<St: IdempotencyStore> ClaimGuard<St> {
         Self { shared, ticket: Some(ticket) }
     }
 
-    /// Runs `work` while the claim is renewed every third of its lease. A
-    /// renewal the store fails or does not answer is tried again the next
-    /// period; one that finds the claim gone (the store was unreachable
-    /// from here for a whole lease) is logged, and the request finishes.
+    /// Runs `work` while the claim is renewed every third of its lease
+    /// ([`renewing`](crate::store::renewing)), each renewal given the store's
+    /// timeout (a period at most).
     pub(crate) async fn renewing<T>(&self, work: impl Future<Output = T>) -> T {
         let Some(ticket) = &self.ticket else { return work.await };
-        let (mut work, mut renewing) = (pin!(work), pin!(renew(&self.shared, ticket)));
-        poll_fn(|cx| {
-            if let Poll::Ready(done) = work.as_mut().poll(cx) {
-                return Poll::Ready(done);
-            }
-            // Never ready: it renews the claim each period.
-            let _ = renewing.as_mut().poll(cx);
-            Poll::Pending
-        })
-        .await
+        let lease = self.shared.settings.lease();
+        // A lease of a few milliseconds (at least 1 ms is accepted) renews
+        // every millisecond.
+        let every = (lease / 3).max(Duration::from_millis(1));
+        let within = self.shared.settings.store_timeout.min(every);
+        crate::store::renewing(&*self.shared.store, ticket, lease, every, within, work).await
     }
 
     /// Records how the request ended. A completion the store fails to
@@ -96,40 +84,6 @@ impl<St: IdempotencyStore> ClaimGuard<St> {
     }
 }
 
-/// Renews the claim of `ticket` every third of its lease, for as long as it
-/// is polled; never returns.
-async fn renew<St: IdempotencyStore>(shared: &Shared<St>, ticket: &Ticket) {
-    let lease = shared.settings.lease();
-    let every = (lease / 3).max(MIN_RENEWAL);
-    // Ticks every period, however long a renewal took.
-    let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut failing = false;
-    loop {
-        ticks.tick().await;
-        let renewed =
-            timeout(shared.settings.store_timeout.min(every), shared.store.renew(ticket, lease)).await;
-        match renewed.unwrap_or_else(|_| Err(StoreError::timeout("renew"))) {
-            Ok(true) => failing = false,
-            Ok(false) => {
-                tracing::warn!(
-                    key = ticket.key().as_str(),
-                    ?lease,
-                    "a running request's claim ran out before it could be renewed: a retry may run the request again"
-                );
-                break;
-            }
-            // Once per run of failures: an outage should not flood the log.
-            Err(error) if !failing => {
-                failing = true;
-                tracing::warn!(error = %chain(&error), key = ticket.key().as_str(), "idempotency store failed to renew a running request's claim: tried again each third of its lease");
-            }
-            Err(_) => {}
-        }
-    }
-    std::future::pending::<()>().await;
-}
-
 async fn complete<St: IdempotencyStore>(
     shared: &Shared<St>,
     ticket: &Ticket,
@@ -147,7 +101,7 @@ async fn complete<St: IdempotencyStore>(
 async fn complete_later<St: IdempotencyStore>(shared: &Shared<St>, ticket: &Ticket, completion: Completion) {
     let lease = shared.settings.lease();
     let until = Instant::now() + lease;
-    let most = (lease / 4).max(MIN_RENEWAL);
+    let most = (lease / 4).max(Duration::from_millis(1));
     let mut pause = Duration::from_millis(50).min(most);
     let mut tries = 1_u32;
     while Instant::now() + pause < until {

@@ -11,10 +11,12 @@ mod memory;
 mod record;
 #[cfg(feature = "redis")]
 mod redis;
+mod renewal;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
+pub use renewal::renewing;
 
 /// A store of idempotency keys. Each operation must be atomic for a key: of
 /// any number of concurrent [`claim`](Self::claim)s of one free key, across

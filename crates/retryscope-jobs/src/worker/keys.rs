@@ -55,8 +55,8 @@ impl<S: IdempotencyStore> Keys<S> {
         self.renew_every.saturating_mul(PERIODS_PER_CLAIM)
     }
 
-    /// Claims `key` for one execution, for [`lease`](Self::lease); [`keep`](Self::keep)
-    /// renews it while the handler runs.
+    /// Claims `key` for one execution, for [`lease`](Self::lease);
+    /// [`renewing`](Self::renewing) renews it while the handler runs.
     pub(crate) async fn claim(&self, key: Option<&str>, subject: &str, payload: &[u8]) -> Claimed {
         let lease = self.lease();
         let (Some(store), Some(key)) = (&self.store, key) else { return Claimed::Run(None) };
@@ -83,63 +83,17 @@ impl<S: IdempotencyStore> Keys<S> {
         }
     }
 
-    /// Renews the claim of `ticket` every renewal period, for as long as it
-    /// is polled (while the handler runs); never returns. A renewal the store
-    /// fails or does not answer within half a period is tried again the next
-    /// period: while the store is down, no other worker can claim the key
-    /// either. One that finds the claim gone (the store was unreachable from
-    /// here for a whole claim, or this process stalled that long) is logged,
-    /// and the handler finishes: stopping it would make a crash of a slow run.
-    pub(crate) async fn keep(&self, ticket: Option<&Ticket>) {
-        if let (Some(store), Some(ticket)) = (&self.store, ticket) {
-            let (lease, every) = (self.lease(), self.renew_every);
-            let mut failing = false;
-            // Ticks every period, however long a renewal took.
-            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                match tokio::time::timeout(every / 2, store.renew(ticket, lease)).await {
-                    Ok(Ok(true)) => failing = false,
-                    Ok(Ok(false)) => {
-                        tracing::warn!(target: retryscope_otel::names::TARGET,
-                            key = ticket.key().as_str(), ?lease,
-                            "a running job's claim ran out before it could be renewed: another worker may run the job too"
-                        );
-                        break;
-                    }
-                    // Once per run of failures: an outage should not flood the log.
-                    Ok(Err(error)) if !failing => {
-                        failing = true;
-                        tracing::warn!(target: retryscope_otel::names::TARGET, error = %error, key = ticket.key().as_str(), "a running job's claim could not be renewed: tried again each period");
-                    }
-                    Err(_) if !failing => {
-                        failing = true;
-                        tracing::warn!(target: retryscope_otel::names::TARGET, key = ticket.key().as_str(), period = ?every, "the processed-key store did not renew a running job's claim within half a period: tried again each period");
-                    }
-                    _ => {}
-                }
-            }
-        }
-        std::future::pending::<()>().await;
-    }
-
-    /// Runs `work` while the claim of `ticket` is renewed, as while the
-    /// handler ran ([`keep`](Self::keep)): what settles a failed attempt —
-    /// its retry or its dead letter stored, the attempt record raised — can
-    /// wait on a restarting broker for longer than a claim, and a
-    /// redelivery of the attempt that took the lapsed claim before the
-    /// record was raised would run it again.
+    /// Runs `work` while the claim of `ticket` is renewed every renewal
+    /// period ([`renewing`](retryscope_idempotency::store::renewing)), each
+    /// renewal given half a period: while the handler runs, and while what
+    /// settles a failed attempt — its retry or its dead letter stored, the
+    /// attempt record raised — waits on a restarting broker for longer than
+    /// a claim (a redelivery that took the lapsed claim before the record
+    /// was raised would run the attempt again).
     pub(crate) async fn renewing<T>(&self, ticket: Option<&Ticket>, work: impl Future<Output = T>) -> T {
-        let renewing = self.keep(ticket);
-        tokio::pin!(work, renewing);
-        loop {
-            tokio::select! {
-                done = &mut work => break done,
-                // Never completes: it renews the claim each period.
-                () = &mut renewing => {}
-            }
-        }
+        let (Some(store), Some(ticket)) = (&self.store, ticket) else { return work.await };
+        let (lease, every) = (self.lease(), self.renew_every);
+        retryscope_idempotency::store::renewing(store, ticket, lease, every, every / 2, work).await
     }
 
     pub(crate) async fn complete(&self, ticket: Option<Ticket>) {

@@ -265,19 +265,18 @@ where
                 None => retry.await,
             }
         };
-        tokio::pin!(running);
+        // The claim is renewed while the handler runs.
+        let running = inner.keys.renewing(ticket, running);
         let mut abandon = inner.abandon.subscribe();
-        // Each its own future, polled beside the handler: a progress ack that
+        // Its own future, polled beside the handler: a progress ack that
         // waits on a reconnecting broker stalls neither the handler nor the
         // claim's renewal.
-        let (renewing, progressing) =
-            (inner.keys.keep(ticket), in_progress(delivery, inner.broker.ack_wait()));
-        tokio::pin!(renewing, progressing);
+        let progressing = in_progress(delivery, inner.broker.ack_wait());
+        tokio::pin!(running, progressing);
         loop {
             tokio::select! {
                 result = &mut running => break result,
-                // Never complete: they renew the claim and the delivery each period.
-                () = &mut renewing => {}
+                // Never completes: it renews the delivery each period.
                 () = &mut progressing => {}
                 true = async { abandon.wait_for(|abandoned| *abandoned).await.is_ok() } => return None,
             }
