@@ -187,6 +187,24 @@ fn from_env_names_the_variable_when_it_is_unset() {
     }
 }
 
+/// A file with `text`, loaded and polled every `MIN_POLL`, its reloads counted.
+struct Polled {
+    path: PathBuf,
+    metrics: Metrics,
+    handle: ConfigHandle,
+    _watch: retryscope_config::Watch,
+}
+
+fn polled(name: &str, text: &str) -> Polled {
+    let path = dir(name).join("retry.toml");
+    std::fs::write(&path, text).unwrap();
+    let metrics = Metrics::new();
+    let meter = metrics.provider.meter("test");
+    let handle = ConfigHandle::builder(KnownNames::new()).meter(&meter).file(&path).build().unwrap();
+    let _watch = handle.watch(retryscope_config::MIN_POLL);
+    Polled { path, metrics, handle, _watch }
+}
+
 /// A file rewritten in place is empty for a moment (truncated, then
 /// written). A poll that reads it then waits `SETTLE` and reads again: the
 /// text has changed under it, so it loads nothing, and the next poll loads
@@ -194,13 +212,7 @@ fn from_env_names_the_variable_when_it_is_unset() {
 /// Paused clock, so the poll lands in the gap every time.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_file_caught_halfway_through_a_rewrite_is_never_loaded() {
-    let d = dir("torn");
-    let path = d.join("retry.toml");
-    std::fs::write(&path, file(2, true)).unwrap();
-    let metrics = Metrics::new();
-    let meter = metrics.provider.meter("test");
-    let handle = ConfigHandle::builder(KnownNames::new()).meter(&meter).file(&path).build().unwrap();
-    let _watch = handle.watch(retryscope_config::MIN_POLL);
+    let Polled { path, metrics, handle, _watch } = polled("torn", &file(2, true));
     let start = tokio::time::Instant::now();
     // The first poll (at once) sees the file it loaded.
     tokio::time::sleep(Duration::from_millis(1)).await;
@@ -224,13 +236,7 @@ async fn a_file_caught_halfway_through_a_rewrite_is_never_loaded() {
 /// until the finished file lands. Paused clock.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_file_left_empty_longer_than_settle_is_refused_and_the_last_one_keeps_serving() {
-    let d = dir("slow-writer");
-    let path = d.join("retry.toml");
-    std::fs::write(&path, file(2, false)).unwrap();
-    let metrics = Metrics::new();
-    let meter = metrics.provider.meter("test");
-    let handle = ConfigHandle::builder(KnownNames::new()).meter(&meter).file(&path).build().unwrap();
-    let _watch = handle.watch(retryscope_config::MIN_POLL);
+    let Polled { path, metrics, handle, _watch } = polled("slow-writer", &file(2, false));
     let start = tokio::time::Instant::now();
     tokio::time::sleep(Duration::from_millis(1)).await;
     std::fs::write(&path, "").unwrap();
