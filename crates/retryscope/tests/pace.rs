@@ -103,3 +103,45 @@ async fn a_hold_that_leaves_exactly_the_send_time_is_held_and_a_nanosecond_longe
         }
     }
 }
+
+/// A share that records the gates a pacer publishes.
+#[derive(Debug, Default)]
+struct Published(std::sync::Mutex<Vec<Duration>>);
+
+impl retryscope::pace::PaceShare for Published {
+    fn publish_gate(&self, _: &str, wait: Duration, _: retryscope::pace::HoldSource) {
+        self.0.lock().expect("not poisoned").push(wait);
+    }
+    fn replicas(&self, _: &str) -> u32 {
+        1
+    }
+    fn attach(&self, _: &str, _: retryscope::pace::SharedPacer) {}
+}
+
+/// A gate the pacer would not keep — a wait of nothing, or past a day (a
+/// broken header) — is not told to the fleet: the fleet's store keeps the
+/// latest gate, and one absurd `Retry-After` would stand over every real
+/// gate until it ended. A real one is told.
+#[test]
+fn a_gate_the_pacer_would_not_keep_is_not_published_to_the_fleet() {
+    let pacer = Pacer::new();
+    let published = std::sync::Arc::new(Published::default());
+    assert!(pacer.share_with(published.clone(), "pay"));
+    let day = Duration::from_secs(24 * 60 * 60);
+    for wait in [Duration::ZERO, day + Duration::from_secs(1), Duration::from_secs(1_000_000_000_000)] {
+        pacer.learn(&PaceSignal {
+            not_before: Some(retryscope::Hint::retry_after(wait)),
+            ..PaceSignal::none()
+        });
+        pacer.learn(&PaceSignal {
+            quota: Some(Quota { remaining: 0, reset: wait, policy: None }),
+            ..PaceSignal::none()
+        });
+    }
+    assert_eq!(*published.0.lock().expect("not poisoned"), [], "nothing published");
+    pacer.learn(&PaceSignal {
+        not_before: Some(retryscope::Hint::retry_after(Duration::from_secs(2))),
+        ..PaceSignal::none()
+    });
+    assert_eq!(*published.0.lock().expect("not poisoned"), [Duration::from_secs(2)]);
+}

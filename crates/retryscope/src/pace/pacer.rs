@@ -2,7 +2,7 @@
 
 use super::adaptive::{AdaptiveRate, Answer};
 use super::offered::OfferedRate;
-use super::schedule::{Admission, Schedule};
+use super::schedule::{Admission, Schedule, is_gate};
 use super::{HoldSource, PaceShare, PaceSignal, SharedPacer, adaptive};
 use crate::clock::{Clock, DefaultClock};
 use std::fmt;
@@ -220,13 +220,16 @@ impl Pacer {
     }
 }
 
-/// Tells the fleet the gate `signal` closes, if it closes one: a wait, or an
-/// exhausted quota (waited out until its reset).
+/// Tells the fleet the gate `signal` closes, if it closes one this pacer
+/// keeps: a wait, or an exhausted quota (waited out until its reset). A wait
+/// past a day is not published: the fleet's store keeps the latest gate, and
+/// one absurd header would otherwise stand over every real gate until it
+/// ended.
 fn publish(share: &dyn PaceShare, dependency: &str, signal: &PaceSignal) {
-    if let Some(hint) = signal.not_before {
+    if let Some(hint) = signal.not_before.filter(|hint| is_gate(hint.delay)) {
         share.publish_gate(dependency, hint.delay, HoldSource::of(hint));
     }
-    if let Some(quota) = signal.quota.filter(|quota| quota.remaining == 0) {
+    if let Some(quota) = signal.quota.filter(|quota| quota.remaining == 0 && is_gate(quota.reset)) {
         share.publish_gate(dependency, quota.reset, HoldSource::RateLimit);
     }
 }

@@ -10,6 +10,13 @@ use std::time::{Duration, Instant};
 /// taken for a broken header and ignored.
 pub(crate) const MAX_PACE: Duration = Duration::from_secs(24 * 60 * 60);
 
+/// Whether a pacer takes `wait` as a gate at all: a wait of nothing holds
+/// nothing, and one past [`MAX_PACE`] is a broken header, not a plan. A
+/// gate the pacer would not keep is not told to the fleet either.
+pub(crate) fn is_gate(wait: Duration) -> bool {
+    !wait.is_zero() && wait <= MAX_PACE
+}
+
 /// What the pacer answers a call that wants to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Admission {
@@ -81,7 +88,7 @@ impl Schedule {
 
     fn spread_quota(&mut self, now: Instant, quota: Quota, offered: Option<f64>) {
         let Quota { remaining, reset, policy } = quota;
-        if reset.is_zero() || reset > MAX_PACE {
+        if !is_gate(reset) {
             return;
         }
         if remaining == 0 {
@@ -116,7 +123,7 @@ impl Schedule {
     }
 
     fn close_until(&mut self, now: Instant, wait: Duration, source: HoldSource, offered: Option<f64>) {
-        if wait.is_zero() || wait > MAX_PACE {
+        if !is_gate(wait) {
             return;
         }
         let at = now + wait;
