@@ -232,6 +232,66 @@ async fn throttling_stops_retries_at_half_the_tokens_and_successes_resume_them()
     assert_eq!(server.calls().len(), 13);
 }
 
+/// A6 counts as a failure "an RPC that receives a pushback response
+/// indicating not to retry", whatever its code: six INVALID_ARGUMENTs that
+/// say so take the bucket from 10 tokens to 4, and the next UNAVAILABLE is
+/// not retried. (They were counted as permanent answers, which the bucket
+/// ignores: the retry went.)
+#[tokio::test(start_paused = true)]
+async fn a_pushback_that_says_stop_counts_against_throttling_whatever_its_code() {
+    let telemetry = Telemetry::install();
+    let mut script = vec![Behaviour::Fail(Code::InvalidArgument, Some("-1")); 6];
+    script.push(Behaviour::Fail(Code::Unavailable, None));
+    let server = EchoServer::start(script).await;
+    let retry = GrpcRetry::new(
+        Policy::builder().max_attempts(5).base_delay(Duration::from_millis(10)).build().expect("valid"),
+    )
+    .throttling(10, 0.1)
+    .expect("valid throttling");
+    let layer = RetryLayer::grpc(retry).origin(server.uri()).meter(&telemetry.meter).no_breaker().build();
+    let mut client = client_with(&server, layer);
+
+    for _ in 0..6 {
+        let status = client.unary(echo("x")).await.expect_err("a meant answer");
+        assert_eq!(status.code(), Code::InvalidArgument);
+    }
+    assert_eq!(server.calls().len(), 6, "none retried");
+    let status = client.unary(echo("x")).await.expect_err("not retried");
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(server.calls().len(), 7, "the bucket is under half: no retry");
+    assert_eq!(
+        status.metadata().get(NOT_RETRIED).map(|v| v.to_str().ok()),
+        Some(Some(NOT_RETRIED_THROTTLED))
+    );
+}
+
+/// A6 has no time limit per attempt (the call's deadline spans them all):
+/// a method its service config retries on UNAVAILABLE alone, and one it
+/// does not name, both wait out an answer slower than a preset's 5-s
+/// attempt timeout, sent once. (Cut at 5 s, the attempt was retried whatever
+/// the codes said: the server saw two calls.)
+#[tokio::test(start_paused = true)]
+async fn a_slow_answer_is_waited_for_and_never_cut_and_retried() {
+    let telemetry = Telemetry::install();
+    let retried = r#"{"methodConfig": [{"name": [{"service": "test.Echo", "method": "Unary"}],
+        "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
+        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#;
+    let unnamed = r#"{"methodConfig": [{"name": [{"service": "test.Echo", "method": "Stream"}],
+        "retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
+        "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#;
+    for config in [retried, unnamed] {
+        let retry = GrpcRetry::from_service_config(config).expect("valid config");
+        if let Some(policy) = retry.policy_for("/test.Echo/Unary") {
+            assert_eq!(policy.attempt_timeout(), None);
+        }
+        let server = EchoServer::start(vec![Behaviour::Delay(Duration::from_secs(6))]).await;
+        let mut client = client_with(&server, layer(&server, &telemetry, retry));
+        let reply = client.unary(echo("slow")).await.expect("the one attempt answers");
+        assert_eq!(reply.into_inner().message, "slow");
+        assert_eq!(server.calls().len(), 1, "sent once");
+    }
+}
+
 /// A retry budget given in code on a channel whose config throttles: the
 /// token bucket and the budget are both asked, and a retry goes only when
 /// both allow it. (The bucket used to replace the budget: a setting accepted

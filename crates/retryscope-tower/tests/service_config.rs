@@ -37,6 +37,8 @@ fn grpcs_documented_config_loads_into_the_equivalent_policy() {
         .multiplier(1.0)
         .jitter(Jitter::Grpc)
         .no_deadline()
+        // A6 has no time limit per attempt.
+        .no_attempt_timeout()
         .build()
         .expect("valid policy");
     assert_eq!(retry.policy_for("/helloworld.Greeter/SayHello"), Some(expected));

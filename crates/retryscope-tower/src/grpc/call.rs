@@ -155,9 +155,10 @@ fn file_policy(config: Option<&CallConfig>, options: &RetryOptions) -> Option<Po
     config.filter(|c| c.settings().name().is_some() || !c.settings().enabled()).map(|c| c.policy(options))
 }
 
-/// One attempt and no wait.
+/// One attempt and no wait, without a time limit of its own: as gRPC sends
+/// a method no service config names.
 fn send_once() -> Policy {
-    Policy::builder().max_attempts(1).no_deadline().build().unwrap_or_default()
+    Policy::builder().max_attempts(1).no_deadline().no_attempt_timeout().build().unwrap_or_default()
 }
 
 /// `policy` with its deadline shortened to `timeout` (never lengthened).

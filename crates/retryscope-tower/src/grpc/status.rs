@@ -50,17 +50,19 @@ pub(crate) fn verdict(status: Received, retryable: CodeSet) -> Verdict {
         return Verdict::Success;
     }
     let error = ErrorType::Kind(name(status.code));
+    let hint = match status.pushback {
+        // The server asked not to retry: a failure all the same, whatever its
+        // code, so it counts against the throttle (A6: "or that receive a
+        // pushback response indicating not to retry") and the breaker.
+        Some(Pushback::Stop) => return Verdict::unrepeatable(error),
+        Some(Pushback::Wait(delay)) => Some(Hint::grpc_pushback(delay)),
+        Some(Pushback::AtLeast(delay)) => Some(Hint::retry_after(delay)),
+        None => None,
+    };
     if !retryable.contains_number(status.code) {
         return Verdict::permanent(error);
     }
-    match status.pushback {
-        None => Verdict::retryable(error),
-        Some(Pushback::Wait(delay)) => Verdict::Retryable { error, hint: Some(Hint::grpc_pushback(delay)) },
-        Some(Pushback::AtLeast(delay)) => Verdict::Retryable { error, hint: Some(Hint::retry_after(delay)) },
-        // The server asked not to retry: a failure all the same, so it still
-        // counts against the throttle and the breaker.
-        Some(Pushback::Stop) => Verdict::unrepeatable(error),
-    }
+    Verdict::Retryable { error, hint }
 }
 
 /// Records `rpc.grpc.status_code` on an attempt span. For a status received

@@ -93,6 +93,10 @@ fn method_config(value: &Value, at: &str, seen: &mut HashSet<MethodName>) -> Res
         Some(t) => builder.deadline(t),
         None => builder.no_deadline(),
     };
+    // A6 has no time limit per attempt: the call's deadline spans them all.
+    // A limit of the engine's (a preset's 5 s) would cut a slow answer that
+    // gRPC waits for and retry it whatever `retryableStatusCodes` say.
+    let builder = builder.no_attempt_timeout();
     let policy = builder.build().map_err(|e| ServiceConfigError::new(at, e.to_string()))?;
     if let Some(hedging) = hedging {
         // Checked now so that every call can build it.
