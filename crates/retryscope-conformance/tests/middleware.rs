@@ -521,6 +521,15 @@ async fn extension_methods_keep_span_names_bounded() {
         assert_eq!(attr(&spans[0], "http.request.method").as_deref(), Some("_OTHER"), "{integration:?}");
         let original = attr(&spans[0], "http.request.method_original");
         assert_eq!(original.as_deref(), Some("PURGE"), "{integration:?}");
+
+        // QUERY is one the conventions know: reported as it is.
+        let query = http::Method::from_bytes(b"QUERY").expect("a valid method");
+        let response = client(integration, &t, policy()).send(Call::new(query, server.url("/search"))).await;
+        assert_eq!(response.expect("response").status, 200, "{integration:?}");
+        let spans = attempt_spans(&t);
+        let span = spans.iter().find(|s| s.name == "QUERY").expect("a span named QUERY");
+        assert_eq!(attr(span, "http.request.method").as_deref(), Some("QUERY"), "{integration:?}");
+        assert_eq!(attr(span, "http.request.method_original"), None, "{integration:?}");
     }
 }
 

@@ -9,11 +9,54 @@ use tracing::field::Empty;
 /// What the conventions call a method they do not know.
 pub const OTHER_METHOD: &str = "_OTHER";
 
-/// The methods of RFC 9110 and RFC 5789 (PATCH), which the semantic conventions
-/// report as they are.
+/// The variable that replaces the methods reported as they are, as the
+/// semantic conventions name it: a comma-separated, case-sensitive list, the
+/// whole list (not one added to the defaults).
+pub const KNOWN_METHODS_ENV: &str = "OTEL_INSTRUMENTATION_HTTP_KNOWN_METHODS";
+
+/// The methods the conventions know by default: RFC 9110's, PATCH (RFC 5789)
+/// and QUERY.
+const DEFAULT_KNOWN: [&str; 10] =
+    ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "QUERY"];
+
+/// The most methods [`KNOWN_METHODS_ENV`] may name: each is a span name and
+/// a metric attribute's value, and their number must stay bounded.
+const MAX_KNOWN: usize = 32;
+
+/// The method as the conventions report it, if it is a known one: one of
+/// [`KNOWN_METHODS_ENV`]'s when the variable is set (read once per process),
+/// else one of the defaults (RFC 9110's, PATCH and QUERY).
 pub fn known_method(method: &Method) -> Option<&'static str> {
-    const KNOWN: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
-    KNOWN.into_iter().find(|known| *known == method.as_str())
+    static KNOWN: std::sync::OnceLock<Box<[Box<str>]>> = std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(|| known_methods(std::env::var(KNOWN_METHODS_ENV).ok().as_deref()));
+    known.iter().find(|known| ***known == *method.as_str()).map(|known| &**known)
+}
+
+/// The known methods when the variable reads `set` (`None`: unset): its
+/// methods, up to [`MAX_KNOWN`] of them and each a method's syntax (a token),
+/// else the defaults.
+fn known_methods(set: Option<&str>) -> Box<[Box<str>]> {
+    let Some(list) = set else { return DEFAULT_KNOWN.into_iter().map(Box::from).collect() };
+    let mut known: Vec<Box<str>> = Vec::new();
+    for method in list.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        if Method::from_bytes(method.as_bytes()).is_err() {
+            tracing::warn!(
+                variable = KNOWN_METHODS_ENV,
+                method,
+                "not an HTTP method: left out of the known methods"
+            );
+        } else if known.len() == MAX_KNOWN {
+            tracing::warn!(
+                variable = KNOWN_METHODS_ENV,
+                most = MAX_KNOWN,
+                "too many known methods: the rest are reported as _OTHER"
+            );
+            break;
+        } else {
+            known.push(method.into());
+        }
+    }
+    known.into_boxed_slice()
 }
 
 /// The request's id for the retry log (`request_id`): the value of header
@@ -155,5 +198,23 @@ mod tests {
         assert_eq!(target(&purge).span_name(), "HTTP");
         assert_eq!(known_method(&purge), None);
         assert_eq!(target(&Method::PATCH).span_name(), "PATCH");
+    }
+
+    #[test]
+    fn query_is_known_and_the_variable_replaces_the_whole_list() {
+        let query = Method::from_bytes(b"QUERY").expect("a token");
+        assert_eq!(known_method(&query), Some("QUERY"));
+        assert_eq!(target(&query).span_name(), "QUERY");
+        let names =
+            |set: Option<&str>| -> Vec<String> { known_methods(set).iter().map(|m| m.to_string()).collect() };
+        assert_eq!(names(None).len(), 10);
+        // The whole list, case-sensitive, spaces around commas ignored.
+        assert_eq!(names(Some("GET, PURGE,,get")), ["GET", "PURGE", "get"]);
+        // Not a method: left out; empty: nothing is known.
+        assert_eq!(names(Some("GET,BAD METHOD,{x}")), ["GET"]);
+        assert!(names(Some("")).is_empty());
+        // Bounded.
+        let many: Vec<String> = (0..100).map(|i| format!("M{i}")).collect();
+        assert_eq!(names(Some(&many.join(","))).len(), MAX_KNOWN);
     }
 }
