@@ -5,7 +5,10 @@
 //!
 //! - [`Retry-After`](https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3)
 //!   (RFC 9110 §10.2.3): either a number of seconds or an HTTP-date. The engine
-//!   waits exactly that long ([`Hint::retry_after`]).
+//!   waits at least that long — the longer of it and the backoff, plus a random
+//!   spread of up to a fifth of it (at most 5 s), so that the clients one
+//!   server told "1 s" do not all come back in the same millisecond
+//!   ([`Hint::retry_after`], [`Hint::wait`]).
 //! - [`RateLimit` / `RateLimit-Policy`](https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/)
 //!   (draft-ietf-httpapi-ratelimit-headers-10, Structured Fields): the engine waits
 //!   *at least* until an exhausted quota resets ([`Hint::rate_limit`]); these
@@ -127,7 +130,8 @@ pub(crate) fn retry_after_from(headers: &HeaderMap, now: SystemTime) -> Option<D
 /// `x-ms-retry-after-ms` (OpenAI, Azure), `x-amz-retry-after` (AWS), more
 /// precise than whole seconds, and what those vendors' own SDKs read first —
 /// then `Retry-After` ([`retry_after_from`]). Users read it through
-/// [`from_headers`], whose hint it is unless a `RateLimit` asks for longer.
+/// [`from_headers`], whose hint it is whatever a `RateLimit` beside it says
+/// (the draft's §7: `Retry-After` takes precedence).
 pub(crate) fn retry_delay(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     dialects::retry_after_millis(headers).or_else(|| retry_after_from(headers, now))
 }
@@ -147,6 +151,7 @@ pub(crate) fn retry_delay(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 ///
 /// - no item is exhausted — the header never asks for a wait while quota remains;
 /// - no exhausted item carries a usable reset time;
+/// - the response came from a cache (an `Age` above zero: the draft's §7.3);
 /// - the `RateLimit` field is malformed: not valid ASCII or not a valid SF List,
 ///   or any member is not an Item named by a String or Token, lacks `r`, or has an
 ///   `r` or `t` that is not a non-negative Integer. The whole field is then ignored.
@@ -178,6 +183,9 @@ pub(crate) fn retry_delay(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 /// ```
 pub fn rate_limit(headers: &HeaderMap) -> Option<Duration> {
     let limits = parse_list(headers, &RATELIMIT)?;
+    if from_cache(headers) {
+        return None;
+    }
     let mut wait: Option<u64> = None;
     // Parsed lazily: only needed when an exhausted item has no `t`.
     let mut policies: Option<Option<sfv::List>> = None;
@@ -197,7 +205,7 @@ pub fn rate_limit(headers: &HeaderMap) -> Option<Duration> {
         let reset = match reset {
             Some(t) => Some(t),
             None => policies
-                .get_or_insert_with(|| parse_list(headers, &RATELIMIT_POLICY))
+                .get_or_insert_with(|| parse_policies(headers))
                 .as_ref()
                 .and_then(|list| policy_window(list, name)),
         };
@@ -230,6 +238,22 @@ fn parse_list(headers: &HeaderMap, name: &HeaderName) -> Option<sfv::List> {
     sfv::Parser::new(&combined).parse::<sfv::List>().ok()
 }
 
+/// `RateLimit-Policy` as one SF List, if every member of it is a well-formed
+/// policy: an Item named by a String (or a Token), its `q` (quota) a
+/// non-negative Integer and its `w` (window) a positive one where given.
+/// "Malformed RateLimit-Policy fields MUST be ignored" (the draft's §7): one
+/// bad member leaves the whole field out, not just itself.
+fn parse_policies(headers: &HeaderMap) -> Option<sfv::List> {
+    let policies = parse_list(headers, &RATELIMIT_POLICY)?;
+    let well_formed = |entry: &sfv::ListEntry| {
+        let sfv::ListEntry::Item(item) = entry else { return false };
+        let quota_ok = item.params.get("q").is_none_or(|q| non_negative(q).is_some());
+        let window_ok = item.params.get("w").is_none_or(|w| non_negative(w).is_some_and(|w| w > 0));
+        policy_name(item).is_some() && quota_ok && window_ok
+    };
+    policies.iter().all(well_formed).then_some(policies)
+}
+
 /// The policy name of a `RateLimit` / `RateLimit-Policy` item: a String or Token.
 fn policy_name(item: &sfv::Item) -> Option<&str> {
     match &item.bare_item {
@@ -257,10 +281,18 @@ fn policy_window(policies: &sfv::List, name: &str) -> Option<u64> {
         .max()
 }
 
+/// Whether the response came from a cache: an `Age` (RFC 9111 §5.1) above
+/// zero. Its quota headers describe the quota when it was stored, not now,
+/// and the ratelimit draft (§7.3) has them ignored.
+pub(crate) fn from_cache(headers: &HeaderMap) -> bool {
+    let age = headers.get(http::header::AGE).and_then(|age| age.to_str().ok());
+    age.and_then(|age| age.trim().parse::<u64>().ok()).is_some_and(|age| age > 0)
+}
+
 /// The server hint carried by a response's headers, if any.
 ///
 /// A wait wins (a vendor's millisecond header, else the first valid
-/// `Retry-After`, each value read by [`retry_after`]; [`Hint::retry_after`]: the next attempt waits exactly that long); otherwise an exhausted `RateLimit` quota gives [`Hint::rate_limit`] (the
+/// `Retry-After`, each value read by [`retry_after`]; [`Hint::retry_after`]: the next attempt waits at least that long, as [`Hint::wait`] spreads it), whatever a `RateLimit` beside it says (the ratelimit draft's §7: `Retry-After` takes precedence); otherwise an exhausted `RateLimit` quota gives [`Hint::rate_limit`] (the
 /// next attempt waits at least that long); otherwise `None`. Malformed headers
 /// are ignored.
 ///

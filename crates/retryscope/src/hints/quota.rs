@@ -2,7 +2,9 @@
 //! the [`Pacer`](crate::Pacer).
 
 use super::dialects::{names_a_vendor_quota, vendor_quotas};
-use super::{RATELIMIT, RATELIMIT_POLICY, non_negative, parse_list, policy_name, policy_window, retry_delay};
+use super::{
+    RATELIMIT, from_cache, non_negative, parse_list, parse_policies, policy_name, policy_window, retry_delay,
+};
 use crate::pace::{PaceSignal, Quota, QuotaPolicy};
 use crate::verdict::Hint;
 use http::header::{HeaderMap, HeaderName};
@@ -56,7 +58,9 @@ const EPOCH_MILLIS_FROM: f64 = 1e12;
 /// would be 31 years, and both thresholds are September 2001 as a date. A
 /// Unix time in the past means the window has reset: no quota. Anything
 /// malformed (a sign, text, a remaining count without a reset) is ignored:
-/// the other headers still count.
+/// the other headers still count. A response from a cache (an `Age` above
+/// zero) reports no quota: its headers are as old as it is (the ratelimit
+/// draft's §7.3).
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
@@ -74,15 +78,29 @@ const EPOCH_MILLIS_FROM: f64 = 1e12;
 /// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota { remaining: 5, reset: Duration::from_secs(20), policy: None }));
 /// ```
 pub fn quota(headers: &HeaderMap, now: SystemTime) -> Option<Quota> {
+    strictest(headers, now, Ietf::Every)
+}
+
+/// Which of the `RateLimit` field's quotas count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ietf {
+    Every,
+    /// Those with some left: beside a `Retry-After`, which "MUST take
+    /// precedence" (the draft's §7), an exhausted one's reset is no gate.
+    Unspent,
+}
+
+fn strictest(headers: &HeaderMap, now: SystemTime, ietf: Ietf) -> Option<Quota> {
     // Most responses carry no quota at all: one pass over their few names
     // spares them the lookups and parsing below.
-    if !headers.keys().any(names_a_quota) {
+    if !headers.keys().any(names_a_quota) || from_cache(headers) {
         return None;
     }
     let pairs = [(RATELIMIT_REMAINING, RATELIMIT_RESET), (X_RATELIMIT_REMAINING, X_RATELIMIT_RESET)];
     ietf_quotas(headers)
         .into_iter()
         .flatten()
+        .filter(|quota| ietf == Ietf::Every || quota.remaining > 0)
         .chain(pairs.iter().filter_map(|(remaining, reset)| vendor_quota(headers, remaining, reset, now)))
         .chain(vendor_quotas(headers, now))
         .reduce(|strictest, quota| if quota.is_stricter_than(&strictest) { quota } else { strictest })
@@ -105,7 +123,7 @@ fn ietf_quotas(headers: &HeaderMap) -> Option<Vec<Quota>> {
         let sfv::ListEntry::Item(item) = entry else { return None };
         let name = policy_name(item)?;
         let remaining = non_negative(item.params.get("r")?)?;
-        let policies = policies.get_or_insert_with(|| parse_list(headers, &RATELIMIT_POLICY)).as_ref();
+        let policies = policies.get_or_insert_with(|| parse_policies(headers)).as_ref();
         let reset = match item.params.get("t") {
             Some(t) => Some(non_negative(t)?),
             None => policies.and_then(|list| policy_window(list, name)),
@@ -212,18 +230,26 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 /// ```
 pub fn pace_signal(status: u16, headers: &HeaderMap, now: SystemTime) -> PaceSignal {
     let mut signal = PaceSignal { throttled: status == 429, ..PaceSignal::none() };
+    let wait = retry_delay(headers, now);
     if (matches!(status, 429 | 503) || (status == 403 && headers.contains_key(X_RATELIMIT_RESOURCE)))
-        && let Some(delay) = retry_delay(headers, now)
+        && let Some(delay) = wait
     {
         signal.not_before = Some(Hint::retry_after(delay));
     }
-    signal.quota = quota(headers, now);
+    // With a `Retry-After` beside it, the wait "MUST take precedence"
+    // (draft-ietf-httpapi-ratelimit-headers §7): an exhausted `RateLimit`
+    // quota's reset closes no gate of its own; one with some left still
+    // paces. The vendors' dialects are not the draft's: OpenAI's spent
+    // tokens hold until their reset beside its `retry-after-ms`.
+    let ietf = if wait.is_some() { Ietf::Unspent } else { Ietf::Every };
+    signal.quota = strictest(headers, now, ietf);
     signal
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hints::RATELIMIT_POLICY;
     use http::HeaderValue;
 
     fn headers(pairs: &[(&HeaderName, &'static str)]) -> HeaderMap {
@@ -298,5 +324,45 @@ mod tests {
             (&X_RATELIMIT_REMAINING, "3"),
         ]);
         assert_eq!(quota(&among, now), Some(Quota::new(3, Duration::from_secs(20))));
+    }
+
+    /// The ratelimit draft's §7: with both, "the Retry-After field MUST take
+    /// precedence". A 429 saying 5 s beside an exhausted 30-s `RateLimit`
+    /// quota closes the gate for 5 s, not 30 (a 10-s deadline refused the
+    /// retry). A vendor's exhausted quota is not the draft's, and still holds.
+    #[test]
+    fn retry_after_takes_precedence_over_an_exhausted_quota() {
+        let now = UNIX_EPOCH + NOW;
+        let retry_after = HeaderName::from_static("retry-after");
+        let both = headers(&[(&retry_after, "5"), (&RATELIMIT, r#""d";r=0;t=30"#)]);
+        let signal = pace_signal(429, &both, now);
+        assert_eq!(signal.not_before, Some(Hint::retry_after(Duration::from_secs(5))));
+        assert_eq!(signal.quota, None);
+        // Quota left still paces beside the wait.
+        let left = headers(&[(&retry_after, "5"), (&RATELIMIT, r#""d";r=3;t=30"#)]);
+        assert_eq!(pace_signal(429, &left, now).quota, Some(Quota::new(3, Duration::from_secs(30))));
+        // Alone, the exhausted quota is the gate.
+        let alone = headers(&[(&RATELIMIT, r#""d";r=0;t=30"#)]);
+        assert_eq!(pace_signal(429, &alone, now).quota, Some(Quota::new(0, Duration::from_secs(30))));
+        let vendor = headers(&[(&retry_after, "5"), (&X_RATELIMIT_REMAINING, "0"), (&X_RATELIMIT_RESET, "30")]);
+        assert_eq!(pace_signal(429, &vendor, now).quota, Some(Quota::new(0, Duration::from_secs(30))));
+    }
+
+    /// The ratelimit draft's §7.3: the fields "SHOULD be ignored on responses
+    /// that come from cache". An `Age` of 120 s: no quota, no wait; an `Age`
+    /// of 0 (or a malformed one) is a fresh response.
+    #[test]
+    fn a_response_from_a_cache_reports_no_quota() {
+        let now = UNIX_EPOCH + NOW;
+        let age = HeaderName::from_static("age");
+        let cached =
+            headers(&[(&age, "120"), (&RATELIMIT, r#""d";r=0;t=30"#), (&X_RATELIMIT_REMAINING, "0")]);
+        assert_eq!(quota(&cached, now), None);
+        assert_eq!(crate::hints::rate_limit(&cached), None);
+        assert_eq!(pace_signal(200, &cached, now), PaceSignal::none());
+        for fresh in ["0", "soon"] {
+            let fresh = headers(&[(&age, fresh), (&RATELIMIT, r#""d";r=0;t=30"#)]);
+            assert_eq!(quota(&fresh, now), Some(Quota::new(0, Duration::from_secs(30))));
+        }
     }
 }

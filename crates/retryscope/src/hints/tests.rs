@@ -170,6 +170,12 @@ fn rate_limit_policy_window_fallback() {
     assert_eq!(rate_limit(&h), secs(5));
     let h = with(&[(RATELIMIT, r#""b";r=0"#), (RATELIMIT_POLICY, ";;;")]);
     assert_eq!(rate_limit(&h), None);
+    // One malformed member leaves the whole field out (the draft's §7), a
+    // valid member beside it included: a window of 0, a negative quota.
+    for bad in [r#""b";q=10;w=20, "c";q=1;w=0"#, r#""b";q=10;w=20, "c";q=-1;w=5"#] {
+        let h = with(&[(RATELIMIT, r#""b";r=0"#), (RATELIMIT_POLICY, bad)]);
+        assert_eq!(rate_limit(&h), None, "{bad}");
+    }
 }
 
 #[test]
