@@ -59,3 +59,26 @@ fn a_generated_key_is_accepted() {
     let read = IdempotencyKey::from_headers(&headers, &HEADER).expect("accepted").expect("a key");
     assert_eq!(read.as_str().len(), 36, "a hyphenated UUID: {read}");
 }
+
+/// The client keys the methods the server layer keys by default, POST and
+/// PATCH: an extension method a server may not key is left without one (a
+/// key it ignores would let a retry run the request twice), unless the
+/// caller gives one.
+#[test]
+fn post_and_patch_get_a_key_and_an_extension_method_only_its_callers() {
+    let keys = IdempotencyKeys::default().generate();
+    for (method, keyed) in
+        [("POST", true), ("PATCH", true), ("PURGE", false), ("MOVE", false), ("PUT", false)]
+    {
+        let method = Method::from_bytes(method.as_bytes()).expect("a method");
+        let mut headers = HeaderMap::new();
+        let source = keys.apply(&method, &mut headers, &Extensions::new(), true);
+        assert_eq!((source.is_some(), headers.contains_key(&HEADER)), (keyed, keyed), "{method}");
+    }
+    let purge = Method::from_bytes(b"PURGE").expect("a method");
+    let mut extensions = Extensions::new();
+    extensions.insert(KeyChoice::new("purge-1").expect("a key"));
+    let mut headers = HeaderMap::new();
+    assert!(keys.apply(&purge, &mut headers, &extensions, true).is_some(), "the caller's key is kept");
+    assert_eq!(headers[&HEADER], "\"purge-1\"");
+}

@@ -3,9 +3,13 @@
 //! (draft-ietf-httpapi-idempotency-key-header) runs a retried POST once.
 //!
 //! Off by default. With [`IdempotencyKeys::generate`] on (the integrations'
-//! `.idempotency_keys()`), a request whose method is not idempotent (POST,
-//! PATCH, an extension method), that carries no key and whose body can be sent
-//! again, gets a fresh UUID v4 key before its first attempt; every attempt
+//! `.idempotency_keys()`), a POST or PATCH — the methods the draft makes
+//! fault-tolerant, and the ones `retryscope-idempotency`'s layer keys by
+//! default — that carries no key and whose body can be sent again, gets a
+//! fresh UUID v4 key before its first attempt. An extension method (WebDAV's
+//! `MOVE`, a `PURGE`) gets none: a server cannot be assumed to honour a key
+//! on a method it may not know, and a key it ignores would make a retry run
+//! the request twice; a key the caller gives one is kept. Every attempt
 //! then sends the same header, and the request is retried under the usual
 //! transient-only rules, as one with a key of its own always was. A request
 //! that carries the header keeps it unchanged. Per request, an
@@ -49,7 +53,6 @@
 //! ```
 
 use crate::configured::CallConfig;
-use crate::safety::is_idempotent_method;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method};
 use std::fmt;
 
@@ -178,7 +181,8 @@ impl IdempotencyKeys {
         if has_key(headers, &self.header) {
             return Some(KeySource::Caller);
         }
-        let needed = !is_idempotent_method(method) && replayable && !matches!(choice, Some(Choice::Suppress));
+        let keyed_method = matches!(*method, Method::POST | Method::PATCH);
+        let needed = keyed_method && replayable && !matches!(choice, Some(Choice::Suppress));
         if !needed {
             return None;
         }

@@ -4,7 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{CONTENT_LOCATION, CONTENT_TYPE, ETAG, HeaderName, LOCATION};
+use http::header::{
+    CONTENT_ENCODING, CONTENT_LANGUAGE, CONTENT_LOCATION, CONTENT_TYPE, ETAG, HeaderName, LOCATION,
+};
 use http::{Method, request::Parts};
 
 use crate::IDEMPOTENCY_KEY;
@@ -55,7 +57,14 @@ impl Default for Settings {
             ttl: Self::DEFAULT_TTL,
             lease: Self::DEFAULT_LEASE,
             max_body: Self::DEFAULT_MAX_BODY,
-            store_headers: vec![CONTENT_TYPE, LOCATION, CONTENT_LOCATION, ETAG],
+            store_headers: vec![
+                CONTENT_TYPE,
+                CONTENT_ENCODING,
+                CONTENT_LANGUAGE,
+                LOCATION,
+                CONTENT_LOCATION,
+                ETAG,
+            ],
             body_timeout: Self::DEFAULT_BODY_TIMEOUT,
             store_timeout: Self::DEFAULT_STORE_TIMEOUT,
             in_flight_retry_after: Self::DEFAULT_IN_FLIGHT_RETRY_AFTER,

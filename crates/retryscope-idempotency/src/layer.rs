@@ -110,8 +110,11 @@ impl<St: IdempotencyStore> IdempotencyLayer<St> {
     }
 
     /// The response headers kept and replayed (default `content-type`,
-    /// `location`, `content-location`, `etag`). Others are not replayed:
-    /// `set-cookie`, dates and per-response ids should not be.
+    /// `content-encoding`, `content-language`, `location`, `content-location`,
+    /// `etag`). Others are not replayed: `set-cookie`, dates and per-response
+    /// ids should not be. `content-encoding` is kept whatever the list says:
+    /// the body is kept as it was sent, encoded, and replayed without it a
+    /// compressed body would reach the client as garbage.
     pub fn store_headers(mut self, names: impl IntoIterator<Item = HeaderName>) -> Self {
         self.settings.store_headers = names.into_iter().collect();
         self

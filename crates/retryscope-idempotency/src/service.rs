@@ -321,9 +321,13 @@ where
     }
 }
 
+/// The response headers kept with its body: the layer's `store_headers`, and
+/// `content-encoding` always, since the body is kept as it was sent.
 fn kept_headers(headers: &HeaderMap, settings: &Settings) -> Vec<(http::HeaderName, http::HeaderValue)> {
     let mut kept = Vec::new();
-    for name in &settings.store_headers {
+    let encoding = &http::header::CONTENT_ENCODING;
+    let extra = (!settings.store_headers.contains(encoding)).then_some(encoding);
+    for name in settings.store_headers.iter().chain(extra) {
         kept.extend(headers.get_all(name).iter().map(|value| (name.clone(), value.clone())));
     }
     kept

@@ -25,6 +25,30 @@ async fn a_post_whose_response_is_lost_is_retried_with_its_key_and_runs_once() {
     assert_eq!(executions.count(), 1);
 }
 
+/// A replayed body comes with its encoding: the layer keeps the body as it
+/// was sent, so a response compressed inside it is replayed with its
+/// `content-encoding` (and, by default, its `content-language`) — whatever
+/// `store_headers` lists, for the encoding. (Replayed without it, the gzip
+/// bytes reached the client as garbage.)
+#[tokio::test]
+async fn a_replayed_body_keeps_its_content_encoding() {
+    let layers = [
+        IdempotencyLayer::new(MemoryStore::default()),
+        IdempotencyLayer::new(MemoryStore::default()).store_headers([http::header::CONTENT_TYPE]),
+    ];
+    for (n, layer) in layers.into_iter().enumerate() {
+        let (router, executions) = app(layer, QUICK);
+        let addr = serve(router).await;
+        let first = send(addr, "/encoded", Some("\"enc-1\""), "").await;
+        let replay = send(addr, "/encoded", Some("\"enc-1\""), "").await;
+        assert!(replay.replayed(), "{replay:?}");
+        assert_eq!((replay.body.as_str(), executions.count()), (first.body.as_str(), 1));
+        assert_eq!(replay.headers["content-encoding"], "gzip", "layer {n}");
+        let language = replay.headers.get("content-language").map(|v| v.to_str().ok());
+        assert_eq!(language, if n == 0 { Some(Some("fr")) } else { None }, "layer {n}");
+    }
+}
+
 #[tokio::test]
 async fn a_caller_that_hangs_up_mid_request_still_gets_the_stored_response_on_retry() {
     let (router, executions) = app(IdempotencyLayer::new(MemoryStore::default()), Duration::from_millis(300));

@@ -57,6 +57,16 @@ async fn big(State(app): State<App>, Path(bytes): Path<usize>) -> Vec<u8> {
     vec![b'x'; bytes]
 }
 
+/// `POST /encoded`: counts, answers bytes said to be gzip-encoded and in French
+/// (a compression layer inside the idempotency layer answers so).
+async fn encoded(State(app): State<App>) -> (HeaderMap, Vec<u8>) {
+    let n = app.executions.0.fetch_add(1, Ordering::SeqCst) + 1;
+    let mut headers = HeaderMap::new();
+    headers.insert("content-encoding", "gzip".parse().expect("a header value"));
+    headers.insert("content-language", "fr".parse().expect("a header value"));
+    (headers, format!("encoded {n}").into_bytes())
+}
+
 pub fn app<St: IdempotencyStore>(layer: IdempotencyLayer<St>, work: Duration) -> (Router, Executions) {
     let executions = Executions::default();
     let state = App { executions: executions.clone(), work };
@@ -64,6 +74,7 @@ pub fn app<St: IdempotencyStore>(layer: IdempotencyLayer<St>, work: Duration) ->
         .route("/orders", post(create).get(|| async { "list" }))
         .route("/fail/{status}", post(fail))
         .route("/big/{bytes}", post(big))
+        .route("/encoded", post(encoded))
         .with_state(state)
         .layer(layer);
     (router, executions)
