@@ -11,7 +11,14 @@ impl BudgetShare for RedisPaceShare {
         let state = &self.state;
         let mut budgets = state.budgets();
         if !budgets.contains_key(dependency) && budgets.len() >= MAX_DEPENDENCIES {
-            return;
+            // Full: the dependencies whose budgets are all gone make room first.
+            budgets.retain(|_, list| {
+                list.retain(SharedBudget::is_alive);
+                !list.is_empty()
+            });
+            if budgets.len() >= MAX_DEPENDENCIES {
+                return;
+            }
         }
         let list = budgets.entry(dependency.into()).or_default();
         list.retain(SharedBudget::is_alive);

@@ -325,7 +325,16 @@ impl PaceShare for RedisPaceShare {
         {
             let mut pacers = state.pacers();
             if !pacers.contains_key(dependency) && pacers.len() >= MAX_DEPENDENCIES {
-                return;
+                // Full: the dependencies whose pacers are all gone make room
+                // first, so that a process that cycles through names keeps
+                // sharing the ones it uses now.
+                pacers.retain(|_, list| {
+                    list.retain(SharedPacer::is_alive);
+                    !list.is_empty()
+                });
+                if pacers.len() >= MAX_DEPENDENCIES {
+                    return;
+                }
             }
             let list = pacers.entry(dependency.into()).or_default();
             list.retain(SharedPacer::is_alive);

@@ -12,6 +12,27 @@ pub(super) async fn read_gate(state: &State, key: &str, dependency: &str) {
     }
 }
 
+/// Reads the gates kept for `dependencies` in one round trip (a pipeline,
+/// within [`MAX_TIMEOUT`]): a subscriber that reconnected hears the gates it
+/// may have missed at once, and its messages wait one round trip, not one
+/// per dependency (up to a second each, on a slow Redis).
+async fn read_gates(state: &State, dependencies: &[Arc<str>]) {
+    if dependencies.is_empty() {
+        return;
+    }
+    let mut pipe = redis::pipe();
+    for dependency in dependencies {
+        pipe.cmd("PTTL").arg(state.gate_key(dependency));
+    }
+    let mut connection = state.connection.clone();
+    let Some(left) = State::delivered(pipe.query_async::<Vec<i64>>(&mut connection)).await else { return };
+    for (dependency, millis) in dependencies.iter().zip(left) {
+        if let Some(millis) = u64::try_from(millis).ok().filter(|ms| *ms > 0) {
+            state.deliver(dependency, Duration::from_millis(millis));
+        }
+    }
+}
+
 /// Says this replica is alive and reads how many are, every [`HEARTBEAT`],
 /// until the share is dropped.
 pub(super) async fn heartbeat(state: Weak<State>) {
@@ -76,9 +97,7 @@ pub(super) async fn subscriber(state: Weak<State>, client: redis::Client) {
         live.subscribed.store(true, Ordering::Release);
         live.settle();
         let attached: Vec<Arc<str>> = live.pacers().keys().cloned().collect();
-        for dependency in attached {
-            read_gate(&live, &live.gate_key(&dependency), &dependency).await;
-        }
+        read_gates(&live, &attached).await;
         drop(live);
         let mut messages = pubsub.into_on_message();
         loop {
