@@ -344,7 +344,8 @@ mod tests {
         // Alone, the exhausted quota is the gate.
         let alone = headers(&[(&RATELIMIT, r#""d";r=0;t=30"#)]);
         assert_eq!(pace_signal(429, &alone, now).quota, Some(Quota::new(0, Duration::from_secs(30))));
-        let vendor = headers(&[(&retry_after, "5"), (&X_RATELIMIT_REMAINING, "0"), (&X_RATELIMIT_RESET, "30")]);
+        let vendor =
+            headers(&[(&retry_after, "5"), (&X_RATELIMIT_REMAINING, "0"), (&X_RATELIMIT_RESET, "30")]);
         assert_eq!(pace_signal(429, &vendor, now).quota, Some(Quota::new(0, Duration::from_secs(30))));
     }
 
