@@ -142,6 +142,39 @@ async fn an_exhausted_quota_is_waited_out_or_refused_at_once() {
     }
 }
 
+/// Two policies in one `RateLimit` field (the draft's §7: no policy's quota
+/// is to be exceeded before its reset): a spent 1-s burst window holds the
+/// next call 1 s, and the hourly quota with one request left is then spent
+/// by that call — the one after it cannot be sent within its 15-s deadline
+/// and is refused at once. (The spent window stood for both: once it reset,
+/// every call went.)
+#[tokio::test(start_paused = true)]
+async fn a_spent_policy_holds_the_next_call_and_another_policy_still_paces_after_it() {
+    for integration in BOTH {
+        let server = Server::start().await;
+        let two = || {
+            let field = r#""burst";r=0;t=1, "hour";r=1;t=3600"#.to_owned();
+            Reply::Status(200, vec![("ratelimit", field)], "ok")
+        };
+        server.script("/api", [two(), two()]);
+        let url = server.url("/api");
+        let client = integration.pacing_client(policy(Duration::from_secs(15)));
+        assert_eq!(client.get(&url).await, Answer::Status(200), "{integration:?}");
+
+        let start = Instant::now();
+        assert_eq!(client.get(&url).await, Answer::Status(200), "{integration:?}");
+        let held = start.elapsed();
+        assert!(held >= Duration::from_secs(1) && held < Duration::from_secs(3), "{integration:?}: {held:?}");
+        let seen = server.seen().len();
+        let refused = client.get(&url).await;
+        assert!(
+            matches!(refused, Answer::GaveUp(StopReason::RateLimited { .. }, _)),
+            "{integration:?}: {refused:?}"
+        );
+        assert_eq!(server.seen().len(), seen, "{integration:?}: the hour's quota was exceeded");
+    }
+}
+
 /// Quota headers that are malformed, contradictory or implausible slow
 /// nothing down and break nothing.
 #[tokio::test(start_paused = true)]

@@ -78,7 +78,9 @@ const EPOCH_MILLIS_FROM: f64 = 1e12;
 /// assert_eq!(quota(&headers, SystemTime::now()), Some(Quota { remaining: 5, reset: Duration::from_secs(20), policy: None }));
 /// ```
 pub fn quota(headers: &HeaderMap, now: SystemTime) -> Option<Quota> {
-    strictest(headers, now, Ietf::Every)
+    let Quotas { spent, left } = quotas(headers, now, Ietf::Every);
+    // An exhausted quota is the strictest of all.
+    spent.or(left)
 }
 
 /// Which of the `RateLimit` field's quotas count.
@@ -90,20 +92,36 @@ enum Ietf {
     Unspent,
 }
 
-fn strictest(headers: &HeaderMap, now: SystemTime, ietf: Ietf) -> Option<Quota> {
+/// What a response's quotas come to: the exhausted one that resets last,
+/// and the strictest of those with requests left. Kept apart, so that one
+/// policy's exhausted window does not hide another's limit.
+#[derive(Default)]
+struct Quotas {
+    spent: Option<Quota>,
+    left: Option<Quota>,
+}
+
+fn quotas(headers: &HeaderMap, now: SystemTime, ietf: Ietf) -> Quotas {
+    let mut found = Quotas::default();
     // Most responses carry no quota at all: one pass over their few names
     // spares them the lookups and parsing below.
     if !headers.keys().any(names_a_quota) || from_cache(headers) {
-        return None;
+        return found;
     }
     let pairs = [(RATELIMIT_REMAINING, RATELIMIT_RESET), (X_RATELIMIT_REMAINING, X_RATELIMIT_RESET)];
-    ietf_quotas(headers)
+    let every = ietf_quotas(headers)
         .into_iter()
         .flatten()
         .filter(|quota| ietf == Ietf::Every || quota.remaining > 0)
         .chain(pairs.iter().filter_map(|(remaining, reset)| vendor_quota(headers, remaining, reset, now)))
-        .chain(vendor_quotas(headers, now))
-        .reduce(|strictest, quota| if quota.is_stricter_than(&strictest) { quota } else { strictest })
+        .chain(vendor_quotas(headers, now));
+    for quota in every {
+        let kept = if quota.remaining == 0 { &mut found.spent } else { &mut found.left };
+        if kept.is_none_or(|kept| quota.is_stricter_than(&kept)) {
+            *kept = Some(quota);
+        }
+    }
+    found
 }
 
 /// Whether `name` is a field without which [`quota`] finds nothing:
@@ -211,7 +229,10 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 ///   concerns only the call that got it, and stays the call's own hint) — and
 ///   on a **403 from GitHub** (it carries `x-ratelimit-resource`), whose
 ///   secondary rate limits answer 403 with a `Retry-After`;
-/// - the strictest [`quota`] on **any** status paces the calls that follow;
+/// - a quota on **any** status paces the calls that follow: an exhausted one
+///   closes the dependency until its reset (the one that resets last, if
+///   several are), and the strictest of those with requests left spaces the
+///   calls (after that reset, if one is exhausted);
 /// - a **429** is a throttling answer.
 ///
 /// ```
@@ -242,7 +263,17 @@ pub fn pace_signal(status: u16, headers: &HeaderMap, now: SystemTime) -> PaceSig
     // paces. The vendors' dialects are not the draft's: OpenAI's spent
     // tokens hold until their reset beside its `retry-after-ms`.
     let ietf = if wait.is_some() { Ietf::Unspent } else { Ietf::Every };
-    signal.quota = strictest(headers, now, ietf);
+    let Quotas { spent, left } = quotas(headers, now, ietf);
+    // An exhausted quota closes the dependency until its reset (unless a
+    // wait above already holds it longer), and the strictest of those with
+    // requests left spaces the calls after it: a spent burst window does
+    // not hide an hourly quota with one request left.
+    if let Some(spent) = spent
+        && signal.not_before.is_none_or(|hint| spent.reset > hint.delay)
+    {
+        signal.not_before = Some(Hint::rate_limit(spent.reset));
+    }
+    signal.quota = left;
     signal
 }
 
@@ -343,10 +374,33 @@ mod tests {
         assert_eq!(pace_signal(429, &left, now).quota, Some(Quota::new(3, Duration::from_secs(30))));
         // Alone, the exhausted quota is the gate.
         let alone = headers(&[(&RATELIMIT, r#""d";r=0;t=30"#)]);
-        assert_eq!(pace_signal(429, &alone, now).quota, Some(Quota::new(0, Duration::from_secs(30))));
+        assert_eq!(pace_signal(429, &alone, now).not_before, Some(Hint::rate_limit(Duration::from_secs(30))));
         let vendor =
             headers(&[(&retry_after, "5"), (&X_RATELIMIT_REMAINING, "0"), (&X_RATELIMIT_RESET, "30")]);
-        assert_eq!(pace_signal(429, &vendor, now).quota, Some(Quota::new(0, Duration::from_secs(30))));
+        assert_eq!(
+            pace_signal(429, &vendor, now).not_before,
+            Some(Hint::rate_limit(Duration::from_secs(30)))
+        );
+    }
+
+    /// The draft's §7: a client "SHOULD NOT exceed the quota units conveyed
+    /// by the remaining parameter before the time window expressed in the
+    /// reset parameter" — for every policy. A spent 1-s burst window closes
+    /// the gate for 1 s, and the hourly quota with one request left spaces
+    /// the calls after it. (The spent window stood for both: once it reset,
+    /// calls went unpaced.)
+    #[test]
+    fn a_spent_policy_closes_the_gate_and_another_with_some_left_still_paces() {
+        let now = UNIX_EPOCH + NOW;
+        let two = headers(&[(&RATELIMIT, r#""burst";r=0;t=1, "hour";r=1;t=3600"#)]);
+        let signal = pace_signal(200, &two, now);
+        assert_eq!(signal.not_before, Some(Hint::rate_limit(Duration::from_secs(1))));
+        assert_eq!(signal.quota, Some(Quota::new(1, Duration::from_secs(3600))));
+        // `quota` still answers the strictest of all: the spent one.
+        assert_eq!(quota(&two, now), Some(Quota::new(0, Duration::from_secs(1))));
+        // Two spent: the later reset closes the gate.
+        let spent = headers(&[(&RATELIMIT, r#""a";r=0;t=5, "b";r=0;t=9"#)]);
+        assert_eq!(pace_signal(200, &spent, now).not_before, Some(Hint::rate_limit(Duration::from_secs(9))));
     }
 
     /// The ratelimit draft's §7.3: the fields "SHOULD be ignored on responses

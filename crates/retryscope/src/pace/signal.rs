@@ -92,7 +92,8 @@ impl Quota {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PaceSignal {
     /// No call may be sent before this wait has passed: a `Retry-After` on a
-    /// 429 or 503, gRPC pushback on `RESOURCE_EXHAUSTED` or `UNAVAILABLE`.
+    /// 429 or 503, gRPC pushback on `RESOURCE_EXHAUSTED` or `UNAVAILABLE`,
+    /// an exhausted quota's reset.
     pub not_before: Option<Hint>,
     /// The quota the server reported, on any response.
     pub quota: Option<Quota>,
