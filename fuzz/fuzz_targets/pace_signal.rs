@@ -5,7 +5,9 @@
 //! headers the pacer reads (`NAMES`, in turn).
 //!
 //! Properties: reading is total; only a 429, a 503 or GitHub's 403 (with
-//! `x-ratelimit-resource`) closes the dependency (`not_before`); a pacer that learned the signal never holds a call longer
+//! `x-ratelimit-resource`) closes the dependency with a server's wait
+//! (`not_before`), any other status only with an exhausted quota's reset (a
+//! `RateLimit`-source hint); a pacer that learned the signal never holds a call longer
 //! than a day (the pacer's longest pace) plus the widest spread, and reports a finite, non-negative
 //! rate.
 #![no_main]
@@ -15,7 +17,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 use retryscope::clock::ManualClock;
 use retryscope::hints::pace_signal;
-use retryscope::{Pacer, Policy, Retryable};
+use retryscope::{DelaySource, Hint, Pacer, Policy, Retryable};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// The longest wait or quota window the pacer takes from a hint (`Pacer`'s
@@ -59,7 +61,8 @@ fuzz_target!(|data: &[u8]| {
     let now = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
     let signal = pace_signal(status, &headers, now);
     if status == 200 || (status == 403 && !headers.contains_key("x-ratelimit-resource")) {
-        assert!(signal.not_before.is_none(), "{headers:?}");
+        let quota_gate = |hint: Hint| hint.source == DelaySource::RateLimit;
+        assert!(signal.not_before.is_none_or(quota_gate), "{headers:?}");
     }
     assert_eq!(signal.throttled, status == 429);
 
