@@ -234,6 +234,25 @@ fn json_uses_the_same_schema_and_names_lines_or_paths() {
     assert_eq!(e.to_string(), "svc.json: defaults.attempts: must be 1..=100, got 500");
 }
 
+/// A key written twice in a JSON object is refused with its line, as TOML
+/// refuses it: serde_json alone keeps the last, and `"enabled": false,
+/// "enabled": true` lifted a kill switch without a word; a dependency
+/// written twice replaced the first.
+#[test]
+fn a_json_key_written_twice_is_refused_as_toml_refuses_it() {
+    let known = KnownNames::new();
+    let twice = "{\"dependencies\": {\"s\": {\"host\": \"s\",\n  \"enabled\": false,\n  \"enabled\": true}}}";
+    let e = Config::parse(twice, Format::Json, "svc.json", &known).unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Syntax, "{e}");
+    assert!(e.message().contains("duplicate key `enabled`"), "{e}");
+    assert_eq!(e.location().map(|l| l.line), Some(3));
+    let dependency_twice = r#"{"dependencies": {"s": {"host": "a"}, "s": {"host": "b"}}}"#;
+    let e = Config::parse(dependency_twice, Format::Json, "svc.json", &known).unwrap_err();
+    assert!(e.message().contains("duplicate key `s`"), "{e}");
+    let e = toml("[dependencies.s]\nhost = \"s\"\nenabled = false\nenabled = true\n").unwrap_err();
+    assert_eq!(e.kind(), ConfigErrorKind::Syntax, "{e}");
+}
+
 #[test]
 fn retried_statuses_are_checked_and_replace_the_default_set() {
     let e = toml("[defaults]\nretry_statuses = [200]\n").unwrap_err();

@@ -39,7 +39,9 @@ impl<'t> Doc<'t> {
             Format::Toml => {
                 toml::de::DeTable::parse(text).map(Doc::Toml).map_err(|e| toml_error(text, origin, e))
             }
-            Format::Json => serde_json::from_str(text).map(Doc::Json).map_err(|e| json_error(origin, e)),
+            Format::Json => serde_json::from_str::<Unique>(text)
+                .map(|Unique(value)| Doc::Json(value))
+                .map_err(|e| json_error(origin, e)),
         }
     }
 
@@ -56,6 +58,76 @@ impl<'t> Doc<'t> {
             Doc::Toml(t) => toml_span(t, path).map(|s| line_column(text, s.start)),
             Doc::Json(_) => None,
         }
+    }
+}
+
+/// A JSON value whose objects name each key once. serde_json's own `Value`
+/// keeps the last of two equal keys, so `"enabled": false, "enabled": true`
+/// would lift a kill switch without a word, and a dependency written twice
+/// would replace the first; TOML refuses both itself.
+struct Unique(serde_json::Value);
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueVisitor).map(Unique)
+    }
+}
+
+struct UniqueVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Unique(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(serde_json::Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!("duplicate key `{key}`")));
+            }
+            let Unique(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(serde_json::Value::Object(object))
     }
 }
 
