@@ -478,6 +478,28 @@ async fn a_channels_grpc_calls_take_each_reload_from_the_next_call_on() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A method the channel's service config does not name, given attempts by
+/// the file: it retries UNAVAILABLE, as a request's own policy does. (The
+/// file's three attempts retried no status at all: one stream, the caller
+/// got the first UNAVAILABLE.)
+#[tokio::test]
+async fn the_files_policy_for_a_method_the_service_config_does_not_name_retries_unavailable() {
+    let path = file("grpc-unnamed-method", &echo_text(true));
+    let other_only = retryscope_tower::grpc::GrpcRetry::from_service_config(
+        r#"{"methodConfig": [{"name": [{"service": "test.Other"}],
+          "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.01s",
+            "backoffMultiplier": 1, "retryableStatusCodes": ["UNAVAILABLE"]}}]}"#,
+    )
+    .expect("valid service config");
+    let server = H2Server::start(vec![UNAVAILABLE, UNAVAILABLE, Answer::Ok("third")]).await;
+    let layer = RetryLayer::grpc(other_only).origin(server.uri()).config(handle(&path)).build();
+    let mut client = EchoClient::new(layer.layer(Endpoint::from(server.uri()).connect_lazy()));
+    let answer = client.unary(echo("x")).await.expect("the third attempt answers");
+    assert_eq!(answer.into_inner().message, "third");
+    assert_eq!(server.streams().len(), 3, "the file's three attempts");
+    let _ = std::fs::remove_file(&path);
+}
+
 /// The kill switch means one request on the wire: A6's transparent retry of
 /// a stream the server refused unprocessed is a second one, so it stops it
 /// too; lifted, the transparent retry is back.

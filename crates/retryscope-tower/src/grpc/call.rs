@@ -123,10 +123,12 @@ pub(crate) fn plan(
         .or_else(|| options.policy_override())
         .or_else(|| retry.as_ref().map(|m| m.policy))
         .unwrap_or_else(send_once);
-    // A policy given for one call retries what gRPC usually retries.
-    let unlisted = match options.policy_override() {
-        Some(_) => CodeSet::UNAVAILABLE,
-        None => CodeSet::EMPTY,
+    // A policy given for one call, or by the file for a method its service
+    // config does not retry, retries what gRPC usually retries: the file's
+    // `attempts = 5` would otherwise retry no status at all.
+    let unlisted = match (options.policy_override(), from_file) {
+        (None, None) => CodeSet::EMPTY,
+        _ => CodeSet::UNAVAILABLE,
     };
     let codes = retry.as_ref().map_or(unlisted, |m| m.codes);
     // The caller's `grpc-timeout` is the deadline of the whole call, whatever
