@@ -50,6 +50,43 @@ async fn a_permanent_failure_runs_once_and_leaves_one_dead_letter_with_its_reaso
     assert_eq!(q.queue.dead_depth().await.expect("depth"), 1);
 }
 
+/// A handler that panics: its attempt is a permanent failure, the job a
+/// dead letter with `error.type` `panic`, run once. (Nothing caught it: the
+/// delivery was neither acked nor nak'ed, and every redelivery after the
+/// AckWait panicked again as a first attempt, until JetStream's delivery
+/// limit.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_panics_is_a_permanent_failure_and_runs_once() {
+    let Some(url) = nats_url() else { return };
+    let q = queue(&url, "panics", Duration::from_secs(1)).await;
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    let worker = Worker::builder(q.queue.clone(), fast_policy(5), move |_job: Job| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        async {
+            if true {
+                panic!("the handler's bug");
+            }
+            Ok::<(), TestError>(())
+        }
+    })
+    .build()
+    .expect("valid settings");
+    let stats = worker.stats();
+    let running = start(|stopped| worker.run(stopped));
+    Producer::new(q.queue.clone()).enqueue(&q.subject, "order-9", "sku=9").await.expect("stored");
+    assert!(wait_for(Duration::from_secs(5), || stats.count(JobOutcome::DeadLettered) == 1).await);
+    // Past two AckWaits: no redelivery runs it again.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    running.stop().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "a panic is not retried");
+    let letters = dead::list(&q.queue, 0, 10).await.expect("dead letters listed");
+    assert_eq!(letters.len(), 1);
+    let letter = letters[0].letter.as_ref().expect("a readable dead letter");
+    assert_eq!(letter.reason, DeadReason::Permanent);
+    assert_eq!(letter.error_type.as_deref(), Some("panic"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_jobs_with_thirty_percent_transient_failures_all_complete_each_once() {
     let Some(url) = nats_url() else { return };

@@ -11,11 +11,13 @@ use crate::broker::{Broker, Delivery, Outgoing};
 use crate::dead::{DeadLetter, DeadReason, TRACEPARENT, header_safe};
 use crate::job::{HandlerFuture, Job, JobOutcome};
 use crate::meta::JobMeta;
+use futures_util::FutureExt;
 use rand::RngExt;
 use retryscope::jobs::JobKeyScope;
 use retryscope::jobs::{JobFailure, Schedule};
 use retryscope::{JitterRng, Retryable, StopReason, Verdict};
 use retryscope_idempotency::IdempotencyStore;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -265,6 +267,21 @@ where
                 None => retry.await,
             }
         };
+        // A handler that panics is a permanent failure of its attempt: the
+        // job goes to the dead letters, not back to the broker to panic on
+        // every redelivery with its claim left to run out.
+        let running = async {
+            match AssertUnwindSafe(running).catch_unwind().await {
+                Ok(result) => result,
+                Err(panic) => {
+                    let message = panic_message(&*panic);
+                    tracing::error!(target: retryscope_otel::names::TARGET, panic = message, "a job's handler panicked: the job is dead-lettered as a permanent failure");
+                    let verdict_now = Verdict::permanent(PANIC);
+                    *verdict.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(verdict_now);
+                    Err(retryscope::RetryError::new(StopReason::Permanent, 1, Some(PANIC), None))
+                }
+            }
+        };
         // The claim is renewed while the handler runs.
         let running = inner.keys.renewing(ticket, running);
         let mut abandon = inner.abandon.subscribe();
@@ -284,6 +301,18 @@ where
     };
     let verdict = *verdict.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     Some((result, verdict))
+}
+
+/// The `error.type` of an attempt whose handler panicked.
+const PANIC: retryscope::ErrorType = retryscope::ErrorType::Kind("panic");
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("")
 }
 
 /// Sends a progress ack three times per `ack_wait` (one may be lost and the
