@@ -61,6 +61,7 @@ impl<S: IdempotencyStore> Keys<S> {
         let lease = self.lease();
         let (Some(store), Some(key)) = (&self.store, key) else { return Claimed::Run(None) };
         let Some(key) = store_key(key) else {
+            // Unreachable: the hashed form is always a key the store holds.
             tracing::warn!(target: retryscope_otel::names::TARGET, key, "a job key the store cannot hold runs without de-duplication");
             return Claimed::Run(None);
         };
@@ -114,8 +115,26 @@ impl<S: IdempotencyStore> Keys<S> {
     }
 }
 
-/// The key as the store's type, which parses a structured-field string.
+/// The key as the store's type, which parses a structured-field string of
+/// printable ASCII, at most 255 characters: the key itself where it is one,
+/// else `sha256:<hex>` of it (as a job-keyed call's key is hashed), the same
+/// in every worker. A key the store could not hold as written ran without
+/// de-duplication: a redelivery ran the handler again.
 pub(super) fn store_key(key: &str) -> Option<IdempotencyKey> {
+    literal_key(key).or_else(|| {
+        use sha2::Digest;
+        use std::fmt::Write;
+        let mut hashed = String::with_capacity(7 + 64);
+        hashed.push_str("sha256:");
+        for byte in sha2::Sha256::digest(key.as_bytes()) {
+            // Writing to a String cannot fail.
+            let _ = write!(hashed, "{byte:02x}");
+        }
+        literal_key(&hashed)
+    })
+}
+
+fn literal_key(key: &str) -> Option<IdempotencyKey> {
     let mut quoted = String::with_capacity(key.len() + 2);
     quoted.push('"');
     for c in key.chars() {
@@ -126,4 +145,42 @@ pub(super) fn store_key(key: &str) -> Option<IdempotencyKey> {
     }
     quoted.push('"');
     IdempotencyKey::parse(quoted.as_bytes()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key has a form the store holds: as written where it can be, else
+    /// hashed, the same for the same key.
+    #[test]
+    fn a_key_the_store_cannot_hold_as_written_is_stored_by_its_hash() {
+        assert_eq!(store_key("order-7").map(|k| k.as_str().to_owned()), Some("order-7".to_owned()));
+        let long = "k".repeat(300);
+        for key in ["commande-é", "tab\there", long.as_str(), ""] {
+            let stored = store_key(key).unwrap_or_else(|| panic!("{key:?} has no stored form"));
+            assert!(
+                stored.as_str().starts_with("sha256:") && stored.as_str().len() == 71,
+                "{key:?}: {stored:?}"
+            );
+            assert_eq!(store_key(key), Some(stored), "{key:?}: the same in every worker");
+        }
+        assert_ne!(store_key("commande-é"), store_key("commande-è"));
+    }
+
+    /// A duplicate of a job whose key is not printable ASCII waits on the
+    /// first's claim, as any keyed job's does. (Both ran: the key went
+    /// unclaimed.)
+    #[tokio::test]
+    async fn a_duplicate_of_a_non_ascii_key_waits_on_the_first_claim() {
+        let keys = Keys {
+            store: Some(retryscope_idempotency::MemoryStore::default()),
+            renew_every: Duration::from_secs(1),
+            ttl: Duration::from_secs(60),
+        };
+        let first = keys.claim(Some("commande-é"), "orders", b"sku=1").await;
+        assert!(matches!(first, Claimed::Run(Some(_))));
+        let second = keys.claim(Some("commande-é"), "orders", b"sku=1").await;
+        assert!(matches!(second, Claimed::Elsewhere(_)));
+    }
 }
