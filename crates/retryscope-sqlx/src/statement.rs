@@ -14,7 +14,10 @@ use std::sync::{Mutex, PoisonError};
 ///
 /// Retried, within the policy and the database's guards: a conflict
 /// (`40001`, `40P01`: PostgreSQL rolled the statement back), and a failure to
-/// get a connection (nothing was sent). A connection lost after the
+/// get a connection (nothing was sent). The closure is meant to run one
+/// statement: in autocommit mode each statement commits on its own, so a
+/// closure that ran others before the one that conflicted runs them again on
+/// the retry, unless they are safe to run twice. A connection lost after the
 /// statement was sent may or may not have applied it: retried only when
 /// [`idempotent`](Self::idempotent) says running it twice is harmless (a
 /// `SELECT`, an `UPDATE … SET x = 5`, an `INSERT … ON CONFLICT DO NOTHING`);
