@@ -40,14 +40,15 @@ impl InFlightSettings {
     }
 
     /// The settings a block writes: `None` where it writes none or turns
-    /// the budget off; refused where a value is out of range.
+    /// the budget off; refused where a value is out of range, whether or not
+    /// the budget is on.
     pub(crate) fn of(written: Option<InFlight>) -> Result<Option<Self>, Refusal> {
-        let Some(written) = written.filter(|w| w.enabled != Some(false)) else { return Ok(None) };
+        let Some(written) = written else { return Ok(None) };
         let default = Self::default();
         let settings =
             Self { share: written.share.unwrap_or(default.share), min: written.min.unwrap_or(default.min) };
         match settings.build() {
-            Ok(_) => Ok(Some(settings)),
+            Ok(_) => Ok((written.enabled != Some(false)).then_some(settings)),
             Err(e) => {
                 let key = match e.setting() {
                     "min" => "in_flight_budget.min",

@@ -234,6 +234,26 @@ fn json_uses_the_same_schema_and_names_lines_or_paths() {
     assert_eq!(e.to_string(), "svc.json: defaults.attempts: must be 1..=100, got 500");
 }
 
+/// A guard turned off is checked all the same: a bad value beside `enabled =
+/// false` would otherwise surface only when an operator turns it on, in an
+/// incident. (They were accepted unread.)
+#[test]
+fn a_guards_values_are_checked_when_it_is_turned_off_too() {
+    for (block, key) in [
+        ("budget = { enabled = false, ratio = 7.0 }", "budget.ratio"),
+        ("breaker = { enabled = false, failure_ratio = 0.0 }", "breaker.failure_ratio"),
+        ("hedging = { enabled = false, max_copies = 50 }", "hedging.max_copies"),
+        ("in_flight_budget = { enabled = false, share = 3.0 }", "in_flight_budget.share"),
+    ] {
+        let e = toml(&format!("[dependencies.s]\nhost = \"s\"\n{block}\n")).unwrap_err();
+        assert_eq!(e.kind(), ConfigErrorKind::OutOfRange, "{block}: {e}");
+        assert!(e.path().ends_with(key), "{block}: {e}");
+    }
+    // Off with good values: accepted, and off.
+    let c = toml("[dependencies.s]\nhost = \"s\"\nbudget = { enabled = false, ratio = 0.5 }\n").unwrap();
+    assert!(c.dependency("s").unwrap().budget().is_none());
+}
+
 /// A key written twice in a JSON object is refused with its line, as TOML
 /// refuses it: serde_json alone keeps the last, and `"enabled": false,
 /// "enabled": true` lifted a kill switch without a word; a dependency

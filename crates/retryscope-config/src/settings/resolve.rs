@@ -141,8 +141,11 @@ pub(crate) fn resolve(
         n => n.as_deref().map(Arc::from),
     };
 
+    // Each guard's values are checked whether or not it is enabled: a bad
+    // value beside `enabled = false` would otherwise surface only when an
+    // operator turns the guard on, in an incident.
     let hedge = match b.hedging {
-        Some(h) if h.enabled != Some(false) => {
+        Some(h) => {
             let settings = HedgeSettings {
                 max_copies: h.max_copies.unwrap_or(2),
                 delay: h.delay.map_or(Duration::ZERO, |d| d.0),
@@ -166,62 +169,60 @@ pub(crate) fn resolve(
                 let message = e.to_string();
                 Refusal { key, error: Box::new(ConfigError::new(range, "", message).with_source(e)) }
             })?;
-            Some((settings, policy))
+            (h.enabled != Some(false)).then_some((settings, policy))
         }
-        _ => None,
+        None => None,
     };
 
-    let budget = match b.budget {
-        Some(x) if x.enabled == Some(false) => None,
-        x => {
-            let x = x.unwrap_or_default();
-            let s = BudgetSettings {
-                ratio: x.ratio,
-                min_per_second: x.min_per_second,
-                window: x.window.map(|d| d.0),
+    let budget = {
+        let x = b.budget;
+        let disabled = x.as_ref().is_some_and(|x| x.enabled == Some(false));
+        let x = x.unwrap_or_default();
+        let s = BudgetSettings {
+            ratio: x.ratio,
+            min_per_second: x.min_per_second,
+            window: x.window.map(|d| d.0),
+        };
+        if let Err(e) = s.build() {
+            let key = match e.setting() {
+                "ratio" => "budget.ratio",
+                "min_per_second" => "budget.min_per_second",
+                _ => "budget.window",
             };
-            if let Err(e) = s.build() {
-                let key = match e.setting() {
-                    "ratio" => "budget.ratio",
-                    "min_per_second" => "budget.min_per_second",
-                    _ => "budget.window",
-                };
-                let message = e.to_string();
-                return Err(Refusal {
-                    key,
-                    error: Box::new(ConfigError::new(range, "", message).with_source(e)),
-                });
-            }
-            Some(s)
+            let message = e.to_string();
+            return Err(Refusal {
+                key,
+                error: Box::new(ConfigError::new(range, "", message).with_source(e)),
+            });
         }
+        (!disabled).then_some(s)
     };
-    let breaker = match b.breaker {
-        Some(x) if x.enabled == Some(false) => None,
-        x => {
-            let x = x.unwrap_or_default();
-            let s = BreakerSettings {
-                failure_ratio: x.failure_ratio,
-                min_calls: x.min_calls,
-                window: x.window.map(|d| d.0),
-                cool_down: x.cool_down.map(|d| d.0),
-                half_open_probes: x.half_open_probes,
+    let breaker = {
+        let x = b.breaker;
+        let disabled = x.as_ref().is_some_and(|x| x.enabled == Some(false));
+        let x = x.unwrap_or_default();
+        let s = BreakerSettings {
+            failure_ratio: x.failure_ratio,
+            min_calls: x.min_calls,
+            window: x.window.map(|d| d.0),
+            cool_down: x.cool_down.map(|d| d.0),
+            half_open_probes: x.half_open_probes,
+        };
+        if let Err(e) = s.build() {
+            let key = match e.setting() {
+                "failure_ratio" => "breaker.failure_ratio",
+                "min_calls" => "breaker.min_calls",
+                "cool_down" => "breaker.cool_down",
+                "half_open_probes" => "breaker.half_open_probes",
+                _ => "breaker.window",
             };
-            if let Err(e) = s.build() {
-                let key = match e.setting() {
-                    "failure_ratio" => "breaker.failure_ratio",
-                    "min_calls" => "breaker.min_calls",
-                    "cool_down" => "breaker.cool_down",
-                    "half_open_probes" => "breaker.half_open_probes",
-                    _ => "breaker.window",
-                };
-                let message = e.to_string();
-                return Err(Refusal {
-                    key,
-                    error: Box::new(ConfigError::new(range, "", message).with_source(e)),
-                });
-            }
-            Some(s)
+            let message = e.to_string();
+            return Err(Refusal {
+                key,
+                error: Box::new(ConfigError::new(range, "", message).with_source(e)),
+            });
         }
+        (!disabled).then_some(s)
     };
     let pacer = match b.pacer {
         Some(x) if x.enabled == Some(false) => None,
