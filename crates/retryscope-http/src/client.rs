@@ -62,6 +62,13 @@ impl ClientSettings {
     /// [`dependencies`](Self::dependencies) first.
     #[doc(hidden)]
     pub fn build(self) -> (Client, Option<Meter>) {
+        if self.config.is_some() && self.hedge_template {
+            tracing::warn!(
+                target: retryscope_otel::names::TARGET,
+                "the builder's hedging template is not applied to a client with a configuration file: \
+                 hedging is the file's (`hedging` on a dependency or in `defaults`)"
+            );
+        }
         // The adaptive throttle is asked after the builder's own guards.
         let dependencies = match self.adaptive_throttle {
             Some(throttle) => self.dependencies.guard(move || throttle()),

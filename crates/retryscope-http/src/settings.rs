@@ -103,6 +103,9 @@ pub struct ClientSettings {
     /// Per-dependency settings from a file, resolved per call
     /// (`CallConfig`); `None`: the builder's settings only.
     pub(crate) config: Option<retryscope_config::ConfigHandle>,
+    /// Whether the builder was given a hedging template (`hedge`): with a
+    /// file, hedging is the file's alone, and the build says so.
+    pub(crate) hedge_template: bool,
 }
 
 /// What the integrations' builders read and set beyond the shared setters:
@@ -148,6 +151,7 @@ impl Default for ClientSettings {
             idempotency: IdempotencyKeys::default(),
             fallbacks: FallbackSettings::default(),
             config: None,
+            hedge_template: false,
         }
     }
 }

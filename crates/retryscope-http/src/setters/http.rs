@@ -140,12 +140,18 @@ pub trait WithHttpSettings: HasHttpSettings {
     /// `RetryOptions`. Every copy asks the dependency's pacer as a retry
     /// does: a dependency that asked to be called less gets no extra copy
     /// while it holds calls back.
+    ///
+    /// With a configuration file (`config`), hedging is the file's alone:
+    /// a configured call hedges where the file writes `hedging`, and this
+    /// template is not applied (the build logs a `WARN` saying so).
     fn hedge(mut self, policy: HedgePolicy) -> Self {
-        self.client_settings_mut().dependencies(|d| d.hedge(policy));
+        let settings = self.client_settings_mut();
+        settings.dependencies(|d| d.hedge(policy));
+        settings.hedge_template = true;
         self
     }
 
-    /// Gives every non-idempotent request (POST, PATCH, …) that carries no
+    /// Gives every POST and PATCH request that carries no
     /// idempotency key a fresh one (a UUID v4, as an RFC 8941 String),
     /// once per call: every attempt sends the same key, and the request is
     /// thereby retried on transient failures as an idempotent one is. A
