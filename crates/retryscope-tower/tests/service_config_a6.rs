@@ -67,6 +67,8 @@ fn every_multiplier_above_zero_loads_with_a6s_jitter() {
             .multiplier(value)
             .jitter(Jitter::Grpc)
             .no_deadline()
+            // A6 has no time limit per attempt.
+            .no_attempt_timeout()
             .build()
             .expect("valid");
         assert_eq!(policy, expected, "{multiplier}");
