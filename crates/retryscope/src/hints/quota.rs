@@ -251,12 +251,11 @@ fn reset_delay(text: &str, now: SystemTime) -> Option<Duration> {
 /// ```
 pub fn pace_signal(status: u16, headers: &HeaderMap, now: SystemTime) -> PaceSignal {
     let mut signal = PaceSignal { throttled: status == 429, ..PaceSignal::none() };
-    let wait = retry_delay(headers, now);
-    if (matches!(status, 429 | 503) || (status == 403 && headers.contains_key(X_RATELIMIT_RESOURCE)))
-        && let Some(delay) = wait
-    {
-        signal.not_before = Some(Hint::retry_after(delay));
-    }
+    // Read only where it holds the dependency: a success does not pay for
+    // the four lookups.
+    let holds = matches!(status, 429 | 503) || (status == 403 && headers.contains_key(X_RATELIMIT_RESOURCE));
+    let wait = if holds { retry_delay(headers, now) } else { None };
+    signal.not_before = wait.map(Hint::retry_after);
     // With a `Retry-After` beside it, the wait "MUST take precedence"
     // (draft-ietf-httpapi-ratelimit-headers §7): an exhausted `RateLimit`
     // quota's reset closes no gate of its own; one with some left still
