@@ -33,12 +33,12 @@ use crate::StoreError;
 /// let store = MemoryStore::default();
 /// let key = IdempotencyKey::parse(br#""job-7""#)?;
 /// let print = Fingerprint::of(&http::Method::POST, "/jobs", b"");
-/// let lease = Duration::from_millis(30);
+/// let lease = Duration::from_millis(600);
 /// let Claim::Claimed(ticket) = store.claim(&key, print, lease).await? else {
 ///     unreachable!("a free key")
 /// };
-/// // Work three leases long, the claim renewed every third of one: still ours.
-/// let slow = tokio::time::sleep(3 * lease);
+/// // Work two leases long, the claim renewed every third of one: still ours.
+/// let slow = tokio::time::sleep(2 * lease);
 /// renewing(&store, &ticket, lease, lease / 3, lease / 3, slow).await;
 /// assert!(store.renew(&ticket, lease).await?);
 /// # Ok(())
